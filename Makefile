@@ -1,0 +1,100 @@
+# switchboard — build, test, bench, fuzz.
+# Sources are found by wildcard, so a new module needs no Makefile edit:
+#   library code : schemas/ bus/ common/ actors/ actors/*/ cli/ (all but cli/main.c)
+#   unit tests   : tests/unit/test_<module>.c  -> $(BUILD)/tests/test_<module>
+#   fuzz targets : tests/fuzz/fuzz_<name>.c    -> $(BUILD)/fuzz/fuzz_<name>
+#   benchmarks   : bench/bench_<name>.c        -> $(BUILD)/bench/bench_<name>
+
+BUILD   ?= build
+CC      ?= cc
+SAN     ?=
+PKGS    := libczmq libzmq msgpack libcurl lmdb jansson
+OPT     ?= -O2
+
+CFLAGS  += -std=gnu11 $(OPT) -g -Wall -Wextra -Werror -Wno-unused-parameter \
+           -D_GNU_SOURCE -I. $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
+
+ifeq ($(SAN),1)
+CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS += -fsanitize=address,undefined
+endif
+
+LIB_SRC  := $(filter-out cli/main.c,$(wildcard schemas/*.c bus/*.c common/*.c actors/*.c actors/*/*.c cli/*.c gateway/*.c workers/*.c))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+HDRS     := $(wildcard schemas/*.h bus/*.h common/*.h actors/*.h actors/*/*.h cli/*.h gateway/*.h workers/*.h)
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+BENCH_SRC:= $(wildcard bench/bench_*.c)
+BENCH_BIN:= $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
+
+.PHONY: all run test unit integration bench fuzz fuzz-smoke asan docs clean deps check-deps
+
+all: $(BUILD)/switchboard
+
+deps:
+	@bash scripts/deps.sh
+
+$(BUILD)/obj/%.o: %.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libswitchboard.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/switchboard: $(BUILD)/obj/cli/main.o $(BUILD)/libswitchboard.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# Unit tests wrap malloc so the codec tests can prove that validation allocates nothing.
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libswitchboard.a $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libswitchboard.a $(LDLIBS) -lcriterion
+
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libswitchboard.a $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libswitchboard.a $(LDLIBS)
+
+run: deps all
+	./$(BUILD)/switchboard serve
+
+test: deps
+	@$(MAKE) --no-print-directory all units fuzz-smoke-build
+	@bash tests/run_all.sh $(BUILD)
+
+units: $(UNIT_BIN)
+
+unit: units
+	@bash tests/run_all.sh $(BUILD) unit
+
+integration: all
+	@bash tests/run_all.sh $(BUILD) integration
+
+asan: deps
+	@$(MAKE) --no-print-directory BUILD=build-asan SAN=1 OPT=-O1 all units
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  SB_ASAN=1 bash tests/run_all.sh build-asan
+
+bench: deps all $(BENCH_BIN)
+	@bash bench/run.sh $(BUILD)
+
+# libFuzzer targets are built with clang and link the library sources directly.
+FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -I. -fsanitize=fuzzer,address,undefined $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+build-fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(HDRS)
+	@mkdir -p build-fuzz
+	clang $(FUZZ_CFLAGS) -o $@ $< $(LIB_SRC) $(LDLIBS)
+
+fuzz-smoke-build: $(FUZZ_BIN)
+
+fuzz: deps $(FUZZ_BIN)
+	@bash tests/fuzz/run.sh long
+
+docs: all
+	@mkdir -p docs
+	./$(BUILD)/switchboard schemas --markdown > docs/protocol.md
+	@echo "wrote docs/protocol.md"
+
+clean:
+	rm -rf build build-asan build-fuzz

@@ -11,7 +11,7 @@ SAN     ?=
 PKGS    := libczmq libzmq msgpack libcurl lmdb jansson
 OPT     ?= -O2
 
-CFLAGS  += -std=gnu11 $(OPT) -g -Wall -Wextra -Werror -Wno-unused-parameter \
+CFLAGS  += -std=gnu11 $(OPT) -g -Wall -Wextra -Werror -Wno-unused-parameter $(if $(findstring clang,$(CC)),,-Wno-format-truncation) \
            -D_GNU_SOURCE -I. $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
 

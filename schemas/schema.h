@@ -1,0 +1,77 @@
+/*  schemas/schema.h — the message tables: the single source of truth for
+    every bus message type. The codec, the broker's validation, the tap's
+    printer and `switchboard schemas` all read these tables. */
+#ifndef SB_SCHEMA_H
+#define SB_SCHEMA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SB_PROTOCOL_VERSION  1
+#define SB_MAX_MSG_BYTES     (1u << 20)   /* default cap on one body */
+#define SB_MAX_DEPTH         16           /* msgpack nesting cap */
+#define SB_DEFAULT_STR_MAX   4096         /* str/bin cap when a field says 0 */
+#define SB_DEFAULT_COUNT_MAX 4096         /* array/map cap when a field says 0 */
+
+typedef enum {
+    SB_T_ANY = 0,   /* any msgpack value (still structurally validated) */
+    SB_T_STR,
+    SB_T_INT,       /* signed or unsigned integer that fits int64 */
+    SB_T_UINT,      /* non-negative integer */
+    SB_T_BOOL,
+    SB_T_BIN,
+    SB_T_MAP,
+    SB_T_ARRAY,
+    SB_T_FLOAT      /* a float or any integer */
+} sb_ftype_t;
+
+typedef struct sb_field {
+    const char *name;
+    sb_ftype_t type;
+    bool required;
+    uint32_t max;                   /* bytes for str/bin, count for map/array; 0 = default */
+    const struct sb_field *sub;     /* MAP: its fields (NULL-name terminated) or NULL = free-form.
+                                       ARRAY: one field describing each item, or NULL = any. */
+    const char *doc;
+} sb_field_t;
+
+typedef enum {
+    SB_KIND_REQUEST,
+    SB_KIND_REPLY,
+    SB_KIND_CHUNK,
+    SB_KIND_EVENT,      /* published on the event plane */
+    SB_KIND_ONEWAY,     /* a command that expects no reply */
+    SB_KIND_TAPE        /* a tape entry kind (the body of session.append) */
+} sb_kind_t;
+
+typedef struct sb_type {
+    const char *name;
+    sb_kind_t kind;
+    bool is_public;               /* may pass the gateway */
+    const sb_field_t *fields;     /* NULL-name terminated */
+    uint32_t max_bytes;           /* 0 = SB_MAX_MSG_BYTES */
+    const char *doc;
+} sb_type_t;
+
+/*  Looks a type up by name (exact, length-delimited). NULL when unknown. */
+const sb_type_t *sb_schema_find (const char *name, size_t len);
+
+/*  The whole table, for printing and tests. */
+const sb_type_t *sb_schema_all (size_t *count);
+
+/*  Fields of the message header (DESIGN.md 2). */
+extern const sb_field_t sb_header_fields [];
+
+/*  Looks up the tape-entry kind `kind` (e.g. "text.delta"); NULL if unknown. */
+const sb_type_t *sb_schema_tape_kind (const char *kind);
+const sb_type_t *sb_schema_tape_all (size_t *count);
+
+const char *sb_ftype_name (sb_ftype_t type);
+const char *sb_kind_name (sb_kind_t kind);
+
+/*  Prints the tables as text or Markdown (docs/protocol.md). */
+#include <stdio.h>
+void sb_schema_print (FILE *out, bool markdown);
+
+#endif

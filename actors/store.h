@@ -1,0 +1,317 @@
+/*  actors/store.h — the LMDB wrapper used by every stateful actor.
+
+    One store is one LMDB environment in one folder (DATA/session, DATA/run,
+    DATA/interact), owned by one actor, which is its only writer. The store
+    opens every named database ("dbi") once, at startup, and addresses them
+    afterwards by their index in the name list given to sb_store_open.
+
+    Transactions carry a sticky error, in the style of knot's knot_lmdb: the
+    first failure is kept in txn.ret, every later operation on that txn does
+    nothing, and sb_txn_commit aborts and returns the error. The caller checks
+    once, at the end.
+
+    Writes go through sb_store_write, which runs a caller's function in one
+    write transaction, commits durably, and grows the map and re-runs the
+    function when the map is full. That is the group-commit primitive: an
+    actor drains every pending write it holds into one call.
+
+    Keys are a 1-byte table tag followed by big-endian integers and
+    NUL-terminated strings (sb_key_t), so that byte order is numeric order
+    and every prefix is unambiguous; iteration is by prefix.
+
+    Error codes: 0 is success, every failure is negative. The store's own
+    codes are the SB_STORE_* values below; anything else is either an LMDB
+    code (MDB_*, also negative) or a negated errno. sb_store_strerror
+    describes all three.
+*/
+#ifndef SB_STORE_H_INCLUDED
+#define SB_STORE_H_INCLUDED
+
+#include <lmdb.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    SB_STORE_OK        = 0,
+    SB_STORE_NOTFOUND  = -32001,  //  no such key; never sticky
+    SB_STORE_EXISTS    = -32002,  //  sb_txn_insert: key already present; never sticky
+    SB_STORE_MAP_FULL  = -32003,  //  the map is full and could not grow
+    SB_STORE_DISK_FULL = -32004,  //  the filesystem is full (ENOSPC, EDQUOT)
+    SB_STORE_INVALID   = -32005,  //  bad argument: dbi index, key length, invalid sb_key_t
+    SB_STORE_BUSY      = -32006,  //  a write txn is already open on this store
+};
+
+//  Limits. LMDB's default build caps keys at 511 bytes; the dbi cap keeps
+//  sb_store_info_t a fixed size.
+#define SB_STORE_KEY_MAX        511
+#define SB_STORE_DBI_MAX        32
+#define SB_STORE_MAPSIZE_MIN    (64u * 1024)
+#define SB_STORE_MAPSIZE_DEFAULT ((size_t) 64 * 1024 * 1024)
+#define SB_STORE_MAPSIZE_MAX    ((size_t) 1 << 40)
+
+typedef struct _sb_store_t sb_store_t;
+
+//  A transaction. Stack-allocate it; sb_txn_begin fills it in. Check `ret`
+//  (or the return of sb_txn_commit) once, after a run of operations.
+typedef struct {
+    sb_store_t *store;
+    MDB_txn *txn;
+    int ret;                //  first error, sticky; 0 while all is well
+    bool write;
+} sb_txn_t;
+
+//  --------------------------------------------------------------------------
+//  Environment
+
+//  Opens (creating when needed) the environment in `dir`, making the folder
+//  and its parents with mode 0700. `dbi_names` is a NULL-terminated list of
+//  database names (at most SB_STORE_DBI_MAX, unique, not "meta", which the
+//  store keeps for itself); each is opened once, here, and addressed later by
+//  its index in this list. `schema_version` is recorded in a fresh
+//  environment; an environment that records another version, or none, is
+//  refused. `initial_mapsize` 0 means SB_STORE_MAPSIZE_DEFAULT; the map grows
+//  on demand (see sb_store_write). Stale reader slots left by dead processes
+//  are cleared here.
+//  Returns NULL on failure, with one clear line in `err` (which may be NULL).
+//  The caller owns the store; free it with sb_store_destroy.
+sb_store_t *
+    sb_store_open (const char *dir, const char *const *dbi_names,
+                   unsigned schema_version, size_t initial_mapsize,
+                   char *err, size_t errlen);
+
+//  Closes the environment. Every txn must be ended first. Tolerates NULL and
+//  nulls the caller's pointer.
+void
+    sb_store_destroy (sb_store_t **self_p);
+
+//  The folder given to sb_store_open. Owned by the store.
+const char *
+    sb_store_dir (sb_store_t *self);
+
+//  The name of dbi `index`, or NULL if out of range. Owned by the store.
+const char *
+    sb_store_dbi_name (sb_store_t *self, unsigned index);
+
+//  Describes any code returned by this module: SB_STORE_*, MDB_*, -errno.
+//  The string is static.
+const char *
+    sb_store_strerror (int code);
+
+//  Counters for `switchboard stats` and /metrics.
+typedef struct {
+    size_t mapsize;         //  bytes currently mapped
+    size_t page_size;
+    size_t used_pages;      //  pages in use in the file (last page + 1)
+    size_t used_bytes;      //  used_pages * page_size
+    unsigned max_readers;
+    unsigned num_readers;   //  reader slots in use
+    unsigned ndbi;
+    uint64_t entries [SB_STORE_DBI_MAX];    //  entries per dbi, by index
+    uint64_t commits;       //  successful write commits since open
+    uint64_t aborts;        //  write txns aborted (by error or by choice)
+    uint64_t map_grows;     //  times the map was grown since open
+    uint64_t disk_full;     //  writes that failed with SB_STORE_DISK_FULL
+    int stale_readers;      //  stale reader slots cleared at open
+} sb_store_info_t;
+
+//  Fills `info`. Opens a short read txn, so it may be called from any thread
+//  (MDB_NOTLS), but not while the calling thread holds a write txn on a store
+//  whose map may grow. Returns 0 or an error code.
+int
+    sb_store_info (sb_store_t *self, sb_store_info_t *info);
+
+//  --------------------------------------------------------------------------
+//  Group commit
+
+//  The body of one write transaction. Return 0 to commit, or any non-zero
+//  value to abort (that value is then returned by sb_store_write; use your own
+//  positive codes to tell them apart from the store's negative ones).
+//
+//  It MUST be re-runnable: when the map fills up, the transaction is aborted,
+//  the map grows, and `fn` is called again from scratch with a fresh txn. So
+//  `fn` must derive everything it writes from `ctx` and the txn alone, and
+//  must not consume its input (pop a queue, free a buffer, bump a counter
+//  that is not recomputed) until sb_store_write has returned 0.
+//  `fn` must not begin, commit or abort a txn itself.
+typedef int (sb_store_write_fn) (sb_txn_t *txn, void *ctx);
+
+//  Runs `fn` in one write transaction and commits it durably. On MDB_MAP_FULL,
+//  from any operation or from the commit, it aborts, doubles the map (only
+//  while no txn of this store is open) and runs `fn` again. Returns 0 once
+//  committed; SB_STORE_DISK_FULL when the filesystem is full (not retried);
+//  SB_STORE_MAP_FULL when the map cannot grow (SB_STORE_MAPSIZE_MAX reached,
+//  or another txn of this store is still open); `fn`'s own non-zero return;
+//  or another error. Call it from the store's owning thread.
+int
+    sb_store_write (sb_store_t *self, sb_store_write_fn *fn, void *ctx);
+
+//  --------------------------------------------------------------------------
+//  Transactions
+
+//  Begins a txn. A read txn may be used on any thread (MDB_NOTLS); at most
+//  one write txn is open at a time, and a second sb_txn_begin(write) while
+//  one is open returns SB_STORE_BUSY instead of deadlocking. On failure
+//  txn->ret is set and commit/abort are still safe to call. Prefer
+//  sb_store_write for writes: a bare write txn does not grow the map.
+int
+    sb_txn_begin (sb_store_t *store, sb_txn_t *txn, bool write);
+
+//  Commits (a write txn) or ends (a read txn). When txn->ret != 0, aborts
+//  instead and returns txn->ret. Returns 0 when committed. Always ends the
+//  txn; safe after a failed begin and after a previous commit or abort.
+int
+    sb_txn_commit (sb_txn_t *txn);
+
+//  Ends the txn and discards its writes. Safe to call twice.
+void
+    sb_txn_abort (sb_txn_t *txn);
+
+//  Stores `val` under `key` in dbi `dbi`, replacing any previous value.
+//  Returns txn->ret.
+int
+    sb_txn_put (sb_txn_t *txn, unsigned dbi, const void *key, size_t klen,
+                const void *val, size_t vlen);
+
+//  As sb_txn_put, but only when `key` is absent: returns SB_STORE_EXISTS (not
+//  sticky) and changes nothing when it is present. For first-writer-wins.
+int
+    sb_txn_insert (sb_txn_t *txn, unsigned dbi, const void *key, size_t klen,
+                   const void *val, size_t vlen);
+
+//  As sb_txn_put, for a key known to sort after every key in the dbi (a
+//  tape's next seq). Cheaper than put; a key out of order is a sticky
+//  MDB_KEYEXIST, because it means the caller's idea of "last" is wrong.
+int
+    sb_txn_append (sb_txn_t *txn, unsigned dbi, const void *key, size_t klen,
+                   const void *val, size_t vlen);
+
+//  Looks `key` up. Returns 0 and fills `out`; SB_STORE_NOTFOUND (not sticky)
+//  when absent; or the sticky error. `out->mv_data` points into the map and
+//  is valid only until the txn ends or, in a write txn, until the next write:
+//  callers MUST copy what they keep. `out` is zeroed on any failure.
+int
+    sb_txn_get (sb_txn_t *txn, unsigned dbi, const void *key, size_t klen,
+                MDB_val *out);
+
+//  Deletes `key`. Returns 0, SB_STORE_NOTFOUND (not sticky), or the sticky
+//  error.
+int
+    sb_txn_del (sb_txn_t *txn, unsigned dbi, const void *key, size_t klen);
+
+//  Finds the greatest key that starts with `prefix` (for example the last seq
+//  of a tape, at startup). Returns 0 and fills `key` and `val` (either may be
+//  NULL); SB_STORE_NOTFOUND (not sticky) when no key has that prefix; or the
+//  sticky error. The same lifetime rule as sb_txn_get applies.
+int
+    sb_txn_last (sb_txn_t *txn, unsigned dbi, const void *prefix, size_t plen,
+                 MDB_val *key, MDB_val *val);
+
+//  --------------------------------------------------------------------------
+//  Prefix iteration
+//
+//      sb_txn_iter_t it;
+//      sb_txn_iter_begin (&txn, &it, DBI_TAPE, prefix.buf, prefix.len,
+//                         start.buf, start.len);
+//      MDB_val k, v;
+//      while (sb_txn_iter_next (&it, &k, &v)) {
+//          if (done_early) { sb_txn_iter_end (&it); break; }
+//      }
+//      if (txn.ret) ...
+//
+//  Yields, in byte order, every key that starts with the prefix and is >= the
+//  start key (start NULL: from the first key with the prefix). A NULL prefix
+//  with length 0 walks the whole dbi; a non-NULL prefix of length 0 (an
+//  invalid sb_key_t) is SB_STORE_INVALID. Keys and values follow the
+//  sb_txn_get lifetime rule. The cursor is closed when next returns false;
+//  a loop that stops early MUST call sb_txn_iter_end (a read txn leaks its
+//  cursor otherwise). Errors are sticky in the txn; next then returns false.
+
+//  Opaque in use; public only so that it can live on the stack. The prefix
+//  is copied, and the first entry is found by begin, so neither the prefix
+//  nor the start key need outlive sb_txn_iter_begin.
+typedef struct {
+    sb_txn_t *txn;
+    MDB_cursor *cursor;
+    int first_rc;           //  result of the positioning done by begin
+    bool started;
+    size_t plen;
+    MDB_val key, val;       //  the entry found by begin
+    uint8_t prefix [SB_STORE_KEY_MAX];
+} sb_txn_iter_t;
+
+int
+    sb_txn_iter_begin (sb_txn_t *txn, sb_txn_iter_t *it, unsigned dbi,
+                       const void *prefix, size_t plen,
+                       const void *start, size_t slen);
+
+bool
+    sb_txn_iter_next (sb_txn_iter_t *it, MDB_val *key, MDB_val *val);
+
+//  Deletes the entry the iterator last yielded; the next call to
+//  sb_txn_iter_next yields the entry after it. Write txns only.
+int
+    sb_txn_iter_del (sb_txn_iter_t *it);
+
+//  Closes the cursor. Safe to call twice, and after next returned false.
+void
+    sb_txn_iter_end (sb_txn_iter_t *it);
+
+//  The callback form: calls `cb` for each entry as above, until it returns
+//  non-zero. Returns 0, `cb`'s non-zero value, or the sticky error.
+typedef int (sb_txn_foreach_fn) (const MDB_val *key, const MDB_val *val, void *ctx);
+
+int
+    sb_txn_foreach (sb_txn_t *txn, unsigned dbi, const void *prefix, size_t plen,
+                    const void *start, size_t slen,
+                    sb_txn_foreach_fn *cb, void *ctx);
+
+//  --------------------------------------------------------------------------
+//  Key builder
+//
+//      sb_key_t k;
+//      sb_key_init (&k, 'T');
+//      sb_key_str (&k, session_id);
+//      sb_key_u64 (&k, seq);
+//      if (!sb_key_valid (&k)) ...     //  or let the txn op refuse it
+//      sb_txn_put (&txn, DBI_TAPE, k.buf, k.len, val, vlen);
+//
+//  Integers are big-endian, so key order is numeric order. Strings are their
+//  bytes followed by a 0 byte, so that "ab" never reads as a prefix of "abc"
+//  (a string may not contain a 0 byte). A key that would pass
+//  SB_STORE_KEY_MAX bytes becomes invalid for good: its length drops to 0,
+//  which every txn operation refuses with SB_STORE_INVALID.
+
+typedef struct {
+    size_t len;
+    bool overflow;          //  sticky: the key is invalid
+    uint8_t buf [SB_STORE_KEY_MAX];
+} sb_key_t;
+
+void sb_key_init  (sb_key_t *k, char tag);
+void sb_key_u8    (sb_key_t *k, uint8_t v);
+void sb_key_u32   (sb_key_t *k, uint32_t v);
+void sb_key_u64   (sb_key_t *k, uint64_t v);
+void sb_key_str   (sb_key_t *k, const char *s);
+//  A string given by pointer and length (msgpack strings are not
+//  NUL-terminated). An embedded 0 byte makes the key invalid.
+void sb_key_strn  (sb_key_t *k, const char *s, size_t n);
+//  Raw bytes, with no terminator: use only for fixed-width fields (a 26-byte
+//  ULID) or as the last field, or prefixes become ambiguous.
+void sb_key_bytes (sb_key_t *k, const void *p, size_t n);
+bool sb_key_valid (const sb_key_t *k);
+
+//  Reads a big-endian integer back out of a key at `offset`; 0 when the key
+//  is too short. For decoding keys met while iterating.
+uint64_t sb_key_read_u64 (const MDB_val *key, size_t offset);
+uint32_t sb_key_read_u32 (const MDB_val *key, size_t offset);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -90,7 +90,7 @@ sb_store_strerror (int code)
         case SB_STORE_BUSY:      return "a write transaction is already open on this store";
         default: break;
     }
-    if (code <= MDB_KEYEXIST && code >= MDB_LAST_ERRCODE)
+    if (code >= MDB_KEYEXIST && code <= MDB_LAST_ERRCODE)
         return mdb_strerror (code);
     if (code < 0 && code > -4096)
         return strerror (-code);

@@ -405,6 +405,25 @@ sb_doc_decode (const uint8_t *buf, size_t len, const sb_vstat_t *stat)
     return doc;
 }
 
+const sb_val_t *
+sb_doc_decode_into (const uint8_t *buf, size_t len, const sb_vstat_t *stat,
+                    void *mem, size_t memlen)
+{
+    size_t nodes_sz = (size_t) stat->nodes * sizeof (sb_val_t);
+    if (nodes_sz + stat->bytes + 1 > memlen || ((uintptr_t) mem % _Alignof (sb_val_t)))
+        return NULL;
+    s_dec_t d = {
+        .rd = { .p = buf, .end = buf + len },
+        .next_node = (sb_val_t *) mem,
+    };
+    d.nodes_end = d.next_node + stat->nodes;
+    d.next_byte = (char *) d.nodes_end;
+    sb_val_t *root = d.next_node++;
+    if (s_dec_value (&d, root))
+        return NULL;
+    return root;
+}
+
 sb_doc_t *
 sb_decode (const uint8_t *buf, size_t len, const sb_field_t *fields,
            uint32_t max_bytes, sb_verr_t *err)

@@ -58,6 +58,12 @@ int sb_validate (const uint8_t *buf, size_t len, const sb_field_t *fields,
     Returns a new doc owned by the caller, or NULL on allocation failure. */
 sb_doc_t *sb_doc_decode (const uint8_t *buf, size_t len, const sb_vstat_t *stat);
 
+/*  Decodes into caller memory (e.g. a stack buffer) instead of the heap:
+    returns the root, or NULL when `memlen` is too small. The tree lives in
+    `mem`. Used for headers, so parsing them allocates nothing. */
+const sb_val_t *sb_doc_decode_into (const uint8_t *buf, size_t len, const sb_vstat_t *stat,
+                                    void *mem, size_t memlen);
+
 /*  Validate then decode: NULL with err filled on bad input. */
 sb_doc_t *sb_decode (const uint8_t *buf, size_t len, const sb_field_t *fields,
                      uint32_t max_bytes, sb_verr_t *err);

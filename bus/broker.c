@@ -1,0 +1,984 @@
+/*  bus/broker.c — the Majordomo-style broker, reduced to what switchboard
+    needs (DESIGN.md 1): registration, heartbeats both ways, LRU routing by
+    the type's prefix, a pending table keyed by (route, id), the event-plane
+    proxy and the tap.
+
+    Nothing here blocks: every send is ZMQ_DONTWAIT with ROUTER_MANDATORY,
+    so a reply to a vanished peer or a full queue is counted, never waited
+    on. Frames that do not validate go nowhere and are counted by kind. */
+#include "bus/broker.h"
+#include "bus/envelope.h"
+#include "common/log.h"
+#include "schemas/codec.h"
+#include "schemas/schema.h"
+
+#include <errno.h>
+#include <string.h>
+
+#define ACTOR "broker"
+#define MAX_FRAMES 5
+#define ID_MAX 256
+
+typedef struct service service_t;
+
+typedef struct {
+    uint8_t id [ID_MAX];        /* ROUTER identity */
+    size_t idlen;
+    char key [2 * ID_MAX + 1];  /* hex of id: the table key */
+    char instance [129];
+    service_t *service;
+    int64_t expires;            /* mono ms */
+    void *handle;               /* position in the service's LRU list */
+    uint64_t served;
+} instance_t;
+
+struct service {
+    char name [33];
+    bool singleton;
+    zlistx_t *lru;              /* instance_t *, least recently used first */
+};
+
+typedef struct {
+    instance_t *inst;
+    uint8_t route [ID_MAX];
+    size_t route_len;
+    int64_t expires;            /* mono ms */
+    char type [65];
+    char id [33];
+} pending_t;
+
+enum { M_FRAMES, M_HEADER, M_UNKNOWN_TYPE, M_BODY, M_KIND, M_UNMATCHED,
+       M_EVT_FRAMES, M_EVT_HEADER, M_EVT_BODY, M_COUNT };
+static const char *s_malformed_names [M_COUNT] = {
+    "frames", "header", "unknown_type", "body", "kind", "unmatched_reply",
+    "event_frames", "event_header", "event_body"
+};
+
+typedef struct {
+    zsock_t *pipe;
+    zsock_t *router;
+    zsock_t *xsub;
+    zsock_t *xpub;
+    zsock_t *tap;
+    sb_broker_config_t config;
+    char *ipc_dir;
+    char *tcp;
+    zhashx_t *instances;        /* key hex -> instance_t */
+    zhashx_t *services;         /* name -> service_t */
+    zhashx_t *pending;          /* "routehex:id" -> pending_t */
+    zhashx_t *tap_subs;         /* prefix -> count (as pointer) */
+    sb_enc_t *enc;
+    sb_enc_t *body_enc;
+    int64_t started;
+    int64_t next_heartbeat;
+    bool terminated;
+    /* counters */
+    uint64_t plane_cmd_in, plane_cmd_out, plane_evt_in, plane_evt_out, plane_tap_out;
+    uint64_t *type_counts;      /* indexed like sb_schema_all() */
+    size_t ntypes;
+    uint64_t malformed [M_COUNT];
+    uint64_t drop_unroutable, drop_hwm, no_service, expired_instances, expired_pending;
+    sb_ratelimit_t rl;
+} self_t;
+
+static const char *s_singletons [] = { "session", "run", "interact", NULL };
+
+/* ------------------------------------------------------------------ */
+
+static void
+s_hex (const uint8_t *p, size_t n, char *out)
+{
+    static const char hex [] = "0123456789abcdef";
+    for (size_t k = 0; k < n; k++) {
+        out [2 * k] = hex [p [k] >> 4];
+        out [2 * k + 1] = hex [p [k] & 15];
+    }
+    out [2 * n] = 0;
+}
+
+static void
+s_service_destroy (void **item)
+{
+    service_t *svc = *item;
+    if (svc) {
+        zlistx_destroy (&svc->lru);
+        free (svc);
+        *item = NULL;
+    }
+}
+
+static void
+s_free_item (void **item)
+{
+    free (*item);
+    *item = NULL;
+}
+
+static self_t *
+s_self_new (zsock_t *pipe, const sb_broker_config_t *config)
+{
+    self_t *self = calloc (1, sizeof *self);
+    if (!self)
+        return NULL;
+    self->pipe = pipe;
+    self->ipc_dir = config && config->ipc_dir ? strdup (config->ipc_dir) : NULL;
+    self->tcp = config && config->tcp ? strdup (config->tcp) : NULL;
+    self->instances = zhashx_new ();
+    self->services = zhashx_new ();
+    self->pending = zhashx_new ();
+    self->tap_subs = zhashx_new ();
+    self->enc = sb_enc_new ();
+    self->body_enc = sb_enc_new ();
+    sb_schema_all (&self->ntypes);
+    self->type_counts = calloc (self->ntypes + 1, sizeof (uint64_t));
+    self->router = zsock_new (ZMQ_ROUTER);
+    self->xsub = zsock_new (ZMQ_XSUB);
+    self->xpub = zsock_new (ZMQ_XPUB);
+    self->tap = zsock_new (ZMQ_XPUB);
+    if (!self->instances || !self->services || !self->pending || !self->tap_subs || !self->enc
+    ||  !self->body_enc || !self->type_counts || !self->router || !self->xsub || !self->xpub || !self->tap)
+        return NULL;            /* the caller destroys */
+    zhashx_set_destructor (self->instances, s_free_item);
+    zhashx_set_destructor (self->services, s_service_destroy);
+    zhashx_set_destructor (self->pending, s_free_item);
+    zsock_set_router_mandatory (self->router, 1);
+    zsock_set_sndhwm (self->router, SB_BROKER_ROUTER_HWM);
+    zsock_set_rcvhwm (self->router, SB_BROKER_ROUTER_HWM);
+    zsock_set_sndhwm (self->xpub, SB_BROKER_PUB_HWM);
+    zsock_set_rcvhwm (self->xsub, SB_BROKER_PUB_HWM);
+    zsock_set_sndhwm (self->tap, SB_BROKER_TAP_HWM);
+    zsock_set_linger (self->router, 0);
+    zsock_set_linger (self->xsub, 0);
+    zsock_set_linger (self->xpub, 0);
+    zsock_set_linger (self->tap, 0);
+    if (zsock_bind (self->router, SB_INPROC_CMD) < 0
+    ||  zsock_bind (self->xsub, SB_INPROC_PUB_IN) < 0
+    ||  zsock_bind (self->xpub, SB_INPROC_PUB) < 0
+    ||  zsock_bind (self->tap, SB_INPROC_TAP) < 0) {
+        sb_error (ACTOR, "cannot bind inproc endpoints error=\"%s\"", zmq_strerror (zmq_errno ()));
+        return NULL;
+    }
+    /* The broker subscribes to every event so the tap sees every frame;
+       subscribers filter on the XPUB side. */
+    uint8_t all = 1;
+    zmq_send (zsock_resolve (self->xsub), &all, 1, 0);
+    self->started = sb_mono_ms ();
+    self->next_heartbeat = self->started + SB_HEARTBEAT_MS;
+    return self;
+}
+
+static void
+s_self_destroy (self_t **self_p)
+{
+    self_t *self = *self_p;
+    if (!self)
+        return;
+    zhashx_destroy (&self->pending);
+    zhashx_destroy (&self->services);
+    zhashx_destroy (&self->instances);
+    zhashx_destroy (&self->tap_subs);
+    sb_enc_destroy (&self->enc);
+    sb_enc_destroy (&self->body_enc);
+    free (self->type_counts);
+    zsock_destroy (&self->router);
+    zsock_destroy (&self->xsub);
+    zsock_destroy (&self->xpub);
+    zsock_destroy (&self->tap);
+    free (self->ipc_dir);
+    free (self->tcp);
+    free (self);
+    *self_p = NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/*  Sending */
+
+static void
+s_count_send_error (self_t *self)
+{
+    if (errno == EHOSTUNREACH)
+        self->drop_unroutable++;
+    else
+        self->drop_hwm++;
+}
+
+static bool
+s_tap_active (self_t *self)
+{
+    return zhashx_size (self->tap_subs) > 0;
+}
+
+/*  Copies a message to the tap: [plane][peer-or-topic][header][body]. */
+static void
+s_tap_copy (self_t *self, const char *plane, const void *peer, size_t peer_len,
+            const void *hdr, size_t hlen, const void *body, size_t blen)
+{
+    void *tap = zsock_resolve (self->tap);
+    if (zmq_send (tap, plane, strlen (plane), ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+        return;                 /* dropped at the tap's HWM: observers lose, the bus does not */
+    zmq_send (tap, peer, peer_len, ZMQ_SNDMORE);
+    zmq_send (tap, hdr, hlen, ZMQ_SNDMORE);
+    zmq_send (tap, body, blen, 0);
+    self->plane_tap_out++;
+}
+
+/*  Sends a broker-made message [dest][route?][header][body] on the ROUTER. */
+static void
+s_send_made (self_t *self, const uint8_t *dest, size_t dest_len, const uint8_t *route,
+             size_t route_len, const sb_header_t *h, const uint8_t *body, size_t blen)
+{
+    void *r = zsock_resolve (self->router);
+    sb_header_encode (h, self->enc);
+    size_t hlen;
+    const uint8_t *hbuf = sb_enc_data (self->enc, &hlen);
+    if (zmq_send (r, dest, dest_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+        s_count_send_error (self);
+        return;
+    }
+    if (route)
+        zmq_send (r, route, route_len, ZMQ_SNDMORE);
+    zmq_send (r, hbuf, hlen, ZMQ_SNDMORE);
+    zmq_send (r, body, blen, 0);
+    self->plane_cmd_out++;
+    if (s_tap_active (self))
+        s_tap_copy (self, "cmd", "", 0, hbuf, hlen, body, blen);
+}
+
+/*  Replies to the request (h) from `dest` with a broker-made message. */
+static void
+s_reply (self_t *self, const uint8_t *dest, size_t dest_len, const sb_header_t *req,
+         const char *type, const uint8_t *body, size_t blen)
+{
+    sb_header_t h;
+    sb_header_init (&h, type, ACTOR);
+    memcpy (h.corr, req->id, sizeof h.corr);
+    memcpy (h.key, req->key, sizeof h.key);
+    s_send_made (self, dest, dest_len, NULL, 0, &h, body, blen);
+}
+
+static void
+s_reply_error (self_t *self, const uint8_t *dest, size_t dest_len, const sb_header_t *req,
+               sb_err_t code, const char *fmt, ...)
+{
+    char message [512];
+    va_list ap;
+    va_start (ap, fmt);
+    vsnprintf (message, sizeof message, fmt, ap);
+    va_end (ap);
+    sb_enc_reset (self->body_enc);
+    sb_enc_map_open (self->body_enc);
+    sb_enc_kstr (self->body_enc, "code", sb_err_name (code));
+    sb_enc_kstr (self->body_enc, "message", message);
+    sb_enc_kbool (self->body_enc, "retryable", sb_err_retryable (code));
+    sb_enc_map_close (self->body_enc);
+    size_t blen;
+    const uint8_t *body = sb_enc_data (self->body_enc, &blen);
+    s_reply (self, dest, dest_len, req, "error", body, blen);
+}
+
+static void
+s_bad (self_t *self, int kind, const uint8_t *peer, size_t peer_len, const char *detail)
+{
+    self->malformed [kind]++;
+    if (sb_ratelimit_ok (&self->rl, 10)) {
+        char hex [2 * 32 + 1];
+        s_hex (peer, peer_len > 32 ? 32 : peer_len, hex);
+        sb_warn (ACTOR, "dropped malformed frame kind=%s peer=%s detail=\"%s\" suppressed=%u",
+                 s_malformed_names [kind], hex, detail ? detail : "", self->rl.suppressed);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/*  Instances and services */
+
+static service_t *
+s_service_require (self_t *self, const char *name)
+{
+    service_t *svc = zhashx_lookup (self->services, name);
+    if (svc)
+        return svc;
+    svc = calloc (1, sizeof *svc);
+    if (!svc)
+        return NULL;
+    snprintf (svc->name, sizeof svc->name, "%s", name);
+    svc->lru = zlistx_new ();
+    for (int k = 0; s_singletons [k]; k++)
+        if (strcmp (s_singletons [k], name) == 0)
+            svc->singleton = true;
+    zhashx_insert (self->services, name, svc);
+    return svc;
+}
+
+/*  Fails every request in flight to `inst` with `unavailable`, then
+    forgets the instance. */
+static void
+s_instance_remove (self_t *self, instance_t *inst, const char *why)
+{
+    zlistx_t *keys = zhashx_keys (self->pending);
+    for (const char *key = zlistx_first (keys); key; key = zlistx_next (keys)) {
+        pending_t *p = zhashx_lookup (self->pending, key);
+        if (p && p->inst == inst) {
+            sb_header_t req;
+            memset (&req, 0, sizeof req);
+            memcpy (req.id, p->id, sizeof req.id);
+            s_reply_error (self, p->route, p->route_len, &req, SB_E_unavailable,
+                           "instance %s of %s went away during %s; retry with the same command_id",
+                           inst->instance, inst->service ? inst->service->name : "?", p->type);
+            zhashx_delete (self->pending, key);
+        }
+    }
+    zlistx_destroy (&keys);
+    sb_info (ACTOR, "instance removed service=%s instance=%s reason=%s",
+             inst->service ? inst->service->name : "-", inst->instance, why);
+    if (inst->service && inst->handle)
+        zlistx_delete (inst->service->lru, inst->handle);
+    zhashx_delete (self->instances, inst->key);
+}
+
+static void
+s_handle_ready (self_t *self, const uint8_t *sid, size_t sidlen, const char *skey,
+                const sb_header_t *h, const sb_val_t *body)
+{
+    const char *service = sb_get_str (body, "service");
+    const char *instance = sb_get_str (body, "instance");
+    uint64_t protocol = sb_get_uint (body, "protocol", 0);
+    if (protocol != SB_PROTOCOL_VERSION) {
+        s_reply_error (self, sid, sidlen, h, SB_E_version,
+                       "protocol %llu is not supported; this broker speaks %d",
+                       (unsigned long long) protocol, SB_PROTOCOL_VERSION);
+        return;
+    }
+    if (!service [0] || strcmp (service, "bus") == 0 || strchr (service, '.')) {
+        s_reply_error (self, sid, sidlen, h, SB_E_invalid, "service name '%s' is not allowed", service);
+        return;
+    }
+    service_t *svc = s_service_require (self, service);
+    if (!svc) {
+        s_reply_error (self, sid, sidlen, h, SB_E_internal, "out of memory");
+        return;
+    }
+    instance_t *existing = zhashx_lookup (self->instances, skey);
+    if (existing) {
+        /* the same peer registering again: refresh */
+        existing->expires = sb_mono_ms () + SB_HEARTBEAT_MS * SB_HEARTBEAT_MISSES;
+    }
+    else {
+        /* An instance that reconnected under a new identity replaces its
+           old registration of the same name. */
+        for (instance_t *o = zlistx_first (svc->lru); o; o = zlistx_next (svc->lru))
+            if (strcmp (o->instance, instance) == 0) {
+                s_instance_remove (self, o, "replaced");
+                break;
+            }
+        if (svc->singleton && zlistx_size (svc->lru) > 0) {
+            instance_t *live = zlistx_first (svc->lru);
+            s_reply_error (self, sid, sidlen, h, SB_E_conflict,
+                           "service %s is a singleton and instance %s already serves it",
+                           service, live->instance);
+            return;
+        }
+        instance_t *inst = calloc (1, sizeof *inst);
+        if (!inst) {
+            s_reply_error (self, sid, sidlen, h, SB_E_internal, "out of memory");
+            return;
+        }
+        memcpy (inst->id, sid, sidlen);
+        inst->idlen = sidlen;
+        snprintf (inst->key, sizeof inst->key, "%s", skey);
+        snprintf (inst->instance, sizeof inst->instance, "%s", instance);
+        inst->service = svc;
+        inst->expires = sb_mono_ms () + SB_HEARTBEAT_MS * SB_HEARTBEAT_MISSES;
+        inst->handle = zlistx_add_end (svc->lru, inst);
+        zhashx_insert (self->instances, skey, inst);
+        sb_info (ACTOR, "instance ready service=%s instance=%s", service, instance);
+    }
+    sb_enc_reset (self->body_enc);
+    sb_enc_map_open (self->body_enc);
+    sb_enc_kuint (self->body_enc, "heartbeat_ms", SB_HEARTBEAT_MS);
+    sb_enc_kstr (self->body_enc, "broker", ACTOR);
+    sb_enc_map_close (self->body_enc);
+    size_t blen;
+    const uint8_t *b = sb_enc_data (self->body_enc, &blen);
+    s_reply (self, sid, sidlen, h, "bus.ready.ok", b, blen);
+}
+
+static void
+s_enc_stats (self_t *self, sb_enc_t *e)
+{
+    sb_enc_map_open (e);
+    sb_enc_kuint (e, "uptime_ms", (uint64_t) (sb_mono_ms () - self->started));
+    sb_enc_key (e, "planes");
+    sb_enc_map_open (e);
+    sb_enc_kuint (e, "cmd_in", self->plane_cmd_in);
+    sb_enc_kuint (e, "cmd_out", self->plane_cmd_out);
+    sb_enc_kuint (e, "evt_in", self->plane_evt_in);
+    sb_enc_kuint (e, "evt_out", self->plane_evt_out);
+    sb_enc_kuint (e, "tap_out", self->plane_tap_out);
+    sb_enc_map_close (e);
+    sb_enc_key (e, "types");
+    sb_enc_map_open (e);
+    size_t n;
+    const sb_type_t *types = sb_schema_all (&n);
+    for (size_t k = 0; k < n; k++)
+        if (self->type_counts [k])
+            sb_enc_kuint (e, types [k].name, self->type_counts [k]);
+    sb_enc_map_close (e);
+    sb_enc_key (e, "services");
+    sb_enc_map_open (e);
+    for (service_t *svc = zhashx_first (self->services); svc; svc = zhashx_next (self->services)) {
+        sb_enc_key (e, svc->name);
+        sb_enc_map_open (e);
+        sb_enc_kuint (e, "live", zlistx_size (svc->lru));
+        sb_enc_key (e, "instances");
+        sb_enc_array_open (e);
+        for (instance_t *i = zlistx_first (svc->lru); i; i = zlistx_next (svc->lru))
+            sb_enc_str (e, i->instance);
+        sb_enc_array_close (e);
+        sb_enc_map_close (e);
+    }
+    sb_enc_map_close (e);
+    sb_enc_key (e, "malformed");
+    sb_enc_map_open (e);
+    uint64_t total = 0;
+    for (int k = 0; k < M_COUNT; k++) {
+        sb_enc_kuint (e, s_malformed_names [k], self->malformed [k]);
+        total += self->malformed [k];
+    }
+    sb_enc_kuint (e, "total", total);
+    sb_enc_map_close (e);
+    sb_enc_key (e, "queues");
+    sb_enc_map_open (e);
+    sb_enc_kuint (e, "pending_requests", zhashx_size (self->pending));
+    sb_enc_kuint (e, "pending_limit", SB_BROKER_MAX_PENDING);
+    sb_enc_kuint (e, "instances", zhashx_size (self->instances));
+    sb_enc_kuint (e, "tap_subscriptions", zhashx_size (self->tap_subs));
+    sb_enc_kuint (e, "dropped_unroutable", self->drop_unroutable);
+    sb_enc_kuint (e, "dropped_hwm", self->drop_hwm);
+    sb_enc_kuint (e, "no_service", self->no_service);
+    sb_enc_kuint (e, "expired_instances", self->expired_instances);
+    sb_enc_kuint (e, "expired_requests", self->expired_pending);
+    sb_enc_kuint (e, "router_hwm", SB_BROKER_ROUTER_HWM);
+    sb_enc_kuint (e, "pub_hwm", SB_BROKER_PUB_HWM);
+    sb_enc_kuint (e, "tap_hwm", SB_BROKER_TAP_HWM);
+    sb_enc_map_close (e);
+    sb_enc_map_close (e);
+}
+
+static void
+s_handle_bus (self_t *self, const uint8_t *sid, size_t sidlen, const char *skey,
+              const sb_header_t *h, const sb_val_t *body)
+{
+    instance_t *inst = zhashx_lookup (self->instances, skey);
+    if (strcmp (h->type, "bus.ready") == 0)
+        s_handle_ready (self, sid, sidlen, skey, h, body);
+    else
+    if (strcmp (h->type, "bus.heartbeat") == 0) {
+        if (!inst)
+            s_reply_error (self, sid, sidlen, h, SB_E_not_registered,
+                           "unknown instance; send bus.ready again");
+    }
+    else
+    if (strcmp (h->type, "bus.bye") == 0) {
+        if (inst)
+            s_instance_remove (self, inst, "bye");
+    }
+    else
+    if (strcmp (h->type, "bus.stats") == 0) {
+        sb_enc_t *e = sb_enc_new ();
+        if (!e)
+            return;
+        s_enc_stats (self, e);
+        size_t blen;
+        const uint8_t *b = sb_enc_data (e, &blen);
+        s_reply (self, sid, sidlen, h, "bus.stats.ok", b, blen);
+        sb_enc_destroy (&e);
+    }
+    else
+        s_reply_error (self, sid, sidlen, h, SB_E_forbidden, "%s is not a request", h->type);
+}
+
+/* ------------------------------------------------------------------ */
+/*  Command plane */
+
+static void
+s_count_type (self_t *self, const sb_type_t *t)
+{
+    size_t n;
+    const sb_type_t *base = sb_schema_all (&n);
+    size_t idx = (size_t) (t - base);
+    if (idx < n)
+        self->type_counts [idx]++;
+}
+
+static instance_t *
+s_pick (service_t *svc, const char *to)
+{
+    if (to && to [0]) {
+        for (instance_t *i = zlistx_first (svc->lru); i; i = zlistx_next (svc->lru))
+            if (strcmp (i->instance, to) == 0)
+                return i;
+        return NULL;
+    }
+    instance_t *inst = zlistx_first (svc->lru);
+    if (inst)
+        zlistx_move_end (svc->lru, inst->handle);
+    return inst;
+}
+
+/*  [sid][header][body]: a request, one-way command or bus message. */
+static void
+s_handle_request (self_t *self, zmq_msg_t *f)
+{
+    const uint8_t *sid = zmq_msg_data (&f [0]);
+    size_t sidlen = zmq_msg_size (&f [0]);
+    if (sidlen > ID_MAX) {
+        s_bad (self, M_FRAMES, sid, 0, "identity too long");
+        return;
+    }
+    char skey [2 * ID_MAX + 1];
+    s_hex (sid, sidlen, skey);
+    sb_header_t h;
+    sb_verr_t err;
+    if (sb_header_parse (zmq_msg_data (&f [1]), zmq_msg_size (&f [1]), &h, &err)) {
+        s_bad (self, M_HEADER, sid, sidlen, err.message);
+        return;
+    }
+    /* any message from a registered instance proves it alive */
+    instance_t *from = zhashx_lookup (self->instances, skey);
+    if (from)
+        from->expires = sb_mono_ms () + SB_HEARTBEAT_MS * SB_HEARTBEAT_MISSES;
+
+    const sb_type_t *t = sb_schema_find (h.type, strlen (h.type));
+    if (!t) {
+        s_bad (self, M_UNKNOWN_TYPE, sid, sidlen, h.type);
+        s_reply_error (self, sid, sidlen, &h, SB_E_unknown_type, "unknown message type '%s'", h.type);
+        return;
+    }
+    s_count_type (self, t);
+    if (t->kind != SB_KIND_REQUEST && t->kind != SB_KIND_ONEWAY) {
+        s_bad (self, M_KIND, sid, sidlen, h.type);
+        s_reply_error (self, sid, sidlen, &h, SB_E_invalid,
+                       "%s is a %s, not a request", h.type, sb_kind_name (t->kind));
+        return;
+    }
+    const uint8_t *body = zmq_msg_data (&f [2]);
+    size_t blen = zmq_msg_size (&f [2]);
+    sb_vstat_t stat;
+    if (sb_validate (body, blen, t->fields, t->max_bytes, &stat, &err)) {
+        s_bad (self, M_BODY, sid, sidlen, err.message);
+        if (t->kind == SB_KIND_REQUEST)
+            s_reply_error (self, sid, sidlen, &h, err.code, "%s: %s", h.type, err.message);
+        return;
+    }
+    const char *svcname;
+    size_t svclen = sb_type_service (h.type, &svcname);
+    if (svclen == 3 && memcmp (svcname, "bus", 3) == 0) {
+        _Alignas (16) uint8_t mem [16384];
+        const sb_val_t *root = sb_doc_decode_into (body, blen, &stat, mem, sizeof mem);
+        if (!root) {
+            s_reply_error (self, sid, sidlen, &h, SB_E_too_large, "bus message too large");
+            return;
+        }
+        s_handle_bus (self, sid, sidlen, skey, &h, root);
+        return;
+    }
+    char name [33];
+    snprintf (name, sizeof name, "%.*s", (int) (svclen < 32 ? svclen : 32), svcname);
+    service_t *svc = zhashx_lookup (self->services, name);
+    instance_t *inst = svc ? s_pick (svc, h.to) : NULL;
+    if (!inst) {
+        self->no_service++;
+        if (t->kind == SB_KIND_REQUEST) {
+            if (h.to [0])
+                s_reply_error (self, sid, sidlen, &h, SB_E_no_service,
+                               "instance %s of service %s is not live", h.to, name);
+            else
+                s_reply_error (self, sid, sidlen, &h, SB_E_no_service,
+                               "no live instance of service %s", name);
+        }
+        return;
+    }
+    if (t->kind == SB_KIND_REQUEST) {
+        if (zhashx_size (self->pending) >= SB_BROKER_MAX_PENDING) {
+            s_reply_error (self, sid, sidlen, &h, SB_E_overloaded,
+                           "the broker has %d requests in flight", SB_BROKER_MAX_PENDING);
+            return;
+        }
+        pending_t *p = calloc (1, sizeof *p);
+        if (!p)
+            return;
+        p->inst = inst;
+        memcpy (p->route, sid, sidlen);
+        p->route_len = sidlen;
+        int64_t now = sb_mono_ms ();
+        int64_t wall = (int64_t) sb_now_ms ();
+        p->expires = h.deadline ? now + ((int64_t) h.deadline - wall) + 1000
+                                : now + SB_BROKER_PENDING_TTL_MS;
+        snprintf (p->type, sizeof p->type, "%s", h.type);
+        memcpy (p->id, h.id, sizeof p->id);
+        char pkey [2 * ID_MAX + 40];
+        snprintf (pkey, sizeof pkey, "%s:%s", skey, h.id);
+        if (zhashx_insert (self->pending, pkey, p) != 0) {
+            free (p);           /* a duplicate id from the same peer */
+            s_reply_error (self, sid, sidlen, &h, SB_E_conflict, "request id %s is already in flight", h.id);
+            return;
+        }
+    }
+    if (s_tap_active (self))
+        s_tap_copy (self, "cmd", sid, sidlen, zmq_msg_data (&f [1]), zmq_msg_size (&f [1]), body, blen);
+    /* forward [inst][sid][header][body], moving the received frames */
+    void *r = zsock_resolve (self->router);
+    if (zmq_send (r, inst->id, inst->idlen, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+        s_count_send_error (self);
+        if (t->kind == SB_KIND_REQUEST) {
+            char pkey [2 * ID_MAX + 40];
+            snprintf (pkey, sizeof pkey, "%s:%s", skey, h.id);
+            zhashx_delete (self->pending, pkey);
+            s_reply_error (self, sid, sidlen, &h, SB_E_unavailable,
+                           "instance %s cannot take more work now", inst->instance);
+        }
+        return;
+    }
+    zmq_msg_send (&f [0], r, ZMQ_SNDMORE);
+    zmq_msg_send (&f [1], r, ZMQ_SNDMORE);
+    zmq_msg_send (&f [2], r, 0);
+    inst->served++;
+    self->plane_cmd_out++;
+}
+
+/*  [iid][route][header][body]: a reply, chunk or error from an instance. */
+static void
+s_handle_reply (self_t *self, zmq_msg_t *f)
+{
+    const uint8_t *iid = zmq_msg_data (&f [0]);
+    size_t iidlen = zmq_msg_size (&f [0]);
+    const uint8_t *route = zmq_msg_data (&f [1]);
+    size_t route_len = zmq_msg_size (&f [1]);
+    if (iidlen > ID_MAX || route_len > ID_MAX || route_len == 0) {
+        s_bad (self, M_FRAMES, iid, iidlen > ID_MAX ? 0 : iidlen, "bad route frame");
+        return;
+    }
+    char ikey [2 * ID_MAX + 1];
+    s_hex (iid, iidlen, ikey);
+    instance_t *inst = zhashx_lookup (self->instances, ikey);
+    if (!inst) {
+        s_bad (self, M_UNMATCHED, iid, iidlen, "reply from an unregistered peer");
+        return;
+    }
+    inst->expires = sb_mono_ms () + SB_HEARTBEAT_MS * SB_HEARTBEAT_MISSES;
+    sb_header_t h;
+    sb_verr_t err;
+    if (sb_header_parse (zmq_msg_data (&f [2]), zmq_msg_size (&f [2]), &h, &err)) {
+        s_bad (self, M_HEADER, iid, iidlen, err.message);
+        return;
+    }
+    const sb_type_t *t = sb_schema_find (h.type, strlen (h.type));
+    if (!t || (t->kind != SB_KIND_REPLY && t->kind != SB_KIND_CHUNK)) {
+        s_bad (self, t ? M_KIND : M_UNKNOWN_TYPE, iid, iidlen, h.type);
+        return;
+    }
+    s_count_type (self, t);
+    char pkey [2 * ID_MAX + 40];
+    char rkey [2 * ID_MAX + 1];
+    s_hex (route, route_len, rkey);
+    snprintf (pkey, sizeof pkey, "%s:%s", rkey, h.corr);
+    pending_t *p = zhashx_lookup (self->pending, pkey);
+    if (!p || p->inst != inst) {
+        s_bad (self, M_UNMATCHED, iid, iidlen, h.corr);
+        return;
+    }
+    const uint8_t *body = zmq_msg_data (&f [3]);
+    size_t blen = zmq_msg_size (&f [3]);
+    if (sb_validate (body, blen, t->fields, t->max_bytes, NULL, &err)) {
+        /* the requester still gets an answer, never a silent hang */
+        s_bad (self, M_BODY, iid, iidlen, err.message);
+        sb_header_t req;
+        memset (&req, 0, sizeof req);
+        memcpy (req.id, p->id, sizeof req.id);
+        s_reply_error (self, route, route_len, &req, SB_E_internal,
+                       "%s sent an invalid %s: %s", inst->instance, h.type, err.message);
+        zhashx_delete (self->pending, pkey);
+        return;
+    }
+    bool final = t->kind != SB_KIND_CHUNK;
+    if (s_tap_active (self))
+        s_tap_copy (self, "cmd", iid, iidlen, zmq_msg_data (&f [2]), zmq_msg_size (&f [2]), body, blen);
+    void *r = zsock_resolve (self->router);
+    if (zmq_msg_send (&f [1], r, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+        s_count_send_error (self);
+    else {
+        zmq_msg_send (&f [2], r, ZMQ_SNDMORE);
+        zmq_msg_send (&f [3], r, 0);
+        self->plane_cmd_out++;
+    }
+    if (final)
+        zhashx_delete (self->pending, pkey);
+}
+
+static void
+s_read_frames_close (zmq_msg_t *f, int n)
+{
+    for (int k = 0; k < n && k < MAX_FRAMES; k++)
+        zmq_msg_close (&f [k]);
+}
+
+/*  Reads one multipart message; returns its frame count or 0. */
+static int
+s_read (void *sock, zmq_msg_t *f)
+{
+    int n = 0, more = 1;
+    while (more) {
+        zmq_msg_t tmp;
+        zmq_msg_t *m = n < MAX_FRAMES ? &f [n] : &tmp;
+        zmq_msg_init (m);
+        if (zmq_msg_recv (m, sock, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close (m);
+            if (n == 0)
+                return 0;
+            break;
+        }
+        more = zmq_msg_more (m);
+        if (n >= MAX_FRAMES)
+            zmq_msg_close (m);
+        n++;
+    }
+    return n;
+}
+
+static void
+s_handle_router (self_t *self)
+{
+    void *r = zsock_resolve (self->router);
+    /* Drain a bounded batch so the event plane and timers get their turn. */
+    for (int budget = 0; budget < 1000; budget++) {
+        zmq_msg_t f [MAX_FRAMES];
+        int n = s_read (r, f);
+        if (n == 0)
+            return;
+        self->plane_cmd_in++;
+        if (n == 3)
+            s_handle_request (self, f);
+        else
+        if (n == 4)
+            s_handle_reply (self, f);
+        else
+            s_bad (self, M_FRAMES, zmq_msg_data (&f [0]), zmq_msg_size (&f [0]) > 32 ? 32 : zmq_msg_size (&f [0]),
+                   "wrong frame count");
+        s_read_frames_close (f, n);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/*  Event plane */
+
+static void
+s_handle_xsub (self_t *self)
+{
+    void *x = zsock_resolve (self->xsub);
+    void *out = zsock_resolve (self->xpub);
+    for (int budget = 0; budget < 1000; budget++) {
+        zmq_msg_t f [MAX_FRAMES];
+        int n = s_read (x, f);
+        if (n == 0)
+            return;
+        self->plane_evt_in++;
+        if (n != 3) {
+            s_bad (self, M_EVT_FRAMES, (const uint8_t *) "", 0, "event frame count");
+            s_read_frames_close (f, n);
+            continue;
+        }
+        sb_header_t h;
+        sb_verr_t err;
+        if (sb_header_parse (zmq_msg_data (&f [1]), zmq_msg_size (&f [1]), &h, &err)) {
+            s_bad (self, M_EVT_HEADER, zmq_msg_data (&f [0]), zmq_msg_size (&f [0]) > 32 ? 32 : zmq_msg_size (&f [0]), err.message);
+            s_read_frames_close (f, n);
+            continue;
+        }
+        const sb_type_t *t = sb_schema_find (h.type, strlen (h.type));
+        if (!t || t->kind != SB_KIND_EVENT
+        ||  sb_validate (zmq_msg_data (&f [2]), zmq_msg_size (&f [2]), t->fields, t->max_bytes, NULL, &err)) {
+            s_bad (self, M_EVT_BODY, zmq_msg_data (&f [0]), zmq_msg_size (&f [0]) > 32 ? 32 : zmq_msg_size (&f [0]),
+                   t ? (t->kind != SB_KIND_EVENT ? "not an event type" : err.message) : "unknown type");
+            s_read_frames_close (f, n);
+            continue;
+        }
+        s_count_type (self, t);
+        if (s_tap_active (self))
+            s_tap_copy (self, "evt", zmq_msg_data (&f [0]), zmq_msg_size (&f [0]),
+                        zmq_msg_data (&f [1]), zmq_msg_size (&f [1]),
+                        zmq_msg_data (&f [2]), zmq_msg_size (&f [2]));
+        if (zmq_msg_send (&f [0], out, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+            self->drop_hwm++;
+        else {
+            zmq_msg_send (&f [1], out, ZMQ_SNDMORE);
+            zmq_msg_send (&f [2], out, 0);
+            self->plane_evt_out++;
+        }
+        s_read_frames_close (f, n);
+    }
+}
+
+/*  Subscription messages on an XPUB: 1 = subscribe, 0 = unsubscribe. For
+    the tap they tell whether anyone watches, so an unwatched tap costs
+    nothing. */
+static void
+s_handle_subs (self_t *self, zsock_t *sock, bool track)
+{
+    void *s = zsock_resolve (sock);
+    for (int budget = 0; budget < 1000; budget++) {
+        zmq_msg_t f [MAX_FRAMES];
+        int n = s_read (s, f);
+        if (n == 0)
+            return;
+        if (track && zmq_msg_size (&f [0]) >= 1) {
+            const uint8_t *p = zmq_msg_data (&f [0]);
+            char prefix [256];
+            size_t plen = zmq_msg_size (&f [0]) - 1;
+            if (plen > 250)
+                plen = 250;
+            /* hex so any prefix bytes make a valid key */
+            s_hex (p + 1, plen / 2 > 120 ? 120 : plen, prefix);
+            if (p [0] == 1)
+                zhashx_update (self->tap_subs, prefix, (void *) 1);
+            else
+            if (p [0] == 0)
+                zhashx_delete (self->tap_subs, prefix);
+        }
+        s_read_frames_close (f, n);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/*  Timers */
+
+static void
+s_heartbeat (self_t *self)
+{
+    int64_t now = sb_mono_ms ();
+    /* expire silent instances */
+    zlistx_t *dead = zlistx_new ();
+    for (instance_t *i = zhashx_first (self->instances); i; i = zhashx_next (self->instances))
+        if (i->expires < now)
+            zlistx_add_end (dead, i);
+    for (instance_t *i = zlistx_first (dead); i; i = zlistx_next (dead)) {
+        self->expired_instances++;
+        s_instance_remove (self, i, "missed heartbeats");
+    }
+    zlistx_destroy (&dead);
+    /* forget requests past their deadline */
+    zlistx_t *keys = zhashx_keys (self->pending);
+    for (const char *key = zlistx_first (keys); key; key = zlistx_next (keys)) {
+        pending_t *p = zhashx_lookup (self->pending, key);
+        if (p && p->expires < now) {
+            self->expired_pending++;
+            zhashx_delete (self->pending, key);
+        }
+    }
+    zlistx_destroy (&keys);
+    /* heartbeat every live instance */
+    sb_header_t h;
+    for (instance_t *i = zhashx_first (self->instances); i; i = zhashx_next (self->instances)) {
+        sb_header_init (&h, "bus.heartbeat", ACTOR);
+        s_send_made (self, i->id, i->idlen, NULL, 0, &h, (const uint8_t *) "\x80", 1);
+    }
+    self->next_heartbeat = now + SB_HEARTBEAT_MS;
+}
+
+/* ------------------------------------------------------------------ */
+
+static int
+s_bind_external (self_t *self)
+{
+    if (self->ipc_dir) {
+        if (zsock_bind (self->router, "ipc://%s/bus-cmd", self->ipc_dir) < 0
+        ||  zsock_bind (self->xsub, "ipc://%s/bus-in", self->ipc_dir) < 0
+        ||  zsock_bind (self->xpub, "ipc://%s/bus-pub", self->ipc_dir) < 0
+        ||  zsock_bind (self->tap, "ipc://%s/bus-tap", self->ipc_dir) < 0) {
+            sb_error (ACTOR, "cannot bind ipc endpoints dir=%s error=\"%s\"", self->ipc_dir,
+                      zmq_strerror (zmq_errno ()));
+            return -1;
+        }
+        sb_info (ACTOR, "bound endpoint=ipc://%s/bus-cmd", self->ipc_dir);
+    }
+    if (self->tcp) {
+        /* tcp://ADDR:P -> cmd on P, the event plane's subscriber side on
+           P+1, the tap on P+2. The XSUB side never goes on tcp. */
+        char host [256];
+        int port = 0;
+        const char *colon = strrchr (self->tcp, ':');
+        if (strncmp (self->tcp, "tcp://", 6) != 0 || !colon || (port = atoi (colon + 1)) <= 0
+        ||  (size_t) (colon - self->tcp - 6) >= sizeof host) {
+            sb_error (ACTOR, "bad --bus endpoint %s (want tcp://ADDR:PORT)", self->tcp);
+            return -1;
+        }
+        snprintf (host, sizeof host, "%.*s", (int) (colon - self->tcp - 6), self->tcp + 6);
+        if (zsock_bind (self->router, "tcp://%s:%d", host, port) < 0
+        ||  zsock_bind (self->xpub, "tcp://%s:%d", host, port + 1) < 0
+        ||  zsock_bind (self->tap, "tcp://%s:%d", host, port + 2) < 0) {
+            sb_error (ACTOR, "cannot bind %s error=\"%s\"", self->tcp, zmq_strerror (zmq_errno ()));
+            return -1;
+        }
+        sb_info (ACTOR, "bound endpoint=%s", self->tcp);
+    }
+    return 0;
+}
+
+static void
+s_handle_pipe (self_t *self)
+{
+    zmsg_t *msg = zmsg_recv (self->pipe);
+    if (!msg) {
+        self->terminated = true;
+        return;
+    }
+    char *cmd = zmsg_popstr (msg);
+    if (cmd && streq (cmd, "$TERM"))
+        self->terminated = true;
+    else
+    if (cmd && streq (cmd, "BIND"))
+        zsock_signal (self->pipe, s_bind_external (self) == 0 ? 0 : 1);
+    free (cmd);
+    zmsg_destroy (&msg);
+}
+
+void
+sb_broker_actor (zsock_t *pipe, void *args)
+{
+    self_t *self = s_self_new (pipe, args);
+    if (!self) {
+        s_self_destroy (&self);
+        zsock_signal (pipe, 1);
+        return;
+    }
+    zsock_signal (pipe, 0);
+    zmq_pollitem_t items [] = {
+        { zsock_resolve (pipe), 0, ZMQ_POLLIN, 0 },
+        { zsock_resolve (self->router), 0, ZMQ_POLLIN, 0 },
+        { zsock_resolve (self->xsub), 0, ZMQ_POLLIN, 0 },
+        { zsock_resolve (self->xpub), 0, ZMQ_POLLIN, 0 },
+        { zsock_resolve (self->tap), 0, ZMQ_POLLIN, 0 },
+    };
+    while (!self->terminated) {
+        int64_t wait = self->next_heartbeat - sb_mono_ms ();
+        if (wait < 0)
+            wait = 0;
+        if (zmq_poll (items, 5, (long) wait) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        if (items [0].revents & ZMQ_POLLIN)
+            s_handle_pipe (self);
+        if (items [1].revents & ZMQ_POLLIN)
+            s_handle_router (self);
+        if (items [2].revents & ZMQ_POLLIN)
+            s_handle_xsub (self);
+        if (items [3].revents & ZMQ_POLLIN)
+            s_handle_subs (self, self->xpub, false);
+        if (items [4].revents & ZMQ_POLLIN)
+            s_handle_subs (self, self->tap, true);
+        if (sb_mono_ms () >= self->next_heartbeat)
+            s_heartbeat (self);
+    }
+    s_self_destroy (&self);
+}

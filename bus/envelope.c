@@ -1,0 +1,152 @@
+/*  bus/envelope.c — headers and ULIDs. */
+#include "bus/envelope.h"
+#include "common/log.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+
+static const char s_crockford [] = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+
+/*  Per-thread state keeps ids monotonic within one millisecond without a
+    lock: the random part is incremented instead of redrawn. */
+static __thread uint64_t s_last_ms;
+static __thread uint8_t s_rand [10];
+
+void
+sb_ulid_new (char out [SB_ULID_LEN + 1])
+{
+    uint64_t ms = sb_now_ms ();
+    if (ms <= s_last_ms) {
+        ms = s_last_ms;
+        for (int k = 9; k >= 0; k--)
+            if (++s_rand [k] != 0)
+                break;
+    }
+    else {
+        if (getrandom (s_rand, sizeof s_rand, 0) != (ssize_t) sizeof s_rand) {
+            /* getrandom cannot fail for 10 bytes once the pool is ready;
+               fall back to mixing the clock rather than repeat ids */
+            for (int k = 0; k < 10; k++)
+                s_rand [k] ^= (uint8_t) (ms >> (k * 5)) ^ (uint8_t) k;
+        }
+        s_rand [0] &= 0x7f;     /* leave room to increment within the ms */
+        s_last_ms = ms;
+    }
+    uint8_t b [16];
+    for (int k = 0; k < 6; k++)
+        b [k] = (uint8_t) (ms >> (40 - 8 * k));
+    memcpy (b + 6, s_rand, 10);
+    /* 128 bits -> 26 base32 chars; the first char carries 3 bits */
+    int bit = -2;               /* 130 bits of output, 2 leading zero bits */
+    for (int c = 0; c < SB_ULID_LEN; c++) {
+        int v = 0;
+        for (int k = 0; k < 5; k++, bit++) {
+            v <<= 1;
+            if (bit >= 0 && (b [bit / 8] >> (7 - bit % 8)) & 1)
+                v |= 1;
+        }
+        out [c] = s_crockford [v];
+    }
+    out [SB_ULID_LEN] = 0;
+}
+
+bool
+sb_ulid_valid (const char *s)
+{
+    if (!s || strlen (s) != SB_ULID_LEN)
+        return false;
+    for (int k = 0; k < SB_ULID_LEN; k++)
+        if (!strchr (s_crockford, s [k]) || !s [k])
+            return false;
+    return s [0] <= '7';
+}
+
+void
+sb_header_init (sb_header_t *h, const char *type, const char *from)
+{
+    memset (h, 0, sizeof *h);
+    snprintf (h->type, sizeof h->type, "%s", type);
+    sb_ulid_new (h->id);
+    if (from)
+        snprintf (h->from, sizeof h->from, "%s", from);
+    h->ts = sb_now_ms ();
+}
+
+void
+sb_header_encode (const sb_header_t *h, sb_enc_t *enc)
+{
+    sb_enc_reset (enc);
+    sb_enc_map_open (enc);
+    sb_enc_kstr (enc, "type", h->type);
+    sb_enc_kstr (enc, "id", h->id);
+    if (h->corr [0]) sb_enc_kstr (enc, "corr", h->corr);
+    if (h->from [0]) sb_enc_kstr (enc, "from", h->from);
+    sb_enc_kuint (enc, "ts", h->ts);
+    if (h->key [0]) sb_enc_kstr (enc, "key", h->key);
+    if (h->deadline) sb_enc_kuint (enc, "deadline", h->deadline);
+    if (h->trace [0]) sb_enc_kstr (enc, "trace", h->trace);
+    if (h->seq) sb_enc_kuint (enc, "seq", h->seq);
+    if (h->to [0]) sb_enc_kstr (enc, "to", h->to);
+    sb_enc_map_close (enc);
+}
+
+static void
+s_copy (char *dst, size_t n, const sb_val_t *root, const char *key)
+{
+    const char *s = sb_get_str (root, key);
+    if (s)
+        snprintf (dst, n, "%s", s);
+}
+
+int
+sb_header_parse (const uint8_t *buf, size_t len, sb_header_t *h, sb_verr_t *err)
+{
+    sb_vstat_t stat;
+    if (sb_validate (buf, len, sb_header_fields, 4096, &stat, err))
+        return -1;
+    /* headers are small; the stack holds the decoded tree */
+    _Alignas (16) uint8_t mem [8192];
+    const sb_val_t *root = sb_doc_decode_into (buf, len, &stat, mem, sizeof mem);
+    if (!root) {
+        if (err) {
+            err->code = SB_E_too_large;
+            snprintf (err->message, sizeof err->message, "header too large");
+        }
+        return -1;
+    }
+    memset (h, 0, sizeof *h);
+    s_copy (h->type, sizeof h->type, root, "type");
+    s_copy (h->id, sizeof h->id, root, "id");
+    s_copy (h->corr, sizeof h->corr, root, "corr");
+    s_copy (h->from, sizeof h->from, root, "from");
+    s_copy (h->key, sizeof h->key, root, "key");
+    s_copy (h->trace, sizeof h->trace, root, "trace");
+    s_copy (h->to, sizeof h->to, root, "to");
+    h->ts = sb_get_uint (root, "ts", 0);
+    h->deadline = sb_get_uint (root, "deadline", 0);
+    h->seq = sb_get_uint (root, "seq", 0);
+    if (!h->type [0] || !h->id [0]) {
+        if (err) {
+            err->code = SB_E_invalid;
+            snprintf (err->message, sizeof err->message, "header: empty type or id");
+        }
+        return -1;
+    }
+    return 0;
+}
+
+size_t
+sb_type_service (const char *type, const char **service)
+{
+    const char *dot = strchr (type, '.');
+    *service = type;
+    return dot ? (size_t) (dot - type) : 0;
+}
+
+bool
+sb_type_has_suffix (const char *type, const char *suffix)
+{
+    size_t n = strlen (type), m = strlen (suffix);
+    return n > m && strcmp (type + n - m, suffix) == 0;
+}

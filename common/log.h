@@ -1,0 +1,37 @@
+/*  common/log.h — one line per event: `ts level actor message key=value…`.
+    Safe from any thread: each line is one fprintf to stderr. */
+#ifndef SB_LOG_H
+#define SB_LOG_H
+
+#include <stdint.h>
+
+typedef enum { SB_LOG_DEBUG, SB_LOG_INFO, SB_LOG_WARN, SB_LOG_ERROR } sb_log_level_t;
+
+/*  Reads SWITCHBOARD_LOG (debug|info|warn|error); info by default. */
+void sb_log_init (void);
+void sb_log_set_level (sb_log_level_t level);
+void sb_log (sb_log_level_t level, const char *actor, const char *fmt, ...)
+    __attribute__ ((format (printf, 3, 4)));
+
+#define sb_debug(actor, ...) sb_log (SB_LOG_DEBUG, actor, __VA_ARGS__)
+#define sb_info(actor, ...)  sb_log (SB_LOG_INFO, actor, __VA_ARGS__)
+#define sb_warn(actor, ...)  sb_log (SB_LOG_WARN, actor, __VA_ARGS__)
+#define sb_error(actor, ...) sb_log (SB_LOG_ERROR, actor, __VA_ARGS__)
+
+/*  A token bucket for lines about bad input: at most `burst` lines, then
+    one per second; `suppressed` counts what was held back. */
+typedef struct {
+    int64_t window_ms;
+    uint32_t used;
+    uint32_t suppressed;
+} sb_ratelimit_t;
+
+/*  True when a line may be printed now. */
+int sb_ratelimit_ok (sb_ratelimit_t *rl, uint32_t burst);
+
+/*  Milliseconds: wall clock since the epoch, and monotonic. */
+uint64_t sb_now_ms (void);
+int64_t sb_mono_ms (void);
+int64_t sb_mono_us (void);
+
+#endif

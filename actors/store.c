@@ -372,6 +372,14 @@ sb_store_open (const char *dir, const char *const *dbi_names,
         sb_store_destroy (&self);
         return NULL;
     }
+    //  sb_key_t and the checks here assume LMDB's default key limit; a
+    //  liblmdb built with another MDB_MAXKEYSIZE would fail keys late.
+    if (mdb_env_get_maxkeysize (self->env) < SB_STORE_KEY_MAX) {
+        s_err (err, errlen, "%s: liblmdb allows keys of only %d bytes (need %d)",
+               dir, mdb_env_get_maxkeysize (self->env), SB_STORE_KEY_MAX);
+        sb_store_destroy (&self);
+        return NULL;
+    }
     //  An existing file larger than the asked-for map sets the map size.
     MDB_envinfo info;
     mdb_env_info (self->env, &info);
@@ -398,6 +406,7 @@ sb_store_open (const char *dir, const char *const *dbi_names,
     //  Opening is not a commit anyone asked for; keep the counters about
     //  the actor's own writes.
     atomic_store (&self->commits, 0);
+    atomic_store (&self->aborts, 0);
     return self;
 }
 

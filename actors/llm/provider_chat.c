@@ -1,0 +1,300 @@
+/*  actors/llm/provider_chat.c — the OpenAI-compatible Chat Completions format.
+
+    The lowest common denominator that Ollama, llama.cpp, vLLM and LM Studio
+    all speak. Servers differ in the details (some omit tool call indexes,
+    some say "stop" after tool calls, some put reasoning in delta.reasoning,
+    others in delta.reasoning_content), and the mapper takes each variant.
+    This format has no reasoning state to carry between calls.
+*/
+#include "actors/llm/provider_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+//  ---------------------------------------------------------------------------
+//  Request body
+
+static json_t *
+s_tools (const sb_llm_request_t *req)
+{
+    json_t *tools = json_array ();
+    for (size_t t = 0; tools && t < req->tool_count; t++) {
+        const sb_llm_tool_t *tool = &req->tools [t];
+        json_t *params = tool->parameters && *tool->parameters
+                       ? json_loads (tool->parameters, 0, NULL)
+                       : json_pack ("{s:s, s:{}}", "type", "object", "properties");
+        json_t *entry = json_pack ("{s:s, s:{s:o, s:o, s:o}}", "type", "function", "function",
+                                   "name", sb_json_text (tool->name),
+                                   "description", sb_json_text (tool->description),
+                                   "parameters", params);
+        if (!entry || json_array_append_new (tools, entry)) {
+            json_decref (tools);
+            return NULL;
+        }
+    }
+    return tools;
+}
+
+static json_t *
+s_assistant (const sb_llm_message_t *msg)
+{
+    json_t *out = json_object ();
+    if (!out)
+        return NULL;
+    json_object_set_new (out, "role", json_string ("assistant"));
+    //  content may be null only when the turn is all tool calls.
+    if (msg->content && *msg->content)
+        json_object_set_new (out, "content", sb_json_text (msg->content));
+    else
+        json_object_set_new (out, "content", msg->tool_call_count? json_null (): json_string (""));
+    if (!msg->tool_call_count)
+        return out;
+    json_t *calls = json_array ();
+    for (size_t c = 0; calls && c < msg->tool_call_count; c++) {
+        const sb_llm_tool_call_t *call = &msg->tool_calls [c];
+        const char *args = call->arguments && *call->arguments? call->arguments: "{}";
+        json_t *entry = json_pack ("{s:o, s:s, s:{s:o, s:o}}",
+                                   "id", sb_json_text (call->call_id), "type", "function",
+                                   "function", "name", sb_json_text (call->name),
+                                   "arguments", sb_json_text (args));
+        if (!entry || json_array_append_new (calls, entry)) {
+            json_decref (calls);
+            calls = NULL;
+        }
+    }
+    if (sb_json_put (out, "tool_calls", calls)) {
+        json_decref (out);
+        return NULL;
+    }
+    return out;
+}
+
+json_t *
+sb_chat_body (const sb_llm_request_t *req, char *err, size_t errlen)
+{
+    json_t *body = json_object ();
+    json_t *messages = json_array ();
+    if (!body || !messages)
+        goto nomem;
+    json_object_set_new (body, "model", sb_json_text (req->model));
+    //  "system", not OpenAI's newer "developer": every compatible server
+    //  knows the former.
+    if (req->instructions && *req->instructions) {
+        json_t *system = json_pack ("{s:s, s:o}", "role", "system",
+                                    "content", sb_json_text (req->instructions));
+        if (!system || json_array_append_new (messages, system))
+            goto nomem;
+    }
+    for (size_t m = 0; m < req->message_count; m++) {
+        const sb_llm_message_t *msg = &req->messages [m];
+        json_t *out = NULL;
+        switch (msg->role) {
+            case SB_LLM_ROLE_USER:
+                out = json_pack ("{s:s, s:o}", "role", "user", "content", sb_json_text (msg->content));
+                break;
+            case SB_LLM_ROLE_ASSISTANT:
+                out = s_assistant (msg);
+                break;
+            case SB_LLM_ROLE_TOOL:
+                out = json_pack ("{s:s, s:o, s:o}", "role", "tool",
+                                 "tool_call_id", sb_json_text (msg->call_id),
+                                 "content", sb_json_text (msg->content));
+                break;
+        }
+        if (!out || json_array_append_new (messages, out))
+            goto nomem;
+    }
+    json_object_set_new (body, "messages", messages);
+    messages = NULL;
+    if (req->tool_count) {
+        json_t *tools = s_tools (req);
+        if (!tools)
+            goto nomem;
+        json_object_set_new (body, "tools", tools);
+    }
+    const sb_llm_options_t *opt = &req->options;
+    if (opt->reasoning_effort && *opt->reasoning_effort)
+        json_object_set_new (body, "reasoning_effort", sb_json_text (opt->reasoning_effort));
+    //  max_tokens rather than OpenAI's newer max_completion_tokens: it is the
+    //  one that Ollama, llama.cpp and vLLM honour.
+    if (opt->has_max_output_tokens)
+        json_object_set_new (body, "max_tokens", json_integer (opt->max_output_tokens));
+    if (opt->has_temperature)
+        json_object_set_new (body, "temperature", json_real (opt->temperature));
+    json_object_set_new (body, "stream", json_true ());
+    json_object_set_new (body, "stream_options", json_pack ("{s:b}", "include_usage", 1));
+    return body;
+
+nomem:
+    sb_errf (err, errlen, "out of memory");
+    json_decref (messages);
+    json_decref (body);
+    return NULL;
+}
+
+//  ---------------------------------------------------------------------------
+//  Stream mapper
+
+//  The slot a tool_calls[] fragment belongs to. OpenAI and most servers
+//  send an index; some send each call whole with only an id, and a fragment
+//  with neither continues the last call.
+static sb_slot_t *
+s_call_slot (sb_mapper_t *self, json_t *frag)
+{
+    json_t *index = json_object_get (frag, "index");
+    const char *id = sb_json_str (frag, "id");
+    sb_slot_t *slot = NULL;
+    if (json_is_integer (index)) {
+        slot = sb_mapper_slot_by_index (self, json_integer_value (index));
+        if (!slot)
+            slot = sb_mapper_slot_add (self, json_integer_value (index));
+    }
+    else {
+        for (size_t i = 0; id && *id && !slot && i < self->slot_count; i++)
+            if (self->slots [i].call_id && s_streq (self->slots [i].call_id, id))
+                slot = &self->slots [i];
+        if (!slot && (!id || !*id))
+            slot = sb_mapper_slot_by_index (self, self->last_index);
+        if (!slot)
+            slot = sb_mapper_slot_add (self, self->last_index + 1);
+    }
+    if (slot && slot->index > self->last_index)
+        self->last_index = slot->index;
+    return slot;
+}
+
+static int
+s_tool_fragment (sb_mapper_t *self, json_t *frag)
+{
+    sb_slot_t *slot = s_call_slot (self, frag);
+    if (!slot)
+        return -1;
+    if (slot->done)
+        return 0;
+    json_t *function = json_object_get (frag, "function");
+    const char *id = sb_json_str (frag, "id");
+    const char *name = sb_json_str (function, "name");
+    json_t *args = json_object_get (function, "arguments");
+    if (id && *id && !slot->call_id && sb_mapper_set_str (self, &slot->call_id, id))
+        return -1;
+    if (name && *name && !slot->name && sb_mapper_set_str (self, &slot->name, name))
+        return -1;
+    if (json_is_string (args))
+        return sb_mapper_append (self, &slot->buf, json_string_value (args),
+                                 json_string_length (args));
+    //  A few servers send the arguments as an object rather than text.
+    if (json_is_object (args)) {
+        char *text = json_dumps (args, JSON_COMPACT);
+        int rc = text? sb_mapper_append (self, &slot->buf, text, strlen (text)): -1;
+        free (text);
+        return rc;
+    }
+    return 0;
+}
+
+static int
+s_flush_calls (sb_mapper_t *self)
+{
+    sb_mapper_sort_slots (self);
+    for (size_t i = 0; i < self->slot_count; i++) {
+        sb_slot_t *slot = &self->slots [i];
+        if (slot->done)
+            continue;
+        slot->done = true;
+        if (sb_mapper_emit_tool_call (self, slot->call_id, slot->name, slot->buf.p, slot->buf.len))
+            return -1;
+    }
+    //  The index order is kept; a later fragment must not reopen a call.
+    self->last_index = self->slot_count? self->slots [self->slot_count - 1].index: -1;
+    return 0;
+}
+
+static const char *
+s_stop_reason (const char *finish)
+{
+    if (s_streq (finish, "length"))
+        return "length";
+    if (s_streq (finish, "content_filter"))
+        return "content_filter";
+    if (s_streq (finish, "tool_calls") || s_streq (finish, "function_call"))
+        return "tool_calls";
+    return "end";
+}
+
+int
+sb_chat_map (sb_mapper_t *self, const char *event, json_t *data, const char *raw, size_t len)
+{
+    if (!data) {
+        //  The terminal event; some servers pad it with spaces.
+        while (len && (raw [len - 1] == ' ' || raw [len - 1] == '\t'))
+            len--;
+        while (len && (*raw == ' ' || *raw == '\t')) {
+            raw++;
+            len--;
+        }
+        if (len == 6 && memcmp (raw, "[DONE]", 6) == 0) {
+            if (s_flush_calls (self) || sb_mapper_emit_usage (self))
+                return -1;
+            sb_mapper_finish_ok (self, self->stop_reason? self->stop_reason: "end");
+            return 0;
+        }
+        return sb_mapper_fail (self, "bad_stream", "data is neither JSON nor [DONE]");
+    }
+    //  An error mid-stream: {"error":{"message":...}} (OpenAI, vLLM) or
+    //  {"error":"..."} (Ollama).
+    json_t *error = json_object_get (data, "error");
+    if (json_is_object (error) || json_is_string (error)) {
+        const char *message = json_is_string (error)? json_string_value (error)
+                                                    : sb_json_str (error, "message");
+        const char *code = sb_json_str (error, "code");
+        const char *type = sb_json_str (error, "type");
+        sb_mapper_finish_error (self, code, type, message? message: "the server reported an error",
+                                false);
+        return 0;
+    }
+    json_t *choices = json_object_get (data, "choices");
+    json_t *choice = json_array_get (choices, 0);
+    json_t *delta = json_object_get (choice, "delta");
+    if (json_is_object (delta)) {
+        //  One or the other, never both: a server that fills both with the
+        //  same text must not show it twice.
+        json_t *thinking = json_object_get (delta, "reasoning_content");
+        if (!json_is_string (thinking) || json_string_length (thinking) == 0)
+            thinking = json_object_get (delta, "reasoning");
+        if (json_is_string (thinking)
+        &&  sb_mapper_emit_text (self, SB_CHUNK_THINKING, json_string_value (thinking),
+                                 json_string_length (thinking)))
+            return -1;
+        json_t *content = json_object_get (delta, "content");
+        if (json_is_string (content)
+        &&  sb_mapper_emit_text (self, SB_CHUNK_TEXT, json_string_value (content),
+                                 json_string_length (content)))
+            return -1;
+        json_t *calls = json_object_get (delta, "tool_calls");
+        size_t i;
+        json_t *frag;
+        json_array_foreach (calls, i, frag)
+            if (json_is_object (frag) && s_tool_fragment (self, frag))
+                return -1;
+    }
+    const char *finish = sb_json_str (choice, "finish_reason");
+    if (finish && *finish) {
+        //  Emitted now rather than at [DONE], so that they come before the
+        //  usage, as in every other format.
+        if (s_flush_calls (self))
+            return -1;
+        self->stop_reason = s_stop_reason (finish);
+    }
+    json_t *usage = json_object_get (data, "usage");
+    if (json_is_object (usage)) {
+        //  Kept and emitted once at [DONE]: vLLM can repeat it on every chunk.
+        self->has_usage = true;
+        self->usage.input_tokens = sb_json_int (usage, "prompt_tokens");
+        self->usage.output_tokens = sb_json_int (usage, "completion_tokens");
+        self->usage.cached_tokens =
+            sb_json_int (json_object_get (usage, "prompt_tokens_details"), "cached_tokens");
+        self->usage.reasoning_tokens =
+            sb_json_int (json_object_get (usage, "completion_tokens_details"), "reasoning_tokens");
+    }
+    return 0;
+}

@@ -1,0 +1,174 @@
+/*  cli/common.c — data folder, endpoints, connecting, error lines. */
+#include "cli/cli.h"
+#include "schemas/json.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int
+sb_cli_usage (const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start (ap, fmt);
+    fprintf (stderr, "switchboard %s: ", cmd);
+    vfprintf (stderr, fmt, ap);
+    fprintf (stderr, " (try 'switchboard %s --help')\n", cmd);
+    va_end (ap);
+    return 2;
+}
+
+int
+sb_cli_fail (const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start (ap, fmt);
+    fprintf (stderr, "switchboard %s: ", cmd);
+    vfprintf (stderr, fmt, ap);
+    fprintf (stderr, "\n");
+    va_end (ap);
+    return 1;
+}
+
+int
+sb_cli_data_dir (const char *opt, char *out, size_t n, char *err, size_t errlen)
+{
+    const char *env = getenv ("SWITCHBOARD_DATA");
+    const char *xdg = getenv ("XDG_STATE_HOME");
+    const char *home = getenv ("HOME");
+    int w;
+    if (opt && *opt)
+        w = snprintf (out, n, "%s", opt);
+    else if (env && *env)
+        w = snprintf (out, n, "%s", env);
+    else if (xdg && *xdg)
+        w = snprintf (out, n, "%s/switchboard", xdg);
+    else if (home && *home)
+        w = snprintf (out, n, "%s/.local/state/switchboard", home);
+    else {
+        snprintf (err, errlen, "no data folder: pass --data DIR or set SWITCHBOARD_DATA");
+        return -1;
+    }
+    if (w < 0 || (size_t) w >= n) {
+        snprintf (err, errlen, "data folder path is too long");
+        return -1;
+    }
+    /* a relative DATA would name a different folder from another cwd */
+    if (out [0] != '/') {
+        char cwd [4096];
+        if (!getcwd (cwd, sizeof cwd)) {
+            snprintf (err, errlen, "cannot read the current folder: %s", strerror (errno));
+            return -1;
+        }
+        char tmp [4096];
+        snprintf (tmp, sizeof tmp, "%s/%s", cwd, out);
+        if (strlen (tmp) >= n) {
+            snprintf (err, errlen, "data folder path is too long");
+            return -1;
+        }
+        snprintf (out, n, "%s", tmp);
+    }
+    size_t len = strlen (out);
+    while (len > 1 && out [len - 1] == '/')
+        out [--len] = 0;
+    /* ipc://DATA/bus-cmd must fit in sun_path */
+    if (len + strlen ("/bus-cmd") > SB_IPC_PATH_MAX) {
+        snprintf (err, errlen, "data folder %s is too long for ipc sockets (%zu bytes; the limit is %d)",
+                  out, len + strlen ("/bus-cmd"), SB_IPC_PATH_MAX);
+        return -1;
+    }
+    return 0;
+}
+
+int
+sb_cli_endpoint (const char *connect, const char *data, const char *which,
+                 char *out, size_t n, char *err, size_t errlen)
+{
+    const char *bus = connect && *connect ? connect : getenv ("SWITCHBOARD_BUS");
+    if (bus && *bus) {
+        if (strncmp (bus, "tcp://", 6) == 0) {
+            const char *colon = strrchr (bus, ':');
+            int port = colon ? atoi (colon + 1) : 0;
+            if (port <= 0) {
+                snprintf (err, errlen, "bad endpoint %s (want tcp://HOST:PORT)", bus);
+                return -1;
+            }
+            int off = strcmp (which, "pub") == 0 ? 1 : strcmp (which, "tap") == 0 ? 2 : 0;
+            if (strcmp (which, "in") == 0) {
+                snprintf (err, errlen, "the event plane's publishing side is not on tcp");
+                return -1;
+            }
+            snprintf (out, n, "%.*s:%d", (int) (colon - bus), bus, port + off);
+            return 0;
+        }
+        if (strncmp (bus, "ipc://", 6) == 0 || strncmp (bus, "inproc://", 9) == 0) {
+            /* ipc://DIR/bus-cmd -> ipc://DIR/bus-<which> */
+            const char *slash = strrchr (bus, '/');
+            if (!slash || strncmp (slash, "/bus-", 5) != 0) {
+                if (strcmp (which, "cmd") == 0) {
+                    snprintf (out, n, "%s", bus);
+                    return 0;
+                }
+                snprintf (err, errlen, "cannot derive the %s endpoint from %s", which, bus);
+                return -1;
+            }
+            snprintf (out, n, "%.*s/bus-%s", (int) (slash - bus), bus, which);
+            return 0;
+        }
+        snprintf (err, errlen, "unsupported endpoint %s (use ipc:// or tcp://)", bus);
+        return -1;
+    }
+    char dir [4096];
+    if (sb_cli_data_dir (data, dir, sizeof dir, err, errlen))
+        return -1;
+    snprintf (out, n, "ipc://%s/bus-%s", dir, which);
+    return 0;
+}
+
+sb_bus_t *
+sb_cli_connect (const char *cmd, const char *connect, const char *data)
+{
+    char ep [4200], err [512];
+    if (sb_cli_endpoint (connect, data, "cmd", ep, sizeof ep, err, sizeof err)) {
+        sb_cli_fail (cmd, "%s", err);
+        return NULL;
+    }
+    if (strncmp (ep, "ipc://", 6) == 0) {
+        struct stat st;
+        if (stat (ep + 6, &st) != 0) {
+            sb_cli_fail (cmd, "no server at %s: start one with 'switchboard serve' (or pass --connect/--data)", ep);
+            return NULL;
+        }
+    }
+    sb_bus_t *bus = sb_bus_new (ep, "cli");
+    if (!bus)
+        sb_cli_fail (cmd, "cannot connect to %s", ep);
+    return bus;
+}
+
+sb_msg_t *
+sb_cli_call (const char *cmd, sb_bus_t *bus, const char *type, const uint8_t *body, size_t len,
+             int timeout_ms)
+{
+    sb_msg_t *reply = sb_bus_call (bus, type, NULL, body, len, timeout_ms);
+    if (!reply) {
+        sb_cli_fail (cmd, "no reply to %s within %d ms: is the server running?", type, timeout_ms);
+        return NULL;
+    }
+    if (sb_msg_is_error (reply)) {
+        sb_cli_fail (cmd, "%s: %s", sb_msg_error_code (reply), sb_msg_error_message (reply));
+        sb_msg_destroy (&reply);
+        return NULL;
+    }
+    return reply;
+}
+
+void
+sb_cli_print_json (const sb_val_t *v)
+{
+    sb_json_print (stdout, v);
+    fflush (stdout);
+}

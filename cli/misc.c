@@ -1,0 +1,171 @@
+/*  cli/misc.c — `schemas`, `actor` and `call`. */
+#include "cli/cli.h"
+#include "actors/actor.h"
+#include "common/log.h"
+#include "schemas/json.h"
+
+#include <czmq.h>
+#include <getopt.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+int
+sb_cmd_schemas (int argc, char **argv)
+{
+    bool md = false;
+    for (int k = 1; k < argc; k++) {
+        if (strcmp (argv [k], "--markdown") == 0)
+            md = true;
+        else
+        if (strcmp (argv [k], "-h") == 0 || strcmp (argv [k], "--help") == 0) {
+            printf ("usage: switchboard schemas [--markdown]\n\n"
+                    "Prints every message type, its fields (type, required, limit, doc),\n"
+                    "the header, the error codes and the tape entry kinds. --markdown\n"
+                    "prints docs/protocol.md.\n");
+            return 0;
+        }
+        else
+            return sb_cli_usage ("schemas", "unknown argument '%s'", argv [k]);
+    }
+    sb_schema_print (stdout, md);
+    return 0;
+}
+
+typedef struct {
+    const char *name;
+    sb_actor_fn *fn;
+} s_actor_entry_t;
+
+static const s_actor_entry_t s_standalone [] = {
+    { "echo", sb_echo_actor },
+};
+
+int
+sb_cmd_actor (int argc, char **argv)
+{
+    static struct option longopts [] = {
+        { "connect", required_argument, 0, 'c' },
+        { "instance", required_argument, 0, 'i' },
+        { "data", required_argument, 0, 'd' },
+        { "help", no_argument, 0, 'h' },
+        { 0, 0, 0, 0 }
+    };
+    const char *connect = NULL, *instance = NULL, *data = NULL;
+    int c;
+    optind = 1;
+    while ((c = getopt_long (argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+            case 'c': connect = optarg; break;
+            case 'i': instance = optarg; break;
+            case 'd': data = optarg; break;
+            case 'h':
+                printf ("usage: switchboard actor NAME [--connect EP] [--instance NAME] [--data DIR]\n\n"
+                        "Runs one stateless actor as its own process, attached to a running\n"
+                        "broker. Actors: echo (the test service).\n");
+                return 0;
+            default: return sb_cli_usage ("actor", "unknown option");
+        }
+    }
+    if (optind >= argc)
+        return sb_cli_usage ("actor", "which actor? (echo)");
+    const char *name = argv [optind];
+    const s_actor_entry_t *entry = NULL;
+    for (size_t k = 0; k < sizeof s_standalone / sizeof s_standalone [0]; k++)
+        if (strcmp (s_standalone [k].name, name) == 0)
+            entry = &s_standalone [k];
+    if (!entry)
+        return sb_cli_usage ("actor", "unknown actor '%s'", name);
+    char ep [4200], err [512], inst [160];
+    if (sb_cli_endpoint (connect, data, "cmd", ep, sizeof ep, err, sizeof err))
+        return sb_cli_fail ("actor", "%s", err);
+    if (!instance) {
+        char host [64] = "host";
+        gethostname (host, sizeof host - 1);
+        snprintf (inst, sizeof inst, "%s-%s-%d", name, host, (int) getpid ());
+        instance = inst;
+    }
+    sigset_t sigs;
+    sigemptyset (&sigs);
+    sigaddset (&sigs, SIGINT);
+    sigaddset (&sigs, SIGTERM);
+    pthread_sigmask (SIG_BLOCK, &sigs, NULL);
+    zsys_handler_set (NULL);
+    sb_actor_args_t args = { .cmd_endpoint = ep, .instance = instance };
+    zactor_t *actor = zactor_new (entry->fn, &args);
+    if (!actor)
+        return sb_cli_fail ("actor", "%s could not register with %s", name, ep);
+    sb_info ("actor", "running actor=%s instance=%s endpoint=%s", name, instance, ep);
+    while (true) {
+        struct timespec ts = { 1, 0 };
+        int sig = sigtimedwait (&sigs, NULL, &ts);
+        if (sig == SIGINT || sig == SIGTERM)
+            break;
+    }
+    zactor_destroy (&actor);
+    return 0;
+}
+
+int
+sb_cmd_call (int argc, char **argv)
+{
+    static struct option longopts [] = {
+        { "connect", required_argument, 0, 'c' },
+        { "data", required_argument, 0, 'd' },
+        { "timeout", required_argument, 0, 't' },
+        { "help", no_argument, 0, 'h' },
+        { 0, 0, 0, 0 }
+    };
+    const char *connect = NULL, *data = NULL;
+    int timeout = 10000;
+    int c;
+    optind = 1;
+    while ((c = getopt_long (argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+            case 'c': connect = optarg; break;
+            case 'd': data = optarg; break;
+            case 't': timeout = atoi (optarg); if (timeout <= 0) return sb_cli_usage ("call", "--timeout takes milliseconds"); break;
+            case 'h':
+                printf ("usage: switchboard call TYPE [JSON-BODY] [--timeout MS] [--connect EP] [--data DIR]\n\n"
+                        "Sends one request of any type with a JSON body (default {}) and\n"
+                        "prints the reply as JSON. See 'switchboard schemas' for the types.\n");
+                return 0;
+            default: return sb_cli_usage ("call", "unknown option");
+        }
+    }
+    if (optind >= argc)
+        return sb_cli_usage ("call", "which type?");
+    const char *type_name = argv [optind];
+    const char *text = optind + 1 < argc ? argv [optind + 1] : "{}";
+    const sb_type_t *type = sb_schema_find (type_name, strlen (type_name));
+    if (!type)
+        return sb_cli_usage ("call", "unknown type '%s' (see 'switchboard schemas')", type_name);
+    sb_verr_t err;
+    json_t *j = sb_json_parse (text, strlen (text), 0, 0, &err);
+    if (!j)
+        return sb_cli_usage ("call", "body: %s", err.message);
+    sb_enc_t *enc = sb_enc_new ();
+    if (sb_json_to_msgpack (j, type->fields, enc, &err)) {
+        json_decref (j);
+        sb_enc_destroy (&enc);
+        return sb_cli_usage ("call", "body: %s", err.message);
+    }
+    json_decref (j);
+    size_t len;
+    const uint8_t *body = sb_enc_data (enc, &len);
+    sb_bus_t *bus = sb_cli_connect ("call", connect, data);
+    int rc = 1;
+    if (bus) {
+        sb_msg_t *reply = sb_bus_call (bus, type_name, NULL, body, len, timeout);
+        if (!reply)
+            sb_cli_fail ("call", "no reply within %d ms", timeout);
+        else {
+            sb_cli_print_json (reply->body);
+            rc = sb_msg_is_error (reply) ? 1 : 0;
+        }
+        sb_msg_destroy (&reply);
+    }
+    sb_bus_destroy (&bus);
+    sb_enc_destroy (&enc);
+    return rc;
+}

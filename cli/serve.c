@@ -1,0 +1,273 @@
+/*  cli/serve.c — `switchboard serve`: the broker and every actor in one
+    process (DESIGN.md 1).
+
+    Startup order: flock DATA/lock; start the broker (inproc only) and the
+    actors, each signalling once registered; run recovery; only then bind
+    the external endpoints. A client that can connect can be served. */
+#include "cli/cli.h"
+#include "cli/serve.h"
+#include "actors/actor.h"
+#include "bus/broker.h"
+#include "common/log.h"
+
+#include <czmq.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char *s_usage =
+    "usage: switchboard serve [--data DIR] [--http ADDR:PORT] [--bus tcp://ADDR:PORT]\n"
+    "                         [--actors LIST] [--llm PROVIDER] [--model M] [--llm-url URL]\n"
+    "\n"
+    "Runs the broker and the actors in one process, on DATA (default\n"
+    "$SWITCHBOARD_DATA, else $XDG_STATE_HOME/switchboard, else\n"
+    "~/.local/state/switchboard). The bus is bound on ipc://DATA/bus-{cmd,in,pub,tap}.\n"
+    "\n"
+    "  --data DIR        data folder (created with mode 0700)\n"
+    "  --http ADDR:PORT  the gateway's address (127.0.0.1:8080; :0 picks a free port\n"
+    "                    and writes it to DATA/http.port)\n"
+    "  --bus ENDPOINT    also bind tcp://ADDR:P (commands), P+1 (events), P+2 (tap)\n"
+    "  --actors LIST     comma-separated actors to run (default: all built-in)\n"
+    "  --llm PROVIDER    responses | chat | anthropic | codex | demo (default demo)\n"
+    "  --model M         default model\n"
+    "  --llm-url URL     provider base URL including the version path\n"
+    "  -h, --help        this help\n"
+    "\n"
+    "Stop it with Ctrl-C (SIGINT) or SIGTERM; it shuts down cleanly.\n";
+
+typedef struct {
+    const char *name;
+    sb_actor_fn *fn;
+    int stop_order;             /* lower stops first */
+    bool default_on;
+} actor_row_t;
+
+/*  The built-in actors, in start order. */
+static const actor_row_t s_actor_table [] = {
+    { "echo", sb_echo_actor, 1, false },
+};
+#define NACTORS (sizeof s_actor_table / sizeof s_actor_table [0])
+
+static int
+s_lock_data (const char *dir, int *fd_out)
+{
+    char path [4200];
+    snprintf (path, sizeof path, "%s/lock", dir);
+    int fd = open (path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return sb_cli_fail ("serve", "cannot open %s: %s", path, strerror (errno));
+    if (flock (fd, LOCK_EX | LOCK_NB) != 0) {
+        char pid [32] = "";
+        ssize_t n = pread (fd, pid, sizeof pid - 1, 0);
+        if (n > 0)
+            pid [n] = 0;
+        pid [strcspn (pid, "\n")] = 0;
+        close (fd);
+        return sb_cli_fail ("serve", "another switchboard serve%s%s is already running on %s; "
+                            "two servers on one data folder would corrupt it",
+                            pid [0] ? " (pid " : "", pid [0] ? strcat (pid, ")") : "", dir);
+    }
+    char pid [32];
+    int n = snprintf (pid, sizeof pid, "%d\n", (int) getpid ());
+    if (ftruncate (fd, 0) != 0 || pwrite (fd, pid, (size_t) n, 0) != n) {
+        /* the pid is only a hint for the error above */
+    }
+    *fd_out = fd;
+    return 0;
+}
+
+int
+sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
+{
+    static struct option longopts [] = {
+        { "data", required_argument, 0, 'd' },
+        { "http", required_argument, 0, 'H' },
+        { "bus", required_argument, 0, 'b' },
+        { "actors", required_argument, 0, 'a' },
+        { "llm", required_argument, 0, 'l' },
+        { "model", required_argument, 0, 'm' },
+        { "llm-url", required_argument, 0, 'u' },
+        { "help", no_argument, 0, 'h' },
+        { 0, 0, 0, 0 }
+    };
+    memset (o, 0, sizeof *o);
+    o->http = "127.0.0.1:8080";
+    optind = 1;
+    int c;
+    while ((c = getopt_long (argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+            case 'd': o->data = optarg; break;
+            case 'H': o->http = optarg; break;
+            case 'b': o->bus = optarg; break;
+            case 'a': o->actors = optarg; break;
+            case 'l': o->llm = optarg; break;
+            case 'm': o->model = optarg; break;
+            case 'u': o->llm_url = optarg; break;
+            case 'h': fputs (s_usage, stdout); return -1;
+            default: return sb_cli_usage ("serve", "unknown option");
+        }
+    }
+    if (optind < argc)
+        return sb_cli_usage ("serve", "unexpected argument '%s'", argv [optind]);
+    if (o->bus && strncmp (o->bus, "tcp://", 6) != 0)
+        return sb_cli_usage ("serve", "--bus takes tcp://ADDR:PORT (ipc is always bound)");
+    const char *colon = strrchr (o->http, ':');
+    if (!colon || colon == o->http || atoi (colon + 1) < 0 || atoi (colon + 1) > 65535)
+        return sb_cli_usage ("serve", "--http takes ADDR:PORT, e.g. 127.0.0.1:8080");
+    return 0;
+}
+
+static bool
+s_wanted (const char *list, const actor_row_t *row)
+{
+    if (!list)
+        return row->default_on;
+    size_t n = strlen (row->name);
+    for (const char *p = list; *p; ) {
+        const char *comma = strchr (p, ',');
+        size_t len = comma ? (size_t) (comma - p) : strlen (p);
+        if (len == n && strncmp (p, row->name, n) == 0)
+            return true;
+        p += len + (comma ? 1 : 0);
+    }
+    return false;
+}
+
+static int
+s_check_actor_list (const char *list)
+{
+    if (!list)
+        return 0;
+    for (const char *p = list; *p; ) {
+        const char *comma = strchr (p, ',');
+        size_t len = comma ? (size_t) (comma - p) : strlen (p);
+        bool known = len == 6 && strncmp (p, "broker", 6) == 0;
+        for (size_t k = 0; k < NACTORS && !known; k++)
+            known = strlen (s_actor_table [k].name) == len && strncmp (p, s_actor_table [k].name, len) == 0;
+        if (!known)
+            return sb_cli_usage ("serve", "unknown actor '%.*s' in --actors", (int) len, p);
+        p += len + (comma ? 1 : 0);
+    }
+    return 0;
+}
+
+int
+sb_cmd_serve (int argc, char **argv)
+{
+    sb_serve_opts_t o;
+    int rc = sb_serve_parse (argc, argv, &o);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if ((rc = s_check_actor_list (o.actors)))
+        return rc;
+    return sb_serve_run (&o, NULL, NULL);
+}
+
+int
+sb_serve_run (const sb_serve_opts_t *o, sb_serve_hook_fn *hook, void *hook_arg)
+{
+    char dir [4096], err [512];
+    if (sb_cli_data_dir (o->data, dir, sizeof dir, err, sizeof err))
+        return sb_cli_fail ("serve", "%s", err);
+    if (zsys_dir_create ("%s", dir) != 0)
+        return sb_cli_fail ("serve", "cannot create %s: %s", dir, strerror (errno));
+    if (chmod (dir, 0700) != 0)
+        return sb_cli_fail ("serve", "cannot set mode 0700 on %s: %s", dir, strerror (errno));
+    int lock_fd = -1;
+    if (s_lock_data (dir, &lock_fd))
+        return 1;
+
+    /* Signals are taken by this thread alone, with sigtimedwait; every
+       actor thread inherits the blocked mask. czmq's handler stays off. */
+    sigset_t sigs;
+    sigemptyset (&sigs);
+    sigaddset (&sigs, SIGINT);
+    sigaddset (&sigs, SIGTERM);
+    sigaddset (&sigs, SIGHUP);
+    pthread_sigmask (SIG_BLOCK, &sigs, NULL);
+    signal (SIGPIPE, SIG_IGN);
+    zsys_handler_set (NULL);
+    zsys_init ();
+
+    sb_broker_config_t bcfg = { .ipc_dir = dir, .tcp = o->bus };
+    zactor_t *broker = zactor_new (sb_broker_actor, &bcfg);
+    if (!broker) {
+        close (lock_fd);
+        return sb_cli_fail ("serve", "the broker failed to start (see the log above)");
+    }
+    zactor_t *actors [NACTORS] = { 0 };
+    sb_actor_args_t args [NACTORS];
+    char names [NACTORS][64];
+    int failed = 0;
+    for (size_t k = 0; k < NACTORS && !failed; k++) {
+        if (!s_wanted (o->actors, &s_actor_table [k]))
+            continue;
+        snprintf (names [k], sizeof names [k], "%s-%d", s_actor_table [k].name, (int) getpid ());
+        args [k] = (sb_actor_args_t) {
+            .cmd_endpoint = SB_INPROC_CMD,
+            .pub_endpoint = SB_INPROC_PUB_IN,
+            .sub_endpoint = SB_INPROC_PUB,
+            .data_dir = dir,
+            .instance = names [k],
+            .config = o,
+        };
+        actors [k] = zactor_new (s_actor_table [k].fn, &args [k]);
+        if (!actors [k]) {
+            sb_error ("serve", "actor %s failed to start", s_actor_table [k].name);
+            failed = 1;
+        }
+    }
+    /* recovery steps of the stateful actors run inside their startup */
+    if (!failed) {
+        zstr_send (broker, "BIND");
+        if (zsock_wait (broker) != 0)
+            failed = 1;
+    }
+    char http_port_path [4200];
+    snprintf (http_port_path, sizeof http_port_path, "%s/http.port", dir);
+    if (!failed) {
+        sb_info ("serve", "ready data=%s bus=ipc://%s/bus-cmd pid=%d", dir, dir, (int) getpid ());
+        if (!hook) {
+            printf ("switchboard %s is serving\n"
+                    "  data     %s\n"
+                    "  bus      ipc://%s/bus-cmd%s%s\n"
+                    "  tap      ipc://%s/bus-tap   (watch it: switchboard tap)\n"
+                    "  stop     Ctrl-C\n",
+                    SB_VERSION, dir, dir, o->bus ? "  and " : "", o->bus ? o->bus : "", dir);
+            fflush (stdout);
+        }
+    }
+    int exit_code = failed ? 1 : 0;
+    if (!failed && hook)
+        exit_code = hook (hook_arg, dir);
+    else
+    while (!failed) {
+        struct timespec ts = { 1, 0 };
+        int sig = sigtimedwait (&sigs, NULL, &ts);
+        if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+            sb_info ("serve", "shutting down signal=%s", strsignal (sig));
+            break;
+        }
+    }
+    /* stop order: stateless first, then stateful, then the broker */
+    for (int order = 0; order <= 3; order++)
+        for (size_t k = 0; k < NACTORS; k++)
+            if (actors [k] && s_actor_table [k].stop_order == order)
+                zactor_destroy (&actors [k]);
+    zactor_destroy (&broker);
+    const char *socks [] = { "bus-cmd", "bus-in", "bus-pub", "bus-tap" };
+    for (int k = 0; k < 4; k++) {
+        char p [4200];
+        snprintf (p, sizeof p, "%s/%s", dir, socks [k]);
+        unlink (p);
+    }
+    unlink (http_port_path);
+    close (lock_fd);
+    sb_info ("serve", "stopped");
+    return exit_code;
+}

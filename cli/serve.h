@@ -1,0 +1,24 @@
+/*  cli/serve.h — the embedded server, shared by `serve` and the one-shot
+    `run`. */
+#ifndef SB_CLI_SERVE_H
+#define SB_CLI_SERVE_H
+
+typedef struct {
+    const char *data;
+    const char *http;
+    const char *bus;
+    const char *actors;
+    const char *llm;
+    const char *model;
+    const char *llm_url;
+} sb_serve_opts_t;
+
+/*  Called once everything is up, instead of waiting for a signal; its
+    return value becomes the exit code. */
+typedef int (sb_serve_hook_fn) (void *arg, const char *data_dir);
+
+/*  Parses serve's options: 0 ok, -1 help was printed, 2 usage error. */
+int sb_serve_parse (int argc, char **argv, sb_serve_opts_t *opts);
+int sb_serve_run (const sb_serve_opts_t *opts, sb_serve_hook_fn *hook, void *hook_arg);
+
+#endif

@@ -1,0 +1,222 @@
+/*  cli/tap.c — `switchboard tap`: every bus message, live, one per line;
+    and `switchboard stats`: the broker's counters. */
+#include "cli/cli.h"
+#include "common/log.h"
+#include "schemas/json.h"
+
+#include <czmq.h>
+#include <getopt.h>
+#include <string.h>
+#include <time.h>
+
+static const char *s_tap_usage =
+    "usage: switchboard tap [--filter PREFIX] [--json] [--count N] [--connect EP] [--data DIR]\n"
+    "\n"
+    "Prints every message on both bus planes as the broker sees it, decoded,\n"
+    "one per line. The tap's frames are [plane][peer or topic][header][body].\n"
+    "\n"
+    "  --filter PREFIX  only messages whose type or topic starts with PREFIX\n"
+    "  --json           one JSON object per line: plane, peer/topic, header, body\n"
+    "  --count N        exit after N messages\n"
+    "  --connect EP     the server's command endpoint (tap is derived from it)\n"
+    "  --data DIR       the server's data folder\n";
+
+static void
+s_hex (const uint8_t *p, size_t n, char *out)
+{
+    static const char hex [] = "0123456789abcdef";
+    for (size_t k = 0; k < n; k++) {
+        out [2 * k] = hex [p [k] >> 4];
+        out [2 * k + 1] = hex [p [k] & 15];
+    }
+    out [2 * n] = 0;
+}
+
+int
+sb_cmd_tap (int argc, char **argv)
+{
+    static struct option longopts [] = {
+        { "filter", required_argument, 0, 'f' },
+        { "json", no_argument, 0, 'j' },
+        { "count", required_argument, 0, 'n' },
+        { "connect", required_argument, 0, 'c' },
+        { "data", required_argument, 0, 'd' },
+        { "help", no_argument, 0, 'h' },
+        { 0, 0, 0, 0 }
+    };
+    const char *filter = NULL, *connect = NULL, *data = NULL;
+    bool json = false;
+    long count = -1;
+    int c;
+    optind = 1;
+    while ((c = getopt_long (argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+            case 'f': filter = optarg; break;
+            case 'j': json = true; break;
+            case 'n': count = atol (optarg); if (count <= 0) return sb_cli_usage ("tap", "--count takes a positive number"); break;
+            case 'c': connect = optarg; break;
+            case 'd': data = optarg; break;
+            case 'h': fputs (s_tap_usage, stdout); return 0;
+            default: return sb_cli_usage ("tap", "unknown option");
+        }
+    }
+    if (optind < argc)
+        return sb_cli_usage ("tap", "unexpected argument '%s'", argv [optind]);
+    char ep [4200], err [512];
+    if (sb_cli_endpoint (connect, data, "tap", ep, sizeof ep, err, sizeof err))
+        return sb_cli_fail ("tap", "%s", err);
+    zsys_handler_set (NULL);
+    zsock_t *sub = zsock_new (ZMQ_SUB);
+    if (!sub || zsock_connect (sub, "%s", ep) != 0) {
+        zsock_destroy (&sub);
+        return sb_cli_fail ("tap", "cannot connect to %s", ep);
+    }
+    zsock_set_subscribe (sub, "");
+    zsock_set_rcvhwm (sub, 100000);
+    fprintf (stderr, "tapping %s%s%s\n", ep, filter ? " filter=" : "", filter ? filter : "");
+    long seen = 0;
+    while (count < 0 || seen < count) {
+        zmsg_t *msg = zmsg_recv (sub);
+        if (!msg)
+            break;
+        if (zmsg_size (msg) != 4) {
+            zmsg_destroy (&msg);
+            continue;
+        }
+        zframe_t *plane = zmsg_first (msg);
+        zframe_t *peer = zmsg_next (msg);
+        zframe_t *hf = zmsg_next (msg);
+        zframe_t *bf = zmsg_next (msg);
+        sb_header_t h;
+        sb_verr_t verr;
+        if (sb_header_parse (zframe_data (hf), zframe_size (hf), &h, &verr)) {
+            zmsg_destroy (&msg);
+            continue;
+        }
+        bool evt = zframe_size (plane) == 3 && memcmp (zframe_data (plane), "evt", 3) == 0;
+        char who [300];
+        if (evt)
+            snprintf (who, sizeof who, "%.*s", (int) (zframe_size (peer) > 200 ? 200 : zframe_size (peer)),
+                      (const char *) zframe_data (peer));
+        else
+        if (zframe_size (peer) == 0)
+            snprintf (who, sizeof who, "broker");
+        else
+            s_hex (zframe_data (peer), zframe_size (peer) > 64 ? 64 : zframe_size (peer), who);
+        if (filter && strncmp (h.type, filter, strlen (filter)) != 0
+        &&  !(evt && strncmp (who, filter, strlen (filter)) == 0)) {
+            zmsg_destroy (&msg);
+            continue;
+        }
+        const sb_type_t *t = sb_schema_find (h.type, strlen (h.type));
+        sb_doc_t *hdoc = sb_decode (zframe_data (hf), zframe_size (hf), sb_header_fields, 4096, &verr);
+        sb_doc_t *bdoc = sb_decode (zframe_data (bf), zframe_size (bf), t ? t->fields : NULL,
+                                    t ? t->max_bytes : 0, &verr);
+        char *body = bdoc ? sb_json_dump (sb_doc_root (bdoc)) : NULL;
+        if (json) {
+            char *hj = hdoc ? sb_json_dump (sb_doc_root (hdoc)) : NULL;
+            json_t *o = json_object ();
+            json_object_set_new (o, "plane", json_string (evt ? "evt" : "cmd"));
+            json_object_set_new (o, evt ? "topic" : "peer", json_string (who));
+            char *line = json_dumps (o, JSON_COMPACT);
+            /* splice header and body in as raw JSON */
+            if (line) {
+                line [strlen (line) - 1] = 0;
+                printf ("%s,\"header\":%s,\"body\":%s}\n", line, hj ? hj : "null", body ? body : "null");
+            }
+            free (line);
+            free (hj);
+            json_decref (o);
+        }
+        else {
+            struct timespec ts;
+            clock_gettime (CLOCK_REALTIME, &ts);
+            struct tm tm;
+            localtime_r (&ts.tv_sec, &tm);
+            printf ("%02d:%02d:%02d.%03ld %s %-14.14s %-22s from=%s%s%s %s\n",
+                    tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
+                    evt ? "evt" : "cmd", who, h.type, h.from [0] ? h.from : "-",
+                    h.corr [0] ? " corr=" : "", h.corr, body ? body : "(undecodable body)");
+        }
+        fflush (stdout);
+        free (body);
+        sb_doc_destroy (&hdoc);
+        sb_doc_destroy (&bdoc);
+        zmsg_destroy (&msg);
+        seen++;
+    }
+    zsock_destroy (&sub);
+    return 0;
+}
+
+static const char *s_stats_usage =
+    "usage: switchboard stats [--json] [--connect EP] [--data DIR]\n"
+    "\n"
+    "Prints the broker's counters: messages per plane and per type, live\n"
+    "instances per service, malformed frames by kind, and queue depths.\n";
+
+static void
+s_print_section (const char *title, const sb_val_t *map)
+{
+    printf ("%s\n", title);
+    for (uint32_t k = 0; map && k < map->len; k++) {
+        const sb_val_t *key = sb_map_key (map, k), *val = sb_map_val (map, k);
+        if (val->type == SB_V_UINT)
+            printf ("  %-28s %llu\n", key->v.s, (unsigned long long) val->v.u);
+        else
+        if (val->type == SB_V_MAP) {
+            char *j = sb_json_dump (sb_get (val, "instances"));
+            printf ("  %-28s %llu live  %s\n", key->v.s,
+                    (unsigned long long) sb_get_uint (val, "live", 0), j ? j : "");
+            free (j);
+        }
+    }
+}
+
+int
+sb_cmd_stats (int argc, char **argv)
+{
+    static struct option longopts [] = {
+        { "json", no_argument, 0, 'j' },
+        { "connect", required_argument, 0, 'c' },
+        { "data", required_argument, 0, 'd' },
+        { "help", no_argument, 0, 'h' },
+        { 0, 0, 0, 0 }
+    };
+    const char *connect = NULL, *data = NULL;
+    bool json = false;
+    int c;
+    optind = 1;
+    while ((c = getopt_long (argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+            case 'j': json = true; break;
+            case 'c': connect = optarg; break;
+            case 'd': data = optarg; break;
+            case 'h': fputs (s_stats_usage, stdout); return 0;
+            default: return sb_cli_usage ("stats", "unknown option");
+        }
+    }
+    if (optind < argc)
+        return sb_cli_usage ("stats", "unexpected argument '%s'", argv [optind]);
+    sb_bus_t *bus = sb_cli_connect ("stats", connect, data);
+    if (!bus)
+        return 1;
+    sb_msg_t *reply = sb_cli_call ("stats", bus, "bus.stats", (const uint8_t *) "\x80", 1, 3000);
+    int rc = 1;
+    if (reply) {
+        if (json)
+            sb_cli_print_json (reply->body);
+        else {
+            printf ("uptime %.1f s\n", (double) sb_get_uint (reply->body, "uptime_ms", 0) / 1000.0);
+            s_print_section ("planes", sb_get_map (reply->body, "planes"));
+            s_print_section ("services", sb_get_map (reply->body, "services"));
+            s_print_section ("types", sb_get_map (reply->body, "types"));
+            s_print_section ("malformed", sb_get_map (reply->body, "malformed"));
+            s_print_section ("queues", sb_get_map (reply->body, "queues"));
+        }
+        rc = 0;
+    }
+    sb_msg_destroy (&reply);
+    sb_bus_destroy (&bus);
+    return rc;
+}

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The test runner behind `make test` and `make asan`.
+#   tests/run_all.sh BUILD [unit|integration|fuzz|all]
+# Runs every Criterion binary in BUILD/tests, every tests/integration/test_*
+# script (exit 0 pass, 77 skip with a reason on stdout, anything else fail),
+# and a short smoke pass of every fuzz target. Ends with the plain line
+# "N passed, N failed, N skipped" that CI reads.
+set -u
+BUILD=${1:-build}
+WHAT=${2:-all}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+export SB_BIN="$ROOT/$BUILD/switchboard"
+export SB_ROOT="$ROOT"
+export SB_FIXTURES="${SB_FIXTURES:-$ROOT/../shared/fixtures/llm}"
+LOGDIR="$ROOT/$BUILD/test-logs"
+mkdir -p "$LOGDIR"
+passed=0; failed=0; skipped=0; failures=()
+
+run_one() {  # name, log, command...
+    local name=$1 log=$2; shift 2
+    local t0=$(date +%s%N)
+    "$@" >"$log" 2>&1
+    local rc=$?
+    local ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+    local dt="$((ms / 1000)).$(( (ms % 1000) / 100 ))"
+    if [ $rc -eq 0 ]; then
+        passed=$((passed + 1)); printf '  PASS  %-44s %6ss\n' "$name" "$dt"
+    elif [ $rc -eq 77 ]; then
+        skipped=$((skipped + 1)); printf '  SKIP  %-44s %s\n' "$name" "$(tail -n 1 "$log")"
+    else
+        failed=$((failed + 1)); failures+=("$name")
+        printf '  FAIL  %-44s %6ss (exit %d)\n' "$name" "$dt" "$rc"
+        tail -n 25 "$log" | sed 's/^/        | /'
+    fi
+}
+
+if [ "$WHAT" = all ] || [ "$WHAT" = unit ]; then
+    echo "unit tests (Criterion)"
+    for t in "$BUILD"/tests/test_*; do
+        [ -x "$t" ] || continue
+        name=$(basename "$t")
+        run_one "unit/$name" "$LOGDIR/$name.log" "$t" --jobs 2
+        grep -h '^\[====\] Synthesis' "$LOGDIR/$name.log" | sed 's/^/        /'
+    done
+fi
+
+if [ "$WHAT" = all ] || [ "$WHAT" = integration ]; then
+    echo "integration tests (real binary, loopback)"
+    for t in tests/integration/test_*; do
+        [ -f "$t" ] || continue
+        name=$(basename "$t")
+        case "$t" in
+            *.py) run_one "integration/$name" "$LOGDIR/$name.log" /usr/bin/python3 "$t" ;;
+            *.sh) run_one "integration/$name" "$LOGDIR/$name.log" bash "$t" ;;
+        esac
+    done
+fi
+
+if { [ "$WHAT" = all ] || [ "$WHAT" = fuzz ]; } && [ -z "${SB_ASAN:-}" ]; then
+    echo "fuzz smoke (libFuzzer, a few seconds each)"
+    for f in build-fuzz/fuzz_*; do
+        [ -x "$f" ] || continue
+        name=$(basename "$f"); corpus="tests/fuzz/corpus/${name#fuzz_}"
+        mkdir -p "$corpus"
+        tmpc=$(mktemp -d)
+        run_one "fuzz/$name" "$LOGDIR/$name.log" "$f" -max_total_time=${SB_FUZZ_SECONDS:-5} -timeout=10 \
+            -rss_limit_mb=2048 "$tmpc" "$corpus"
+        rm -rf "$tmpc"
+    done
+fi
+
+echo
+[ ${#failures[@]} -gt 0 ] && echo "failed: ${failures[*]}"
+echo "$passed passed, $failed failed, $skipped skipped"
+[ $failed -eq 0 ]

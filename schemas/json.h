@@ -54,7 +54,8 @@ int sb_json_print (FILE *out, const sb_val_t *v);
     cannot proceed: `j` is not an object, bad base64, a string that is not
     a decimal integer in an integer field, or nesting deeper than
     SB_JSON_MAX_DEPTH. On failure the encoder holds a partial value:
-    reset it before reuse. */
+    reset it before reuse. Pass an encoder with no container open: it
+    tracks at most 32 levels, and a 32-deep document uses them all. */
 int sb_json_to_msgpack (const json_t *j, const sb_field_t *fields, sb_enc_t *enc,
                         sb_verr_t *err);
 

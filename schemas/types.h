@@ -1,0 +1,29 @@
+/*  schemas/types.h — shared by the per-service type tables.
+
+    To add a service's types: create schemas/types_<svc>.c defining
+    `const sb_type_t sb_types_<svc> []` and `sb_types_<svc>_count`, and add
+    X(<svc>) to SB_TYPE_FILES below. */
+#ifndef SB_TYPES_H
+#define SB_TYPES_H
+
+#include "schemas/schema.h"
+
+#define END { NULL, 0, false, 0, NULL, NULL }
+#define ID_MAX 32               /* ULIDs are 26 characters */
+#define KB * 1024u
+#define MB * 1024u * 1024u
+#define REQ(name, fields, pub, doc)   { name, SB_KIND_REQUEST, pub, fields, 0, doc }
+#define REP(name, fields, doc)        { name, SB_KIND_REPLY, true, fields, 0, doc }
+
+#define SB_TYPE_FILES(X) \
+    X (session)
+
+#define SB_DECLARE(svc) \
+    extern const sb_type_t sb_types_##svc []; \
+    extern const size_t sb_types_##svc##_count;
+SB_TYPE_FILES (SB_DECLARE)
+#undef SB_DECLARE
+
+extern const sb_field_t sb_session_record_fields [];
+
+#endif

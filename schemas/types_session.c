@@ -1,0 +1,139 @@
+/*  schemas/types_session.c — session.* types (actors/session.c). */
+#include "schemas/types.h"
+
+const sb_field_t sb_session_record_fields [] = {
+    { "session_id", SB_T_STR, true, ID_MAX, NULL, "session id" },
+    { "created_at", SB_T_UINT, true, 0, NULL, "ms since epoch" },
+    { "updated_at", SB_T_UINT, true, 0, NULL, "ms since epoch" },
+    { "status", SB_T_STR, true, 16, NULL, "active | closed" },
+    { "title", SB_T_STR, false, 256, NULL, "title" },
+    { "workspace", SB_T_STR, true, 4 KB, NULL, "workspace realpath" },
+    { "provider", SB_T_STR, false, 64, NULL, "named LLM provider" },
+    { "model", SB_T_STR, false, 128, NULL, "model name" },
+    { "approval_policy", SB_T_STR, false, 16, NULL, "yolo | auto | interactive" },
+    { "max_steps", SB_T_UINT, false, 0, NULL, "step limit per run" },
+    { "labels", SB_T_MAP, false, 32, NULL, "free-form string labels" },
+    { "last_seq", SB_T_UINT, true, 0, NULL, "tape head" },
+    { "last_run_id", SB_T_STR, false, ID_MAX, NULL, "most recent run" },
+    { "turn_status", SB_T_STR, true, 16, NULL, "idle | running | cancelling" },
+    { "config_version", SB_T_UINT, false, 0, NULL, "bumped by every config change" },
+    { "fence", SB_T_UINT, false, 0, NULL, "current fencing token for appends" },
+    END
+};
+static const sb_field_t s_session_create [] = {
+    { "workspace", SB_T_STR, true, 4 KB, NULL, "existing directory; stored as its realpath" },
+    { "title", SB_T_STR, false, 256, NULL, "title" },
+    { "provider", SB_T_STR, false, 64, NULL, "named LLM provider" },
+    { "model", SB_T_STR, false, 128, NULL, "model name" },
+    { "approval_policy", SB_T_STR, false, 16, NULL, "yolo | auto | interactive" },
+    { "max_steps", SB_T_UINT, false, 0, NULL, "step limit per run (1..10000)" },
+    { "labels", SB_T_MAP, false, 32, NULL, "free-form string labels" },
+    { "command_id", SB_T_STR, false, 64, NULL, "idempotency key" },
+    END
+};
+static const sb_field_t s_session_one [] = {
+    { "session", SB_T_MAP, true, 0, sb_session_record_fields, "the session record" },
+    END
+};
+static const sb_field_t s_session_id_only [] = {
+    { "session_id", SB_T_STR, true, ID_MAX, NULL, "session id" },
+    { "command_id", SB_T_STR, false, 64, NULL, "idempotency key" },
+    END
+};
+static const sb_field_t s_session_list [] = {
+    { "status", SB_T_STR, false, 16, NULL, "active | closed" },
+    { "limit", SB_T_UINT, false, 0, NULL, "page size (default 100, max 1000)" },
+    { "cursor", SB_T_STR, false, ID_MAX, NULL, "next_cursor of the previous page" },
+    END
+};
+static const sb_field_t s_session_item [] = { { "session", SB_T_MAP, false, 0, sb_session_record_fields, "a session" } };
+static const sb_field_t s_session_list_ok [] = {
+    { "sessions", SB_T_ARRAY, true, 1000, s_session_item, "sessions, oldest first" },
+    { "next_cursor", SB_T_STR, false, ID_MAX, NULL, "cursor for the next page; absent at the end" },
+    END
+};
+static const sb_field_t s_session_update [] = {
+    { "session_id", SB_T_STR, true, ID_MAX, NULL, "session id" },
+    { "title", SB_T_STR, false, 256, NULL, "title" },
+    { "workspace", SB_T_STR, false, 4 KB, NULL, "existing directory" },
+    { "provider", SB_T_STR, false, 64, NULL, "named LLM provider" },
+    { "model", SB_T_STR, false, 128, NULL, "model name" },
+    { "approval_policy", SB_T_STR, false, 16, NULL, "yolo | auto | interactive" },
+    { "max_steps", SB_T_UINT, false, 0, NULL, "step limit per run" },
+    { "labels", SB_T_MAP, false, 32, NULL, "free-form string labels" },
+    { "command_id", SB_T_STR, false, 64, NULL, "idempotency key" },
+    END
+};
+static const sb_field_t s_session_delete_ok [] = {
+    { "session_id", SB_T_STR, true, ID_MAX, NULL, "deleted session" },
+    { "deleted_events", SB_T_UINT, true, 0, NULL, "tape entries removed" },
+    END
+};
+static const sb_field_t s_entry [] = {
+    { "kind", SB_T_STR, true, 32, NULL, "tape entry kind" },
+    { "body", SB_T_MAP, false, 0, NULL, "entry body; its shape is fixed by the kind" },
+    END
+};
+static const sb_field_t s_entry_item [] = { { "entry", SB_T_MAP, false, 0, s_entry, "an entry" } };
+static const sb_field_t s_session_append [] = {
+    { "session_id", SB_T_STR, true, ID_MAX, NULL, "session id" },
+    { "run_id", SB_T_STR, false, ID_MAX, NULL, "run the entry belongs to" },
+    { "kind", SB_T_STR, false, 32, NULL, "entry kind (single form)" },
+    { "body", SB_T_MAP, false, 0, NULL, "entry body (single form)" },
+    { "entries", SB_T_ARRAY, false, 1024, s_entry_item, "batch form: committed atomically" },
+    { "fence", SB_T_UINT, false, 0, NULL, "writer's fencing token" },
+    { "command_id", SB_T_STR, false, 64, NULL, "idempotency key" },
+    END
+};
+static const sb_field_t s_session_append_ok [] = {
+    { "seq", SB_T_UINT, false, 0, NULL, "seq of the entry (single form)" },
+    { "first_seq", SB_T_UINT, false, 0, NULL, "first seq (batch form)" },
+    { "last_seq", SB_T_UINT, false, 0, NULL, "last seq (batch form)" },
+    END
+};
+static const sb_field_t s_session_events [] = {
+    { "session_id", SB_T_STR, true, ID_MAX, NULL, "session id" },
+    { "after_seq", SB_T_UINT, false, 0, NULL, "return entries with seq > after_seq" },
+    { "limit", SB_T_UINT, false, 0, NULL, "page size (default 500, max 5000)" },
+    END
+};
+static const sb_field_t s_event_record [] = {
+    { "session_id", SB_T_STR, true, ID_MAX, NULL, "session id" },
+    { "seq", SB_T_UINT, true, 0, NULL, "position on the tape, from 1, no gaps" },
+    { "ts", SB_T_UINT, true, 0, NULL, "ms since epoch" },
+    { "run_id", SB_T_STR, false, ID_MAX, NULL, "run" },
+    { "kind", SB_T_STR, true, 32, NULL, "entry kind" },
+    { "body", SB_T_MAP, false, 0, NULL, "entry body" },
+    END
+};
+static const sb_field_t s_event_item [] = { { "event", SB_T_MAP, false, 0, s_event_record, "a tape entry" } };
+static const sb_field_t s_session_events_ok [] = {
+    { "events", SB_T_ARRAY, true, 5000, s_event_item, "entries in seq order" },
+    { "next_after", SB_T_UINT, true, 0, NULL, "cursor for the next page" },
+    { "last_seq", SB_T_UINT, true, 0, NULL, "the session's head" },
+    { "more", SB_T_BOOL, true, 0, NULL, "more entries after this page" },
+    END
+};
+
+const sb_type_t sb_types_session [] = {
+    REQ ("session.create", s_session_create, true, "create a session on a workspace"),
+    REP ("session.create.ok", s_session_one, "the new session"),
+    REQ ("session.get", s_session_id_only, true, "get one session"),
+    REP ("session.get.ok", s_session_one, "the session"),
+    REQ ("session.list", s_session_list, true, "list sessions, paged"),
+    REP ("session.list.ok", s_session_list_ok, "a page of sessions"),
+    REQ ("session.update", s_session_update, true, "change a session's config"),
+    REP ("session.update.ok", s_session_one, "the updated session"),
+    REQ ("session.close", s_session_id_only, true, "close a session: no more appends"),
+    REP ("session.close.ok", s_session_one, "the closed session"),
+    REQ ("session.delete", s_session_id_only, true, "delete a session, its tape and index entries"),
+    REP ("session.delete.ok", s_session_delete_ok, "what was deleted"),
+    { "session.append", SB_KIND_REQUEST, false, s_session_append, 8 MB,
+      "append one entry or a batch to the tape (internal)" },
+    REP ("session.append.ok", s_session_append_ok, "the assigned seqs"),
+    REQ ("session.events", s_session_events, true, "replay the tape after a cursor"),
+    { "session.events.ok", SB_KIND_REPLY, true, s_session_events_ok, 16 MB, "a page of the tape" },
+    { "session.event", SB_KIND_EVENT, true, s_event_record, 8 MB,
+      "a committed tape entry, published on session/<id>" },
+};
+const size_t sb_types_session_count = sizeof sb_types_session / sizeof sb_types_session [0];

@@ -306,6 +306,12 @@ s_from (const sb_val_t *v, int depth)
             for (uint32_t k = 0; obj && k < v->len; k++) {
                 size_t klen = 0;
                 char *key = s_key_text (&v->v.a [2 * k], &klen, depth);
+                /* sb_get finds the first of repeated keys; show what
+                   the actors see */
+                if (key && json_object_getn (obj, key, klen)) {
+                    free (key);
+                    continue;
+                }
                 json_t *item = key ? s_from (&v->v.a [2 * k + 1], depth + 1) : NULL;
                 if (!item || json_object_setn_new (obj, key, klen, item)) {
                     json_decref (obj);
@@ -515,11 +521,11 @@ s_tr_string (s_tr_t *t, const json_t *j, sb_ftype_t want)
         if (!s_parse_dec (s, n, &neg, &mag))
             return s_tr_fail (t, "expected %s (a JSON integer or a decimal string)",
                               sb_ftype_name (want));
-        if (neg && mag > 0) {
-            if (mag > (uint64_t) INT64_MAX + 1)
-                return s_tr_fail (t, "integer out of range");
+        if (neg && mag > (uint64_t) INT64_MAX + 1)
+            return s_tr_fail (t, "expected %s: %.*s is out of the 64-bit range",
+                              sb_ftype_name (want), (int) (n > 40 ? 40 : n), s);
+        if (neg && mag > 0)
             sb_enc_int (t->enc, mag == (uint64_t) INT64_MAX + 1 ? INT64_MIN : -(int64_t) mag);
-        }
         else
             sb_enc_uint (t->enc, mag);
         return 0;

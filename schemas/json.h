@@ -32,7 +32,8 @@
     strings; non-finite floats -> null (as JSON.stringify does); map keys
     that are not strings -> their text form (42, true, null, 1.5, base64);
     strings that are not valid UTF-8 get U+FFFD for each bad byte, because
-    JSON text must be UTF-8. When a map repeats a key, the last one wins. */
+    JSON text must be UTF-8. When a map repeats a key, the first one wins,
+    as it does for sb_get. */
 json_t *sb_json_from_val (const sb_val_t *v);
 
 /*  Compact JSON text of a decoded value. Returns a NUL-terminated string

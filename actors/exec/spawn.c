@@ -1,0 +1,994 @@
+/*  actors/exec/spawn.c — start tool processes without fork(), and leave
+    nothing behind.
+
+    Which processes belong to a spawn? When the command ends we kill its
+    process group, then scan /proc for what the group kill missed:
+
+    - anything whose parent chain passes through our child (a descendant
+      that moved to its own session or group);
+    - anything whose chain reaches the server without passing through some
+      spawn's child: an orphan the subreaper inherited. Those carry the
+      environment mark SWITCHBOARD_TOOL_ID=<server pid>.<n>. Ours if n is
+      our own; left alone if n belongs to a spawn still running or started
+      after we looked; killed if n is a spawn that already ended (a leak).
+      An orphan with no mark is not known to be a tool's and is left alone.
+
+    Killing repeats until a scan finds nothing new, because a process can
+    fork between the scan and the kill; SIGKILL stops that, so it converges.
+    Everything killed is then reaped: as the subreaper we inherit each one
+    once its parent dies.
+
+    Reaping is only ever by pid, never waitpid(-1), and a spawn's own child
+    is registered (under s_lock, across posix_spawn) so that no other
+    thread's sweep reaps it and steals its exit status.
+*/
+#include "actors/exec/spawn.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SB_SPAWN_TOKEN_VAR      "SWITCHBOARD_TOOL_ID"
+#define SB_SPAWN_MAX_EXTRA      64
+#define SB_SPAWN_MAX_ARGS       4096
+#define SB_SPAWN_MAX_CAP        (16u * 1024 * 1024)
+#define SB_SPAWN_MAX_VALUE      (32 * 1024)
+#define SB_SPAWN_MAX_PROCS      (1u << 20)
+#define SB_SPAWN_KILL_ROUNDS    100
+#define SB_SPAWN_REAP_MS        3000
+#define SB_SPAWN_DRAIN_MS       500
+#define SB_SPAWN_DEFAULT_PATH   "/usr/local/bin:/usr/bin:/bin"
+
+//  A running spawn, linked into s_active for as long as its child may be
+//  unreaped. Nodes live on the spawning thread's stack.
+typedef struct s_active {
+    pid_t pid;
+    uint64_t serial;
+    struct s_active *next;
+} s_active_t;
+
+static pthread_mutex_t s_lock = PTHREAD_MUTEX_INITIALIZER;
+static s_active_t *s_active_list;
+static uint64_t s_serial;
+
+static int
+s_fail (char *err, size_t errlen, const char *fmt, ...)
+    __attribute__ ((format (printf, 3, 4)));
+
+static int
+s_fail (char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start (ap, fmt);
+        vsnprintf (err, errlen, fmt, ap);
+        va_end (ap);
+    }
+    return -1;
+}
+
+static int64_t
+s_now_ms (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int
+sb_spawn_init_subreaper (void)
+{
+    return prctl (PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 ? 0 : -1;
+}
+
+void
+sb_spawn_result_clear (sb_spawn_result_t *res)
+{
+    if (!res)
+        return;
+    free (res->output);
+    memset (res, 0, sizeof *res);
+}
+
+
+//  ---------------------------------------------------------------------
+//  The environment: an allowlist, never the server's own.
+
+typedef struct {
+    char *strings [4 + SB_SPAWN_MAX_EXTRA + 2];
+    char *envp [4 + SB_SPAWN_MAX_EXTRA + 2];
+    size_t count;
+} s_env_t;
+
+static bool
+s_env_name_ok (const char *s, size_t n)
+{
+    if (n == 0 || n > 255 || !(s [0] == '_' || ((s [0] | 32) >= 'a' && (s [0] | 32) <= 'z')))
+        return false;
+    for (size_t i = 1; i < n; i++)
+        if (!(s [i] == '_' || (s [i] >= '0' && s [i] <= '9')
+              || ((s [i] | 32) >= 'a' && (s [i] | 32) <= 'z')))
+            return false;
+    return true;
+}
+
+//  Sets NAME to value, replacing an earlier entry of the same name.
+static int
+s_env_set (s_env_t *env, const char *name, size_t nlen, const char *value)
+{
+    size_t vlen = strlen (value);
+    if (vlen > SB_SPAWN_MAX_VALUE)
+        return -1;
+    char *s = malloc (nlen + vlen + 2);
+    if (!s)
+        return -1;
+    memcpy (s, name, nlen);
+    s [nlen] = '=';
+    memcpy (s + nlen + 1, value, vlen + 1);
+    for (size_t i = 0; i < env->count; i++)
+        if (strncmp (env->strings [i], name, nlen) == 0 && env->strings [i][nlen] == '=') {
+            free (env->strings [i]);
+            env->strings [i] = s;
+            return 0;
+        }
+    if (env->count + 1 >= sizeof env->strings / sizeof env->strings [0]) {
+        free (s);
+        return -1;
+    }
+    env->strings [env->count++] = s;
+    return 0;
+}
+
+static const char *
+s_env_get (const s_env_t *env, const char *name)
+{
+    size_t n = strlen (name);
+    for (size_t i = 0; i < env->count; i++)
+        if (strncmp (env->strings [i], name, n) == 0 && env->strings [i][n] == '=')
+            return env->strings [i] + n + 1;
+    return NULL;
+}
+
+static void
+s_env_clear (s_env_t *env)
+{
+    for (size_t i = 0; i < env->count; i++)
+        free (env->strings [i]);
+    env->count = 0;
+}
+
+static int
+s_env_build (s_env_t *env, const char *const *extra, uint64_t serial,
+             char *err, size_t errlen)
+{
+    memset (env, 0, sizeof *env);
+    //  Defaults that keep common tools sane when the server has none.
+    static const struct { const char *name, *fallback; } allow [] = {
+        { "PATH", SB_SPAWN_DEFAULT_PATH },
+        { "HOME", NULL },
+        { "LANG", "C.UTF-8" },
+        { "TERM", "dumb" },
+    };
+    for (size_t i = 0; i < sizeof allow / sizeof allow [0]; i++) {
+        const char *v = getenv (allow [i].name);
+        if (!v)
+            v = allow [i].fallback;
+        if (v && s_env_set (env, allow [i].name, strlen (allow [i].name), v) != 0)
+            goto fail;
+    }
+    for (size_t i = 0; extra && extra [i]; i++) {
+        const char *eq = strchr (extra [i], '=');
+        size_t nlen = eq ? (size_t) (eq - extra [i]) : strlen (extra [i]);
+        if (!s_env_name_ok (extra [i], nlen)) {
+            s_env_clear (env);
+            return s_fail (err, errlen, "invalid environment extra: %.64s", extra [i]);
+        }
+        if (strncmp (extra [i], SB_SPAWN_TOKEN_VAR, nlen) == 0
+            && nlen == strlen (SB_SPAWN_TOKEN_VAR))
+            continue;                   //  the mark is ours to set
+        const char *v = eq ? eq + 1 : getenv (extra [i]);
+        if (v && s_env_set (env, extra [i], nlen, v) != 0) {
+            s_env_clear (env);
+            return s_fail (err, errlen, "too many environment extras, or a value too long");
+        }
+    }
+    char token [64];
+    snprintf (token, sizeof token, "%d.%" PRIu64, (int) getpid (), serial);
+    if (s_env_set (env, SB_SPAWN_TOKEN_VAR, strlen (SB_SPAWN_TOKEN_VAR), token) != 0)
+        goto fail;
+    for (size_t i = 0; i < env->count; i++)
+        env->envp [i] = env->strings [i];
+    env->envp [env->count] = NULL;
+    return 0;
+fail:
+    s_env_clear (env);
+    return s_fail (err, errlen, "out of memory building the environment");
+}
+
+//  Look a program up in the child's PATH, not the server's.
+static int
+s_find_program (const char *name, const char *path, char *out, size_t outlen)
+{
+    if (strchr (name, '/')) {
+        if (strlen (name) >= outlen || access (name, X_OK) != 0)
+            return -1;
+        strcpy (out, name);
+        return 0;
+    }
+    const char *p = path ? path : SB_SPAWN_DEFAULT_PATH;
+    while (*p) {
+        const char *end = strchrnul (p, ':');
+        size_t dl = (size_t) (end - p);
+        if (dl > 0 && dl + 1 + strlen (name) < outlen) {
+            memcpy (out, p, dl);
+            out [dl] = '/';
+            strcpy (out + dl + 1, name);
+            if (access (out, X_OK) == 0)
+                return 0;
+        }
+        p = *end ? end + 1 : end;
+    }
+    return -1;
+}
+
+
+//  ---------------------------------------------------------------------
+//  Output capture: the first cap_head bytes, and a ring of the last
+//  cap_tail bytes.
+
+typedef struct {
+    char *head;
+    size_t head_cap, head_len;
+    char *tail;
+    size_t tail_cap, tail_len, tail_pos;
+    uint64_t total;
+} s_capture_t;
+
+static void
+s_capture_add (s_capture_t *cap, const char *data, size_t n)
+{
+    cap->total += n;
+    size_t h = cap->head_cap - cap->head_len;
+    if (h > n)
+        h = n;
+    memcpy (cap->head + cap->head_len, data, h);
+    cap->head_len += h;
+    data += h;
+    n -= h;
+    if (n == 0 || cap->tail_cap == 0)
+        return;
+    if (n >= cap->tail_cap) {
+        memcpy (cap->tail, data + n - cap->tail_cap, cap->tail_cap);
+        cap->tail_pos = 0;
+        cap->tail_len = cap->tail_cap;
+        return;
+    }
+    size_t first = cap->tail_cap - cap->tail_pos;
+    if (first > n)
+        first = n;
+    memcpy (cap->tail + cap->tail_pos, data, first);
+    memcpy (cap->tail, data + first, n - first);
+    cap->tail_pos = (cap->tail_pos + n) % cap->tail_cap;
+    cap->tail_len = cap->tail_len + n > cap->tail_cap ? cap->tail_cap : cap->tail_len + n;
+}
+
+//  Length of s without a UTF-8 sequence cut at its end.
+static size_t
+s_utf8_trim_end (const char *s, size_t n)
+{
+    for (size_t back = 1; back <= 3 && back <= n; back++) {
+        unsigned char c = (unsigned char) s [n - back];
+        if ((c & 0xC0) == 0x80)
+            continue;                   //  continuation: keep looking for the lead
+        size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+        return need > back ? n - back : n;
+    }
+    return n;
+}
+
+static int
+s_capture_finish (s_capture_t *cap, sb_spawn_result_t *res)
+{
+    bool truncated = cap->total > cap->head_cap + cap->tail_cap;
+    char marker [200] = "";
+    size_t head_len = cap->head_len, skip = 0;
+    if (truncated) {
+        //  Cut on character boundaries so the marker sits between whole text.
+        head_len = s_utf8_trim_end (cap->head, cap->head_len);
+        while (skip < 3 && skip < cap->tail_len) {
+            size_t at = (cap->tail_pos + skip) % cap->tail_cap;
+            if (((unsigned char) cap->tail [at] & 0xC0) != 0x80)
+                break;
+            skip++;
+        }
+        snprintf (marker, sizeof marker,
+                  "\n\n[... output truncated: %" PRIu64 " bytes in total; "
+                  "the first %zu and the last %zu bytes are shown ...]\n\n",
+                  cap->total, head_len, cap->tail_len - skip);
+    }
+    size_t ml = strlen (marker);
+    size_t len = head_len + ml + cap->tail_len - skip;
+    char *out = malloc (len + 1);
+    if (!out)
+        return -1;
+    memcpy (out, cap->head, head_len);
+    memcpy (out + head_len, marker, ml);
+    //  The ring's oldest byte is at tail_pos once it has wrapped.
+    size_t start = cap->tail_len == cap->tail_cap ? cap->tail_pos : 0;
+    char *o = out + head_len + ml;
+    for (size_t i = skip; i < cap->tail_len; i++)
+        *o++ = cap->tail [(start + i) % cap->tail_cap];
+    out [len] = 0;
+    res->output = out;
+    res->output_len = len;
+    res->truncated = truncated;
+    res->total_bytes = cap->total;
+    return 0;
+}
+
+
+//  ---------------------------------------------------------------------
+//  Process tree: find, kill and reap what a spawn left behind.
+
+typedef struct {
+    pid_t pid, ppid;
+    char state;
+} s_proc_t;
+
+static int
+s_proc_cmp (const void *a, const void *b)
+{
+    pid_t x = ((const s_proc_t *) a)->pid, y = ((const s_proc_t *) b)->pid;
+    return (x > y) - (x < y);
+}
+
+//  Every process in /proc, sorted by pid. Returns the count, -1 on error;
+//  the caller frees *procs.
+static ssize_t
+s_proc_scan (s_proc_t **procs)
+{
+    *procs = NULL;
+    DIR *dir = opendir ("/proc");
+    if (!dir)
+        return -1;
+    size_t n = 0, cap = 0;
+    s_proc_t *v = NULL;
+    struct dirent *de;
+    while ((de = readdir (dir))) {
+        if (de->d_name [0] < '1' || de->d_name [0] > '9')
+            continue;
+        char path [64], buf [512];
+        snprintf (path, sizeof path, "/proc/%s/stat", de->d_name);
+        int fd = open (path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;                   //  gone since readdir
+        ssize_t r = read (fd, buf, sizeof buf - 1);
+        close (fd);
+        if (r <= 0)
+            continue;
+        buf [r] = 0;
+        //  "pid (comm) S ppid ...": comm may hold spaces and parentheses.
+        char *rp = strrchr (buf, ')');
+        int ppid;
+        char state;
+        if (!rp || sscanf (rp + 1, " %c %d", &state, &ppid) != 2)
+            continue;
+        if (n == cap) {
+            size_t ncap = cap ? cap * 2 : 256;
+            if (ncap > SB_SPAWN_MAX_PROCS)
+                break;
+            s_proc_t *nv = realloc (v, ncap * sizeof *v);
+            if (!nv)
+                break;
+            v = nv;
+            cap = ncap;
+        }
+        v [n++] = (s_proc_t) { (pid_t) atoi (de->d_name), (pid_t) ppid, state };
+    }
+    closedir (dir);
+    if (n)
+        qsort (v, n, sizeof *v, s_proc_cmp);
+    *procs = v;
+    return (ssize_t) n;
+}
+
+static const s_proc_t *
+s_proc_find (const s_proc_t *v, size_t n, pid_t pid)
+{
+    s_proc_t key = { .pid = pid };
+    return bsearch (&key, v, n, sizeof *v, s_proc_cmp);
+}
+
+//  The serial in a process's SWITCHBOARD_TOOL_ID mark, if it carries one
+//  made by this server process. Returns false if none.
+static bool
+s_proc_mark (pid_t pid, uint64_t *serial)
+{
+    char path [64];
+    snprintf (path, sizeof path, "/proc/%d/environ", (int) pid);
+    int fd = open (path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    //  The mark is set last but environments are small; 64 KiB is plenty
+    //  for any the spawn built, and a bigger one was not built by us.
+    static const size_t cap = 64 * 1024;
+    char *buf = malloc (cap + 1);
+    if (!buf) {
+        close (fd);
+        return false;
+    }
+    size_t len = 0;
+    ssize_t r;
+    while (len < cap && (r = read (fd, buf + len, cap - len)) > 0)
+        len += (size_t) r;
+    close (fd);
+    buf [len] = 0;
+
+    char prefix [64];
+    int pl = snprintf (prefix, sizeof prefix, SB_SPAWN_TOKEN_VAR "=%d.", (int) getpid ());
+    bool found = false;
+    for (size_t i = 0; i < len; i += strlen (buf + i) + 1)
+        if (strncmp (buf + i, prefix, (size_t) pl) == 0) {
+            char *end;
+            *serial = strtoull (buf + i + pl, &end, 10);
+            found = *end == 0;
+            break;
+        }
+    free (buf);
+    return found;
+}
+
+typedef struct {
+    pid_t *pids;
+    size_t n, cap;
+} s_pidset_t;
+
+static bool
+s_pidset_has (const s_pidset_t *set, pid_t pid)
+{
+    for (size_t i = 0; i < set->n; i++)
+        if (set->pids [i] == pid)
+            return true;
+    return false;
+}
+
+static int
+s_pidset_add (s_pidset_t *set, pid_t pid)
+{
+    if (set->n == set->cap) {
+        size_t ncap = set->cap ? set->cap * 2 : 16;
+        if (ncap > SB_SPAWN_MAX_PROCS)
+            return -1;
+        pid_t *np = realloc (set->pids, ncap * sizeof *np);
+        if (!np)
+            return -1;
+        set->pids = np;
+        set->cap = ncap;
+    }
+    set->pids [set->n++] = pid;
+    return 0;
+}
+
+//  The spawns running when we looked: their children, and the serial
+//  counter then. Copied so the /proc scan runs without the lock.
+typedef struct {
+    s_pidset_t children;
+    uint64_t *serials;
+    size_t nserials;
+    uint64_t serial_now;
+} s_snapshot_t;
+
+static int
+s_snapshot_take (s_snapshot_t *snap)
+{
+    memset (snap, 0, sizeof *snap);
+    pthread_mutex_lock (&s_lock);
+    size_t n = 0;
+    for (s_active_t *a = s_active_list; a; a = a->next)
+        n++;
+    snap->serials = n ? malloc (n * sizeof *snap->serials) : NULL;
+    int rc = (n && !snap->serials) ? -1 : 0;
+    for (s_active_t *a = s_active_list; a && rc == 0; a = a->next) {
+        snap->serials [snap->nserials++] = a->serial;
+        if (s_pidset_add (&snap->children, a->pid) != 0)
+            rc = -1;
+    }
+    snap->serial_now = s_serial;
+    pthread_mutex_unlock (&s_lock);
+    return rc;
+}
+
+static void
+s_snapshot_free (s_snapshot_t *snap)
+{
+    free (snap->children.pids);
+    free (snap->serials);
+    memset (snap, 0, sizeof *snap);
+}
+
+//  Whether process p belongs to the spawn (child, serial), per the rules
+//  at the top of this file.
+static bool
+s_belongs (const s_proc_t *v, size_t n, const s_proc_t *p, pid_t self, pid_t child,
+           uint64_t serial, const s_snapshot_t *snap)
+{
+    const s_proc_t *cur = p;
+    for (int depth = 0; cur && depth < 4096; depth++) {
+        if (cur->pid == child)
+            return true;
+        if (s_pidset_has (&snap->children, cur->pid))
+            return false;               //  another spawn's tree
+        if (cur->ppid == self)
+            break;                      //  an orphan we inherited, or its descendant
+        if (cur->ppid <= 1)
+            return false;               //  not a descendant of the server
+        cur = s_proc_find (v, n, cur->ppid);
+    }
+    if (!cur || cur->ppid != self)
+        return false;
+    uint64_t mark;
+    if (!s_proc_mark (p->pid, &mark))
+        return false;                   //  unmarked: not known to be a tool's
+    if (mark == serial)
+        return true;
+    if (mark > snap->serial_now)
+        return false;                   //  a spawn that started after we looked
+    for (size_t i = 0; i < snap->nserials; i++)
+        if (snap->serials [i] == mark)
+            return false;               //  a spawn still running
+    return true;                        //  a spawn that ended: a leak
+}
+
+static bool
+s_is_registered (pid_t pid)
+{
+    for (s_active_t *a = s_active_list; a; a = a->next)
+        if (a->pid == pid)
+            return true;
+    return false;
+}
+
+//  Reap a zombie child of ours unless a running spawn owns it. The check
+//  and the wait happen under the lock, so a spawn that registered after
+//  our scan is still safe.
+static bool
+s_reap_unowned_zombie (pid_t pid)
+{
+    bool reaped = false;
+    pthread_mutex_lock (&s_lock);
+    if (!s_is_registered (pid))
+        reaped = waitpid (pid, NULL, WNOHANG) == pid;
+    pthread_mutex_unlock (&s_lock);
+    return reaped;
+}
+
+//  Kill every process the spawn left (not the child itself, which the
+//  caller reaps) and collect them in `killed`. Returns how many were still
+//  alive, i.e. had not already exited on their own.
+static size_t
+s_kill_tree (pid_t child, uint64_t serial, s_pidset_t *killed)
+{
+    pid_t self = getpid ();
+    size_t alive = 0;
+    for (int round = 0; round < SB_SPAWN_KILL_ROUNDS; round++) {
+        s_snapshot_t snap;
+        s_proc_t *v;
+        if (s_snapshot_take (&snap) != 0) {
+            s_snapshot_free (&snap);
+            break;
+        }
+        ssize_t n = s_proc_scan (&v);
+        bool fresh = false;
+        for (ssize_t i = 0; i < n; i++) {
+            const s_proc_t *p = &v [i];
+            if (p->pid == self || p->pid == child)
+                continue;
+            if (!s_belongs (v, (size_t) n, p, self, child, serial, &snap)) {
+                //  A zombie we inherited that nobody owns: reap it in passing.
+                if (p->ppid == self && p->state == 'Z')
+                    s_reap_unowned_zombie (p->pid);
+                continue;
+            }
+            if (!s_pidset_has (killed, p->pid)) {
+                if (s_pidset_add (killed, p->pid) != 0)
+                    continue;
+                if (p->state != 'Z') {
+                    alive++;
+                    fresh = true;
+                }
+            }
+            if (p->state != 'Z')
+                kill (p->pid, SIGKILL);
+        }
+        free (v);
+        s_snapshot_free (&snap);
+        if (!fresh)
+            break;
+    }
+    return alive;
+}
+
+//  Wait until each killed pid is reaped by us or gone. A process whose
+//  parent is still dying is not our child yet (ECHILD) until the kernel
+//  re-parents it to us, the subreaper; that takes a moment, hence the poll.
+static void
+s_reap_all (s_pidset_t *killed)
+{
+    int64_t deadline = s_now_ms () + SB_SPAWN_REAP_MS;
+    size_t left = killed->n;
+    while (left > 0) {
+        left = 0;
+        for (size_t i = 0; i < killed->n; i++) {
+            pid_t pid = killed->pids [i];
+            if (pid == 0)
+                continue;
+            pid_t r = waitpid (pid, NULL, WNOHANG);
+            if (r == pid || (r < 0 && errno == ECHILD && kill (pid, 0) != 0 && errno == ESRCH))
+                killed->pids [i] = 0;
+            else
+                left++;
+        }
+        if (left == 0 || s_now_ms () >= deadline)
+            break;
+        struct timespec ts = { 0, 1000000 };
+        nanosleep (&ts, NULL);
+    }
+}
+
+int
+sb_spawn_reap_orphans (void)
+{
+    s_proc_t *v;
+    ssize_t n = s_proc_scan (&v);
+    pid_t self = getpid ();
+    int reaped = 0;
+    for (ssize_t i = 0; i < n; i++)
+        if (v [i].ppid == self && v [i].state == 'Z' && s_reap_unowned_zombie (v [i].pid))
+            reaped++;
+    free (v);
+    return reaped;
+}
+
+
+//  ---------------------------------------------------------------------
+//  Running a command.
+
+static bool
+s_readable (int fd)
+{
+    struct pollfd p = { .fd = fd, .events = POLLIN };
+    return poll (&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR));
+}
+
+//  Reads what the pipe holds now. Returns false at EOF or error.
+static bool
+s_drain (int fd, s_capture_t *cap, const sb_spawn_opts_t *opts)
+{
+    char buf [16384];
+    //  Bounded per call so a flood cannot starve the cancel check.
+    for (int i = 0; i < 64; i++) {
+        ssize_t r = read (fd, buf, sizeof buf);
+        if (r > 0) {
+            s_capture_add (cap, buf, (size_t) r);
+            if (opts->on_output)
+                opts->on_output (buf, (size_t) r, opts->output_arg);
+            continue;
+        }
+        if (r < 0 && errno == EINTR)
+            continue;
+        return r < 0 && errno == EAGAIN;
+    }
+    return true;
+}
+
+//  Whether the child has exited, without reaping it: the zombie keeps its
+//  pid, and so its process group id, from being reused while we kill.
+static bool
+s_child_exited (pid_t child)
+{
+    siginfo_t si = { 0 };
+    return waitid (P_PID, (id_t) child, &si, WEXITED | WNOHANG | WNOWAIT) == 0
+        && si.si_pid == child;
+}
+
+static int
+s_pipe_above_stdio (int fds [2])
+{
+    if (pipe2 (fds, O_CLOEXEC) != 0)
+        return -1;
+    //  If the server runs with 0-2 closed the pipe could land there, and
+    //  the dup2 file actions would then clobber it.
+    for (int i = 0; i < 2; i++)
+        if (fds [i] < 3) {
+            int nfd = fcntl (fds [i], F_DUPFD_CLOEXEC, 3);
+            if (nfd < 0) {
+                close (fds [0]);
+                close (fds [1]);
+                return -1;
+            }
+            close (fds [i]);
+            fds [i] = nfd;
+        }
+    return 0;
+}
+
+static const char **
+s_build_argv (const sb_spawn_opts_t *opts, const char *prog, bool bwrap,
+              const char *bwrap_path, char *err, size_t errlen)
+{
+    size_t argc = 0;
+    while (opts->argv [argc]) {
+        if (++argc > SB_SPAWN_MAX_ARGS) {
+            s_fail (err, errlen, "too many arguments");
+            return NULL;
+        }
+    }
+    const char *pre [] = {
+        bwrap_path, "--die-with-parent", "--unshare-net", "--unshare-pid",
+        "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+        "--tmpfs", "/tmp", "--bind", opts->cwd, opts->cwd, "--chdir", opts->cwd, "--",
+    };
+    size_t npre = bwrap ? sizeof pre / sizeof pre [0] : 0;
+    const char **argv = calloc (npre + argc + 1, sizeof *argv);
+    if (!argv) {
+        s_fail (err, errlen, "out of memory");
+        return NULL;
+    }
+    memcpy (argv, pre, npre * sizeof *argv);
+    argv [npre] = prog;
+    for (size_t i = 1; i < argc; i++)
+        argv [npre + i] = opts->argv [i];
+    return argv;
+}
+
+int
+sb_spawn_run (const sb_spawn_opts_t *opts, sb_spawn_result_t *res, char *err, size_t errlen)
+{
+    if (!opts || !res || !opts->argv || !opts->argv [0] || !opts->cwd)
+        return s_fail (err, errlen, "internal error: missing spawn options");
+    memset (res, 0, sizeof *res);
+    res->exit_code = -1;
+    if (opts->timeout_ms < 0)
+        return s_fail (err, errlen, "invalid timeout");
+    size_t cap_head = opts->cap_head ? opts->cap_head : SB_SPAWN_CAP_HEAD_DEFAULT;
+    size_t cap_tail = opts->cap_tail ? opts->cap_tail : SB_SPAWN_CAP_TAIL_DEFAULT;
+    if (cap_head > SB_SPAWN_MAX_CAP || cap_tail > SB_SPAWN_MAX_CAP)
+        return s_fail (err, errlen, "output cap too large");
+
+    bool bwrap = false;
+    const char *bwrap_path = opts->bwrap_path ? opts->bwrap_path : SB_SPAWN_BWRAP_PATH;
+    if (opts->sandbox && *opts->sandbox && strcmp (opts->sandbox, "none") != 0) {
+        if (strcmp (opts->sandbox, "bwrap") != 0)
+            return s_fail (err, errlen, "unknown sandbox \"%.32s\" (known: none, bwrap)",
+                           opts->sandbox);
+        //  Never fall back: a user who asked for a sandbox must not get
+        //  an unsandboxed command because a package is missing.
+        if (access (bwrap_path, X_OK) != 0)
+            return s_fail (err, errlen,
+                           "sandbox \"bwrap\" requested but %s is not available (%s); "
+                           "install bubblewrap. The command was not run.",
+                           bwrap_path, strerror (errno));
+        bwrap = true;
+    }
+
+    //  A cancel that arrived before we started: start nothing.
+    if (opts->cancel_fd >= 0 && s_readable (opts->cancel_fd)) {
+        res->cancelled = true;
+        res->output = strdup ("");
+        return res->output ? 0 : s_fail (err, errlen, "out of memory");
+    }
+
+    pthread_mutex_lock (&s_lock);
+    uint64_t serial = ++s_serial;
+    pthread_mutex_unlock (&s_lock);
+
+    s_env_t env;
+    if (s_env_build (&env, opts->env_extra, serial, err, errlen) != 0)
+        return -1;
+    char prog [PATH_MAX];
+    if (s_find_program (opts->argv [0], s_env_get (&env, "PATH"), prog, sizeof prog) != 0) {
+        s_env_clear (&env);
+        return s_fail (err, errlen, "%.128s: command not found", opts->argv [0]);
+    }
+    const char **argv = s_build_argv (opts, prog, bwrap, bwrap_path, err, errlen);
+    s_capture_t cap = { .head_cap = cap_head, .tail_cap = cap_tail };
+    cap.head = malloc (cap_head);
+    cap.tail = malloc (cap_tail);
+    int fds [2] = { -1, -1 };
+    int rc = -1;
+    pid_t child = -1;
+    int pidfd = -1;
+    s_active_t node = { 0 };
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    bool fa_init = false, attr_init = false;
+
+    if (!argv)
+        goto done;
+    if (!cap.head || !cap.tail) {
+        s_fail (err, errlen, "out of memory");
+        goto done;
+    }
+    if (s_pipe_above_stdio (fds) != 0) {
+        s_fail (err, errlen, "cannot create a pipe: %s", strerror (errno));
+        goto done;
+    }
+    fcntl (fds [0], F_SETFL, O_NONBLOCK);
+
+    //  adddup2 clears close-on-exec on the copies; closefrom(3) then drops
+    //  every descriptor the server holds, including both pipe ends.
+    posix_spawn_file_actions_init (&fa);
+    fa_init = true;
+    posix_spawnattr_init (&attr);
+    attr_init = true;
+    sigset_t none, all;
+    sigemptyset (&none);
+    sigfillset (&all);
+    sigdelset (&all, SIGKILL);
+    sigdelset (&all, SIGSTOP);
+    if (posix_spawn_file_actions_adddup2 (&fa, fds [1], 1)
+        || posix_spawn_file_actions_adddup2 (&fa, fds [1], 2)
+        || posix_spawn_file_actions_addopen (&fa, 0, "/dev/null", O_RDONLY, 0)
+        || posix_spawn_file_actions_addclosefrom_np (&fa, 3)
+        || posix_spawn_file_actions_addchdir_np (&fa, opts->cwd)
+        || posix_spawnattr_setflags (&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK
+                                            | POSIX_SPAWN_SETSIGDEF)
+        || posix_spawnattr_setpgroup (&attr, 0)
+        || posix_spawnattr_setsigmask (&attr, &none)
+        || posix_spawnattr_setsigdefault (&attr, &all)) {
+        s_fail (err, errlen, "cannot prepare the spawn");
+        goto done;
+    }
+
+    int64_t start = s_now_ms ();
+    //  Spawn and register under the lock: no sweep may see the child as an
+    //  unowned zombie and reap it before it is registered.
+    pthread_mutex_lock (&s_lock);
+    int e = posix_spawn (&child, argv [0], &fa, &attr, (char *const *) argv, env.envp);
+    if (e == 0) {
+        node.pid = child;
+        node.serial = serial;
+        node.next = s_active_list;
+        s_active_list = &node;
+    }
+    pthread_mutex_unlock (&s_lock);
+    close (fds [1]);
+    fds [1] = -1;
+    if (e != 0) {
+        child = -1;
+        s_fail (err, errlen, "cannot start %.128s in %.256s: %s", argv [0], opts->cwd,
+                strerror (e));
+        goto done;
+    }
+    pidfd = (int) syscall (SYS_pidfd_open, child, 0);
+
+    int64_t deadline = start + (opts->timeout_ms ? opts->timeout_ms
+                                                 : SB_SPAWN_TIMEOUT_MS_DEFAULT);
+    bool pipe_open = true, exited = false;
+    while (!exited) {
+        struct pollfd pfd [3];
+        int np = 0, ipipe = -1, ipid = -1, icancel = -1;
+        if (pipe_open) {
+            ipipe = np;
+            pfd [np++] = (struct pollfd) { .fd = fds [0], .events = POLLIN };
+        }
+        if (pidfd >= 0) {
+            ipid = np;
+            pfd [np++] = (struct pollfd) { .fd = pidfd, .events = POLLIN };
+        }
+        if (opts->cancel_fd >= 0) {
+            icancel = np;
+            pfd [np++] = (struct pollfd) { .fd = opts->cancel_fd, .events = POLLIN };
+        }
+        int64_t wait = deadline - s_now_ms ();
+        if (wait <= 0) {
+            res->timed_out = true;
+            break;
+        }
+        //  Without a pidfd (kernels before 5.3) the exit is polled for.
+        if (pidfd < 0 && wait > 10)
+            wait = 10;
+        int pr = poll (pfd, (nfds_t) np, (int) (wait > INT_MAX ? INT_MAX : wait));
+        if (pr < 0 && errno != EINTR)
+            break;
+        if (pr <= 0) {
+            if (pidfd < 0 && s_child_exited (child))
+                exited = true;
+            continue;
+        }
+        if (icancel >= 0 && pfd [icancel].revents) {
+            res->cancelled = true;
+            break;
+        }
+        if (ipipe >= 0 && pfd [ipipe].revents)
+            pipe_open = s_drain (fds [0], &cap, opts);
+        if ((ipid >= 0 && pfd [ipid].revents) || (pidfd < 0 && s_child_exited (child)))
+            exited = true;
+    }
+    if (exited && pipe_open)
+        pipe_open = s_drain (fds [0], &cap, opts);
+
+    //  The child is alive or a zombie, never reaped yet, so its pid is
+    //  still its group's id: the group kill cannot hit a stranger. A live
+    //  child goes first, or it could keep forking while we scan. After a
+    //  normal exit the scan goes first, so that it counts what was left
+    //  running before the group kill turns it into zombies.
+    if (!exited)
+        kill (-child, SIGKILL);
+    s_pidset_t killed = { 0 };
+    size_t alive = s_kill_tree (child, serial, &killed);
+    kill (-child, SIGKILL);
+    if (exited)
+        res->leftovers_killed = alive;
+
+    int status = 0;
+    pid_t w;
+    while ((w = waitpid (child, &status, 0)) < 0 && errno == EINTR)
+        ;
+    pthread_mutex_lock (&s_lock);
+    for (s_active_t **pp = &s_active_list; *pp; pp = &(*pp)->next)
+        if (*pp == &node) {
+            *pp = node.next;
+            break;
+        }
+    pthread_mutex_unlock (&s_lock);
+    if (w == child && WIFEXITED (status))
+        res->exit_code = WEXITSTATUS (status);
+    else
+    if (w == child && WIFSIGNALED (status))
+        res->term_signal = WTERMSIG (status);
+    s_reap_all (&killed);
+    free (killed.pids);
+
+    //  Every writer is dead now; what is left in the pipe is the end of the
+    //  output. Bounded, in case something unattributed still holds it.
+    int64_t drain_deadline = s_now_ms () + SB_SPAWN_DRAIN_MS;
+    while (pipe_open && !res->cancelled) {
+        int64_t wait = drain_deadline - s_now_ms ();
+        if (wait <= 0)
+            break;
+        struct pollfd p = { .fd = fds [0], .events = POLLIN };
+        if (poll (&p, 1, (int) wait) > 0)
+            pipe_open = s_drain (fds [0], &cap, opts);
+    }
+    res->duration_ms = s_now_ms () - start;
+    if (s_capture_finish (&cap, res) != 0) {
+        s_fail (err, errlen, "out of memory");
+        goto done;
+    }
+    rc = 0;
+
+done:
+    if (pidfd >= 0)
+        close (pidfd);
+    if (fds [0] >= 0)
+        close (fds [0]);
+    if (fds [1] >= 0)
+        close (fds [1]);
+    if (fa_init)
+        posix_spawn_file_actions_destroy (&fa);
+    if (attr_init)
+        posix_spawnattr_destroy (&attr);
+    free (argv);
+    free (cap.head);
+    free (cap.tail);
+    s_env_clear (&env);
+    if (rc != 0)
+        sb_spawn_result_clear (res);
+    return rc;
+}

@@ -1,0 +1,94 @@
+/*  actors/exec/spawn.h — start tool processes without fork().
+
+    The server is threaded and holds LMDB maps and libcurl sockets whose
+    descriptors are not close-on-exec, so a fork() would copy all of that
+    into the child. sb_spawn_run uses posix_spawn instead, and gives the
+    child exactly: stdin on /dev/null, stdout and stderr on one pipe, no
+    other descriptor (closefrom 3), the workspace as cwd, its own process
+    group, default signal dispositions and mask, and an environment built
+    from an allowlist (PATH, HOME, LANG, TERM and configured extras).
+
+    When the command ends, times out or is cancelled, every process it left
+    behind is killed and reaped: the process group, descendants that moved
+    to a new session, and orphans re-parented to the server (which must be a
+    child subreaper, see sb_spawn_init_subreaper). Each spawn marks its
+    environment with SWITCHBOARD_TOOL_ID=<token> so that an orphan can be
+    attributed to the spawn that made it. A process that both clears its
+    environment and double-forks can escape that attribution; the bwrap
+    sandbox, which runs the command in its own PID namespace, cannot be
+    escaped that way.
+
+    Background processes do not outlive their command: tool calls are
+    one-shot, and a process that nobody tracks could never be cancelled.
+*/
+#ifndef SB_EXEC_SPAWN_H
+#define SB_EXEC_SPAWN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SB_SPAWN_TIMEOUT_MS_DEFAULT   120000
+#define SB_SPAWN_CAP_HEAD_DEFAULT     (32 * 1024)
+#define SB_SPAWN_CAP_TAIL_DEFAULT     (32 * 1024)
+#define SB_SPAWN_BWRAP_PATH           "/usr/bin/bwrap"
+
+//  Receives output bytes as they arrive, on the thread that called
+//  sb_spawn_run. The bytes are raw: they may cut a UTF-8 sequence.
+typedef void (sb_spawn_output_fn) (const char *data, size_t len, void *arg);
+
+typedef struct {
+    const char *const *argv;    //  argv[0]: an absolute path, or a name looked up in PATH
+    const char *cwd;            //  required; the child starts here
+    //  NULL-terminated extras for the allowlist. "NAME" passes the server's
+    //  value through if set; "NAME=VALUE" sets it.
+    const char *const *env_extra;
+    int timeout_ms;             //  0: SB_SPAWN_TIMEOUT_MS_DEFAULT
+    int cancel_fd;              //  readable means cancel; -1 for none. Never read.
+    sb_spawn_output_fn *on_output;
+    void *output_arg;
+    size_t cap_head;            //  bytes kept from the start; 0: default
+    size_t cap_tail;            //  bytes kept from the end; 0: default
+    const char *sandbox;        //  NULL, "" or "none"; or "bwrap"
+    const char *bwrap_path;     //  NULL: SB_SPAWN_BWRAP_PATH
+} sb_spawn_opts_t;
+
+typedef struct {
+    int exit_code;              //  the exit status, or -1 if killed by a signal
+    int term_signal;            //  the signal that ended it, or 0
+    bool timed_out;
+    bool cancelled;
+    bool truncated;             //  output holds head + marker + tail
+    int64_t duration_ms;
+    uint64_t total_bytes;       //  everything the command wrote
+    size_t leftovers_killed;    //  processes killed after the command itself exited
+    char *output;               //  owned, NUL-terminated (raw bytes; may contain NUL)
+    size_t output_len;
+} sb_spawn_result_t;
+
+/*  Make this process a child subreaper, so that grandchildren orphaned by
+    a tool come back to us to be killed and reaped instead of to init. The
+    server calls this once at startup, before any tool runs. Returns 0 or -1. */
+int
+    sb_spawn_init_subreaper (void);
+
+/*  Run a command to completion, timeout or cancel. Returns 0 when the
+    command started (res is filled, even if it failed or was killed), -1
+    with a message in err when it could not start (bad options, missing
+    program, missing bwrap, cancel already requested). On 0 the caller owns
+    res->output: free it with sb_spawn_result_clear. Blocks the caller.    */
+int
+    sb_spawn_run (const sb_spawn_opts_t *opts, sb_spawn_result_t *res,
+                  char *err, size_t errlen);
+
+//  Frees what a result owns and zeroes it; tolerates NULL.
+void
+    sb_spawn_result_clear (sb_spawn_result_t *res);
+
+/*  Reap zombies among the server's children that no running spawn owns
+    (orphans of tools that escaped attribution). Cheap; the exec actor may
+    call it from its timer. Returns how many were reaped.                   */
+int
+    sb_spawn_reap_orphans (void);
+
+#endif

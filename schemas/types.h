@@ -16,7 +16,8 @@
 #define REP(name, fields, doc)        { name, SB_KIND_REPLY, true, fields, 0, doc }
 
 #define SB_TYPE_FILES(X) \
-    X (session)
+    X (session) \
+    X (llm)
 
 #define SB_DECLARE(svc) \
     extern const sb_type_t sb_types_##svc []; \

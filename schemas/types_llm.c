@@ -1,0 +1,103 @@
+/*  schemas/types_llm.c — llm.* types (actors/llm.c). */
+#include "schemas/types.h"
+
+static const sb_field_t s_tool_call [] = {
+    { "call_id", SB_T_STR, true, 256, NULL, "provider call id" },
+    { "name", SB_T_STR, true, 128, NULL, "tool name" },
+    { "arguments", SB_T_STR, false, 1 MB, NULL, "JSON arguments" },
+    END
+};
+static const sb_field_t s_tool_call_item [] = { { "tool_call", SB_T_MAP, false, 0, s_tool_call, "a call" } };
+static const sb_field_t s_message [] = {
+    { "role", SB_T_STR, true, 16, NULL, "user | assistant | tool" },
+    { "content", SB_T_STR, false, 4 MB, NULL, "text" },
+    { "tool_calls", SB_T_ARRAY, false, 256, s_tool_call_item, "assistant: the calls it made" },
+    { "call_id", SB_T_STR, false, 256, NULL, "tool: the call this output answers" },
+    { "reasoning_state", SB_T_STR, false, 4 MB, NULL, "assistant: opaque provider state to give back" },
+    END
+};
+static const sb_field_t s_message_item [] = { { "message", SB_T_MAP, false, 0, s_message, "a message" } };
+static const sb_field_t s_tool [] = {
+    { "name", SB_T_STR, true, 128, NULL, "tool name" },
+    { "description", SB_T_STR, false, 16 KB, NULL, "what it does" },
+    { "parameters", SB_T_STR, false, 64 KB, NULL, "JSON schema of its arguments, as JSON text" },
+    END
+};
+static const sb_field_t s_tool_item [] = { { "tool", SB_T_MAP, false, 0, s_tool, "a tool" } };
+static const sb_field_t s_options [] = {
+    { "reasoning_effort", SB_T_STR, false, 16, NULL, "minimal | low | medium | high" },
+    { "max_output_tokens", SB_T_UINT, false, 0, NULL, "output token cap" },
+    { "temperature", SB_T_FLOAT, false, 0, NULL, "sampling temperature" },
+    END
+};
+static const sb_field_t s_llm_stream [] = {
+    { "provider", SB_T_STR, false, 64, NULL, "configured provider name (default: the default provider)" },
+    { "model", SB_T_STR, false, 128, NULL, "model (default: the provider's)" },
+    { "instructions", SB_T_STR, false, 1 MB, NULL, "system instructions" },
+    { "messages", SB_T_ARRAY, true, 8192, s_message_item, "the conversation" },
+    { "tools", SB_T_ARRAY, false, 256, s_tool_item, "tools the model may call" },
+    { "options", SB_T_MAP, false, 0, s_options, "generation options" },
+    END
+};
+static const sb_field_t s_usage [] = {
+    { "input_tokens", SB_T_UINT, false, 0, NULL, "" },
+    { "output_tokens", SB_T_UINT, false, 0, NULL, "" },
+    { "cached_tokens", SB_T_UINT, false, 0, NULL, "" },
+    { "reasoning_tokens", SB_T_UINT, false, 0, NULL, "" },
+    END
+};
+static const sb_field_t s_llm_chunk [] = {
+    { "kind", SB_T_STR, true, 32, NULL, "open | text | thinking | tool_call | usage | reasoning_state | error" },
+    { "stream_id", SB_T_STR, false, ID_MAX, NULL, "open: the id to pass to llm.cancel (with header.to = header.from)" },
+    { "text", SB_T_STR, false, 4 MB, NULL, "text, thinking: the delta" },
+    { "call_id", SB_T_STR, false, 256, NULL, "tool_call, error: the call" },
+    { "name", SB_T_STR, false, 128, NULL, "tool_call: the tool" },
+    { "arguments", SB_T_STR, false, 4 MB, NULL, "tool_call: complete, validated JSON arguments" },
+    { "input_tokens", SB_T_UINT, false, 0, NULL, "usage" },
+    { "output_tokens", SB_T_UINT, false, 0, NULL, "usage" },
+    { "cached_tokens", SB_T_UINT, false, 0, NULL, "usage" },
+    { "reasoning_tokens", SB_T_UINT, false, 0, NULL, "usage" },
+    { "data", SB_T_STR, false, 4 MB, NULL, "reasoning_state: opaque JSON to give back next call" },
+    { "code", SB_T_STR, false, 64, NULL, "error: e.g. invalid_arguments" },
+    { "message", SB_T_STR, false, 4 KB, NULL, "error: for people" },
+    END
+};
+static const sb_field_t s_llm_stream_ok [] = {
+    { "stop_reason", SB_T_STR, true, 32, NULL, "end | tool_calls | length | content_filter | cancelled" },
+    { "usage", SB_T_MAP, false, 0, s_usage, "tokens used" },
+    { "provider", SB_T_STR, false, 64, NULL, "provider that answered" },
+    { "model", SB_T_STR, false, 128, NULL, "model that answered" },
+    { "attempts", SB_T_UINT, false, 0, NULL, "HTTP attempts made" },
+    END
+};
+static const sb_field_t s_llm_cancel [] = {
+    { "stream_id", SB_T_STR, true, ID_MAX, NULL, "the llm.stream request id" },
+    END
+};
+static const sb_field_t s_llm_cancel_ok [] = {
+    { "cancelled", SB_T_BOOL, true, 0, NULL, "false when the stream had already ended" },
+    END
+};
+static const sb_field_t s_llm_models [] = {
+    { "provider", SB_T_STR, false, 64, NULL, "configured provider name" },
+    END
+};
+static const sb_field_t s_str_item [] = { { "model", SB_T_STR, false, 256, NULL, "model id" } };
+static const sb_field_t s_llm_models_ok [] = {
+    { "provider", SB_T_STR, true, 64, NULL, "provider" },
+    { "models", SB_T_ARRAY, true, 4096, s_str_item, "model ids" },
+    { "source", SB_T_STR, true, 16, NULL, "provider (asked its /models) | configured" },
+    END
+};
+
+const sb_type_t sb_types_llm [] = {
+    { "llm.stream", SB_KIND_REQUEST, false, s_llm_stream, 32 MB,
+      "stream a model call; answered by llm.stream.chunk ... llm.stream.ok (internal)" },
+    { "llm.stream.chunk", SB_KIND_CHUNK, false, s_llm_chunk, 8 MB, "one normalized chunk" },
+    REP ("llm.stream.ok", s_llm_stream_ok, "the stream ended"),
+    REQ ("llm.cancel", s_llm_cancel, false, "abort a stream within 100 ms (send to the instance that streams it)"),
+    REP ("llm.cancel.ok", s_llm_cancel_ok, "cancel result"),
+    REQ ("llm.models", s_llm_models, true, "list a provider's models"),
+    REP ("llm.models.ok", s_llm_models_ok, "models"),
+};
+const size_t sb_types_llm_count = sizeof sb_types_llm / sizeof sb_types_llm [0];

@@ -9,19 +9,32 @@
 
 #include <czmq.h>
 
+/*  Server-wide settings from `serve` / `run` / `actor` flags, read by the
+    actors that need them. Any field may be NULL (0): use the default. */
+typedef struct {
+    const char *llm;            /* provider kind for --llm (NULL: demo) */
+    const char *llm_url;        /* provider base URL */
+    const char *model;          /* default model */
+    const char *providers;      /* --providers FILE */
+    const char *sandbox;        /* "bwrap" or NULL */
+    int demo_delay_ms;          /* demo model: pause between tokens (-1: default) */
+} sb_server_config_t;
+
 typedef struct {
     const char *cmd_endpoint;   /* broker command plane */
     const char *pub_endpoint;   /* broker XSUB side, for actors that publish */
     const char *sub_endpoint;   /* broker XPUB side, for actors that subscribe */
     const char *data_dir;       /* DATA, for actors that persist */
     const char *instance;       /* unique instance name */
-    const void *config;         /* actor-specific configuration, or NULL */
+    const sb_server_config_t *config;   /* never NULL inside serve */
 } sb_actor_args_t;
 
 typedef void (sb_actor_fn) (zsock_t *pipe, void *args);
 
 /*  The test service: echo.ping, echo.stream, echo.note. */
 void sb_echo_actor (zsock_t *pipe, void *args);
+/*  The model broker: llm.stream, llm.cancel, llm.models. */
+void sb_llm_actor (zsock_t *pipe, void *args);
 
 /*  Registers `bus` for `service` and signals the pipe; returns 0 when
     registered. Shared by every actor's startup. */

@@ -23,6 +23,7 @@
 static const char *s_usage =
     "usage: switchboard serve [--data DIR] [--http ADDR:PORT] [--bus tcp://ADDR:PORT]\n"
     "                         [--actors LIST] [--llm PROVIDER] [--model M] [--llm-url URL]\n"
+    "                         [--providers FILE] [--sandbox bwrap]\n"
     "\n"
     "Runs the broker and the actors in one process, on DATA (default\n"
     "$SWITCHBOARD_DATA, else $XDG_STATE_HOME/switchboard, else\n"
@@ -36,6 +37,8 @@ static const char *s_usage =
     "  --llm PROVIDER    responses | chat | anthropic | codex | demo (default demo)\n"
     "  --model M         default model\n"
     "  --llm-url URL     provider base URL including the version path\n"
+    "  --providers FILE  named providers from a JSON file (see docs/llm.md)\n"
+    "  --sandbox bwrap   run the shell tool under bubblewrap, without network\n"
     "  -h, --help        this help\n"
     "\n"
     "Stop it with Ctrl-C (SIGINT) or SIGTERM; it shuts down cleanly.\n";
@@ -49,6 +52,7 @@ typedef struct {
 
 /*  The built-in actors, in start order. */
 static const actor_row_t s_actor_table [] = {
+    { "llm", sb_llm_actor, 0, true },
     { "echo", sb_echo_actor, 1, false },
 };
 #define NACTORS (sizeof s_actor_table / sizeof s_actor_table [0])
@@ -92,6 +96,8 @@ sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
         { "llm", required_argument, 0, 'l' },
         { "model", required_argument, 0, 'm' },
         { "llm-url", required_argument, 0, 'u' },
+        { "providers", required_argument, 0, 'p' },
+        { "sandbox", required_argument, 0, 's' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
@@ -108,12 +114,16 @@ sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
             case 'l': o->llm = optarg; break;
             case 'm': o->model = optarg; break;
             case 'u': o->llm_url = optarg; break;
+            case 'p': o->providers = optarg; break;
+            case 's': o->sandbox = optarg; break;
             case 'h': fputs (s_usage, stdout); return -1;
             default: return sb_cli_usage ("serve", "unknown option");
         }
     }
     if (optind < argc)
         return sb_cli_usage ("serve", "unexpected argument '%s'", argv [optind]);
+    if (o->sandbox && strcmp (o->sandbox, "bwrap") != 0)
+        return sb_cli_usage ("serve", "--sandbox takes bwrap");
     if (o->bus && strncmp (o->bus, "tcp://", 6) != 0)
         return sb_cli_usage ("serve", "--bus takes tcp://ADDR:PORT (ipc is always bound)");
     const char *colon = strrchr (o->http, ':');
@@ -195,6 +205,10 @@ sb_serve_run (const sb_serve_opts_t *o, sb_serve_hook_fn *hook, void *hook_arg)
     zsys_init ();
 
     sb_broker_config_t bcfg = { .ipc_dir = dir, .tcp = o->bus };
+    sb_server_config_t scfg = {
+        .llm = o->llm, .llm_url = o->llm_url, .model = o->model, .providers = o->providers,
+        .sandbox = o->sandbox, .demo_delay_ms = o->demo_delay_ms ? o->demo_delay_ms : -1,
+    };
     zactor_t *broker = zactor_new (sb_broker_actor, &bcfg);
     if (!broker) {
         close (lock_fd);
@@ -214,7 +228,7 @@ sb_serve_run (const sb_serve_opts_t *o, sb_serve_hook_fn *hook, void *hook_arg)
             .sub_endpoint = SB_INPROC_PUB,
             .data_dir = dir,
             .instance = names [k],
-            .config = o,
+            .config = &scfg,
         };
         actors [k] = zactor_new (s_actor_table [k].fn, &args [k]);
         if (!actors [k]) {

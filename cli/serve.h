@@ -11,6 +11,9 @@ typedef struct {
     const char *llm;
     const char *model;
     const char *llm_url;
+    const char *providers;
+    const char *sandbox;
+    int demo_delay_ms;          /* 0: default */
 } sb_serve_opts_t;
 
 /*  Called once everything is up, instead of waiting for a signal; its

@@ -1,0 +1,274 @@
+/*  actors/llm/config.c — providers from flags, a JSON file and the
+    environment. */
+#include "actors/llm/config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+char *
+sb_llm_read_key_file (const char *path, char *err, size_t errlen)
+{
+    int fd = open (path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf (err, errlen, "cannot open key file %s: %s", path, strerror (errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat (fd, &st) != 0 || (st.st_mode & 077)) {
+        snprintf (err, errlen, "key file %s must not be readable by group or others (chmod 600)", path);
+        close (fd);
+        return NULL;
+    }
+    if (st.st_size > 16384) {
+        snprintf (err, errlen, "key file %s is larger than 16 KiB", path);
+        close (fd);
+        return NULL;
+    }
+    char *key = calloc (1, (size_t) st.st_size + 1);
+    ssize_t n = key ? read (fd, key, (size_t) st.st_size) : -1;
+    close (fd);
+    if (n < 0) {
+        free (key);
+        snprintf (err, errlen, "cannot read key file %s", path);
+        return NULL;
+    }
+    key [n] = 0;
+    while (n > 0 && (key [n - 1] == '\n' || key [n - 1] == '\r' || key [n - 1] == ' '))
+        key [--n] = 0;
+    return key;
+}
+
+static void
+s_defaults (sb_llm_provider_t *p)
+{
+    p->max_attempts = 4;
+    p->idle_timeout_s = 300;
+    p->connect_timeout_ms = 10000;
+    p->backoff_base_ms = 500;
+    const char *idle = getenv ("SWITCHBOARD_LLM_IDLE_TIMEOUT_S");
+    if (idle && atoi (idle) > 0)
+        p->idle_timeout_s = atoi (idle);
+    const char *att = getenv ("SWITCHBOARD_LLM_MAX_ATTEMPTS");
+    if (att && atoi (att) > 0)
+        p->max_attempts = atoi (att);
+    const char *bo = getenv ("SWITCHBOARD_LLM_BACKOFF_MS");
+    if (bo && atoi (bo) > 0)
+        p->backoff_base_ms = atoi (bo);
+}
+
+static int
+s_set_kind (sb_llm_provider_t *p, const char *kind, char *err, size_t errlen)
+{
+    if (strcmp (kind, "demo") == 0) {
+        p->demo = true;
+        p->kind = SB_PROVIDER_RESPONSES;
+        return 0;
+    }
+    if (sb_provider_kind_parse (kind, &p->kind) != 0) {
+        snprintf (err, errlen, "unknown provider kind '%s' (responses, chat, anthropic, codex, demo)", kind);
+        return -1;
+    }
+    return 0;
+}
+
+/*  The key for a provider: its key_file, else its key_env, else the
+    conventional variable of its kind. A missing key is not an error here:
+    local servers (Ollama, llama.cpp) need none. */
+static int
+s_load_key (sb_llm_provider_t *p, const char *key_env, const char *key_file, char *err, size_t errlen)
+{
+    const char *file = key_file ? key_file : getenv ("SWITCHBOARD_LLM_KEY_FILE");
+    if (file && *file) {
+        p->api_key = sb_llm_read_key_file (file, err, errlen);
+        return p->api_key ? 0 : -1;
+    }
+    const char *env = key_env ? getenv (key_env) : NULL;
+    if (!env)
+        env = getenv ("SWITCHBOARD_LLM_KEY");
+    if (!env)
+        env = getenv (p->kind == SB_PROVIDER_ANTHROPIC ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY");
+    if (env && *env)
+        p->api_key = strdup (env);
+    return 0;
+}
+
+static const char *
+s_default_url (const sb_llm_provider_t *p)
+{
+    switch (p->kind) {
+        case SB_PROVIDER_ANTHROPIC: return "https://api.anthropic.com/v1";
+        case SB_PROVIDER_CHAT: return "http://localhost:11434/v1";
+        case SB_PROVIDER_CODEX: return "https://chatgpt.com/backend-api/codex";
+        default: return "https://api.openai.com/v1";
+    }
+}
+
+static void
+s_copy (char *dst, size_t n, const char *src)
+{
+    snprintf (dst, n, "%s", src ? src : "");
+}
+
+static int
+s_from_json (sb_llm_config_t *cfg, const char *file, char *err, size_t errlen)
+{
+    json_error_t jerr;
+    json_t *root = json_load_file (file, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root) {
+        snprintf (err, errlen, "%s:%d: %s", file, jerr.line, jerr.text);
+        return -1;
+    }
+    json_t *list = json_object_get (root, "providers");
+    if (!json_is_array (list) || json_array_size (list) == 0
+    ||  json_array_size (list) > SB_LLM_MAX_PROVIDERS) {
+        snprintf (err, errlen, "%s: \"providers\" must be an array of 1 to %d providers", file,
+                  SB_LLM_MAX_PROVIDERS);
+        json_decref (root);
+        return -1;
+    }
+    size_t k;
+    json_t *o;
+    int rc = 0;
+    json_array_foreach (list, k, o) {
+        sb_llm_provider_t *p = &cfg->providers [cfg->count];
+        memset (p, 0, sizeof *p);
+        s_defaults (p);
+        const char *name = json_string_value (json_object_get (o, "name"));
+        const char *kind = json_string_value (json_object_get (o, "kind"));
+        if (!name || !*name || strlen (name) >= sizeof p->name || !kind) {
+            snprintf (err, errlen, "%s: providers[%zu] needs a \"name\" (< 64 chars) and a \"kind\"", file, k);
+            rc = -1;
+            break;
+        }
+        s_copy (p->name, sizeof p->name, name);
+        if ((rc = s_set_kind (p, kind, err, errlen)))
+            break;
+        const char *url = json_string_value (json_object_get (o, "base_url"));
+        s_copy (p->base_url, sizeof p->base_url, url ? url : p->demo ? "" : s_default_url (p));
+        s_copy (p->model, sizeof p->model, json_string_value (json_object_get (o, "model")));
+        s_copy (p->token_file, sizeof p->token_file, json_string_value (json_object_get (o, "token_file")));
+        s_copy (p->token_url, sizeof p->token_url, json_string_value (json_object_get (o, "token_url")));
+        s_copy (p->client_id, sizeof p->client_id, json_string_value (json_object_get (o, "client_id")));
+        json_t *models = json_object_get (o, "models");
+        size_t m;
+        json_t *mv;
+        json_array_foreach (models, m, mv)
+            if (json_is_string (mv) && p->nmodels < 16)
+                s_copy (p->models [p->nmodels++], sizeof p->models [0], json_string_value (mv));
+        if (json_is_integer (json_object_get (o, "max_attempts")))
+            p->max_attempts = (int) json_integer_value (json_object_get (o, "max_attempts"));
+        if (json_is_integer (json_object_get (o, "idle_timeout_s")))
+            p->idle_timeout_s = (int) json_integer_value (json_object_get (o, "idle_timeout_s"));
+        if (json_is_integer (json_object_get (o, "connect_timeout_ms")))
+            p->connect_timeout_ms = (int) json_integer_value (json_object_get (o, "connect_timeout_ms"));
+        if (json_is_integer (json_object_get (o, "backoff_base_ms")))
+            p->backoff_base_ms = (int) json_integer_value (json_object_get (o, "backoff_base_ms"));
+        if (p->max_attempts < 1 || p->max_attempts > 20 || p->idle_timeout_s < 1) {
+            snprintf (err, errlen, "%s: provider %s: max_attempts must be 1..20 and idle_timeout_s >= 1", file, name);
+            rc = -1;
+            break;
+        }
+        if (p->kind == SB_PROVIDER_CODEX && !p->token_file [0]) {
+            snprintf (err, errlen, "%s: provider %s (codex) needs \"token_file\"", file, name);
+            rc = -1;
+            break;
+        }
+        if (p->kind != SB_PROVIDER_CODEX && !p->demo
+        &&  (rc = s_load_key (p, json_string_value (json_object_get (o, "key_env")),
+                              json_string_value (json_object_get (o, "key_file")), err, errlen)))
+            break;
+        cfg->count++;
+    }
+    const char *dflt = json_string_value (json_object_get (root, "default"));
+    if (rc == 0 && dflt) {
+        cfg->dflt = -1;
+        for (int i = 0; i < cfg->count; i++)
+            if (strcmp (cfg->providers [i].name, dflt) == 0)
+                cfg->dflt = i;
+        if (cfg->dflt < 0) {
+            snprintf (err, errlen, "%s: default provider '%s' is not defined", file, dflt);
+            rc = -1;
+        }
+    }
+    json_decref (root);
+    return rc;
+}
+
+int
+sb_llm_config_load (sb_llm_config_t *cfg, const char *kind, const char *url, const char *model,
+                    const char *file, char *err, size_t errlen)
+{
+    memset (cfg, 0, sizeof *cfg);
+    if (file) {
+        if (s_from_json (cfg, file, err, errlen)) {
+            sb_llm_config_clear (cfg);
+            return -1;
+        }
+        if (!kind)
+            return 0;
+    }
+    if (cfg->count >= SB_LLM_MAX_PROVIDERS) {
+        snprintf (err, errlen, "too many providers");
+        return -1;
+    }
+    sb_llm_provider_t *p = &cfg->providers [cfg->count];
+    memset (p, 0, sizeof *p);
+    s_defaults (p);
+    if (s_set_kind (p, kind ? kind : "demo", err, errlen))
+        return -1;
+    s_copy (p->name, sizeof p->name, kind ? kind : "demo");
+    s_copy (p->base_url, sizeof p->base_url, url ? url : p->demo ? "" : s_default_url (p));
+    s_copy (p->model, sizeof p->model, model ? model : p->demo ? "demo" : "");
+    if (p->kind == SB_PROVIDER_CODEX) {
+        const char *tf = getenv ("SWITCHBOARD_CODEX_TOKEN_FILE");
+        const char *tu = getenv ("SWITCHBOARD_CODEX_TOKEN_URL");
+        if (!tf) {
+            snprintf (err, errlen, "--llm codex needs SWITCHBOARD_CODEX_TOKEN_FILE (or a --providers file)");
+            return -1;
+        }
+        s_copy (p->token_file, sizeof p->token_file, tf);
+        s_copy (p->token_url, sizeof p->token_url, tu ? tu : "https://auth.openai.com/oauth/token");
+    }
+    else
+    if (!p->demo && s_load_key (p, NULL, NULL, err, errlen))
+        return -1;
+    if (!p->model [0] && !p->demo) {
+        snprintf (err, errlen, "--llm %s needs --model", p->name);
+        sb_llm_config_clear (cfg);
+        return -1;
+    }
+    cfg->dflt = cfg->count;
+    cfg->count++;
+    return 0;
+}
+
+void
+sb_llm_config_clear (sb_llm_config_t *cfg)
+{
+    for (int i = 0; i < SB_LLM_MAX_PROVIDERS; i++) {
+        char *key = cfg->providers [i].api_key;
+        if (key) {
+            explicit_bzero (key, strlen (key));
+            free (key);
+            cfg->providers [i].api_key = NULL;
+        }
+    }
+    cfg->count = 0;
+}
+
+sb_llm_provider_t *
+sb_llm_config_find (sb_llm_config_t *cfg, const char *name)
+{
+    if (!name || !*name)
+        return cfg->count ? &cfg->providers [cfg->dflt] : NULL;
+    for (int i = 0; i < cfg->count; i++)
+        if (strcmp (cfg->providers [i].name, name) == 0)
+            return &cfg->providers [i];
+    return NULL;
+}

@@ -515,10 +515,18 @@ s_tr_string (s_tr_t *t, const json_t *j, sb_ftype_t want)
         free (bytes);
         return got < 0 ? s_tr_fail (t, "expected bin as a base64 string") : 0;
     }
-    if (want == SB_T_INT || want == SB_T_UINT) {
+    if (want == SB_T_INT || want == SB_T_UINT || want == SB_T_FLOAT) {
         bool neg;
         uint64_t mag;
-        if (!s_parse_dec (s, n, &neg, &mag))
+        bool dec = s_parse_dec (s, n, &neg, &mag);
+        /* a float field holds any integer, and one past 2^53 printed
+           as a decimal string must come back; other strings there are
+           the validator's to refuse */
+        if (!dec && want == SB_T_FLOAT) {
+            sb_enc_strn (t->enc, s, n);
+            return 0;
+        }
+        if (!dec)
             return s_tr_fail (t, "expected %s (a JSON integer or a decimal string)",
                               sb_ftype_name (want));
         if (neg && mag > (uint64_t) INT64_MAX + 1)

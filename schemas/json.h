@@ -47,7 +47,7 @@ int sb_json_print (FILE *out, const sb_val_t *v);
 /*  Appends the JSON object `j` to `enc` as one msgpack map, guided by
     `fields` (NULL: free-form). A `bin` field takes a base64 string; an
     `int`/`uint` field takes a JSON integer or a decimal string; a `float`
-    field takes any number; free-form values map naturally (integer ->
+    field takes any number or a decimal integer string; free-form values map naturally (integer ->
     int/uint, real -> float, string, bool, null -> nil, array, object).
     Other type mismatches are translated as they come, for sb_validate to
     reject with the field's name. Returns 0, or -1 with err filled (code

@@ -229,6 +229,11 @@ Test (json, floats_and_free_form)
     s_roundtrip ("{\"data\":\"\",\"f\":0.1}", s_fields, "{\"data\":\"\",\"f\":0.10000000000000001}");
     s_roundtrip ("{\"data\":\"\",\"f\":1e300}", s_fields, "{\"data\":\"\",\"f\":1.0000000000000001e300}");
     s_translate_fails ("{\"data\":\"\",\"f\":\"1.5\"}", s_fields, SB_E_invalid, "f: expected float");
+    /* an integer past 2^53 in a float field prints as a string and must
+       come back */
+    s_roundtrip ("{\"data\":\"\",\"f\":\"1152921504606846976\"}", s_fields,
+                 "{\"data\":\"\",\"f\":\"1152921504606846976\"}");
+    s_roundtrip ("{\"data\":\"\",\"f\":\"-12\"}", s_fields, "{\"data\":\"\",\"f\":-12}");
 
     /* free-form values map naturally */
     sb_verr_t err;

@@ -1,6 +1,7 @@
 /*  schemas/types.c — the table of every bus message type and tape kind.
 
-    To add a type: add its field table and one row in s_types. Everything
+    A service's types live in schemas/types_<service>.c (see types.h); this
+    file holds the header, bus and echo types, and the tape kinds. Everything
     else (validation, the broker, the tap, `switchboard schemas`,
     docs/protocol.md) derives from the row. */
 #include "schemas/schema.h"
@@ -141,6 +142,10 @@ static const sb_field_t s_tape_usage [] = {
     { "cached_tokens", SB_T_UINT, false, 0, NULL, "" },
     { "reasoning_tokens", SB_T_UINT, false, 0, NULL, "" },
     END };
+static const sb_field_t s_tape_reasoning [] = {
+    { "provider", SB_T_STR, true, 32, NULL, "provider kind that emitted it (responses, anthropic, ...)" },
+    { "data", SB_T_STR, true, 4 MB, NULL, "opaque JSON to give back to the same provider" },
+    END };
 static const sb_field_t s_tape_error [] = {
     { "code", SB_T_STR, true, 32, NULL, "error code" },
     { "message", SB_T_STR, true, 4 KB, NULL, "message" },
@@ -157,7 +162,7 @@ static const sb_type_t s_tape_kinds [] = {
     TAPE ("text.delta", s_tape_text, "model text, coalesced"),
     TAPE ("text.done", s_tape_text, "the model's full text for one step"),
     TAPE ("thinking.delta", s_tape_text, "model reasoning, coalesced"),
-    TAPE ("reasoning.state", s_tape_any, "opaque provider state replayed to the same provider"),
+    TAPE ("reasoning.state", s_tape_reasoning, "opaque provider state replayed to the same provider"),
     TAPE ("tool.call", s_tape_tool_call, "the model called a tool"),
     TAPE ("tool.output", s_tape_tool_output, "streamed tool output"),
     TAPE ("tool.result", s_tape_tool_result, "a tool finished"),

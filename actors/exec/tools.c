@@ -418,6 +418,15 @@ s_resolve (const sb_tool_ctx_t *ctx, const char *path, size_t len, bool for_writ
 //  ---------------------------------------------------------------------
 //  Process-backed tools: shell, grep, git.
 
+//  The configured default, kept where seconds * 1000 still fits an int.
+static int
+s_timeout_default (const sb_tool_ctx_t *ctx)
+{
+    if (ctx->shell_timeout_s <= 0)
+        return SB_TOOLS_SHELL_TIMEOUT_S;
+    return ctx->shell_timeout_s < INT_MAX / 1000 ? ctx->shell_timeout_s : INT_MAX / 1000;
+}
+
 static int
 s_run_process (const sb_tool_ctx_t *ctx, const char *const *argv, int timeout_s,
                const char *sandbox, sb_tool_result_t *res, s_buf_t *out)
@@ -482,12 +491,15 @@ s_tool_shell (const sb_tool_ctx_t *ctx, json_t *args, sb_tool_result_t *res)
     if (len > SB_TOOLS_COMMAND_MAX || strlen (command) != len)
         return s_error (res, "shell: command too long (%zu bytes; the limit is %d)",
                         len, SB_TOOLS_COMMAND_MAX);
-    int timeout_s = ctx->shell_timeout_s > 0 ? ctx->shell_timeout_s : SB_TOOLS_SHELL_TIMEOUT_S;
+    int timeout_s = s_timeout_default (ctx);
     json_int_t t;
     if (s_arg_int (args, "timeout_s", &t)) {
-        if (t < 1 || t > SB_TOOLS_SHELL_TIMEOUT_MAX_S)
-            return s_error (res, "shell: timeout_s must be between 1 and %d",
-                            SB_TOOLS_SHELL_TIMEOUT_MAX_S);
+        //  A model may ask for more time, up to an hour or the operator's
+        //  default if that is longer.
+        int max = timeout_s > SB_TOOLS_SHELL_TIMEOUT_MAX_S ? timeout_s
+                                                           : SB_TOOLS_SHELL_TIMEOUT_MAX_S;
+        if (t < 1 || t > max)
+            return s_error (res, "shell: timeout_s must be between 1 and %d", max);
         timeout_s = (int) t;
     }
     const char *argv [] = { "/bin/sh", "-c", command, NULL };
@@ -527,7 +539,7 @@ s_tool_grep (const sb_tool_ctx_t *ctx, json_t *args, sb_tool_result_t *res)
         "grep", "-rnHIE", "--color=never", "--exclude-dir=.git", "--", pattern,
         sb_path_relative (ctx->workspace, resolved), NULL,
     };
-    int timeout_s = ctx->shell_timeout_s > 0 ? ctx->shell_timeout_s : SB_TOOLS_SHELL_TIMEOUT_S;
+    int timeout_s = s_timeout_default (ctx);
     s_buf_t out = { 0 };
     if (s_run_process (ctx, argv, timeout_s, NULL, res, &out) != 0)
         return -1;
@@ -556,7 +568,7 @@ s_run_git (const sb_tool_ctx_t *ctx, const char *const *cmd, const char *empty,
     for (size_t i = 0; cmd [i] && n < 15; i++)
         argv [n++] = cmd [i];
     argv [n] = NULL;
-    int timeout_s = ctx->shell_timeout_s > 0 ? ctx->shell_timeout_s : SB_TOOLS_SHELL_TIMEOUT_S;
+    int timeout_s = s_timeout_default (ctx);
     s_buf_t out = { 0 };
     if (s_run_process (ctx, argv, timeout_s, NULL, res, &out) != 0)
         return -1;

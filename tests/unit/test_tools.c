@@ -139,12 +139,14 @@ static sb_tool_result_t
 s_run (const char *name, const char *fmt, ...)
 {
     char args [8192];
-    va_list ap;
-    va_start (ap, fmt);
-    vsnprintf (args, sizeof args, fmt, ap);
-    va_end (ap);
+    if (fmt) {
+        va_list ap;
+        va_start (ap, fmt);
+        vsnprintf (args, sizeof args, fmt, ap);
+        va_end (ap);
+    }
     sb_tool_result_t res;
-    int rc = sb_tool_run (&ctx, name, args, &res);
+    int rc = sb_tool_run (&ctx, name, fmt ? args : NULL, &res);
     cr_assert_not_null (res.output, "%s produced no output", name);
     cr_assert_eq (rc, res.ok ? 0 : -1);
     return res;

@@ -17,7 +17,9 @@
 
 #define SB_TYPE_FILES(X) \
     X (session) \
-    X (llm)
+    X (llm) \
+    X (run) \
+    X (exec)
 
 #define SB_DECLARE(svc) \
     extern const sb_type_t sb_types_##svc []; \

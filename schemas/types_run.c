@@ -1,0 +1,144 @@
+/*  schemas/types_run.c — run.* (actors/run.c) and exec.* (actors/exec.c). */
+#include "schemas/types.h"
+
+static const sb_field_t s_target [] = {
+    { "executor", SB_T_STR, true, 16, NULL, "local | worker" },
+    { "pool", SB_T_STR, false, 64, NULL, "worker pool (executor worker)" },
+    END
+};
+static const sb_field_t s_limits [] = {
+    { "max_steps", SB_T_UINT, false, 0, NULL, "model calls per run (default: the session's, else 50)" },
+    { "timeout_s", SB_T_UINT, false, 0, NULL, "wall-clock limit of the run (default 3600)" },
+    { "max_output_tokens", SB_T_UINT, false, 0, NULL, "output tokens over the whole run (default: none)" },
+    END
+};
+static const sb_field_t s_run_record [] = {
+    { "run_id", SB_T_STR, true, ID_MAX, NULL, "run id" },
+    { "session_id", SB_T_STR, true, ID_MAX, NULL, "session" },
+    { "status", SB_T_STR, true, 16, NULL, "queued | claimed | running | cancelling | completed | failed | cancelled | expired | interrupted" },
+    { "phase", SB_T_STR, false, 32, NULL, "what the run is doing: model | tool | waiting_approval | idle" },
+    { "reason", SB_T_STR, false, 1 KB, NULL, "why it reached its status" },
+    { "input", SB_T_STR, false, 1 MB, NULL, "the prompt text" },
+    { "target", SB_T_MAP, false, 0, s_target, "where it runs" },
+    { "resume_from", SB_T_STR, false, ID_MAX, NULL, "the run this one continues" },
+    { "fence", SB_T_UINT, true, 0, NULL, "fencing token of the current claim (0 = none)" },
+    { "owner", SB_T_STR, false, 128, NULL, "executor instance holding the lease" },
+    { "approval_policy", SB_T_STR, false, 16, NULL, "yolo | auto | interactive" },
+    { "limits", SB_T_MAP, false, 0, s_limits, "limits" },
+    { "created_at", SB_T_UINT, true, 0, NULL, "ms since epoch" },
+    { "updated_at", SB_T_UINT, true, 0, NULL, "ms since epoch" },
+    { "started_at", SB_T_UINT, false, 0, NULL, "claimed at" },
+    { "ended_at", SB_T_UINT, false, 0, NULL, "reached a final status at" },
+    { "lease_expires_at", SB_T_UINT, false, 0, NULL, "ms since epoch" },
+    { "steps", SB_T_UINT, false, 0, NULL, "model calls made" },
+    { "input_tokens", SB_T_UINT, false, 0, NULL, "tokens in" },
+    { "output_tokens", SB_T_UINT, false, 0, NULL, "tokens out" },
+    { "cancel_requested", SB_T_BOOL, false, 0, NULL, "a cancel is pending" },
+    { "waiting_for", SB_T_STR, false, 256, NULL, "what a queued run waits for" },
+    END
+};
+static const sb_field_t s_run_one [] = {
+    { "run", SB_T_MAP, true, 0, s_run_record, "the run" },
+    END
+};
+static const sb_field_t s_run_request [] = {
+    { "session_id", SB_T_STR, true, ID_MAX, NULL, "session" },
+    { "input", SB_T_STR, false, 1 MB, NULL, "the prompt (appended to the tape as `prompt`)" },
+    { "target", SB_T_MAP, false, 0, s_target, "default {executor: local}" },
+    { "resume_from", SB_T_STR, false, ID_MAX, NULL, "continue this run (use run.resume)" },
+    { "approval_policy", SB_T_STR, false, 16, NULL, "override the session's policy for this run" },
+    { "limits", SB_T_MAP, false, 0, s_limits, "limits" },
+    { "command_id", SB_T_STR, false, 64, NULL, "idempotency key" },
+    END
+};
+static const sb_field_t s_run_id [] = {
+    { "run_id", SB_T_STR, true, ID_MAX, NULL, "run id" },
+    { "command_id", SB_T_STR, false, 64, NULL, "idempotency key" },
+    END
+};
+static const sb_field_t s_run_list [] = {
+    { "session_id", SB_T_STR, false, ID_MAX, NULL, "only this session's runs" },
+    { "status", SB_T_STR, false, 16, NULL, "only runs in this status" },
+    { "limit", SB_T_UINT, false, 0, NULL, "at most (default 100, max 1000)" },
+    END
+};
+static const sb_field_t s_run_item [] = { { "run", SB_T_MAP, false, 0, s_run_record, "a run" } };
+static const sb_field_t s_run_list_ok [] = {
+    { "runs", SB_T_ARRAY, true, 1000, s_run_item, "runs, newest first" },
+    END
+};
+static const sb_field_t s_run_heartbeat [] = {
+    { "run_id", SB_T_STR, true, ID_MAX, NULL, "run id" },
+    { "fence", SB_T_UINT, true, 0, NULL, "the executor's fencing token" },
+    { "phase", SB_T_STR, false, 32, NULL, "model | tool | idle" },
+    { "steps", SB_T_UINT, false, 0, NULL, "model calls so far" },
+    { "input_tokens", SB_T_UINT, false, 0, NULL, "tokens in so far" },
+    { "output_tokens", SB_T_UINT, false, 0, NULL, "tokens out so far" },
+    END
+};
+static const sb_field_t s_run_heartbeat_ok [] = {
+    { "cancel_requested", SB_T_BOOL, true, 0, NULL, "stop now" },
+    { "lease_ms", SB_T_UINT, true, 0, NULL, "lease length" },
+    END
+};
+static const sb_field_t s_usage [] = {
+    { "input_tokens", SB_T_UINT, false, 0, NULL, "" },
+    { "output_tokens", SB_T_UINT, false, 0, NULL, "" },
+    END
+};
+static const sb_field_t s_run_finish [] = {
+    { "run_id", SB_T_STR, true, ID_MAX, NULL, "run id" },
+    { "fence", SB_T_UINT, true, 0, NULL, "the executor's fencing token" },
+    { "status", SB_T_STR, true, 16, NULL, "completed | failed | cancelled" },
+    { "reason", SB_T_STR, false, 1 KB, NULL, "why; names the limit for limit failures" },
+    { "steps", SB_T_UINT, false, 0, NULL, "model calls made" },
+    { "usage", SB_T_MAP, false, 0, s_usage, "tokens" },
+    END
+};
+static const sb_field_t s_exec_start [] = {
+    { "run_id", SB_T_STR, true, ID_MAX, NULL, "run id" },
+    { "session_id", SB_T_STR, true, ID_MAX, NULL, "session" },
+    { "fence", SB_T_UINT, true, 0, NULL, "fencing token for every append" },
+    { "resume_from", SB_T_STR, false, ID_MAX, NULL, "the run this one continues" },
+    { "approval_policy", SB_T_STR, false, 16, NULL, "policy for this run" },
+    { "limits", SB_T_MAP, false, 0, s_limits, "limits" },
+    END
+};
+static const sb_field_t s_exec_start_ok [] = {
+    { "instance", SB_T_STR, true, 128, NULL, "the executor instance that owns the run" },
+    END
+};
+static const sb_field_t s_exec_cancel [] = {
+    { "run_id", SB_T_STR, true, ID_MAX, NULL, "run id" },
+    END
+};
+static const sb_field_t s_exec_cancel_ok [] = {
+    { "found", SB_T_BOOL, true, 0, NULL, "the run was running here" },
+    END
+};
+
+const sb_type_t sb_types_run [] = {
+    REQ ("run.request", s_run_request, true, "create a run (queued) and dispatch it"),
+    REP ("run.request.ok", s_run_one, "the new run"),
+    REQ ("run.get", s_run_id, true, "one run"),
+    REP ("run.get.ok", s_run_one, "the run"),
+    REQ ("run.list", s_run_list, true, "runs, filtered"),
+    REP ("run.list.ok", s_run_list_ok, "runs"),
+    REQ ("run.cancel", s_run_id, true, "cancel a run: cancelling, then cancelled once the executor confirms"),
+    REP ("run.cancel.ok", s_run_one, "the run"),
+    REQ ("run.resume", s_run_id, true, "a new run that continues a failed, cancelled, interrupted or expired one"),
+    REP ("run.resume.ok", s_run_one, "the new run"),
+    REQ ("run.heartbeat", s_run_heartbeat, false, "executor: extend the lease (internal)"),
+    REP ("run.heartbeat.ok", s_run_heartbeat_ok, "lease extended"),
+    REQ ("run.finish", s_run_finish, false, "executor: the run ended (internal)"),
+    REP ("run.finish.ok", s_run_one, "the final run"),
+};
+const size_t sb_types_run_count = sizeof sb_types_run / sizeof sb_types_run [0];
+
+const sb_type_t sb_types_exec [] = {
+    REQ ("exec.start", s_exec_start, false, "run actor -> executor: run the agent loop (internal)"),
+    REP ("exec.start.ok", s_exec_start_ok, "accepted"),
+    REQ ("exec.cancel", s_exec_cancel, false, "run actor -> owning executor: stop now (internal)"),
+    REP ("exec.cancel.ok", s_exec_cancel_ok, "result"),
+};
+const size_t sb_types_exec_count = sizeof sb_types_exec / sizeof sb_types_exec [0];

@@ -72,11 +72,12 @@ typedef struct {
 int
     sb_spawn_init_subreaper (void);
 
-/*  Run a command to completion, timeout or cancel. Returns 0 when the
-    command started (res is filled, even if it failed or was killed), -1
-    with a message in err when it could not start (bad options, missing
-    program, missing bwrap, cancel already requested). On 0 the caller owns
-    res->output: free it with sb_spawn_result_clear. Blocks the caller.    */
+/*  Run a command to completion, timeout or cancel. Returns 0 when res is
+    filled: the command ran (even if it failed or was killed), or a cancel
+    was already signalled and nothing was started (res->cancelled). Returns
+    -1 with a message in err when it could not start: bad options, program
+    not found, bwrap missing. On 0 the caller owns res->output: free it with
+    sb_spawn_result_clear. Blocks the calling thread; any thread may call.  */
 int
     sb_spawn_run (const sb_spawn_opts_t *opts, sb_spawn_result_t *res,
                   char *err, size_t errlen);

@@ -535,9 +535,12 @@ s_tool_grep (const sb_tool_ctx_t *ctx, json_t *args, sb_tool_result_t *res)
         return -1;
     //  argv, not a shell: the pattern is one argument after "--", so
     //  neither quotes nor a leading dash can change what runs.
+    //  With no file operand grep -r searches "." and prints names without
+    //  a "./" prefix.
+    const char *rel = sb_path_relative (ctx->workspace, resolved);
     const char *argv [] = {
         "grep", "-rnHIE", "--color=never", "--exclude-dir=.git", "--", pattern,
-        sb_path_relative (ctx->workspace, resolved), NULL,
+        strcmp (rel, ".") == 0 ? NULL : rel, NULL,
     };
     int timeout_s = s_timeout_default (ctx);
     s_buf_t out = { 0 };

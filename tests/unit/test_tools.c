@@ -321,6 +321,35 @@ Test (tools, path_resolver_edges)
     cr_assert_null (sb_path_relative (ws, "/etc"));
 }
 
+Test (tools, open_refuses_a_symlink_swapped_in_after_resolution)
+{
+    //  Resolve, then swap a directory for a symlink out, as a racing
+    //  process could: the open and the mkdirs must not follow it.
+    mkdir (s_at ("d"), 0755);
+    s_write (ws, "d/f", "inside");
+    s_write (outside, "f", "outside");
+    char out [PATH_MAX], err [512];
+    cr_assert_eq (sb_path_resolve (ws, "d/f", false, out, sizeof out, err, sizeof err), 0);
+    char dnew [PATH_MAX];
+    cr_assert_eq (sb_path_resolve (ws, "d/new/sub", true, dnew, sizeof dnew, err, sizeof err), 0);
+    int fd = sb_path_open (ws, out, O_RDONLY, 0);
+    cr_assert_geq (fd, 0);
+    close (fd);
+    cr_assert_eq (rename (s_at ("d"), s_at ("d.old")), 0);
+    s_symlink (outside, "d");
+    errno = 0;
+    fd = sb_path_open (ws, out, O_RDONLY, 0);
+    cr_assert_lt (fd, 0, "opened a path through a symlink planted after resolution");
+    cr_assert_eq (errno, ELOOP);
+    cr_assert_lt (sb_path_mkdirs (ws, dnew, err, sizeof err), 0);
+    cr_assert (strstr (err, "a file or symlink is in the way"), "%s", err);
+    struct stat st;
+    char p [PATH_MAX];
+    snprintf (p, sizeof p, "%s/new", outside);
+    cr_assert_neq (stat (p, &st), 0, "mkdirs created a directory outside");
+    cr_assert_lt (sb_path_open (ws, "/etc/passwd", O_RDONLY, 0), 0);
+}
+
 
 //  ---------------------------------------------------------------------
 //  File tools
@@ -497,7 +526,8 @@ Test (tools, grep_uses_argv_not_a_shell)
     s_write (ws, "sub/b.txt", "gamma alpha\n");
     sb_tool_result_t r = s_run ("grep", "{\"pattern\":\"alpha\"}");
     cr_assert (r.ok, "%s", r.output);
-    cr_assert (strstr (r.output, "a.txt:1:alpha"), "%s", r.output);
+    cr_assert (strstr (r.output, "a.txt:1:alpha\n"), "%s", r.output);
+    cr_assert_null (strstr (r.output, "./"), "%s", r.output);
     cr_assert (strstr (r.output, "sub/b.txt:1:gamma alpha"), "%s", r.output);
     cr_assert_eq (r.exit_code, 0);
     sb_tool_result_clear (&r);

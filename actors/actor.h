@@ -33,6 +33,10 @@ typedef void (sb_actor_fn) (zsock_t *pipe, void *args);
 
 /*  The test service: echo.ping, echo.stream, echo.note. */
 void sb_echo_actor (zsock_t *pipe, void *args);
+/*  The run coordinator: run.*, leases, fencing, recovery. */
+void sb_run_actor (zsock_t *pipe, void *args);
+/*  The local executor: exec.start, exec.cancel; the agent loop. */
+void sb_exec_actor (zsock_t *pipe, void *args);
 /*  The model broker: llm.stream, llm.cancel, llm.models. */
 void sb_llm_actor (zsock_t *pipe, void *args);
 

@@ -1,0 +1,648 @@
+/*  actors/exec/context.c — the model's context, built from a session's tape.
+
+    Messages are held in one array in the order they are encoded. Each
+    handler below checks its bounds and makes every allocation it needs
+    before it changes anything, so a refused entry leaves the context as
+    it was.
+*/
+#include "actors/exec/context.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { S_USER, S_ASSISTANT, S_TOOL } s_role_t;
+
+typedef struct {
+    char *call_id;
+    char *name;
+    char *arguments;            //  NULL: none (the provider sends {})
+    bool answered;
+} s_call_t;
+
+typedef struct {
+    s_role_t role;
+    char *content;              //  NULL: none
+    size_t content_len;
+    s_call_t *calls;            //  assistant
+    uint32_t ncalls, calls_cap;
+    char *call_id;              //  tool: the call it answers
+    char *state;                //  assistant: reasoning state, joined
+    size_t state_len;
+    uint32_t nstates;
+} s_msg_t;
+
+struct sb_context {
+    s_msg_t *msgs;
+    size_t count, cap;
+    //  Both are an index + 1, 0 for none. `open` is the assistant message
+    //  that takes the current step's text, state and calls. `tail` is the
+    //  last assistant message, closed by a result, that may still take
+    //  calls of the same step (see the header).
+    size_t open;
+    size_t tail;
+    size_t unanswered;
+    uint64_t last_seq;
+    size_t bytes;
+    size_t max_bytes;
+};
+
+//  What each message and call costs beyond its strings: map keys and
+//  headers on the wire, and the synthetic answer a call may need.
+#define S_MSG_COST   48
+#define S_CALL_COST  (48 + sizeof SB_CONTEXT_INTERRUPTED)
+
+sb_context_t *
+sb_context_new (void)
+{
+    sb_context_t *ctx = calloc (1, sizeof *ctx);
+    if (ctx)
+        ctx->max_bytes = SB_CONTEXT_MAX_BYTES;
+    return ctx;
+}
+
+static void
+s_msg_free (s_msg_t *m)
+{
+    for (uint32_t k = 0; k < m->ncalls; k++) {
+        free (m->calls [k].call_id);
+        free (m->calls [k].name);
+        free (m->calls [k].arguments);
+    }
+    free (m->calls);
+    free (m->content);
+    free (m->call_id);
+    free (m->state);
+}
+
+void
+sb_context_destroy (sb_context_t **ctx_p)
+{
+    if (!ctx_p || !*ctx_p)
+        return;
+    sb_context_t *ctx = *ctx_p;
+    for (size_t k = 0; k < ctx->count; k++)
+        s_msg_free (&ctx->msgs [k]);
+    free (ctx->msgs);
+    free (ctx);
+    *ctx_p = NULL;
+}
+
+void
+sb_context_set_max_bytes (sb_context_t *ctx, size_t max_bytes)
+{
+    ctx->max_bytes = max_bytes ? max_bytes : SB_CONTEXT_MAX_BYTES;
+}
+
+uint64_t
+sb_context_last_seq (const sb_context_t *ctx)
+{
+    return ctx->last_seq;
+}
+
+size_t
+sb_context_count (const sb_context_t *ctx)
+{
+    return ctx->count + ctx->unanswered;
+}
+
+size_t
+sb_context_bytes (const sb_context_t *ctx)
+{
+    return ctx->bytes;
+}
+
+//  ---------------------------------------------------------------------------
+//  Bounds and allocation, before anything changes
+
+//  The byte budget and the llm.stream message count, for an entry that
+//  adds `bytes`, `msgs` held messages and `calls` calls that may each need
+//  a synthetic answer.
+static int
+s_check (const sb_context_t *ctx, size_t bytes, size_t msgs, size_t calls)
+{
+    if (bytes > ctx->max_bytes || ctx->bytes > ctx->max_bytes - bytes
+        || ctx->count + ctx->unanswered + msgs + calls > SB_CONTEXT_MAX_MESSAGES) {
+        errno = E2BIG;
+        return -1;
+    }
+    return 0;
+}
+
+//  Room for one more message; growing the array changes no message.
+static int
+s_reserve (sb_context_t *ctx)
+{
+    if (ctx->count < ctx->cap)
+        return 0;
+    size_t cap = ctx->cap ? ctx->cap * 2 : 16;
+    s_msg_t *msgs = realloc (ctx->msgs, cap * sizeof *msgs);
+    if (!msgs) {
+        errno = ENOMEM;
+        return -1;
+    }
+    ctx->msgs = msgs;
+    ctx->cap = cap;
+    return 0;
+}
+
+static char *
+s_dup (const char *s, size_t len)
+{
+    char *copy = malloc (len + 1);
+    if (!copy) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    memcpy (copy, s, len);
+    copy [len] = 0;
+    return copy;
+}
+
+//  A string field with its length (msgpack strings may hold NULs).
+static const char *
+s_str (const sb_val_t *map, const char *key, size_t *len)
+{
+    const sb_val_t *v = sb_get (map, key);
+    if (!v || v->type != SB_V_STR)
+        return NULL;
+    *len = v->len;
+    return v->v.s;
+}
+
+//  Appends a blank message; s_reserve must have succeeded.
+static s_msg_t *
+s_push (sb_context_t *ctx, s_role_t role)
+{
+    s_msg_t *m = &ctx->msgs [ctx->count++];
+    memset (m, 0, sizeof *m);
+    m->role = role;
+    ctx->bytes += S_MSG_COST;
+    return m;
+}
+
+//  The open assistant message, opening one if needed (checks done).
+static s_msg_t *
+s_assistant (sb_context_t *ctx)
+{
+    if (!ctx->open) {
+        s_push (ctx, S_ASSISTANT);
+        ctx->open = ctx->count;
+    }
+    return &ctx->msgs [ctx->open - 1];
+}
+
+static void
+s_close (sb_context_t *ctx)
+{
+    ctx->open = 0;
+    ctx->tail = 0;
+}
+
+//  ---------------------------------------------------------------------------
+//  One handler per kind
+
+static int
+s_on_prompt (sb_context_t *ctx, const sb_val_t *body)
+{
+    size_t len = 0;
+    const char *text = s_str (body, "text", &len);
+    if (!text) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (len > SB_CONTEXT_MAX_TEXT || s_check (ctx, S_MSG_COST + len, 1, 0)) {
+        errno = E2BIG;
+        return -1;
+    }
+    char *copy;
+    if (s_reserve (ctx) || !(copy = s_dup (text, len)))
+        return -1;
+    s_close (ctx);
+    s_msg_t *m = s_push (ctx, S_USER);
+    m->content = copy;
+    m->content_len = len;
+    ctx->bytes += len;
+    return 0;
+}
+
+//  Text of the current step. Several pieces are one text, split by the
+//  executor to fit tape entries, so they are joined with nothing between.
+static int
+s_on_text_done (sb_context_t *ctx, const sb_val_t *body)
+{
+    size_t len = 0;
+    const char *text = s_str (body, "text", &len);
+    if (!text) {
+        errno = EINVAL;
+        return -1;
+    }
+    //  A new model call has answered: no later call joins an older step.
+    ctx->tail = 0;
+    //  An empty text would be an empty content block, which Anthropic
+    //  refuses.
+    if (len == 0)
+        return 0;
+    s_msg_t *cur = ctx->open ? &ctx->msgs [ctx->open - 1] : NULL;
+    size_t have = cur ? cur->content_len : 0;
+    if (len > SB_CONTEXT_MAX_TEXT - have
+        || s_check (ctx, len + (cur ? 0 : S_MSG_COST), cur ? 0 : 1, 0)) {
+        errno = E2BIG;
+        return -1;
+    }
+    if (!cur && s_reserve (ctx))
+        return -1;
+    char *content = realloc (cur ? cur->content : NULL, have + len + 1);
+    if (!content) {
+        errno = ENOMEM;
+        return -1;
+    }
+    memcpy (content + have, text, len);
+    content [have + len] = 0;
+    cur = s_assistant (ctx);
+    cur->content = content;
+    cur->content_len = have + len;
+    ctx->bytes += len;
+    return 0;
+}
+
+//  The part of a JSON text inside its outer brackets when it is an array,
+//  else the whole (trimmed) text: what goes between "[" and "]" when
+//  several states are joined.
+static bool
+s_space (char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
+static void
+s_inner (const char *s, size_t len, const char **out, size_t *outlen)
+{
+    while (len && s_space (*s)) {
+        s++;
+        len--;
+    }
+    while (len && s_space (s [len - 1]))
+        len--;
+    if (len >= 2 && s [0] == '[' && s [len - 1] == ']') {
+        s_inner (s + 1, len - 2, out, outlen);
+        return;
+    }
+    *out = s;
+    *outlen = len;
+}
+
+static int
+s_on_reasoning (sb_context_t *ctx, const sb_val_t *body)
+{
+    size_t len = 0;
+    const char *data = s_str (body, "data", &len);
+    if (!data) {
+        errno = EINVAL;
+        return -1;
+    }
+    ctx->tail = 0;
+    if (len == 0)
+        return 0;
+    s_msg_t *cur = ctx->open ? &ctx->msgs [ctx->open - 1] : NULL;
+
+    //  One state is given back verbatim; several as one array of their
+    //  objects (a state that is itself an array is spliced in).
+    char *state;
+    size_t state_len;
+    if (!cur || cur->nstates == 0) {
+        state_len = len;
+        if (state_len > SB_CONTEXT_MAX_TEXT
+            || s_check (ctx, state_len + (cur ? 0 : S_MSG_COST), cur ? 0 : 1, 0)) {
+            errno = E2BIG;
+            return -1;
+        }
+        if ((!cur && s_reserve (ctx)) || !(state = s_dup (data, len)))
+            return -1;
+    }
+    else {
+        const char *a, *b;
+        size_t alen, blen;
+        s_inner (cur->state, cur->state_len, &a, &alen);
+        s_inner (data, len, &b, &blen);
+        bool comma = alen && blen;
+        state_len = 2 + alen + comma + blen;
+        if (state_len > SB_CONTEXT_MAX_TEXT
+            || (state_len > cur->state_len
+                && s_check (ctx, state_len - cur->state_len, 0, 0))) {
+            errno = E2BIG;
+            return -1;
+        }
+        if (!(state = malloc (state_len + 1))) {
+            errno = ENOMEM;
+            return -1;
+        }
+        char *p = state;
+        *p++ = '[';
+        memcpy (p, a, alen);
+        p += alen;
+        if (comma)
+            *p++ = ',';
+        memcpy (p, b, blen);
+        p += blen;
+        *p++ = ']';
+        *p = 0;
+    }
+    cur = s_assistant (ctx);
+    ctx->bytes = ctx->bytes - cur->state_len + state_len;
+    free (cur->state);
+    cur->state = state;
+    cur->state_len = state_len;
+    cur->nstates++;
+    return 0;
+}
+
+static int
+s_on_tool_call (sb_context_t *ctx, const sb_val_t *body)
+{
+    size_t idlen = 0, namelen = 0, arglen = 0;
+    const char *call_id = s_str (body, "call_id", &idlen);
+    const char *name = s_str (body, "name", &namelen);
+    const char *arguments = s_str (body, "arguments", &arglen);
+    if (!call_id || !name || !*call_id || !*name) {
+        errno = EINVAL;
+        return -1;
+    }
+    size_t target = ctx->open ? ctx->open : ctx->tail;
+    s_msg_t *cur = target ? &ctx->msgs [target - 1] : NULL;
+    size_t cost = S_CALL_COST + idlen + namelen + arglen;
+    if ((cur && cur->ncalls >= SB_CONTEXT_MAX_CALLS)
+        || s_check (ctx, cost + (cur ? 0 : S_MSG_COST), cur ? 0 : 1, 1)) {
+        errno = E2BIG;
+        return -1;
+    }
+    if (!cur && s_reserve (ctx))
+        return -1;
+    s_call_t *calls = cur ? cur->calls : NULL;
+    uint32_t ncalls = cur ? cur->ncalls : 0;
+    uint32_t calls_cap = cur ? cur->calls_cap : 0;
+    if (ncalls == calls_cap) {
+        calls_cap = calls_cap ? calls_cap * 2 : 4;
+        calls = realloc (calls, calls_cap * sizeof *calls);
+        if (!calls) {
+            errno = ENOMEM;
+            return -1;
+        }
+        //  The array moved but holds the same calls: keep it even if a
+        //  copy below fails.
+        if (cur) {
+            cur->calls = calls;
+            cur->calls_cap = calls_cap;
+        }
+    }
+    s_call_t call = {
+        .call_id = s_dup (call_id, idlen),
+        .name = s_dup (name, namelen),
+        .arguments = arguments ? s_dup (arguments, arglen) : NULL
+    };
+    if (!call.call_id || !call.name || (arguments && !call.arguments)) {
+        free (call.call_id);
+        free (call.name);
+        free (call.arguments);
+        if (!cur)
+            free (calls);
+        errno = ENOMEM;
+        return -1;
+    }
+    if (!cur)
+        cur = s_assistant (ctx);
+    cur->calls = calls;
+    cur->calls_cap = calls_cap;
+    cur->calls [cur->ncalls++] = call;
+    ctx->unanswered++;
+    ctx->bytes += cost;
+    return 0;
+}
+
+static int
+s_on_tool_result (sb_context_t *ctx, const sb_val_t *body)
+{
+    size_t idlen = 0, outlen = 0;
+    const char *call_id = s_str (body, "call_id", &idlen);
+    const char *output = s_str (body, "output", &outlen);
+    const sb_val_t *okv = sb_get (body, "ok");
+    if (!call_id || !okv || okv->type != SB_V_BOOL) {
+        errno = EINVAL;
+        return -1;
+    }
+    bool ok = okv->v.b;
+
+    //  The newest unanswered call with this id: providers' ids are unique,
+    //  but a simple model may reuse "call_1" from one step to the next.
+    size_t owner = 0;
+    s_call_t *call = NULL;
+    for (size_t i = ctx->count; i > 0 && !call; i--) {
+        s_msg_t *m = &ctx->msgs [i - 1];
+        if (m->role != S_ASSISTANT)
+            continue;
+        for (uint32_t k = m->ncalls; k > 0; k--)
+            if (!m->calls [k - 1].answered && strcmp (m->calls [k - 1].call_id, call_id) == 0) {
+                call = &m->calls [k - 1];
+                owner = i;
+                break;
+            }
+    }
+    if (!call) {
+        //  A result for no call we hold (a second result, or a tape that
+        //  starts mid-step): an orphan tool message is refused by every
+        //  provider, so it is left out.
+        s_close (ctx);
+        return 0;
+    }
+
+    static const char prefix [] = "error: ";
+    size_t plen = ok ? 0 : sizeof prefix - 1;
+    size_t len = plen + outlen;
+    size_t cost = S_MSG_COST + len + idlen;
+    //  The message replaces the call's synthetic answer: no new count.
+    if (len > SB_CONTEXT_MAX_TEXT || s_check (ctx, cost, 0, 0)) {
+        errno = E2BIG;
+        return -1;
+    }
+    if (s_reserve (ctx))
+        return -1;
+    char *content = malloc (len + 1);
+    char *id = s_dup (call_id, idlen);
+    if (!content || !id) {
+        free (content);
+        free (id);
+        errno = ENOMEM;
+        return -1;
+    }
+    memcpy (content, prefix, plen);
+    if (outlen)
+        memcpy (content + plen, output, outlen);
+    content [len] = 0;
+
+    //  After the results already given for the same assistant message.
+    size_t at = owner;
+    while (at < ctx->count && ctx->msgs [at].role == S_TOOL)
+        at++;
+    memmove (&ctx->msgs [at + 1], &ctx->msgs [at], (ctx->count - at) * sizeof *ctx->msgs);
+    s_msg_t *m = &ctx->msgs [at];
+    memset (m, 0, sizeof *m);
+    m->role = S_TOOL;
+    m->call_id = id;
+    m->content = content;
+    m->content_len = len;
+    ctx->count++;
+    ctx->bytes += cost;
+    call->answered = true;
+    ctx->unanswered--;
+
+    s_close (ctx);
+    //  A result at the end of the conversation keeps its step open to
+    //  further calls (one step may interleave calls and results). A late
+    //  result, placed before later messages, does not.
+    if (at + 1 == ctx->count)
+        ctx->tail = owner;
+    return 0;
+}
+
+//  ---------------------------------------------------------------------------
+
+int
+sb_context_add (sb_context_t *ctx, const sb_val_t *event)
+{
+    const sb_val_t *seqv = sb_get (event, "seq");
+    const char *kind = sb_get_str (event, "kind");
+    if (!seqv || seqv->type != SB_V_UINT || !kind) {
+        errno = EINVAL;
+        return -1;
+    }
+    uint64_t seq = seqv->v.u;
+    if (seq <= ctx->last_seq)
+        return 0;
+    const sb_val_t *body = sb_get_map (event, "body");
+
+    int rc = 0;
+    if (strcmp (kind, "prompt") == 0)
+        rc = s_on_prompt (ctx, body);
+    else
+    if (strcmp (kind, "text.done") == 0)
+        rc = s_on_text_done (ctx, body);
+    else
+    if (strcmp (kind, "reasoning.state") == 0)
+        rc = s_on_reasoning (ctx, body);
+    else
+    if (strcmp (kind, "tool.call") == 0)
+        rc = s_on_tool_call (ctx, body);
+    else
+    if (strcmp (kind, "tool.result") == 0)
+        rc = s_on_tool_result (ctx, body);
+    else
+    if (strcmp (kind, "turn.begin") == 0 || strcmp (kind, "turn.end") == 0)
+        s_close (ctx);
+    else
+    //  Usage is appended once per model call: a call after it belongs to
+    //  a new step.
+    if (strcmp (kind, "usage") == 0)
+        ctx->tail = 0;
+
+    if (rc == 0)
+        ctx->last_seq = seq;
+    return rc;
+}
+
+//  ---------------------------------------------------------------------------
+
+static void
+s_encode_msg (const s_msg_t *m, sb_enc_t *enc)
+{
+    sb_enc_map_open (enc);
+    switch (m->role) {
+        case S_USER:
+            sb_enc_kstr (enc, "role", "user");
+            sb_enc_key (enc, "content");
+            sb_enc_strn (enc, m->content, m->content_len);
+            break;
+        case S_ASSISTANT:
+            sb_enc_kstr (enc, "role", "assistant");
+            if (m->content) {
+                sb_enc_key (enc, "content");
+                sb_enc_strn (enc, m->content, m->content_len);
+            }
+            if (m->ncalls) {
+                sb_enc_key (enc, "tool_calls");
+                sb_enc_array_open (enc);
+                for (uint32_t k = 0; k < m->ncalls; k++) {
+                    sb_enc_map_open (enc);
+                    sb_enc_kstr (enc, "call_id", m->calls [k].call_id);
+                    sb_enc_kstr (enc, "name", m->calls [k].name);
+                    sb_enc_kstr_opt (enc, "arguments", m->calls [k].arguments);
+                    sb_enc_map_close (enc);
+                }
+                sb_enc_array_close (enc);
+            }
+            if (m->state) {
+                sb_enc_key (enc, "reasoning_state");
+                sb_enc_strn (enc, m->state, m->state_len);
+            }
+            break;
+        case S_TOOL:
+            sb_enc_kstr (enc, "role", "tool");
+            sb_enc_kstr (enc, "call_id", m->call_id);
+            sb_enc_key (enc, "content");
+            sb_enc_strn (enc, m->content, m->content_len);
+            break;
+    }
+    sb_enc_map_close (enc);
+}
+
+void
+sb_context_encode (const sb_context_t *ctx, sb_enc_t *enc)
+{
+    sb_enc_array_open (enc);
+    //  The assistant message whose block of tool messages is being
+    //  written; its unanswered calls are closed at the end of the block.
+    const s_msg_t *asst = NULL;
+    for (size_t i = 0; i < ctx->count; i++) {
+        const s_msg_t *m = &ctx->msgs [i];
+        s_encode_msg (m, enc);
+        if (m->role == S_ASSISTANT)
+            asst = m;
+        if (m->role == S_USER || !asst)
+            continue;
+        if (i + 1 < ctx->count && ctx->msgs [i + 1].role == S_TOOL)
+            continue;
+        for (uint32_t k = 0; k < asst->ncalls; k++) {
+            if (asst->calls [k].answered)
+                continue;
+            sb_enc_map_open (enc);
+            sb_enc_kstr (enc, "role", "tool");
+            sb_enc_kstr (enc, "call_id", asst->calls [k].call_id);
+            sb_enc_kstr (enc, "content", SB_CONTEXT_INTERRUPTED);
+            sb_enc_map_close (enc);
+        }
+        asst = NULL;
+    }
+    sb_enc_array_close (enc);
+}
+
+size_t
+sb_context_unanswered (const sb_context_t *ctx, const char **call_ids,
+                       const char **names, size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < ctx->count; i++) {
+        const s_msg_t *m = &ctx->msgs [i];
+        for (uint32_t k = 0; k < m->ncalls; k++) {
+            if (m->calls [k].answered)
+                continue;
+            if (n < max) {
+                if (call_ids)
+                    call_ids [n] = m->calls [k].call_id;
+                if (names)
+                    names [n] = m->calls [k].name;
+            }
+            n++;
+        }
+    }
+    return n;
+}

@@ -1,0 +1,111 @@
+/*  actors/exec/context.h — the model's context, built from a session's tape.
+
+    The exec actor feeds tape entries (the event maps of session.events or
+    session.event: {session_id, seq, ts, run_id?, kind, body}) in seq order,
+    and encodes the result as the `messages` array of an llm.stream request.
+    The context is incremental: a cached one is brought up to date by
+    feeding only the entries after sb_context_last_seq.
+
+    Mapping of tape kinds (everything else is not part of the model's
+    context and is skipped; its seq is still noted):
+      prompt {text}                  a user message
+      text.done {text}               the text of the current assistant message
+      reasoning.state {provider, data}  opaque state on the current assistant
+                                     message; several are given back as one
+                                     JSON array "[d1,d2,...]" in tape order
+      tool.call {call_id, name, arguments}  a call of the current assistant
+                                     message
+      tool.result {call_id, ok, output}     a tool message answering that call
+                                     ("error: " before the output when !ok)
+
+    The current assistant message is closed by tool.result, prompt,
+    turn.begin and turn.end. Tool messages are always placed in the block
+    right after the assistant message that made the call, whatever came in
+    between on the tape, so the encoded conversation is one every provider
+    accepts. A tool.result that answers no known call is dropped: a provider
+    refuses an orphan tool message.
+
+    One step may interleave its calls and results (call A, result A, call
+    B, result B) as well as list them (call A, call B, result A, result B).
+    Both give one assistant message with both calls: a tool.call that comes
+    after the results of the previous assistant message joins it, unless a
+    mark of a new model call came first (text.done, reasoning.state or
+    usage), or the turn ended. Splitting a step into two assistant messages
+    would lose the reasoning state of the second half, which Anthropic
+    refuses.
+
+    Several text.done entries in one assistant message are concatenated:
+    the executor may split a text longer than a tape entry allows.
+
+    Bounds: the context refuses an entry (E2BIG) that would take it past
+    its byte budget or past the llm.stream schema's limits (8192 messages,
+    256 calls per message, 4 MiB of text or reasoning state per message).
+    The default budget, 28 MiB, leaves room for instructions and tools
+    within llm.stream's 32 MiB body.
+
+    Not thread-safe: one owner at a time (the runtime cache checks a
+    context out to one run).
+*/
+#ifndef SB_EXEC_CONTEXT_H
+#define SB_EXEC_CONTEXT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "schemas/codec.h"
+
+#define SB_CONTEXT_MAX_BYTES        (28u << 20)
+#define SB_CONTEXT_MAX_MESSAGES     8192    //  llm.stream messages
+#define SB_CONTEXT_MAX_CALLS        256     //  llm.stream tool_calls per message
+#define SB_CONTEXT_MAX_TEXT         (4u << 20)  //  llm.stream content, reasoning_state
+
+//  What a call that never got its result is answered with, so the model
+//  is not handed a dangling call.
+#define SB_CONTEXT_INTERRUPTED \
+    "error: this tool call was interrupted (the server stopped before it finished); " \
+    "it was not run again"
+
+typedef struct sb_context sb_context_t;
+
+//  A new, empty context (last seq 0). NULL when out of memory.
+sb_context_t *sb_context_new (void);
+void sb_context_destroy (sb_context_t **ctx_p);
+
+//  Sets the byte budget (0: SB_CONTEXT_MAX_BYTES). A budget smaller than
+//  what is already held refuses every further entry that grows it.
+void sb_context_set_max_bytes (sb_context_t *ctx, size_t max_bytes);
+
+//  Feeds one tape entry. Every string is copied: the entry may be freed
+//  after the call. An entry whose seq is not above the last one seen is a
+//  replay and is ignored (returns 0); a gap is allowed.
+//  Returns 0, or -1 with errno: EINVAL for an entry without seq or kind,
+//  or a kind used here without its required fields; E2BIG past a bound;
+//  ENOMEM. A refused entry changes nothing, not even the last seq, so the
+//  context no longer follows the tape: the caller stops using it.
+int sb_context_add (sb_context_t *ctx, const sb_val_t *event);
+
+//  The seq of the last entry fed (0 for none).
+uint64_t sb_context_last_seq (const sb_context_t *ctx);
+
+//  The number of messages sb_context_encode writes: those held plus one
+//  synthetic tool message per unanswered call.
+size_t sb_context_count (const sb_context_t *ctx);
+
+//  Bytes accounted against the budget.
+size_t sb_context_bytes (const sb_context_t *ctx);
+
+//  Writes the messages as one msgpack ARRAY value, in the shape of the
+//  llm.stream `messages` field. Every call without a result is answered
+//  by a synthetic tool message (SB_CONTEXT_INTERRUPTED) placed after the
+//  real results of its assistant message. Call it only when about to ask
+//  the model, once the current step's results are in.
+void sb_context_encode (const sb_context_t *ctx, sb_enc_t *enc);
+
+//  The calls that have no result yet, oldest first: fills up to `max`
+//  entries of call_ids and names (either may be NULL) and returns how many
+//  there are in all. The strings belong to the context and stay valid
+//  until the next sb_context_add or sb_context_destroy. At resume the
+//  executor appends a real tool.result for each.
+size_t sb_context_unanswered (const sb_context_t *ctx, const char **call_ids,
+                              const char **names, size_t max);
+
+#endif

@@ -1,0 +1,657 @@
+/*  cli/sessions.c — `switchboard sessions` and `switchboard events`.
+
+    sessions: list, show, new, update, close and delete sessions through
+    the session service. events: print a session's tape from a cursor, and
+    with --follow keep printing it live.
+
+    --follow must print every entry exactly once, in order, although
+    pub/sub can drop (at the high-water mark, and before a subscription has
+    propagated). So it subscribes first, then replays the tape, and from
+    then on trusts only seq: an event at or below the last printed seq is
+    dropped, an event past the next one means a gap, filled from the tape,
+    and a quiet second asks the tape too, in case the last events of a
+    burst were the ones dropped. */
+#include "cli/cli.h"
+#include "actors/session.h"
+#include "common/log.h"
+#include "schemas/json.h"
+
+#include <czmq.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CALL_TIMEOUT_MS 10000
+#define CALL_TRIES      3
+
+static const char *s_sessions_usage =
+    "usage: switchboard sessions [list] [--status active|closed] [--limit N] [--json]\n"
+    "       switchboard sessions show ID [--json]\n"
+    "       switchboard sessions new --workspace DIR [--title T] [--provider P] [--model M]\n"
+    "                                [--approval yolo|auto|interactive] [--max-steps N] [--json]\n"
+    "       switchboard sessions update ID [--title T] [--provider P] [--model M]\n"
+    "                                [--approval P] [--max-steps N] [--workspace DIR] [--json]\n"
+    "       switchboard sessions close ID [--json]\n"
+    "       switchboard sessions delete ID [--json]\n"
+    "\n"
+    "Lists, shows, creates, changes, closes and deletes sessions. A session is a\n"
+    "workspace folder with its config and its tape (see 'switchboard events').\n"
+    "\n"
+    "  --status S        list only active or only closed sessions\n"
+    "  --limit N         list at most N sessions (default: all)\n"
+    "  --workspace DIR   an existing folder; stored as its real path\n"
+    "  --title T         a title (empty clears it, in update)\n"
+    "  --provider P      the LLM provider name\n"
+    "  --model M         the model name\n"
+    "  --approval P      approval policy: yolo, auto or interactive\n"
+    "  --max-steps N     step limit per run, 1 to 10000\n"
+    "  --json            one JSON document (list: one JSON object per line)\n"
+    "  --connect EP      the server's command endpoint (default: ipc in DATA)\n"
+    "  --data DIR        the server's data folder\n"
+    "  -h, --help        this help\n"
+    "\n"
+    "Exit status: 0 success, 1 the operation failed, 2 usage error.\n";
+
+static const char *s_events_usage =
+    "usage: switchboard events --session ID [--after N] [--follow] [--json]\n"
+    "                          [--connect EP] [--data DIR]\n"
+    "\n"
+    "Prints a session's tape, one entry per line: seq, time, kind, run and a\n"
+    "summary of the body. With --follow it then keeps printing new entries as\n"
+    "they are committed, each exactly once and in order, until interrupted.\n"
+    "\n"
+    "  --session ID      the session\n"
+    "  --after N         start after seq N (default 0: from the beginning)\n"
+    "  --follow          keep streaming live entries\n"
+    "  --json            one JSON object per entry and line\n"
+    "  --connect EP      the server's command endpoint (default: ipc in DATA)\n"
+    "  --data DIR        the server's data folder\n"
+    "  -h, --help        this help\n"
+    "\n"
+    "Exit status: 0 success (or interrupted while following), 1 failure, 2 usage error.\n";
+
+//  --------------------------------------------------------------------------
+//  Calls
+
+//  Calls `type` with the encoded body, retrying an `unavailable` answer or
+//  a timeout: writes carry a command_id, so a retry never applies twice.
+//  Prints one line and returns NULL on failure.
+static sb_msg_t *
+s_call (const char *cmd, sb_bus_t *bus, const char *type, sb_enc_t *enc)
+{
+    size_t len;
+    const uint8_t *body = sb_enc_data (enc, &len);
+    for (int attempt = 1; ; attempt++) {
+        sb_msg_t *reply = sb_bus_call (bus, type, NULL, body, len, CALL_TIMEOUT_MS);
+        bool retry = !reply || strcmp (sb_msg_error_code (reply), "unavailable") == 0;
+        if (retry && attempt < CALL_TRIES) {
+            sb_msg_destroy (&reply);
+            continue;
+        }
+        if (!reply) {
+            sb_cli_fail (cmd, "no reply to %s within %d s: is the server running?",
+                         type, CALL_TIMEOUT_MS / 1000);
+            return NULL;
+        }
+        if (sb_msg_is_error (reply)) {
+            sb_cli_fail (cmd, "%s: %s", sb_msg_error_code (reply), sb_msg_error_message (reply));
+            sb_msg_destroy (&reply);
+            return NULL;
+        }
+        return reply;
+    }
+}
+
+static void
+s_command_id (sb_enc_t *enc)
+{
+    char id [SB_ULID_LEN + 1];
+    sb_ulid_new (id);
+    sb_enc_kstr (enc, "command_id", id);
+}
+
+//  --------------------------------------------------------------------------
+//  Human output
+
+static void
+s_time (uint64_t ms, char *out, size_t n, bool with_ms)
+{
+    time_t t = (time_t) (ms / 1000);
+    struct tm tm;
+    localtime_r (&t, &tm);
+    size_t w = strftime (out, n, with_ms? "%m-%d %H:%M:%S": "%Y-%m-%d %H:%M:%S", &tm);
+    if (with_ms && w + 5 <= n)
+        snprintf (out + w, n - w, ".%03u", (unsigned) (ms % 1000));
+}
+
+static const char *
+s_or_dash (const char *s)
+{
+    return s && *s? s: "-";
+}
+
+//  Copies `s` into out as one line: control characters shown as escapes,
+//  cut at `max` bytes with an ellipsis.
+static void
+s_oneline (const char *s, size_t max, char *out, size_t n)
+{
+    size_t w = 0;
+    for (; s && *s && w + 8 < n; s++) {
+        if (w >= max) {
+            memcpy (out + w, "...", 3);
+            w += 3;
+            break;
+        }
+        unsigned char c = (unsigned char) *s;
+        if (c == '\n') { out [w++] = '\\'; out [w++] = 'n'; }
+        else if (c == '\t') { out [w++] = '\\'; out [w++] = 't'; }
+        else if (c == '\r') { out [w++] = '\\'; out [w++] = 'r'; }
+        else if (c < 0x20) w += (size_t) snprintf (out + w, n - w, "\\x%02x", c);
+        else out [w++] = (char) c;
+    }
+    out [w] = 0;
+}
+
+static void
+s_print_record (const sb_val_t *r)
+{
+    char created [32], updated [32];
+    s_time (sb_get_uint (r, "created_at", 0), created, sizeof created, false);
+    s_time (sb_get_uint (r, "updated_at", 0), updated, sizeof updated, false);
+    printf ("session    %s\n", s_or_dash (sb_get_str (r, "session_id")));
+    printf ("status     %s\n", s_or_dash (sb_get_str (r, "status")));
+    printf ("title      %s\n", s_or_dash (sb_get_str (r, "title")));
+    printf ("workspace  %s\n", s_or_dash (sb_get_str (r, "workspace")));
+    printf ("provider   %s\n", s_or_dash (sb_get_str (r, "provider")));
+    printf ("model      %s\n", s_or_dash (sb_get_str (r, "model")));
+    printf ("approval   %s\n", s_or_dash (sb_get_str (r, "approval_policy")));
+    if (sb_get (r, "max_steps"))
+        printf ("max_steps  %llu\n", (unsigned long long) sb_get_uint (r, "max_steps", 0));
+    else
+        printf ("max_steps  -\n");
+    const sb_val_t *labels = sb_get_map (r, "labels");
+    printf ("labels     ");
+    for (uint32_t k = 0; labels && k < labels->len; k++) {
+        const sb_val_t *key = sb_map_key (labels, k), *val = sb_map_val (labels, k);
+        printf ("%s%s=%s", k? ", ": "", key->type == SB_V_STR? key->v.s: "?",
+                val->type == SB_V_STR? val->v.s: "?");
+    }
+    printf ("%s\n", labels && labels->len? "": "-");
+    printf ("last_seq   %llu\n", (unsigned long long) sb_get_uint (r, "last_seq", 0));
+    printf ("last_run   %s\n", s_or_dash (sb_get_str (r, "last_run_id")));
+    printf ("turn       %s\n", s_or_dash (sb_get_str (r, "turn_status")));
+    printf ("created    %s\n", created);
+    printf ("updated    %s\n", updated);
+}
+
+static void
+s_print_row (const sb_val_t *r)
+{
+    char updated [32], title [64];
+    s_time (sb_get_uint (r, "updated_at", 0), updated, sizeof updated, false);
+    s_oneline (s_or_dash (sb_get_str (r, "title")), 30, title, sizeof title);
+    printf ("%-26s  %-6s  %8llu  %-19s  %-33s  %s\n", s_or_dash (sb_get_str (r, "session_id")),
+            s_or_dash (sb_get_str (r, "status")), (unsigned long long) sb_get_uint (r, "last_seq", 0),
+            updated, title, s_or_dash (sb_get_str (r, "workspace")));
+}
+
+//  A few words about an entry's body, by kind.
+static void
+s_summary (const char *kind, const sb_val_t *body, char *out, size_t n)
+{
+    char a [256], b [256];
+    const char *text = sb_get_str (body, "text");
+    if (strcmp (kind, "session.created") == 0 || strcmp (kind, "session.updated") == 0) {
+        const sb_val_t *s = sb_get_map (body, "session");
+        const sb_val_t *changed = sb_get_array (body, "changed");
+        size_t w = (size_t) snprintf (out, n, "%s", changed? "changed": "");
+        for (uint32_t k = 0; changed && k < changed->len && w < n; k++) {
+            const sb_val_t *c = sb_array_at (changed, k);
+            w += (size_t) snprintf (out + w, n - w, "%s%s", k? ",": " ",
+                                    c->type == SB_V_STR? c->v.s: "?");
+        }
+        s_oneline (s_or_dash (sb_get_str (s, "title")), 60, a, sizeof a);
+        if (w < n)
+            snprintf (out + w, n - w, "%sstatus=%s title=%s workspace=%s", w? "; ": "",
+                      s_or_dash (sb_get_str (s, "status")), a, s_or_dash (sb_get_str (s, "workspace")));
+    }
+    else
+    if (strcmp (kind, "tool.call") == 0) {
+        s_oneline (sb_get_str (body, "arguments"), 100, a, sizeof a);
+        snprintf (out, n, "%s %s", s_or_dash (sb_get_str (body, "name")), a);
+    }
+    else
+    if (strcmp (kind, "tool.result") == 0) {
+        s_oneline (sb_get_str (body, "output"), 100, a, sizeof a);
+        snprintf (out, n, "%s exit=%lld %s", sb_get_bool (body, "ok", false)? "ok": "failed",
+                  (long long) sb_get_int (body, "exit_code", 0), a);
+    }
+    else
+    if (strcmp (kind, "run.status") == 0) {
+        s_oneline (sb_get_str (body, "reason"), 100, a, sizeof a);
+        snprintf (out, n, "%s%s%s", s_or_dash (sb_get_str (body, "status")), *a? " ": "", a);
+    }
+    else
+    if (strcmp (kind, "error") == 0) {
+        s_oneline (sb_get_str (body, "message"), 120, a, sizeof a);
+        snprintf (out, n, "%s: %s", s_or_dash (sb_get_str (body, "code")), a);
+    }
+    else
+    if (strcmp (kind, "usage") == 0)
+        snprintf (out, n, "in=%llu out=%llu", (unsigned long long) sb_get_uint (body, "input_tokens", 0),
+                  (unsigned long long) sb_get_uint (body, "output_tokens", 0));
+    else
+    if (text) {
+        s_oneline (text, 120, b, sizeof b);
+        snprintf (out, n, "%s", b);
+    }
+    else {
+        char *j = body? sb_json_dump (body): NULL;
+        s_oneline (j? j: "", 120, b, sizeof b);
+        snprintf (out, n, "%s", b);
+        free (j);
+    }
+}
+
+static void
+s_print_event (const sb_val_t *e, bool json)
+{
+    if (json) {
+        sb_cli_print_json (e);
+        return;
+    }
+    char when [32], summary [512];
+    const char *kind = s_or_dash (sb_get_str (e, "kind"));
+    s_time (sb_get_uint (e, "ts", 0), when, sizeof when, true);
+    s_summary (kind, sb_get_map (e, "body"), summary, sizeof summary);
+    printf ("%6llu  %s  %-18s  %-26s  %s\n", (unsigned long long) sb_get_uint (e, "seq", 0), when,
+            kind, s_or_dash (sb_get_str (e, "run_id")), summary);
+    fflush (stdout);
+}
+
+//  --------------------------------------------------------------------------
+//  sessions
+
+typedef struct {
+    const char *connect, *data;
+    const char *status, *workspace, *title, *provider, *model, *approval;
+    long long limit;
+    unsigned long long max_steps;
+    bool json;
+    bool has_max_steps;
+    int config_opts;            //  how many new/update options were given
+} opts_t;
+
+static int
+s_parse_uint (const char *cmd, const char *opt, const char *text, unsigned long long max,
+              unsigned long long *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull (text, &end, 10);
+    if (!*text || *end || errno || text [0] == '-' || v > max)
+        return sb_cli_usage (cmd, "%s takes a number from 0 to %llu, not '%s'", opt, max, text);
+    *out = v;
+    return 0;
+}
+
+//  The workspace as the server will see it: a relative path is made
+//  absolute here, because the server's working folder is not ours.
+static int
+s_absolute (const char *path, char *out, size_t n)
+{
+    if (path [0] == '/')
+        return snprintf (out, n, "%s", path) < (int) n? 0: -1;
+    char cwd [PATH_MAX];
+    if (!getcwd (cwd, sizeof cwd))
+        return -1;
+    return snprintf (out, n, "%s/%s", cwd, path) < (int) n? 0: -1;
+}
+
+static void
+s_enc_config (sb_enc_t *enc, const opts_t *o, const char *workspace)
+{
+    sb_enc_kstr_opt (enc, "workspace", workspace);
+    sb_enc_kstr_opt (enc, "title", o->title);
+    sb_enc_kstr_opt (enc, "provider", o->provider);
+    sb_enc_kstr_opt (enc, "model", o->model);
+    sb_enc_kstr_opt (enc, "approval_policy", o->approval);
+    if (o->has_max_steps)
+        sb_enc_kuint (enc, "max_steps", o->max_steps);
+}
+
+static int
+s_sessions_list (sb_bus_t *bus, const opts_t *o)
+{
+    sb_enc_t *enc = sb_enc_new ();
+    char cursor [SB_ULID_LEN + 1] = "";
+    long long printed = 0;
+    int rc = 0;
+    while (o->limit < 0 || printed < o->limit) {
+        long long want = SB_SESSION_LIST_LIMIT_MAX;
+        if (o->limit >= 0 && o->limit - printed < want)
+            want = o->limit - printed;
+        sb_enc_reset (enc);
+        sb_enc_map_open (enc);
+        sb_enc_kstr_opt (enc, "status", o->status);
+        sb_enc_kuint (enc, "limit", (uint64_t) want);
+        if (cursor [0])
+            sb_enc_kstr (enc, "cursor", cursor);
+        sb_enc_map_close (enc);
+        sb_msg_t *reply = s_call ("sessions", bus, "session.list", enc);
+        if (!reply) {
+            rc = 1;
+            break;
+        }
+        const sb_val_t *list = sb_get_array (reply->body, "sessions");
+        for (uint32_t k = 0; list && k < list->len; k++) {
+            const sb_val_t *r = sb_array_at (list, k);
+            if (o->json)
+                sb_cli_print_json (r);
+            else {
+                if (printed == 0)
+                    printf ("%-26s  %-6s  %8s  %-19s  %-33s  %s\n", "SESSION", "STATUS", "LAST_SEQ",
+                            "UPDATED", "TITLE", "WORKSPACE");
+                s_print_row (r);
+            }
+            printed++;
+        }
+        const char *next = sb_get_str (reply->body, "next_cursor");
+        snprintf (cursor, sizeof cursor, "%s", next? next: "");
+        sb_msg_destroy (&reply);
+        if (!cursor [0])
+            break;
+    }
+    if (rc == 0 && printed == 0 && !o->json)
+        fprintf (stderr, "no sessions%s%s\n", o->status? " with status ": "", o->status? o->status: "");
+    fflush (stdout);
+    sb_enc_destroy (&enc);
+    return rc;
+}
+
+//  show, new, update, close, delete: one call, one object printed.
+static int
+s_sessions_one (sb_bus_t *bus, const char *sub, const char *id, const opts_t *o)
+{
+    char workspace [PATH_MAX + 1];
+    if (o->workspace && s_absolute (o->workspace, workspace, sizeof workspace) != 0)
+        return sb_cli_fail ("sessions", "workspace %s: path too long", o->workspace);
+    const char *type = strcmp (sub, "show") == 0? "session.get":
+                       strcmp (sub, "new") == 0? "session.create":
+                       strcmp (sub, "update") == 0? "session.update":
+                       strcmp (sub, "close") == 0? "session.close": "session.delete";
+    sb_enc_t *enc = sb_enc_new ();
+    sb_enc_map_open (enc);
+    if (id)
+        sb_enc_kstr (enc, "session_id", id);
+    if (strcmp (sub, "new") == 0 || strcmp (sub, "update") == 0)
+        s_enc_config (enc, o, o->workspace? workspace: NULL);
+    if (strcmp (sub, "show") != 0)
+        s_command_id (enc);
+    sb_enc_map_close (enc);
+    sb_msg_t *reply = s_call ("sessions", bus, type, enc);
+    sb_enc_destroy (&enc);
+    if (!reply)
+        return 1;
+    const sb_val_t *r = sb_get_map (reply->body, "session");
+    if (o->json)
+        sb_cli_print_json (r? r: reply->body);
+    else
+    if (strcmp (sub, "delete") == 0)
+        printf ("deleted session %s and its %llu events\n", id,
+                (unsigned long long) sb_get_uint (reply->body, "deleted_events", 0));
+    else
+    if (strcmp (sub, "close") == 0)
+        printf ("closed session %s at seq %llu\n", id, (unsigned long long) sb_get_uint (r, "last_seq", 0));
+    else
+        s_print_record (r);
+    fflush (stdout);
+    sb_msg_destroy (&reply);
+    return 0;
+}
+
+int
+sb_cmd_sessions (int argc, char **argv)
+{
+    static struct option longopts [] = {
+        { "status", required_argument, 0, 's' },
+        { "limit", required_argument, 0, 'n' },
+        { "workspace", required_argument, 0, 'w' },
+        { "title", required_argument, 0, 't' },
+        { "provider", required_argument, 0, 'p' },
+        { "model", required_argument, 0, 'm' },
+        { "approval", required_argument, 0, 'a' },
+        { "max-steps", required_argument, 0, 'x' },
+        { "json", no_argument, 0, 'j' },
+        { "connect", required_argument, 0, 'c' },
+        { "data", required_argument, 0, 'd' },
+        { "help", no_argument, 0, 'h' },
+        { 0, 0, 0, 0 }
+    };
+    opts_t o = { .limit = -1 };
+    unsigned long long v;
+    int c;
+    optind = 1;
+    while ((c = getopt_long (argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+            case 's': o.status = optarg; break;
+            case 'n':
+                if (s_parse_uint ("sessions", "--limit", optarg, LLONG_MAX, &v))
+                    return 2;
+                o.limit = (long long) v;
+                break;
+            case 'w': o.workspace = optarg; o.config_opts++; break;
+            case 't': o.title = optarg; o.config_opts++; break;
+            case 'p': o.provider = optarg; o.config_opts++; break;
+            case 'm': o.model = optarg; o.config_opts++; break;
+            case 'a': o.approval = optarg; o.config_opts++; break;
+            case 'x':
+                if (s_parse_uint ("sessions", "--max-steps", optarg, 10000, &o.max_steps))
+                    return 2;
+                o.has_max_steps = true;
+                o.config_opts++;
+                break;
+            case 'j': o.json = true; break;
+            case 'c': o.connect = optarg; break;
+            case 'd': o.data = optarg; break;
+            case 'h': fputs (s_sessions_usage, stdout); return 0;
+            default: return sb_cli_usage ("sessions", "unknown option");
+        }
+    }
+    const char *sub = optind < argc? argv [optind++]: "list";
+    static const char *const subs [] = { "list", "show", "new", "update", "close", "delete" };
+    bool known = false;
+    for (size_t k = 0; k < sizeof subs / sizeof subs [0]; k++)
+        known |= strcmp (sub, subs [k]) == 0;
+    if (!known)
+        return sb_cli_usage ("sessions", "unknown subcommand '%s' (list, show, new, update, close, delete)", sub);
+    bool list = strcmp (sub, "list") == 0, create = strcmp (sub, "new") == 0;
+    bool update = strcmp (sub, "update") == 0;
+    const char *id = NULL;
+    if (!list && !create) {
+        if (optind >= argc)
+            return sb_cli_usage ("sessions", "%s needs a session id", sub);
+        id = argv [optind++];
+    }
+    if (optind < argc)
+        return sb_cli_usage ("sessions", "unexpected argument '%s'", argv [optind]);
+    if (!list && (o.status || o.limit >= 0))
+        return sb_cli_usage ("sessions", "--status and --limit go with list only");
+    if (o.status && strcmp (o.status, "active") != 0 && strcmp (o.status, "closed") != 0)
+        return sb_cli_usage ("sessions", "--status takes active or closed");
+    if (!create && !update && o.config_opts)
+        return sb_cli_usage ("sessions", "--workspace, --title, --provider, --model, --approval and "
+                             "--max-steps go with new and update only");
+    if (create && !o.workspace)
+        return sb_cli_usage ("sessions", "new needs --workspace DIR");
+    if (update && o.config_opts == 0)
+        return sb_cli_usage ("sessions", "update needs at least one of --title, --provider, --model, "
+                             "--approval, --max-steps, --workspace");
+    if (o.has_max_steps && o.max_steps == 0)
+        return sb_cli_usage ("sessions", "--max-steps takes a number from 1 to 10000");
+
+    sb_bus_t *bus = sb_cli_connect ("sessions", o.connect, o.data);
+    if (!bus)
+        return 1;
+    int rc = list? s_sessions_list (bus, &o): s_sessions_one (bus, sub, id, &o);
+    sb_bus_destroy (&bus);
+    return rc;
+}
+
+//  --------------------------------------------------------------------------
+//  events
+
+static volatile sig_atomic_t s_stop;
+
+static void
+s_on_signal (int sig)
+{
+    (void) sig;
+    s_stop = 1;
+}
+
+//  Prints the tape after *last, page by page, until the head. Entries at
+//  or below *last are dropped. Returns 0, or 1 after printing the error.
+static int
+s_catch_up (sb_bus_t *bus, const char *sid, uint64_t *last, bool json)
+{
+    sb_enc_t *enc = sb_enc_new ();
+    int rc = 0;
+    bool more = true;
+    while (more && !s_stop) {
+        sb_enc_reset (enc);
+        sb_enc_map_open (enc);
+        sb_enc_kstr (enc, "session_id", sid);
+        sb_enc_kuint (enc, "after_seq", *last);
+        sb_enc_kuint (enc, "limit", SB_SESSION_EVENTS_LIMIT_MAX);
+        sb_enc_map_close (enc);
+        sb_msg_t *reply = s_call ("events", bus, "session.events", enc);
+        if (!reply) {
+            rc = 1;
+            break;
+        }
+        const sb_val_t *events = sb_get_array (reply->body, "events");
+        for (uint32_t k = 0; events && k < events->len; k++) {
+            const sb_val_t *e = sb_array_at (events, k);
+            uint64_t seq = sb_get_uint (e, "seq", 0);
+            if (seq <= *last)
+                continue;
+            s_print_event (e, json);
+            *last = seq;
+        }
+        more = sb_get_bool (reply->body, "more", false) && events && events->len > 0;
+        sb_msg_destroy (&reply);
+    }
+    sb_enc_destroy (&enc);
+    return rc;
+}
+
+//  Streams live events after the replay. Returns the exit code.
+static int
+s_follow (sb_bus_t *bus, sb_sub_t *sub, const char *sid, uint64_t last, bool json)
+{
+    char topic [SB_ULID_LEN + 16];
+    snprintf (topic, sizeof topic, "session/%s", sid);
+    while (!s_stop) {
+        sb_msg_t *msg = sb_sub_recv (sub, 1000);
+        if (!msg) {
+            //  Quiet: the tail of a burst may have been dropped, and no
+            //  later event would show the gap.
+            if (!s_stop && s_catch_up (bus, sid, &last, json) != 0)
+                return 1;
+            continue;
+        }
+        uint64_t seq = sb_get_uint (msg->body, "seq", 0);
+        if (strcmp (msg->topic, topic) == 0 && strcmp (msg->h.type, "session.event") == 0
+        &&  seq > last) {
+            if (seq > last + 1 && s_catch_up (bus, sid, &last, json) != 0) {
+                sb_msg_destroy (&msg);
+                return 1;
+            }
+            if (seq == last + 1) {
+                s_print_event (msg->body, json);
+                last = seq;
+            }
+        }
+        sb_msg_destroy (&msg);
+    }
+    return 0;
+}
+
+int
+sb_cmd_events (int argc, char **argv)
+{
+    static struct option longopts [] = {
+        { "session", required_argument, 0, 's' },
+        { "after", required_argument, 0, 'a' },
+        { "follow", no_argument, 0, 'f' },
+        { "json", no_argument, 0, 'j' },
+        { "connect", required_argument, 0, 'c' },
+        { "data", required_argument, 0, 'd' },
+        { "help", no_argument, 0, 'h' },
+        { 0, 0, 0, 0 }
+    };
+    const char *sid = NULL, *connect = NULL, *data = NULL;
+    unsigned long long after = 0;
+    bool follow = false, json = false;
+    int c;
+    optind = 1;
+    while ((c = getopt_long (argc, argv, "hf", longopts, NULL)) != -1) {
+        switch (c) {
+            case 's': sid = optarg; break;
+            case 'a':
+                if (s_parse_uint ("events", "--after", optarg, UINT64_MAX, &after))
+                    return 2;
+                break;
+            case 'f': follow = true; break;
+            case 'j': json = true; break;
+            case 'c': connect = optarg; break;
+            case 'd': data = optarg; break;
+            case 'h': fputs (s_events_usage, stdout); return 0;
+            default: return sb_cli_usage ("events", "unknown option");
+        }
+    }
+    if (optind < argc)
+        return sb_cli_usage ("events", "unexpected argument '%s'", argv [optind]);
+    if (!sid)
+        return sb_cli_usage ("events", "which session? (--session ID)");
+
+    //  czmq's own handler would swallow Ctrl-C; ours ends the loop cleanly.
+    zsys_handler_set (NULL);
+    struct sigaction sa = { .sa_handler = s_on_signal };
+    sigemptyset (&sa.sa_mask);
+    sigaction (SIGINT, &sa, NULL);
+    sigaction (SIGTERM, &sa, NULL);
+
+    sb_sub_t *sub = NULL;
+    if (follow) {
+        //  Subscribe before the replay, so that nothing committed after
+        //  the replay's last page can slip between the two.
+        char ep [4200], err [512];
+        if (sb_cli_endpoint (connect, data, "pub", ep, sizeof ep, err, sizeof err))
+            return sb_cli_fail ("events", "%s", err);
+        char topic [SB_ULID_LEN + 16];
+        snprintf (topic, sizeof topic, "session/%s", sid);
+        sub = sb_sub_new (ep);
+        if (!sub)
+            return sb_cli_fail ("events", "cannot subscribe at %s", ep);
+        sb_sub_subscribe (sub, topic);
+    }
+    sb_bus_t *bus = sb_cli_connect ("events", connect, data);
+    if (!bus) {
+        sb_sub_destroy (&sub);
+        return 1;
+    }
+    uint64_t last = after;
+    int rc = s_catch_up (bus, sid, &last, json);
+    if (rc == 0 && follow)
+        rc = s_follow (bus, sub, sid, last, json);
+    sb_sub_destroy (&sub);
+    sb_bus_destroy (&bus);
+    return rc;
+}

@@ -50,5 +50,7 @@ int sb_cmd_stats (int argc, char **argv);
 int sb_cmd_schemas (int argc, char **argv);
 int sb_cmd_actor (int argc, char **argv);
 int sb_cmd_call (int argc, char **argv);
+int sb_cmd_sessions (int argc, char **argv);
+int sb_cmd_events (int argc, char **argv);
 
 #endif

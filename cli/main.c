@@ -11,6 +11,8 @@ static const sb_cmd_t s_commands [] = {
     { "schemas", sb_cmd_schemas, "print the message tables" },
     { "call", sb_cmd_call, "send one request with a JSON body, print the reply" },
     { "actor", sb_cmd_actor, "run one actor attached to a broker" },
+    { "sessions", sb_cmd_sessions, "list, show, create, update, close and delete sessions" },
+    { "events", sb_cmd_events, "print a session's tape; --follow streams it live" },
 };
 #define NCOMMANDS (sizeof s_commands / sizeof s_commands [0])
 

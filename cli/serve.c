@@ -7,6 +7,7 @@
 #include "cli/cli.h"
 #include "cli/serve.h"
 #include "actors/actor.h"
+#include "actors/session.h"
 #include "bus/broker.h"
 #include "common/log.h"
 
@@ -54,6 +55,7 @@ typedef struct {
 static const actor_row_t s_actor_table [] = {
     { "llm", sb_llm_actor, 0, true },
     { "echo", sb_echo_actor, 1, false },
+    { "session", sb_session_actor, 2, true },
 };
 #define NACTORS (sizeof s_actor_table / sizeof s_actor_table [0])
 

@@ -74,7 +74,7 @@ sb_chunk_kind_name (sb_chunk_kind_t kind)
 //  JSON helpers
 
 void
-sb_errf (char *err, size_t errlen, const char *fmt, ...)
+sb_provider_errf (char *err, size_t errlen, const char *fmt, ...)
 {
     if (!err || !errlen)
         return;
@@ -85,13 +85,13 @@ sb_errf (char *err, size_t errlen, const char *fmt, ...)
 }
 
 const char *
-sb_json_str (json_t *obj, const char *key)
+sb_provider_jstr (json_t *obj, const char *key)
 {
     return json_string_value (json_object_get (obj, key));
 }
 
 int64_t
-sb_json_int (json_t *obj, const char *key)
+sb_provider_jint (json_t *obj, const char *key)
 {
     json_t *v = json_object_get (obj, key);
     if (json_is_integer (v))
@@ -102,7 +102,7 @@ sb_json_int (json_t *obj, const char *key)
 }
 
 int
-sb_json_put (json_t *obj, const char *key, json_t *value)
+sb_provider_jput (json_t *obj, const char *key, json_t *value)
 {
     if (!value)
         return -1;
@@ -141,7 +141,7 @@ s_utf8_seq (const unsigned char *s, size_t n)
 }
 
 json_t *
-sb_json_text (const char *s)
+sb_provider_jtext (const char *s)
 {
     if (!s)
         s = "";
@@ -173,28 +173,28 @@ sb_json_text (const char *s)
 }
 
 json_t *
-sb_json_parse (const char *text, const char *what, bool any, char *err, size_t errlen)
+sb_provider_jparse (const char *text, const char *what, bool any, char *err, size_t errlen)
 {
     json_error_t jerr;
     json_t *v = json_loads (text, JSON_DECODE_ANY, &jerr);
     if (!v) {
-        sb_errf (err, errlen, "%s: not valid JSON: %s", what, jerr.text);
+        sb_provider_errf (err, errlen, "%s: not valid JSON: %s", what, jerr.text);
         return NULL;
     }
     if (!any && !json_is_object (v)) {
         json_decref (v);
-        sb_errf (err, errlen, "%s: not a JSON object", what);
+        sb_provider_errf (err, errlen, "%s: not a JSON object", what);
         return NULL;
     }
     return v;
 }
 
 json_t *
-sb_json_state_items (const char *state, const char *what, char *err, size_t errlen)
+sb_provider_jstate (const char *state, const char *what, char *err, size_t errlen)
 {
     if (!state || !*state)
         return json_array ();
-    json_t *v = sb_json_parse (state, what, true, err, errlen);
+    json_t *v = sb_provider_jparse (state, what, true, err, errlen);
     if (!v)
         return NULL;
     if (json_is_object (v)) {
@@ -211,13 +211,13 @@ sb_json_state_items (const char *state, const char *what, char *err, size_t errl
         json_array_foreach (v, i, item)
             if (!json_is_object (item)) {
                 json_decref (v);
-                sb_errf (err, errlen, "%s: array items must be JSON objects", what);
+                sb_provider_errf (err, errlen, "%s: array items must be JSON objects", what);
                 return NULL;
             }
         return v;
     }
     json_decref (v);
-    sb_errf (err, errlen, "%s: must be a JSON object or array", what);
+    sb_provider_errf (err, errlen, "%s: must be a JSON object or array", what);
     return NULL;
 }
 
@@ -230,18 +230,18 @@ sb_provider_check (const sb_llm_request_t *req, char *err, size_t errlen)
     for (size_t t = 0; t < req->tool_count; t++) {
         const sb_llm_tool_t *tool = &req->tools [t];
         if (!tool->name || !*tool->name) {
-            sb_errf (err, errlen, "tools[%zu]: name is required", t);
+            sb_provider_errf (err, errlen, "tools[%zu]: name is required", t);
             return -1;
         }
         for (size_t u = 0; u < t; u++)
             if (s_streq (req->tools [u].name, tool->name)) {
-                sb_errf (err, errlen, "tools[%zu]: duplicate name '%s'", t, tool->name);
+                sb_provider_errf (err, errlen, "tools[%zu]: duplicate name '%s'", t, tool->name);
                 return -1;
             }
         if (tool->parameters && *tool->parameters) {
             char what [64];
             snprintf (what, sizeof what, "tools[%zu].parameters", t);
-            json_t *schema = sb_json_parse (tool->parameters, what, false, err, errlen);
+            json_t *schema = sb_provider_jparse (tool->parameters, what, false, err, errlen);
             if (!schema)
                 return -1;
             json_decref (schema);
@@ -250,7 +250,7 @@ sb_provider_check (const sb_llm_request_t *req, char *err, size_t errlen)
     //  Call ids seen so far, as a hash set: a long session holds thousands.
     json_t *calls = json_object ();
     if (!calls) {
-        sb_errf (err, errlen, "out of memory");
+        sb_provider_errf (err, errlen, "out of memory");
         return -1;
     }
     int rc = -1;
@@ -258,45 +258,45 @@ sb_provider_check (const sb_llm_request_t *req, char *err, size_t errlen)
         const sb_llm_message_t *msg = &req->messages [m];
         if (msg->role != SB_LLM_ROLE_USER && msg->role != SB_LLM_ROLE_ASSISTANT
         &&  msg->role != SB_LLM_ROLE_TOOL) {
-            sb_errf (err, errlen, "messages[%zu]: unknown role %d", m, (int) msg->role);
+            sb_provider_errf (err, errlen, "messages[%zu]: unknown role %d", m, (int) msg->role);
             goto out;
         }
         if (msg->tool_call_count && msg->role != SB_LLM_ROLE_ASSISTANT) {
-            sb_errf (err, errlen, "messages[%zu]: only assistant messages carry tool calls", m);
+            sb_provider_errf (err, errlen, "messages[%zu]: only assistant messages carry tool calls", m);
             goto out;
         }
         if (msg->tool_call_count && !msg->tool_calls) {
-            sb_errf (err, errlen, "messages[%zu]: tool_call_count without tool_calls", m);
+            sb_provider_errf (err, errlen, "messages[%zu]: tool_call_count without tool_calls", m);
             goto out;
         }
         for (size_t c = 0; c < msg->tool_call_count; c++) {
             const sb_llm_tool_call_t *call = &msg->tool_calls [c];
             if (!call->call_id || !*call->call_id || !call->name || !*call->name) {
-                sb_errf (err, errlen, "messages[%zu].tool_calls[%zu]: call_id and name are required",
+                sb_provider_errf (err, errlen, "messages[%zu].tool_calls[%zu]: call_id and name are required",
                          m, c);
                 goto out;
             }
             //  Providers pair outputs with calls by id; a duplicate would
             //  pair one output with two calls.
             if (json_object_get (calls, call->call_id)) {
-                sb_errf (err, errlen, "messages[%zu].tool_calls[%zu]: duplicate call_id '%s'",
+                sb_provider_errf (err, errlen, "messages[%zu].tool_calls[%zu]: duplicate call_id '%s'",
                          m, c, call->call_id);
                 goto out;
             }
             if (json_object_set_new (calls, call->call_id, json_true ())) {
-                sb_errf (err, errlen, "messages[%zu].tool_calls[%zu]: bad call_id", m, c);
+                sb_provider_errf (err, errlen, "messages[%zu].tool_calls[%zu]: bad call_id", m, c);
                 goto out;
             }
         }
         if (msg->role == SB_LLM_ROLE_TOOL) {
             if (!msg->call_id || !*msg->call_id) {
-                sb_errf (err, errlen, "messages[%zu]: tool message without call_id", m);
+                sb_provider_errf (err, errlen, "messages[%zu]: tool message without call_id", m);
                 goto out;
             }
             //  Every provider refuses an output whose call it has not seen;
             //  say so here, with the index, rather than as a remote 400.
             if (!json_object_get (calls, msg->call_id)) {
-                sb_errf (err, errlen, "messages[%zu]: tool output for unknown call_id '%s'",
+                sb_provider_errf (err, errlen, "messages[%zu]: tool output for unknown call_id '%s'",
                          m, msg->call_id);
                 goto out;
             }
@@ -315,27 +315,27 @@ sb_provider_build_body (sb_provider_kind_t kind, const sb_llm_request_t *req,
     if (err && errlen)
         *err = 0;
     if (!req) {
-        sb_errf (err, errlen, "no request");
+        sb_provider_errf (err, errlen, "no request");
         return NULL;
     }
     if (!req->model || !*req->model) {
-        sb_errf (err, errlen, "model is required");
+        sb_provider_errf (err, errlen, "model is required");
         return NULL;
     }
     if ((req->message_count && !req->messages) || (req->tool_count && !req->tools)) {
-        sb_errf (err, errlen, "count given without its array");
+        sb_provider_errf (err, errlen, "count given without its array");
         return NULL;
     }
     if (sb_provider_check (req, err, errlen))
         return NULL;
     json_t *body = NULL;
     switch (kind) {
-        case SB_PROVIDER_RESPONSES: body = sb_responses_body (req, false, err, errlen); break;
-        case SB_PROVIDER_CODEX:     body = sb_responses_body (req, true, err, errlen); break;
-        case SB_PROVIDER_CHAT:      body = sb_chat_body (req, err, errlen); break;
-        case SB_PROVIDER_ANTHROPIC: body = sb_anthropic_body (req, err, errlen); break;
+        case SB_PROVIDER_RESPONSES: body = sb_provider_responses_body (req, false, err, errlen); break;
+        case SB_PROVIDER_CODEX:     body = sb_provider_responses_body (req, true, err, errlen); break;
+        case SB_PROVIDER_CHAT:      body = sb_provider_chat_body (req, err, errlen); break;
+        case SB_PROVIDER_ANTHROPIC: body = sb_provider_anthropic_body (req, err, errlen); break;
         default:
-            sb_errf (err, errlen, "unknown provider kind %d", (int) kind);
+            sb_provider_errf (err, errlen, "unknown provider kind %d", (int) kind);
             return NULL;
     }
     if (!body)
@@ -345,7 +345,7 @@ sb_provider_build_body (sb_provider_kind_t kind, const sb_llm_request_t *req,
     char *text = json_dumps (body, JSON_COMPACT | JSON_REAL_PRECISION (15));
     json_decref (body);
     if (!text)
-        sb_errf (err, errlen, "out of memory");
+        sb_provider_errf (err, errlen, "out of memory");
     return text;
 }
 
@@ -358,9 +358,9 @@ sb_mapper_new (sb_provider_kind_t kind)
     sb_mapper_fn *fn;
     switch (kind) {
         case SB_PROVIDER_RESPONSES:
-        case SB_PROVIDER_CODEX:     fn = sb_responses_map; break;
-        case SB_PROVIDER_CHAT:      fn = sb_chat_map; break;
-        case SB_PROVIDER_ANTHROPIC: fn = sb_anthropic_map; break;
+        case SB_PROVIDER_CODEX:     fn = sb_provider_responses_map; break;
+        case SB_PROVIDER_CHAT:      fn = sb_provider_chat_map; break;
+        case SB_PROVIDER_ANTHROPIC: fn = sb_provider_anthropic_map; break;
         default:                    return NULL;
     }
     sb_mapper_t *self = calloc (1, sizeof *self);
@@ -811,10 +811,12 @@ s_token_char (unsigned char c, bool dots)
     return isalnum (c) || c == '-' || c == '_' || c == '*' || (dots && c == '.');
 }
 
-//  Copies a provider message, dropping control characters, cutting at a
-//  UTF-8 boundary, and redacting anything shaped like a credential: OpenAI
-//  echoes a masked key ("Incorrect API key provided: sk-proj-ab***yz"),
-//  and even a fragment of a key must never reach a log or the tape.
+//  Copies a provider message, dropping control characters and invalid
+//  UTF-8, cutting at a UTF-8 boundary, and redacting anything shaped like
+//  a credential: OpenAI echoes a masked key ("Incorrect API key provided:
+//  sk-proj-ab***yz"), and even a fragment of a key must never reach a log
+//  or the tape. Cleaning comes first, so that dropped bytes cannot join
+//  the pieces of a key back together after the redaction looked.
 static void
 s_set_message (char *dst, size_t size, const char *src, size_t len)
 {
@@ -822,15 +824,35 @@ s_set_message (char *dst, size_t size, const char *src, size_t len)
         { "sk-", false }, { "sk_", false }, { "sess-", false }, { "eyJ", true },
         { "Bearer ", true }, { "rt_", false }, { "ak-", false },
     };
+    //  What can show in size bytes comes from at most 4 * size clean bytes
+    //  (a redacted token can be any length, but is cut at that point).
+    char clean [4 * sizeof ((sb_provider_error_t *) 0)->message];
+    size_t clen = 0;
+    for (size_t i = 0; i < len && clen + 4 < sizeof clean;) {
+        unsigned char c = src [i];
+        if (c < 0x20 || c == 0x7F) {
+            clean [clen++] = ' ';
+            i++;
+            continue;
+        }
+        size_t k = s_utf8_seq ((const unsigned char *) src + i, len - i);
+        if (!k) {
+            i++;
+            continue;
+        }
+        memcpy (clean + clen, src + i, k);
+        clen += k;
+        i += k;
+    }
     size_t o = 0;
-    for (size_t i = 0; i < len && o + 1 < size;) {
-        bool boundary = i == 0 || !s_token_char ((unsigned char) src [i - 1], false);
+    for (size_t i = 0; i < clen && o + 1 < size;) {
+        bool boundary = i == 0 || !s_token_char ((unsigned char) clean [i - 1], false);
         bool redacted = false;
         for (size_t k = 0; boundary && k < sizeof secrets / sizeof secrets [0]; k++) {
             size_t plen = strlen (secrets [k].prefix);
-            if (len - i >= plen && memcmp (src + i, secrets [k].prefix, plen) == 0) {
+            if (clen - i >= plen && memcmp (clean + i, secrets [k].prefix, plen) == 0) {
                 size_t j = i + plen;
-                while (j < len && s_token_char ((unsigned char) src [j], secrets [k].dots))
+                while (j < clen && s_token_char ((unsigned char) clean [j], secrets [k].dots))
                     j++;
                 const char *mark = "[redacted]";
                 size_t mlen = strlen (mark);
@@ -845,20 +867,10 @@ s_set_message (char *dst, size_t size, const char *src, size_t len)
         }
         if (redacted)
             continue;
-        unsigned char c = src [i];
-        if (c < 0x20 || c == 0x7F) {
-            dst [o++] = ' ';
-            i++;
-            continue;
-        }
-        size_t k = s_utf8_seq ((const unsigned char *) src + i, len - i);
-        if (!k) {
-            i++;
-            continue;
-        }
+        size_t k = s_utf8_seq ((const unsigned char *) clean + i, clen - i);
         if (o + k + 1 > size)
             break;
-        memcpy (dst + o, src + i, k);
+        memcpy (dst + o, clean + i, k);
         o += k;
         i += k;
     }
@@ -926,17 +938,17 @@ sb_provider_classify_http (sb_provider_kind_t kind, long http_status,
         if (json_is_object (error)) {
             //  OpenAI {error:{message,type,code}}, Anthropic {type:"error",
             //  error:{type,message}}; the codex backend adds its own codes.
-            code = sb_json_str (error, "code");
-            type = sb_json_str (error, "type");
-            message = sb_json_str (error, "message");
+            code = sb_provider_jstr (error, "code");
+            type = sb_provider_jstr (error, "type");
+            message = sb_provider_jstr (error, "message");
         }
         else
         if (json_is_string (error))
             message = json_string_value (error);      // Ollama, llama.cpp
         if (!message)
-            message = sb_json_str (json, "detail");   // ChatGPT backend, FastAPI servers
+            message = sb_provider_jstr (json, "detail");   // ChatGPT backend, FastAPI servers
         if (!message)
-            message = sb_json_str (json, "message");
+            message = sb_provider_jstr (json, "message");
     }
     if (message)
         s_error_fill (err, http_status, code, type, message);

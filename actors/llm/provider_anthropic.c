@@ -41,7 +41,7 @@ s_thinking_budget (const char *effort, int64_t *budget)
 static json_t *
 s_text_block (const char *text)
 {
-    return json_pack ("{s:s, s:o}", "type", "text", "text", sb_json_text (text));
+    return json_pack ("{s:s, s:o}", "type", "text", "text", sb_provider_jtext (text));
 }
 
 //  Adds a user-side block, opening a user message unless the last message
@@ -53,7 +53,7 @@ s_add_user_block (json_t *messages, json_t *block, bool is_result)
     if (!block)
         return -1;
     json_t *last = json_array_get (messages, json_array_size (messages) - 1);
-    const char *role = sb_json_str (last, "role");
+    const char *role = sb_provider_jstr (last, "role");
     if (!role || !s_streq (role, "user")) {
         last = json_pack ("{s:s, s:[]}", "role", "user", "content");
         if (!last || json_array_append_new (messages, last)) {
@@ -66,7 +66,7 @@ s_add_user_block (json_t *messages, json_t *block, bool is_result)
     if (is_result) {
         at = 0;
         while (at < json_array_size (content)) {
-            const char *type = sb_json_str (json_array_get (content, at), "type");
+            const char *type = sb_provider_jstr (json_array_get (content, at), "type");
             if (!type || !s_streq (type, "tool_result"))
                 break;
             at++;
@@ -84,7 +84,7 @@ s_add_assistant (json_t *messages, const sb_llm_message_t *msg, size_t m,
         goto nomem;
     char what [64];
     snprintf (what, sizeof what, "messages[%zu].reasoning_state", m);
-    json_t *items = sb_json_state_items (msg->reasoning_state, what, err, errlen);
+    json_t *items = sb_provider_jstate (msg->reasoning_state, what, err, errlen);
     if (!items) {
         json_decref (content);
         return -1;
@@ -94,7 +94,7 @@ s_add_assistant (json_t *messages, const sb_llm_message_t *msg, size_t m,
     size_t i;
     json_t *item;
     json_array_foreach (items, i, item) {
-        const char *type = sb_json_str (item, "type");
+        const char *type = sb_provider_jstr (item, "type");
         if (type && (s_streq (type, "thinking") || s_streq (type, "redacted_thinking")))
             json_array_append (content, item);
     }
@@ -110,15 +110,15 @@ s_add_assistant (json_t *messages, const sb_llm_message_t *msg, size_t m,
             snprintf (what, sizeof what, "messages[%zu].tool_calls[%zu].arguments", m, c);
             //  input must be an object here, unlike the other formats that
             //  carry arguments as opaque text.
-            input = sb_json_parse (call->arguments, what, false, err, errlen);
+            input = sb_provider_jparse (call->arguments, what, false, err, errlen);
             if (!input) {
                 json_decref (content);
                 return -1;
             }
         }
         json_t *block = json_pack ("{s:s, s:o, s:o, s:o}", "type", "tool_use",
-                                   "id", sb_json_text (call->call_id),
-                                   "name", sb_json_text (call->name), "input", input);
+                                   "id", sb_provider_jtext (call->call_id),
+                                   "name", sb_provider_jtext (call->name), "input", input);
         if (!block || json_array_append_new (content, block))
             goto nomem;
     }
@@ -135,23 +135,23 @@ s_add_assistant (json_t *messages, const sb_llm_message_t *msg, size_t m,
 
 nomem:
     json_decref (content);
-    sb_errf (err, errlen, "out of memory");
+    sb_provider_errf (err, errlen, "out of memory");
     return -1;
 }
 
 json_t *
-sb_anthropic_body (const sb_llm_request_t *req, char *err, size_t errlen)
+sb_provider_anthropic_body (const sb_llm_request_t *req, char *err, size_t errlen)
 {
     const sb_llm_options_t *opt = &req->options;
     int64_t budget = 0;
     if (opt->reasoning_effort && *opt->reasoning_effort
     &&  s_thinking_budget (opt->reasoning_effort, &budget)) {
-        sb_errf (err, errlen, "reasoning_effort '%s' is not one of none, minimal, low, medium, high",
+        sb_provider_errf (err, errlen, "reasoning_effort '%s' is not one of none, minimal, low, medium, high",
                  opt->reasoning_effort);
         return NULL;
     }
     if (opt->has_max_output_tokens && opt->max_output_tokens < 1) {
-        sb_errf (err, errlen, "max_output_tokens must be at least 1");
+        sb_provider_errf (err, errlen, "max_output_tokens must be at least 1");
         return NULL;
     }
     //  max_tokens is required, and must leave room for the answer above
@@ -169,10 +169,10 @@ sb_anthropic_body (const sb_llm_request_t *req, char *err, size_t errlen)
     json_t *messages = json_array ();
     if (!body || !messages)
         goto nomem;
-    json_object_set_new (body, "model", sb_json_text (req->model));
+    json_object_set_new (body, "model", sb_provider_jtext (req->model));
     json_object_set_new (body, "max_tokens", json_integer (max_tokens));
     if (req->instructions && *req->instructions)
-        json_object_set_new (body, "system", sb_json_text (req->instructions));
+        json_object_set_new (body, "system", sb_provider_jtext (req->instructions));
 
     for (size_t m = 0; m < req->message_count; m++) {
         const sb_llm_message_t *msg = &req->messages [m];
@@ -188,10 +188,10 @@ sb_anthropic_body (const sb_llm_request_t *req, char *err, size_t errlen)
                 break;
             case SB_LLM_ROLE_TOOL: {
                 json_t *block = json_pack ("{s:s, s:o}", "type", "tool_result",
-                                           "tool_use_id", sb_json_text (msg->call_id));
+                                           "tool_use_id", sb_provider_jtext (msg->call_id));
                 //  content is optional, and an empty one is refused.
                 if (block && msg->content && *msg->content)
-                    sb_json_put (block, "content", sb_json_text (msg->content));
+                    sb_provider_jput (block, "content", sb_provider_jtext (msg->content));
                 rc = s_add_user_block (messages, block, true);
                 break;
             }
@@ -209,19 +209,19 @@ sb_anthropic_body (const sb_llm_request_t *req, char *err, size_t errlen)
             json_t *schema = tool->parameters && *tool->parameters
                            ? json_loads (tool->parameters, 0, NULL)
                            : json_pack ("{s:s, s:{}}", "type", "object", "properties");
-            json_t *entry = json_pack ("{s:o, s:o, s:o}", "name", sb_json_text (tool->name),
-                                       "description", sb_json_text (tool->description),
+            json_t *entry = json_pack ("{s:o, s:o, s:o}", "name", sb_provider_jtext (tool->name),
+                                       "description", sb_provider_jtext (tool->description),
                                        "input_schema", schema);
             if (!entry || json_array_append_new (tools, entry)) {
                 json_decref (tools);
                 tools = NULL;
             }
         }
-        if (sb_json_put (body, "tools", tools))
+        if (sb_provider_jput (body, "tools", tools))
             goto nomem;
     }
     if (budget)
-        sb_json_put (body, "thinking", json_pack ("{s:s, s:I}", "type", "enabled",
+        sb_provider_jput (body, "thinking", json_pack ("{s:s, s:I}", "type", "enabled",
                                                   "budget_tokens", (json_int_t) budget));
     //  With thinking on, the API refuses any temperature but the default;
     //  dropping it beats failing every call of a session that set both.
@@ -231,7 +231,7 @@ sb_anthropic_body (const sb_llm_request_t *req, char *err, size_t errlen)
     return body;
 
 nomem:
-    sb_errf (err, errlen, "out of memory");
+    sb_provider_errf (err, errlen, "out of memory");
 fail:
     json_decref (messages);
     json_decref (body);
@@ -250,21 +250,21 @@ s_usage (sb_mapper_t *self, json_t *usage, bool start)
         return;
     self->has_usage = true;
     if (start || json_object_get (usage, "input_tokens")) {
-        int64_t cached = sb_json_int (usage, "cache_read_input_tokens");
-        self->usage.input_tokens = sb_json_int (usage, "input_tokens") + cached
-                                 + sb_json_int (usage, "cache_creation_input_tokens");
+        int64_t cached = sb_provider_jint (usage, "cache_read_input_tokens");
+        self->usage.input_tokens = sb_provider_jint (usage, "input_tokens") + cached
+                                 + sb_provider_jint (usage, "cache_creation_input_tokens");
         self->usage.cached_tokens = cached;
     }
     if (json_object_get (usage, "output_tokens"))
-        self->usage.output_tokens = sb_json_int (usage, "output_tokens");
+        self->usage.output_tokens = sb_provider_jint (usage, "output_tokens");
 }
 
 static int
 s_block_start (sb_mapper_t *self, json_t *data)
 {
-    int64_t index = sb_json_int (data, "index");
+    int64_t index = sb_provider_jint (data, "index");
     json_t *block = json_object_get (data, "content_block");
-    const char *type = sb_json_str (block, "type");
+    const char *type = sb_provider_jstr (block, "type");
     sb_slot_t *slot = sb_mapper_slot_by_index (self, index);
     if (slot && !slot->done)
         return sb_mapper_fail (self, "bad_stream", "content block %lld started twice",
@@ -307,8 +307,8 @@ s_block_start (sb_mapper_t *self, json_t *data)
     }
     if (s_streq (type, "tool_use")) {
         slot->type = BLOCK_TOOL;
-        if (sb_mapper_set_str (self, &slot->call_id, sb_json_str (block, "id"))
-        ||  sb_mapper_set_str (self, &slot->name, sb_json_str (block, "name")))
+        if (sb_mapper_set_str (self, &slot->call_id, sb_provider_jstr (block, "id"))
+        ||  sb_mapper_set_str (self, &slot->name, sb_provider_jstr (block, "name")))
             return -1;
         //  Streaming sends input {} here and the real input as deltas; keep
         //  a non-empty one in case no delta follows.
@@ -327,8 +327,8 @@ static int
 s_block_delta (sb_mapper_t *self, json_t *data)
 {
     json_t *delta = json_object_get (data, "delta");
-    const char *type = sb_json_str (delta, "type");
-    sb_slot_t *slot = sb_mapper_slot_by_index (self, sb_json_int (data, "index"));
+    const char *type = sb_provider_jstr (delta, "type");
+    sb_slot_t *slot = sb_mapper_slot_by_index (self, sb_provider_jint (data, "index"));
     if (!type || (slot && slot->done))
         return 0;
     if (s_streq (type, "text_delta")) {
@@ -409,11 +409,11 @@ s_stop_reason (const char *reason)
 }
 
 int
-sb_anthropic_map (sb_mapper_t *self, const char *event, json_t *data, const char *raw, size_t len)
+sb_provider_anthropic_map (sb_mapper_t *self, const char *event, json_t *data, const char *raw, size_t len)
 {
     if (!data)
         return sb_mapper_fail (self, "bad_stream", "event '%.40s' is not a JSON object", event);
-    const char *type = sb_json_str (data, "type");
+    const char *type = sb_provider_jstr (data, "type");
     if (!type)
         type = event;
 
@@ -422,7 +422,7 @@ sb_anthropic_map (sb_mapper_t *self, const char *event, json_t *data, const char
     if (s_streq (type, "content_block_start"))
         return s_block_start (self, data);
     if (s_streq (type, "content_block_stop")) {
-        sb_slot_t *slot = sb_mapper_slot_by_index (self, sb_json_int (data, "index"));
+        sb_slot_t *slot = sb_mapper_slot_by_index (self, sb_provider_jint (data, "index"));
         return slot && !slot->done? s_block_finish (self, slot): 0;
     }
     if (s_streq (type, "message_start")) {
@@ -430,7 +430,7 @@ sb_anthropic_map (sb_mapper_t *self, const char *event, json_t *data, const char
         return 0;
     }
     if (s_streq (type, "message_delta")) {
-        const char *reason = sb_json_str (json_object_get (data, "delta"), "stop_reason");
+        const char *reason = sb_provider_jstr (json_object_get (data, "delta"), "stop_reason");
         if (reason)
             self->stop_reason = s_stop_reason (reason);
         s_usage (self, json_object_get (data, "usage"), false);
@@ -449,8 +449,8 @@ sb_anthropic_map (sb_mapper_t *self, const char *event, json_t *data, const char
     }
     if (s_streq (type, "error")) {
         json_t *error = json_object_get (data, "error");
-        const char *message = sb_json_str (error, "message");
-        sb_mapper_finish_error (self, NULL, sb_json_str (error, "type"),
+        const char *message = sb_provider_jstr (error, "message");
+        sb_mapper_finish_error (self, NULL, sb_provider_jstr (error, "type"),
                                 message? message: "the provider reported an error", false);
         return 0;
     }

@@ -24,8 +24,8 @@ s_tools (const sb_llm_request_t *req)
                        ? json_loads (tool->parameters, 0, NULL)
                        : json_pack ("{s:s, s:{}}", "type", "object", "properties");
         json_t *entry = json_pack ("{s:s, s:{s:o, s:o, s:o}}", "type", "function", "function",
-                                   "name", sb_json_text (tool->name),
-                                   "description", sb_json_text (tool->description),
+                                   "name", sb_provider_jtext (tool->name),
+                                   "description", sb_provider_jtext (tool->description),
                                    "parameters", params);
         if (!entry || json_array_append_new (tools, entry)) {
             json_decref (tools);
@@ -44,7 +44,7 @@ s_assistant (const sb_llm_message_t *msg)
     json_object_set_new (out, "role", json_string ("assistant"));
     //  content may be null only when the turn is all tool calls.
     if (msg->content && *msg->content)
-        json_object_set_new (out, "content", sb_json_text (msg->content));
+        json_object_set_new (out, "content", sb_provider_jtext (msg->content));
     else
         json_object_set_new (out, "content", msg->tool_call_count? json_null (): json_string (""));
     if (!msg->tool_call_count)
@@ -54,15 +54,15 @@ s_assistant (const sb_llm_message_t *msg)
         const sb_llm_tool_call_t *call = &msg->tool_calls [c];
         const char *args = call->arguments && *call->arguments? call->arguments: "{}";
         json_t *entry = json_pack ("{s:o, s:s, s:{s:o, s:o}}",
-                                   "id", sb_json_text (call->call_id), "type", "function",
-                                   "function", "name", sb_json_text (call->name),
-                                   "arguments", sb_json_text (args));
+                                   "id", sb_provider_jtext (call->call_id), "type", "function",
+                                   "function", "name", sb_provider_jtext (call->name),
+                                   "arguments", sb_provider_jtext (args));
         if (!entry || json_array_append_new (calls, entry)) {
             json_decref (calls);
             calls = NULL;
         }
     }
-    if (sb_json_put (out, "tool_calls", calls)) {
+    if (sb_provider_jput (out, "tool_calls", calls)) {
         json_decref (out);
         return NULL;
     }
@@ -70,18 +70,18 @@ s_assistant (const sb_llm_message_t *msg)
 }
 
 json_t *
-sb_chat_body (const sb_llm_request_t *req, char *err, size_t errlen)
+sb_provider_chat_body (const sb_llm_request_t *req, char *err, size_t errlen)
 {
     json_t *body = json_object ();
     json_t *messages = json_array ();
     if (!body || !messages)
         goto nomem;
-    json_object_set_new (body, "model", sb_json_text (req->model));
+    json_object_set_new (body, "model", sb_provider_jtext (req->model));
     //  "system", not OpenAI's newer "developer": every compatible server
     //  knows the former.
     if (req->instructions && *req->instructions) {
         json_t *system = json_pack ("{s:s, s:o}", "role", "system",
-                                    "content", sb_json_text (req->instructions));
+                                    "content", sb_provider_jtext (req->instructions));
         if (!system || json_array_append_new (messages, system))
             goto nomem;
     }
@@ -90,15 +90,15 @@ sb_chat_body (const sb_llm_request_t *req, char *err, size_t errlen)
         json_t *out = NULL;
         switch (msg->role) {
             case SB_LLM_ROLE_USER:
-                out = json_pack ("{s:s, s:o}", "role", "user", "content", sb_json_text (msg->content));
+                out = json_pack ("{s:s, s:o}", "role", "user", "content", sb_provider_jtext (msg->content));
                 break;
             case SB_LLM_ROLE_ASSISTANT:
                 out = s_assistant (msg);
                 break;
             case SB_LLM_ROLE_TOOL:
                 out = json_pack ("{s:s, s:o, s:o}", "role", "tool",
-                                 "tool_call_id", sb_json_text (msg->call_id),
-                                 "content", sb_json_text (msg->content));
+                                 "tool_call_id", sb_provider_jtext (msg->call_id),
+                                 "content", sb_provider_jtext (msg->content));
                 break;
         }
         if (!out || json_array_append_new (messages, out))
@@ -114,7 +114,7 @@ sb_chat_body (const sb_llm_request_t *req, char *err, size_t errlen)
     }
     const sb_llm_options_t *opt = &req->options;
     if (opt->reasoning_effort && *opt->reasoning_effort)
-        json_object_set_new (body, "reasoning_effort", sb_json_text (opt->reasoning_effort));
+        json_object_set_new (body, "reasoning_effort", sb_provider_jtext (opt->reasoning_effort));
     //  max_tokens rather than OpenAI's newer max_completion_tokens: it is the
     //  one that Ollama, llama.cpp and vLLM honour.
     if (opt->has_max_output_tokens)
@@ -126,7 +126,7 @@ sb_chat_body (const sb_llm_request_t *req, char *err, size_t errlen)
     return body;
 
 nomem:
-    sb_errf (err, errlen, "out of memory");
+    sb_provider_errf (err, errlen, "out of memory");
     json_decref (messages);
     json_decref (body);
     return NULL;
@@ -142,7 +142,7 @@ static sb_slot_t *
 s_call_slot (sb_mapper_t *self, json_t *frag)
 {
     json_t *index = json_object_get (frag, "index");
-    const char *id = sb_json_str (frag, "id");
+    const char *id = sb_provider_jstr (frag, "id");
     sb_slot_t *slot = NULL;
     if (json_is_integer (index)) {
         slot = sb_mapper_slot_by_index (self, json_integer_value (index));
@@ -172,8 +172,8 @@ s_tool_fragment (sb_mapper_t *self, json_t *frag)
     if (slot->done)
         return 0;
     json_t *function = json_object_get (frag, "function");
-    const char *id = sb_json_str (frag, "id");
-    const char *name = sb_json_str (function, "name");
+    const char *id = sb_provider_jstr (frag, "id");
+    const char *name = sb_provider_jstr (function, "name");
     json_t *args = json_object_get (function, "arguments");
     if (id && *id && !slot->call_id && sb_mapper_set_str (self, &slot->call_id, id))
         return -1;
@@ -222,7 +222,7 @@ s_stop_reason (const char *finish)
 }
 
 int
-sb_chat_map (sb_mapper_t *self, const char *event, json_t *data, const char *raw, size_t len)
+sb_provider_chat_map (sb_mapper_t *self, const char *event, json_t *data, const char *raw, size_t len)
 {
     if (!data) {
         //  The terminal event; some servers pad it with spaces.
@@ -245,9 +245,9 @@ sb_chat_map (sb_mapper_t *self, const char *event, json_t *data, const char *raw
     json_t *error = json_object_get (data, "error");
     if (json_is_object (error) || json_is_string (error)) {
         const char *message = json_is_string (error)? json_string_value (error)
-                                                    : sb_json_str (error, "message");
-        const char *code = sb_json_str (error, "code");
-        const char *type = sb_json_str (error, "type");
+                                                    : sb_provider_jstr (error, "message");
+        const char *code = sb_provider_jstr (error, "code");
+        const char *type = sb_provider_jstr (error, "type");
         sb_mapper_finish_error (self, code, type, message? message: "the server reported an error",
                                 false);
         return 0;
@@ -277,7 +277,7 @@ sb_chat_map (sb_mapper_t *self, const char *event, json_t *data, const char *raw
             if (json_is_object (frag) && s_tool_fragment (self, frag))
                 return -1;
     }
-    const char *finish = sb_json_str (choice, "finish_reason");
+    const char *finish = sb_provider_jstr (choice, "finish_reason");
     if (finish && *finish) {
         //  Emitted now rather than at [DONE], so that they come before the
         //  usage, as in every other format.
@@ -289,12 +289,12 @@ sb_chat_map (sb_mapper_t *self, const char *event, json_t *data, const char *raw
     if (json_is_object (usage)) {
         //  Kept and emitted once at [DONE]: vLLM can repeat it on every chunk.
         self->has_usage = true;
-        self->usage.input_tokens = sb_json_int (usage, "prompt_tokens");
-        self->usage.output_tokens = sb_json_int (usage, "completion_tokens");
+        self->usage.input_tokens = sb_provider_jint (usage, "prompt_tokens");
+        self->usage.output_tokens = sb_provider_jint (usage, "completion_tokens");
         self->usage.cached_tokens =
-            sb_json_int (json_object_get (usage, "prompt_tokens_details"), "cached_tokens");
+            sb_provider_jint (json_object_get (usage, "prompt_tokens_details"), "cached_tokens");
         self->usage.reasoning_tokens =
-            sb_json_int (json_object_get (usage, "completion_tokens_details"), "reasoning_tokens");
+            sb_provider_jint (json_object_get (usage, "completion_tokens_details"), "reasoning_tokens");
     }
     return 0;
 }

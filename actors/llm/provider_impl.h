@@ -101,9 +101,9 @@ int sb_mapper_append (sb_mapper_t *self, sb_mbuf_t *buf, const char *src, size_t
 void sb_mapper_sort_slots (sb_mapper_t *self);
 
 //  Per-format event handlers.
-int sb_responses_map (sb_mapper_t *self, const char *event, json_t *data, const char *raw, size_t len);
-int sb_chat_map (sb_mapper_t *self, const char *event, json_t *data, const char *raw, size_t len);
-int sb_anthropic_map (sb_mapper_t *self, const char *event, json_t *data, const char *raw, size_t len);
+int sb_provider_responses_map (sb_mapper_t *self, const char *event, json_t *data, const char *raw, size_t len);
+int sb_provider_chat_map (sb_mapper_t *self, const char *event, json_t *data, const char *raw, size_t len);
+int sb_provider_anthropic_map (sb_mapper_t *self, const char *event, json_t *data, const char *raw, size_t len);
 
 //  Checks what every format needs of a request: roles, call ids present
 //  and unique, each tool output answering an earlier call, tool schemas
@@ -111,25 +111,25 @@ int sb_anthropic_map (sb_mapper_t *self, const char *event, json_t *data, const 
 int sb_provider_check (const sb_llm_request_t *req, char *err, size_t errlen);
 
 //  Per-format body builders; return the body object or NULL with err set.
-json_t *sb_responses_body (const sb_llm_request_t *req, bool codex, char *err, size_t errlen);
-json_t *sb_chat_body (const sb_llm_request_t *req, char *err, size_t errlen);
-json_t *sb_anthropic_body (const sb_llm_request_t *req, char *err, size_t errlen);
+json_t *sb_provider_responses_body (const sb_llm_request_t *req, bool codex, char *err, size_t errlen);
+json_t *sb_provider_chat_body (const sb_llm_request_t *req, char *err, size_t errlen);
+json_t *sb_provider_anthropic_body (const sb_llm_request_t *req, char *err, size_t errlen);
 
 //  JSON helpers.
-const char *sb_json_str (json_t *obj, const char *key);        // NULL unless a string
-int64_t sb_json_int (json_t *obj, const char *key);            // 0 unless a number
+const char *sb_provider_jstr (json_t *obj, const char *key);        // NULL unless a string
+int64_t sb_provider_jint (json_t *obj, const char *key);            // 0 unless a number
 //  A JSON string from C text; invalid UTF-8 becomes U+FFFD, since tool
 //  output is whatever a command printed. NULL only when out of memory.
-json_t *sb_json_text (const char *s);
+json_t *sb_provider_jtext (const char *s);
 //  Parses JSON text that must be an object (or any value when any is true).
 //  Returns a new reference, or NULL with err "<what>: <reason>".
-json_t *sb_json_parse (const char *text, const char *what, bool any, char *err, size_t errlen);
+json_t *sb_provider_jparse (const char *text, const char *what, bool any, char *err, size_t errlen);
 //  The reasoning_state of a message as an array of objects (a new
 //  reference; empty for NULL). NULL with err when it is not JSON.
-json_t *sb_json_state_items (const char *state, const char *what, char *err, size_t errlen);
+json_t *sb_provider_jstate (const char *state, const char *what, char *err, size_t errlen);
 //  Sets obj[key] = value, stealing the reference; -1 when value is NULL.
-int sb_json_put (json_t *obj, const char *key, json_t *value);
-void sb_errf (char *err, size_t errlen, const char *fmt, ...)
+int sb_provider_jput (json_t *obj, const char *key, json_t *value);
+void sb_provider_errf (char *err, size_t errlen, const char *fmt, ...)
     __attribute__ ((format (printf, 3, 4)));
 
 #endif

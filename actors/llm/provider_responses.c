@@ -16,7 +16,7 @@
 static json_t *
 s_content (const char *type, const char *text)
 {
-    json_t *part = json_pack ("{s:s, s:o}", "type", type, "text", sb_json_text (text));
+    json_t *part = json_pack ("{s:s, s:o}", "type", type, "text", sb_provider_jtext (text));
     return part? json_pack ("[o]", part): NULL;
 }
 
@@ -38,7 +38,7 @@ s_add_reasoning (json_t *input, const char *state, size_t m, char *err, size_t e
 {
     char what [64];
     snprintf (what, sizeof what, "messages[%zu].reasoning_state", m);
-    json_t *items = sb_json_state_items (state, what, err, errlen);
+    json_t *items = sb_provider_jstate (state, what, err, errlen);
     if (!items)
         return -1;
     size_t i;
@@ -46,7 +46,7 @@ s_add_reasoning (json_t *input, const char *state, size_t m, char *err, size_t e
     json_array_foreach (items, i, item) {
         //  Another provider's state (an Anthropic thinking block) is of no
         //  use here and would be refused.
-        const char *type = sb_json_str (item, "type");
+        const char *type = sb_provider_jstr (item, "type");
         if (!type || !s_streq (type, "reasoning"))
             continue;
         json_t *copy = json_deep_copy (item);
@@ -74,7 +74,7 @@ s_tools (const sb_llm_request_t *req)
         //  schemas have optional properties.
         json_t *entry = json_pack ("{s:s, s:s, s:o, s:o, s:b}",
                                    "type", "function", "name", tool->name,
-                                   "description", sb_json_text (tool->description),
+                                   "description", sb_provider_jtext (tool->description),
                                    "parameters", params, "strict", 0);
         if (!entry || json_array_append_new (tools, entry)) {
             json_decref (tools);
@@ -85,16 +85,16 @@ s_tools (const sb_llm_request_t *req)
 }
 
 json_t *
-sb_responses_body (const sb_llm_request_t *req, bool codex, char *err, size_t errlen)
+sb_provider_responses_body (const sb_llm_request_t *req, bool codex, char *err, size_t errlen)
 {
     json_t *body = json_object ();
     json_t *input = json_array ();
     if (!body || !input)
         goto nomem;
-    json_object_set_new (body, "model", sb_json_text (req->model));
+    json_object_set_new (body, "model", sb_provider_jtext (req->model));
     //  The Codex backend refuses a request without instructions.
     if (req->instructions || codex)
-        json_object_set_new (body, "instructions", sb_json_text (req->instructions));
+        json_object_set_new (body, "instructions", sb_provider_jtext (req->instructions));
 
     for (size_t m = 0; m < req->message_count; m++) {
         const sb_llm_message_t *msg = &req->messages [m];
@@ -119,17 +119,17 @@ sb_responses_body (const sb_llm_request_t *req, bool codex, char *err, size_t er
                     const sb_llm_tool_call_t *call = &msg->tool_calls [c];
                     const char *args = call->arguments && *call->arguments? call->arguments: "{}";
                     item = json_pack ("{s:s, s:o, s:o, s:o}", "type", "function_call",
-                                      "call_id", sb_json_text (call->call_id),
-                                      "name", sb_json_text (call->name),
-                                      "arguments", sb_json_text (args));
+                                      "call_id", sb_provider_jtext (call->call_id),
+                                      "name", sb_provider_jtext (call->name),
+                                      "arguments", sb_provider_jtext (args));
                     if (!item || json_array_append_new (input, item))
                         goto nomem;
                 }
                 break;
             case SB_LLM_ROLE_TOOL:
                 item = json_pack ("{s:s, s:o, s:o}", "type", "function_call_output",
-                                  "call_id", sb_json_text (msg->call_id),
-                                  "output", sb_json_text (msg->content));
+                                  "call_id", sb_provider_jtext (msg->call_id),
+                                  "output", sb_provider_jtext (msg->content));
                 if (!item || json_array_append_new (input, item))
                     goto nomem;
                 break;
@@ -149,8 +149,8 @@ sb_responses_body (const sb_llm_request_t *req, bool codex, char *err, size_t er
     if (opt->reasoning_effort && *opt->reasoning_effort)
         //  Summaries are what we show as thinking; without summary:auto
         //  the API sends none.
-        sb_json_put (body, "reasoning", json_pack ("{s:o, s:s}",
-                     "effort", sb_json_text (opt->reasoning_effort), "summary", "auto"));
+        sb_provider_jput (body, "reasoning", json_pack ("{s:o, s:s}",
+                     "effort", sb_provider_jtext (opt->reasoning_effort), "summary", "auto"));
     //  The ChatGPT Codex backend refuses both of these parameters.
     if (opt->has_max_output_tokens && !codex)
         json_object_set_new (body, "max_output_tokens", json_integer (opt->max_output_tokens));
@@ -162,7 +162,7 @@ sb_responses_body (const sb_llm_request_t *req, bool codex, char *err, size_t er
     return body;
 
 nomem:
-    sb_errf (err, errlen, "out of memory");
+    sb_provider_errf (err, errlen, "out of memory");
 fail:
     json_decref (input);
     json_decref (body);
@@ -177,7 +177,7 @@ fail:
 static sb_slot_t *
 s_call_slot (sb_mapper_t *self, json_t *data, const char *item_id)
 {
-    int64_t index = sb_json_int (data, "output_index");
+    int64_t index = sb_provider_jint (data, "output_index");
     sb_slot_t *slot = sb_mapper_slot_by_item (self, item_id);
     if (!slot && !item_id)
         slot = sb_mapper_slot_by_index (self, index);
@@ -200,7 +200,7 @@ static int
 s_item_done (sb_mapper_t *self, json_t *data)
 {
     json_t *item = json_object_get (data, "item");
-    const char *type = sb_json_str (item, "type");
+    const char *type = sb_provider_jstr (item, "type");
     if (!type)
         return 0;
     if (s_streq (type, "reasoning")) {
@@ -212,20 +212,20 @@ s_item_done (sb_mapper_t *self, json_t *data)
     }
     if (!s_streq (type, "function_call"))
         return 0;
-    sb_slot_t *slot = s_call_slot (self, data, sb_json_str (item, "id"));
+    sb_slot_t *slot = s_call_slot (self, data, sb_provider_jstr (item, "id"));
     if (!slot)
         return -1;
     if (slot->done)
         return 0;
-    if (sb_json_str (item, "call_id")
-    &&  sb_mapper_set_str (self, &slot->call_id, sb_json_str (item, "call_id")))
+    if (sb_provider_jstr (item, "call_id")
+    &&  sb_mapper_set_str (self, &slot->call_id, sb_provider_jstr (item, "call_id")))
         return -1;
-    if (sb_json_str (item, "name")
-    &&  sb_mapper_set_str (self, &slot->name, sb_json_str (item, "name")))
+    if (sb_provider_jstr (item, "name")
+    &&  sb_mapper_set_str (self, &slot->name, sb_provider_jstr (item, "name")))
         return -1;
     //  Arguments are assembled from the deltas; a server that sent none
     //  still gives them whole here.
-    const char *args = sb_json_str (item, "arguments");
+    const char *args = sb_provider_jstr (item, "arguments");
     if (slot->buf.len == 0 && args && sb_mapper_append (self, &slot->buf, args, strlen (args)))
         return -1;
     return s_emit_call (self, slot);
@@ -238,12 +238,12 @@ s_usage (sb_mapper_t *self, json_t *response)
     if (!json_is_object (usage))
         return;
     self->has_usage = true;
-    self->usage.input_tokens = sb_json_int (usage, "input_tokens");
-    self->usage.output_tokens = sb_json_int (usage, "output_tokens");
+    self->usage.input_tokens = sb_provider_jint (usage, "input_tokens");
+    self->usage.output_tokens = sb_provider_jint (usage, "output_tokens");
     self->usage.cached_tokens =
-        sb_json_int (json_object_get (usage, "input_tokens_details"), "cached_tokens");
+        sb_provider_jint (json_object_get (usage, "input_tokens_details"), "cached_tokens");
     self->usage.reasoning_tokens =
-        sb_json_int (json_object_get (usage, "output_tokens_details"), "reasoning_tokens");
+        sb_provider_jint (json_object_get (usage, "output_tokens_details"), "reasoning_tokens");
 }
 
 //  response.completed or response.incomplete: calls whose item never
@@ -270,21 +270,21 @@ s_error (sb_mapper_t *self, json_t *error, const char *fallback)
     json_t *inner = json_object_get (error, "error");
     if (json_is_object (inner))
         error = inner;
-    const char *code = sb_json_str (error, "code");
-    const char *type = sb_json_str (error, "type");
+    const char *code = sb_provider_jstr (error, "code");
+    const char *type = sb_provider_jstr (error, "type");
     if (type && s_streq (type, "error"))
         type = NULL;
-    const char *message = sb_json_str (error, "message");
+    const char *message = sb_provider_jstr (error, "message");
     sb_mapper_finish_error (self, code? code: type? NULL: fallback, type,
                             message? message: "the provider reported a failure", false);
 }
 
 int
-sb_responses_map (sb_mapper_t *self, const char *event, json_t *data, const char *raw, size_t len)
+sb_provider_responses_map (sb_mapper_t *self, const char *event, json_t *data, const char *raw, size_t len)
 {
     if (!data)
         return sb_mapper_fail (self, "bad_stream", "event '%.40s' is not a JSON object", event);
-    const char *type = sb_json_str (data, "type");
+    const char *type = sb_provider_jstr (data, "type");
     if (!type)
         type = event;
 
@@ -308,19 +308,19 @@ sb_responses_map (sb_mapper_t *self, const char *event, json_t *data, const char
     }
     if (s_streq (type, "response.output_item.added")) {
         json_t *item = json_object_get (data, "item");
-        const char *item_type = sb_json_str (item, "type");
+        const char *item_type = sb_provider_jstr (item, "type");
         if (!item_type || !s_streq (item_type, "function_call"))
             return 0;
-        sb_slot_t *slot = s_call_slot (self, data, sb_json_str (item, "id"));
+        sb_slot_t *slot = s_call_slot (self, data, sb_provider_jstr (item, "id"));
         if (!slot
-        ||  sb_mapper_set_str (self, &slot->call_id, sb_json_str (item, "call_id"))
-        ||  sb_mapper_set_str (self, &slot->name, sb_json_str (item, "name")))
+        ||  sb_mapper_set_str (self, &slot->call_id, sb_provider_jstr (item, "call_id"))
+        ||  sb_mapper_set_str (self, &slot->name, sb_provider_jstr (item, "name")))
             return -1;
         return 0;
     }
     if (s_streq (type, "response.function_call_arguments.delta")) {
         json_t *delta = json_object_get (data, "delta");
-        sb_slot_t *slot = s_call_slot (self, data, sb_json_str (data, "item_id"));
+        sb_slot_t *slot = s_call_slot (self, data, sb_provider_jstr (data, "item_id"));
         if (!slot)
             return -1;
         if (slot->done || !json_is_string (delta))
@@ -329,8 +329,8 @@ sb_responses_map (sb_mapper_t *self, const char *event, json_t *data, const char
                                  json_string_length (delta));
     }
     if (s_streq (type, "response.function_call_arguments.done")) {
-        const char *args = sb_json_str (data, "arguments");
-        sb_slot_t *slot = s_call_slot (self, data, sb_json_str (data, "item_id"));
+        const char *args = sb_provider_jstr (data, "arguments");
+        sb_slot_t *slot = s_call_slot (self, data, sb_provider_jstr (data, "item_id"));
         if (!slot)
             return -1;
         if (!slot->done && slot->buf.len == 0 && args)
@@ -342,7 +342,7 @@ sb_responses_map (sb_mapper_t *self, const char *event, json_t *data, const char
     if (s_streq (type, "response.completed"))
         return s_complete (self, data, "end");
     if (s_streq (type, "response.incomplete")) {
-        const char *reason = sb_json_str (json_object_get (
+        const char *reason = sb_provider_jstr (json_object_get (
             json_object_get (data, "response"), "incomplete_details"), "reason");
         return s_complete (self, data, reason && s_streq (reason, "content_filter")
                                        ? "content_filter": "length");

@@ -134,7 +134,9 @@ s_dispatch (sb_sse_t *self, sb_sse_cb *cb, void *ctx)
     //  Every data line appended a '\n'; the last one is not part of the data.
     self->data.len--;
     self->data.p [self->data.len] = 0;
-    const char *event = self->event.len? self->event.p: "message";
+    //  A type that starts with NUL would reach a C callback as "", which
+    //  no handler can tell from a missing type; it reads as the default.
+    const char *event = self->event.len && self->event.p [0]? self->event.p: "message";
     int rc = cb? cb (event, self->data.p, self->data.len, s_buf_str (&self->id), ctx): 0;
     self->data.len = 0;
     self->event.len = 0;

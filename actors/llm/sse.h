@@ -42,7 +42,8 @@
 typedef struct _sb_sse_t sb_sse_t;
 
 //  Called once per dispatched event. event is the event type, "message" when
-//  the event had none. data is NUL-terminated (data_len excludes the NUL) but
+//  the event had none (a type holding NUL is cut there, and an empty one
+//  reads as "message"); never empty. data is NUL-terminated (data_len excludes the NUL) but
 //  may itself contain NUL bytes. id is the last event id, "" when none.
 //  All pointers are valid only during the call. Return 0 to go on; any other
 //  value stops the parser for good and sb_sse_feed returns SB_SSE_EABORTED.

@@ -918,6 +918,14 @@ Test (provider, classify_http_errors)
     classify (SB_PROVIDER_ANTHROPIC, 403, "{\"type\":\"error\",\"error\":{\"type\":\"permission_error\",\"message\":\"no\"}}", &err);
     cr_assert_not (err.retryable);
 
+    //  Bytes that are dropped as invalid UTF-8 cannot join a key back up.
+    classify (SB_PROVIDER_CHAT, 400, "{\"error\":\"key s\x85k-abc123 refused\"}", &err);
+    //  (Not valid JSON then, so the body shows as a snippet.)
+    cr_assert_not_null (strstr (err.message, "key [redacted] refused"), "%s", err.message);
+    //  A word that merely contains sk- is left alone.
+    classify (SB_PROVIDER_CHAT, 400, "{\"error\":\"task-runner failed\"}", &err);
+    cr_assert_str_eq (err.message, "task-runner failed");
+
     //  A Bearer token or a JWT echoed back is redacted too.
     classify (SB_PROVIDER_CODEX, 401, "{\"detail\":\"bad token Bearer eyJhbGciOi.eyJzdWIi.sig9 here\"}", &err);
     cr_assert_null (strstr (err.message, "eyJ"), "%s", err.message);

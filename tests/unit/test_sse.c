@@ -172,6 +172,16 @@ Test (sse, nul_in_data_kept)
     rec_free (&r);
 }
 
+Test (sse, event_type_starting_with_nul_reads_as_message)
+{
+    rec_t r = { 0 };
+    static const char in [] = "event: \0x\ndata: y\n\n";
+    size_t len = sizeof in - 1;
+    cr_assert_eq (feed_split (in, len, &len, 1, &r), SB_SSE_OK);
+    cr_assert_str_eq (r.p, EV ("message", "1:y", ""));
+    rec_free (&r);
+}
+
 Test (sse, retry_field)
 {
     sb_sse_t *sse = sb_sse_new (0);

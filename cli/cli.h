@@ -52,5 +52,11 @@ int sb_cmd_actor (int argc, char **argv);
 int sb_cmd_call (int argc, char **argv);
 int sb_cmd_sessions (int argc, char **argv);
 int sb_cmd_events (int argc, char **argv);
+int sb_cmd_run (int argc, char **argv);
+int sb_cmd_prompt (int argc, char **argv);
+int sb_cmd_cancel (int argc, char **argv);
+int sb_cmd_resume (int argc, char **argv);
+int sb_cmd_runs (int argc, char **argv);
+int sb_cmd_run_info (int argc, char **argv);
 
 #endif

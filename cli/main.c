@@ -6,6 +6,12 @@
 
 static const sb_cmd_t s_commands [] = {
     { "serve", sb_cmd_serve, "run the broker and the actors (the embedded server)" },
+    { "run", sb_cmd_run, "one shot: give an agent a goal in a repo and stream it" },
+    { "prompt", sb_cmd_prompt, "give a session a prompt (starts a run)" },
+    { "runs", sb_cmd_runs, "list runs" },
+    { "run-info", sb_cmd_run_info, "show one run" },
+    { "cancel", sb_cmd_cancel, "cancel a run" },
+    { "resume", sb_cmd_resume, "continue a failed, cancelled or interrupted run" },
     { "tap", sb_cmd_tap, "print every bus message live" },
     { "stats", sb_cmd_stats, "print the broker's counters" },
     { "schemas", sb_cmd_schemas, "print the message tables" },

@@ -53,9 +53,11 @@ typedef struct {
 
 /*  The built-in actors, in start order. */
 static const actor_row_t s_actor_table [] = {
-    { "llm", sb_llm_actor, 0, true },
+    { "llm", sb_llm_actor, 1, true },
     { "echo", sb_echo_actor, 1, false },
-    { "session", sb_session_actor, 2, true },
+    { "session", sb_session_actor, 3, true },
+    { "run", sb_run_actor, 2, true },
+    { "exec", sb_exec_actor, 0, true },
 };
 #define NACTORS (sizeof s_actor_table / sizeof s_actor_table [0])
 

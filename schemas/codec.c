@@ -275,6 +275,10 @@ s_value (s_rd_t *rd, const sb_field_t *field, int depth)
                 max = UINT32_MAX;
             if (h.len > max)
                 return s_fail (rd, SB_E_too_large, "length %u is over the limit of %u", h.len, max);
+            /* actors read typed strings as C strings: an embedded NUL
+               would make them act on a different value than was checked */
+            if (field && field->type == SB_T_STR && h.type == SB_V_STR && memchr (h.data, 0, h.len))
+                return s_fail (rd, SB_E_invalid, "string contains a NUL byte");
             rd->stat.bytes += (size_t) h.len + 1;
             return 0;
         }
@@ -569,6 +573,7 @@ struct sb_enc {
     msgpack_sbuffer sbuf;
     msgpack_packer pk;
     int depth;
+    bool overflow;              /* nested deeper than SB_ENC_STACK: output is invalid */
     struct { size_t offset; uint32_t count; bool is_map; } stack [SB_ENC_STACK];
 };
 
@@ -598,11 +603,16 @@ sb_enc_reset (sb_enc_t *enc)
 {
     msgpack_sbuffer_clear (&enc->sbuf);
     enc->depth = 0;
+    enc->overflow = false;
 }
 
 const uint8_t *
 sb_enc_data (const sb_enc_t *enc, size_t *len)
 {
+    if (enc->overflow) {
+        *len = 0;
+        return NULL;
+    }
     *len = enc->sbuf.size;
     return (const uint8_t *) enc->sbuf.data;
 }
@@ -621,7 +631,7 @@ sb_enc_release (sb_enc_t *enc, size_t *len)
 static inline void
 s_count_item (sb_enc_t *enc)
 {
-    if (enc->depth > 0 && !enc->stack [enc->depth - 1].is_map)
+    if (enc->depth > 0 && enc->depth <= SB_ENC_STACK && !enc->stack [enc->depth - 1].is_map)
         enc->stack [enc->depth - 1].count++;
 }
 
@@ -636,6 +646,8 @@ s_open (sb_enc_t *enc, bool is_map)
         enc->stack [enc->depth].count = 0;
         enc->stack [enc->depth].is_map = is_map;
     }
+    else
+        enc->overflow = true;
     enc->depth++;
     msgpack_sbuffer_write (&enc->sbuf, (const char *) hdr, 5);
 }
@@ -743,13 +755,16 @@ sb_enc_val (sb_enc_t *enc, const sb_val_t *val)
                     msgpack_pack_str (&enc->pk, key->len);
                     msgpack_pack_str_body (&enc->pk, key->v.s, key->len);
                 }
-                else {
-                    /* non-string keys: encode without counting */
+                else
+                if (key->type != SB_V_ARRAY && key->type != SB_V_MAP) {
+                    /* a scalar key: encode it without counting it as an item */
                     int saved = enc->depth;
                     enc->depth = 0;
                     sb_enc_val (enc, key);
                     enc->depth = saved;
                 }
+                else
+                    sb_enc_nil (enc);   /* container keys never pass validation */
                 sb_enc_val (enc, &val->v.a [2 * k + 1]);
             }
             sb_enc_map_close (enc);

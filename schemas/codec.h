@@ -100,6 +100,8 @@ typedef struct sb_enc sb_enc_t;
 sb_enc_t *sb_enc_new (void);
 void sb_enc_destroy (sb_enc_t **enc_p);
 void sb_enc_reset (sb_enc_t *enc);
+/*  The encoded bytes; NULL (len 0) when containers were nested deeper
+    than the encoder supports (32), which no schema allows. */
 const uint8_t *sb_enc_data (const sb_enc_t *enc, size_t *len);
 /*  Takes the buffer (malloc'd) away from the encoder; caller frees it. */
 uint8_t *sb_enc_release (sb_enc_t *enc, size_t *len);

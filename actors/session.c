@@ -73,7 +73,7 @@ static const char *const s_dbi_names [] = {
 };
 
 typedef enum {
-    OP_CREATE, OP_GET, OP_LIST, OP_UPDATE, OP_CLOSE, OP_DELETE, OP_APPEND, OP_EVENTS
+    OP_CREATE, OP_GET, OP_LIST, OP_UPDATE, OP_CLOSE, OP_DELETE, OP_APPEND, OP_EVENTS, OP_FENCE
 } op_t;
 
 static const struct {
@@ -90,6 +90,7 @@ static const struct {
     { "session.delete", OP_DELETE, true,  true  },
     { "session.append", OP_APPEND, true,  true  },
     { "session.events", OP_EVENTS, false, true  },
+    { "session.fence",  OP_FENCE,  true,  true  },
 };
 #define NOPS (sizeof s_ops / sizeof s_ops [0])
 
@@ -1000,6 +1001,30 @@ s_write_delete (self_t *self, sb_txn_t *txn, req_t *req)
     req->last_seq = r->last_seq;
 }
 
+//  The run actor raises a session's fence before it hands a run to an
+//  executor and before it announces a lapsed lease; from then on an
+//  append that carries an older fence is refused. Fences only go up.
+static void
+s_write_fence (self_t *self, sb_txn_t *txn, req_t *req)
+{
+    record_t *r = s_record_get (self, txn, req, req->sid);
+    if (!r)
+        return;
+    uint64_t fence = sb_get_uint (req->msg->body, "fence", 0);
+    if (fence > r->fence) {
+        r->fence = fence;
+        r->dirty = true;
+        req->changed = true;
+    }
+    sb_enc_data (self->replies, &req->reply_off);
+    sb_enc_map_open (self->replies);
+    sb_enc_kuint (self->replies, "fence", r->fence);
+    sb_enc_map_close (self->replies);
+    size_t end;
+    sb_enc_data (self->replies, &end);
+    req->reply_len = end - req->reply_off;
+}
+
 //  What a run.status entry means for the session's turn_status.
 static const char *
 s_turn_status (const char *run_status, const char *current)
@@ -1083,6 +1108,7 @@ s_drain_fn (sb_txn_t *txn, void *arg)
             case OP_CLOSE:  s_write_close (self, txn, req); break;
             case OP_DELETE: s_write_delete (self, txn, req); break;
             case OP_APPEND: s_write_append (self, txn, req); break;
+            case OP_FENCE:  s_write_fence (self, txn, req); break;
             default: break;
         }
         if (!req->err && req->cmd && txn->ret == 0)
@@ -1298,6 +1324,9 @@ s_answer_write (self_t *self, req_t *req)
     if (req->op == OP_DELETE)
         sb_info (ACTOR, "deleted session=%s entries=%llu", req->sid,
                  (unsigned long long) req->last_seq);
+    else
+    if (req->op == OP_FENCE)
+        sb_debug (ACTOR, "fence session=%s", req->sid);
     else
     if (req->changed)
         sb_info (ACTOR, "%s session=%s seq=%llu", req->op == OP_CLOSE? "closed": "updated",

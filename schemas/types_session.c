@@ -64,6 +64,15 @@ static const sb_field_t s_session_update [] = {
     { "command_id", SB_T_STR, false, 64, NULL, "idempotency key" },
     END
 };
+static const sb_field_t s_session_fence [] = {
+    { "session_id", SB_T_STR, true, ID_MAX, NULL, "session id" },
+    { "fence", SB_T_UINT, true, 0, NULL, "the new fence; a lower one than the session's changes nothing" },
+    END
+};
+static const sb_field_t s_session_fence_ok [] = {
+    { "fence", SB_T_UINT, true, 0, NULL, "the session's fence after the call" },
+    END
+};
 static const sb_field_t s_session_delete_ok [] = {
     { "session_id", SB_T_STR, true, ID_MAX, NULL, "deleted session" },
     { "deleted_events", SB_T_UINT, true, 0, NULL, "tape entries removed" },
@@ -128,6 +137,9 @@ const sb_type_t sb_types_session [] = {
     REP ("session.close.ok", s_session_one, "the closed session"),
     REQ ("session.delete", s_session_id_only, true, "delete a session, its tape and index entries"),
     REP ("session.delete.ok", s_session_delete_ok, "what was deleted"),
+    REQ ("session.fence", s_session_fence, false,
+         "run actor: raise the session's fencing token; appends with an older fence are refused (internal)"),
+    REP ("session.fence.ok", s_session_fence_ok, "the session's fence now"),
     { "session.append", SB_KIND_REQUEST, false, s_session_append, 8 MB,
       "append one entry or a batch to the tape (internal)" },
     REP ("session.append.ok", s_session_append_ok, "the assigned seqs"),

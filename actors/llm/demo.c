@@ -86,8 +86,10 @@ static int
 s_function_call (conn_t *c, int index, const char *name, const char *args)
 {
     char item_id [32], call_id [48];
-    snprintf (item_id, sizeof item_id, "fc_demo%d", c->seq);
-    snprintf (call_id, sizeof call_id, "call_demo_%d_%ld", c->seq, (long) time (NULL) % 100000);
+    static atomic_uint s_calls;
+    unsigned n = atomic_fetch_add (&s_calls, 1) + 1;
+    snprintf (item_id, sizeof item_id, "fc_demo%u", n);
+    snprintf (call_id, sizeof call_id, "call_demo_%u_%ld", n, (long) time (NULL) % 100000);
     if (s_event (c, "response.output_item.added",
                  json_pack ("{s:i, s:{s:s, s:s, s:s, s:s, s:s, s:s}}", "output_index", index, "item",
                             "id", item_id, "type", "function_call", "status", "in_progress",

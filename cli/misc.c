@@ -37,8 +37,12 @@ typedef struct {
     sb_actor_fn *fn;
 } s_actor_entry_t;
 
+/*  The stateless actors can run as processes of their own, on any host.
+    The stateful ones (session, run) live inside `serve`. */
 static const s_actor_entry_t s_standalone [] = {
     { "echo", sb_echo_actor },
+    { "llm", sb_llm_actor },
+    { "exec", sb_exec_actor },
 };
 
 int
@@ -48,10 +52,16 @@ sb_cmd_actor (int argc, char **argv)
         { "connect", required_argument, 0, 'c' },
         { "instance", required_argument, 0, 'i' },
         { "data", required_argument, 0, 'd' },
+        { "llm", required_argument, 0, 'l' },
+        { "model", required_argument, 0, 'm' },
+        { "llm-url", required_argument, 0, 'u' },
+        { "providers", required_argument, 0, 'p' },
+        { "sandbox", required_argument, 0, 's' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
     const char *connect = NULL, *instance = NULL, *data = NULL;
+    sb_server_config_t cfg = { .demo_delay_ms = -1 };
     int c;
     optind = 1;
     while ((c = getopt_long (argc, argv, "h", longopts, NULL)) != -1) {
@@ -59,16 +69,25 @@ sb_cmd_actor (int argc, char **argv)
             case 'c': connect = optarg; break;
             case 'i': instance = optarg; break;
             case 'd': data = optarg; break;
+            case 'l': cfg.llm = optarg; break;
+            case 'm': cfg.model = optarg; break;
+            case 'u': cfg.llm_url = optarg; break;
+            case 'p': cfg.providers = optarg; break;
+            case 's': cfg.sandbox = optarg; break;
             case 'h':
-                printf ("usage: switchboard actor NAME [--connect EP] [--instance NAME] [--data DIR]\n\n"
+                printf ("usage: switchboard actor NAME [--connect EP] [--instance NAME] [--data DIR]\n"
+                        "                         [--llm PROVIDER --llm-url URL --model M | --providers FILE]\n"
+                        "                         [--sandbox bwrap]\n\n"
                         "Runs one stateless actor as its own process, attached to a running\n"
-                        "broker. Actors: echo (the test service).\n");
+                        "broker (--connect, else $SWITCHBOARD_BUS, else the ipc endpoint in DATA).\n"
+                        "Actors: llm (the model broker; it holds the provider keys), exec (the\n"
+                        "local executor; same filesystem as the server), echo (the test service).\n");
                 return 0;
             default: return sb_cli_usage ("actor", "unknown option");
         }
     }
     if (optind >= argc)
-        return sb_cli_usage ("actor", "which actor? (echo)");
+        return sb_cli_usage ("actor", "which actor? (llm, exec, echo)");
     const char *name = argv [optind];
     const s_actor_entry_t *entry = NULL;
     for (size_t k = 0; k < sizeof s_standalone / sizeof s_standalone [0]; k++)
@@ -91,7 +110,7 @@ sb_cmd_actor (int argc, char **argv)
     sigaddset (&sigs, SIGTERM);
     pthread_sigmask (SIG_BLOCK, &sigs, NULL);
     zsys_handler_set (NULL);
-    sb_actor_args_t args = { .cmd_endpoint = ep, .instance = instance };
+    sb_actor_args_t args = { .cmd_endpoint = ep, .instance = instance, .config = &cfg };
     zactor_t *actor = zactor_new (entry->fn, &args);
     if (!actor)
         return sb_cli_fail ("actor", "%s could not register with %s", name, ep);

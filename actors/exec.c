@@ -256,6 +256,38 @@ s_flush_wait (exec_run_t *run)
 /* ------------------------------------------------------------------ */
 /*  Heartbeats */
 
+/*  One heartbeat on `bus`, answered before it returns. A reply that says
+    the run is no longer ours, or that a cancel is pending, trips the
+    cancel eventfd. */
+static void
+s_heartbeat (exec_run_t *run, sb_bus_t *bus, sb_enc_t *e)
+{
+    sb_enc_reset (e);
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "run_id", run->run_id);
+    sb_enc_kuint (e, "fence", run->fence);
+    sb_enc_kstr (e, "phase", s_phases [atomic_load (&run->phase)]);
+    sb_enc_kuint (e, "steps", atomic_load (&run->steps));
+    sb_enc_kuint (e, "input_tokens", atomic_load (&run->input_tokens));
+    sb_enc_kuint (e, "output_tokens", atomic_load (&run->output_tokens));
+    sb_enc_map_close (e);
+    size_t len;
+    const uint8_t *b = sb_enc_data (e, &len);
+    sb_msg_t *reply = sb_bus_call (bus, "run.heartbeat", run->session_id, b, len, HEARTBEAT_MS);
+    if (reply && sb_msg_is_error (reply)) {
+        const char *code = sb_msg_error_code (reply);
+        if (strcmp (code, "fenced") == 0 || strcmp (code, "not_found") == 0 || strcmp (code, "conflict") == 0) {
+            /* the run is no longer ours: stop without writing */
+            atomic_store (&run->lost, true);
+            eventfd_write (run->cancel_fd, 1);
+        }
+    }
+    else
+    if (reply && sb_get_bool (reply->body, "cancel_requested", false))
+        eventfd_write (run->cancel_fd, 1);
+    sb_msg_destroy (&reply);
+}
+
 static void *
 s_heartbeat_thread (void *arg)
 {
@@ -268,30 +300,7 @@ s_heartbeat_thread (void *arg)
         struct pollfd p = { run->hb_stop_fd, POLLIN, 0 };
         if (poll (&p, 1, HEARTBEAT_MS) > 0)
             break;
-        sb_enc_reset (e);
-        sb_enc_map_open (e);
-        sb_enc_kstr (e, "run_id", run->run_id);
-        sb_enc_kuint (e, "fence", run->fence);
-        sb_enc_kstr (e, "phase", s_phases [atomic_load (&run->phase)]);
-        sb_enc_kuint (e, "steps", atomic_load (&run->steps));
-        sb_enc_kuint (e, "input_tokens", atomic_load (&run->input_tokens));
-        sb_enc_kuint (e, "output_tokens", atomic_load (&run->output_tokens));
-        sb_enc_map_close (e);
-        size_t len;
-        const uint8_t *b = sb_enc_data (e, &len);
-        sb_msg_t *reply = sb_bus_call (bus, "run.heartbeat", run->session_id, b, len, HEARTBEAT_MS);
-        if (reply && sb_msg_is_error (reply)) {
-            const char *code = sb_msg_error_code (reply);
-            if (strcmp (code, "fenced") == 0 || strcmp (code, "not_found") == 0 || strcmp (code, "conflict") == 0) {
-                /* the run is no longer ours: stop without writing */
-                atomic_store (&run->lost, true);
-                eventfd_write (run->cancel_fd, 1);
-            }
-        }
-        else
-        if (reply && sb_get_bool (reply->body, "cancel_requested", false))
-            eventfd_write (run->cancel_fd, 1);
-        sb_msg_destroy (&reply);
+        s_heartbeat (run, bus, e);
     }
     sb_enc_destroy (&e);
     sb_bus_destroy (&bus);
@@ -883,12 +892,19 @@ s_run_thread (void *arg)
 {
     exec_run_t *run = arg;
     run->bus = sb_bus_new (run->endpoint, run->instance);
-    if (run->bus) {
+    sb_enc_t *e = sb_enc_new ();
+    if (run->bus && e) {
+        /* The first heartbeat is answered only after the run actor has
+           committed `claimed` (and this heartbeat's `running`) and put them
+           on the tape, so the run's own entries, from turn.begin on, come
+           after its status changes. */
+        s_heartbeat (run, run->bus, e);
         if (pthread_create (&run->hb_thread, NULL, s_heartbeat_thread, run) == 0)
             run->hb_started = true;
         s_agent_loop (run);
         s_report (run);
     }
+    sb_enc_destroy (&e);
     eventfd_write (run->hb_stop_fd, 1);
     if (run->hb_started)
         pthread_join (run->hb_thread, NULL);

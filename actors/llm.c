@@ -615,7 +615,12 @@ s_stream_done (self_t *self, job_t *job, CURLcode res)
     if (!job->status_known)
         curl_easy_getinfo (job->easy, CURLINFO_RESPONSE_CODE, &job->status);
     long status = job->status;
-    if (res == CURLE_OK && status >= 200 && status < 300) {
+    /* A 2xx stream whose connection broke mid-body was reached: it ended
+       without its terminal event (incomplete_stream), unless that event
+       had already come, and then the break does not matter. */
+    bool broken = status >= 200 && status < 300
+               && (res == CURLE_PARTIAL_FILE || res == CURLE_RECV_ERROR || res == CURLE_GOT_NOTHING);
+    if ((res == CURLE_OK || broken) && status >= 200 && status < 300) {
         const char *stop = NULL;
         sb_provider_error_t perr;
         if (sb_mapper_done (job->mapper, &stop, &perr) == 0) {

@@ -14,6 +14,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
+static size_t s_live;
+
+size_t
+sb_runtime_live (void)
+{
+    return __atomic_load_n (&s_live, __ATOMIC_RELAXED);
+}
+
 sb_runtime_t *
 sb_runtime_new (const char *session_id)
 {
@@ -24,6 +32,7 @@ sb_runtime_new (const char *session_id)
     sb_runtime_t *rt = calloc (1, sizeof *rt);
     if (!rt)
         return NULL;
+    __atomic_add_fetch (&s_live, 1, __ATOMIC_RELAXED);
     rt->session_id = strdup (session_id);
     rt->context = sb_context_new ();
     if (!rt->session_id || !rt->context) {
@@ -48,6 +57,7 @@ sb_runtime_destroy (sb_runtime_t **rt_p)
     free (rt->approval_policy);
     free (rt);
     *rt_p = NULL;
+    __atomic_sub_fetch (&s_live, 1, __ATOMIC_RELAXED);
 }
 
 int

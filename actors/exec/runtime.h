@@ -52,6 +52,10 @@ struct sb_runtime {
 sb_runtime_t *sb_runtime_new (const char *session_id);
 void sb_runtime_destroy (sb_runtime_t **rt_p);
 
+//  Runtimes alive in the process, cached or checked out (atomic): a
+//  gauge for stats, and how tests prove that eviction destroys.
+size_t sb_runtime_live (void);
+
 //  Resolves `workspace` with realpath (it must be an existing directory)
 //  and records both forms. Returns 0, or -1 with errno (ENOENT, ENOTDIR,
 //  ENOMEM, ...) and the runtime unchanged.

@@ -1,0 +1,622 @@
+/*  tests/unit/test_context.c — the model's context built from tape entries
+    (actors/exec/context.c). Entries are encoded and decoded as the session
+    actor would hand them over; the encoded messages are checked against
+    the llm.stream schema and field by field.
+*/
+#include "actors/exec/context.h"
+#include "schemas/codec.h"
+#include "schemas/schema.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define S_LSAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define S_LSAN 1
+#endif
+#endif
+#ifdef S_LSAN
+#include <sanitizer/lsan_interface.h>
+#endif
+
+//  Under ASan, a leak fails the test itself: LeakSanitizer's report at exit
+//  does not change a Criterion worker's verdict, so each test ends with this.
+static void
+s_no_leak (void)
+{
+#ifdef S_LSAN
+    cr_assert_eq (__lsan_do_recoverable_leak_check (), 0, "LeakSanitizer found leaks");
+#endif
+}
+
+//  Feeds one entry whose body is string pairs, NULL-terminated.
+static int
+s_feed (sb_context_t *ctx, uint64_t seq, const char *kind, ...)
+{
+    sb_enc_t *enc = sb_enc_new ();
+    cr_assert (enc);
+    sb_enc_map_open (enc);
+    sb_enc_kstr (enc, "session_id", "01SESSION");
+    sb_enc_kuint (enc, "seq", seq);
+    sb_enc_kuint (enc, "ts", 1700000000000ull + seq);
+    sb_enc_kstr (enc, "run_id", "01RUN");
+    sb_enc_kstr (enc, "kind", kind);
+    sb_enc_key (enc, "body");
+    sb_enc_map_open (enc);
+    va_list ap;
+    va_start (ap, kind);
+    const char *key;
+    while ((key = va_arg (ap, const char *)))
+        sb_enc_kstr (enc, key, va_arg (ap, const char *));
+    va_end (ap);
+    sb_enc_map_close (enc);
+    sb_enc_map_close (enc);
+    size_t len;
+    const uint8_t *data = sb_enc_data (enc, &len);
+    sb_verr_t err;
+    sb_doc_t *doc = sb_decode (data, len, NULL, 32u << 20, &err);
+    cr_assert (doc, "decode: %s", err.message);
+    sb_enc_destroy (&enc);
+    int rc = sb_context_add (ctx, sb_doc_root (doc));
+    //  The context must have copied what it keeps.
+    sb_doc_destroy (&doc);
+    return rc;
+}
+
+static int
+s_result (sb_context_t *ctx, uint64_t seq, const char *call_id, bool ok, const char *output)
+{
+    sb_enc_t *enc = sb_enc_new ();
+    sb_enc_map_open (enc);
+    sb_enc_kstr (enc, "session_id", "01SESSION");
+    sb_enc_kuint (enc, "seq", seq);
+    sb_enc_kuint (enc, "ts", 1700000000000ull + seq);
+    sb_enc_kstr (enc, "kind", "tool.result");
+    sb_enc_key (enc, "body");
+    sb_enc_map_open (enc);
+    sb_enc_kstr (enc, "call_id", call_id);
+    sb_enc_kbool (enc, "ok", ok);
+    sb_enc_kstr (enc, "output", output);
+    sb_enc_kint (enc, "exit_code", ok ? 0 : 1);
+    sb_enc_kuint (enc, "duration_ms", 12);
+    sb_enc_map_close (enc);
+    sb_enc_map_close (enc);
+    size_t len;
+    const uint8_t *data = sb_enc_data (enc, &len);
+    sb_verr_t err;
+    sb_doc_t *doc = sb_decode (data, len, NULL, 0, &err);
+    cr_assert (doc, "decode: %s", err.message);
+    sb_enc_destroy (&enc);
+    int rc = sb_context_add (ctx, sb_doc_root (doc));
+    sb_doc_destroy (&doc);
+    return rc;
+}
+
+//  The encoded messages, as bytes of {messages: [...]}.
+static uint8_t *
+s_bytes (const sb_context_t *ctx, size_t *len)
+{
+    sb_enc_t *enc = sb_enc_new ();
+    sb_enc_map_open (enc);
+    sb_enc_key (enc, "messages");
+    sb_context_encode (ctx, enc);
+    sb_enc_map_close (enc);
+    uint8_t *data = sb_enc_release (enc, len);
+    sb_enc_destroy (&enc);
+    return data;
+}
+
+//  The encoded messages, validated as an llm.stream request body.
+static sb_doc_t *
+s_decode (const sb_context_t *ctx, const sb_val_t **msgs)
+{
+    size_t len;
+    uint8_t *data = s_bytes (ctx, &len);
+    const sb_type_t *type = sb_schema_find ("llm.stream", strlen ("llm.stream"));
+    cr_assert (type);
+    sb_verr_t err;
+    sb_doc_t *doc = sb_decode_type (type, data, len, &err);
+    cr_assert (doc, "not a valid llm.stream body: %s", err.message);
+    free (data);
+    *msgs = sb_get_array (sb_doc_root (doc), "messages");
+    cr_assert (*msgs);
+    cr_assert_eq ((*msgs)->len, sb_context_count (ctx),
+                  "count %zu, encoded %u", sb_context_count (ctx), (*msgs)->len);
+    return doc;
+}
+
+static const sb_val_t *
+s_msg (const sb_val_t *msgs, uint32_t k)
+{
+    cr_assert_lt (k, msgs->len);
+    const sb_val_t *m = sb_array_at (msgs, k);
+    cr_assert_eq (m->type, SB_V_MAP);
+    return m;
+}
+
+static void
+s_expect_str (const sb_val_t *map, const char *key, const char *want)
+{
+    const char *got = sb_get_str (map, key);
+    if (!want)
+        cr_assert_null (got, "%s should be absent, is \"%s\"", key, got);
+    else {
+        cr_assert (got, "%s is missing", key);
+        cr_assert_str_eq (got, want, "%s", key);
+    }
+}
+
+static void
+s_expect_tool (const sb_val_t *m, const char *call_id, const char *content)
+{
+    s_expect_str (m, "role", "tool");
+    s_expect_str (m, "call_id", call_id);
+    s_expect_str (m, "content", content);
+    cr_assert_null (sb_get (m, "tool_calls"));
+}
+
+static void
+s_expect_call (const sb_val_t *m, uint32_t k, const char *call_id, const char *name,
+               const char *arguments)
+{
+    const sb_val_t *calls = sb_get_array (m, "tool_calls");
+    cr_assert (calls, "tool_calls missing");
+    cr_assert_lt (k, calls->len);
+    const sb_val_t *c = sb_array_at (calls, k);
+    s_expect_str (c, "call_id", call_id);
+    s_expect_str (c, "name", name);
+    s_expect_str (c, "arguments", arguments);
+}
+
+#define STATE1 "{\"type\":\"reasoning\",\"encrypted_content\":\"gAAA\"}"
+#define STATE2 "{\"type\":\"reasoning\",\"encrypted_content\":\"gBBB\"}"
+
+//  The realistic tape of one run, seqs 1 to 19.
+static void
+s_realistic (sb_context_t *ctx, uint64_t from, uint64_t to)
+{
+    for (uint64_t seq = from; seq <= to; seq++) {
+        int rc = 0;
+        switch (seq) {
+            case 1: rc = s_feed (ctx, 1, "session.created", NULL); break;
+            case 2: rc = s_feed (ctx, 2, "prompt", "text", "list the files", NULL); break;
+            case 3: rc = s_feed (ctx, 3, "run.status", "run_id", "01RUN", "status", "running", NULL); break;
+            case 4: rc = s_feed (ctx, 4, "turn.begin", NULL); break;
+            case 5: rc = s_feed (ctx, 5, "text.delta", "text", "Let me ", NULL); break;
+            case 6: rc = s_feed (ctx, 6, "text.delta", "text", "look", NULL); break;
+            case 7: rc = s_feed (ctx, 7, "text.delta", "text", ".", NULL); break;
+            case 8: rc = s_feed (ctx, 8, "text.done", "text", "Let me look.", NULL); break;
+            case 9: rc = s_feed (ctx, 9, "reasoning.state", "provider", "responses", "data", STATE1, NULL); break;
+            case 10: rc = s_feed (ctx, 10, "tool.call", "call_id", "call_1", "name", "list_dir",
+                                  "arguments", "{}", NULL); break;
+            case 11: rc = s_feed (ctx, 11, "tool.call", "call_id", "call_2", "name", "shell",
+                                  "arguments", "{\"command\":\"ls -la\"}", NULL); break;
+            case 12: rc = s_feed (ctx, 12, "tool.output", "call_id", "call_2", "text", "total 0\n", NULL); break;
+            case 13: rc = s_result (ctx, 13, "call_1", true, "a.txt\nb.txt\n"); break;
+            case 14: rc = s_result (ctx, 14, "call_2", true, "total 0\n"); break;
+            case 15: rc = s_feed (ctx, 15, "usage", NULL); break;
+            case 16: rc = s_feed (ctx, 16, "thinking.delta", "text", "hmm", NULL); break;
+            case 17: rc = s_feed (ctx, 17, "text.done", "text", "Two files: a.txt and b.txt.", NULL); break;
+            case 18: rc = s_feed (ctx, 18, "note", NULL); break;
+            case 19: rc = s_feed (ctx, 19, "turn.end", NULL); break;
+        }
+        cr_assert_eq (rc, 0, "seq %llu refused: %s", (unsigned long long) seq, strerror (errno));
+    }
+}
+
+static void
+s_expect_realistic (const sb_context_t *ctx)
+{
+    const sb_val_t *msgs;
+    sb_doc_t *doc = s_decode (ctx, &msgs);
+    cr_assert_eq (msgs->len, 5);
+
+    const sb_val_t *m = s_msg (msgs, 0);
+    s_expect_str (m, "role", "user");
+    s_expect_str (m, "content", "list the files");
+    cr_assert_null (sb_get (m, "tool_calls"));
+    cr_assert_null (sb_get (m, "call_id"));
+
+    m = s_msg (msgs, 1);
+    s_expect_str (m, "role", "assistant");
+    s_expect_str (m, "content", "Let me look.");
+    s_expect_str (m, "reasoning_state", STATE1);
+    cr_assert_eq (sb_get_array (m, "tool_calls")->len, 2);
+    s_expect_call (m, 0, "call_1", "list_dir", "{}");
+    s_expect_call (m, 1, "call_2", "shell", "{\"command\":\"ls -la\"}");
+    cr_assert_null (sb_get (m, "call_id"));
+
+    s_expect_tool (s_msg (msgs, 2), "call_1", "a.txt\nb.txt\n");
+    s_expect_tool (s_msg (msgs, 3), "call_2", "total 0\n");
+
+    m = s_msg (msgs, 4);
+    s_expect_str (m, "role", "assistant");
+    s_expect_str (m, "content", "Two files: a.txt and b.txt.");
+    cr_assert_null (sb_get (m, "tool_calls"));
+    cr_assert_null (sb_get (m, "reasoning_state"));
+    sb_doc_destroy (&doc);
+}
+
+Test (context, realistic_tape)
+{
+    sb_context_t *ctx = sb_context_new ();
+    cr_assert (ctx);
+    s_realistic (ctx, 1, 19);
+    cr_assert_eq (sb_context_last_seq (ctx), 19);
+    cr_assert_eq (sb_context_count (ctx), 5);
+    cr_assert_eq (sb_context_unanswered (ctx, NULL, NULL, 0), 0);
+    s_expect_realistic (ctx);
+    sb_context_destroy (&ctx);
+    cr_assert_null (ctx);
+    sb_context_destroy (&ctx);
+    s_no_leak ();
+}
+
+Test (context, replays_are_ignored_and_gaps_allowed)
+{
+    sb_context_t *ctx = sb_context_new ();
+    s_realistic (ctx, 1, 19);
+    size_t len1;
+    uint8_t *once = s_bytes (ctx, &len1);
+    //  The whole tape again, as a resubscribe would replay it.
+    s_realistic (ctx, 1, 19);
+    cr_assert_eq (s_feed (ctx, 19, "prompt", "text", "a replayed prompt", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 0, "prompt", "text", "seq zero", NULL), 0);
+    cr_assert_eq (sb_context_last_seq (ctx), 19);
+    size_t len2;
+    uint8_t *twice = s_bytes (ctx, &len2);
+    cr_assert_eq (len1, len2);
+    cr_assert_eq (memcmp (once, twice, len1), 0);
+
+    //  A gap is allowed; the seq is noted.
+    cr_assert_eq (s_feed (ctx, 40, "prompt", "text", "after a gap", NULL), 0);
+    cr_assert_eq (sb_context_last_seq (ctx), 40);
+    cr_assert_eq (sb_context_count (ctx), 6);
+    cr_assert_eq (s_feed (ctx, 30, "prompt", "text", "before the gap", NULL), 0);
+    cr_assert_eq (sb_context_count (ctx), 6);
+    free (once);
+    free (twice);
+    sb_context_destroy (&ctx);
+    s_no_leak ();
+}
+
+Test (context, incremental_equals_one_shot)
+{
+    sb_context_t *one = sb_context_new ();
+    s_realistic (one, 1, 19);
+    size_t len1;
+    uint8_t *a = s_bytes (one, &len1);
+
+    //  Cut at every point, encoding in between as a cached runtime would.
+    for (uint64_t cut = 1; cut < 19; cut++) {
+        sb_context_t *inc = sb_context_new ();
+        s_realistic (inc, 1, cut);
+        size_t skip;
+        free (s_bytes (inc, &skip));
+        cr_assert_eq (sb_context_last_seq (inc), cut);
+        s_realistic (inc, cut + 1, 19);
+        size_t len2;
+        uint8_t *b = s_bytes (inc, &len2);
+        cr_assert_eq (len1, len2, "cut at %llu", (unsigned long long) cut);
+        cr_assert_eq (memcmp (a, b, len1), 0, "cut at %llu", (unsigned long long) cut);
+        free (b);
+        sb_context_destroy (&inc);
+    }
+    free (a);
+    sb_context_destroy (&one);
+    s_no_leak ();
+}
+
+Test (context, unanswered_calls_get_a_synthetic_result)
+{
+    sb_context_t *ctx = sb_context_new ();
+    cr_assert_eq (s_feed (ctx, 1, "prompt", "text", "go", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 2, "turn.begin", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 3, "tool.call", "call_id", "c1", "name", "write_file",
+                          "arguments", "{\"path\":\"x\"}", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 4, "tool.call", "call_id", "c2", "name", "shell",
+                          "arguments", "{\"command\":\"sleep 600\"}", NULL), 0);
+    cr_assert_eq (s_result (ctx, 5, "c1", true, "wrote 1 byte"), 0);
+    //  The server died here, with c2 running.
+
+    const char *ids [4] = { 0 }, *names [4] = { 0 };
+    cr_assert_eq (sb_context_unanswered (ctx, ids, names, 4), 1);
+    cr_assert_str_eq (ids [0], "c2");
+    cr_assert_str_eq (names [0], "shell");
+    cr_assert_eq (sb_context_unanswered (ctx, NULL, NULL, 0), 1);
+    cr_assert_eq (sb_context_count (ctx), 4);
+
+    const sb_val_t *msgs;
+    sb_doc_t *doc = s_decode (ctx, &msgs);
+    cr_assert_eq (msgs->len, 4);
+    s_expect_str (s_msg (msgs, 0), "role", "user");
+    s_expect_str (s_msg (msgs, 1), "role", "assistant");
+    s_expect_str (s_msg (msgs, 1), "content", NULL);
+    s_expect_call (s_msg (msgs, 1), 1, "c2", "shell", "{\"command\":\"sleep 600\"}");
+    s_expect_tool (s_msg (msgs, 2), "c1", "wrote 1 byte");
+    s_expect_tool (s_msg (msgs, 3), "c2", SB_CONTEXT_INTERRUPTED);
+    sb_doc_destroy (&doc);
+
+    //  At resume the executor appends a real result: the synthetic one goes.
+    cr_assert_eq (s_feed (ctx, 6, "run.status", "run_id", "01RUN", "status", "interrupted", NULL), 0);
+    cr_assert_eq (s_result (ctx, 7, "c2", false, "interrupted by a server restart"), 0);
+    cr_assert_eq (sb_context_unanswered (ctx, ids, names, 4), 0);
+    doc = s_decode (ctx, &msgs);
+    cr_assert_eq (msgs->len, 4);
+    s_expect_tool (s_msg (msgs, 3), "c2", "error: interrupted by a server restart");
+    sb_doc_destroy (&doc);
+    sb_context_destroy (&ctx);
+    s_no_leak ();
+}
+
+Test (context, synthetic_results_follow_their_own_message)
+{
+    //  A dangling call in an earlier turn, then a new prompt and turn: the
+    //  synthetic result sits right after its assistant message, not at the end.
+    sb_context_t *ctx = sb_context_new ();
+    cr_assert_eq (s_feed (ctx, 1, "prompt", "text", "one", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 2, "text.done", "text", "calling", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 3, "tool.call", "call_id", "x1", "name", "shell",
+                          "arguments", "{}", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 4, "prompt", "text", "two", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 5, "text.done", "text", "ok", NULL), 0);
+
+    const sb_val_t *msgs;
+    sb_doc_t *doc = s_decode (ctx, &msgs);
+    cr_assert_eq (msgs->len, 5);
+    s_expect_str (s_msg (msgs, 0), "content", "one");
+    s_expect_call (s_msg (msgs, 1), 0, "x1", "shell", "{}");
+    s_expect_tool (s_msg (msgs, 2), "x1", SB_CONTEXT_INTERRUPTED);
+    s_expect_str (s_msg (msgs, 3), "content", "two");
+    s_expect_str (s_msg (msgs, 4), "role", "assistant");
+    sb_doc_destroy (&doc);
+
+    //  A late real result lands in the same place, before the later prompt.
+    cr_assert_eq (s_result (ctx, 6, "x1", false, "not run"), 0);
+    doc = s_decode (ctx, &msgs);
+    cr_assert_eq (msgs->len, 5);
+    s_expect_tool (s_msg (msgs, 2), "x1", "error: not run");
+    s_expect_str (s_msg (msgs, 3), "content", "two");
+    s_expect_str (s_msg (msgs, 4), "content", "ok");
+    sb_doc_destroy (&doc);
+    sb_context_destroy (&ctx);
+    s_no_leak ();
+}
+
+Test (context, failure_output_is_prefixed)
+{
+    sb_context_t *ctx = sb_context_new ();
+    cr_assert_eq (s_feed (ctx, 1, "prompt", "text", "read it", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 2, "tool.call", "call_id", "r1", "name", "read_file",
+                          "arguments", "{\"path\":\"../../etc/passwd\"}", NULL), 0);
+    cr_assert_eq (s_result (ctx, 3, "r1", false, "path escapes the workspace: ../../etc/passwd"), 0);
+    cr_assert_eq (s_feed (ctx, 4, "tool.call", "call_id", "r2", "name", "read_file",
+                          "arguments", "{\"path\":\"ok\"}", NULL), 0);
+    cr_assert_eq (s_result (ctx, 5, "r2", true, "error: this text is the file's"), 0);
+    const sb_val_t *msgs;
+    sb_doc_t *doc = s_decode (ctx, &msgs);
+    cr_assert_eq (msgs->len, 4);
+    s_expect_tool (s_msg (msgs, 2), "r1", "error: path escapes the workspace: ../../etc/passwd");
+    s_expect_tool (s_msg (msgs, 3), "r2", "error: this text is the file's");
+    sb_doc_destroy (&doc);
+    sb_context_destroy (&ctx);
+    s_no_leak ();
+}
+
+Test (context, interleaved_calls_stay_in_one_step)
+{
+    //  call A, result A, call B, result B: one model call, one message.
+    sb_context_t *ctx = sb_context_new ();
+    cr_assert_eq (s_feed (ctx, 1, "prompt", "text", "p", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 2, "text.done", "text", "two calls", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 3, "reasoning.state", "provider", "anthropic", "data", STATE1, NULL), 0);
+    cr_assert_eq (s_feed (ctx, 4, "tool.call", "call_id", "a", "name", "list_dir", "arguments", "{}", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 5, "tool.output", "call_id", "a", "text", "x", NULL), 0);
+    cr_assert_eq (s_result (ctx, 6, "a", true, "ra"), 0);
+    cr_assert_eq (s_feed (ctx, 7, "tool.call", "call_id", "b", "name", "git_status", "arguments", "{}", NULL), 0);
+    cr_assert_eq (s_result (ctx, 8, "b", true, "rb"), 0);
+    //  usage marks the next model call: its calls make a new message.
+    cr_assert_eq (s_feed (ctx, 9, "usage", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 10, "tool.call", "call_id", "c", "name", "shell", "arguments", "{}", NULL), 0);
+    cr_assert_eq (s_result (ctx, 11, "c", true, "rc"), 0);
+
+    const sb_val_t *msgs;
+    sb_doc_t *doc = s_decode (ctx, &msgs);
+    cr_assert_eq (msgs->len, 6);
+    const sb_val_t *m = s_msg (msgs, 1);
+    cr_assert_eq (sb_get_array (m, "tool_calls")->len, 2);
+    s_expect_call (m, 0, "a", "list_dir", "{}");
+    s_expect_call (m, 1, "b", "git_status", "{}");
+    s_expect_str (m, "reasoning_state", STATE1);
+    s_expect_tool (s_msg (msgs, 2), "a", "ra");
+    s_expect_tool (s_msg (msgs, 3), "b", "rb");
+    m = s_msg (msgs, 4);
+    s_expect_str (m, "role", "assistant");
+    s_expect_str (m, "content", NULL);
+    cr_assert_eq (sb_get_array (m, "tool_calls")->len, 1);
+    s_expect_call (m, 0, "c", "shell", "{}");
+    s_expect_tool (s_msg (msgs, 5), "c", "rc");
+    sb_doc_destroy (&doc);
+    sb_context_destroy (&ctx);
+    s_no_leak ();
+}
+
+Test (context, reasoning_states_and_split_text)
+{
+    sb_context_t *ctx = sb_context_new ();
+    cr_assert_eq (s_feed (ctx, 1, "prompt", "text", "p", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 2, "reasoning.state", "provider", "responses", "data", STATE1, NULL), 0);
+    cr_assert_eq (s_feed (ctx, 3, "text.done", "text", "first half, ", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 4, "text.done", "text", "second half", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 5, "text.done", "text", "", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 6, "reasoning.state", "provider", "responses", "data", STATE2, NULL), 0);
+    //  A state that is itself an array is spliced in, not nested; an empty
+    //  one adds nothing.
+    cr_assert_eq (s_feed (ctx, 7, "reasoning.state", "provider", "anthropic", "data", "[ ]", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 8, "reasoning.state", "provider", "anthropic", "data",
+                          " [{\"type\":\"thinking\"},{\"type\":\"redacted_thinking\"}] ", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 9, "turn.end", NULL), 0);
+    //  After the turn, an empty text opens no message.
+    cr_assert_eq (s_feed (ctx, 10, "text.done", "text", "", NULL), 0);
+
+    const sb_val_t *msgs;
+    sb_doc_t *doc = s_decode (ctx, &msgs);
+    cr_assert_eq (msgs->len, 2);
+    const sb_val_t *m = s_msg (msgs, 1);
+    s_expect_str (m, "content", "first half, second half");
+    s_expect_str (m, "reasoning_state",
+                  "[" STATE1 "," STATE2 ",{\"type\":\"thinking\"},{\"type\":\"redacted_thinking\"}]");
+    sb_doc_destroy (&doc);
+    sb_context_destroy (&ctx);
+    s_no_leak ();
+}
+
+Test (context, orphan_results_are_dropped)
+{
+    sb_context_t *ctx = sb_context_new ();
+    cr_assert_eq (s_feed (ctx, 1, "prompt", "text", "p", NULL), 0);
+    cr_assert_eq (s_result (ctx, 2, "nobody", true, "x"), 0);
+    cr_assert_eq (s_feed (ctx, 3, "tool.call", "call_id", "k", "name", "shell", "arguments", "{}", NULL), 0);
+    cr_assert_eq (s_result (ctx, 4, "k", true, "first"), 0);
+    cr_assert_eq (s_result (ctx, 5, "k", true, "second"), 0);
+    cr_assert_eq (sb_context_last_seq (ctx), 5);
+    const sb_val_t *msgs;
+    sb_doc_t *doc = s_decode (ctx, &msgs);
+    cr_assert_eq (msgs->len, 3);
+    s_expect_tool (s_msg (msgs, 2), "k", "first");
+    sb_doc_destroy (&doc);
+    sb_context_destroy (&ctx);
+    s_no_leak ();
+}
+
+Test (context, malformed_entries_change_nothing)
+{
+    sb_context_t *ctx = sb_context_new ();
+    cr_assert_eq (s_feed (ctx, 1, "prompt", "text", "p", NULL), 0);
+    errno = 0;
+    cr_assert_eq (s_feed (ctx, 2, "tool.call", "name", "shell", NULL), -1);
+    cr_assert_eq (errno, EINVAL);
+    cr_assert_eq (s_feed (ctx, 2, "prompt", NULL), -1);
+    cr_assert_eq (errno, EINVAL);
+    cr_assert_eq (sb_context_last_seq (ctx), 1);
+    cr_assert_eq (sb_context_count (ctx), 1);
+
+    //  No seq, or no kind.
+    sb_enc_t *enc = sb_enc_new ();
+    sb_enc_map_open (enc);
+    sb_enc_kstr (enc, "kind", "prompt");
+    sb_enc_map_close (enc);
+    size_t len;
+    const uint8_t *data = sb_enc_data (enc, &len);
+    sb_verr_t err;
+    sb_doc_t *doc = sb_decode (data, len, NULL, 0, &err);
+    cr_assert_eq (sb_context_add (ctx, sb_doc_root (doc)), -1);
+    cr_assert_eq (errno, EINVAL);
+    sb_doc_destroy (&doc);
+    sb_enc_destroy (&enc);
+    sb_context_destroy (&ctx);
+    s_no_leak ();
+}
+
+Test (context, byte_budget_refuses_growth)
+{
+    sb_context_t *ctx = sb_context_new ();
+    sb_context_set_max_bytes (ctx, 4096);
+    char big [3001];
+    memset (big, 'x', 3000);
+    big [3000] = 0;
+    cr_assert_eq (s_feed (ctx, 1, "prompt", "text", big, NULL), 0);
+    size_t held = sb_context_bytes (ctx);
+    cr_assert_geq (held, 3000);
+    errno = 0;
+    cr_assert_eq (s_feed (ctx, 2, "text.done", "text", big, NULL), -1);
+    cr_assert_eq (errno, E2BIG);
+    cr_assert_eq (s_feed (ctx, 2, "tool.call", "call_id", "c", "name", "shell", "arguments", big, NULL), -1);
+    cr_assert_eq (errno, E2BIG);
+    //  Refused entries changed nothing, not even the cursor.
+    cr_assert_eq (sb_context_last_seq (ctx), 1);
+    cr_assert_eq (sb_context_count (ctx), 1);
+    cr_assert_eq (sb_context_bytes (ctx), held);
+    //  A small entry still fits; the budget, not the context, is full.
+    cr_assert_eq (s_feed (ctx, 2, "text.done", "text", "short", NULL), 0);
+    cr_assert_eq (sb_context_count (ctx), 2);
+    cr_assert_leq (sb_context_bytes (ctx), 4096);
+    sb_context_destroy (&ctx);
+    s_no_leak ();
+}
+
+Test (context, default_budget_is_bounded, .timeout = 60)
+{
+    //  1 MiB prompts (the tape's largest text) until the budget refuses.
+    sb_context_t *ctx = sb_context_new ();
+    size_t n = 1u << 20;
+    char *text = malloc (n + 1);
+    cr_assert (text);
+    memset (text, 'y', n);
+    text [n] = 0;
+    uint64_t seq = 1;
+    while (s_feed (ctx, seq, "prompt", "text", text, NULL) == 0) {
+        seq++;
+        cr_assert_lt (seq, 100, "the default budget never refused");
+    }
+    cr_assert_eq (errno, E2BIG);
+    cr_assert_eq (sb_context_last_seq (ctx), seq - 1);
+    cr_assert_leq (sb_context_bytes (ctx), SB_CONTEXT_MAX_BYTES);
+    cr_assert_gt (sb_context_bytes (ctx), SB_CONTEXT_MAX_BYTES - n - 4096);
+    free (text);
+    //  What is held still encodes into one llm.stream body.
+    const sb_val_t *msgs;
+    sb_doc_t *doc = s_decode (ctx, &msgs);
+    cr_assert_eq (msgs->len, seq - 1);
+    sb_doc_destroy (&doc);
+    sb_context_destroy (&ctx);
+    s_no_leak ();
+}
+
+Test (context, schema_limits_are_enforced)
+{
+    sb_context_t *ctx = sb_context_new ();
+    cr_assert_eq (s_feed (ctx, 1, "prompt", "text", "many calls", NULL), 0);
+    uint64_t seq = 2;
+    char id [32];
+    for (int k = 0; k < SB_CONTEXT_MAX_CALLS; k++) {
+        snprintf (id, sizeof id, "call_%d", k);
+        cr_assert_eq (s_feed (ctx, seq++, "tool.call", "call_id", id, "name", "shell",
+                              "arguments", "{}", NULL), 0);
+    }
+    cr_assert_eq (s_feed (ctx, seq, "tool.call", "call_id", "one_too_many", "name", "shell",
+                          "arguments", "{}", NULL), -1);
+    cr_assert_eq (errno, E2BIG);
+    cr_assert_eq (sb_context_unanswered (ctx, NULL, NULL, 0), SB_CONTEXT_MAX_CALLS);
+    //  Each unanswered call counts as the message that will answer it.
+    cr_assert_eq (sb_context_count (ctx), 2 + SB_CONTEXT_MAX_CALLS);
+
+    const char *ids [8];
+    cr_assert_eq (sb_context_unanswered (ctx, ids, NULL, 8), SB_CONTEXT_MAX_CALLS);
+    cr_assert_str_eq (ids [0], "call_0");
+    cr_assert_str_eq (ids [7], "call_7");
+    const sb_val_t *msgs;
+    sb_doc_t *doc = s_decode (ctx, &msgs);
+    s_expect_tool (s_msg (msgs, 2 + SB_CONTEXT_MAX_CALLS - 1),
+                   "call_255", SB_CONTEXT_INTERRUPTED);
+    sb_doc_destroy (&doc);
+    sb_context_destroy (&ctx);
+    s_no_leak ();
+}
+
+Test (context, message_count_is_bounded, .timeout = 60)
+{
+    sb_context_t *ctx = sb_context_new ();
+    uint64_t seq = 1;
+    while (s_feed (ctx, seq, "prompt", "text", "p", NULL) == 0)
+        seq++;
+    cr_assert_eq (errno, E2BIG);
+    cr_assert_eq (sb_context_count (ctx), SB_CONTEXT_MAX_MESSAGES);
+    sb_context_destroy (&ctx);
+    s_no_leak ();
+}

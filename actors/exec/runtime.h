@@ -103,7 +103,8 @@ sb_runtime_t *sb_runtime_cache_take_valid (sb_runtime_cache_t *cache, const char
 //  Gives a runtime to the cache as its most recently used entry, and
 //  nulls the caller's pointer. An entry of the same session is replaced
 //  (and destroyed); past capacity the least recently used is evicted (and
-//  destroyed). NULL-safe. Never fails: it allocates nothing.
+//  destroyed). A NULL rt_p or *rt_p does nothing; a NULL cache destroys
+//  the runtime. Never fails: it allocates nothing.
 void sb_runtime_cache_put (sb_runtime_cache_t *cache, sb_runtime_t **rt_p);
 
 void sb_runtime_cache_stats (const sb_runtime_cache_t *cache, sb_runtime_stats_t *stats);

@@ -50,6 +50,7 @@
 #define SB_SPAWN_MAX_VALUE      (32 * 1024)
 #define SB_SPAWN_MAX_PROCS      (1u << 20)
 #define SB_SPAWN_KILL_ROUNDS    100
+#define SB_SPAWN_UNSURE_ROUNDS  10
 #define SB_SPAWN_REAP_MS        3000
 #define SB_SPAWN_DRAIN_MS       500
 #define SB_SPAWN_DEFAULT_PATH   "/usr/local/bin:/usr/bin:/bin"
@@ -414,23 +415,27 @@ s_proc_find (const s_proc_t *v, size_t n, pid_t pid)
     return bsearch (&key, v, n, sizeof *v, s_proc_cmp);
 }
 
+typedef enum { S_MARK_NONE, S_MARK_FOUND, S_MARK_UNKNOWN } s_mark_t;
+
 //  The serial in a process's SWITCHBOARD_TOOL_ID mark, if it carries one
-//  made by this server process. Returns false if none.
-static bool
+//  made by this server process. UNKNOWN when the environment reads empty:
+//  during execve there is a moment when the new image has no environment
+//  yet, and a process caught there would otherwise escape.
+static s_mark_t
 s_proc_mark (pid_t pid, uint64_t *serial)
 {
     char path [64];
     snprintf (path, sizeof path, "/proc/%d/environ", (int) pid);
     int fd = open (path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return false;
+        return S_MARK_NONE;
     //  The mark is set last but environments are small; 64 KiB is plenty
     //  for any the spawn built, and a bigger one was not built by us.
     static const size_t cap = 64 * 1024;
     char *buf = malloc (cap + 1);
     if (!buf) {
         close (fd);
-        return false;
+        return S_MARK_UNKNOWN;
     }
     size_t len = 0;
     ssize_t r;
@@ -438,6 +443,10 @@ s_proc_mark (pid_t pid, uint64_t *serial)
         len += (size_t) r;
     close (fd);
     buf [len] = 0;
+    if (len == 0) {
+        free (buf);
+        return S_MARK_UNKNOWN;
+    }
 
     char prefix [64];
     int pl = snprintf (prefix, sizeof prefix, SB_SPAWN_TOKEN_VAR "=%d.", (int) getpid ());
@@ -450,7 +459,7 @@ s_proc_mark (pid_t pid, uint64_t *serial)
             break;
         }
     free (buf);
-    return found;
+    return found ? S_MARK_FOUND : S_MARK_NONE;
 }
 
 typedef struct {
@@ -522,36 +531,39 @@ s_snapshot_free (s_snapshot_t *snap)
 }
 
 //  Whether process p belongs to the spawn (child, serial), per the rules
-//  at the top of this file.
-static bool
+//  at the top of this file: 1 yes, 0 no, -1 cannot tell yet.
+static int
 s_belongs (const s_proc_t *v, size_t n, const s_proc_t *p, pid_t self, pid_t child,
            uint64_t serial, const s_snapshot_t *snap)
 {
     const s_proc_t *cur = p;
     for (int depth = 0; cur && depth < 4096; depth++) {
         if (cur->pid == child)
-            return true;
+            return 1;
         if (s_pidset_has (&snap->children, cur->pid))
-            return false;               //  another spawn's tree
+            return 0;                   //  another spawn's tree
         if (cur->ppid == self)
             break;                      //  an orphan we inherited, or its descendant
         if (cur->ppid <= 1)
-            return false;               //  not a descendant of the server
+            return 0;                   //  not a descendant of the server
         cur = s_proc_find (v, n, cur->ppid);
     }
     if (!cur || cur->ppid != self)
-        return false;
+        return 0;
     uint64_t mark;
-    if (!s_proc_mark (p->pid, &mark))
-        return false;                   //  unmarked: not known to be a tool's
+    s_mark_t m = s_proc_mark (p->pid, &mark);
+    if (m == S_MARK_UNKNOWN)
+        return p->state == 'Z' ? 0 : -1;
+    if (m == S_MARK_NONE)
+        return 0;                       //  unmarked: not known to be a tool's
     if (mark == serial)
-        return true;
+        return 1;
     if (mark > snap->serial_now)
-        return false;                   //  a spawn that started after we looked
+        return 0;                       //  a spawn that started after we looked
     for (size_t i = 0; i < snap->nserials; i++)
         if (snap->serials [i] == mark)
-            return false;               //  a spawn still running
-    return true;                        //  a spawn that ended: a leak
+            return 0;                   //  a spawn still running
+    return 1;                           //  a spawn that ended: a leak
 }
 
 static bool
@@ -585,6 +597,7 @@ s_kill_tree (pid_t child, uint64_t serial, s_pidset_t *killed)
 {
     pid_t self = getpid ();
     size_t alive = 0;
+    int unsure_rounds = 0;
     for (int round = 0; round < SB_SPAWN_KILL_ROUNDS; round++) {
         s_snapshot_t snap;
         s_proc_t *v;
@@ -593,12 +606,17 @@ s_kill_tree (pid_t child, uint64_t serial, s_pidset_t *killed)
             break;
         }
         ssize_t n = s_proc_scan (&v);
-        bool fresh = false;
+        bool fresh = false, unsure = false;
         for (ssize_t i = 0; i < n; i++) {
             const s_proc_t *p = &v [i];
             if (p->pid == self || p->pid == child)
                 continue;
-            if (!s_belongs (v, (size_t) n, p, self, child, serial, &snap)) {
+            int b = s_belongs (v, (size_t) n, p, self, child, serial, &snap);
+            if (b < 0) {
+                unsure = true;
+                continue;
+            }
+            if (b == 0) {
                 //  A zombie we inherited that nobody owns: reap it in passing.
                 if (p->ppid == self && p->state == 'Z')
                     s_reap_unowned_zombie (p->pid);
@@ -617,6 +635,13 @@ s_kill_tree (pid_t child, uint64_t serial, s_pidset_t *killed)
         }
         free (v);
         s_snapshot_free (&snap);
+        //  An exec completes in well under a millisecond; a process whose
+        //  environment stays empty (env -i) is given up on after a few.
+        if (unsure && unsure_rounds++ < SB_SPAWN_UNSURE_ROUNDS) {
+            struct timespec ts = { 0, 1000000 };
+            nanosleep (&ts, NULL);
+            continue;
+        }
         if (!fresh)
             break;
     }

@@ -631,6 +631,10 @@ s_model_call (exec_run_t *run, step_t *step)
 static int
 s_record_step (exec_run_t *run, step_t *step)
 {
+    /* a stream cancelled before it produced anything leaves nothing to
+       record, and the session refuses an empty batch */
+    if (!step->text_len && !step->nstates && !step->usage && !step->ncalls)
+        return 0;
     sb_enc_t *e = sb_enc_new ();
     sb_enc_array_open (e);
     if (step->text_len) {

@@ -69,6 +69,7 @@ typedef struct job {
     char *resp;                 /* JOB_MODELS / JOB_REFRESH: response body */
     size_t resp_len;
     int64_t t_first;            /* mono us of the first chunk */
+    int64_t last_byte_ms;       /* mono ms of the attempt's start or its last byte */
 } job_t;
 
 typedef struct {
@@ -263,6 +264,7 @@ s_write_cb (char *ptr, size_t size, size_t nmemb, void *arg)
 {
     job_t *job = arg;
     size_t n = size * nmemb;
+    job->last_byte_ms = sb_mono_ms ();
     if (!job->status_known) {
         curl_easy_getinfo (job->easy, CURLINFO_RESPONSE_CODE, &job->status);
         job->status_known = true;
@@ -292,11 +294,16 @@ s_header_cb (char *ptr, size_t size, size_t nmemb, void *arg)
 {
     job_t *job = arg;
     size_t n = size * nmemb;
-    if (n > 12 && strncasecmp (ptr, "retry-after:", 12) == 0)
-        snprintf (job->retry_after, sizeof job->retry_after, "%.*s", (int) (n - 12), ptr + 12);
+    job->last_byte_ms = sb_mono_ms ();
+    /* the value without its CRLF, which the parser would refuse */
+    size_t v = n;
+    while (v > 0 && (ptr [v - 1] == '\r' || ptr [v - 1] == '\n' || ptr [v - 1] == ' '))
+        v--;
+    if (v > 12 && strncasecmp (ptr, "retry-after:", 12) == 0)
+        snprintf (job->retry_after, sizeof job->retry_after, "%.*s", (int) (v - 12), ptr + 12);
     else
-    if (n > 15 && strncasecmp (ptr, "retry-after-ms:", 15) == 0)
-        snprintf (job->retry_after_ms, sizeof job->retry_after_ms, "%.*s", (int) (n - 15), ptr + 15);
+    if (v > 15 && strncasecmp (ptr, "retry-after-ms:", 15) == 0)
+        snprintf (job->retry_after_ms, sizeof job->retry_after_ms, "%.*s", (int) (v - 15), ptr + 15);
     /* the status line of each attempt comes first: reset per response */
     if (n > 5 && strncmp (ptr, "HTTP/", 5) == 0) {
         job->status_known = false;
@@ -492,6 +499,7 @@ s_attempt (self_t *self, job_t *job)
     curl_easy_setopt (job->easy, CURLOPT_HTTPHEADER, h);
     job->attempts++;
     job->retry_at = 0;
+    job->last_byte_ms = sb_mono_ms ();
     if (curl_multi_add_handle (self->multi, job->easy) != CURLM_OK)
         return -1;
     job->in_multi = true;
@@ -1090,6 +1098,17 @@ s_run_timers (self_t *self)
         job_t *j = zhashx_lookup (self->jobs, k);
         if (j && j->deadline && j->deadline <= now)
             s_fail_stream (self, j, SB_E_timeout, true, NULL, 0, "the request's deadline passed");
+        else
+        /* The idle timeout, between bytes. curl's low-speed check averages
+           over several seconds, so a timeout of 1 s would fire after ~7. */
+        if (j && j->in_multi && now - j->last_byte_ms >= (int64_t) j->prov->idle_timeout_s * 1000) {
+            curl_multi_remove_handle (self->multi, j->easy);
+            j->in_multi = false;
+            char m [200];
+            snprintf (m, sizeof m, "the provider sent nothing for %d s (idle timeout)",
+                      j->prov->idle_timeout_s);
+            s_retry_or_fail (self, j, SB_E_timeout, "idle_timeout", 0, true, -1, m);
+        }
     }
     zlistx_destroy (&keys);
 }

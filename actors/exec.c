@@ -34,6 +34,7 @@
 #define TOOL_OUTPUT_BYTES 4096
 #define TOOL_OUTPUT_MS 100
 #define STREAM_IDLE_MS (15 * 60 * 1000)
+#define ORPHAN_SWEEP_MS 1000
 
 typedef struct exec_run exec_run_t;
 
@@ -49,6 +50,7 @@ typedef struct {
     pthread_mutex_t done_lock;
     zlistx_t *done;             /* finished exec_run_t, for the actor to reap */
     int done_fd;                /* eventfd: a run finished */
+    int64_t next_sweep;         /* mono ms of the next orphan sweep */
     bool terminated;
 } self_t;
 
@@ -1120,8 +1122,18 @@ sb_exec_actor (zsock_t *pipe, void *args)
             { NULL, self->done_fd, ZMQ_POLLIN, 0 },
         };
         long wait = sb_bus_has_queued (self->bus) ? 0 : (long) sb_bus_tick (self->bus);
+        int64_t sweep_in = self->next_sweep - sb_mono_ms ();
+        if (sweep_in < wait)
+            wait = sweep_in > 0 ? (long) sweep_in : 0;
         if (zmq_poll (items, 3, wait) < 0 && errno != EINTR)
             break;
+        /* As the subreaper we inherit what tools leave behind; a process
+           that exited while its spawn was deciding whose it was ends up a
+           zombie of ours that no spawn waits for. Reap those. */
+        if (sb_mono_ms () >= self->next_sweep) {
+            sb_spawn_reap_orphans ();
+            self->next_sweep = sb_mono_ms () + ORPHAN_SWEEP_MS;
+        }
         if (items [0].revents & ZMQ_POLLIN) {
             char *cmd = zstr_recv (pipe);
             if (!cmd || streq (cmd, "$TERM"))

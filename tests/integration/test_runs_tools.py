@@ -136,6 +136,31 @@ def test_shell_timeout_kills_the_group_with_no_orphan():
                 pass
 
 
+def test_a_daemon_left_by_a_tool_is_reaped_when_it_exits():
+    # An unmarked process (env -i) in its own session is not known to be a
+    # tool's, so the spawn leaves it running; the server, as subreaper,
+    # inherits it and must reap it when it exits, or zombies pile up.
+    cmd = "env -i /usr/bin/setsid /bin/sh -c 'echo d=$$; exec /bin/sleep 0.5' &"
+    turns = [{"tool_calls": [{"name": "shell", "arguments": {"command": cmd}, "call_id": "c_d"}]},
+             {"text": "left a daemon"}]
+    pid = None
+    try:
+        server, llm, sid, run, entries = scripted_run(turns)
+        check(run["status"] == "completed", "run %r", run)
+        out = results(entries)["c_d"]["output"]
+        m = re.search(r"d=(\d+)", out)
+        check(m, "the daemon did not print its pid: %r", out)
+        pid = int(m.group(1))
+        wait_for(lambda: pid_gone(pid), 5, "the exited daemon %d to be reaped (not left a zombie)" % pid)
+        server.stop()
+    finally:
+        if pid:
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+
+
 def test_shell_output_over_the_cap_is_truncated_with_its_size():
     n = 200000
     cmd = "head -c %d /dev/zero | tr '\\0' a; echo; echo END" % n

@@ -497,17 +497,13 @@ static void s_error_fill (sb_provider_error_t *err, long status, const char *cod
 
 void
 sb_mapper_finish_error (sb_mapper_t *self, const char *code, const char *type,
-                        const char *message, bool retryable)
+                        const char *message)
 {
     if (self->finished)
         return;
     self->finished = true;
     self->has_error = true;
     s_error_fill (&self->error, 0, code, type, message);
-    //  s_error_fill decides by code; the caller's word counts when the code
-    //  says nothing either way (e.g. a plain "server_error" type).
-    if (retryable)
-        self->error.retryable = true;
 }
 
 int

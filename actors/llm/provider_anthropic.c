@@ -209,8 +209,8 @@ sb_provider_anthropic_body (const sb_llm_request_t *req, char *err, size_t errle
             json_t *schema = tool->parameters && *tool->parameters
                            ? json_loads (tool->parameters, 0, NULL)
                            : json_pack ("{s:s, s:{}}", "type", "object", "properties");
-            json_t *entry = json_pack ("{s:o, s:o, s:o}", "name", sb_provider_jtext (tool->name),
-                                       "description", sb_provider_jtext (tool->description),
+            json_t *entry = json_pack ("{s:o, s:o*, s:o}", "name", sb_provider_jtext (tool->name),
+                                       "description", s_description (tool),
                                        "input_schema", schema);
             if (!entry || json_array_append_new (tools, entry)) {
                 json_decref (tools);
@@ -451,7 +451,7 @@ sb_provider_anthropic_map (sb_mapper_t *self, const char *event, json_t *data, c
         json_t *error = json_object_get (data, "error");
         const char *message = sb_provider_jstr (error, "message");
         sb_mapper_finish_error (self, NULL, sb_provider_jstr (error, "type"),
-                                message? message: "the provider reported an error", false);
+                                message? message: "the provider reported an error");
         return 0;
     }
     return 0;               // ping, and event types added later

@@ -23,9 +23,9 @@ s_tools (const sb_llm_request_t *req)
         json_t *params = tool->parameters && *tool->parameters
                        ? json_loads (tool->parameters, 0, NULL)
                        : json_pack ("{s:s, s:{}}", "type", "object", "properties");
-        json_t *entry = json_pack ("{s:s, s:{s:o, s:o, s:o}}", "type", "function", "function",
+        json_t *entry = json_pack ("{s:s, s:{s:o, s:o*, s:o}}", "type", "function", "function",
                                    "name", sb_provider_jtext (tool->name),
-                                   "description", sb_provider_jtext (tool->description),
+                                   "description", s_description (tool),
                                    "parameters", params);
         if (!entry || json_array_append_new (tools, entry)) {
             json_decref (tools);
@@ -248,8 +248,7 @@ sb_provider_chat_map (sb_mapper_t *self, const char *event, json_t *data, const 
                                                     : sb_provider_jstr (error, "message");
         const char *code = sb_provider_jstr (error, "code");
         const char *type = sb_provider_jstr (error, "type");
-        sb_mapper_finish_error (self, code, type, message? message: "the server reported an error",
-                                false);
+        sb_mapper_finish_error (self, code, type, message? message: "the server reported an error");
         return 0;
     }
     json_t *choices = json_object_get (data, "choices");

@@ -80,10 +80,11 @@ int sb_mapper_emit_state (sb_mapper_t *self, json_t *state);
 int sb_mapper_emit_usage (sb_mapper_t *self);
 
 //  Terminal states. finish_ok turns "end" into "tool_calls" when the stream
-//  carried tool calls, since some servers say "stop" even then.
+//  carried tool calls, since some servers say "stop" even then. An error's
+//  retryability follows from its code or type (see provider.c).
 void sb_mapper_finish_ok (sb_mapper_t *self, const char *stop_reason);
 void sb_mapper_finish_error (sb_mapper_t *self, const char *code, const char *type,
-                             const char *message, bool retryable);
+                             const char *message);
 //  Marks the stream malformed; returns SB_MAPPER_EFAILED.
 int sb_mapper_fail (sb_mapper_t *self, const char *code, const char *fmt, ...)
     __attribute__ ((format (printf, 3, 4)));
@@ -127,6 +128,13 @@ json_t *sb_provider_jparse (const char *text, const char *what, bool any, char *
 //  The reasoning_state of a message as an array of objects (a new
 //  reference; empty for NULL). NULL with err when it is not JSON.
 json_t *sb_provider_jstate (const char *state, const char *what, char *err, size_t errlen);
+//  A tool's description as a JSON string, or NULL when it has none (for
+//  json_pack's "o*", which then leaves the key out rather than send "").
+static inline json_t *
+s_description (const sb_llm_tool_t *tool)
+{
+    return tool->description? sb_provider_jtext (tool->description): NULL;
+}
 //  Sets obj[key] = value, stealing the reference; -1 when value is NULL.
 int sb_provider_jput (json_t *obj, const char *key, json_t *value);
 void sb_provider_errf (char *err, size_t errlen, const char *fmt, ...)

@@ -72,9 +72,10 @@ s_tools (const sb_llm_request_t *req)
         //  strict defaults to true in this API, and strict mode refuses any
         //  schema that does not list every property as required; our tool
         //  schemas have optional properties.
-        json_t *entry = json_pack ("{s:s, s:s, s:o, s:o, s:b}",
+        //  o*: a tool without a description sends none, rather than "".
+        json_t *entry = json_pack ("{s:s, s:s, s:o*, s:o, s:b}",
                                    "type", "function", "name", tool->name,
-                                   "description", sb_provider_jtext (tool->description),
+                                   "description", s_description (tool),
                                    "parameters", params, "strict", 0);
         if (!entry || json_array_append_new (tools, entry)) {
             json_decref (tools);
@@ -276,7 +277,7 @@ s_error (sb_mapper_t *self, json_t *error, const char *fallback)
         type = NULL;
     const char *message = sb_provider_jstr (error, "message");
     sb_mapper_finish_error (self, code? code: type? NULL: fallback, type,
-                            message? message: "the provider reported a failure", false);
+                            message? message: "the provider reported a failure");
 }
 
 int

@@ -105,6 +105,34 @@ s_send (self_t *self, job_t *job, const char *type, uint64_t seq)
     sb_bus_reply_to (self->bus, job->route, job->route_len, &job->req, type, seq, b, len);
 }
 
+/*  Withholds a secret the message holds verbatim. The provider adapters
+    redact what looks like a key, but a local server's key can look like
+    anything, and only this actor knows it is one. */
+static void
+s_scrub (char *message, size_t size, const char *secret)
+{
+    size_t slen = secret ? strlen (secret) : 0;
+    if (slen < 4)
+        return;
+    const char *mark = "[redacted]";
+    size_t mlen = strlen (mark);
+    char *from = message, *at;
+    while ((at = strstr (from, secret))) {
+        size_t head = (size_t) (at - message);
+        if (head + mlen + 1 > size) {
+            *at = 0;            /* no room for the mark: cut the message there */
+            return;
+        }
+        size_t tail = strlen (at + slen);
+        if (head + mlen + tail + 1 > size)
+            tail = size - 1 - head - mlen;
+        memmove (at + mlen, at + slen, tail);
+        at [mlen + tail] = 0;
+        memcpy (at, mark, mlen);
+        from = at + mlen;       /* the mark itself is never searched again */
+    }
+}
+
 static void
 s_send_error (self_t *self, job_t *job, sb_err_t code, bool retryable, int64_t retry_after_ms,
               const char *provider_code, long http_status, const char *fmt, ...)
@@ -114,6 +142,9 @@ s_send_error (self_t *self, job_t *job, sb_err_t code, bool retryable, int64_t r
     va_start (ap, fmt);
     vsnprintf (message, sizeof message, fmt, ap);
     va_end (ap);
+    if (job->prov)
+        s_scrub (message, sizeof message, job->prov->api_key);
+    s_scrub (message, sizeof message, job->access_token);
     sb_enc_t *e = self->enc;
     sb_enc_reset (e);
     sb_enc_map_open (e);

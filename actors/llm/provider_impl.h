@@ -116,6 +116,13 @@ json_t *sb_provider_responses_body (const sb_llm_request_t *req, bool codex, cha
 json_t *sb_provider_chat_body (const sb_llm_request_t *req, char *err, size_t errlen);
 json_t *sb_provider_anthropic_body (const sb_llm_request_t *req, char *err, size_t errlen);
 
+//  Fills err from what a provider said (provider_errors.c). status 0 means
+//  an error event inside a 200 stream, where only the code decides.
+void sb_provider_error_fill (sb_provider_error_t *err, long status, const char *code,
+                             const char *type, const char *message);
+//  Length of the valid UTF-8 sequence at s (at most n bytes), or 0.
+size_t sb_provider_utf8_seq (const unsigned char *s, size_t n);
+
 //  JSON helpers.
 const char *sb_provider_jstr (json_t *obj, const char *key);        // NULL unless a string
 int64_t sb_provider_jint (json_t *obj, const char *key);            // 0 unless a number

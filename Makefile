@@ -10,6 +10,7 @@ CC      ?= cc
 SAN     ?=
 PKGS    := libczmq libzmq msgpack libcurl lmdb jansson
 OPT     ?= -O2
+JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 
 CFLAGS  += -std=gnu11 $(OPT) -g -Wall -Wextra -Werror -Wno-unused-parameter $(if $(findstring clang,$(CC)),,-Wno-format-truncation) \
            -D_GNU_SOURCE -I. $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -53,17 +54,19 @@ $(BUILD)/switchboard: $(BUILD)/obj/cli/main.o $(BUILD)/libswitchboard.a
 # Unit tests wrap malloc so the codec tests can prove that validation allocates nothing.
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libswitchboard.a $(HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libswitchboard.a $(LDLIBS) -lcriterion
+	@echo "  TEST    $@"
+	@$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libswitchboard.a $(LDLIBS) -lcriterion
 
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libswitchboard.a $(HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libswitchboard.a $(LDLIBS)
+	@echo "  BENCH   $@"
+	@$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libswitchboard.a $(LDLIBS)
 
 run: deps all
 	./$(BUILD)/switchboard serve
 
 test: deps
-	@$(MAKE) --no-print-directory all units fuzz-smoke-build
+	@$(MAKE) -j$(JOBS) --no-print-directory all units fuzz-smoke-build
 	@bash tests/run_all.sh $(BUILD)
 
 units: $(UNIT_BIN)
@@ -75,18 +78,27 @@ integration: all
 	@bash tests/run_all.sh $(BUILD) integration
 
 asan: deps
-	@$(MAKE) --no-print-directory BUILD=build-asan SAN=1 OPT=-O1 all units
+	@$(MAKE) -j$(JOBS) --no-print-directory BUILD=build-asan SAN=1 OPT=-O1 all units
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  SB_ASAN=1 bash tests/run_all.sh build-asan
 
 bench: deps all $(BENCH_BIN)
 	@bash bench/run.sh $(BUILD)
 
-# libFuzzer targets are built with clang and link the library sources directly.
-FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -I. -fsanitize=fuzzer,address,undefined $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-build-fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(HDRS)
-	@mkdir -p build-fuzz
-	clang $(FUZZ_CFLAGS) -o $@ $< $(LIB_SRC) $(LDLIBS)
+# libFuzzer targets are built with clang: the library once, instrumented
+# (fuzzer-no-link), then each target linked with libFuzzer's main.
+FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -I. -fsanitize=fuzzer-no-link,address,undefined $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+FUZZ_OBJ := $(LIB_SRC:%.c=build-fuzz/obj/%.o)
+build-fuzz/obj/%.o: %.c $(HDRS)
+	@mkdir -p $(dir $@)
+	@echo "  FUZZCC  $<"
+	@clang $(FUZZ_CFLAGS) -c $< -o $@
+build-fuzz/libfuzzlib.a: $(FUZZ_OBJ)
+	@rm -f $@
+	@ar rcs $@ $^
+build-fuzz/%: tests/fuzz/%.c build-fuzz/libfuzzlib.a $(HDRS)
+	@echo "  FUZZ    $@"
+	@clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< build-fuzz/libfuzzlib.a $(LDLIBS)
 
 fuzz-smoke-build: $(FUZZ_BIN)
 

@@ -33,7 +33,8 @@ static const char *s_usage =
     "  --data DIR        data folder (created with mode 0700)\n"
     "  --http ADDR:PORT  the gateway's address (127.0.0.1:8080; :0 picks a free port\n"
     "                    and writes it to DATA/http.port)\n"
-    "  --bus ENDPOINT    also bind tcp://ADDR:P (commands), P+1 (events), P+2 (tap)\n"
+    "  --bus ENDPOINT    also bind tcp://ADDR:P (commands), P+1 (events), P+2 (tap);\n"
+    "                    beyond loopback it needs --insecure-bus (no CURVE yet)\n"
     "  --actors LIST     comma-separated actors to run (default: all built-in)\n"
     "  --llm PROVIDER    responses | chat | anthropic | codex | demo (default demo)\n"
     "  --model M         default model\n"
@@ -102,6 +103,7 @@ sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
         { "llm-url", required_argument, 0, 'u' },
         { "providers", required_argument, 0, 'p' },
         { "sandbox", required_argument, 0, 's' },
+        { "insecure-bus", no_argument, 0, 'I' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
@@ -120,6 +122,7 @@ sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
             case 'u': o->llm_url = optarg; break;
             case 'p': o->providers = optarg; break;
             case 's': o->sandbox = optarg; break;
+            case 'I': o->insecure_bus = true; break;
             case 'h': fputs (s_usage, stdout); return -1;
             default: return sb_cli_usage ("serve", "unknown option");
         }
@@ -130,6 +133,12 @@ sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
         return sb_cli_usage ("serve", "--sandbox takes bwrap");
     if (o->bus && strncmp (o->bus, "tcp://", 6) != 0)
         return sb_cli_usage ("serve", "--bus takes tcp://ADDR:PORT (ipc is always bound)");
+    /* CURVE is not built yet: an unauthenticated bus beyond loopback would
+       let anyone on the network drive the agent, so it takes a flag */
+    if (o->bus && !o->insecure_bus && strncmp (o->bus + 6, "127.", 4) != 0
+    &&  strncmp (o->bus + 6, "localhost:", 10) != 0 && strncmp (o->bus + 6, "[::1]:", 6) != 0)
+        return sb_cli_usage ("serve", "--bus %s is beyond loopback and the bus has no authentication yet "
+                             "(CURVE is not built); add --insecure-bus to accept that", o->bus);
     const char *colon = strrchr (o->http, ':');
     if (!colon || colon == o->http || atoi (colon + 1) < 0 || atoi (colon + 1) > 65535)
         return sb_cli_usage ("serve", "--http takes ADDR:PORT, e.g. 127.0.0.1:8080");

@@ -3,6 +3,8 @@
 #ifndef SB_CLI_SERVE_H
 #define SB_CLI_SERVE_H
 
+#include <stdbool.h>
+
 typedef struct {
     const char *data;
     const char *http;
@@ -14,6 +16,7 @@ typedef struct {
     const char *providers;
     const char *sandbox;
     int demo_delay_ms;          /* 0: default */
+    bool insecure_bus;          /* allow --bus beyond loopback without CURVE */
 } sb_serve_opts_t;
 
 /*  Called once everything is up, instead of waiting for a signal; its

@@ -448,7 +448,8 @@ s_cache_reset (self_t *self)
     for (size_t k = 0; k < self->nrecs; k++)
         sb_doc_destroy (&self->recs [k]->doc);
     self->nrecs = 0;
-    zhashx_purge (self->rec_index);
+    if (self->rec_index)
+        zhashx_purge (self->rec_index);
 }
 
 //  Writes every record the drain changed, once each.

@@ -17,15 +17,13 @@ other test_runs_*.py scripts, which import this file.
 """
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import (ROOT, SB_BIN, Client, Proc, Server, TestFailure, check, run_tests,  # noqa: E402
-                    sb, tmpdir, wait_for)
+from sbtest import (ROOT, Proc, Server, TestFailure, check, run_tests, sb, tmpdir,  # noqa: E402
+                    wait_for)
 
 PY = "/usr/bin/python3"
 LLM_SERVER = os.path.join(ROOT, "tests", "llm_server.py")
@@ -313,8 +311,7 @@ def test_serve_sessions_new_prompt_follow():
     rc, out, err = sb("sessions", "new", "--workspace", ws, "--approval", "yolo", "--json",
                       "--data", server.data)
     check(rc == 0, "sessions new: %d %s", rc, err)
-    sid = json.loads(out)["session_id"] if "session_id" in json.loads(out) else \
-        json.loads(out)["session"]["session_id"]
+    sid = json.loads(out)["session_id"]
     rc, out, err = sb("prompt", sid, "write hello.txt then show it", "--follow", "--data", server.data,
                       timeout=60)
     check(rc == 0, "prompt --follow exited %d\n%s\n%s", rc, out, err)

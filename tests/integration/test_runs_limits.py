@@ -11,7 +11,6 @@
     the workspace;
   - cancel during a model stream that hangs also reaches `cancelled` in 1 s.
 """
-import json
 import os
 import subprocess
 import sys
@@ -19,7 +18,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import SB_BIN, TestFailure, check, run_tests, sb, tmpdir, wait_for  # noqa: E402
-from test_runs_e2e import (LLM, LLM_ENV, call, get_run, kinds, llm_args, llm_server, new_session,  # noqa: E402
+from test_runs_e2e import (LLM, LLM_ENV, call, kinds, llm_args, llm_server, new_session,  # noqa: E402
                            pid_gone, prompt, results, tape, wait_run)
 
 

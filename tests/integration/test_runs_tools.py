@@ -17,7 +17,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import check, run_tests, tmpdir, wait_for  # noqa: E402
-from test_runs_e2e import (LLM, LLM_ENV, kinds, llm_server, new_session, pid_gone, prompt,  # noqa: E402
+from test_runs_e2e import (LLM, kinds, llm_server, new_session, pid_gone, prompt,  # noqa: E402
                            results, tape, wait_run)
 
 

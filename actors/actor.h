@@ -40,6 +40,12 @@ void sb_exec_actor (zsock_t *pipe, void *args);
 /*  The model broker: llm.stream, llm.cancel, llm.models. */
 void sb_llm_actor (zsock_t *pipe, void *args);
 
+/*  Signals the parent that startup succeeded (0) or failed (1). Use it
+    instead of zsock_signal: zactor_new drops the status, and the parent
+    reads it back with sb_actor_last_status right after zactor_new. */
+void sb_actor_signal (zsock_t *pipe, int status);
+int sb_actor_last_status (void);
+
 /*  Registers `bus` for `service` and signals the pipe; returns 0 when
     registered. Shared by every actor's startup. */
 struct sb_bus;

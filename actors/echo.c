@@ -101,7 +101,7 @@ sb_echo_actor (zsock_t *pipe, void *args)
 {
     self_t *self = s_self_new (pipe, args);
     if (!self) {
-        zsock_signal (pipe, 1);
+        sb_actor_signal (pipe, 1);
         return;
     }
     if (sb_actor_register (pipe, self->bus, "echo", self->instance, NULL, 0)) {
@@ -132,17 +132,3 @@ sb_echo_actor (zsock_t *pipe, void *args)
     s_self_destroy (&self);
 }
 
-int
-sb_actor_register (zsock_t *pipe, sb_bus_t *bus, const char *service, const char *instance,
-                   const uint8_t *caps, size_t caps_len)
-{
-    sb_verr_t err;
-    if (sb_bus_register (bus, service, instance, caps, caps_len, 5000, &err)) {
-        sb_error (service, "cannot register instance=%s code=%s error=\"%s\"",
-                  instance, sb_err_name (err.code), err.message);
-        zsock_signal (pipe, 1);
-        return -1;
-    }
-    zsock_signal (pipe, 0);
-    return 0;
-}

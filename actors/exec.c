@@ -1093,14 +1093,14 @@ sb_exec_actor (zsock_t *pipe, void *args)
     if (a->config && a->config->sandbox && strcmp (a->config->sandbox, "bwrap") == 0
     &&  access ("/usr/bin/bwrap", X_OK) != 0) {
         sb_error (ACTOR, "--sandbox bwrap was asked for but /usr/bin/bwrap is missing (apt-get install bubblewrap)");
-        zsock_signal (pipe, 1);
+        sb_actor_signal (pipe, 1);
         return;
     }
     /* tools' grandchildren that escape with setsid are reparented to us */
     sb_spawn_init_subreaper ();
     self_t *self = s_self_new (pipe, args);
     if (!self) {
-        zsock_signal (pipe, 1);
+        sb_actor_signal (pipe, 1);
         return;
     }
     sb_enc_t *caps = sb_enc_new ();

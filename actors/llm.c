@@ -22,6 +22,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -1147,10 +1148,12 @@ s_run_timers (self_t *self)
 void
 sb_llm_actor (zsock_t *pipe, void *args)
 {
+    /* a name for top -H and /proc/PID/task/TID/comm (bench/bench_llm.c) */
+    pthread_setname_np (pthread_self (), "sb-llm");
     curl_global_init (CURL_GLOBAL_DEFAULT);
     self_t *self = s_self_new (pipe, args);
     if (!self) {
-        zsock_signal (pipe, 1);
+        sb_actor_signal (pipe, 1);
         return;
     }
     if (sb_actor_register (pipe, self->bus, "llm", self->instance, NULL, 0)) {

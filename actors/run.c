@@ -1100,19 +1100,19 @@ sb_run_actor (zsock_t *pipe, void *args)
 {
     self_t *self = s_self_new (pipe, args);
     if (!self) {
-        zsock_signal (pipe, 1);
+        sb_actor_signal (pipe, 1);
         return;
     }
     sb_verr_t err;
     if (sb_bus_register (self->bus, "run", self->instance, NULL, 0, 5000, &err)) {
         sb_error (ACTOR, "cannot register: %s", err.message);
         s_self_destroy (&self);
-        zsock_signal (pipe, 1);
+        sb_actor_signal (pipe, 1);
         return;
     }
     /* recovery before the server opens to clients (DESIGN.md 1) */
     s_recover (self);
-    zsock_signal (pipe, 0);
+    sb_actor_signal (pipe, 0);
     self->next_tick = sb_mono_ms () + 1000;
     while (!self->terminated) {
         zmq_pollitem_t items [] = {

@@ -112,6 +112,8 @@ sb_cmd_actor (int argc, char **argv)
     zsys_handler_set (NULL);
     sb_actor_args_t args = { .cmd_endpoint = ep, .instance = instance, .config = &cfg };
     zactor_t *actor = zactor_new (entry->fn, &args);
+    if (actor && sb_actor_last_status () != 0)
+        zactor_destroy (&actor);
     if (!actor)
         return sb_cli_fail ("actor", "%s could not register with %s", name, ep);
     sb_info ("actor", "running actor=%s instance=%s endpoint=%s", name, instance, ep);

@@ -244,8 +244,10 @@ sb_serve_run (const sb_serve_opts_t *o, sb_serve_hook_fn *hook, void *hook_arg)
             .config = &scfg,
         };
         actors [k] = zactor_new (s_actor_table [k].fn, &args [k]);
+        if (actors [k] && sb_actor_last_status () != 0)
+            zactor_destroy (&actors [k]);
         if (!actors [k]) {
-            sb_error ("serve", "actor %s failed to start", s_actor_table [k].name);
+            sb_error ("serve", "actor %s failed to start (see above)", s_actor_table [k].name);
             failed = 1;
         }
     }

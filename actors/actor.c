@@ -1,0 +1,39 @@
+/*  actors/actor.c — what every actor shares at startup. */
+#include "actors/actor.h"
+#include "bus/client.h"
+#include "common/log.h"
+
+#include <stdatomic.h>
+
+/*  zactor_new waits for the child's first signal but drops its status, so
+    the status is also kept here. Actors start one at a time (serve waits
+    for each), so one slot is unambiguous. */
+static atomic_int s_last_status;
+
+void
+sb_actor_signal (zsock_t *pipe, int status)
+{
+    atomic_store (&s_last_status, status);
+    zsock_signal (pipe, (byte) status);
+}
+
+int
+sb_actor_last_status (void)
+{
+    return atomic_load (&s_last_status);
+}
+
+int
+sb_actor_register (zsock_t *pipe, sb_bus_t *bus, const char *service, const char *instance,
+                   const uint8_t *caps, size_t caps_len)
+{
+    sb_verr_t err;
+    if (sb_bus_register (bus, service, instance, caps, caps_len, 5000, &err)) {
+        sb_error (service, "cannot register instance=%s code=%s error=\"%s\"",
+                  instance, sb_err_name (err.code), err.message);
+        sb_actor_signal (pipe, 1);
+        return -1;
+    }
+    sb_actor_signal (pipe, 0);
+    return 0;
+}

@@ -1709,7 +1709,7 @@ sb_session_actor (zsock_t *pipe, void *args)
 {
     self_t *self = s_self_new (pipe, (const sb_actor_args_t *) args);
     if (!self) {
-        zsock_signal (pipe, 1);
+        sb_actor_signal (pipe, 1);
         return;
     }
     if (sb_actor_register (pipe, self->bus, ACTOR, self->instance, NULL, 0)) {

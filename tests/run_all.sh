@@ -20,8 +20,10 @@ passed=0; failed=0; skipped=0; failures=()
 run_one() {  # name, log, command...
     local name=$1 log=$2; shift 2
     local t0=$(date +%s%N)
-    "$@" >"$log" 2>&1
+    # a hung test fails on its own instead of stalling the whole suite
+    timeout -k 10 "${SB_TEST_TIMEOUT:-300}" "$@" >"$log" 2>&1
     local rc=$?
+    [ $rc -eq 124 ] && echo "timed out after ${SB_TEST_TIMEOUT:-300} s" >>"$log"
     local ms=$(( ($(date +%s%N) - t0) / 1000000 ))
     local dt="$((ms / 1000)).$(( (ms % 1000) / 100 ))"
     if [ $rc -eq 0 ]; then

@@ -265,9 +265,19 @@ sb_serve_run (const sb_serve_opts_t *o, sb_serve_hook_fn *hook, void *hook_arg)
             printf ("switchboard %s is serving\n"
                     "  data     %s\n"
                     "  bus      ipc://%s/bus-cmd%s%s\n"
-                    "  tap      ipc://%s/bus-tap   (watch it: switchboard tap)\n"
-                    "  stop     Ctrl-C\n",
-                    SB_VERSION, dir, dir, o->bus ? "  and " : "", o->bus ? o->bus : "", dir);
+                    "  tap      ipc://%s/bus-tap\n"
+                    "  model    %s\n"
+                    "  web UI   not built yet (the gateway issue); --http %s is reserved for it\n"
+                    "\n"
+                    "In another terminal:\n"
+                    "  switchboard tap                          watch every bus message live\n"
+                    "  switchboard sessions new --workspace .   open a session on a folder\n"
+                    "  switchboard prompt SESSION \"look around\" --follow\n"
+                    "  switchboard stats                        the broker's counters\n"
+                    "Stop with Ctrl-C.\n",
+                    SB_VERSION, dir, dir, o->bus ? "  and " : "", o->bus ? o->bus : "", dir,
+                    o->llm ? o->llm : (o->providers ? o->providers : "demo (built in, no key needed)"),
+                    o->http);
             fflush (stdout);
         }
     }

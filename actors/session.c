@@ -66,6 +66,8 @@
 //  A body's size limit when its kind declares none: session.append's.
 #define ENTRY_BYTES_MAX     (8u << 20)
 #define ARENA_CHUNK         (64 * 1024)
+//  The longest a drain waits for more writes to share its commit.
+#define GATHER_MAX_US       2000
 
 enum { DBI_SESSIONS, DBI_TAPE, DBI_STATUS, DBI_COMMANDS, DBI_EXPIRY, DBI_PURGE };
 static const char *const s_dbi_names [] = {
@@ -176,6 +178,11 @@ typedef struct {
     sb_enc_t *tape;             //  entries written by the drain, as stored
     sb_enc_t *replies;          //  reply bodies of the drain's writes
     sb_enc_t *scratch;          //  records and bodies on their way in
+    size_t drain_writes;        //  write requests taken
+    size_t drain_entries;       //  tape entries (or requests) taken
+    size_t drain_bytes;         //  estimated bytes of the appends taken
+    size_t last_writes;         //  write requests of the last drain that had any
+    int64_t last_commit_us;     //  how long its commit took
     uint64_t drain_min_expiry;  //  earliest expiry remembered by the drain
     bool drain_purge;           //  the drain left a tape to purge
 
@@ -1341,6 +1348,7 @@ s_drain_end (self_t *self)
     for (size_t k = 0; k < self->nreqs; k++)
         sb_msg_destroy (&self->reqs [k].msg);
     self->nreqs = self->nspans = self->npubs = 0;
+    self->drain_writes = self->drain_entries = self->drain_bytes = 0;
     s_cache_reset (self);
     s_arena_reset (self);
     sb_enc_t **encs [] = { &self->prep, &self->tape, &self->replies, &self->scratch, &self->enc };
@@ -1387,6 +1395,8 @@ s_drain_run (self_t *self)
     if (writes) {
         int64_t t0 = sb_mono_us ();
         rc = sb_store_write (self->store, s_drain_fn, self);
+        self->last_commit_us = sb_mono_us () - t0;
+        self->last_writes = self->drain_writes;
         if (rc == 0) {
             self->commits++;
             if (self->drain_min_expiry
@@ -1394,7 +1404,7 @@ s_drain_run (self_t *self)
                 self->next_expiry = self->drain_min_expiry;
             self->purge_pending |= self->drain_purge;
             sb_debug (ACTOR, "committed requests=%zu entries=%zu us=%lld", self->nreqs,
-                      self->npubs, (long long) (sb_mono_us () - t0));
+                      self->npubs, (long long) self->last_commit_us);
         }
         else
             sb_error (ACTOR, "commit failed requests=%zu error=\"%s\"", self->nreqs,
@@ -1444,13 +1454,18 @@ s_drain_run (self_t *self)
     s_drain_end (self);
 }
 
-//  Reads every request waiting on the bus, within the drain's caps, and
-//  runs them as one drain.
-static void
-s_handle_bus (self_t *self)
+static bool
+s_drain_full (self_t *self)
 {
-    size_t entries = 0, bytes = 0;
-    while (self->nreqs < BATCH_MAX_MSGS && entries < BATCH_MAX_ENTRIES && bytes < BATCH_MAX_BYTES) {
+    return self->nreqs >= BATCH_MAX_MSGS || self->drain_entries >= BATCH_MAX_ENTRIES
+        || self->drain_bytes >= BATCH_MAX_BYTES;
+}
+
+//  Takes the requests waiting on the bus into the drain, within its caps.
+static void
+s_drain_take (self_t *self)
+{
+    while (!s_drain_full (self)) {
         sb_msg_t *msg = sb_bus_recv (self->bus, 0);
         if (!msg)
             break;
@@ -1473,18 +1488,44 @@ s_handle_bus (self_t *self)
             break;
         }
         req_t *req = &self->reqs [self->nreqs++];
-        memset (req, 0, offsetof (req_t, errmsg));
-        req->errmsg [0] = 0;
+        memset (req, 0, sizeof *req);
         req->msg = msg;
         req->op = s_ops [op].op;
         req->write = s_ops [op].write;
+        self->drain_writes += req->write;
         if (req->op == OP_APPEND) {
             const sb_val_t *e = sb_get_array (msg->body, "entries");
-            entries += e? e->len: 1;
-            bytes += s_val_bytes (msg->body);
+            self->drain_entries += e? e->len: 1;
+            self->drain_bytes += s_val_bytes (msg->body);
         }
         else
-            entries++;
+            self->drain_entries++;
+    }
+}
+
+//  Reads every request waiting on the bus, within the drain's caps, and
+//  runs them as one drain.
+static void
+s_handle_bus (self_t *self)
+{
+    s_drain_take (self);
+    //  Each drain with writes costs one fsync. When this one holds fewer
+    //  writes than the last, the clients that the last commit answered are
+    //  most likely sending their next requests right now: wait for them a
+    //  little, which turns many small commits into one. The wait ends as
+    //  soon as they are in, and never outlasts a commit.
+    if (self->drain_writes && self->drain_writes < self->last_writes) {
+        int64_t until = sb_mono_us () + (self->last_commit_us < GATHER_MAX_US?
+                                         self->last_commit_us: GATHER_MAX_US);
+        while (!s_drain_full (self) && self->drain_writes < self->last_writes) {
+            int64_t left = until - sb_mono_us ();
+            if (left <= 0)
+                break;
+            zmq_pollitem_t item = { sb_bus_socket (self->bus), 0, ZMQ_POLLIN, 0 };
+            if (zmq_poll (&item, 1, (long) ((left + 999) / 1000)) <= 0)
+                break;
+            s_drain_take (self);
+        }
     }
     if (self->nreqs)
         s_drain_run (self);

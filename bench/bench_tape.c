@@ -1,0 +1,818 @@
+/*  bench/bench_tape.c — the durable tape, through the real server.
+
+    Each figure is one JSON line {bench, value, unit, baseline, ratio, ...},
+    the median of RUNS runs, with its baseline measured in the same run of
+    this program:
+
+      tape.append.closed64    64 appenders, each on its own session, each
+                              waiting for its ack before its next append:
+                              durable acknowledged appends/s, with p50 and
+                              p99 append->ack latency (µs). Baseline
+                              lmdb.raw.batch64: raw LMDB, 150-byte values,
+                              64 per durable txn. Target ratio >= 0.5.
+      tape.append.closed64.p99 the p99 latency (µs) against the time of one
+                              raw 64-entry durable commit.
+      tape.append.pipelined   64 appenders, each with up to 16 batch appends
+                              of 32 entries in flight: durable acknowledged
+                              entries/s. Baseline lmdb.raw.batch1000 (the
+                              same in 1000-entry txns). Target ratio >= 0.2.
+      tape.replay             1,000,000 entries of one session read through
+                              the bus with session.events pages: entries/s.
+                              Baseline lmdb.raw.read: a raw cursor over the
+                              same environment.
+      tape.restart            from spawning `serve` on DATA holding a
+                              1,000,000-entry tape until session.events
+                              answers: ms. Baseline: the same on an empty
+                              DATA. Target: under 1000 ms.
+      tape.memory.idle        RssAnon (KiB, not RSS: LMDB's pages are file
+                              backed) of a restarted `serve` holding 100,000
+                              closed sessions, after one session.list.
+                              Baseline: the same with no session. Target:
+                              ratio 1 (idle sessions cost no anonymous
+                              memory).
+
+    The server is the real binary (`serve --actors session`), spawned on a
+    fresh data folder under $TMPDIR (default /tmp), reached over ipc by
+    clients in this process. It is found at $SB_BIN, else next to this
+    program (../switchboard). Tape entries are about 150 bytes, as in the
+    baselines: a text.delta with 44 bytes of text.
+
+    Usage: bench_tape [SECONDS per timed run, default 2]
+    Environment: SB_BENCH_QUICK=1 shrinks the 1,000,000 and 100,000 to a
+    tenth, for a quick look. */
+#include "bus/client.h"
+#include "common/log.h"
+
+#include <czmq.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <lmdb.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define RUNS        5
+#define APPENDERS   64
+#define IN_FLIGHT   16
+#define BATCH       32
+#define TEXT_LEN    44              //  makes a stored entry of about 150 bytes
+#define KEY_LEN     35
+#define VAL_LEN     150
+#define RAW_SID     "01J9ZK3QH6X0M4T8V2B7C5D1EF"
+
+static double g_seconds = 2.0;
+static long g_replay_entries = 1000000;
+static long g_idle_sessions = 100000;
+static char g_tmp [256];
+static char g_bin [4096];
+
+static void
+s_die (const char *fmt, ...) __attribute__ ((format (printf, 1, 2), noreturn));
+
+static void
+s_die (const char *fmt, ...)
+{
+    va_list ap;
+    va_start (ap, fmt);
+    fprintf (stderr, "bench_tape: ");
+    vfprintf (stderr, fmt, ap);
+    fprintf (stderr, "\n");
+    va_end (ap);
+    exit (1);
+}
+
+static double
+s_now (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int
+s_cmp (const void *a, const void *b)
+{
+    double x = *(const double *) a, y = *(const double *) b;
+    return x < y? -1: x > y;
+}
+
+static double
+s_median (double *v, int n)
+{
+    qsort (v, (size_t) n, sizeof v [0], s_cmp);
+    return v [n / 2];
+}
+
+static void
+s_figure (const char *name, double value, const char *unit, double baseline, const char *extra)
+{
+    printf ("{\"bench\":\"%s\",\"value\":%.1f,\"unit\":\"%s\",\"baseline\":%.1f,\"ratio\":%.3f%s%s}\n",
+            name, value, unit, baseline, baseline > 0? value / baseline: 0.0,
+            extra? ",": "", extra? extra: "");
+    fflush (stdout);
+}
+
+static char *
+s_mkdtemp (const char *tag)
+{
+    char *dir = malloc (300);
+    snprintf (dir, 300, "%s/bt_%s_XXXXXX", g_tmp, tag);
+    if (!mkdtemp (dir))
+        s_die ("mkdtemp %s: %s", dir, strerror (errno));
+    return dir;
+}
+
+static void
+s_rmrf (const char *dir)
+{
+    if (getenv ("SB_BENCH_KEEP"))
+        return;
+    char cmd [600];
+    snprintf (cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system (cmd) != 0)
+        fprintf (stderr, "bench_tape: could not remove %s\n", dir);
+}
+
+//  --------------------------------------------------------------------------
+//  Raw LMDB baselines (the loop of bench_lmdb.c)
+
+static void
+s_raw_key (uint8_t *key, uint64_t seq)
+{
+    key [0] = 'T';
+    memcpy (key + 1, RAW_SID, 26);
+    for (int i = 7; i >= 0; i--, seq >>= 8)
+        key [27 + i] = (uint8_t) seq;
+}
+
+static void
+s_raw_value (uint8_t *val, uint64_t seq)
+{
+    uint64_t x = seq * 0x9E3779B97F4A7C15ull + 1;
+    for (int i = 0; i < VAL_LEN; i++) {
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        val [i] = (uint8_t) x;
+    }
+}
+
+//  One timed run with `batch` entries per durable txn; entries/s, and the
+//  mean time of one commit in µs.
+static double
+s_raw_run (int batch, double *txn_us)
+{
+    char *dir = s_mkdtemp ("raw");
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    int rc = mdb_env_create (&env);
+    if (rc == 0)
+        rc = mdb_env_set_maxdbs (env, 2);
+    if (rc == 0)
+        rc = mdb_env_set_mapsize (env, (size_t) 8 << 30);
+    if (rc == 0)
+        rc = mdb_env_open (env, dir, MDB_NOTLS, 0600);
+    if (rc == 0)
+        rc = mdb_txn_begin (env, NULL, 0, &txn);
+    if (rc == 0)
+        rc = mdb_dbi_open (txn, "tape", MDB_CREATE, &dbi);
+    if (rc == 0)
+        rc = mdb_txn_commit (txn);
+    if (rc != 0)
+        s_die ("raw open: %s", mdb_strerror (rc));
+    uint8_t key [KEY_LEN], val [VAL_LEN];
+    uint64_t seq = 0, txns = 0;
+    double start = s_now (), elapsed;
+    do {
+        rc = mdb_txn_begin (env, NULL, 0, &txn);
+        for (int i = 0; i < batch && rc == 0; i++, seq++) {
+            s_raw_key (key, seq);
+            s_raw_value (val, seq);
+            MDB_val k = { KEY_LEN, key }, v = { VAL_LEN, val };
+            rc = mdb_put (txn, dbi, &k, &v, 0);
+        }
+        if (rc == 0)
+            rc = mdb_txn_commit (txn);
+        if (rc != 0)
+            s_die ("raw write: %s", mdb_strerror (rc));
+        txns++;
+        elapsed = s_now () - start;
+    } while (elapsed < g_seconds);
+    mdb_env_close (env);
+    s_rmrf (dir);
+    free (dir);
+    if (txn_us)
+        *txn_us = elapsed * 1e6 / (double) txns;
+    return seq / elapsed;
+}
+
+//  A raw cursor over every entry of the tape dbi of `env_dir`: entries/s.
+static double
+s_raw_read (const char *env_dir, long *count)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    MDB_cursor *cur;
+    int rc = mdb_env_create (&env);
+    if (rc == 0)
+        rc = mdb_env_set_maxdbs (env, 16);
+    if (rc == 0)
+        rc = mdb_env_open (env, env_dir, MDB_RDONLY | MDB_NOTLS, 0600);
+    if (rc == 0)
+        rc = mdb_txn_begin (env, NULL, MDB_RDONLY, &txn);
+    if (rc == 0)
+        rc = mdb_dbi_open (txn, "tape", 0, &dbi);
+    if (rc == 0)
+        rc = mdb_cursor_open (txn, dbi, &cur);
+    if (rc != 0)
+        s_die ("raw read of %s: %s", env_dir, mdb_strerror (rc));
+    MDB_val k, v;
+    long n = 0;
+    volatile unsigned sum = 0;
+    double start = s_now ();
+    for (rc = mdb_cursor_get (cur, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get (cur, &k, &v, MDB_NEXT)) {
+        //  Touch the value, as a reader copying it out would.
+        sum += ((const uint8_t *) v.mv_data) [v.mv_size - 1];
+        n++;
+    }
+    double elapsed = s_now () - start;
+    mdb_cursor_close (cur);
+    mdb_txn_abort (txn);
+    mdb_env_close (env);
+    *count = n;
+    return n / elapsed;
+}
+
+//  --------------------------------------------------------------------------
+//  The server
+
+typedef struct {
+    pid_t pid;
+    char data [300];
+    char ep [400];
+} server_t;
+
+static bool
+s_exists (const char *path)
+{
+    struct stat st;
+    return stat (path, &st) == 0;
+}
+
+static sb_msg_t *
+s_call (sb_bus_t *bus, const char *type, sb_enc_t *enc, int timeout_ms)
+{
+    size_t len;
+    const uint8_t *body = sb_enc_data (enc, &len);
+    return sb_bus_call (bus, type, NULL, body, len, timeout_ms);
+}
+
+static sb_msg_t *
+s_call_ok (sb_bus_t *bus, const char *type, sb_enc_t *enc)
+{
+    sb_msg_t *m = s_call (bus, type, enc, 60000);
+    if (!m)
+        s_die ("no reply to %s", type);
+    if (sb_msg_is_error (m))
+        s_die ("%s: %s: %s", type, sb_msg_error_code (m), sb_msg_error_message (m));
+    return m;
+}
+
+//  Spawns `serve` on `data` and returns once the session service answers;
+//  *ready_ms is the time from the spawn to that answer.
+static void
+s_server_start (server_t *s, const char *data, double *ready_ms)
+{
+    snprintf (s->data, sizeof s->data, "%s", data);
+    snprintf (s->ep, sizeof s->ep, "ipc://%s/bus-cmd", data);
+    char log [400], sock [400];
+    snprintf (log, sizeof log, "%s/serve.log", data);
+    snprintf (sock, sizeof sock, "%s/bus-cmd", data);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init (&fa);
+    posix_spawn_file_actions_addopen (&fa, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+    posix_spawn_file_actions_adddup2 (&fa, 1, 2);
+    posix_spawn_file_actions_addopen (&fa, 0, "/dev/null", O_RDONLY, 0);
+    char *argv [] = { g_bin, "serve", "--data", (char *) data, "--http", "127.0.0.1:0",
+                      "--actors", "session", NULL };
+    double t0 = s_now ();
+    if (posix_spawn (&s->pid, g_bin, &fa, NULL, argv, environ) != 0)
+        s_die ("cannot start %s: %s", g_bin, strerror (errno));
+    posix_spawn_file_actions_destroy (&fa);
+    //  The command socket appears only once every actor is ready.
+    while (!s_exists (sock)) {
+        int status;
+        if (waitpid (s->pid, &status, WNOHANG) == s->pid)
+            s_die ("serve exited during startup; see %s", log);
+        if (s_now () - t0 > 30)
+            s_die ("serve did not start within 30 s; see %s", log);
+        usleep (500);
+    }
+    sb_bus_t *bus = sb_bus_new (s->ep, "bench");
+    sb_enc_t *enc = sb_enc_new ();
+    sb_enc_map_open (enc);
+    sb_enc_kuint (enc, "limit", 1);
+    sb_enc_map_close (enc);
+    sb_msg_t *m = NULL;
+    while (!m) {
+        m = s_call (bus, "session.list", enc, 2000);
+        if (s_now () - t0 > 30)
+            s_die ("serve does not answer session.list; see %s", log);
+    }
+    if (ready_ms)
+        *ready_ms = (s_now () - t0) * 1000;
+    if (sb_msg_is_error (m))
+        s_die ("session.list: %s", sb_msg_error_message (m));
+    sb_msg_destroy (&m);
+    sb_enc_destroy (&enc);
+    sb_bus_destroy (&bus);
+}
+
+static void
+s_server_stop (server_t *s)
+{
+    if (s->pid <= 0)
+        return;
+    kill (s->pid, SIGTERM);
+    int status;
+    waitpid (s->pid, &status, 0);
+    s->pid = 0;
+}
+
+static long
+s_rss_anon_kib (pid_t pid)
+{
+    char path [64], line [256];
+    snprintf (path, sizeof path, "/proc/%d/status", (int) pid);
+    FILE *f = fopen (path, "r");
+    long kib = -1;
+    while (f && fgets (line, sizeof line, f))
+        if (sscanf (line, "RssAnon: %ld kB", &kib) == 1)
+            break;
+    if (f)
+        fclose (f);
+    return kib;
+}
+
+static void
+s_create_sessions (server_t *s, char sids [][SB_ULID_LEN + 1], int n, const char *workspace)
+{
+    sb_bus_t *bus = sb_bus_new (s->ep, "bench");
+    sb_enc_t *enc = sb_enc_new ();
+    for (int k = 0; k < n; k++) {
+        sb_enc_reset (enc);
+        sb_enc_map_open (enc);
+        sb_enc_kstr (enc, "workspace", workspace);
+        sb_enc_map_close (enc);
+        sb_msg_t *m = s_call_ok (bus, "session.create", enc);
+        snprintf (sids [k], SB_ULID_LEN + 1, "%s", sb_get_str (sb_get_map (m->body, "session"), "session_id"));
+        sb_msg_destroy (&m);
+    }
+    sb_enc_destroy (&enc);
+    sb_bus_destroy (&bus);
+}
+
+//  --------------------------------------------------------------------------
+//  Appenders: APPENDERS clients, one socket each, driven from one thread
+
+typedef struct {
+    sb_bus_t *bus;
+    uint8_t *body;              //  the request, encoded once
+    size_t len;
+    int in_flight;
+    double sent_at [IN_FLIGHT]; //  closed loop: when the one in flight left
+} appender_t;
+
+static void
+s_encode_text (sb_enc_t *enc, uint64_t k)
+{
+    char text [TEXT_LEN + 1];
+    snprintf (text, sizeof text, "%0*llu", TEXT_LEN, (unsigned long long) k);
+    sb_enc_key (enc, "body");
+    sb_enc_map_open (enc);
+    sb_enc_kstr (enc, "text", text);
+    sb_enc_map_close (enc);
+}
+
+//  One timed run: each appender keeps `depth` requests of `batch` entries
+//  in flight. Returns acknowledged entries/s; fills latencies (µs) when
+//  given.
+static double
+s_append_run (int depth, int batch, double *p50, double *p99)
+{
+    char *data = s_mkdtemp ("app");
+    server_t s;
+    s_server_start (&s, data, NULL);
+    static char sids [APPENDERS][SB_ULID_LEN + 1];
+    s_create_sessions (&s, sids, APPENDERS, g_tmp);
+
+    appender_t a [APPENDERS];
+    sb_enc_t *enc = sb_enc_new ();
+    for (int k = 0; k < APPENDERS; k++) {
+        sb_enc_reset (enc);
+        sb_enc_map_open (enc);
+        sb_enc_kstr (enc, "session_id", sids [k]);
+        if (batch == 1) {
+            sb_enc_kstr (enc, "kind", "text.delta");
+            s_encode_text (enc, (uint64_t) k);
+        }
+        else {
+            sb_enc_key (enc, "entries");
+            sb_enc_array_open (enc);
+            for (int e = 0; e < batch; e++) {
+                sb_enc_map_open (enc);
+                sb_enc_kstr (enc, "kind", "text.delta");
+                s_encode_text (enc, (uint64_t) e);
+                sb_enc_map_close (enc);
+            }
+            sb_enc_array_close (enc);
+        }
+        sb_enc_map_close (enc);
+        a [k].bus = sb_bus_new (s.ep, "appender");
+        if (!a [k].bus)
+            s_die ("cannot connect to %s", s.ep);
+        a [k].body = sb_enc_release (enc, &a [k].len);
+        a [k].in_flight = 0;
+    }
+    sb_enc_destroy (&enc);
+
+    size_t lat_cap = 1 << 20, nlat = 0;
+    double *lat = p50? malloc (lat_cap * sizeof *lat): NULL;
+    double warm = 0.3;
+    double start = s_now (), measure_from = start + warm, end = measure_from + g_seconds;
+    long acked = 0;
+    zmq_pollitem_t items [APPENDERS];
+    bool sending = true;
+    int outstanding = 0;
+    while (sending || outstanding > 0) {
+        double now = s_now ();
+        if (sending && now >= end)
+            sending = false;
+        for (int k = 0; k < APPENDERS && sending; k++)
+            while (a [k].in_flight < depth) {
+                if (sb_bus_send (a [k].bus, "session.append", NULL, NULL, a [k].body, a [k].len, 0, NULL))
+                    s_die ("send failed");
+                a [k].sent_at [a [k].in_flight] = now;
+                a [k].in_flight++;
+                outstanding++;
+            }
+        if (!sending && outstanding == 0)
+            break;
+        for (int k = 0; k < APPENDERS; k++)
+            items [k] = (zmq_pollitem_t) { sb_bus_socket (a [k].bus), 0, ZMQ_POLLIN, 0 };
+        if (zmq_poll (items, APPENDERS, 5000) <= 0)
+            s_die ("no reply within 5 s (%d outstanding)", outstanding);
+        now = s_now ();
+        for (int k = 0; k < APPENDERS; k++) {
+            if (!(items [k].revents & ZMQ_POLLIN))
+                continue;
+            sb_msg_t *m;
+            while ((m = sb_bus_recv (a [k].bus, 0))) {
+                if (sb_msg_is_error (m))
+                    s_die ("append: %s: %s", sb_msg_error_code (m), sb_msg_error_message (m));
+                //  Replies of one appender come back in order: the
+                //  oldest in flight is the one answered.
+                double sent = a [k].sent_at [0];
+                memmove (a [k].sent_at, a [k].sent_at + 1, (IN_FLIGHT - 1) * sizeof (double));
+                a [k].in_flight--;
+                outstanding--;
+                if (sent >= measure_from && now <= end) {
+                    acked += batch;
+                    if (lat && nlat < lat_cap)
+                        lat [nlat++] = (now - sent) * 1e6;
+                }
+                sb_msg_destroy (&m);
+            }
+        }
+    }
+    for (int k = 0; k < APPENDERS; k++) {
+        sb_bus_destroy (&a [k].bus);
+        free (a [k].body);
+    }
+    if (lat && nlat) {
+        qsort (lat, nlat, sizeof *lat, s_cmp);
+        *p50 = lat [nlat / 2];
+        *p99 = lat [nlat * 99 / 100];
+    }
+    free (lat);
+    s_server_stop (&s);
+    s_rmrf (data);
+    free (data);
+    return acked / g_seconds;
+}
+
+//  --------------------------------------------------------------------------
+//  Replay and restart on a large tape
+
+//  Appends `n` entries to `sid` with pipelined batches of 1000.
+static void
+s_fill_tape (server_t *s, const char *sid, long n)
+{
+    enum { FILL_SOCKETS = 4, FILL_DEPTH = 4, FILL_BATCH = 1000 };
+    sb_bus_t *bus [FILL_SOCKETS];
+    int in_flight [FILL_SOCKETS] = { 0 };
+    sb_enc_t *enc = sb_enc_new ();
+    sb_enc_map_open (enc);
+    sb_enc_kstr (enc, "session_id", sid);
+    sb_enc_key (enc, "entries");
+    sb_enc_array_open (enc);
+    for (int e = 0; e < FILL_BATCH; e++) {
+        sb_enc_map_open (enc);
+        sb_enc_kstr (enc, "kind", "text.delta");
+        s_encode_text (enc, (uint64_t) e);
+        sb_enc_map_close (enc);
+    }
+    sb_enc_array_close (enc);
+    sb_enc_map_close (enc);
+    size_t len;
+    const uint8_t *body = sb_enc_data (enc, &len);
+    for (int k = 0; k < FILL_SOCKETS; k++)
+        bus [k] = sb_bus_new (s->ep, "filler");
+    long sent = 0, done = 0;
+    while (done < n) {
+        for (int k = 0; k < FILL_SOCKETS; k++)
+            while (in_flight [k] < FILL_DEPTH && sent < n) {
+                sb_bus_send (bus [k], "session.append", NULL, NULL, body, len, 0, NULL);
+                in_flight [k]++;
+                sent += FILL_BATCH;
+            }
+        zmq_pollitem_t items [FILL_SOCKETS];
+        for (int k = 0; k < FILL_SOCKETS; k++)
+            items [k] = (zmq_pollitem_t) { sb_bus_socket (bus [k]), 0, ZMQ_POLLIN, 0 };
+        if (zmq_poll (items, FILL_SOCKETS, 30000) <= 0)
+            s_die ("filling the tape: no reply within 30 s");
+        for (int k = 0; k < FILL_SOCKETS; k++) {
+            sb_msg_t *m;
+            while ((items [k].revents & ZMQ_POLLIN) && (m = sb_bus_recv (bus [k], 0))) {
+                if (sb_msg_is_error (m))
+                    s_die ("fill: %s", sb_msg_error_message (m));
+                in_flight [k]--;
+                done += FILL_BATCH;
+                sb_msg_destroy (&m);
+            }
+        }
+    }
+    for (int k = 0; k < FILL_SOCKETS; k++)
+        sb_bus_destroy (&bus [k]);
+    sb_enc_destroy (&enc);
+}
+
+//  Reads the whole tape of `sid` through session.events; entries/s.
+static double
+s_replay_run (server_t *s, const char *sid, long want)
+{
+    sb_bus_t *bus = sb_bus_new (s->ep, "replayer");
+    sb_enc_t *enc = sb_enc_new ();
+    uint64_t after = 0;
+    long n = 0;
+    double start = s_now ();
+    while (true) {
+        sb_enc_reset (enc);
+        sb_enc_map_open (enc);
+        sb_enc_kstr (enc, "session_id", sid);
+        sb_enc_kuint (enc, "after_seq", after);
+        sb_enc_kuint (enc, "limit", 5000);
+        sb_enc_map_close (enc);
+        sb_msg_t *m = s_call_ok (bus, "session.events", enc);
+        const sb_val_t *events = sb_get_array (m->body, "events");
+        n += events? events->len: 0;
+        after = sb_get_uint (m->body, "next_after", 0);
+        bool more = sb_get_bool (m->body, "more", false);
+        sb_msg_destroy (&m);
+        if (!more)
+            break;
+    }
+    double elapsed = s_now () - start;
+    if (n < want)
+        s_die ("replay read %ld entries, want %ld", n, want);
+    sb_enc_destroy (&enc);
+    sb_bus_destroy (&bus);
+    return n / elapsed;
+}
+
+static void
+s_bench_large_tape (void)
+{
+    char *data = s_mkdtemp ("big");
+    server_t s;
+    s_server_start (&s, data, NULL);
+    char sid [1][SB_ULID_LEN + 1];
+    s_create_sessions (&s, sid, 1, g_tmp);
+    double t0 = s_now ();
+    s_fill_tape (&s, sid [0], g_replay_entries - 1);
+    fprintf (stderr, "bench_tape: filled a tape of %ld entries in %.1f s\n", g_replay_entries,
+             s_now () - t0);
+
+    double replay [RUNS], raw [RUNS];
+    for (int r = 0; r < RUNS; r++)
+        replay [r] = s_replay_run (&s, sid [0], g_replay_entries);
+    s_server_stop (&s);
+    char env [400];
+    snprintf (env, sizeof env, "%s/session", data);
+    long count = 0;
+    for (int r = 0; r < RUNS; r++)
+        raw [r] = s_raw_read (env, &count);
+    char extra [128];
+    snprintf (extra, sizeof extra, "\"entries\":%ld", count);
+    s_figure ("lmdb.raw.read", s_median (raw, RUNS), "entries/s", 0, extra);
+    double raw_read = raw [RUNS / 2];
+    s_figure ("tape.replay", s_median (replay, RUNS), "entries/s", raw_read, extra);
+
+    //  Restart: the big DATA against an empty one, alternating.
+    char *empty = s_mkdtemp ("empty");
+    double big [RUNS], small [RUNS];
+    for (int r = 0; r < RUNS; r++) {
+        s_server_start (&s, data, &big [r]);
+        s_server_stop (&s);
+        s_server_start (&s, empty, &small [r]);
+        s_server_stop (&s);
+    }
+    double baseline = s_median (small, RUNS);
+    snprintf (extra, sizeof extra, "\"entries\":%ld,\"target_ms\":1000", count);
+    s_figure ("tape.restart", s_median (big, RUNS), "ms", baseline, extra);
+    s_rmrf (empty);
+    s_rmrf (data);
+    free (empty);
+    free (data);
+}
+
+//  --------------------------------------------------------------------------
+//  Memory of idle sessions
+
+//  Creates n sessions and closes them, pipelined.
+static void
+s_make_closed_sessions (server_t *s, long n)
+{
+    enum { DEPTH = 512 };
+    sb_bus_t *bus = sb_bus_new (s->ep, "creator");
+    sb_enc_t *enc = sb_enc_new ();
+    long created = 0, closed = 0, in_flight = 0, sent = 0;
+    while (closed < n) {
+        while (in_flight < DEPTH && sent < n) {
+            sb_enc_reset (enc);
+            sb_enc_map_open (enc);
+            sb_enc_kstr (enc, "workspace", g_tmp);
+            sb_enc_kstr (enc, "title", "idle");
+            sb_enc_map_close (enc);
+            size_t len;
+            const uint8_t *body = sb_enc_data (enc, &len);
+            sb_bus_send (bus, "session.create", NULL, NULL, body, len, 0, NULL);
+            in_flight++;
+            sent++;
+        }
+        sb_msg_t *m = sb_bus_recv (bus, 30000);
+        if (!m)
+            s_die ("creating sessions: no reply within 30 s");
+        if (sb_msg_is_error (m))
+            s_die ("%s: %s", m->h.type, sb_msg_error_message (m));
+        in_flight--;
+        if (strcmp (m->h.type, "session.create.ok") == 0) {
+            created++;
+            sb_enc_reset (enc);
+            sb_enc_map_open (enc);
+            sb_enc_kstr (enc, "session_id", sb_get_str (sb_get_map (m->body, "session"), "session_id"));
+            sb_enc_map_close (enc);
+            size_t len;
+            const uint8_t *body = sb_enc_data (enc, &len);
+            sb_bus_send (bus, "session.close", NULL, NULL, body, len, 0, NULL);
+            in_flight++;
+        }
+        else
+            closed++;
+        sb_msg_destroy (&m);
+    }
+    sb_enc_destroy (&enc);
+    sb_bus_destroy (&bus);
+}
+
+//  RssAnon of a freshly started serve on `data` after one session.list.
+static double
+s_idle_rss (const char *data)
+{
+    server_t s;
+    s_server_start (&s, data, NULL);       //  its readiness check is the list
+    double kib = (double) s_rss_anon_kib (s.pid);
+    s_server_stop (&s);
+    return kib;
+}
+
+static void
+s_bench_memory (void)
+{
+    char *empty = s_mkdtemp ("mem0");
+    char *full = s_mkdtemp ("memN");
+    server_t s;
+    s_server_start (&s, full, NULL);
+    double t0 = s_now ();
+    s_make_closed_sessions (&s, g_idle_sessions);
+    double loaded = (double) s_rss_anon_kib (s.pid);
+    s_server_stop (&s);
+    fprintf (stderr, "bench_tape: created and closed %ld sessions in %.1f s; RssAnon of that "
+             "process afterwards %.0f KiB\n", g_idle_sessions, s_now () - t0, loaded);
+    double idle [RUNS], none [RUNS];
+    for (int r = 0; r < RUNS; r++) {
+        idle [r] = s_idle_rss (full);
+        none [r] = s_idle_rss (empty);
+    }
+    char extra [128];
+    snprintf (extra, sizeof extra, "\"sessions\":%ld,\"status\":\"closed\"", g_idle_sessions);
+    s_figure ("tape.memory.idle", s_median (idle, RUNS), "KiB", s_median (none, RUNS), extra);
+    s_rmrf (empty);
+    s_rmrf (full);
+    free (empty);
+    free (full);
+}
+
+//  --------------------------------------------------------------------------
+
+static void
+s_find_binary (const char *argv0)
+{
+    const char *env = getenv ("SB_BIN");
+    if (env && *env)
+        snprintf (g_bin, sizeof g_bin, "%s", env);
+    else {
+        char self [4096];
+        ssize_t n = readlink ("/proc/self/exe", self, sizeof self - 1);
+        if (n <= 0)
+            snprintf (self, sizeof self, "%s", argv0);
+        else
+            self [n] = 0;
+        char *slash = strrchr (self, '/');
+        if (slash)
+            *slash = 0;
+        snprintf (g_bin, sizeof g_bin, "%s/../switchboard", self);
+    }
+    if (access (g_bin, X_OK) != 0)
+        s_die ("no switchboard binary at %s (build it, or set SB_BIN)", g_bin);
+}
+
+int
+main (int argc, char *argv [])
+{
+    if (argc > 1) {
+        g_seconds = atof (argv [1]);
+        if (!(g_seconds > 0 && g_seconds <= 60)) {
+            fprintf (stderr, "usage: bench_tape [SECONDS per timed run, default 2]\n");
+            return 2;
+        }
+    }
+    const char *quick = getenv ("SB_BENCH_QUICK");
+    if (quick && *quick && strcmp (quick, "0") != 0) {
+        g_replay_entries /= 10;
+        g_idle_sessions /= 10;
+    }
+    const char *tmp = getenv ("TMPDIR");
+    snprintf (g_tmp, sizeof g_tmp, "%s", tmp && *tmp? tmp: "/tmp");
+    s_find_binary (argv [0]);
+    zsys_handler_set (NULL);
+    signal (SIGPIPE, SIG_IGN);
+    setenv ("SWITCHBOARD_LOG", "warn", 0);
+
+    //  SB_BENCH_ONLY=closed64|pipelined: one timed run of that, for
+    //  profiling; no JSON lines.
+    const char *only = getenv ("SB_BENCH_ONLY");
+    if (only && *only) {
+        double p50 = 0, p99 = 0;
+        double v = strcmp (only, "closed64") == 0? s_append_run (1, 1, &p50, &p99)
+                                                  : s_append_run (IN_FLIGHT, BATCH, NULL, NULL);
+        fprintf (stderr, "%s: %.0f entries/s p50 %.0f us p99 %.0f us\n", only, v, p50, p99);
+        return 0;
+    }
+    double raw64 [RUNS], raw64_us [RUNS], raw1000 [RUNS];
+    for (int r = 0; r < RUNS; r++) {
+        raw64 [r] = s_raw_run (64, &raw64_us [r]);
+        raw1000 [r] = s_raw_run (1000, NULL);
+    }
+    double b64 = s_median (raw64, RUNS), b64_us = s_median (raw64_us, RUNS);
+    double b1000 = s_median (raw1000, RUNS);
+    s_figure ("lmdb.raw.batch64", b64, "entries/s", 0, NULL);
+    s_figure ("lmdb.raw.batch1000", b1000, "entries/s", 0, NULL);
+
+    double closed [RUNS], p50 [RUNS], p99 [RUNS];
+    for (int r = 0; r < RUNS; r++)
+        closed [r] = s_append_run (1, 1, &p50 [r], &p99 [r]);
+    double m50 = s_median (p50, RUNS), m99 = s_median (p99, RUNS);
+    char extra [160];
+    snprintf (extra, sizeof extra, "\"p50_us\":%.0f,\"p99_us\":%.0f,\"target_ratio\":0.5", m50, m99);
+    s_figure ("tape.append.closed64", s_median (closed, RUNS), "appends/s", b64, extra);
+    s_figure ("tape.append.closed64.p99", m99, "us", b64_us, "\"baseline_is\":\"one raw 64-entry commit\"");
+
+    double piped [RUNS];
+    for (int r = 0; r < RUNS; r++)
+        piped [r] = s_append_run (IN_FLIGHT, BATCH, NULL, NULL);
+    s_figure ("tape.append.pipelined", s_median (piped, RUNS), "entries/s", b1000, "\"target_ratio\":0.2");
+
+    s_bench_large_tape ();
+    s_bench_memory ();
+    return 0;
+}

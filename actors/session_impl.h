@@ -1,0 +1,256 @@
+/*  actors/session_impl.h — what the session actor's files share.
+
+    Not a public header: only actors/session*.c include it. The actor is
+    split along its seams:
+      session.c           the actor: its loop, the drain (group commit),
+                          the answers
+      session_requests.c  each request type: the checks made before the
+                          transaction, the writes inside it, the reads
+      session_store.c     the layout of DATA/session: records, the tape,
+                          remembered commands, sweeping and purging
+    Every function here runs on the actor's thread. */
+#ifndef SB_SESSION_IMPL_H
+#define SB_SESSION_IMPL_H
+
+#include "actors/session.h"
+#include "actors/store.h"
+#include "bus/client.h"
+#include "common/log.h"
+
+#include <czmq.h>
+
+#define ACTOR "session"
+
+//  Caps on one drain. The entry cap also keeps a transaction far below
+//  LMDB's dirty-page limit (MDB_TXN_FULL).
+#define BATCH_MAX_MSGS      4096
+#define BATCH_MAX_ENTRIES   16384
+#define BATCH_MAX_BYTES     ((size_t) 64 << 20)
+//  Tape entries removed per transaction when a session is deleted.
+#define PURGE_CHUNK         10000
+//  Expired command ids removed per transaction.
+#define SWEEP_CHUNK         256
+#define COMMAND_TTL_S       (24 * 3600)
+#define MAX_STEPS_MAX       10000
+#define LABEL_KEY_MAX       64
+#define LABEL_VALUE_MAX     1024
+//  A body's size limit when its kind declares none: session.append's.
+#define ENTRY_BYTES_MAX     (8u << 20)
+#define ARENA_CHUNK         (64 * 1024)
+//  The longest a drain waits for more writes to share its commit.
+#define GATHER_MAX_US       2000
+
+//  The dbis of DATA/session, in the order given to sb_store_open.
+enum { DBI_SESSIONS, DBI_TAPE, DBI_STATUS, DBI_COMMANDS, DBI_EXPIRY, DBI_PURGE };
+
+typedef enum {
+    OP_CREATE, OP_GET, OP_LIST, OP_UPDATE, OP_CLOSE, OP_DELETE, OP_APPEND, OP_EVENTS, OP_FENCE
+} op_t;
+
+//  A bump allocator whose pointers stay put until it is reset: strings
+//  and records that must live until the drain's replies are sent.
+typedef struct chunk {
+    struct chunk *next;
+    size_t used, cap;
+    _Alignas (16) uint8_t data [];
+} chunk_t;
+
+//  A session record being worked on. Strings point into `doc` (read from
+//  the store), into a request's body, or into the arena.
+typedef struct {
+    sb_doc_t *doc;
+    const char *session_id, *status, *title, *workspace, *provider, *model;
+    const char *approval_policy, *last_run_id, *turn_status;
+    const sb_val_t *labels;
+    uint64_t created_at, updated_at, max_steps, last_seq, config_version, fence;
+    bool dirty, deleted;
+} record_t;
+
+//  One prepared tape entry of an append: its kind and its encoded body.
+typedef struct {
+    const char *kind;
+    const sb_val_t *body;
+    size_t off, len;            //  in self->prep
+} span_t;
+
+//  One committed entry to publish: its bytes in self->tape.
+typedef struct {
+    const char *sid;
+    size_t off, len;
+} pub_t;
+
+typedef struct {
+    sb_msg_t *msg;
+    op_t op;
+    bool write;
+    bool addressed;             //  takes a session_id
+    const char *sid;            //  the session addressed (create: the new id)
+    const char *cmd;            //  command_id, or NULL
+    const char *workspace;      //  create/update: the realpath
+    const char *run_id;
+    uint64_t fence;
+    bool has_fence;
+    bool batch_form;
+    size_t span0, nspans;
+    //  Found before the transaction; the write function skips the request.
+    sb_err_t prep_err;
+    //  The outcome, recomputed by every run of the write function.
+    sb_err_t err;
+    char errmsg [256];
+    size_t reply_off, reply_len;    //  in self->replies
+    size_t pub0, npubs;
+    uint64_t first_seq, last_seq;
+    bool replayed;
+    bool changed;
+} req_t;
+
+typedef struct {
+    zsock_t *pipe;
+    sb_bus_t *bus;
+    sb_pub_t *pub;
+    sb_store_t *store;
+    char instance [129];
+    bool terminated;
+    uint64_t command_ttl_ms;
+
+    //  The current drain
+    uint64_t now;               //  its timestamp: every entry's ts
+    req_t *reqs;
+    size_t nreqs, reqs_cap;
+    span_t *spans;
+    size_t nspans, spans_cap;
+    pub_t *pubs;
+    size_t npubs, pubs_cap;
+    record_t **recs;            //  the drain's record cache
+    size_t nrecs, recs_cap;
+    zhashx_t *rec_index;        //  session id -> record_t *
+    chunk_t *arena;
+    sb_enc_t *enc;              //  replies sent at once (reads)
+    sb_enc_t *prep;             //  prepared entry bodies
+    sb_enc_t *tape;             //  entries written by the drain, as stored
+    sb_enc_t *replies;          //  reply bodies of the drain's writes
+    sb_enc_t *scratch;          //  records and bodies on their way in
+    size_t drain_writes;        //  write requests taken
+    size_t drain_entries;       //  tape entries (or requests) taken
+    size_t drain_bytes;         //  estimated bytes of the appends taken
+    size_t last_writes;         //  write requests of the last drain that had any
+    int64_t last_commit_us;     //  how long its commit took
+    uint64_t drain_min_expiry;  //  earliest expiry remembered by the drain
+    bool drain_purge;           //  the drain left a tape to purge
+
+    //  Housekeeping
+    uint64_t next_expiry;       //  earliest remembered command expiry; 0: none
+    bool purge_pending;
+    sb_ratelimit_t rl;
+    uint64_t appended;          //  entries since start
+    uint64_t commits;
+} self_t;
+
+//  Keys: a tag byte, then NUL-terminated strings and big-endian integers
+//  (sb_key_*), so that byte order is the order we list in.
+
+static inline void
+s_key_session (sb_key_t *k, const char *sid)
+{
+    sb_key_init (k, 'S');
+    sb_key_str (k, sid);
+}
+
+static inline void
+s_key_tape (sb_key_t *k, const char *sid, uint64_t seq, bool with_seq)
+{
+    sb_key_init (k, 'T');
+    sb_key_str (k, sid);
+    if (with_seq)
+        sb_key_u64 (k, seq);
+}
+
+static inline void
+s_key_status (sb_key_t *k, const char *status, const char *sid)
+{
+    sb_key_init (k, 'I');
+    sb_key_str (k, status);
+    if (sid)
+        sb_key_str (k, sid);
+}
+
+static inline void
+s_key_command (sb_key_t *k, const char *cmd)
+{
+    sb_key_init (k, 'C');
+    sb_key_str (k, cmd);
+}
+
+static inline void
+s_key_expiry (sb_key_t *k, uint64_t at, const char *cmd)
+{
+    sb_key_init (k, 'E');
+    sb_key_u64 (k, at);
+    sb_key_str (k, cmd);
+}
+
+static inline void
+s_key_purge (sb_key_t *k, const char *sid)
+{
+    sb_key_init (k, 'P');
+    sb_key_str (k, sid);
+}
+
+//  session.c: the drain's memory
+
+//  From the drain's arena: valid until the drain ends. NULL when out of
+//  memory.
+void *sb_session_alloc (self_t *self, size_t n);
+char *sb_session_strdup (self_t *self, const char *s);
+//  Room for one more element in a growable array; false when out of memory.
+bool sb_session_reserve (void **array, size_t *cap, size_t count, size_t elem);
+//  Fails the request with `code` and a message naming what is wrong.
+void sb_session_fail (req_t *req, sb_err_t code, const char *fmt, ...)
+    __attribute__ ((format (printf, 3, 4)));
+
+//  session_requests.c
+
+//  Everything about a request that does not depend on the store; what
+//  fails here is final (req->prep_err).
+void sb_session_prepare (self_t *self, req_t *req);
+//  The drain's write function for sb_store_write: every write of the
+//  drain, re-runnable from scratch.
+int sb_session_drain_fn (sb_txn_t *txn, void *arg);
+//  Answers a read (get, list, events) from `txn`; a failure is left in
+//  req->err for the caller to send.
+void sb_session_read (self_t *self, sb_txn_t *txn, req_t *req);
+
+//  session_store.c: records (through the drain's cache)
+
+void sb_session_record_encode (sb_enc_t *enc, const record_t *r);
+//  The drain's copy of session `sid`, from the cache or the store. NULL
+//  with req failed (not_found, internal) or with the txn's error set.
+record_t *sb_session_record_get (self_t *self, sb_txn_t *txn, req_t *req, const char *sid);
+record_t *sb_session_record_new (self_t *self, const char *sid);
+void sb_session_cache_reset (self_t *self);
+//  Writes every record the drain changed, once each.
+void sb_session_cache_flush (self_t *self, sb_txn_t *txn);
+
+//  session_store.c: the tape
+
+//  Writes entry `seq` of r's tape and queues it for publishing.
+void sb_session_tape_put (self_t *self, sb_txn_t *txn, req_t *req, record_t *r, uint64_t seq,
+                          const char *kind, const uint8_t *body, size_t body_len);
+//  Appends a session.created / session.updated entry holding the record.
+void sb_session_tape_put_record (self_t *self, sb_txn_t *txn, req_t *req, record_t *r,
+                                 const char *kind, const char *const *changed, size_t nchanged);
+//  Removes up to `max` entries of sid's tape; *done when none remain.
+size_t sb_session_tape_purge (sb_txn_t *txn, const char *sid, size_t max, bool *done);
+
+//  session_store.c: idempotency and housekeeping
+
+//  True when req is answered by a remembered command_id.
+bool sb_session_command_replay (self_t *self, sb_txn_t *txn, req_t *req);
+void sb_session_command_remember (self_t *self, sb_txn_t *txn, req_t *req);
+//  One small transaction of each; they update self's schedule.
+void sb_session_sweep (self_t *self);
+void sb_session_purge (self_t *self);
+//  What startup must know without scanning the tape.
+void sb_session_recover (self_t *self);
+
+#endif

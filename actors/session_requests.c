@@ -1,0 +1,689 @@
+/*  actors/session_requests.c — the session service's requests, one by one.
+
+    Each request goes through up to three steps (actors/session.c runs
+    them for a whole drain):
+      1. sb_session_prepare: the checks that need no store (field values,
+         the workspace, each tape entry against its kind's schema); a
+         failure here is final;
+      2. writes (create, update, close, delete, fence, append) inside the
+         drain's one transaction, through sb_session_drain_fn, which must
+         be re-runnable: it produces replies and entries into buffers that
+         each run resets, and sends nothing;
+      3. reads (get, list, events), from a read transaction after the
+         commit. */
+#include "actors/session_impl.h"
+#include "schemas/types.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+//  A string field, checked for embedded NUL bytes: a key built from it
+//  must name exactly what the client sent.
+static const char *
+s_clean_str (const sb_val_t *body, const char *name, bool *bad)
+{
+    const sb_val_t *v = sb_get (body, name);
+    if (!v || v->type != SB_V_STR)
+        return NULL;
+    if (strlen (v->v.s) != v->len)
+        *bad = true;
+    return v->v.s;
+}
+
+//  --------------------------------------------------------------------------
+//  Checks made before the transaction
+
+static bool
+s_policy_ok (const char *p)
+{
+    return strcmp (p, "yolo") == 0 || strcmp (p, "auto") == 0 || strcmp (p, "interactive") == 0;
+}
+
+//  The config fields of create and update. An empty string in an update
+//  clears an optional field.
+static void
+s_prepare_config (self_t *self, req_t *req, bool creating)
+{
+    const sb_val_t *b = req->msg->body;
+    const char *ws = sb_get_str (b, "workspace");
+    if (ws) {
+        char real [PATH_MAX];
+        struct stat st;
+        if (!*ws) {
+            sb_session_fail (req, SB_E_invalid, "workspace must not be empty");
+            return;
+        }
+        if (!realpath (ws, real)) {
+            sb_session_fail (req, SB_E_invalid, "workspace %s: %s", ws, strerror (errno));
+            return;
+        }
+        if (stat (real, &st) != 0 || !S_ISDIR (st.st_mode)) {
+            sb_session_fail (req, SB_E_invalid, "workspace %s is not a directory", real);
+            return;
+        }
+        if (!(req->workspace = sb_session_strdup (self, real))) {
+            sb_session_fail (req, SB_E_internal, "out of memory");
+            return;
+        }
+    }
+    else
+    if (creating) {
+        sb_session_fail (req, SB_E_invalid, "workspace is required");
+        return;
+    }
+
+    const char *policy = sb_get_str (b, "approval_policy");
+    if (policy && *policy && !s_policy_ok (policy)) {
+        sb_session_fail (req, SB_E_invalid, "approval_policy must be yolo, auto or interactive, not '%.20s'",
+                policy);
+        return;
+    }
+    const sb_val_t *steps = sb_get (b, "max_steps");
+    if (steps && (steps->v.u < 1 || steps->v.u > MAX_STEPS_MAX)) {
+        sb_session_fail (req, SB_E_invalid, "max_steps must be between 1 and %d", MAX_STEPS_MAX);
+        return;
+    }
+    const sb_val_t *labels = sb_get_map (b, "labels");
+    for (uint32_t k = 0; labels && k < labels->len; k++) {
+        const sb_val_t *key = sb_map_key (labels, k), *val = sb_map_val (labels, k);
+        if (key->type != SB_V_STR || key->len == 0 || key->len > LABEL_KEY_MAX) {
+            sb_session_fail (req, SB_E_invalid, "labels: keys must be strings of 1 to %d bytes",
+                    LABEL_KEY_MAX);
+            return;
+        }
+        if (val->type != SB_V_STR || val->len > LABEL_VALUE_MAX) {
+            sb_session_fail (req, SB_E_invalid, "labels.%s must be a string of at most %d bytes",
+                    key->v.s, LABEL_VALUE_MAX);
+            return;
+        }
+    }
+}
+
+//  Checks one entry against its kind's schema and encodes its body into
+//  self->prep. index < 0: the single form.
+static void
+s_prepare_entry (self_t *self, req_t *req, long index, const char *kind, const sb_val_t *body)
+{
+    char where [32] = "";
+    if (index >= 0)
+        snprintf (where, sizeof where, "entries[%ld].", index);
+    const sb_type_t *t = sb_schema_tape_kind (kind);
+    if (!t) {
+        sb_session_fail (req, SB_E_invalid, "%skind: unknown tape entry kind '%.40s'", where, kind);
+        return;
+    }
+    //  The session's own entries are its record's history; nobody else
+    //  may write them.
+    if (strncmp (kind, "session.", 8) == 0) {
+        sb_session_fail (req, SB_E_invalid, "%skind: %s entries are written by the session service only",
+                where, kind);
+        return;
+    }
+    size_t off, end;
+    sb_enc_data (self->prep, &off);
+    if (body)
+        sb_enc_val (self->prep, body);
+    else {
+        sb_enc_map_open (self->prep);
+        sb_enc_map_close (self->prep);
+    }
+    const uint8_t *data = sb_enc_data (self->prep, &end);
+    sb_verr_t verr;
+    if (sb_validate (data + off, end - off, t->fields, t->max_bytes? t->max_bytes: ENTRY_BYTES_MAX,
+                     NULL, &verr) != 0) {
+        sb_session_fail (req, SB_E_invalid, "%sbody of %s: %s", where, kind, verr.message);
+        return;
+    }
+    if (!sb_session_reserve ((void **) &self->spans, &self->spans_cap, self->nspans, sizeof (span_t))) {
+        sb_session_fail (req, SB_E_internal, "out of memory");
+        return;
+    }
+    self->spans [self->nspans++] = (span_t) { kind, body, off, end - off };
+    req->nspans++;
+}
+
+static void
+s_prepare_append (self_t *self, req_t *req)
+{
+    const sb_val_t *b = req->msg->body;
+    const char *kind = sb_get_str (b, "kind");
+    const sb_val_t *body = sb_get_map (b, "body");
+    const sb_val_t *entries = sb_get_array (b, "entries");
+    bool bad = false;
+    req->run_id = s_clean_str (b, "run_id", &bad);
+    if (bad) {
+        sb_session_fail (req, SB_E_invalid, "run_id must not contain NUL bytes");
+        return;
+    }
+    const sb_val_t *fence = sb_get (b, "fence");
+    req->has_fence = fence != NULL;
+    req->fence = fence? fence->v.u: 0;
+    if (entries && (kind || body)) {
+        sb_session_fail (req, SB_E_invalid, "give kind and body, or entries, not both");
+        return;
+    }
+    if (!entries && !kind) {
+        sb_session_fail (req, SB_E_invalid, "kind is required (or entries, for a batch)");
+        return;
+    }
+    if (entries && entries->len == 0) {
+        sb_session_fail (req, SB_E_invalid, "entries is empty");
+        return;
+    }
+    req->span0 = self->nspans;
+    req->batch_form = entries != NULL;
+    if (!entries)
+        return s_prepare_entry (self, req, -1, kind, body);
+    for (uint32_t k = 0; k < entries->len && !req->prep_err && !req->err; k++) {
+        const sb_val_t *e = sb_array_at (entries, k);
+        s_prepare_entry (self, req, (long) k, sb_get_str (e, "kind"), sb_get_map (e, "body"));
+    }
+}
+
+//  Everything about a request that does not depend on the store. The
+//  failures found here are final: the write function skips the request.
+void
+sb_session_prepare (self_t *self, req_t *req)
+{
+    const sb_val_t *b = req->msg->body;
+    bool bad = false;
+    req->cmd = s_clean_str (b, "command_id", &bad);
+    if (bad || (req->cmd && !*req->cmd))
+        sb_session_fail (req, SB_E_invalid, "command_id must be a non-empty string without NUL bytes");
+    else
+    if (req->addressed) {
+        const sb_val_t *v = sb_get (b, "session_id");
+        if (!v || v->type != SB_V_STR || v->len != SB_ULID_LEN || !sb_ulid_valid (v->v.s))
+            sb_session_fail (req, SB_E_invalid, "session_id '%.40s' is not a session id (a 26-character ULID)",
+                    v && v->type == SB_V_STR? v->v.s: "");
+        else
+            req->sid = v->v.s;
+    }
+    if (!req->err) {
+        if (req->op == OP_CREATE) {
+            char id [SB_ULID_LEN + 1];
+            sb_ulid_new (id);
+            if (!(req->sid = sb_session_strdup (self, id)))
+                sb_session_fail (req, SB_E_internal, "out of memory");
+            else
+                s_prepare_config (self, req, true);
+        }
+        else
+        if (req->op == OP_UPDATE)
+            s_prepare_config (self, req, false);
+        else
+        if (req->op == OP_APPEND)
+            s_prepare_append (self, req);
+    }
+    req->prep_err = req->err;
+}
+
+//  --------------------------------------------------------------------------
+//  Writes, inside the drain's transaction
+
+static bool
+s_record_closed (const record_t *r)
+{
+    return strcmp (r->status, "closed") == 0;
+}
+
+static void
+s_reply_record (self_t *self, req_t *req, const record_t *r)
+{
+    sb_enc_data (self->replies, &req->reply_off);
+    sb_enc_map_open (self->replies);
+    sb_enc_key (self->replies, "session");
+    sb_session_record_encode (self->replies, r);
+    sb_enc_map_close (self->replies);
+    size_t end;
+    sb_enc_data (self->replies, &end);
+    req->reply_len = end - req->reply_off;
+}
+
+static void
+s_put_status (sb_txn_t *txn, const char *status, const char *sid, bool add)
+{
+    sb_key_t k;
+    s_key_status (&k, status, sid);
+    if (add)
+        sb_txn_put (txn, DBI_STATUS, k.buf, k.len, NULL, 0);
+    else
+        sb_txn_del (txn, DBI_STATUS, k.buf, k.len);
+}
+
+static void
+s_write_create (self_t *self, sb_txn_t *txn, req_t *req)
+{
+    const sb_val_t *b = req->msg->body;
+    record_t *r = sb_session_record_new (self, req->sid);
+    if (!r) {
+        sb_session_fail (req, SB_E_internal, "out of memory");
+        return;
+    }
+    const char *s;
+    r->created_at = r->updated_at = self->now;
+    r->status = "active";
+    r->turn_status = "idle";
+    r->workspace = req->workspace;
+    r->title = (s = sb_get_str (b, "title")) && *s? s: NULL;
+    r->provider = (s = sb_get_str (b, "provider")) && *s? s: NULL;
+    r->model = (s = sb_get_str (b, "model")) && *s? s: NULL;
+    r->approval_policy = (s = sb_get_str (b, "approval_policy")) && *s? s: NULL;
+    r->max_steps = sb_get_uint (b, "max_steps", 0);
+    r->labels = sb_get_map (b, "labels");
+    r->config_version = 1;
+    s_put_status (txn, "active", r->session_id, true);
+    sb_session_tape_put_record (self, txn, req, r, "session.created", NULL, 0);
+    s_reply_record (self, req, r);
+}
+
+//  Sets *field from the request when present; "" clears it. Returns true
+//  when the value changed.
+static bool
+s_update_str (const sb_val_t *b, const char *name, const char **field)
+{
+    const char *s = sb_get_str (b, name);
+    if (!s)
+        return false;
+    const char *now = *s? s: NULL;
+    if ((now == NULL) == (*field == NULL) && (!now || strcmp (now, *field) == 0))
+        return false;
+    *field = now;
+    return true;
+}
+
+static void
+s_write_update (self_t *self, sb_txn_t *txn, req_t *req)
+{
+    const sb_val_t *b = req->msg->body;
+    record_t *r = sb_session_record_get (self, txn, req, req->sid);
+    if (!r)
+        return;
+    if (s_record_closed (r)) {
+        sb_session_fail (req, SB_E_conflict, "session %s is closed", req->sid);
+        return;
+    }
+    const char *changed [8];
+    size_t n = 0;
+    if (s_update_str (b, "title", &r->title))
+        changed [n++] = "title";
+    if (req->workspace && strcmp (req->workspace, r->workspace) != 0) {
+        r->workspace = req->workspace;
+        changed [n++] = "workspace";
+    }
+    if (s_update_str (b, "provider", &r->provider))
+        changed [n++] = "provider";
+    if (s_update_str (b, "model", &r->model))
+        changed [n++] = "model";
+    if (s_update_str (b, "approval_policy", &r->approval_policy))
+        changed [n++] = "approval_policy";
+    uint64_t steps = sb_get_uint (b, "max_steps", 0);
+    if (steps && steps != r->max_steps) {
+        r->max_steps = steps;
+        changed [n++] = "max_steps";
+    }
+    const sb_val_t *labels = sb_get_map (b, "labels");
+    if (labels) {
+        r->labels = labels->len? labels: NULL;
+        changed [n++] = "labels";
+    }
+    //  An update that changes nothing writes nothing.
+    if (n) {
+        r->updated_at = self->now;
+        r->config_version++;
+        req->changed = true;
+        sb_session_tape_put_record (self, txn, req, r, "session.updated", changed, n);
+    }
+    s_reply_record (self, req, r);
+}
+
+static void
+s_write_close (self_t *self, sb_txn_t *txn, req_t *req)
+{
+    record_t *r = sb_session_record_get (self, txn, req, req->sid);
+    if (!r)
+        return;
+    //  Closing a closed session changes nothing and is no error.
+    if (!s_record_closed (r)) {
+        static const char *const changed [] = { "status" };
+        s_put_status (txn, r->status, r->session_id, false);
+        r->status = "closed";
+        r->turn_status = "idle";
+        r->updated_at = self->now;
+        s_put_status (txn, r->status, r->session_id, true);
+        req->changed = true;
+        sb_session_tape_put_record (self, txn, req, r, "session.updated", changed, 1);
+    }
+    s_reply_record (self, req, r);
+}
+
+static void
+s_write_delete (self_t *self, sb_txn_t *txn, req_t *req)
+{
+    record_t *r = sb_session_record_get (self, txn, req, req->sid);
+    if (!r)
+        return;
+    sb_key_t k;
+    s_key_session (&k, r->session_id);
+    sb_txn_del (txn, DBI_SESSIONS, k.buf, k.len);
+    s_put_status (txn, r->status, r->session_id, false);
+    //  A long tape is removed in chunks after this commit, so that one
+    //  delete never makes a transaction too large for LMDB or stalls the
+    //  actor; its record is gone now, so the session is gone for readers.
+    bool done;
+    sb_session_tape_purge (txn, r->session_id, PURGE_CHUNK, &done);
+    if (!done && txn->ret == 0) {
+        s_key_purge (&k, r->session_id);
+        sb_txn_put (txn, DBI_PURGE, k.buf, k.len, NULL, 0);
+        self->drain_purge = true;
+    }
+    r->deleted = true;
+    sb_enc_data (self->replies, &req->reply_off);
+    sb_enc_map_open (self->replies);
+    sb_enc_kstr (self->replies, "session_id", r->session_id);
+    sb_enc_kuint (self->replies, "deleted_events", r->last_seq);
+    sb_enc_map_close (self->replies);
+    size_t end;
+    sb_enc_data (self->replies, &end);
+    req->reply_len = end - req->reply_off;
+    req->last_seq = r->last_seq;
+}
+
+//  The run actor raises a session's fence before it hands a run to an
+//  executor and before it announces a lapsed lease; from then on an
+//  append that carries an older fence is refused. Fences only go up.
+static void
+s_write_fence (self_t *self, sb_txn_t *txn, req_t *req)
+{
+    record_t *r = sb_session_record_get (self, txn, req, req->sid);
+    if (!r)
+        return;
+    uint64_t fence = sb_get_uint (req->msg->body, "fence", 0);
+    if (fence > r->fence) {
+        r->fence = fence;
+        r->dirty = true;
+        req->changed = true;
+    }
+    sb_enc_data (self->replies, &req->reply_off);
+    sb_enc_map_open (self->replies);
+    sb_enc_kuint (self->replies, "fence", r->fence);
+    sb_enc_map_close (self->replies);
+    size_t end;
+    sb_enc_data (self->replies, &end);
+    req->reply_len = end - req->reply_off;
+}
+
+//  What a run.status entry means for the session's turn_status.
+static const char *
+s_turn_status (const char *run_status, const char *current)
+{
+    if (!run_status)
+        return current;
+    if (strcmp (run_status, "queued") == 0 || strcmp (run_status, "claimed") == 0
+    ||  strcmp (run_status, "running") == 0)
+        return "running";
+    if (strcmp (run_status, "cancelling") == 0)
+        return "cancelling";
+    return "idle";
+}
+
+static void
+s_write_append (self_t *self, sb_txn_t *txn, req_t *req)
+{
+    record_t *r = sb_session_record_get (self, txn, req, req->sid);
+    if (!r)
+        return;
+    if (s_record_closed (r)) {
+        sb_session_fail (req, SB_E_conflict, "session %s is closed; it takes no more entries", req->sid);
+        return;
+    }
+    if (req->has_fence && req->fence < r->fence) {
+        sb_session_fail (req, SB_E_fenced, "fence %llu is older than the session's fence %llu",
+                (unsigned long long) req->fence, (unsigned long long) r->fence);
+        return;
+    }
+    const uint8_t *prep = sb_enc_data (self->prep, &(size_t) { 0 });
+    for (size_t k = 0; k < req->nspans && txn->ret == 0; k++) {
+        const span_t *sp = &self->spans [req->span0 + k];
+        sb_session_tape_put (self, txn, req, r, ++r->last_seq, sp->kind, prep + sp->off, sp->len);
+        if (strcmp (sp->kind, "run.status") == 0)
+            r->turn_status = s_turn_status (sb_get_str (sp->body, "status"), r->turn_status);
+    }
+    if (req->run_id)
+        r->last_run_id = req->run_id;
+    sb_enc_data (self->replies, &req->reply_off);
+    sb_enc_map_open (self->replies);
+    if (req->batch_form) {
+        sb_enc_kuint (self->replies, "first_seq", req->first_seq);
+        sb_enc_kuint (self->replies, "last_seq", req->last_seq);
+    }
+    else
+        sb_enc_kuint (self->replies, "seq", req->first_seq);
+    sb_enc_map_close (self->replies);
+    size_t end;
+    sb_enc_data (self->replies, &end);
+    req->reply_len = end - req->reply_off;
+}
+
+int
+sb_session_drain_fn (sb_txn_t *txn, void *arg)
+{
+    self_t *self = (self_t *) arg;
+    //  Each run starts from scratch: a re-run after a map grow must not
+    //  see what the aborted run produced.
+    sb_session_cache_reset (self);
+    sb_enc_reset (self->tape);
+    sb_enc_reset (self->replies);
+    self->npubs = 0;
+    self->drain_min_expiry = 0;
+    self->drain_purge = false;
+    for (size_t i = 0; i < self->nreqs && txn->ret == 0; i++) {
+        req_t *req = &self->reqs [i];
+        if (!req->write || req->prep_err)
+            continue;
+        req->err = SB_OK;
+        req->errmsg [0] = 0;
+        req->reply_off = req->reply_len = 0;
+        req->pub0 = self->npubs;
+        req->npubs = 0;
+        req->first_seq = req->last_seq = 0;
+        req->replayed = req->changed = false;
+        if (req->cmd && sb_session_command_replay (self, txn, req))
+            continue;
+        switch (req->op) {
+            case OP_CREATE: s_write_create (self, txn, req); break;
+            case OP_UPDATE: s_write_update (self, txn, req); break;
+            case OP_CLOSE:  s_write_close (self, txn, req); break;
+            case OP_DELETE: s_write_delete (self, txn, req); break;
+            case OP_APPEND: s_write_append (self, txn, req); break;
+            case OP_FENCE:  s_write_fence (self, txn, req); break;
+            default: break;
+        }
+        if (!req->err && req->cmd && txn->ret == 0)
+            sb_session_command_remember (self, txn, req);
+    }
+    if (txn->ret == 0)
+        sb_session_cache_flush (self, txn);
+    return 0;
+}
+
+//  --------------------------------------------------------------------------
+//  Reads, after the drain's commit
+
+static void
+s_send_enc (self_t *self, req_t *req)
+{
+    size_t len;
+    const uint8_t *data = sb_enc_data (self->enc, &len);
+    sb_bus_reply (self->bus, req->msg, data, len);
+}
+
+static void
+s_read_get (self_t *self, sb_txn_t *txn, req_t *req)
+{
+    sb_key_t k;
+    s_key_session (&k, req->sid);
+    MDB_val v;
+    int rc = sb_txn_get (txn, DBI_SESSIONS, k.buf, k.len, &v);
+    if (rc == SB_STORE_NOTFOUND) {
+        sb_session_fail (req, SB_E_not_found, "no session %s", req->sid);
+        return;
+    }
+    if (rc != 0)
+        return;
+    sb_enc_reset (self->enc);
+    sb_enc_map_open (self->enc);
+    sb_enc_key (self->enc, "session");
+    sb_enc_raw (self->enc, v.mv_data, v.mv_size);
+    sb_enc_map_close (self->enc);
+    s_send_enc (self, req);
+}
+
+static void
+s_read_list (self_t *self, sb_txn_t *txn, req_t *req)
+{
+    const sb_val_t *b = req->msg->body;
+    const char *status = sb_get_str (b, "status");
+    const char *cursor = sb_get_str (b, "cursor");
+    uint64_t limit = sb_get_uint (b, "limit", SB_SESSION_LIST_LIMIT);
+    if (status && strcmp (status, "active") != 0 && strcmp (status, "closed") != 0) {
+        sb_session_fail (req, SB_E_invalid, "status must be active or closed");
+        return;
+    }
+    if (limit < 1 || limit > SB_SESSION_LIST_LIMIT_MAX) {
+        sb_session_fail (req, SB_E_invalid, "limit must be between 1 and %d", SB_SESSION_LIST_LIMIT_MAX);
+        return;
+    }
+    if (cursor && (strlen (cursor) != SB_ULID_LEN || !sb_ulid_valid (cursor))) {
+        sb_session_fail (req, SB_E_invalid, "cursor is not a session id from next_cursor");
+        return;
+    }
+
+    //  By status, walk the index; else the records themselves. Both are in
+    //  session id order, which is creation order (ULIDs).
+    sb_key_t prefix, start;
+    unsigned dbi = status? DBI_STATUS: DBI_SESSIONS;
+    if (status) {
+        s_key_status (&prefix, status, NULL);
+        s_key_status (&start, status, cursor);
+    }
+    else {
+        sb_key_init (&prefix, 'S');
+        s_key_session (&start, cursor? cursor: "");
+    }
+    sb_enc_reset (self->enc);
+    sb_enc_map_open (self->enc);
+    sb_enc_key (self->enc, "sessions");
+    sb_enc_array_open (self->enc);
+    sb_txn_iter_t it;
+    sb_txn_iter_begin (txn, &it, dbi, prefix.buf, prefix.len,
+                       cursor? start.buf: NULL, cursor? start.len: 0);
+    MDB_val k, v;
+    uint64_t n = 0;
+    const char *last = NULL;
+    char next [SB_ULID_LEN + 1] = "";
+    while (sb_txn_iter_next (&it, &k, &v)) {
+        //  The session id is the key's last field.
+        const char *sid = (const char *) k.mv_data + prefix.len;
+        if (cursor && strcmp (sid, cursor) == 0)
+            continue;
+        if (n == limit) {
+            snprintf (next, sizeof next, "%s", last);
+            sb_txn_iter_end (&it);
+            break;
+        }
+        if (status) {
+            sb_key_t rk;
+            s_key_session (&rk, sid);
+            if (sb_txn_get (txn, DBI_SESSIONS, rk.buf, rk.len, &v) != 0)
+                continue;
+        }
+        sb_enc_raw (self->enc, v.mv_data, v.mv_size);
+        last = sid;
+        n++;
+    }
+    if (txn->ret)
+        return;
+    sb_enc_array_close (self->enc);
+    if (next [0])
+        sb_enc_kstr (self->enc, "next_cursor", next);
+    sb_enc_map_close (self->enc);
+    s_send_enc (self, req);
+}
+
+static void
+s_read_events (self_t *self, sb_txn_t *txn, req_t *req)
+{
+    const sb_val_t *b = req->msg->body;
+    uint64_t after = sb_get_uint (b, "after_seq", 0);
+    uint64_t limit = sb_get_uint (b, "limit", SB_SESSION_EVENTS_LIMIT);
+    if (limit < 1 || limit > SB_SESSION_EVENTS_LIMIT_MAX) {
+        sb_session_fail (req, SB_E_invalid, "limit must be between 1 and %d", SB_SESSION_EVENTS_LIMIT_MAX);
+        return;
+    }
+    sb_key_t k;
+    s_key_session (&k, req->sid);
+    MDB_val v;
+    int rc = sb_txn_get (txn, DBI_SESSIONS, k.buf, k.len, &v);
+    if (rc == SB_STORE_NOTFOUND) {
+        sb_session_fail (req, SB_E_not_found, "no session %s", req->sid);
+        return;
+    }
+    if (rc != 0)
+        return;
+    sb_verr_t verr;
+    sb_doc_t *doc = sb_decode (v.mv_data, v.mv_size, sb_session_record_fields, 0, &verr);
+    uint64_t head = sb_get_uint (sb_doc_root (doc), "last_seq", 0);
+    sb_doc_destroy (&doc);
+
+    sb_enc_reset (self->enc);
+    sb_enc_map_open (self->enc);
+    sb_enc_key (self->enc, "events");
+    sb_enc_array_open (self->enc);
+    uint64_t next_after = after, n = 0;
+    size_t bytes = 0;
+    if (after < head) {
+        sb_key_t prefix, start;
+        s_key_tape (&prefix, req->sid, 0, false);
+        s_key_tape (&start, req->sid, after + 1, true);
+        sb_txn_iter_t it;
+        sb_txn_iter_begin (txn, &it, DBI_TAPE, prefix.buf, prefix.len, start.buf, start.len);
+        MDB_val tk, tv;
+        while (sb_txn_iter_next (&it, &tk, &tv)) {
+            //  A page holds at least one entry, however large, so that a
+            //  reader always moves on.
+            if (n == limit || (n > 0 && bytes + tv.mv_size > SB_SESSION_EVENTS_BYTES_MAX)) {
+                sb_txn_iter_end (&it);
+                break;
+            }
+            sb_enc_raw (self->enc, tv.mv_data, tv.mv_size);
+            bytes += tv.mv_size;
+            next_after = sb_key_read_u64 (&tk, prefix.len);
+            n++;
+        }
+        if (txn->ret)
+            return;
+    }
+    sb_enc_array_close (self->enc);
+    sb_enc_kuint (self->enc, "next_after", next_after);
+    sb_enc_kuint (self->enc, "last_seq", head);
+    sb_enc_kbool (self->enc, "more", next_after < head);
+    sb_enc_map_close (self->enc);
+    s_send_enc (self, req);
+}
+
+//  The reads see everything committed, the drain's own writes included.
+void
+sb_session_read (self_t *self, sb_txn_t *txn, req_t *req)
+{
+    if (req->op == OP_GET)
+        s_read_get (self, txn, req);
+    else
+    if (req->op == OP_LIST)
+        s_read_list (self, txn, req);
+    else
+        s_read_events (self, txn, req);
+}

@@ -199,6 +199,25 @@ def test_bad_appends_change_nothing():
     server.stop()
 
 
+def test_fenced_appends():
+    server, api, ws = setup()
+    sid = api.create(ws)["session_id"]
+    check(api.append(sid, fence=0)["seq"] == 2, "an append with fence 0 on an unfenced session")
+    check(ok(api.call("session.fence", {"session_id": sid, "fence": 5}), "fence") == {"fence": 5}, "fence")
+    err(api.call("session.append", {"session_id": sid, "kind": "note", "body": {}, "fence": 4}),
+        "fenced", "4", "5")
+    err(api.call("session.append", {"session_id": sid, "entries": [{"kind": "note"}], "fence": 1}), "fenced")
+    check(api.append(sid, fence=5)["seq"] == 3, "an append with the current fence")
+    check(api.append(sid, fence=9)["seq"] == 4, "an append with a newer fence")
+    check(api.append(sid)["seq"] == 5, "an append without a fence")
+    # fences only go up
+    check(ok(api.call("session.fence", {"session_id": sid, "fence": 2}), "fence") == {"fence": 5}, "fence down")
+    check(api.get(sid)["fence"] == 5, "record fence")
+    err(api.call("session.fence", {"session_id": new_id(), "fence": 1}), "not_found")
+    check(len(api.tape(sid)) == 5, "a fenced append reached the tape")
+    server.stop()
+
+
 def test_events_paging_and_cursor_past_the_end():
     server, api, ws = setup()
     sid = api.create(ws)["session_id"]

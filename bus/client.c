@@ -10,6 +10,7 @@
 #include <string.h>
 
 #define SB_CLIENT_HWM 10000
+#define SB_CLIENT_SNDTIMEO_MS 5000
 #define MAX_FRAMES 4
 
 struct sb_bus {
@@ -105,6 +106,11 @@ s_dealer (const char *endpoint)
     zsock_set_sndhwm (sock, SB_CLIENT_HWM);
     zsock_set_rcvhwm (sock, SB_CLIENT_HWM);
     zsock_set_linger (sock, 0);
+    /* A full queue makes a sender wait (backpressure, e.g. a model stream
+       faster than its reader) rather than drop a chunk that the reader
+       would then see as a gap; a broker gone for good fails the send
+       after this long instead of blocking forever. */
+    zsock_set_sndtimeo (sock, SB_CLIENT_SNDTIMEO_MS);
     if (zsock_connect (sock, "%s", endpoint)) {
         zsock_destroy (&sock);
         return NULL;
@@ -188,9 +194,9 @@ s_send_frames (sb_bus_t *bus, const uint8_t *route, size_t route_len, const sb_h
     sb_header_encode (h, bus->enc);
     size_t hlen;
     const uint8_t *hbuf = sb_enc_data (bus->enc, &hlen);
-    if (route && zmq_send (s, route, route_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+    if (route && zmq_send (s, route, route_len, ZMQ_SNDMORE) < 0)
         return -1;
-    if (zmq_send (s, hbuf, hlen, ZMQ_SNDMORE | (route ? 0 : ZMQ_DONTWAIT)) < 0)
+    if (zmq_send (s, hbuf, hlen, ZMQ_SNDMORE) < 0)
         return -1;
     if (zmq_send (s, body, len, 0) < 0)
         return -1;

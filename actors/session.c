@@ -156,23 +156,15 @@ s_answer_error (self_t *self, req_t *req)
     sb_bus_error (self->bus, req->msg, req->err, "%s", req->errmsg);
 }
 
-//  After the commit: publish the request's entries, then acknowledge it.
+//  After the commit: acknowledges a write, or refuses it.
 static void
 s_answer_write (self_t *self, req_t *req)
 {
-    if (req->err)
-        return s_answer_error (self, req);
-    size_t len;
-    const uint8_t *tape = sb_enc_data (self->tape, &len);
-    char topic [SB_ULID_LEN + 16];
-    for (size_t k = 0; k < req->npubs; k++) {
-        const pub_t *p = &self->pubs [req->pub0 + k];
-        snprintf (topic, sizeof topic, "session/%s", p->sid);
-        if (sb_pub_send (self->pub, topic, "session.event", p->sid, tape + p->off, p->len) != 0
-        &&  sb_ratelimit_ok (&self->rl, 10))
-            //  Subscribers fill the gap from the tape: the entry is safe.
-            sb_warn (ACTOR, "cannot publish session=%s error=\"%s\"", p->sid, zmq_strerror (errno));
+    if (req->err) {
+        s_answer_error (self, req);
+        return;
     }
+    size_t len;
     const uint8_t *replies = sb_enc_data (self->replies, &len);
     sb_bus_reply (self->bus, req->msg, replies + req->reply_off, req->reply_len);
     self->appended += req->npubs;
@@ -191,6 +183,25 @@ s_answer_write (self_t *self, req_t *req)
     if (req->changed)
         sb_info (ACTOR, "%s session=%s seq=%llu", req->op == OP_CLOSE? "closed": "updated",
                  req->sid, (unsigned long long) req->last_seq);
+}
+
+//  After the commit and the acknowledgements: publishes every entry the
+//  drain wrote, in tape order. The acks go first because writers wait on
+//  them, while subscribers are never owed an event before its ack.
+static void
+s_publish (self_t *self)
+{
+    size_t len;
+    const uint8_t *tape = sb_enc_data (self->tape, &len);
+    char topic [SB_ULID_LEN + 16];
+    for (size_t k = 0; k < self->npubs; k++) {
+        const pub_t *p = &self->pubs [k];
+        snprintf (topic, sizeof topic, "session/%s", p->sid);
+        if (sb_pub_send (self->pub, topic, "session.event", p->sid, tape + p->off, p->len) != 0
+        &&  sb_ratelimit_ok (&self->rl, 10))
+            //  Subscribers fill the gap from the tape: the entry is safe.
+            sb_warn (ACTOR, "cannot publish session=%s error=\"%s\"", p->sid, zmq_strerror (errno));
+    }
 }
 
 static void
@@ -248,15 +259,15 @@ s_drain_run (self_t *self)
         int64_t t0 = sb_mono_us ();
         rc = sb_store_write (self->store, sb_session_drain_fn, self);
         self->last_commit_us = sb_mono_us () - t0;
-        self->last_writes = self->drain_writes;
         if (rc == 0) {
             self->commits++;
             if (self->drain_min_expiry
             && (!self->next_expiry || self->drain_min_expiry < self->next_expiry))
                 self->next_expiry = self->drain_min_expiry;
             self->purge_pending |= self->drain_purge;
-            sb_debug (ACTOR, "committed requests=%zu entries=%zu us=%lld", self->nreqs,
-                      self->npubs, (long long) self->last_commit_us);
+            sb_debug (ACTOR, "committed requests=%zu entries=%zu gather_us=%lld commit_us=%lld",
+                      self->nreqs, self->npubs, (long long) self->gather_us,
+                      (long long) self->last_commit_us);
         }
         else
             sb_error (ACTOR, "commit failed requests=%zu error=\"%s\"", self->nreqs,
@@ -273,10 +284,12 @@ s_drain_run (self_t *self)
                 sb_session_fail (req, SB_E_disk_full, "the disk is full; nothing was written");
             else
                 sb_session_fail (req, SB_E_internal, "the store failed: %s; nothing was written",
-                        sb_store_strerror (rc));
+                                 sb_store_strerror (rc));
         }
         s_answer_write (self, req);
     }
+    if (writes && rc == 0)
+        s_publish (self);
     if (reads) {
         sb_txn_t txn;
         sb_txn_begin (self->store, &txn, false);
@@ -361,10 +374,11 @@ s_handle_bus (self_t *self)
     //  most likely sending their next requests right now: wait for them a
     //  little, which turns many small commits into one. The wait ends as
     //  soon as they are in, and never outlasts a commit.
-    if (self->drain_writes && self->drain_writes < self->last_writes) {
-        int64_t until = sb_mono_us () + (self->last_commit_us < GATHER_MAX_US?
-                                         self->last_commit_us: GATHER_MAX_US);
-        while (!s_drain_full (self) && self->drain_writes < self->last_writes) {
+    int64_t t0 = sb_mono_us ();
+    if (self->drain_writes && self->drain_writes < self->writers) {
+        int64_t until = t0 + (self->last_commit_us < GATHER_MAX_US?
+                              self->last_commit_us: GATHER_MAX_US);
+        while (!s_drain_full (self) && self->drain_writes < self->writers) {
             int64_t left = until - sb_mono_us ();
             if (left <= 0)
                 break;
@@ -374,6 +388,12 @@ s_handle_bus (self_t *self)
             s_drain_take (self);
         }
     }
+    self->gather_us = sb_mono_us () - t0;
+    //  How many writers there are, from what recent drains held: the
+    //  largest recent drain, forgotten slowly as the writers go away.
+    self->writers = self->writers - self->writers / 8;
+    if (self->drain_writes > self->writers)
+        self->writers = self->drain_writes;
     if (self->nreqs)
         s_drain_run (self);
 }

@@ -133,8 +133,9 @@ typedef struct {
     size_t drain_writes;        //  write requests taken
     size_t drain_entries;       //  tape entries (or requests) taken
     size_t drain_bytes;         //  estimated bytes of the appends taken
-    size_t last_writes;         //  write requests of the last drain that had any
-    int64_t last_commit_us;     //  how long its commit took
+    size_t writers;             //  how many write requests a drain may expect
+    int64_t gather_us;          //  how long this drain waited for them
+    int64_t last_commit_us;     //  how long the last commit took
     uint64_t drain_min_expiry;  //  earliest expiry remembered by the drain
     bool drain_purge;           //  the drain left a tape to purge
 

@@ -78,7 +78,7 @@ s_prepare_config (self_t *self, req_t *req, bool creating)
     const char *policy = sb_get_str (b, "approval_policy");
     if (policy && *policy && !s_policy_ok (policy)) {
         sb_session_fail (req, SB_E_invalid, "approval_policy must be yolo, auto or interactive, not '%.20s'",
-                policy);
+                         policy);
         return;
     }
     const sb_val_t *steps = sb_get (b, "max_steps");
@@ -91,12 +91,12 @@ s_prepare_config (self_t *self, req_t *req, bool creating)
         const sb_val_t *key = sb_map_key (labels, k), *val = sb_map_val (labels, k);
         if (key->type != SB_V_STR || key->len == 0 || key->len > LABEL_KEY_MAX) {
             sb_session_fail (req, SB_E_invalid, "labels: keys must be strings of 1 to %d bytes",
-                    LABEL_KEY_MAX);
+                             LABEL_KEY_MAX);
             return;
         }
         if (val->type != SB_V_STR || val->len > LABEL_VALUE_MAX) {
             sb_session_fail (req, SB_E_invalid, "labels.%s must be a string of at most %d bytes",
-                    key->v.s, LABEL_VALUE_MAX);
+                             key->v.s, LABEL_VALUE_MAX);
             return;
         }
     }
@@ -119,7 +119,7 @@ s_prepare_entry (self_t *self, req_t *req, long index, const char *kind, const s
     //  may write them.
     if (strncmp (kind, "session.", 8) == 0) {
         sb_session_fail (req, SB_E_invalid, "%skind: %s entries are written by the session service only",
-                where, kind);
+                         where, kind);
         return;
     }
     size_t off, end;
@@ -197,8 +197,9 @@ sb_session_prepare (self_t *self, req_t *req)
     if (req->addressed) {
         const sb_val_t *v = sb_get (b, "session_id");
         if (!v || v->type != SB_V_STR || v->len != SB_ULID_LEN || !sb_ulid_valid (v->v.s))
-            sb_session_fail (req, SB_E_invalid, "session_id '%.40s' is not a session id (a 26-character ULID)",
-                    v && v->type == SB_V_STR? v->v.s: "");
+            sb_session_fail (req, SB_E_invalid,
+                             "session_id '%.40s' is not a session id (a 26-character ULID)",
+                             v && v->type == SB_V_STR? v->v.s: "");
         else
             req->sid = v->v.s;
     }
@@ -442,7 +443,7 @@ s_write_append (self_t *self, sb_txn_t *txn, req_t *req)
     }
     if (req->has_fence && req->fence < r->fence) {
         sb_session_fail (req, SB_E_fenced, "fence %llu is older than the session's fence %llu",
-                (unsigned long long) req->fence, (unsigned long long) r->fence);
+                         (unsigned long long) req->fence, (unsigned long long) r->fence);
         return;
     }
     const uint8_t *prep = sb_enc_data (self->prep, &(size_t) { 0 });

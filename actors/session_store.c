@@ -154,7 +154,7 @@ sb_session_cache_flush (self_t *self, sb_txn_t *txn)
 //  published and replayed.
 void
 sb_session_tape_put (self_t *self, sb_txn_t *txn, req_t *req, record_t *r, uint64_t seq,
-            const char *kind, const uint8_t *body, size_t body_len)
+                     const char *kind, const uint8_t *body, size_t body_len)
 {
     size_t off;
     sb_enc_data (self->tape, &off);
@@ -199,7 +199,7 @@ sb_session_tape_put (self_t *self, sb_txn_t *txn, req_t *req, record_t *r, uint6
 //  as it is after the change (its last_seq included).
 void
 sb_session_tape_put_record (self_t *self, sb_txn_t *txn, req_t *req, record_t *r,
-                   const char *kind, const char *const *changed, size_t nchanged)
+                            const char *kind, const char *const *changed, size_t nchanged)
 {
     uint64_t seq = ++r->last_seq;
     sb_enc_reset (self->scratch);
@@ -291,7 +291,7 @@ sb_session_command_replay (self_t *self, sb_txn_t *txn, req_t *req)
     else
     if (strcmp (type, req->msg->h.type) != 0) {
         sb_session_fail (req, SB_E_conflict, "command_id %s was already used for a %s request",
-                req->cmd, type);
+                         req->cmd, type);
         answered = true;
     }
     else {

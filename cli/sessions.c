@@ -469,7 +469,8 @@ sb_cmd_sessions (int argc, char **argv)
     for (size_t k = 0; k < sizeof subs / sizeof subs [0]; k++)
         known |= strcmp (sub, subs [k]) == 0;
     if (!known)
-        return sb_cli_usage ("sessions", "unknown subcommand '%s' (list, show, new, update, close, delete)", sub);
+        return sb_cli_usage ("sessions", "unknown subcommand '%s' (list, show, new, update, close, delete)",
+                             sub);
     bool list = strcmp (sub, "list") == 0, create = strcmp (sub, "new") == 0;
     bool update = strcmp (sub, "update") == 0;
     const char *id = NULL;

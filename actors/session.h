@@ -9,6 +9,8 @@
     Tunables read from the environment at start:
       SWITCHBOARD_COMMAND_TTL_S  how long a command_id is remembered for
                                  idempotent retries (default 86400 s)
+      SWITCHBOARD_SESSION_MAPSIZE  the LMDB map's first size in bytes
+                                 (default 64 MiB); it grows on demand
 
     docs/sessions.md describes the layout of the environment. */
 #ifndef SB_SESSION_H

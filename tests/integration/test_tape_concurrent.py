@@ -5,6 +5,8 @@ each with several appends in flight. Every session's seqs stay contiguous
 from 1, every acknowledged entry is on the tape at its acknowledged seq,
 nothing is there twice, and one client's entries keep their order."""
 import os
+import re
+import subprocess
 import sys
 import threading
 import time
@@ -159,6 +161,57 @@ def test_concurrent_appenders_keep_every_tape_contiguous():
     server.stop()
     print("  %d entries from %d clients in %.2f s (%.0f entries/s); %d published events checked"
           % (total, CLIENTS, elapsed, total / elapsed, published))
+
+
+def test_map_growth_reruns_drains_cleanly():
+    """From a 64 KiB map, drains keep hitting MDB_MAP_FULL: the store grows
+    the map and runs the drain's transaction again. A re-run must not
+    publish, acknowledge or remember anything twice."""
+    workspace = tmpdir()
+    server = Server(env={"SWITCHBOARD_SESSION_MAPSIZE": "65536"}).start()
+    cli = Client(server.endpoint("cmd"))
+    sub = Sub(server.endpoint("pub"), "session/")
+    shared = create_session(cli, workspace, "shared")
+    own = [create_session(cli, workspace, "client %d" % n) for n in range(CLIENTS)]
+    threads = [Appender(server.endpoint("cmd"), n, own[n], shared) for n in range(CLIENTS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(180)
+        check(not t.is_alive(), "client %d did not finish", t.n)
+        if t.error:
+            raise t.error
+    # retried command ids across grows: the same answer, nothing appended
+    first = cli.request("session.append", {"session_id": shared, "kind": "note", "command_id": "grow-1",
+                                           "body": {"pad": "p" * 200000}})
+    again = cli.request("session.append", {"session_id": shared, "kind": "note", "command_id": "grow-1",
+                                           "body": {"pad": "p" * 200000}})
+    check(first.type == "session.append.ok" and first.body == again.body, "retry %r %r", first, again)
+    tapes = {}
+    for sid in own + [shared]:
+        entries, head = read_tape(cli, sid)
+        check([e["seq"] for e in entries] == list(range(1, head + 1)), "session %s has gaps", sid)
+        tapes[sid] = {e["seq"]: e for e in entries}
+    check(len(tapes[shared]) == CLIENTS * PER_SESSION + 2, "shared tape holds %d", len(tapes[shared]))
+    seen = set()
+    while True:
+        f = sub.recv_frames(timeout=0.5)
+        if f is None:
+            break
+        body = unpack(f[2])
+        key = (body["session_id"], body["seq"])
+        check(key not in seen, "seq %d of %s published twice", key[1], key[0])
+        check(tapes[key[0]][key[1]] == body, "published entry differs from the tape")
+        seen.add(key)
+    check(len(seen) >= CLIENTS * PER_SESSION * 2, "only %d events published", len(seen))
+    p = subprocess.run(["mdb_stat", "-e", os.path.join(server.data, "session")],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=20)
+    if p.returncode == 0:
+        size = int(re.search(r"Map size: (\d+)", p.stdout.decode()).group(1))
+        check(size >= 65536 * 16, "the map did not grow: %d bytes", size)
+    sub.close()
+    cli.close()
+    server.stop()
 
 
 if __name__ == "__main__":

@@ -563,16 +563,25 @@ s_follow (sb_bus_t *bus, sb_sub_t *sub, const char *sid, uint64_t last, bool jso
         if (!msg) {
             //  Quiet: the tail of a burst may have been dropped, and no
             //  later event would show the gap.
+            uint64_t before = last;
             if (!s_stop && s_catch_up (bus, sid, &last, json) != 0)
                 return 1;
+            if (last > before)
+                sb_debug ("events", "filled a dropped tail from the tape session=%s after=%llu to=%llu",
+                          sid, (unsigned long long) before, (unsigned long long) last);
             continue;
         }
         uint64_t seq = sb_get_uint (msg->body, "seq", 0);
         if (strcmp (msg->topic, topic) == 0 && strcmp (msg->h.type, "session.event") == 0
         &&  seq > last) {
-            if (seq > last + 1 && s_catch_up (bus, sid, &last, json) != 0) {
-                sb_msg_destroy (&msg);
-                return 1;
+            if (seq > last + 1) {
+                sb_debug ("events", "gap in the live stream session=%s after=%llu got=%llu; "
+                          "filling it from the tape", sid, (unsigned long long) last,
+                          (unsigned long long) seq);
+                if (s_catch_up (bus, sid, &last, json) != 0) {
+                    sb_msg_destroy (&msg);
+                    return 1;
+                }
             }
             if (seq == last + 1) {
                 s_print_event (msg->body, json);

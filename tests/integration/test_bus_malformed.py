@@ -266,5 +266,22 @@ def test_error_replies_and_logs_quote_peer_bytes_safely():
         c.close()
 
 
+def test_strings_that_are_not_utf8_are_refused():
+    """msgpack str is UTF-8. A str field with other bytes is invalid input:
+    passed on, it would reach actors, the tape and every client (a JSON
+    gateway cannot even express it)."""
+    with Server() as srv:
+        start_actor(srv, instance="e-utf8")
+        c = Client(srv.endpoint(), strict=False)
+        c.send_frames([pack(make_header("echo.ping")), b"\x81\xa4text\xa2\xff\xfe"])
+        m = c.recv(timeout=3)
+        check(m is not None, "no answer")
+        check(m.type == "error" and m.code == "invalid",
+              "a text field of bytes ff fe was accepted: %s %r", m.type, m.raw[1])
+        check(c.request("echo.ping", {"text": "grüße 👋"}).body["text"] == "grüße 👋",
+              "valid UTF-8 must pass")
+        c.close()
+
+
 if __name__ == "__main__":
     run_tests(globals())

@@ -97,5 +97,37 @@ def test_broker_restart_twice_with_two_actors():
         srv.stop()
 
 
+def test_serve_frozen_past_expiry_recovers():
+    """Ctrl-Z on serve for longer than the 3 s expiry, then fg: every
+    service that was live before is live again, in-process actors and an
+    external one alike, and requests are served."""
+    with Server() as srv:
+        ext = start_actor(srv, instance="e-outside")
+        before = {name: sorted(v["instances"]) for name, v in srv.stats()["services"].items()
+                  if v["instances"]}
+        srv.close_control()
+        srv.proc.send_signal(signal.SIGSTOP)
+        try:
+            # The external actor sees the broker fall silent after 3 s: by
+            # then every heartbeat deadline inside serve has passed too.
+            wait_for(lambda: "broker silent" in ext.log(), 8, "the external actor to notice the silence")
+        finally:
+            srv.proc.send_signal(signal.SIGCONT)
+
+        def services():
+            st = srv.stats()["services"]
+            now = {name: sorted(v["instances"]) for name, v in st.items() if v["instances"]}
+            return now == before and now
+        try:
+            wait_for(services, 6, "every service to be live again")
+        except AssertionError:
+            now = {name: sorted(v["instances"]) for name, v in srv.stats()["services"].items()}
+            raise AssertionError("services before the freeze %r, after %r" % (before, now))
+        c = Client(srv.endpoint())
+        m = c.request("echo.ping", {"text": "after fg"}, to="e-outside")
+        check(m.type == "echo.ping.ok", "the external actor does not serve: %r", m)
+        c.close()
+
+
 if __name__ == "__main__":
     run_tests(globals())

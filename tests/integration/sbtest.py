@@ -20,7 +20,13 @@ What is here:
 Everything that starts a process registers it, and run_tests (or atexit)
 kills whatever is still running, so a failing test never leaves a server
 behind. Data dirs are short (/tmp/sbXXXX) so ipc paths stay far below the
-107-byte sun_path limit.
+107-byte sun_path limit; each process logs to a file in its data dir, and
+a failing test prints the tail of every log it made.
+
+Environment: SB_BIN (the binary; default ROOT/build/switchboard), SB_ROOT,
+SB_SEED (repeat a run's random choices), SB_KEEP_DATA=1 (keep the data
+dirs and logs after the run). Name tests on the command line to run only
+those: /usr/bin/python3 tests/integration/test_bus_routing.py test_x.
 
 The wire format these helpers speak (DESIGN.md 2):
   client DEALER -> broker           [header][body]
@@ -569,6 +575,10 @@ def run_tests(ns, argv=None):
     tests = [(n, f) for n, f in ns.items() if n.startswith("test_") and callable(f)]
     if argv:
         tests = [(n, f) for n, f in tests if n in argv]
+    # a concurrent `make` may be relinking the binary at this moment
+    deadline = time.monotonic() + 5
+    while not os.access(SB_BIN, os.X_OK) and time.monotonic() < deadline:
+        time.sleep(0.1)
     if not os.access(SB_BIN, os.X_OK):
         skip("no switchboard binary at %s (run make first)" % SB_BIN)
     seed = int(os.environ.get("SB_SEED", str(int(time.time()))))

@@ -110,7 +110,11 @@ s_prepare_entry (self_t *self, req_t *req, long index, const char *kind, const s
     char where [32] = "";
     if (index >= 0)
         snprintf (where, sizeof where, "entries[%ld].", index);
-    const sb_type_t *t = sb_schema_tape_kind (kind);
+    const sb_type_t *t = kind? sb_schema_tape_kind (kind): NULL;
+    if (!kind) {
+        sb_session_fail (req, SB_E_invalid, "%skind is required", where);
+        return;
+    }
     if (!t) {
         sb_session_fail (req, SB_E_invalid, "%skind: unknown tape entry kind '%.40s'", where, kind);
         return;
@@ -175,8 +179,10 @@ s_prepare_append (self_t *self, req_t *req)
     }
     req->span0 = self->nspans;
     req->batch_form = entries != NULL;
-    if (!entries)
-        return s_prepare_entry (self, req, -1, kind, body);
+    if (!entries) {
+        s_prepare_entry (self, req, -1, kind, body);
+        return;
+    }
     for (uint32_t k = 0; k < entries->len && !req->prep_err && !req->err; k++) {
         const sb_val_t *e = sb_array_at (entries, k);
         s_prepare_entry (self, req, (long) k, sb_get_str (e, "kind"), sb_get_map (e, "body"));

@@ -72,7 +72,7 @@ sb_session_record_get (self_t *self, sb_txn_t *txn, req_t *req, const char *sid)
         sb_session_fail (req, SB_E_not_found, "no session %s", sid);
     if (rc != 0)
         return NULL;
-    sb_verr_t verr;
+    sb_verr_t verr = { .code = SB_OK };
     sb_doc_t *doc = sb_decode (v.mv_data, v.mv_size, sb_session_record_fields, 0, &verr);
     r = sb_session_alloc (self, sizeof *r);
     if (!doc || !r || !sb_session_reserve ((void **) &self->recs, &self->recs_cap, self->nrecs, sizeof r)) {

@@ -41,6 +41,7 @@ Headers and bodies are msgpack maps.
 import atexit
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -63,6 +64,8 @@ PROTOCOL = 1
 HEARTBEAT_S = 1.0
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+# lines by which AddressSanitizer, LeakSanitizer and UBSan report a bug
+_SANITIZER = re.compile(r"ERROR: (AddressSanitizer|LeakSanitizer)|runtime error: |WARNING: ThreadSanitizer")
 _procs = []         # every Proc started, for the final cleanup
 _tmpdirs = []       # every data dir made, removed at exit
 
@@ -165,10 +168,15 @@ class Proc:
         exit code (negative: killed by that signal)."""
         if self.alive():
             self.p.send_signal(sig)
+            try:
+                os.kill(self.pid, signal.SIGCONT)   # a stopped process must run to exit
+            except ProcessLookupError:
+                pass
             if self.wait(timeout) is None:
                 self.p.kill()
                 self.p.wait()
-        self._log.close()
+        if not self._log.closed:
+            self._log.close()
         return self.p.returncode
 
     def kill(self):
@@ -283,10 +291,15 @@ class Server:
     def __enter__(self):
         return self.start()
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, *exc):
+        # A clean stop after a passing test, so shutdown and exit-time
+        # checks (LeakSanitizer) run; a kill after a failing one.
         self.close_control()
         if self.proc:
-            self.proc.kill()
+            if exc_type is None:
+                self.proc.stop(signal.SIGTERM, 10)
+            else:
+                self.proc.kill()
 
 
 def start_actor(server, name="echo", instance=None, wait=True, timeout=5.0):
@@ -568,9 +581,11 @@ atexit.register(_cleanup)
 
 def run_tests(ns, argv=None):
     """Runs every function named test_* in `ns` (in definition order), or
-    only those named on the command line. Each test's processes are killed
-    after it, pass or fail; a failure prints the test's process logs.
-    Exits 0 when all pass, 1 otherwise, 77 when a test calls skip()."""
+    only those named on the command line. After a passing test, whatever it
+    left running is stopped with SIGTERM and every log it made is searched
+    for sanitizer reports (a report fails the test); after a failing one
+    they are killed and the tails of their logs printed. Exits 0 when all
+    pass, 1 otherwise, 77 when a test calls skip()."""
     argv = sys.argv[1:] if argv is None else argv
     tests = [(n, f) for n, f in ns.items() if n.startswith("test_") and callable(f)]
     if argv:
@@ -588,9 +603,10 @@ def run_tests(ns, argv=None):
         random.seed("%d:%s" % (seed, name))
         mark = len(_procs)
         t0 = time.monotonic()
+        ok = False
         try:
             fn()
-            print("  ok    %-40s %6.2fs" % (name, time.monotonic() - t0))
+            ok = True
         except Exception:
             failed.append(name)
             print("  FAIL  %-40s %6.2fs" % (name, time.monotonic() - t0))
@@ -600,7 +616,23 @@ def run_tests(ns, argv=None):
                 for line in p.log().splitlines()[-30:]:
                     print("  | " + line)
         finally:
-            for p in _procs[mark:]:
+            procs = _procs[mark:]
+            if ok:
+                # Stop what the test left running, last started first, so
+                # exit-time checks run; then read every log for sanitizer
+                # reports (make asan), which fail a test that passed.
+                for p in reversed(procs):
+                    p.stop(signal.SIGTERM, 10)
+                reports = ["%s: %s" % (" ".join(p.argv[1:3]), line)
+                           for p in procs for line in p.log().splitlines() if _SANITIZER.search(line)]
+                if reports:
+                    failed.append(name)
+                    print("  FAIL  %-40s %6.2fs (sanitizer)" % (name, time.monotonic() - t0))
+                    for line in reports[:20]:
+                        print("  | " + line)
+                else:
+                    print("  ok    %-40s %6.2fs" % (name, time.monotonic() - t0))
+            for p in procs:
                 p.kill()
             del _procs[mark:]
         sys.stdout.flush()

@@ -245,6 +245,7 @@ static void
 s_drain_run (self_t *self)
 {
     self->now = sb_now_ms ();
+    int64_t t_start = sb_mono_us ();
     bool writes = false, reads = false;
     for (size_t k = 0; k < self->nreqs; k++) {
         req_t *req = &self->reqs [k];
@@ -255,19 +256,16 @@ s_drain_run (self_t *self)
             reads = true;
     }
     int rc = 0;
+    int64_t t_prep = sb_mono_us ();
     if (writes) {
-        int64_t t0 = sb_mono_us ();
         rc = sb_store_write (self->store, sb_session_drain_fn, self);
-        self->last_commit_us = sb_mono_us () - t0;
+        self->last_commit_us = sb_mono_us () - t_prep;
         if (rc == 0) {
             self->commits++;
             if (self->drain_min_expiry
             && (!self->next_expiry || self->drain_min_expiry < self->next_expiry))
                 self->next_expiry = self->drain_min_expiry;
             self->purge_pending |= self->drain_purge;
-            sb_debug (ACTOR, "committed requests=%zu entries=%zu gather_us=%lld commit_us=%lld",
-                      self->nreqs, self->npubs, (long long) self->gather_us,
-                      (long long) self->last_commit_us);
         }
         else
             sb_error (ACTOR, "commit failed requests=%zu error=\"%s\"", self->nreqs,
@@ -288,8 +286,16 @@ s_drain_run (self_t *self)
         }
         s_answer_write (self, req);
     }
-    if (writes && rc == 0)
+    int64_t t_acked = sb_mono_us ();
+    if (writes && rc == 0) {
         s_publish (self);
+        sb_debug (ACTOR, "committed requests=%zu entries=%zu gather_us=%lld prepare_us=%lld "
+                  "write_us=%lld commit_us=%lld ack_us=%lld publish_us=%lld", self->nreqs, self->npubs,
+                  (long long) self->gather_us, (long long) (t_prep - t_start),
+                  (long long) self->drain_fn_us, (long long) (self->last_commit_us - self->drain_fn_us),
+                  (long long) (t_acked - t_prep - self->last_commit_us),
+                  (long long) (sb_mono_us () - t_acked));
+    }
     if (reads) {
         sb_txn_t txn;
         sb_txn_begin (self->store, &txn, false);

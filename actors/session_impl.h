@@ -136,6 +136,7 @@ typedef struct {
     size_t writers;             //  how many write requests a drain may expect
     int64_t gather_us;          //  how long this drain waited for them
     int64_t last_commit_us;     //  how long the last commit took
+    int64_t drain_fn_us;        //  of which the write function's own work
     uint64_t drain_min_expiry;  //  earliest expiry remembered by the drain
     bool drain_purge;           //  the drain left a tape to purge
 

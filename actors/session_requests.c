@@ -479,6 +479,7 @@ int
 sb_session_drain_fn (sb_txn_t *txn, void *arg)
 {
     self_t *self = (self_t *) arg;
+    int64_t t0 = sb_mono_us ();
     //  Each run starts from scratch: a re-run after a map grow must not
     //  see what the aborted run produced.
     sb_session_cache_reset (self);
@@ -514,6 +515,7 @@ sb_session_drain_fn (sb_txn_t *txn, void *arg)
     }
     if (txn->ret == 0)
         sb_session_cache_flush (self, txn);
+    self->drain_fn_us = sb_mono_us () - t0;
     return 0;
 }
 

@@ -50,7 +50,7 @@
 #define SB_SPAWN_MAX_VALUE      (32 * 1024)
 #define SB_SPAWN_MAX_PROCS      (1u << 20)
 #define SB_SPAWN_KILL_ROUNDS    100
-#define SB_SPAWN_UNSURE_ROUNDS  10
+#define SB_SPAWN_SETTLE_MS      1000
 #define SB_SPAWN_REAP_MS        3000
 #define SB_SPAWN_DRAIN_MS       500
 #define SB_SPAWN_DEFAULT_PATH   "/usr/local/bin:/usr/bin:/bin"
@@ -347,7 +347,7 @@ s_capture_finish (s_capture_t *cap, sb_spawn_result_t *res)
 //  Process tree: find, kill and reap what a spawn left behind.
 
 typedef struct {
-    pid_t pid, ppid;
+    pid_t pid, ppid, pgid;
     char state;
 } s_proc_t;
 
@@ -385,9 +385,9 @@ s_proc_scan (s_proc_t **procs)
         buf [r] = 0;
         //  "pid (comm) S ppid ...": comm may hold spaces and parentheses.
         char *rp = strrchr (buf, ')');
-        int ppid;
+        int ppid, pgid;
         char state;
-        if (!rp || sscanf (rp + 1, " %c %d", &state, &ppid) != 2)
+        if (!rp || sscanf (rp + 1, " %c %d %d", &state, &ppid, &pgid) != 3)
             continue;
         if (n == cap) {
             size_t ncap = cap ? cap * 2 : 256;
@@ -399,7 +399,7 @@ s_proc_scan (s_proc_t **procs)
             v = nv;
             cap = ncap;
         }
-        v [n++] = (s_proc_t) { (pid_t) atoi (de->d_name), (pid_t) ppid, state };
+        v [n++] = (s_proc_t) { (pid_t) atoi (de->d_name), (pid_t) ppid, (pid_t) pgid, state };
     }
     closedir (dir);
     if (n)
@@ -417,10 +417,28 @@ s_proc_find (const s_proc_t *v, size_t n, pid_t pid)
 
 typedef enum { S_MARK_NONE, S_MARK_FOUND, S_MARK_UNKNOWN } s_mark_t;
 
+//  A process's state letter from /proc/<pid>/stat, or 0 if it is gone.
+static char
+s_proc_state (pid_t pid)
+{
+    char path [64], buf [512];
+    snprintf (path, sizeof path, "/proc/%d/stat", (int) pid);
+    int fd = open (path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t r = read (fd, buf, sizeof buf - 1);
+    close (fd);
+    if (r <= 0)
+        return 0;
+    buf [r] = 0;
+    char *rp = strrchr (buf, ')');
+    return rp && rp [1] == ' ' ? rp [2] : 0;
+}
+
 //  The serial in a process's SWITCHBOARD_TOOL_ID mark, if it carries one
-//  made by this server process. UNKNOWN when the environment reads empty:
-//  during execve there is a moment when the new image has no environment
-//  yet, and a process caught there would otherwise escape.
+//  made by this server process. UNKNOWN when the environment reads empty,
+//  which is either a real empty environment (env -i) or a process caught
+//  inside execve, whose new image has no environment yet.
 static s_mark_t
 s_proc_mark (pid_t pid, uint64_t *serial)
 {
@@ -460,6 +478,32 @@ s_proc_mark (pid_t pid, uint64_t *serial)
         }
     free (buf);
     return found ? S_MARK_FOUND : S_MARK_NONE;
+}
+
+//  The mark, settled: a process that reads UNKNOWN is stopped first. A
+//  stop takes effect only on the way back to user space, so once it shows
+//  as stopped any execve has finished and its environment is final. It is
+//  continued afterwards; if it turns out to be ours it is killed anyway.
+static s_mark_t
+s_proc_mark_settled (pid_t pid, char state, uint64_t *serial)
+{
+    s_mark_t m = s_proc_mark (pid, serial);
+    if (m != S_MARK_UNKNOWN || state == 'Z' || state == 'X')
+        return m == S_MARK_UNKNOWN ? S_MARK_NONE : m;
+    bool stopped_by_us = state != 'T' && state != 't';
+    if (stopped_by_us && kill (pid, SIGSTOP) != 0)
+        return S_MARK_NONE;             //  gone
+    int64_t deadline = s_now_ms () + SB_SPAWN_SETTLE_MS;
+    char st;
+    while ((st = s_proc_state (pid)) && st != 'T' && st != 't' && st != 'Z' && st != 'X'
+           && s_now_ms () < deadline) {
+        struct timespec ts = { 0, 500000 };
+        nanosleep (&ts, NULL);
+    }
+    m = s_proc_mark (pid, serial);
+    if (stopped_by_us)
+        kill (pid, SIGCONT);
+    return m == S_MARK_UNKNOWN ? S_MARK_NONE : m;
 }
 
 typedef struct {
@@ -531,39 +575,40 @@ s_snapshot_free (s_snapshot_t *snap)
 }
 
 //  Whether process p belongs to the spawn (child, serial), per the rules
-//  at the top of this file: 1 yes, 0 no, -1 cannot tell yet.
-static int
+//  at the top of this file.
+static bool
 s_belongs (const s_proc_t *v, size_t n, const s_proc_t *p, pid_t self, pid_t child,
            uint64_t serial, const s_snapshot_t *snap)
 {
+    //  Still in the child's group: ours whatever its parentage. Nobody else
+    //  can hold that group id while the child is unreaped.
+    if (p->pgid == child)
+        return true;
     const s_proc_t *cur = p;
     for (int depth = 0; cur && depth < 4096; depth++) {
         if (cur->pid == child)
-            return 1;
+            return true;
         if (s_pidset_has (&snap->children, cur->pid))
-            return 0;                   //  another spawn's tree
+            return false;               //  another spawn's tree
         if (cur->ppid == self)
             break;                      //  an orphan we inherited, or its descendant
         if (cur->ppid <= 1)
-            return 0;                   //  not a descendant of the server
+            return false;               //  not a descendant of the server
         cur = s_proc_find (v, n, cur->ppid);
     }
     if (!cur || cur->ppid != self)
-        return 0;
+        return false;
     uint64_t mark;
-    s_mark_t m = s_proc_mark (p->pid, &mark);
-    if (m == S_MARK_UNKNOWN)
-        return p->state == 'Z' ? 0 : -1;
-    if (m == S_MARK_NONE)
-        return 0;                       //  unmarked: not known to be a tool's
+    if (s_proc_mark_settled (p->pid, p->state, &mark) != S_MARK_FOUND)
+        return false;                   //  unmarked: not known to be a tool's
     if (mark == serial)
-        return 1;
+        return true;
     if (mark > snap->serial_now)
-        return 0;                       //  a spawn that started after we looked
+        return false;                   //  a spawn that started after we looked
     for (size_t i = 0; i < snap->nserials; i++)
         if (snap->serials [i] == mark)
-            return 0;                   //  a spawn still running
-    return 1;                           //  a spawn that ended: a leak
+            return false;               //  a spawn still running
+    return true;                        //  a spawn that ended: a leak
 }
 
 static bool
@@ -597,7 +642,6 @@ s_kill_tree (pid_t child, uint64_t serial, s_pidset_t *killed)
 {
     pid_t self = getpid ();
     size_t alive = 0;
-    int unsure_rounds = 0;
     for (int round = 0; round < SB_SPAWN_KILL_ROUNDS; round++) {
         s_snapshot_t snap;
         s_proc_t *v;
@@ -606,17 +650,12 @@ s_kill_tree (pid_t child, uint64_t serial, s_pidset_t *killed)
             break;
         }
         ssize_t n = s_proc_scan (&v);
-        bool fresh = false, unsure = false;
+        bool fresh = false;
         for (ssize_t i = 0; i < n; i++) {
             const s_proc_t *p = &v [i];
             if (p->pid == self || p->pid == child)
                 continue;
-            int b = s_belongs (v, (size_t) n, p, self, child, serial, &snap);
-            if (b < 0) {
-                unsure = true;
-                continue;
-            }
-            if (b == 0) {
+            if (!s_belongs (v, (size_t) n, p, self, child, serial, &snap)) {
                 //  A zombie we inherited that nobody owns: reap it in passing.
                 if (p->ppid == self && p->state == 'Z')
                     s_reap_unowned_zombie (p->pid);
@@ -635,13 +674,6 @@ s_kill_tree (pid_t child, uint64_t serial, s_pidset_t *killed)
         }
         free (v);
         s_snapshot_free (&snap);
-        //  An exec completes in well under a millisecond; a process whose
-        //  environment stays empty (env -i) is given up on after a few.
-        if (unsure && unsure_rounds++ < SB_SPAWN_UNSURE_ROUNDS) {
-            struct timespec ts = { 0, 1000000 };
-            nanosleep (&ts, NULL);
-            continue;
-        }
         if (!fresh)
             break;
     }

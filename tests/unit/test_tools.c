@@ -22,6 +22,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -164,6 +165,22 @@ static bool
 s_gone (pid_t pid)
 {
     return kill (pid, 0) == -1 && errno == ESRCH;
+}
+
+//  /proc/<pid>/stat, for a failure message.
+static const char *
+s_describe (pid_t pid)
+{
+    static char buf [512];
+    char path [64];
+    snprintf (path, sizeof path, "/proc/%d/stat", (int) pid);
+    FILE *f = fopen (path, "r");
+    if (!f)
+        return "(gone)";
+    size_t n = fread (buf, 1, sizeof buf - 1, f);
+    fclose (f);
+    buf [n] = 0;
+    return buf;
 }
 
 //  Every "NAME=<pid>" the command printed.
@@ -661,7 +678,8 @@ Test (tools, shell_timeout_kills_group_and_escapees)
     size_t n = s_pids (r.output, pids, 8);
     cr_assert_eq (n, 4, "expected 4 pids in: %s", r.output);
     for (size_t i = 0; i < n; i++)
-        cr_assert (s_gone (pids [i]), "pid %d is still there", (int) pids [i]);
+        cr_assert (s_gone (pids [i]), "pid %d is still there: %s", (int) pids [i],
+                   s_describe (pids [i]));
     sb_tool_result_clear (&r);
 }
 
@@ -678,6 +696,29 @@ Test (tools, background_processes_do_not_outlive_the_command)
     cr_assert_eq (s_pids (r.output, pids, 4), 2);
     cr_assert (s_gone (pids [0]) && s_gone (pids [1]));
     sb_tool_result_clear (&r);
+}
+
+Test (tools, unattributable_orphan_is_left_running_not_stopped)
+{
+    //  The documented limit of the unsandboxed mode: a process that clears
+    //  its environment and leaves the session and the tree cannot be told
+    //  apart from a stranger. The sweep stops it to read its environment
+    //  for sure, and must then let it run on, not leave it stopped. The
+    //  command waits until the orphan has left the group and exec'd sleep.
+    sb_tool_result_t r = s_run ("shell", "{\"command\": \"sh -c 'env -i setsid /bin/sleep 600 "
+                                ">/dev/null 2>&1 & echo $! > esc.pid'; p=$(cat esc.pid); "
+                                "until [ \\\"$(cat /proc/$p/comm)\\\" = sleep ]; do :; done; "
+                                "echo ESC=$p\"}");
+    cr_assert (r.ok, "%s", r.output);
+    pid_t pid;
+    cr_assert_eq (s_pids (r.output, &pid, 1), 1, "%s", r.output);
+    sb_tool_result_clear (&r);
+    const char *st = s_describe (pid);
+    char *rp = strrchr (st, ')');
+    cr_assert (rp && (rp [2] == 'S' || rp [2] == 'R'), "expected it running: %s", st);
+    kill (pid, SIGKILL);
+    waitpid (pid, NULL, 0);
+    cr_assert (s_gone (pid));
 }
 
 typedef struct {
@@ -719,7 +760,9 @@ Test (tools, cancel_fd_stops_sleep_within_a_second)
     cr_assert (strstr (r.output, "[cancelled"), "%s", r.output);
     pid_t pids [4];
     cr_assert_eq (s_pids (r.output, pids, 4), 2);
-    cr_assert (s_gone (pids [0]) && s_gone (pids [1]));
+    for (int i = 0; i < 2; i++)
+        cr_assert (s_gone (pids [i]), "pid %d is still there: %s", (int) pids [i],
+                   s_describe (pids [i]));
     sb_tool_result_clear (&r);
 
     //  A cancel already signalled starts nothing.

@@ -2,6 +2,7 @@
 #include "cli/cli.h"
 #include "common/log.h"
 
+#include <getopt.h>
 #include <string.h>
 
 static const sb_cmd_t s_commands [] = {
@@ -36,6 +37,8 @@ int
 main (int argc, char **argv)
 {
     sb_log_init ();
+    /* each command prints its own one-line usage error */
+    opterr = 0;
     if (argc < 2) {
         s_usage (stderr);
         return 2;

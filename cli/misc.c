@@ -83,7 +83,7 @@ sb_cmd_actor (int argc, char **argv)
                         "Actors: llm (the model broker; it holds the provider keys), exec (the\n"
                         "local executor; same filesystem as the server), echo (the test service).\n");
                 return 0;
-            default: return sb_cli_usage ("actor", "unknown option");
+            default: return sb_cli_usage ("actor", "unknown option or missing value: %s", argv [optind - 1]);
         }
     }
     if (optind >= argc)
@@ -151,7 +151,7 @@ sb_cmd_call (int argc, char **argv)
                         "Sends one request of any type with a JSON body (default {}) and\n"
                         "prints the reply as JSON. See 'switchboard schemas' for the types.\n");
                 return 0;
-            default: return sb_cli_usage ("call", "unknown option");
+            default: return sb_cli_usage ("call", "unknown option or missing value: %s", argv [optind - 1]);
         }
     }
     if (optind >= argc)

@@ -314,7 +314,7 @@ sb_cmd_run (int argc, char **argv)
             case 'd': so.data = optarg; break;
             case 'j': o.json = true; break;
             case 'h': fputs (s_run_usage, stdout); return 0;
-            default: return sb_cli_usage ("run", "unknown option");
+            default: return sb_cli_usage ("run", "unknown option or missing value: %s", argv [optind - 1]);
         }
     }
     if (optind < argc)
@@ -377,7 +377,7 @@ s_parse_common (const char *cmd, int argc, char **argv, copts_t *o, const char *
             case 's': o->session = optarg; break;
             case 'S': o->status = optarg; break;
             case 'h': fputs (usage, stdout); return -1;
-            default: return sb_cli_usage (cmd, "unknown option");
+            default: return sb_cli_usage (cmd, "unknown option or missing value: %s", argv [optind - 1]);
         }
     }
     *rest = optind;

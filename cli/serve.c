@@ -124,7 +124,7 @@ sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
             case 's': o->sandbox = optarg; break;
             case 'I': o->insecure_bus = true; break;
             case 'h': fputs (s_usage, stdout); return -1;
-            default: return sb_cli_usage ("serve", "unknown option");
+            default: return sb_cli_usage ("serve", "unknown option or missing value: %s", argv [optind - 1]);
         }
     }
     if (optind < argc)

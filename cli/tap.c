@@ -57,7 +57,7 @@ sb_cmd_tap (int argc, char **argv)
             case 'c': connect = optarg; break;
             case 'd': data = optarg; break;
             case 'h': fputs (s_tap_usage, stdout); return 0;
-            default: return sb_cli_usage ("tap", "unknown option");
+            default: return sb_cli_usage ("tap", "unknown option or missing value: %s", argv [optind - 1]);
         }
     }
     if (optind < argc)
@@ -193,7 +193,7 @@ sb_cmd_stats (int argc, char **argv)
             case 'c': connect = optarg; break;
             case 'd': data = optarg; break;
             case 'h': fputs (s_stats_usage, stdout); return 0;
-            default: return sb_cli_usage ("stats", "unknown option");
+            default: return sb_cli_usage ("stats", "unknown option or missing value: %s", argv [optind - 1]);
         }
     }
     if (optind < argc)

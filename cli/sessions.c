@@ -460,7 +460,7 @@ sb_cmd_sessions (int argc, char **argv)
             case 'c': o.connect = optarg; break;
             case 'd': o.data = optarg; break;
             case 'h': fputs (s_sessions_usage, stdout); return 0;
-            default: return sb_cli_usage ("sessions", "unknown option");
+            default: return sb_cli_usage ("sessions", "unknown option or missing value: %s", argv [optind - 1]);
         }
     }
     const char *sub = optind < argc? argv [optind++]: "list";
@@ -623,7 +623,7 @@ sb_cmd_events (int argc, char **argv)
             case 'c': connect = optarg; break;
             case 'd': data = optarg; break;
             case 'h': fputs (s_events_usage, stdout); return 0;
-            default: return sb_cli_usage ("events", "unknown option");
+            default: return sb_cli_usage ("events", "unknown option or missing value: %s", argv [optind - 1]);
         }
     }
     if (optind < argc)

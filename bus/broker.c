@@ -18,6 +18,7 @@
 #define ACTOR "broker"
 #define MAX_FRAMES 5
 #define ID_MAX 256
+#define SB_EXPIRY_CHECK_MS 100
 
 typedef struct service service_t;
 
@@ -71,6 +72,7 @@ typedef struct {
     sb_enc_t *body_enc;
     int64_t started;
     int64_t next_heartbeat;
+    int64_t next_expiry;
     bool terminated;
     /* counters */
     uint64_t plane_cmd_in, plane_cmd_out, plane_evt_in, plane_evt_out, plane_tap_out;
@@ -851,11 +853,12 @@ s_handle_subs (self_t *self, zsock_t *sock, bool track)
 /* ------------------------------------------------------------------ */
 /*  Timers */
 
+/*  Forgets instances that missed 3 heartbeats. Checked often, so a dead
+    instance is gone within 3 s of its last word, not up to 4. */
 static void
-s_heartbeat (self_t *self)
+s_expire_instances (self_t *self)
 {
     int64_t now = sb_mono_ms ();
-    /* expire silent instances */
     zlistx_t *dead = zlistx_new ();
     for (instance_t *i = zhashx_first (self->instances); i; i = zhashx_next (self->instances))
         if (i->expires < now)
@@ -865,6 +868,13 @@ s_heartbeat (self_t *self)
         s_instance_remove (self, i, "missed heartbeats");
     }
     zlistx_destroy (&dead);
+    self->next_expiry = now + SB_EXPIRY_CHECK_MS;
+}
+
+static void
+s_heartbeat (self_t *self)
+{
+    int64_t now = sb_mono_ms ();
     /* forget requests past their deadline */
     zlistx_t *keys = zhashx_keys (self->pending);
     for (const char *key = zlistx_first (keys); key; key = zlistx_next (keys)) {
@@ -960,6 +970,8 @@ sb_broker_actor (zsock_t *pipe, void *args)
     };
     while (!self->terminated) {
         int64_t wait = self->next_heartbeat - sb_mono_ms ();
+        if (self->next_expiry - sb_mono_ms () < wait)
+            wait = self->next_expiry - sb_mono_ms ();
         if (wait < 0)
             wait = 0;
         if (zmq_poll (items, 5, (long) wait) < 0) {
@@ -977,6 +989,8 @@ sb_broker_actor (zsock_t *pipe, void *args)
             s_handle_subs (self, self->xpub, false);
         if (items [4].revents & ZMQ_POLLIN)
             s_handle_subs (self, self->tap, true);
+        if (sb_mono_ms () >= self->next_expiry)
+            s_expire_instances (self);
         if (sb_mono_ms () >= self->next_heartbeat)
             s_heartbeat (self);
     }

@@ -406,16 +406,13 @@ sb_bus_tick (sb_bus_t *bus)
         return SB_HEARTBEAT_MS;
     int64_t now = sb_mono_ms ();
     if (now - bus->last_rx > SB_HEARTBEAT_MS * SB_HEARTBEAT_MISSES) {
-        /* The broker went silent: a new socket (a new identity) and a new
-           registration, so a restarted broker learns about us. */
-        sb_warn (bus->name, "broker silent for %lld ms; reconnecting endpoint=%s",
+        /* The broker went silent: it restarted, or it was stopped long
+           enough to forget us. The socket reconnects by itself (and so
+           keeps its place in the caller's poll set); registering again
+           makes a broker that forgot us learn us back. */
+        sb_warn (bus->name, "broker silent for %lld ms; registering again endpoint=%s",
                  (long long) (now - bus->last_rx), bus->endpoint);
-        zsock_t *fresh = s_dealer (bus->endpoint);
-        if (fresh) {
-            zsock_destroy (&bus->sock);
-            bus->sock = fresh;
-            s_send_ready (bus);
-        }
+        s_send_ready (bus);
         bus->last_rx = now;
     }
     if (now - bus->last_hb >= SB_HEARTBEAT_MS) {

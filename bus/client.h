@@ -44,8 +44,8 @@ const char *sb_msg_error_message (const sb_msg_t *msg);
 sb_bus_t *sb_bus_new (const char *endpoint, const char *name);
 void sb_bus_destroy (sb_bus_t **bus_p);
 
-/*  The libzmq socket, for zmq_poll. It changes after a reconnect, so read
-    it again before every poll. */
+/*  The libzmq socket, for zmq_poll. It stays the same for the client's
+    life: reconnects happen underneath. */
 void *sb_bus_socket (sb_bus_t *bus);
 /*  True when messages are already queued inside the client (poll with a
     zero timeout then). */
@@ -83,8 +83,8 @@ int sb_bus_reply_to (sb_bus_t *bus, const uint8_t *route, size_t route_len,
                      const sb_header_t *req, const char *type, uint64_t seq,
                      const uint8_t *body, size_t len);
 
-/*  Sends a heartbeat when due and notices a lost broker (then reconnects
-    and registers again). Returns ms until it wants to run again. */
+/*  Sends a heartbeat when due and notices a lost broker (then registers
+    again). Returns ms until it wants to run again. */
 int64_t sb_bus_tick (sb_bus_t *bus);
 
 /*  Blocking request/reply: returns the final reply (.ok or error) or NULL

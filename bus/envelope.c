@@ -66,10 +66,13 @@ void
 sb_header_init (sb_header_t *h, const char *type, const char *from)
 {
     memset (h, 0, sizeof *h);
-    snprintf (h->type, sizeof h->type, "%s", type);
+    size_t n = strlen (type);
+    memcpy (h->type, type, n < sizeof h->type ? n : sizeof h->type - 1);
     sb_ulid_new (h->id);
-    if (from)
-        snprintf (h->from, sizeof h->from, "%s", from);
+    if (from) {
+        n = strlen (from);
+        memcpy (h->from, from, n < sizeof h->from ? n : sizeof h->from - 1);
+    }
     h->ts = sb_now_ms ();
 }
 
@@ -91,12 +94,17 @@ sb_header_encode (const sb_header_t *h, sb_enc_t *enc)
     sb_enc_map_close (enc);
 }
 
+/*  Copies a header string (the schema bounds its length). Hot: every
+    message on the bus goes through here, so no printf. */
 static void
 s_copy (char *dst, size_t n, const sb_val_t *root, const char *key)
 {
-    const char *s = sb_get_str (root, key);
-    if (s)
-        snprintf (dst, n, "%s", s);
+    const sb_val_t *v = sb_get (root, key);
+    if (v && v->type == SB_V_STR) {
+        size_t len = v->len < n - 1 ? v->len : n - 1;
+        memcpy (dst, v->v.s, len);
+        dst [len] = 0;
+    }
 }
 
 int

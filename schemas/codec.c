@@ -24,8 +24,39 @@ typedef struct {
     const uint8_t *end;
     sb_vstat_t stat;
     sb_verr_t *err;
-    char path [96];
+    /* The path to the value being checked, kept as pointers into the
+       buffer and formatted only when something fails. */
+    struct { const uint8_t *name; uint32_t len; long index; } seg [SB_MAX_DEPTH + 2];
+    int nseg;
 } s_rd_t;
+
+/*  Writes the path as a.b[3].c, with any byte outside printable ASCII
+    written as \xNN, so a peer's bytes never reach a log or a reply raw. */
+static void
+s_path_format (const s_rd_t *rd, char *out, size_t n)
+{
+    size_t w = 0;
+    out [0] = 0;
+    for (int k = 0; k < rd->nseg && w + 8 < n; k++) {
+        if (rd->seg [k].name == NULL) {
+            w += (size_t) snprintf (out + w, n - w, "[%ld]", rd->seg [k].index);
+            continue;
+        }
+        if (w)
+            out [w++] = '.';
+        uint32_t len = rd->seg [k].len > 40 ? 40 : rd->seg [k].len;
+        for (uint32_t j = 0; j < len && w + 5 < n; j++) {
+            uint8_t c = rd->seg [k].name [j];
+            if (c >= 0x20 && c < 0x7f)
+                out [w++] = (char) c;
+            else
+                w += (size_t) snprintf (out + w, n - w, "\\x%02x", c);
+        }
+        out [w] = 0;
+    }
+    if (w >= n)
+        out [n - 1] = 0;
+}
 
 typedef struct {
     sb_vtype_t type;
@@ -37,6 +68,59 @@ typedef struct {
     const uint8_t *data;        /* STR/BIN payload */
 } s_head_t;
 
+bool
+sb_utf8_valid (const char *s, size_t n)
+{
+    const uint8_t *p = (const uint8_t *) s, *end = p + n;
+    while (p < end) {
+        uint8_t c = *p;
+        if (c < 0x80) {
+            p++;
+            continue;
+        }
+        size_t len = (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+        if (!len || (size_t) (end - p) < len)
+            return false;
+        uint32_t cp = c & (0x7f >> len);
+        for (size_t k = 1; k < len; k++) {
+            if ((p [k] & 0xc0) != 0x80)
+                return false;
+            cp = (cp << 6) | (p [k] & 0x3f);
+        }
+        /* overlong forms, surrogates and code points past U+10FFFF */
+        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000)
+        ||  cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            return false;
+        p += len;
+    }
+    return true;
+}
+
+/*  Error messages quote peer bytes (paths, names): they are made valid
+    UTF-8 and printable here, so a reply or a log line never carries
+    what the peer could not send itself. */
+static void
+s_clean_text (char *s)
+{
+    size_t n = strlen (s);
+    for (size_t k = 0; k < n; ) {
+        uint8_t c = (uint8_t) s [k];
+        if (c < 0x20 || c == 0x7f) {
+            s [k++] = '?';
+            continue;
+        }
+        if (c < 0x80) {
+            k++;
+            continue;
+        }
+        size_t len = (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+        if (len && k + len <= n && sb_utf8_valid (s + k, len))
+            k += len;
+        else
+            s [k++] = '?';
+    }
+}
+
 static int
 s_fail (s_rd_t *rd, sb_err_t code, const char *fmt, ...)
 {
@@ -47,10 +131,13 @@ s_fail (s_rd_t *rd, sb_err_t code, const char *fmt, ...)
         vsnprintf (msg, sizeof msg, fmt, ap);
         va_end (ap);
         rd->err->code = code;
-        if (rd->path [0])
-            snprintf (rd->err->message, sizeof rd->err->message, "%s: %s", rd->path, msg);
+        char path [128];
+        s_path_format (rd, path, sizeof path);
+        if (path [0])
+            snprintf (rd->err->message, sizeof rd->err->message, "%s: %s", path, msg);
         else
             snprintf (rd->err->message, sizeof rd->err->message, "%s", msg);
+        s_clean_text (rd->err->message);
     }
     return -1;
 }
@@ -169,18 +256,19 @@ static int s_value (s_rd_t *rd, const sb_field_t *field, int depth);
 static void
 s_path_push (s_rd_t *rd, size_t *mark, const char *name, size_t nlen, long index)
 {
-    *mark = strlen (rd->path);
-    size_t room = sizeof rd->path - *mark;
-    if (index >= 0)
-        snprintf (rd->path + *mark, room, "[%ld]", index);
-    else
-        snprintf (rd->path + *mark, room, "%s%.*s", *mark ? "." : "", (int) (nlen > 40 ? 40 : nlen), name);
+    *mark = (size_t) rd->nseg;
+    if (rd->nseg < (int) (sizeof rd->seg / sizeof rd->seg [0])) {
+        rd->seg [rd->nseg].name = (const uint8_t *) name;
+        rd->seg [rd->nseg].len = (uint32_t) nlen;
+        rd->seg [rd->nseg].index = index;
+        rd->nseg++;
+    }
 }
 
 static void
 s_path_pop (s_rd_t *rd, size_t mark)
 {
-    rd->path [mark] = 0;
+    rd->nseg = (int) mark;
 }
 
 static const sb_field_t *
@@ -277,8 +365,12 @@ s_value (s_rd_t *rd, const sb_field_t *field, int depth)
                 return s_fail (rd, SB_E_too_large, "length %u is over the limit of %u", h.len, max);
             /* actors read typed strings as C strings: an embedded NUL
                would make them act on a different value than was checked */
-            if (field && field->type == SB_T_STR && h.type == SB_V_STR && memchr (h.data, 0, h.len))
-                return s_fail (rd, SB_E_invalid, "string contains a NUL byte");
+            if (field && field->type == SB_T_STR && h.type == SB_V_STR) {
+                if (memchr (h.data, 0, h.len))
+                    return s_fail (rd, SB_E_invalid, "string contains a NUL byte");
+                if (!sb_utf8_valid ((const char *) h.data, h.len))
+                    return s_fail (rd, SB_E_invalid, "string is not valid UTF-8");
+            }
             rd->stat.bytes += (size_t) h.len + 1;
             return 0;
         }

@@ -132,6 +132,10 @@ void sb_enc_kint (sb_enc_t *enc, const char *key, int64_t v);
 void sb_enc_kbool (sb_enc_t *enc, const char *key, bool v);
 void sb_enc_kval (sb_enc_t *enc, const char *key, const sb_val_t *val);
 
+/*  True when the n bytes at s are well-formed UTF-8 (no overlong forms,
+    no surrogates). Typed `str` fields must be. */
+bool sb_utf8_valid (const char *s, size_t n);
+
 /*  Byte length of the first complete msgpack value at p (structurally
     checked, no schema); 0 when malformed or truncated. */
 size_t sb_msgpack_span (const uint8_t *p, size_t len);

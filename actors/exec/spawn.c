@@ -2,8 +2,9 @@
     nothing behind.
 
     Which processes belong to a spawn? When the command ends we kill its
-    process group, then scan /proc for what the group kill missed:
+    process group and scan /proc for what the group kill missed:
 
+    - anything still in the child's process group;
     - anything whose parent chain passes through our child (a descendant
       that moved to its own session or group);
     - anything whose chain reaches the server without passing through some
@@ -12,6 +13,8 @@
       our own; left alone if n belongs to a spawn still running or started
       after we looked; killed if n is a spawn that already ended (a leak).
       An orphan with no mark is not known to be a tool's and is left alone.
+      One caught inside execve reads as having no environment at all, so a
+      process that reads empty is stopped, read again, and continued.
 
     Killing repeats until a scan finds nothing new, because a process can
     fork between the scan and the kill; SIGKILL stops that, so it converges.

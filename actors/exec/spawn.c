@@ -847,7 +847,7 @@ sb_spawn_run (const sb_spawn_opts_t *opts, sb_spawn_result_t *res, char *err, si
     }
 
     //  A cancel that arrived before we started: start nothing.
-    if (opts->cancel_fd >= 0 && s_readable (opts->cancel_fd)) {
+    if (opts->cancel_fd > 0 && s_readable (opts->cancel_fd)) {
         res->cancelled = true;
         res->output = strdup ("");
         return res->output ? 0 : s_fail (err, errlen, "out of memory");
@@ -951,7 +951,7 @@ sb_spawn_run (const sb_spawn_opts_t *opts, sb_spawn_result_t *res, char *err, si
             ipid = np;
             pfd [np++] = (struct pollfd) { .fd = pidfd, .events = POLLIN };
         }
-        if (opts->cancel_fd >= 0) {
+        if (opts->cancel_fd > 0) {
             icancel = np;
             pfd [np++] = (struct pollfd) { .fd = opts->cancel_fd, .events = POLLIN };
         }

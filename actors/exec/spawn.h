@@ -44,7 +44,9 @@ typedef struct {
     //  value through if set; "NAME=VALUE" sets it.
     const char *const *env_extra;
     int timeout_ms;             //  0: SB_SPAWN_TIMEOUT_MS_DEFAULT
-    int cancel_fd;              //  readable means cancel; -1 for none. Never read.
+    //  Readable means cancel; never read. -1 or 0 for none: stdin is never
+    //  a cancel fd, so a zeroed struct cannot cancel by accident.
+    int cancel_fd;
     sb_spawn_output_fn *on_output;
     void *output_arg;
     size_t cap_head;            //  bytes kept from the start; 0: default

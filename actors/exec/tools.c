@@ -1137,7 +1137,7 @@ static bool
 s_cancel_requested (int fd)
 {
     struct pollfd p = { .fd = fd, .events = POLLIN };
-    return fd >= 0 && poll (&p, 1, 0) > 0;
+    return fd > 0 && poll (&p, 1, 0) > 0;
 }
 
 int

@@ -41,7 +41,8 @@ typedef void (sb_tool_output_fn) (const char *data, size_t len, void *arg);
 
 typedef struct {
     const char *workspace;      //  realpath of the workspace (required)
-    int cancel_fd;              //  readable means cancel (eventfd or pipe); -1 for none
+    //  Readable means cancel (eventfd or pipe); never read. -1 or 0: none.
+    int cancel_fd;
     sb_tool_output_fn *on_output;   //  optional
     void *output_arg;
     int shell_timeout_s;        //  0: SB_TOOLS_SHELL_TIMEOUT_S

@@ -137,20 +137,25 @@ def test_shell_timeout_kills_the_group_with_no_orphan():
 
 
 def test_a_daemon_left_by_a_tool_is_reaped_when_it_exits():
-    # An unmarked process (env -i) in its own session is not known to be a
-    # tool's, so the spawn leaves it running; the server, as subreaper,
-    # inherits it and must reap it when it exits, or zombies pile up.
-    cmd = "env -i /usr/bin/setsid /bin/sh -c 'echo d=$$; exec /bin/sleep 0.5' &"
+    # An unmarked process (env -i) in its own session, whose parent (the
+    # tool's shell) has exited, cannot be attributed to the tool, so the
+    # spawn leaves it running; the server, as subreaper, inherits it and
+    # must reap it when it exits, or zombies pile up. The daemon writes its
+    # pid to a file (its stdout is closed, so the tool does not wait on it).
+    cmd = ("env -i /usr/bin/setsid /bin/sh -c 'echo $$ > d.pid; exec /bin/sleep 0.5' "
+           "</dev/null >/dev/null 2>&1 & while [ ! -s d.pid ]; do sleep 0.01; done; echo started")
     turns = [{"tool_calls": [{"name": "shell", "arguments": {"command": cmd}, "call_id": "c_d"}]},
              {"text": "left a daemon"}]
     pid = None
+    ws = tmpdir()
     try:
-        server, llm, sid, run, entries = scripted_run(turns)
+        server, llm, sid, run, entries = scripted_run(turns, workspace=ws)
         check(run["status"] == "completed", "run %r", run)
         out = results(entries)["c_d"]["output"]
-        m = re.search(r"d=(\d+)", out)
-        check(m, "the daemon did not print its pid: %r", out)
-        pid = int(m.group(1))
+        check("started" in out, "the command did not finish its wait: %r", out)
+        text = open(os.path.join(ws, "d.pid")).read().strip()
+        check(text.isdigit(), "the daemon did not write its pid: %r", text)
+        pid = int(text)
         wait_for(lambda: pid_gone(pid), 5, "the exited daemon %d to be reaped (not left a zombie)" % pid)
         server.stop()
     finally:

@@ -335,7 +335,12 @@ s_drain_take (self_t *self)
         if (!msg)
             break;
         if (!msg->route) {
+            sb_session_prompt_reply (self, msg);
             sb_msg_destroy (&msg);
+            continue;
+        }
+        if (strcmp (msg->h.type, "session.prompt") == 0) {
+            sb_session_prompt (self, &msg);
             continue;
         }
         size_t op = 0;
@@ -374,6 +379,7 @@ s_drain_take (self_t *self)
 static void
 s_handle_bus (self_t *self)
 {
+    sb_session_prompt_expire (self);
     s_drain_take (self);
     //  Each drain with writes costs one fsync. When this one holds fewer
     //  writes than the last, the clients that the last commit answered are
@@ -420,6 +426,7 @@ s_self_destroy (self_t **self_p)
         self->arena = next;
     }
     zhashx_destroy (&self->rec_index);
+    zhashx_destroy (&self->forwards);
     free (self->reqs);
     free (self->spans);
     free (self->pubs);
@@ -468,12 +475,13 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
     self->bus = sb_bus_new (args->cmd_endpoint, self->instance);
     self->pub = args->pub_endpoint? sb_pub_new (args->pub_endpoint, self->instance): NULL;
     self->rec_index = zhashx_new ();
+    self->forwards = sb_session_forwards_new ();
     self->enc = sb_enc_new ();
     self->prep = sb_enc_new ();
     self->tape = sb_enc_new ();
     self->replies = sb_enc_new ();
     self->scratch = sb_enc_new ();
-    if (!self->bus || !self->pub || !self->rec_index || !self->enc || !self->prep
+    if (!self->bus || !self->pub || !self->rec_index || !self->forwards || !self->enc || !self->prep
     ||  !self->tape || !self->replies || !self->scratch) {
         sb_error (ACTOR, "cannot connect to the bus cmd=%s pub=%s", args->cmd_endpoint,
                   args->pub_endpoint? args->pub_endpoint: "(none)");

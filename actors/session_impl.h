@@ -124,6 +124,7 @@ typedef struct {
     record_t **recs;            //  the drain's record cache
     size_t nrecs, recs_cap;
     zhashx_t *rec_index;        //  session id -> record_t *
+    zhashx_t *forwards;         //  run.request id -> a session.prompt to answer
     chunk_t *arena;
     sb_enc_t *enc;              //  replies sent at once (reads)
     sb_enc_t *prep;             //  prepared entry bodies
@@ -254,5 +255,11 @@ void sb_session_sweep (self_t *self);
 void sb_session_purge (self_t *self);
 //  What startup must know without scanning the tape.
 void sb_session_recover (self_t *self);
+
+//  session_prompt.c: session.prompt forwarded to the run coordinator.
+zhashx_t *sb_session_forwards_new (void);
+void sb_session_prompt (self_t *self, sb_msg_t **msg_p);
+bool sb_session_prompt_reply (self_t *self, const sb_msg_t *reply);
+void sb_session_prompt_expire (self_t *self);
 
 #endif

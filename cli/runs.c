@@ -473,9 +473,9 @@ sb_cmd_prompt (int argc, char **argv)
     sb_enc_t *e = sb_enc_new ();
     sb_enc_map_open (e);
     sb_enc_kstr (e, "session_id", argv [rest]);
-    sb_enc_kstr (e, "input", argv [rest + 1]);
+    sb_enc_kstr (e, "text", argv [rest + 1]);
     sb_enc_map_close (e);
-    rc = s_run_call ("prompt", &o, "run.request", e, o.follow);
+    rc = s_run_call ("prompt", &o, "session.prompt", e, o.follow);
     sb_enc_destroy (&e);
     return rc;
 }

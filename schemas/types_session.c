@@ -64,6 +64,18 @@ static const sb_field_t s_session_update [] = {
     { "command_id", SB_T_STR, false, 64, NULL, "idempotency key" },
     END
 };
+static const sb_field_t s_session_prompt [] = {
+    { "session_id", SB_T_STR, true, ID_MAX, NULL, "session id" },
+    { "text", SB_T_STR, true, 1 MB, NULL, "the prompt" },
+    { "approval_policy", SB_T_STR, false, 16, NULL, "override the session's policy for this run" },
+    { "command_id", SB_T_STR, false, 64, NULL, "idempotency key (of the run request)" },
+    END
+};
+static const sb_field_t s_session_prompt_ok [] = {
+    { "run_id", SB_T_STR, true, ID_MAX, NULL, "the run started for the prompt" },
+    { "run", SB_T_MAP, true, 0, NULL, "the run record (see run.get)" },
+    END
+};
 static const sb_field_t s_session_fence [] = {
     { "session_id", SB_T_STR, true, ID_MAX, NULL, "session id" },
     { "fence", SB_T_UINT, true, 0, NULL, "the new fence; a lower one than the session's changes nothing" },
@@ -137,6 +149,10 @@ const sb_type_t sb_types_session [] = {
     REP ("session.close.ok", s_session_one, "the closed session"),
     REQ ("session.delete", s_session_id_only, true, "delete a session, its tape and index entries"),
     REP ("session.delete.ok", s_session_delete_ok, "what was deleted"),
+    REQ ("session.prompt", s_session_prompt, true,
+         "give a session a prompt: the run coordinator appends it with the run it starts; "
+         "conflict while a run is active"),
+    REP ("session.prompt.ok", s_session_prompt_ok, "the run"),
     REQ ("session.fence", s_session_fence, false,
          "run actor: raise the session's fencing token; appends with an older fence are refused (internal)"),
     REP ("session.fence.ok", s_session_fence_ok, "the session's fence now"),

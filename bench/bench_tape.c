@@ -423,6 +423,21 @@ s_encode_text (sb_enc_t *enc, uint64_t k)
     sb_enc_map_close (enc);
 }
 
+static void
+s_send_append (appender_t *a, int who, sb_bus_t **bus, zhashx_t *flights, double now)
+{
+    char id [SB_ULID_LEN + 1];
+    if (sb_bus_send (bus [a [who].sock], "session.append", NULL, NULL, a [who].body, a [who].len, 0, id))
+        s_die ("send failed");
+    flight_t *f = malloc (sizeof *f);
+    if (!f)
+        s_die ("out of memory");
+    f->appender = who;
+    f->sent_at = now;
+    zhashx_insert (flights, id, f);
+    a [who].in_flight++;
+}
+
 //  One timed run: each appender keeps `depth` requests of `batch` entries
 //  in flight, on `nsessions` sessions (1: all on one; APPENDERS: one
 //  each). Returns acknowledged entries/s; fills the append->ack latency
@@ -477,51 +492,32 @@ s_append_run (int depth, int batch, int nsessions, double *p50, double *p99)
     double start = s_now (), measure_from = start + warm, end = measure_from + g_seconds;
     long acked = 0;
     int outstanding = 0;
-    bool sending = true;
-    //  The appenders that may send: all at first, then those answered.
-    int ready [APPENDERS], nready = APPENDERS;
+    //  Each appender sends its next request the moment its reply is in,
+    //  as 64 separate clients would: none waits for the others' replies.
     for (int k = 0; k < APPENDERS; k++)
-        ready [k] = k;
-    while (sending || outstanding > 0) {
-        double now = s_now ();
-        if (sending && now >= end)
-            sending = false;
-        for (int r = 0; r < nready && sending; r++) {
-            appender_t *ap = &a [ready [r]];
-            while (ap->in_flight < depth) {
-                char id [SB_ULID_LEN + 1];
-                if (sb_bus_send (bus [ap->sock], "session.append", NULL, NULL, ap->body, ap->len, 0, id))
-                    s_die ("send failed");
-                flight_t *f = malloc (sizeof *f);
-                f->appender = ready [r];
-                f->sent_at = now;
-                zhashx_insert (flights, id, f);
-                ap->in_flight++;
-                outstanding++;
-            }
+        while (a [k].in_flight < depth) {
+            s_send_append (a, k, bus, flights, s_now ());
+            outstanding++;
         }
-        nready = 0;
-        if (!sending && outstanding == 0)
-            break;
+    while (outstanding > 0) {
         zmq_pollitem_t items [SOCKETS];
         for (int k = 0; k < SOCKETS; k++)
             items [k] = (zmq_pollitem_t) { sb_bus_socket (bus [k]), 0, ZMQ_POLLIN, 0 };
         if (zmq_poll (items, SOCKETS, 5000) <= 0)
             s_die ("no reply within 5 s (%d outstanding)", outstanding);
-        now = s_now ();
         for (int k = 0; k < SOCKETS; k++) {
             if (!(items [k].revents & ZMQ_POLLIN))
                 continue;
             sb_msg_t *m;
             while ((m = sb_bus_recv (bus [k], 0))) {
+                double now = s_now ();
                 if (sb_msg_is_error (m))
                     s_die ("append: %s: %s", sb_msg_error_code (m), sb_msg_error_message (m));
                 flight_t *f = zhashx_lookup (flights, m->h.corr);
                 if (!f)
                     s_die ("a reply to an unknown request %s", m->h.corr);
-                appender_t *ap = &a [f->appender];
-                if (ap->in_flight-- == depth)
-                    ready [nready++] = f->appender;
+                int who = f->appender;
+                a [who].in_flight--;
                 outstanding--;
                 if (f->sent_at >= measure_from && now <= end) {
                     acked += batch;
@@ -530,6 +526,10 @@ s_append_run (int depth, int batch, int nsessions, double *p50, double *p99)
                 }
                 zhashx_delete (flights, m->h.corr);
                 sb_msg_destroy (&m);
+                if (now < end) {
+                    s_send_append (a, who, bus, flights, now);
+                    outstanding++;
+                }
             }
         }
     }

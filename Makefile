@@ -80,6 +80,7 @@ integration: all
 asan: deps
 	@$(MAKE) -j$(JOBS) --no-print-directory BUILD=build-asan SAN=1 OPT=-O1 all units
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
 	  SB_ASAN=1 bash tests/run_all.sh build-asan
 
 bench: deps all $(BENCH_BIN)

@@ -623,12 +623,18 @@ def run_tests(ns, argv=None):
                 # reports (make asan), which fail a test that passed.
                 for p in reversed(procs):
                     p.stop(signal.SIGTERM, 10)
-                reports = ["%s: %s" % (" ".join(p.argv[1:3]), line)
-                           for p in procs for line in p.log().splitlines() if _SANITIZER.search(line)]
+                reports = []
+                for p in procs:
+                    lines = p.log().splitlines()
+                    for i, line in enumerate(lines):
+                        if _SANITIZER.search(line):
+                            # the report itself: the stack frames after it
+                            reports += ["%s: %s" % (" ".join(p.argv[1:3]), l) for l in lines[i:i + 40]]
+                            break
                 if reports:
                     failed.append(name)
                     print("  FAIL  %-40s %6.2fs (sanitizer)" % (name, time.monotonic() - t0))
-                    for line in reports[:20]:
+                    for line in reports[:60]:
                         print("  | " + line)
                 else:
                     print("  ok    %-40s %6.2fs" % (name, time.monotonic() - t0))

@@ -37,3 +37,12 @@ sb_actor_register (zsock_t *pipe, sb_bus_t *bus, const char *service, const char
     sb_actor_signal (pipe, 0);
     return 0;
 }
+
+bool
+sb_actor_pipe_term (zsock_t *pipe)
+{
+    char *cmd = zstr_recv (pipe);
+    bool term = !cmd || streq (cmd, "$TERM");
+    zstr_free (&cmd);
+    return term;
+}

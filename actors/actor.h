@@ -46,6 +46,10 @@ void sb_llm_actor (zsock_t *pipe, void *args);
 void sb_actor_signal (zsock_t *pipe, int status);
 int sb_actor_last_status (void);
 
+/*  Reads one command from the actor's pipe: true when it is $TERM (or the
+    pipe is gone), so the actor should stop. */
+bool sb_actor_pipe_term (zsock_t *pipe);
+
 /*  Registers `bus` for `service` and signals the pipe; returns 0 when
     registered. Shared by every actor's startup. */
 struct sb_bus;

@@ -116,12 +116,8 @@ sb_echo_actor (zsock_t *pipe, void *args)
         long wait = sb_bus_has_queued (self->bus) ? 0 : (long) sb_bus_tick (self->bus);
         if (zmq_poll (items, 2, wait) < 0 && errno != EINTR)
             break;
-        if (items [0].revents & ZMQ_POLLIN) {
-            char *cmd = zstr_recv (pipe);
-            if (!cmd || streq (cmd, "$TERM"))
-                self->terminated = true;
-            zstr_free (&cmd);
-        }
+        if ((items [0].revents & ZMQ_POLLIN) && sb_actor_pipe_term (pipe))
+            self->terminated = true;
         sb_msg_t *msg;
         while ((msg = sb_bus_recv (self->bus, 0))) {
             if (msg->route)

@@ -1134,12 +1134,8 @@ sb_exec_actor (zsock_t *pipe, void *args)
             sb_spawn_reap_orphans ();
             self->next_sweep = sb_mono_ms () + ORPHAN_SWEEP_MS;
         }
-        if (items [0].revents & ZMQ_POLLIN) {
-            char *cmd = zstr_recv (pipe);
-            if (!cmd || streq (cmd, "$TERM"))
-                self->terminated = true;
-            zstr_free (&cmd);
-        }
+        if ((items [0].revents & ZMQ_POLLIN) && sb_actor_pipe_term (pipe))
+            self->terminated = true;
         if (items [2].revents & ZMQ_POLLIN)
             s_reap (self);
         sb_msg_t *msg;

@@ -1188,12 +1188,8 @@ sb_llm_actor (zsock_t *pipe, void *args)
             wait = 0;
         if (zmq_poll (items, (int) n, (long) wait) < 0 && errno != EINTR)
             break;
-        if (items [0].revents & ZMQ_POLLIN) {
-            char *cmd = zstr_recv (pipe);
-            if (!cmd || streq (cmd, "$TERM"))
-                self->terminated = true;
-            zstr_free (&cmd);
-        }
+        if ((items [0].revents & ZMQ_POLLIN) && sb_actor_pipe_term (pipe))
+            self->terminated = true;
         int running;
         /* curl may change the fd table from inside socket_action, so act
            on the snapshot taken for this poll */

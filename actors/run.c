@@ -65,14 +65,6 @@ typedef struct {
     bool terminated;
 } self_t;
 
-static bool
-s_terminal (const char *status)
-{
-    return strcmp (status, "completed") == 0 || strcmp (status, "failed") == 0
-        || strcmp (status, "cancelled") == 0 || strcmp (status, "expired") == 0
-        || strcmp (status, "interrupted") == 0;
-}
-
 /* ------------------------------------------------------------------ */
 /*  Run records */
 
@@ -241,7 +233,7 @@ s_write_fn (sb_txn_t *txn, void *arg)
     }
     sb_key_init (&k, 'A');
     sb_key_str (&k, r->session_id);
-    if (s_terminal (r->status)) {
+    if (sb_run_status_final (r->status)) {
         MDB_val cur;
         if (sb_txn_get (txn, DBI_ACTIVE, k.buf, k.len, &cur) == 0
         &&  cur.mv_size == strlen (r->run_id) && memcmp (cur.mv_data, r->run_id, cur.mv_size) == 0)
@@ -364,7 +356,7 @@ s_set_status (run_t *r, const char *status, const char *reason)
 {
     s_copy (r->status, sizeof r->status, status);
     s_copy (r->reason, sizeof r->reason, reason);
-    if (s_terminal (status))
+    if (sb_run_status_final (status))
         r->ended_at = sb_now_ms ();
 }
 
@@ -492,15 +484,15 @@ s_dispatch (self_t *self, run_t *r)
     s_save (self, r, false, true, NULL);
 }
 
-/*  Dispatches every queued run (the outbox is flushed first, so a run's
-    prompt is on the tape before an executor reads it). */
-static void
-s_dispatch_queued (self_t *self)
+/*  The ids of every unfinished run (one per session at most). The caller
+    destroys the list. Read in one transaction, so later writes are free to
+    change the table while the caller walks the list. */
+static zlistx_t *
+s_active_ids (self_t *self)
 {
-    s_outbox_flush (self);
     sb_txn_t txn;
     if (sb_txn_begin (self->store, &txn, false))
-        return;
+        return NULL;
     zlistx_t *ids = zlistx_new ();
     zlistx_set_destructor (ids, (czmq_destructor *) zstr_free);
     sb_txn_iter_t it;
@@ -510,6 +502,18 @@ s_dispatch_queued (self_t *self)
         zlistx_add_end (ids, strndup (v.mv_data, v.mv_size));
     sb_txn_iter_end (&it);
     sb_txn_abort (&txn);
+    return ids;
+}
+
+/*  Dispatches every queued run (the outbox is flushed first, so a run's
+    prompt is on the tape before an executor reads it). */
+static void
+s_dispatch_queued (self_t *self)
+{
+    s_outbox_flush (self);
+    zlistx_t *ids = s_active_ids (self);
+    if (!ids)
+        return;
     for (char *id = zlistx_first (ids); id; id = zlistx_next (ids)) {
         run_t r;
         if (s_run_load (self, id, &r) == 0) {
@@ -792,7 +796,7 @@ s_handle_cancel (self_t *self, sb_msg_t *msg)
         sb_bus_error (self->bus, msg, SB_E_not_found, "no run %s", id);
         return;
     }
-    if (s_terminal (r.status)) {
+    if (sb_run_status_final (r.status)) {
         sb_bus_error (self->bus, msg, SB_E_conflict, "run %s is already %s", id, r.status);
         s_run_free (&r);
         return;
@@ -825,7 +829,7 @@ s_handle_resume (self_t *self, sb_msg_t *msg)
         sb_bus_error (self->bus, msg, SB_E_not_found, "no run %s", id);
         return;
     }
-    if (!s_terminal (r.status) || strcmp (r.status, "completed") == 0) {
+    if (!sb_run_status_final (r.status) || strcmp (r.status, "completed") == 0) {
         sb_bus_error (self->bus, msg, SB_E_conflict,
                       "run %s is %s; only failed, cancelled, interrupted or expired runs can be resumed",
                       id, r.status);
@@ -863,7 +867,7 @@ s_check_fence (self_t *self, sb_msg_t *msg, run_t *r)
         s_run_free (r);
         return -1;
     }
-    if (s_terminal (r->status)) {
+    if (sb_run_status_final (r->status)) {
         sb_bus_error (self->bus, msg, SB_E_conflict, "run %s is already %s", id, r->status);
         s_run_free (r);
         return -1;
@@ -965,7 +969,7 @@ s_expire_leases (self_t *self)
             continue;
         run_t r;
         if (s_run_load (self, id, &r) == 0) {
-            if (!s_terminal (r.status)) {
+            if (!sb_run_status_final (r.status)) {
                 /* fence first: once the session knows the new fence, the
                    lapsed executor can no longer write */
                 uint64_t fence = s_next_fence (self, r.session_id);
@@ -997,24 +1001,15 @@ static void
 s_recover (self_t *self)
 {
     s_outbox_flush (self);
-    sb_txn_t txn;
-    if (sb_txn_begin (self->store, &txn, false))
+    zlistx_t *ids = s_active_ids (self);
+    if (!ids)
         return;
-    zlistx_t *ids = zlistx_new ();
-    zlistx_set_destructor (ids, (czmq_destructor *) zstr_free);
-    sb_txn_iter_t it;
-    MDB_val k, v;
-    sb_txn_iter_begin (&txn, &it, DBI_ACTIVE, "A", 1, NULL, 0);
-    while (sb_txn_iter_next (&it, &k, &v))
-        zlistx_add_end (ids, strndup (v.mv_data, v.mv_size));
-    sb_txn_iter_end (&it);
-    sb_txn_abort (&txn);
     int n = 0;
     for (char *id = zlistx_first (ids); id; id = zlistx_next (ids)) {
         run_t r;
         if (s_run_load (self, id, &r))
             continue;
-        if (strcmp (r.status, "queued") != 0 && !s_terminal (r.status)) {
+        if (strcmp (r.status, "queued") != 0 && !sb_run_status_final (r.status)) {
             uint64_t fence = s_next_fence (self, r.session_id);
             if (fence) {
                 r.fence = fence;
@@ -1127,12 +1122,8 @@ sb_run_actor (zsock_t *pipe, void *args)
             wait = 0;
         if (zmq_poll (items, 2, (long) wait) < 0 && errno != EINTR)
             break;
-        if (items [0].revents & ZMQ_POLLIN) {
-            char *cmd = zstr_recv (pipe);
-            if (!cmd || streq (cmd, "$TERM"))
-                self->terminated = true;
-            zstr_free (&cmd);
-        }
+        if ((items [0].revents & ZMQ_POLLIN) && sb_actor_pipe_term (pipe))
+            self->terminated = true;
         s_handle_bus (self);
         if (sb_mono_ms () >= self->next_tick) {
             s_expire_leases (self);

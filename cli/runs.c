@@ -32,14 +32,6 @@ typedef struct {
     bool cancel_sent;
 } render_t;
 
-static bool
-s_final (const char *status)
-{
-    return strcmp (status, "completed") == 0 || strcmp (status, "failed") == 0
-        || strcmp (status, "cancelled") == 0 || strcmp (status, "expired") == 0
-        || strcmp (status, "interrupted") == 0;
-}
-
 static void
 s_endline (render_t *r)
 {
@@ -118,7 +110,7 @@ s_render (const sb_val_t *ev, void *arg)
             printf ("%s[run %s%s%s]%s\n", dim, status, sb_get_str (body, "reason") ? ": " : "",
                     sb_get_str (body, "reason") ? sb_get_str (body, "reason") : "", off);
         }
-        if (status && s_final (status)) {
+        if (status && sb_run_status_final (status)) {
             snprintf (r->final, sizeof r->final, "%s", status);
             snprintf (r->reason, sizeof r->reason, "%s", sb_get_str (body, "reason") ? sb_get_str (body, "reason") : "");
             fflush (stdout);

@@ -67,6 +67,10 @@ extern const sb_field_t sb_header_fields [];
 const sb_type_t *sb_schema_tape_kind (const char *kind);
 const sb_type_t *sb_schema_tape_all (size_t *count);
 
+/*  True for a run status that never changes again: completed, failed,
+    cancelled, expired, interrupted. */
+bool sb_run_status_final (const char *status);
+
 const char *sb_ftype_name (sb_ftype_t type);
 const char *sb_kind_name (sb_kind_t kind);
 

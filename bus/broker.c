@@ -572,6 +572,9 @@ s_handle_request (self_t *self, zmq_msg_t *f)
             s_reply_error (self, sid, sidlen, &h, err.code, "%s: %s", h.type, err.message);
         return;
     }
+    /* every valid message is copied, the broker's own bus.* traffic too */
+    if (s_tap_active (self))
+        s_tap_copy (self, "cmd", sid, sidlen, zmq_msg_data (&f [1]), zmq_msg_size (&f [1]), body, blen);
     const char *svcname;
     size_t svclen = sb_type_service (h.type, &svcname);
     if (svclen == 3 && memcmp (svcname, "bus", 3) == 0) {
@@ -626,8 +629,6 @@ s_handle_request (self_t *self, zmq_msg_t *f)
             return;
         }
     }
-    if (s_tap_active (self))
-        s_tap_copy (self, "cmd", sid, sidlen, zmq_msg_data (&f [1]), zmq_msg_size (&f [1]), body, blen);
     /* forward [inst][sid][header][body], moving the received frames */
     void *r = zsock_resolve (self->router);
     if (zmq_send (r, inst->id, inst->idlen, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {

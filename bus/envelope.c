@@ -33,20 +33,14 @@ sb_ulid_new (char out [SB_ULID_LEN + 1])
         s_rand [0] &= 0x7f;     /* leave room to increment within the ms */
         s_last_ms = ms;
     }
-    uint8_t b [16];
-    for (int k = 0; k < 6; k++)
-        b [k] = (uint8_t) (ms >> (40 - 8 * k));
-    memcpy (b + 6, s_rand, 10);
-    /* 128 bits -> 26 base32 chars; the first char carries 3 bits */
-    int bit = -2;               /* 130 bits of output, 2 leading zero bits */
-    for (int c = 0; c < SB_ULID_LEN; c++) {
-        int v = 0;
-        for (int k = 0; k < 5; k++, bit++) {
-            v <<= 1;
-            if (bit >= 0 && (b [bit / 8] >> (7 - bit % 8)) & 1)
-                v |= 1;
-        }
-        out [c] = s_crockford [v];
+    /* 48 bits of time then 80 random bits, written as 26 base32 digits
+       from the least significant end (the first digit holds 3 bits) */
+    unsigned __int128 v = (unsigned __int128) (ms & 0xffffffffffffull) << 80;
+    for (int k = 0; k < 10; k++)
+        v |= (unsigned __int128) s_rand [k] << (72 - 8 * k);
+    for (int c = SB_ULID_LEN - 1; c >= 0; c--) {
+        out [c] = s_crockford [(unsigned) (v & 31)];
+        v >>= 5;
     }
     out [SB_ULID_LEN] = 0;
 }

@@ -73,6 +73,16 @@ sb_utf8_valid (const char *s, size_t n)
 {
     const uint8_t *p = (const uint8_t *) s, *end = p + n;
     while (p < end) {
+        /* ASCII runs, eight bytes at a time: every header field is ASCII */
+        while (end - p >= 8) {
+            uint64_t w;
+            memcpy (&w, p, 8);
+            if (w & 0x8080808080808080ull)
+                break;
+            p += 8;
+        }
+        if (p == end)
+            break;
         uint8_t c = *p;
         if (c < 0x80) {
             p++;

@@ -116,9 +116,13 @@ s_median (double *v, int n)
 static void
 s_figure (const char *name, double value, const char *unit, double baseline, const char *extra)
 {
-    printf ("{\"bench\":\"%s\",\"value\":%.1f,\"unit\":\"%s\",\"baseline\":%.1f,\"ratio\":%.3f%s%s}\n",
-            name, value, unit, baseline, baseline > 0? value / baseline: 0.0,
-            extra? ",": "", extra? extra: "");
+    /* a baseline figure itself has no baseline: print it without one */
+    if (baseline > 0)
+        printf ("{\"bench\":\"%s\",\"value\":%.1f,\"unit\":\"%s\",\"baseline\":%.1f,\"ratio\":%.3f%s%s}\n",
+                name, value, unit, baseline, value / baseline, extra? ",": "", extra? extra: "");
+    else
+        printf ("{\"bench\":\"%s\",\"value\":%.1f,\"unit\":\"%s\"%s%s}\n",
+                name, value, unit, extra? ",": "", extra? extra: "");
     fflush (stdout);
 }
 

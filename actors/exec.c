@@ -1077,7 +1077,9 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
     self->enc = sb_enc_new ();
     self->runs = zhashx_new ();
     self->done = zlistx_new ();
-    self->cache = sb_runtime_cache_new (0);
+    /* SWITCHBOARD_RUNTIME_CACHE: sessions whose prepared runtime is kept (256) */
+    const char *cap = getenv ("SWITCHBOARD_RUNTIME_CACHE");
+    self->cache = sb_runtime_cache_new (cap && atol (cap) > 0 ? (size_t) atol (cap) : 0);
     self->done_fd = eventfd (0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (!self->bus || !self->enc || !self->runs || !self->done || !self->cache || self->done_fd < 0) {
         s_self_destroy (&self);

@@ -188,6 +188,7 @@ typedef struct {
     bool is_new;
     const char *prompt;         /* also append a `prompt` entry first */
     bool status_changed;
+    bool new_fence;             /* give the run the session's next fence */
     const char *command_id;     /* remember the reply under it */
     const uint8_t *reply;
     size_t reply_len;
@@ -219,6 +220,22 @@ s_write_fn (sb_txn_t *txn, void *arg)
     if (!e)
         return -1;
     sb_key_t k;
+    if (w->new_fence) {
+        /* fences are per session, monotonic, and persisted with the run
+           that holds them (re-read on a re-run, so a grow cannot skip one) */
+        sb_key_init (&k, 'F');
+        sb_key_str (&k, r->session_id);
+        MDB_val fv;
+        uint64_t fence = 0;
+        if (sb_txn_get (txn, DBI_FENCES, k.buf, k.len, &fv) == 0 && fv.mv_size == 8)
+            fence = sb_key_read_u64 (&fv, 0);
+        fence++;
+        uint8_t be [8];
+        for (int i = 0; i < 8; i++)
+            be [i] = (uint8_t) (fence >> (56 - 8 * i));
+        sb_txn_put (txn, DBI_FENCES, k.buf, k.len, be, 8);
+        r->fence = fence;
+    }
     s_run_encode (r, NULL, e);
     size_t len;
     const uint8_t *data = sb_enc_data (e, &len);
@@ -332,11 +349,12 @@ s_outbox_flush (self_t *self)
 /*  Persists a run change (and its tape entry when the status changed),
     then flushes the outbox. Returns 0 or a store error. */
 static int
-s_save (self_t *self, run_t *r, bool is_new, bool status_changed, const char *prompt)
+s_save_with (self_t *self, run_t *r, bool is_new, bool status_changed, const char *prompt,
+             bool new_fence)
 {
     r->updated_at = sb_now_ms ();
     write_ctx_t w = { .self = self, .run = r, .is_new = is_new, .status_changed = status_changed,
-                      .prompt = prompt };
+                      .prompt = prompt, .new_fence = new_fence };
     int rc = sb_store_write (self->store, s_write_fn, &w);
     if (rc) {
         sb_error (ACTOR, "cannot save run %s: %s", r->run_id, sb_store_strerror (rc));
@@ -349,6 +367,19 @@ s_save (self_t *self, run_t *r, bool is_new, bool status_changed, const char *pr
         s_outbox_flush (self);
     }
     return 0;
+}
+
+static int
+s_save (self_t *self, run_t *r, bool is_new, bool status_changed, const char *prompt)
+{
+    return s_save_with (self, r, is_new, status_changed, prompt, false);
+}
+
+/*  Gives the run its session's next fence, persisted with it. */
+static int
+s_save_new_fence (self_t *self, run_t *r)
+{
+    return s_save_with (self, r, false, false, NULL, true);
 }
 
 static void
@@ -399,28 +430,6 @@ s_fence_session (self_t *self, run_t *r)
     return rc;
 }
 
-/*  The next fencing token of a session (persisted, monotonic). */
-static uint64_t
-s_next_fence (self_t *self, const char *session_id)
-{
-    sb_txn_t txn;
-    sb_key_t k;
-    sb_key_init (&k, 'F');
-    sb_key_str (&k, session_id);
-    uint64_t fence = 0;
-    if (sb_txn_begin (self->store, &txn, true))
-        return 0;
-    MDB_val v;
-    if (sb_txn_get (&txn, DBI_FENCES, k.buf, k.len, &v) == 0 && v.mv_size == 8)
-        fence = sb_key_read_u64 (&v, 0);
-    fence++;
-    uint8_t be [8];
-    for (int i = 0; i < 8; i++)
-        be [i] = (uint8_t) (fence >> (56 - 8 * i));
-    sb_txn_put (&txn, DBI_FENCES, k.buf, k.len, be, 8);
-    return sb_txn_commit (&txn) == 0 ? fence : 0;
-}
-
 /* ------------------------------------------------------------------ */
 /*  Dispatch */
 
@@ -436,11 +445,7 @@ s_dispatch (self_t *self, run_t *r)
         }
         return;
     }
-    uint64_t fence = s_next_fence (self, r->session_id);
-    if (!fence)
-        return;
-    r->fence = fence;
-    if (s_save (self, r, false, false, NULL) || s_fence_session (self, r))
+    if (s_save_new_fence (self, r) || s_fence_session (self, r))
         return;
     sb_enc_t *e = sb_enc_new ();
     sb_enc_map_open (e);
@@ -972,14 +977,10 @@ s_expire_leases (self_t *self)
             if (!sb_run_status_final (r.status)) {
                 /* fence first: once the session knows the new fence, the
                    lapsed executor can no longer write */
-                uint64_t fence = s_next_fence (self, r.session_id);
-                if (fence) {
-                    r.fence = fence;
-                    if (s_fence_session (self, &r) == 0) {
-                        s_set_status (&r, "expired", "lease lapsed: the executor stopped heartbeating");
-                        s_save (self, &r, false, true, NULL);
-                        zhashx_delete (self->leases, id);
-                    }
+                if (s_save_new_fence (self, &r) == 0 && s_fence_session (self, &r) == 0) {
+                    s_set_status (&r, "expired", "lease lapsed: the executor stopped heartbeating");
+                    s_save (self, &r, false, true, NULL);
+                    zhashx_delete (self->leases, id);
                 }
             }
             else
@@ -1010,11 +1011,8 @@ s_recover (self_t *self)
         if (s_run_load (self, id, &r))
             continue;
         if (strcmp (r.status, "queued") != 0 && !sb_run_status_final (r.status)) {
-            uint64_t fence = s_next_fence (self, r.session_id);
-            if (fence) {
-                r.fence = fence;
+            if (s_save_new_fence (self, &r) == 0)
                 s_fence_session (self, &r);
-            }
             if (strcmp (r.status, "cancelling") == 0)
                 s_set_status (&r, "cancelled", "server_restart");
             else

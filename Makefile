@@ -23,7 +23,7 @@ endif
 
 LIB_SRC  := $(filter-out cli/main.c,$(wildcard schemas/*.c bus/*.c common/*.c actors/*.c actors/*/*.c cli/*.c gateway/*.c workers/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
-HDRS     := $(wildcard schemas/*.h bus/*.h common/*.h actors/*.h actors/*/*.h cli/*.h gateway/*.h workers/*.h)
+HDRS     := $(wildcard bench/*.h schemas/*.h bus/*.h common/*.h actors/*.h actors/*/*.h cli/*.h gateway/*.h workers/*.h)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 BENCH_SRC:= $(wildcard bench/bench_*.c)

@@ -19,6 +19,7 @@
                            wrapper's own overhead against lmdb.raw.batch64
 */
 #include "actors/store.h"
+#include "bench/lmdb_raw.h"
 
 #include <lmdb.h>
 #include <stdio.h>
@@ -28,40 +29,11 @@
 #include <unistd.h>
 
 #define RUNS        5
-#define KEY_LEN     35
-#define VAL_LEN     150
-#define SESSION_ID  "01J9ZK3QH6X0M4T8V2B7C5D1EF"
+#define KEY_LEN     SB_RAW_KEY_LEN
+#define VAL_LEN     SB_RAW_VAL_LEN
 
 static double g_seconds = 1.5;
 static char g_tmp [256];
-
-static double
-s_now (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static void
-s_key (uint8_t *key, uint64_t seq)
-{
-    key [0] = 'T';
-    memcpy (key + 1, SESSION_ID, 26);
-    for (int i = 7; i >= 0; i--, seq >>= 8)
-        key [27 + i] = (uint8_t) seq;
-}
-
-static void
-s_value (uint8_t *val, uint64_t seq)
-{
-    //  Different bytes per entry, so nothing is accidentally shared.
-    uint64_t x = seq * 0x9E3779B97F4A7C15ull + 1;
-    for (int i = 0; i < VAL_LEN; i++) {
-        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
-        val [i] = (uint8_t) x;
-    }
-}
 
 static void
 s_die (const char *what, int rc)
@@ -98,47 +70,11 @@ static double
 s_raw_run (int batch)
 {
     char *dir = s_mkdir ();
-    MDB_env *env;
-    MDB_txn *txn;
-    MDB_dbi dbi;
-    int rc = mdb_env_create (&env);
-    if (rc == 0)
-        rc = mdb_env_set_maxdbs (env, 2);
-    //  Large enough that no run fills it: growth is not what is measured.
-    if (rc == 0)
-        rc = mdb_env_set_mapsize (env, (size_t) 8 << 30);
-    if (rc == 0)
-        rc = mdb_env_open (env, dir, MDB_NOTLS, 0600);
-    if (rc == 0)
-        rc = mdb_txn_begin (env, NULL, 0, &txn);
-    if (rc == 0)
-        rc = mdb_dbi_open (txn, "tape", MDB_CREATE, &dbi);
-    if (rc == 0)
-        rc = mdb_txn_commit (txn);
-    if (rc != 0)
-        s_die ("open", rc);
-
-    uint8_t key [KEY_LEN], val [VAL_LEN];
-    uint64_t seq = 0;
-    double start = s_now (), elapsed;
-    do {
-        rc = mdb_txn_begin (env, NULL, 0, &txn);
-        for (int i = 0; i < batch && rc == 0; i++, seq++) {
-            s_key (key, seq);
-            s_value (val, seq);
-            MDB_val k = { KEY_LEN, key }, v = { VAL_LEN, val };
-            rc = mdb_put (txn, dbi, &k, &v, 0);
-        }
-        if (rc == 0)
-            rc = mdb_txn_commit (txn);
-        if (rc != 0)
-            s_die ("write", rc);
-        elapsed = s_now () - start;
-    } while (elapsed < g_seconds);
-
-    mdb_env_close (env);
+    double rate = sb_raw_run (dir, batch, g_seconds, NULL);
+    if (rate < 0)
+        s_die ("raw run", (int) rate);
     s_rmdir (dir);
-    return seq / elapsed;
+    return rate;
 }
 
 typedef struct {
@@ -152,8 +88,8 @@ s_store_fn (sb_txn_t *txn, void *arg)
     store_ctx_t *c = (store_ctx_t *) arg;
     uint8_t key [KEY_LEN], val [VAL_LEN];
     for (int i = 0; i < c->batch; i++) {
-        s_key (key, c->next + i);
-        s_value (val, c->next + i);
+        sb_raw_key (key, c->next + i);
+        sb_raw_value (val, c->next + i);
         sb_txn_put (txn, 0, key, KEY_LEN, val, VAL_LEN);
     }
     return 0;
@@ -172,13 +108,13 @@ s_store_run (int batch)
         exit (1);
     }
     store_ctx_t c = { 0, batch };
-    double start = s_now (), elapsed;
+    double start = sb_raw_now (), elapsed;
     do {
         int rc = sb_store_write (store, s_store_fn, &c);
         if (rc != 0)
             s_die ("store write", rc);
         c.next += batch;
-        elapsed = s_now () - start;
+        elapsed = sb_raw_now () - start;
     } while (elapsed < g_seconds);
     sb_store_destroy (&store);
     s_rmdir (dir);

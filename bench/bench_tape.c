@@ -40,6 +40,7 @@
     Usage: bench_tape [SECONDS per timed run, default 1.5]
     Environment: SB_BENCH_QUICK=1 shrinks the 1,000,000 and 100,000 to a
     tenth, for a quick look. */
+#include "bench/lmdb_raw.h"
 #include "bus/client.h"
 #include "common/log.h"
 
@@ -65,9 +66,8 @@ extern char **environ;
 #define IN_FLIGHT   16
 #define BATCH       32
 #define TEXT_LEN    44              //  makes a stored entry of about 150 bytes
-#define KEY_LEN     35
-#define VAL_LEN     150
-#define RAW_SID     "01J9ZK3QH6X0M4T8V2B7C5D1EF"
+#define KEY_LEN     SB_RAW_KEY_LEN
+#define VAL_LEN     SB_RAW_VAL_LEN
 
 static double g_seconds = 1.5;
 static long g_replay_entries = 1000000;
@@ -150,73 +150,18 @@ s_rmrf (const char *dir)
 //  --------------------------------------------------------------------------
 //  Raw LMDB baselines (the loop of bench_lmdb.c)
 
-static void
-s_raw_key (uint8_t *key, uint64_t seq)
-{
-    key [0] = 'T';
-    memcpy (key + 1, RAW_SID, 26);
-    for (int i = 7; i >= 0; i--, seq >>= 8)
-        key [27 + i] = (uint8_t) seq;
-}
-
-static void
-s_raw_value (uint8_t *val, uint64_t seq)
-{
-    uint64_t x = seq * 0x9E3779B97F4A7C15ull + 1;
-    for (int i = 0; i < VAL_LEN; i++) {
-        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
-        val [i] = (uint8_t) x;
-    }
-}
-
 //  One timed run with `batch` entries per durable txn; entries/s, and the
 //  mean time of one commit in µs.
 static double
 s_raw_run (int batch, double *txn_us)
 {
     char *dir = s_mkdtemp ("raw");
-    MDB_env *env;
-    MDB_txn *txn;
-    MDB_dbi dbi;
-    int rc = mdb_env_create (&env);
-    if (rc == 0)
-        rc = mdb_env_set_maxdbs (env, 2);
-    if (rc == 0)
-        rc = mdb_env_set_mapsize (env, (size_t) 8 << 30);
-    if (rc == 0)
-        rc = mdb_env_open (env, dir, MDB_NOTLS, 0600);
-    if (rc == 0)
-        rc = mdb_txn_begin (env, NULL, 0, &txn);
-    if (rc == 0)
-        rc = mdb_dbi_open (txn, "tape", MDB_CREATE, &dbi);
-    if (rc == 0)
-        rc = mdb_txn_commit (txn);
-    if (rc != 0)
-        s_die ("raw open: %s", mdb_strerror (rc));
-    uint8_t key [KEY_LEN], val [VAL_LEN];
-    uint64_t seq = 0, txns = 0;
-    double start = s_now (), elapsed;
-    do {
-        rc = mdb_txn_begin (env, NULL, 0, &txn);
-        for (int i = 0; i < batch && rc == 0; i++, seq++) {
-            s_raw_key (key, seq);
-            s_raw_value (val, seq);
-            MDB_val k = { KEY_LEN, key }, v = { VAL_LEN, val };
-            rc = mdb_put (txn, dbi, &k, &v, 0);
-        }
-        if (rc == 0)
-            rc = mdb_txn_commit (txn);
-        if (rc != 0)
-            s_die ("raw write: %s", mdb_strerror (rc));
-        txns++;
-        elapsed = s_now () - start;
-    } while (elapsed < g_seconds);
-    mdb_env_close (env);
+    double rate = sb_raw_run (dir, batch, g_seconds, txn_us);
+    if (rate < 0)
+        s_die ("raw write: %s", mdb_strerror ((int) rate));
     s_rmrf (dir);
     free (dir);
-    if (txn_us)
-        *txn_us = elapsed * 1e6 / (double) txns;
-    return seq / elapsed;
+    return rate;
 }
 
 //  A raw cursor over every entry of the tape dbi of `env_dir`: entries/s.

@@ -56,4 +56,12 @@ struct sb_bus;
 int sb_actor_register (zsock_t *pipe, struct sb_bus *bus, const char *service,
                        const char *instance, const uint8_t *caps, size_t caps_len);
 
+/*  Dispatch tables. Each actor dispatches every message type it serves
+    from one static table of {type, handler} rows (its handler type takes
+    its own self_t), and exports the type column through a function
+    `const char *sb_<actor>_dispatch_type (size_t index)` that returns the
+    index-th row's type, or NULL past the end. tests/unit/test_dispatch.c
+    holds each exported column against the schema tables. */
+typedef const char *(sb_dispatch_type_fn) (size_t index);
+
 #endif

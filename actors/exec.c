@@ -1,4 +1,4 @@
-/*  actors/exec.c — the local executor (DESIGN.md 3): drives the agent loop
+/*  actors/exec.c — the local executor (docs/architecture.md): drives the agent loop
     of each run it is given.
 
     The actor thread owns the table of runs and the runtime cache; each run

@@ -1,4 +1,4 @@
-/*  actors/llm.c — the model broker (DESIGN.md 3): LLM streaming over
+/*  actors/llm.c — the model broker (docs/architecture.md): LLM streaming over
     libcurl's multi interface, one thread, many concurrent streams.
 
     The actor's ZeroMQ sockets and curl's sockets are polled together with

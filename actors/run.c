@@ -1,4 +1,4 @@
-/*  actors/run.c — the run coordinator (DESIGN.md 3 and 7): runs, their
+/*  actors/run.c — the run coordinator (docs/architecture.md): runs, their
     state machine, leases, fencing, cancel and resume, and recovery at
     startup. LMDB at DATA/run.
 
@@ -1103,7 +1103,7 @@ sb_run_actor (zsock_t *pipe, void *args)
         sb_actor_signal (pipe, 1);
         return;
     }
-    /* recovery before the server opens to clients (DESIGN.md 1) */
+    /* recovery before the server opens to clients (docs/architecture.md) */
     s_recover (self);
     sb_actor_signal (pipe, 0);
     self->next_tick = sb_mono_ms () + 1000;

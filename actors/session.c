@@ -1,4 +1,4 @@
-/*  actors/session.c — sessions and their tape, on LMDB (DESIGN.md 3, 4).
+/*  actors/session.c — sessions and their tape, on LMDB (docs/architecture.md).
 
     The tape is the ordered, durable log of a session. This actor is its
     only writer: it assigns each entry the next seq, commits it, and only

@@ -1,5 +1,5 @@
 /*  bus/broker.c — the Majordomo-style broker, reduced to what switchboard
-    needs (DESIGN.md 1): registration, heartbeats both ways, LRU routing by
+    needs (docs/architecture.md): registration, heartbeats both ways, LRU routing by
     the type's prefix, a pending table keyed by (route, id), the event-plane
     proxy and the tap.
 

@@ -4,7 +4,7 @@
     Runs as a czmq actor. In-process peers reach it at the SB_INPROC_*
     endpoints at once; the external endpoints (ipc, tcp) are bound only
     when the parent sends "BIND", after the other actors are ready
-    (DESIGN.md 1, startup order). */
+    (docs/architecture.md, startup order). */
 #ifndef SB_BROKER_H
 #define SB_BROKER_H
 

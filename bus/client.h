@@ -1,7 +1,7 @@
 /*  bus/client.h — the bus as seen by actors and the CLI.
 
     One sb_bus_t is one DEALER on the command plane; it belongs to one
-    thread. Frames on the wire (DESIGN.md 2):
+    thread. Frames on the wire (docs/protocol.md):
       request or one-way, either direction     [header][body]
       request delivered to a service instance  [route][header][body]
       reply from a service instance            [route][header][body]

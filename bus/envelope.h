@@ -1,4 +1,4 @@
-/*  bus/envelope.h — the message header (DESIGN.md 2) and ULID ids.
+/*  bus/envelope.h — the message header (docs/protocol.md) and ULID ids.
 
     The header is a msgpack map; sb_header_t holds it in fixed buffers so a
     parsed header can be copied, kept and answered without allocating. */

@@ -1,5 +1,5 @@
 /*  cli/serve.c — `switchboard serve`: the broker and every actor in one
-    process (DESIGN.md 1).
+    process (docs/architecture.md).
 
     Startup order: flock DATA/lock; start the broker (inproc only) and the
     actors, each signalling once registered; run recovery; only then bind

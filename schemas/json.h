@@ -2,7 +2,7 @@
 
     The browser, the CLI and the tap speak JSON; the bus speaks msgpack.
     JSON cannot carry raw bytes or integers past 2^53 (JavaScript numbers
-    are doubles), so the translation follows DESIGN.md 5:
+    are doubles), so the translation follows docs/protocol.md:
       - `bin` values travel as base64 strings (RFC 4648, standard alphabet);
       - integers beyond 2^53 in magnitude travel as decimal strings.
 

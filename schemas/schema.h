@@ -60,7 +60,7 @@ const sb_type_t *sb_schema_find (const char *name, size_t len);
 /*  The whole table, for printing and tests. */
 const sb_type_t *sb_schema_all (size_t *count);
 
-/*  Fields of the message header (DESIGN.md 2). */
+/*  Fields of the message header (docs/protocol.md). */
 extern const sb_field_t sb_header_fields [];
 
 /*  Looks up the tape-entry kind `kind` (e.g. "text.delta"); NULL if unknown. */

@@ -109,7 +109,7 @@ static const sb_type_t s_types_bus [] = {
 
 };
 
-/* ---- tape entry kinds (DESIGN.md 3) ---- */
+/* ---- tape entry kinds (docs/architecture.md) ---- */
 static const sb_field_t s_tape_text [] = {
     { "text", SB_T_STR, true, 1 MB, NULL, "text" }, END };
 static const sb_field_t s_tape_any [] = { END };

@@ -28,7 +28,7 @@ SB_SEED (repeat a run's random choices), SB_KEEP_DATA=1 (keep the data
 dirs and logs after the run). Name tests on the command line to run only
 those: /usr/bin/python3 tests/integration/test_bus_routing.py test_x.
 
-The wire format these helpers speak (DESIGN.md 2):
+The wire format these helpers speak (docs/protocol.md):
   client DEALER -> broker           [header][body]
   broker -> client DEALER           [header][body]       (replies carry corr)
   broker -> instance DEALER         [route][header][body]

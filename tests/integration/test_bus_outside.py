@@ -1,5 +1,5 @@
 """An outside client speaks the bus with nothing but python3-zmq and
-python3-msgpack (DESIGN.md 2): a request and its reply, a subscription
+python3-msgpack (docs/protocol.md): a request and its reply, a subscription
 that receives a published session.event, and the tap decoded, with the
 client's own request on it. Uses raw pyzmq here on purpose, not the
 sbtest helpers, so this file is also the reference for such a client."""

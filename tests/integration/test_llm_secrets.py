@@ -1,4 +1,4 @@
-"""Provider keys stay inside the llm actor (DESIGN.md 8): they go into
+"""Provider keys stay inside the llm actor (docs/llm.md): they go into
 HTTP headers and nowhere else.
 
 The actor runs with distinctive fake keys (from the environment and from a

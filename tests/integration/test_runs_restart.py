@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""A server killed during a run (issue 5, DESIGN.md 3 "Recovery at startup").
+"""A server killed during a run (issue 5, docs/architecture.md "Recovery at startup").
 
 SIGKILL `serve` while a tool (`sleep 30`) runs, and start it again on the
 same data folder:

@@ -3,7 +3,7 @@
     The round trips are generated from the schema tables themselves, so a
     new type or field is covered without touching this file. Rejections are
     checked for their error code, their message, and for allocating
-    nothing: DESIGN.md 2 promises that untrusted bytes are judged before
+    nothing: docs/protocol.md promises that untrusted bytes are judged before
     any allocation. */
 #include <criterion/criterion.h>
 #include <msgpack.h>

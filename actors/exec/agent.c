@@ -1,0 +1,402 @@
+/*  actors/exec/agent.c — the thread of one run: heartbeats that keep the
+    lease alive even while a tool blocks, the runtime and context brought
+    up to date from the tape, the agent loop, its tools, and the report.
+
+    Cancel reaches a run through an eventfd: the actor writes it on
+    exec.cancel, the heartbeat thread writes it when a heartbeat reply says
+    cancel_requested, and the tool runner and the model stream both poll
+    it.
+*/
+#include "actors/exec/agent.h"
+#include "actors/exec/context.h"
+#include "actors/exec/tools.h"
+#include "common/log.h"
+
+#include <poll.h>
+#include <string.h>
+#include <sys/eventfd.h>
+
+#define ACTOR "exec"
+
+static const char *s_phases [] = { "idle", "model", "tool" };
+
+/* ------------------------------------------------------------------ */
+/*  Heartbeats */
+
+/*  One heartbeat on `bus`, answered before it returns. A reply that says
+    the run is no longer ours, or that a cancel is pending, trips the
+    cancel eventfd. */
+static void
+s_heartbeat (sb_exec_run_t *run, sb_bus_t *bus, sb_enc_t *e)
+{
+    sb_enc_reset (e);
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "run_id", run->run_id);
+    sb_enc_kuint (e, "fence", run->fence);
+    sb_enc_kstr (e, "phase", s_phases [atomic_load (&run->phase)]);
+    sb_enc_kuint (e, "steps", atomic_load (&run->steps));
+    sb_enc_kuint (e, "input_tokens", atomic_load (&run->input_tokens));
+    sb_enc_kuint (e, "output_tokens", atomic_load (&run->output_tokens));
+    sb_enc_map_close (e);
+    size_t len;
+    const uint8_t *b = sb_enc_data (e, &len);
+    sb_msg_t *reply = sb_bus_call (bus, "run.heartbeat", run->session_id, b, len, SB_EXEC_HEARTBEAT_MS);
+    if (reply && sb_msg_is_error (reply)) {
+        const char *code = sb_msg_error_code (reply);
+        if (strcmp (code, "fenced") == 0 || strcmp (code, "not_found") == 0 || strcmp (code, "conflict") == 0) {
+            /* the run is no longer ours: stop without writing */
+            atomic_store (&run->lost, true);
+            eventfd_write (run->cancel_fd, 1);
+        }
+    }
+    else
+    if (reply && sb_get_bool (reply->body, "cancel_requested", false))
+        eventfd_write (run->cancel_fd, 1);
+    sb_msg_destroy (&reply);
+}
+
+static void *
+s_heartbeat_thread (void *arg)
+{
+    sb_exec_run_t *run = arg;
+    char name [200];
+    snprintf (name, sizeof name, "%s-hb", run->instance);
+    sb_bus_t *bus = sb_bus_new (run->endpoint, name);
+    sb_enc_t *e = sb_enc_new ();
+    while (bus && e) {
+        struct pollfd p = { run->hb_stop_fd, POLLIN, 0 };
+        if (poll (&p, 1, SB_EXEC_HEARTBEAT_MS) > 0)
+            break;
+        s_heartbeat (run, bus, e);
+    }
+    sb_enc_destroy (&e);
+    sb_bus_destroy (&bus);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/*  The runtime: workspace, config and the model context from the tape */
+
+/*  Reads the tape after what the context has seen. */
+static int
+s_catch_up (sb_exec_run_t *run)
+{
+    sb_context_t *ctx = run->runtime->context;
+    while (true) {
+        sb_enc_t *e = sb_enc_new ();
+        sb_enc_map_open (e);
+        sb_enc_kstr (e, "session_id", run->session_id);
+        sb_enc_kuint (e, "after_seq", sb_context_last_seq (ctx));
+        sb_enc_kuint (e, "limit", 5000);
+        sb_enc_map_close (e);
+        size_t len;
+        const uint8_t *b = sb_enc_data (e, &len);
+        sb_msg_t *reply = sb_bus_call (run->bus, "session.events", run->session_id, b, len, SB_EXEC_CALL_MS);
+        sb_enc_destroy (&e);
+        if (!reply || sb_msg_is_error (reply)) {
+            sb_exec_finish_with (run, "failed", "cannot read the tape: %s", reply ? sb_msg_error_message (reply) : "no reply");
+            sb_msg_destroy (&reply);
+            return -1;
+        }
+        const sb_val_t *events = sb_get_array (reply->body, "events");
+        for (uint32_t k = 0; events && k < events->len; k++)
+            if (sb_context_add (ctx, sb_array_at (events, k)) != 0) {
+                sb_exec_finish_with (run, "failed", "the conversation is too large for the model context");
+                sb_msg_destroy (&reply);
+                return -1;
+            }
+        bool more = sb_get_bool (reply->body, "more", false);
+        sb_msg_destroy (&reply);
+        if (!more)
+            return 0;
+    }
+}
+
+static int
+s_prepare (sb_exec_run_t *run)
+{
+    sb_enc_t *e = sb_enc_new ();
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "session_id", run->session_id);
+    sb_enc_map_close (e);
+    size_t len;
+    const uint8_t *b = sb_enc_data (e, &len);
+    sb_msg_t *reply = sb_bus_call (run->bus, "session.get", run->session_id, b, len, SB_EXEC_CALL_MS);
+    sb_enc_destroy (&e);
+    if (!reply || sb_msg_is_error (reply)) {
+        sb_exec_finish_with (run, "failed", "cannot read the session: %s", reply ? sb_msg_error_message (reply) : "no reply");
+        sb_msg_destroy (&reply);
+        return -1;
+    }
+    const sb_val_t *rec = sb_get_map (reply->body, "session");
+    const char *ws = sb_get_str (rec, "workspace");
+    uint64_t version = sb_get_uint (rec, "config_version", 0);
+    if (run->runtime && !sb_runtime_matches (run->runtime, ws, version))
+        sb_runtime_destroy (&run->runtime);     /* the workspace or config changed */
+    if (!run->runtime) {
+        run->runtime = sb_runtime_new (run->session_id);
+        if (!run->runtime) {
+            sb_msg_destroy (&reply);
+            sb_exec_finish_with (run, "failed", "out of memory");
+            return -1;
+        }
+    }
+    sb_runtime_t *rt = run->runtime;
+    if (!rt->workspace && sb_runtime_set_workspace (rt, ws) != 0) {
+        sb_exec_finish_with (run, "failed", "the workspace %s is not usable", ws ? ws : "(none)");
+        sb_msg_destroy (&reply);
+        return -1;
+    }
+    sb_runtime_set_config (rt, version, sb_get_str (rec, "provider"), sb_get_str (rec, "model"),
+                           sb_get_str (rec, "approval_policy"), (uint32_t) sb_get_uint (rec, "max_steps", 0));
+    sb_msg_destroy (&reply);
+    return s_catch_up (run);
+}
+
+/* ------------------------------------------------------------------ */
+/*  Tools */
+
+static void
+s_tool_output (const char *data, size_t len, void *arg)
+{
+    sb_exec_run_t *run = arg;
+    sb_exec_co_add (&run->tool_out, data, len);
+    if (run->tool_out.len >= SB_EXEC_TOOL_OUTPUT_BYTES || sb_mono_ms () - run->tool_out.first_ms >= SB_EXEC_TOOL_OUTPUT_MS) {
+        sb_enc_t *e = sb_enc_new ();
+        sb_enc_array_open (e);
+        /* the tape takes text: make the bytes valid UTF-8 first */
+        size_t clean_len;
+        char *clean = sb_tools_utf8_clean (run->tool_out.buf, run->tool_out.len, &clean_len);
+        sb_exec_entry_open (e, "tool.output");
+        sb_enc_kstr (e, "call_id", run->tool_out.call_id);
+        sb_enc_key (e, "text");
+        sb_enc_strn (e, clean ? clean : "", clean ? clean_len : 0);
+        sb_exec_entry_close (e);
+        free (clean);
+        sb_enc_array_close (e);
+        run->tool_out.len = 0;
+        sb_exec_append (run, e);
+        sb_enc_destroy (&e);
+    }
+}
+
+static int
+s_run_tool (sb_exec_run_t *run, const sb_exec_call_t *call)
+{
+    const sb_tool_def_t *def = sb_tools_find (call->name);
+    sb_tool_result_t res;
+    memset (&res, 0, sizeof res);
+    res.exit_code = -1;
+    char note [512];
+    const char *refusal = NULL;
+    if (!call->arguments)
+        refusal = "not run: the model sent arguments that are not valid JSON";
+    else
+    if (def && !def->read_only && strcmp (run->policy, "yolo") != 0) {
+        snprintf (note, sizeof note,
+                  "not run: the approval policy '%s' allows only read-only tools until approvals are "
+                  "available; the person can switch the session to yolo to allow %s", run->policy, call->name);
+        refusal = note;
+    }
+    if (refusal) {
+        res.ok = false;
+        res.output = strdup (refusal);
+    }
+    else {
+        atomic_store (&run->phase, 2);
+        int64_t left_s = (run->deadline - sb_mono_ms ()) / 1000;
+        sb_tool_ctx_t ctx = {
+            .workspace = run->runtime->workspace,
+            .cancel_fd = run->cancel_fd,
+            .on_output = s_tool_output,
+            .output_arg = run,
+            .shell_timeout_s = left_s < SB_TOOLS_SHELL_TIMEOUT_S ? (int) (left_s > 0 ? left_s : 1) : 0,
+            .sandbox = run->sandbox,
+        };
+        snprintf (run->tool_out.kind, sizeof run->tool_out.kind, "tool.output");
+        snprintf (run->tool_out.call_id, sizeof run->tool_out.call_id, "%s", call->call_id);
+        run->tool_out.len = 0;
+        sb_tool_run (&ctx, call->name, call->arguments, &res);
+        if (run->tool_out.len) {
+            run->tool_out.first_ms = 0;     /* force the last piece out */
+            s_tool_output ("", 0, run);
+        }
+        atomic_store (&run->phase, 0);
+    }
+    sb_enc_t *e = sb_enc_new ();
+    sb_enc_array_open (e);
+    sb_exec_entry_open (e, "tool.result");
+    sb_enc_kstr (e, "call_id", call->call_id);
+    sb_enc_kbool (e, "ok", res.ok);
+    sb_enc_kstr (e, "output", res.output ? res.output : "");
+    if (res.exit_code >= 0 || res.exit_code < -1)
+        sb_enc_kint (e, "exit_code", res.exit_code);
+    sb_enc_kuint (e, "duration_ms", (uint64_t) (res.duration_ms > 0 ? res.duration_ms : 0));
+    sb_exec_entry_close (e);
+    sb_enc_array_close (e);
+    int rc = sb_exec_append (run, e);
+    sb_enc_destroy (&e);
+    bool cancelled = res.cancelled;
+    sb_tool_result_clear (&res);
+    if (cancelled)
+        sb_exec_finish_with (run, "cancelled", "cancelled during %s", call->name);
+    return rc;
+}
+
+/*  A resumed run first answers the calls its predecessor left without a
+    result: they are recorded as interrupted and never re-run. */
+static int
+s_close_unanswered (sb_exec_run_t *run)
+{
+    const char *ids [64], *names [64];
+    size_t n = sb_context_unanswered (run->runtime->context, ids, names, 64);
+    if (!n)
+        return 0;
+    sb_enc_t *e = sb_enc_new ();
+    sb_enc_array_open (e);
+    for (size_t k = 0; k < n; k++) {
+        sb_exec_entry_open (e, "tool.result");
+        sb_enc_kstr (e, "call_id", ids [k]);
+        sb_enc_kbool (e, "ok", false);
+        sb_enc_kstr (e, "output", "interrupted: the server stopped while this tool ran; it was not run again");
+        sb_exec_entry_close (e);
+    }
+    sb_enc_array_close (e);
+    int rc = sb_exec_append (run, e);
+    sb_enc_destroy (&e);
+    return rc ? rc : s_catch_up (run);
+}
+
+/* ------------------------------------------------------------------ */
+/*  The agent loop */
+
+static void
+s_agent_loop (sb_exec_run_t *run)
+{
+    if (s_prepare (run) || sb_exec_append_one (run, "turn.begin", NULL, NULL) || s_catch_up (run))
+        return;
+    if (run->resume_from [0] && s_close_unanswered (run))
+        return;
+    while (!run->status [0] && !atomic_load (&run->lost)) {
+        if (sb_exec_cancelled (run)) {
+            sb_exec_finish_with (run, "cancelled", "cancelled");
+            break;
+        }
+        if (atomic_load (&run->steps) >= run->max_steps) {
+            sb_exec_finish_with (run, "failed", "max_steps (%llu) reached", (unsigned long long) run->max_steps);
+            break;
+        }
+        if (sb_mono_ms () > run->deadline) {
+            sb_exec_finish_with (run, "failed", "timeout_s (%llu) exceeded", (unsigned long long) run->timeout_s);
+            break;
+        }
+        if (s_catch_up (run))
+            break;
+        sb_exec_step_t step;
+        memset (&step, 0, sizeof step);
+        int rc = sb_exec_model_call (run, &step);
+        atomic_fetch_add (&run->steps, 1);
+        if (rc == 0 && strcmp (step.stop, "cancelled") != 0)
+            rc = sb_exec_record_step (run, &step);
+        else
+        if (rc == 0)
+            sb_exec_record_step (run, &step);
+        if (rc != 0) {
+            sb_exec_step_clear (&step);
+            break;
+        }
+        if (strcmp (step.stop, "cancelled") == 0 || sb_exec_cancelled (run)) {
+            sb_exec_finish_with (run, "cancelled", "cancelled");
+            sb_exec_step_clear (&step);
+            break;
+        }
+        if (run->max_output_tokens && atomic_load (&run->output_tokens) > run->max_output_tokens) {
+            sb_exec_finish_with (run, "failed", "max_output_tokens (%llu) exceeded", (unsigned long long) run->max_output_tokens);
+            sb_exec_step_clear (&step);
+            break;
+        }
+        if (step.ncalls == 0) {
+            if (strcmp (step.stop, "length") == 0)
+                sb_exec_finish_with (run, "failed", "the model hit its output limit (stop_reason length)");
+            else
+                sb_exec_finish_with (run, "completed", "%s", step.stop [0] ? step.stop : "end");
+            sb_exec_step_clear (&step);
+            break;
+        }
+        for (int k = 0; k < step.ncalls && !run->status [0] && !atomic_load (&run->lost); k++) {
+            if (sb_exec_cancelled (run)) {
+                sb_exec_finish_with (run, "cancelled", "cancelled");
+                break;
+            }
+            s_run_tool (run, &step.calls [k]);
+        }
+        sb_exec_step_clear (&step);
+    }
+    atomic_store (&run->phase, 0);
+    if (!atomic_load (&run->lost) && !atomic_load (&run->shutdown)) {
+        sb_exec_flush_deltas (run, true);
+        sb_exec_append_one (run, "turn.end", NULL, NULL);
+    }
+}
+
+static void
+s_report (sb_exec_run_t *run)
+{
+    if (atomic_load (&run->lost) || atomic_load (&run->shutdown))
+        return;                 /* not ours to report: recovery or the new owner decides */
+    if (!run->status [0])
+        sb_exec_finish_with (run, "failed", "the run stopped unexpectedly");
+    sb_enc_t *e = sb_enc_new ();
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "run_id", run->run_id);
+    sb_enc_kuint (e, "fence", run->fence);
+    sb_enc_kstr (e, "status", run->status);
+    sb_enc_kstr (e, "reason", run->reason);
+    sb_enc_kuint (e, "steps", atomic_load (&run->steps));
+    sb_enc_key (e, "usage");
+    sb_enc_map_open (e);
+    sb_enc_kuint (e, "input_tokens", atomic_load (&run->input_tokens));
+    sb_enc_kuint (e, "output_tokens", atomic_load (&run->output_tokens));
+    sb_enc_map_close (e);
+    sb_enc_map_close (e);
+    size_t len;
+    const uint8_t *b = sb_enc_data (e, &len);
+    for (int attempt = 0; attempt < 3; attempt++) {
+        sb_msg_t *reply = sb_bus_call (run->bus, "run.finish", run->session_id, b, len, SB_EXEC_CALL_MS);
+        bool retry = !reply || (sb_msg_is_error (reply) && sb_err_retryable (sb_err_from_name (sb_msg_error_code (reply))));
+        if (reply && sb_msg_is_error (reply))
+            sb_warn (ACTOR, "run.finish refused run=%s code=%s", run->run_id, sb_msg_error_code (reply));
+        sb_msg_destroy (&reply);
+        if (!retry)
+            break;
+    }
+    sb_enc_destroy (&e);
+}
+
+void *
+sb_exec_run_thread (void *arg)
+{
+    sb_exec_run_t *run = arg;
+    run->bus = sb_bus_new (run->endpoint, run->instance);
+    sb_enc_t *e = sb_enc_new ();
+    if (run->bus && e) {
+        /* The first heartbeat is answered only after the run actor has
+           committed `claimed` (and this heartbeat's `running`) and put them
+           on the tape, so the run's own entries, from turn.begin on, come
+           after its status changes. */
+        s_heartbeat (run, run->bus, e);
+        if (pthread_create (&run->hb_thread, NULL, s_heartbeat_thread, run) == 0)
+            run->hb_started = true;
+        s_agent_loop (run);
+        s_report (run);
+    }
+    sb_enc_destroy (&e);
+    eventfd_write (run->hb_stop_fd, 1);
+    if (run->hb_started)
+        pthread_join (run->hb_thread, NULL);
+    sb_bus_destroy (&run->bus);
+    sb_info (ACTOR, "run ended run=%s status=%s reason=\"%s\" steps=%llu", run->run_id,
+             run->status [0] ? run->status : "-", run->reason, (unsigned long long) atomic_load (&run->steps));
+    run->on_end (run);
+    return NULL;
+}

@@ -1,0 +1,141 @@
+/*  actors/exec/agent.h — one run of the exec actor, shared by its files.
+
+    The exec actor (actors/exec.c) owns the table of runs; each run is a
+    sb_exec_run_t worked on by a thread of its own (actors/exec/agent.c),
+    which writes to the tape through actors/exec/tape.c and asks the model
+    through actors/exec/model.c. Only the run thread touches a run's
+    fields, except those marked atomic and the eventfds.
+*/
+#ifndef SB_EXEC_AGENT_H
+#define SB_EXEC_AGENT_H
+
+#include "actors/actor.h"
+#include "actors/exec/runtime.h"
+#include "bus/client.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#define SB_EXEC_CALL_MS 10000
+#define SB_EXEC_HEARTBEAT_MS 2000
+#define SB_EXEC_COALESCE_MS 20
+#define SB_EXEC_COALESCE_BYTES 512
+#define SB_EXEC_TOOL_OUTPUT_BYTES 4096
+#define SB_EXEC_TOOL_OUTPUT_MS 100
+#define SB_EXEC_STREAM_IDLE_MS (15 * 60 * 1000)
+
+typedef struct sb_exec_run sb_exec_run_t;
+
+/*  What a coalescing buffer holds: text or thinking deltas, or one tool's
+    output. */
+typedef struct {
+    char kind [16];
+    char call_id [129];
+    char *buf;
+    size_t len, cap;
+    int64_t first_ms;
+} sb_exec_coalesce_t;
+
+struct sb_exec_run {
+    //  Called on the run thread as it ends: hands the run back to the
+    //  actor thread, which joins and frees it.
+    void (*on_end) (sb_exec_run_t *run);
+    void *owner;                //  the actor's state, for on_end
+    const char *sandbox;        //  NULL or "bwrap", from the server config
+    pthread_t thread;
+    pthread_t hb_thread;
+    bool hb_started;
+    char run_id [33];
+    char session_id [33];
+    char resume_from [33];
+    char policy [16];
+    char endpoint [4200];
+    char instance [160];
+    uint64_t fence;
+    uint64_t max_steps, timeout_s, max_output_tokens;
+    int cancel_fd;              /* readable = stop */
+    int hb_stop_fd;             /* readable = heartbeat thread ends */
+    atomic_bool shutdown;       /* the server is stopping: exit without reporting */
+    atomic_bool lost;           /* fenced or no longer ours: exit without reporting */
+    atomic_int phase;           /* 0 idle, 1 model, 2 tool */
+    atomic_uint_fast64_t steps, input_tokens, output_tokens;
+    sb_runtime_t *runtime;      /* checked out of the cache; returned when done */
+    sb_bus_t *bus;              /* the run thread's own socket */
+    int64_t deadline;           /* mono ms, from timeout_s */
+    sb_exec_coalesce_t text, thinking, tool_out;
+    char status [16];
+    char reason [1024];
+};
+
+//  One call the model asked for in a step.
+typedef struct {
+    char call_id [257];
+    char name [129];
+    char *arguments;
+} sb_exec_call_t;
+
+typedef struct {
+    sb_exec_call_t calls [64];
+    int ncalls;
+    char *text;                 /* full text of this step */
+    size_t text_len, text_cap;
+    char *states [16];          /* reasoning_state data, in order */
+    int nstates;
+    uint64_t in_tokens, out_tokens, cached_tokens, reasoning_tokens;
+    bool usage;
+    char stop [32];
+} sb_exec_step_t;
+
+
+//  ---------------------------------------------------------------------
+//  actors/exec/tape.c: what a run writes, always with its fence
+
+//  Whether the run's cancel eventfd is readable.
+bool sb_exec_cancelled (sb_exec_run_t *run);
+
+//  Sets the run's final status and reason; the first call wins.
+void sb_exec_finish_with (sb_exec_run_t *run, const char *status, const char *fmt, ...)
+    __attribute__ ((format (printf, 3, 4)));
+
+//  Appends entries (an encoded array) to the tape. Returns 0, or -1 (and
+//  marks the run lost when fenced, or finishes it failed).
+int sb_exec_append (sb_exec_run_t *run, sb_enc_t *entries);
+
+//  One entry, {kind, body: {...}}: the caller encodes the body's fields
+//  between the two.
+void sb_exec_entry_open (sb_enc_t *e, const char *kind);
+void sb_exec_entry_close (sb_enc_t *e);
+
+//  Appends one entry with at most one string field (key NULL: none).
+int sb_exec_append_one (sb_exec_run_t *run, const char *kind, const char *key, const char *text);
+
+//  Adds bytes to a coalescing buffer.
+void sb_exec_co_add (sb_exec_coalesce_t *c, const char *data, size_t n);
+
+//  Flushes the text and thinking buffers that are due (all with force).
+int sb_exec_flush_deltas (sb_exec_run_t *run, bool force);
+
+//  Milliseconds until the next buffer is due (at most 500).
+int64_t sb_exec_flush_wait (sb_exec_run_t *run);
+
+//  ---------------------------------------------------------------------
+//  actors/exec/model.c: one model call
+
+//  Streams one model call into `step`. Returns 0 when the stream ended
+//  (step->stop set), -1 on failure (run status set).
+int sb_exec_model_call (sb_exec_run_t *run, sb_exec_step_t *step);
+
+//  Records what the model produced in a step, in one batch.
+int sb_exec_record_step (sb_exec_run_t *run, sb_exec_step_t *step);
+
+//  Frees what a step holds and zeroes it.
+void sb_exec_step_clear (sb_exec_step_t *step);
+
+//  ---------------------------------------------------------------------
+//  actors/exec/agent.c: the run thread
+
+//  The thread of one run (arg: the sb_exec_run_t): heartbeats, the agent
+//  loop and the report; calls run->on_end as it ends.
+void *sb_exec_run_thread (void *arg);
+
+#endif

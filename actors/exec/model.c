@@ -1,0 +1,277 @@
+/*  actors/exec/model.c — one model call of a run: the llm.stream request
+    built from the context, the streamed chunks gathered into a step, and
+    the step recorded on the tape.
+*/
+#include "actors/exec/agent.h"
+#include "actors/exec/context.h"
+#include "actors/exec/tools.h"
+#include "common/log.h"
+
+#include <string.h>
+
+/* ------------------------------------------------------------------ */
+/*  One model call */
+
+void
+sb_exec_step_clear (sb_exec_step_t *s)
+{
+    for (int k = 0; k < s->ncalls; k++)
+        free (s->calls [k].arguments);
+    for (int k = 0; k < s->nstates; k++)
+        free (s->states [k]);
+    free (s->text);
+    memset (s, 0, sizeof *s);
+}
+
+static void
+s_encode_tools (sb_enc_t *e)
+{
+    size_t n;
+    const sb_tool_def_t *defs = sb_tools_list (&n);
+    sb_enc_key (e, "tools");
+    sb_enc_array_open (e);
+    for (size_t k = 0; k < n; k++) {
+        sb_enc_map_open (e);
+        sb_enc_kstr (e, "name", defs [k].name);
+        sb_enc_kstr (e, "description", defs [k].description);
+        sb_enc_kstr (e, "parameters", defs [k].parameters);
+        sb_enc_map_close (e);
+    }
+    sb_enc_array_close (e);
+}
+
+static void
+s_on_chunk (sb_exec_run_t *run, sb_exec_step_t *step, const sb_val_t *c)
+{
+    const char *kind = sb_get_str (c, "kind");
+    if (!kind)
+        return;
+    if (strcmp (kind, "text") == 0 || strcmp (kind, "thinking") == 0) {
+        const char *t = sb_get_str (c, "text");
+        size_t n = t ? strlen (t) : 0;
+        if (!n)
+            return;
+        bool text = kind [1] == 'e';
+        /* keep the order of the two kinds on the tape */
+        if (text && run->thinking.len)
+            sb_exec_flush_deltas (run, true);
+        if (!text && run->text.len)
+            sb_exec_flush_deltas (run, true);
+        sb_exec_co_add (text ? &run->text : &run->thinking, t, n);
+        if (text) {
+            if (step->text_len + n + 1 > step->text_cap) {
+                size_t cap = step->text_cap ? step->text_cap * 2 : 1024;
+                while (cap < step->text_len + n + 1)
+                    cap *= 2;
+                char *nb = realloc (step->text, cap);
+                if (!nb)
+                    return;
+                step->text = nb;
+                step->text_cap = cap;
+            }
+            memcpy (step->text + step->text_len, t, n);
+            step->text_len += n;
+            step->text [step->text_len] = 0;
+        }
+    }
+    else
+    if (strcmp (kind, "tool_call") == 0 && step->ncalls < 64) {
+        sb_exec_call_t *call = &step->calls [step->ncalls++];
+        snprintf (call->call_id, sizeof call->call_id, "%s", sb_get_str (c, "call_id"));
+        snprintf (call->name, sizeof call->name, "%s", sb_get_str (c, "name"));
+        const char *a = sb_get_str (c, "arguments");
+        call->arguments = strdup (a ? a : "{}");
+    }
+    else
+    if (strcmp (kind, "error") == 0 && step->ncalls < 64) {
+        /* an unusable call still gets a result, so the model sees why */
+        sb_exec_call_t *call = &step->calls [step->ncalls++];
+        snprintf (call->call_id, sizeof call->call_id, "%s", sb_get_str (c, "call_id"));
+        snprintf (call->name, sizeof call->name, "%s", sb_get_str (c, "name") ? sb_get_str (c, "name") : "?");
+        call->arguments = NULL;
+    }
+    else
+    if (strcmp (kind, "usage") == 0) {
+        step->usage = true;
+        step->in_tokens += sb_get_uint (c, "input_tokens", 0);
+        step->out_tokens += sb_get_uint (c, "output_tokens", 0);
+        step->cached_tokens += sb_get_uint (c, "cached_tokens", 0);
+        step->reasoning_tokens += sb_get_uint (c, "reasoning_tokens", 0);
+    }
+    else
+    if (strcmp (kind, "reasoning_state") == 0 && step->nstates < 16) {
+        const char *d = sb_get_str (c, "data");
+        if (d)
+            step->states [step->nstates++] = strdup (d);
+    }
+}
+
+/*  Streams one model call into `step`. Returns 0 when the stream ended
+    (step->stop set), -1 on failure (run status set). */
+int
+sb_exec_model_call (sb_exec_run_t *run, sb_exec_step_t *step)
+{
+    sb_runtime_t *rt = run->runtime;
+    sb_enc_t *e = sb_enc_new ();
+    sb_enc_map_open (e);
+    if (rt->provider) sb_enc_kstr (e, "provider", rt->provider);
+    if (rt->model) sb_enc_kstr (e, "model", rt->model);
+    char instructions [8192];
+    snprintf (instructions, sizeof instructions,
+              "You are a coding agent working in the folder %s. Use the tools to look at and change "
+              "files there; every path is relative to that folder. Work step by step, and end with a "
+              "short answer that says what you did.", rt->workspace);
+    sb_enc_kstr (e, "instructions", instructions);
+    sb_enc_key (e, "messages");
+    sb_context_encode (rt->context, e);
+    s_encode_tools (e);
+    if (run->max_output_tokens) {
+        uint64_t used = atomic_load (&run->output_tokens);
+        sb_enc_key (e, "options");
+        sb_enc_map_open (e);
+        sb_enc_kuint (e, "max_output_tokens", run->max_output_tokens > used ? run->max_output_tokens - used : 1);
+        sb_enc_map_close (e);
+    }
+    sb_enc_map_close (e);
+    size_t len;
+    const uint8_t *b = sb_enc_data (e, &len);
+    char id [SB_ULID_LEN + 1];
+    int rc = sb_bus_send (run->bus, "llm.stream", run->session_id, NULL, b, len, 0, id);
+    sb_enc_destroy (&e);
+    if (rc) {
+        sb_exec_finish_with (run, "failed", "cannot send the model request");
+        return -1;
+    }
+    atomic_store (&run->phase, 1);
+    uint64_t expect = 1;
+    char llm_instance [129] = "";
+    char stream_id [33] = "";
+    bool cancel_sent = false;
+    int64_t last_rx = sb_mono_ms ();
+    int64_t cancel_at = 0;
+    while (true) {
+        zmq_pollitem_t items [] = {
+            { sb_bus_socket (run->bus), 0, ZMQ_POLLIN, 0 },
+            { NULL, run->cancel_fd, ZMQ_POLLIN, 0 },
+        };
+        long wait = (long) sb_exec_flush_wait (run);
+        if (sb_bus_has_queued (run->bus))
+            wait = 0;
+        zmq_poll (items, cancel_sent ? 1 : 2, wait);
+        if (!cancel_sent && (items [1].revents & ZMQ_POLLIN || sb_mono_ms () > run->deadline)) {
+            /* cancel the stream at the instance that holds it */
+            if (stream_id [0]) {
+                sb_enc_t *c = sb_enc_new ();
+                sb_enc_map_open (c);
+                sb_enc_kstr (c, "stream_id", stream_id);
+                sb_enc_map_close (c);
+                size_t cl;
+                const uint8_t *cb = sb_enc_data (c, &cl);
+                sb_bus_send (run->bus, "llm.cancel", run->session_id, llm_instance, cb, cl, 0, NULL);
+                sb_enc_destroy (&c);
+            }
+            cancel_sent = true;
+            cancel_at = sb_mono_ms ();
+        }
+        if (cancel_sent && (!stream_id [0] || sb_mono_ms () - cancel_at > 1000)) {
+            snprintf (step->stop, sizeof step->stop, "cancelled");
+            break;
+        }
+        sb_msg_t *msg;
+        bool ended = false;
+        while (!ended && (msg = sb_bus_recv (run->bus, 0))) {
+            if (strcmp (msg->h.corr, id) != 0) {
+                sb_msg_destroy (&msg);
+                continue;
+            }
+            last_rx = sb_mono_ms ();
+            if (sb_type_has_suffix (msg->h.type, ".chunk")) {
+                if (msg->h.seq != expect) {
+                    /* a gap means a lost chunk: a partial stream is not used */
+                    sb_exec_finish_with (run, "failed", "the model stream lost a chunk (expected %llu, got %llu)",
+                                   (unsigned long long) expect, (unsigned long long) msg->h.seq);
+                    sb_msg_destroy (&msg);
+                    return -1;
+                }
+                expect++;
+                const char *kind = sb_get_str (msg->body, "kind");
+                if (kind && strcmp (kind, "open") == 0) {
+                    snprintf (stream_id, sizeof stream_id, "%s", sb_get_str (msg->body, "stream_id"));
+                    snprintf (llm_instance, sizeof llm_instance, "%s", msg->h.from);
+                }
+                else
+                    s_on_chunk (run, step, msg->body);
+            }
+            else
+            if (sb_msg_is_error (msg)) {
+                sb_exec_flush_deltas (run, true);
+                sb_exec_finish_with (run, "failed", "model call failed: %s: %s", sb_msg_error_code (msg),
+                               sb_msg_error_message (msg));
+                sb_msg_destroy (&msg);
+                return -1;
+            }
+            else {
+                snprintf (step->stop, sizeof step->stop, "%s", sb_get_str (msg->body, "stop_reason"));
+                ended = true;
+            }
+            sb_msg_destroy (&msg);
+        }
+        if (sb_exec_flush_deltas (run, ended) != 0)
+            return -1;
+        if (ended)
+            break;
+        if (sb_mono_ms () - last_rx > SB_EXEC_STREAM_IDLE_MS) {
+            sb_exec_finish_with (run, "failed", "the model stream went silent");
+            return -1;
+        }
+    }
+    sb_exec_flush_deltas (run, true);
+    if (cancel_sent && strcmp (step->stop, "cancelled") != 0)
+        snprintf (step->stop, sizeof step->stop, "cancelled");
+    return 0;
+}
+
+/*  Records what the model produced in this step: text.done, reasoning
+    state, usage and the tool calls, in one batch. */
+int
+sb_exec_record_step (sb_exec_run_t *run, sb_exec_step_t *step)
+{
+    /* a stream cancelled before it produced anything leaves nothing to
+       record, and the session refuses an empty batch */
+    if (!step->text_len && !step->nstates && !step->usage && !step->ncalls)
+        return 0;
+    sb_enc_t *e = sb_enc_new ();
+    sb_enc_array_open (e);
+    if (step->text_len) {
+        sb_exec_entry_open (e, "text.done");
+        sb_enc_kstr (e, "text", step->text);
+        sb_exec_entry_close (e);
+    }
+    for (int k = 0; k < step->nstates; k++) {
+        sb_exec_entry_open (e, "reasoning.state");
+        sb_enc_kstr (e, "provider", run->runtime->provider ? run->runtime->provider : "default");
+        sb_enc_kstr (e, "data", step->states [k]);
+        sb_exec_entry_close (e);
+    }
+    if (step->usage) {
+        sb_exec_entry_open (e, "usage");
+        sb_enc_kuint (e, "input_tokens", step->in_tokens);
+        sb_enc_kuint (e, "output_tokens", step->out_tokens);
+        sb_enc_kuint (e, "cached_tokens", step->cached_tokens);
+        sb_enc_kuint (e, "reasoning_tokens", step->reasoning_tokens);
+        sb_exec_entry_close (e);
+    }
+    for (int k = 0; k < step->ncalls; k++) {
+        sb_exec_entry_open (e, "tool.call");
+        sb_enc_kstr (e, "call_id", step->calls [k].call_id);
+        sb_enc_kstr (e, "name", step->calls [k].name);
+        sb_enc_kstr (e, "arguments", step->calls [k].arguments ? step->calls [k].arguments : "{}");
+        sb_exec_entry_close (e);
+    }
+    sb_enc_array_close (e);
+    int rc = sb_exec_append (run, e);
+    sb_enc_destroy (&e);
+    atomic_fetch_add (&run->input_tokens, step->in_tokens);
+    atomic_fetch_add (&run->output_tokens, step->out_tokens);
+    return rc;
+}

@@ -1,0 +1,176 @@
+/*  actors/exec/tape.c — what a run writes to its session's tape.
+
+    Every append carries the run's fence, so an executor whose lease lapsed
+    cannot write: the session actor refuses it. Text and thinking deltas
+    are coalesced, so the tape grows with the text and not with the token
+    count.
+*/
+#include "actors/exec/agent.h"
+#include "common/log.h"
+
+#include <poll.h>
+#include <string.h>
+
+#define ACTOR "exec"
+
+/* ------------------------------------------------------------------ */
+/*  Small helpers */
+
+bool
+sb_exec_cancelled (sb_exec_run_t *run)
+{
+    uint64_t v;
+    struct pollfd p = { run->cancel_fd, POLLIN, 0 };
+    (void) v;
+    return poll (&p, 1, 0) > 0;
+}
+
+void
+sb_exec_finish_with (sb_exec_run_t *run, const char *status, const char *fmt, ...)
+{
+    if (run->status [0])
+        return;                 /* the first reason wins */
+    snprintf (run->status, sizeof run->status, "%s", status);
+    va_list ap;
+    va_start (ap, fmt);
+    vsnprintf (run->reason, sizeof run->reason, fmt, ap);
+    va_end (ap);
+}
+
+/*  Appends entries (an encoded array in `entries`) to the tape with the
+    run's fence. Returns 0, or -1 (and marks the run lost when fenced). */
+int
+sb_exec_append (sb_exec_run_t *run, sb_enc_t *entries)
+{
+    size_t elen;
+    const uint8_t *edata = sb_enc_data (entries, &elen);
+    sb_enc_t *e = sb_enc_new ();
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "session_id", run->session_id);
+    sb_enc_kstr (e, "run_id", run->run_id);
+    sb_enc_kuint (e, "fence", run->fence);
+    sb_enc_key (e, "entries");
+    sb_enc_raw (e, edata, elen);
+    sb_enc_map_close (e);
+    size_t len;
+    const uint8_t *b = sb_enc_data (e, &len);
+    sb_msg_t *reply = sb_bus_call (run->bus, "session.append", run->session_id, b, len, SB_EXEC_CALL_MS);
+    sb_enc_destroy (&e);
+    int rc = 0;
+    if (!reply || sb_msg_is_error (reply)) {
+        const char *code = reply ? sb_msg_error_code (reply) : "timeout";
+        if (strcmp (code, "fenced") == 0 || strcmp (code, "conflict") == 0 || strcmp (code, "not_found") == 0) {
+            atomic_store (&run->lost, true);
+            sb_warn (ACTOR, "run lost its right to write run=%s code=%s", run->run_id, code);
+        }
+        else
+            sb_exec_finish_with (run, "failed", "cannot append to the tape: %s %s", code,
+                           reply ? sb_msg_error_message (reply) : "");
+        rc = -1;
+    }
+    sb_msg_destroy (&reply);
+    return rc;
+}
+
+/*  One entry: {kind, body: {...}} built by the caller between
+    sb_exec_entry_open and sb_exec_entry_close. */
+void
+sb_exec_entry_open (sb_enc_t *e, const char *kind)
+{
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "kind", kind);
+    sb_enc_key (e, "body");
+    sb_enc_map_open (e);
+}
+
+void
+sb_exec_entry_close (sb_enc_t *e)
+{
+    sb_enc_map_close (e);
+    sb_enc_map_close (e);
+}
+
+int
+sb_exec_append_one (sb_exec_run_t *run, const char *kind, const char *key, const char *text)
+{
+    sb_enc_t *e = sb_enc_new ();
+    sb_enc_array_open (e);
+    sb_exec_entry_open (e, kind);
+    if (key)
+        sb_enc_kstr (e, key, text);
+    sb_exec_entry_close (e);
+    sb_enc_array_close (e);
+    int rc = sb_exec_append (run, e);
+    sb_enc_destroy (&e);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/*  Coalescing: the tape grows with the text, not with the token count */
+
+void
+sb_exec_co_add (sb_exec_coalesce_t *c, const char *data, size_t n)
+{
+    if (c->len + n + 1 > c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 1024;
+        while (cap < c->len + n + 1)
+            cap *= 2;
+        char *nb = realloc (c->buf, cap);
+        if (!nb)
+            return;
+        c->buf = nb;
+        c->cap = cap;
+    }
+    if (c->len == 0)
+        c->first_ms = sb_mono_ms ();
+    memcpy (c->buf + c->len, data, n);
+    c->len += n;
+    c->buf [c->len] = 0;
+}
+
+static void
+s_co_encode (sb_exec_coalesce_t *c, sb_enc_t *e)
+{
+    if (!c->len)
+        return;
+    sb_exec_entry_open (e, c->kind);
+    if (c->call_id [0])
+        sb_enc_kstr (e, "call_id", c->call_id);
+    sb_enc_key (e, "text");
+    sb_enc_strn (e, c->buf, c->len);
+    sb_exec_entry_close (e);
+    c->len = 0;
+}
+
+/*  Flushes the delta buffers that are due (or all with force). */
+int
+sb_exec_flush_deltas (sb_exec_run_t *run, bool force)
+{
+    int64_t now = sb_mono_ms ();
+    bool text_due = run->text.len && (force || run->text.len >= SB_EXEC_COALESCE_BYTES || now - run->text.first_ms >= SB_EXEC_COALESCE_MS);
+    bool think_due = run->thinking.len && (force || run->thinking.len >= SB_EXEC_COALESCE_BYTES || now - run->thinking.first_ms >= SB_EXEC_COALESCE_MS);
+    if (!text_due && !think_due)
+        return 0;
+    sb_enc_t *e = sb_enc_new ();
+    sb_enc_array_open (e);
+    /* thinking precedes the text it led to */
+    if (think_due || (text_due && run->thinking.len))
+        s_co_encode (&run->thinking, e);
+    if (text_due)
+        s_co_encode (&run->text, e);
+    sb_enc_array_close (e);
+    int rc = sb_exec_append (run, e);
+    sb_enc_destroy (&e);
+    return rc;
+}
+
+int64_t
+sb_exec_flush_wait (sb_exec_run_t *run)
+{
+    int64_t now = sb_mono_ms (), wait = 500;
+    if (run->text.len && run->text.first_ms + SB_EXEC_COALESCE_MS - now < wait)
+        wait = run->text.first_ms + SB_EXEC_COALESCE_MS - now;
+    if (run->thinking.len && run->thinking.first_ms + SB_EXEC_COALESCE_MS - now < wait)
+        wait = run->thinking.first_ms + SB_EXEC_COALESCE_MS - now;
+    return wait < 0 ? 0 : wait;
+}

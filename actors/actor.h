@@ -64,4 +64,7 @@ int sb_actor_register (zsock_t *pipe, struct sb_bus *bus, const char *service,
     holds each exported column against the schema tables. */
 typedef const char *(sb_dispatch_type_fn) (size_t index);
 
+/*  The type column of the exec actor's dispatch table (actors/exec.c). */
+const char *sb_exec_dispatch_type (size_t index);
+
 #endif

@@ -162,6 +162,41 @@ s_handle_cancel (self_t *self, sb_msg_t *msg)
     sb_bus_reply (self->bus, msg, b, len);
 }
 
+/* ------------------------------------------------------------------ */
+/*  Dispatch: every request exec serves, one row each */
+
+typedef void (s_handler_fn) (self_t *self, sb_msg_t *msg);
+
+static const struct {
+    const char *type;
+    s_handler_fn *handler;
+} s_dispatch_table [] = {
+    { "exec.start", s_handle_start },
+    { "exec.cancel", s_handle_cancel },
+};
+
+#define S_DISPATCH_COUNT (sizeof s_dispatch_table / sizeof s_dispatch_table [0])
+
+const char *
+sb_exec_dispatch_type (size_t index)
+{
+    return index < S_DISPATCH_COUNT ? s_dispatch_table [index].type : NULL;
+}
+
+static void
+s_dispatch (self_t *self, sb_msg_t *msg)
+{
+    for (size_t k = 0; k < S_DISPATCH_COUNT; k++)
+        if (strcmp (msg->h.type, s_dispatch_table [k].type) == 0) {
+            s_dispatch_table [k].handler (self, msg);
+            return;
+        }
+    sb_bus_error (self->bus, msg, SB_E_unknown_type, "exec does not serve %s", msg->h.type);
+}
+
+/* ------------------------------------------------------------------ */
+/*  Startup and shutdown */
+
 static void
 s_self_destroy (self_t **self_p)
 {
@@ -273,15 +308,8 @@ sb_exec_actor (zsock_t *pipe, void *args)
             s_reap (self);
         sb_msg_t *msg;
         while ((msg = sb_bus_recv (self->bus, 0))) {
-            if (msg->route) {
-                if (strcmp (msg->h.type, "exec.start") == 0)
-                    s_handle_start (self, msg);
-                else
-                if (strcmp (msg->h.type, "exec.cancel") == 0)
-                    s_handle_cancel (self, msg);
-                else
-                    sb_bus_error (self->bus, msg, SB_E_unknown_type, "exec does not serve %s", msg->h.type);
-            }
+            if (msg->route)
+                s_dispatch (self, msg);
             sb_msg_destroy (&msg);
         }
     }

@@ -7,6 +7,7 @@
 */
 #include "actors/exec/context.h"
 
+#include <czmq.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -15,7 +16,8 @@
 typedef enum { S_USER, S_ASSISTANT, S_TOOL } s_role_t;
 
 typedef struct {
-    char *call_id;
+    char *call_id;              //  unique in the context: what the model sees
+    char *tape_id;              //  the id on the tape when it was not, else NULL
     char *name;
     char *arguments;            //  NULL: none (the provider sends {})
     bool answered;
@@ -46,6 +48,7 @@ struct sb_context {
     uint64_t last_seq;
     size_t bytes;
     size_t max_bytes;
+    zhashx_t *ids;              //  every call_id held, for uniqueness
 };
 
 //  What each message and call costs beyond its strings: map keys and
@@ -57,8 +60,14 @@ sb_context_t *
 sb_context_new (void)
 {
     sb_context_t *ctx = calloc (1, sizeof *ctx);
-    if (ctx)
-        ctx->max_bytes = SB_CONTEXT_MAX_BYTES;
+    if (!ctx)
+        return NULL;
+    ctx->max_bytes = SB_CONTEXT_MAX_BYTES;
+    ctx->ids = zhashx_new ();
+    if (!ctx->ids) {
+        free (ctx);
+        return NULL;
+    }
     return ctx;
 }
 
@@ -67,6 +76,7 @@ s_msg_free (s_msg_t *m)
 {
     for (uint32_t k = 0; k < m->ncalls; k++) {
         free (m->calls [k].call_id);
+        free (m->calls [k].tape_id);
         free (m->calls [k].name);
         free (m->calls [k].arguments);
     }
@@ -85,6 +95,7 @@ sb_context_destroy (sb_context_t **ctx_p)
     for (size_t k = 0; k < ctx->count; k++)
         s_msg_free (&ctx->msgs [k]);
     free (ctx->msgs);
+    zhashx_destroy (&ctx->ids);
     free (ctx);
     *ctx_p = NULL;
 }
@@ -111,6 +122,12 @@ size_t
 sb_context_bytes (const sb_context_t *ctx)
 {
     return ctx->bytes;
+}
+
+bool
+sb_context_has_call_id (const sb_context_t *ctx, const char *call_id)
+{
+    return call_id && zhashx_lookup (ctx->ids, call_id) != NULL;
 }
 
 //  ---------------------------------------------------------------------------
@@ -158,6 +175,28 @@ s_dup (const char *s, size_t len)
     memcpy (copy, s, len);
     copy [len] = 0;
     return copy;
+}
+
+//  The id a call is given in the context: the tape's when no other call
+//  holds it, else the tape's with _2, _3... (the first free one). Some
+//  local servers send call_0 at every turn, and every provider refuses a
+//  conversation that repeats an id, so a repeat on the tape would fail
+//  every later request of the session. Returns a new string, NULL when
+//  out of memory; *renamed says whether it differs from the tape's.
+static char *
+s_unique_id (const sb_context_t *ctx, const char *tape_id, size_t idlen, bool *renamed)
+{
+    *renamed = idlen == 0 || memchr (tape_id, 0, idlen) || zhashx_lookup (ctx->ids, tape_id);
+    if (!*renamed)
+        return s_dup (tape_id, idlen);
+    //  The base is cut so that the id stays within the tape's 128 bytes.
+    const char *base = idlen && !memchr (tape_id, 0, idlen) ? tape_id : "call";
+    char id [128];
+    for (unsigned n = 2; ; n++) {
+        snprintf (id, sizeof id, "%.100s_%u", base, n);
+        if (!zhashx_lookup (ctx->ids, id))
+            return s_dup (id, strlen (id));
+    }
 }
 
 //  A string field with its length (msgpack strings may hold NULs).
@@ -365,20 +404,34 @@ s_on_tool_call (sb_context_t *ctx, const sb_val_t *body)
     const char *call_id = s_str (body, "call_id", &idlen);
     const char *name = s_str (body, "name", &namelen);
     const char *arguments = s_str (body, "arguments", &arglen);
-    if (!call_id || !name || !*call_id || !*name) {
+    if (!call_id || !name) {
         errno = EINVAL;
         return -1;
     }
+    //  A call without a name is kept, so that its result still pairs
+    //  with it, under a name no tool has.
+    if (!*name) {
+        name = "unknown_tool";
+        namelen = strlen (name);
+    }
+    bool renamed;
+    char *unique = s_unique_id (ctx, call_id, idlen, &renamed);
+    if (!unique)
+        return -1;
+    size_t uniqlen = strlen (unique);
     size_t target = ctx->open ? ctx->open : ctx->tail;
     s_msg_t *cur = target ? &ctx->msgs [target - 1] : NULL;
-    size_t cost = S_CALL_COST + idlen + namelen + arglen;
+    size_t cost = S_CALL_COST + uniqlen + (renamed ? idlen : 0) + namelen + arglen;
     if ((cur && cur->ncalls >= SB_CONTEXT_MAX_CALLS)
         || s_check (ctx, cost + (cur ? 0 : S_MSG_COST), cur ? 0 : 1, 1)) {
+        free (unique);
         errno = E2BIG;
         return -1;
     }
-    if (!cur && s_reserve (ctx))
+    if (!cur && s_reserve (ctx)) {
+        free (unique);
         return -1;
+    }
     s_call_t *calls = cur ? cur->calls : NULL;
     uint32_t ncalls = cur ? cur->ncalls : 0;
     uint32_t calls_cap = cur ? cur->calls_cap : 0;
@@ -386,6 +439,7 @@ s_on_tool_call (sb_context_t *ctx, const sb_val_t *body)
         calls_cap = calls_cap ? calls_cap * 2 : 4;
         calls = realloc (calls, calls_cap * sizeof *calls);
         if (!calls) {
+            free (unique);
             errno = ENOMEM;
             return -1;
         }
@@ -397,12 +451,15 @@ s_on_tool_call (sb_context_t *ctx, const sb_val_t *body)
         }
     }
     s_call_t call = {
-        .call_id = s_dup (call_id, idlen),
+        .call_id = unique,
+        .tape_id = renamed ? s_dup (call_id, idlen) : NULL,
         .name = s_dup (name, namelen),
         .arguments = arguments ? s_dup (arguments, arglen) : NULL
     };
-    if (!call.call_id || !call.name || (arguments && !call.arguments)) {
+    if (!call.name || (arguments && !call.arguments) || (renamed && !call.tape_id)
+        || zhashx_insert (ctx->ids, call.call_id, (void *) 1) != 0) {
         free (call.call_id);
+        free (call.tape_id);
         free (call.name);
         free (call.arguments);
         if (!cur)
@@ -433,20 +490,25 @@ s_on_tool_result (sb_context_t *ctx, const sb_val_t *body)
     }
     bool ok = okv->v.b;
 
-    //  The newest unanswered call with this id: providers' ids are unique,
-    //  but a simple model may reuse "call_1" from one step to the next.
+    //  The unanswered call with this id on the tape in the newest step
+    //  that has one, and the first of them in that step: a simple model
+    //  may reuse "call_1" from one step to the next, and even within one
+    //  step, whose results then come in the order of its calls.
     size_t owner = 0;
     s_call_t *call = NULL;
     for (size_t i = ctx->count; i > 0 && !call; i--) {
         s_msg_t *m = &ctx->msgs [i - 1];
         if (m->role != S_ASSISTANT)
             continue;
-        for (uint32_t k = m->ncalls; k > 0; k--)
-            if (!m->calls [k - 1].answered && strcmp (m->calls [k - 1].call_id, call_id) == 0) {
-                call = &m->calls [k - 1];
+        for (uint32_t k = 0; k < m->ncalls; k++) {
+            const s_call_t *c = &m->calls [k];
+            const char *id = c->tape_id ? c->tape_id : c->call_id;
+            if (!c->answered && strlen (id) == idlen && memcmp (id, call_id, idlen) == 0) {
+                call = &m->calls [k];
                 owner = i;
                 break;
             }
+        }
     }
     if (!call) {
         //  A result for no call we hold (a second result, or a tape that
@@ -459,7 +521,7 @@ s_on_tool_result (sb_context_t *ctx, const sb_val_t *body)
     static const char prefix [] = "error: ";
     size_t plen = ok ? 0 : sizeof prefix - 1;
     size_t len = plen + outlen;
-    size_t cost = S_MSG_COST + len + idlen;
+    size_t cost = S_MSG_COST + len + strlen (call->call_id);
     //  The message replaces the call's synthetic answer: no new count.
     if (len > SB_CONTEXT_MAX_TEXT || s_check (ctx, cost, 0, 0)) {
         errno = E2BIG;
@@ -468,7 +530,7 @@ s_on_tool_result (sb_context_t *ctx, const sb_val_t *body)
     if (s_reserve (ctx))
         return -1;
     char *content = malloc (len + 1);
-    char *id = s_dup (call_id, idlen);
+    char *id = s_dup (call->call_id, strlen (call->call_id));
     if (!content || !id) {
         free (content);
         free (id);
@@ -637,7 +699,7 @@ sb_context_unanswered (const sb_context_t *ctx, const char **call_ids,
                 continue;
             if (n < max) {
                 if (call_ids)
-                    call_ids [n] = m->calls [k].call_id;
+                    call_ids [n] = m->calls [k].tape_id ? m->calls [k].tape_id : m->calls [k].call_id;
                 if (names)
                     names [n] = m->calls [k].name;
             }

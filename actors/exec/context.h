@@ -25,6 +25,20 @@
     accepts. A tool.result that answers no known call is dropped: a provider
     refuses an orphan tool message.
 
+    Repairs: whatever a stored turn holds, the encoded conversation is one a
+    provider accepts, so no turn can make a session unusable.
+      - Call ids are unique: a call whose tape id another call already holds
+        (some local servers send call_0 at every turn) is given the id with
+        _2, _3... A result pairs with the unanswered call of that tape id in
+        the newest step that has one, the first of them in that step.
+        (The executor gives new calls unique ids when it records them; this
+        repairs tapes written before, or by another executor.)
+      - An output without its call (an orphan, or a second result) is
+        dropped.
+      - A call without an output is answered by a synthetic tool message
+        (SB_CONTEXT_INTERRUPTED).
+      - A call with an empty id or name gets one (call_2..., unknown_tool).
+
     One step may interleave its calls and results (call A, result A, call
     B, result B) as well as list them (call A, call B, result A, result B).
     Both give one assistant message with both calls: a tool.call that comes
@@ -49,6 +63,7 @@
 #ifndef SB_EXEC_CONTEXT_H
 #define SB_EXEC_CONTEXT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "schemas/codec.h"
@@ -93,6 +108,11 @@ size_t sb_context_count (const sb_context_t *ctx);
 //  Bytes accounted against the budget.
 size_t sb_context_bytes (const sb_context_t *ctx);
 
+//  Whether a call held in the context has this id (as the model sees it,
+//  after the repairs above). The executor uses it to give a new call an
+//  id unique in the session.
+bool sb_context_has_call_id (const sb_context_t *ctx, const char *call_id);
+
 //  Writes the messages as one msgpack ARRAY value, in the shape of the
 //  llm.stream `messages` field. Every call without a result is answered
 //  by a synthetic tool message (SB_CONTEXT_INTERRUPTED) placed after the
@@ -101,8 +121,9 @@ size_t sb_context_bytes (const sb_context_t *ctx);
 void sb_context_encode (const sb_context_t *ctx, sb_enc_t *enc);
 
 //  The calls that have no result yet, oldest first: fills up to `max`
-//  entries of call_ids and names (either may be NULL) and returns how many
-//  there are in all. The strings belong to the context and stay valid
+//  entries of call_ids (as on the tape, so that a tool.result with that
+//  id answers the call) and names (either may be NULL) and returns how
+//  many there are in all. The strings belong to the context and stay valid
 //  until the next sb_context_add or sb_context_destroy. At resume the
 //  executor appends a real tool.result for each.
 size_t sb_context_unanswered (const sb_context_t *ctx, const char **call_ids,

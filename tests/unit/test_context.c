@@ -620,3 +620,207 @@ Test (context, message_count_is_bounded, .timeout = 60)
     sb_context_destroy (&ctx);
     s_no_leak ();
 }
+
+//  ---------------------------------------------------------------------------
+//  Repairs: whatever the tape holds, the messages are ones a provider takes
+
+//  What every provider checks: call ids unique in the conversation, each
+//  tool message answering a call made before it, each call answered.
+static void
+s_expect_provider_accepts (const sb_val_t *msgs)
+{
+    const char *calls [64];
+    bool answered [64];
+    size_t ncalls = 0;
+    for (uint32_t i = 0; i < msgs->len; i++) {
+        const sb_val_t *m = s_msg (msgs, i);
+        const sb_val_t *tc = sb_get_array (m, "tool_calls");
+        for (uint32_t k = 0; tc && k < tc->len; k++) {
+            const char *id = sb_get_str (sb_array_at (tc, k), "call_id");
+            cr_assert (id && *id, "messages[%u].tool_calls[%u] has no id", i, k);
+            for (size_t j = 0; j < ncalls; j++)
+                cr_assert_str_neq (calls [j], id, "messages[%u].tool_calls[%u]: duplicate call_id %s", i, k, id);
+            cr_assert_lt (ncalls, 64);
+            answered [ncalls] = false;
+            calls [ncalls++] = id;
+        }
+        const char *role = sb_get_str (m, "role");
+        if (strcmp (role, "tool") != 0)
+            continue;
+        const char *id = sb_get_str (m, "call_id");
+        size_t j = 0;
+        while (j < ncalls && strcmp (calls [j], id) != 0)
+            j++;
+        cr_assert_lt (j, ncalls, "messages[%u]: output for unknown call_id %s", i, id);
+        cr_assert_not (answered [j], "messages[%u]: second output for %s", i, id);
+        answered [j] = true;
+    }
+    for (size_t j = 0; j < ncalls; j++)
+        cr_assert (answered [j], "call %s has no output", calls [j]);
+}
+
+Test (context, ids_repeated_across_turns_are_made_unique)
+{
+    //  A local server that names every call call_0: three turns, each a
+    //  call and its result, then the next prompt. The tape keeps call_0.
+    sb_context_t *ctx = sb_context_new ();
+    uint64_t seq = 1;
+    const char *outs [] = { "one", "two", "three" };
+    for (int turn = 0; turn < 3; turn++) {
+        cr_assert_eq (s_feed (ctx, seq++, "prompt", "text", "go", NULL), 0);
+        cr_assert_eq (s_feed (ctx, seq++, "turn.begin", NULL), 0);
+        cr_assert_eq (s_feed (ctx, seq++, "tool.call", "call_id", "call_0", "name", "list_dir",
+                              "arguments", "{}", NULL), 0);
+        cr_assert_eq (s_result (ctx, seq++, "call_0", true, outs [turn]), 0);
+        cr_assert_eq (s_feed (ctx, seq++, "text.done", "text", "done", NULL), 0);
+        cr_assert_eq (s_feed (ctx, seq++, "turn.end", NULL), 0);
+    }
+    cr_assert (sb_context_has_call_id (ctx, "call_0"));
+    cr_assert (sb_context_has_call_id (ctx, "call_0_2"));
+    cr_assert (sb_context_has_call_id (ctx, "call_0_3"));
+    cr_assert_not (sb_context_has_call_id (ctx, "call_0_4"));
+
+    const sb_val_t *msgs;
+    sb_doc_t *doc = s_decode (ctx, &msgs);
+    cr_assert_eq (msgs->len, 12);
+    s_expect_provider_accepts (msgs);
+    s_expect_call (s_msg (msgs, 1), 0, "call_0", "list_dir", "{}");
+    s_expect_tool (s_msg (msgs, 2), "call_0", "one");
+    s_expect_call (s_msg (msgs, 5), 0, "call_0_2", "list_dir", "{}");
+    s_expect_tool (s_msg (msgs, 6), "call_0_2", "two");
+    s_expect_call (s_msg (msgs, 9), 0, "call_0_3", "list_dir", "{}");
+    s_expect_tool (s_msg (msgs, 10), "call_0_3", "three");
+    sb_doc_destroy (&doc);
+    sb_context_destroy (&ctx);
+    s_no_leak ();
+}
+
+Test (context, ids_repeated_within_one_step_pair_in_order)
+{
+    sb_context_t *ctx = sb_context_new ();
+    cr_assert_eq (s_feed (ctx, 1, "prompt", "text", "go", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 2, "tool.call", "call_id", "call_0", "name", "read_file",
+                          "arguments", "{\"path\":\"a\"}", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 3, "tool.call", "call_id", "call_0", "name", "read_file",
+                          "arguments", "{\"path\":\"b\"}", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 4, "tool.call", "call_id", "call_0", "name", "read_file",
+                          "arguments", "{\"path\":\"c\"}", NULL), 0);
+    cr_assert_eq (s_result (ctx, 5, "call_0", true, "A"), 0);
+    cr_assert_eq (s_result (ctx, 6, "call_0", true, "B"), 0);
+
+    //  The third is unanswered: resume sees it by its tape id, and a
+    //  result with that id answers it.
+    const char *ids [4] = { 0 }, *names [4] = { 0 };
+    cr_assert_eq (sb_context_unanswered (ctx, ids, names, 4), 1);
+    cr_assert_str_eq (ids [0], "call_0");
+
+    const sb_val_t *msgs;
+    sb_doc_t *doc = s_decode (ctx, &msgs);
+    cr_assert_eq (msgs->len, 5);
+    s_expect_provider_accepts (msgs);
+    const sb_val_t *m = s_msg (msgs, 1);
+    s_expect_call (m, 0, "call_0", "read_file", "{\"path\":\"a\"}");
+    s_expect_call (m, 1, "call_0_2", "read_file", "{\"path\":\"b\"}");
+    s_expect_call (m, 2, "call_0_3", "read_file", "{\"path\":\"c\"}");
+    s_expect_tool (s_msg (msgs, 2), "call_0", "A");
+    s_expect_tool (s_msg (msgs, 3), "call_0_2", "B");
+    s_expect_tool (s_msg (msgs, 4), "call_0_3", SB_CONTEXT_INTERRUPTED);
+    sb_doc_destroy (&doc);
+
+    cr_assert_eq (s_result (ctx, 7, ids [0], false, "interrupted"), 0);
+    cr_assert_eq (sb_context_unanswered (ctx, NULL, NULL, 0), 0);
+    doc = s_decode (ctx, &msgs);
+    s_expect_provider_accepts (msgs);
+    s_expect_tool (s_msg (msgs, 4), "call_0_3", "error: interrupted");
+    sb_doc_destroy (&doc);
+    sb_context_destroy (&ctx);
+    s_no_leak ();
+}
+
+Test (context, a_renamed_id_never_takes_a_later_one)
+{
+    //  call_0 twice makes call_0_2; a model that then names a call
+    //  call_0_2 itself gets call_0_2_2, and each result finds its call.
+    sb_context_t *ctx = sb_context_new ();
+    cr_assert_eq (s_feed (ctx, 1, "prompt", "text", "go", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 2, "tool.call", "call_id", "call_0", "name", "shell", "arguments", "{}", NULL), 0);
+    cr_assert_eq (s_result (ctx, 3, "call_0", true, "first"), 0);
+    cr_assert_eq (s_feed (ctx, 4, "usage", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 5, "tool.call", "call_id", "call_0", "name", "shell", "arguments", "{}", NULL), 0);
+    cr_assert_eq (s_result (ctx, 6, "call_0", true, "second"), 0);
+    cr_assert_eq (s_feed (ctx, 7, "usage", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 8, "tool.call", "call_id", "call_0_2", "name", "shell", "arguments", "{}", NULL), 0);
+    cr_assert_eq (s_result (ctx, 9, "call_0_2", true, "third"), 0);
+    const sb_val_t *msgs;
+    sb_doc_t *doc = s_decode (ctx, &msgs);
+    cr_assert_eq (msgs->len, 7);
+    s_expect_provider_accepts (msgs);
+    s_expect_tool (s_msg (msgs, 2), "call_0", "first");
+    s_expect_tool (s_msg (msgs, 4), "call_0_2", "second");
+    s_expect_call (s_msg (msgs, 5), 0, "call_0_2_2", "shell", "{}");
+    s_expect_tool (s_msg (msgs, 6), "call_0_2_2", "third");
+    sb_doc_destroy (&doc);
+    sb_context_destroy (&ctx);
+    s_no_leak ();
+}
+
+Test (context, an_output_without_its_call_is_dropped)
+{
+    //  An output whose call is not on the tape (before it, or never), next
+    //  to one whose call is: only the paired one reaches the model.
+    sb_context_t *ctx = sb_context_new ();
+    cr_assert_eq (s_feed (ctx, 1, "prompt", "text", "go", NULL), 0);
+    cr_assert_eq (s_result (ctx, 2, "later", true, "too early"), 0);
+    cr_assert_eq (s_feed (ctx, 3, "tool.call", "call_id", "later", "name", "shell", "arguments", "{}", NULL), 0);
+    cr_assert_eq (s_result (ctx, 4, "never_called", true, "orphan"), 0);
+    cr_assert_eq (s_result (ctx, 5, "later", true, "in time"), 0);
+    const sb_val_t *msgs;
+    sb_doc_t *doc = s_decode (ctx, &msgs);
+    cr_assert_eq (msgs->len, 3);
+    s_expect_provider_accepts (msgs);
+    s_expect_tool (s_msg (msgs, 2), "later", "in time");
+    sb_doc_destroy (&doc);
+    sb_context_destroy (&ctx);
+    s_no_leak ();
+}
+
+Test (context, a_call_without_its_output_is_answered)
+{
+    //  Calls left without a result in two turns, the second turn's with a
+    //  repeated id: each gets the synthetic output, after its own step.
+    sb_context_t *ctx = sb_context_new ();
+    cr_assert_eq (s_feed (ctx, 1, "prompt", "text", "one", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 2, "tool.call", "call_id", "call_0", "name", "shell", "arguments", "{}", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 3, "turn.end", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 4, "prompt", "text", "two", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 5, "tool.call", "call_id", "call_0", "name", "shell", "arguments", "{}", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 6, "turn.end", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 7, "prompt", "text", "three", NULL), 0);
+    const sb_val_t *msgs;
+    sb_doc_t *doc = s_decode (ctx, &msgs);
+    cr_assert_eq (msgs->len, 7);
+    s_expect_provider_accepts (msgs);
+    s_expect_tool (s_msg (msgs, 2), "call_0", SB_CONTEXT_INTERRUPTED);
+    s_expect_tool (s_msg (msgs, 5), "call_0_2", SB_CONTEXT_INTERRUPTED);
+    s_expect_str (s_msg (msgs, 6), "content", "three");
+    sb_doc_destroy (&doc);
+    sb_context_destroy (&ctx);
+    s_no_leak ();
+}
+
+Test (context, empty_ids_and_names_are_given_one)
+{
+    sb_context_t *ctx = sb_context_new ();
+    cr_assert_eq (s_feed (ctx, 1, "prompt", "text", "go", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 2, "tool.call", "call_id", "", "name", "", "arguments", "{}", NULL), 0);
+    cr_assert_eq (s_result (ctx, 3, "", true, "ran"), 0);
+    const sb_val_t *msgs;
+    sb_doc_t *doc = s_decode (ctx, &msgs);
+    cr_assert_eq (msgs->len, 3);
+    s_expect_provider_accepts (msgs);
+    s_expect_call (s_msg (msgs, 1), 0, "call_2", "unknown_tool", "{}");
+    s_expect_tool (s_msg (msgs, 2), "call_2", "ran");
+    sb_doc_destroy (&doc);
+    sb_context_destroy (&ctx);
+    s_no_leak ();
+}

@@ -121,7 +121,8 @@ static const sb_field_t s_tape_run_status [] = {
     { "reason", SB_T_STR, false, 1 KB, NULL, "why" },
     END };
 static const sb_field_t s_tape_tool_call [] = {
-    { "call_id", SB_T_STR, true, 128, NULL, "provider call id" },
+    { "call_id", SB_T_STR, true, 128, NULL, "call id, unique in the session (the provider's when it is)" },
+    { "provider_call_id", SB_T_STR, false, 256, NULL, "the provider's own id, when call_id differs from it" },
     { "name", SB_T_STR, true, 64, NULL, "tool name" },
     { "arguments", SB_T_STR, true, 1 MB, NULL, "JSON arguments" },
     END };

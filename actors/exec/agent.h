@@ -67,11 +67,16 @@ struct sb_exec_run {
     char reason [1024];
 };
 
+//  The tape's bounds on a call's id and name (schemas/types.c, tool.call).
+#define SB_EXEC_CALL_ID_MAX 128
+#define SB_EXEC_TOOL_NAME_MAX 64
+
 //  One call the model asked for in a step.
 typedef struct {
-    char call_id [257];
-    char name [129];
-    char *arguments;
+    char call_id [SB_EXEC_CALL_ID_MAX + 1];     /* unique in the session */
+    char provider_id [257];     /* the id the provider gave it */
+    char name [SB_EXEC_TOOL_NAME_MAX + 1];
+    char *arguments;            /* NULL: the provider sent unusable arguments */
 } sb_exec_call_t;
 
 typedef struct {

@@ -40,6 +40,45 @@ s_encode_tools (sb_enc_t *e)
     sb_enc_array_close (e);
 }
 
+/*  Whether another call of the session, or an earlier one of this step,
+    holds the id `call` now has. */
+static bool
+s_id_taken (sb_exec_run_t *run, const sb_exec_step_t *step, const sb_exec_call_t *call)
+{
+    if (sb_context_has_call_id (run->runtime->context, call->call_id))
+        return true;
+    for (const sb_exec_call_t *c = step->calls; c < call; c++)
+        if (strcmp (c->call_id, call->call_id) == 0)
+            return true;
+    return false;
+}
+
+/*  Gives a call an id unique in the session: the provider's own when no
+    other call holds it, else that id with _2, _3... (the scheme the
+    context's repairs use, actors/exec/context.h). Some local servers send
+    call_0 at every turn, and every provider refuses a conversation that
+    repeats an id, so a repeat on the tape would fail every later request
+    of the session. The tape keeps the unique id, and the provider's
+    beside it when they differ; the model is shown the unique one, in the
+    call and in its output alike. */
+static void
+s_unique_call_id (sb_exec_run_t *run, sb_exec_step_t *step, sb_exec_call_t *call, const char *given)
+{
+    snprintf (call->provider_id, sizeof call->provider_id, "%s", given ? given : "");
+    size_t glen = strlen (call->provider_id);
+    if (glen && glen <= SB_EXEC_CALL_ID_MAX) {
+        snprintf (call->call_id, sizeof call->call_id, "%s", call->provider_id);
+        if (!s_id_taken (run, step, call))
+            return;
+    }
+    const char *base = glen ? call->provider_id : "call";
+    for (unsigned n = 2; ; n++) {
+        snprintf (call->call_id, sizeof call->call_id, "%.100s_%u", base, n);
+        if (!s_id_taken (run, step, call))
+            return;
+    }
+}
+
 static void
 s_on_chunk (sb_exec_run_t *run, sb_exec_step_t *step, const sb_val_t *c)
 {
@@ -77,8 +116,9 @@ s_on_chunk (sb_exec_run_t *run, sb_exec_step_t *step, const sb_val_t *c)
     else
     if (strcmp (kind, "tool_call") == 0 && step->ncalls < 64) {
         sb_exec_call_t *call = &step->calls [step->ncalls++];
-        snprintf (call->call_id, sizeof call->call_id, "%s", sb_get_str (c, "call_id"));
-        snprintf (call->name, sizeof call->name, "%s", sb_get_str (c, "name"));
+        s_unique_call_id (run, step, call, sb_get_str (c, "call_id"));
+        const char *name = sb_get_str (c, "name");
+        snprintf (call->name, sizeof call->name, "%s", name && *name ? name : "unknown_tool");
         const char *a = sb_get_str (c, "arguments");
         call->arguments = strdup (a ? a : "{}");
     }
@@ -86,8 +126,9 @@ s_on_chunk (sb_exec_run_t *run, sb_exec_step_t *step, const sb_val_t *c)
     if (strcmp (kind, "error") == 0 && step->ncalls < 64) {
         /* an unusable call still gets a result, so the model sees why */
         sb_exec_call_t *call = &step->calls [step->ncalls++];
-        snprintf (call->call_id, sizeof call->call_id, "%s", sb_get_str (c, "call_id"));
-        snprintf (call->name, sizeof call->name, "%s", sb_get_str (c, "name") ? sb_get_str (c, "name") : "?");
+        s_unique_call_id (run, step, call, sb_get_str (c, "call_id"));
+        const char *name = sb_get_str (c, "name");
+        snprintf (call->name, sizeof call->name, "%s", name && *name ? name : "?");
         call->arguments = NULL;
     }
     else
@@ -264,6 +305,8 @@ sb_exec_record_step (sb_exec_run_t *run, sb_exec_step_t *step)
     for (int k = 0; k < step->ncalls; k++) {
         sb_exec_entry_open (e, "tool.call");
         sb_enc_kstr (e, "call_id", step->calls [k].call_id);
+        if (strcmp (step->calls [k].provider_id, step->calls [k].call_id) != 0)
+            sb_enc_kstr (e, "provider_call_id", step->calls [k].provider_id);
         sb_enc_kstr (e, "name", step->calls [k].name);
         sb_enc_kstr (e, "arguments", step->calls [k].arguments ? step->calls [k].arguments : "{}");
         sb_exec_entry_close (e);

@@ -127,15 +127,19 @@ static const sb_field_t s_tape_tool_call [] = {
     { "arguments", SB_T_STR, true, 1 MB, NULL, "JSON arguments" },
     END };
 static const sb_field_t s_tape_tool_output [] = {
-    { "call_id", SB_T_STR, true, 128, NULL, "provider call id" },
+    { "call_id", SB_T_STR, true, 128, NULL, "the call (tool.call call_id)" },
     { "text", SB_T_STR, true, 1 MB, NULL, "output bytes so far" },
     END };
 static const sb_field_t s_tape_tool_result [] = {
-    { "call_id", SB_T_STR, true, 128, NULL, "provider call id" },
+    { "call_id", SB_T_STR, true, 128, NULL, "the call (tool.call call_id)" },
     { "ok", SB_T_BOOL, true, 0, NULL, "success" },
     { "output", SB_T_STR, true, 1 MB, NULL, "output for the model" },
     { "exit_code", SB_T_INT, false, 0, NULL, "process exit code" },
     { "duration_ms", SB_T_UINT, false, 0, NULL, "duration" },
+    { "mutating", SB_T_BOOL, false, 0, NULL, "the tool writes files or runs commands (not read-only)" },
+    { "refused", SB_T_BOOL, false, 0, NULL, "true when the approval policy refused the call" },
+    { "policy", SB_T_STR, false, 16, NULL, "refused: the policy that refused it" },
+    { "fix", SB_T_STR, false, 256, NULL, "refused: the command a person runs to allow it" },
     END };
 static const sb_field_t s_tape_usage [] = {
     { "input_tokens", SB_T_UINT, false, 0, NULL, "" },

@@ -180,23 +180,45 @@ s_tool_output (const char *data, size_t len, void *arg)
     }
 }
 
+/*  Whether a tool writes files or runs commands: anything the table does
+    not mark read-only. An unknown tool runs nothing. */
+static bool
+s_mutating (const char *name)
+{
+    const sb_tool_def_t *def = sb_tools_find (name);
+    return def && !def->read_only;
+}
+
+/*  The command a person runs to let this session's tools write: the
+    refusal names it, to the model and on the tape, so nobody is left to
+    guess how to proceed. */
+static void
+s_policy_fix (const sb_exec_run_t *run, char *fix, size_t size)
+{
+    snprintf (fix, size, "switchboard sessions update %s --approval yolo", run->session_id);
+}
+
 static int
 s_run_tool (sb_exec_run_t *run, const sb_exec_call_t *call)
 {
-    const sb_tool_def_t *def = sb_tools_find (call->name);
+    bool mutating = s_mutating (call->name);
+    bool refused = false;
     sb_tool_result_t res;
     memset (&res, 0, sizeof res);
     res.exit_code = -1;
-    char note [512];
+    char note [768], fix [128];
     const char *refusal = NULL;
     if (!call->arguments)
         refusal = "not run: the model sent arguments that are not valid JSON";
     else
-    if (def && !def->read_only && strcmp (run->policy, "yolo") != 0) {
+    if (mutating && strcmp (run->policy, "yolo") != 0) {
+        s_policy_fix (run, fix, sizeof fix);
         snprintf (note, sizeof note,
-                  "not run: the approval policy '%s' allows only read-only tools until approvals are "
-                  "available; the person can switch the session to yolo to allow %s", run->policy, call->name);
+                  "not run: the approval policy '%s' of this session allows only read-only tools, and %s "
+                  "writes files or runs commands. Tell the person; to allow it they can run: %s",
+                  run->policy, call->name, fix);
         refusal = note;
+        refused = true;
     }
     if (refusal) {
         res.ok = false;
@@ -232,6 +254,12 @@ s_run_tool (sb_exec_run_t *run, const sb_exec_call_t *call)
     if (res.exit_code >= 0 || res.exit_code < -1)
         sb_enc_kint (e, "exit_code", res.exit_code);
     sb_enc_kuint (e, "duration_ms", (uint64_t) (res.duration_ms > 0 ? res.duration_ms : 0));
+    sb_enc_kbool (e, "mutating", mutating);
+    if (refused) {
+        sb_enc_kbool (e, "refused", true);
+        sb_enc_kstr (e, "policy", run->policy);
+        sb_enc_kstr (e, "fix", fix);
+    }
     sb_exec_entry_close (e);
     sb_enc_array_close (e);
     int rc = sb_exec_append (run, e);
@@ -258,6 +286,7 @@ s_close_unanswered (sb_exec_run_t *run)
         sb_exec_entry_open (e, "tool.result");
         sb_enc_kstr (e, "call_id", ids [k]);
         sb_enc_kbool (e, "ok", false);
+        sb_enc_kbool (e, "mutating", s_mutating (names [k]));
         sb_enc_kstr (e, "output", "interrupted: the server stopped while this tool ran; it was not run again");
         sb_exec_entry_close (e);
     }

@@ -421,137 +421,153 @@ s_build_argv (const sb_spawn_opts_t *opts, const char *prog, bool bwrap,
     return argv;
 }
 
-int
-sb_spawn_run (const sb_spawn_opts_t *opts, sb_spawn_result_t *res, char *err, size_t errlen)
-{
-    if (!opts || !res || !opts->argv || !opts->argv [0] || !opts->cwd)
-        return s_fail (err, errlen, "internal error: missing spawn options");
-    memset (res, 0, sizeof *res);
-    res->exit_code = -1;
-    if (opts->timeout_ms < 0)
-        return s_fail (err, errlen, "invalid timeout");
-    size_t cap_head = opts->cap_head ? opts->cap_head : SB_SPAWN_CAP_HEAD_DEFAULT;
-    size_t cap_tail = opts->cap_tail ? opts->cap_tail : SB_SPAWN_CAP_TAIL_DEFAULT;
-    if (cap_head > SB_SPAWN_MAX_CAP || cap_tail > SB_SPAWN_MAX_CAP)
-        return s_fail (err, errlen, "output cap too large");
-
-    bool bwrap = false;
-    const char *bwrap_path = opts->bwrap_path ? opts->bwrap_path : SB_SPAWN_BWRAP_PATH;
-    if (opts->sandbox && *opts->sandbox && strcmp (opts->sandbox, "none") != 0) {
-        if (strcmp (opts->sandbox, "bwrap") != 0)
-            return s_fail (err, errlen, "unknown sandbox \"%.32s\" (known: none, bwrap)",
-                           opts->sandbox);
-        //  Never fall back: a user who asked for a sandbox must not get
-        //  an unsandboxed command because a package is missing.
-        if (access (bwrap_path, X_OK) != 0)
-            return s_fail (err, errlen,
-                           "sandbox \"bwrap\" requested but %s is not available (%s); "
-                           "install bubblewrap. The command was not run.",
-                           bwrap_path, strerror (errno));
-        bwrap = true;
-    }
-
-    //  A cancel that arrived before we started: start nothing.
-    if (opts->cancel_fd > 0 && s_readable (opts->cancel_fd)) {
-        res->cancelled = true;
-        res->output = strdup ("");
-        return res->output ? 0 : s_fail (err, errlen, "out of memory");
-    }
-
-    uint64_t serial = sb_spawn_tree_next_serial ();
-
+//  One spawn, from its options to its result: what each step below
+//  fills in and the next one uses, and what s_release frees.
+typedef struct {
+    const sb_spawn_opts_t *opts;
+    sb_spawn_result_t *res;
+    char *err;
+    size_t errlen;
+    bool bwrap;
+    const char *bwrap_path;
+    size_t cap_head, cap_tail;
+    uint64_t serial;
     s_env_t env;
-    if (s_env_build (&env, opts->env_extra, serial, err, errlen) != 0)
-        return -1;
-    char prog [PATH_MAX];
-    if (s_find_program (opts->argv [0], s_env_get (&env, "PATH"), prog, sizeof prog) != 0) {
-        s_env_clear (&env);
-        return s_fail (err, errlen, "%.128s: command not found", opts->argv [0]);
-    }
-    const char **argv = s_build_argv (opts, prog, bwrap, bwrap_path, err, errlen);
-    s_capture_t cap = { .head_cap = cap_head, .tail_cap = cap_tail };
-    cap.head = malloc (cap_head);
-    cap.tail = malloc (cap_tail);
-    int fds [2] = { -1, -1 };
-    int rc = -1;
-    pid_t child = -1;
-    int pidfd = -1;
-    sb_spawn_active_t node = { 0 };
+    char prog [PATH_MAX];       //  the program found; argv points into it
+    const char **argv;
+    s_capture_t cap;
+    int fds [2];
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
-    bool fa_init = false, attr_init = false;
+    bool fa_init, attr_init;
+    pid_t child;
+    int pidfd;
+    sb_spawn_active_t node;
+    int64_t start;
+    bool pipe_open, exited;
+} s_spawn_t;
 
-    if (!argv)
-        goto done;
-    if (!cap.head || !cap.tail) {
-        s_fail (err, errlen, "out of memory");
-        goto done;
+//  The options: caps, timeout and sandbox. Never falls back to no
+//  sandbox: a user who asked for one must not get an unsandboxed command
+//  because a package is missing.
+static int
+s_check_opts (s_spawn_t *sp)
+{
+    const sb_spawn_opts_t *opts = sp->opts;
+    if (opts->timeout_ms < 0)
+        return s_fail (sp->err, sp->errlen, "invalid timeout");
+    sp->cap_head = opts->cap_head ? opts->cap_head : SB_SPAWN_CAP_HEAD_DEFAULT;
+    sp->cap_tail = opts->cap_tail ? opts->cap_tail : SB_SPAWN_CAP_TAIL_DEFAULT;
+    if (sp->cap_head > SB_SPAWN_MAX_CAP || sp->cap_tail > SB_SPAWN_MAX_CAP)
+        return s_fail (sp->err, sp->errlen, "output cap too large");
+    sp->bwrap_path = opts->bwrap_path ? opts->bwrap_path : SB_SPAWN_BWRAP_PATH;
+    if (opts->sandbox && *opts->sandbox && strcmp (opts->sandbox, "none") != 0) {
+        if (strcmp (opts->sandbox, "bwrap") != 0)
+            return s_fail (sp->err, sp->errlen, "unknown sandbox \"%.32s\" (known: none, bwrap)",
+                           opts->sandbox);
+        if (access (sp->bwrap_path, X_OK) != 0)
+            return s_fail (sp->err, sp->errlen,
+                           "sandbox \"bwrap\" requested but %s is not available (%s); "
+                           "install bubblewrap. The command was not run.",
+                           sp->bwrap_path, strerror (errno));
+        sp->bwrap = true;
     }
-    if (s_pipe_above_stdio (fds) != 0) {
-        s_fail (err, errlen, "cannot create a pipe: %s", strerror (errno));
-        goto done;
-    }
-    fcntl (fds [0], F_SETFL, O_NONBLOCK);
+    return 0;
+}
+
+//  Everything the child is started with: environment, program, argv,
+//  capture buffers, the output pipe, file actions and attributes.
+static int
+s_prepare (s_spawn_t *sp)
+{
+    const sb_spawn_opts_t *opts = sp->opts;
+    sp->serial = sb_spawn_tree_next_serial ();
+    if (s_env_build (&sp->env, opts->env_extra, sp->serial, sp->err, sp->errlen) != 0)
+        return -1;
+    if (s_find_program (opts->argv [0], s_env_get (&sp->env, "PATH"), sp->prog, sizeof sp->prog) != 0)
+        return s_fail (sp->err, sp->errlen, "%.128s: command not found", opts->argv [0]);
+    sp->argv = s_build_argv (opts, sp->prog, sp->bwrap, sp->bwrap_path, sp->err, sp->errlen);
+    if (!sp->argv)
+        return -1;
+    sp->cap = (s_capture_t) { .head_cap = sp->cap_head, .tail_cap = sp->cap_tail };
+    sp->cap.head = malloc (sp->cap_head);
+    sp->cap.tail = malloc (sp->cap_tail);
+    if (!sp->cap.head || !sp->cap.tail)
+        return s_fail (sp->err, sp->errlen, "out of memory");
+    if (s_pipe_above_stdio (sp->fds) != 0)
+        return s_fail (sp->err, sp->errlen, "cannot create a pipe: %s", strerror (errno));
+    fcntl (sp->fds [0], F_SETFL, O_NONBLOCK);
 
     //  adddup2 clears close-on-exec on the copies; closefrom(3) then drops
     //  every descriptor the server holds, including both pipe ends.
-    posix_spawn_file_actions_init (&fa);
-    fa_init = true;
-    posix_spawnattr_init (&attr);
-    attr_init = true;
+    posix_spawn_file_actions_init (&sp->fa);
+    sp->fa_init = true;
+    posix_spawnattr_init (&sp->attr);
+    sp->attr_init = true;
     sigset_t none, all;
     sigemptyset (&none);
     sigfillset (&all);
     sigdelset (&all, SIGKILL);
     sigdelset (&all, SIGSTOP);
-    if (posix_spawn_file_actions_adddup2 (&fa, fds [1], 1)
-        || posix_spawn_file_actions_adddup2 (&fa, fds [1], 2)
-        || posix_spawn_file_actions_addopen (&fa, 0, "/dev/null", O_RDONLY, 0)
-        || posix_spawn_file_actions_addclosefrom_np (&fa, 3)
-        || posix_spawn_file_actions_addchdir_np (&fa, opts->cwd)
-        || posix_spawnattr_setflags (&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK
-                                            | POSIX_SPAWN_SETSIGDEF)
-        || posix_spawnattr_setpgroup (&attr, 0)
-        || posix_spawnattr_setsigmask (&attr, &none)
-        || posix_spawnattr_setsigdefault (&attr, &all)) {
-        s_fail (err, errlen, "cannot prepare the spawn");
-        goto done;
-    }
+    if (posix_spawn_file_actions_adddup2 (&sp->fa, sp->fds [1], 1)
+        || posix_spawn_file_actions_adddup2 (&sp->fa, sp->fds [1], 2)
+        || posix_spawn_file_actions_addopen (&sp->fa, 0, "/dev/null", O_RDONLY, 0)
+        || posix_spawn_file_actions_addclosefrom_np (&sp->fa, 3)
+        || posix_spawn_file_actions_addchdir_np (&sp->fa, opts->cwd)
+        || posix_spawnattr_setflags (&sp->attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK
+                                                | POSIX_SPAWN_SETSIGDEF)
+        || posix_spawnattr_setpgroup (&sp->attr, 0)
+        || posix_spawnattr_setsigmask (&sp->attr, &none)
+        || posix_spawnattr_setsigdefault (&sp->attr, &all))
+        return s_fail (sp->err, sp->errlen, "cannot prepare the spawn");
+    return 0;
+}
 
-    int64_t start = s_now_ms ();
-    //  Spawn and register under the lock: no sweep may see the child as an
-    //  unowned zombie and reap it before it is registered.
+//  Spawns and registers under the registry lock: no sweep may see the
+//  child as an unowned zombie and reap it before it is registered.
+static int
+s_start (s_spawn_t *sp)
+{
+    sp->start = s_now_ms ();
     sb_spawn_tree_lock ();
-    int e = posix_spawn (&child, argv [0], &fa, &attr, (char *const *) argv, env.envp);
+    int e = posix_spawn (&sp->child, sp->argv [0], &sp->fa, &sp->attr, (char *const *) sp->argv,
+                         sp->env.envp);
     if (e == 0) {
-        node.pid = child;
-        node.serial = serial;
-        sb_spawn_tree_add (&node);
+        sp->node.pid = sp->child;
+        sp->node.serial = sp->serial;
+        sb_spawn_tree_add (&sp->node);
     }
     sb_spawn_tree_unlock ();
-    close (fds [1]);
-    fds [1] = -1;
+    close (sp->fds [1]);
+    sp->fds [1] = -1;
     if (e != 0) {
-        child = -1;
-        s_fail (err, errlen, "cannot start %.128s in %.256s: %s", argv [0], opts->cwd,
-                strerror (e));
-        goto done;
+        sp->child = -1;
+        return s_fail (sp->err, sp->errlen, "cannot start %.128s in %.256s: %s", sp->argv [0],
+                       sp->opts->cwd, strerror (e));
     }
-    pidfd = (int) syscall (SYS_pidfd_open, child, 0);
+    sp->pidfd = (int) syscall (SYS_pidfd_open, sp->child, 0);
+    return 0;
+}
 
-    int64_t deadline = start + (opts->timeout_ms ? opts->timeout_ms
-                                                 : SB_SPAWN_TIMEOUT_MS_DEFAULT);
-    bool pipe_open = true, exited = false;
-    while (!exited) {
+//  Captures output until the child exits, the timeout passes or a cancel
+//  arrives.
+static void
+s_wait (s_spawn_t *sp)
+{
+    const sb_spawn_opts_t *opts = sp->opts;
+    int64_t deadline = sp->start + (opts->timeout_ms ? opts->timeout_ms
+                                                     : SB_SPAWN_TIMEOUT_MS_DEFAULT);
+    sp->pipe_open = true;
+    while (!sp->exited) {
         struct pollfd pfd [3];
         int np = 0, ipipe = -1, ipid = -1, icancel = -1;
-        if (pipe_open) {
+        if (sp->pipe_open) {
             ipipe = np;
-            pfd [np++] = (struct pollfd) { .fd = fds [0], .events = POLLIN };
+            pfd [np++] = (struct pollfd) { .fd = sp->fds [0], .events = POLLIN };
         }
-        if (pidfd >= 0) {
+        if (sp->pidfd >= 0) {
             ipid = np;
-            pfd [np++] = (struct pollfd) { .fd = pidfd, .events = POLLIN };
+            pfd [np++] = (struct pollfd) { .fd = sp->pidfd, .events = POLLIN };
         }
         if (opts->cancel_fd > 0) {
             icancel = np;
@@ -559,50 +575,58 @@ sb_spawn_run (const sb_spawn_opts_t *opts, sb_spawn_result_t *res, char *err, si
         }
         int64_t wait = deadline - s_now_ms ();
         if (wait <= 0) {
-            res->timed_out = true;
+            sp->res->timed_out = true;
             break;
         }
         //  Without a pidfd (kernels before 5.3) the exit is polled for.
-        if (pidfd < 0 && wait > 10)
+        if (sp->pidfd < 0 && wait > 10)
             wait = 10;
         int pr = poll (pfd, (nfds_t) np, (int) (wait > INT_MAX ? INT_MAX : wait));
         if (pr < 0 && errno != EINTR)
             break;
         if (pr <= 0) {
-            if (pidfd < 0 && s_child_exited (child))
-                exited = true;
+            if (sp->pidfd < 0 && s_child_exited (sp->child))
+                sp->exited = true;
             continue;
         }
         if (icancel >= 0 && pfd [icancel].revents) {
-            res->cancelled = true;
+            sp->res->cancelled = true;
             break;
         }
         if (ipipe >= 0 && pfd [ipipe].revents)
-            pipe_open = s_drain (fds [0], &cap, opts);
-        if ((ipid >= 0 && pfd [ipid].revents) || (pidfd < 0 && s_child_exited (child)))
-            exited = true;
+            sp->pipe_open = s_drain (sp->fds [0], &sp->cap, opts);
+        if ((ipid >= 0 && pfd [ipid].revents) || (sp->pidfd < 0 && s_child_exited (sp->child)))
+            sp->exited = true;
     }
-    if (exited && pipe_open)
-        pipe_open = s_drain (fds [0], &cap, opts);
+    if (sp->exited && sp->pipe_open)
+        sp->pipe_open = s_drain (sp->fds [0], &sp->cap, opts);
+}
 
+//  Kills what the command left, reaps the child (its exit status goes to
+//  the result) and everything killed, and reads the end of the output.
+static void
+s_clean_up (s_spawn_t *sp)
+{
+    sb_spawn_result_t *res = sp->res;
+    pid_t child = sp->child;
     //  The child is alive or a zombie, never reaped yet, so its pid is
     //  still its group's id: the group kill cannot hit a stranger. A live
     //  child goes first, or it could keep forking while we scan. After a
     //  normal exit the scan goes first, so that it counts what was left
     //  running before the group kill turns it into zombies.
-    if (!exited)
+    if (!sp->exited)
         kill (-child, SIGKILL);
     sb_spawn_pidset_t killed = { 0 };
-    size_t alive = sb_spawn_tree_kill (child, serial, &killed);
+    size_t alive = sb_spawn_tree_kill (child, sp->serial, &killed);
     kill (-child, SIGKILL);
-    if (exited)
+    if (sp->exited)
         res->leftovers_killed = alive;
 
     int status = 0;
     pid_t w;
     while ((w = waitpid (child, &status, 0)) < 0 && errno == EINTR)
         ;
-    sb_spawn_tree_remove (&node);
+    sb_spawn_tree_remove (&sp->node);
     if (w == child && WIFEXITED (status))
         res->exit_code = WEXITSTATUS (status);
     else
@@ -614,36 +638,62 @@ sb_spawn_run (const sb_spawn_opts_t *opts, sb_spawn_result_t *res, char *err, si
     //  Every writer is dead now; what is left in the pipe is the end of the
     //  output. Bounded, in case something unattributed still holds it.
     int64_t drain_deadline = s_now_ms () + SB_SPAWN_DRAIN_MS;
-    while (pipe_open && !res->cancelled) {
+    while (sp->pipe_open && !res->cancelled) {
         int64_t wait = drain_deadline - s_now_ms ();
         if (wait <= 0)
             break;
-        struct pollfd p = { .fd = fds [0], .events = POLLIN };
+        struct pollfd p = { .fd = sp->fds [0], .events = POLLIN };
         if (poll (&p, 1, (int) wait) > 0)
-            pipe_open = s_drain (fds [0], &cap, opts);
+            sp->pipe_open = s_drain (sp->fds [0], &sp->cap, sp->opts);
     }
-    res->duration_ms = s_now_ms () - start;
-    if (s_capture_finish (&cap, res) != 0) {
-        s_fail (err, errlen, "out of memory");
-        goto done;
-    }
-    rc = 0;
+    res->duration_ms = s_now_ms () - sp->start;
+}
 
-done:
-    if (pidfd >= 0)
-        close (pidfd);
-    if (fds [0] >= 0)
-        close (fds [0]);
-    if (fds [1] >= 0)
-        close (fds [1]);
-    if (fa_init)
-        posix_spawn_file_actions_destroy (&fa);
-    if (attr_init)
-        posix_spawnattr_destroy (&attr);
-    free (argv);
-    free (cap.head);
-    free (cap.tail);
-    s_env_clear (&env);
+static void
+s_release (s_spawn_t *sp)
+{
+    if (sp->pidfd >= 0)
+        close (sp->pidfd);
+    if (sp->fds [0] >= 0)
+        close (sp->fds [0]);
+    if (sp->fds [1] >= 0)
+        close (sp->fds [1]);
+    if (sp->fa_init)
+        posix_spawn_file_actions_destroy (&sp->fa);
+    if (sp->attr_init)
+        posix_spawnattr_destroy (&sp->attr);
+    free (sp->argv);
+    free (sp->cap.head);
+    free (sp->cap.tail);
+    s_env_clear (&sp->env);
+}
+
+int
+sb_spawn_run (const sb_spawn_opts_t *opts, sb_spawn_result_t *res, char *err, size_t errlen)
+{
+    if (!opts || !res || !opts->argv || !opts->argv [0] || !opts->cwd)
+        return s_fail (err, errlen, "internal error: missing spawn options");
+    memset (res, 0, sizeof *res);
+    res->exit_code = -1;
+    s_spawn_t sp = {
+        .opts = opts, .res = res, .err = err, .errlen = errlen,
+        .fds = { -1, -1 }, .child = -1, .pidfd = -1,
+    };
+    if (s_check_opts (&sp) != 0)
+        return -1;
+    //  A cancel that arrived before we started: start nothing.
+    if (opts->cancel_fd > 0 && s_readable (opts->cancel_fd)) {
+        res->cancelled = true;
+        res->output = strdup ("");
+        return res->output ? 0 : s_fail (err, errlen, "out of memory");
+    }
+    int rc = -1;
+    if (s_prepare (&sp) == 0 && s_start (&sp) == 0) {
+        s_wait (&sp);
+        s_clean_up (&sp);
+        rc = s_capture_finish (&sp.cap, res) == 0 ? 0 : s_fail (err, errlen, "out of memory");
+    }
+    s_release (&sp);
     if (rc != 0)
         sb_spawn_result_clear (res);
     return rc;

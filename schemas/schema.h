@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "schemas/run_status.h"
 
 #define SB_PROTOCOL_VERSION  1
 #define SB_MAX_MSG_BYTES     (1u << 20)   /* default cap on one body */
@@ -66,10 +67,6 @@ extern const sb_field_t sb_header_fields [];
 /*  Looks up the tape-entry kind `kind` (e.g. "text.delta"); NULL if unknown. */
 const sb_type_t *sb_schema_tape_kind (const char *kind);
 const sb_type_t *sb_schema_tape_all (size_t *count);
-
-/*  True for a run status that never changes again: completed, failed,
-    cancelled, expired, interrupted. */
-bool sb_run_status_final (const char *status);
 
 const char *sb_ftype_name (sb_ftype_t type);
 const char *sb_kind_name (sb_kind_t kind);

@@ -1,18 +1,6 @@
 /*  schemas/types_run.c — run.* (actors/run.c) and exec.* (actors/exec.c). */
 #include "schemas/types.h"
 
-#include <string.h>
-
-bool
-sb_run_status_final (const char *status)
-{
-    static const char *final [] = { "completed", "failed", "cancelled", "expired", "interrupted", NULL };
-    for (int k = 0; status && final [k]; k++)
-        if (strcmp (status, final [k]) == 0)
-            return true;
-    return false;
-}
-
 static const sb_field_t s_target [] = {
     { "executor", SB_T_STR, true, 16, NULL, "local | worker" },
     { "pool", SB_T_STR, false, 64, NULL, "worker pool (executor worker)" },

@@ -141,7 +141,7 @@ s_create (self_t *self, const sb_msg_t *msg, const char *session_id, const char 
     memset (&r, 0, sizeof r);
     sb_ulid_new (r.run_id);
     s_copy (r.session_id, sizeof r.session_id, session_id);
-    s_copy (r.status, sizeof r.status, "queued");
+    r.status = SB_RUN_queued;
     s_copy (r.executor, sizeof r.executor, executor);
     s_copy (r.pool, sizeof r.pool, pool);
     s_copy (r.resume_from, sizeof r.resume_from, resume_from);
@@ -162,7 +162,7 @@ s_create (self_t *self, const sb_msg_t *msg, const char *session_id, const char 
     }
     s_remember (self, msg, &r);
     s_reply_run (self, msg, &r);
-    sb_run_dispatch (self, &r);
+    sb_run_start (self, &r);
     sb_run_record_free (&r);
 }
 
@@ -203,7 +203,12 @@ static void
 s_handle_list (self_t *self, sb_msg_t *msg)
 {
     const char *sid = sb_get_str (msg->body, "session_id");
-    const char *status = sb_get_str (msg->body, "status");
+    const char *status_name = sb_get_str (msg->body, "status");
+    sb_run_status_t status = sb_run_status_from_name (status_name);
+    if (status_name && status == SB_RUN__COUNT) {
+        sb_bus_error (self->bus, msg, SB_E_invalid, "status must be one of %s", sb_run_status_names ());
+        return;
+    }
     uint64_t limit = sb_get_uint (msg->body, "limit", 100);
     if (limit == 0 || limit > 1000)
         limit = 1000;
@@ -243,7 +248,7 @@ s_handle_list (self_t *self, sb_msg_t *msg)
     for (char *id = zlistx_last (ids); id && n < limit; id = zlistx_prev (ids)) {
         run_t r;
         if (sb_run_record_load (self, id, &r) == 0) {
-            if (!status || strcmp (status, r.status) == 0) {
+            if (!status_name || r.status == status) {
                 sb_run_record_encode (&r, zhashx_lookup (self->leases, r.run_id), e);
                 n++;
             }
@@ -267,20 +272,22 @@ s_handle_cancel (self_t *self, sb_msg_t *msg)
         sb_bus_error (self->bus, msg, SB_E_not_found, "no run %s", id);
         return;
     }
-    if (sb_run_status_final (r.status)) {
-        sb_bus_error (self->bus, msg, SB_E_conflict, "run %s is already %s", id, r.status);
+    if (sb_run_status_is_final (r.status)) {
+        sb_bus_error (self->bus, msg, SB_E_conflict, "run %s is already %s", id, sb_run_status_name (r.status));
         sb_run_record_free (&r);
         return;
     }
-    if (strcmp (r.status, "queued") == 0) {
-        sb_run_set_status (&r, "cancelled", "cancelled before it started");
-        sb_run_save (self, &r, false, true, NULL);
+    /* a queued run has no executor to stop; a cancelling one was told
+       already, and is told again */
+    if (r.status == SB_RUN_queued) {
+        if (sb_run_set_status (&r, SB_RUN_cancelled, "cancelled before it started") == SB_OK)
+            sb_run_save (self, &r, false, true, NULL);
     }
     else
-    if (strcmp (r.status, "cancelling") != 0) {
+    if (r.status != SB_RUN_cancelling) {
         r.cancel_requested = true;
-        sb_run_set_status (&r, "cancelling", "cancel requested");
-        sb_run_save (self, &r, false, true, NULL);
+        if (sb_run_set_status (&r, SB_RUN_cancelling, "cancel requested") == SB_OK)
+            sb_run_save (self, &r, false, true, NULL);
         sb_run_push_cancel (self, &r);
     }
     else
@@ -300,10 +307,11 @@ s_handle_resume (self_t *self, sb_msg_t *msg)
         sb_bus_error (self->bus, msg, SB_E_not_found, "no run %s", id);
         return;
     }
-    if (!sb_run_status_final (r.status) || strcmp (r.status, "completed") == 0) {
+    /* resume reopens nothing: it creates a new run that continues this one */
+    if (!sb_run_status_is_final (r.status) || r.status == SB_RUN_completed) {
         sb_bus_error (self->bus, msg, SB_E_conflict,
                       "run %s is %s; only failed, cancelled, interrupted or expired runs can be resumed",
-                      id, r.status);
+                      id, sb_run_status_name (r.status));
         sb_run_record_free (&r);
         return;
     }
@@ -338,8 +346,8 @@ s_check_fence (self_t *self, sb_msg_t *msg, run_t *r)
         sb_run_record_free (r);
         return -1;
     }
-    if (sb_run_status_final (r->status)) {
-        sb_bus_error (self->bus, msg, SB_E_conflict, "run %s is already %s", id, r->status);
+    if (sb_run_status_is_final (r->status)) {
+        sb_bus_error (self->bus, msg, SB_E_conflict, "run %s is already %s", id, sb_run_status_name (r->status));
         sb_run_record_free (r);
         return -1;
     }
@@ -365,10 +373,8 @@ s_handle_heartbeat (self_t *self, sb_msg_t *msg)
         lease->input_tokens = sb_get_uint (msg->body, "input_tokens", lease->input_tokens);
         lease->output_tokens = sb_get_uint (msg->body, "output_tokens", lease->output_tokens);
     }
-    if (strcmp (r.status, "claimed") == 0) {
-        sb_run_set_status (&r, "running", NULL);
+    if (r.status == SB_RUN_claimed && sb_run_set_status (&r, SB_RUN_running, NULL) == SB_OK)
         sb_run_save (self, &r, false, true, NULL);
-    }
     sb_enc_t *e = self->enc;
     sb_enc_reset (e);
     sb_enc_map_open (e);
@@ -387,13 +393,19 @@ s_handle_finish (self_t *self, sb_msg_t *msg)
     run_t r;
     if (s_check_fence (self, msg, &r))
         return;
-    const char *status = sb_get_str (msg->body, "status");
-    if (strcmp (status, "completed") != 0 && strcmp (status, "failed") != 0 && strcmp (status, "cancelled") != 0) {
+    sb_run_status_t status = sb_run_status_from_name (sb_get_str (msg->body, "status"));
+    if (status != SB_RUN_completed && status != SB_RUN_failed && status != SB_RUN_cancelled) {
         sb_bus_error (self->bus, msg, SB_E_invalid, "status must be completed, failed or cancelled");
         sb_run_record_free (&r);
         return;
     }
-    sb_run_set_status (&r, status, sb_get_str (msg->body, "reason"));
+    /* e.g. a run that no executor ever claimed cannot finish */
+    if (sb_run_set_status (&r, status, sb_get_str (msg->body, "reason")) != SB_OK) {
+        sb_bus_error (self->bus, msg, SB_E_conflict, "run %s is %s; it cannot become %s", r.run_id,
+                      sb_run_status_name (r.status), sb_run_status_name (status));
+        sb_run_record_free (&r);
+        return;
+    }
     r.steps = sb_get_uint (msg->body, "steps", r.steps);
     const sb_val_t *u = sb_get_map (msg->body, "usage");
     r.input_tokens = sb_get_uint (u, "input_tokens", r.input_tokens);
@@ -405,21 +417,46 @@ s_handle_finish (self_t *self, sb_msg_t *msg)
     sb_run_record_free (&r);
 }
 
+/* ------------------------------------------------------------------ */
+/*  Dispatch: every request type the actor serves, and its handler
+    (actors/actor.h; tests/unit/test_dispatch.c holds the type column
+    against the schemas). */
+
+typedef void (s_handler_fn) (self_t *self, sb_msg_t *msg);
+
+static const struct {
+    const char *type;
+    s_handler_fn *fn;
+} s_handlers [] = {
+    { "run.request",   s_handle_request },
+    { "run.get",       s_handle_get },
+    { "run.list",      s_handle_list },
+    { "run.cancel",    s_handle_cancel },
+    { "run.resume",    s_handle_resume },
+    { "run.heartbeat", s_handle_heartbeat },
+    { "run.finish",    s_handle_finish },
+};
+#define S_HANDLERS (sizeof s_handlers / sizeof s_handlers [0])
+
+const char *
+sb_run_dispatch_type (size_t index)
+{
+    return index < S_HANDLERS ? s_handlers [index].type : NULL;
+}
+
 static void
 s_handle_bus (self_t *self)
 {
     sb_msg_t *msg;
     while ((msg = sb_bus_recv (self->bus, 0))) {
         if (msg->route) {
-            const char *t = msg->h.type;
-            if (strcmp (t, "run.request") == 0) s_handle_request (self, msg);
-            else if (strcmp (t, "run.get") == 0) s_handle_get (self, msg);
-            else if (strcmp (t, "run.list") == 0) s_handle_list (self, msg);
-            else if (strcmp (t, "run.cancel") == 0) s_handle_cancel (self, msg);
-            else if (strcmp (t, "run.resume") == 0) s_handle_resume (self, msg);
-            else if (strcmp (t, "run.heartbeat") == 0) s_handle_heartbeat (self, msg);
-            else if (strcmp (t, "run.finish") == 0) s_handle_finish (self, msg);
-            else sb_bus_error (self->bus, msg, SB_E_unknown_type, "run does not serve %s", t);
+            size_t k = 0;
+            while (k < S_HANDLERS && strcmp (msg->h.type, s_handlers [k].type) != 0)
+                k++;
+            if (k < S_HANDLERS)
+                s_handlers [k].fn (self, msg);
+            else
+                sb_bus_error (self->bus, msg, SB_E_unknown_type, "run does not serve %s", msg->h.type);
         }
         /* replies to pushes (exec.cancel) need no action */
         sb_msg_destroy (&msg);
@@ -523,7 +560,7 @@ sb_run_actor (zsock_t *pipe, void *args)
         s_handle_bus (self);
         if (sb_mono_ms () >= self->next_tick) {
             sb_run_expire_leases (self);
-            sb_run_dispatch_queued (self);
+            sb_run_start_queued (self);
             self->next_tick = sb_mono_ms () + 1000;
         }
     }

@@ -6,7 +6,7 @@
 #include "actors/run/run_impl.h"
 
 void
-sb_run_dispatch (self_t *self, run_t *r)
+sb_run_start (self_t *self, run_t *r)
 {
     if (strcmp (r->executor, "worker") == 0) {
         char w [256];
@@ -26,21 +26,17 @@ sb_run_dispatch (self_t *self, run_t *r)
     sb_enc_kuint (e, "fence", r->fence);
     if (r->resume_from [0]) sb_enc_kstr (e, "resume_from", r->resume_from);
     if (r->approval_policy [0]) sb_enc_kstr (e, "approval_policy", r->approval_policy);
-    sb_enc_key (e, "limits");
-    sb_enc_map_open (e);
-    sb_enc_kuint (e, "max_steps", r->max_steps);
-    sb_enc_kuint (e, "timeout_s", r->timeout_s);
-    if (r->max_output_tokens) sb_enc_kuint (e, "max_output_tokens", r->max_output_tokens);
-    sb_enc_map_close (e);
+    sb_run_limits_encode (r, e);
     sb_enc_map_close (e);
     size_t len;
     const uint8_t *b = sb_enc_data (e, &len);
     sb_msg_t *reply = sb_bus_call (self->bus, "exec.start", r->session_id, b, len, CALL_MS);
     sb_enc_destroy (&e);
     if (!reply || sb_msg_is_error (reply)) {
-        const char *code = reply ? sb_msg_error_code (reply) : "timeout";
+        sb_err_t code = reply ? sb_err_from_name (sb_msg_error_code (reply)) : SB_E_timeout;
         char w [256];
-        snprintf (w, sizeof w, "an exec instance (%s)", strcmp (code, "no_service") == 0 ? "none is live" : code);
+        snprintf (w, sizeof w, "an exec instance (%s)",
+                  code == SB_E_no_service ? "none is live" : sb_err_name (code));
         if (strcmp (w, r->waiting_for) != 0) {
             s_copy (r->waiting_for, sizeof r->waiting_for, w);
             sb_run_save (self, r, false, false, NULL);
@@ -50,9 +46,10 @@ sb_run_dispatch (self_t *self, run_t *r)
     }
     s_copy (r->owner, sizeof r->owner, sb_get_str (reply->body, "instance"));
     sb_msg_destroy (&reply);
+    if (sb_run_set_status (r, SB_RUN_claimed, NULL) != SB_OK)
+        return;
     r->started_at = sb_now_ms ();
     r->waiting_for [0] = 0;
-    sb_run_set_status (r, "claimed", NULL);
     lease_t *lease = calloc (1, sizeof *lease);
     if (lease) {
         lease->expires = sb_mono_ms () + LEASE_MS;
@@ -61,10 +58,10 @@ sb_run_dispatch (self_t *self, run_t *r)
     sb_run_save (self, r, false, true, NULL);
 }
 
-/*  Dispatches every queued run (the outbox is flushed first, so a run's
+/*  Starts every queued run (the outbox is flushed first, so a run's
     prompt is on the tape before an executor reads it). */
 void
-sb_run_dispatch_queued (self_t *self)
+sb_run_start_queued (self_t *self)
 {
     sb_run_outbox_flush (self);
     zlistx_t *ids = sb_run_active_ids (self);
@@ -73,8 +70,8 @@ sb_run_dispatch_queued (self_t *self)
     for (char *id = zlistx_first (ids); id; id = zlistx_next (ids)) {
         run_t r;
         if (sb_run_record_load (self, id, &r) == 0) {
-            if (strcmp (r.status, "queued") == 0)
-                sb_run_dispatch (self, &r);
+            if (r.status == SB_RUN_queued)
+                sb_run_start (self, &r);
             sb_run_record_free (&r);
         }
     }
@@ -107,12 +104,15 @@ sb_run_expire_leases (self_t *self)
             continue;
         run_t r;
         if (sb_run_record_load (self, id, &r) == 0) {
-            if (!sb_run_status_final (r.status)) {
+            /* a run that cannot expire (final, or never claimed) only
+               drops its lease */
+            if (sb_run_transition_ok (r.status, SB_RUN_expired)) {
                 /* fence first: once the session knows the new fence, the
                    lapsed executor can no longer write */
                 if (sb_run_save_new_fence (self, &r) == 0 && sb_run_fence_session (self, &r) == 0) {
-                    sb_run_set_status (&r, "expired", "lease lapsed: the executor stopped heartbeating");
-                    sb_run_save (self, &r, false, true, NULL);
+                    if (sb_run_set_status (&r, SB_RUN_expired,
+                                           "lease lapsed: the executor stopped heartbeating") == SB_OK)
+                        sb_run_save (self, &r, false, true, NULL);
                     zhashx_delete (self->leases, id);
                 }
             }
@@ -143,13 +143,11 @@ sb_run_recover (self_t *self)
         run_t r;
         if (sb_run_record_load (self, id, &r))
             continue;
-        if (strcmp (r.status, "queued") != 0 && !sb_run_status_final (r.status)) {
+        sb_run_status_t to = r.status == SB_RUN_cancelling ? SB_RUN_cancelled : SB_RUN_interrupted;
+        if (r.status != SB_RUN_queued && sb_run_transition_ok (r.status, to)) {
             if (sb_run_save_new_fence (self, &r) == 0)
                 sb_run_fence_session (self, &r);
-            if (strcmp (r.status, "cancelling") == 0)
-                sb_run_set_status (&r, "cancelled", "server_restart");
-            else
-                sb_run_set_status (&r, "interrupted", "server_restart");
+            sb_run_set_status (&r, to, "server_restart");
             r.phase [0] = 0;
             sb_run_save (self, &r, false, true, NULL);
             n++;

@@ -30,7 +30,7 @@ s_enc_status_entry (sb_enc_t *e, const run_t *r)
     sb_enc_key (e, "body");
     sb_enc_map_open (e);
     sb_enc_kstr (e, "run_id", r->run_id);
-    sb_enc_kstr (e, "status", r->status);
+    sb_enc_kstr (e, "status", sb_run_status_name (r->status));
     if (r->reason [0])
         sb_enc_kstr (e, "reason", r->reason);
     sb_enc_map_close (e);
@@ -77,7 +77,7 @@ s_write_fn (sb_txn_t *txn, void *arg)
     }
     sb_key_init (&k, 'A');
     sb_key_str (&k, r->session_id);
-    if (sb_run_status_final (r->status)) {
+    if (sb_run_status_is_final (r->status)) {
         MDB_val cur;
         if (sb_txn_get (txn, DBI_ACTIVE, k.buf, k.len, &cur) == 0
         &&  cur.mv_size == strlen (r->run_id) && memcmp (cur.mv_data, r->run_id, cur.mv_size) == 0)
@@ -89,7 +89,8 @@ s_write_fn (sb_txn_t *txn, void *arg)
         /* the outbox entry: appended to the tape after the commit */
         w->outbox_n = self->outbox_next;
         char cmd [96];
-        snprintf (cmd, sizeof cmd, "run:%s:%s:%llu", r->run_id, r->status, (unsigned long long) r->fence);
+        snprintf (cmd, sizeof cmd, "run:%s:%s:%llu", r->run_id, sb_run_status_name (r->status),
+                  (unsigned long long) r->fence);
         sb_enc_reset (e);
         sb_enc_map_open (e);
         sb_enc_kstr (e, "session_id", r->session_id);
@@ -156,10 +157,9 @@ sb_run_outbox_flush (self_t *self)
         free (copy);
         if (!reply)
             return;             /* the session actor is busy or away: retry on the next tick */
-        bool done = !sb_msg_is_error (reply)
-                 || strcmp (sb_msg_error_code (reply), "not_found") == 0
-                 || strcmp (sb_msg_error_code (reply), "invalid") == 0
-                 || strcmp (sb_msg_error_code (reply), "conflict") == 0;
+        /* a refusal is final (retrying cannot help); anything else is retried */
+        sb_err_t code = sb_msg_is_error (reply) ? sb_err_from_name (sb_msg_error_code (reply)) : SB_OK;
+        bool done = code == SB_OK || code == SB_E_not_found || code == SB_E_invalid || code == SB_E_conflict;
         if (sb_msg_is_error (reply))
             sb_warn (ACTOR, "tape append from the outbox failed code=%s message=\"%s\"%s",
                      sb_msg_error_code (reply), sb_msg_error_message (reply), done ? " (dropped)" : "");
@@ -189,7 +189,8 @@ s_save_with (self_t *self, run_t *r, bool is_new, bool status_changed, const cha
     }
     if (status_changed) {
         self->outbox_next = w.outbox_n + 1;
-        sb_info (ACTOR, "run status run=%s session=%s status=%s%s%s", r->run_id, r->session_id, r->status,
+        sb_info (ACTOR, "run status run=%s session=%s status=%s%s%s", r->run_id, r->session_id,
+                 sb_run_status_name (r->status),
                  r->reason [0] ? " reason=" : "", r->reason);
         sb_run_outbox_flush (self);
     }
@@ -209,13 +210,19 @@ sb_run_save_new_fence (self_t *self, run_t *r)
     return s_save_with (self, r, false, false, NULL, true);
 }
 
-void
-sb_run_set_status (run_t *r, const char *status, const char *reason)
+sb_err_t
+sb_run_set_status (run_t *r, sb_run_status_t status, const char *reason)
 {
-    s_copy (r->status, sizeof r->status, status);
+    if (!sb_run_transition_ok (r->status, status)) {
+        sb_warn (ACTOR, "refused transition run=%s from=%s to=%s", r->run_id,
+                 sb_run_status_name (r->status), sb_run_status_name (status));
+        return SB_E_conflict;
+    }
+    r->status = status;
     s_copy (r->reason, sizeof r->reason, reason);
-    if (sb_run_status_final (status))
+    if (sb_run_status_is_final (status))
         r->ended_at = sb_now_ms ();
+    return SB_OK;
 }
 
 /*  Tells the session actor the session's new fence and waits for it:

@@ -10,12 +10,24 @@ sb_run_record_free (run_t *r)
 }
 
 void
+sb_run_limits_encode (const run_t *r, sb_enc_t *e)
+{
+    sb_enc_key (e, "limits");
+    sb_enc_map_open (e);
+    sb_enc_kuint (e, "max_steps", r->max_steps);
+    sb_enc_kuint (e, "timeout_s", r->timeout_s);
+    if (r->max_output_tokens)
+        sb_enc_kuint (e, "max_output_tokens", r->max_output_tokens);
+    sb_enc_map_close (e);
+}
+
+void
 sb_run_record_encode (const run_t *r, const lease_t *lease, sb_enc_t *e)
 {
     sb_enc_map_open (e);
     sb_enc_kstr (e, "run_id", r->run_id);
     sb_enc_kstr (e, "session_id", r->session_id);
-    sb_enc_kstr (e, "status", r->status);
+    sb_enc_kstr (e, "status", sb_run_status_name (r->status));
     const char *phase = lease && lease->phase [0] ? lease->phase : r->phase;
     if (phase [0]) sb_enc_kstr (e, "phase", phase);
     if (r->reason [0]) sb_enc_kstr (e, "reason", r->reason);
@@ -29,12 +41,7 @@ sb_run_record_encode (const run_t *r, const lease_t *lease, sb_enc_t *e)
     sb_enc_kuint (e, "fence", r->fence);
     if (r->owner [0]) sb_enc_kstr (e, "owner", r->owner);
     if (r->approval_policy [0]) sb_enc_kstr (e, "approval_policy", r->approval_policy);
-    sb_enc_key (e, "limits");
-    sb_enc_map_open (e);
-    sb_enc_kuint (e, "max_steps", r->max_steps);
-    sb_enc_kuint (e, "timeout_s", r->timeout_s);
-    if (r->max_output_tokens) sb_enc_kuint (e, "max_output_tokens", r->max_output_tokens);
-    sb_enc_map_close (e);
+    sb_run_limits_encode (r, e);
     sb_enc_kuint (e, "created_at", r->created_at);
     sb_enc_kuint (e, "updated_at", r->updated_at);
     if (r->started_at) sb_enc_kuint (e, "started_at", r->started_at);
@@ -44,7 +51,7 @@ sb_run_record_encode (const run_t *r, const lease_t *lease, sb_enc_t *e)
     sb_enc_kuint (e, "input_tokens", lease && lease->input_tokens > r->input_tokens ? lease->input_tokens : r->input_tokens);
     sb_enc_kuint (e, "output_tokens", lease && lease->output_tokens > r->output_tokens ? lease->output_tokens : r->output_tokens);
     if (r->cancel_requested) sb_enc_kbool (e, "cancel_requested", true);
-    if (r->waiting_for [0] && strcmp (r->status, "queued") == 0) sb_enc_kstr (e, "waiting_for", r->waiting_for);
+    if (r->waiting_for [0] && r->status == SB_RUN_queued) sb_enc_kstr (e, "waiting_for", r->waiting_for);
     sb_enc_map_close (e);
 }
 
@@ -59,7 +66,7 @@ s_run_decode (const void *data, size_t len, run_t *r)
     const sb_val_t *v = sb_doc_root (doc);
     s_copy (r->run_id, sizeof r->run_id, sb_get_str (v, "run_id"));
     s_copy (r->session_id, sizeof r->session_id, sb_get_str (v, "session_id"));
-    s_copy (r->status, sizeof r->status, sb_get_str (v, "status"));
+    r->status = sb_run_status_from_name (sb_get_str (v, "status"));
     s_copy (r->phase, sizeof r->phase, sb_get_str (v, "phase"));
     s_copy (r->reason, sizeof r->reason, sb_get_str (v, "reason"));
     s_copy (r->resume_from, sizeof r->resume_from, sb_get_str (v, "resume_from"));
@@ -85,6 +92,11 @@ s_run_decode (const void *data, size_t len, run_t *r)
     r->max_output_tokens = sb_get_uint (l, "max_output_tokens", 0);
     r->cancel_requested = sb_get_bool (v, "cancel_requested", false);
     sb_doc_destroy (&doc);
+    if (r->status == SB_RUN__COUNT) {
+        /* a status this build does not know: no transition could apply */
+        sb_run_record_free (r);
+        return -1;
+    }
     return 0;
 }
 

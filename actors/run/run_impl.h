@@ -15,6 +15,8 @@
 #include "actors/store.h"
 #include "bus/client.h"
 #include "common/log.h"
+#include "schemas/errors.h"
+#include "schemas/run_status.h"
 
 #include <string.h>
 
@@ -30,7 +32,7 @@ enum { DBI_RUNS, DBI_ACTIVE, DBI_BYSESSION, DBI_OUTBOX, DBI_FENCES, DBI_COMMANDS
 typedef struct {
     char run_id [33];
     char session_id [33];
-    char status [16];
+    sb_run_status_t status;
     char phase [32];
     char reason [1024];
     char resume_from [33];
@@ -72,6 +74,9 @@ s_copy (char *dst, size_t n, const char *src)
 
 /*  run/record.c */
 void sb_run_record_free (run_t *r);
+/*  Encodes `limits` and the run's limits map (in the record and in
+    exec.start alike). */
+void sb_run_limits_encode (const run_t *r, sb_enc_t *e);
 /*  Encodes the record as the wire shows it; a live lease gives the phase,
     the counters and lease_expires_at. */
 void sb_run_record_encode (const run_t *r, const lease_t *lease, sb_enc_t *e);
@@ -90,7 +95,10 @@ int sb_run_active_run (self_t *self, const char *session_id, char *out);
 int sb_run_save (self_t *self, run_t *r, bool is_new, bool status_changed, const char *prompt);
 /*  Gives the run its session's next fence, persisted with it. */
 int sb_run_save_new_fence (self_t *self, run_t *r);
-void sb_run_set_status (run_t *r, const char *status, const char *reason);
+/*  Moves the run to `status` in memory when the transition table
+    (schemas/run_status.h) has the move; otherwise logs it, changes
+    nothing and returns SB_E_conflict, so the caller writes nothing. */
+sb_err_t sb_run_set_status (run_t *r, sb_run_status_t status, const char *reason);
 /*  Sends pending tape appends in order. */
 void sb_run_outbox_flush (self_t *self);
 /*  Tells the session actor the run's fence; 0 once it has it. */
@@ -98,8 +106,9 @@ int sb_run_fence_session (self_t *self, run_t *r);
 
 /*  run/lease.c */
 /*  Hands a queued run to an executor (exec.start), or notes what it waits for. */
-void sb_run_dispatch (self_t *self, run_t *r);
-void sb_run_dispatch_queued (self_t *self);
+void sb_run_start (self_t *self, run_t *r);
+/*  The same for every queued run. */
+void sb_run_start_queued (self_t *self);
 /*  Pushes exec.cancel to the instance that owns the run. */
 void sb_run_push_cancel (self_t *self, const run_t *r);
 void sb_run_expire_leases (self_t *self);

@@ -209,9 +209,8 @@ s_handle_list (self_t *self, sb_msg_t *msg)
         sb_bus_error (self->bus, msg, SB_E_invalid, "status must be one of %s", sb_run_status_names ());
         return;
     }
-    uint64_t limit = sb_get_uint (msg->body, "limit", 100);
-    if (limit == 0 || limit > 1000)
-        limit = 1000;
+    /* the codec refused a limit outside the schema's range already */
+    uint64_t limit = sb_get_uint (msg->body, "limit", (uint64_t) sb_schema_default ("run.list", "limit"));
     sb_txn_t txn;
     if (sb_txn_begin (self->store, &txn, false)) {
         sb_bus_error (self->bus, msg, SB_E_internal, "store unavailable");

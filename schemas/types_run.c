@@ -59,7 +59,7 @@ static const sb_field_t s_run_id [] = {
 static const sb_field_t s_run_list [] = {
     { "session_id", SB_T_STR, false, ID_MAX, NULL, "only this session's runs" },
     { "status", SB_T_STR, false, 16, NULL, "only runs in this status" },
-    { "limit", SB_T_UINT, false, 0, NULL, "at most (default 100, max 1000)" },
+    { "limit", SB_T_UINT, false, 0, NULL, "at most this many runs", RANGE (1, 1000, 100) },
     END
 };
 static const sb_field_t s_run_item [] = { { "run", SB_T_MAP, false, 0, s_run_record, "a run" } };

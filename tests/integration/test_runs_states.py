@@ -39,5 +39,26 @@ def test_a_run_never_claimed_cannot_finish():
     server.stop()
 
 
+def test_out_of_range_limits_are_refused_alike():
+    server = Server().start()
+    sid = new_session(server, tmpdir(), approval_policy="yolo")
+    api = server.control()
+    cases = (("run.list", {}, "1..1000"), ("session.list", {}, "1..1000"),
+             ("session.events", {"session_id": sid}, "1..5000"))
+    for type, body, rng in cases:
+        for limit in (0, 5001 if type == "session.events" else 5000):
+            m = api.request(type, dict(body, limit=limit))
+            check(m.is_error() and m.body.get("code") == "invalid", "%s {limit: %d} answered %s %r",
+                  type, limit, m.type, m.body)
+            want = "limit: %d is out of range (%s)" % (limit, rng)
+            check(want in m.body.get("message", ""), "%s: %r lacks %r", type, m.body, want)
+    # in range, and absent (the schema's default), are served
+    for type, body, _ in cases:
+        for extra in ({"limit": 1}, {}):
+            m = api.request(type, dict(body, **extra))
+            check(m.type == type + ".ok", "%s %r answered %s %r", type, extra, m.type, m.body)
+    server.stop()
+
+
 if __name__ == "__main__":
     run_tests(globals())

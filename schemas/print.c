@@ -100,7 +100,9 @@ sb_schema_print (FILE *out, bool md)
                  "Protocol version: %d. Every message is `[header][body]`, two msgpack maps "
                  "(after routing frames). Bodies are at most %u bytes unless a type says more; "
                  "nesting is at most %d deep. Strings and binaries without a stated limit are "
-                 "capped at %d bytes, arrays and maps at %d items.\n\n",
+                 "capped at %d bytes, arrays and maps at %d items. An integer outside the range "
+                 "its field states (`min..max, default d`) is refused with `invalid`, naming the "
+                 "field and the range; an absent one means the default.\n\n",
                  SB_PROTOCOL_VERSION, SB_MAX_MSG_BYTES, SB_MAX_DEPTH, SB_DEFAULT_STR_MAX,
                  SB_DEFAULT_COUNT_MAX);
         fprintf (out, "## Header\n\n| field | type | required | limit | doc |\n|---|---|---|---|---|\n");

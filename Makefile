@@ -52,10 +52,11 @@ $(BUILD)/switchboard: $(BUILD)/obj/cli/main.o $(BUILD)/libswitchboard.a
 	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # Unit tests wrap malloc so the codec tests can prove that validation allocates nothing.
+# They find the SSE transcripts in this tree unless $$SB_FIXTURES names others.
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libswitchboard.a $(HDRS)
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"
-	@$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libswitchboard.a $(LDLIBS) -lcriterion
+	@$(CC) $(CFLAGS) -DSB_FIXTURES_DIR='"$(CURDIR)/tests/fixtures/llm"' $(LDFLAGS) -o $@ $< $(BUILD)/libswitchboard.a $(LDLIBS) -lcriterion
 
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libswitchboard.a $(HDRS)
 	@mkdir -p $(dir $@)

@@ -430,7 +430,7 @@ static const char *
 fixtures_dir (void)
 {
     const char *dir = getenv ("SB_FIXTURES");
-    return dir && *dir? dir: "../shared/fixtures/llm";
+    return dir && *dir? dir: SB_FIXTURES_DIR;
 }
 
 static char *

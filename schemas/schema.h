@@ -73,6 +73,10 @@ const sb_type_t *sb_schema_all (size_t *count);
     max_value set). */
 bool sb_field_ranged (const sb_field_t *f);
 
+/*  Field `field` of message type `type` (e.g. "run.list", "limit"), for
+    readers of its declared range such as the CLI; NULL when unknown. */
+const sb_field_t *sb_schema_field (const char *type, const char *field);
+
 /*  The declared default of field `field` of message type `type` (e.g.
     "run.list", "limit"): what a handler uses when the field is absent.
     0 when the type, the field or its range is not declared. */

@@ -1556,6 +1556,10 @@ Test (range, every_list_limit_is_declared)
     cr_assert_eq (sb_schema_default ("run.list", "status"), 0, "no range, no default");
     cr_assert_eq (sb_schema_default ("run.list", "bogus"), 0);
     cr_assert_eq (sb_schema_default ("bogus.type", "limit"), 0);
+    const sb_field_t *f = sb_schema_field ("session.events", "limit");
+    cr_assert (f && f->min_value == 1 && f->max_value == 5000);
+    cr_assert_null (sb_schema_field ("session.events", "bogus"));
+    cr_assert_null (sb_schema_field (NULL, "limit"));
 }
 
 /*  A hand-made table: INT ranges below zero, and a far-off uint64. */

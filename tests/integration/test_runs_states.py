@@ -4,7 +4,8 @@ section 4; schemas/run_status.h, docs/protocol.md):
 
   - the run actor refuses a transition its table lacks: a run no
     executor ever claimed (a queued worker run, fence 0) cannot be
-    finished, and stays queued;
+    finished, and stays queued; run.list refuses a status filter that
+    names no status;
   - a list request's `limit` outside the range its schema declares is
     refused with `invalid`, naming the field and the range, the same way
     for run.list, session.list and session.events.
@@ -32,6 +33,13 @@ def test_a_run_never_claimed_cannot_finish():
     check(get_run(server, run["run_id"])["status"] == "queued", "the refused finish was written")
     statuses = [e["body"]["status"] for e in tape(server, sid) if e["kind"] == "run.status"]
     check(statuses == ["queued"], "the refused finish reached the tape: %r", statuses)
+
+    # a status filter names one of the statuses, or is refused
+    m = server.control().request("run.list", {"status": "bogus"})
+    check(m.is_error() and m.body.get("code") == "invalid" and "interrupted" in m.body.get("message", ""),
+          "run.list {status: bogus} answered %s %r", m.type, m.body)
+    runs = call(server, "run.list", {"status": "queued"})["runs"]
+    check([r["run_id"] for r in runs] == [run["run_id"]], "run.list {status: queued}: %r", runs)
 
     # the legal move from queued still works
     run = call(server, "run.cancel", {"run_id": run["run_id"]})["run"]

@@ -15,14 +15,14 @@
     buffers that each run resets.
 
     The files: this one is the actor (its loop, the drain, the answers);
-    actors/session_requests.c handles each request type, and
-    actors/session_store.c keeps the layout of DATA/session
+    actors/session/requests.c handles each request type, and
+    actors/session/store.c keeps the layout of DATA/session
     (docs/sessions.md).
 
     Memory. No session is kept in RAM between drains: LMDB's pages are the
     cache, and they are file-backed. The per-drain record cache is freed
     at the end of each drain. */
-#include "actors/session_impl.h"
+#include "actors/session/session_impl.h"
 #include "actors/actor.h"
 
 #include <errno.h>
@@ -31,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-//  The types served: the handlers are in actors/session_requests.c.
+//  The types served: the handlers are in actors/session/requests.c.
 static const struct {
     const char *type;
     op_t op;

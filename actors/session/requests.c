@@ -1,4 +1,4 @@
-/*  actors/session_requests.c — the session service's requests, one by one.
+/*  actors/session/requests.c — the session service's requests, one by one.
 
     Each request goes through up to three steps (actors/session.c runs
     them for a whole drain):
@@ -11,7 +11,7 @@
          each run resets, and sends nothing;
       3. reads (get, list, events), from a read transaction after the
          commit. */
-#include "actors/session_impl.h"
+#include "actors/session/session_impl.h"
 #include "schemas/types.h"
 
 #include <errno.h>

@@ -1,4 +1,4 @@
-/*  actors/session_store.c — the layout of DATA/session.
+/*  actors/session/store.c — the layout of DATA/session.
 
     One dbi per table; keys built with sb_key_* (a tag byte, then
     NUL-terminated strings and big-endian integers); values msgpack:
@@ -17,7 +17,7 @@
 
     Records are read into the drain's cache and written back once, at the
     end of the drain's transaction. docs/sessions.md has the details. */
-#include "actors/session_impl.h"
+#include "actors/session/session_impl.h"
 #include "schemas/types.h"
 
 #include <errno.h>

@@ -34,4 +34,8 @@
     store cannot be opened, say), having logged why. */
 void sb_session_actor (zsock_t *pipe, void *args);
 
+/*  The type column of the actor's dispatch table: the index-th type it
+    serves, or NULL past the end (actors/actor.h). */
+const char *sb_session_dispatch_type (size_t index);
+
 #endif

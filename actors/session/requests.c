@@ -533,15 +533,8 @@ s_send_enc (self_t *self, req_t *req)
 static void
 s_read_get (self_t *self, sb_txn_t *txn, req_t *req)
 {
-    sb_key_t k;
-    s_key_session (&k, req->sid);
     MDB_val v;
-    int rc = sb_txn_get (txn, DBI_SESSIONS, k.buf, k.len, &v);
-    if (rc == SB_STORE_NOTFOUND) {
-        sb_session_fail (req, SB_E_not_found, "no session %s", req->sid);
-        return;
-    }
-    if (rc != 0)
+    if (!sb_session_record_load (txn, req, req->sid, &v))
         return;
     sb_enc_reset (self->enc);
     sb_enc_map_open (self->enc);
@@ -633,15 +626,8 @@ s_read_events (self_t *self, sb_txn_t *txn, req_t *req)
         sb_session_fail (req, SB_E_invalid, "limit must be between 1 and %d", SB_SESSION_EVENTS_LIMIT_MAX);
         return;
     }
-    sb_key_t k;
-    s_key_session (&k, req->sid);
     MDB_val v;
-    int rc = sb_txn_get (txn, DBI_SESSIONS, k.buf, k.len, &v);
-    if (rc == SB_STORE_NOTFOUND) {
-        sb_session_fail (req, SB_E_not_found, "no session %s", req->sid);
-        return;
-    }
-    if (rc != 0)
+    if (!sb_session_record_load (txn, req, req->sid, &v))
         return;
     sb_verr_t verr;
     sb_doc_t *doc = sb_decode (v.mv_data, v.mv_size, sb_session_record_fields, 0, &verr);

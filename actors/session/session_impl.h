@@ -226,6 +226,9 @@ void sb_session_read (self_t *self, sb_txn_t *txn, req_t *req);
 //  session/store.c: records (through the drain's cache)
 
 void sb_session_record_encode (sb_enc_t *enc, const record_t *r);
+//  Session `sid`'s stored record into *v (valid until the txn ends).
+//  False with req failed (not_found) or with the txn's error set.
+bool sb_session_record_load (sb_txn_t *txn, req_t *req, const char *sid, MDB_val *v);
 //  The drain's copy of session `sid`, from the cache or the store. NULL
 //  with req failed (not_found, internal) or with the txn's error set.
 record_t *sb_session_record_get (self_t *self, sb_txn_t *txn, req_t *req, const char *sid);

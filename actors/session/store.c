@@ -52,6 +52,21 @@ sb_session_record_encode (sb_enc_t *enc, const record_t *r)
     sb_enc_map_close (enc);
 }
 
+//  The stored record of session `sid`, as LMDB holds it: true with *v set,
+//  else false with req failed (not_found) or with the txn's sticky error
+//  set. Every request that names a session loads it here, so that a
+//  missing one is refused alike everywhere.
+bool
+sb_session_record_load (sb_txn_t *txn, req_t *req, const char *sid, MDB_val *v)
+{
+    sb_key_t k;
+    s_key_session (&k, sid);
+    int rc = sb_txn_get (txn, DBI_SESSIONS, k.buf, k.len, v);
+    if (rc == SB_STORE_NOTFOUND)
+        sb_session_fail (req, SB_E_not_found, "no session %s", sid);
+    return rc == 0;
+}
+
 //  The drain's copy of session `sid`: from the cache, else from the store.
 //  NULL with req failed (not_found, or internal for a record that does not
 //  decode) or with the txn's sticky error set.
@@ -64,13 +79,8 @@ sb_session_record_get (self_t *self, sb_txn_t *txn, req_t *req, const char *sid)
             sb_session_fail (req, SB_E_not_found, "no session %s", sid);
         return r->deleted? NULL: r;
     }
-    sb_key_t k;
-    s_key_session (&k, sid);
     MDB_val v;
-    int rc = sb_txn_get (txn, DBI_SESSIONS, k.buf, k.len, &v);
-    if (rc == SB_STORE_NOTFOUND)
-        sb_session_fail (req, SB_E_not_found, "no session %s", sid);
-    if (rc != 0)
+    if (!sb_session_record_load (txn, req, sid, &v))
         return NULL;
     sb_verr_t verr = { .code = SB_OK };
     sb_doc_t *doc = sb_decode (v.mv_data, v.mv_size, sb_session_record_fields, 0, &verr);

@@ -21,6 +21,8 @@
 
 #define ACTOR "session"
 
+//  The longest last_prompt kept in a record, in bytes.
+#define LAST_PROMPT_MAX     200
 //  Caps on one drain. The entry cap also keeps a transaction far below
 //  LMDB's dirty-page limit (MDB_TXN_FULL).
 #define BATCH_MAX_MSGS      4096
@@ -61,8 +63,10 @@ typedef struct {
     sb_doc_t *doc;
     const char *session_id, *status, *title, *workspace, *provider, *model;
     const char *approval_policy, *last_run_id, *turn_status;
+    const char *last_prompt;    //  the first line of the latest prompt, cut
     const sb_val_t *labels;
     uint64_t created_at, updated_at, max_steps, last_seq, config_version, fence;
+    uint64_t last_activity_at;  //  the latest prompt or run status, ms
     bool dirty, deleted;
 } record_t;
 

@@ -46,6 +46,9 @@ sb_session_record_encode (sb_enc_t *enc, const record_t *r)
     sb_enc_kuint (enc, "last_seq", r->last_seq);
     sb_enc_kstr_opt (enc, "last_run_id", r->last_run_id);
     sb_enc_kstr (enc, "turn_status", r->turn_status);
+    if (r->last_activity_at)
+        sb_enc_kuint (enc, "last_activity_at", r->last_activity_at);
+    sb_enc_kstr_opt (enc, "last_prompt", r->last_prompt);
     sb_enc_kuint (enc, "config_version", r->config_version);
     if (r->fence)
         sb_enc_kuint (enc, "fence", r->fence);
@@ -104,6 +107,7 @@ sb_session_record_get (self_t *self, sb_txn_t *txn, req_t *req, const char *sid)
         .approval_policy = sb_get_str (m, "approval_policy"),
         .last_run_id = sb_get_str (m, "last_run_id"),
         .turn_status = sb_get_str (m, "turn_status"),
+        .last_prompt = sb_get_str (m, "last_prompt"),
         .labels = sb_get_map (m, "labels"),
         .created_at = sb_get_uint (m, "created_at", 0),
         .updated_at = sb_get_uint (m, "updated_at", 0),
@@ -111,6 +115,7 @@ sb_session_record_get (self_t *self, sb_txn_t *txn, req_t *req, const char *sid)
         .last_seq = sb_get_uint (m, "last_seq", 0),
         .config_version = sb_get_uint (m, "config_version", 0),
         .fence = sb_get_uint (m, "fence", 0),
+        .last_activity_at = sb_get_uint (m, "last_activity_at", 0),
     };
     self->recs [self->nrecs++] = r;
     zhashx_insert (self->rec_index, r->session_id, r);

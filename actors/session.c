@@ -14,10 +14,11 @@
     it sends nothing and consumes nothing: everything it produces lives in
     buffers that each run resets.
 
-    The files: this one is the actor (its loop, the drain, the answers);
-    actors/session/requests.c handles each request type, and
-    actors/session/store.c keeps the layout of DATA/session
-    (docs/sessions.md).
+    The files: this one is the actor (its loop, its dispatch table, the
+    drain, the answers); actors/session/requests.c handles each request
+    type of the drain, actors/session/store.c keeps the layout of
+    DATA/session (docs/sessions.md), and actors/session/prompt.c forwards
+    session.prompt to the run coordinator.
 
     Memory. No session is kept in RAM between drains: LMDB's pages are the
     cache, and they are file-backed. The per-drain record cache is freed

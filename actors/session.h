@@ -1,7 +1,7 @@
 /*  actors/session.h — the session actor: sessions and their durable tape.
 
-    Serves session.create/get/list/update/close/delete/append/events
-    (schemas/types_session.c) from one LMDB environment, DATA/session, of
+    Serves session.create/get/list/update/close/delete/append/events/fence
+    and session.prompt (schemas/types_session.c) from one LMDB environment, DATA/session, of
     which it is the only writer. Every change is committed durably before
     it is acknowledged, and every tape entry is published on
     `session/<id>` (type session.event) only after its commit.

@@ -81,6 +81,6 @@ sb_run_status_names (void)
 {
     /* one literal from the table, past the first separator */
 #define SB_RUN_STATUS_JOIN(name, final, doc) " | " #name
-    return SB_RUN_STATUS_TABLE (SB_RUN_STATUS_JOIN) + 3;
+    return &SB_RUN_STATUS_TABLE (SB_RUN_STATUS_JOIN) [3];
 #undef SB_RUN_STATUS_JOIN
 }

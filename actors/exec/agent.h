@@ -36,12 +36,14 @@ typedef struct {
     int64_t first_ms;
 } sb_exec_coalesce_t;
 
+/*  One run. The actor thread fills it in before the run thread starts;
+    from then on only the run thread writes it, but for the atomics. */
 struct sb_exec_run {
-    //  Called on the run thread as it ends: hands the run back to the
-    //  actor thread, which joins and frees it.
+    /* called on the run thread as it ends: hands the run back to the
+       actor thread, which joins and frees it */
     void (*on_end) (sb_exec_run_t *run);
-    void *owner;                //  the actor's state, for on_end
-    const char *sandbox;        //  NULL or "bwrap", from the server config
+    void *owner;                /* the actor's state, for on_end */
+    const char *sandbox;        /* NULL or "bwrap", from the server config */
     pthread_t thread;
     pthread_t hb_thread;
     bool hb_started;
@@ -79,6 +81,7 @@ typedef struct {
     char *arguments;            /* NULL: the provider sent unusable arguments */
 } sb_exec_call_t;
 
+//  What one model call produced.
 typedef struct {
     sb_exec_call_t calls [64];
     int ncalls;
@@ -90,7 +93,6 @@ typedef struct {
     bool usage;
     char stop [32];
 } sb_exec_step_t;
-
 
 //  ---------------------------------------------------------------------
 //  actors/exec/tape.c: what a run writes, always with its fence

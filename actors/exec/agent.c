@@ -42,8 +42,7 @@ s_heartbeat (sb_exec_run_t *run, sb_bus_t *bus, sb_enc_t *e)
     const uint8_t *b = sb_enc_data (e, &len);
     sb_msg_t *reply = sb_bus_call (bus, "run.heartbeat", run->session_id, b, len, SB_EXEC_HEARTBEAT_MS);
     if (reply && sb_msg_is_error (reply)) {
-        sb_err_t err = sb_err_from_name (sb_msg_error_code (reply));
-        if (err == SB_E_fenced || err == SB_E_not_found || err == SB_E_conflict) {
+        if (sb_exec_err_lost (sb_err_from_name (sb_msg_error_code (reply)))) {
             /* the run is no longer ours: stop without writing */
             atomic_store (&run->lost, true);
             eventfd_write (run->cancel_fd, 1);

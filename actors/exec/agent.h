@@ -97,6 +97,10 @@ typedef struct {
 //  ---------------------------------------------------------------------
 //  actors/exec/tape.c: what a run writes, always with its fence
 
+//  Whether an error reply says the run is no longer ours to write: fenced
+//  by a newer owner, taken over, or gone.
+bool sb_exec_err_lost (sb_err_t err);
+
 //  Whether the run's cancel eventfd is readable.
 bool sb_exec_cancelled (sb_exec_run_t *run);
 

@@ -37,12 +37,9 @@ sb_exec_finish_with (sb_exec_run_t *run, const char *status, const char *fmt, ..
     va_end (ap);
 }
 
-/*  Whether an error code says the run is no longer ours to write: fenced
-    by a newer owner, taken over, or gone. */
-static bool
-s_lost (const char *code)
+bool
+sb_exec_err_lost (sb_err_t err)
 {
-    sb_err_t err = sb_err_from_name (code);
     return err == SB_E_fenced || err == SB_E_conflict || err == SB_E_not_found;
 }
 
@@ -68,7 +65,7 @@ sb_exec_append (sb_exec_run_t *run, sb_enc_t *entries)
     int rc = 0;
     if (!reply || sb_msg_is_error (reply)) {
         const char *code = reply ? sb_msg_error_code (reply) : "timeout";
-        if (s_lost (code)) {
+        if (sb_exec_err_lost (sb_err_from_name (code))) {
             atomic_store (&run->lost, true);
             sb_warn (ACTOR, "run lost its right to write run=%s code=%s", run->run_id, code);
         }

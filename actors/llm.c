@@ -142,20 +142,39 @@ s_handle_models (self_t *self, sb_msg_t *msg)
         job->in_multi = true;
 }
 
+/*  Every message type this actor serves, and its handler: the one place
+    to look a type up. tests/unit/test_dispatch.c holds the type column
+    against the schema tables. */
+typedef void (handler_fn) (self_t *self, sb_msg_t *msg);
+
+static const struct {
+    const char *type;
+    handler_fn *handler;
+} s_dispatch [] = {
+    { "llm.stream", s_handle_stream },
+    { "llm.cancel", s_handle_cancel },
+    { "llm.models", s_handle_models },
+};
+
+#define DISPATCH_COUNT (sizeof s_dispatch / sizeof s_dispatch [0])
+
+const char *
+sb_llm_dispatch_type (size_t index)
+{
+    return index < DISPATCH_COUNT ? s_dispatch [index].type : NULL;
+}
+
 static void
 s_handle_bus (self_t *self)
 {
     sb_msg_t *msg;
     while ((msg = sb_bus_recv (self->bus, 0))) {
         if (msg->route) {
-            if (strcmp (msg->h.type, "llm.stream") == 0)
-                s_handle_stream (self, msg);
-            else
-            if (strcmp (msg->h.type, "llm.cancel") == 0)
-                s_handle_cancel (self, msg);
-            else
-            if (strcmp (msg->h.type, "llm.models") == 0)
-                s_handle_models (self, msg);
+            size_t k = 0;
+            while (k < DISPATCH_COUNT && strcmp (s_dispatch [k].type, msg->h.type) != 0)
+                k++;
+            if (k < DISPATCH_COUNT)
+                s_dispatch [k].handler (self, msg);
             else
                 sb_bus_error (self->bus, msg, SB_E_unknown_type, "llm does not serve %s", msg->h.type);
         }

@@ -326,8 +326,11 @@ s_stream_done (self_t *self, job_t *job, CURLcode res)
             sb_llm_stream_end (self, job);
             return;
         }
-        sb_err_t code = strcmp (perr.code, "incomplete_stream") == 0 ? SB_E_incomplete_stream
-                      : strcmp (perr.code, "too_large") == 0 ? SB_E_too_large : SB_E_provider;
+        /* A provider's own code is any string; only the two the mapper
+           raises itself keep their meaning on the bus. */
+        sb_err_t code = sb_err_from_name (perr.code);
+        if (code != SB_E_incomplete_stream && code != SB_E_too_large)
+            code = SB_E_provider;
         char m [700];
         snprintf (m, sizeof m, "%s: %s", perr.code, perr.message);
         sb_llm_retry_or_fail (self, job, code, perr.code, 0, perr.retryable, perr.retry_after_ms, m);

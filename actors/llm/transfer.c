@@ -376,8 +376,7 @@ s_stream_done (self_t *self, job_t *job, CURLcode res)
         retryable = res == CURLE_COULDNT_CONNECT || res == CURLE_COULDNT_RESOLVE_HOST
                  || res == CURLE_RECV_ERROR || res == CURLE_SEND_ERROR || res == CURLE_GOT_NOTHING
                  || res == CURLE_PARTIAL_FILE;
-        snprintf (m, sizeof m, "cannot reach the provider at %s: %s", job->prov->base_url,
-                  curl_easy_strerror (res));
+        snprintf (m, sizeof m, "cannot reach the provider: %s", curl_easy_strerror (res));
     }
     sb_llm_retry_or_fail (self, job, code, curl_easy_strerror (res), 0, retryable, -1, m);
 }

@@ -3,8 +3,8 @@
 Every error a stream ends with names the provider, its URL and the model,
 so that a run's failure reason tells several providers apart: an HTTP
 error (401 from responses, 400 from anthropic), an unreachable server,
-and a URL with credentials in it (left out, as the key is). The key's
-value never appears.
+a URL with credentials in it (left out, as the key is), and a run that
+fails on a 401. The key's value never appears.
 
 At start, serve warns once for each provider that needs a key and has
 none, naming the variable to set; with the key set it says nothing, and
@@ -84,6 +84,20 @@ def test_credentials_in_the_url_are_left_out():
           "message %r", b["message"])
     check("pw-SECRET-77" not in repr(b), "the URL's password is in the error %r", b)
     c.close()
+
+
+def test_run_failure_reason_names_provider_url_and_model():
+    """What the person sees: the failed run's reason, through exec."""
+    from test_runs_e2e import LLM, llm_server, new_session, prompt, wait_run
+    llm = LLM()
+    llm.script("refused", [{"status": 401}])
+    srv = llm_server(llm, "refused")
+    rid = prompt(srv, new_session(srv, srv.data), "hello")
+    run = wait_run(srv, rid)
+    want = origin("responses", llm.url("refused"), "m") + "HTTP 401"
+    check(run["status"] == "failed", "run %r", run)
+    check(want in run.get("reason", ""), "reason %r, want it to hold %r", run.get("reason"), want)
+    check("sk-test" not in run.get("reason", ""), "the key is in the reason")
 
 
 # ---------------------------------------------------------------------------

@@ -294,9 +294,15 @@ s_loopback (const char *url)
         n = strcspn (host, "]") + 1;
     else
         n = strcspn (host, ":/?#");
-    return (n == 9 && strncasecmp (host, "localhost", 9) == 0)
-        || (n == 5 && strncmp (host, "[::1]", 5) == 0)
-        || (n >= 4 && strncmp (host, "127.", 4) == 0);
+    if ((n == 9 && strncasecmp (host, "localhost", 9) == 0) || (n == 5 && strncmp (host, "[::1]", 5) == 0))
+        return true;
+    /* 127.x.y.z, and not a name such as 127.example.com */
+    if (n < 7 || strncmp (host, "127.", 4) != 0)
+        return false;
+    for (size_t k = 0; k < n; k++)
+        if (!(host [k] == '.' || (host [k] >= '0' && host [k] <= '9')))
+            return false;
+    return true;
 }
 
 const char *

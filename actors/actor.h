@@ -39,6 +39,8 @@ void sb_run_actor (zsock_t *pipe, void *args);
 const char *sb_run_dispatch_type (size_t index);
 /*  The local executor: exec.start, exec.cancel; the agent loop. */
 void sb_exec_actor (zsock_t *pipe, void *args);
+/*  The exec actor's dispatch table, type column (see below). */
+const char *sb_exec_dispatch_type (size_t index);
 /*  The model broker: llm.stream, llm.cancel, llm.models. */
 void sb_llm_actor (zsock_t *pipe, void *args);
 /*  The llm actor's dispatch table, type by type (see below). */
@@ -67,8 +69,5 @@ int sb_actor_register (zsock_t *pipe, struct sb_bus *bus, const char *service,
     index-th row's type, or NULL past the end. tests/unit/test_dispatch.c
     holds each exported column against the schema tables. */
 typedef const char *(sb_dispatch_type_fn) (size_t index);
-
-/*  The type column of the exec actor's dispatch table (actors/exec.c). */
-const char *sb_exec_dispatch_type (size_t index);
 
 #endif

@@ -570,6 +570,11 @@ s_read_list (self_t *self, sb_txn_t *txn, req_t *req)
         sb_session_fail (req, SB_E_invalid, "cursor is not a session id from next_cursor");
         return;
     }
+    const char *id_prefix = sb_get_str (b, "id_prefix");
+    if (id_prefix && !sb_ulid_prefix_valid (id_prefix)) {
+        sb_session_fail (req, SB_E_invalid, "id_prefix must be the start of a session id");
+        return;
+    }
 
     //  By status, walk the index; else the records themselves. Both are in
     //  session id order, which is creation order (ULIDs).
@@ -583,6 +588,11 @@ s_read_list (self_t *self, sb_txn_t *txn, req_t *req)
         sb_key_init (&prefix, 'S');
         s_key_session (&start, cursor? cursor: "");
     }
+    //  An id prefix narrows the scan to its own key range: ids are the
+    //  key's last field, so the prefix bytes extend the key prefix.
+    size_t id_at = prefix.len;
+    if (id_prefix)
+        sb_key_bytes (&prefix, id_prefix, strlen (id_prefix));
     sb_enc_reset (self->enc);
     sb_enc_map_open (self->enc);
     sb_enc_key (self->enc, "sessions");
@@ -596,7 +606,7 @@ s_read_list (self_t *self, sb_txn_t *txn, req_t *req)
     char next [SB_ULID_LEN + 1] = "";
     while (sb_txn_iter_next (&it, &k, &v)) {
         //  The session id is the key's last field.
-        const char *sid = (const char *) k.mv_data + prefix.len;
+        const char *sid = (const char *) k.mv_data + id_at;
         if (cursor && strcmp (sid, cursor) == 0)
             continue;
         if (n == limit) {

@@ -71,6 +71,12 @@ int sb_cli_id_check (const char *cmd, sb_cli_id_kind_t kind, const char *arg);
 int sb_cli_resolve (const char *cmd, sb_bus_t *bus, sb_cli_id_kind_t kind, const char *arg,
                     char out [SB_ULID_LEN + 1]);
 
+/*  List cells, alike in every list: a time as "YYYY-MM-DD HH:MM" (local),
+    a text as its first line cut at `max` bytes with "..."; "-" when
+    absent. */
+void sb_cli_time_cell (uint64_t ms, char *out, size_t n);
+void sb_cli_text_cell (const char *s, size_t max, char *out, size_t n);
+
 /*  Prints a value as one JSON line. */
 void sb_cli_print_json (const sb_val_t *v);
 

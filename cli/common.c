@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 bool sb_cli_json_errors;
@@ -222,4 +223,40 @@ sb_cli_print_json (const sb_val_t *v)
 {
     sb_json_print (stdout, v);
     fflush (stdout);
+}
+
+void
+sb_cli_time_cell (uint64_t ms, char *out, size_t n)
+{
+    if (ms == 0) {
+        snprintf (out, n, "-");
+        return;
+    }
+    time_t t = (time_t) (ms / 1000);
+    struct tm tm;
+    localtime_r (&t, &tm);
+    if (strftime (out, n, "%Y-%m-%d %H:%M", &tm) == 0)
+        snprintf (out, n, "-");
+}
+
+void
+sb_cli_text_cell (const char *s, size_t max, char *out, size_t n)
+{
+    if (!s || !*s) {
+        snprintf (out, n, "-");
+        return;
+    }
+    if (max + 4 > n)
+        max = n - 4;
+    size_t w = 0;
+    for (; s [w] && s [w] != '\n' && w < max; w++)
+        out [w] = (unsigned char) s [w] < 0x20 ? ' ' : s [w];
+    bool cut = s [w] && s [w] != '\n';
+    //  never leave half a UTF-8 character before the ellipsis
+    if (cut)
+        while (w > 0 && ((unsigned char) s [w] & 0xC0) == 0x80)
+            w--;
+    out [w] = 0;
+    if (cut)
+        snprintf (out + w, n - w, "...");
 }

@@ -285,7 +285,7 @@ sb_cmd_run (int argc, char **argv)
     oneshot_t o = { .approval = "auto" };
     sb_serve_opts_t so = { .http = "127.0.0.1:0" };
     const char *repo = NULL;
-    int c;
+    int c, rc;
     optind = 1;
     while ((c = getopt_long (argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
@@ -314,7 +314,9 @@ sb_cmd_run (int argc, char **argv)
     if (!o.goal || !*o.goal)
         return sb_cli_usage ("run", "--goal is required");
     if (strcmp (o.approval, "yolo") && strcmp (o.approval, "auto") && strcmp (o.approval, "interactive"))
-        return sb_cli_usage ("run", "--approval takes yolo, auto or interactive");
+        return sb_cli_usage ("run", "--approval takes yolo, auto or interactive, not '%s'", o.approval);
+    if ((rc = sb_serve_check_llm ("run", &so)) != 0)
+        return rc;
     if (!realpath (repo ? repo : ".", o.repo))
         return sb_cli_fail ("run", "the repo folder %s does not exist", repo ? repo : ".");
     if (!getenv ("SWITCHBOARD_LOG"))
@@ -326,7 +328,7 @@ sb_cmd_run (int argc, char **argv)
             return sb_cli_fail ("run", "cannot make a temporary data folder");
         so.data = tmp;
     }
-    int rc = sb_serve_run (&so, s_oneshot_hook, &o);
+    rc = sb_serve_run (&so, s_oneshot_hook, &o);
     if (tmp [0])
         nftw (tmp, s_rm, 16, FTW_DEPTH | FTW_PHYS);
     return rc;
@@ -344,8 +346,19 @@ typedef struct {
     const char *status;
 } copts_t;
 
+//  Which of the shared options a command takes.
+enum {
+    OPT_FOLLOW = 1,
+    OPT_FILTERS = 2,            /* --session, --status */
+};
+
+static const char *s_run_statuses [] = {
+    "queued", "claimed", "running", "cancelling", "completed", "failed", "cancelled", "expired", "interrupted",
+};
+#define NSTATUSES (sizeof s_run_statuses / sizeof s_run_statuses [0])
+
 static int
-s_parse_common (const char *cmd, int argc, char **argv, copts_t *o, const char *usage, int *rest)
+s_parse_common (const char *cmd, int argc, char **argv, copts_t *o, const char *usage, int takes, int *rest)
 {
     static struct option longopts [] = {
         { "connect", required_argument, 0, 'c' },
@@ -372,9 +385,28 @@ s_parse_common (const char *cmd, int argc, char **argv, copts_t *o, const char *
             default: return sb_cli_usage (cmd, "unknown option or missing value: %s", argv [optind - 1]);
         }
     }
+    if (o->follow && !(takes & OPT_FOLLOW))
+        return sb_cli_usage (cmd, "--follow goes with prompt and resume");
+    if ((o->session || o->status) && !(takes & OPT_FILTERS))
+        return sb_cli_usage (cmd, "--session and --status go with runs");
+    if (o->session) {
+        int rc = sb_cli_id_check (cmd, SB_CLI_SESSION, o->session);
+        if (rc)
+            return rc;
+    }
+    if (o->status) {
+        bool known = false;
+        for (size_t k = 0; k < NSTATUSES; k++)
+            known |= strcmp (o->status, s_run_statuses [k]) == 0;
+        if (!known)
+            return sb_cli_usage (cmd, "--status takes queued, claimed, running, cancelling, completed, "
+                                 "failed, cancelled, expired or interrupted, not '%s'", o->status);
+    }
     *rest = optind;
     return 0;
 }
+
+#define RUN_ROW_FORMAT "%-26s  %-11s  %-26s  %5s  %-16s  %s\n"
 
 static void
 s_print_run (const sb_val_t *run, bool json, bool one_line)
@@ -386,9 +418,14 @@ s_print_run (const sb_val_t *run, bool json, bool one_line)
     const char *reason = sb_get_str (run, "reason");
     const char *waiting = sb_get_str (run, "waiting_for");
     if (one_line) {
-        printf ("%s  %-11s session %s  steps %-3llu %s%s\n", sb_get_str (run, "run_id"), sb_get_str (run, "status"),
-                sb_get_str (run, "session_id"), (unsigned long long) sb_get_uint (run, "steps", 0),
-                reason ? reason : "", waiting ? waiting : "");
+        //  The columns match `switchboard sessions`; the last says why a
+        //  run ended or waits, else what it was asked.
+        char steps [24], updated [32], text [256];
+        snprintf (steps, sizeof steps, "%llu", (unsigned long long) sb_get_uint (run, "steps", 0));
+        sb_cli_time_cell (sb_get_uint (run, "updated_at", 0), updated, sizeof updated);
+        sb_cli_text_cell (reason ? reason : waiting ? waiting : sb_get_str (run, "input"), 60, text, sizeof text);
+        printf (RUN_ROW_FORMAT, sb_get_str (run, "run_id"), sb_get_str (run, "status"),
+                sb_get_str (run, "session_id"), steps, updated, text);
         return;
     }
     printf ("run         %s\nsession     %s\nstatus      %s\n", sb_get_str (run, "run_id"),
@@ -424,16 +461,27 @@ s_follow_run (sb_bus_t *bus, const copts_t *o, const sb_val_t *run)
     return strcmp (r.final, "completed") == 0 ? 0 : 1;
 }
 
+//  Connects, turns the id argument (a prefix or `last`) into a full id,
+//  puts it into `e` under `key` and calls `type`. Closes `e`'s map.
 static int
-s_run_call (const char *cmd, const copts_t *o, const char *type, sb_enc_t *e, bool follow)
+s_run_call (const char *cmd, const copts_t *o, const char *type, sb_enc_t *e, const char *key,
+            sb_cli_id_kind_t kind, const char *arg, bool follow)
 {
     sb_bus_t *bus = sb_cli_connect (cmd, o->connect, o->data);
     if (!bus)
         return 1;
+    char id [SB_ULID_LEN + 1];
+    int rc = sb_cli_resolve (cmd, bus, kind, arg, id);
+    if (rc) {
+        sb_bus_destroy (&bus);
+        return rc;
+    }
+    sb_enc_kstr (e, key, id);
+    sb_enc_map_close (e);
     size_t len;
     const uint8_t *b = sb_enc_data (e, &len);
     sb_msg_t *reply = sb_cli_call (cmd, bus, type, b, len, 15000);
-    int rc = 1;
+    rc = 1;
     if (reply) {
         const sb_val_t *run = sb_get_map (reply->body, "run");
         if (follow)
@@ -455,19 +503,27 @@ sb_cmd_prompt (int argc, char **argv)
         "usage: switchboard prompt SESSION TEXT [--follow] [--json] [--connect EP] [--data DIR]\n\n"
         "Gives a session a prompt: appends it to the tape and starts a run. A session\n"
         "runs one run at a time: a prompt while a run is active is refused (conflict).\n"
-        "--follow streams the run and exits 0 when it completes.\n";
+        "SESSION is a session id, any unique prefix of one, or 'last' (the newest).\n"
+        "\n"
+        "Without --follow it prints the new run and returns at once; the run goes on\n"
+        "in the server. --follow streams the run and exits 0 when it completes, 1\n"
+        "when it ends otherwise. While following, Ctrl-C cancels the run (the\n"
+        "server stops its tool and its model call); a second Ctrl-C stops waiting\n"
+        "for the cancel to finish and exits.\n"
+        "\n"
+        "Exit status: 0 success, 1 the operation failed, 2 usage error.\n";
     copts_t o;
-    int rest, rc = s_parse_common ("prompt", argc, argv, &o, usage, &rest);
+    int rest, rc = s_parse_common ("prompt", argc, argv, &o, usage, OPT_FOLLOW, &rest);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (argc - rest != 2)
         return sb_cli_usage ("prompt", "give a SESSION and the TEXT");
+    if ((rc = sb_cli_id_check ("prompt", SB_CLI_SESSION, argv [rest])) != 0)
+        return rc;
     sb_enc_t *e = sb_enc_new ();
     sb_enc_map_open (e);
-    sb_enc_kstr (e, "session_id", argv [rest]);
     sb_enc_kstr (e, "text", argv [rest + 1]);
-    sb_enc_map_close (e);
-    rc = s_run_call ("prompt", &o, "session.prompt", e, o.follow);
+    rc = s_run_call ("prompt", &o, "session.prompt", e, "session_id", SB_CLI_SESSION, argv [rest], o.follow);
     sb_enc_destroy (&e);
     return rc;
 }
@@ -476,19 +532,21 @@ static int
 s_by_id (const char *cmd, const char *type, int argc, char **argv, const char *usage, bool follow_ok)
 {
     copts_t o;
-    int rest, rc = s_parse_common (cmd, argc, argv, &o, usage, &rest);
+    int rest, rc = s_parse_common (cmd, argc, argv, &o, usage, follow_ok ? OPT_FOLLOW : 0, &rest);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (argc - rest != 1)
         return sb_cli_usage (cmd, "give one RUN id");
+    if ((rc = sb_cli_id_check (cmd, SB_CLI_RUN, argv [rest])) != 0)
+        return rc;
     sb_enc_t *e = sb_enc_new ();
     sb_enc_map_open (e);
-    sb_enc_kstr (e, "run_id", argv [rest]);
-    sb_enc_map_close (e);
-    rc = s_run_call (cmd, &o, type, e, follow_ok && o.follow);
+    rc = s_run_call (cmd, &o, type, e, "run_id", SB_CLI_RUN, argv [rest], follow_ok && o.follow);
     sb_enc_destroy (&e);
     return rc;
 }
+
+#define RUN_ID_HELP "RUN is a run id, any unique prefix of one, or 'last' (the newest run).\n"
 
 int
 sb_cmd_cancel (int argc, char **argv)
@@ -496,7 +554,8 @@ sb_cmd_cancel (int argc, char **argv)
     return s_by_id ("cancel", "run.cancel", argc, argv,
                     "usage: switchboard cancel RUN [--json] [--connect EP] [--data DIR]\n\n"
                     "Cancels a run: it becomes cancelling, then cancelled once the executor\n"
-                    "has stopped its tool (the whole process group) and its model stream.\n", false);
+                    "has stopped its tool (the whole process group) and its model stream.\n"
+                    RUN_ID_HELP, false);
 }
 
 int
@@ -506,7 +565,10 @@ sb_cmd_resume (int argc, char **argv)
                     "usage: switchboard resume RUN [--follow] [--json] [--connect EP] [--data DIR]\n\n"
                     "Starts a new run that continues a failed, cancelled, interrupted or\n"
                     "expired one from the tape. Tools that were interrupted are not re-run:\n"
-                    "the model is told they were interrupted.\n", true);
+                    "the model is told they were interrupted.\n"
+                    RUN_ID_HELP
+                    "--follow streams the new run as 'prompt --follow' does (Ctrl-C cancels it).\n",
+                    true);
 }
 
 int
@@ -514,7 +576,8 @@ sb_cmd_run_info (int argc, char **argv)
 {
     return s_by_id ("run-info", "run.get", argc, argv,
                     "usage: switchboard run-info RUN [--json] [--connect EP] [--data DIR]\n\n"
-                    "Shows one run: status, phase, what it waits for, fence, steps, tokens.\n", false);
+                    "Shows one run: status, phase, what it waits for, fence, steps, tokens.\n"
+                    RUN_ID_HELP, false);
 }
 
 int
@@ -522,33 +585,48 @@ sb_cmd_runs (int argc, char **argv)
 {
     static const char *usage =
         "usage: switchboard runs [--session S] [--status X] [--json] [--connect EP] [--data DIR]\n\n"
-        "Lists runs, newest first; --json prints one JSON object per line.\n";
+        "Lists runs, newest first, in the columns of 'switchboard sessions'; --json\n"
+        "prints one JSON object per line.\n"
+        "\n"
+        "  --session S   only that session's runs: an id, a unique prefix, or 'last'\n"
+        "  --status X    only runs in status X: queued, claimed, running, cancelling,\n"
+        "                completed, failed, cancelled, expired or interrupted\n"
+        "\n"
+        "Exit status: 0 success, 1 the operation failed, 2 usage error.\n";
     copts_t o;
-    int rest, rc = s_parse_common ("runs", argc, argv, &o, usage, &rest);
+    int rest, rc = s_parse_common ("runs", argc, argv, &o, usage, OPT_FILTERS, &rest);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (rest < argc)
         return sb_cli_usage ("runs", "unexpected argument '%s'", argv [rest]);
+    sb_bus_t *bus = sb_cli_connect ("runs", o.connect, o.data);
+    if (!bus)
+        return 1;
+    char sid [SB_ULID_LEN + 1];
+    if (o.session && (rc = sb_cli_resolve ("runs", bus, SB_CLI_SESSION, o.session, sid)) != 0) {
+        sb_bus_destroy (&bus);
+        return rc;
+    }
     sb_enc_t *e = sb_enc_new ();
     sb_enc_map_open (e);
-    sb_enc_kstr_opt (e, "session_id", o.session);
+    if (o.session)
+        sb_enc_kstr (e, "session_id", sid);
     sb_enc_kstr_opt (e, "status", o.status);
     sb_enc_map_close (e);
-    sb_bus_t *bus = sb_cli_connect ("runs", o.connect, o.data);
+    size_t len;
+    const uint8_t *b = sb_enc_data (e, &len);
+    sb_msg_t *reply = sb_cli_call ("runs", bus, "run.list", b, len, 15000);
     rc = 1;
-    if (bus) {
-        size_t len;
-        const uint8_t *b = sb_enc_data (e, &len);
-        sb_msg_t *reply = sb_cli_call ("runs", bus, "run.list", b, len, 15000);
-        if (reply) {
-            const sb_val_t *runs = sb_get_array (reply->body, "runs");
-            for (uint32_t k = 0; runs && k < runs->len; k++)
-                s_print_run (sb_array_at (runs, k), o.json, true);
-            if (!o.json && (!runs || runs->len == 0))
-                fprintf (stderr, "no runs\n");
-            rc = 0;
-            sb_msg_destroy (&reply);
-        }
+    if (reply) {
+        const sb_val_t *runs = sb_get_array (reply->body, "runs");
+        if (!o.json && runs && runs->len > 0)
+            printf (RUN_ROW_FORMAT, "RUN", "STATUS", "SESSION", "STEPS", "UPDATED", "REASON OR INPUT");
+        for (uint32_t k = 0; runs && k < runs->len; k++)
+            s_print_run (sb_array_at (runs, k), o.json, true);
+        if (!o.json && (!runs || runs->len == 0))
+            fprintf (stderr, "no runs\n");
+        rc = 0;
+        sb_msg_destroy (&reply);
     }
     sb_bus_destroy (&bus);
     sb_enc_destroy (&e);

@@ -133,7 +133,7 @@ sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
     if (optind < argc)
         return sb_cli_usage ("serve", "unexpected argument '%s'", argv [optind]);
     if (o->sandbox && strcmp (o->sandbox, "bwrap") != 0)
-        return sb_cli_usage ("serve", "--sandbox takes bwrap");
+        return sb_cli_usage ("serve", "--sandbox takes bwrap, not '%s'", o->sandbox);
     if (o->bus && strncmp (o->bus, "tcp://", 6) != 0)
         return sb_cli_usage ("serve", "--bus takes tcp://ADDR:PORT (ipc is always bound)");
     /* CURVE is not built yet: an unauthenticated bus beyond loopback would

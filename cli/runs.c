@@ -285,7 +285,7 @@ sb_cmd_run (int argc, char **argv)
     oneshot_t o = { .approval = "auto" };
     sb_serve_opts_t so = { .http = "127.0.0.1:0" };
     const char *repo = NULL;
-    int c, rc;
+    int c;
     optind = 1;
     while ((c = getopt_long (argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
@@ -315,8 +315,9 @@ sb_cmd_run (int argc, char **argv)
         return sb_cli_usage ("run", "--goal is required");
     if (strcmp (o.approval, "yolo") && strcmp (o.approval, "auto") && strcmp (o.approval, "interactive"))
         return sb_cli_usage ("run", "--approval takes yolo, auto or interactive, not '%s'", o.approval);
-    if ((rc = sb_serve_check_llm ("run", &so)) != 0)
-        return rc;
+    int llm_rc = sb_serve_check_llm ("run", &so);
+    if (llm_rc)
+        return llm_rc;
     if (!realpath (repo ? repo : ".", o.repo))
         return sb_cli_fail ("run", "the repo folder %s does not exist", repo ? repo : ".");
     if (!getenv ("SWITCHBOARD_LOG"))
@@ -328,7 +329,7 @@ sb_cmd_run (int argc, char **argv)
             return sb_cli_fail ("run", "cannot make a temporary data folder");
         so.data = tmp;
     }
-    rc = sb_serve_run (&so, s_oneshot_hook, &o);
+    int rc = sb_serve_run (&so, s_oneshot_hook, &o);
     if (tmp [0])
         nftw (tmp, s_rm, 16, FTW_DEPTH | FTW_PHYS);
     return rc;
@@ -507,9 +508,10 @@ sb_cmd_prompt (int argc, char **argv)
         "\n"
         "Without --follow it prints the new run and returns at once; the run goes on\n"
         "in the server. --follow streams the run and exits 0 when it completes, 1\n"
-        "when it ends otherwise. While following, Ctrl-C cancels the run (the\n"
-        "server stops its tool and its model call); a second Ctrl-C stops waiting\n"
-        "for the cancel to finish and exits.\n"
+        "when it ends otherwise. While following, Ctrl-C detaches: the command\n"
+        "stops streaming and exits (status 130), but the run goes on in the server.\n"
+        "It prints how to re-attach (events --follow) and how to stop the run\n"
+        "('switchboard cancel RUN').\n"
         "\n"
         "Exit status: 0 success, 1 the operation failed, 2 usage error.\n";
     copts_t o;
@@ -567,7 +569,7 @@ sb_cmd_resume (int argc, char **argv)
                     "expired one from the tape. Tools that were interrupted are not re-run:\n"
                     "the model is told they were interrupted.\n"
                     RUN_ID_HELP
-                    "--follow streams the new run as 'prompt --follow' does (Ctrl-C cancels it).\n",
+                    "--follow streams the new run as 'prompt --follow' does (Ctrl-C detaches).\n",
                     true);
 }
 

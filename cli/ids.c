@@ -70,8 +70,8 @@ s_id_of (sb_cli_id_kind_t kind, const sb_val_t *r)
     return sb_get_str (r, kind == SB_CLI_SESSION ? "session_id" : "run_id");
 }
 
-//  The newest session: session.list pages in creation order, so the
-//  newest is the last id of the last page.
+//  The newest session: the greatest id (ULIDs grow with time), looked for
+//  on every page, so that the answer does not hang on the server's order.
 static int
 s_last_session (const char *cmd, sb_bus_t *bus, char out [SB_ULID_LEN + 1])
 {
@@ -83,8 +83,11 @@ s_last_session (const char *cmd, sb_bus_t *bus, char out [SB_ULID_LEN + 1])
         if (!reply)
             return 1;
         const sb_val_t *list = sb_get_array (reply->body, "sessions");
-        if (list && list->len > 0)
-            snprintf (out, SB_ULID_LEN + 1, "%s", s_id_of (SB_CLI_SESSION, sb_array_at (list, list->len - 1)));
+        for (uint32_t k = 0; list && k < list->len; k++) {
+            const char *id = s_id_of (SB_CLI_SESSION, sb_array_at (list, k));
+            if (id && strcmp (id, out) > 0)
+                snprintf (out, SB_ULID_LEN + 1, "%s", id);
+        }
         const char *next = sb_get_str (reply->body, "next_cursor");
         snprintf (cursor, sizeof cursor, "%s", next ? next : "");
         sb_msg_destroy (&reply);

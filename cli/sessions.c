@@ -335,9 +335,18 @@ s_enc_config (sb_enc_t *enc, const opts_t *o, const char *workspace)
         sb_enc_kuint (enc, "max_steps", o->max_steps);
 }
 
-//  session.list pages in creation order; people want the newest first,
-//  and --limit N the newest N. So every page is fetched, then printed
-//  from the end.
+//  Newest first: ids are ULIDs, so the greater id is the newer session.
+static int
+s_newer_first (const void *a, const void *b)
+{
+    const char *x = sb_get_str (*(const sb_val_t *const *) a, "session_id");
+    const char *y = sb_get_str (*(const sb_val_t *const *) b, "session_id");
+    return strcmp (y? y: "", x? x: "");
+}
+
+//  People want the newest first, and --limit N the newest N. Every page
+//  is fetched and the whole list sorted by id here, so the order holds
+//  whichever way the server pages.
 static int
 s_sessions_list (sb_bus_t *bus, const opts_t *o)
 {
@@ -367,22 +376,33 @@ s_sessions_list (sb_bus_t *bus, const opts_t *o)
     } while (cursor [0]);
     sb_enc_destroy (&enc);
 
-    long long printed = 0;
-    for (sb_msg_t *reply = zlistx_last (pages); rc == 0 && reply; reply = zlistx_prev (pages)) {
+    size_t count = 0, n = 0;
+    for (sb_msg_t *reply = zlistx_first (pages); reply; reply = zlistx_next (pages)) {
         const sb_val_t *list = sb_get_array (reply->body, "sessions");
-        for (uint32_t k = list? list->len: 0; k > 0 && (o->limit < 0 || printed < o->limit); k--) {
-            const sb_val_t *r = sb_array_at (list, k - 1);
-            if (o->json)
-                sb_cli_print_json (r);
-            else {
-                if (printed == 0)
-                    printf ("%-26s  %-6s  %-24s  %-11s  %-16s  %s  %s\n", "SESSION", "STATUS", "MODEL",
-                            "POLICY", "LAST ACTIVITY", "WORKSPACE", "LAST PROMPT");
-                s_print_row (r);
-            }
-            printed++;
-        }
+        count += list? list->len: 0;
     }
+    const sb_val_t **all = calloc (count? count: 1, sizeof *all);
+    if (!all)
+        rc = sb_cli_fail ("sessions", "out of memory");
+    for (sb_msg_t *reply = zlistx_first (pages); all && reply; reply = zlistx_next (pages)) {
+        const sb_val_t *list = sb_get_array (reply->body, "sessions");
+        for (uint32_t k = 0; list && k < list->len; k++)
+            all [n++] = sb_array_at (list, k);
+    }
+    qsort (all, n, sizeof *all, s_newer_first);
+    long long printed = 0;
+    for (size_t k = 0; rc == 0 && k < n && (o->limit < 0 || printed < o->limit); k++) {
+        if (o->json)
+            sb_cli_print_json (all [k]);
+        else {
+            if (printed == 0)
+                printf ("%-26s  %-6s  %-24s  %-11s  %-16s  %s  %s\n", "SESSION", "STATUS", "MODEL",
+                        "POLICY", "LAST ACTIVITY", "WORKSPACE", "LAST PROMPT");
+            s_print_row (all [k]);
+        }
+        printed++;
+    }
+    free (all);
     zlistx_destroy (&pages);
     if (rc == 0 && printed == 0 && !o->json)
         fprintf (stderr, "no sessions%s%s\n", o->status? " with status ": "", o->status? o->status: "");

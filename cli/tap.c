@@ -7,6 +7,7 @@
 #include <czmq.h>
 #include <getopt.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 static const char *s_tap_usage =
@@ -109,6 +110,12 @@ sb_cmd_tap (int argc, char **argv)
     char ep [4200], err [512];
     if (sb_cli_endpoint (connect, data, "tap", ep, sizeof ep, err, sizeof err))
         return sb_cli_fail ("tap", "%s", err);
+    //  A SUB socket connects lazily and would wait for ever on a server
+    //  that is not there; an ipc endpoint can be checked first.
+    struct stat st;
+    if (strncmp (ep, "ipc://", 6) == 0 && stat (ep + 6, &st) != 0)
+        return sb_cli_fail_code ("tap", "unavailable", "no server at %s: start one with 'switchboard serve' "
+                                 "(or pass --connect/--data)", ep);
     zsys_handler_set (NULL);
     zsock_t *sub = zsock_new (ZMQ_SUB);
     if (!sub || zsock_connect (sub, "%s", ep) != 0) {

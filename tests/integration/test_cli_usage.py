@@ -88,6 +88,8 @@ def test_json_errors_for_failures():
     rc, _, err = sb("sessions", "--data", tmpdir(), "--json")
     e = json_error(err)
     check(rc == 1 and e["code"] == "unavailable" and "no server" in e["message"], "no server --json: %d %r", rc, e)
+    rc, _, err = sb("tap", "--data", tmpdir(), timeout=5)
+    check(rc == 1 and "no server" in err, "tap without a server: %d %r", rc, err)
     rc, _, err = sb("nosuchcommand", "--json")
     check(rc == 2 and json_error(err)["code"] == "usage", "unknown command --json: %d %r", rc, err)
 

@@ -419,12 +419,15 @@ s_print_run (const sb_val_t *run, bool json, bool one_line)
     const char *reason = sb_get_str (run, "reason");
     const char *waiting = sb_get_str (run, "waiting_for");
     if (one_line) {
-        //  The columns match `switchboard sessions`; the last says why a
-        //  run ended or waits, else what it was asked.
+        //  The columns match `switchboard sessions`; the last says what a
+        //  run was asked, or why it did not complete or what it waits for.
         char steps [24], updated [32], text [256];
+        const char *status = sb_get_str (run, "status");
+        bool done = status && strcmp (status, "completed") == 0;
         snprintf (steps, sizeof steps, "%llu", (unsigned long long) sb_get_uint (run, "steps", 0));
         sb_cli_time_cell (sb_get_uint (run, "updated_at", 0), updated, sizeof updated);
-        sb_cli_text_cell (reason ? reason : waiting ? waiting : sb_get_str (run, "input"), 60, text, sizeof text);
+        sb_cli_text_cell (reason && !done ? reason : waiting ? waiting : sb_get_str (run, "input"), 60,
+                          text, sizeof text);
         printf (RUN_ROW_FORMAT, sb_get_str (run, "run_id"), sb_get_str (run, "status"),
                 sb_get_str (run, "session_id"), steps, updated, text);
         return;
@@ -622,7 +625,7 @@ sb_cmd_runs (int argc, char **argv)
     if (reply) {
         const sb_val_t *runs = sb_get_array (reply->body, "runs");
         if (!o.json && runs && runs->len > 0)
-            printf (RUN_ROW_FORMAT, "RUN", "STATUS", "SESSION", "STEPS", "UPDATED", "REASON OR INPUT");
+            printf (RUN_ROW_FORMAT, "RUN", "STATUS", "SESSION", "STEPS", "UPDATED", "INPUT OR REASON");
         for (uint32_t k = 0; runs && k < runs->len; k++)
             s_print_run (sb_array_at (runs, k), o.json, true);
         if (!o.json && (!runs || runs->len == 0))

@@ -198,16 +198,16 @@ s_print_record (const sb_val_t *r)
 
 //  One list row; the columns match `switchboard runs`.
 static void
-s_print_row (const sb_val_t *r)
+s_print_row (const sb_val_t *r, int ws_width)
 {
     char activity [32], model [40], prompt [256];
     uint64_t at = sb_get_uint (r, "last_activity_at", 0);
     sb_cli_time_cell (at, activity, sizeof activity);
     sb_cli_text_cell (sb_get_str (r, "model"), 24, model, sizeof model);
     sb_cli_text_cell (sb_get_str (r, "last_prompt"), 60, prompt, sizeof prompt);
-    printf ("%-26s  %-6s  %-24s  %-11s  %-16s  %s  %s\n", s_or_dash (sb_get_str (r, "session_id")),
+    printf ("%-26s  %-6s  %-24s  %-11s  %-16s  %-*s  %s\n", s_or_dash (sb_get_str (r, "session_id")),
             s_or_dash (sb_get_str (r, "status")), model, s_or_dash (sb_get_str (r, "approval_policy")),
-            activity, s_or_dash (sb_get_str (r, "workspace")), prompt);
+            activity, ws_width, s_or_dash (sb_get_str (r, "workspace")), prompt);
 }
 
 //  A few words about an entry's body, by kind.
@@ -390,15 +390,23 @@ s_sessions_list (sb_bus_t *bus, const opts_t *o)
             all [n++] = sb_array_at (list, k);
     }
     qsort (all, n, sizeof *all, s_newer_first);
+    //  The workspace column is as wide as the widest path listed, so that
+    //  the prompts line up.
+    int ws_width = (int) strlen ("WORKSPACE");
+    for (size_t k = 0; k < n && (o->limit < 0 || (long long) k < o->limit); k++) {
+        const char *ws = sb_get_str (all [k], "workspace");
+        if (ws && (int) strlen (ws) > ws_width)
+            ws_width = (int) strlen (ws);
+    }
     long long printed = 0;
     for (size_t k = 0; rc == 0 && k < n && (o->limit < 0 || printed < o->limit); k++) {
         if (o->json)
             sb_cli_print_json (all [k]);
         else {
             if (printed == 0)
-                printf ("%-26s  %-6s  %-24s  %-11s  %-16s  %s  %s\n", "SESSION", "STATUS", "MODEL",
-                        "POLICY", "LAST ACTIVITY", "WORKSPACE", "LAST PROMPT");
-            s_print_row (all [k]);
+                printf ("%-26s  %-6s  %-24s  %-11s  %-16s  %-*s  %s\n", "SESSION", "STATUS", "MODEL",
+                        "POLICY", "LAST ACTIVITY", ws_width, "WORKSPACE", "LAST PROMPT");
+            s_print_row (all [k], ws_width);
         }
         printed++;
     }

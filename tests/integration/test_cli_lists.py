@@ -116,6 +116,8 @@ def test_runs_newest_first_in_the_same_columns():
             check(col in header, "no %s column: %r", col, header)
         check([r.split()[0] for r in body] == runs[::-1], "runs order: %r", body)
         check(all(sid in r for r in body), "session column: %r", body)
+        # a completed run shows what it was asked
+        check(body[0].rstrip().endswith("two") and body[1].rstrip().endswith("one"), "input column: %r", body)
         # the session list's timestamps and the run list's are alike
         rc, sout, _ = cli(srv, "sessions")
         check(header.index("STATUS") == rows(sout)[0].index("STATUS"), "STATUS columns differ:\n%s\n%s",

@@ -70,34 +70,6 @@ s_id_of (sb_cli_id_kind_t kind, const sb_val_t *r)
     return sb_get_str (r, kind == SB_CLI_SESSION ? "session_id" : "run_id");
 }
 
-//  The newest session: the greatest id (ULIDs grow with time), looked for
-//  on every page, so that the answer does not hang on the server's order.
-static int
-s_last_session (const char *cmd, sb_bus_t *bus, char out [SB_ULID_LEN + 1])
-{
-    char cursor [SB_ULID_LEN + 1] = "";
-    out [0] = 0;
-    do {
-        sb_msg_t *reply = s_list (cmd, bus, SB_CLI_SESSION, NULL, sb_cli_page_max ("session.list"),
-                                  cursor [0] ? cursor : NULL);
-        if (!reply)
-            return 1;
-        const sb_val_t *list = sb_get_array (reply->body, "sessions");
-        for (uint32_t k = 0; list && k < list->len; k++) {
-            const char *id = s_id_of (SB_CLI_SESSION, sb_array_at (list, k));
-            if (id && strcmp (id, out) > 0)
-                snprintf (out, SB_ULID_LEN + 1, "%s", id);
-        }
-        const char *next = sb_get_str (reply->body, "next_cursor");
-        snprintf (cursor, sizeof cursor, "%s", next ? next : "");
-        sb_msg_destroy (&reply);
-    } while (cursor [0]);
-    if (!out [0])
-        return sb_cli_fail_code (cmd, "not_found", "there is no session yet, so 'last' names none "
-                                 "(create one with 'switchboard sessions new')");
-    return 0;
-}
-
 int
 sb_cli_resolve (const char *cmd, sb_bus_t *bus, sb_cli_id_kind_t kind, const char *arg,
                 char out [SB_ULID_LEN + 1])
@@ -105,8 +77,6 @@ sb_cli_resolve (const char *cmd, sb_bus_t *bus, sb_cli_id_kind_t kind, const cha
     int rc = sb_cli_id_check (cmd, kind, arg);
     if (rc)
         return rc;
-    if (strcmp (arg, "last") == 0 && kind == SB_CLI_SESSION)
-        return s_last_session (cmd, bus, out);
     char prefix [SB_ULID_LEN + 1];
     s_upper (arg, prefix, sizeof prefix);
     if (strlen (prefix) == SB_ULID_LEN) {
@@ -114,14 +84,14 @@ sb_cli_resolve (const char *cmd, sb_bus_t *bus, sb_cli_id_kind_t kind, const cha
         return 0;
     }
     bool last = strcmp (arg, "last") == 0;
-    //  run.list is newest first, so its first row is the last run.
+    //  Both lists are newest first, so `last` is the first row.
     sb_msg_t *reply = s_list (cmd, bus, kind, last ? NULL : prefix, last ? 1 : MATCHES_SHOWN + 1, NULL);
     if (!reply)
         return 1;
     const sb_val_t *list = sb_get_array (reply->body, kind == SB_CLI_SESSION ? "sessions" : "runs");
     uint32_t n = list ? list->len : 0;
     if (n == 0)
-        rc = last ? sb_cli_fail_code (cmd, "not_found", "there is no run yet, so 'last' names none")
+        rc = last ? sb_cli_fail_code (cmd, "not_found", "there is no %s yet, so 'last' names none", s_noun (kind))
                   : sb_cli_fail_code (cmd, "not_found", "no %s id starts with %s", s_noun (kind), prefix);
     else
     if (n == 1 || last)

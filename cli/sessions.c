@@ -335,18 +335,9 @@ s_enc_config (sb_enc_t *enc, const opts_t *o, const char *workspace)
         sb_enc_kuint (enc, "max_steps", o->max_steps);
 }
 
-//  Newest first: ids are ULIDs, so the greater id is the newer session.
-static int
-s_newer_first (const void *a, const void *b)
-{
-    const char *x = sb_get_str (*(const sb_val_t *const *) a, "session_id");
-    const char *y = sb_get_str (*(const sb_val_t *const *) b, "session_id");
-    return strcmp (y? y: "", x? x: "");
-}
-
-//  People want the newest first, and --limit N the newest N. Every page
-//  is fetched and the whole list sorted by id here, so the order holds
-//  whichever way the server pages.
+//  Newest first, and --limit N the newest N: session.list pages newest
+//  first, so only the pages needed are fetched. They are all in hand
+//  before the first row is printed, to size the workspace column.
 static int
 s_sessions_list (sb_bus_t *bus, const opts_t *o)
 {
@@ -355,6 +346,7 @@ s_sessions_list (sb_bus_t *bus, const opts_t *o)
     sb_enc_t *enc = sb_enc_new ();
     uint32_t page = sb_cli_page_max ("session.list");
     char cursor [SB_ULID_LEN + 1] = "";
+    size_t count = 0;
     int rc = 0;
     do {
         sb_enc_reset (enc);
@@ -371,16 +363,14 @@ s_sessions_list (sb_bus_t *bus, const opts_t *o)
             break;
         }
         const char *next = sb_get_str (reply->body, "next_cursor");
+        const sb_val_t *list = sb_get_array (reply->body, "sessions");
         snprintf (cursor, sizeof cursor, "%s", next? next: "");
+        count += list? list->len: 0;
         zlistx_add_end (pages, reply);
-    } while (cursor [0]);
+    } while (cursor [0] && (o->limit < 0 || count < (size_t) o->limit));
     sb_enc_destroy (&enc);
 
-    size_t count = 0, n = 0;
-    for (sb_msg_t *reply = zlistx_first (pages); reply; reply = zlistx_next (pages)) {
-        const sb_val_t *list = sb_get_array (reply->body, "sessions");
-        count += list? list->len: 0;
-    }
+    size_t n = 0;
     const sb_val_t **all = calloc (count? count: 1, sizeof *all);
     if (!all)
         rc = sb_cli_fail ("sessions", "out of memory");
@@ -389,7 +379,6 @@ s_sessions_list (sb_bus_t *bus, const opts_t *o)
         for (uint32_t k = 0; list && k < list->len; k++)
             all [n++] = sb_array_at (list, k);
     }
-    qsort (all, n, sizeof *all, s_newer_first);
     //  The workspace column is as wide as the widest path listed, so that
     //  the prompts line up.
     int ws_width = (int) strlen ("WORKSPACE");

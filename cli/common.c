@@ -211,11 +211,10 @@ sb_cli_print_error (const char *cmd, const sb_msg_t *reply)
 uint32_t
 sb_cli_page_max (const char *type)
 {
-    const sb_type_t *t = sb_schema_find (type, strlen (type));
-    for (const sb_field_t *f = t ? t->fields : NULL; f && f->name; f++)
-        if (strcmp (f->name, "limit") == 0)
-            return f->type == SB_T_UINT ? f->max : 0;
-    return 0;
+    const sb_field_t *f = sb_schema_field (type, "limit");
+    if (!f || !sb_field_ranged (f) || f->max_value <= 0 || f->max_value > UINT32_MAX)
+        return 0;
+    return (uint32_t) f->max_value;
 }
 
 void

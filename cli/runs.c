@@ -353,11 +353,6 @@ enum {
     OPT_FILTERS = 2,            /* --session, --status */
 };
 
-static const char *s_run_statuses [] = {
-    "queued", "claimed", "running", "cancelling", "completed", "failed", "cancelled", "expired", "interrupted",
-};
-#define NSTATUSES (sizeof s_run_statuses / sizeof s_run_statuses [0])
-
 static int
 s_parse_common (const char *cmd, int argc, char **argv, copts_t *o, const char *usage, int takes, int *rest)
 {
@@ -395,14 +390,8 @@ s_parse_common (const char *cmd, int argc, char **argv, copts_t *o, const char *
         if (rc)
             return rc;
     }
-    if (o->status) {
-        bool known = false;
-        for (size_t k = 0; k < NSTATUSES; k++)
-            known |= strcmp (o->status, s_run_statuses [k]) == 0;
-        if (!known)
-            return sb_cli_usage (cmd, "--status takes queued, claimed, running, cancelling, completed, "
-                                 "failed, cancelled, expired or interrupted, not '%s'", o->status);
-    }
+    if (o->status && sb_run_status_from_name (o->status) == SB_RUN__COUNT)
+        return sb_cli_usage (cmd, "--status takes %s, not '%s'", sb_run_status_names (), o->status);
     *rest = optind;
     return 0;
 }

@@ -46,16 +46,13 @@ sb_cli_id_check (const char *cmd, sb_cli_id_kind_t kind, const char *arg)
 //  One list call: the first `limit` sessions or runs whose id starts with
 //  `prefix` (all when NULL). Returns the reply, or NULL after printing.
 static sb_msg_t *
-s_list (const char *cmd, sb_bus_t *bus, sb_cli_id_kind_t kind, const char *prefix, uint32_t limit,
-        const char *cursor)
+s_list (const char *cmd, sb_bus_t *bus, sb_cli_id_kind_t kind, const char *prefix, uint32_t limit)
 {
     const char *type = kind == SB_CLI_SESSION ? "session.list" : "run.list";
     sb_enc_t *e = sb_enc_new ();
     sb_enc_map_open (e);
     sb_enc_kstr_opt (e, "id_prefix", prefix);
-    if (limit)
-        sb_enc_kuint (e, "limit", limit);
-    sb_enc_kstr_opt (e, "cursor", cursor);
+    sb_enc_kuint (e, "limit", limit);
     sb_enc_map_close (e);
     size_t len;
     const uint8_t *b = sb_enc_data (e, &len);
@@ -67,7 +64,8 @@ s_list (const char *cmd, sb_bus_t *bus, sb_cli_id_kind_t kind, const char *prefi
 static const char *
 s_id_of (sb_cli_id_kind_t kind, const sb_val_t *r)
 {
-    return sb_get_str (r, kind == SB_CLI_SESSION ? "session_id" : "run_id");
+    const char *id = sb_get_str (r, kind == SB_CLI_SESSION ? "session_id" : "run_id");
+    return id ? id : "";
 }
 
 int
@@ -85,7 +83,7 @@ sb_cli_resolve (const char *cmd, sb_bus_t *bus, sb_cli_id_kind_t kind, const cha
     }
     bool last = strcmp (arg, "last") == 0;
     //  Both lists are newest first, so `last` is the first row.
-    sb_msg_t *reply = s_list (cmd, bus, kind, last ? NULL : prefix, last ? 1 : MATCHES_SHOWN + 1, NULL);
+    sb_msg_t *reply = s_list (cmd, bus, kind, last ? NULL : prefix, last ? 1 : MATCHES_SHOWN + 1);
     if (!reply)
         return 1;
     const sb_val_t *list = sb_get_array (reply->body, kind == SB_CLI_SESSION ? "sessions" : "runs");

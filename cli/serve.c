@@ -160,8 +160,8 @@ sb_serve_check_llm (const char *cmd, const sb_serve_opts_t *o)
     if (sb_provider_kind_parse (o->llm, &kind) != 0)
         return sb_cli_usage (cmd, "--llm takes responses, chat, anthropic, codex or demo, not '%s'", o->llm);
     if (!o->model || !*o->model)
-        return sb_cli_usage (cmd, "--llm %s needs a model: add --model MODEL, e.g. 'switchboard %s --llm %s "
-                             "--model gpt-4.1-mini'", o->llm, cmd, o->llm);
+        return sb_cli_usage (cmd, "--llm %s needs a model: add --model MODEL (the provider's model id), "
+                             "as in 'switchboard %s --llm %s --model MODEL ...'", o->llm, cmd, o->llm);
     return 0;
 }
 

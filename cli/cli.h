@@ -18,7 +18,10 @@ typedef struct {
 } sb_cmd_t;
 
 /*  Set by main when the command line holds --json: errors are then printed
-    as {"error":{"code","message"}} on stderr instead of a line. */
+    as {"error":{"code","message"}} on stderr instead of a line. The code is
+    one of schemas/errors.h (the server's, or unavailable/timeout when no
+    server answers), "usage" for a usage error, or "failed" for a local
+    failure that has no better name. */
 extern bool sb_cli_json_errors;
 
 /*  Prints "switchboard CMD: message" and a --help hint (code "usage");

@@ -564,8 +564,9 @@ sb_cmd_sessions (int argc, char **argv)
     if (!create && !update && o.config_opts)
         return sb_cli_usage ("sessions", "--workspace, --title, --provider, --model, --approval and "
                              "--max-steps go with new and update only");
-    if (o.approval && strcmp (o.approval, "yolo") != 0 && strcmp (o.approval, "auto") != 0
-    &&  strcmp (o.approval, "interactive") != 0)
+    //  In update, an empty value clears the field, as for every string.
+    if (o.approval && !(update && !*o.approval) && strcmp (o.approval, "yolo") != 0
+    &&  strcmp (o.approval, "auto") != 0 && strcmp (o.approval, "interactive") != 0)
         return sb_cli_usage ("sessions", "--approval takes yolo, auto or interactive, not '%s'", o.approval);
     if (id && (rc = sb_cli_id_check ("sessions", SB_CLI_SESSION, id)) != 0)
         return rc;

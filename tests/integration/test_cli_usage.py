@@ -103,6 +103,12 @@ def test_provider_must_be_configured():
         check(out.strip() == "", "a session was created anyway: %r", out)
         rc, out, err = cli(srv, "sessions", "new", "--workspace", ws, "--provider", "demo", "--json")
         check(rc == 0 and json.loads(out)["provider"] == "demo", "new --provider demo: %d %r %s", rc, out, err)
+        # an empty value clears, as for every string field
+        rc, out, err = cli(srv, "sessions", "update", "last", "--approval", "yolo", "--json")
+        check(rc == 0 and json.loads(out)["approval_policy"] == "yolo", "update --approval: %d %s", rc, err)
+        rc, out, err = cli(srv, "sessions", "update", "last", "--approval", "", "--provider", "", "--json")
+        check(rc == 0 and "approval_policy" not in json.loads(out) and "provider" not in json.loads(out),
+              "update --approval '' --provider '': %d %r %s", rc, out, err)
         rc, _, err = cli(srv, "sessions", "update", "last", "--provider", "other", "--json")
         e = json_error(err)
         check(rc == 1 and e["code"] == "not_found" and "other" in e["message"], "update --provider: %d %r", rc, e)

@@ -19,6 +19,7 @@ typedef enum { BLOCK_NONE, BLOCK_TEXT, BLOCK_THINKING } block_t;
 
 typedef struct {
     char call_id [129];
+    char name [65];
     char what [160];            /* "shell: make test", for the status line */
     int64_t seen_ms;
 } pending_t;
@@ -29,6 +30,7 @@ struct sb_transcript {
     block_t block;
     bool at_bol;                /* the cursor is at the start of a line */
     bool step_text;             /* text deltas seen since the last text.done */
+    char last_call [129];       /* the call just printed, while nothing followed it */
     sb_transcript_tally_t tally;
     pending_t pending [PENDING_MAX];
     int npending;
@@ -140,6 +142,7 @@ s_endline (sb_transcript_t *self)
         fputs (OFF (self), stdout);
     self->at_bol = true;
     self->block = BLOCK_NONE;
+    self->last_call [0] = 0;
 }
 
 /*  The length of s cut to at most max bytes on a UTF-8 boundary. */
@@ -232,9 +235,12 @@ s_on_tool_call (sb_transcript_t *self, const sb_val_t *body)
     s_put (self, args ? args : "", cut);
     fputs (cut < len ? "…\n" : "\n", stdout);
     self->at_bol = true;
+    snprintf (self->last_call, sizeof self->last_call, "%s",
+              sb_get_str (body, "call_id") ? sb_get_str (body, "call_id") : "");
     if (self->npending < PENDING_MAX) {
         pending_t *p = &self->pending [self->npending++];
         snprintf (p->call_id, sizeof p->call_id, "%s", sb_get_str (body, "call_id") ? sb_get_str (body, "call_id") : "");
+        snprintf (p->name, sizeof p->name, "%s", name ? name : "?");
         s_describe_call (name, args, p->what, sizeof p->what);
         p->seen_ms = sb_mono_ms ();
         if (self->npending == 1)
@@ -246,8 +252,13 @@ static void
 s_on_tool_result (sb_transcript_t *self, const sb_val_t *ev, const sb_val_t *body)
 {
     const char *call_id = sb_get_str (body, "call_id");
+    /* a result that does not follow its call names the tool */
+    char label [80] = "";
+    bool adjacent = call_id && strcmp (self->last_call, call_id) == 0;
     for (int k = 0; k < self->npending; k++) {
         if (call_id && strcmp (self->pending [k].call_id, call_id) == 0) {
+            if (!adjacent)
+                snprintf (label, sizeof label, "%s: ", self->pending [k].name);
             memmove (&self->pending [k], &self->pending [k + 1],
                      (size_t) (self->npending - k - 1) * sizeof self->pending [0]);
             self->npending--;
@@ -276,12 +287,13 @@ s_on_tool_result (sb_transcript_t *self, const sb_val_t *ev, const sb_val_t *bod
     s_endline (self);
     const char *out = sb_get_str (body, "output");
     if (refused)
-        printf ("%s  ← refused by the approval policy '%s'%s\n", DIM (self), policy ? policy : "?", OFF (self));
+        printf ("%s  ← %srefused by the approval policy '%s'%s\n", DIM (self), label, policy ? policy : "?",
+                OFF (self));
     else {
         char ec [32] = "";
         if (sb_get (body, "exit_code"))
             snprintf (ec, sizeof ec, ", exit %lld", (long long) sb_get_int (body, "exit_code", 0));
-        printf ("%s  ← %s%s, %llu ms%s%s\n", DIM (self), sb_get_bool (body, "ok", false) ? "ok" : "error", ec,
+        printf ("%s  ← %s%s%s, %llu ms%s%s\n", DIM (self), label, sb_get_bool (body, "ok", false) ? "ok" : "error", ec,
                 (unsigned long long) sb_get_uint (body, "duration_ms", 0), out && *out ? "" : ", no output",
                 OFF (self));
     }

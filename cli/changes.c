@@ -234,6 +234,7 @@ s_git_print (sb_changes_t *self, FILE *f)
     }
     /* records: "ADDED\tREMOVED\tPATH\0", "-\t-\tPATH\0" for binary files */
     size_t files = 0, name_w = 0, max_change = 0, num_w = 1;
+    bool binary = false;
     unsigned long long ins = 0, del = 0;
     for (char *p = out; *p; p += strlen (p) + 1) {
         char *path = strchr (p, '\t') ? strchr (strchr (p, '\t') + 1, '\t') : NULL;
@@ -242,6 +243,7 @@ s_git_print (sb_changes_t *self, FILE *f)
         size_t plen = strlen (path + 1);
         name_w = plen > name_w ? plen : name_w;
         unsigned long long a = strtoull (p, NULL, 10), d = strtoull (strchr (p, '\t') + 1, NULL, 10);
+        binary |= p [0] == '-';
         max_change = a + d > max_change ? a + d : max_change;
         ins += a;
         del += d;
@@ -254,7 +256,7 @@ s_git_print (sb_changes_t *self, FILE *f)
     }
     for (size_t m = max_change; m >= 10; m /= 10)
         num_w++;
-    if (num_w < 3)
+    if (binary && num_w < 3)
         num_w = 3;              /* "Bin" */
     name_w = name_w > 50 ? 50 : name_w;
     fprintf (f, "changed in the workspace:\n");

@@ -24,6 +24,7 @@ endif
 LIB_SRC  := $(filter-out cli/main.c,$(wildcard schemas/*.c bus/*.c common/*.c actors/*.c actors/*/*.c cli/*.c gateway/*.c workers/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 HDRS     := $(wildcard bench/*.h schemas/*.h bus/*.h common/*.h actors/*.h actors/*/*.h cli/*.h gateway/*.h workers/*.h)
+TEST_HDRS:= $(wildcard tests/common/*.h)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 BENCH_SRC:= $(wildcard bench/bench_*.c)
@@ -52,10 +53,11 @@ $(BUILD)/switchboard: $(BUILD)/obj/cli/main.o $(BUILD)/libswitchboard.a
 	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # Unit tests wrap malloc so the codec tests can prove that validation allocates nothing.
-$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libswitchboard.a $(HDRS)
+# They find the SSE transcripts in this tree unless $$SB_FIXTURES names others.
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libswitchboard.a $(HDRS) $(TEST_HDRS)
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"
-	@$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libswitchboard.a $(LDLIBS) -lcriterion
+	@$(CC) $(CFLAGS) -DSB_FIXTURES_DIR='"$(CURDIR)/tests/fixtures/llm"' $(LDFLAGS) -o $@ $< $(BUILD)/libswitchboard.a $(LDLIBS) -lcriterion
 
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libswitchboard.a $(HDRS)
 	@mkdir -p $(dir $@)
@@ -97,7 +99,7 @@ build-fuzz/obj/%.o: %.c $(HDRS)
 build-fuzz/libfuzzlib.a: $(FUZZ_OBJ)
 	@rm -f $@
 	@ar rcs $@ $^
-build-fuzz/%: tests/fuzz/%.c build-fuzz/libfuzzlib.a $(HDRS)
+build-fuzz/%: tests/fuzz/%.c build-fuzz/libfuzzlib.a $(HDRS) $(TEST_HDRS)
 	@echo "  FUZZ    $@"
 	@clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< build-fuzz/libfuzzlib.a $(LDLIBS)
 

@@ -76,7 +76,7 @@ def provider_main(portfile):
             self.stream(ls.gen_responses(turn), {"plain"}, 0, 1)
 
     server = ls.Server(("127.0.0.1", 0), BenchHandler)
-    server.state = ls.State(os.path.join(ROOT, "..", "shared", "fixtures", "llm"), None, False)
+    server.state = ls.State(os.path.join(ROOT, "tests", "fixtures", "llm"), None, False)
     tmp = portfile + ".tmp"
     with open(tmp, "w") as f:
         f.write("%d\n" % server.server_address[1])

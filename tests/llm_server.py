@@ -5,7 +5,7 @@ It speaks the three wire formats of the llm actor over plain HTTP/1.1 with
 chunked transfer encoding, the way real providers stream, so that tests run
 the real libcurl code path. Run it with Debian's interpreter:
 
-    /usr/bin/python3 tests/llm_server.py --port 0 --fixtures ../shared/fixtures/llm \\
+    /usr/bin/python3 tests/llm_server.py --port 0 --fixtures tests/fixtures/llm \\
         --portfile /tmp/llm.port --log /tmp/llm.log [--host 127.0.0.1] [--verbose] \\
         [--processes N]
 
@@ -786,7 +786,7 @@ def main():
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--fixtures", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                       "..", "..", "shared", "fixtures", "llm"))
+                                                       "fixtures", "llm"))
     ap.add_argument("--portfile")
     ap.add_argument("--log")
     ap.add_argument("--verbose", action="store_true")

@@ -12,7 +12,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 export SB_BIN="$ROOT/$BUILD/switchboard"
 export SB_ROOT="$ROOT"
-export SB_FIXTURES="${SB_FIXTURES:-$ROOT/../shared/fixtures/llm}"
+export SB_FIXTURES="${SB_FIXTURES:-$ROOT/tests/fixtures/llm}"
 LOGDIR="$ROOT/$BUILD/test-logs"
 mkdir -p "$LOGDIR"
 passed=0; failed=0; skipped=0; failures=()

@@ -12,35 +12,7 @@
 
 #include "schemas/codec.h"
 #include "schemas/json.h"
-
-static bool
-s_val_eq (const sb_val_t *a, const sb_val_t *b)
-{
-    if (a->type != b->type)
-        return false;
-    switch (a->type) {
-        case SB_V_NIL: return true;
-        case SB_V_BOOL: return a->v.b == b->v.b;
-        case SB_V_INT: return a->v.i == b->v.i;
-        case SB_V_UINT: return a->v.u == b->v.u;
-        case SB_V_FLOAT: return memcmp (&a->v.f, &b->v.f, sizeof (double)) == 0;
-        case SB_V_STR:
-        case SB_V_BIN:
-            return a->len == b->len && memcmp (a->v.s, b->v.s, a->len) == 0
-                && a->v.s [a->len] == 0 && b->v.s [b->len] == 0;
-        case SB_V_ARRAY:
-        case SB_V_MAP: {
-            if (a->len != b->len)
-                return false;
-            size_t n = a->type == SB_V_MAP ? 2 * (size_t) a->len : a->len;
-            for (size_t k = 0; k < n; k++)
-                if (!s_val_eq (&a->v.a [k], &b->v.a [k]))
-                    return false;
-            return true;
-        }
-    }
-    return false;
-}
+#include "tests/common/val_eq.h"
 
 static void
 s_die (const char *what, const sb_verr_t *err)
@@ -112,7 +84,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     if (stat2.nodes != stat.nodes || stat2.bytes != stat.bytes)
         s_die ("re-encoded value measures differently", NULL);
     sb_doc_t *doc2 = sb_doc_decode (buf2, len2, &stat2);
-    if (!doc2 || !s_val_eq (root, sb_doc_root (doc2)))
+    if (!doc2 || !sb_test_val_eq (root, sb_doc_root (doc2)))
         s_die ("re-encoded value decodes to a different tree", NULL);
 
     /* encoding the decoded tree again is byte-for-byte stable */

@@ -14,45 +14,19 @@
 #include <string.h>
 
 #include "actors/llm/provider.h"
-
-typedef struct {
-    char *p;
-    size_t len;
-    size_t cap;
-} rec_t;
-
-static void
-s_put (rec_t *r, const void *src, size_t n)
-{
-    if (r->len + n > r->cap) {
-        r->cap = (r->len + n) * 2 + 64;
-        r->p = realloc (r->p, r->cap);
-        if (!r->p)
-            abort ();
-    }
-    memcpy (r->p + r->len, src, n);
-    r->len += n;
-}
-
-static void
-s_put_str (rec_t *r, const char *s, size_t n)
-{
-    s_put (r, &n, sizeof n);
-    if (n)
-        s_put (r, s, n);
-}
+#include "tests/common/record.h"
 
 static int
 s_on_chunk (const sb_chunk_t *c, void *ctx)
 {
-    rec_t *r = ctx;
-    s_put (r, &c->kind, sizeof c->kind);
+    sb_test_rec_t *r = ctx;
+    sb_test_rec_put (r, &c->kind, sizeof c->kind);
     switch (c->kind) {
         case SB_CHUNK_TEXT:
         case SB_CHUNK_THINKING:
             if (!c->text || !c->text_len)
                 abort ();
-            s_put_str (r, c->text, c->text_len);
+            sb_test_rec_put_str (r, c->text, c->text_len);
             break;
         case SB_CHUNK_TOOL_CALL: {
             json_t *args = json_loadb (c->arguments, c->arguments_len, 0, NULL);
@@ -64,19 +38,19 @@ s_on_chunk (const sb_chunk_t *c, void *ctx)
         case SB_CHUNK_ERROR:
             if (c->kind == SB_CHUNK_ERROR && (!c->code || !c->message))
                 abort ();
-            s_put_str (r, c->call_id, strlen (c->call_id));
-            s_put_str (r, c->name, strlen (c->name));
-            s_put_str (r, c->arguments, c->arguments_len);
+            sb_test_rec_put_str (r, c->call_id, strlen (c->call_id));
+            sb_test_rec_put_str (r, c->name, strlen (c->name));
+            sb_test_rec_put_str (r, c->arguments, c->arguments_len);
             break;
         case SB_CHUNK_USAGE:
-            s_put (r, &c->usage, sizeof c->usage);
+            sb_test_rec_put (r, &c->usage, sizeof c->usage);
             break;
         case SB_CHUNK_REASONING_STATE: {
             json_t *state = json_loadb (c->data, c->data_len, 0, NULL);
             if (!json_is_object (state))
                 abort ();
             json_decref (state);
-            s_put_str (r, c->data, c->data_len);
+            sb_test_rec_put_str (r, c->data, c->data_len);
             break;
         }
     }
@@ -84,7 +58,7 @@ s_on_chunk (const sb_chunk_t *c, void *ctx)
 }
 
 static void
-s_run (sb_provider_kind_t kind, const char *in, size_t len, size_t step, rec_t *r)
+s_run (sb_provider_kind_t kind, const char *in, size_t len, size_t step, sb_test_rec_t *r)
 {
     sb_mapper_t *m = sb_mapper_new (kind);
     sb_sse_t *sse = sb_sse_new (4096);
@@ -98,17 +72,17 @@ s_run (sb_provider_kind_t kind, const char *in, size_t len, size_t step, rec_t *
     const char *stop = NULL;
     sb_provider_error_t err;
     int rc = sb_mapper_done (m, &stop, &err);
-    s_put (r, &rc, sizeof rc);
+    sb_test_rec_put (r, &rc, sizeof rc);
     if (rc == 0) {
         if (!stop)
             abort ();
-        s_put_str (r, stop, strlen (stop));
+        sb_test_rec_put_str (r, stop, strlen (stop));
     }
     else {
         if (!memchr (err.code, 0, sizeof err.code) || !memchr (err.message, 0, sizeof err.message))
             abort ();
-        s_put_str (r, err.code, strlen (err.code));
-        s_put (r, &err.retryable, sizeof err.retryable);
+        sb_test_rec_put_str (r, err.code, strlen (err.code));
+        sb_test_rec_put (r, &err.retryable, sizeof err.retryable);
     }
     (void) last;
     sb_mapper_destroy (&m);
@@ -127,13 +101,13 @@ LLVMFuzzerTestOneInput (const uint8_t *buf, size_t size)
     const char *in = (const char *) buf + 1;
     size_t len = size - 1;
 
-    rec_t whole = { 0 }, bytes = { 0 };
+    sb_test_rec_t whole = { 0 }, bytes = { 0 };
     s_run (kind, in, len, len? len: 1, &whole);
     s_run (kind, in, len, 1, &bytes);
-    if (whole.len != bytes.len || (whole.len && memcmp (whole.p, bytes.p, whole.len)))
+    if (!sb_test_rec_equal (&whole, &bytes))
         abort ();
-    free (whole.p);
-    free (bytes.p);
+    sb_test_rec_free (&whole);
+    sb_test_rec_free (&bytes);
 
     sb_provider_error_t err;
     sb_provider_classify_http (kind, 400 + (buf [0] >> 2), in, len, &err);

@@ -12,39 +12,17 @@
 #include <string.h>
 
 #include "actors/llm/sse.h"
-
-typedef struct {
-    char *p;
-    size_t len;
-    size_t cap;
-} rec_t;
-
-static void
-s_put (rec_t *r, const void *src, size_t n)
-{
-    if (r->len + n > r->cap) {
-        r->cap = (r->len + n) * 2 + 64;
-        r->p = realloc (r->p, r->cap);
-        if (!r->p)
-            abort ();
-    }
-    memcpy (r->p + r->len, src, n);
-    r->len += n;
-}
+#include "tests/common/record.h"
 
 static int
 s_on_event (const char *event, const char *data, size_t len, const char *id, void *ctx)
 {
-    rec_t *r = ctx;
+    sb_test_rec_t *r = ctx;
     if (data [len] != 0 || !*event)
         abort ();
-    size_t elen = strlen (event), ilen = strlen (id);
-    s_put (r, &elen, sizeof elen);
-    s_put (r, event, elen);
-    s_put (r, &len, sizeof len);
-    s_put (r, data, len);
-    s_put (r, &ilen, sizeof ilen);
-    s_put (r, id, ilen);
+    sb_test_rec_put_str (r, event, strlen (event));
+    sb_test_rec_put_str (r, data, len);
+    sb_test_rec_put_str (r, id, strlen (id));
     return 0;
 }
 
@@ -65,7 +43,7 @@ LLVMFuzzerTestOneInput (const uint8_t *buf, size_t size)
     const char *in = (const char *) buf + 1 + nsplit * 2;
     size_t len = size - 1 - nsplit * 2;
 
-    rec_t whole = { 0 }, parts = { 0 };
+    sb_test_rec_t whole = { 0 }, parts = { 0 };
     sb_sse_t *a = sb_sse_new (MAX_EVENT);
     sb_sse_t *b = sb_sse_new (MAX_EVENT);
     if (!a || !b)
@@ -84,14 +62,14 @@ LLVMFuzzerTestOneInput (const uint8_t *buf, size_t size)
     }
     //  Both or neither hit the limit, with the same events before it.
     if (rc_a != rc_b || sb_sse_finish (a) != sb_sse_finish (b)
-    ||  whole.len != parts.len || (whole.len && memcmp (whole.p, parts.p, whole.len)))
+    ||  !sb_test_rec_equal (&whole, &parts))
         abort ();
     if (sb_sse_events (a) != sb_sse_events (b) || strcmp (sb_sse_last_id (a), sb_sse_last_id (b))
     ||  sb_sse_retry_ms (a) != sb_sse_retry_ms (b))
         abort ();
     sb_sse_destroy (&a);
     sb_sse_destroy (&b);
-    free (whole.p);
-    free (parts.p);
+    sb_test_rec_free (&whole);
+    sb_test_rec_free (&parts);
     return 0;
 }

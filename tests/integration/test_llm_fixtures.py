@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import (ROOT, Client, Proc, Server, TestFailure, check, run_tests,  # noqa: E402
                     tmpdir, wait_for)
 
-FIXTURES = os.environ.get("SB_FIXTURES") or os.path.join(ROOT, "..", "shared", "fixtures", "llm")
+FIXTURES = os.environ.get("SB_FIXTURES") or os.path.join(ROOT, "tests", "fixtures", "llm")
 LLM_SERVER = os.path.join(ROOT, "tests", "llm_server.py")
 PY = "/usr/bin/python3"
 

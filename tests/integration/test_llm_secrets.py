@@ -30,7 +30,7 @@ SECRETS = (OPENAI, ANTHROPIC, FILEKEY, PLAIN, "SECRET")
 
 
 def leak_fixtures(d):
-    """The shared fixtures plus streams whose error event echoes a key."""
+    """The fixtures of tests/fixtures/llm plus streams whose error event echoes a key."""
     for n in os.listdir(FIXTURES):
         if n.endswith(".sse"):
             shutil.copy(os.path.join(FIXTURES, n), d)

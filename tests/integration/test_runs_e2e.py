@@ -27,7 +27,7 @@ from sbtest import (ROOT, Proc, Server, TestFailure, check, run_tests, sb, tmpdi
 
 PY = "/usr/bin/python3"
 LLM_SERVER = os.path.join(ROOT, "tests", "llm_server.py")
-FIXTURES = os.environ.get("SB_FIXTURES") or os.path.join(ROOT, "..", "shared", "fixtures", "llm")
+FIXTURES = os.environ.get("SB_FIXTURES") or os.path.join(ROOT, "tests", "fixtures", "llm")
 FINAL = ("completed", "failed", "cancelled", "expired", "interrupted")
 
 

@@ -14,6 +14,7 @@
 
 #include "schemas/codec.h"
 #include "schemas/schema.h"
+#include "tests/common/val_eq.h"
 
 /* ------------------------------------------------------------------ */
 /*  Allocation counting.
@@ -237,37 +238,6 @@ s_v_container (sb_val_t *v, sb_vtype_t type, uint32_t len)
     return items;
 }
 
-/*  Deep equality; floats by bit pattern so NaN equals itself. Also
-    checks that decoded strings are NUL-terminated. */
-static bool
-s_val_eq (const sb_val_t *a, const sb_val_t *b)
-{
-    if (a->type != b->type)
-        return false;
-    switch (a->type) {
-        case SB_V_NIL: return true;
-        case SB_V_BOOL: return a->v.b == b->v.b;
-        case SB_V_INT: return a->v.i == b->v.i;
-        case SB_V_UINT: return a->v.u == b->v.u;
-        case SB_V_FLOAT: return memcmp (&a->v.f, &b->v.f, sizeof (double)) == 0;
-        case SB_V_STR:
-        case SB_V_BIN:
-            return a->len == b->len && memcmp (a->v.s, b->v.s, a->len) == 0
-                && a->v.s [a->len] == 0 && b->v.s [b->len] == 0;
-        case SB_V_ARRAY:
-        case SB_V_MAP: {
-            if (a->len != b->len)
-                return false;
-            size_t n = a->type == SB_V_MAP ? 2 * (size_t) a->len : a->len;
-            for (size_t k = 0; k < n; k++)
-                if (!s_val_eq (&a->v.a [k], &b->v.a [k]))
-                    return false;
-            return true;
-        }
-    }
-    return false;
-}
-
 static void
 s_measure (const sb_val_t *v, sb_vstat_t *st)
 {
@@ -443,7 +413,7 @@ s_check_field (const char *type, const sb_field_t *f, const sb_val_t *want, cons
 {
     const sb_val_t *got = sb_get (root, f->name);
     cr_assert_not_null (got, "%s.%s: absent after decode", type, f->name);
-    cr_assert (s_val_eq (want, got), "%s.%s: value differs after decode", type, f->name);
+    cr_assert (sb_test_val_eq (want, got), "%s.%s: value differs after decode", type, f->name);
     switch (f->type) {
         case SB_T_STR:
             cr_assert_str_eq (sb_get_str (root, f->name), want->v.s, "%s.%s", type, f->name);
@@ -509,7 +479,7 @@ s_roundtrip (const sb_type_t *t, bool only_required)
     sb_doc_t *doc = sb_decode_type (t, data, len, &err);
     cr_assert_not_null (doc, "%s: %s", t->name, err.message);
     const sb_val_t *root = sb_doc_root (doc);
-    cr_assert (s_val_eq (&want, root), "%s: decoded tree differs", t->name);
+    cr_assert (sb_test_val_eq (&want, root), "%s: decoded tree differs", t->name);
     for (uint32_t k = 0; t->fields [k].name; k++) {
         const sb_field_t *f = &t->fields [k];
         const sb_val_t *w = sb_get (&want, f->name);
@@ -1362,7 +1332,7 @@ Test (encoder, free_form_integer_keys)
     const uint8_t *data = sb_enc_data (enc, &len);
     sb_doc_t *doc2 = sb_decode_type (t, data, len, &err);
     cr_assert_not_null (doc2, "%s", err.message);
-    cr_assert (s_val_eq (sb_doc_root (doc), sb_doc_root (doc2)));
+    cr_assert (sb_test_val_eq (sb_doc_root (doc), sb_doc_root (doc2)));
 
     /* a root map with integer keys when no schema applies */
     const uint8_t ikeys [] = { 0x82, 0x01, 0x02, 0xff, 0xa1, 'x' };
@@ -1483,7 +1453,7 @@ Test (roundtrip, foreign_encoding)
     const uint8_t *data = sb_enc_data (enc, &len);
     sb_doc_t *doc2 = sb_decode (data, len, NULL, 0, &err);
     cr_assert_not_null (doc2);
-    cr_assert (s_val_eq (root, sb_doc_root (doc2)));
+    cr_assert (sb_test_val_eq (root, sb_doc_root (doc2)));
     sb_doc_destroy (&doc);
     sb_doc_destroy (&doc2);
     sb_enc_destroy (&enc);

@@ -1,6 +1,6 @@
 /*  tests/unit/test_provider.c — request bodies and stream mappers.
 
-    Each fixture in ../shared/fixtures/llm (or $SB_FIXTURES) goes through the
+    Each fixture in tests/fixtures/llm (or $SB_FIXTURES) goes through the
     SSE parser and the mapper as written, with CRLF and CR line endings, in
     one-byte feeds, and cut short before its terminal event. The normalized
     chunks are compared, as JSON, with the exact sequence each must give.
@@ -12,33 +12,18 @@
 #include <string.h>
 
 #include "actors/llm/provider.h"
+#include "tests/common/fixtures.h"
 
 //  ---------------------------------------------------------------------------
 //  Helpers
 
-static const char *
-fixtures_dir (void)
-{
-    const char *dir = getenv ("SB_FIXTURES");
-    return dir && *dir? dir: "../shared/fixtures/llm";
-}
-
+//  A fixture by name; fails the test when it cannot be read.
 static char *
 read_fixture (const char *name, size_t *len)
 {
-    char path [1024];
-    snprintf (path, sizeof path, "%s/%s", fixtures_dir (), name);
-    FILE *f = fopen (path, "rb");
-    cr_assert_not_null (f, "cannot open %s (set SB_FIXTURES)", path);
-    fseek (f, 0, SEEK_END);
-    long n = ftell (f);
-    fseek (f, 0, SEEK_SET);
-    char *buf = malloc (n + 1);
-    cr_assert_eq (fread (buf, 1, n, f), (size_t) n);
-    buf [n] = 0;
-    fclose (f);
-    *len = n;
-    return buf;
+    char *body = sb_test_read_fixture (name, len);
+    cr_assert_not_null (body, "cannot read %s in %s (set SB_FIXTURES)", name, sb_test_fixtures_dir ());
+    return body;
 }
 
 typedef struct {
@@ -159,23 +144,6 @@ assert_chunks (json_t *got, const char *want_text, const char *what)
     json_decref (want);
 }
 
-static char *
-convert_eol (const char *in, size_t len, const char *eol, size_t *out_len)
-{
-    char *out = malloc (len * 2 + 1);
-    size_t o = 0;
-    for (size_t i = 0; i < len; i++)
-        if (in [i] == '\n') {
-            memcpy (out + o, eol, strlen (eol));
-            o += strlen (eol);
-        }
-        else
-            out [o++] = in [i];
-    out [o] = 0;
-    *out_len = o;
-    return out;
-}
-
 //  ---------------------------------------------------------------------------
 //  The fixtures, in every variant
 
@@ -243,7 +211,7 @@ check_fixture (const fixture_t *fx)
     };
     for (size_t v = 0; v < sizeof variants / sizeof variants [0]; v++) {
         size_t vlen;
-        char *variant = convert_eol (body, len, variants [v].eol, &vlen);
+        char *variant = sb_test_convert_eol (body, len, variants [v].eol, &vlen);
         snprintf (what, sizeof what, "%s %s", fx->file, variants [v].name);
         json_t *got = run_stream (fx->kind, variant, vlen, variants [v].step);
         assert_chunks (got, fx->want, what);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "actors/llm/sse.h"
+#include "tests/common/fixtures.h"
 
 typedef struct {
     char *p;
@@ -426,51 +427,19 @@ Test (sse, destroy_tolerates_null)
 //  Every fixture: the same events however the bytes are cut or which line
 //  ending they use.
 
-static const char *
-fixtures_dir (void)
-{
-    const char *dir = getenv ("SB_FIXTURES");
-    return dir && *dir? dir: "../shared/fixtures/llm";
-}
-
+//  A file; fails the test when it cannot be read.
 static char *
 read_file (const char *path, size_t *len)
 {
-    FILE *f = fopen (path, "rb");
-    cr_assert_not_null (f, "cannot open %s", path);
-    fseek (f, 0, SEEK_END);
-    long n = ftell (f);
-    fseek (f, 0, SEEK_SET);
-    char *buf = malloc (n + 1);
-    cr_assert_eq (fread (buf, 1, n, f), (size_t) n);
-    buf [n] = 0;
-    fclose (f);
-    *len = n;
-    return buf;
-}
-
-//  LF -> eol (the fixtures use LF only).
-static char *
-convert_eol (const char *in, size_t len, const char *eol, size_t *out_len)
-{
-    char *out = malloc (len * 2 + 1);
-    size_t o = 0;
-    for (size_t i = 0; i < len; i++)
-        if (in [i] == '\n') {
-            memcpy (out + o, eol, strlen (eol));
-            o += strlen (eol);
-        }
-        else
-            out [o++] = in [i];
-    out [o] = 0;
-    *out_len = o;
-    return out;
+    char *body = sb_test_read_file (path, len);
+    cr_assert_not_null (body, "cannot read %s", path);
+    return body;
 }
 
 Test (sse, fixtures_same_events_in_every_variant)
 {
-    DIR *dir = opendir (fixtures_dir ());
-    cr_assert_not_null (dir, "no fixtures at %s (set SB_FIXTURES)", fixtures_dir ());
+    DIR *dir = opendir (sb_test_fixtures_dir ());
+    cr_assert_not_null (dir, "no fixtures at %s (set SB_FIXTURES)", sb_test_fixtures_dir ());
     int files = 0;
     struct dirent *ent;
     while ((ent = readdir (dir))) {
@@ -479,7 +448,7 @@ Test (sse, fixtures_same_events_in_every_variant)
             continue;
         files++;
         char path [1024];
-        snprintf (path, sizeof path, "%s/%s", fixtures_dir (), ent->d_name);
+        snprintf (path, sizeof path, "%s/%s", sb_test_fixtures_dir (), ent->d_name);
         size_t len;
         char *body = read_file (path, &len);
 
@@ -493,7 +462,7 @@ Test (sse, fixtures_same_events_in_every_variant)
         size_t nsplits [] = { 1, 6, 1 };
         for (size_t e = 0; e < 3; e++) {
             size_t vlen;
-            char *variant = convert_eol (body, len, eols [e], &vlen);
+            char *variant = sb_test_convert_eol (body, len, eols [e], &vlen);
             for (size_t s = 0; s < 3; s++) {
                 rec_t r = { 0 };
                 cr_assert_eq (feed_split (variant, vlen, splits [s], nsplits [s], &r), SB_SSE_OK);
@@ -517,13 +486,13 @@ Test (sse, fixtures_same_events_in_every_variant)
         free (body);
     }
     closedir (dir);
-    cr_assert_geq (files, 6, "expected the six fixtures in %s", fixtures_dir ());
+    cr_assert_geq (files, 6, "expected the six fixtures in %s", sb_test_fixtures_dir ());
 }
 
 Test (sse, fixture_event_names)
 {
     char path [1024];
-    snprintf (path, sizeof path, "%s/anthropic-thinking-tool.sse", fixtures_dir ());
+    snprintf (path, sizeof path, "%s/anthropic-thinking-tool.sse", sb_test_fixtures_dir ());
     size_t len;
     char *body = read_file (path, &len);
     rec_t r = { 0 };
@@ -534,7 +503,7 @@ Test (sse, fixture_event_names)
     rec_free (&r);
     free (body);
 
-    snprintf (path, sizeof path, "%s/chat-tools.sse", fixtures_dir ());
+    snprintf (path, sizeof path, "%s/chat-tools.sse", sb_test_fixtures_dir ());
     body = read_file (path, &len);
     feed_split (body, len, &len, 1, &r);
     cr_assert_eq (r.count, 10);

@@ -336,7 +336,7 @@ def test_prompt_follow_every_write_refused():
     rc, out, err = sb("prompt", sid, "write", "--follow", "--data", server.data, timeout=60)
     check(rc == 0, "prompt --follow: %d\n%s\n%s", rc, out, err)
     fix = "switchboard sessions update %s --approval yolo" % sid
-    check("← refused by the approval policy 'auto'" in out and "allow it: " + fix in out,
+    check("← write_file: refused by the approval policy 'auto'" in out and "allow it: " + fix in out,
           "the refusal does not show its policy and fix:\n%s", out)
     lines = out.strip().splitlines()
     check("· 1 tool refused" in lines[-2], "summary: %r", lines[-2])

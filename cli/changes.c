@@ -23,6 +23,10 @@ extern char **environ;
 #define WALK_MAX_DEPTH  64
 #define SHOW_MAX        100             /* lines printed, then "… and N more" */
 #define BAR_WIDTH       40              /* the +/- bar of a stat line */
+/*  Staging writes a blob for each untracked file: past these, a work tree
+    (a home folder under a dotfiles repo) is listed as outside git instead. */
+#define GIT_UNTRACKED_MAX_FILES  5000
+#define GIT_UNTRACKED_MAX_BYTES  (256ll << 20)
 
 typedef struct {
     char *path;                 /* relative to the workspace */
@@ -31,6 +35,7 @@ typedef struct {
 } file_t;
 
 typedef struct {
+    const char *skip;           /* a path not to list (the data folder) */
     file_t *files;
     size_t n, cap;
     bool overflow;              /* more than WALK_MAX_FILES: not compared */
@@ -38,6 +43,8 @@ typedef struct {
 
 struct sb_changes {
     char workspace [4096];
+    char exclude [4200];        /* ":(exclude)DATA" when the data folder is inside */
+    char skip [4096];           /* the same, relative, for the walk outside git */
     bool git;
     char tmpdir [64];           /* holds the temporary index */
     char index [128];
@@ -145,7 +152,7 @@ s_git (const char *ws, const char *index, const char *const *args, char **out)
 static int
 s_git_tree (sb_changes_t *self, char *tree, size_t n)
 {
-    static const char *add [] = { "add", "-A", "--", ".", NULL };
+    const char *add [] = { "add", "-A", "--", ".", self->exclude [0] ? self->exclude : NULL, NULL };
     static const char *write_tree [] = { "write-tree", NULL };
     char *out = NULL;
     if (s_git (self->workspace, self->index, add, NULL) != 0
@@ -178,6 +185,33 @@ s_copy (const char *from, const char *to)
     return rc;
 }
 
+/*  True when staging the untracked files would hash more than the caps. */
+static bool
+s_git_too_big (sb_changes_t *self)
+{
+    const char *others [] = { "ls-files", "--others", "--exclude-standard", "-z", "--", ".",
+                              self->exclude [0] ? self->exclude : NULL, NULL };
+    char *out = NULL;
+    if (s_git (self->workspace, NULL, others, &out) != 0) {
+        free (out);
+        return true;
+    }
+    int dir = open (self->workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    size_t files = 0;
+    long long bytes = 0;
+    for (char *p = out; *p && dir >= 0; p += strlen (p) + 1) {
+        struct stat st;
+        if (fstatat (dir, p, &st, AT_SYMLINK_NOFOLLOW) == 0)
+            bytes += st.st_size;
+        if (++files > GIT_UNTRACKED_MAX_FILES || bytes > GIT_UNTRACKED_MAX_BYTES)
+            break;
+    }
+    if (dir >= 0)
+        close (dir);
+    free (out);
+    return dir < 0 || files > GIT_UNTRACKED_MAX_FILES || bytes > GIT_UNTRACKED_MAX_BYTES;
+}
+
 static int
 s_git_snapshot (sb_changes_t *self)
 {
@@ -190,6 +224,8 @@ s_git_snapshot (sb_changes_t *self)
     }
     free (out);
     out = NULL;
+    if (s_git_too_big (self))
+        return -1;
     if (s_git (self->workspace, NULL, index_path, &out) != 0) {
         free (out);
         return -1;
@@ -355,6 +391,8 @@ s_walk (listing_t *l, int fd_dir, const char *rel, int depth)
         struct stat st;
         if (fstatat (dirfd (d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
             continue;
+        if (l->skip && strcmp (path, l->skip) == 0)
+            continue;
         if (S_ISDIR (st.st_mode)) {
             if (depth >= WALK_MAX_DEPTH)
                 continue;
@@ -376,8 +414,9 @@ s_by_path (const void *a, const void *b)
 }
 
 static void
-s_list (const char *workspace, listing_t *l)
+s_list (const char *workspace, const char *skip, listing_t *l)
 {
+    l->skip = skip [0] ? skip : NULL;
     int fd = open (workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd >= 0)
         s_walk (l, fd, "", 0);
@@ -389,7 +428,7 @@ static void
 s_files_print (sb_changes_t *self, FILE *f)
 {
     listing_t now = { 0 };
-    s_list (self->workspace, &now);
+    s_list (self->workspace, self->skip, &now);
     if (self->before.overflow || now.overflow) {
         fprintf (f, "the workspace holds more than %d files: changes are not listed\n", WALK_MAX_FILES);
         s_listing_clear (&now);
@@ -440,15 +479,21 @@ s_files_print (sb_changes_t *self, FILE *f)
 /* ------------------------------------------------------------------ */
 
 sb_changes_t *
-sb_changes_new (const char *workspace)
+sb_changes_new (const char *workspace, const char *data_dir)
 {
     sb_changes_t *self = calloc (1, sizeof *self);
     if (!self)
         return NULL;
     snprintf (self->workspace, sizeof self->workspace, "%s", workspace);
+    /* the server's own files are not the run's changes */
+    size_t wl = strlen (workspace);
+    if (data_dir && strncmp (data_dir, workspace, wl) == 0 && data_dir [wl] == '/' && data_dir [wl + 1]) {
+        snprintf (self->skip, sizeof self->skip, "%s", data_dir + wl + 1);
+        snprintf (self->exclude, sizeof self->exclude, ":(exclude)%s", self->skip);
+    }
     if (s_git_snapshot (self) != 0) {
         self->git = false;
-        s_list (workspace, &self->before);
+        s_list (workspace, self->skip, &self->before);
     }
     return self;
 }

@@ -58,7 +58,7 @@ s_drive (sb_oneshot_t *o, sb_bus_t *bus, const char *pub, const char *data_dir)
     oneshot_run_t r = { .o = o };
     /* taken before the run starts, so earlier edits are not claimed */
     if (!o->json)
-        r.changes = sb_changes_new (o->repo);
+        r.changes = sb_changes_new (o->repo, data_dir);
     char title [TITLE_MAX + 1];
     s_title (o->goal, title, sizeof title);
     sb_enc_t *e = sb_enc_new ();

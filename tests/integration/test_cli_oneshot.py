@@ -165,6 +165,22 @@ def test_oneshot_changes_in_git_ignore_earlier_edits():
           "git status after the run:\n%s", status)
 
 
+def test_oneshot_data_folder_inside_the_workspace_is_no_change():
+    llm = LLM()
+    for in_git in (True, False):
+        ws = git_repo() if in_git else tmpdir()
+        data = os.path.join(ws, "state")
+        llm.script("in", write_turns("hello.txt", "hi\n", "call_in_%d" % in_git))
+        rc, out, err = oneshot(llm, "in", ws, env={"SWITCHBOARD_DATA": data})
+        check(rc == 0, "run: %d\n%s\n%s", rc, out, err)
+        check(os.path.isdir(os.path.join(data, "session")), "the state is not in %s", data)
+        tail = out.split("changed in the workspace")[1].splitlines()
+        want = ([":", " hello.txt | 1 +", " 1 file changed, 1 insertion(+)"] if in_git else
+                [" (not a git work tree):", " created   hello.txt",
+                 " 1 file changed: 1 created, 0 modified, 0 deleted"])
+        check(tail[:3] == want, "the data folder counted as a change:\n%s", out)
+
+
 def test_oneshot_changes_outside_git():
     llm = LLM()
     ws = tmpdir()

@@ -118,6 +118,21 @@ s_put (sb_transcript_t *self, const char *s, size_t n)
         self->at_bol = s [n - 1] == '\n';
 }
 
+/*  s_put on one line: newlines and tabs become spaces. */
+static void
+s_put_oneline (sb_transcript_t *self, const char *s, size_t n)
+{
+    char buf [512];
+    while (n > 0) {
+        size_t k = n < sizeof buf ? n : sizeof buf;
+        for (size_t j = 0; j < k; j++)
+            buf [j] = s [j] == '\n' || s [j] == '\t' ? ' ' : s [j];
+        s_put (self, buf, k);
+        s += k;
+        n -= k;
+    }
+}
+
 /*  The status line goes before anything else is written. Without escape
     codes it is overwritten with spaces. */
 static void
@@ -196,6 +211,20 @@ s_result_body (sb_transcript_t *self, const char *out)
     }
 }
 
+/*  For text printed as is (the status line, a result's label): control
+    characters, C1 included, are taken out in place. */
+static void
+s_scrub (char *s)
+{
+    for (unsigned char *c = (unsigned char *) s; *c; c++) {
+        if (*c < 0x20 || *c == 0x7f)
+            *c = ' ';
+        else
+        if (*c == 0xc2 && c [1] >= 0x80 && c [1] <= 0x9f)
+            c [0] = c [1] = '?';
+    }
+}
+
 /*  "shell: make test" or "read_file src/a.c": what a call runs, for the
     status line. */
 static void
@@ -212,10 +241,8 @@ s_describe_call (const char *name, const char *arguments, char *out, size_t n)
     size_t len = detail ? strlen (detail) : 0;
     size_t cut = s_utf8_cut (detail ? detail : "", len, sizeof buf - 4);
     snprintf (buf, sizeof buf, "%.*s%s", (int) cut, detail ? detail : "", cut < len ? "…" : "");
-    for (char *c = buf; *c; c++)
-        if ((unsigned char) *c < 0x20)
-            *c = ' ';
     snprintf (out, n, "%s%s%s", name ? name : "tool", buf [0] ? ": " : "", buf);
+    s_scrub (out);
     json_decref (args);
 }
 
@@ -228,11 +255,12 @@ s_on_tool_call (sb_transcript_t *self, const sb_val_t *body)
     const char *name = sb_get_str (body, "name");
     const char *args = sb_get_str (body, "arguments");
     s_endline (self);
-    printf ("%s→ %s%s ", BOLD (self), name ? name : "?", OFF (self));
+    printf ("%s→ ", BOLD (self));
+    s_put_oneline (self, name ? name : "?", name ? strlen (name) : 1);
+    printf ("%s ", OFF (self));
     size_t len = args ? strlen (args) : 0;
     size_t cut = s_utf8_cut (args ? args : "", len, CALL_MAX_BYTES);
-    /* arguments are JSON, one line already; newlines would be escaped */
-    s_put (self, args ? args : "", cut);
+    s_put_oneline (self, args ? args : "", cut);
     fputs (cut < len ? "…\n" : "\n", stdout);
     self->at_bol = true;
     snprintf (self->last_call, sizeof self->last_call, "%s",
@@ -241,6 +269,7 @@ s_on_tool_call (sb_transcript_t *self, const sb_val_t *body)
         pending_t *p = &self->pending [self->npending++];
         snprintf (p->call_id, sizeof p->call_id, "%s", sb_get_str (body, "call_id") ? sb_get_str (body, "call_id") : "");
         snprintf (p->name, sizeof p->name, "%s", name ? name : "?");
+        s_scrub (p->name);
         s_describe_call (name, args, p->what, sizeof p->what);
         p->seen_ms = sb_mono_ms ();
         if (self->npending == 1)

@@ -106,7 +106,7 @@ def build_tape(server, ws):
                                         "output": "not run: the approval policy 'auto' allows only read-only tools",
                                         "refused": True, "policy": "auto", "fix": fix, "mutating": True}, rid)
     append(server, sid, "tool.call", {"call_id": "c3", "name": "read_file",
-                                      "arguments": json.dumps({"path": "b.txt"})}, rid)
+                                      "arguments": json.dumps({"path": "b.txt"}, indent=1)}, rid)
     append(server, sid, "tool.result", {"call_id": "c3", "ok": True, "output": "one line\x1b[31m red\x07\n",
                                         "duration_ms": 1, "mutating": False, "refused": False}, rid)
     # two calls, then their results: each result names its tool
@@ -141,7 +141,7 @@ def expected_text(sid, rid, ws):
         "  ← refused by the approval policy 'auto'",
         "    not run: the approval policy 'auto' allows only read-only tools",
         "    allow it: " + fix,
-        '→ read_file {"path": "b.txt"}',
+        '→ read_file {  "path": "b.txt" }',     # on one line
         "  ← ok, 1 ms",
         "    one line?[31m red?",
         '→ list_dir {"path": "."}',

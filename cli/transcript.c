@@ -133,6 +133,13 @@ s_put_oneline (sb_transcript_t *self, const char *s, size_t n)
     }
 }
 
+/*  A field of an entry inside a line of ours: scrubbed, on one line. */
+static void
+s_field (sb_transcript_t *self, const char *s)
+{
+    s_put_oneline (self, s ? s : "?", s ? strlen (s) : 1);
+}
+
 /*  The status line goes before anything else is written. Without escape
     codes it is overwritten with spaces. */
 static void
@@ -267,7 +274,7 @@ s_on_tool_call (sb_transcript_t *self, const sb_val_t *body)
               sb_get_str (body, "call_id") ? sb_get_str (body, "call_id") : "");
     if (self->npending < PENDING_MAX) {
         pending_t *p = &self->pending [self->npending++];
-        snprintf (p->call_id, sizeof p->call_id, "%s", sb_get_str (body, "call_id") ? sb_get_str (body, "call_id") : "");
+        snprintf (p->call_id, sizeof p->call_id, "%s", self->last_call);
         snprintf (p->name, sizeof p->name, "%s", name ? name : "?");
         s_scrub (p->name);
         s_describe_call (name, args, p->what, sizeof p->what);
@@ -311,18 +318,20 @@ s_on_tool_result (sb_transcript_t *self, const sb_val_t *ev, const sb_val_t *bod
                   sb_get_str (ev, "session_id") ? sb_get_str (ev, "session_id") : "SESSION");
         snprintf (t->policy, sizeof t->policy, "%s", policy ? policy : "?");
         snprintf (t->fix, sizeof t->fix, "%s", fix ? fix : dflt);
+        s_scrub (t->policy);
+        s_scrub (t->fix);
     }
 
     s_endline (self);
     const char *out = sb_get_str (body, "output");
     if (refused)
-        printf ("%s  ← %srefused by the approval policy '%s'%s\n", DIM (self), label, policy ? policy : "?",
-                OFF (self));
+        printf ("%s  ← %srefused by the approval policy '%s'%s\n", DIM (self), label, t->policy, OFF (self));
     else {
         char ec [32] = "";
         if (sb_get (body, "exit_code"))
             snprintf (ec, sizeof ec, ", exit %lld", (long long) sb_get_int (body, "exit_code", 0));
-        printf ("%s  ← %s%s%s, %llu ms%s%s\n", DIM (self), label, sb_get_bool (body, "ok", false) ? "ok" : "error", ec,
+        printf ("%s  ← %s%s%s, %llu ms%s%s\n", DIM (self), label,
+                sb_get_bool (body, "ok", false) ? "ok" : "error", ec,
                 (unsigned long long) sb_get_uint (body, "duration_ms", 0), out && *out ? "" : ", no output",
                 OFF (self));
     }
@@ -352,14 +361,24 @@ s_on_run_status (sb_transcript_t *self, const sb_val_t *body)
     const char *status = sb_get_str (body, "status");
     const char *reason = sb_get_str (body, "reason");
     s_endline (self);
-    printf ("%s[run %s %s%s%s]%s\n", DIM (self), sb_get_str (body, "run_id") ? sb_get_str (body, "run_id") : "?",
-            status ? status : "?", reason ? ": " : "", reason ? reason : "", OFF (self));
+    printf ("%s[run ", DIM (self));
+    s_field (self, sb_get_str (body, "run_id"));
+    fputc (' ', stdout);
+    s_field (self, status);
+    if (reason) {
+        fputs (": ", stdout);
+        s_field (self, reason);
+    }
+    printf ("]%s\n", OFF (self));
+    self->at_bol = true;
     if (!status || !sb_run_status_final (status))
         return 0;
     self->npending = 0;
     sb_transcript_tally_t *t = &self->tally;
     snprintf (t->final, sizeof t->final, "%s", status);
     snprintf (t->reason, sizeof t->reason, "%s", reason ? reason : "");
+    s_scrub (t->final);
+    s_scrub (t->reason);
     if (self->opts.run_id)
         return 1;
     s_refusal_note (self);
@@ -388,9 +407,12 @@ s_on_session (sb_transcript_t *self, const char *kind, const sb_val_t *body)
     const sb_val_t *s = sb_get_map (body, "session");
     s_endline (self);
     if (strcmp (kind, "session.created") == 0) {
-        printf ("%s[session created: workspace %s, approval %s]%s\n", DIM (self),
-                sb_get_str (s, "workspace") ? sb_get_str (s, "workspace") : "?",
-                sb_get_str (s, "approval_policy") ? sb_get_str (s, "approval_policy") : "default", OFF (self));
+        printf ("%s[session created: workspace ", DIM (self));
+        s_field (self, sb_get_str (s, "workspace"));
+        fputs (", approval ", stdout);
+        s_field (self, sb_get_str (s, "approval_policy") ? sb_get_str (s, "approval_policy") : "default");
+        printf ("]%s\n", OFF (self));
+        self->at_bol = true;
         return;
     }
     const sb_val_t *changed = sb_get_array (body, "changed");
@@ -399,12 +421,15 @@ s_on_session (sb_transcript_t *self, const char *kind, const sb_val_t *body)
         const sb_val_t *c = sb_array_at (changed, k);
         const char *field = c->type == SB_V_STR ? c->v.s : "?";
         const sb_val_t *now = sb_get (s, field);
-        if (now && now->type == SB_V_STR)
-            printf ("%s %s=%s", k ? "," : "", field, now->v.s);
-        else
-            printf ("%s %s", k ? "," : "", field);
+        fputs (k ? ", " : " ", stdout);
+        s_field (self, field);
+        if (now && now->type == SB_V_STR) {
+            fputc ('=', stdout);
+            s_field (self, now->v.s);
+        }
     }
     printf ("%s]%s\n", changed && changed->len ? "" : " status", OFF (self));
+    self->at_bol = true;
 }
 
 int
@@ -455,7 +480,9 @@ sb_transcript_feed (sb_transcript_t *self, const sb_val_t *ev)
     else
     if (strcmp (kind, "error") == 0) {
         s_endline (self);
-        printf ("error: %s: ", sb_get_str (body, "code") ? sb_get_str (body, "code") : "?");
+        fputs ("error: ", stdout);
+        s_field (self, sb_get_str (body, "code"));
+        fputs (": ", stdout);
         const char *m = sb_get_str (body, "message");
         s_put (self, m ? m : "", m ? strlen (m) : 0);
         s_endline (self);

@@ -14,15 +14,16 @@
     it sends nothing and consumes nothing: everything it produces lives in
     buffers that each run resets.
 
-    The files: this one is the actor (its loop, the drain, the answers);
-    actors/session_requests.c handles each request type, and
-    actors/session_store.c keeps the layout of DATA/session
-    (docs/sessions.md).
+    The files: this one is the actor (its loop, its dispatch table, the
+    drain, the answers); actors/session/requests.c handles each request
+    type of the drain, actors/session/store.c keeps the layout of
+    DATA/session (docs/sessions.md), and actors/session/prompt.c forwards
+    session.prompt to the run coordinator.
 
     Memory. No session is kept in RAM between drains: LMDB's pages are the
     cache, and they are file-backed. The per-drain record cache is freed
     at the end of each drain. */
-#include "actors/session_impl.h"
+#include "actors/session/session_impl.h"
 #include "actors/actor.h"
 
 #include <errno.h>
@@ -30,25 +31,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-
-//  The types served: the handlers are in actors/session_requests.c.
-static const struct {
-    const char *type;
-    op_t op;
-    bool write;
-    bool addressed;             //  takes a session_id
-} s_ops [] = {
-    { "session.create", OP_CREATE, true,  false },
-    { "session.get",    OP_GET,    false, true  },
-    { "session.list",   OP_LIST,   false, false },
-    { "session.update", OP_UPDATE, true,  true  },
-    { "session.close",  OP_CLOSE,  true,  true  },
-    { "session.delete", OP_DELETE, true,  true  },
-    { "session.append", OP_APPEND, true,  true  },
-    { "session.events", OP_EVENTS, false, true  },
-    { "session.fence",  OP_FENCE,  true,  true  },
-};
-#define NOPS (sizeof s_ops / sizeof s_ops [0])
 
 //  The dbis, in DBI_* order.
 static const char *const s_dbi_names [] = {
@@ -326,6 +308,119 @@ s_drain_full (self_t *self)
         || self->drain_bytes >= BATCH_MAX_BYTES;
 }
 
+//  --------------------------------------------------------------------------
+//  Dispatch
+
+//  Takes a request into the drain as `op`. The drain checks it, then runs
+//  it with the drain's other writes in one transaction, or answers it from
+//  a read transaction after the commit (actors/session/requests.c).
+static void
+s_take (self_t *self, sb_msg_t **msg_p, op_t op, bool write, bool addressed)
+{
+    sb_msg_t *msg = *msg_p;
+    if (!sb_session_reserve ((void **) &self->reqs, &self->reqs_cap, self->nreqs, sizeof (req_t))) {
+        sb_bus_error (self->bus, msg, SB_E_overloaded, "the session service is out of memory");
+        sb_msg_destroy (msg_p);
+        return;
+    }
+    req_t *req = &self->reqs [self->nreqs++];
+    memset (req, 0, sizeof *req);
+    req->msg = msg;
+    req->op = op;
+    req->write = write;
+    req->addressed = addressed;
+    self->drain_writes += write;
+    if (op == OP_APPEND) {
+        const sb_val_t *e = sb_get_array (msg->body, "entries");
+        self->drain_entries += e? e->len: 1;
+        self->drain_bytes += s_val_bytes (msg->body);
+    }
+    else
+        self->drain_entries++;
+    *msg_p = NULL;              //  the drain owns it now
+}
+
+static void
+s_handle_create (self_t *self, sb_msg_t **msg_p)
+{
+    s_take (self, msg_p, OP_CREATE, true, false);
+}
+
+static void
+s_handle_get (self_t *self, sb_msg_t **msg_p)
+{
+    s_take (self, msg_p, OP_GET, false, true);
+}
+
+static void
+s_handle_list (self_t *self, sb_msg_t **msg_p)
+{
+    s_take (self, msg_p, OP_LIST, false, false);
+}
+
+static void
+s_handle_update (self_t *self, sb_msg_t **msg_p)
+{
+    s_take (self, msg_p, OP_UPDATE, true, true);
+}
+
+static void
+s_handle_close (self_t *self, sb_msg_t **msg_p)
+{
+    s_take (self, msg_p, OP_CLOSE, true, true);
+}
+
+static void
+s_handle_delete (self_t *self, sb_msg_t **msg_p)
+{
+    s_take (self, msg_p, OP_DELETE, true, true);
+}
+
+static void
+s_handle_append (self_t *self, sb_msg_t **msg_p)
+{
+    s_take (self, msg_p, OP_APPEND, true, true);
+}
+
+static void
+s_handle_events (self_t *self, sb_msg_t **msg_p)
+{
+    s_take (self, msg_p, OP_EVENTS, false, true);
+}
+
+static void
+s_handle_fence (self_t *self, sb_msg_t **msg_p)
+{
+    s_take (self, msg_p, OP_FENCE, true, true);
+}
+
+//  Every type the session service serves, and its handler. A handler
+//  takes the message. session.prompt is not a drain request: it is
+//  forwarded to the run coordinator (actors/session/prompt.c), which
+//  appends the prompt with its run.
+static const struct {
+    const char *type;
+    void (*handler) (self_t *self, sb_msg_t **msg_p);
+} s_dispatch [] = {
+    { "session.create", s_handle_create },
+    { "session.get",    s_handle_get },
+    { "session.list",   s_handle_list },
+    { "session.update", s_handle_update },
+    { "session.close",  s_handle_close },
+    { "session.delete", s_handle_delete },
+    { "session.append", s_handle_append },
+    { "session.events", s_handle_events },
+    { "session.fence",  s_handle_fence },
+    { "session.prompt", sb_session_prompt },
+};
+#define NDISPATCH (sizeof s_dispatch / sizeof s_dispatch [0])
+
+const char *
+sb_session_dispatch_type (size_t index)
+{
+    return index < NDISPATCH? s_dispatch [index].type: NULL;
+}
+
 //  Takes the requests waiting on the bus into the drain, within its caps.
 static void
 s_drain_take (self_t *self)
@@ -334,43 +429,23 @@ s_drain_take (self_t *self)
         sb_msg_t *msg = sb_bus_recv (self->bus, 0);
         if (!msg)
             break;
+        //  No route: a reply to a request of ours.
         if (!msg->route) {
             sb_session_prompt_reply (self, msg);
             sb_msg_destroy (&msg);
             continue;
         }
-        if (strcmp (msg->h.type, "session.prompt") == 0) {
-            sb_session_prompt (self, &msg);
-            continue;
-        }
-        size_t op = 0;
-        while (op < NOPS && strcmp (s_ops [op].type, msg->h.type) != 0)
-            op++;
-        if (op == NOPS) {
+        size_t row = 0;
+        while (row < NDISPATCH && strcmp (s_dispatch [row].type, msg->h.type) != 0)
+            row++;
+        if (row == NDISPATCH) {
             sb_bus_error (self->bus, msg, SB_E_unknown_type, "the session service does not serve %s",
                           msg->h.type);
             sb_msg_destroy (&msg);
             continue;
         }
-        if (!sb_session_reserve ((void **) &self->reqs, &self->reqs_cap, self->nreqs, sizeof (req_t))) {
-            sb_bus_error (self->bus, msg, SB_E_overloaded, "the session service is out of memory");
-            sb_msg_destroy (&msg);
-            break;
-        }
-        req_t *req = &self->reqs [self->nreqs++];
-        memset (req, 0, sizeof *req);
-        req->msg = msg;
-        req->op = s_ops [op].op;
-        req->write = s_ops [op].write;
-        req->addressed = s_ops [op].addressed;
-        self->drain_writes += req->write;
-        if (req->op == OP_APPEND) {
-            const sb_val_t *e = sb_get_array (msg->body, "entries");
-            self->drain_entries += e? e->len: 1;
-            self->drain_bytes += s_val_bytes (msg->body);
-        }
-        else
-            self->drain_entries++;
+        s_dispatch [row].handler (self, &msg);
+        sb_msg_destroy (&msg);
     }
 }
 

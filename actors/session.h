@@ -1,7 +1,7 @@
 /*  actors/session.h — the session actor: sessions and their durable tape.
 
-    Serves session.create/get/list/update/close/delete/append/events
-    (schemas/types_session.c) from one LMDB environment, DATA/session, of
+    Serves session.create/get/list/update/close/delete/append/events/fence
+    and session.prompt (schemas/types_session.c) from one LMDB environment, DATA/session, of
     which it is the only writer. Every change is committed durably before
     it is acknowledged, and every tape entry is published on
     `session/<id>` (type session.event) only after its commit.
@@ -33,5 +33,9 @@
     once registered as service "session", 1 when it cannot start (the
     store cannot be opened, say), having logged why. */
 void sb_session_actor (zsock_t *pipe, void *args);
+
+/*  The type column of the actor's dispatch table: the index-th type it
+    serves, or NULL past the end (actors/actor.h). */
+const char *sb_session_dispatch_type (size_t index);
 
 #endif

@@ -18,6 +18,10 @@ const sb_field_t sb_session_record_fields [] = {
     { "turn_status", SB_T_STR, true, 16, NULL, "idle | running | cancelling" },
     { "config_version", SB_T_UINT, false, 0, NULL, "bumped by every config change" },
     { "fence", SB_T_UINT, false, 0, NULL, "current fencing token for appends" },
+    { "last_activity_at", SB_T_UINT, false, 0, NULL,
+      "ms since epoch: creation, then the latest accepted prompt or run status" },
+    { "last_prompt", SB_T_STR, false, 200, NULL,
+      "first line of the latest prompt, at most 200 bytes (cut on a UTF-8 boundary)" },
     END
 };
 static const sb_field_t s_session_create [] = {
@@ -48,8 +52,8 @@ static const sb_field_t s_session_list [] = {
 };
 static const sb_field_t s_session_item [] = { { "session", SB_T_MAP, false, 0, sb_session_record_fields, "a session" } };
 static const sb_field_t s_session_list_ok [] = {
-    { "sessions", SB_T_ARRAY, true, 1000, s_session_item, "sessions, oldest first" },
-    { "next_cursor", SB_T_STR, false, ID_MAX, NULL, "cursor for the next page; absent at the end" },
+    { "sessions", SB_T_ARRAY, true, 1000, s_session_item, "sessions, newest first" },
+    { "next_cursor", SB_T_STR, false, ID_MAX, NULL, "cursor for the next (older) page; absent at the end" },
     END
 };
 static const sb_field_t s_session_update [] = {

@@ -322,12 +322,16 @@ def test_list_pages_and_status_filter():
         cursor = page.get("next_cursor")
         if not cursor:
             break
-    check(got == ids, "paged list %r, want %r (creation order)", got, ids)
+    check(got == ids[::-1], "paged list %r, want %r (newest first)", got, ids[::-1])
     closed = [s["session_id"] for s in ok(api.call("session.list", {"status": "closed"}), "list")["sessions"]]
-    check(closed == [ids[2], ids[5]], "closed: %r", closed)
-    active = ok(api.call("session.list", {"status": "active", "limit": 2, "cursor": ids[1]}), "list")
-    check([s["session_id"] for s in active["sessions"]] == [ids[3], ids[4]] and active["next_cursor"] == ids[4],
-          "active after cursor: %r", active)
+    check(closed == [ids[5], ids[2]], "closed: %r", closed)
+    # a cursor pages on to the older sessions
+    active = ok(api.call("session.list", {"status": "active", "limit": 2, "cursor": ids[6]}), "list")
+    check([s["session_id"] for s in active["sessions"]] == [ids[4], ids[3]] and active["next_cursor"] == ids[3],
+          "active before cursor: %r", active)
+    last = ok(api.call("session.list", {"status": "active", "limit": 2, "cursor": ids[1]}), "list")
+    check([s["session_id"] for s in last["sessions"]] == [ids[0]] and "next_cursor" not in last,
+          "the last page: %r", last)
     err(api.call("session.list", {"limit": 1001}), "invalid", "limit")
     server.stop()
 
@@ -453,7 +457,8 @@ def test_cli_sessions_and_events():
           "list: %s", out)
     rc, out, e = sb("sessions", "list", "--json", *d)
     rows = [json.loads(line) for line in out.splitlines()]
-    check(rc == 0 and len(rows) == 2 and rows[0]["session_id"] == sid, "list --json: %s", out)
+    # newest first: the session made second, in the workspace, comes first
+    check(rc == 0 and len(rows) == 2 and rows[1]["session_id"] == sid, "list --json: %s", out)
     api.append(sid, "tool.call", {"call_id": "c1", "name": "shell", "arguments": '{"cmd":"ls"}'},
                run_id="0" * 26)
     rc, out, e = sb("events", "--session", sid, *d)

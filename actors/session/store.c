@@ -1,4 +1,4 @@
-/*  actors/session_store.c — the layout of DATA/session.
+/*  actors/session/store.c — the layout of DATA/session.
 
     One dbi per table; keys built with sb_key_* (a tag byte, then
     NUL-terminated strings and big-endian integers); values msgpack:
@@ -17,7 +17,7 @@
 
     Records are read into the drain's cache and written back once, at the
     end of the drain's transaction. docs/sessions.md has the details. */
-#include "actors/session_impl.h"
+#include "actors/session/session_impl.h"
 #include "schemas/types.h"
 
 #include <errno.h>
@@ -46,10 +46,28 @@ sb_session_record_encode (sb_enc_t *enc, const record_t *r)
     sb_enc_kuint (enc, "last_seq", r->last_seq);
     sb_enc_kstr_opt (enc, "last_run_id", r->last_run_id);
     sb_enc_kstr (enc, "turn_status", r->turn_status);
+    if (r->last_activity_at)
+        sb_enc_kuint (enc, "last_activity_at", r->last_activity_at);
+    sb_enc_kstr_opt (enc, "last_prompt", r->last_prompt);
     sb_enc_kuint (enc, "config_version", r->config_version);
     if (r->fence)
         sb_enc_kuint (enc, "fence", r->fence);
     sb_enc_map_close (enc);
+}
+
+//  The stored record of session `sid`, as LMDB holds it: true with *v set,
+//  else false with req failed (not_found) or with the txn's sticky error
+//  set. Every request that names a session loads it here, so that a
+//  missing one is refused alike everywhere.
+bool
+sb_session_record_load (sb_txn_t *txn, req_t *req, const char *sid, MDB_val *v)
+{
+    sb_key_t k;
+    s_key_session (&k, sid);
+    int rc = sb_txn_get (txn, DBI_SESSIONS, k.buf, k.len, v);
+    if (rc == SB_STORE_NOTFOUND)
+        sb_session_fail (req, SB_E_not_found, "no session %s", sid);
+    return rc == 0;
 }
 
 //  The drain's copy of session `sid`: from the cache, else from the store.
@@ -64,13 +82,8 @@ sb_session_record_get (self_t *self, sb_txn_t *txn, req_t *req, const char *sid)
             sb_session_fail (req, SB_E_not_found, "no session %s", sid);
         return r->deleted? NULL: r;
     }
-    sb_key_t k;
-    s_key_session (&k, sid);
     MDB_val v;
-    int rc = sb_txn_get (txn, DBI_SESSIONS, k.buf, k.len, &v);
-    if (rc == SB_STORE_NOTFOUND)
-        sb_session_fail (req, SB_E_not_found, "no session %s", sid);
-    if (rc != 0)
+    if (!sb_session_record_load (txn, req, sid, &v))
         return NULL;
     sb_verr_t verr = { .code = SB_OK };
     sb_doc_t *doc = sb_decode (v.mv_data, v.mv_size, sb_session_record_fields, 0, &verr);
@@ -94,6 +107,7 @@ sb_session_record_get (self_t *self, sb_txn_t *txn, req_t *req, const char *sid)
         .approval_policy = sb_get_str (m, "approval_policy"),
         .last_run_id = sb_get_str (m, "last_run_id"),
         .turn_status = sb_get_str (m, "turn_status"),
+        .last_prompt = sb_get_str (m, "last_prompt"),
         .labels = sb_get_map (m, "labels"),
         .created_at = sb_get_uint (m, "created_at", 0),
         .updated_at = sb_get_uint (m, "updated_at", 0),
@@ -101,6 +115,7 @@ sb_session_record_get (self_t *self, sb_txn_t *txn, req_t *req, const char *sid)
         .last_seq = sb_get_uint (m, "last_seq", 0),
         .config_version = sb_get_uint (m, "config_version", 0),
         .fence = sb_get_uint (m, "fence", 0),
+        .last_activity_at = sb_get_uint (m, "last_activity_at", 0),
     };
     self->recs [self->nrecs++] = r;
     zhashx_insert (self->rec_index, r->session_id, r);

@@ -1,4 +1,4 @@
-/*  actors/session_prompt.c — session.prompt, the user-facing way to give a
+/*  actors/session/prompt.c — session.prompt, the user-facing way to give a
     session a prompt.
 
     The prompt and its run are one decision of the run coordinator: it
@@ -8,7 +8,7 @@
     session actor therefore forwards session.prompt as run.request and
     relays the answer; it never blocks on it, so the tape keeps flowing
     meanwhile. */
-#include "actors/session_impl.h"
+#include "actors/session/session_impl.h"
 
 #include <string.h>
 

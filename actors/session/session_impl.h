@@ -1,12 +1,12 @@
-/*  actors/session_impl.h — what the session actor's files share.
+/*  actors/session/session_impl.h — what the session actor's files share.
 
-    Not a public header: only actors/session*.c include it. The actor is
-    split along its seams:
+    Not a public header: only actors/session.c and the files in
+    actors/session/ include it. The actor is split along its seams:
       session.c           the actor: its loop, the drain (group commit),
                           the answers
-      session_requests.c  each request type: the checks made before the
+      session/requests.c  each request type: the checks made before the
                           transaction, the writes inside it, the reads
-      session_store.c     the layout of DATA/session: records, the tape,
+      session/store.c     the layout of DATA/session: records, the tape,
                           remembered commands, sweeping and purging
     Every function here runs on the actor's thread. */
 #ifndef SB_SESSION_IMPL_H
@@ -21,6 +21,8 @@
 
 #define ACTOR "session"
 
+//  The longest last_prompt kept in a record, in bytes.
+#define LAST_PROMPT_MAX     200
 //  Caps on one drain. The entry cap also keeps a transaction far below
 //  LMDB's dirty-page limit (MDB_TXN_FULL).
 #define BATCH_MAX_MSGS      4096
@@ -61,8 +63,10 @@ typedef struct {
     sb_doc_t *doc;
     const char *session_id, *status, *title, *workspace, *provider, *model;
     const char *approval_policy, *last_run_id, *turn_status;
+    const char *last_prompt;    //  the first line of the latest prompt, cut
     const sb_val_t *labels;
     uint64_t created_at, updated_at, max_steps, last_seq, config_version, fence;
+    uint64_t last_activity_at;  //  the latest prompt or run status, ms
     bool dirty, deleted;
 } record_t;
 
@@ -211,7 +215,7 @@ bool sb_session_reserve (void **array, size_t *cap, size_t count, size_t elem);
 void sb_session_fail (req_t *req, sb_err_t code, const char *fmt, ...)
     __attribute__ ((format (printf, 3, 4)));
 
-//  session_requests.c
+//  session/requests.c
 
 //  Everything about a request that does not depend on the store; what
 //  fails here is final (req->prep_err).
@@ -223,9 +227,12 @@ int sb_session_drain_fn (sb_txn_t *txn, void *arg);
 //  req->err for the caller to send.
 void sb_session_read (self_t *self, sb_txn_t *txn, req_t *req);
 
-//  session_store.c: records (through the drain's cache)
+//  session/store.c: records (through the drain's cache)
 
 void sb_session_record_encode (sb_enc_t *enc, const record_t *r);
+//  Session `sid`'s stored record into *v (valid until the txn ends).
+//  False with req failed (not_found) or with the txn's error set.
+bool sb_session_record_load (sb_txn_t *txn, req_t *req, const char *sid, MDB_val *v);
 //  The drain's copy of session `sid`, from the cache or the store. NULL
 //  with req failed (not_found, internal) or with the txn's error set.
 record_t *sb_session_record_get (self_t *self, sb_txn_t *txn, req_t *req, const char *sid);
@@ -234,7 +241,7 @@ void sb_session_cache_reset (self_t *self);
 //  Writes every record the drain changed, once each.
 void sb_session_cache_flush (self_t *self, sb_txn_t *txn);
 
-//  session_store.c: the tape
+//  session/store.c: the tape
 
 //  Writes entry `seq` of r's tape and queues it for publishing.
 void sb_session_tape_put (self_t *self, sb_txn_t *txn, req_t *req, record_t *r, uint64_t seq,
@@ -245,7 +252,7 @@ void sb_session_tape_put_record (self_t *self, sb_txn_t *txn, req_t *req, record
 //  Removes up to `max` entries of sid's tape; *done when none remain.
 size_t sb_session_tape_purge (sb_txn_t *txn, const char *sid, size_t max, bool *done);
 
-//  session_store.c: idempotency and housekeeping
+//  session/store.c: idempotency and housekeeping
 
 //  True when req is answered by a remembered command_id.
 bool sb_session_command_replay (self_t *self, sb_txn_t *txn, req_t *req);
@@ -256,7 +263,7 @@ void sb_session_purge (self_t *self);
 //  What startup must know without scanning the tape.
 void sb_session_recover (self_t *self);
 
-//  session_prompt.c: session.prompt forwarded to the run coordinator.
+//  session/prompt.c: session.prompt forwarded to the run coordinator.
 zhashx_t *sb_session_forwards_new (void);
 void sb_session_prompt (self_t *self, sb_msg_t **msg_p);
 bool sb_session_prompt_reply (self_t *self, const sb_msg_t *reply);

@@ -1,4 +1,4 @@
-/*  actors/session_requests.c — the session service's requests, one by one.
+/*  actors/session/requests.c — the session service's requests, one by one.
 
     Each request goes through up to three steps (actors/session.c runs
     them for a whole drain):
@@ -11,7 +11,7 @@
          each run resets, and sends nothing;
       3. reads (get, list, events), from a read transaction after the
          commit. */
-#include "actors/session_impl.h"
+#include "actors/session/session_impl.h"
 #include "schemas/types.h"
 
 #include <errno.h>
@@ -282,6 +282,7 @@ s_write_create (self_t *self, sb_txn_t *txn, req_t *req)
     r->max_steps = sb_get_uint (b, "max_steps", 0);
     r->labels = sb_get_map (b, "labels");
     r->config_version = 1;
+    r->last_activity_at = self->now;
     s_put_status (txn, "active", r->session_id, true);
     sb_session_tape_put_record (self, txn, req, r, "session.created", NULL, 0);
     s_reply_record (self, req, r);
@@ -437,6 +438,51 @@ s_turn_status (const char *run_status, const char *current)
     return "idle";
 }
 
+//  The first line of a prompt, for lists that must tell sessions apart:
+//  leading blank lines skipped, at most LAST_PROMPT_MAX bytes, and never
+//  cut inside a UTF-8 sequence. From the drain's arena; NULL when out of
+//  memory.
+static const char *
+s_first_line (self_t *self, const char *text)
+{
+    while (*text == '\n' || *text == '\r' || *text == ' ' || *text == '\t')
+        text++;
+    size_t n = strcspn (text, "\r\n");
+    if (n > LAST_PROMPT_MAX) {
+        n = LAST_PROMPT_MAX;
+        //  Back up over continuation bytes (10xxxxxx) to the start of the
+        //  sequence that does not fit.
+        while (n > 0 && ((uint8_t) text [n] & 0xC0) == 0x80)
+            n--;
+    }
+    char *line = sb_session_alloc (self, n + 1);
+    if (line) {
+        memcpy (line, text, n);
+        line [n] = 0;
+    }
+    return line;
+}
+
+//  What one appended entry changes in its session's record. A prompt and
+//  each status of a run are the session's activity, which lists show; the
+//  record is written in the append's own transaction, at no extra cost.
+static void
+s_note_entry (self_t *self, record_t *r, const span_t *sp)
+{
+    if (strcmp (sp->kind, "run.status") == 0) {
+        r->turn_status = s_turn_status (sb_get_str (sp->body, "status"), r->turn_status);
+        r->last_activity_at = self->now;
+    }
+    else
+    if (strcmp (sp->kind, "prompt") == 0) {
+        const char *text = sb_get_str (sp->body, "text");
+        const char *line = text? s_first_line (self, text): NULL;
+        if (line)
+            r->last_prompt = *line? line: NULL;
+        r->last_activity_at = self->now;
+    }
+}
+
 static void
 s_write_append (self_t *self, sb_txn_t *txn, req_t *req)
 {
@@ -456,8 +502,7 @@ s_write_append (self_t *self, sb_txn_t *txn, req_t *req)
     for (size_t k = 0; k < req->nspans && txn->ret == 0; k++) {
         const span_t *sp = &self->spans [req->span0 + k];
         sb_session_tape_put (self, txn, req, r, ++r->last_seq, sp->kind, prep + sp->off, sp->len);
-        if (strcmp (sp->kind, "run.status") == 0)
-            r->turn_status = s_turn_status (sb_get_str (sp->body, "status"), r->turn_status);
+        s_note_entry (self, r, sp);
     }
     if (req->run_id)
         r->last_run_id = req->run_id;
@@ -533,15 +578,8 @@ s_send_enc (self_t *self, req_t *req)
 static void
 s_read_get (self_t *self, sb_txn_t *txn, req_t *req)
 {
-    sb_key_t k;
-    s_key_session (&k, req->sid);
     MDB_val v;
-    int rc = sb_txn_get (txn, DBI_SESSIONS, k.buf, k.len, &v);
-    if (rc == SB_STORE_NOTFOUND) {
-        sb_session_fail (req, SB_E_not_found, "no session %s", req->sid);
-        return;
-    }
-    if (rc != 0)
+    if (!sb_session_record_load (txn, req, req->sid, &v))
         return;
     sb_enc_reset (self->enc);
     sb_enc_map_open (self->enc);
@@ -573,52 +611,62 @@ s_read_list (self_t *self, sb_txn_t *txn, req_t *req)
 
     //  By status, walk the index; else the records themselves. Both are in
     //  session id order, which is creation order (ULIDs).
-    sb_key_t prefix, start;
+    sb_key_t prefix;
     unsigned dbi = status? DBI_STATUS: DBI_SESSIONS;
-    if (status) {
+    if (status)
         s_key_status (&prefix, status, NULL);
-        s_key_status (&start, status, cursor);
-    }
-    else {
+    else
         sb_key_init (&prefix, 'S');
-        s_key_session (&start, cursor? cursor: "");
+
+    //  Newest first: a page is the `limit` greatest ids below the cursor.
+    //  The store iterates forwards only, so the walk keeps the last
+    //  limit + 1 keys it passes in a ring and stops at the cursor: one pass
+    //  over the keys, and no record is read but the page's. Pointers into
+    //  a read transaction stay valid until it ends.
+    typedef struct { const char *sid; MDB_val val; } seen_t;
+    size_t cap = (size_t) limit + 1;
+    seen_t *ring = sb_session_alloc (self, cap * sizeof *ring);
+    if (!ring) {
+        sb_session_fail (req, SB_E_internal, "out of memory");
+        return;
     }
+    sb_txn_iter_t it;
+    sb_txn_iter_begin (txn, &it, dbi, prefix.buf, prefix.len, NULL, 0);
+    MDB_val k, v;
+    size_t seen = 0;
+    while (sb_txn_iter_next (&it, &k, &v)) {
+        //  The session id is the key's last field.
+        const char *sid = (const char *) k.mv_data + prefix.len;
+        if (cursor && strcmp (sid, cursor) >= 0) {
+            sb_txn_iter_end (&it);
+            break;
+        }
+        ring [seen++ % cap] = (seen_t) { sid, status? (MDB_val) { 0, NULL }: v };
+    }
+    if (txn->ret)
+        return;
     sb_enc_reset (self->enc);
     sb_enc_map_open (self->enc);
     sb_enc_key (self->enc, "sessions");
     sb_enc_array_open (self->enc);
-    sb_txn_iter_t it;
-    sb_txn_iter_begin (txn, &it, dbi, prefix.buf, prefix.len,
-                       cursor? start.buf: NULL, cursor? start.len: 0);
-    MDB_val k, v;
-    uint64_t n = 0;
-    const char *last = NULL;
-    char next [SB_ULID_LEN + 1] = "";
-    while (sb_txn_iter_next (&it, &k, &v)) {
-        //  The session id is the key's last field.
-        const char *sid = (const char *) k.mv_data + prefix.len;
-        if (cursor && strcmp (sid, cursor) == 0)
-            continue;
-        if (n == limit) {
-            snprintf (next, sizeof next, "%s", last);
-            sb_txn_iter_end (&it);
-            break;
-        }
+    size_t n = seen < limit? seen: (size_t) limit;
+    for (size_t j = 0; j < n; j++) {
+        seen_t *e = &ring [(seen - 1 - j) % cap];
         if (status) {
             sb_key_t rk;
-            s_key_session (&rk, sid);
-            if (sb_txn_get (txn, DBI_SESSIONS, rk.buf, rk.len, &v) != 0)
+            s_key_session (&rk, e->sid);
+            if (sb_txn_get (txn, DBI_SESSIONS, rk.buf, rk.len, &e->val) != 0)
                 continue;
         }
-        sb_enc_raw (self->enc, v.mv_data, v.mv_size);
-        last = sid;
-        n++;
+        sb_enc_raw (self->enc, e->val.mv_data, e->val.mv_size);
     }
     if (txn->ret)
         return;
     sb_enc_array_close (self->enc);
-    if (next [0])
-        sb_enc_kstr (self->enc, "next_cursor", next);
+    //  More than a page was passed: the older ones start below the page's
+    //  oldest id.
+    if (seen > limit)
+        sb_enc_kstr (self->enc, "next_cursor", ring [(seen - limit) % cap].sid);
     sb_enc_map_close (self->enc);
     s_send_enc (self, req);
 }
@@ -633,15 +681,8 @@ s_read_events (self_t *self, sb_txn_t *txn, req_t *req)
         sb_session_fail (req, SB_E_invalid, "limit must be between 1 and %d", SB_SESSION_EVENTS_LIMIT_MAX);
         return;
     }
-    sb_key_t k;
-    s_key_session (&k, req->sid);
     MDB_val v;
-    int rc = sb_txn_get (txn, DBI_SESSIONS, k.buf, k.len, &v);
-    if (rc == SB_STORE_NOTFOUND) {
-        sb_session_fail (req, SB_E_not_found, "no session %s", req->sid);
-        return;
-    }
-    if (rc != 0)
+    if (!sb_session_record_load (txn, req, req->sid, &v))
         return;
     sb_verr_t verr;
     sb_doc_t *doc = sb_decode (v.mv_data, v.mv_size, sb_session_record_fields, 0, &verr);

@@ -190,14 +190,22 @@ s_result_line (sb_transcript_t *self, const char *s, size_t len)
     self->at_bol = true;
 }
 
+/*  The length of a tool's output without its trailing line ends. */
+static size_t
+s_trimmed (const char *out)
+{
+    size_t len = out ? strlen (out) : 0;
+    while (len > 0 && (out [len - 1] == '\n' || out [len - 1] == '\r'))
+        len--;
+    return len;
+}
+
 /*  Up to RESULT_LINES lines of output: all of them, or the head and the
     tail around a marker that counts what was left out. */
 static void
 s_result_body (sb_transcript_t *self, const char *out)
 {
-    size_t len = strlen (out);
-    while (len > 0 && (out [len - 1] == '\n' || out [len - 1] == '\r'))
-        len--;
+    size_t len = s_trimmed (out);
     if (len == 0)
         return;
     size_t lines = 1;
@@ -213,7 +221,8 @@ s_result_body (sb_transcript_t *self, const char *out)
             s_result_line (self, p, n);
         else
         if (line == head)
-            printf ("    %s… %zu lines …%s\n", DIM (self), tail_from - head, OFF (self));
+            printf ("    %s… %zu line%s …%s\n", DIM (self), tail_from - head, tail_from - head == 1 ? "" : "s",
+                    OFF (self));
         p = nl ? nl + 1 : end;
     }
 }
@@ -332,7 +341,7 @@ s_on_tool_result (sb_transcript_t *self, const sb_val_t *ev, const sb_val_t *bod
             snprintf (ec, sizeof ec, ", exit %lld", (long long) sb_get_int (body, "exit_code", 0));
         printf ("%s  ← %s%s%s, %llu ms%s%s\n", DIM (self), label,
                 sb_get_bool (body, "ok", false) ? "ok" : "error", ec,
-                (unsigned long long) sb_get_uint (body, "duration_ms", 0), out && *out ? "" : ", no output",
+                (unsigned long long) sb_get_uint (body, "duration_ms", 0), s_trimmed (out) ? "" : ", no output",
                 OFF (self));
     }
     if (self->opts.color)

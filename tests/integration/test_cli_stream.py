@@ -219,6 +219,30 @@ def test_events_text_color_only_on_a_terminal():
     check(out.replace("\r\n", "\n") == expected_text(sid, rid, ws), "NO_COLOR text differs:\n%s", out)
 
 
+def test_events_text_result_line_limits():
+    server = Server().start()
+    sid = new_session(server, tmpdir())
+    rid = new_id()
+    outputs = {
+        "ten": "".join("l%d\n" % i for i in range(1, 11)),
+        "eleven": "".join("l%d\n" % i for i in range(1, 12)),
+        "crlf": "a\r\nb\r\n\r\n",
+        "blank": "\n\n",
+    }
+    for name, out in outputs.items():
+        append(server, sid, "tool.call", {"call_id": name, "name": "shell", "arguments": "{}"}, rid)
+        append(server, sid, "tool.result", {"call_id": name, "ok": True, "output": out, "duration_ms": 1}, rid)
+    rc, out, err = sb("events", "--session", sid, "--after", "1", "--text", "--data", server.data)
+    check(rc == 0, "events --text: %d %s", rc, err)
+    call = "→ shell {}\n  ← ok, 1 ms\n"
+    want = (call + "".join("    l%d\n" % i for i in range(1, 11))
+            + call + "".join("    l%d\n" % i for i in range(1, 6)) + "    … 1 line …\n"
+            + "".join("    l%d\n" % i for i in range(7, 12))
+            + call + "    a\n    b\n"
+            + "→ shell {}\n  ← ok, 1 ms, no output\n")
+    check(out == want, "events --text printed:\n%s\nwant:\n%s", out, want)
+
+
 def thinking_turns():
     return [
         {"reasoning": "Counting is easy", "tool_calls": [

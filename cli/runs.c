@@ -35,7 +35,9 @@ static const char *s_run_usage =
     "                     $XDG_STATE_HOME/switchboard, else ~/.local/state/switchboard)\n"
     "  --ephemeral        a temporary data folder, removed at exit\n"
     "  --json             print the tape entries as JSON lines\n"
-    "  Ctrl-C cancels the run; a second Ctrl-C stops waiting.\n";
+    "\n"
+    "Ctrl-C cancels the run and exits 130 once it has stopped (the last line says\n"
+    "so); a second Ctrl-C stops waiting.\n";
 
 int
 sb_cmd_run (int argc, char **argv)

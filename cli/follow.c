@@ -197,7 +197,8 @@ sb_follow_run (const sb_watch_t *w)
     }
     int64_t started = sb_mono_ms ();
     int rc = sb_follow (w->bus, w->sub_endpoint, w->session_id, 0, true, s_on_entry, s_on_idle, &s);
-    const char *final = s.t ? sb_transcript_tally (s.t)->final : s.final;
+    char final [16];
+    snprintf (final, sizeof final, "%s", s.t ? sb_transcript_tally (s.t)->final : s.final);
     if (s.t)
         sb_transcript_flush (s.t);
     if (w->before_summary)
@@ -208,18 +209,25 @@ sb_follow_run (const sb_watch_t *w)
     int code = rc == 0 && strcmp (final, "completed") == 0 ? 0 : 1;
     if (s.interrupts == 0)
         return code;
-    /* what Ctrl-C did, as the last line */
+    /* what Ctrl-C did, as the last line (of stderr with --json, which
+       keeps stdout to JSON lines) */
+    FILE *out = w->json ? stderr : stdout;
+    if (w->cancel_on_interrupt && final [0] && strcmp (final, "cancelled") != 0) {
+        fprintf (out, "Ctrl-C came too late: run %s had already ended %s\n", w->run_id, final);
+        fflush (out);
+        return code;
+    }
     if (w->cancel_on_interrupt && final [0])
-        printf ("Ctrl-C: cancelled run %s; its history stays in session %s\n", w->run_id, w->session_id);
+        fprintf (out, "Ctrl-C: cancelled run %s; its history stays in session %s\n", w->run_id, w->session_id);
     else
     if (w->cancel_on_interrupt)
-        printf ("Ctrl-C: stopped waiting for run %s, which was asked to cancel; "
+        fprintf (out, "Ctrl-C: stopped waiting for run %s, which was asked to cancel; "
                 "see it with: switchboard run-info %s\n", w->run_id, w->run_id);
     else
-        printf ("Ctrl-C: detached from run %s, which goes on; re-attach with: "
+        fprintf (out, "Ctrl-C: detached from run %s, which goes on; re-attach with: "
                 "switchboard events --session %s --after %llu --follow --text "
                 "(stop it with: switchboard cancel %s)\n", w->run_id, w->session_id,
                 (unsigned long long) s.last_seq, w->run_id);
-    fflush (stdout);
+    fflush (out);
     return 130;
 }

@@ -35,6 +35,8 @@ typedef void (sb_actor_fn) (zsock_t *pipe, void *args);
 void sb_echo_actor (zsock_t *pipe, void *args);
 /*  The run coordinator: run.*, leases, fencing, recovery. */
 void sb_run_actor (zsock_t *pipe, void *args);
+/*  The run actor's dispatch table, type column (see below). */
+const char *sb_run_dispatch_type (size_t index);
 /*  The local executor: exec.start, exec.cancel; the agent loop. */
 void sb_exec_actor (zsock_t *pipe, void *args);
 /*  The model broker: llm.stream, llm.cancel, llm.models. */

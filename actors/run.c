@@ -2,394 +2,14 @@
     state machine, leases, fencing, cancel and resume, and recovery at
     startup. LMDB at DATA/run.
 
-    Every status change is committed here first and reaches the session
-    tape through an outbox: the change and its pending `run.status` append
-    are written in one transaction, and the append carries a deterministic
-    command_id ("run:<run_id>:<n>"), so a crash between the commit and the
-    append neither loses nor doubles an entry — the outbox is replayed at
-    startup and the session actor drops the duplicate.
+    This file is the actor and its requests; actors/run/run_impl.h says
+    which seam each of the other files holds. Every status change is
+    committed first and reaches the session tape through an outbox
+    (actors/run/outbox.c), and leases live in memory only
+    (actors/run/lease.c). */
+#include "actors/run/run_impl.h"
 
-    Leases live in memory only: after a restart every claimed run is stale
-    anyway (recovery marks it interrupted), so persisting each heartbeat
-    would buy nothing but fsyncs. */
-#include "actors/actor.h"
-#include "actors/store.h"
-#include "bus/client.h"
-#include "common/log.h"
-
-#include <string.h>
-
-#define ACTOR "run"
-#define LEASE_MS 30000
-#define CALL_MS 5000
-#define DEFAULT_MAX_STEPS 50
-#define DEFAULT_TIMEOUT_S 3600
-
-enum { DBI_RUNS, DBI_ACTIVE, DBI_BYSESSION, DBI_OUTBOX, DBI_FENCES, DBI_COMMANDS };
 static const char *s_dbis [] = { "runs", "active", "bysession", "outbox", "fences", "commands", NULL };
-
-typedef struct {
-    char run_id [33];
-    char session_id [33];
-    char status [16];
-    char phase [32];
-    char reason [1024];
-    char resume_from [33];
-    char owner [129];
-    char approval_policy [16];
-    char executor [16];
-    char pool [64];
-    char waiting_for [256];
-    char *input;
-    uint64_t fence, created_at, updated_at, started_at, ended_at;
-    uint64_t steps, input_tokens, output_tokens;
-    uint64_t max_steps, timeout_s, max_output_tokens;
-    bool cancel_requested;
-} run_t;
-
-typedef struct {
-    int64_t expires;            /* mono ms */
-    char phase [32];
-    uint64_t steps, input_tokens, output_tokens;
-} lease_t;
-
-typedef struct {
-    zsock_t *pipe;
-    sb_bus_t *bus;
-    sb_store_t *store;
-    sb_enc_t *enc;
-    char instance [129];
-    zhashx_t *leases;           /* run_id -> lease_t */
-    uint64_t outbox_next;
-    int64_t next_tick;
-    bool terminated;
-} self_t;
-
-/* ------------------------------------------------------------------ */
-/*  Run records */
-
-static void
-s_run_free (run_t *r)
-{
-    free (r->input);
-    r->input = NULL;
-}
-
-static void
-s_copy (char *dst, size_t n, const char *src)
-{
-    snprintf (dst, n, "%s", src ? src : "");
-}
-
-static void
-s_run_encode (const run_t *r, const lease_t *lease, sb_enc_t *e)
-{
-    sb_enc_map_open (e);
-    sb_enc_kstr (e, "run_id", r->run_id);
-    sb_enc_kstr (e, "session_id", r->session_id);
-    sb_enc_kstr (e, "status", r->status);
-    const char *phase = lease && lease->phase [0] ? lease->phase : r->phase;
-    if (phase [0]) sb_enc_kstr (e, "phase", phase);
-    if (r->reason [0]) sb_enc_kstr (e, "reason", r->reason);
-    if (r->input) sb_enc_kstr (e, "input", r->input);
-    sb_enc_key (e, "target");
-    sb_enc_map_open (e);
-    sb_enc_kstr (e, "executor", r->executor [0] ? r->executor : "local");
-    if (r->pool [0]) sb_enc_kstr (e, "pool", r->pool);
-    sb_enc_map_close (e);
-    if (r->resume_from [0]) sb_enc_kstr (e, "resume_from", r->resume_from);
-    sb_enc_kuint (e, "fence", r->fence);
-    if (r->owner [0]) sb_enc_kstr (e, "owner", r->owner);
-    if (r->approval_policy [0]) sb_enc_kstr (e, "approval_policy", r->approval_policy);
-    sb_enc_key (e, "limits");
-    sb_enc_map_open (e);
-    sb_enc_kuint (e, "max_steps", r->max_steps);
-    sb_enc_kuint (e, "timeout_s", r->timeout_s);
-    if (r->max_output_tokens) sb_enc_kuint (e, "max_output_tokens", r->max_output_tokens);
-    sb_enc_map_close (e);
-    sb_enc_kuint (e, "created_at", r->created_at);
-    sb_enc_kuint (e, "updated_at", r->updated_at);
-    if (r->started_at) sb_enc_kuint (e, "started_at", r->started_at);
-    if (r->ended_at) sb_enc_kuint (e, "ended_at", r->ended_at);
-    if (lease) sb_enc_kuint (e, "lease_expires_at", sb_now_ms () + (uint64_t) (lease->expires - sb_mono_ms ()));
-    sb_enc_kuint (e, "steps", lease && lease->steps > r->steps ? lease->steps : r->steps);
-    sb_enc_kuint (e, "input_tokens", lease && lease->input_tokens > r->input_tokens ? lease->input_tokens : r->input_tokens);
-    sb_enc_kuint (e, "output_tokens", lease && lease->output_tokens > r->output_tokens ? lease->output_tokens : r->output_tokens);
-    if (r->cancel_requested) sb_enc_kbool (e, "cancel_requested", true);
-    if (r->waiting_for [0] && strcmp (r->status, "queued") == 0) sb_enc_kstr (e, "waiting_for", r->waiting_for);
-    sb_enc_map_close (e);
-}
-
-static int
-s_run_decode (const void *data, size_t len, run_t *r)
-{
-    memset (r, 0, sizeof *r);
-    sb_verr_t err;
-    sb_doc_t *doc = sb_decode (data, len, NULL, 0, &err);
-    if (!doc)
-        return -1;
-    const sb_val_t *v = sb_doc_root (doc);
-    s_copy (r->run_id, sizeof r->run_id, sb_get_str (v, "run_id"));
-    s_copy (r->session_id, sizeof r->session_id, sb_get_str (v, "session_id"));
-    s_copy (r->status, sizeof r->status, sb_get_str (v, "status"));
-    s_copy (r->phase, sizeof r->phase, sb_get_str (v, "phase"));
-    s_copy (r->reason, sizeof r->reason, sb_get_str (v, "reason"));
-    s_copy (r->resume_from, sizeof r->resume_from, sb_get_str (v, "resume_from"));
-    s_copy (r->owner, sizeof r->owner, sb_get_str (v, "owner"));
-    s_copy (r->approval_policy, sizeof r->approval_policy, sb_get_str (v, "approval_policy"));
-    const sb_val_t *t = sb_get_map (v, "target");
-    s_copy (r->executor, sizeof r->executor, sb_get_str (t, "executor"));
-    s_copy (r->pool, sizeof r->pool, sb_get_str (t, "pool"));
-    s_copy (r->waiting_for, sizeof r->waiting_for, sb_get_str (v, "waiting_for"));
-    const char *input = sb_get_str (v, "input");
-    r->input = input ? strdup (input) : NULL;
-    r->fence = sb_get_uint (v, "fence", 0);
-    r->created_at = sb_get_uint (v, "created_at", 0);
-    r->updated_at = sb_get_uint (v, "updated_at", 0);
-    r->started_at = sb_get_uint (v, "started_at", 0);
-    r->ended_at = sb_get_uint (v, "ended_at", 0);
-    r->steps = sb_get_uint (v, "steps", 0);
-    r->input_tokens = sb_get_uint (v, "input_tokens", 0);
-    r->output_tokens = sb_get_uint (v, "output_tokens", 0);
-    const sb_val_t *l = sb_get_map (v, "limits");
-    r->max_steps = sb_get_uint (l, "max_steps", DEFAULT_MAX_STEPS);
-    r->timeout_s = sb_get_uint (l, "timeout_s", DEFAULT_TIMEOUT_S);
-    r->max_output_tokens = sb_get_uint (l, "max_output_tokens", 0);
-    r->cancel_requested = sb_get_bool (v, "cancel_requested", false);
-    sb_doc_destroy (&doc);
-    return 0;
-}
-
-static int
-s_run_load (self_t *self, const char *run_id, run_t *r)
-{
-    if (!run_id || strlen (run_id) > 32)
-        return -1;
-    sb_txn_t txn;
-    sb_key_t k;
-    sb_key_init (&k, 'R');
-    sb_key_str (&k, run_id);
-    MDB_val v;
-    int rc = -1;
-    if (sb_txn_begin (self->store, &txn, false) == 0) {
-        if (sb_txn_get (&txn, DBI_RUNS, k.buf, k.len, &v) == 0)
-            rc = s_run_decode (v.mv_data, v.mv_size, r);
-        sb_txn_abort (&txn);
-    }
-    return rc;
-}
-
-/* ------------------------------------------------------------------ */
-/*  Writes: one transaction per change, with its outbox entry */
-
-typedef struct {
-    self_t *self;
-    run_t *run;
-    bool is_new;
-    const char *prompt;         /* also append a `prompt` entry first */
-    bool status_changed;
-    bool new_fence;             /* give the run the session's next fence */
-    const char *command_id;     /* remember the reply under it */
-    const uint8_t *reply;
-    size_t reply_len;
-    uint64_t outbox_n;
-} write_ctx_t;
-
-static void
-s_enc_status_entry (sb_enc_t *e, const run_t *r)
-{
-    sb_enc_map_open (e);
-    sb_enc_kstr (e, "kind", "run.status");
-    sb_enc_key (e, "body");
-    sb_enc_map_open (e);
-    sb_enc_kstr (e, "run_id", r->run_id);
-    sb_enc_kstr (e, "status", r->status);
-    if (r->reason [0])
-        sb_enc_kstr (e, "reason", r->reason);
-    sb_enc_map_close (e);
-    sb_enc_map_close (e);
-}
-
-static int
-s_write_fn (sb_txn_t *txn, void *arg)
-{
-    write_ctx_t *w = arg;
-    self_t *self = w->self;
-    run_t *r = w->run;
-    sb_enc_t *e = sb_enc_new ();
-    if (!e)
-        return -1;
-    sb_key_t k;
-    if (w->new_fence) {
-        /* fences are per session, monotonic, and persisted with the run
-           that holds them (re-read on a re-run, so a grow cannot skip one) */
-        sb_key_init (&k, 'F');
-        sb_key_str (&k, r->session_id);
-        MDB_val fv;
-        uint64_t fence = 0;
-        if (sb_txn_get (txn, DBI_FENCES, k.buf, k.len, &fv) == 0 && fv.mv_size == 8)
-            fence = sb_key_read_u64 (&fv, 0);
-        fence++;
-        uint8_t be [8];
-        for (int i = 0; i < 8; i++)
-            be [i] = (uint8_t) (fence >> (56 - 8 * i));
-        sb_txn_put (txn, DBI_FENCES, k.buf, k.len, be, 8);
-        r->fence = fence;
-    }
-    s_run_encode (r, NULL, e);
-    size_t len;
-    const uint8_t *data = sb_enc_data (e, &len);
-    sb_key_init (&k, 'R');
-    sb_key_str (&k, r->run_id);
-    sb_txn_put (txn, DBI_RUNS, k.buf, k.len, data, len);
-    if (w->is_new) {
-        sb_key_init (&k, 'B');
-        sb_key_str (&k, r->session_id);
-        sb_key_str (&k, r->run_id);
-        sb_txn_put (txn, DBI_BYSESSION, k.buf, k.len, "", 0);
-    }
-    sb_key_init (&k, 'A');
-    sb_key_str (&k, r->session_id);
-    if (sb_run_status_final (r->status)) {
-        MDB_val cur;
-        if (sb_txn_get (txn, DBI_ACTIVE, k.buf, k.len, &cur) == 0
-        &&  cur.mv_size == strlen (r->run_id) && memcmp (cur.mv_data, r->run_id, cur.mv_size) == 0)
-            sb_txn_del (txn, DBI_ACTIVE, k.buf, k.len);
-    }
-    else
-        sb_txn_put (txn, DBI_ACTIVE, k.buf, k.len, r->run_id, strlen (r->run_id));
-    if (w->status_changed) {
-        /* the outbox entry: appended to the tape after the commit */
-        w->outbox_n = self->outbox_next;
-        char cmd [96];
-        snprintf (cmd, sizeof cmd, "run:%s:%s:%llu", r->run_id, r->status, (unsigned long long) r->fence);
-        sb_enc_reset (e);
-        sb_enc_map_open (e);
-        sb_enc_kstr (e, "session_id", r->session_id);
-        sb_enc_kstr (e, "run_id", r->run_id);
-        sb_enc_kstr (e, "command_id", cmd);
-        sb_enc_key (e, "entries");
-        sb_enc_array_open (e);
-        if (w->prompt) {
-            sb_enc_map_open (e);
-            sb_enc_kstr (e, "kind", "prompt");
-            sb_enc_key (e, "body");
-            sb_enc_map_open (e);
-            sb_enc_kstr (e, "text", w->prompt);
-            sb_enc_map_close (e);
-            sb_enc_map_close (e);
-        }
-        s_enc_status_entry (e, r);
-        sb_enc_array_close (e);
-        sb_enc_map_close (e);
-        data = sb_enc_data (e, &len);
-        sb_key_init (&k, 'O');
-        sb_key_u64 (&k, w->outbox_n);
-        sb_txn_put (txn, DBI_OUTBOX, k.buf, k.len, data, len);
-    }
-    if (w->command_id && w->reply) {
-        sb_key_init (&k, 'C');
-        sb_key_str (&k, w->command_id);
-        sb_txn_put (txn, DBI_COMMANDS, k.buf, k.len, w->reply, w->reply_len);
-    }
-    sb_enc_destroy (&e);
-    return txn->ret;
-}
-
-/*  Sends pending tape appends in order; each is idempotent by its
-    command_id, so a resend after a crash cannot double an entry. */
-static void
-s_outbox_flush (self_t *self)
-{
-    while (true) {
-        sb_txn_t txn;
-        if (sb_txn_begin (self->store, &txn, false))
-            return;
-        sb_txn_iter_t it;
-        MDB_val k, v;
-        uint8_t *copy = NULL;
-        size_t clen = 0;
-        uint8_t kbuf [16];
-        size_t klen = 0;
-        sb_txn_iter_begin (&txn, &it, DBI_OUTBOX, "O", 1, NULL, 0);
-        if (sb_txn_iter_next (&it, &k, &v)) {
-            copy = malloc (v.mv_size);
-            if (copy) {
-                memcpy (copy, v.mv_data, v.mv_size);
-                clen = v.mv_size;
-            }
-            klen = k.mv_size < sizeof kbuf ? k.mv_size : sizeof kbuf;
-            memcpy (kbuf, k.mv_data, klen);
-        }
-        sb_txn_iter_end (&it);
-        sb_txn_abort (&txn);
-        if (!copy)
-            return;
-        sb_msg_t *reply = sb_bus_call (self->bus, "session.append", NULL, copy, clen, CALL_MS);
-        free (copy);
-        if (!reply)
-            return;             /* the session actor is busy or away: retry on the next tick */
-        bool done = !sb_msg_is_error (reply)
-                 || strcmp (sb_msg_error_code (reply), "not_found") == 0
-                 || strcmp (sb_msg_error_code (reply), "invalid") == 0
-                 || strcmp (sb_msg_error_code (reply), "conflict") == 0;
-        if (sb_msg_is_error (reply))
-            sb_warn (ACTOR, "tape append from the outbox failed code=%s message=\"%s\"%s",
-                     sb_msg_error_code (reply), sb_msg_error_message (reply), done ? " (dropped)" : "");
-        sb_msg_destroy (&reply);
-        if (!done)
-            return;
-        if (sb_txn_begin (self->store, &txn, true) == 0) {
-            sb_txn_del (&txn, DBI_OUTBOX, kbuf, klen);
-            sb_txn_commit (&txn);
-        }
-    }
-}
-
-/*  Persists a run change (and its tape entry when the status changed),
-    then flushes the outbox. Returns 0 or a store error. */
-static int
-s_save_with (self_t *self, run_t *r, bool is_new, bool status_changed, const char *prompt,
-             bool new_fence)
-{
-    r->updated_at = sb_now_ms ();
-    write_ctx_t w = { .self = self, .run = r, .is_new = is_new, .status_changed = status_changed,
-                      .prompt = prompt, .new_fence = new_fence };
-    int rc = sb_store_write (self->store, s_write_fn, &w);
-    if (rc) {
-        sb_error (ACTOR, "cannot save run %s: %s", r->run_id, sb_store_strerror (rc));
-        return rc;
-    }
-    if (status_changed) {
-        self->outbox_next = w.outbox_n + 1;
-        sb_info (ACTOR, "run status run=%s session=%s status=%s%s%s", r->run_id, r->session_id, r->status,
-                 r->reason [0] ? " reason=" : "", r->reason);
-        s_outbox_flush (self);
-    }
-    return 0;
-}
-
-static int
-s_save (self_t *self, run_t *r, bool is_new, bool status_changed, const char *prompt)
-{
-    return s_save_with (self, r, is_new, status_changed, prompt, false);
-}
-
-/*  Gives the run its session's next fence, persisted with it. */
-static int
-s_save_new_fence (self_t *self, run_t *r)
-{
-    return s_save_with (self, r, false, false, NULL, true);
-}
-
-static void
-s_set_status (run_t *r, const char *status, const char *reason)
-{
-    s_copy (r->status, sizeof r->status, status);
-    s_copy (r->reason, sizeof r->reason, reason);
-    if (sb_run_status_final (status))
-        r->ended_at = sb_now_ms ();
-}
 
 /* ------------------------------------------------------------------ */
 /*  Replies */
@@ -401,134 +21,15 @@ s_reply_run (self_t *self, const sb_msg_t *msg, const run_t *r)
     sb_enc_reset (e);
     sb_enc_map_open (e);
     sb_enc_key (e, "run");
-    s_run_encode (r, zhashx_lookup (self->leases, r->run_id), e);
+    sb_run_record_encode (r, zhashx_lookup (self->leases, r->run_id), e);
     sb_enc_map_close (e);
     size_t len;
     const uint8_t *b = sb_enc_data (e, &len);
     sb_bus_reply (self->bus, msg, b, len);
 }
 
-/*  Tells the session actor the session's new fence and waits for it:
-    from then on, appends with an older fence are refused. */
-static int
-s_fence_session (self_t *self, run_t *r)
-{
-    sb_enc_t *e = sb_enc_new ();
-    sb_enc_map_open (e);
-    sb_enc_kstr (e, "session_id", r->session_id);
-    sb_enc_kuint (e, "fence", r->fence);
-    sb_enc_map_close (e);
-    size_t len;
-    const uint8_t *b = sb_enc_data (e, &len);
-    sb_msg_t *reply = sb_bus_call (self->bus, "session.fence", r->session_id, b, len, CALL_MS);
-    sb_enc_destroy (&e);
-    int rc = reply && !sb_msg_is_error (reply) ? 0 : -1;
-    if (rc)
-        sb_warn (ACTOR, "session.fence failed session=%s fence=%llu error=%s", r->session_id,
-                 (unsigned long long) r->fence, reply ? sb_msg_error_message (reply) : "no reply");
-    sb_msg_destroy (&reply);
-    return rc;
-}
 
-/* ------------------------------------------------------------------ */
-/*  Dispatch */
 
-static void
-s_dispatch (self_t *self, run_t *r)
-{
-    if (strcmp (r->executor, "worker") == 0) {
-        char w [256];
-        snprintf (w, sizeof w, "a worker in pool %s to claim it (workers are not built yet)", r->pool);
-        if (strcmp (w, r->waiting_for) != 0) {
-            s_copy (r->waiting_for, sizeof r->waiting_for, w);
-            s_save (self, r, false, false, NULL);
-        }
-        return;
-    }
-    if (s_save_new_fence (self, r) || s_fence_session (self, r))
-        return;
-    sb_enc_t *e = sb_enc_new ();
-    sb_enc_map_open (e);
-    sb_enc_kstr (e, "run_id", r->run_id);
-    sb_enc_kstr (e, "session_id", r->session_id);
-    sb_enc_kuint (e, "fence", r->fence);
-    if (r->resume_from [0]) sb_enc_kstr (e, "resume_from", r->resume_from);
-    if (r->approval_policy [0]) sb_enc_kstr (e, "approval_policy", r->approval_policy);
-    sb_enc_key (e, "limits");
-    sb_enc_map_open (e);
-    sb_enc_kuint (e, "max_steps", r->max_steps);
-    sb_enc_kuint (e, "timeout_s", r->timeout_s);
-    if (r->max_output_tokens) sb_enc_kuint (e, "max_output_tokens", r->max_output_tokens);
-    sb_enc_map_close (e);
-    sb_enc_map_close (e);
-    size_t len;
-    const uint8_t *b = sb_enc_data (e, &len);
-    sb_msg_t *reply = sb_bus_call (self->bus, "exec.start", r->session_id, b, len, CALL_MS);
-    sb_enc_destroy (&e);
-    if (!reply || sb_msg_is_error (reply)) {
-        const char *code = reply ? sb_msg_error_code (reply) : "timeout";
-        char w [256];
-        snprintf (w, sizeof w, "an exec instance (%s)", strcmp (code, "no_service") == 0 ? "none is live" : code);
-        if (strcmp (w, r->waiting_for) != 0) {
-            s_copy (r->waiting_for, sizeof r->waiting_for, w);
-            s_save (self, r, false, false, NULL);
-        }
-        sb_msg_destroy (&reply);
-        return;
-    }
-    s_copy (r->owner, sizeof r->owner, sb_get_str (reply->body, "instance"));
-    sb_msg_destroy (&reply);
-    r->started_at = sb_now_ms ();
-    r->waiting_for [0] = 0;
-    s_set_status (r, "claimed", NULL);
-    lease_t *lease = calloc (1, sizeof *lease);
-    if (lease) {
-        lease->expires = sb_mono_ms () + LEASE_MS;
-        zhashx_update (self->leases, r->run_id, lease);
-    }
-    s_save (self, r, false, true, NULL);
-}
-
-/*  The ids of every unfinished run (one per session at most). The caller
-    destroys the list. Read in one transaction, so later writes are free to
-    change the table while the caller walks the list. */
-static zlistx_t *
-s_active_ids (self_t *self)
-{
-    sb_txn_t txn;
-    if (sb_txn_begin (self->store, &txn, false))
-        return NULL;
-    zlistx_t *ids = zlistx_new ();
-    zlistx_set_destructor (ids, (czmq_destructor *) zstr_free);
-    sb_txn_iter_t it;
-    MDB_val k, v;
-    sb_txn_iter_begin (&txn, &it, DBI_ACTIVE, "A", 1, NULL, 0);
-    while (sb_txn_iter_next (&it, &k, &v))
-        zlistx_add_end (ids, strndup (v.mv_data, v.mv_size));
-    sb_txn_iter_end (&it);
-    sb_txn_abort (&txn);
-    return ids;
-}
-
-/*  Dispatches every queued run (the outbox is flushed first, so a run's
-    prompt is on the tape before an executor reads it). */
-static void
-s_dispatch_queued (self_t *self)
-{
-    s_outbox_flush (self);
-    zlistx_t *ids = s_active_ids (self);
-    if (!ids)
-        return;
-    for (char *id = zlistx_first (ids); id; id = zlistx_next (ids)) {
-        run_t r;
-        if (s_run_load (self, id, &r) == 0) {
-            if (strcmp (r.status, "queued") == 0)
-                s_dispatch (self, &r);
-            s_run_free (&r);
-        }
-    }
-    zlistx_destroy (&ids);
-}
 
 /* ------------------------------------------------------------------ */
 /*  Requests */
@@ -548,11 +49,11 @@ s_remembered (self_t *self, const sb_msg_t *msg)
         MDB_val v;
         if (sb_key_valid (&k) && sb_txn_get (&txn, DBI_COMMANDS, k.buf, k.len, &v) == 0) {
             run_t r;
-            if (s_run_load (self, (const char *) v.mv_data, &r) == 0) {
+            if (sb_run_record_load (self, (const char *) v.mv_data, &r) == 0) {
                 found = true;
                 sb_txn_abort (&txn);
                 s_reply_run (self, msg, &r);
-                s_run_free (&r);
+                sb_run_record_free (&r);
                 return true;
             }
         }
@@ -575,26 +76,6 @@ s_remember (self_t *self, const sb_msg_t *msg, const run_t *r)
         sb_txn_put (&txn, DBI_COMMANDS, k.buf, k.len, r->run_id, strlen (r->run_id) + 1);
         sb_txn_commit (&txn);
     }
-}
-
-static int
-s_active_run (self_t *self, const char *session_id, char *out)
-{
-    sb_txn_t txn;
-    sb_key_t k;
-    sb_key_init (&k, 'A');
-    sb_key_str (&k, session_id);
-    int rc = -1;
-    if (sb_txn_begin (self->store, &txn, false) == 0) {
-        MDB_val v;
-        if (sb_txn_get (&txn, DBI_ACTIVE, k.buf, k.len, &v) == 0 && v.mv_size < 33) {
-            memcpy (out, v.mv_data, v.mv_size);
-            out [v.mv_size] = 0;
-            rc = 0;
-        }
-        sb_txn_abort (&txn);
-    }
-    return rc;
 }
 
 static bool
@@ -649,7 +130,7 @@ s_create (self_t *self, const sb_msg_t *msg, const char *session_id, const char 
         return;
     }
     char active [33];
-    if (s_active_run (self, session_id, active) == 0) {
+    if (sb_run_active_run (self, session_id, active) == 0) {
         sb_bus_error (self->bus, msg, SB_E_conflict,
                       "session %s already has an active run %s; wait for it or cancel it "
                       "(one run at a time per session)", session_id, active);
@@ -660,7 +141,7 @@ s_create (self_t *self, const sb_msg_t *msg, const char *session_id, const char 
     memset (&r, 0, sizeof r);
     sb_ulid_new (r.run_id);
     s_copy (r.session_id, sizeof r.session_id, session_id);
-    s_copy (r.status, sizeof r.status, "queued");
+    r.status = SB_RUN_queued;
     s_copy (r.executor, sizeof r.executor, executor);
     s_copy (r.pool, sizeof r.pool, pool);
     s_copy (r.resume_from, sizeof r.resume_from, resume_from);
@@ -674,15 +155,15 @@ s_create (self_t *self, const sb_msg_t *msg, const char *session_id, const char 
     r.max_output_tokens = sb_get_uint (limits, "max_output_tokens", 0);
     r.created_at = sb_now_ms ();
     sb_msg_destroy (&sess);
-    if (s_save (self, &r, true, true, input)) {
+    if (sb_run_save (self, &r, true, true, input)) {
         sb_bus_error (self->bus, msg, SB_E_internal, "cannot store the run");
-        s_run_free (&r);
+        sb_run_record_free (&r);
         return;
     }
     s_remember (self, msg, &r);
     s_reply_run (self, msg, &r);
-    s_dispatch (self, &r);
-    s_run_free (&r);
+    sb_run_start (self, &r);
+    sb_run_record_free (&r);
 }
 
 static void
@@ -710,22 +191,26 @@ s_handle_get (self_t *self, sb_msg_t *msg)
 {
     run_t r;
     const char *id = sb_get_str (msg->body, "run_id");
-    if (s_run_load (self, id, &r)) {
+    if (sb_run_record_load (self, id, &r)) {
         sb_bus_error (self->bus, msg, SB_E_not_found, "no run %s", id);
         return;
     }
     s_reply_run (self, msg, &r);
-    s_run_free (&r);
+    sb_run_record_free (&r);
 }
 
 static void
 s_handle_list (self_t *self, sb_msg_t *msg)
 {
     const char *sid = sb_get_str (msg->body, "session_id");
-    const char *status = sb_get_str (msg->body, "status");
-    uint64_t limit = sb_get_uint (msg->body, "limit", 100);
-    if (limit == 0 || limit > 1000)
-        limit = 1000;
+    const char *status_name = sb_get_str (msg->body, "status");
+    sb_run_status_t status = sb_run_status_from_name (status_name);
+    if (status_name && status == SB_RUN__COUNT) {
+        sb_bus_error (self->bus, msg, SB_E_invalid, "status must be one of %s", sb_run_status_names ());
+        return;
+    }
+    /* the codec refused a limit outside the schema's range already */
+    uint64_t limit = sb_get_uint (msg->body, "limit", (uint64_t) sb_schema_default ("run.list", "limit"));
     sb_txn_t txn;
     if (sb_txn_begin (self->store, &txn, false)) {
         sb_bus_error (self->bus, msg, SB_E_internal, "store unavailable");
@@ -761,12 +246,12 @@ s_handle_list (self_t *self, sb_msg_t *msg)
     uint64_t n = 0;
     for (char *id = zlistx_last (ids); id && n < limit; id = zlistx_prev (ids)) {
         run_t r;
-        if (s_run_load (self, id, &r) == 0) {
-            if (!status || strcmp (status, r.status) == 0) {
-                s_run_encode (&r, zhashx_lookup (self->leases, r.run_id), e);
+        if (sb_run_record_load (self, id, &r) == 0) {
+            if (!status_name || r.status == status) {
+                sb_run_record_encode (&r, zhashx_lookup (self->leases, r.run_id), e);
                 n++;
             }
-            s_run_free (&r);
+            sb_run_record_free (&r);
         }
     }
     sb_enc_array_close (e);
@@ -778,49 +263,36 @@ s_handle_list (self_t *self, sb_msg_t *msg)
 }
 
 static void
-s_push_cancel (self_t *self, const run_t *r)
-{
-    sb_enc_t *e = sb_enc_new ();
-    sb_enc_map_open (e);
-    sb_enc_kstr (e, "run_id", r->run_id);
-    sb_enc_map_close (e);
-    size_t len;
-    const uint8_t *b = sb_enc_data (e, &len);
-    /* to the instance that owns the run, at once; its reply is not needed */
-    sb_bus_send (self->bus, "exec.cancel", r->session_id, r->owner [0] ? r->owner : NULL, b, len,
-                 sb_now_ms () + CALL_MS, NULL);
-    sb_enc_destroy (&e);
-}
-
-static void
 s_handle_cancel (self_t *self, sb_msg_t *msg)
 {
     run_t r;
     const char *id = sb_get_str (msg->body, "run_id");
-    if (s_run_load (self, id, &r)) {
+    if (sb_run_record_load (self, id, &r)) {
         sb_bus_error (self->bus, msg, SB_E_not_found, "no run %s", id);
         return;
     }
-    if (sb_run_status_final (r.status)) {
-        sb_bus_error (self->bus, msg, SB_E_conflict, "run %s is already %s", id, r.status);
-        s_run_free (&r);
+    if (sb_run_status_is_final (r.status)) {
+        sb_bus_error (self->bus, msg, SB_E_conflict, "run %s is already %s", id, sb_run_status_name (r.status));
+        sb_run_record_free (&r);
         return;
     }
-    if (strcmp (r.status, "queued") == 0) {
-        s_set_status (&r, "cancelled", "cancelled before it started");
-        s_save (self, &r, false, true, NULL);
+    /* a queued run has no executor to stop; a cancelling one was told
+       already, and is told again */
+    if (r.status == SB_RUN_queued) {
+        if (sb_run_set_status (&r, SB_RUN_cancelled, "cancelled before it started") == SB_OK)
+            sb_run_save (self, &r, false, true, NULL);
     }
     else
-    if (strcmp (r.status, "cancelling") != 0) {
+    if (r.status != SB_RUN_cancelling) {
         r.cancel_requested = true;
-        s_set_status (&r, "cancelling", "cancel requested");
-        s_save (self, &r, false, true, NULL);
-        s_push_cancel (self, &r);
+        if (sb_run_set_status (&r, SB_RUN_cancelling, "cancel requested") == SB_OK)
+            sb_run_save (self, &r, false, true, NULL);
+        sb_run_push_cancel (self, &r);
     }
     else
-        s_push_cancel (self, &r);
+        sb_run_push_cancel (self, &r);
     s_reply_run (self, msg, &r);
-    s_run_free (&r);
+    sb_run_record_free (&r);
 }
 
 static void
@@ -830,15 +302,16 @@ s_handle_resume (self_t *self, sb_msg_t *msg)
     const char *id = sb_get_str (msg->body, "run_id");
     if (s_remembered (self, msg))
         return;
-    if (s_run_load (self, id, &r)) {
+    if (sb_run_record_load (self, id, &r)) {
         sb_bus_error (self->bus, msg, SB_E_not_found, "no run %s", id);
         return;
     }
-    if (!sb_run_status_final (r.status) || strcmp (r.status, "completed") == 0) {
+    /* resume reopens nothing: it creates a new run that continues this one */
+    if (!sb_run_status_is_final (r.status) || r.status == SB_RUN_completed) {
         sb_bus_error (self->bus, msg, SB_E_conflict,
                       "run %s is %s; only failed, cancelled, interrupted or expired runs can be resumed",
-                      id, r.status);
-        s_run_free (&r);
+                      id, sb_run_status_name (r.status));
+        sb_run_record_free (&r);
         return;
     }
     sb_enc_t *e = sb_enc_new ();
@@ -854,14 +327,14 @@ s_handle_resume (self_t *self, sb_msg_t *msg)
     s_create (self, msg, r.session_id, NULL, r.run_id, sb_doc_root (tdoc), NULL, r.approval_policy);
     sb_doc_destroy (&tdoc);
     sb_enc_destroy (&e);
-    s_run_free (&r);
+    sb_run_record_free (&r);
 }
 
 static int
 s_check_fence (self_t *self, sb_msg_t *msg, run_t *r)
 {
     const char *id = sb_get_str (msg->body, "run_id");
-    if (s_run_load (self, id, r)) {
+    if (sb_run_record_load (self, id, r)) {
         sb_bus_error (self->bus, msg, SB_E_not_found, "no run %s", id);
         return -1;
     }
@@ -869,12 +342,12 @@ s_check_fence (self_t *self, sb_msg_t *msg, run_t *r)
     if (fence != r->fence) {
         sb_bus_error (self->bus, msg, SB_E_fenced, "run %s: fence %llu is stale (current %llu)", id,
                       (unsigned long long) fence, (unsigned long long) r->fence);
-        s_run_free (r);
+        sb_run_record_free (r);
         return -1;
     }
-    if (sb_run_status_final (r->status)) {
-        sb_bus_error (self->bus, msg, SB_E_conflict, "run %s is already %s", id, r->status);
-        s_run_free (r);
+    if (sb_run_status_is_final (r->status)) {
+        sb_bus_error (self->bus, msg, SB_E_conflict, "run %s is already %s", id, sb_run_status_name (r->status));
+        sb_run_record_free (r);
         return -1;
     }
     return 0;
@@ -899,10 +372,8 @@ s_handle_heartbeat (self_t *self, sb_msg_t *msg)
         lease->input_tokens = sb_get_uint (msg->body, "input_tokens", lease->input_tokens);
         lease->output_tokens = sb_get_uint (msg->body, "output_tokens", lease->output_tokens);
     }
-    if (strcmp (r.status, "claimed") == 0) {
-        s_set_status (&r, "running", NULL);
-        s_save (self, &r, false, true, NULL);
-    }
+    if (r.status == SB_RUN_claimed && sb_run_set_status (&r, SB_RUN_running, NULL) == SB_OK)
+        sb_run_save (self, &r, false, true, NULL);
     sb_enc_t *e = self->enc;
     sb_enc_reset (e);
     sb_enc_map_open (e);
@@ -912,7 +383,7 @@ s_handle_heartbeat (self_t *self, sb_msg_t *msg)
     size_t len;
     const uint8_t *b = sb_enc_data (e, &len);
     sb_bus_reply (self->bus, msg, b, len);
-    s_run_free (&r);
+    sb_run_record_free (&r);
 }
 
 static void
@@ -921,22 +392,55 @@ s_handle_finish (self_t *self, sb_msg_t *msg)
     run_t r;
     if (s_check_fence (self, msg, &r))
         return;
-    const char *status = sb_get_str (msg->body, "status");
-    if (strcmp (status, "completed") != 0 && strcmp (status, "failed") != 0 && strcmp (status, "cancelled") != 0) {
+    sb_run_status_t status = sb_run_status_from_name (sb_get_str (msg->body, "status"));
+    if (status != SB_RUN_completed && status != SB_RUN_failed && status != SB_RUN_cancelled) {
         sb_bus_error (self->bus, msg, SB_E_invalid, "status must be completed, failed or cancelled");
-        s_run_free (&r);
+        sb_run_record_free (&r);
         return;
     }
-    s_set_status (&r, status, sb_get_str (msg->body, "reason"));
+    /* e.g. a run that no executor ever claimed cannot finish */
+    if (sb_run_set_status (&r, status, sb_get_str (msg->body, "reason")) != SB_OK) {
+        sb_bus_error (self->bus, msg, SB_E_conflict, "run %s is %s; it cannot become %s", r.run_id,
+                      sb_run_status_name (r.status), sb_run_status_name (status));
+        sb_run_record_free (&r);
+        return;
+    }
     r.steps = sb_get_uint (msg->body, "steps", r.steps);
     const sb_val_t *u = sb_get_map (msg->body, "usage");
     r.input_tokens = sb_get_uint (u, "input_tokens", r.input_tokens);
     r.output_tokens = sb_get_uint (u, "output_tokens", r.output_tokens);
     r.phase [0] = 0;
     zhashx_delete (self->leases, r.run_id);
-    s_save (self, &r, false, true, NULL);
+    sb_run_save (self, &r, false, true, NULL);
     s_reply_run (self, msg, &r);
-    s_run_free (&r);
+    sb_run_record_free (&r);
+}
+
+/* ------------------------------------------------------------------ */
+/*  Dispatch: every request type the actor serves, and its handler
+    (actors/actor.h; tests/unit/test_dispatch.c holds the type column
+    against the schemas). */
+
+typedef void (s_handler_fn) (self_t *self, sb_msg_t *msg);
+
+static const struct {
+    const char *type;
+    s_handler_fn *fn;
+} s_handlers [] = {
+    { "run.request",   s_handle_request },
+    { "run.get",       s_handle_get },
+    { "run.list",      s_handle_list },
+    { "run.cancel",    s_handle_cancel },
+    { "run.resume",    s_handle_resume },
+    { "run.heartbeat", s_handle_heartbeat },
+    { "run.finish",    s_handle_finish },
+};
+#define S_HANDLERS (sizeof s_handlers / sizeof s_handlers [0])
+
+const char *
+sb_run_dispatch_type (size_t index)
+{
+    return index < S_HANDLERS ? s_handlers [index].type : NULL;
 }
 
 static void
@@ -945,87 +449,17 @@ s_handle_bus (self_t *self)
     sb_msg_t *msg;
     while ((msg = sb_bus_recv (self->bus, 0))) {
         if (msg->route) {
-            const char *t = msg->h.type;
-            if (strcmp (t, "run.request") == 0) s_handle_request (self, msg);
-            else if (strcmp (t, "run.get") == 0) s_handle_get (self, msg);
-            else if (strcmp (t, "run.list") == 0) s_handle_list (self, msg);
-            else if (strcmp (t, "run.cancel") == 0) s_handle_cancel (self, msg);
-            else if (strcmp (t, "run.resume") == 0) s_handle_resume (self, msg);
-            else if (strcmp (t, "run.heartbeat") == 0) s_handle_heartbeat (self, msg);
-            else if (strcmp (t, "run.finish") == 0) s_handle_finish (self, msg);
-            else sb_bus_error (self->bus, msg, SB_E_unknown_type, "run does not serve %s", t);
+            size_t k = 0;
+            while (k < S_HANDLERS && strcmp (msg->h.type, s_handlers [k].type) != 0)
+                k++;
+            if (k < S_HANDLERS)
+                s_handlers [k].fn (self, msg);
+            else
+                sb_bus_error (self->bus, msg, SB_E_unknown_type, "run does not serve %s", msg->h.type);
         }
         /* replies to pushes (exec.cancel) need no action */
         sb_msg_destroy (&msg);
     }
-}
-
-/* ------------------------------------------------------------------ */
-/*  Leases and recovery */
-
-static void
-s_expire_leases (self_t *self)
-{
-    int64_t now = sb_mono_ms ();
-    zlistx_t *keys = zhashx_keys (self->leases);
-    for (const char *id = zlistx_first (keys); id; id = zlistx_next (keys)) {
-        lease_t *lease = zhashx_lookup (self->leases, id);
-        if (!lease || lease->expires > now)
-            continue;
-        run_t r;
-        if (s_run_load (self, id, &r) == 0) {
-            if (!sb_run_status_final (r.status)) {
-                /* fence first: once the session knows the new fence, the
-                   lapsed executor can no longer write */
-                if (s_save_new_fence (self, &r) == 0 && s_fence_session (self, &r) == 0) {
-                    s_set_status (&r, "expired", "lease lapsed: the executor stopped heartbeating");
-                    s_save (self, &r, false, true, NULL);
-                    zhashx_delete (self->leases, id);
-                }
-            }
-            else
-                zhashx_delete (self->leases, id);
-            s_run_free (&r);
-        }
-        else
-            zhashx_delete (self->leases, id);
-    }
-    zlistx_destroy (&keys);
-}
-
-/*  Every run that was claimed or running when the server stopped is
-    stale: no executor of this process survived. It becomes interrupted;
-    nothing it was doing is re-run, and run.resume continues it from the
-    tape. A run that was cancelling is cancelled. Queued runs stay queued
-    and are dispatched. */
-static void
-s_recover (self_t *self)
-{
-    s_outbox_flush (self);
-    zlistx_t *ids = s_active_ids (self);
-    if (!ids)
-        return;
-    int n = 0;
-    for (char *id = zlistx_first (ids); id; id = zlistx_next (ids)) {
-        run_t r;
-        if (s_run_load (self, id, &r))
-            continue;
-        if (strcmp (r.status, "queued") != 0 && !sb_run_status_final (r.status)) {
-            if (s_save_new_fence (self, &r) == 0)
-                s_fence_session (self, &r);
-            if (strcmp (r.status, "cancelling") == 0)
-                s_set_status (&r, "cancelled", "server_restart");
-            else
-                s_set_status (&r, "interrupted", "server_restart");
-            r.phase [0] = 0;
-            s_save (self, &r, false, true, NULL);
-            n++;
-        }
-        s_run_free (&r);
-    }
-    zlistx_destroy (&ids);
-    if (n)
-        sb_info (ACTOR, "recovery interrupted=%d", n);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1104,7 +538,7 @@ sb_run_actor (zsock_t *pipe, void *args)
         return;
     }
     /* recovery before the server opens to clients (docs/architecture.md) */
-    s_recover (self);
+    sb_run_recover (self);
     sb_actor_signal (pipe, 0);
     self->next_tick = sb_mono_ms () + 1000;
     while (!self->terminated) {
@@ -1124,8 +558,8 @@ sb_run_actor (zsock_t *pipe, void *args)
             self->terminated = true;
         s_handle_bus (self);
         if (sb_mono_ms () >= self->next_tick) {
-            s_expire_leases (self);
-            s_dispatch_queued (self);
+            sb_run_expire_leases (self);
+            sb_run_start_queued (self);
             self->next_tick = sb_mono_ms () + 1000;
         }
     }

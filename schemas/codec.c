@@ -408,6 +408,24 @@ s_value (s_rd_t *rd, const sb_field_t *field, int depth)
             }
             return 0;
         }
+        case SB_V_UINT:
+        case SB_V_INT:
+            if (field && sb_field_ranged (field)) {
+                bool below = h.type == SB_V_INT ? h.i < field->min_value
+                           : field->min_value > 0 && h.u < (uint64_t) field->min_value;
+                bool above = h.type == SB_V_INT ? h.i > field->max_value
+                           : field->max_value < 0 || h.u > (uint64_t) field->max_value;
+                if (below || above) {
+                    char v [24];
+                    if (h.type == SB_V_INT)
+                        snprintf (v, sizeof v, "%lld", (long long) h.i);
+                    else
+                        snprintf (v, sizeof v, "%llu", (unsigned long long) h.u);
+                    return s_fail (rd, SB_E_invalid, "%s is out of range (%lld..%lld)", v,
+                                   (long long) field->min_value, (long long) field->max_value);
+                }
+            }
+            return 0;
         default:
             return 0;
     }

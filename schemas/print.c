@@ -28,6 +28,10 @@ s_limit (char *buf, size_t n, const sb_field_t *f)
     if (f->type == SB_T_MAP || f->type == SB_T_ARRAY)
         snprintf (buf, n, "%u items", f->max ? f->max : SB_DEFAULT_COUNT_MAX);
     else
+    if (sb_field_ranged (f))
+        snprintf (buf, n, "%lld..%lld, default %lld", (long long) f->min_value,
+                  (long long) f->max_value, (long long) f->default_value);
+    else
         snprintf (buf, n, "-");
 }
 
@@ -36,13 +40,13 @@ s_fields (FILE *out, const sb_field_t *fields, const char *prefix, bool md, int 
 {
     for (int k = 0; fields && fields [k].name && depth < 4; k++) {
         const sb_field_t *f = &fields [k];
-        char lim [32];
+        char lim [80];
         s_limit (lim, sizeof lim, f);
         if (md)
             fprintf (out, "| `%s%s` | %s | %s | %s | %s |\n", prefix, f->name, sb_ftype_name (f->type),
                      f->required ? "yes" : "no", lim, f->doc ? f->doc : "");
         else
-            fprintf (out, "    %-28s %-6s %-9s %-12s %s\n", f->name, sb_ftype_name (f->type),
+            fprintf (out, "    %-28s %-6s %-9s %-20s %s\n", f->name, sb_ftype_name (f->type),
                      f->required ? "required" : "optional", lim, f->doc ? f->doc : "");
         if (md && f->sub) {
             char p [128];
@@ -96,7 +100,9 @@ sb_schema_print (FILE *out, bool md)
                  "Protocol version: %d. Every message is `[header][body]`, two msgpack maps "
                  "(after routing frames). Bodies are at most %u bytes unless a type says more; "
                  "nesting is at most %d deep. Strings and binaries without a stated limit are "
-                 "capped at %d bytes, arrays and maps at %d items.\n\n",
+                 "capped at %d bytes, arrays and maps at %d items. An integer outside the range "
+                 "its field states (`min..max, default d`) is refused with `invalid`, naming the "
+                 "field and the range; an absent one means the default.\n\n",
                  SB_PROTOCOL_VERSION, SB_MAX_MSG_BYTES, SB_MAX_DEPTH, SB_DEFAULT_STR_MAX,
                  SB_DEFAULT_COUNT_MAX);
         fprintf (out, "## Header\n\n| field | type | required | limit | doc |\n|---|---|---|---|---|\n");

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "schemas/run_status.h"
 
 #define SB_PROTOCOL_VERSION  1
 #define SB_MAX_MSG_BYTES     (1u << 20)   /* default cap on one body */
@@ -34,6 +35,14 @@ typedef struct sb_field {
     const struct sb_field *sub;     /* MAP: its fields (NULL-name terminated) or NULL = free-form.
                                        ARRAY: one field describing each item, or NULL = any. */
     const char *doc;
+    /* INT and UINT fields: the accepted values (inclusive) and the value
+       an absent field means. 0..0 declares no range. The validator
+       refuses a value outside the range with `invalid`, naming the field
+       and the range, before any handler runs; rows that leave these
+       members out declare nothing. */
+    int64_t min_value;
+    int64_t max_value;
+    int64_t default_value;
 } sb_field_t;
 
 typedef enum {
@@ -60,16 +69,25 @@ const sb_type_t *sb_schema_find (const char *name, size_t len);
 /*  The whole table, for printing and tests. */
 const sb_type_t *sb_schema_all (size_t *count);
 
+/*  True when `f` declares a range (an INT or UINT field with min_value or
+    max_value set). */
+bool sb_field_ranged (const sb_field_t *f);
+
+/*  Field `field` of message type `type` (e.g. "run.list", "limit"), for
+    readers of its declared range such as the CLI; NULL when unknown. */
+const sb_field_t *sb_schema_field (const char *type, const char *field);
+
+/*  The declared default of field `field` of message type `type` (e.g.
+    "run.list", "limit"): what a handler uses when the field is absent.
+    0 when the type, the field or its range is not declared. */
+int64_t sb_schema_default (const char *type, const char *field);
+
 /*  Fields of the message header (docs/protocol.md). */
 extern const sb_field_t sb_header_fields [];
 
 /*  Looks up the tape-entry kind `kind` (e.g. "text.delta"); NULL if unknown. */
 const sb_type_t *sb_schema_tape_kind (const char *kind);
 const sb_type_t *sb_schema_tape_all (size_t *count);
-
-/*  True for a run status that never changes again: completed, failed,
-    cancelled, expired, interrupted. */
-bool sb_run_status_final (const char *status);
 
 const char *sb_ftype_name (sb_ftype_t type);
 const char *sb_kind_name (sb_kind_t kind);

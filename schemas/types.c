@@ -231,6 +231,29 @@ sb_schema_find (const char *name, size_t len)
     return NULL;
 }
 
+bool
+sb_field_ranged (const sb_field_t *f)
+{
+    return f && (f->type == SB_T_INT || f->type == SB_T_UINT) && (f->min_value || f->max_value);
+}
+
+const sb_field_t *
+sb_schema_field (const char *type, const char *field)
+{
+    const sb_type_t *t = type ? sb_schema_find (type, strlen (type)) : NULL;
+    for (int k = 0; t && field && t->fields [k].name; k++)
+        if (strcmp (t->fields [k].name, field) == 0)
+            return &t->fields [k];
+    return NULL;
+}
+
+int64_t
+sb_schema_default (const char *type, const char *field)
+{
+    const sb_field_t *f = sb_schema_field (type, field);
+    return sb_field_ranged (f) ? f->default_value : 0;
+}
+
 const sb_type_t *
 sb_schema_all (size_t *count)
 {

@@ -12,6 +12,8 @@
 #define ID_MAX 32               /* ULIDs are 26 characters */
 #define KB * 1024u
 #define MB * 1024u * 1024u
+/*  The trailing members of an INT/UINT row: its range and default. */
+#define RANGE(min, max, dflt)         min, max, dflt
 #define REQ(name, fields, pub, doc)   { name, SB_KIND_REQUEST, pub, fields, 0, doc }
 #define REP(name, fields, doc)        { name, SB_KIND_REPLY, true, fields, 0, doc }
 

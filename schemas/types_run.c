@@ -1,18 +1,6 @@
 /*  schemas/types_run.c — run.* (actors/run.c) and exec.* (actors/exec.c). */
 #include "schemas/types.h"
 
-#include <string.h>
-
-bool
-sb_run_status_final (const char *status)
-{
-    static const char *final [] = { "completed", "failed", "cancelled", "expired", "interrupted", NULL };
-    for (int k = 0; status && final [k]; k++)
-        if (strcmp (status, final [k]) == 0)
-            return true;
-    return false;
-}
-
 static const sb_field_t s_target [] = {
     { "executor", SB_T_STR, true, 16, NULL, "local | worker" },
     { "pool", SB_T_STR, false, 64, NULL, "worker pool (executor worker)" },
@@ -71,7 +59,7 @@ static const sb_field_t s_run_id [] = {
 static const sb_field_t s_run_list [] = {
     { "session_id", SB_T_STR, false, ID_MAX, NULL, "only this session's runs" },
     { "status", SB_T_STR, false, 16, NULL, "only runs in this status" },
-    { "limit", SB_T_UINT, false, 0, NULL, "at most (default 100, max 1000)" },
+    { "limit", SB_T_UINT, false, 0, NULL, "at most this many runs", RANGE (1, 1000, 100) },
     END
 };
 static const sb_field_t s_run_item [] = { { "run", SB_T_MAP, false, 0, s_run_record, "a run" } };

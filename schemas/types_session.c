@@ -46,7 +46,7 @@ static const sb_field_t s_session_id_only [] = {
 };
 static const sb_field_t s_session_list [] = {
     { "status", SB_T_STR, false, 16, NULL, "active | closed" },
-    { "limit", SB_T_UINT, false, 0, NULL, "page size (default 100, max 1000)" },
+    { "limit", SB_T_UINT, false, 0, NULL, "page size", RANGE (1, 1000, 100) },
     { "cursor", SB_T_STR, false, ID_MAX, NULL, "next_cursor of the previous page" },
     END
 };
@@ -119,7 +119,7 @@ static const sb_field_t s_session_append_ok [] = {
 static const sb_field_t s_session_events [] = {
     { "session_id", SB_T_STR, true, ID_MAX, NULL, "session id" },
     { "after_seq", SB_T_UINT, false, 0, NULL, "return entries with seq > after_seq" },
-    { "limit", SB_T_UINT, false, 0, NULL, "page size (default 500, max 5000)" },
+    { "limit", SB_T_UINT, false, 0, NULL, "page size", RANGE (1, 5000, 500) },
     END
 };
 static const sb_field_t s_event_record [] = {

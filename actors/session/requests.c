@@ -595,13 +595,10 @@ s_read_list (self_t *self, sb_txn_t *txn, req_t *req)
     const sb_val_t *b = req->msg->body;
     const char *status = sb_get_str (b, "status");
     const char *cursor = sb_get_str (b, "cursor");
-    uint64_t limit = sb_get_uint (b, "limit", SB_SESSION_LIST_LIMIT);
+    //  The codec refused a limit outside the schema's range already.
+    uint64_t limit = sb_get_uint (b, "limit", (uint64_t) sb_schema_default ("session.list", "limit"));
     if (status && strcmp (status, "active") != 0 && strcmp (status, "closed") != 0) {
         sb_session_fail (req, SB_E_invalid, "status must be active or closed");
-        return;
-    }
-    if (limit < 1 || limit > SB_SESSION_LIST_LIMIT_MAX) {
-        sb_session_fail (req, SB_E_invalid, "limit must be between 1 and %d", SB_SESSION_LIST_LIMIT_MAX);
         return;
     }
     if (cursor && (strlen (cursor) != SB_ULID_LEN || !sb_ulid_valid (cursor))) {
@@ -676,11 +673,7 @@ s_read_events (self_t *self, sb_txn_t *txn, req_t *req)
 {
     const sb_val_t *b = req->msg->body;
     uint64_t after = sb_get_uint (b, "after_seq", 0);
-    uint64_t limit = sb_get_uint (b, "limit", SB_SESSION_EVENTS_LIMIT);
-    if (limit < 1 || limit > SB_SESSION_EVENTS_LIMIT_MAX) {
-        sb_session_fail (req, SB_E_invalid, "limit must be between 1 and %d", SB_SESSION_EVENTS_LIMIT_MAX);
-        return;
-    }
+    uint64_t limit = sb_get_uint (b, "limit", (uint64_t) sb_schema_default ("session.events", "limit"));
     MDB_val v;
     if (!sb_session_record_load (txn, req, req->sid, &v))
         return;

@@ -345,8 +345,19 @@ s_gen (const sb_field_t *f, sb_val_t *out, unsigned seed)
             s_v_str (out, SB_V_BIN, tmp, max < 6 ? max : 6);
             break;
         }
-        case SB_T_INT:   s_v_int (out, -(int64_t) (1ull << 40) - seed); break;
-        case SB_T_UINT:  s_v_uint (out, (1ull << 63) + seed); break;
+        case SB_T_INT:
+            if (sb_field_ranged (f))
+                s_v_int (out, f->min_value);
+            else
+                s_v_int (out, -(int64_t) (1ull << 40) - seed);
+            break;
+        case SB_T_UINT:
+            /* a ranged field gets a value inside its range */
+            if (sb_field_ranged (f))
+                s_v_uint (out, (uint64_t) f->min_value + seed % (uint64_t) (f->max_value - f->min_value + 1));
+            else
+                s_v_uint (out, (1ull << 63) + seed);
+            break;
         case SB_T_FLOAT: s_v_float (out, 1.5 + seed); break;
         case SB_T_BOOL:  s_v_bool (out, seed & 1); break;
         case SB_T_ANY:   s_gen_any (out, seed); break;
@@ -1458,4 +1469,129 @@ Test (roundtrip, foreign_encoding)
     sb_doc_destroy (&doc2);
     sb_enc_destroy (&enc);
     msgpack_sbuffer_destroy (&r.sb);
+}
+
+/* ------------------------------------------------------------------ */
+/*  Integer ranges (sb_field_t min_value..max_value): declared in the
+    tables, enforced by the validator for every type alike. */
+
+/*  A body of `t` whose field k holds the integer `v` (negative: as INT). */
+static void
+s_body_with (const sb_type_t *t, uint32_t k, int64_t v, bool as_int, sb_val_t *body)
+{
+    s_ar_reset ();
+    s_gen_map (t->fields, body, 11, -1, false);
+    sb_val_t *slot = (sb_val_t *) sb_map_val (body, k);
+    if (as_int)
+        s_v_int (slot, v);
+    else
+        s_v_uint (slot, (uint64_t) v);
+}
+
+static void
+s_check_ranges (const sb_type_t *t)
+{
+    for (uint32_t k = 0; t->fields [k].name; k++) {
+        const sb_field_t *f = &t->fields [k];
+        if (!sb_field_ranged (f))
+            continue;
+        cr_assert (f->min_value <= f->default_value && f->default_value <= f->max_value,
+                   "%s.%s: default %lld outside %lld..%lld", t->name, f->name, (long long) f->default_value,
+                   (long long) f->min_value, (long long) f->max_value);
+        bool as_int = f->type == SB_T_INT;
+        char needle [96];
+        snprintf (needle, sizeof needle, "%s: %lld is out of range (%lld..%lld)", f->name,
+                  (long long) f->max_value + 1, (long long) f->min_value, (long long) f->max_value);
+        sb_val_t body;
+        s_body_with (t, k, f->max_value + 1, as_int, &body);
+        s_reject_tree (t, &body, SB_E_invalid, needle);
+        if (f->min_value > 0 || as_int) {
+            snprintf (needle, sizeof needle, "%s: %lld is out of range", f->name, (long long) f->min_value - 1);
+            s_body_with (t, k, f->min_value - 1, as_int, &body);
+            s_reject_tree (t, &body, SB_E_invalid, needle);
+        }
+        /* the edges and the default pass */
+        int64_t ok [] = { f->min_value, f->max_value, f->default_value };
+        for (size_t j = 0; j < sizeof ok / sizeof ok [0]; j++) {
+            s_body_with (t, k, ok [j], as_int, &body);
+            sb_enc_t *enc = sb_enc_new ();
+            s_enc_tree (enc, &body);
+            size_t len;
+            const uint8_t *data = sb_enc_data (enc, &len);
+            s_accept (data, len, t->fields, t->max_bytes);
+            sb_enc_destroy (&enc);
+        }
+    }
+}
+
+Test (range, out_of_range_refused_without_allocating_in_range_passes)
+{
+    s_types_and_kinds (s_check_ranges);
+}
+
+/*  Every list request declares the range and default of its page size,
+    so that they all treat a bad limit the same way. */
+Test (range, every_list_limit_is_declared)
+{
+    size_t n;
+    const sb_type_t *all = sb_schema_all (&n);
+    int lists = 0;
+    for (size_t t = 0; t < n; t++) {
+        if (all [t].kind != SB_KIND_REQUEST)
+            continue;
+        for (uint32_t k = 0; all [t].fields [k].name; k++) {
+            const sb_field_t *f = &all [t].fields [k];
+            if (strcmp (f->name, "limit") != 0)
+                continue;
+            cr_assert (sb_field_ranged (f), "%s.limit declares no range", all [t].name);
+            cr_assert (f->min_value >= 1 && f->default_value >= 1, "%s.limit", all [t].name);
+            cr_assert_eq (sb_schema_default (all [t].name, "limit"), f->default_value, "%s", all [t].name);
+            lists++;
+        }
+    }
+    cr_assert_geq (lists, 3, "session.list, session.events and run.list have a limit");
+    cr_assert_eq (sb_schema_default ("run.list", "limit"), 100);
+    cr_assert_eq (sb_schema_default ("session.list", "limit"), 100);
+    cr_assert_eq (sb_schema_default ("session.events", "limit"), 500);
+    cr_assert_eq (sb_schema_default ("run.list", "status"), 0, "no range, no default");
+    cr_assert_eq (sb_schema_default ("run.list", "bogus"), 0);
+    cr_assert_eq (sb_schema_default ("bogus.type", "limit"), 0);
+    const sb_field_t *f = sb_schema_field ("session.events", "limit");
+    cr_assert (f && f->min_value == 1 && f->max_value == 5000);
+    cr_assert_null (sb_schema_field ("session.events", "bogus"));
+    cr_assert_null (sb_schema_field (NULL, "limit"));
+}
+
+/*  A hand-made table: INT ranges below zero, and a far-off uint64. */
+Test (range, signed_and_huge_values)
+{
+    static const sb_field_t fields [] = {
+        { "n", SB_T_INT, false, 0, NULL, "", -5, 5, 0 },
+        { "u", SB_T_UINT, false, 0, NULL, "", 1, 10, 1 },
+        { NULL, 0, false, 0, NULL, NULL },
+    };
+    s_raw_t r;
+    struct { const char *key; int64_t i; uint64_t u; bool use_u; bool ok; } cases [] = {
+        { "n", -5, 0, false, true }, { "n", 5, 0, false, true }, { "n", -6, 0, false, false },
+        { "n", 0, 6, true, false }, { "u", 0, 10, true, true }, { "u", 0, 0, true, false },
+        { "u", 0, UINT64_MAX, true, false }, { "n", 0, (uint64_t) INT64_MAX, true, false },
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases [0]; c++) {
+        s_raw_init (&r);
+        msgpack_pack_map (&r.pk, 1);
+        msgpack_pack_str (&r.pk, 1);
+        msgpack_pack_str_body (&r.pk, cases [c].key, 1);
+        if (cases [c].use_u)
+            msgpack_pack_uint64 (&r.pk, cases [c].u);
+        else
+            msgpack_pack_int64 (&r.pk, cases [c].i);
+        if (cases [c].ok)
+            s_accept ((const uint8_t *) r.sb.data, r.sb.size, fields, 0);
+        else {
+            char needle [8];
+            snprintf (needle, sizeof needle, "%s: ", cases [c].key);
+            s_reject ((const uint8_t *) r.sb.data, r.sb.size, fields, 0, SB_E_invalid, needle);
+        }
+        msgpack_sbuffer_destroy (&r.sb);
+    }
 }

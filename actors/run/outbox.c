@@ -1,0 +1,248 @@
+/*  actors/run/outbox.c — writes: one transaction per change, with its
+    outbox entry; the outbox flush; the session's fence.
+
+    Every status change is committed here first and reaches the session
+    tape through an outbox: the change and its pending `run.status` append
+    are written in one transaction, and the append carries a deterministic
+    command_id, so a crash between the commit and the append neither loses
+    nor doubles an entry: the outbox is replayed at startup and the session
+    actor drops the duplicate. */
+#include "actors/run/run_impl.h"
+
+typedef struct {
+    self_t *self;
+    run_t *run;
+    bool is_new;
+    const char *prompt;         /* also append a `prompt` entry first */
+    bool status_changed;
+    bool new_fence;             /* give the run the session's next fence */
+    const char *command_id;     /* remember the reply under it */
+    const uint8_t *reply;
+    size_t reply_len;
+    uint64_t outbox_n;
+} write_ctx_t;
+
+static void
+s_enc_status_entry (sb_enc_t *e, const run_t *r)
+{
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "kind", "run.status");
+    sb_enc_key (e, "body");
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "run_id", r->run_id);
+    sb_enc_kstr (e, "status", sb_run_status_name (r->status));
+    if (r->reason [0])
+        sb_enc_kstr (e, "reason", r->reason);
+    sb_enc_map_close (e);
+    sb_enc_map_close (e);
+}
+
+static int
+s_write_fn (sb_txn_t *txn, void *arg)
+{
+    write_ctx_t *w = arg;
+    self_t *self = w->self;
+    run_t *r = w->run;
+    sb_enc_t *e = sb_enc_new ();
+    if (!e)
+        return -1;
+    sb_key_t k;
+    if (w->new_fence) {
+        /* fences are per session, monotonic, and persisted with the run
+           that holds them (re-read on a re-run, so a grow cannot skip one) */
+        sb_key_init (&k, 'F');
+        sb_key_str (&k, r->session_id);
+        MDB_val fv;
+        uint64_t fence = 0;
+        if (sb_txn_get (txn, DBI_FENCES, k.buf, k.len, &fv) == 0 && fv.mv_size == 8)
+            fence = sb_key_read_u64 (&fv, 0);
+        fence++;
+        uint8_t be [8];
+        for (int i = 0; i < 8; i++)
+            be [i] = (uint8_t) (fence >> (56 - 8 * i));
+        sb_txn_put (txn, DBI_FENCES, k.buf, k.len, be, 8);
+        r->fence = fence;
+    }
+    sb_run_record_encode (r, NULL, e);
+    size_t len;
+    const uint8_t *data = sb_enc_data (e, &len);
+    sb_key_init (&k, 'R');
+    sb_key_str (&k, r->run_id);
+    sb_txn_put (txn, DBI_RUNS, k.buf, k.len, data, len);
+    if (w->is_new) {
+        sb_key_init (&k, 'B');
+        sb_key_str (&k, r->session_id);
+        sb_key_str (&k, r->run_id);
+        sb_txn_put (txn, DBI_BYSESSION, k.buf, k.len, "", 0);
+    }
+    sb_key_init (&k, 'A');
+    sb_key_str (&k, r->session_id);
+    if (sb_run_status_is_final (r->status)) {
+        MDB_val cur;
+        if (sb_txn_get (txn, DBI_ACTIVE, k.buf, k.len, &cur) == 0
+        &&  cur.mv_size == strlen (r->run_id) && memcmp (cur.mv_data, r->run_id, cur.mv_size) == 0)
+            sb_txn_del (txn, DBI_ACTIVE, k.buf, k.len);
+    }
+    else
+        sb_txn_put (txn, DBI_ACTIVE, k.buf, k.len, r->run_id, strlen (r->run_id));
+    if (w->status_changed) {
+        /* the outbox entry: appended to the tape after the commit */
+        w->outbox_n = self->outbox_next;
+        char cmd [96];
+        snprintf (cmd, sizeof cmd, "run:%s:%s:%llu", r->run_id, sb_run_status_name (r->status),
+                  (unsigned long long) r->fence);
+        sb_enc_reset (e);
+        sb_enc_map_open (e);
+        sb_enc_kstr (e, "session_id", r->session_id);
+        sb_enc_kstr (e, "run_id", r->run_id);
+        sb_enc_kstr (e, "command_id", cmd);
+        sb_enc_key (e, "entries");
+        sb_enc_array_open (e);
+        if (w->prompt) {
+            sb_enc_map_open (e);
+            sb_enc_kstr (e, "kind", "prompt");
+            sb_enc_key (e, "body");
+            sb_enc_map_open (e);
+            sb_enc_kstr (e, "text", w->prompt);
+            sb_enc_map_close (e);
+            sb_enc_map_close (e);
+        }
+        s_enc_status_entry (e, r);
+        sb_enc_array_close (e);
+        sb_enc_map_close (e);
+        data = sb_enc_data (e, &len);
+        sb_key_init (&k, 'O');
+        sb_key_u64 (&k, w->outbox_n);
+        sb_txn_put (txn, DBI_OUTBOX, k.buf, k.len, data, len);
+    }
+    if (w->command_id && w->reply) {
+        sb_key_init (&k, 'C');
+        sb_key_str (&k, w->command_id);
+        sb_txn_put (txn, DBI_COMMANDS, k.buf, k.len, w->reply, w->reply_len);
+    }
+    sb_enc_destroy (&e);
+    return txn->ret;
+}
+
+/*  Sends pending tape appends in order; each is idempotent by its
+    command_id, so a resend after a crash cannot double an entry. */
+void
+sb_run_outbox_flush (self_t *self)
+{
+    while (true) {
+        sb_txn_t txn;
+        if (sb_txn_begin (self->store, &txn, false))
+            return;
+        sb_txn_iter_t it;
+        MDB_val k, v;
+        uint8_t *copy = NULL;
+        size_t clen = 0;
+        uint8_t kbuf [16];
+        size_t klen = 0;
+        sb_txn_iter_begin (&txn, &it, DBI_OUTBOX, "O", 1, NULL, 0);
+        if (sb_txn_iter_next (&it, &k, &v)) {
+            copy = malloc (v.mv_size);
+            if (copy) {
+                memcpy (copy, v.mv_data, v.mv_size);
+                clen = v.mv_size;
+            }
+            klen = k.mv_size < sizeof kbuf ? k.mv_size : sizeof kbuf;
+            memcpy (kbuf, k.mv_data, klen);
+        }
+        sb_txn_iter_end (&it);
+        sb_txn_abort (&txn);
+        if (!copy)
+            return;
+        sb_msg_t *reply = sb_bus_call (self->bus, "session.append", NULL, copy, clen, CALL_MS);
+        free (copy);
+        if (!reply)
+            return;             /* the session actor is busy or away: retry on the next tick */
+        /* a refusal is final (retrying cannot help); anything else is retried */
+        sb_err_t code = sb_msg_is_error (reply) ? sb_err_from_name (sb_msg_error_code (reply)) : SB_OK;
+        bool done = code == SB_OK || code == SB_E_not_found || code == SB_E_invalid || code == SB_E_conflict;
+        if (sb_msg_is_error (reply))
+            sb_warn (ACTOR, "tape append from the outbox failed code=%s message=\"%s\"%s",
+                     sb_msg_error_code (reply), sb_msg_error_message (reply), done ? " (dropped)" : "");
+        sb_msg_destroy (&reply);
+        if (!done)
+            return;
+        if (sb_txn_begin (self->store, &txn, true) == 0) {
+            sb_txn_del (&txn, DBI_OUTBOX, kbuf, klen);
+            sb_txn_commit (&txn);
+        }
+    }
+}
+
+/*  Persists a run change (and its tape entry when the status changed),
+    then flushes the outbox. Returns 0 or a store error. */
+static int
+s_save_with (self_t *self, run_t *r, bool is_new, bool status_changed, const char *prompt,
+             bool new_fence)
+{
+    r->updated_at = sb_now_ms ();
+    write_ctx_t w = { .self = self, .run = r, .is_new = is_new, .status_changed = status_changed,
+                      .prompt = prompt, .new_fence = new_fence };
+    int rc = sb_store_write (self->store, s_write_fn, &w);
+    if (rc) {
+        sb_error (ACTOR, "cannot save run %s: %s", r->run_id, sb_store_strerror (rc));
+        return rc;
+    }
+    if (status_changed) {
+        self->outbox_next = w.outbox_n + 1;
+        sb_info (ACTOR, "run status run=%s session=%s status=%s%s%s", r->run_id, r->session_id,
+                 sb_run_status_name (r->status),
+                 r->reason [0] ? " reason=" : "", r->reason);
+        sb_run_outbox_flush (self);
+    }
+    return 0;
+}
+
+int
+sb_run_save (self_t *self, run_t *r, bool is_new, bool status_changed, const char *prompt)
+{
+    return s_save_with (self, r, is_new, status_changed, prompt, false);
+}
+
+/*  Gives the run its session's next fence, persisted with it. */
+int
+sb_run_save_new_fence (self_t *self, run_t *r)
+{
+    return s_save_with (self, r, false, false, NULL, true);
+}
+
+sb_err_t
+sb_run_set_status (run_t *r, sb_run_status_t status, const char *reason)
+{
+    if (!sb_run_transition_ok (r->status, status)) {
+        sb_warn (ACTOR, "refused transition run=%s from=%s to=%s", r->run_id,
+                 sb_run_status_name (r->status), sb_run_status_name (status));
+        return SB_E_conflict;
+    }
+    r->status = status;
+    s_copy (r->reason, sizeof r->reason, reason);
+    if (sb_run_status_is_final (status))
+        r->ended_at = sb_now_ms ();
+    return SB_OK;
+}
+
+/*  Tells the session actor the session's new fence and waits for it:
+    from then on, appends with an older fence are refused. */
+int
+sb_run_fence_session (self_t *self, run_t *r)
+{
+    sb_enc_t *e = sb_enc_new ();
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "session_id", r->session_id);
+    sb_enc_kuint (e, "fence", r->fence);
+    sb_enc_map_close (e);
+    size_t len;
+    const uint8_t *b = sb_enc_data (e, &len);
+    sb_msg_t *reply = sb_bus_call (self->bus, "session.fence", r->session_id, b, len, CALL_MS);
+    sb_enc_destroy (&e);
+    int rc = reply && !sb_msg_is_error (reply) ? 0 : -1;
+    if (rc)
+        sb_warn (ACTOR, "session.fence failed session=%s fence=%llu error=%s", r->session_id,
+                 (unsigned long long) r->fence, reply ? sb_msg_error_message (reply) : "no reply");
+    sb_msg_destroy (&reply);
+    return rc;
+}

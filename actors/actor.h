@@ -41,6 +41,8 @@ const char *sb_run_dispatch_type (size_t index);
 void sb_exec_actor (zsock_t *pipe, void *args);
 /*  The model broker: llm.stream, llm.cancel, llm.models. */
 void sb_llm_actor (zsock_t *pipe, void *args);
+/*  The llm actor's dispatch table, type by type (see below). */
+const char *sb_llm_dispatch_type (size_t index);
 
 /*  Signals the parent that startup succeeded (0) or failed (1). Use it
     instead of zsock_signal: zactor_new drops the status, and the parent

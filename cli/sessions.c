@@ -12,6 +12,7 @@
     and a quiet second asks the tape too, in case the last events of a
     burst were the ones dropped. */
 #include "cli/cli.h"
+#include "cli/transcript.h"
 #include "common/log.h"
 #include "schemas/json.h"
 
@@ -64,7 +65,7 @@ static const char *s_sessions_usage =
     "an error is {\"error\":{\"code\",\"message\"}} on stderr.\n";
 
 static const char *s_events_usage =
-    "usage: switchboard events --session ID [--after N] [--follow] [--json]\n"
+    "usage: switchboard events --session ID [--after N] [--follow] [--json | --text]\n"
     "                          [--connect EP] [--data DIR]\n"
     "\n"
     "Prints a session's tape, one entry per line: seq, time, kind, run and a\n"
@@ -75,6 +76,9 @@ static const char *s_events_usage =
     "  --after N         start after seq N (default 0: from the beginning)\n"
     "  --follow          keep streaming live entries\n"
     "  --json            one JSON object per entry and line\n"
+    "  --text            the transcript instead: prompts, the model's text with its\n"
+    "                    deltas merged, thinking, tool calls and their results, run\n"
+    "                    status, refusals with the command that allows them\n"
     "  --connect EP      the server's command endpoint (default: ipc in DATA)\n"
     "  --data DIR        the server's data folder\n"
     "  -h, --help        this help\n"
@@ -268,9 +272,16 @@ s_summary (const char *kind, const sb_val_t *body, char *out, size_t n)
     }
 }
 
+//  events --text: the transcript that entries are fed to instead.
+static sb_transcript_t *s_transcript;
+
 static void
 s_print_event (const sb_val_t *e, bool json)
 {
+    if (s_transcript) {
+        sb_transcript_feed (s_transcript, e);
+        return;
+    }
     if (json) {
         sb_cli_print_json (e);
         return;
@@ -683,6 +694,7 @@ sb_cmd_events (int argc, char **argv)
         { "after", required_argument, 0, 'a' },
         { "follow", no_argument, 0, 'f' },
         { "json", no_argument, 0, 'j' },
+        { "text", no_argument, 0, 't' },
         { "connect", required_argument, 0, 'c' },
         { "data", required_argument, 0, 'd' },
         { "help", no_argument, 0, 'h' },
@@ -690,7 +702,7 @@ sb_cmd_events (int argc, char **argv)
     };
     const char *sid = NULL, *connect = NULL, *data = NULL;
     unsigned long long after = 0;
-    bool follow = false, json = false;
+    bool follow = false, json = false, text = false;
     int c;
     optind = 1;
     while ((c = getopt_long (argc, argv, "hf", longopts, NULL)) != -1) {
@@ -702,6 +714,7 @@ sb_cmd_events (int argc, char **argv)
                 break;
             case 'f': follow = true; break;
             case 'j': json = true; break;
+            case 't': text = true; break;
             case 'c': connect = optarg; break;
             case 'd': data = optarg; break;
             case 'h': fputs (s_events_usage, stdout); return 0;
@@ -712,6 +725,8 @@ sb_cmd_events (int argc, char **argv)
         return sb_cli_usage ("events", "unexpected argument '%s'", argv [optind]);
     if (!sid)
         return sb_cli_usage ("events", "which session? (--session ID)");
+    if (json && text)
+        return sb_cli_usage ("events", "--json and --text do not go together");
     int rc = sb_cli_id_check ("events", SB_CLI_SESSION, sid);
     if (rc)
         return rc;
@@ -750,10 +765,20 @@ sb_cmd_events (int argc, char **argv)
         snprintf (topic, sizeof topic, "session/%s", sid);
         sb_sub_subscribe (sub, topic);
     }
+    if (text) {
+        //  no status line: this loop wakes once a second at most
+        sb_transcript_opts_t topts;
+        sb_transcript_opts_stdout (&topts, NULL);
+        topts.live = false;
+        s_transcript = sb_transcript_new (&topts);
+    }
     uint64_t last = after;
     rc = s_catch_up (bus, sid, &last, json);
     if (rc == 0 && follow)
         rc = s_follow (bus, sub, sid, last, json);
+    if (s_transcript)
+        sb_transcript_flush (s_transcript);
+    sb_transcript_destroy (&s_transcript);
     sb_sub_destroy (&sub);
     sb_bus_destroy (&bus);
     return rc;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -77,6 +78,12 @@ s_set_kind (sb_llm_provider_t *p, const char *kind, char *err, size_t errlen)
     return 0;
 }
 
+static void
+s_copy (char *dst, size_t n, const char *src)
+{
+    snprintf (dst, n, "%s", src ? src : "");
+}
+
 /*  The key for a provider: its key_file, else its key_env, else the
     conventional variable of its kind. A missing key is not an error here:
     local servers (Ollama, llama.cpp) need none. */
@@ -88,10 +95,14 @@ s_load_key (sb_llm_provider_t *p, const char *key_env, const char *key_file, cha
         p->api_key = sb_llm_read_key_file (file, err, errlen);
         return p->api_key ? 0 : -1;
     }
+    s_copy (p->key_env, sizeof p->key_env, key_env ? key_env
+            : p->kind == SB_PROVIDER_ANTHROPIC ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY");
+    /* An empty variable counts as unset, so that `OPENAI_API_KEY=` in a
+       shell does not hide the next one in line. */
     const char *env = key_env ? getenv (key_env) : NULL;
-    if (!env)
+    if (!env || !*env)
         env = getenv ("SWITCHBOARD_LLM_KEY");
-    if (!env)
+    if (!env || !*env)
         env = getenv (p->kind == SB_PROVIDER_ANTHROPIC ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY");
     if (env && *env)
         p->api_key = strdup (env);
@@ -107,12 +118,6 @@ s_default_url (const sb_llm_provider_t *p)
         case SB_PROVIDER_CODEX: return "https://chatgpt.com/backend-api/codex";
         default: return "https://api.openai.com/v1";
     }
-}
-
-static void
-s_copy (char *dst, size_t n, const char *src)
-{
-    snprintf (dst, n, "%s", src ? src : "");
 }
 
 static int
@@ -271,4 +276,45 @@ sb_llm_config_find (sb_llm_config_t *cfg, const char *name)
         if (strcmp (cfg->providers [i].name, name) == 0)
             return &cfg->providers [i];
     return NULL;
+}
+
+/*  True when the URL's host is a loopback address: 127.0.0.0/8, ::1 or
+    localhost. */
+static bool
+s_loopback (const char *url)
+{
+    const char *host = strstr (url, "://");
+    host = host ? host + 3 : url;
+    const char *end = host + strcspn (host, "/?#");
+    const char *at = memchr (host, '@', (size_t) (end - host));
+    if (at)
+        host = at + 1;
+    size_t n;
+    if (*host == '[')
+        n = strcspn (host, "]") + 1;
+    else
+        n = strcspn (host, ":/?#");
+    if ((n == 9 && strncasecmp (host, "localhost", 9) == 0) || (n == 5 && strncmp (host, "[::1]", 5) == 0))
+        return true;
+    /* 127.x.y.z, and not a name such as 127.example.com */
+    if (n < 7 || strncmp (host, "127.", 4) != 0)
+        return false;
+    for (size_t k = 0; k < n; k++)
+        if (!(host [k] == '.' || (host [k] >= '0' && host [k] <= '9')))
+            return false;
+    return true;
+}
+
+const char *
+sb_llm_config_missing_key (const sb_llm_provider_t *p)
+{
+    if (p->demo)
+        return NULL;
+    if (p->kind == SB_PROVIDER_CODEX)
+        return access (p->token_file, R_OK) == 0 ? NULL : "SWITCHBOARD_CODEX_TOKEN_FILE";
+    if (p->api_key)
+        return NULL;
+    if (p->kind != SB_PROVIDER_ANTHROPIC && s_loopback (p->base_url))
+        return NULL;
+    return p->key_env [0] ? p->key_env : "OPENAI_API_KEY";
 }

@@ -22,6 +22,7 @@ typedef struct {
     char models [16][128];      /* configured model list (llm.models fallback) */
     int nmodels;
     char *api_key;              /* secret: never log it */
+    char key_env [64];          /* the variable the key is read from (named when it is missing) */
     char token_file [1024];     /* codex: OAuth token file */
     char token_url [1024];      /* codex: where to refresh */
     char client_id [128];       /* codex: OAuth client id sent on refresh */
@@ -50,6 +51,12 @@ void sb_llm_config_clear (sb_llm_config_t *cfg);
 
 /*  Finds a provider by name; NULL name gives the default. */
 sb_llm_provider_t *sb_llm_config_find (sb_llm_config_t *cfg, const char *name);
+
+/*  When the provider needs a key (or, for codex, a token file) and has
+    none, the variable a person sets to give it one; NULL otherwise. A
+    responses or chat provider on a loopback address needs none: local
+    servers (Ollama, llama.cpp, vLLM) take no key. */
+const char *sb_llm_config_missing_key (const sb_llm_provider_t *p);
 
 /*  Reads a secret from a file that must be private (mode 0600 or stricter):
     malloc'd, trailing whitespace trimmed, or NULL with err set. */

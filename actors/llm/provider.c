@@ -221,6 +221,54 @@ sb_provider_jstate (const char *state, const char *what, char *err, size_t errle
 //  ---------------------------------------------------------------------------
 //  Request bodies
 
+//  Each wire format wraps a tool differently; what they share is the walk,
+//  the empty-object schema for a tool without parameters, and the failure
+//  when a schema is not JSON (json_pack refuses the NULL "o").
+static json_t *
+s_tool_entry (const sb_llm_tool_t *tool, json_t *params, sb_tools_shape_t shape)
+{
+    switch (shape) {
+        case SB_TOOLS_RESPONSES:
+            //  strict defaults to true in this API, and strict mode refuses
+            //  any schema that does not list every property as required;
+            //  our tool schemas have optional properties.
+            //  o*: a tool without a description sends none, rather than "".
+            return json_pack ("{s:s, s:s, s:o*, s:o, s:b}",
+                              "type", "function", "name", tool->name,
+                              "description", s_description (tool),
+                              "parameters", params, "strict", 0);
+        case SB_TOOLS_CHAT:
+            return json_pack ("{s:s, s:{s:o, s:o*, s:o}}", "type", "function", "function",
+                              "name", sb_provider_jtext (tool->name),
+                              "description", s_description (tool),
+                              "parameters", params);
+        case SB_TOOLS_ANTHROPIC:
+            return json_pack ("{s:o, s:o*, s:o}", "name", sb_provider_jtext (tool->name),
+                              "description", s_description (tool),
+                              "input_schema", params);
+    }
+    json_decref (params);
+    return NULL;
+}
+
+json_t *
+sb_provider_tools (const sb_llm_request_t *req, sb_tools_shape_t shape)
+{
+    json_t *tools = json_array ();
+    for (size_t t = 0; tools && t < req->tool_count; t++) {
+        const sb_llm_tool_t *tool = &req->tools [t];
+        json_t *params = tool->parameters && *tool->parameters
+                       ? json_loads (tool->parameters, 0, NULL)
+                       : json_pack ("{s:s, s:{}}", "type", "object", "properties");
+        json_t *entry = s_tool_entry (tool, params, shape);
+        if (!entry || json_array_append_new (tools, entry)) {
+            json_decref (tools);
+            return NULL;
+        }
+    }
+    return tools;
+}
+
 int
 sb_provider_check (const sb_llm_request_t *req, char *err, size_t errlen)
 {

@@ -203,21 +203,7 @@ sb_provider_anthropic_body (const sb_llm_request_t *req, char *err, size_t errle
     messages = NULL;
 
     if (req->tool_count) {
-        json_t *tools = json_array ();
-        for (size_t t = 0; tools && t < req->tool_count; t++) {
-            const sb_llm_tool_t *tool = &req->tools [t];
-            json_t *schema = tool->parameters && *tool->parameters
-                           ? json_loads (tool->parameters, 0, NULL)
-                           : json_pack ("{s:s, s:{}}", "type", "object", "properties");
-            json_t *entry = json_pack ("{s:o, s:o*, s:o}", "name", sb_provider_jtext (tool->name),
-                                       "description", s_description (tool),
-                                       "input_schema", schema);
-            if (!entry || json_array_append_new (tools, entry)) {
-                json_decref (tools);
-                tools = NULL;
-            }
-        }
-        if (sb_provider_jput (body, "tools", tools))
+        if (sb_provider_jput (body, "tools", sb_provider_tools (req, SB_TOOLS_ANTHROPIC)))
             goto nomem;
     }
     if (budget)

@@ -15,27 +15,6 @@
 //  Request body
 
 static json_t *
-s_tools (const sb_llm_request_t *req)
-{
-    json_t *tools = json_array ();
-    for (size_t t = 0; tools && t < req->tool_count; t++) {
-        const sb_llm_tool_t *tool = &req->tools [t];
-        json_t *params = tool->parameters && *tool->parameters
-                       ? json_loads (tool->parameters, 0, NULL)
-                       : json_pack ("{s:s, s:{}}", "type", "object", "properties");
-        json_t *entry = json_pack ("{s:s, s:{s:o, s:o*, s:o}}", "type", "function", "function",
-                                   "name", sb_provider_jtext (tool->name),
-                                   "description", s_description (tool),
-                                   "parameters", params);
-        if (!entry || json_array_append_new (tools, entry)) {
-            json_decref (tools);
-            return NULL;
-        }
-    }
-    return tools;
-}
-
-static json_t *
 s_assistant (const sb_llm_message_t *msg)
 {
     json_t *out = json_object ();
@@ -107,7 +86,7 @@ sb_provider_chat_body (const sb_llm_request_t *req, char *err, size_t errlen)
     json_object_set_new (body, "messages", messages);
     messages = NULL;
     if (req->tool_count) {
-        json_t *tools = s_tools (req);
+        json_t *tools = sb_provider_tools (req, SB_TOOLS_CHAT);
         if (!tools)
             goto nomem;
         json_object_set_new (body, "tools", tools);

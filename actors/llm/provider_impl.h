@@ -142,6 +142,10 @@ s_description (const sb_llm_tool_t *tool)
 {
     return tool->description? sb_provider_jtext (tool->description): NULL;
 }
+//  The request's tools as a JSON array in one wire format's shape; NULL
+//  when out of memory or when a tool's parameters are not JSON.
+typedef enum { SB_TOOLS_RESPONSES, SB_TOOLS_CHAT, SB_TOOLS_ANTHROPIC } sb_tools_shape_t;
+json_t *sb_provider_tools (const sb_llm_request_t *req, sb_tools_shape_t shape);
 //  Sets obj[key] = value, stealing the reference; -1 when value is NULL.
 int sb_provider_jput (json_t *obj, const char *key, json_t *value);
 void sb_provider_errf (char *err, size_t errlen, const char *fmt, ...)

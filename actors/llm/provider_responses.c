@@ -60,31 +60,6 @@ s_add_reasoning (json_t *input, const char *state, size_t m, char *err, size_t e
     return 0;
 }
 
-static json_t *
-s_tools (const sb_llm_request_t *req)
-{
-    json_t *tools = json_array ();
-    for (size_t t = 0; tools && t < req->tool_count; t++) {
-        const sb_llm_tool_t *tool = &req->tools [t];
-        json_t *params = tool->parameters && *tool->parameters
-                       ? json_loads (tool->parameters, 0, NULL)
-                       : json_pack ("{s:s, s:{}}", "type", "object", "properties");
-        //  strict defaults to true in this API, and strict mode refuses any
-        //  schema that does not list every property as required; our tool
-        //  schemas have optional properties.
-        //  o*: a tool without a description sends none, rather than "".
-        json_t *entry = json_pack ("{s:s, s:s, s:o*, s:o, s:b}",
-                                   "type", "function", "name", tool->name,
-                                   "description", s_description (tool),
-                                   "parameters", params, "strict", 0);
-        if (!entry || json_array_append_new (tools, entry)) {
-            json_decref (tools);
-            return NULL;
-        }
-    }
-    return tools;
-}
-
 json_t *
 sb_provider_responses_body (const sb_llm_request_t *req, bool codex, char *err, size_t errlen)
 {
@@ -140,7 +115,7 @@ sb_provider_responses_body (const sb_llm_request_t *req, bool codex, char *err, 
     input = NULL;
 
     if (req->tool_count) {
-        json_t *tools = s_tools (req);
+        json_t *tools = sb_provider_tools (req, SB_TOOLS_RESPONSES);
         if (!tools)
             goto nomem;
         json_object_set_new (body, "tools", tools);

@@ -1,0 +1,70 @@
+/*  actors/store/store_impl.h — what the store's files share.
+
+    Not a public header: actors/store.h is the API. Only actors/store.c and
+    the files under actors/store/ include it. The store is split along its
+    seams:
+      store.c          the environment: open, schema version, map growth,
+                       sb_store_write, info, error names
+      store/txn.c      transactions and single-key operations
+      store/iter.c     prefix iteration and the last key under a prefix
+      store/key.c      the key builder (sb_key_t)
+*/
+#ifndef SB_STORE_IMPL_H
+#define SB_STORE_IMPL_H
+
+#include "actors/store.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+struct _sb_store_t {
+    MDB_env *env;
+    char *dir;
+    unsigned ndbi;
+    MDB_dbi dbi [SB_STORE_DBI_MAX];
+    char *names [SB_STORE_DBI_MAX];
+    MDB_dbi meta;
+
+    pthread_mutex_t lock;       //  orders txn registration against grows
+    int open_txns;              //  guarded by lock
+    atomic_bool writing;        //  a write txn is open
+    size_t mapsize;             //  guarded by lock
+
+    atomic_uint_fast64_t commits;
+    atomic_uint_fast64_t aborts;
+    atomic_uint_fast64_t grows;
+    atomic_uint_fast64_t disk_full;
+    int stale_readers;
+};
+
+//  Maps an LMDB return (MDB_* codes, or a positive errno) to ours.
+static inline int
+s_code (int rc)
+{
+    switch (rc) {
+        case MDB_SUCCESS:   return 0;
+        case MDB_NOTFOUND:  return SB_STORE_NOTFOUND;
+        case MDB_KEYEXIST:  return MDB_KEYEXIST;
+        case MDB_MAP_FULL:  return SB_STORE_MAP_FULL;
+        case ENOSPC:
+        case EDQUOT:        return SB_STORE_DISK_FULL;
+        default:            return rc > 0? -rc: rc;
+    }
+}
+
+//  True when an operation may proceed; otherwise the txn holds (or now
+//  gets) the error that the operation returns.
+static inline bool
+s_ready (sb_txn_t *txn, unsigned dbi)
+{
+    if (txn->ret != 0)
+        return false;
+    if (!txn->txn || dbi >= txn->store->ndbi) {
+        txn->ret = SB_STORE_INVALID;
+        return false;
+    }
+    return true;
+}
+
+#endif

@@ -209,6 +209,11 @@ s_handle_list (self_t *self, sb_msg_t *msg)
         sb_bus_error (self->bus, msg, SB_E_invalid, "status must be one of %s", sb_run_status_names ());
         return;
     }
+    const char *id_prefix = sb_get_str (msg->body, "id_prefix");
+    if (id_prefix && !sb_ulid_prefix_valid (id_prefix)) {
+        sb_bus_error (self->bus, msg, SB_E_invalid, "id_prefix must be the start of a run id");
+        return;
+    }
     /* the codec refused a limit outside the schema's range already */
     uint64_t limit = sb_get_uint (msg->body, "limit", (uint64_t) sb_schema_default ("run.list", "limit"));
     sb_txn_t txn;
@@ -225,17 +230,18 @@ s_handle_list (self_t *self, sb_msg_t *msg)
     if (sid) {
         sb_key_init (&p, 'B');
         sb_key_str (&p, sid);
-        sb_txn_iter_begin (&txn, &it, DBI_BYSESSION, p.buf, p.len, NULL, 0);
-        while (sb_txn_iter_next (&it, &k, &v))
-            if (k.mv_size > p.len + 1)
-                zlistx_add_end (ids, strndup ((char *) k.mv_data + p.len, k.mv_size - p.len - 1));
     }
-    else {
-        sb_txn_iter_begin (&txn, &it, DBI_RUNS, "R", 1, NULL, 0);
-        while (sb_txn_iter_next (&it, &k, &v))
-            if (k.mv_size > 2)
-                zlistx_add_end (ids, strndup ((char *) k.mv_data + 1, k.mv_size - 2));
-    }
+    else
+        sb_key_init (&p, 'R');
+    /* the run id is the key's last field: an id prefix extends the key
+       prefix, so only the matching range is read */
+    size_t id_at = p.len;
+    if (id_prefix)
+        sb_key_bytes (&p, id_prefix, strlen (id_prefix));
+    sb_txn_iter_begin (&txn, &it, sid ? DBI_BYSESSION : DBI_RUNS, p.buf, p.len, NULL, 0);
+    while (sb_txn_iter_next (&it, &k, &v))
+        if (k.mv_size > id_at + 1)
+            zlistx_add_end (ids, strndup ((char *) k.mv_data + id_at, k.mv_size - id_at - 1));
     sb_txn_iter_end (&it);
     sb_txn_abort (&txn);
     sb_enc_t *e = self->enc;

@@ -56,6 +56,18 @@ sb_ulid_valid (const char *s)
     return s [0] <= '7';
 }
 
+bool
+sb_ulid_prefix_valid (const char *s)
+{
+    size_t n = s ? strlen (s) : 0;
+    if (n == 0 || n > SB_ULID_LEN)
+        return false;
+    for (size_t k = 0; k < n; k++)
+        if (!strchr (s_crockford, s [k]))
+            return false;
+    return s [0] <= '7';
+}
+
 void
 sb_header_init (sb_header_t *h, const char *type, const char *from)
 {

@@ -33,6 +33,9 @@ typedef struct {
 void sb_ulid_new (char out [SB_ULID_LEN + 1]);
 /*  True when s is 26 Crockford base32 characters. */
 bool sb_ulid_valid (const char *s);
+/*  True when s is 1 to 26 Crockford base32 characters that can begin a
+    ULID: the id_prefix filter of session.list and run.list. */
+bool sb_ulid_prefix_valid (const char *s);
 
 /*  Fills a header for a new message: type, fresh id, ts, from. */
 void sb_header_init (sb_header_t *h, const char *type, const char *from);

@@ -17,10 +17,23 @@ typedef struct {
     const char *summary;
 } sb_cmd_t;
 
-/*  Prints "switchboard CMD: message" and a --help hint; returns 2. */
+/*  Set by main when the command line holds --json: errors are then printed
+    as {"error":{"code","message"}} on stderr instead of a line. The code is
+    one of schemas/errors.h (the server's, or unavailable/timeout when no
+    server answers), "usage" for a usage error, or "failed" for a local
+    failure that has no better name. */
+extern bool sb_cli_json_errors;
+
+/*  Prints "switchboard CMD: message" and a --help hint (code "usage");
+    returns 2. */
 int sb_cli_usage (const char *cmd, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
-/*  Prints "switchboard CMD: message"; returns 1. */
+/*  Prints "switchboard CMD: message" (code "failed"); returns 1. */
 int sb_cli_fail (const char *cmd, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
+/*  As sb_cli_fail with a given code (an error code of schemas/errors.h). */
+int sb_cli_fail_code (const char *cmd, const char *code, const char *fmt, ...)
+    __attribute__ ((format (printf, 3, 4)));
+/*  Prints an error reply of the server, with its code. */
+void sb_cli_print_error (const char *cmd, const sb_msg_t *reply);
 
 /*  DATA: --data, else $SWITCHBOARD_DATA, else $XDG_STATE_HOME/switchboard,
     else ~/.local/state/switchboard. Returns 0, or -1 with a message. */
@@ -40,6 +53,32 @@ sb_bus_t *sb_cli_connect (const char *cmd, const char *connect, const char *data
     (.ok) or NULL (after printing) on error or timeout. */
 sb_msg_t *sb_cli_call (const char *cmd, sb_bus_t *bus, const char *type,
                        const uint8_t *body, size_t len, int timeout_ms);
+
+/*  The largest page a list request type accepts, from the `limit` field
+    of its schema table; 0 when the table declares none (then leave
+    `limit` out and take the server's default page). */
+uint32_t sb_cli_page_max (const char *type);
+
+/*  Session and run ids as people write them: the full id, any unique
+    prefix of one (in either case), or `last`, the newest. */
+typedef enum { SB_CLI_SESSION, SB_CLI_RUN } sb_cli_id_kind_t;
+
+/*  Checks that `arg` can name an id at all, with no call: returns 0, or 2
+    after printing a usage error. */
+int sb_cli_id_check (const char *cmd, sb_cli_id_kind_t kind, const char *arg);
+
+/*  Resolves `arg` to a full id in out. A full id is used as is; a prefix
+    or `last` asks the server (session.list or run.list with id_prefix).
+    Returns 0; 1 when there is no such id or the call failed; 2 for a
+    malformed or ambiguous one (the matches are listed). Prints errors. */
+int sb_cli_resolve (const char *cmd, sb_bus_t *bus, sb_cli_id_kind_t kind, const char *arg,
+                    char out [SB_ULID_LEN + 1]);
+
+/*  List cells, alike in every list: a time as "YYYY-MM-DD HH:MM" (local),
+    a text as its first line cut at `max` bytes with "..."; "-" when
+    absent. */
+void sb_cli_time_cell (uint64_t ms, char *out, size_t n);
+void sb_cli_text_cell (const char *s, size_t max, char *out, size_t n);
 
 /*  Prints a value as one JSON line. */
 void sb_cli_print_json (const sb_val_t *v);

@@ -3,20 +3,42 @@
 #include "schemas/json.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
+
+bool sb_cli_json_errors;
+
+//  One error, as a line for people or, under --json, as the object
+//  {"error":{"code","message"}} that scripts parse; both on stderr.
+static void
+s_error (const char *cmd, const char *code, const char *hint, const char *fmt, va_list ap)
+{
+    char msg [2048];
+    vsnprintf (msg, sizeof msg, fmt, ap);
+    if (sb_cli_json_errors) {
+        json_t *o = json_pack ("{s:{s:s,s:s}}", "error", "code", code, "message", msg);
+        char *line = o ? json_dumps (o, JSON_COMPACT) : NULL;
+        fprintf (stderr, "%s\n", line ? line : "{\"error\":{\"code\":\"internal\",\"message\":\"\"}}");
+        free (line);
+        json_decref (o);
+    }
+    else
+        fprintf (stderr, "switchboard %s: %s%s\n", cmd, msg, hint ? hint : "");
+}
 
 int
 sb_cli_usage (const char *cmd, const char *fmt, ...)
 {
+    char hint [128];
+    snprintf (hint, sizeof hint, " (try 'switchboard %s --help')", cmd);
     va_list ap;
     va_start (ap, fmt);
-    fprintf (stderr, "switchboard %s: ", cmd);
-    vfprintf (stderr, fmt, ap);
-    fprintf (stderr, " (try 'switchboard %s --help')\n", cmd);
+    s_error (cmd, "usage", hint, fmt, ap);
     va_end (ap);
     return 2;
 }
@@ -26,9 +48,17 @@ sb_cli_fail (const char *cmd, const char *fmt, ...)
 {
     va_list ap;
     va_start (ap, fmt);
-    fprintf (stderr, "switchboard %s: ", cmd);
-    vfprintf (stderr, fmt, ap);
-    fprintf (stderr, "\n");
+    s_error (cmd, "failed", NULL, fmt, ap);
+    va_end (ap);
+    return 1;
+}
+
+int
+sb_cli_fail_code (const char *cmd, const char *code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start (ap, fmt);
+    s_error (cmd, code, NULL, fmt, ap);
     va_end (ap);
     return 1;
 }
@@ -139,7 +169,8 @@ sb_cli_connect (const char *cmd, const char *connect, const char *data)
     if (strncmp (ep, "ipc://", 6) == 0) {
         struct stat st;
         if (stat (ep + 6, &st) != 0) {
-            sb_cli_fail (cmd, "no server at %s: start one with 'switchboard serve' (or pass --connect/--data)", ep);
+            sb_cli_fail_code (cmd, "unavailable", "no server at %s: start one with 'switchboard serve' "
+                              "(or pass --connect/--data)", ep);
             return NULL;
         }
     }
@@ -155,11 +186,12 @@ sb_cli_call (const char *cmd, sb_bus_t *bus, const char *type, const uint8_t *bo
 {
     sb_msg_t *reply = sb_bus_call (bus, type, NULL, body, len, timeout_ms);
     if (!reply) {
-        sb_cli_fail (cmd, "no reply to %s within %d ms: is the server running?", type, timeout_ms);
+        sb_cli_fail_code (cmd, "timeout", "no reply to %s within %d ms: is the server running?",
+                          type, timeout_ms);
         return NULL;
     }
     if (sb_msg_is_error (reply)) {
-        sb_cli_fail (cmd, "%s: %s", sb_msg_error_code (reply), sb_msg_error_message (reply));
+        sb_cli_print_error (cmd, reply);
         sb_msg_destroy (&reply);
         return NULL;
     }
@@ -167,8 +199,63 @@ sb_cli_call (const char *cmd, sb_bus_t *bus, const char *type, const uint8_t *bo
 }
 
 void
+sb_cli_print_error (const char *cmd, const sb_msg_t *reply)
+{
+    const char *code = sb_msg_error_code (reply);
+    if (sb_cli_json_errors)
+        sb_cli_fail_code (cmd, code, "%s", sb_msg_error_message (reply));
+    else
+        sb_cli_fail_code (cmd, code, "%s: %s", code, sb_msg_error_message (reply));
+}
+
+uint32_t
+sb_cli_page_max (const char *type)
+{
+    const sb_field_t *f = sb_schema_field (type, "limit");
+    if (!f || !sb_field_ranged (f) || f->max_value <= 0 || f->max_value > UINT32_MAX)
+        return 0;
+    return (uint32_t) f->max_value;
+}
+
+void
 sb_cli_print_json (const sb_val_t *v)
 {
     sb_json_print (stdout, v);
     fflush (stdout);
+}
+
+void
+sb_cli_time_cell (uint64_t ms, char *out, size_t n)
+{
+    if (ms == 0) {
+        snprintf (out, n, "-");
+        return;
+    }
+    time_t t = (time_t) (ms / 1000);
+    struct tm tm;
+    localtime_r (&t, &tm);
+    if (strftime (out, n, "%Y-%m-%d %H:%M", &tm) == 0)
+        snprintf (out, n, "-");
+}
+
+void
+sb_cli_text_cell (const char *s, size_t max, char *out, size_t n)
+{
+    if (!s || !*s) {
+        snprintf (out, n, "-");
+        return;
+    }
+    if (max + 4 > n)
+        max = n - 4;
+    size_t w = 0;
+    for (; s [w] && s [w] != '\n' && w < max; w++)
+        out [w] = (unsigned char) s [w] < 0x20 ? ' ' : s [w];
+    bool cut = s [w] && s [w] != '\n';
+    //  never leave half a UTF-8 character before the ellipsis
+    if (cut)
+        while (w > 0 && ((unsigned char) s [w] & 0xC0) == 0x80)
+            w--;
+    out [w] = 0;
+    if (cut)
+        snprintf (out + w, n - w, "...");
 }

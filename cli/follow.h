@@ -24,3 +24,27 @@ int sb_follow (sb_bus_t *bus, const char *sub_endpoint, const char *session_id, 
                bool live, sb_follow_fn *fn, sb_follow_idle_fn *idle, void *arg);
 
 #endif
+
+/* ------------------------------------------------------------------ */
+/*  Watching one run as a person does: `run`, `prompt --follow` and
+    `resume --follow` (cli/transcript.h renders the entries). */
+
+typedef struct {
+    sb_bus_t *bus;
+    const char *sub_endpoint;
+    const char *session_id;
+    const char *run_id;
+    bool json;                  /* the run's entries as JSON lines instead */
+    /*  Ctrl-C (or SIGTERM): true, the first one cancels the run and waits
+        for it to end, a second one stops waiting (the one-shot); false,
+        the first one detaches and says how to re-attach. */
+    bool cancel_on_interrupt;
+    /*  Called after the stream, before the summary line (may be NULL). */
+    void (*before_summary) (void *arg);
+    void *arg;
+} sb_watch_t;
+
+/*  Streams the run until it ends or Ctrl-C, then prints the summary; the
+    last line says what Ctrl-C did when it was pressed. Returns the exit
+    code: 0 completed, 1 another final status, 130 interrupted. */
+int sb_follow_run (const sb_watch_t *watch);

@@ -44,6 +44,11 @@ main (int argc, char **argv)
         return 2;
     }
     const char *cmd = argv [1];
+    //  Errors may come before a command has parsed --json (a bad option),
+    //  and they must be JSON all the same.
+    for (int k = 2; k < argc && strcmp (argv [k], "--") != 0; k++)
+        if (strcmp (argv [k], "--json") == 0)
+            sb_cli_json_errors = true;
     if (strcmp (cmd, "--help") == 0 || strcmp (cmd, "-h") == 0 || strcmp (cmd, "help") == 0) {
         s_usage (stdout);
         return 0;
@@ -55,6 +60,8 @@ main (int argc, char **argv)
     for (size_t k = 0; k < NCOMMANDS; k++)
         if (strcmp (s_commands [k].name, cmd) == 0)
             return s_commands [k].fn (argc - 1, argv + 1);
+    if (sb_cli_json_errors)
+        return sb_cli_usage ("", "'%s' is not a command (see 'switchboard --help')", cmd);
     fprintf (stderr, "switchboard: '%s' is not a command (see 'switchboard --help')\n", cmd);
     return 2;
 }

@@ -1,11 +1,13 @@
 /*  cli/misc.c — `schemas`, `actor` and `call`. */
 #include "cli/cli.h"
+#include "cli/serve.h"
 #include "actors/actor.h"
 #include "common/log.h"
 #include "schemas/json.h"
 
 #include <czmq.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
@@ -88,6 +90,14 @@ sb_cmd_actor (int argc, char **argv)
     }
     if (optind >= argc)
         return sb_cli_usage ("actor", "which actor? (llm, exec, echo)");
+    if (optind + 1 < argc)
+        return sb_cli_usage ("actor", "unexpected argument '%s'", argv [optind + 1]);
+    if (cfg.sandbox && strcmp (cfg.sandbox, "bwrap") != 0)
+        return sb_cli_usage ("actor", "--sandbox takes bwrap, not '%s'", cfg.sandbox);
+    sb_serve_opts_t llm_opts = { .llm = cfg.llm, .model = cfg.model };
+    int rc = sb_serve_check_llm ("actor", &llm_opts);
+    if (rc)
+        return rc;
     const char *name = argv [optind];
     const s_actor_entry_t *entry = NULL;
     for (size_t k = 0; k < sizeof s_standalone / sizeof s_standalone [0]; k++)
@@ -145,7 +155,14 @@ sb_cmd_call (int argc, char **argv)
         switch (c) {
             case 'c': connect = optarg; break;
             case 'd': data = optarg; break;
-            case 't': timeout = atoi (optarg); if (timeout <= 0) return sb_cli_usage ("call", "--timeout takes milliseconds"); break;
+            case 't': {
+                char *end;
+                long ms = strtol (optarg, &end, 10);
+                if (*end || ms <= 0 || ms > INT_MAX)
+                    return sb_cli_usage ("call", "--timeout takes milliseconds, not '%s'", optarg);
+                timeout = (int) ms;
+                break;
+            }
             case 'h':
                 printf ("usage: switchboard call TYPE [JSON-BODY] [--timeout MS] [--connect EP] [--data DIR]\n\n"
                         "Sends one request of any type with a JSON body (default {}) and\n"
@@ -158,6 +175,8 @@ sb_cmd_call (int argc, char **argv)
         return sb_cli_usage ("call", "which type?");
     const char *type_name = argv [optind];
     const char *text = optind + 1 < argc ? argv [optind + 1] : "{}";
+    if (optind + 2 < argc)
+        return sb_cli_usage ("call", "unexpected argument '%s'", argv [optind + 2]);
     const sb_type_t *type = sb_schema_find (type_name, strlen (type_name));
     if (!type)
         return sb_cli_usage ("call", "unknown type '%s' (see 'switchboard schemas')", type_name);

@@ -2,268 +2,42 @@
     and `run-info`. */
 #include "cli/cli.h"
 #include "cli/follow.h"
-#include "cli/serve.h"
-#include "bus/broker.h"
+#include "cli/oneshot.h"
 #include "common/log.h"
 #include "schemas/json.h"
 
-#include <czmq.h>
-#include <ftw.h>
 #include <getopt.h>
-#include <signal.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* ------------------------------------------------------------------ */
-/*  Rendering a run's tape for people */
-
-typedef struct {
-    sb_bus_t *bus;
-    char run_id [33];
-    bool json;
-    bool tty;
-    bool in_text;               /* the cursor is inside streamed text */
-    char final [16];            /* the run's final status, once seen */
-    char reason [512];
-    uint64_t steps, in_tokens, out_tokens;
-    int64_t started;
-    int interrupts;
-    sigset_t *sigs;
-    bool cancel_sent;
-} render_t;
-
-static void
-s_endline (render_t *r)
-{
-    if (r->in_text) {
-        printf ("\n");
-        r->in_text = false;
-    }
-}
-
-static void
-s_first_line (const char *s, char *out, size_t n)
-{
-    size_t len = strcspn (s ? s : "", "\n");
-    if (len >= n)
-        len = n - 1;
-    memcpy (out, s ? s : "", len);
-    out [len] = 0;
-}
-
-static int
-s_render (const sb_val_t *ev, void *arg)
-{
-    render_t *r = arg;
-    const char *kind = sb_get_str (ev, "kind");
-    const char *run = sb_get_str (ev, "run_id");
-    const sb_val_t *body = sb_get_map (ev, "body");
-    if (!kind)
-        return 0;
-    bool ours = r->run_id [0] == 0 || (run && strcmp (run, r->run_id) == 0)
-             || (strcmp (kind, "run.status") == 0 && sb_get_str (body, "run_id")
-                 && strcmp (sb_get_str (body, "run_id"), r->run_id) == 0);
-    if (!ours)
-        return 0;
-    if (r->json)
-        sb_cli_print_json (ev);
-    const char *dim = r->tty ? "\033[2m" : "", *bold = r->tty ? "\033[1m" : "", *off = r->tty ? "\033[0m" : "";
-    if (strcmp (kind, "text.delta") == 0 && !r->json) {
-        printf ("%s", sb_get_str (body, "text"));
-        r->in_text = true;
-    }
-    else
-    if (strcmp (kind, "thinking.delta") == 0 && !r->json) {
-        printf ("%s%s%s", dim, sb_get_str (body, "text"), off);
-        r->in_text = true;
-    }
-    else
-    if (strcmp (kind, "tool.call") == 0 && !r->json) {
-        s_endline (r);
-        printf ("%s→ %s%s %s\n", bold, sb_get_str (body, "name"), off, sb_get_str (body, "arguments"));
-    }
-    else
-    if (strcmp (kind, "tool.result") == 0 && !r->json) {
-        s_endline (r);
-        char line [200];
-        const char *out = sb_get_str (body, "output");
-        s_first_line (out, line, sizeof line);
-        const sb_val_t *code = sb_get (body, "exit_code");
-        char ec [32] = "";
-        if (code)
-            snprintf (ec, sizeof ec, " exit %lld", (long long) sb_get_int (body, "exit_code", 0));
-        printf ("%s  ← %s%s, %llu ms, %zu bytes%s: %s%s\n", dim, sb_get_bool (body, "ok", false) ? "ok" : "error",
-                ec, (unsigned long long) sb_get_uint (body, "duration_ms", 0), out ? strlen (out) : 0,
-                "", line, off);
-    }
-    else
-    if (strcmp (kind, "usage") == 0) {
-        r->in_tokens += sb_get_uint (body, "input_tokens", 0);
-        r->out_tokens += sb_get_uint (body, "output_tokens", 0);
-        r->steps++;
-    }
-    else
-    if (strcmp (kind, "run.status") == 0) {
-        const char *status = sb_get_str (body, "status");
-        if (!r->json) {
-            s_endline (r);
-            printf ("%s[run %s%s%s]%s\n", dim, status, sb_get_str (body, "reason") ? ": " : "",
-                    sb_get_str (body, "reason") ? sb_get_str (body, "reason") : "", off);
-        }
-        if (status && sb_run_status_final (status)) {
-            snprintf (r->final, sizeof r->final, "%s", status);
-            snprintf (r->reason, sizeof r->reason, "%s", sb_get_str (body, "reason") ? sb_get_str (body, "reason") : "");
-            fflush (stdout);
-            return 1;
-        }
-    }
-    else
-    if (strcmp (kind, "error") == 0 && !r->json) {
-        s_endline (r);
-        printf ("error: %s\n", sb_get_str (body, "message"));
-    }
-    else
-    if (strcmp (kind, "prompt") == 0 && !r->json) {
-        s_endline (r);
-        printf ("%s> %s%s\n", bold, sb_get_str (body, "text"), off);
-    }
-    fflush (stdout);
-    return 0;
-}
-
-/*  Ctrl-C once cancels the run; twice stops waiting. */
-static int
-s_idle (void *arg)
-{
-    render_t *r = arg;
-    if (!r->sigs)
-        return 0;
-    struct timespec zero = { 0, 0 };
-    int sig = sigtimedwait (r->sigs, NULL, &zero);
-    if (sig != SIGINT && sig != SIGTERM)
-        return 0;
-    if (++r->interrupts > 1)
-        return 1;
-    fprintf (stderr, "\ncancelling run %s (Ctrl-C again to stop waiting)\n", r->run_id);
-    sb_enc_t *e = sb_enc_new ();
-    sb_enc_map_open (e);
-    sb_enc_kstr (e, "run_id", r->run_id);
-    sb_enc_map_close (e);
-    size_t len;
-    const uint8_t *b = sb_enc_data (e, &len);
-    sb_msg_t *reply = sb_bus_call (r->bus, "run.cancel", NULL, b, len, 5000);
-    sb_msg_destroy (&reply);
-    sb_enc_destroy (&e);
-    return 0;
-}
-
-static void
-s_summary (render_t *r)
-{
-    s_endline (r);
-    double secs = (double) (sb_mono_ms () - r->started) / 1000.0;
-    if (r->json)
-        return;
-    printf ("%srun %s %s%s%s · steps %llu · tokens %llu in / %llu out · %.1f s%s\n",
-            r->tty ? "\033[1m" : "", r->run_id, r->final [0] ? r->final : "unknown",
-            r->reason [0] && strcmp (r->final, "completed") != 0 ? ": " : "",
-            r->reason [0] && strcmp (r->final, "completed") != 0 ? r->reason : "",
-            (unsigned long long) r->steps, (unsigned long long) r->in_tokens,
-            (unsigned long long) r->out_tokens, secs, r->tty ? "\033[0m" : "");
-}
-
-/* ------------------------------------------------------------------ */
-/*  `run`: the one-shot */
-
-typedef struct {
-    const char *goal;
-    char repo [4096];
-    const char *approval;
-    unsigned long max_steps;
-    bool json;
-    int exit_code;
-} oneshot_t;
-
-static sb_msg_t *
-s_call_body (sb_bus_t *bus, const char *cmd, const char *type, sb_enc_t *e)
-{
-    size_t len;
-    const uint8_t *b = sb_enc_data (e, &len);
-    return sb_cli_call (cmd, bus, type, b, len, 15000);
-}
-
-static int
-s_oneshot_hook (void *arg, const char *data_dir)
-{
-    oneshot_t *o = arg;
-    sb_bus_t *bus = sb_bus_new (SB_INPROC_CMD, "run-cli");
-    if (!bus)
-        return sb_cli_fail ("run", "cannot reach the embedded server");
-    sb_enc_t *e = sb_enc_new ();
-    sb_enc_map_open (e);
-    sb_enc_kstr (e, "workspace", o->repo);
-    sb_enc_kstr (e, "title", o->goal);
-    sb_enc_kstr (e, "approval_policy", o->approval);
-    if (o->max_steps)
-        sb_enc_kuint (e, "max_steps", o->max_steps);
-    sb_enc_map_close (e);
-    sb_msg_t *sess = s_call_body (bus, "run", "session.create", e);
-    int rc = 1;
-    if (sess) {
-        char sid [33];
-        snprintf (sid, sizeof sid, "%s", sb_get_str (sb_get_map (sess->body, "session"), "session_id"));
-        sb_enc_reset (e);
-        sb_enc_map_open (e);
-        sb_enc_kstr (e, "session_id", sid);
-        sb_enc_kstr (e, "input", o->goal);
-        sb_enc_map_close (e);
-        sb_msg_t *run = s_call_body (bus, "run", "run.request", e);
-        if (run) {
-            sigset_t sigs;
-            sigemptyset (&sigs);
-            sigaddset (&sigs, SIGINT);
-            sigaddset (&sigs, SIGTERM);
-            render_t r = { .bus = bus, .json = o->json, .tty = isatty (1), .started = sb_mono_ms (), .sigs = &sigs };
-            snprintf (r.run_id, sizeof r.run_id, "%s", sb_get_str (sb_get_map (run->body, "run"), "run_id"));
-            if (!o->json)
-                fprintf (stderr, "session %s, run %s, workspace %s\n", sid, r.run_id, o->repo);
-            sb_follow (bus, SB_INPROC_PUB, sid, 0, true, s_render, s_idle, &r);
-            s_summary (&r);
-            rc = strcmp (r.final, "completed") == 0 ? 0 : 1;
-            sb_msg_destroy (&run);
-        }
-        sb_msg_destroy (&sess);
-    }
-    sb_enc_destroy (&e);
-    sb_bus_destroy (&bus);
-    (void) data_dir;
-    return rc;
-}
-
-static int
-s_rm (const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void) st; (void) flag; (void) ftw;
-    return remove (path);
-}
+/*  `run`: the one-shot (cli/oneshot.c) */
 
 static const char *s_run_usage =
     "usage: switchboard run --goal TEXT [--repo DIR] [--max-steps N] [--approval yolo|auto|interactive]\n"
     "                       [--llm PROVIDER] [--model M] [--llm-url URL] [--providers FILE]\n"
-    "                       [--data DIR] [--json]\n"
+    "                       [--data DIR | --ephemeral] [--json]\n"
     "\n"
-    "One shot: runs the whole system in this process, gives the agent the goal in\n"
-    "the repo folder, streams the run, and exits 0 when it completes (1 otherwise).\n"
-    "With no --llm it uses the built-in demo model, which needs no key.\n"
+    "One shot: gives the agent the goal in the repo folder, streams the run, says\n"
+    "what changed in the folder, and exits 0 when the run completes (1 otherwise).\n"
+    "It uses the server running on the data folder if there is one, and otherwise\n"
+    "runs the whole system in this process on that folder, so the session and run\n"
+    "ids it prints work afterwards. With no --llm it uses the built-in demo model,\n"
+    "which needs no key.\n"
     "\n"
     "  --goal TEXT        what the agent should do (required)\n"
     "  --repo DIR         the workspace (default: the current folder)\n"
     "  --max-steps N      model calls allowed (default 50)\n"
     "  --approval P       yolo: every tool; auto (default): read-only tools only\n"
     "                     (approvals are not built yet); interactive: as auto\n"
-    "  --data DIR         keep the state there (default: a temporary folder, removed)\n"
+    "  --data DIR         the data folder (default $SWITCHBOARD_DATA, else\n"
+    "                     $XDG_STATE_HOME/switchboard, else ~/.local/state/switchboard)\n"
+    "  --ephemeral        a temporary data folder, removed at exit\n"
     "  --json             print the tape entries as JSON lines\n"
-    "  Ctrl-C cancels the run; a second Ctrl-C stops waiting.\n";
+    "\n"
+    "Ctrl-C cancels the run and exits 130 once it has stopped (the last line says\n"
+    "so); a second Ctrl-C stops waiting.\n";
 
 int
 sb_cmd_run (int argc, char **argv)
@@ -279,10 +53,11 @@ sb_cmd_run (int argc, char **argv)
         { "providers", required_argument, 0, 'p' },
         { "data", required_argument, 0, 'd' },
         { "json", no_argument, 0, 'j' },
+        { "ephemeral", no_argument, 0, 'e' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
-    oneshot_t o = { .approval = "auto" };
+    sb_oneshot_t o = { .approval = "auto" };
     sb_serve_opts_t so = { .http = "127.0.0.1:0" };
     const char *repo = NULL;
     int c;
@@ -305,6 +80,7 @@ sb_cmd_run (int argc, char **argv)
             case 'p': so.providers = optarg; break;
             case 'd': so.data = optarg; break;
             case 'j': o.json = true; break;
+            case 'e': o.ephemeral = true; break;
             case 'h': fputs (s_run_usage, stdout); return 0;
             default: return sb_cli_usage ("run", "unknown option or missing value: %s", argv [optind - 1]);
         }
@@ -314,22 +90,13 @@ sb_cmd_run (int argc, char **argv)
     if (!o.goal || !*o.goal)
         return sb_cli_usage ("run", "--goal is required");
     if (strcmp (o.approval, "yolo") && strcmp (o.approval, "auto") && strcmp (o.approval, "interactive"))
-        return sb_cli_usage ("run", "--approval takes yolo, auto or interactive");
+        return sb_cli_usage ("run", "--approval takes yolo, auto or interactive, not '%s'", o.approval);
+    int llm_rc = sb_serve_check_llm ("run", &so);
+    if (llm_rc)
+        return llm_rc;
     if (!realpath (repo ? repo : ".", o.repo))
         return sb_cli_fail ("run", "the repo folder %s does not exist", repo ? repo : ".");
-    if (!getenv ("SWITCHBOARD_LOG"))
-        sb_log_set_level (SB_LOG_WARN);
-    char tmp [64] = "";
-    if (!so.data) {
-        snprintf (tmp, sizeof tmp, "/tmp/switchboard-run-XXXXXX");
-        if (!mkdtemp (tmp))
-            return sb_cli_fail ("run", "cannot make a temporary data folder");
-        so.data = tmp;
-    }
-    int rc = sb_serve_run (&so, s_oneshot_hook, &o);
-    if (tmp [0])
-        nftw (tmp, s_rm, 16, FTW_DEPTH | FTW_PHYS);
-    return rc;
+    return sb_oneshot_run (&o, &so);
 }
 
 /* ------------------------------------------------------------------ */
@@ -344,8 +111,14 @@ typedef struct {
     const char *status;
 } copts_t;
 
+//  Which of the shared options a command takes.
+enum {
+    OPT_FOLLOW = 1,
+    OPT_FILTERS = 2,            /* --session, --status */
+};
+
 static int
-s_parse_common (const char *cmd, int argc, char **argv, copts_t *o, const char *usage, int *rest)
+s_parse_common (const char *cmd, int argc, char **argv, copts_t *o, const char *usage, int takes, int *rest)
 {
     static struct option longopts [] = {
         { "connect", required_argument, 0, 'c' },
@@ -372,9 +145,22 @@ s_parse_common (const char *cmd, int argc, char **argv, copts_t *o, const char *
             default: return sb_cli_usage (cmd, "unknown option or missing value: %s", argv [optind - 1]);
         }
     }
+    if (o->follow && !(takes & OPT_FOLLOW))
+        return sb_cli_usage (cmd, "--follow goes with prompt and resume");
+    if ((o->session || o->status) && !(takes & OPT_FILTERS))
+        return sb_cli_usage (cmd, "--session and --status go with runs");
+    if (o->session) {
+        int rc = sb_cli_id_check (cmd, SB_CLI_SESSION, o->session);
+        if (rc)
+            return rc;
+    }
+    if (o->status && sb_run_status_from_name (o->status) == SB_RUN__COUNT)
+        return sb_cli_usage (cmd, "--status takes %s, not '%s'", sb_run_status_names (), o->status);
     *rest = optind;
     return 0;
 }
+
+#define RUN_ROW_FORMAT "%-26s  %-11s  %-26s  %5s  %-16s  %s\n"
 
 static void
 s_print_run (const sb_val_t *run, bool json, bool one_line)
@@ -386,9 +172,17 @@ s_print_run (const sb_val_t *run, bool json, bool one_line)
     const char *reason = sb_get_str (run, "reason");
     const char *waiting = sb_get_str (run, "waiting_for");
     if (one_line) {
-        printf ("%s  %-11s session %s  steps %-3llu %s%s\n", sb_get_str (run, "run_id"), sb_get_str (run, "status"),
-                sb_get_str (run, "session_id"), (unsigned long long) sb_get_uint (run, "steps", 0),
-                reason ? reason : "", waiting ? waiting : "");
+        //  The columns match `switchboard sessions`; the last says what a
+        //  run was asked, or why it did not complete or what it waits for.
+        char steps [24], updated [32], text [256];
+        const char *status = sb_get_str (run, "status");
+        bool done = status && strcmp (status, "completed") == 0;
+        snprintf (steps, sizeof steps, "%llu", (unsigned long long) sb_get_uint (run, "steps", 0));
+        sb_cli_time_cell (sb_get_uint (run, "updated_at", 0), updated, sizeof updated);
+        sb_cli_text_cell (reason && !done ? reason : waiting ? waiting : sb_get_str (run, "input"), 60,
+                          text, sizeof text);
+        printf (RUN_ROW_FORMAT, sb_get_str (run, "run_id"), sb_get_str (run, "status"),
+                sb_get_str (run, "session_id"), steps, updated, text);
         return;
     }
     printf ("run         %s\nsession     %s\nstatus      %s\n", sb_get_str (run, "run_id"),
@@ -412,28 +206,34 @@ s_follow_run (sb_bus_t *bus, const copts_t *o, const sb_val_t *run)
     char ep [4200], err [512];
     if (sb_cli_endpoint (o->connect, o->data, "pub", ep, sizeof ep, err, sizeof err))
         return sb_cli_fail ("prompt", "%s", err);
-    sigset_t sigs;
-    sigemptyset (&sigs);
-    sigaddset (&sigs, SIGINT);
-    sigaddset (&sigs, SIGTERM);
-    pthread_sigmask (SIG_BLOCK, &sigs, NULL);
-    render_t r = { .bus = bus, .json = o->json, .tty = isatty (1), .started = sb_mono_ms (), .sigs = &sigs };
-    snprintf (r.run_id, sizeof r.run_id, "%s", sb_get_str (run, "run_id"));
-    sb_follow (bus, ep, sb_get_str (run, "session_id"), 0, true, s_render, s_idle, &r);
-    s_summary (&r);
-    return strcmp (r.final, "completed") == 0 ? 0 : 1;
+    char sid [33], rid [33];
+    snprintf (sid, sizeof sid, "%s", sb_get_str (run, "session_id"));
+    snprintf (rid, sizeof rid, "%s", sb_get_str (run, "run_id"));
+    sb_watch_t w = { .bus = bus, .sub_endpoint = ep, .session_id = sid, .run_id = rid, .json = o->json };
+    return sb_follow_run (&w);
 }
 
+//  Connects, turns the id argument (a prefix or `last`) into a full id,
+//  puts it into `e` under `key` and calls `type`. Closes `e`'s map.
 static int
-s_run_call (const char *cmd, const copts_t *o, const char *type, sb_enc_t *e, bool follow)
+s_run_call (const char *cmd, const copts_t *o, const char *type, sb_enc_t *e, const char *key,
+            sb_cli_id_kind_t kind, const char *arg, bool follow)
 {
     sb_bus_t *bus = sb_cli_connect (cmd, o->connect, o->data);
     if (!bus)
         return 1;
+    char id [SB_ULID_LEN + 1];
+    int rc = sb_cli_resolve (cmd, bus, kind, arg, id);
+    if (rc) {
+        sb_bus_destroy (&bus);
+        return rc;
+    }
+    sb_enc_kstr (e, key, id);
+    sb_enc_map_close (e);
     size_t len;
     const uint8_t *b = sb_enc_data (e, &len);
     sb_msg_t *reply = sb_cli_call (cmd, bus, type, b, len, 15000);
-    int rc = 1;
+    rc = 1;
     if (reply) {
         const sb_val_t *run = sb_get_map (reply->body, "run");
         if (follow)
@@ -455,19 +255,28 @@ sb_cmd_prompt (int argc, char **argv)
         "usage: switchboard prompt SESSION TEXT [--follow] [--json] [--connect EP] [--data DIR]\n\n"
         "Gives a session a prompt: appends it to the tape and starts a run. A session\n"
         "runs one run at a time: a prompt while a run is active is refused (conflict).\n"
-        "--follow streams the run and exits 0 when it completes.\n";
+        "SESSION is a session id, any unique prefix of one, or 'last' (the newest).\n"
+        "\n"
+        "Without --follow it prints the new run and returns at once; the run goes on\n"
+        "in the server. --follow streams the run and exits 0 when it completes, 1\n"
+        "when it ends otherwise. While following, Ctrl-C detaches: the command\n"
+        "stops streaming and exits (status 130), but the run goes on in the server.\n"
+        "It prints how to re-attach (events --follow) and how to stop the run\n"
+        "('switchboard cancel RUN').\n"
+        "\n"
+        "Exit status: 0 success, 1 the operation failed, 2 usage error.\n";
     copts_t o;
-    int rest, rc = s_parse_common ("prompt", argc, argv, &o, usage, &rest);
+    int rest, rc = s_parse_common ("prompt", argc, argv, &o, usage, OPT_FOLLOW, &rest);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (argc - rest != 2)
         return sb_cli_usage ("prompt", "give a SESSION and the TEXT");
+    if ((rc = sb_cli_id_check ("prompt", SB_CLI_SESSION, argv [rest])) != 0)
+        return rc;
     sb_enc_t *e = sb_enc_new ();
     sb_enc_map_open (e);
-    sb_enc_kstr (e, "session_id", argv [rest]);
     sb_enc_kstr (e, "text", argv [rest + 1]);
-    sb_enc_map_close (e);
-    rc = s_run_call ("prompt", &o, "session.prompt", e, o.follow);
+    rc = s_run_call ("prompt", &o, "session.prompt", e, "session_id", SB_CLI_SESSION, argv [rest], o.follow);
     sb_enc_destroy (&e);
     return rc;
 }
@@ -476,19 +285,21 @@ static int
 s_by_id (const char *cmd, const char *type, int argc, char **argv, const char *usage, bool follow_ok)
 {
     copts_t o;
-    int rest, rc = s_parse_common (cmd, argc, argv, &o, usage, &rest);
+    int rest, rc = s_parse_common (cmd, argc, argv, &o, usage, follow_ok ? OPT_FOLLOW : 0, &rest);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (argc - rest != 1)
         return sb_cli_usage (cmd, "give one RUN id");
+    if ((rc = sb_cli_id_check (cmd, SB_CLI_RUN, argv [rest])) != 0)
+        return rc;
     sb_enc_t *e = sb_enc_new ();
     sb_enc_map_open (e);
-    sb_enc_kstr (e, "run_id", argv [rest]);
-    sb_enc_map_close (e);
-    rc = s_run_call (cmd, &o, type, e, follow_ok && o.follow);
+    rc = s_run_call (cmd, &o, type, e, "run_id", SB_CLI_RUN, argv [rest], follow_ok && o.follow);
     sb_enc_destroy (&e);
     return rc;
 }
+
+#define RUN_ID_HELP "RUN is a run id, any unique prefix of one, or 'last' (the newest run).\n"
 
 int
 sb_cmd_cancel (int argc, char **argv)
@@ -496,7 +307,8 @@ sb_cmd_cancel (int argc, char **argv)
     return s_by_id ("cancel", "run.cancel", argc, argv,
                     "usage: switchboard cancel RUN [--json] [--connect EP] [--data DIR]\n\n"
                     "Cancels a run: it becomes cancelling, then cancelled once the executor\n"
-                    "has stopped its tool (the whole process group) and its model stream.\n", false);
+                    "has stopped its tool (the whole process group) and its model stream.\n"
+                    RUN_ID_HELP, false);
 }
 
 int
@@ -506,7 +318,10 @@ sb_cmd_resume (int argc, char **argv)
                     "usage: switchboard resume RUN [--follow] [--json] [--connect EP] [--data DIR]\n\n"
                     "Starts a new run that continues a failed, cancelled, interrupted or\n"
                     "expired one from the tape. Tools that were interrupted are not re-run:\n"
-                    "the model is told they were interrupted.\n", true);
+                    "the model is told they were interrupted.\n"
+                    RUN_ID_HELP
+                    "--follow streams the new run as 'prompt --follow' does (Ctrl-C detaches).\n",
+                    true);
 }
 
 int
@@ -514,7 +329,8 @@ sb_cmd_run_info (int argc, char **argv)
 {
     return s_by_id ("run-info", "run.get", argc, argv,
                     "usage: switchboard run-info RUN [--json] [--connect EP] [--data DIR]\n\n"
-                    "Shows one run: status, phase, what it waits for, fence, steps, tokens.\n", false);
+                    "Shows one run: status, phase, what it waits for, fence, steps, tokens.\n"
+                    RUN_ID_HELP, false);
 }
 
 int
@@ -522,33 +338,48 @@ sb_cmd_runs (int argc, char **argv)
 {
     static const char *usage =
         "usage: switchboard runs [--session S] [--status X] [--json] [--connect EP] [--data DIR]\n\n"
-        "Lists runs, newest first; --json prints one JSON object per line.\n";
+        "Lists runs, newest first, in the columns of 'switchboard sessions'; --json\n"
+        "prints one JSON object per line.\n"
+        "\n"
+        "  --session S   only that session's runs: an id, a unique prefix, or 'last'\n"
+        "  --status X    only runs in status X: queued, claimed, running, cancelling,\n"
+        "                completed, failed, cancelled, expired or interrupted\n"
+        "\n"
+        "Exit status: 0 success, 1 the operation failed, 2 usage error.\n";
     copts_t o;
-    int rest, rc = s_parse_common ("runs", argc, argv, &o, usage, &rest);
+    int rest, rc = s_parse_common ("runs", argc, argv, &o, usage, OPT_FILTERS, &rest);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (rest < argc)
         return sb_cli_usage ("runs", "unexpected argument '%s'", argv [rest]);
+    sb_bus_t *bus = sb_cli_connect ("runs", o.connect, o.data);
+    if (!bus)
+        return 1;
+    char sid [SB_ULID_LEN + 1];
+    if (o.session && (rc = sb_cli_resolve ("runs", bus, SB_CLI_SESSION, o.session, sid)) != 0) {
+        sb_bus_destroy (&bus);
+        return rc;
+    }
     sb_enc_t *e = sb_enc_new ();
     sb_enc_map_open (e);
-    sb_enc_kstr_opt (e, "session_id", o.session);
+    if (o.session)
+        sb_enc_kstr (e, "session_id", sid);
     sb_enc_kstr_opt (e, "status", o.status);
     sb_enc_map_close (e);
-    sb_bus_t *bus = sb_cli_connect ("runs", o.connect, o.data);
+    size_t len;
+    const uint8_t *b = sb_enc_data (e, &len);
+    sb_msg_t *reply = sb_cli_call ("runs", bus, "run.list", b, len, 15000);
     rc = 1;
-    if (bus) {
-        size_t len;
-        const uint8_t *b = sb_enc_data (e, &len);
-        sb_msg_t *reply = sb_cli_call ("runs", bus, "run.list", b, len, 15000);
-        if (reply) {
-            const sb_val_t *runs = sb_get_array (reply->body, "runs");
-            for (uint32_t k = 0; runs && k < runs->len; k++)
-                s_print_run (sb_array_at (runs, k), o.json, true);
-            if (!o.json && (!runs || runs->len == 0))
-                fprintf (stderr, "no runs\n");
-            rc = 0;
-            sb_msg_destroy (&reply);
-        }
+    if (reply) {
+        const sb_val_t *runs = sb_get_array (reply->body, "runs");
+        if (!o.json && runs && runs->len > 0)
+            printf (RUN_ROW_FORMAT, "RUN", "STATUS", "SESSION", "STEPS", "UPDATED", "INPUT OR REASON");
+        for (uint32_t k = 0; runs && k < runs->len; k++)
+            s_print_run (sb_array_at (runs, k), o.json, true);
+        if (!o.json && (!runs || runs->len == 0))
+            fprintf (stderr, "no runs\n");
+        rc = 0;
+        sb_msg_destroy (&reply);
     }
     sb_bus_destroy (&bus);
     sb_enc_destroy (&e);

@@ -7,6 +7,7 @@
 #include "cli/cli.h"
 #include "cli/serve.h"
 #include "actors/actor.h"
+#include "actors/llm/config.h"
 #include "actors/session.h"
 #include "bus/broker.h"
 #include "common/log.h"
@@ -15,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/file.h>
@@ -31,12 +33,13 @@ static const char *s_usage =
     "~/.local/state/switchboard). The bus is bound on ipc://DATA/bus-{cmd,in,pub,tap}.\n"
     "\n"
     "  --data DIR        data folder (created with mode 0700)\n"
-    "  --http ADDR:PORT  the gateway's address (127.0.0.1:8080; :0 picks a free port\n"
-    "                    and writes it to DATA/http.port)\n"
+    "  --http ADDR:PORT  the web gateway's address (default 127.0.0.1:8080); this\n"
+    "                    version has no web gateway yet, so nothing listens there\n"
     "  --bus ENDPOINT    also bind tcp://ADDR:P (commands), P+1 (events), P+2 (tap);\n"
     "                    beyond loopback it needs --insecure-bus (no CURVE yet)\n"
     "  --actors LIST     comma-separated actors to run (default: all built-in)\n"
-    "  --llm PROVIDER    responses | chat | anthropic | codex | demo (default demo)\n"
+    "  --llm PROVIDER    responses | chat | anthropic | codex | demo (default demo);\n"
+    "                    all but demo need --model\n"
     "  --model M         default model\n"
     "  --llm-url URL     provider base URL including the version path\n"
     "  --providers FILE  named providers from a JSON file (see docs/llm.md)\n"
@@ -130,7 +133,7 @@ sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
     if (optind < argc)
         return sb_cli_usage ("serve", "unexpected argument '%s'", argv [optind]);
     if (o->sandbox && strcmp (o->sandbox, "bwrap") != 0)
-        return sb_cli_usage ("serve", "--sandbox takes bwrap");
+        return sb_cli_usage ("serve", "--sandbox takes bwrap, not '%s'", o->sandbox);
     if (o->bus && strncmp (o->bus, "tcp://", 6) != 0)
         return sb_cli_usage ("serve", "--bus takes tcp://ADDR:PORT (ipc is always bound)");
     /* CURVE is not built yet: an unauthenticated bus beyond loopback would
@@ -139,9 +142,26 @@ sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
     &&  strncmp (o->bus + 6, "localhost:", 10) != 0 && strncmp (o->bus + 6, "[::1]:", 6) != 0)
         return sb_cli_usage ("serve", "--bus %s is beyond loopback and the bus has no authentication yet "
                              "(CURVE is not built); add --insecure-bus to accept that", o->bus);
+    int rc = sb_serve_check_llm ("serve", o);
+    if (rc)
+        return rc;
     const char *colon = strrchr (o->http, ':');
     if (!colon || colon == o->http || atoi (colon + 1) < 0 || atoi (colon + 1) > 65535)
         return sb_cli_usage ("serve", "--http takes ADDR:PORT, e.g. 127.0.0.1:8080");
+    return 0;
+}
+
+int
+sb_serve_check_llm (const char *cmd, const sb_serve_opts_t *o)
+{
+    sb_provider_kind_t kind;
+    if (!o->llm || strcmp (o->llm, "demo") == 0)
+        return 0;
+    if (sb_provider_kind_parse (o->llm, &kind) != 0)
+        return sb_cli_usage (cmd, "--llm takes responses, chat, anthropic, codex or demo, not '%s'", o->llm);
+    if (!o->model || !*o->model)
+        return sb_cli_usage (cmd, "--llm %s needs a model: add --model MODEL (the provider's model id), "
+                             "as in 'switchboard %s --llm %s --model MODEL ...'", o->llm, cmd, o->llm);
     return 0;
 }
 
@@ -177,6 +197,73 @@ s_check_actor_list (const char *list)
         p += len + (comma ? 1 : 0);
     }
     return 0;
+}
+
+//  The name to type for this binary in another terminal: plain
+//  `switchboard` when PATH finds this very file, else its absolute path.
+static void
+s_self_path (char *abs, size_t n, const char **say)
+{
+    *say = "switchboard";
+    if (!realpath ("/proc/self/exe", abs)) {
+        snprintf (abs, n, "switchboard");
+        return;
+    }
+    const char *path = getenv ("PATH");
+    char dir [PATH_MAX], cand [PATH_MAX], real [PATH_MAX];
+    for (const char *p = path; p && *p; ) {
+        size_t len = strcspn (p, ":");
+        snprintf (dir, sizeof dir, "%.*s", (int) len, p);
+        snprintf (cand, sizeof cand, "%s/switchboard", len ? dir : ".");
+        if (realpath (cand, real) && strcmp (real, abs) == 0)
+            return;
+        p += len + (p [len] == ':');
+    }
+    *say = abs;
+}
+
+//  What a person needs on start: where the data and the bus are, which
+//  model answers, and what to type next.
+static void
+s_banner (const sb_serve_opts_t *o, const char *dir)
+{
+    char self [PATH_MAX], model [512], err [512];
+    const char *say;
+    s_self_path (self, sizeof self, &say);
+    //  The same configuration the llm actor loaded; its default provider
+    //  is the one a session without --provider uses.
+    sb_llm_config_t *cfg = calloc (1, sizeof *cfg);
+    if (cfg && sb_llm_config_load (cfg, o->llm, o->llm_url, o->model, o->providers, err, sizeof err) == 0
+    &&  cfg->count > 0) {
+        const sb_llm_provider_t *p = &cfg->providers [cfg->dflt];
+        if (p->demo)
+            snprintf (model, sizeof model, "demo (the built-in demo model; no key needed)");
+        else
+            snprintf (model, sizeof model, "%s (provider %s, %s%s%s)", p->model [0] ? p->model : "-",
+                      p->name, p->base_url, cfg->count > 1 ? "; more in " : "",
+                      cfg->count > 1 ? o->providers : "");
+    }
+    else
+        snprintf (model, sizeof model, "%s (provider %s)", o->model ? o->model : "-",
+                  o->llm ? o->llm : o->providers ? o->providers : "demo");
+    if (cfg)
+        sb_llm_config_clear (cfg);
+    free (cfg);
+    printf ("switchboard %s is serving\n"
+            "  binary   %s\n"
+            "  data     %s\n"
+            "  bus      ipc://%s/bus-cmd%s%s\n"
+            "  model    %s\n"
+            "\n"
+            "In another terminal:\n"
+            "  %s sessions new          open a session on the current folder\n"
+            "  %s prompt last \"look around\" --follow\n"
+            "  %s sessions              list sessions, newest first\n"
+            "  %s tap                   watch every bus message live\n"
+            "Stop with Ctrl-C.\n",
+            SB_VERSION, self, dir, dir, o->bus ? " and " : "", o->bus ? o->bus : "", model,
+            say, say, say, say);
+    fflush (stdout);
 }
 
 int
@@ -261,25 +348,8 @@ sb_serve_run (const sb_serve_opts_t *o, sb_serve_hook_fn *hook, void *hook_arg)
     snprintf (http_port_path, sizeof http_port_path, "%s/http.port", dir);
     if (!failed) {
         sb_info ("serve", "ready data=%s bus=ipc://%s/bus-cmd pid=%d", dir, dir, (int) getpid ());
-        if (!hook) {
-            printf ("switchboard %s is serving\n"
-                    "  data     %s\n"
-                    "  bus      ipc://%s/bus-cmd%s%s\n"
-                    "  tap      ipc://%s/bus-tap\n"
-                    "  model    %s\n"
-                    "  web UI   not built yet (the gateway issue); --http %s is reserved for it\n"
-                    "\n"
-                    "In another terminal:\n"
-                    "  switchboard tap                          watch every bus message live\n"
-                    "  switchboard sessions new --workspace .   open a session on a folder\n"
-                    "  switchboard prompt SESSION \"look around\" --follow\n"
-                    "  switchboard stats                        the broker's counters\n"
-                    "Stop with Ctrl-C.\n",
-                    SB_VERSION, dir, dir, o->bus ? "  and " : "", o->bus ? o->bus : "", dir,
-                    o->llm ? o->llm : (o->providers ? o->providers : "demo (built in, no key needed)"),
-                    o->http);
-            fflush (stdout);
-        }
+        if (!hook)
+            s_banner (o, dir);
     }
     int exit_code = failed ? 1 : 0;
     if (!failed && hook)

@@ -25,6 +25,9 @@ typedef int (sb_serve_hook_fn) (void *arg, const char *data_dir);
 
 /*  Parses serve's options: 0 ok, -1 help was printed, 2 usage error. */
 int sb_serve_parse (int argc, char **argv, sb_serve_opts_t *opts);
+/*  --llm names a provider kind, and every kind but demo needs --model:
+    0, or 2 after a usage error naming the fix. */
+int sb_serve_check_llm (const char *cmd, const sb_serve_opts_t *opts);
 int sb_serve_run (const sb_serve_opts_t *opts, sb_serve_hook_fn *hook, void *hook_arg);
 
 #endif

@@ -12,7 +12,7 @@
     and a quiet second asks the tape too, in case the last events of a
     burst were the ones dropped. */
 #include "cli/cli.h"
-#include "actors/session.h"
+#include "cli/transcript.h"
 #include "common/log.h"
 #include "schemas/json.h"
 
@@ -32,7 +32,7 @@
 static const char *s_sessions_usage =
     "usage: switchboard sessions [list] [--status active|closed] [--limit N] [--json]\n"
     "       switchboard sessions show ID [--json]\n"
-    "       switchboard sessions new --workspace DIR [--title T] [--provider P] [--model M]\n"
+    "       switchboard sessions new [--workspace DIR] [--title T] [--provider P] [--model M]\n"
     "                                [--approval yolo|auto|interactive] [--max-steps N] [--json]\n"
     "       switchboard sessions update ID [--title T] [--provider P] [--model M]\n"
     "                                [--approval P] [--max-steps N] [--workspace DIR] [--json]\n"
@@ -41,12 +41,18 @@ static const char *s_sessions_usage =
     "\n"
     "Lists, shows, creates, changes, closes and deletes sessions. A session is a\n"
     "workspace folder with its config and its tape (see 'switchboard events').\n"
+    "The list is newest first: model, approval policy, last activity and the\n"
+    "first line of the last prompt tell sessions on one folder apart.\n"
+    "\n"
+    "ID is a session id, any unique prefix of one (as with git hashes), or\n"
+    "'last' for the newest session.\n"
     "\n"
     "  --status S        list only active or only closed sessions\n"
-    "  --limit N         list at most N sessions (default: all)\n"
-    "  --workspace DIR   an existing folder; stored as its real path\n"
+    "  --limit N         list at most N sessions, the newest (default: all)\n"
+    "  --workspace DIR   an existing folder, stored as its real path\n"
+    "                    (new: default the current folder)\n"
     "  --title T         a title (empty clears it, in update)\n"
-    "  --provider P      the LLM provider name\n"
+    "  --provider P      an LLM provider the server has configured\n"
     "  --model M         the model name\n"
     "  --approval P      approval policy: yolo, auto or interactive\n"
     "  --max-steps N     step limit per run, 1 to 10000\n"
@@ -55,20 +61,24 @@ static const char *s_sessions_usage =
     "  --data DIR        the server's data folder\n"
     "  -h, --help        this help\n"
     "\n"
-    "Exit status: 0 success, 1 the operation failed, 2 usage error.\n";
+    "Exit status: 0 success, 1 the operation failed, 2 usage error. With --json\n"
+    "an error is {\"error\":{\"code\",\"message\"}} on stderr.\n";
 
 static const char *s_events_usage =
-    "usage: switchboard events --session ID [--after N] [--follow] [--json]\n"
+    "usage: switchboard events --session ID [--after N] [--follow] [--json | --text]\n"
     "                          [--connect EP] [--data DIR]\n"
     "\n"
     "Prints a session's tape, one entry per line: seq, time, kind, run and a\n"
     "summary of the body. With --follow it then keeps printing new entries as\n"
     "they are committed, each exactly once and in order, until interrupted.\n"
     "\n"
-    "  --session ID      the session\n"
+    "  --session ID      the session: an id, a unique prefix of one, or 'last'\n"
     "  --after N         start after seq N (default 0: from the beginning)\n"
     "  --follow          keep streaming live entries\n"
     "  --json            one JSON object per entry and line\n"
+    "  --text            the transcript instead: prompts, the model's text with its\n"
+    "                    deltas merged, thinking, tool calls and their results, run\n"
+    "                    status, refusals with the command that allows them\n"
     "  --connect EP      the server's command endpoint (default: ipc in DATA)\n"
     "  --data DIR        the server's data folder\n"
     "  -h, --help        this help\n"
@@ -88,18 +98,19 @@ s_call (const char *cmd, sb_bus_t *bus, const char *type, sb_enc_t *enc)
     const uint8_t *body = sb_enc_data (enc, &len);
     for (int attempt = 1; ; attempt++) {
         sb_msg_t *reply = sb_bus_call (bus, type, NULL, body, len, CALL_TIMEOUT_MS);
-        bool retry = !reply || strcmp (sb_msg_error_code (reply), "unavailable") == 0;
+        bool retry = !reply || (sb_msg_is_error (reply)
+                                && sb_err_from_name (sb_msg_error_code (reply)) == SB_E_unavailable);
         if (retry && attempt < CALL_TRIES) {
             sb_msg_destroy (&reply);
             continue;
         }
         if (!reply) {
-            sb_cli_fail (cmd, "no reply to %s within %d s: is the server running?",
-                         type, CALL_TIMEOUT_MS / 1000);
+            sb_cli_fail_code (cmd, "timeout", "no reply to %s within %d s: is the server running?",
+                              type, CALL_TIMEOUT_MS / 1000);
             return NULL;
         }
         if (sb_msg_is_error (reply)) {
-            sb_cli_fail (cmd, "%s: %s", sb_msg_error_code (reply), sb_msg_error_message (reply));
+            sb_cli_print_error (cmd, reply);
             sb_msg_destroy (&reply);
             return NULL;
         }
@@ -189,15 +200,18 @@ s_print_record (const sb_val_t *r)
     printf ("updated    %s\n", updated);
 }
 
+//  One list row; the columns match `switchboard runs`.
 static void
-s_print_row (const sb_val_t *r)
+s_print_row (const sb_val_t *r, int ws_width)
 {
-    char updated [32], title [64];
-    s_time (sb_get_uint (r, "updated_at", 0), updated, sizeof updated, false);
-    s_oneline (s_or_dash (sb_get_str (r, "title")), 30, title, sizeof title);
-    printf ("%-26s  %-6s  %8llu  %-19s  %-33s  %s\n", s_or_dash (sb_get_str (r, "session_id")),
-            s_or_dash (sb_get_str (r, "status")), (unsigned long long) sb_get_uint (r, "last_seq", 0),
-            updated, title, s_or_dash (sb_get_str (r, "workspace")));
+    char activity [32], model [40], prompt [256];
+    uint64_t at = sb_get_uint (r, "last_activity_at", 0);
+    sb_cli_time_cell (at, activity, sizeof activity);
+    sb_cli_text_cell (sb_get_str (r, "model"), 24, model, sizeof model);
+    sb_cli_text_cell (sb_get_str (r, "last_prompt"), 60, prompt, sizeof prompt);
+    printf ("%-26s  %-6s  %-24s  %-11s  %-16s  %-*s  %s\n", s_or_dash (sb_get_str (r, "session_id")),
+            s_or_dash (sb_get_str (r, "status")), model, s_or_dash (sb_get_str (r, "approval_policy")),
+            activity, ws_width, s_or_dash (sb_get_str (r, "workspace")), prompt);
 }
 
 //  A few words about an entry's body, by kind.
@@ -258,9 +272,16 @@ s_summary (const char *kind, const sb_val_t *body, char *out, size_t n)
     }
 }
 
+//  events --text: the transcript that entries are fed to instead.
+static sb_transcript_t *s_transcript;
+
 static void
 s_print_event (const sb_val_t *e, bool json)
 {
+    if (s_transcript) {
+        sb_transcript_feed (s_transcript, e);
+        return;
+    }
     if (json) {
         sb_cli_print_json (e);
         return;
@@ -325,21 +346,25 @@ s_enc_config (sb_enc_t *enc, const opts_t *o, const char *workspace)
         sb_enc_kuint (enc, "max_steps", o->max_steps);
 }
 
+//  Newest first, and --limit N the newest N: session.list pages newest
+//  first, so only the pages needed are fetched. They are all in hand
+//  before the first row is printed, to size the workspace column.
 static int
 s_sessions_list (sb_bus_t *bus, const opts_t *o)
 {
+    zlistx_t *pages = zlistx_new ();
+    zlistx_set_destructor (pages, (czmq_destructor *) sb_msg_destroy);
     sb_enc_t *enc = sb_enc_new ();
+    uint32_t page = sb_cli_page_max ("session.list");
     char cursor [SB_ULID_LEN + 1] = "";
-    long long printed = 0;
+    size_t count = 0;
     int rc = 0;
-    while (o->limit < 0 || printed < o->limit) {
-        long long want = SB_SESSION_LIST_LIMIT_MAX;
-        if (o->limit >= 0 && o->limit - printed < want)
-            want = o->limit - printed;
+    do {
         sb_enc_reset (enc);
         sb_enc_map_open (enc);
         sb_enc_kstr_opt (enc, "status", o->status);
-        sb_enc_kuint (enc, "limit", (uint64_t) want);
+        if (page)
+            sb_enc_kuint (enc, "limit", page);
         if (cursor [0])
             sb_enc_kstr (enc, "cursor", cursor);
         sb_enc_map_close (enc);
@@ -348,49 +373,111 @@ s_sessions_list (sb_bus_t *bus, const opts_t *o)
             rc = 1;
             break;
         }
-        const sb_val_t *list = sb_get_array (reply->body, "sessions");
-        for (uint32_t k = 0; list && k < list->len; k++) {
-            const sb_val_t *r = sb_array_at (list, k);
-            if (o->json)
-                sb_cli_print_json (r);
-            else {
-                if (printed == 0)
-                    printf ("%-26s  %-6s  %8s  %-19s  %-33s  %s\n", "SESSION", "STATUS", "LAST_SEQ",
-                            "UPDATED", "TITLE", "WORKSPACE");
-                s_print_row (r);
-            }
-            printed++;
-        }
         const char *next = sb_get_str (reply->body, "next_cursor");
+        const sb_val_t *list = sb_get_array (reply->body, "sessions");
         snprintf (cursor, sizeof cursor, "%s", next? next: "");
-        sb_msg_destroy (&reply);
-        if (!cursor [0])
-            break;
+        count += list? list->len: 0;
+        zlistx_add_end (pages, reply);
+    } while (cursor [0] && (o->limit < 0 || count < (size_t) o->limit));
+    sb_enc_destroy (&enc);
+
+    size_t n = 0;
+    const sb_val_t **all = calloc (count? count: 1, sizeof *all);
+    if (!all)
+        rc = sb_cli_fail ("sessions", "out of memory");
+    for (sb_msg_t *reply = zlistx_first (pages); all && reply; reply = zlistx_next (pages)) {
+        const sb_val_t *list = sb_get_array (reply->body, "sessions");
+        for (uint32_t k = 0; list && k < list->len; k++)
+            all [n++] = sb_array_at (list, k);
     }
+    //  The workspace column is as wide as the widest path listed, so that
+    //  the prompts line up.
+    int ws_width = (int) strlen ("WORKSPACE");
+    for (size_t k = 0; k < n && (o->limit < 0 || (long long) k < o->limit); k++) {
+        const char *ws = sb_get_str (all [k], "workspace");
+        if (ws && (int) strlen (ws) > ws_width)
+            ws_width = (int) strlen (ws);
+    }
+    long long printed = 0;
+    for (size_t k = 0; rc == 0 && k < n && (o->limit < 0 || printed < o->limit); k++) {
+        if (o->json)
+            sb_cli_print_json (all [k]);
+        else {
+            if (printed == 0)
+                printf ("%-26s  %-6s  %-24s  %-11s  %-16s  %-*s  %s\n", "SESSION", "STATUS", "MODEL",
+                        "POLICY", "LAST ACTIVITY", ws_width, "WORKSPACE", "LAST PROMPT");
+            s_print_row (all [k], ws_width);
+        }
+        printed++;
+    }
+    free (all);
+    zlistx_destroy (&pages);
     if (rc == 0 && printed == 0 && !o->json)
         fprintf (stderr, "no sessions%s%s\n", o->status? " with status ": "", o->status? o->status: "");
     fflush (stdout);
+    return rc;
+}
+
+//  A provider the server has not configured would fail only at the first
+//  prompt, far from the command that named it: llm.models tells now.
+static int
+s_check_provider (sb_bus_t *bus, const char *provider)
+{
+    sb_enc_t *enc = sb_enc_new ();
+    sb_enc_map_open (enc);
+    sb_enc_kstr (enc, "provider", provider);
+    sb_enc_map_close (enc);
+    size_t len;
+    const uint8_t *body = sb_enc_data (enc, &len);
+    sb_msg_t *reply = sb_bus_call (bus, "llm.models", NULL, body, len, CALL_TIMEOUT_MS);
+    int rc = 0;
+    if (reply && sb_msg_is_error (reply)
+    &&  sb_err_from_name (sb_msg_error_code (reply)) == SB_E_not_found) {
+        //  The default provider is the one a session without --provider uses.
+        sb_enc_reset (enc);
+        sb_enc_map_open (enc);
+        sb_enc_map_close (enc);
+        body = sb_enc_data (enc, &len);
+        sb_msg_t *dflt = sb_bus_call (bus, "llm.models", NULL, body, len, CALL_TIMEOUT_MS);
+        const char *name = dflt && !sb_msg_is_error (dflt)? sb_get_str (dflt->body, "provider"): NULL;
+        rc = sb_cli_fail_code ("sessions", "not_found", "%s%s%s%s (serve --llm or --providers FILE "
+                               "configures providers; see docs/llm.md)", sb_msg_error_message (reply),
+                               name? "; the configured default is '": "", name? name: "", name? "'": "");
+        sb_msg_destroy (&dflt);
+    }
+    //  Any other answer (the provider's own error, no llm service to ask)
+    //  means the name is known or cannot be checked: the prompt will tell.
+    sb_msg_destroy (&reply);
     sb_enc_destroy (&enc);
     return rc;
 }
 
 //  show, new, update, close, delete: one call, one object printed.
 static int
-s_sessions_one (sb_bus_t *bus, const char *sub, const char *id, const opts_t *o)
+s_sessions_one (sb_bus_t *bus, const char *sub, const char *arg, const opts_t *o)
 {
     char workspace [PATH_MAX + 1];
     if (o->workspace && s_absolute (o->workspace, workspace, sizeof workspace) != 0)
         return sb_cli_fail ("sessions", "workspace %s: path too long", o->workspace);
+    if (!o->workspace && strcmp (sub, "new") == 0 && !getcwd (workspace, sizeof workspace))
+        return sb_cli_fail ("sessions", "cannot read the current folder: %s", strerror (errno));
+    bool create = strcmp (sub, "new") == 0;
+    char id [SB_ULID_LEN + 1];
+    int rc;
+    if (arg && (rc = sb_cli_resolve ("sessions", bus, SB_CLI_SESSION, arg, id)) != 0)
+        return rc;
+    if (o->provider && *o->provider && (rc = s_check_provider (bus, o->provider)) != 0)
+        return rc;
     const char *type = strcmp (sub, "show") == 0? "session.get":
-                       strcmp (sub, "new") == 0? "session.create":
+                       create? "session.create":
                        strcmp (sub, "update") == 0? "session.update":
                        strcmp (sub, "close") == 0? "session.close": "session.delete";
     sb_enc_t *enc = sb_enc_new ();
     sb_enc_map_open (enc);
-    if (id)
+    if (arg)
         sb_enc_kstr (enc, "session_id", id);
-    if (strcmp (sub, "new") == 0 || strcmp (sub, "update") == 0)
-        s_enc_config (enc, o, o->workspace? workspace: NULL);
+    if (create || strcmp (sub, "update") == 0)
+        s_enc_config (enc, o, o->workspace || create? workspace: NULL);
     if (strcmp (sub, "show") != 0)
         s_command_id (enc);
     sb_enc_map_close (enc);
@@ -435,7 +522,7 @@ sb_cmd_sessions (int argc, char **argv)
     };
     opts_t o = { .limit = -1 };
     unsigned long long v;
-    int c;
+    int c, rc;
     optind = 1;
     while ((c = getopt_long (argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
@@ -484,12 +571,16 @@ sb_cmd_sessions (int argc, char **argv)
     if (!list && (o.status || o.limit >= 0))
         return sb_cli_usage ("sessions", "--status and --limit go with list only");
     if (o.status && strcmp (o.status, "active") != 0 && strcmp (o.status, "closed") != 0)
-        return sb_cli_usage ("sessions", "--status takes active or closed");
+        return sb_cli_usage ("sessions", "--status takes active or closed, not '%s'", o.status);
     if (!create && !update && o.config_opts)
         return sb_cli_usage ("sessions", "--workspace, --title, --provider, --model, --approval and "
                              "--max-steps go with new and update only");
-    if (create && !o.workspace)
-        return sb_cli_usage ("sessions", "new needs --workspace DIR");
+    //  In update, an empty value clears the field, as for every string.
+    if (o.approval && !(update && !*o.approval) && strcmp (o.approval, "yolo") != 0
+    &&  strcmp (o.approval, "auto") != 0 && strcmp (o.approval, "interactive") != 0)
+        return sb_cli_usage ("sessions", "--approval takes yolo, auto or interactive, not '%s'", o.approval);
+    if (id && (rc = sb_cli_id_check ("sessions", SB_CLI_SESSION, id)) != 0)
+        return rc;
     if (update && o.config_opts == 0)
         return sb_cli_usage ("sessions", "update needs at least one of --title, --provider, --model, "
                              "--approval, --max-steps, --workspace");
@@ -499,7 +590,7 @@ sb_cmd_sessions (int argc, char **argv)
     sb_bus_t *bus = sb_cli_connect ("sessions", o.connect, o.data);
     if (!bus)
         return 1;
-    int rc = list? s_sessions_list (bus, &o): s_sessions_one (bus, sub, id, &o);
+    rc = list? s_sessions_list (bus, &o): s_sessions_one (bus, sub, id, &o);
     sb_bus_destroy (&bus);
     return rc;
 }
@@ -522,6 +613,7 @@ static int
 s_catch_up (sb_bus_t *bus, const char *sid, uint64_t *last, bool json)
 {
     sb_enc_t *enc = sb_enc_new ();
+    uint32_t page = sb_cli_page_max ("session.events");
     int rc = 0;
     bool more = true;
     while (more && !s_stop) {
@@ -529,7 +621,8 @@ s_catch_up (sb_bus_t *bus, const char *sid, uint64_t *last, bool json)
         sb_enc_map_open (enc);
         sb_enc_kstr (enc, "session_id", sid);
         sb_enc_kuint (enc, "after_seq", *last);
-        sb_enc_kuint (enc, "limit", SB_SESSION_EVENTS_LIMIT_MAX);
+        if (page)
+            sb_enc_kuint (enc, "limit", page);
         sb_enc_map_close (enc);
         sb_msg_t *reply = s_call ("events", bus, "session.events", enc);
         if (!reply) {
@@ -601,6 +694,7 @@ sb_cmd_events (int argc, char **argv)
         { "after", required_argument, 0, 'a' },
         { "follow", no_argument, 0, 'f' },
         { "json", no_argument, 0, 'j' },
+        { "text", no_argument, 0, 't' },
         { "connect", required_argument, 0, 'c' },
         { "data", required_argument, 0, 'd' },
         { "help", no_argument, 0, 'h' },
@@ -608,7 +702,7 @@ sb_cmd_events (int argc, char **argv)
     };
     const char *sid = NULL, *connect = NULL, *data = NULL;
     unsigned long long after = 0;
-    bool follow = false, json = false;
+    bool follow = false, json = false, text = false;
     int c;
     optind = 1;
     while ((c = getopt_long (argc, argv, "hf", longopts, NULL)) != -1) {
@@ -620,6 +714,7 @@ sb_cmd_events (int argc, char **argv)
                 break;
             case 'f': follow = true; break;
             case 'j': json = true; break;
+            case 't': text = true; break;
             case 'c': connect = optarg; break;
             case 'd': data = optarg; break;
             case 'h': fputs (s_events_usage, stdout); return 0;
@@ -630,6 +725,20 @@ sb_cmd_events (int argc, char **argv)
         return sb_cli_usage ("events", "unexpected argument '%s'", argv [optind]);
     if (!sid)
         return sb_cli_usage ("events", "which session? (--session ID)");
+    if (json && text)
+        return sb_cli_usage ("events", "--json and --text do not go together");
+    int rc = sb_cli_id_check ("events", SB_CLI_SESSION, sid);
+    if (rc)
+        return rc;
+    sb_bus_t *bus = sb_cli_connect ("events", connect, data);
+    if (!bus)
+        return 1;
+    char full [SB_ULID_LEN + 1];
+    if ((rc = sb_cli_resolve ("events", bus, SB_CLI_SESSION, sid, full)) != 0) {
+        sb_bus_destroy (&bus);
+        return rc;
+    }
+    sid = full;
 
     //  czmq's own handler would swallow Ctrl-C; ours ends the loop cleanly.
     zsys_handler_set (NULL);
@@ -643,24 +752,33 @@ sb_cmd_events (int argc, char **argv)
         //  Subscribe before the replay, so that nothing committed after
         //  the replay's last page can slip between the two.
         char ep [4200], err [512];
-        if (sb_cli_endpoint (connect, data, "pub", ep, sizeof ep, err, sizeof err))
+        if (sb_cli_endpoint (connect, data, "pub", ep, sizeof ep, err, sizeof err)) {
+            sb_bus_destroy (&bus);
             return sb_cli_fail ("events", "%s", err);
+        }
+        sub = sb_sub_new (ep);
+        if (!sub) {
+            sb_bus_destroy (&bus);
+            return sb_cli_fail ("events", "cannot subscribe at %s", ep);
+        }
         char topic [SB_ULID_LEN + 16];
         snprintf (topic, sizeof topic, "session/%s", sid);
-        sub = sb_sub_new (ep);
-        if (!sub)
-            return sb_cli_fail ("events", "cannot subscribe at %s", ep);
         sb_sub_subscribe (sub, topic);
     }
-    sb_bus_t *bus = sb_cli_connect ("events", connect, data);
-    if (!bus) {
-        sb_sub_destroy (&sub);
-        return 1;
+    if (text) {
+        //  no status line: this loop wakes once a second at most
+        sb_transcript_opts_t topts;
+        sb_transcript_opts_stdout (&topts, NULL);
+        topts.live = false;
+        s_transcript = sb_transcript_new (&topts);
     }
     uint64_t last = after;
-    int rc = s_catch_up (bus, sid, &last, json);
+    rc = s_catch_up (bus, sid, &last, json);
     if (rc == 0 && follow)
         rc = s_follow (bus, sub, sid, last, json);
+    if (s_transcript)
+        sb_transcript_flush (s_transcript);
+    sb_transcript_destroy (&s_transcript);
     sb_sub_destroy (&sub);
     sb_bus_destroy (&bus);
     return rc;

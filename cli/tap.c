@@ -7,19 +7,49 @@
 #include <czmq.h>
 #include <getopt.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 static const char *s_tap_usage =
-    "usage: switchboard tap [--filter PREFIX] [--json] [--count N] [--connect EP] [--data DIR]\n"
+    "usage: switchboard tap [--filter PREFIX] [--exclude PREFIX]... [--heartbeats] [--json]\n"
+    "                       [--count N] [--connect EP] [--data DIR]\n"
     "\n"
     "Prints every message on both bus planes as the broker sees it, decoded,\n"
     "one per line. The tap's frames are [plane][peer or topic][header][body].\n"
+    "Heartbeats (bus.heartbeat, run.heartbeat and its reply), one a second per\n"
+    "peer, are hidden unless --heartbeats is given.\n"
     "\n"
     "  --filter PREFIX  only messages whose type or topic starts with PREFIX\n"
+    "  --exclude PREFIX leave out messages whose type or topic starts with PREFIX\n"
+    "                   (repeatable)\n"
+    "  --heartbeats     show heartbeats too\n"
     "  --json           one JSON object per line: plane, peer/topic, header, body\n"
     "  --count N        exit after N messages\n"
     "  --connect EP     the server's command endpoint (tap is derived from it)\n"
-    "  --data DIR       the server's data folder\n";
+    "  --data DIR       the server's data folder\n"
+    "\n"
+    "Exit status: 0 success, 1 the operation failed, 2 usage error.\n";
+
+#define MAX_EXCLUDES 32
+
+//  A heartbeat is any type with a `heartbeat` part: bus.heartbeat,
+//  run.heartbeat, run.heartbeat.ok.
+static bool
+s_is_heartbeat (const char *type)
+{
+    for (const char *p = strstr (type, "heartbeat"); p; p = strstr (p + 1, "heartbeat")) {
+        char after = p [strlen ("heartbeat")];
+        if ((p == type || p [-1] == '.') && (after == 0 || after == '.'))
+            return true;
+    }
+    return false;
+}
+
+static bool
+s_starts (const char *s, const char *prefix)
+{
+    return strncmp (s, prefix, strlen (prefix)) == 0;
+}
 
 static void
 s_hex (const uint8_t *p, size_t n, char *out)
@@ -37,6 +67,8 @@ sb_cmd_tap (int argc, char **argv)
 {
     static struct option longopts [] = {
         { "filter", required_argument, 0, 'f' },
+        { "exclude", required_argument, 0, 'x' },
+        { "heartbeats", no_argument, 0, 'H' },
         { "json", no_argument, 0, 'j' },
         { "count", required_argument, 0, 'n' },
         { "connect", required_argument, 0, 'c' },
@@ -45,15 +77,28 @@ sb_cmd_tap (int argc, char **argv)
         { 0, 0, 0, 0 }
     };
     const char *filter = NULL, *connect = NULL, *data = NULL;
-    bool json = false;
+    const char *excludes [MAX_EXCLUDES];
+    size_t nexcludes = 0;
+    bool json = false, heartbeats = false;
     long count = -1;
+    char *end;
     int c;
     optind = 1;
     while ((c = getopt_long (argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
             case 'f': filter = optarg; break;
+            case 'x':
+                if (nexcludes == MAX_EXCLUDES)
+                    return sb_cli_usage ("tap", "at most %d --exclude options", MAX_EXCLUDES);
+                excludes [nexcludes++] = optarg;
+                break;
+            case 'H': heartbeats = true; break;
             case 'j': json = true; break;
-            case 'n': count = atol (optarg); if (count <= 0) return sb_cli_usage ("tap", "--count takes a positive number"); break;
+            case 'n':
+                count = strtol (optarg, &end, 10);
+                if (*end || count <= 0)
+                    return sb_cli_usage ("tap", "--count takes a positive number, not '%s'", optarg);
+                break;
             case 'c': connect = optarg; break;
             case 'd': data = optarg; break;
             case 'h': fputs (s_tap_usage, stdout); return 0;
@@ -65,6 +110,12 @@ sb_cmd_tap (int argc, char **argv)
     char ep [4200], err [512];
     if (sb_cli_endpoint (connect, data, "tap", ep, sizeof ep, err, sizeof err))
         return sb_cli_fail ("tap", "%s", err);
+    //  A SUB socket connects lazily and would wait for ever on a server
+    //  that is not there; an ipc endpoint can be checked first.
+    struct stat st;
+    if (strncmp (ep, "ipc://", 6) == 0 && stat (ep + 6, &st) != 0)
+        return sb_cli_fail_code ("tap", "unavailable", "no server at %s: start one with 'switchboard serve' "
+                                 "(or pass --connect/--data)", ep);
     zsys_handler_set (NULL);
     zsock_t *sub = zsock_new (ZMQ_SUB);
     if (!sub || zsock_connect (sub, "%s", ep) != 0) {
@@ -103,8 +154,10 @@ sb_cmd_tap (int argc, char **argv)
             snprintf (who, sizeof who, "broker");
         else
             s_hex (zframe_data (peer), zframe_size (peer) > 64 ? 64 : zframe_size (peer), who);
-        if (filter && strncmp (h.type, filter, strlen (filter)) != 0
-        &&  !(evt && strncmp (who, filter, strlen (filter)) == 0)) {
+        bool shown = !filter || s_starts (h.type, filter) || (evt && s_starts (who, filter));
+        for (size_t k = 0; k < nexcludes && shown; k++)
+            shown = !s_starts (h.type, excludes [k]) && !(evt && s_starts (who, excludes [k]));
+        if (!shown || (!heartbeats && s_is_heartbeat (h.type))) {
             zmsg_destroy (&msg);
             continue;
         }

@@ -58,6 +58,7 @@ static const sb_field_t s_run_id [] = {
 };
 static const sb_field_t s_run_list [] = {
     { "session_id", SB_T_STR, false, ID_MAX, NULL, "only this session's runs" },
+    { "id_prefix", SB_T_STR, false, ID_MAX, NULL, "only runs whose id starts with this" },
     { "status", SB_T_STR, false, 16, NULL, "only runs in this status" },
     { "limit", SB_T_UINT, false, 0, NULL, "at most this many runs", RANGE (1, 1000, 100) },
     END

@@ -48,6 +48,7 @@ static const sb_field_t s_session_list [] = {
     { "status", SB_T_STR, false, 16, NULL, "active | closed" },
     { "limit", SB_T_UINT, false, 0, NULL, "page size", RANGE (1, 1000, 100) },
     { "cursor", SB_T_STR, false, ID_MAX, NULL, "next_cursor of the previous page" },
+    { "id_prefix", SB_T_STR, false, ID_MAX, NULL, "only sessions whose id starts with this" },
     END
 };
 static const sb_field_t s_session_item [] = { { "session", SB_T_MAP, false, 0, sb_session_record_fields, "a session" } };

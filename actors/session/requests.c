@@ -605,6 +605,11 @@ s_read_list (self_t *self, sb_txn_t *txn, req_t *req)
         sb_session_fail (req, SB_E_invalid, "cursor is not a session id from next_cursor");
         return;
     }
+    const char *id_prefix = sb_get_str (b, "id_prefix");
+    if (id_prefix && !sb_ulid_prefix_valid (id_prefix)) {
+        sb_session_fail (req, SB_E_invalid, "id_prefix must be the start of a session id");
+        return;
+    }
 
     //  By status, walk the index; else the records themselves. Both are in
     //  session id order, which is creation order (ULIDs).
@@ -614,6 +619,11 @@ s_read_list (self_t *self, sb_txn_t *txn, req_t *req)
         s_key_status (&prefix, status, NULL);
     else
         sb_key_init (&prefix, 'S');
+    //  An id prefix narrows the scan to its own key range: ids are the
+    //  key's last field, so the prefix bytes extend the key prefix.
+    size_t id_at = prefix.len;
+    if (id_prefix)
+        sb_key_bytes (&prefix, id_prefix, strlen (id_prefix));
 
     //  Newest first: a page is the `limit` greatest ids below the cursor.
     //  The store iterates forwards only, so the walk keeps the last
@@ -633,7 +643,7 @@ s_read_list (self_t *self, sb_txn_t *txn, req_t *req)
     size_t seen = 0;
     while (sb_txn_iter_next (&it, &k, &v)) {
         //  The session id is the key's last field.
-        const char *sid = (const char *) k.mv_data + prefix.len;
+        const char *sid = (const char *) k.mv_data + id_at;
         if (cursor && strcmp (sid, cursor) >= 0) {
             sb_txn_iter_end (&it);
             break;

@@ -285,7 +285,7 @@ def test_oneshot_run_scripted_model():
     # human output: the tool calls, their results and a final summary line
     llm.script("e2e1", e2e_turns())
     os.unlink(os.path.join(ws, "hello.txt"))
-    rc, out, err = sb("run", "--goal", "again", "--repo", ws, "--approval", "yolo",
+    rc, out, err = sb("run", "--goal", "again", "--ephemeral", "--repo", ws, "--approval", "yolo",
                       *llm_args(llm, "e2e1"), timeout=60, env=LLM_ENV)
     check(rc == 0, "switchboard run (human) exited %d\n%s\n%s", rc, out, err)
     check("write_file" in out and "cat hello.txt" in out and "done" in out, "human output: %s", out)
@@ -297,7 +297,7 @@ def test_oneshot_run_scripted_model():
 def test_oneshot_run_fails_with_exit_1_when_the_model_fails():
     llm = LLM()
     llm.script("bad", [{"status": 400}])
-    rc, out, err = sb("run", "--goal", "x", "--repo", tmpdir(), "--approval", "yolo",
+    rc, out, err = sb("run", "--goal", "x", "--ephemeral", "--repo", tmpdir(), "--approval", "yolo",
                       *llm_args(llm, "bad"), timeout=60, env=LLM_ENV)
     check(rc == 1, "a failed run exited %d: %s %s", rc, out, err)
     check("failed" in out.strip().splitlines()[-1], "summary: %s", out)
@@ -343,11 +343,11 @@ def test_serve_sessions_new_prompt_follow():
 
 def test_demo_model_look_around():
     repo = git_repo()
-    rc, out, err = sb("run", "--goal", "look around", "--repo", repo, "--approval", "yolo", timeout=60)
+    rc, out, err = sb("run", "--goal", "look around", "--ephemeral", "--repo", repo, "--approval", "yolo", timeout=60)
     check(rc == 0, "demo run exited %d\nstdout:\n%s\nstderr:\n%s", rc, out, err)
     check("demo" in out.lower(), "the final text does not mention the demo:\n%s", out)
     check("completed" in out.strip().splitlines()[-1], "summary: %s", out)
-    rc, out, err = sb("run", "--goal", "look around", "--repo", repo, "--approval", "yolo", "--json",
+    rc, out, err = sb("run", "--goal", "look around", "--ephemeral", "--repo", repo, "--approval", "yolo", "--json",
                       timeout=60)
     check(rc == 0, "demo run --json exited %d: %s", rc, err)
     entries = [json.loads(line) for line in out.splitlines() if line.startswith("{")]

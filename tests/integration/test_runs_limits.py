@@ -81,7 +81,7 @@ def test_max_steps_fails_the_run_naming_the_limit():
 
     # the one-shot: --max-steps, exit 1, the summary names the limit
     llm.script("loop", [looping], repeat_last=True)
-    rc, out, err = sb("run", "--goal", "loop", "--repo", tmpdir(), "--approval", "yolo", "--max-steps", "2",
+    rc, out, err = sb("run", "--goal", "loop", "--ephemeral", "--repo", tmpdir(), "--approval", "yolo", "--max-steps", "2",
                       *llm_args(llm, "loop"), timeout=60, env=LLM_ENV)
     last = out.strip().splitlines()[-1] if out.strip() else ""
     check(rc == 1 and "failed" in last and "max_steps" in last, "run --max-steps 2: %d %r %s", rc, last, err)

@@ -1,0 +1,92 @@
+/*  tests/unit/test_dispatch.c — every actor's dispatch table against the schemas.
+
+    Each actor serves one service (the type prefix before the first dot). Every
+    request or one-way type the schema tables give that service must have a row
+    in the actor's table, and every row must name a request or one-way type of
+    that service: a handler for a type the schemas lack could never be reached,
+    and a type without a handler would only ever get `unknown_type`. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "actors/actor.h"
+#include "actors/session.h"
+#include "schemas/schema.h"
+
+typedef struct {
+    const char *service;
+    sb_dispatch_type_fn *type_at;
+} actor_t;
+
+static const actor_t s_actors [] = {
+    { "session", sb_session_dispatch_type },
+    { "run", sb_run_dispatch_type },
+    { "exec", sb_exec_dispatch_type },
+    { "llm", sb_llm_dispatch_type },
+};
+#define NACTORS (sizeof s_actors / sizeof s_actors [0])
+
+static bool
+s_in_service (const char *type, const char *service)
+{
+    size_t n = strlen (service);
+    return strncmp (type, service, n) == 0 && type [n] == '.';
+}
+
+static bool
+s_handled (const sb_type_t *t)
+{
+    return t->kind == SB_KIND_REQUEST || t->kind == SB_KIND_ONEWAY;
+}
+
+static bool
+s_table_has (const actor_t *a, const char *type)
+{
+    for (size_t i = 0; a->type_at (i); i++)
+        if (strcmp (a->type_at (i), type) == 0)
+            return true;
+    return false;
+}
+
+Test (dispatch, every_schema_request_has_a_handler)
+{
+    size_t count;
+    const sb_type_t *all = sb_schema_all (&count);
+    for (size_t a = 0; a < NACTORS; a++) {
+        size_t served = 0;
+        for (size_t k = 0; k < count; k++)
+            if (s_in_service (all [k].name, s_actors [a].service) && s_handled (&all [k])) {
+                served++;
+                cr_expect (s_table_has (&s_actors [a], all [k].name),
+                           "%s has no handler in the %s actor", all [k].name, s_actors [a].service);
+            }
+        cr_expect_gt (served, 0, "the schemas give the %s service no request", s_actors [a].service);
+    }
+}
+
+Test (dispatch, every_handler_is_a_schema_request)
+{
+    for (size_t a = 0; a < NACTORS; a++) {
+        size_t rows = 0;
+        for (size_t i = 0; s_actors [a].type_at (i); i++, rows++) {
+            const char *type = s_actors [a].type_at (i);
+            const sb_type_t *t = sb_schema_find (type, strlen (type));
+            cr_expect_not_null (t, "the %s actor handles %s, which the schemas lack", s_actors [a].service, type);
+            if (!t)
+                continue;
+            cr_expect (s_in_service (type, s_actors [a].service), "the %s actor handles %s of another service",
+                       s_actors [a].service, type);
+            cr_expect (s_handled (t), "the %s actor handles %s, which is a %s, not a request",
+                       s_actors [a].service, type, sb_kind_name (t->kind));
+        }
+        cr_expect_gt (rows, 0, "the %s actor's table is empty", s_actors [a].service);
+    }
+}
+
+Test (dispatch, no_type_twice)
+{
+    for (size_t a = 0; a < NACTORS; a++)
+        for (size_t i = 0; s_actors [a].type_at (i); i++)
+            for (size_t j = i + 1; s_actors [a].type_at (j); j++)
+                cr_expect_str_neq (s_actors [a].type_at (i), s_actors [a].type_at (j),
+                                   "the %s actor's table has a row twice", s_actors [a].service);
+}

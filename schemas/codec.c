@@ -5,6 +5,7 @@
     5-byte buffer that claims four billion elements fails at once. */
 #include "schemas/codec.h"
 
+#include <math.h>
 #include <msgpack.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -24,6 +25,9 @@ typedef struct {
     const uint8_t *end;
     sb_vstat_t stat;
     sb_verr_t *err;
+    /* Checked against a schema: free-form values are held to what any
+       strict client can decode too (see s_free_ok). */
+    bool strict;
     /* The path to the value being checked, kept as pointers into the
        buffer and formatted only when something fails. */
     struct { const uint8_t *name; uint32_t len; long index; } seg [SB_MAX_DEPTH + 2];
@@ -292,6 +296,34 @@ s_field_find (const sb_field_t *fields, const uint8_t *name, size_t len, int *in
     return NULL;
 }
 
+/*  A string's bytes as actors and outside clients read them: C strings
+    and strict decoders (JSON, Python's msgpack) alike stop at a NUL or
+    fail on bad UTF-8, so a string that holds either is refused. */
+static int
+s_text_check (s_rd_t *rd, const s_head_t *h)
+{
+    if (h->type != SB_V_STR)
+        return 0;
+    if (memchr (h->data, 0, h->len))
+        return s_fail (rd, SB_E_invalid, "string contains a NUL byte");
+    if (!sb_utf8_valid ((const char *) h->data, h->len))
+        return s_fail (rd, SB_E_invalid, "string is not valid UTF-8");
+    return 0;
+}
+
+/*  A free-form value (SB_T_ANY, or inside a map without a sub-schema)
+    checked against a schema is stored and replayed to every client
+    (docs/protocol.md): it carries nothing a strict client cannot decode.
+    Strings are text, bytes travel only in fields declared bin, and
+    floats are finite, since JSON has no NaN or Infinity. */
+static int
+s_free_ok (s_rd_t *rd, const s_head_t *h)
+{
+    if (h->type == SB_V_BIN)
+        return s_fail (rd, SB_E_invalid, "binary value where the schema declares no bin field");
+    return s_text_check (rd, h);
+}
+
 /*  Validates the pairs of a map whose header was read, against `fields`
     (NULL: free-form). */
 static int
@@ -320,6 +352,11 @@ s_map_body (s_rd_t *rd, uint32_t pairs, const sb_field_t *fields, int depth)
         else
         if (key.type == SB_V_ARRAY || key.type == SB_V_MAP)
             return s_fail (rd, SB_E_invalid, "map key is a container");
+        else
+        if (rd->strict && key.type != SB_V_STR)
+            return s_fail (rd, SB_E_invalid, "map key is not a string");
+        if (rd->strict && s_text_check (rd, &key))
+            return -1;
         size_t mark;
         s_path_push (rd, &mark, key.type == SB_V_STR ? (const char *) key.data : "?",
                      key.type == SB_V_STR ? key.len : 1, -1);
@@ -363,6 +400,10 @@ s_value (s_rd_t *rd, const sb_field_t *field, int depth)
         return 0;               /* nil means absent for optional fields */
     if (field && !s_type_ok (field->type, &h))
         return s_fail (rd, SB_E_invalid, "expected %s", sb_ftype_name (field->type));
+    if (rd->strict && h.type == SB_V_FLOAT && !isfinite (h.f))
+        return s_fail (rd, SB_E_invalid, "float is not finite (NaN or infinity)");
+    if (rd->strict && (!field || field->type == SB_T_ANY) && s_free_ok (rd, &h))
+        return -1;
 
     switch (h.type) {
         case SB_V_STR:
@@ -375,12 +416,8 @@ s_value (s_rd_t *rd, const sb_field_t *field, int depth)
                 return s_fail (rd, SB_E_too_large, "length %u is over the limit of %u", h.len, max);
             /* actors read typed strings as C strings: an embedded NUL
                would make them act on a different value than was checked */
-            if (field && field->type == SB_T_STR && h.type == SB_V_STR) {
-                if (memchr (h.data, 0, h.len))
-                    return s_fail (rd, SB_E_invalid, "string contains a NUL byte");
-                if (!sb_utf8_valid ((const char *) h.data, h.len))
-                    return s_fail (rd, SB_E_invalid, "string is not valid UTF-8");
-            }
+            if (field && field->type == SB_T_STR && s_text_check (rd, &h))
+                return -1;
             rd->stat.bytes += (size_t) h.len + 1;
             return 0;
         }
@@ -435,7 +472,7 @@ int
 sb_validate (const uint8_t *buf, size_t len, const sb_field_t *fields,
              uint32_t max_bytes, sb_vstat_t *stat, sb_verr_t *err)
 {
-    s_rd_t rd = { .p = buf, .end = buf + len, .err = err };
+    s_rd_t rd = { .p = buf, .end = buf + len, .err = err, .strict = fields != NULL };
     if (err) {
         err->code = SB_OK;
         err->message [0] = 0;

@@ -256,7 +256,8 @@ s_measure (const sb_val_t *v, sb_vstat_t *st)
 
 static void s_gen (const sb_field_t *f, sb_val_t *out, unsigned seed);
 
-/*  A free-form value with every scalar type and some nesting. */
+/*  A free-form value with every scalar type a schema allows there
+    (strings are UTF-8 text, no bin, finite floats) and some nesting. */
 static void
 s_gen_any (sb_val_t *out, unsigned seed)
 {
@@ -271,13 +272,13 @@ s_gen_any (sb_val_t *out, unsigned seed)
     s_v_bool (&arr [5], true);
     sb_val_t *inner = s_v_container (&arr [6], SB_V_MAP, 1);
     s_v_str (&inner [0], SB_V_STR, "b", 1);
-    s_v_str (&inner [1], SB_V_BIN, "\x00\xff\x01", 3);
+    s_v_str (&inner [1], SB_V_STR, "\xc3\xa9\xf0\x9f\x98\x80", 6);
     s_v_str (&top [2], SB_V_STR, "big", 3);
     s_v_uint (&top [3], (1ull << 63) + seed);
 }
 
-/*  A free-form map, with non-string keys: msgpack allows them and the
-    validator accepts them where no schema names the keys. */
+/*  A free-form map: string keys (a strict client refuses others), any
+    scalar value. */
 static void
 s_gen_free_map (sb_val_t *out, unsigned seed, uint32_t max)
 {
@@ -287,8 +288,8 @@ s_gen_free_map (sb_val_t *out, unsigned seed, uint32_t max)
         sb_val_t *key = &kv [2 * k], *val = &kv [2 * k + 1];
         switch (k) {
             case 0: s_v_str (key, SB_V_STR, "k", 1); s_v_str (val, SB_V_STR, "v", 1); break;
-            case 1: s_v_uint (key, 7); s_v_uint (val, UINT64_MAX - seed); break;
-            case 2: s_v_int (key, -3); s_v_bool (val, false); break;
+            case 1: s_v_str (key, SB_V_STR, "7", 1); s_v_uint (val, UINT64_MAX - seed); break;
+            case 2: s_v_str (key, SB_V_STR, "-3", 2); s_v_bool (val, false); break;
             case 3: s_v_str (key, SB_V_STR, "nil", 3); s_v_nil (val); break;
             default: s_v_str (key, SB_V_STR, "f", 1); s_v_float (val, -0.125); break;
         }
@@ -1303,14 +1304,13 @@ Test (encoder, more_than_65535_items)
     sb_enc_destroy (&enc2);
 }
 
+/*  Without a schema (records an actor stores for itself) any msgpack map
+    decodes, whatever its keys; under a schema a free-form map's keys are
+    strings, as every strict client needs (docs/protocol.md). */
 Test (encoder, free_form_integer_keys)
 {
     s_raw_t r;
     s_raw_init (&r);
-    msgpack_pack_map (&r.pk, 2);
-    s_raw_str (&r, "session_id");
-    s_raw_str (&r, "s1");
-    s_raw_str (&r, "body");
     msgpack_pack_map (&r.pk, 7);
     msgpack_pack_uint8 (&r.pk, 1); s_raw_str (&r, "one");
     msgpack_pack_int8 (&r.pk, -2); s_raw_str (&r, "minus two");
@@ -1320,11 +1320,10 @@ Test (encoder, free_form_integer_keys)
     msgpack_pack_double (&r.pk, 1.5); msgpack_pack_uint8 (&r.pk, 6);
     msgpack_pack_bin (&r.pk, 2); msgpack_pack_bin_body (&r.pk, "\x00\x01", 2); msgpack_pack_uint8 (&r.pk, 7);
 
-    const sb_type_t *t = s_type ("session.append");
     sb_verr_t err;
-    sb_doc_t *doc = sb_decode_type (t, RAW (r), &err);
+    sb_doc_t *doc = sb_decode (RAW (r), NULL, 0, &err);
     cr_assert_not_null (doc, "%s", err.message);
-    const sb_val_t *body = sb_get_map (sb_doc_root (doc), "body");
+    const sb_val_t *body = sb_doc_root (doc);
     cr_assert_eq (body->len, 7);
     cr_assert (sb_map_key (body, 0)->type == SB_V_UINT && sb_map_key (body, 0)->v.u == 1);
     cr_assert_str_eq (sb_map_val (body, 0)->v.s, "one");
@@ -1338,24 +1337,28 @@ Test (encoder, free_form_integer_keys)
 
     /* sb_enc_val counts non-string keys as pairs too */
     sb_enc_t *enc = sb_enc_new ();
-    sb_enc_val (enc, sb_doc_root (doc));
+    sb_enc_val (enc, body);
     size_t len;
     const uint8_t *data = sb_enc_data (enc, &len);
-    sb_doc_t *doc2 = sb_decode_type (t, data, len, &err);
+    sb_doc_t *doc2 = sb_decode (data, len, NULL, 0, &err);
     cr_assert_not_null (doc2, "%s", err.message);
-    cr_assert (sb_test_val_eq (sb_doc_root (doc), sb_doc_root (doc2)));
+    cr_assert (sb_test_val_eq (body, sb_doc_root (doc2)));
 
-    /* a root map with integer keys when no schema applies */
-    const uint8_t ikeys [] = { 0x82, 0x01, 0x02, 0xff, 0xa1, 'x' };
-    sb_doc_t *doc3 = sb_decode (ikeys, sizeof ikeys, NULL, 0, &err);
-    cr_assert_not_null (doc3, "%s", err.message);
-    cr_assert_eq (sb_map_key (sb_doc_root (doc3), 1)->v.i, -1);
+    /* the same map as a session.append body is refused */
+    s_raw_t a;
+    s_raw_init (&a);
+    msgpack_pack_map (&a.pk, 2);
+    s_raw_str (&a, "session_id");
+    s_raw_str (&a, "s1");
+    s_raw_str (&a, "body");
+    s_raw_bytes (&a, r.sb.data, r.sb.size);
+    s_reject (RAW (a), s_type ("session.append")->fields, 0, SB_E_invalid, "body: map key is not a string");
 
     sb_doc_destroy (&doc);
     sb_doc_destroy (&doc2);
-    sb_doc_destroy (&doc3);
     sb_enc_destroy (&enc);
     msgpack_sbuffer_destroy (&r.sb);
+    msgpack_sbuffer_destroy (&a.sb);
 }
 
 Test (fields, float_accepts_integers)
@@ -1594,4 +1597,130 @@ Test (range, signed_and_huge_values)
         }
         msgpack_sbuffer_destroy (&r.sb);
     }
+}
+
+/* ------------------------------------------------------------------ */
+/*  Free-form values under a schema (issue 9, item 10): what is stored
+    must decode in any strict client. */
+
+typedef enum { S_STR, S_BIN, S_F64, S_F32, S_KEY } s_bad_kind_t;
+
+/*  {"text": <bad>} as a note body, or {"nested": [{<bad key>: 1}]}. */
+static void
+s_note_body (s_raw_t *r, s_bad_kind_t kind, const void *p, size_t n, double f)
+{
+    s_raw_init (r);
+    msgpack_pack_map (&r->pk, 1);
+    if (kind == S_KEY) {
+        s_raw_str (r, "nested");
+        msgpack_pack_array (&r->pk, 1);
+        msgpack_pack_map (&r->pk, 1);
+        msgpack_pack_str (&r->pk, n);
+        msgpack_pack_str_body (&r->pk, p, n);
+        msgpack_pack_uint8 (&r->pk, 1);
+        return;
+    }
+    s_raw_str (r, "text");
+    switch (kind) {
+        case S_STR: msgpack_pack_str (&r->pk, n); msgpack_pack_str_body (&r->pk, p, n); break;
+        case S_BIN: msgpack_pack_bin (&r->pk, n); msgpack_pack_bin_body (&r->pk, p, n); break;
+        case S_F64: msgpack_pack_double (&r->pk, f); break;
+        case S_F32: msgpack_pack_float (&r->pk, (float) f); break;
+        case S_KEY: break;
+    }
+}
+
+Test (freeform, bad_text_binary_and_nan_refused_without_allocating)
+{
+    const sb_field_t *note = sb_schema_tape_kind ("note")->fields;
+    const sb_field_t *append = s_type ("session.append")->fields;
+    struct { s_bad_kind_t kind; const char *p; size_t n; double f; const char *needle; } cases [] = {
+        { S_STR, "\xed\xa0\x80", 3, 0, "text: string is not valid UTF-8" },
+        { S_STR, "\xff\xfe", 2, 0, "text: string is not valid UTF-8" },
+        { S_STR, "a\0b", 3, 0, "text: string contains a NUL byte" },
+        { S_STR, "\xc0\xaf", 2, 0, "not valid UTF-8" },
+        { S_STR, "ok \xf4\x90\x80\x80", 7, 0, "not valid UTF-8" },
+        { S_BIN, "\x00\x01", 2, 0, "text: binary value where the schema declares no bin field" },
+        { S_F64, NULL, 0, NAN, "text: float is not finite" },
+        { S_F64, NULL, 0, INFINITY, "float is not finite" },
+        { S_F64, NULL, 0, -INFINITY, "float is not finite" },
+        { S_F32, NULL, 0, NAN, "float is not finite" },
+        { S_KEY, "\xff", 1, 0, "nested[0]: string is not valid UTF-8" },
+        { S_KEY, "k\0", 2, 0, "nested[0]: string contains a NUL byte" },
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases [0]; c++) {
+        s_raw_t r;
+        s_note_body (&r, cases [c].kind, cases [c].p, cases [c].n, cases [c].f);
+        s_reject (RAW (r), note, 0, SB_E_invalid, cases [c].needle);
+
+        /* the same body inside session.append, and inside a batch entry */
+        s_raw_t a;
+        s_raw_init (&a);
+        msgpack_pack_map (&a.pk, 3);
+        s_raw_str (&a, "session_id"); s_raw_str (&a, "s1");
+        s_raw_str (&a, "kind"); s_raw_str (&a, "note");
+        s_raw_str (&a, "body");
+        s_raw_bytes (&a, r.sb.data, r.sb.size);
+        s_reject (RAW (a), append, 0, SB_E_invalid, "body.");
+        msgpack_sbuffer_destroy (&a.sb);
+
+        s_raw_init (&a);
+        msgpack_pack_map (&a.pk, 2);
+        s_raw_str (&a, "session_id"); s_raw_str (&a, "s1");
+        s_raw_str (&a, "entries");
+        msgpack_pack_array (&a.pk, 1);
+        msgpack_pack_map (&a.pk, 2);
+        s_raw_str (&a, "kind"); s_raw_str (&a, "note");
+        s_raw_str (&a, "body");
+        s_raw_bytes (&a, r.sb.data, r.sb.size);
+        s_reject (RAW (a), append, 0, SB_E_invalid, "entries[0].body.");
+        msgpack_sbuffer_destroy (&a.sb);
+        msgpack_sbuffer_destroy (&r.sb);
+    }
+}
+
+Test (freeform, good_text_and_typed_fields_pass)
+{
+    const sb_field_t *note = sb_schema_tape_kind ("note")->fields;
+    const char *good [] = { "", "plain", "\xc3\xa9t\xc3\xa9", "\xf0\x9f\x98\x80", "\xef\xbf\xbd" };
+    for (size_t c = 0; c < sizeof good / sizeof good [0]; c++) {
+        s_raw_t r;
+        s_note_body (&r, S_STR, good [c], strlen (good [c]), 0);
+        s_accept (RAW (r), note, 0);
+        msgpack_sbuffer_destroy (&r.sb);
+    }
+    s_raw_t r;
+    s_note_body (&r, S_F64, NULL, 0, -0.0);
+    s_accept (RAW (r), note, 0);
+    msgpack_sbuffer_destroy (&r.sb);
+    s_note_body (&r, S_F64, NULL, 0, 1e308);
+    s_accept (RAW (r), note, 0);
+    msgpack_sbuffer_destroy (&r.sb);
+
+    /* bytes pass where the schema says bin */
+    static const sb_field_t with_bin [] = {
+        { "data", SB_T_BIN, false, 16, NULL, "" },
+        { "t", SB_T_FLOAT, false, 0, NULL, "" },
+        { NULL, 0, false, 0, NULL, NULL },
+    };
+    s_raw_init (&r);
+    msgpack_pack_map (&r.pk, 1);
+    s_raw_str (&r, "data");
+    msgpack_pack_bin (&r.pk, 3);
+    msgpack_pack_bin_body (&r.pk, "\xff\x00\xfe", 3);
+    s_accept (RAW (r), with_bin, 0);
+    msgpack_sbuffer_destroy (&r.sb);
+    /* a typed float is held to the same rule */
+    s_raw_init (&r);
+    msgpack_pack_map (&r.pk, 1);
+    s_raw_str (&r, "t");
+    msgpack_pack_double (&r.pk, NAN);
+    s_reject (RAW (r), with_bin, 0, SB_E_invalid, "t: float is not finite");
+    msgpack_sbuffer_destroy (&r.sb);
+
+    /* without a schema (an actor's own records) nothing changes */
+    s_note_body (&r, S_STR, "\xff\xfe", 2, 0);
+    s_accept (RAW (r), NULL, 0);
+    cr_assert_eq (sb_msgpack_span (RAW (r)), r.sb.size);
+    msgpack_sbuffer_destroy (&r.sb);
 }

@@ -119,7 +119,11 @@ s_handle_start (self_t *self, sb_msg_t *msg)
         run->fence = sb_get_uint (msg->body, "fence", 0);
         const sb_val_t *lim = sb_get_map (msg->body, "limits");
         run->max_steps = sb_get_uint (lim, "max_steps", 50);
+        /* the schema bounds timeout_s (docs/protocol.md); clamped here too,
+           so the deadline below cannot overflow whatever reached us */
         run->timeout_s = sb_get_uint (lim, "timeout_s", 3600);
+        if (run->timeout_s > SB_RUN_TIMEOUT_MAX_S)
+            run->timeout_s = SB_RUN_TIMEOUT_MAX_S;
         run->max_output_tokens = sb_get_uint (lim, "max_output_tokens", 0);
         run->deadline = sb_mono_ms () + (int64_t) run->timeout_s * 1000;
         snprintf (run->text.kind, sizeof run->text.kind, "text.delta");

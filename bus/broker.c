@@ -543,6 +543,8 @@ s_handle_request (self_t *self, zmq_msg_t *f)
     sb_verr_t err;
     if (sb_header_parse (zmq_msg_data (&f [1]), zmq_msg_size (&f [1]), &h, &err)) {
         s_bad (self, M_HEADER, sid, sidlen, err.message);
+        if (h.id [0])           /* a value out of range: the sender learns why */
+            s_reply_error (self, sid, sidlen, &h, err.code, "header: %s", err.message);
         return;
     }
     /* any message from a registered instance proves it alive */
@@ -617,7 +619,10 @@ s_handle_request (self_t *self, zmq_msg_t *f)
         p->route_len = sidlen;
         int64_t now = sb_mono_ms ();
         int64_t wall = (int64_t) sb_now_ms ();
-        p->expires = h.deadline ? now + ((int64_t) h.deadline - wall) + 1000
+        /* the schema bounds deadline (docs/protocol.md); clamped here
+           too, so the sum cannot overflow whatever the header held */
+        int64_t dl = h.deadline < (uint64_t) SB_TIME_MS_MAX ? (int64_t) h.deadline : SB_TIME_MS_MAX;
+        p->expires = h.deadline ? now + (dl - wall) + 1000
                                 : now + SB_BROKER_PENDING_TTL_MS;
         snprintf (p->type, sizeof p->type, "%s", h.type);
         memcpy (p->id, h.id, sizeof p->id);

@@ -2,6 +2,7 @@
 #include "bus/envelope.h"
 #include "common/log.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -113,12 +114,41 @@ s_copy (char *dst, size_t n, const sb_val_t *root, const char *key)
     }
 }
 
+/*  A header refused for one of its values (a deadline past year 9999,
+    say) still names its request: its id is kept when it is a plain
+    token and its type is valid text, so the sender gets an `invalid`
+    reply, not silence. A header whose type or id is itself bad stays
+    unanswered. */
+static void
+s_recover_id (const uint8_t *buf, size_t len, sb_header_t *h)
+{
+    sb_vstat_t stat;
+    if (sb_validate (buf, len, NULL, 4096, &stat, NULL))
+        return;
+    _Alignas (16) uint8_t mem [8192];
+    const sb_val_t *root = sb_doc_decode_into (buf, len, &stat, mem, sizeof mem);
+    const sb_val_t *type = sb_get (root, "type");
+    if (!type || type->type != SB_V_STR || type->len == 0 || type->len >= sizeof h->type
+    ||  memchr (type->v.s, 0, type->len) || !sb_utf8_valid (type->v.s, type->len))
+        return;
+    const sb_val_t *id = sb_get (root, "id");
+    if (!id || id->type != SB_V_STR || id->len == 0 || id->len >= sizeof h->id)
+        return;
+    for (uint32_t k = 0; k < id->len; k++)
+        if (!isalnum ((unsigned char) id->v.s [k]) && id->v.s [k] != '-' && id->v.s [k] != '_')
+            return;
+    memcpy (h->id, id->v.s, id->len + 1);
+}
+
 int
 sb_header_parse (const uint8_t *buf, size_t len, sb_header_t *h, sb_verr_t *err)
 {
     sb_vstat_t stat;
-    if (sb_validate (buf, len, sb_header_fields, 4096, &stat, err))
+    memset (h, 0, sizeof *h);
+    if (sb_validate (buf, len, sb_header_fields, 4096, &stat, err)) {
+        s_recover_id (buf, len, h);
         return -1;
+    }
     /* headers are small; the stack holds the decoded tree */
     _Alignas (16) uint8_t mem [8192];
     const sb_val_t *root = sb_doc_decode_into (buf, len, &stat, mem, sizeof mem);

@@ -15,6 +15,15 @@
 #define SB_DEFAULT_STR_MAX   4096         /* str/bin cap when a field says 0 */
 #define SB_DEFAULT_COUNT_MAX 4096         /* array/map cap when a field says 0 */
 
+/*  Ranges of the integers that come from outside (docs/protocol.md).
+    Times in ms since the epoch end with year 9999; seqs, fences, tokens
+    and durations stay below 2^53, so a JSON client reads them exactly,
+    and no sum or product of two of them overflows an int64. */
+#define SB_TIME_MS_MAX       253402300799999ll   /* 9999-12-31T23:59:59.999Z */
+#define SB_COUNT_MAX         9007199254740991ll  /* 2^53 - 1 */
+#define SB_MAX_STEPS_MAX     10000               /* model calls per run */
+#define SB_RUN_TIMEOUT_MAX_S (30 * 24 * 3600)    /* a run's timeout_s: 30 days */
+
 typedef enum {
     SB_T_ANY = 0,   /* any msgpack value (still structurally validated) */
     SB_T_STR,

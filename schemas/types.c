@@ -16,11 +16,13 @@ const sb_field_t sb_header_fields [] = {
     { "id", SB_T_STR, true, ID_MAX, NULL, "unique id (26-character ULID)" },
     { "corr", SB_T_STR, false, ID_MAX, NULL, "id of the request this answers (replies and chunks)" },
     { "from", SB_T_STR, false, 128, NULL, "sending instance" },
-    { "ts", SB_T_UINT, false, 0, NULL, "ms since the epoch" },
+    { "ts", SB_T_UINT, false, 0, NULL, "ms since the epoch", RANGE_TIME },
     { "key", SB_T_STR, false, 128, NULL, "shard key, usually the session id" },
-    { "deadline", SB_T_UINT, false, 0, NULL, "ms since the epoch after which the caller stops waiting" },
+    { "deadline", SB_T_UINT, false, 0, NULL, "ms since the epoch after which the caller stops waiting",
+      RANGE_TIME },
     { "trace", SB_T_STR, false, 128, NULL, "trace id, propagated" },
-    { "seq", SB_T_UINT, false, 0, NULL, "chunk sequence number of a streaming reply, from 1" },
+    { "seq", SB_T_UINT, false, 0, NULL, "chunk sequence number of a streaming reply, from 1",
+      RANGE_COUNT },
     { "to", SB_T_STR, false, 128, NULL, "deliver to this instance only (pushes such as exec.cancel)" },
     END
 };
@@ -39,7 +41,7 @@ static const sb_field_t s_error [] = {
 static const sb_field_t s_bus_ready [] = {
     { "service", SB_T_STR, true, 32, NULL, "service name: the type prefix it serves" },
     { "instance", SB_T_STR, true, 128, NULL, "unique instance name" },
-    { "protocol", SB_T_UINT, true, 0, NULL, "bus protocol version" },
+    { "protocol", SB_T_UINT, true, 0, NULL, "bus protocol version", RANGE (1, 255, SB_PROTOCOL_VERSION) },
     { "capabilities", SB_T_MAP, false, 64, NULL, "free-form capabilities, e.g. workspace_sync" },
     END
 };
@@ -62,7 +64,7 @@ static const sb_field_t s_bus_stats_ok [] = {
 /* ---- echo: the test service ---- */
 static const sb_field_t s_echo_ping [] = {
     { "text", SB_T_STR, false, 64 KB, NULL, "text to echo" },
-    { "sleep_ms", SB_T_UINT, false, 0, NULL, "delay before the reply" },
+    { "sleep_ms", SB_T_UINT, false, 0, NULL, "delay before the reply", RANGE (0, 10000, 0) },
     END
 };
 static const sb_field_t s_echo_ping_ok [] = {
@@ -71,7 +73,7 @@ static const sb_field_t s_echo_ping_ok [] = {
     END
 };
 static const sb_field_t s_echo_stream [] = {
-    { "count", SB_T_UINT, true, 0, NULL, "number of chunks" },
+    { "count", SB_T_UINT, true, 0, NULL, "number of chunks", RANGE (0, 100000, 0) },
     { "text", SB_T_STR, false, 64 KB, NULL, "text of each chunk" },
     END
 };
@@ -134,18 +136,18 @@ static const sb_field_t s_tape_tool_result [] = {
     { "call_id", SB_T_STR, true, 128, NULL, "the call (tool.call call_id)" },
     { "ok", SB_T_BOOL, true, 0, NULL, "success" },
     { "output", SB_T_STR, true, 1 MB, NULL, "output for the model" },
-    { "exit_code", SB_T_INT, false, 0, NULL, "process exit code" },
-    { "duration_ms", SB_T_UINT, false, 0, NULL, "duration" },
+    { "exit_code", SB_T_INT, false, 0, NULL, "process exit code", RANGE (INT32_MIN, INT32_MAX, 0) },
+    { "duration_ms", SB_T_UINT, false, 0, NULL, "duration", RANGE_COUNT },
     { "mutating", SB_T_BOOL, false, 0, NULL, "the tool writes files or runs commands (not read-only)" },
     { "refused", SB_T_BOOL, false, 0, NULL, "true when the approval policy refused the call" },
     { "policy", SB_T_STR, false, 16, NULL, "refused: the policy that refused it" },
     { "fix", SB_T_STR, false, 256, NULL, "refused: the command a person runs to allow it" },
     END };
 static const sb_field_t s_tape_usage [] = {
-    { "input_tokens", SB_T_UINT, false, 0, NULL, "" },
-    { "output_tokens", SB_T_UINT, false, 0, NULL, "" },
-    { "cached_tokens", SB_T_UINT, false, 0, NULL, "" },
-    { "reasoning_tokens", SB_T_UINT, false, 0, NULL, "" },
+    { "input_tokens", SB_T_UINT, false, 0, NULL, "", RANGE_COUNT },
+    { "output_tokens", SB_T_UINT, false, 0, NULL, "", RANGE_COUNT },
+    { "cached_tokens", SB_T_UINT, false, 0, NULL, "", RANGE_COUNT },
+    { "reasoning_tokens", SB_T_UINT, false, 0, NULL, "", RANGE_COUNT },
     END };
 static const sb_field_t s_tape_reasoning [] = {
     { "provider", SB_T_STR, true, 32, NULL, "provider kind that emitted it (responses, anthropic, ...)" },

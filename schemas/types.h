@@ -14,6 +14,10 @@
 #define MB * 1024u * 1024u
 /*  The trailing members of an INT/UINT row: its range and default. */
 #define RANGE(min, max, dflt)         min, max, dflt
+/*  The common ranges (schema.h): a time, a count, a step limit. */
+#define RANGE_TIME                    RANGE (0, SB_TIME_MS_MAX, 0)
+#define RANGE_COUNT                   RANGE (0, SB_COUNT_MAX, 0)
+#define RANGE_STEPS                   RANGE (1, SB_MAX_STEPS_MAX, 50)
 #define REQ(name, fields, pub, doc)   { name, SB_KIND_REQUEST, pub, fields, 0, doc }
 #define REP(name, fields, doc)        { name, SB_KIND_REPLY, true, fields, 0, doc }
 

@@ -26,7 +26,7 @@ static const sb_field_t s_tool [] = {
 static const sb_field_t s_tool_item [] = { { "tool", SB_T_MAP, false, 0, s_tool, "a tool" } };
 static const sb_field_t s_options [] = {
     { "reasoning_effort", SB_T_STR, false, 16, NULL, "minimal | low | medium | high" },
-    { "max_output_tokens", SB_T_UINT, false, 0, NULL, "output token cap" },
+    { "max_output_tokens", SB_T_UINT, false, 0, NULL, "output token cap", RANGE_COUNT },
     { "temperature", SB_T_FLOAT, false, 0, NULL, "sampling temperature" },
     END
 };

@@ -7,9 +7,12 @@ static const sb_field_t s_target [] = {
     END
 };
 static const sb_field_t s_limits [] = {
-    { "max_steps", SB_T_UINT, false, 0, NULL, "model calls per run (default: the session's, else 50)" },
-    { "timeout_s", SB_T_UINT, false, 0, NULL, "wall-clock limit of the run (default 3600)" },
-    { "max_output_tokens", SB_T_UINT, false, 0, NULL, "output tokens over the whole run (default: none)" },
+    { "max_steps", SB_T_UINT, false, 0, NULL, "model calls per run (default: the session's, else 50)",
+      RANGE_STEPS },
+    { "timeout_s", SB_T_UINT, false, 0, NULL, "wall-clock limit of the run",
+      RANGE (1, SB_RUN_TIMEOUT_MAX_S, 3600) },
+    { "max_output_tokens", SB_T_UINT, false, 0, NULL, "output tokens over the whole run (0: none)",
+      RANGE_COUNT },
     END
 };
 static const sb_field_t s_run_record [] = {
@@ -70,11 +73,11 @@ static const sb_field_t s_run_list_ok [] = {
 };
 static const sb_field_t s_run_heartbeat [] = {
     { "run_id", SB_T_STR, true, ID_MAX, NULL, "run id" },
-    { "fence", SB_T_UINT, true, 0, NULL, "the executor's fencing token" },
+    { "fence", SB_T_UINT, true, 0, NULL, "the executor's fencing token", RANGE_COUNT },
     { "phase", SB_T_STR, false, 32, NULL, "model | tool | idle" },
-    { "steps", SB_T_UINT, false, 0, NULL, "model calls so far" },
-    { "input_tokens", SB_T_UINT, false, 0, NULL, "tokens in so far" },
-    { "output_tokens", SB_T_UINT, false, 0, NULL, "tokens out so far" },
+    { "steps", SB_T_UINT, false, 0, NULL, "model calls so far", RANGE_COUNT },
+    { "input_tokens", SB_T_UINT, false, 0, NULL, "tokens in so far", RANGE_COUNT },
+    { "output_tokens", SB_T_UINT, false, 0, NULL, "tokens out so far", RANGE_COUNT },
     END
 };
 static const sb_field_t s_run_heartbeat_ok [] = {
@@ -83,23 +86,23 @@ static const sb_field_t s_run_heartbeat_ok [] = {
     END
 };
 static const sb_field_t s_usage [] = {
-    { "input_tokens", SB_T_UINT, false, 0, NULL, "" },
-    { "output_tokens", SB_T_UINT, false, 0, NULL, "" },
+    { "input_tokens", SB_T_UINT, false, 0, NULL, "", RANGE_COUNT },
+    { "output_tokens", SB_T_UINT, false, 0, NULL, "", RANGE_COUNT },
     END
 };
 static const sb_field_t s_run_finish [] = {
     { "run_id", SB_T_STR, true, ID_MAX, NULL, "run id" },
-    { "fence", SB_T_UINT, true, 0, NULL, "the executor's fencing token" },
+    { "fence", SB_T_UINT, true, 0, NULL, "the executor's fencing token", RANGE_COUNT },
     { "status", SB_T_STR, true, 16, NULL, "completed | failed | cancelled" },
     { "reason", SB_T_STR, false, 1 KB, NULL, "why; names the limit for limit failures" },
-    { "steps", SB_T_UINT, false, 0, NULL, "model calls made" },
+    { "steps", SB_T_UINT, false, 0, NULL, "model calls made", RANGE_COUNT },
     { "usage", SB_T_MAP, false, 0, s_usage, "tokens" },
     END
 };
 static const sb_field_t s_exec_start [] = {
     { "run_id", SB_T_STR, true, ID_MAX, NULL, "run id" },
     { "session_id", SB_T_STR, true, ID_MAX, NULL, "session" },
-    { "fence", SB_T_UINT, true, 0, NULL, "fencing token for every append" },
+    { "fence", SB_T_UINT, true, 0, NULL, "fencing token for every append", RANGE_COUNT },
     { "resume_from", SB_T_STR, false, ID_MAX, NULL, "the run this one continues" },
     { "approval_policy", SB_T_STR, false, 16, NULL, "policy for this run" },
     { "limits", SB_T_MAP, false, 0, s_limits, "limits" },

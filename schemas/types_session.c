@@ -3,23 +3,23 @@
 
 const sb_field_t sb_session_record_fields [] = {
     { "session_id", SB_T_STR, true, ID_MAX, NULL, "session id" },
-    { "created_at", SB_T_UINT, true, 0, NULL, "ms since epoch" },
-    { "updated_at", SB_T_UINT, true, 0, NULL, "ms since epoch" },
+    { "created_at", SB_T_UINT, true, 0, NULL, "ms since epoch", RANGE_TIME },
+    { "updated_at", SB_T_UINT, true, 0, NULL, "ms since epoch", RANGE_TIME },
     { "status", SB_T_STR, true, 16, NULL, "active | closed" },
     { "title", SB_T_STR, false, 256, NULL, "title" },
     { "workspace", SB_T_STR, true, 4 KB, NULL, "workspace realpath" },
     { "provider", SB_T_STR, false, 64, NULL, "named LLM provider" },
     { "model", SB_T_STR, false, 128, NULL, "model name" },
     { "approval_policy", SB_T_STR, false, 16, NULL, "yolo | auto | interactive" },
-    { "max_steps", SB_T_UINT, false, 0, NULL, "step limit per run" },
+    { "max_steps", SB_T_UINT, false, 0, NULL, "step limit per run", RANGE_STEPS },
     { "labels", SB_T_MAP, false, 32, NULL, "free-form string labels" },
-    { "last_seq", SB_T_UINT, true, 0, NULL, "tape head" },
+    { "last_seq", SB_T_UINT, true, 0, NULL, "tape head", RANGE_COUNT },
     { "last_run_id", SB_T_STR, false, ID_MAX, NULL, "most recent run" },
     { "turn_status", SB_T_STR, true, 16, NULL, "idle | running | cancelling" },
-    { "config_version", SB_T_UINT, false, 0, NULL, "bumped by every config change" },
-    { "fence", SB_T_UINT, false, 0, NULL, "current fencing token for appends" },
+    { "config_version", SB_T_UINT, false, 0, NULL, "bumped by every config change", RANGE_COUNT },
+    { "fence", SB_T_UINT, false, 0, NULL, "current fencing token for appends", RANGE_COUNT },
     { "last_activity_at", SB_T_UINT, false, 0, NULL,
-      "ms since epoch: creation, then the latest accepted prompt or run status" },
+      "ms since epoch: creation, then the latest accepted prompt or run status", RANGE_TIME },
     { "last_prompt", SB_T_STR, false, 200, NULL,
       "first line of the latest prompt, at most 200 bytes (cut on a UTF-8 boundary)" },
     END
@@ -30,7 +30,7 @@ static const sb_field_t s_session_create [] = {
     { "provider", SB_T_STR, false, 64, NULL, "named LLM provider" },
     { "model", SB_T_STR, false, 128, NULL, "model name" },
     { "approval_policy", SB_T_STR, false, 16, NULL, "yolo | auto | interactive" },
-    { "max_steps", SB_T_UINT, false, 0, NULL, "step limit per run (1..10000)" },
+    { "max_steps", SB_T_UINT, false, 0, NULL, "step limit per run", RANGE_STEPS },
     { "labels", SB_T_MAP, false, 32, NULL, "free-form string labels" },
     { "command_id", SB_T_STR, false, 64, NULL, "idempotency key" },
     END
@@ -64,7 +64,7 @@ static const sb_field_t s_session_update [] = {
     { "provider", SB_T_STR, false, 64, NULL, "named LLM provider" },
     { "model", SB_T_STR, false, 128, NULL, "model name" },
     { "approval_policy", SB_T_STR, false, 16, NULL, "yolo | auto | interactive" },
-    { "max_steps", SB_T_UINT, false, 0, NULL, "step limit per run" },
+    { "max_steps", SB_T_UINT, false, 0, NULL, "step limit per run", RANGE_STEPS },
     { "labels", SB_T_MAP, false, 32, NULL, "free-form string labels" },
     { "command_id", SB_T_STR, false, 64, NULL, "idempotency key" },
     END
@@ -83,7 +83,8 @@ static const sb_field_t s_session_prompt_ok [] = {
 };
 static const sb_field_t s_session_fence [] = {
     { "session_id", SB_T_STR, true, ID_MAX, NULL, "session id" },
-    { "fence", SB_T_UINT, true, 0, NULL, "the new fence; a lower one than the session's changes nothing" },
+    { "fence", SB_T_UINT, true, 0, NULL, "the new fence; a lower one than the session's changes nothing",
+      RANGE_COUNT },
     END
 };
 static const sb_field_t s_session_fence_ok [] = {
@@ -107,7 +108,7 @@ static const sb_field_t s_session_append [] = {
     { "kind", SB_T_STR, false, 32, NULL, "entry kind (single form)" },
     { "body", SB_T_MAP, false, 0, NULL, "entry body (single form)" },
     { "entries", SB_T_ARRAY, false, 1024, s_entry_item, "batch form: committed atomically" },
-    { "fence", SB_T_UINT, false, 0, NULL, "writer's fencing token" },
+    { "fence", SB_T_UINT, false, 0, NULL, "writer's fencing token", RANGE_COUNT },
     { "command_id", SB_T_STR, false, 64, NULL, "idempotency key" },
     END
 };
@@ -119,7 +120,7 @@ static const sb_field_t s_session_append_ok [] = {
 };
 static const sb_field_t s_session_events [] = {
     { "session_id", SB_T_STR, true, ID_MAX, NULL, "session id" },
-    { "after_seq", SB_T_UINT, false, 0, NULL, "return entries with seq > after_seq" },
+    { "after_seq", SB_T_UINT, false, 0, NULL, "return entries with seq > after_seq", RANGE_COUNT },
     { "limit", SB_T_UINT, false, 0, NULL, "page size", RANGE (1, 5000, 500) },
     END
 };

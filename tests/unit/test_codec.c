@@ -1724,3 +1724,78 @@ Test (freeform, good_text_and_typed_fields_pass)
     cr_assert_eq (sb_msgpack_span (RAW (r)), r.sb.size);
     msgpack_sbuffer_destroy (&r.sb);
 }
+
+/* ------------------------------------------------------------------ */
+/*  Every integer from outside has a declared range (issue 9, item 9). */
+
+/*  Appends to `out` each INT/UINT field under `fields` (through sub-maps
+    and array items) that declares no range, or a range wide enough that
+    a sum of two values could overflow an int64. */
+static void
+s_walk_ranges (const char *where, const sb_field_t *fields, int depth, char *out, size_t n)
+{
+    cr_assert_lt (depth, 8, "%s: schema nesting too deep to walk", where);
+    for (uint32_t k = 0; fields && fields [k].name; k++) {
+        const sb_field_t *f = &fields [k];
+        char path [192];
+        snprintf (path, sizeof path, "%s.%s", where, f->name);
+        if (f->type == SB_T_INT || f->type == SB_T_UINT) {
+            bool ok = sb_field_ranged (f) && f->min_value >= -SB_COUNT_MAX && f->max_value <= SB_COUNT_MAX
+                   && f->min_value <= f->default_value && f->default_value <= f->max_value;
+            if (!ok && strlen (out) + strlen (path) + 2 < n) {
+                strcat (out, " ");
+                strcat (out, path);
+            }
+        }
+        if (f->type == SB_T_MAP && f->sub)
+            s_walk_ranges (path, f->sub, depth + 1, out, n);
+        if (f->type == SB_T_ARRAY && f->sub && (f->sub->type == SB_T_MAP || f->sub->type == SB_T_ARRAY))
+            s_walk_ranges (path, f->sub->sub, depth + 1, out, n);
+    }
+}
+
+Test (range, every_outside_integer_is_ranged)
+{
+    char missing [4096] = "";
+    size_t n;
+    const sb_type_t *all = sb_schema_all (&n);
+    int walked = 0;
+    for (size_t t = 0; t < n; t++)
+        if (all [t].kind == SB_KIND_REQUEST || all [t].kind == SB_KIND_ONEWAY) {
+            s_walk_ranges (all [t].name, all [t].fields, 0, missing, sizeof missing);
+            walked++;
+        }
+    s_walk_ranges ("header", sb_header_fields, 0, missing, sizeof missing);
+    /* tape entries are bodies of session.append */
+    const sb_type_t *kinds = sb_schema_tape_all (&n);
+    for (size_t t = 0; t < n; t++)
+        s_walk_ranges (kinds [t].name, kinds [t].fields, 0, missing, sizeof missing);
+    cr_assert_gt (walked, 20);
+    cr_assert_str_eq (missing, "", "integers from outside without a range:%s", missing);
+
+    /* the two that overflowed: a header deadline of 2^63 and a run's
+       timeout_s of 2^62 are refused before any arithmetic */
+    const sb_field_t *dl = NULL;
+    for (int k = 0; sb_header_fields [k].name; k++)
+        if (strcmp (sb_header_fields [k].name, "deadline") == 0)
+            dl = &sb_header_fields [k];
+    cr_assert_not_null (dl);
+    s_raw_t r;
+    s_raw_init (&r);
+    msgpack_pack_map (&r.pk, 3);
+    s_raw_str (&r, "type"); s_raw_str (&r, "echo.ping");
+    s_raw_str (&r, "id"); s_raw_str (&r, "01JABCDEFGHJKMNPQRSTVWXYZ0");
+    s_raw_str (&r, "deadline"); msgpack_pack_uint64 (&r.pk, 1ull << 63);
+    s_reject (RAW (r), sb_header_fields, 4096, SB_E_invalid, "deadline: 9223372036854775808 is out of range");
+    msgpack_sbuffer_destroy (&r.sb);
+
+    s_raw_init (&r);
+    msgpack_pack_map (&r.pk, 2);
+    s_raw_str (&r, "session_id"); s_raw_str (&r, "01JABCDEFGHJKMNPQRSTVWXYZ0");
+    s_raw_str (&r, "limits");
+    msgpack_pack_map (&r.pk, 1);
+    s_raw_str (&r, "timeout_s"); msgpack_pack_uint64 (&r.pk, 1ull << 62);
+    s_reject (RAW (r), s_type ("run.request")->fields, 0, SB_E_invalid,
+              "limits.timeout_s: 4611686018427387904 is out of range");
+    msgpack_sbuffer_destroy (&r.sb);
+}

@@ -34,7 +34,7 @@ BENCH_BIN:= $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
 
-.PHONY: all run test unit integration bench fuzz fuzz-smoke asan docs clean deps check-deps
+.PHONY: all run test unit integration bench fuzz fuzz-smoke asan docs clean deps check-deps FORCE
 
 all: $(BUILD)/switchboard
 
@@ -91,17 +91,23 @@ bench: deps all $(BENCH_BIN)
 	@bash bench/run.sh $(BUILD)
 
 # libFuzzer targets are built with clang: the library once, instrumented
-# (fuzzer-no-link), then each target linked with libFuzzer's main.
-FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -I. -fsanitize=fuzzer-no-link,address,undefined $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+# (fuzzer-no-link), then each target linked with libFuzzer's main. A UBSan
+# report aborts (no recovery), so an overflow fails the run like a crash.
+FUZZ_SAN := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
+FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -I. $(FUZZ_SAN) $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 FUZZ_OBJ := $(LIB_SRC:%.c=build-fuzz/obj/%.o)
-build-fuzz/obj/%.o: %.c $(HDRS)
+# the objects depend on the flags: a change (as to the sanitizers) rebuilds them
+build-fuzz/flags: FORCE
+	@mkdir -p build-fuzz
+	@echo '$(FUZZ_CFLAGS)' | cmp -s - $@ || echo '$(FUZZ_CFLAGS)' > $@
+build-fuzz/obj/%.o: %.c $(HDRS) build-fuzz/flags
 	@mkdir -p $(dir $@)
 	@echo "  FUZZCC  $<"
 	@clang $(FUZZ_CFLAGS) -c $< -o $@
 build-fuzz/libfuzzlib.a: $(FUZZ_OBJ)
 	@rm -f $@
 	@ar rcs $@ $^
-build-fuzz/%: tests/fuzz/%.c build-fuzz/libfuzzlib.a $(HDRS) $(TEST_HDRS)
+build-fuzz/%: tests/fuzz/%.c build-fuzz/libfuzzlib.a build-fuzz/flags $(HDRS) $(TEST_HDRS)
 	@echo "  FUZZ    $@"
 	@clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< build-fuzz/libfuzzlib.a $(LDLIBS)
 

@@ -102,7 +102,12 @@ sb_schema_print (FILE *out, bool md)
                  "nesting is at most %d deep. Strings and binaries without a stated limit are "
                  "capped at %d bytes, arrays and maps at %d items. An integer outside the range "
                  "its field states (`min..max, default d`) is refused with `invalid`, naming the "
-                 "field and the range; an absent one means the default.\n\n",
+                 "field and the range; an absent one means the default. Times end in year 9999 "
+                 "and seqs, fences, counts and tokens stay below 2^53, so a JSON client reads them "
+                 "exactly. Free-form values (`any`, and maps without listed fields) hold only what "
+                 "a strict client decodes: strings are UTF-8 without NUL, map keys are strings, "
+                 "bytes travel only in `bin` fields, and no float is NaN or infinite; anything "
+                 "else is refused with `invalid`.\n\n",
                  SB_PROTOCOL_VERSION, SB_MAX_MSG_BYTES, SB_MAX_DEPTH, SB_DEFAULT_STR_MAX,
                  SB_DEFAULT_COUNT_MAX);
         fprintf (out, "## Header\n\n| field | type | required | limit | doc |\n|---|---|---|---|---|\n");

@@ -61,6 +61,9 @@ fi
 
 if { [ "$WHAT" = all ] || [ "$WHAT" = fuzz ]; } && [ -z "${SB_ASAN:-}" ]; then
     echo "fuzz smoke (libFuzzer, a few seconds each)"
+    # the targets are built without UBSan recovery; halting here too makes
+    # a report fail the target even from an object built otherwise
+    export UBSAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
     for f in build-fuzz/fuzz_*; do
         [ -x "$f" ] || continue
         name=$(basename "$f"); corpus="tests/fuzz/corpus/${name#fuzz_}"

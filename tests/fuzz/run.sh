@@ -30,6 +30,10 @@ else
     targets=(build-fuzz/fuzz_*)
 fi
 
+# A UBSan report fails the target: the Makefile builds without recovery,
+# and halting here covers an object built otherwise.
+export UBSAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+
 tmproot=$(mktemp -d /tmp/sbfuzzXXXXXX)
 trap 'rm -rf "$tmproot"' EXIT
 mkdir -p build-fuzz/logs
@@ -53,7 +57,7 @@ for f in "${targets[@]}"; do
     execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
     found=$(ls "$new" | wc -l)
     after=$(ls "$art" | wc -l)
-    if [ $rc -ne 0 ] || [ "$after" -gt "$before" ]; then
+    if [ $rc -ne 0 ] || [ "$after" -gt "$before" ] || grep -q 'runtime error:' "$log"; then
         failed+=("$name")
         echo "FAILED (exit $rc)"
         grep -m1 -E 'ERROR: (libFuzzer|AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer)|runtime error|SUMMARY' "$log" | sed 's/^/      /'

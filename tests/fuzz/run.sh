@@ -51,6 +51,7 @@ for f in "${targets[@]}"; do
     before=$(ls "$art" | wc -l)
     printf '  %-20s %4d s, corpus %d inputs ... ' "$name" "$SECONDS_EACH" "$(ls "$corpus" | wc -l)"
     "$f" -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+        -error_exitcode=1 -timeout_exitcode=1 \
         -artifact_prefix="$art/" "$new" "$corpus" >"$log" 2>&1
     rc=$?
     ran=$((ran + 1))

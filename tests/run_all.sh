@@ -72,7 +72,8 @@ if { [ "$WHAT" = all ] || [ "$WHAT" = fuzz ]; } && [ -z "${SB_ASAN:-}" ]; then
         # libFuzzer exits 77 on a crash by default: the code this runner
         # reads as a skip, so a finding would pass unseen
         run_one "fuzz/$name" "$LOGDIR/$name.log" "$f" -max_total_time=${SB_FUZZ_SECONDS:-5} -timeout=10 \
-            -rss_limit_mb=2048 -error_exitcode=1 -timeout_exitcode=1 "$tmpc" "$corpus"
+            -rss_limit_mb=2048 -error_exitcode=1 -timeout_exitcode=1 -artifact_prefix="$LOGDIR/$name-" \
+            "$tmpc" "$corpus"
         rm -rf "$tmpc"
     done
 fi

@@ -579,3 +579,39 @@ Test (json, typed_values_survive_both_ways)
     sb_enc_destroy (&enc);
     sb_enc_destroy (&enc2);
 }
+
+/*  The gateway's way in (issue 9, items 9 and 10): a JSON body cannot
+    carry what the msgpack side refuses either. Huge integers reach the
+    declared ranges whether written as numbers or decimal strings; text
+    that is not text, and numbers JSON cannot hold, stop at the parser. */
+Test (json, huge_integers_and_bad_text_refused_on_the_way_in)
+{
+    const sb_type_t *req = sb_schema_find ("run.request", 11);
+    cr_assert_not_null (req);
+    s_translate_fails ("{\"session_id\":\"01JABCDEFGHJKMNPQRSTVWXYZ0\",\"limits\":{\"timeout_s\":4611686018427387904}}",
+                       req->fields, SB_E_invalid, "limits.timeout_s: 4611686018427387904 is out of range");
+    s_translate_fails ("{\"session_id\":\"01JABCDEFGHJKMNPQRSTVWXYZ0\",\"limits\":{\"timeout_s\":\"18446744073709551615\"}}",
+                       req->fields, SB_E_invalid, "limits.timeout_s: 18446744073709551615 is out of range");
+    s_translate_fails ("{\"session_id\":\"01JABCDEFGHJKMNPQRSTVWXYZ0\",\"limits\":{\"max_steps\":-1}}",
+                       req->fields, SB_E_invalid, "limits.max_steps");
+    s_roundtrip ("{\"session_id\":\"01JABCDEFGHJKMNPQRSTVWXYZ0\",\"limits\":{\"timeout_s\":2592000}}", req->fields,
+                 "{\"session_id\":\"01JABCDEFGHJKMNPQRSTVWXYZ0\",\"limits\":{\"timeout_s\":2592000}}");
+
+    const sb_field_t *note = sb_schema_tape_kind ("note")->fields;
+    const char *bad [] = {
+        "{\"text\":\"a\\u0000b\"}",
+        "{\"text\":\"\\ud800\"}",
+        "{\"text\":\"\xed\xa0\x80\"}",
+        "{\"text\":\"\xff\xfe\"}",
+        "{\"x\":1e400}",
+        "{\"x\":NaN}",
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad [0]; k++) {
+        sb_verr_t err;
+        sb_doc_t *doc = s_translate (bad [k], note, &err);
+        cr_assert_null (doc, "accepted: %s", bad [k]);
+        cr_assert_eq (err.code, SB_E_invalid, "%s: %s", bad [k], err.message);
+    }
+    s_roundtrip ("{\"text\":\"gr\xc3\xbc\xc3\x9f" "e\",\"x\":-0.5,\"l\":[null,true,{\"k\":\"v\"}]}", note,
+                 "{\"text\":\"gr\xc3\xbc\xc3\x9f" "e\",\"x\":-0.5,\"l\":[null,true,{\"k\":\"v\"}]}");
+}

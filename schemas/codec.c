@@ -430,10 +430,14 @@ s_value (s_rd_t *rd, const sb_field_t *field, int depth)
             if (h.len > max)
                 return s_fail (rd, SB_E_too_large, "count %u is over the limit of %u", h.len, max);
             if (h.type == SB_V_MAP) {
-                rd->stat.nodes += 0;
-                return s_map_body (rd, h.len,
-                                   field && field->type == SB_T_MAP ? field->sub : NULL,
-                                   depth + 1);
+                const sb_field_t *sub = field && field->type == SB_T_MAP ? field->sub : NULL;
+                if (sub == sb_stored_body && rd->strict) {
+                    rd->strict = false;
+                    int rc = s_map_body (rd, h.len, NULL, depth + 1);
+                    rd->strict = true;
+                    return rc;
+                }
+                return s_map_body (rd, h.len, sub, depth + 1);
             }
             const sb_field_t *item = field && field->type == SB_T_ARRAY ? field->sub : NULL;
             for (uint32_t k = 0; k < h.len; k++) {

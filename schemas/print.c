@@ -107,7 +107,8 @@ sb_schema_print (FILE *out, bool md)
                  "exactly. Free-form values (`any`, and maps without listed fields) hold only what "
                  "a strict client decodes: strings are UTF-8 without NUL, map keys are strings, "
                  "bytes travel only in `bin` fields, and no float is NaN or infinite; anything "
-                 "else is refused with `invalid`.\n\n",
+                 "else is refused with `invalid`. Tape bodies are replayed (`session.event`, "
+                 "`session.events.ok`) as they were stored.\n\n",
                  SB_PROTOCOL_VERSION, SB_MAX_MSG_BYTES, SB_MAX_DEPTH, SB_DEFAULT_STR_MAX,
                  SB_DEFAULT_COUNT_MAX);
         fprintf (out, "## Header\n\n| field | type | required | limit | doc |\n|---|---|---|---|---|\n");

@@ -91,6 +91,14 @@ const sb_field_t *sb_schema_field (const char *type, const char *field);
     0 when the type, the field or its range is not declared. */
 int64_t sb_schema_default (const char *type, const char *field);
 
+/*  The sub-table of a MAP field that replays a tape body as it was
+    stored (session.event, session.events.ok): free-form, and judged as
+    before the strict rules on free-form values, so entries a tape took
+    before those rules still replay. Everything that writes a body is
+    strict, so nothing new reaches a tape that a strict client cannot
+    decode. */
+extern const sb_field_t sb_stored_body [];
+
 /*  Fields of the message header (docs/protocol.md). */
 extern const sb_field_t sb_header_fields [];
 

@@ -27,6 +27,8 @@ const sb_field_t sb_header_fields [] = {
     END
 };
 
+const sb_field_t sb_stored_body [] = { END };
+
 /* ---- error ---- */
 static const sb_field_t s_error [] = {
     { "code", SB_T_STR, true, 32, NULL, "snake_case code from the error table" },

@@ -130,7 +130,7 @@ static const sb_field_t s_event_record [] = {
     { "ts", SB_T_UINT, true, 0, NULL, "ms since epoch" },
     { "run_id", SB_T_STR, false, ID_MAX, NULL, "run" },
     { "kind", SB_T_STR, true, 32, NULL, "entry kind" },
-    { "body", SB_T_MAP, false, 0, NULL, "entry body" },
+    { "body", SB_T_MAP, false, 0, sb_stored_body, "entry body, as stored" },
     END
 };
 static const sb_field_t s_event_item [] = { { "event", SB_T_MAP, false, 0, s_event_record, "a tape entry" } };

@@ -1799,3 +1799,43 @@ Test (range, every_outside_integer_is_ranged)
               "limits.timeout_s: 4611686018427387904 is out of range");
     msgpack_sbuffer_destroy (&r.sb);
 }
+
+/*  A tape body is judged strictly where it is written and replayed as it
+    was stored: a tape written before the strict rules still pages. */
+Test (freeform, stored_bodies_replay_as_stored)
+{
+    s_raw_t body;
+    s_note_body (&body, S_STR, "\xff\xfe", 2, 0);
+    s_raw_t r;
+    s_raw_init (&r);
+    msgpack_pack_map (&r.pk, 4);
+    s_raw_str (&r, "events");
+    msgpack_pack_array (&r.pk, 1);
+    msgpack_pack_map (&r.pk, 5);
+    s_raw_str (&r, "session_id"); s_raw_str (&r, "s1");
+    s_raw_str (&r, "seq"); msgpack_pack_uint8 (&r.pk, 1);
+    s_raw_str (&r, "ts"); msgpack_pack_uint64 (&r.pk, 1700000000000ull);
+    s_raw_str (&r, "kind"); s_raw_str (&r, "note");
+    s_raw_str (&r, "body"); s_raw_bytes (&r, body.sb.data, body.sb.size);
+    s_raw_str (&r, "next_after"); msgpack_pack_uint8 (&r.pk, 1);
+    s_raw_str (&r, "last_seq"); msgpack_pack_uint8 (&r.pk, 1);
+    s_raw_str (&r, "more"); msgpack_pack_false (&r.pk);
+    const sb_type_t *ok = s_type ("session.events.ok");
+    s_accept (RAW (r), ok->fields, ok->max_bytes);
+    msgpack_sbuffer_destroy (&r.sb);
+
+    /* the record's own fields stay strict */
+    s_raw_init (&r);
+    msgpack_pack_map (&r.pk, 5);
+    s_raw_str (&r, "session_id"); s_raw_str (&r, "s1");
+    s_raw_str (&r, "seq"); msgpack_pack_uint8 (&r.pk, 1);
+    s_raw_str (&r, "ts"); msgpack_pack_uint8 (&r.pk, 1);
+    s_raw_str (&r, "kind"); s_raw_str (&r, "note");
+    s_raw_str (&r, "extra"); msgpack_pack_double (&r.pk, NAN);
+    s_reject (RAW (r), s_type ("session.event")->fields, 0, SB_E_invalid, "extra: float is not finite");
+    msgpack_sbuffer_destroy (&r.sb);
+
+    /* and the same body is refused on the way in */
+    s_reject (RAW (body), sb_schema_tape_kind ("note")->fields, 0, SB_E_invalid, "not valid UTF-8");
+    msgpack_sbuffer_destroy (&body.sb);
+}

@@ -121,7 +121,7 @@ s_prepare_entry (self_t *self, req_t *req, long index, const char *kind, const s
     }
     //  The session's own entries are its record's history; nobody else
     //  may write them.
-    if (strncmp (kind, "session.", 8) == 0) {
+    if (strncmp (kind, "session.", 8) == 0 || strcmp (kind, "tape.quota") == 0) {
         sb_session_fail (req, SB_E_invalid, "%skind: %s entries are written by the session service only",
                          where, kind);
         return;
@@ -483,6 +483,45 @@ s_note_entry (self_t *self, record_t *r, const span_t *sp)
     }
 }
 
+//  Whether the append fits the session's tape quota. A run that reached
+//  it must still be able to say how it ended, so run.status and turn.end
+//  entries may use a small reserve past it; nothing else may. The first
+//  refusal for a given quota writes one tape.quota entry, so watchers see
+//  why the session stopped growing.
+static bool
+s_within_quota (self_t *self, sb_txn_t *txn, req_t *req, record_t *r)
+{
+    uint64_t bytes = 0;
+    bool ending = true;
+    for (size_t k = 0; k < req->nspans; k++) {
+        const span_t *sp = &self->spans [req->span0 + k];
+        bytes += sp->len;
+        ending = ending && (strcmp (sp->kind, "run.status") == 0 || strcmp (sp->kind, "turn.end") == 0);
+    }
+    uint64_t limit = self->tape_quota + (ending? QUOTA_RESERVE: 0);
+    if (r->tape_bytes + bytes <= limit)
+        return true;
+    sb_session_fail (req, SB_E_too_large,
+                     "session %s: this append (%llu bytes) would pass its tape quota of %llu bytes "
+                     "(%llu used); raise it with serve --session-quota BYTES or SWITCHBOARD_SESSION_QUOTA",
+                     req->sid, (unsigned long long) bytes, (unsigned long long) self->tape_quota,
+                     (unsigned long long) r->tape_bytes);
+    if (r->quota_noted == self->tape_quota)
+        return false;
+    r->quota_noted = self->tape_quota;
+    sb_enc_reset (self->scratch);
+    sb_enc_map_open (self->scratch);
+    sb_enc_kuint (self->scratch, "quota", self->tape_quota);
+    sb_enc_kuint (self->scratch, "used", r->tape_bytes);
+    sb_enc_kuint (self->scratch, "refused", bytes);
+    sb_enc_kstr (self->scratch, "message", req->errmsg);
+    sb_enc_map_close (self->scratch);
+    size_t len;
+    const uint8_t *body = sb_enc_data (self->scratch, &len);
+    sb_session_tape_put (self, txn, req, r, ++r->last_seq, "tape.quota", body, len);
+    return false;
+}
+
 static void
 s_write_append (self_t *self, sb_txn_t *txn, req_t *req)
 {
@@ -498,6 +537,8 @@ s_write_append (self_t *self, sb_txn_t *txn, req_t *req)
                          (unsigned long long) req->fence, (unsigned long long) r->fence);
         return;
     }
+    if (!s_within_quota (self, txn, req, r))
+        return;
     const uint8_t *prep = sb_enc_data (self->prep, &(size_t) { 0 });
     for (size_t k = 0; k < req->nspans && txn->ret == 0; k++) {
         const span_t *sp = &self->spans [req->span0 + k];

@@ -491,6 +491,8 @@ s_note_entry (self_t *self, record_t *r, const span_t *sp)
 static bool
 s_within_quota (self_t *self, sb_txn_t *txn, req_t *req, record_t *r)
 {
+    //  The session's own entries (its record's history, tape.quota) are
+    //  few and small: only what appends bring is held against the quota.
     uint64_t bytes = 0;
     bool ending = true;
     for (size_t k = 0; k < req->nspans; k++) {
@@ -544,6 +546,9 @@ s_write_append (self_t *self, sb_txn_t *txn, req_t *req)
         const span_t *sp = &self->spans [req->span0 + k];
         sb_session_tape_put (self, txn, req, r, ++r->last_seq, sp->kind, prep + sp->off, sp->len);
         s_note_entry (self, r, sp);
+        //  Counted with the entries, so the record written in the same
+        //  transaction holds the tape's count.
+        r->tape_bytes += sp->len;
     }
     if (req->run_id)
         r->last_run_id = req->run_id;

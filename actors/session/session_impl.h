@@ -70,7 +70,7 @@ typedef struct {
     const sb_val_t *labels;
     uint64_t created_at, updated_at, max_steps, last_seq, config_version, fence;
     uint64_t last_activity_at;  //  the latest prompt or run status, ms
-    uint64_t tape_bytes;        //  bytes of entry bodies on the tape (the quota's measure)
+    uint64_t tape_bytes;        //  bytes of appended entry bodies (the quota's measure)
     uint64_t quota_noted;       //  the quota a tape.quota entry was written for; 0: none
     bool dirty, deleted;
 } record_t;

@@ -208,9 +208,6 @@ sb_session_tape_put (self_t *self, sb_txn_t *txn, req_t *req, record_t *r, uint6
         return;
     }
     self->pubs [self->npubs++] = (pub_t) { r->session_id, off, end - off };
-    //  Counted here, for every entry, so the record's count is the tape's
-    //  in the same transaction.
-    r->tape_bytes += body_len;
     req->npubs++;
     if (!req->first_seq)
         req->first_seq = seq;

@@ -6,6 +6,8 @@
     tool.output text for the call: its head and its tail, and between them
     ONE entry naming how many bytes were elided. The command is still
     drained to its end, and the run completes;
+  - with the default (1 MiB) the head, the tail and its pieces are cut
+    between characters, never inside one;
   - a session with a small tape quota (SWITCHBOARD_SESSION_QUOTA) refuses
     the append that would pass it with too_large and a message naming the
     quota and how to raise it, and writes a single tape.quota entry however
@@ -79,6 +81,28 @@ def test_tool_output_is_bounded_on_the_tape():
           {k: res.get(k) for k in ("ok", "exit_code")})
     server.stop()
     llm.stop()
+
+
+def test_default_cap_cuts_between_characters():
+    # "x", then "é\n" a million times: 3,000,001 bytes, so that with the
+    # default 1 MiB the head's end, the tail's start and the tail's 64 KiB
+    # pieces all fall inside a two-byte character.
+    llm = LLM()
+    llm.script("utf8", shell_turns("call_u", "printf x; yes é | head -n 1000000"))
+    server = serve(llm, "utf8")
+    sid = new_session(server, tmpdir(), approval_policy="yolo")
+    run = wait_run(server, prompt(server, sid, "print accents"), timeout=40)
+    check(run["status"] == "completed", "run %r", run)
+    outs = output_entries(tape(server, sid), "call_u")
+    kept = [e["body"]["text"] for e in outs if "elided" not in e["body"]]
+    elided = [e["body"]["elided"] for e in outs if "elided" in e["body"]]
+    kept_bytes = sum(len(t.encode()) for t in kept)
+    check(kept_bytes <= 1 << 20, "%d bytes kept with the default cap of 1 MiB", kept_bytes)
+    check(elided == [3000001 - kept_bytes], "elided %r, kept %d of 3000001", elided, kept_bytes)
+    check(not any("\ufffd" in t for t in kept), "a character was cut: U+FFFD on the tape")
+    joined = "".join(kept)
+    check(joined.startswith("xé\n") and joined.endswith("é\n") and set(joined[1:]) == {"é", "\n"},
+          "the kept text is whole characters: %r ... %r", joined[:8], joined[-8:])
 
 
 def test_session_quota_refuses_with_one_tape_quota_entry():

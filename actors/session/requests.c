@@ -487,7 +487,9 @@ s_note_entry (self_t *self, record_t *r, const span_t *sp)
 //  it must still be able to say how it ended, so run.status and turn.end
 //  entries may use a small reserve past it; nothing else may. The first
 //  refusal for a given quota writes one tape.quota entry, so watchers see
-//  why the session stopped growing.
+//  why the session stopped growing, and from then on the session is full
+//  (until the quota is raised): a later run fails at its first entry
+//  instead of creeping up to the quota in small ones.
 static bool
 s_within_quota (self_t *self, sb_txn_t *txn, req_t *req, record_t *r)
 {
@@ -500,15 +502,16 @@ s_within_quota (self_t *self, sb_txn_t *txn, req_t *req, record_t *r)
         bytes += sp->len;
         ending = ending && (strcmp (sp->kind, "run.status") == 0 || strcmp (sp->kind, "turn.end") == 0);
     }
+    bool full = r->quota_noted == self->tape_quota;
     uint64_t limit = self->tape_quota + (ending? QUOTA_RESERVE: 0);
-    if (r->tape_bytes + bytes <= limit)
+    if (r->tape_bytes + bytes <= limit && (ending || !full))
         return true;
     sb_session_fail (req, SB_E_too_large,
-                     "session %s: this append (%llu bytes) would pass its tape quota of %llu bytes "
-                     "(%llu used); raise it with serve --session-quota BYTES or SWITCHBOARD_SESSION_QUOTA",
-                     req->sid, (unsigned long long) bytes, (unsigned long long) self->tape_quota,
-                     (unsigned long long) r->tape_bytes);
-    if (r->quota_noted == self->tape_quota)
+                     "session %s reached its tape quota of %llu bytes (%llu used, this append %llu more); "
+                     "raise it with serve --session-quota BYTES or SWITCHBOARD_SESSION_QUOTA",
+                     req->sid, (unsigned long long) self->tape_quota, (unsigned long long) r->tape_bytes,
+                     (unsigned long long) bytes);
+    if (full)
         return false;
     r->quota_noted = self->tape_quota;
     sb_enc_reset (self->scratch);

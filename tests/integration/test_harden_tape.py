@@ -162,6 +162,30 @@ def test_run_past_the_quota_fails_with_the_reason():
     llm.stop()
 
 
+def test_a_session_past_its_quota_does_not_hold_up_the_others():
+    # The run actor's outbox writes each run's prompt and statuses in order,
+    # for every session; a refusal for a full session must not stop it.
+    llm = LLM()
+    llm.script("full", shell_turns("call_f", "yes | head -c 400000"), repeat_last=True)
+    server = serve(llm, "full", env={"SWITCHBOARD_SESSION_QUOTA": str(100 * 1024)})
+    full = new_session(server, tmpdir(), approval_policy="yolo")
+    run = wait_run(server, prompt(server, full, "fill the tape"), timeout=30)
+    check(run["status"] == "failed", "run %r", run)
+    again = wait_run(server, prompt(server, full, "x" * 4000), timeout=30)
+    again["input"] = again["input"][:20]
+    check(again["status"] == "failed" and "quota" in again.get("reason", ""), "a run past the quota: %r", again)
+    other = new_session(server, tmpdir(), approval_policy="yolo")
+    ok = wait_run(server, prompt(server, other, "say done", limits={"max_steps": 1}), timeout=30)
+    entries = tape(server, other)
+    check(entries[-1]["kind"] == "run.status" and entries[-1]["body"]["status"] == ok["status"],
+          "the other session's tape ends %r, its run is %s", entries[-1], ok["status"])
+    rec = call(server, "session.get", {"session_id": full})["session"]
+    check(rec["turn_status"] == "idle", "the full session's turn_status %r", rec["turn_status"])
+    check(rec["tape_bytes"] <= 100 * 1024 + 64 * 1024, "tape_bytes %d", rec["tape_bytes"])
+    server.stop()
+    llm.stop()
+
+
 def test_serve_takes_the_flags():
     llm = LLM()
     llm.script("flags", shell_turns("call_f", COMMAND))

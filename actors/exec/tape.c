@@ -11,6 +11,7 @@
 
 #include <poll.h>
 #include <string.h>
+#include <sys/eventfd.h>
 
 #define ACTOR "exec"
 
@@ -214,7 +215,10 @@ s_tool_entry (sb_exec_run_t *run, const char *text, size_t len, uint64_t elided)
     sb_exec_entry_close (e);
     sb_enc_array_close (e);
     free (clean);
-    sb_exec_append (run, e);
+    /* a run that cannot write (the session's quota, say) has failed: its
+       command is stopped now rather than left to print into nowhere */
+    if (sb_exec_append (run, e) != 0)
+        eventfd_write (run->cancel_fd, 1);
     sb_enc_destroy (&e);
 }
 

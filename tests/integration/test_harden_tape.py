@@ -12,8 +12,10 @@
     the append that would pass it with too_large and a message naming the
     quota and how to raise it, and writes a single tape.quota entry however
     many appends are refused; the session's record counts its tape bytes;
-  - a run that reaches the quota fails with that reason, and its final
-    status still reaches the tape;
+  - a run that reaches the quota fails with that reason at once (its
+    command is stopped), and its final status still reaches the tape; a
+    later run of the full session fails alike, and other sessions' runs
+    are not held up;
   - the flags --tool-output-tape and --session-quota are taken by serve.
 """
 import os
@@ -144,8 +146,9 @@ def test_session_quota_refuses_with_one_tape_quota_entry():
 
 
 def test_run_past_the_quota_fails_with_the_reason():
+    # `yes` never ends by itself: the run stops it once the tape refuses.
     llm = LLM()
-    llm.script("quota", shell_turns("call_q", "yes | head -c 400000"))
+    llm.script("quota", shell_turns("call_q", "yes"))
     server = serve(llm, "quota", env={"SWITCHBOARD_SESSION_QUOTA": str(100 * 1024)})
     sid = new_session(server, tmpdir(), approval_policy="yolo")
     run = wait_run(server, prompt(server, sid, "fill the tape"), timeout=30)

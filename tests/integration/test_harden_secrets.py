@@ -190,7 +190,13 @@ def test_llm_url_credentials_are_never_logged():
         tap.mark()
         c.close()
         log = server.log()
-        check("127.0.0.1:%d" % llm.port in log, "serve's log never names the provider URL:\n%s", log)
+        # the URL is still named, without its credentials, where it was
+        # named before: the llm actor's start line, the banner, the error
+        shown = "http://127.0.0.1:%d/script=nope/v1?api_key=***" % llm.port
+        check(("url=" + shown) in log, "the llm start line does not name %s:\n%s", shown, log)
+        check(("model    m (provider responses, %s)" % shown) in log, "the banner does not name %s:\n%s",
+              shown, log)
+        check(shown in run.get("reason", ""), "the run's failure does not name %s: %r", shown, run)
         where = {
             "serve's log and banner": log,
             "the replies": "\n".join(repr(m.header) + repr(m.body) for m in replies),

@@ -12,7 +12,8 @@
     it in the Authorization header, so the key was read before the scrub.
     A key named by a providers file's key_env is scrubbed the same way.
   - Credentials in --llm-url (userinfo and key-like query parameters) show
-    in no log line, banner, llm.models reply or error.
+    in no log line, banner, llm.models reply, error, tape entry, tap line,
+    nor in /proc/<serve>/cmdline, while the redacted URL is still named.
 """
 import json
 import os
@@ -78,6 +79,11 @@ class Tap:
 def serve_environ(server):
     with open("/proc/%d/environ" % server.proc.pid, "rb") as f:
         return f.read().decode(errors="replace")
+
+
+def serve_cmdline(server):
+    with open("/proc/%d/cmdline" % server.proc.pid, "rb") as f:
+        return f.read().replace(b"\0", b" ").decode(errors="replace")
 
 
 def check_nowhere(secret, where):
@@ -203,6 +209,8 @@ def test_llm_url_credentials_are_never_logged():
             "the run": json.dumps(run),
             "the tape": json.dumps(entries),
             "the tap": tap.text(),
+            # the arguments, which every user can read
+            "/proc/<serve>/cmdline": serve_cmdline(server),
         }
         for s in (URL_USER_SECRET, URL_QUERY_SECRET):
             check_nowhere(s, where)

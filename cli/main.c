@@ -54,6 +54,16 @@ s_providers_arg (int argc, char **argv)
     return NULL;
 }
 
+static void
+s_free_args (int argc, char ***args_p)
+{
+    //  getopt reorders the array, never its strings: each is freed once
+    for (int k = 0; *args_p && k < argc; k++)
+        free ((*args_p) [k]);
+    free (*args_p);
+    *args_p = NULL;
+}
+
 //  Process-wide hardening, before any thread exists (docs/operations.md).
 //  Provider keys leave the environment, whose initial block any process
 //  of the same user (and every tool the server starts) can read in
@@ -62,20 +72,22 @@ s_providers_arg (int argc, char **argv)
 //  A process that can start the llm actor also makes itself non-dumpable:
 //  no core file, and no /proc/PID/mem, environ or ptrace for processes
 //  of its user without CAP_SYS_PTRACE (root still can, hence the wipe).
+//  Returns the copy (free it with s_free_args), NULL when out of memory.
 static char **
 s_harden (int argc, char **argv)
 {
     sb_llm_keys_take (s_providers_arg (argc, argv));
     char **args = calloc ((size_t) argc + 1, sizeof *args);
+    for (int k = 0; args && k < argc; k++)
+        if (!(args [k] = strdup (argv [k]))) {
+            s_free_args (argc, &args);
+            return NULL;
+        }
     if (!args)
-        return argv;
-    for (int k = 0; k < argc; k++) {
-        args [k] = strdup (argv [k]);
-        if (!args [k])
-            return argv;
-    }
-    //  The redacted URL is never longer; the rest of the string is zeroed
-    //  so that no tail of a credential stays behind.
+        return NULL;
+    //  The redacted URL is cut to the original's length (a short value
+    //  turned "***" grows it), and the rest of the string is zeroed so
+    //  that no tail of a credential stays behind.
     for (int k = 1; k < argc; k++)
         if (strstr (argv [k], "://")) {
             size_t len = strlen (argv [k]);
@@ -93,10 +105,9 @@ s_harden (int argc, char **argv)
     return args;
 }
 
-int
-main (int argc, char **argv)
+static int
+s_main (int argc, char **argv)
 {
-    argv = s_harden (argc, argv);
     sb_log_init ();
     /* each command prints its own one-line usage error */
     opterr = 0;
@@ -125,4 +136,17 @@ main (int argc, char **argv)
         return sb_cli_usage ("", "'%s' is not a command (see 'switchboard --help')", cmd);
     fprintf (stderr, "switchboard: '%s' is not a command (see 'switchboard --help')\n", cmd);
     return 2;
+}
+
+int
+main (int argc, char **argv)
+{
+    char **args = s_harden (argc, argv);
+    if (!args) {
+        fprintf (stderr, "switchboard: out of memory\n");
+        return 1;
+    }
+    int rc = s_main (argc, args);
+    s_free_args (argc, &args);
+    return rc;
 }

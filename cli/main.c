@@ -70,8 +70,8 @@ s_free_args (int argc, char ***args_p)
 //  /proc/PID/environ; URL credentials leave the arguments, which
 //  /proc/PID/cmdline shows to everyone. Commands work on a copy of argv.
 //  A process that can start the llm actor also makes itself non-dumpable:
-//  no core file, and no /proc/PID/mem, environ or ptrace for processes
-//  of its user without CAP_SYS_PTRACE (root still can, hence the wipe).
+//  no core file, and no /proc/PID/mem, environ or ptrace for the other
+//  processes of its user (root still reads them, hence the wipe).
 //  Returns the copy (free it with s_free_args), NULL when out of memory.
 static char **
 s_harden (int argc, char **argv)

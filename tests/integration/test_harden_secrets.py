@@ -11,6 +11,8 @@
     reads it whatever the dumpable flag says). The provider still receives
     it in the Authorization header, so the key was read before the scrub.
     A key named by a providers file's key_env is scrubbed the same way.
+  - serve is non-dumpable: another process of its user cannot open its
+    /proc/PID/environ or mem (checked as nobody: root reads them anyway).
   - Credentials in --llm-url (userinfo and key-like query parameters) show
     in no log line, banner, llm.models reply, error, tape entry, tap line,
     nor in /proc/<serve>/cmdline, while the redacted URL is still named.
@@ -169,6 +171,40 @@ def test_a_sandboxed_tool_cannot_read_the_key():
         print("skipped: " + why)
         return
     run_environ_tools(sandbox="bwrap")
+
+
+def test_serve_is_not_dumpable():
+    """A process of serve's own user cannot open its /proc/PID/environ
+    (nor mem), while it can open those of its other processes. Root
+    reads them whatever the flag says, so serve and the reader run as
+    nobody (setpriv); the key wipe above is what protects from root."""
+    setpriv = shutil.which("setpriv")
+    if not setpriv or os.geteuid() != 0:
+        print("skipped: needs setpriv and root to run serve and a reader as nobody")
+        return
+    as_nobody = [setpriv, "--reuid", "65534", "--regid", "65534", "--clear-groups"]
+    d = tmpdir()
+    os.chown(d, 65534, 65534)
+    data = os.path.join(d, "data")
+    serve = Proc(as_nobody + [SB_BIN, "serve", "--data", data, "--http", "127.0.0.1:0", "--actors", "broker,llm"],
+                 os.path.join(d, "serve.log"), env={"OPENAI_API_KEY": KEY})
+    other = Proc(as_nobody + ["sleep", "600"], os.path.join(d, "other.log"))
+    try:
+        wait_for(lambda: os.path.exists(os.path.join(data, "bus-cmd")), 10, "serve (as nobody) to bind")
+
+        def read(pid, what):
+            return subprocess.run(as_nobody + ["cat", "/proc/%d/%s" % (pid, what)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=10)
+        control = read(other.pid, "environ")
+        check(control.returncode == 0, "nobody cannot read its own process's environ: %r", control.stderr)
+        for what in ("environ", "mem"):
+            r = read(serve.pid, what)
+            check(r.returncode != 0 and b"Permission denied" in r.stderr,
+                  "a process of serve's user opened its /proc/PID/%s (rc %d): %r",
+                  what, r.returncode, (r.stdout[:100], r.stderr))
+    finally:
+        other.kill()
+        serve.stop()
 
 
 def test_llm_url_credentials_are_never_logged():

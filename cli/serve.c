@@ -267,10 +267,13 @@ s_banner (const sb_serve_opts_t *o, const char *dir)
         const sb_llm_provider_t *p = &cfg->providers [cfg->dflt];
         if (p->demo)
             snprintf (model, sizeof model, "demo (the built-in demo model; no key needed)");
-        else
+        else {
+            char url [sizeof p->base_url];
+            sb_log_redact_url (p->base_url, url, sizeof url);
             snprintf (model, sizeof model, "%s (provider %s, %s%s%s)", p->model [0] ? p->model : "-",
-                      p->name, p->base_url, cfg->count > 1 ? "; more in " : "",
+                      p->name, url, cfg->count > 1 ? "; more in " : "",
                       cfg->count > 1 ? o->providers : "");
+        }
     }
     else
         snprintf (model, sizeof model, "%s (provider %s)", o->model ? o->model : "-",

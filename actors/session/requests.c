@@ -189,6 +189,35 @@ s_prepare_append (self_t *self, req_t *req)
     }
 }
 
+//  Where req's command_id is remembered, and the digest of its body: a
+//  retry is the same request only when it repeats the body, so an id
+//  reused for something else is refused instead of answered with what it
+//  named before (store.c, sb_session_command_replay).
+static void
+s_prepare_command (self_t *self, req_t *req)
+{
+    if (req->op == OP_CREATE) {
+        req->cmd_sid = "";
+        req->cmd_from = req->msg->h.from;
+    }
+    else {
+        req->cmd_sid = req->sid;
+        req->cmd_from = "";
+    }
+    sb_enc_reset (self->scratch);
+    sb_enc_val (self->scratch, req->msg->body);
+    size_t len;
+    const uint8_t *data = sb_enc_data (self->scratch, &len);
+    zdigest_t *digest = zdigest_new ();
+    if (!digest) {
+        sb_session_fail (req, SB_E_internal, "out of memory");
+        return;
+    }
+    zdigest_update (digest, data, len);
+    memcpy (req->cmd_digest, zdigest_data (digest), COMMAND_DIGEST_LEN);
+    zdigest_destroy (&digest);
+}
+
 //  Everything about a request that does not depend on the store. The
 //  failures found here are final: the write function skips the request.
 void
@@ -225,6 +254,8 @@ sb_session_prepare (self_t *self, req_t *req)
         if (req->op == OP_APPEND)
             s_prepare_append (self, req);
     }
+    if (!req->err && req->cmd && req->write)
+        s_prepare_command (self, req);
     req->prep_err = req->err;
 }
 

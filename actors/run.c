@@ -8,6 +8,7 @@
     (actors/run/outbox.c), and leases live in memory only
     (actors/run/lease.c). */
 #include "actors/run/run_impl.h"
+#include "common/digest.h"
 
 static const char *s_dbis [] = { "runs", "active", "bysession", "outbox", "fences", "commands", NULL };
 
@@ -41,7 +42,6 @@ s_reply_run (self_t *self, const sb_msg_t *msg, const run_t *r)
     same session for another request is `conflict`, never the run that
     the first one made (docs/sessions.md). Keys of the older global layout
     ('C' command_id) hold one string, never two, so they are never found. */
-#define COMMAND_DIGEST_LEN 20
 
 static void
 s_command_key (sb_key_t *k, const char *session_id, const char *cmd)
@@ -51,23 +51,19 @@ s_command_key (sb_key_t *k, const char *session_id, const char *cmd)
     sb_key_str (k, cmd);
 }
 
-/*  SHA-1 of the body as received (czmq's zdigest); false when out of memory. */
+/*  The digest of the body (common/digest.h); false when out of memory. */
 static bool
-s_command_digest (const sb_msg_t *msg, uint8_t out [COMMAND_DIGEST_LEN])
+s_command_digest (const sb_msg_t *msg, uint8_t out [SB_DIGEST_LEN])
 {
     sb_enc_t *e = sb_enc_new ();
-    zdigest_t *d = zdigest_new ();
-    bool ok = e && d;
-    if (ok) {
-        sb_enc_val (e, msg->body);
-        size_t len;
-        const uint8_t *data = sb_enc_data (e, &len);
-        zdigest_update (d, data, len);
-        memcpy (out, zdigest_data (d), COMMAND_DIGEST_LEN);
-    }
-    zdigest_destroy (&d);
+    if (!e)
+        return false;
+    sb_enc_val (e, msg->body);
+    size_t len;
+    const uint8_t *data = sb_enc_data (e, &len);
+    int rc = sb_digest_of (data, len, out);
     sb_enc_destroy (&e);
-    return ok;
+    return rc == 0;
 }
 
 /*  True when msg is answered from its command_id, remembered in the
@@ -79,7 +75,7 @@ s_remembered (self_t *self, const sb_msg_t *msg, const char *session_id)
     const char *cmd = sb_get_str (msg->body, "command_id");
     if (!cmd)
         return false;
-    uint8_t digest [COMMAND_DIGEST_LEN];
+    uint8_t digest [SB_DIGEST_LEN];
     if (!s_command_digest (msg, digest)) {
         sb_bus_error (self->bus, msg, SB_E_internal, "out of memory");
         return true;
@@ -100,7 +96,7 @@ s_remembered (self_t *self, const sb_msg_t *msg, const char *session_id)
         const char *d = sb_get_bin (m, "digest", &dlen);
         s_copy (run_id, sizeof run_id, sb_get_str (m, "run_id"));
         s_copy (type, sizeof type, sb_get_str (m, "type"));
-        same = d && dlen == COMMAND_DIGEST_LEN && memcmp (d, digest, dlen) == 0
+        same = d && dlen == SB_DIGEST_LEN && memcmp (d, digest, dlen) == 0
             && strcmp (type, msg->h.type) == 0;
         sb_doc_destroy (&doc);
     }
@@ -125,7 +121,7 @@ static void
 s_remember (self_t *self, const sb_msg_t *msg, const run_t *r)
 {
     const char *cmd = sb_get_str (msg->body, "command_id");
-    uint8_t digest [COMMAND_DIGEST_LEN];
+    uint8_t digest [SB_DIGEST_LEN];
     if (!cmd || !s_command_digest (msg, digest))
         return;
     sb_enc_t *e = sb_enc_new ();

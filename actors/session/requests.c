@@ -204,7 +204,7 @@ s_prepare_command (self_t *self, req_t *req)
         req->cmd_sid = req->sid;
         req->cmd_from = "";
     }
-    zdigest_t *digest = zdigest_new ();
+    sb_digest_t *digest = sb_digest_new ();
     if (!digest) {
         sb_session_fail (req, SB_E_internal, "out of memory");
         return;
@@ -217,18 +217,18 @@ s_prepare_command (self_t *self, req_t *req)
         uint8_t head [11] = { req->batch_form, req->has_fence, req->run_id != NULL };
         for (int i = 0; i < 8; i++)
             head [3 + i] = (uint8_t) (req->fence >> (56 - 8 * i));
-        zdigest_update (digest, head, sizeof head);
+        sb_digest_update (digest, head, sizeof head);
         if (req->run_id)
-            zdigest_update (digest, (const uint8_t *) req->run_id, strlen (req->run_id) + 1);
+            sb_digest_update (digest, (const uint8_t *) req->run_id, strlen (req->run_id) + 1);
         const uint8_t *prep = sb_enc_data (self->prep, &(size_t) { 0 });
         for (size_t k = 0; k < req->nspans; k++) {
             const span_t *sp = &self->spans [req->span0 + k];
             uint8_t len [8];
             for (int i = 0; i < 8; i++)
                 len [i] = (uint8_t) ((uint64_t) sp->len >> (56 - 8 * i));
-            zdigest_update (digest, (const uint8_t *) sp->kind, strlen (sp->kind) + 1);
-            zdigest_update (digest, len, sizeof len);
-            zdigest_update (digest, prep + sp->off, sp->len);
+            sb_digest_update (digest, (const uint8_t *) sp->kind, strlen (sp->kind) + 1);
+            sb_digest_update (digest, len, sizeof len);
+            sb_digest_update (digest, prep + sp->off, sp->len);
         }
     }
     else {
@@ -236,10 +236,10 @@ s_prepare_command (self_t *self, req_t *req)
         sb_enc_val (self->scratch, req->msg->body);
         size_t len;
         const uint8_t *data = sb_enc_data (self->scratch, &len);
-        zdigest_update (digest, data, len);
+        sb_digest_update (digest, data, len);
     }
-    memcpy (req->cmd_digest, zdigest_data (digest), COMMAND_DIGEST_LEN);
-    zdigest_destroy (&digest);
+    sb_digest_final (digest, req->cmd_digest);
+    sb_digest_destroy (&digest);
 }
 
 //  Everything about a request that does not depend on the store. The

@@ -15,6 +15,7 @@
 #include "actors/session.h"
 #include "actors/store.h"
 #include "bus/client.h"
+#include "common/digest.h"
 #include "common/log.h"
 
 #include <czmq.h>
@@ -33,8 +34,6 @@
 //  Expired command ids removed per transaction.
 #define SWEEP_CHUNK         256
 #define COMMAND_TTL_S       (24 * 3600)
-//  A remembered command's request digest: SHA-1 (czmq's zdigest).
-#define COMMAND_DIGEST_LEN  20
 #define MAX_STEPS_MAX       10000
 #define LABEL_KEY_MAX       64
 #define LABEL_VALUE_MAX     1024
@@ -95,7 +94,7 @@ typedef struct {
     //  With cmd: what the command is remembered under (see s_key_command)
     //  and the digest of the request's body, which a retry must match.
     const char *cmd_sid, *cmd_from;
-    uint8_t cmd_digest [COMMAND_DIGEST_LEN];
+    uint8_t cmd_digest [SB_DIGEST_LEN];
     const char *workspace;      //  create/update: the realpath
     const char *run_id;
     uint64_t fence;

@@ -298,7 +298,7 @@ sb_session_command_replay (self_t *self, sb_txn_t *txn, req_t *req)
     const char *reply = sb_get_bin (m, "reply", &rlen);
     const char *digest = sb_get_bin (m, "digest", &dlen);
     bool answered = false;
-    if (!doc || !type || !reply || !digest || dlen != COMMAND_DIGEST_LEN)
+    if (!doc || !type || !reply || !digest || dlen != SB_DIGEST_LEN)
         sb_warn (ACTOR, "unreadable remembered command command_id=%s; treating it as new", req->cmd);
     else
     if (expires <= self->now) {
@@ -315,7 +315,7 @@ sb_session_command_replay (self_t *self, sb_txn_t *txn, req_t *req)
         answered = true;
     }
     else
-    if (memcmp (digest, req->cmd_digest, COMMAND_DIGEST_LEN) != 0) {
+    if (memcmp (digest, req->cmd_digest, SB_DIGEST_LEN) != 0) {
         sb_session_fail (req, SB_E_conflict, "command_id %s was already used for another %s request; "
                          "a retry must repeat the request unchanged", req->cmd, type);
         answered = true;
@@ -340,7 +340,7 @@ sb_session_command_remember (self_t *self, sb_txn_t *txn, req_t *req)
     sb_enc_kstr (self->scratch, "type", req->msg->h.type);
     sb_enc_kuint (self->scratch, "expires", expires);
     sb_enc_key (self->scratch, "digest");
-    sb_enc_bin (self->scratch, req->cmd_digest, COMMAND_DIGEST_LEN);
+    sb_enc_bin (self->scratch, req->cmd_digest, SB_DIGEST_LEN);
     sb_enc_key (self->scratch, "reply");
     sb_enc_bin (self->scratch, replies + req->reply_off, req->reply_len);
     sb_enc_map_close (self->scratch);

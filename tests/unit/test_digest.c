@@ -1,6 +1,7 @@
 /*  tests/unit/test_digest.c — the request digest behind command_id
     idempotency (common/digest.h): SHA-256, the same in pieces as in one. */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/digest.h"

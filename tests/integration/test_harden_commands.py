@@ -20,7 +20,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import Instance, Server, check, run_tests, tmpdir, wait_for  # noqa: E402
+from sbtest import Client, Instance, Server, TestFailure, check, run_tests, tmpdir, wait_for  # noqa: E402
 from test_runs_e2e import call, get_run, new_session, tape  # noqa: E402
 
 
@@ -90,8 +90,14 @@ def test_create_id_with_another_body_is_conflict():
         m = server.control().request("session.create", dict(body, title="second"))
         check(m.is_error() and m.code == "conflict", "create with a reused id and another title answered %s %r",
               m.type, m.body)
+        # create has no session to scope its id: it is scoped to the requester
+        other = Client(server.endpoint(), name="another-client")
+        m = other.request("session.create", dict(body))
+        check(m.type == "session.create.ok" and m.body["session"]["session_id"] != s1,
+              "another requester's create with the same id answered %s %r", m.type, m.body)
+        other.close()
         sessions = call(server, "session.list", {})["sessions"]
-        check(len(sessions) == 1, "sessions: %r", [s["title"] for s in sessions])
+        check(len(sessions) == 2, "sessions: %r", [s["title"] for s in sessions])
 
 
 def test_run_request_id_is_scoped_to_the_session():
@@ -153,13 +159,15 @@ def test_outbox_ids_cannot_be_preempted():
     check(fin.type == "run.finish.ok" and fin.body["run"]["status"] == "completed", "finish: %s %r",
           fin.type, fin.body)
 
+    # the outbox flushes right after the finish is stored; give it a moment
+    # to land, then hold the tape and the record to what the run said
     def settled():
-        rec = call(server, "session.get", {"session_id": sid})["session"]
-        return rec["turn_status"] == "idle"
+        return tape(server, sid)[-1]["kind"] == "run.status" and \
+            tape(server, sid)[-1]["body"]["status"] == "completed"
     try:
-        wait_for(settled, 5, "turn_status to settle")
-    except Exception:
-        pass
+        wait_for(settled, 5, "the final run.status on the tape")
+    except TestFailure:
+        pass                    # the checks below say what the tape holds
     statuses = [e["body"]["status"] for e in tape(server, sid) if e["kind"] == "run.status"]
     check(statuses == ["queued", "claimed", "running", "completed"],
           "the run said completed, its tape says %r", statuses)

@@ -7,8 +7,9 @@ item 8; docs/sessions.md, "Idempotency"):
   - a command_id reused on the same session with a different request is
     `conflict`; the same id with the same request is the first reply again,
     and one write;
-  - the same for session.create, and for run.request and session.prompt
-    (the run coordinator's own memory of command ids);
+  - the same for session.create (scoped to its requester), update, and
+    for run.request, run.resume and session.prompt (the run coordinator's
+    own memory of command ids);
   - a client that appends with the ids the run actor's outbox used to use
     (`run:<run_id>:<status>:<fence>`) cannot break a run: its tape ends with
     the real final status and the session's turn_status settles.
@@ -112,6 +113,7 @@ def test_run_request_id_is_scoped_to_the_session():
         check(m.type == "run.request.ok", "run.request on B answered %s %r", m.type, m.body)
         check(m.body["run"]["session_id"] == b and m.body["run"]["run_id"] != r1["run_id"],
               "run.request on B with A's id got A's run: %r", m.body["run"])
+        rb = m.body["run"]
         # the same request again on A: A's run; another input: conflict
         again = call(server, "run.request", {"session_id": a, "input": "x", "target": worker,
                                              "command_id": "r-1"})["run"]
@@ -121,6 +123,16 @@ def test_run_request_id_is_scoped_to_the_session():
                                                      "command_id": "r-1"})
         check(m.is_error() and m.code == "conflict", "run.request reuse with another input answered %s %r",
               m.type, m.body)
+        # run.resume is scoped to the session of the run it resumes
+        for r in (r1, rb):
+            call(server, "run.cancel", {"run_id": r["run_id"]})
+        ra2 = call(server, "run.resume", {"run_id": r1["run_id"], "command_id": "r-2"})["run"]
+        again = call(server, "run.resume", {"run_id": r1["run_id"], "command_id": "r-2"})["run"]
+        check(again["run_id"] == ra2["run_id"], "a retried run.resume made run %s, not %s",
+              again["run_id"], ra2["run_id"])
+        rb2 = call(server, "run.resume", {"run_id": rb["run_id"], "command_id": "r-2"})["run"]
+        check(rb2["session_id"] == b and rb2["resume_from"] == rb["run_id"],
+              "run.resume on B with A's id answered %r", rb2)
         # session.prompt rides on run.request: scoped alike
         c = new_session(server, ws)
         m = server.control().request("session.prompt", {"session_id": c, "text": "x", "command_id": "r-1"})

@@ -257,19 +257,22 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
             }
             snprintf (p->base_url, sizeof p->base_url, "%s", sb_demo_url (self->demo));
         }
-        /* name what is configured, never the key itself */
+        /* name what is configured, never the key itself nor the URL's
+           credentials */
+        char url [sizeof p->base_url];
+        sb_log_redact_url (p->base_url, url, sizeof url);
         sb_info (ACTOR, "provider name=%s kind=%s%s url=%s model=%s key=%s", p->name,
-                 sb_provider_kind_name (p->kind), p->demo ? " (demo)" : "", p->base_url,
+                 sb_provider_kind_name (p->kind), p->demo ? " (demo)" : "", url,
                  p->model [0] ? p->model : "-", p->api_key ? "set" : "none");
         /* A missing key would otherwise first show as a 401 on the first
            prompt; say it now, and say what to set. */
         const char *var = sb_llm_config_missing_key (p);
         if (var && p->kind == SB_PROVIDER_CODEX)
             sb_warn (ACTOR, "provider \"%s\" (%s) cannot read its token file %s: sign in with the "
-                     "Codex CLI, or set %s", p->name, p->base_url, p->token_file, var);
+                     "Codex CLI, or set %s", p->name, url, p->token_file, var);
         else
         if (var)
-            sb_warn (ACTOR, "provider \"%s\" (%s) has no key: set %s", p->name, p->base_url, var);
+            sb_warn (ACTOR, "provider \"%s\" (%s) has no key: set %s", p->name, url, var);
     }
     self->bus = sb_bus_new (args->cmd_endpoint, self->instance);
     self->enc = sb_enc_new ();

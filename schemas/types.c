@@ -134,12 +134,13 @@ static const sb_field_t s_tape_tool_output [] = {
     { "call_id", SB_T_STR, true, 128, NULL, "the call (tool.call call_id)" },
     { "text", SB_T_STR, true, 1 MB, NULL, "output bytes so far" },
     { "elided", SB_T_UINT, false, 0, NULL,
-      "set on the one entry that stands for the bytes the tape did not keep (past its share of a call)" },
+      "set on the one entry that stands for the bytes the tape did not keep (past its share of a call)",
+      RANGE_COUNT },
     END };
 static const sb_field_t s_tape_quota [] = {
-    { "quota", SB_T_UINT, true, 0, NULL, "the session's tape quota in bytes" },
-    { "used", SB_T_UINT, true, 0, NULL, "the bytes its tape holds" },
-    { "refused", SB_T_UINT, true, 0, NULL, "the bytes of the append that was refused" },
+    { "quota", SB_T_UINT, true, 0, NULL, "the session's tape quota in bytes", RANGE_COUNT },
+    { "used", SB_T_UINT, true, 0, NULL, "the bytes its tape holds", RANGE_COUNT },
+    { "refused", SB_T_UINT, true, 0, NULL, "the bytes of the append that was refused", RANGE_COUNT },
     { "message", SB_T_STR, true, 1 KB, NULL, "what happened and how to raise the quota" },
     END };
 static const sb_field_t s_tape_tool_result [] = {

@@ -94,8 +94,12 @@ sb_provider_jint (json_t *obj, const char *key)
     json_t *v = json_object_get (obj, key);
     if (json_is_integer (v))
         return json_integer_value (v);
-    if (json_is_real (v) && isfinite (json_real_value (v)))
-        return (int64_t) json_real_value (v);
+    /* a provider's real past the int64 range (usage 1e300) is undefined
+       to convert: it saturates */
+    if (json_is_real (v) && isfinite (json_real_value (v))) {
+        double d = json_real_value (v);
+        return d >= 0x1p63 ? INT64_MAX : d < -0x1p63 ? INT64_MIN : (int64_t) d;
+    }
     return 0;
 }
 

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <jansson.h>
 #include <limits.h>
 #include <lmdb.h>
 #include <pthread.h>
@@ -591,6 +592,51 @@ Test (tools, git_status_and_diff)
     cr_assert_str_eq (r.output, "(no unstaged changes)\n");
     sb_tool_result_clear (&r);
     s_expect_refused (s_run ("git_diff", "{\"path\":\"../x\"}"), "path escapes the workspace");
+}
+
+//  Issue 9, item 6: a repository's config names programs under free driver
+//  names (filter.<any>.clean, diff.<any>.textconv, an included file); the
+//  read-only git tools must run none of them. Each writes a marker outside
+//  the workspace if run.
+Test (tools, git_tools_run_no_program_from_the_config)
+{
+    s_write (ws, "a.txt", "old\n");
+    s_write (outside, "inc.cfg", "");
+    char cfg [4 * PATH_MAX + 1024];
+    snprintf (cfg, sizeof cfg,
+              "git init -q . && git add a.txt && "
+              "git -c user.name=t -c user.email=t@example.com commit -qm init && "
+              "git config filter.Some-Name.clean 'touch %s/clean; cat' && "
+              "git config filter.Some-Name.required true && "
+              "git config diff.other.textconv 'touch %s/textconv; cat' && "
+              "git config include.path %s/inc.cfg && "
+              "printf '[filter \"inc\"]\\n\\tprocess = touch %s/process\\n' > %s/inc.cfg && "
+              "printf '*.txt filter=Some-Name diff=other\\n*.inc filter=inc\\n' > .gitattributes && "
+              "echo new > a.txt && echo x > b.inc && touch -r .git/index a.txt b.inc",
+              outside, outside, outside, outside, outside);
+    json_t *args = json_pack ("{s:s}", "command", cfg);
+    char *json = json_dumps (args, 0);
+    json_decref (args);
+    sb_tool_result_t r;
+    sb_tool_run (&ctx, "shell", json, &r);
+    free (json);
+    cr_assert (r.ok, "%s", r.output);
+    sb_tool_result_clear (&r);
+    r = s_run ("git_status", NULL);
+    cr_assert (r.ok && strstr (r.output, " M a.txt"), "%s", r.output);
+    sb_tool_result_clear (&r);
+    r = s_run ("git_diff", "{}");
+    cr_assert (r.ok && strstr (r.output, "-old\n+new\n"), "%s", r.output);
+    sb_tool_result_clear (&r);
+    r = s_run ("git_diff", "{\"path\":\"a.txt\"}");
+    cr_assert (r.ok && strstr (r.output, "+new\n"), "%s", r.output);
+    sb_tool_result_clear (&r);
+    char marker [PATH_MAX + 16];
+    const char *names [] = { "clean", "textconv", "process" };
+    for (size_t i = 0; i < 3; i++) {
+        snprintf (marker, sizeof marker, "%s/%s", outside, names [i]);
+        cr_assert (access (marker, F_OK) != 0, "git ran the config's %s program", names [i]);
+    }
 }
 
 

@@ -535,6 +535,7 @@ s_start (s_spawn_t *sp)
     if (e == 0) {
         sp->node.pid = sp->child;
         sp->node.serial = sp->serial;
+        sp->node.start = sb_spawn_tree_start_of (sp->child);
         sb_spawn_tree_add (&sp->node);
     }
     sb_spawn_tree_unlock ();
@@ -617,7 +618,7 @@ s_clean_up (s_spawn_t *sp)
     if (!sp->exited)
         kill (-child, SIGKILL);
     sb_spawn_pidset_t killed = { 0 };
-    size_t alive = sb_spawn_tree_kill (child, sp->serial, &killed);
+    size_t alive = sb_spawn_tree_kill (child, sp->serial, &killed, res->killed, sizeof res->killed);
     kill (-child, SIGKILL);
     if (sp->exited)
         res->leftovers_killed = alive;

@@ -32,6 +32,7 @@
 #define SB_SPAWN_CAP_HEAD_DEFAULT     (32 * 1024)
 #define SB_SPAWN_CAP_TAIL_DEFAULT     (32 * 1024)
 #define SB_SPAWN_BWRAP_PATH           "/usr/bin/bwrap"
+#define SB_SPAWN_KILLED_DESC          512
 
 //  Receives output bytes as they arrive, on the thread that called
 //  sb_spawn_run. The bytes are raw: they may cut a UTF-8 sequence.
@@ -64,6 +65,9 @@ typedef struct {
     int64_t duration_ms;
     uint64_t total_bytes;       //  everything the command wrote
     size_t leftovers_killed;    //  processes killed after the command itself exited
+    //  What was killed besides the command itself, for the model:
+    //  "sleep 604 (pid 123), ..." (cut with "..." when long); "" if nothing.
+    char killed [SB_SPAWN_KILLED_DESC];
     char *output;               //  owned, NUL-terminated (raw bytes; may contain NUL)
     size_t output_len;
 } sb_spawn_result_t;

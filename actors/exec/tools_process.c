@@ -70,10 +70,13 @@ sb_tools_run_process (const sb_tool_ctx_t *ctx, const char *const *argv,
         sb_tools_buf_addf (out, "%s[killed by signal %d (%s)]\n", nl, sr.term_signal,
                     sigabbrev_np (sr.term_signal) ? sigabbrev_np (sr.term_signal) : "?");
     if (sr.leftovers_killed)
-        sb_tools_buf_addf (out, "%s[%zu background process%s left running by the command %s killed]\n",
+        sb_tools_buf_addf (out, "%s[%zu background process%s left running by the command %s killed: %s]\n",
                     sb_tools_buf_ends_with_newline (out) ? "" : "\n", sr.leftovers_killed,
                     sr.leftovers_killed == 1 ? "" : "es",
-                    sr.leftovers_killed == 1 ? "was" : "were");
+                    sr.leftovers_killed == 1 ? "was" : "were", sr.killed);
+    else
+    if (*sr.killed && (sr.timed_out || sr.cancelled))
+        sb_tools_buf_addf (out, "[killed: %s]\n", sr.killed);
     sb_spawn_result_clear (&sr);
     return 0;
 }

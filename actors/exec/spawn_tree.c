@@ -316,8 +316,8 @@ s_pidset_has (const sb_spawn_pidset_t *set, pid_t pid)
     return false;
 }
 
-static int
-s_pidset_add (sb_spawn_pidset_t *set, pid_t pid)
+int
+sb_spawn_pidset_add (sb_spawn_pidset_t *set, pid_t pid)
 {
     if (set->n == set->cap) {
         size_t ncap = set->cap ? set->cap * 2 : 16;
@@ -359,7 +359,7 @@ s_snapshot_take (s_snapshot_t *snap)
     for (sb_spawn_active_t *a = s_active_list; a && rc == 0; a = a->next) {
         snap->serials [snap->nserials] = a->serial;
         snap->starts [snap->nserials++] = a->start;
-        if (s_pidset_add (&snap->children, a->pid) != 0)
+        if (sb_spawn_pidset_add (&snap->children, a->pid) != 0)
             rc = -1;
     }
     snap->serial_now = s_serial;
@@ -478,7 +478,7 @@ sb_spawn_tree_kill (pid_t child, uint64_t serial, sb_spawn_pidset_t *killed,
                 continue;
             }
             if (!s_pidset_has (killed, p->pid)) {
-                if (s_pidset_add (killed, p->pid) != 0)
+                if (sb_spawn_pidset_add (killed, p->pid) != 0)
                     continue;
                 if (p->state != 'Z') {
                     alive++;

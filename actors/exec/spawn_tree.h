@@ -32,6 +32,9 @@ typedef struct {
     size_t n, cap;
 } sb_spawn_pidset_t;
 
+//  Adds pid to the set; returns 0, or -1 when it cannot grow.
+int sb_spawn_pidset_add (sb_spawn_pidset_t *set, pid_t pid);
+
 //  The serial of a new spawn (its environment mark).
 uint64_t sb_spawn_tree_next_serial (void);
 

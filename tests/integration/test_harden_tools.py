@@ -222,10 +222,11 @@ def cgroup_usable():
     return ok
 
 
-def daemon_case(env):
+def daemon_case(env, cgroup):
     ws = tmpdir()
     turns = [{"tool_calls": [{"name": "shell", "arguments": {"command": DAEMON}, "call_id": "c_d"}]},
-             {"tool_calls": [{"name": "shell", "arguments": {"command": "echo after"}, "call_id": "c_after"}]},
+             {"tool_calls": [{"name": "shell", "arguments": {"command": "cat /proc/self/cgroup"},
+                              "call_id": "c_after"}]},
              {"text": "done"}]
     before = set(sleepers_604())
     pid = None
@@ -234,6 +235,9 @@ def daemon_case(env):
         check(run["status"] == "completed", "run %r", run)
         r = results(entries)["c_d"]
         check("daemon started" in r["output"], "the daemon did not start: %r", r)
+        cg = results(entries)["c_after"]["output"]
+        check(("/switchboard-" in cg) == cgroup, "the tool ran %s a cgroup of its own: %r",
+              "outside" if cgroup else "in", cg)
         with open(os.path.join(ws, "daemon.pid")) as f:
             pid = int(f.read())
         # gone (and reaped) by the time the tool returned: the next tool
@@ -258,14 +262,14 @@ def daemon_case(env):
 
 
 def test_double_forked_daemon_dies_with_its_command_on_the_subreaper_path():
-    daemon_case({"SWITCHBOARD_NO_CGROUP": "1"})
+    daemon_case({"SWITCHBOARD_NO_CGROUP": "1"}, False)
 
 
 def test_double_forked_daemon_dies_with_its_command_in_a_cgroup():
     if not cgroup_usable():
         print("SKIP: no writable cgroup v2 with cgroup.kill here")
         return
-    daemon_case({})
+    daemon_case({}, True)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 /*  actors/exec/spawn.c — start tool processes without fork(), and leave
     nothing behind.
 
-    Which processes belong to a spawn? When the command ends we kill its
-    process group and scan /proc for what the group kill missed:
+    Which processes belong to a spawn? With a cgroup per spawn
+    (actors/exec/spawn_cgroup.c), whatever is in it. Without one, when the
+    command ends we kill its process group and scan /proc for what the
+    group kill missed:
 
     - anything still in the child's process group;
     - anything whose parent chain passes through our child (a descendant
@@ -10,9 +12,12 @@
     - anything whose chain reaches the server without passing through some
       spawn's child: an orphan the subreaper inherited. Those carry the
       environment mark SWITCHBOARD_TOOL_ID=<server pid>.<n>. Ours if n is
-      our own; left alone if n belongs to a spawn still running or started
-      after we looked; killed if n is a spawn that already ended (a leak).
-      An orphan with no mark is not known to be a tool's and is left alone.
+      our own; left alone if n belongs to a spawn still running that had
+      started when the orphan was born; killed if n is a spawn that already
+      ended (a leak). An orphan with no mark (env -i), or a mark that does
+      not fit, is ours unless another running spawn had started by its
+      birth; that one kills it when it ends. The registry is read after the
+      /proc scan, so every spawn that could own a scanned process is in it.
       One caught inside execve reads as having no environment at all, so a
       process that reads empty is stopped, read again, and continued.
 

@@ -9,14 +9,15 @@
     from an allowlist (PATH, HOME, LANG, TERM and configured extras).
 
     When the command ends, times out or is cancelled, every process it left
-    behind is killed and reaped: the process group, descendants that moved
-    to a new session, and orphans re-parented to the server (which must be a
-    child subreaper, see sb_spawn_init_subreaper). Each spawn marks its
-    environment with SWITCHBOARD_TOOL_ID=<token> so that an orphan can be
-    attributed to the spawn that made it. A process that both clears its
-    environment and double-forks can escape that attribution; the bwrap
-    sandbox, which runs the command in its own PID namespace, cannot be
-    escaped that way.
+    behind is killed and reaped, whatever it did to its session, group or
+    environment. Where the machine allows it the child is born in a cgroup
+    v2 of its own (actors/exec/spawn_cgroup.h), which is killed whole.
+    Elsewhere (or with SWITCHBOARD_NO_CGROUP=1) the process tree decides:
+    the process group, descendants that moved to a new session, and orphans
+    re-parented to the server (which must be a child subreaper, see
+    sb_spawn_init_subreaper), told apart by their start time and an
+    environment mark SWITCHBOARD_TOOL_ID=<token> (actors/exec/spawn.c).
+    The result names what was killed.
 
     Background processes do not outlive their command: tool calls are
     one-shot, and a process that nobody tracks could never be cancelled.

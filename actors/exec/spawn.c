@@ -87,6 +87,7 @@ s_now_ms (void)
 int
 sb_spawn_init_subreaper (void)
 {
+    sb_spawn_cgroup_init ();
     return prctl (PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 ? 0 : -1;
 }
 

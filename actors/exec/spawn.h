@@ -74,8 +74,10 @@ typedef struct {
 } sb_spawn_result_t;
 
 /*  Make this process a child subreaper, so that grandchildren orphaned by
-    a tool come back to us to be killed and reaped instead of to init. The
-    server calls this once at startup, before any tool runs. Returns 0 or -1. */
+    a tool come back to us to be killed and reaped instead of to init, and
+    decide whether tool calls get cgroups (killing what a previous server,
+    killed mid-call, left in its own). The server calls this once at
+    startup, before any tool runs. Returns 0 or -1.                        */
 int
     sb_spawn_init_subreaper (void);
 

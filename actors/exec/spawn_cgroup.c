@@ -11,6 +11,7 @@
 */
 #include "actors/exec/spawn_cgroup.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/close_range.h>
@@ -96,6 +97,33 @@ s_own_cgroup (char *out, size_t outlen)
     return rc;
 }
 
+//  Kills and removes the cgroups that a server killed mid-call left
+//  behind (switchboard-<pid>-<n> whose pid is gone): what ran in them
+//  would otherwise run on with nobody to stop it.
+static void
+s_sweep_stale (const char *base)
+{
+    DIR *dir = opendir (base);
+    if (!dir)
+        return;
+    struct dirent *de;
+    while ((de = readdir (dir))) {
+        int pid;
+        unsigned long long n;
+        char tail;
+        if (sscanf (de->d_name, "switchboard-%d-%llu%c", &pid, &n, &tail) != 2 || pid <= 0
+            || pid == (int) getpid () || kill (pid, 0) == 0 || errno != ESRCH)
+            continue;
+        sb_spawn_cgroup_t cg = { .dirfd = -1 };
+        if ((size_t) snprintf (cg.path, sizeof cg.path, "%s/%s", base, de->d_name) >= sizeof cg.path)
+            continue;
+        cg.dirfd = open (cg.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (cg.dirfd >= 0)
+            sb_spawn_cgroup_destroy (&cg);
+    }
+    closedir (dir);
+}
+
 //  Decides once whether cgroups are used: not if switched off, and not
 //  unless a child cgroup with cgroup.kill and cgroup.freeze can be made.
 static void
@@ -115,8 +143,16 @@ s_detect (void)
     snprintf (file, sizeof file, "%s/cgroup.freeze", probe);
     ok = ok && access (file, W_OK) == 0;
     rmdir (probe);
-    if (ok)
+    if (ok) {
         snprintf (s_base, sizeof s_base, "%s", base);
+        s_sweep_stale (base);
+    }
+}
+
+void
+sb_spawn_cgroup_init (void)
+{
+    pthread_once (&s_once, s_detect);
 }
 
 void

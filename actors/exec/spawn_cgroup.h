@@ -39,6 +39,11 @@ typedef struct {
     int out_fd;                 //  becomes stdout and stderr; stdin is /dev/null
 } sb_spawn_exec_t;
 
+//  Decides whether cgroups are used here, and kills what a server killed
+//  mid-call left in its cgroups. Idempotent; sb_spawn_init_subreaper
+//  calls it, and the first spawn otherwise.
+void sb_spawn_cgroup_init (void);
+
 //  Creates the spawn's cgroup. Returns 0, or -1 (cg->dirfd == -1) when
 //  cgroups are off or unusable here: the caller then falls back.
 int sb_spawn_cgroup_new (sb_spawn_cgroup_t *cg, uint64_t serial);

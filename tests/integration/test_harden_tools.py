@@ -272,5 +272,53 @@ def test_double_forked_daemon_dies_with_its_command_in_a_cgroup():
     daemon_case({}, True)
 
 
+def sleepers(arg):
+    want = ("sleep\x00%s\x00" % arg).encode()
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/cmdline" % d, "rb") as f:
+                    if f.read() == want:
+                        out.append(int(d))
+            except OSError:
+                pass
+    return out
+
+
+def test_a_serve_killed_mid_call_leaves_nothing_running_after_the_next_start():
+    # SIGKILL gives serve no chance to clean up; what its tool started
+    # stays in the call's cgroup, and the next serve to start kills it.
+    if not cgroup_usable():
+        print("SKIP: no writable cgroup v2 with cgroup.kill here")
+        return
+    ws = tmpdir()
+    turns = [{"tool_calls": [{"name": "shell", "arguments": {
+        "command": "setsid sleep 607 </dev/null >/dev/null 2>&1 & sleep 608", "timeout_s": 600},
+        "call_id": "c_long"}]}, {"text": "never"}]
+    llm = LLM()
+    llm.script("killed", turns)
+    before = set(sleepers(607))
+    server = serve(llm, "killed")
+    second = None
+    try:
+        sid = new_session(server, ws, approval_policy="yolo")
+        prompt(server, sid, "go")
+        wait_for(lambda: set(sleepers(607)) - before and sleepers(608), 20, "the tool's sleeps to start")
+        server.proc.kill()
+        left = set(sleepers(607)) - before
+        check(left, "nothing was left to clean up: the test proves nothing")
+        second = serve(llm, "killed")
+        wait_for(lambda: not set(sleepers(607)) - before and not sleepers(608), 10,
+                 "the next serve to kill what the killed one left in its cgroups")
+        second.stop()
+    finally:
+        for p in (set(sleepers(607)) - before) | set(sleepers(608)):
+            try:
+                os.kill(p, 9)
+            except OSError:
+                pass
+
+
 if __name__ == "__main__":
     run_tests(globals())

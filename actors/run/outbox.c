@@ -159,7 +159,8 @@ sb_run_outbox_flush (self_t *self)
             return;             /* the session actor is busy or away: retry on the next tick */
         /* a refusal is final (retrying cannot help); anything else is retried */
         sb_err_t code = sb_msg_is_error (reply) ? sb_err_from_name (sb_msg_error_code (reply)) : SB_OK;
-        bool done = code == SB_OK || code == SB_E_not_found || code == SB_E_invalid || code == SB_E_conflict;
+        bool done = code == SB_OK || code == SB_E_not_found || code == SB_E_invalid || code == SB_E_conflict
+                 || code == SB_E_too_large;
         if (sb_msg_is_error (reply))
             sb_warn (ACTOR, "tape append from the outbox failed code=%s message=\"%s\"%s",
                      sb_msg_error_code (reply), sb_msg_error_message (reply), done ? " (dropped)" : "");

@@ -36,6 +36,9 @@
 #define MAX_STEPS_MAX       10000
 #define LABEL_KEY_MAX       64
 #define LABEL_VALUE_MAX     1024
+//  Past the tape quota, a run may still record how it ended: run.status
+//  and turn.end entries take up to this many bytes more.
+#define QUOTA_RESERVE       (64 * 1024)
 //  A body's size limit when its kind declares none: session.append's.
 #define ENTRY_BYTES_MAX     (8u << 20)
 #define ARENA_CHUNK         (64 * 1024)
@@ -67,6 +70,8 @@ typedef struct {
     const sb_val_t *labels;
     uint64_t created_at, updated_at, max_steps, last_seq, config_version, fence;
     uint64_t last_activity_at;  //  the latest prompt or run status, ms
+    uint64_t tape_bytes;        //  bytes of appended entry bodies (the quota's measure)
+    uint64_t quota_noted;       //  the quota a tape.quota entry was written for; 0: none
     bool dirty, deleted;
 } record_t;
 
@@ -116,6 +121,7 @@ typedef struct {
     char instance [129];
     bool terminated;
     uint64_t command_ttl_ms;
+    uint64_t tape_quota;        //  bytes of tape one session may hold
 
     //  The current drain
     uint64_t now;               //  its timestamp: every entry's ts

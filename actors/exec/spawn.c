@@ -668,9 +668,9 @@ s_clean_up (s_spawn_t *sp)
     if (w == child && WIFSIGNALED (status))
         res->term_signal = WTERMSIG (status);
     sb_spawn_tree_reap (&killed);
-    //  What exited before the listing, under a parent the kill ended, is
-    //  a zombie of ours now (the listed ones are reaped, so their children
-    //  have been handed over).
+    //  What exited before the listing, under a parent that has exited or
+    //  that the kill ended, is a zombie of ours now (the listed ones are
+    //  reaped, so their children have been handed over).
     if (in_cgroup)
         sb_spawn_reap_orphans ();
     free (killed.pids);

@@ -318,6 +318,10 @@ sb_spawn_cgroup_kill (sb_spawn_cgroup_t *cg, pid_t child, sb_spawn_pidset_t *kil
 {
     if (cg->dirfd < 0)
         return 0;
+    //  The common case: the command exited and left nothing (a zombie is
+    //  out of its cgroup already).
+    if (!s_event (cg, "populated"))
+        return 0;
     //  Frozen, nothing in it can fork while we list it, so the list (and
     //  what the model is told) is exact. A fatal signal still ends a
     //  frozen process.

@@ -528,10 +528,28 @@ sb_spawn_tree_reap (sb_spawn_pidset_t *killed)
 int
 sb_spawn_reap_orphans (void)
 {
+    //  The common case, without reading /proc: peek at our zombies one by
+    //  one and reap each that no running spawn owns. Only a zombie that a
+    //  spawn owns (its exit status is that spawn's) blocks the peek, and
+    //  then the scan below finds the others.
+    int reaped = 0;
+    for (;;) {
+        siginfo_t si;
+        memset (&si, 0, sizeof si);
+        pthread_mutex_lock (&s_lock);
+        bool more = waitid (P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid > 0;
+        bool owned = more && s_is_registered (si.si_pid);
+        if (more && !owned && waitpid (si.si_pid, NULL, WNOHANG) == si.si_pid)
+            reaped++;
+        pthread_mutex_unlock (&s_lock);
+        if (!more)
+            return reaped;
+        if (owned)
+            break;
+    }
     s_proc_t *v;
     ssize_t n = s_proc_scan (&v);
     pid_t self = getpid ();
-    int reaped = 0;
     for (ssize_t i = 0; i < n; i++)
         if (v [i].ppid == self && v [i].state == 'Z' && s_reap_unowned_zombie (v [i].pid))
             reaped++;

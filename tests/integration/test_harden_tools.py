@@ -11,7 +11,9 @@
     empty environment) does not outlive the shell command that started it,
     on the cgroup path and on the subreaper fallback
     (SWITCHBOARD_NO_CGROUP=1); the result tells the model what was killed,
-    and nothing is left once serve stops.
+    and nothing is left once serve stops;
+  - a serve SIGKILLed during a call leaves its tool's processes in the
+    call's cgroup, and the next serve to start kills them.
 """
 import os
 import subprocess

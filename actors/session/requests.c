@@ -190,6 +190,59 @@ s_prepare_append (self_t *self, req_t *req)
     }
 }
 
+//  Where req's command_id is remembered, and the digest of its body: a
+//  retry is the same request only when it repeats the body, so an id
+//  reused for something else is refused instead of answered with what it
+//  named before (store.c, sb_session_command_replay).
+static void
+s_prepare_command (self_t *self, req_t *req)
+{
+    if (req->op == OP_CREATE) {
+        req->cmd_sid = "";
+        req->cmd_from = req->msg->h.from;
+    }
+    else {
+        req->cmd_sid = req->sid;
+        req->cmd_from = "";
+    }
+    sb_digest_t *digest = sb_digest_new ();
+    if (!digest) {
+        sb_session_fail (req, SB_E_internal, "out of memory");
+        return;
+    }
+    if (req->op == OP_APPEND) {
+        //  An append is digested as it will be written: its form, run_id,
+        //  fence and each entry's kind and encoded body (a missing body is
+        //  the empty map it is stored as). No second encoding of a large
+        //  body is needed: the prepared bodies are in self->prep.
+        uint8_t head [11] = { req->batch_form, req->has_fence, req->run_id != NULL };
+        for (int i = 0; i < 8; i++)
+            head [3 + i] = (uint8_t) (req->fence >> (56 - 8 * i));
+        sb_digest_update (digest, head, sizeof head);
+        if (req->run_id)
+            sb_digest_update (digest, (const uint8_t *) req->run_id, strlen (req->run_id) + 1);
+        const uint8_t *prep = sb_enc_data (self->prep, &(size_t) { 0 });
+        for (size_t k = 0; k < req->nspans; k++) {
+            const span_t *sp = &self->spans [req->span0 + k];
+            uint8_t len [8];
+            for (int i = 0; i < 8; i++)
+                len [i] = (uint8_t) ((uint64_t) sp->len >> (56 - 8 * i));
+            sb_digest_update (digest, (const uint8_t *) sp->kind, strlen (sp->kind) + 1);
+            sb_digest_update (digest, len, sizeof len);
+            sb_digest_update (digest, prep + sp->off, sp->len);
+        }
+    }
+    else {
+        sb_enc_reset (self->scratch);
+        sb_enc_val (self->scratch, req->msg->body);
+        size_t len;
+        const uint8_t *data = sb_enc_data (self->scratch, &len);
+        sb_digest_update (digest, data, len);
+    }
+    sb_digest_final (digest, req->cmd_digest);
+    sb_digest_destroy (&digest);
+}
+
 //  Everything about a request that does not depend on the store. The
 //  failures found here are final: the write function skips the request.
 void
@@ -226,6 +279,8 @@ sb_session_prepare (self_t *self, req_t *req)
         if (req->op == OP_APPEND)
             s_prepare_append (self, req);
     }
+    if (!req->err && req->cmd && req->write)
+        s_prepare_command (self, req);
     req->prep_err = req->err;
 }
 

@@ -51,9 +51,13 @@ def wait_event(mon, event, timeout):
 def send_huge(srv, which, frames):
     pid = srv.proc.p.pid
     hwm0 = status_kb(pid, "VmHWM") << 10
-    s, mon = monitored(zmq.DEALER if which == "cmd" else zmq.PUB, srv.endpoint(which))
+    s, mon = monitored(zmq.DEALER if which == "cmd" else zmq.XPUB, srv.endpoint(which))
     try:
         wait_event(mon, zmq.EVENT_CONNECTED, 5)
+        if which != "cmd":
+            # a publisher sends nothing until the broker's subscription is in
+            check(s.poll(5000), "no subscription from the broker's XSUB")
+            s.recv()
         s.send_multipart(frames, copy=False)
         # ZeroMQ closes the connection as soon as it reads the frame's size
         try:

@@ -109,7 +109,7 @@ def test_largest_allowed_request_still_passes():
         c = Client(srv.endpoint("cmd"), name="big")
         try:
             m = c.request("echo.ping", {"text": "x" * (1 << 20)}, timeout=5)
-            check(m.is_error and m.code in ("too_large", "invalid"), "a 1 MiB echo answered %r", m)
+            check(m.is_error() and m.code() in ("too_large", "invalid"), "a 1 MiB echo answered %r", m)
         finally:
             c.close()
 

@@ -1,0 +1,186 @@
+"""Issue 9, item 1: a peer that never reads cannot make the server grow.
+
+High-water marks count messages, not bytes: a DEALER with a tiny receive
+buffer that asked for many 8 MiB pages of the tape and never read grew
+serve by every page it asked for, and subscribers that never read pinned
+every event. Now the broker bounds in bytes what ZeroMQ holds per peer on
+the command plane and per plane on the event plane and the tap
+(SWITCHBOARD_BUS_QUEUE_BYTES); past the bound a reply becomes an
+`overloaded` error and an event is dropped, each counted in bus.stats,
+and the bytes come back when the peer goes away."""
+
+import os
+import sys
+
+import zmq
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sbtest import (Client, Server, check, context, make_header, pack, run_tests, tmpdir,  # noqa: E402
+                    unpack, wait_for)
+
+NOTE = "n" * 8000           # an 8 KB note, as in the report
+REQUESTS = 100              # pages asked for and never read: 800 MB before the bound
+MiB = 1 << 20
+
+
+def rss_anon(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) << 10
+    return 0
+
+
+def ok(m, what):
+    check(not m.is_error(), "%s failed: %r", what, m)
+    return m.body
+
+
+def fill_session(srv, notes):
+    """A session holding `notes` 8 KB notes; returns its id."""
+    api = Client(srv.endpoint("cmd"), name="filler")
+    try:
+        sid = ok(api.request("session.create", {"workspace": tmpdir()}, timeout=10),
+                 "create")["session"]["session_id"]
+        left = notes
+        while left:
+            n = min(left, 800)
+            entries = [{"kind": "note", "body": {"text": NOTE}} for _ in range(n)]
+            ok(api.request("session.append", {"session_id": sid, "entries": entries}, timeout=30),
+               "append")
+            left -= n
+        return sid
+    finally:
+        api.close()
+
+
+def hostile_dealer(endpoint):
+    d = context().socket(zmq.DEALER)
+    d.setsockopt(zmq.LINGER, 0)
+    d.setsockopt(zmq.RCVBUF, 4096)
+    d.setsockopt(zmq.RCVHWM, 1)
+    d.setsockopt(zmq.SNDHWM, 0)
+    d.connect(endpoint)
+    return d
+
+
+def type_count(srv, name):
+    return srv.stats().get("types", {}).get(name, 0)
+
+
+def test_client_that_never_reads_pages():
+    with Server() as srv:
+        sid = fill_session(srv, 1200)            # 9.6 MB: every page is the 8 MiB cap
+        pid = srv.proc.p.pid
+        base = rss_anon(pid)
+        answered0 = type_count(srv, "session.events.ok")
+        d = hostile_dealer(srv.endpoint("cmd"))
+        try:
+            for _ in range(REQUESTS):
+                d.send_multipart([pack(make_header("session.events", frm="hostile", key=sid)),
+                                  pack({"session_id": sid, "limit": 5000})])
+            # the session service answers every one; the broker decides
+            wait_for(lambda: type_count(srv, "session.events.ok") - answered0 >= REQUESTS, 40,
+                     "the session service to answer %d pages" % REQUESTS)
+            grew = rss_anon(pid) - base
+            st = srv.stats()
+            q, dropped = st["queues"], st.get("dropped", {})
+            limit = q["queue_bytes_limit"]
+            print("  %d unread 8 MiB pages: serve's RssAnon grew %.1f MiB (limit %.0f MiB per peer), "
+                  "%d replies dropped (%.1f MiB)"
+                  % (REQUESTS, grew / MiB, limit / MiB, dropped.get("cmd", 0),
+                     dropped.get("cmd_bytes", 0) / MiB))
+            check(limit == 64 * MiB, "the default bound is 64 MiB, got %d", limit)
+            check(q["cmd_queued_bytes"] <= limit + 2 * SLACK, "%d bytes queued", q["cmd_queued_bytes"])
+            check(dropped.get("cmd", 0) > 0, "no reply counted as dropped: %r", dropped)
+            # a page is 8 MiB: what the server holds is the bound, plus
+            # what its actors and allocator keep, far from 800 MB
+            check(grew < limit + 96 * MiB, "serve grew by %d bytes", grew)
+            # someone else is still answered
+            c = Client(srv.endpoint("cmd"), name="bystander")
+            try:
+                ok(c.request("session.events", {"session_id": sid, "limit": 1}, timeout=5), "bystander")
+            finally:
+                c.close()
+            # the peer that reads at last gets its first pages, then a
+            # clear error for each dropped one
+            d.setsockopt(zmq.RCVHWM, 1000)
+            pages = errors = 0
+            while d.poll(2000):
+                h, b = d.recv_multipart()
+                h = unpack(h)
+                if h["type"] == "session.events.ok":
+                    pages += 1
+                else:
+                    b = unpack(b)
+                    check(h["type"] == "error" and b["code"] == "overloaded", "got %r %r", h, b)
+                    errors += 1
+                if pages + errors == REQUESTS:
+                    break
+            check(pages + errors == REQUESTS, "%d pages + %d errors for %d requests", pages, errors, REQUESTS)
+            check(pages >= 1 and errors >= 1, "%d pages, %d errors", pages, errors)
+        finally:
+            d.close(0)
+        # the peer is gone: nothing stays queued for it
+        wait_for(lambda: srv.stats()["queues"]["cmd_queued_bytes"] < MiB, 10,
+                 "the gone peer's queue to be released")
+
+
+SLACK = MiB
+
+
+def test_subscribers_that_never_read():
+    bound = 4 * MiB
+    with Server(env=dict(os.environ, SWITCHBOARD_BUS_QUEUE_BYTES=str(bound))) as srv:
+        check(srv.stats()["queues"]["queue_bytes_limit"] == bound, "the bound is not configurable")
+        sid = fill_session(srv, 1)
+        subs = []
+        for _ in range(2):
+            s = context().socket(zmq.SUB)
+            s.setsockopt(zmq.LINGER, 0)
+            s.setsockopt(zmq.RCVBUF, 4096)
+            s.setsockopt(zmq.RCVHWM, 1)
+            s.setsockopt(zmq.SUBSCRIBE, ("session/%s" % sid).encode())
+            s.connect(srv.endpoint("pub"))
+            subs.append(s)
+        pid = srv.proc.p.pid
+        try:
+            # wait until the subscriptions are in: one event reaches them
+            def subscribed():
+                api = Client(srv.endpoint("cmd"), name="probe")
+                try:
+                    ok(api.request("session.append", {"session_id": sid, "kind": "note", "body": {}}), "probe")
+                finally:
+                    api.close()
+                return all(s.poll(200) for s in subs)
+            wait_for(subscribed, 10, "the subscriptions to reach the broker")
+            base = rss_anon(pid)
+            api = Client(srv.endpoint("cmd"), name="writer")
+            try:
+                for _ in range(12):     # 38 MB of events
+                    entries = [{"kind": "note", "body": {"text": NOTE}} for _ in range(400)]
+                    m = api.request("session.append", {"session_id": sid, "entries": entries}, timeout=30)
+                    if m.is_error():
+                        print("  append: %r; queues %r" % (m.body, srv.stats()["queues"]))
+                    ok(m, "append")
+            finally:
+                api.close()
+            st = srv.stats()
+            q, dropped = st["queues"], st.get("dropped", {})
+            grew = rss_anon(pid) - base
+            print("  2 unread subscribers, 38 MB of events: serve's RssAnon grew %.1f MiB; "
+                  "event plane holds %.1f MiB (bound %.0f MiB), %d events dropped"
+                  % (grew / MiB, q["evt_queued_bytes"] / MiB, bound / MiB, dropped.get("evt", 0)))
+            check(q["evt_queued_bytes"] <= bound + 64 * 1024, "%d bytes held", q["evt_queued_bytes"])
+            check(dropped.get("evt", 0) > 0, "no event counted as dropped: %r", dropped)
+            check(grew < 24 * MiB, "serve grew by %d bytes", grew)
+        finally:
+            for s in subs:
+                s.close(0)
+        # the subscribers are gone: the plane holds nothing for them
+        wait_for(lambda: srv.stats()["queues"]["evt_queued_bytes"] < 64 * 1024, 10,
+                 "the gone subscribers' events to be released")
+
+
+if __name__ == "__main__":
+    run_tests(globals())

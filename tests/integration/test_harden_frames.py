@@ -10,12 +10,20 @@ import sys
 import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import Client, Server, check, context, make_header, pack, run_tests, wait_for  # noqa: E402
+from sbtest import SB_BIN, Client, Server, check, context, make_header, pack, run_tests, wait_for  # noqa: E402
 
 FRAME = 64 << 20
 # Room for the server's own growth while it handles the connection, far
 # below the frame: before the limit the frame was allocated whole.
 PEAK_SLACK = 24 << 20
+
+
+def sanitized():
+    """True for an AddressSanitizer build, whose allocator keeps freed
+    memory in quarantine: RSS says nothing about our bounds there, so only
+    the broker's own counters are checked."""
+    with open(SB_BIN, "rb") as f:
+        return b"__asan_init" in f.read()
 
 
 def status_kb(pid, field):
@@ -79,7 +87,7 @@ def send_huge(srv, which, frames):
     grew = (status_kb(pid, "VmHWM") << 10) - hwm0
     print("  %s: 64 MiB frame raised serve's peak RSS by %.1f MiB" % (which, grew / 1048576.0))
     check(dropped, "the sender of a %d-byte frame on %s was not disconnected", FRAME, which)
-    check(grew < PEAK_SLACK, "a %d-byte frame on %s raised peak RSS by %d bytes", FRAME, which, grew)
+    check(sanitized() or grew < PEAK_SLACK, "a %d-byte frame on %s raised peak RSS by %d bytes", FRAME, which, grew)
 
 
 def test_huge_body_on_command_plane():
@@ -109,7 +117,7 @@ def test_largest_allowed_request_still_passes():
         c = Client(srv.endpoint("cmd"), name="big")
         try:
             m = c.request("echo.ping", {"text": "x" * (1 << 20)}, timeout=5)
-            check(m.is_error() and m.code() in ("too_large", "invalid"), "a 1 MiB echo answered %r", m)
+            check(m.is_error() and m.code in ("too_large", "invalid"), "a 1 MiB echo answered %r", m)
         finally:
             c.close()
 

@@ -15,12 +15,20 @@ import sys
 import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import (Client, Server, check, context, make_header, pack, run_tests, tmpdir,  # noqa: E402
-                    unpack, wait_for)
+from sbtest import (SB_BIN, Client, Server, check, context, make_header, pack, run_tests,  # noqa: E402
+                    tmpdir, unpack, wait_for)
 
 NOTE = "n" * 8000           # an 8 KB note, as in the report
 REQUESTS = 100              # pages asked for and never read: 800 MB before the bound
 MiB = 1 << 20
+
+
+def sanitized():
+    """True for an AddressSanitizer build, whose allocator keeps freed
+    memory in quarantine: RSS says nothing about our bounds there, so only
+    the broker's own counters are checked."""
+    with open(SB_BIN, "rb") as f:
+        return b"__asan_init" in f.read()
 
 
 def rss_anon(pid):
@@ -92,7 +100,7 @@ def test_client_that_never_reads_pages():
                      dropped.get("cmd_bytes", 0) / MiB))
             # a page is 8 MiB: what the server holds is the bound, plus
             # what its actors and allocator keep, far from 800 MB
-            check(grew < 64 * MiB + 96 * MiB, "serve grew by %d bytes", grew)
+            check(sanitized() or grew < 64 * MiB + 96 * MiB, "serve grew by %d bytes", grew)
             check(limit == 64 * MiB, "the default bound is 64 MiB, got %d", limit)
             check(q["cmd_queued_bytes"] <= limit + 2 * SLACK, "%d bytes queued", q["cmd_queued_bytes"])
             check(dropped.get("cmd", 0) > 0, "no reply counted as dropped: %r", dropped)
@@ -170,7 +178,7 @@ def test_subscribers_that_never_read():
             print("  2 unread subscribers, 38 MB of events: serve's RssAnon grew %.1f MiB; "
                   "event plane holds %.1f MiB (bound %.0f MiB), %d events dropped"
                   % (grew / MiB, q.get("evt_queued_bytes", -1) / MiB, bound / MiB, dropped.get("evt", 0)))
-            check(grew < 24 * MiB, "serve grew by %d bytes", grew)
+            check(sanitized() or grew < 24 * MiB, "serve grew by %d bytes", grew)
             check(q.get("queue_bytes_limit") == bound, "the bound is not configurable")
             check(q["evt_queued_bytes"] <= bound + 64 * 1024, "%d bytes held", q["evt_queued_bytes"])
             check(dropped.get("evt", 0) > 0, "no event counted as dropped: %r", dropped)

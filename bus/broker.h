@@ -18,12 +18,16 @@
 /*  High-water marks, in messages. The ROUTER's are high because one
     broker carries every actor's traffic and a burst must not be dropped;
     the tap's is low because a slow observer should lose tap frames, not
-    slow the bus. The event plane's is per subscriber: a subscriber that
-    stops reading pins at most this many events, which the others no
-    longer need, so it must stay small next to the plane's byte bound.
-    An inproc subscriber adds its own receive HWM to it. */
+    slow the bus. The event plane's is per subscriber and trades two
+    things: a subscriber that stops reading pins up to this many events
+    (one copy is shared by every subscriber, so they count against the
+    plane's byte bound, and past it every subscriber loses events until
+    the pinned ones are released), while one that reads but falls behind
+    in a burst loses the events past it, silently. 10,000 events of the
+    usual few hundred bytes stay far below the bound. An inproc
+    subscriber adds its own receive HWM to it. */
 #define SB_BROKER_ROUTER_HWM 100000
-#define SB_BROKER_PUB_HWM    1000
+#define SB_BROKER_PUB_HWM    10000
 #define SB_BROKER_TAP_HWM    10000
 /*  Byte bounds on what ZeroMQ holds in the server's memory
     (docs/operations.md, bounded queues): per peer on the command plane,

@@ -137,57 +137,100 @@ def test_client_that_never_reads_pages():
 SLACK = MiB
 
 
+def slow_sub(srv, which, prefix):
+    """A SUB with a tiny receive buffer that will never read."""
+    s = context().socket(zmq.SUB)
+    s.setsockopt(zmq.LINGER, 0)
+    s.setsockopt(zmq.RCVBUF, 4096)
+    s.setsockopt(zmq.RCVHWM, 1)
+    s.setsockopt(zmq.SUBSCRIBE, prefix)
+    s.connect(srv.endpoint(which))
+    return s
+
+
+def subscribe_and_write(srv, sid, subs, batches):
+    """Waits until every SUB in `subs` gets events, then appends `batches`
+    batches of 400 8 KB notes (3.2 MB each)."""
+    def subscribed():
+        api = Client(srv.endpoint("cmd"), name="probe")
+        try:
+            ok(api.request("session.append", {"session_id": sid, "kind": "note", "body": {}}), "probe")
+        finally:
+            api.close()
+        return all(s.poll(200) for s in subs)
+    wait_for(subscribed, 10, "the subscriptions to reach the broker")
+    base = rss_anon(srv.proc.p.pid)
+    api = Client(srv.endpoint("cmd"), name="writer")
+    try:
+        for _ in range(batches):
+            entries = [{"kind": "note", "body": {"text": NOTE}} for _ in range(400)]
+            ok(api.request("session.append", {"session_id": sid, "entries": entries}, timeout=30), "append")
+    finally:
+        api.close()
+    return base
+
+
 def test_subscribers_that_never_read():
     bound = 4 * MiB
     with Server(env=dict(os.environ, SWITCHBOARD_BUS_QUEUE_BYTES=str(bound))) as srv:
         sid = fill_session(srv, 1)
-        subs = []
-        for _ in range(2):
-            s = context().socket(zmq.SUB)
-            s.setsockopt(zmq.LINGER, 0)
-            s.setsockopt(zmq.RCVBUF, 4096)
-            s.setsockopt(zmq.RCVHWM, 1)
-            s.setsockopt(zmq.SUBSCRIBE, ("session/%s" % sid).encode())
-            s.connect(srv.endpoint("pub"))
-            subs.append(s)
+        topic = ("session/%s" % sid).encode()
+        subs = [slow_sub(srv, "pub", topic), slow_sub(srv, "pub", topic)]
+        # and a tap observer that never reads either
+        subs.append(slow_sub(srv, "tap", b""))
         pid = srv.proc.p.pid
         try:
-            # wait until the subscriptions are in: one event reaches them
-            def subscribed():
-                api = Client(srv.endpoint("cmd"), name="probe")
-                try:
-                    ok(api.request("session.append", {"session_id": sid, "kind": "note", "body": {}}), "probe")
-                finally:
-                    api.close()
-                return all(s.poll(200) for s in subs)
-            wait_for(subscribed, 10, "the subscriptions to reach the broker")
-            base = rss_anon(pid)
-            api = Client(srv.endpoint("cmd"), name="writer")
-            try:
-                for _ in range(12):     # 38 MB of events
-                    entries = [{"kind": "note", "body": {"text": NOTE}} for _ in range(400)]
-                    m = api.request("session.append", {"session_id": sid, "entries": entries}, timeout=30)
-                    if m.is_error():
-                        print("  append: %r; queues %r" % (m.body, srv.stats()["queues"]))
-                    ok(m, "append")
-            finally:
-                api.close()
+            base = subscribe_and_write(srv, sid, subs, 24)     # 77 MB of events
             st = srv.stats()
             q, dropped = st["queues"], st.get("dropped", {})
             grew = rss_anon(pid) - base
-            print("  2 unread subscribers, 38 MB of events: serve's RssAnon grew %.1f MiB; "
+            print("  2 unread subscribers and a tap, 77 MB of events: serve's RssAnon grew %.1f MiB; "
                   "event plane holds %.1f MiB (bound %.0f MiB), %d events dropped"
                   % (grew / MiB, q.get("evt_queued_bytes", -1) / MiB, bound / MiB, dropped.get("evt", 0)))
-            check(sanitized() or grew < 24 * MiB, "serve grew by %d bytes", grew)
+            check(sanitized() or grew < 48 * MiB, "serve grew by %d bytes", grew)
             check(q.get("queue_bytes_limit") == bound, "the bound is not configurable")
             check(q["evt_queued_bytes"] <= bound + 64 * 1024, "%d bytes held", q["evt_queued_bytes"])
             check(dropped.get("evt", 0) > 0, "no event counted as dropped: %r", dropped)
+            check(q["tap_queued_bytes"] <= bound + 64 * 1024, "%d bytes held for the tap", q["tap_queued_bytes"])
+            check(dropped.get("tap", 0) > 0, "no tap copy counted as dropped: %r", dropped)
         finally:
             for s in subs:
                 s.close(0)
         # the subscribers are gone: the plane holds nothing for them
         wait_for(lambda: srv.stats()["queues"]["evt_queued_bytes"] < 64 * 1024, 10,
                  "the gone subscribers' events to be released")
+        wait_for(lambda: srv.stats()["queues"]["tap_queued_bytes"] < 64 * 1024, 10,
+                 "the gone tap observer's copies to be released")
+
+
+def test_reader_unaffected_by_subscribers_that_never_read():
+    # Under the default bound, subscribers that never read pin at most
+    # their HWM of events each; a subscriber that reads still gets every
+    # event, and nothing is dropped for it.
+    with Server() as srv:
+        sid = fill_session(srv, 1)
+        topic = ("session/%s" % sid).encode()
+        slow = [slow_sub(srv, "pub", topic), slow_sub(srv, "pub", topic)]
+        reader = context().socket(zmq.SUB)
+        reader.setsockopt(zmq.LINGER, 0)
+        reader.setsockopt(zmq.RCVHWM, 0)
+        reader.setsockopt(zmq.SUBSCRIBE, topic)
+        reader.connect(srv.endpoint("pub"))
+        try:
+            subscribe_and_write(srv, sid, slow + [reader], 12)
+            last = srv.stats()
+            seqs = set()
+            while reader.poll(1000):
+                seqs.add(unpack(reader.recv_multipart()[2])["seq"])
+            head = ok(Client(srv.endpoint("cmd"), name="head").request(
+                "session.get", {"session_id": sid}), "get")["session"]["last_seq"]
+            missing = [n for n in range(head - 4800 + 1, head + 1) if n not in seqs]
+            print("  reader: %d of 4800 events; dropped %r; queues %r" % (4800 - len(missing), last.get("dropped"), last["queues"]))
+            check(not missing, "the reader missed %d of 4800 events, first %r", len(missing), missing[:5])
+            check(last.get("dropped", {}).get("evt", 0) == 0, "events dropped: %r", last.get("dropped"))
+        finally:
+            for s in slow + [reader]:
+                s.close(0)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
 #include "bus/client.h"
 #include "common/log.h"
 
+#include <errno.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 
 /*  zactor_new waits for the child's first signal but drops its status, so
     the status is also kept here. Actors start one at a time (serve waits
@@ -45,4 +47,24 @@ sb_actor_pipe_term (zsock_t *pipe)
     bool term = !cmd || streq (cmd, "$TERM");
     zstr_free (&cmd);
     return term;
+}
+
+uint64_t
+sb_actor_limit (const char *actor, uint64_t configured, const char *env, uint64_t def,
+                uint64_t min, uint64_t max)
+{
+    if (configured)
+        return configured;
+    const char *v = getenv (env);
+    if (!v || !*v)
+        return def;
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull (v, &end, 10);
+    if (errno || *end || *v == '-' || n < min || n > max) {
+        sb_warn (actor, "ignoring %s=%s (want bytes from %llu to %llu); using %llu", env, v,
+                 (unsigned long long) min, (unsigned long long) max, (unsigned long long) def);
+        return def;
+    }
+    return n;
 }

@@ -9,6 +9,13 @@
 
 #include <czmq.h>
 
+/*  The tape's share of one tool call's output, head and tail together
+    (serve --tool-output-tape, SWITCHBOARD_TOOL_OUTPUT_TAPE): its default
+    and bounds. */
+#define SB_EXEC_TOOL_TAPE_DEFAULT ((uint64_t) 1 << 20)
+#define SB_EXEC_TOOL_TAPE_MIN 4096
+#define SB_EXEC_TOOL_TAPE_MAX ((uint64_t) 1 << 30)
+
 /*  Server-wide settings from `serve` / `run` / `actor` flags, read by the
     actors that need them. Any field may be NULL (0): use the default. */
 typedef struct {
@@ -18,6 +25,8 @@ typedef struct {
     const char *providers;      /* --providers FILE */
     const char *sandbox;        /* "bwrap" or NULL */
     int demo_delay_ms;          /* demo model: pause between tokens (-1: default) */
+    uint64_t tool_output_tape;  /* --tool-output-tape: bytes of one tool call's output kept on the tape */
+    uint64_t session_quota;     /* --session-quota: bytes of tape one session may hold */
 } sb_server_config_t;
 
 typedef struct {
@@ -61,6 +70,12 @@ bool sb_actor_pipe_term (zsock_t *pipe);
 struct sb_bus;
 int sb_actor_register (zsock_t *pipe, struct sb_bus *bus, const char *service,
                        const char *instance, const uint8_t *caps, size_t caps_len);
+
+/*  A byte limit: `configured` (a flag) when not 0, else the environment
+    variable `env` when it holds a number in [min, max], else `def`. A bad
+    value in the environment is logged and ignored. */
+uint64_t sb_actor_limit (const char *actor, uint64_t configured, const char *env, uint64_t def,
+                         uint64_t min, uint64_t max);
 
 /*  Dispatch tables. Each actor dispatches every message type it serves
     from one static table of {type, handler} rows (its handler type takes

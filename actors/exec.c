@@ -39,6 +39,7 @@ typedef struct {
     zlistx_t *done;             /* finished sb_exec_run_t, for the actor to reap */
     int done_fd;                /* eventfd: a run finished */
     int64_t next_sweep;         /* mono ms of the next orphan sweep */
+    uint64_t tool_tape_cap;     /* the tape's share of one tool call's output */
     bool terminated;
 } self_t;
 
@@ -58,6 +59,7 @@ s_run_free (sb_exec_run_t **run_p)
     free (run->text.buf);
     free (run->thinking.buf);
     free (run->tool_out.buf);
+    sb_exec_tool_output_free (run);
     free (run);
     *run_p = NULL;
 }
@@ -108,6 +110,7 @@ s_handle_start (self_t *self, sb_msg_t *msg)
         run->owner = self;
         run->on_end = s_run_ended;
         run->sandbox = self->config ? self->config->sandbox : NULL;
+        run->tool_tape.cap = self->tool_tape_cap;
         snprintf (run->run_id, sizeof run->run_id, "%s", run_id);
         snprintf (run->session_id, sizeof run->session_id, "%s", sb_get_str (msg->body, "session_id"));
         const char *rf = sb_get_str (msg->body, "resume_from");
@@ -239,6 +242,11 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
     snprintf (self->instance, sizeof self->instance, "%s", args->instance ? args->instance : "exec");
     self->endpoint = args->cmd_endpoint;
     self->config = args->config;
+    /* a command that prints without end must not fill the disk: the tape
+       keeps a bounded head and tail of each call (docs/operations.md) */
+    self->tool_tape_cap = sb_actor_limit (ACTOR, self->config ? self->config->tool_output_tape : 0,
+                                          "SWITCHBOARD_TOOL_OUTPUT_TAPE", SB_EXEC_TOOL_TAPE_DEFAULT,
+                                          SB_EXEC_TOOL_TAPE_MIN, SB_EXEC_TOOL_TAPE_MAX);
     self->bus = sb_bus_new (args->cmd_endpoint, self->instance);
     self->enc = sb_enc_new ();
     self->runs = zhashx_new ();

@@ -22,13 +22,27 @@
 /* ------------------------------------------------------------------ */
 /*  Requests */
 
+//  A provider name that is not configured: the error lists the ones that
+//  are, so the person can correct the name without reading the config.
+static void
+s_no_provider (self_t *self, sb_msg_t *msg, const char *pname)
+{
+    char names [512] = "";
+    size_t used = 0;
+    for (int k = 0; k < self->cfg.count && used < sizeof names; k++)
+        used += snprintf (names + used, sizeof names - used, "%s'%s'", k? ", ": "",
+                          self->cfg.providers [k].name);
+    sb_bus_error (self->bus, msg, SB_E_not_found, "no provider named '%s' is configured; configured: %s",
+                  pname ? pname : "", names);
+}
+
 static void
 s_handle_stream (self_t *self, sb_msg_t *msg)
 {
     const char *pname = sb_get_str (msg->body, "provider");
     sb_llm_provider_t *prov = sb_llm_config_find (&self->cfg, pname);
     if (!prov) {
-        sb_bus_error (self->bus, msg, SB_E_not_found, "no provider named '%s' is configured", pname ? pname : "");
+        s_no_provider (self, msg, pname);
         return;
     }
     if (zhashx_size (self->jobs) >= MAX_STREAMS) {
@@ -110,7 +124,7 @@ s_handle_models (self_t *self, sb_msg_t *msg)
     const char *pname = sb_get_str (msg->body, "provider");
     sb_llm_provider_t *prov = sb_llm_config_find (&self->cfg, pname);
     if (!prov) {
-        sb_bus_error (self->bus, msg, SB_E_not_found, "no provider named '%s' is configured", pname ? pname : "");
+        s_no_provider (self, msg, pname);
         return;
     }
     job_t *job = sb_llm_job_new (self, JOB_MODELS, msg);
@@ -243,19 +257,22 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
             }
             snprintf (p->base_url, sizeof p->base_url, "%s", sb_demo_url (self->demo));
         }
-        /* name what is configured, never the key itself */
+        /* name what is configured, never the key itself nor the URL's
+           credentials */
+        char url [sizeof p->base_url];
+        sb_log_redact_url (p->base_url, url, sizeof url);
         sb_info (ACTOR, "provider name=%s kind=%s%s url=%s model=%s key=%s", p->name,
-                 sb_provider_kind_name (p->kind), p->demo ? " (demo)" : "", p->base_url,
+                 sb_provider_kind_name (p->kind), p->demo ? " (demo)" : "", url,
                  p->model [0] ? p->model : "-", p->api_key ? "set" : "none");
         /* A missing key would otherwise first show as a 401 on the first
            prompt; say it now, and say what to set. */
         const char *var = sb_llm_config_missing_key (p);
         if (var && p->kind == SB_PROVIDER_CODEX)
             sb_warn (ACTOR, "provider \"%s\" (%s) cannot read its token file %s: sign in with the "
-                     "Codex CLI, or set %s", p->name, p->base_url, p->token_file, var);
+                     "Codex CLI, or set %s", p->name, url, p->token_file, var);
         else
         if (var)
-            sb_warn (ACTOR, "provider \"%s\" (%s) has no key: set %s", p->name, p->base_url, var);
+            sb_warn (ACTOR, "provider \"%s\" (%s) has no key: set %s", p->name, url, var);
     }
     self->bus = sb_bus_new (args->cmd_endpoint, self->instance);
     self->enc = sb_enc_new ();

@@ -8,6 +8,7 @@
     (actors/run/outbox.c), and leases live in memory only
     (actors/run/lease.c). */
 #include "actors/run/run_impl.h"
+#include "common/digest.h"
 
 static const char *s_dbis [] = { "runs", "active", "bysession", "outbox", "fences", "commands", NULL };
 
@@ -34,48 +35,114 @@ s_reply_run (self_t *self, const sb_msg_t *msg, const run_t *r)
 /* ------------------------------------------------------------------ */
 /*  Requests */
 
+/*  Idempotency. run.request and run.resume remember the run they made
+    under (session, command_id), with their type and the digest of their
+    body: a command_id names one request within its session, so an id
+    used on another session is another command, and an id reused in the
+    same session for another request is `conflict`, never the run that
+    the first one made (docs/sessions.md). Keys of the older global layout
+    ('C' command_id) hold one string, never two, so they are never found. */
+
+static void
+s_command_key (sb_key_t *k, const char *session_id, const char *cmd)
+{
+    sb_key_init (k, 'C');
+    sb_key_str (k, session_id);
+    sb_key_str (k, cmd);
+}
+
+/*  The digest of the body (common/digest.h); false when out of memory. */
 static bool
-s_remembered (self_t *self, const sb_msg_t *msg)
+s_command_digest (const sb_msg_t *msg, uint8_t out [SB_DIGEST_LEN])
+{
+    sb_enc_t *e = sb_enc_new ();
+    if (!e)
+        return false;
+    sb_enc_val (e, msg->body);
+    size_t len;
+    const uint8_t *data = sb_enc_data (e, &len);
+    int rc = sb_digest_of (data, len, out);
+    sb_enc_destroy (&e);
+    return rc == 0;
+}
+
+/*  True when msg is answered from its command_id, remembered in the
+    session's scope: with the run the same request made before, or with
+    `conflict` when the id was used for another request. */
+static bool
+s_remembered (self_t *self, const sb_msg_t *msg, const char *session_id)
 {
     const char *cmd = sb_get_str (msg->body, "command_id");
     if (!cmd)
         return false;
-    sb_txn_t txn;
-    sb_key_t k;
-    sb_key_init (&k, 'C');
-    sb_key_str (&k, cmd);
-    bool found = false;
-    if (sb_txn_begin (self->store, &txn, false) == 0) {
-        MDB_val v;
-        if (sb_key_valid (&k) && sb_txn_get (&txn, DBI_COMMANDS, k.buf, k.len, &v) == 0) {
-            run_t r;
-            if (sb_run_record_load (self, (const char *) v.mv_data, &r) == 0) {
-                found = true;
-                sb_txn_abort (&txn);
-                s_reply_run (self, msg, &r);
-                sb_run_record_free (&r);
-                return true;
-            }
-        }
-        sb_txn_abort (&txn);
+    uint8_t digest [SB_DIGEST_LEN];
+    if (!s_command_digest (msg, digest)) {
+        sb_bus_error (self->bus, msg, SB_E_internal, "out of memory");
+        return true;
     }
-    return found;
+    sb_key_t k;
+    s_command_key (&k, session_id, cmd);
+    sb_txn_t txn;
+    if (!sb_key_valid (&k) || sb_txn_begin (self->store, &txn, false) != 0)
+        return false;
+    MDB_val v;
+    char run_id [33] = "", type [65] = "";
+    bool same = false;
+    if (sb_txn_get (&txn, DBI_COMMANDS, k.buf, k.len, &v) == 0) {
+        sb_verr_t err;
+        sb_doc_t *doc = sb_decode (v.mv_data, v.mv_size, NULL, 0, &err);
+        const sb_val_t *m = sb_doc_root (doc);
+        size_t dlen = 0;
+        const char *d = sb_get_bin (m, "digest", &dlen);
+        s_copy (run_id, sizeof run_id, sb_get_str (m, "run_id"));
+        s_copy (type, sizeof type, sb_get_str (m, "type"));
+        same = d && dlen == SB_DIGEST_LEN && memcmp (d, digest, dlen) == 0
+            && strcmp (type, msg->h.type) == 0;
+        sb_doc_destroy (&doc);
+    }
+    sb_txn_abort (&txn);
+    if (!run_id [0])
+        return false;
+    if (!same) {
+        sb_bus_error (self->bus, msg, SB_E_conflict,
+                      "command_id %s was already used for another %s request on session %s; "
+                      "a retry must repeat the request unchanged", cmd, type, session_id);
+        return true;
+    }
+    run_t r;
+    if (sb_run_record_load (self, run_id, &r) != 0)
+        return false;
+    s_reply_run (self, msg, &r);
+    sb_run_record_free (&r);
+    return true;
 }
 
 static void
 s_remember (self_t *self, const sb_msg_t *msg, const run_t *r)
 {
     const char *cmd = sb_get_str (msg->body, "command_id");
-    if (!cmd)
+    uint8_t digest [SB_DIGEST_LEN];
+    if (!cmd || !s_command_digest (msg, digest))
         return;
+    sb_enc_t *e = sb_enc_new ();
+    if (!e)
+        return;
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "type", msg->h.type);
+    sb_enc_key (e, "digest");
+    sb_enc_bin (e, digest, sizeof digest);
+    sb_enc_kstr (e, "run_id", r->run_id);
+    sb_enc_map_close (e);
+    size_t len;
+    const uint8_t *data = sb_enc_data (e, &len);
     sb_txn_t txn;
     sb_key_t k;
-    sb_key_init (&k, 'C');
-    sb_key_str (&k, cmd);
+    s_command_key (&k, r->session_id, cmd);
     if (sb_key_valid (&k) && sb_txn_begin (self->store, &txn, true) == 0) {
-        sb_txn_put (&txn, DBI_COMMANDS, k.buf, k.len, r->run_id, strlen (r->run_id) + 1);
+        sb_txn_put (&txn, DBI_COMMANDS, k.buf, k.len, data, len);
         sb_txn_commit (&txn);
     }
+    sb_enc_destroy (&e);
 }
 
 static bool
@@ -174,7 +241,7 @@ s_handle_request (self_t *self, sb_msg_t *msg)
         sb_bus_error (self->bus, msg, SB_E_invalid, "session_id is required");
         return;
     }
-    if (s_remembered (self, msg))
+    if (s_remembered (self, msg, sid))
         return;
     const char *input = sb_get_str (msg->body, "input");
     const char *resume = sb_get_str (msg->body, "resume_from");
@@ -306,10 +373,13 @@ s_handle_resume (self_t *self, sb_msg_t *msg)
 {
     run_t r;
     const char *id = sb_get_str (msg->body, "run_id");
-    if (s_remembered (self, msg))
-        return;
     if (sb_run_record_load (self, id, &r)) {
         sb_bus_error (self->bus, msg, SB_E_not_found, "no run %s", id);
+        return;
+    }
+    /* a resume's command is scoped to the session of the run it resumes */
+    if (s_remembered (self, msg, r.session_id)) {
+        sb_run_record_free (&r);
         return;
     }
     /* resume reopens nothing: it creates a new run that continues this one */

@@ -533,6 +533,11 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
         ttl_s = COMMAND_TTL_S;
     }
     self->command_ttl_ms = (uint64_t) ttl_s * 1000;
+    //  One session must not fill the disk: its tape has a quota
+    //  (docs/operations.md).
+    self->tape_quota = sb_actor_limit (ACTOR, args->config? args->config->session_quota: 0,
+                                       "SWITCHBOARD_SESSION_QUOTA", SB_SESSION_QUOTA_DEFAULT,
+                                       SB_SESSION_QUOTA_MIN, SB_SESSION_QUOTA_MAX);
 
     //  The map grows on demand; a small first map is how the tests make
     //  every drain's transaction run again after a grow.
@@ -567,9 +572,10 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
     sb_store_info_t info;
     if (sb_store_info (self->store, &info) == 0)
         sb_info (ACTOR, "opened store=%s sessions=%llu entries=%llu commands=%llu map_bytes=%zu "
-                 "command_ttl_s=%lld", dir, (unsigned long long) info.entries [DBI_SESSIONS],
+                 "command_ttl_s=%lld session_quota=%llu", dir, (unsigned long long) info.entries [DBI_SESSIONS],
                  (unsigned long long) info.entries [DBI_TAPE],
-                 (unsigned long long) info.entries [DBI_COMMANDS], info.mapsize, ttl_s);
+                 (unsigned long long) info.entries [DBI_COMMANDS], info.mapsize, ttl_s,
+                 (unsigned long long) self->tape_quota);
     return self;
 }
 

@@ -21,6 +21,13 @@
 /*  The LMDB schema version of DATA/session. */
 #define SB_SESSION_SCHEMA_VERSION 1
 
+/*  The bytes of tape one session may hold (serve --session-quota,
+    SWITCHBOARD_SESSION_QUOTA): its default and bounds. Entry bodies are
+    counted; past the quota, appends are refused with too_large. */
+#define SB_SESSION_QUOTA_DEFAULT    ((uint64_t) 1 << 30)
+#define SB_SESSION_QUOTA_MIN        4096
+#define SB_SESSION_QUOTA_MAX        ((uint64_t) 1 << 50)
+
 /*  Page limits of session.events and session.list. */
 #define SB_SESSION_EVENTS_LIMIT     500
 #define SB_SESSION_EVENTS_LIMIT_MAX 5000

@@ -1,9 +1,12 @@
 /*  cli/main.c — `switchboard`: subcommands in the style of git. */
 #include "cli/cli.h"
+#include "actors/llm/keys.h"
 #include "common/log.h"
 
 #include <getopt.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 static const sb_cmd_t s_commands [] = {
     { "serve", sb_cmd_serve, "run the broker and the actors (the embedded server)" },
@@ -33,8 +36,77 @@ s_usage (FILE *out)
     fprintf (out, "\n'switchboard COMMAND --help' tells more about one command.\n");
 }
 
-int
-main (int argc, char **argv)
+//  The value of --providers FILE (or --providers=FILE, or a prefix of it
+//  that getopt_long would take) among a command's arguments, or NULL.
+static const char *
+s_providers_arg (int argc, char **argv)
+{
+    for (int k = 2; k < argc && strcmp (argv [k], "--") != 0; k++) {
+        if (strncmp (argv [k], "--p", 3) != 0)
+            continue;
+        size_t n = strcspn (argv [k] + 2, "=");
+        if (strncmp (argv [k] + 2, "providers", n) != 0)
+            continue;
+        if (argv [k][2 + n] == '=')
+            return argv [k] + 3 + n;
+        return k + 1 < argc ? argv [k + 1] : NULL;
+    }
+    return NULL;
+}
+
+static void
+s_free_args (int argc, char ***args_p)
+{
+    //  getopt reorders the array, never its strings: each is freed once
+    for (int k = 0; *args_p && k < argc; k++)
+        free ((*args_p) [k]);
+    free (*args_p);
+    *args_p = NULL;
+}
+
+//  Process-wide hardening, before any thread exists (docs/operations.md).
+//  Provider keys leave the environment, whose initial block any process
+//  of the same user (and every tool the server starts) can read in
+//  /proc/PID/environ; URL credentials leave the arguments, which
+//  /proc/PID/cmdline shows to everyone. Commands work on a copy of argv.
+//  A process that can start the llm actor also makes itself non-dumpable:
+//  no core file, and no /proc/PID/mem, environ or ptrace for the other
+//  processes of its user (root still reads them, hence the wipe).
+//  Returns the copy (free it with s_free_args), NULL when out of memory.
+static char **
+s_harden (int argc, char **argv)
+{
+    sb_llm_keys_take (s_providers_arg (argc, argv));
+    char **args = calloc ((size_t) argc + 1, sizeof *args);
+    for (int k = 0; args && k < argc; k++)
+        if (!(args [k] = strdup (argv [k]))) {
+            s_free_args (argc, &args);
+            return NULL;
+        }
+    if (!args)
+        return NULL;
+    //  The redacted URL is cut to the original's length (a short value
+    //  turned "***" grows it), and the rest of the string is zeroed so
+    //  that no tail of a credential stays behind.
+    for (int k = 1; k < argc; k++)
+        if (strstr (argv [k], "://")) {
+            size_t len = strlen (argv [k]);
+            char *clean = malloc (len + 1);
+            if (!clean)
+                continue;
+            sb_log_redact_url (args [k], clean, len + 1);
+            memset (argv [k], 0, len);
+            memcpy (argv [k], clean, strlen (clean));
+            free (clean);
+        }
+    if (argc > 1 && (strcmp (argv [1], "serve") == 0 || strcmp (argv [1], "run") == 0
+                 ||  strcmp (argv [1], "actor") == 0))
+        prctl (PR_SET_DUMPABLE, 0, 0, 0, 0);
+    return args;
+}
+
+static int
+s_main (int argc, char **argv)
 {
     sb_log_init ();
     /* each command prints its own one-line usage error */
@@ -64,4 +136,17 @@ main (int argc, char **argv)
         return sb_cli_usage ("", "'%s' is not a command (see 'switchboard --help')", cmd);
     fprintf (stderr, "switchboard: '%s' is not a command (see 'switchboard --help')\n", cmd);
     return 2;
+}
+
+int
+main (int argc, char **argv)
+{
+    char **args = s_harden (argc, argv);
+    if (!args) {
+        fprintf (stderr, "switchboard: out of memory\n");
+        return 1;
+    }
+    int rc = s_main (argc, args);
+    s_free_args (argc, &args);
+    return rc;
 }

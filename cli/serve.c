@@ -27,6 +27,7 @@ static const char *s_usage =
     "usage: switchboard serve [--data DIR] [--http ADDR:PORT] [--bus tcp://ADDR:PORT]\n"
     "                         [--actors LIST] [--llm PROVIDER] [--model M] [--llm-url URL]\n"
     "                         [--providers FILE] [--sandbox bwrap]\n"
+    "                         [--tool-output-tape BYTES] [--session-quota BYTES]\n"
     "\n"
     "Runs the broker and the actors in one process, on DATA (default\n"
     "$SWITCHBOARD_DATA, else $XDG_STATE_HOME/switchboard, else\n"
@@ -44,6 +45,9 @@ static const char *s_usage =
     "  --llm-url URL     provider base URL including the version path\n"
     "  --providers FILE  named providers from a JSON file (see docs/llm.md)\n"
     "  --sandbox bwrap   run the shell tool under bubblewrap, without network\n"
+    "  --tool-output-tape BYTES  tool output kept on the tape per call, head and\n"
+    "                    tail (default 1 MiB); the rest is elided, counted\n"
+    "  --session-quota BYTES  tape bytes one session may hold (default 1 GiB)\n"
     "  -h, --help        this help\n"
     "\n"
     "Stop it with Ctrl-C (SIGINT) or SIGTERM; it shuts down cleanly.\n";
@@ -93,6 +97,19 @@ s_lock_data (const char *dir, int *fd_out)
     return 0;
 }
 
+/*  A byte count in [min, max], in plain decimal: 0, or -1 when it is not. */
+static int
+s_parse_bytes (const char *arg, uint64_t min, uint64_t max, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull (arg, &end, 10);
+    if (errno || end == arg || *end || *arg == '-' || n < min || n > max)
+        return -1;
+    *out = n;
+    return 0;
+}
+
 int
 sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
 {
@@ -107,6 +124,8 @@ sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
         { "providers", required_argument, 0, 'p' },
         { "sandbox", required_argument, 0, 's' },
         { "insecure-bus", no_argument, 0, 'I' },
+        { "tool-output-tape", required_argument, 0, 'T' },
+        { "session-quota", required_argument, 0, 'Q' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
@@ -126,6 +145,16 @@ sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
             case 'p': o->providers = optarg; break;
             case 's': o->sandbox = optarg; break;
             case 'I': o->insecure_bus = true; break;
+            case 'T':
+                if (s_parse_bytes (optarg, SB_EXEC_TOOL_TAPE_MIN, SB_EXEC_TOOL_TAPE_MAX, &o->tool_output_tape))
+                    return sb_cli_usage ("serve", "--tool-output-tape takes bytes from %d to %llu, not '%s'",
+                                         SB_EXEC_TOOL_TAPE_MIN, (unsigned long long) SB_EXEC_TOOL_TAPE_MAX, optarg);
+                break;
+            case 'Q':
+                if (s_parse_bytes (optarg, SB_SESSION_QUOTA_MIN, SB_SESSION_QUOTA_MAX, &o->session_quota))
+                    return sb_cli_usage ("serve", "--session-quota takes bytes from %d to %llu, not '%s'",
+                                         SB_SESSION_QUOTA_MIN, (unsigned long long) SB_SESSION_QUOTA_MAX, optarg);
+                break;
             case 'h': fputs (s_usage, stdout); return -1;
             default: return sb_cli_usage ("serve", "unknown option or missing value: %s", argv [optind - 1]);
         }
@@ -238,10 +267,13 @@ s_banner (const sb_serve_opts_t *o, const char *dir)
         const sb_llm_provider_t *p = &cfg->providers [cfg->dflt];
         if (p->demo)
             snprintf (model, sizeof model, "demo (the built-in demo model; no key needed)");
-        else
+        else {
+            char url [sizeof p->base_url];
+            sb_log_redact_url (p->base_url, url, sizeof url);
             snprintf (model, sizeof model, "%s (provider %s, %s%s%s)", p->model [0] ? p->model : "-",
-                      p->name, p->base_url, cfg->count > 1 ? "; more in " : "",
+                      p->name, url, cfg->count > 1 ? "; more in " : "",
                       cfg->count > 1 ? o->providers : "");
+        }
     }
     else
         snprintf (model, sizeof model, "%s (provider %s)", o->model ? o->model : "-",
@@ -308,6 +340,7 @@ sb_serve_run (const sb_serve_opts_t *o, sb_serve_hook_fn *hook, void *hook_arg)
     sb_server_config_t scfg = {
         .llm = o->llm, .llm_url = o->llm_url, .model = o->model, .providers = o->providers,
         .sandbox = o->sandbox, .demo_delay_ms = o->demo_delay_ms ? o->demo_delay_ms : -1,
+        .tool_output_tape = o->tool_output_tape, .session_quota = o->session_quota,
     };
     zactor_t *broker = zactor_new (sb_broker_actor, &bcfg);
     if (!broker) {

@@ -4,6 +4,7 @@
 #define SB_CLI_SERVE_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 typedef struct {
     const char *data;
@@ -16,6 +17,8 @@ typedef struct {
     const char *providers;
     const char *sandbox;
     int demo_delay_ms;          /* 0: default */
+    uint64_t tool_output_tape;  /* 0: $SWITCHBOARD_TOOL_OUTPUT_TAPE, else 1 MiB */
+    uint64_t session_quota;     /* 0: $SWITCHBOARD_SESSION_QUOTA, else 1 GiB */
     bool insecure_bus;          /* allow --bus beyond loopback without CURVE */
 } sb_serve_opts_t;
 

@@ -3,6 +3,7 @@
 #ifndef SB_LOG_H
 #define SB_LOG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef enum { SB_LOG_DEBUG, SB_LOG_INFO, SB_LOG_WARN, SB_LOG_ERROR } sb_log_level_t;
@@ -17,6 +18,15 @@ void sb_log (sb_log_level_t level, const char *actor, const char *fmt, ...)
 #define sb_info(actor, ...)  sb_log (SB_LOG_INFO, actor, __VA_ARGS__)
 #define sb_warn(actor, ...)  sb_log (SB_LOG_WARN, actor, __VA_ARGS__)
 #define sb_error(actor, ...) sb_log (SB_LOG_ERROR, actor, __VA_ARGS__)
+
+/*  Copies `url` into `out` (NUL-terminated, cut to `size`) without its
+    credentials, for a log line or a message: the userinfo (user:password@)
+    is left out, and the value of each query or fragment parameter whose
+    name looks like a secret (key, token, sig, secret, pass, auth,
+    credential in any case and within a longer name: api_key,
+    access_token, X-Amz-Signature) reads "***". Every URL that is logged,
+    printed or put in a message goes through it (docs/llm.md). Returns out. */
+const char *sb_log_redact_url (const char *url, char *out, size_t size);
 
 /*  A token bucket for lines about bad input: at most `burst` lines, then
     one per second; `suppressed` counts what was held back. */

@@ -130,6 +130,14 @@ static const sb_field_t s_tape_tool_call [] = {
 static const sb_field_t s_tape_tool_output [] = {
     { "call_id", SB_T_STR, true, 128, NULL, "the call (tool.call call_id)" },
     { "text", SB_T_STR, true, 1 MB, NULL, "output bytes so far" },
+    { "elided", SB_T_UINT, false, 0, NULL,
+      "set on the one entry that stands for the bytes the tape did not keep (past its share of a call)" },
+    END };
+static const sb_field_t s_tape_quota [] = {
+    { "quota", SB_T_UINT, true, 0, NULL, "the session's tape quota in bytes" },
+    { "used", SB_T_UINT, true, 0, NULL, "the bytes its tape holds" },
+    { "refused", SB_T_UINT, true, 0, NULL, "the bytes of the append that was refused" },
+    { "message", SB_T_STR, true, 1 KB, NULL, "what happened and how to raise the quota" },
     END };
 static const sb_field_t s_tape_tool_result [] = {
     { "call_id", SB_T_STR, true, 128, NULL, "the call (tool.call call_id)" },
@@ -177,6 +185,7 @@ static const sb_type_t s_tape_kinds [] = {
     TAPE ("usage", s_tape_usage, "tokens used by one model call"),
     TAPE ("error", s_tape_error, "an error the person should see"),
     TAPE ("note", s_tape_any, "free-form note"),
+    TAPE ("tape.quota", s_tape_quota, "the session reached its tape quota; further appends are refused"),
 };
 
 #define NKINDS (sizeof s_tape_kinds / sizeof s_tape_kinds [0])

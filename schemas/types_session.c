@@ -22,6 +22,8 @@ const sb_field_t sb_session_record_fields [] = {
       "ms since epoch: creation, then the latest accepted prompt or run status" },
     { "last_prompt", SB_T_STR, false, 200, NULL,
       "first line of the latest prompt, at most 200 bytes (cut on a UTF-8 boundary)" },
+    { "tape_bytes", SB_T_UINT, false, 0, NULL, "bytes of the entry bodies appended to the tape, held against the session quota" },
+    { "quota_noted", SB_T_UINT, false, 0, NULL, "the quota a tape.quota entry was written for" },
     END
 };
 static const sb_field_t s_session_create [] = {

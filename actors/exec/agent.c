@@ -155,30 +155,6 @@ s_prepare (sb_exec_run_t *run)
 /* ------------------------------------------------------------------ */
 /*  Tools */
 
-static void
-s_tool_output (const char *data, size_t len, void *arg)
-{
-    sb_exec_run_t *run = arg;
-    sb_exec_co_add (&run->tool_out, data, len);
-    if (run->tool_out.len >= SB_EXEC_TOOL_OUTPUT_BYTES || sb_mono_ms () - run->tool_out.first_ms >= SB_EXEC_TOOL_OUTPUT_MS) {
-        sb_enc_t *e = sb_enc_new ();
-        sb_enc_array_open (e);
-        /* the tape takes text: make the bytes valid UTF-8 first */
-        size_t clean_len;
-        char *clean = sb_tools_utf8_clean (run->tool_out.buf, run->tool_out.len, &clean_len);
-        sb_exec_entry_open (e, "tool.output");
-        sb_enc_kstr (e, "call_id", run->tool_out.call_id);
-        sb_enc_key (e, "text");
-        sb_enc_strn (e, clean ? clean : "", clean ? clean_len : 0);
-        sb_exec_entry_close (e);
-        free (clean);
-        sb_enc_array_close (e);
-        run->tool_out.len = 0;
-        sb_exec_append (run, e);
-        sb_enc_destroy (&e);
-    }
-}
-
 /*  Whether a tool writes files or runs commands: anything the table does
     not mark read-only. An unknown tool runs nothing. */
 static bool
@@ -229,19 +205,14 @@ s_run_tool (sb_exec_run_t *run, const sb_exec_call_t *call)
         sb_tool_ctx_t ctx = {
             .workspace = run->runtime->workspace,
             .cancel_fd = run->cancel_fd,
-            .on_output = s_tool_output,
+            .on_output = sb_exec_tool_output,
             .output_arg = run,
             .shell_timeout_s = left_s < SB_TOOLS_SHELL_TIMEOUT_S ? (int) (left_s > 0 ? left_s : 1) : 0,
             .sandbox = run->sandbox,
         };
-        snprintf (run->tool_out.kind, sizeof run->tool_out.kind, "tool.output");
-        snprintf (run->tool_out.call_id, sizeof run->tool_out.call_id, "%s", call->call_id);
-        run->tool_out.len = 0;
+        sb_exec_tool_output_begin (run, call->call_id);
         sb_tool_run (&ctx, call->name, call->arguments, &res);
-        if (run->tool_out.len) {
-            run->tool_out.first_ms = 0;     /* force the last piece out */
-            s_tool_output ("", 0, run);
-        }
+        sb_exec_tool_output_end (run);
         atomic_store (&run->phase, 0);
     }
     sb_enc_t *e = sb_enc_new ();

@@ -23,6 +23,9 @@
 #define SB_EXEC_TOOL_OUTPUT_BYTES 4096
 #define SB_EXEC_TOOL_OUTPUT_MS 100
 #define SB_EXEC_STREAM_IDLE_MS (15 * 60 * 1000)
+/*  The tail of a tool call's output (SB_EXEC_TOOL_TAPE_*, actors/actor.h)
+    is written in entries of at most this many bytes. */
+#define SB_EXEC_TOOL_TAPE_TAIL_PIECE (64 * 1024)
 
 typedef struct sb_exec_run sb_exec_run_t;
 
@@ -35,6 +38,20 @@ typedef struct {
     size_t len, cap;
     int64_t first_ms;
 } sb_exec_coalesce_t;
+
+/*  What one tool call's output leaves on the tape: its first cap/2 bytes
+    stream through the coalescing buffer as they come; past them only the
+    latest bytes are kept, in a ring, and written when the call ends,
+    after one entry that says how many bytes were elided. The process is
+    drained to its end whatever the tape keeps. */
+typedef struct {
+    uint64_t cap;               /* head + tail, in bytes */
+    uint64_t total;             /* bytes the call printed */
+    uint64_t head;              /* of which streamed as the head */
+    bool head_full;             /* later bytes go to the ring */
+    char *tail;                 /* the ring, allocated once the head is full */
+    size_t tail_cap, tail_len, tail_pos;
+} sb_exec_tool_tape_t;
 
 /*  One run. The actor thread fills it in before the run thread starts;
     from then on only the run thread writes it, but for the atomics. */
@@ -65,6 +82,7 @@ struct sb_exec_run {
     sb_bus_t *bus;              /* the run thread's own socket */
     int64_t deadline;           /* mono ms, from timeout_s */
     sb_exec_coalesce_t text, thinking, tool_out;
+    sb_exec_tool_tape_t tool_tape;
     char status [16];
     char reason [1024];
 };
@@ -128,6 +146,15 @@ int sb_exec_flush_deltas (sb_exec_run_t *run, bool force);
 
 //  Milliseconds until the next buffer is due (at most 500).
 int64_t sb_exec_flush_wait (sb_exec_run_t *run);
+
+//  One tool call's output to the tape, bounded by run->tool_tape.cap:
+//  begin before the call, sb_exec_tool_output as its output callback
+//  (arg: the run), end after it (writes the elision entry and the tail).
+void sb_exec_tool_output_begin (sb_exec_run_t *run, const char *call_id);
+void sb_exec_tool_output (const char *data, size_t len, void *arg);
+void sb_exec_tool_output_end (sb_exec_run_t *run);
+//  Frees what the tool output path holds.
+void sb_exec_tool_output_free (sb_exec_run_t *run);
 
 //  ---------------------------------------------------------------------
 //  actors/exec/model.c: one model call

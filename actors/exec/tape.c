@@ -6,10 +6,12 @@
     count.
 */
 #include "actors/exec/agent.h"
+#include "actors/exec/tools.h"
 #include "common/log.h"
 
 #include <poll.h>
 #include <string.h>
+#include <sys/eventfd.h>
 
 #define ACTOR "exec"
 
@@ -179,4 +181,173 @@ sb_exec_flush_wait (sb_exec_run_t *run)
     if (run->thinking.len && run->thinking.first_ms + SB_EXEC_COALESCE_MS - now < wait)
         wait = run->thinking.first_ms + SB_EXEC_COALESCE_MS - now;
     return wait < 0 ? 0 : wait;
+}
+
+/* ------------------------------------------------------------------ */
+/*  Tool output: bounded per call, head and tail                      */
+
+/*  Whether the run may still write: once it failed (a refused append,
+    say) or lost its fence, the output is drained but goes nowhere. */
+static bool
+s_may_write (sb_exec_run_t *run)
+{
+    return !run->status [0] && !atomic_load (&run->lost);
+}
+
+/*  One tool.output entry with `text`, and `elided` when it is the entry
+    that stands for the bytes the tape did not keep. */
+static void
+s_tool_entry (sb_exec_run_t *run, const char *text, size_t len, uint64_t elided)
+{
+    if (!s_may_write (run))
+        return;
+    /* the tape takes text: make the bytes valid UTF-8 first */
+    size_t clean_len;
+    char *clean = sb_tools_utf8_clean (text, len, &clean_len);
+    sb_enc_t *e = sb_enc_new ();
+    sb_enc_array_open (e);
+    sb_exec_entry_open (e, "tool.output");
+    sb_enc_kstr (e, "call_id", run->tool_out.call_id);
+    sb_enc_key (e, "text");
+    sb_enc_strn (e, clean ? clean : "", clean ? clean_len : 0);
+    if (elided)
+        sb_enc_kuint (e, "elided", elided);
+    sb_exec_entry_close (e);
+    sb_enc_array_close (e);
+    free (clean);
+    /* a run that cannot write (the session's quota, say) has failed: its
+       command is stopped now rather than left to print into nowhere */
+    if (sb_exec_append (run, e) != 0)
+        eventfd_write (run->cancel_fd, 1);
+    sb_enc_destroy (&e);
+}
+
+static void
+s_tool_flush (sb_exec_run_t *run)
+{
+    if (run->tool_out.len)
+        s_tool_entry (run, run->tool_out.buf, run->tool_out.len, 0);
+    run->tool_out.len = 0;
+}
+
+/*  Keeps the latest bytes in the ring. */
+static void
+s_tail_add (sb_exec_tool_tape_t *tt, const char *data, size_t n)
+{
+    if (n >= tt->tail_cap) {
+        memcpy (tt->tail, data + n - tt->tail_cap, tt->tail_cap);
+        tt->tail_pos = 0;
+        tt->tail_len = tt->tail_cap;
+        return;
+    }
+    size_t first = tt->tail_cap - tt->tail_pos;
+    if (first > n)
+        first = n;
+    memcpy (tt->tail + tt->tail_pos, data, first);
+    memcpy (tt->tail, data + first, n - first);
+    tt->tail_pos = (tt->tail_pos + n) % tt->tail_cap;
+    tt->tail_len = tt->tail_len + n > tt->tail_cap ? tt->tail_cap : tt->tail_len + n;
+}
+
+void
+sb_exec_tool_output_begin (sb_exec_run_t *run, const char *call_id)
+{
+    sb_exec_tool_tape_t *tt = &run->tool_tape;
+    snprintf (run->tool_out.kind, sizeof run->tool_out.kind, "tool.output");
+    snprintf (run->tool_out.call_id, sizeof run->tool_out.call_id, "%s", call_id);
+    run->tool_out.len = 0;
+    if (!tt->cap)
+        tt->cap = SB_EXEC_TOOL_TAPE_DEFAULT;
+    tt->total = tt->head = 0;
+    tt->head_full = false;
+    tt->tail_len = tt->tail_pos = 0;
+}
+
+/*  The output callback of a tool call, on the run thread. Bytes arrive
+    as whole UTF-8 sequences (actors/exec/tools.c cleans them), so the
+    head is cut on a sequence boundary. */
+void
+sb_exec_tool_output (const char *data, size_t len, void *arg)
+{
+    sb_exec_run_t *run = arg;
+    sb_exec_tool_tape_t *tt = &run->tool_tape;
+    tt->total += len;
+    uint64_t head_cap = tt->cap / 2;
+    if (!tt->head_full) {
+        size_t take = len;
+        if (tt->head + take > head_cap) {
+            take = (size_t) (head_cap - tt->head);
+            while (take > 0 && ((unsigned char) data [take] & 0xC0) == 0x80)
+                take--;
+            tt->head_full = true;
+        }
+        if (take) {
+            sb_exec_co_add (&run->tool_out, data, take);
+            tt->head += take;
+        }
+        data += take;
+        len -= take;
+        if (run->tool_out.len >= SB_EXEC_TOOL_OUTPUT_BYTES || tt->head_full
+        ||  sb_mono_ms () - run->tool_out.first_ms >= SB_EXEC_TOOL_OUTPUT_MS)
+            s_tool_flush (run);
+    }
+    if (!len)
+        return;
+    if (!tt->tail) {
+        /* the ring is sized by the configured cap, never by the output */
+        tt->tail_cap = (size_t) (tt->cap - head_cap);
+        tt->tail = malloc (tt->tail_cap);
+        if (!tt->tail) {
+            tt->tail_cap = 0;
+            return;             /* everything past the head is elided */
+        }
+    }
+    s_tail_add (tt, data, len);
+}
+
+void
+sb_exec_tool_output_end (sb_exec_run_t *run)
+{
+    sb_exec_tool_tape_t *tt = &run->tool_tape;
+    s_tool_flush (run);
+    if (!tt->head_full)
+        return;
+    /* the ring in order, less the continuation bytes of a sequence whose
+       start was overwritten */
+    size_t start = tt->tail_len == tt->tail_cap ? tt->tail_pos : 0;
+    size_t skip = 0;
+    while (skip < 3 && skip < tt->tail_len
+    &&     ((unsigned char) tt->tail [(start + skip) % tt->tail_cap] & 0xC0) == 0x80)
+        skip++;
+    size_t kept = tt->tail_len - skip;
+    uint64_t elided = tt->total - tt->head - kept;
+    if (elided) {
+        char note [160];
+        int n = snprintf (note, sizeof note, "\n[... %llu bytes of output elided from the tape ...]\n",
+                          (unsigned long long) elided);
+        s_tool_entry (run, note, (size_t) n, elided);
+    }
+    char *piece = kept ? malloc (SB_EXEC_TOOL_TAPE_TAIL_PIECE) : NULL;
+    for (size_t at = 0; piece && at < kept; ) {
+        size_t n = kept - at < SB_EXEC_TOOL_TAPE_TAIL_PIECE ? kept - at : SB_EXEC_TOOL_TAPE_TAIL_PIECE;
+        for (size_t i = 0; i < n; i++)
+            piece [i] = tt->tail [(start + skip + at + i) % tt->tail_cap];
+        /* a piece ends on a sequence boundary, but for the last */
+        size_t cut = n;
+        if (at + n < kept)
+            while (cut > 1 && ((unsigned char) tt->tail [(start + skip + at + cut) % tt->tail_cap] & 0xC0) == 0x80)
+                cut--;
+        s_tool_entry (run, piece, cut, 0);
+        at += cut;
+    }
+    free (piece);
+    sb_exec_tool_output_free (run);
+}
+
+void
+sb_exec_tool_output_free (sb_exec_run_t *run)
+{
+    free (run->tool_tape.tail);
+    run->tool_tape.tail = NULL;
+    run->tool_tape.tail_cap = run->tool_tape.tail_len = run->tool_tape.tail_pos = 0;
 }

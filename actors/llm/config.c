@@ -1,6 +1,7 @@
 /*  actors/llm/config.c — providers from flags, a JSON file and the
     environment. */
 #include "actors/llm/config.h"
+#include "actors/llm/keys.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -90,7 +91,7 @@ s_copy (char *dst, size_t n, const char *src)
 static int
 s_load_key (sb_llm_provider_t *p, const char *key_env, const char *key_file, char *err, size_t errlen)
 {
-    const char *file = key_file ? key_file : getenv ("SWITCHBOARD_LLM_KEY_FILE");
+    const char *file = key_file ? key_file : sb_llm_keys_getenv ("SWITCHBOARD_LLM_KEY_FILE");
     if (file && *file) {
         p->api_key = sb_llm_read_key_file (file, err, errlen);
         return p->api_key ? 0 : -1;
@@ -99,11 +100,11 @@ s_load_key (sb_llm_provider_t *p, const char *key_env, const char *key_file, cha
             : p->kind == SB_PROVIDER_ANTHROPIC ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY");
     /* An empty variable counts as unset, so that `OPENAI_API_KEY=` in a
        shell does not hide the next one in line. */
-    const char *env = key_env ? getenv (key_env) : NULL;
+    const char *env = key_env ? sb_llm_keys_getenv (key_env) : NULL;
     if (!env || !*env)
-        env = getenv ("SWITCHBOARD_LLM_KEY");
+        env = sb_llm_keys_getenv ("SWITCHBOARD_LLM_KEY");
     if (!env || !*env)
-        env = getenv (p->kind == SB_PROVIDER_ANTHROPIC ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY");
+        env = sb_llm_keys_getenv (p->kind == SB_PROVIDER_ANTHROPIC ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY");
     if (env && *env)
         p->api_key = strdup (env);
     return 0;

@@ -47,22 +47,16 @@ s_scrub (char *message, size_t size, const char *secret)
 
 /*  Writes `provider "NAME" (URL, model M): ` into buf: the person who reads
     a run's failure must be able to tell which of several providers failed
-    and with which model. A URL's user:password@ is left out, as the key
-    is. Returns the length written. */
+    and with which model. The URL's credentials are left out, as the key
+    is (sb_log_redact_url). Returns the length written. */
 static size_t
 s_origin (const job_t *job, char *buf, size_t size)
 {
-    const char *url = job->prov->base_url;
-    const char *host = strstr (url, "://");
-    host = host && host - url < 16 ? host + 3 : url;
-    const char *at = strchr (host, '@');
-    const char *slash = strchr (host, '/');
-    int scheme = (int) (host - url);
-    if (at && (!slash || at < slash))
-        host = at + 1;
     /* a long URL is cut so that the error itself still fits */
-    int n = snprintf (buf, size, "provider \"%s\" (%.*s%.300s, model %s): ", job->prov->name,
-                      scheme, url, host, job->model [0] ? job->model : "-");
+    char url [301];
+    sb_log_redact_url (job->prov->base_url, url, sizeof url);
+    int n = snprintf (buf, size, "provider \"%s\" (%s, model %s): ", job->prov->name,
+                      url, job->model [0] ? job->model : "-");
     return n < 0 ? 0 : (size_t) n < size ? (size_t) n : size - 1;
 }
 

@@ -3,11 +3,47 @@
 
     Every status change is committed here first and reaches the session
     tape through an outbox: the change and its pending `run.status` append
-    are written in one transaction, and the append carries a deterministic
-    command_id, so a crash between the commit and the append neither loses
-    nor doubles an entry: the outbox is replayed at startup and the session
-    actor drops the duplicate. */
+    are written in one transaction, and the append carries a command_id
+    stored with it, so a crash between the commit and the append neither
+    loses nor doubles an entry: the outbox is replayed at startup and the
+    session actor drops the duplicate. */
 #include "actors/run/run_impl.h"
+
+#include <errno.h>
+#include <sys/random.h>
+
+/*  The command_id of an outbox entry: "run:<run_id>:" and 128 random
+    bits, drawn when the entry is written and stored in it. Anyone who can
+    reach the bus may append to a session, and the session actor answers
+    the second append under a command_id with the first one's reply. An
+    id others can predict (it used to be the run id, the status and the
+    fence) lets a client append first under it: the run's real status is
+    then taken for a duplicate and never written, and the session's
+    turn_status never settles. An id nobody can guess cannot be taken
+    first, whatever a client puts in its header (the broker does not stamp
+    `from`, so no "internal only" namespace could be enforced on it); a
+    resend after a crash sends the stored entry, id and all, and is still
+    recognised. A run id is a ULID, so the id is 4 + 26 + 1 + 32 = 63
+    bytes, within the schema's 64. (docs/sessions.md, "Idempotency")
+    Returns -1 when the kernel gives no random bytes. */
+static int
+s_outbox_command_id (const run_t *r, char *out, size_t n)
+{
+    uint8_t rnd [16];
+    size_t got = 0;
+    while (got < sizeof rnd) {
+        ssize_t k = getrandom (rnd + got, sizeof rnd - got, 0);
+        if (k < 0 && errno != EINTR)
+            return -1;
+        if (k > 0)
+            got += (size_t) k;
+    }
+    char hex [2 * sizeof rnd + 1];
+    for (size_t i = 0; i < sizeof rnd; i++)
+        snprintf (hex + 2 * i, 3, "%02x", rnd [i]);
+    snprintf (out, n, "run:%s:%s", r->run_id, hex);
+    return 0;
+}
 
 typedef struct {
     self_t *self;
@@ -89,8 +125,12 @@ s_write_fn (sb_txn_t *txn, void *arg)
         /* the outbox entry: appended to the tape after the commit */
         w->outbox_n = self->outbox_next;
         char cmd [96];
-        snprintf (cmd, sizeof cmd, "run:%s:%s:%llu", r->run_id, sb_run_status_name (r->status),
-                  (unsigned long long) r->fence);
+        if (s_outbox_command_id (r, cmd, sizeof cmd) != 0) {
+            sb_error (ACTOR, "no random bytes for an outbox command_id run=%s error=\"%s\"",
+                      r->run_id, strerror (errno));
+            sb_enc_destroy (&e);
+            return -1;
+        }
         sb_enc_reset (e);
         sb_enc_map_open (e);
         sb_enc_kstr (e, "session_id", r->session_id);
@@ -159,7 +199,8 @@ sb_run_outbox_flush (self_t *self)
             return;             /* the session actor is busy or away: retry on the next tick */
         /* a refusal is final (retrying cannot help); anything else is retried */
         sb_err_t code = sb_msg_is_error (reply) ? sb_err_from_name (sb_msg_error_code (reply)) : SB_OK;
-        bool done = code == SB_OK || code == SB_E_not_found || code == SB_E_invalid || code == SB_E_conflict;
+        bool done = code == SB_OK || code == SB_E_not_found || code == SB_E_invalid || code == SB_E_conflict
+                 || code == SB_E_too_large;
         if (sb_msg_is_error (reply))
             sb_warn (ACTOR, "tape append from the outbox failed code=%s message=\"%s\"%s",
                      sb_msg_error_code (reply), sb_msg_error_message (reply), done ? " (dropped)" : "");

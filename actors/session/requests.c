@@ -13,6 +13,7 @@
          commit. */
 #include "actors/session/session_impl.h"
 #include "schemas/types.h"
+#include "schemas/run_status.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -121,7 +122,7 @@ s_prepare_entry (self_t *self, req_t *req, long index, const char *kind, const s
     }
     //  The session's own entries are its record's history; nobody else
     //  may write them.
-    if (strncmp (kind, "session.", 8) == 0) {
+    if (strncmp (kind, "session.", 8) == 0 || strcmp (kind, "tape.quota") == 0) {
         sb_session_fail (req, SB_E_invalid, "%skind: %s entries are written by the session service only",
                          where, kind);
         return;
@@ -189,6 +190,59 @@ s_prepare_append (self_t *self, req_t *req)
     }
 }
 
+//  Where req's command_id is remembered, and the digest of its body: a
+//  retry is the same request only when it repeats the body, so an id
+//  reused for something else is refused instead of answered with what it
+//  named before (store.c, sb_session_command_replay).
+static void
+s_prepare_command (self_t *self, req_t *req)
+{
+    if (req->op == OP_CREATE) {
+        req->cmd_sid = "";
+        req->cmd_from = req->msg->h.from;
+    }
+    else {
+        req->cmd_sid = req->sid;
+        req->cmd_from = "";
+    }
+    sb_digest_t *digest = sb_digest_new ();
+    if (!digest) {
+        sb_session_fail (req, SB_E_internal, "out of memory");
+        return;
+    }
+    if (req->op == OP_APPEND) {
+        //  An append is digested as it will be written: its form, run_id,
+        //  fence and each entry's kind and encoded body (a missing body is
+        //  the empty map it is stored as). No second encoding of a large
+        //  body is needed: the prepared bodies are in self->prep.
+        uint8_t head [11] = { req->batch_form, req->has_fence, req->run_id != NULL };
+        for (int i = 0; i < 8; i++)
+            head [3 + i] = (uint8_t) (req->fence >> (56 - 8 * i));
+        sb_digest_update (digest, head, sizeof head);
+        if (req->run_id)
+            sb_digest_update (digest, (const uint8_t *) req->run_id, strlen (req->run_id) + 1);
+        const uint8_t *prep = sb_enc_data (self->prep, &(size_t) { 0 });
+        for (size_t k = 0; k < req->nspans; k++) {
+            const span_t *sp = &self->spans [req->span0 + k];
+            uint8_t len [8];
+            for (int i = 0; i < 8; i++)
+                len [i] = (uint8_t) ((uint64_t) sp->len >> (56 - 8 * i));
+            sb_digest_update (digest, (const uint8_t *) sp->kind, strlen (sp->kind) + 1);
+            sb_digest_update (digest, len, sizeof len);
+            sb_digest_update (digest, prep + sp->off, sp->len);
+        }
+    }
+    else {
+        sb_enc_reset (self->scratch);
+        sb_enc_val (self->scratch, req->msg->body);
+        size_t len;
+        const uint8_t *data = sb_enc_data (self->scratch, &len);
+        sb_digest_update (digest, data, len);
+    }
+    sb_digest_final (digest, req->cmd_digest);
+    sb_digest_destroy (&digest);
+}
+
 //  Everything about a request that does not depend on the store. The
 //  failures found here are final: the write function skips the request.
 void
@@ -225,6 +279,8 @@ sb_session_prepare (self_t *self, req_t *req)
         if (req->op == OP_APPEND)
             s_prepare_append (self, req);
     }
+    if (!req->err && req->cmd && req->write)
+        s_prepare_command (self, req);
     req->prep_err = req->err;
 }
 
@@ -430,12 +486,13 @@ s_turn_status (const char *run_status, const char *current)
 {
     if (!run_status)
         return current;
-    if (strcmp (run_status, "queued") == 0 || strcmp (run_status, "claimed") == 0
-    ||  strcmp (run_status, "running") == 0)
-        return "running";
-    if (strcmp (run_status, "cancelling") == 0)
-        return "cancelling";
-    return "idle";
+    switch (sb_run_status_from_name (run_status)) {
+        case SB_RUN_queued:
+        case SB_RUN_claimed:
+        case SB_RUN_running:    return "running";
+        case SB_RUN_cancelling: return "cancelling";
+        default:                return "idle";
+    }
 }
 
 //  The first line of a prompt, for lists that must tell sessions apart:
@@ -483,6 +540,50 @@ s_note_entry (self_t *self, record_t *r, const span_t *sp)
     }
 }
 
+//  Whether the append fits the session's tape quota. A run that reached
+//  it must still be able to say how it ended, so run.status and turn.end
+//  entries may use a small reserve past it; nothing else may. The first
+//  refusal for a given quota writes one tape.quota entry, so watchers see
+//  why the session stopped growing, and from then on the session is full
+//  (until the quota is raised): a later run fails at its first entry
+//  instead of creeping up to the quota in small ones.
+static bool
+s_within_quota (self_t *self, sb_txn_t *txn, req_t *req, record_t *r)
+{
+    //  The session's own entries (its record's history, tape.quota) are
+    //  few and small: only what appends bring is held against the quota.
+    uint64_t bytes = 0;
+    bool ending = true;
+    for (size_t k = 0; k < req->nspans; k++) {
+        const span_t *sp = &self->spans [req->span0 + k];
+        bytes += sp->len;
+        ending = ending && (strcmp (sp->kind, "run.status") == 0 || strcmp (sp->kind, "turn.end") == 0);
+    }
+    bool full = r->quota_noted == self->tape_quota;
+    uint64_t limit = self->tape_quota + (ending? QUOTA_RESERVE: 0);
+    if (r->tape_bytes + bytes <= limit && (ending || !full))
+        return true;
+    sb_session_fail (req, SB_E_too_large,
+                     "session %s reached its tape quota of %llu bytes (%llu used, this append %llu more); "
+                     "raise it with serve --session-quota BYTES or SWITCHBOARD_SESSION_QUOTA",
+                     req->sid, (unsigned long long) self->tape_quota, (unsigned long long) r->tape_bytes,
+                     (unsigned long long) bytes);
+    if (full)
+        return false;
+    r->quota_noted = self->tape_quota;
+    sb_enc_reset (self->scratch);
+    sb_enc_map_open (self->scratch);
+    sb_enc_kuint (self->scratch, "quota", self->tape_quota);
+    sb_enc_kuint (self->scratch, "used", r->tape_bytes);
+    sb_enc_kuint (self->scratch, "refused", bytes);
+    sb_enc_kstr (self->scratch, "message", req->errmsg);
+    sb_enc_map_close (self->scratch);
+    size_t len;
+    const uint8_t *body = sb_enc_data (self->scratch, &len);
+    sb_session_tape_put (self, txn, req, r, ++r->last_seq, "tape.quota", body, len);
+    return false;
+}
+
 static void
 s_write_append (self_t *self, sb_txn_t *txn, req_t *req)
 {
@@ -498,11 +599,16 @@ s_write_append (self_t *self, sb_txn_t *txn, req_t *req)
                          (unsigned long long) req->fence, (unsigned long long) r->fence);
         return;
     }
+    if (!s_within_quota (self, txn, req, r))
+        return;
     const uint8_t *prep = sb_enc_data (self->prep, &(size_t) { 0 });
     for (size_t k = 0; k < req->nspans && txn->ret == 0; k++) {
         const span_t *sp = &self->spans [req->span0 + k];
         sb_session_tape_put (self, txn, req, r, ++r->last_seq, sp->kind, prep + sp->off, sp->len);
         s_note_entry (self, r, sp);
+        //  Counted with the entries, so the record written in the same
+        //  transaction holds the tape's count.
+        r->tape_bytes += sp->len;
     }
     if (req->run_id)
         r->last_run_id = req->run_id;

@@ -15,6 +15,7 @@
 #include "actors/session.h"
 #include "actors/store.h"
 #include "bus/client.h"
+#include "common/digest.h"
 #include "common/log.h"
 
 #include <czmq.h>
@@ -36,6 +37,9 @@
 #define MAX_STEPS_MAX       10000
 #define LABEL_KEY_MAX       64
 #define LABEL_VALUE_MAX     1024
+//  Past the tape quota, a run may still record how it ended: run.status
+//  and turn.end entries take up to this many bytes more.
+#define QUOTA_RESERVE       (64 * 1024)
 //  A body's size limit when its kind declares none: session.append's.
 #define ENTRY_BYTES_MAX     (8u << 20)
 #define ARENA_CHUNK         (64 * 1024)
@@ -67,6 +71,8 @@ typedef struct {
     const sb_val_t *labels;
     uint64_t created_at, updated_at, max_steps, last_seq, config_version, fence;
     uint64_t last_activity_at;  //  the latest prompt or run status, ms
+    uint64_t tape_bytes;        //  bytes of appended entry bodies (the quota's measure)
+    uint64_t quota_noted;       //  the quota a tape.quota entry was written for; 0: none
     bool dirty, deleted;
 } record_t;
 
@@ -90,6 +96,10 @@ typedef struct {
     bool addressed;             //  takes a session_id
     const char *sid;            //  the session addressed (create: the new id)
     const char *cmd;            //  command_id, or NULL
+    //  With cmd: what the command is remembered under (see s_key_command)
+    //  and the digest of the request's body, which a retry must match.
+    const char *cmd_sid, *cmd_from;
+    uint8_t cmd_digest [SB_DIGEST_LEN];
     const char *workspace;      //  create/update: the realpath
     const char *run_id;
     uint64_t fence;
@@ -116,6 +126,7 @@ typedef struct {
     char instance [129];
     bool terminated;
     uint64_t command_ttl_ms;
+    uint64_t tape_quota;        //  bytes of tape one session may hold
 
     //  The current drain
     uint64_t now;               //  its timestamp: every entry's ts
@@ -181,18 +192,34 @@ s_key_status (sb_key_t *k, const char *status, const char *sid)
         sb_key_str (k, sid);
 }
 
+//  A remembered command: 'C' session_id from command_id. A command_id
+//  names a request within its scope, never across scopes: a request that
+//  addresses a session is scoped to that session (and `from` is empty,
+//  so that a writer that comes back under another name, such as the run
+//  actor after a restart, still finds its own commands); session.create,
+//  which has no session yet, is scoped to its requester's name (the
+//  header's `from`, with session_id empty). Keys of the older global
+//  layout ('C' command_id) hold one string, never three, so they are
+//  never found, only swept.
 static inline void
-s_key_command (sb_key_t *k, const char *cmd)
+s_key_command (sb_key_t *k, const char *sid, const char *from, const char *cmd)
 {
     sb_key_init (k, 'C');
+    sb_key_str (k, sid);
+    sb_key_str (k, from);
     sb_key_str (k, cmd);
 }
 
+//  'E' expires, then the command's key without its tag: the sweep
+//  rebuilds the command's key from the bytes after the expiry, whatever
+//  the layout that wrote them.
 static inline void
-s_key_expiry (sb_key_t *k, uint64_t at, const char *cmd)
+s_key_expiry (sb_key_t *k, uint64_t at, const char *sid, const char *from, const char *cmd)
 {
     sb_key_init (k, 'E');
     sb_key_u64 (k, at);
+    sb_key_str (k, sid);
+    sb_key_str (k, from);
     sb_key_str (k, cmd);
 }
 

@@ -6,8 +6,10 @@
       tape      'T' sid seq            -> the entry as published: {session_id,
                                           seq, ts, run_id?, kind, body}
       status    'I' status sid         -> "" (list by status)
-      commands  'C' command_id         -> {type, expires, reply} (idempotency)
-      expiry    'E' expires command_id -> "" (sweeping expired commands)
+      commands  'C' sid from command_id -> {type, expires, digest, reply}
+                                          (idempotency, scoped: see
+                                          s_key_command)
+      expiry    'E' expires sid from command_id -> "" (sweeping them)
       purge     'P' sid                -> "" (a deleted session's tape still
                                           being removed, in chunks)
     A tape entry is stored exactly as it is published, session_id and all,
@@ -52,6 +54,9 @@ sb_session_record_encode (sb_enc_t *enc, const record_t *r)
     sb_enc_kuint (enc, "config_version", r->config_version);
     if (r->fence)
         sb_enc_kuint (enc, "fence", r->fence);
+    sb_enc_kuint (enc, "tape_bytes", r->tape_bytes);
+    if (r->quota_noted)
+        sb_enc_kuint (enc, "quota_noted", r->quota_noted);
     sb_enc_map_close (enc);
 }
 
@@ -116,6 +121,8 @@ sb_session_record_get (self_t *self, sb_txn_t *txn, req_t *req, const char *sid)
         .config_version = sb_get_uint (m, "config_version", 0),
         .fence = sb_get_uint (m, "fence", 0),
         .last_activity_at = sb_get_uint (m, "last_activity_at", 0),
+        .tape_bytes = sb_get_uint (m, "tape_bytes", 0),
+        .quota_noted = sb_get_uint (m, "quota_noted", 0),
     };
     self->recs [self->nrecs++] = r;
     zhashx_insert (self->rec_index, r->session_id, r);
@@ -275,13 +282,15 @@ s_reply_put (self_t *self, req_t *req, const uint8_t *data, size_t len)
     req->reply_len = len;
 }
 
-//  True when req is answered by a command_id remembered from before: its
-//  first reply, or `conflict` when the id was used for another type.
+//  True when req is answered by a command_id remembered from before in
+//  its scope: its first reply when the request is the same (its type and
+//  the digest of its body), else `conflict`, never another request's
+//  reply.
 bool
 sb_session_command_replay (self_t *self, sb_txn_t *txn, req_t *req)
 {
     sb_key_t k;
-    s_key_command (&k, req->cmd);
+    s_key_command (&k, req->cmd_sid, req->cmd_from, req->cmd);
     MDB_val v;
     if (sb_txn_get (txn, DBI_COMMANDS, k.buf, k.len, &v) != 0)
         return false;
@@ -290,16 +299,17 @@ sb_session_command_replay (self_t *self, sb_txn_t *txn, req_t *req)
     const sb_val_t *m = sb_doc_root (doc);
     const char *type = sb_get_str (m, "type");
     uint64_t expires = sb_get_uint (m, "expires", 0);
-    size_t rlen = 0;
+    size_t rlen = 0, dlen = 0;
     const char *reply = sb_get_bin (m, "reply", &rlen);
+    const char *digest = sb_get_bin (m, "digest", &dlen);
     bool answered = false;
-    if (!doc || !type || !reply)
+    if (!doc || !type || !reply || !digest || dlen != SB_DIGEST_LEN)
         sb_warn (ACTOR, "unreadable remembered command command_id=%s; treating it as new", req->cmd);
     else
     if (expires <= self->now) {
         //  Expired but not yet swept: forget it now, and run the request.
         sb_key_t e;
-        s_key_expiry (&e, expires, req->cmd);
+        s_key_expiry (&e, expires, req->cmd_sid, req->cmd_from, req->cmd);
         sb_txn_del (txn, DBI_EXPIRY, e.buf, e.len);
         sb_txn_del (txn, DBI_COMMANDS, k.buf, k.len);
     }
@@ -307,6 +317,12 @@ sb_session_command_replay (self_t *self, sb_txn_t *txn, req_t *req)
     if (strcmp (type, req->msg->h.type) != 0) {
         sb_session_fail (req, SB_E_conflict, "command_id %s was already used for a %s request",
                          req->cmd, type);
+        answered = true;
+    }
+    else
+    if (memcmp (digest, req->cmd_digest, SB_DIGEST_LEN) != 0) {
+        sb_session_fail (req, SB_E_conflict, "command_id %s was already used for another %s request; "
+                         "a retry must repeat the request unchanged", req->cmd, type);
         answered = true;
     }
     else {
@@ -328,13 +344,15 @@ sb_session_command_remember (self_t *self, sb_txn_t *txn, req_t *req)
     sb_enc_map_open (self->scratch);
     sb_enc_kstr (self->scratch, "type", req->msg->h.type);
     sb_enc_kuint (self->scratch, "expires", expires);
+    sb_enc_key (self->scratch, "digest");
+    sb_enc_bin (self->scratch, req->cmd_digest, SB_DIGEST_LEN);
     sb_enc_key (self->scratch, "reply");
     sb_enc_bin (self->scratch, replies + req->reply_off, req->reply_len);
     sb_enc_map_close (self->scratch);
     const uint8_t *data = sb_enc_data (self->scratch, &len);
     sb_key_t k, e;
-    s_key_command (&k, req->cmd);
-    s_key_expiry (&e, expires, req->cmd);
+    s_key_command (&k, req->cmd_sid, req->cmd_from, req->cmd);
+    s_key_expiry (&e, expires, req->cmd_sid, req->cmd_from, req->cmd);
     sb_txn_put (txn, DBI_COMMANDS, k.buf, k.len, data, len);
     sb_txn_put (txn, DBI_EXPIRY, e.buf, e.len, NULL, 0);
     if (!self->drain_min_expiry || expires < self->drain_min_expiry)
@@ -368,11 +386,13 @@ s_sweep_fn (sb_txn_t *txn, void *arg)
             sb_txn_iter_end (&it);
             break;
         }
+        //  The command's key is 'C' and the bytes after the expiry, in
+        //  the scoped layout and in the older global one alike.
         sb_key_t c;
         sb_key_init (&c, 'C');
-        if (k.mv_size > 10)
-            sb_key_strn (&c, (const char *) k.mv_data + 9, k.mv_size - 10);
-        if (sb_key_valid (&c))
+        if (k.mv_size > 9)
+            sb_key_bytes (&c, (const uint8_t *) k.mv_data + 9, k.mv_size - 9);
+        if (k.mv_size > 9 && sb_key_valid (&c))
             sb_txn_del (txn, DBI_COMMANDS, c.buf, c.len);
         sb_txn_iter_del (&it);
         sw->removed++;

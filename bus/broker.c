@@ -54,6 +54,7 @@ typedef struct {
     int64_t expires;            /* mono ms */
     char type [65];
     char id [33];
+    bool dropped;               /* the requester was told its stream was dropped */
 } pending_t;
 
 enum { M_FRAMES, M_HEADER, M_UNKNOWN_TYPE, M_BODY, M_KIND, M_UNMATCHED,
@@ -817,13 +818,22 @@ s_handle_reply (self_t *self, zmq_msg_t *f)
         return;
     }
     bool final = t->kind != SB_KIND_CHUNK;
+    if (p->dropped) {
+        /* the rest of a stream the requester already got an error for */
+        self->drop_cmd++;
+        self->drop_cmd_bytes += blen;
+        if (final)
+            zhashx_delete (self->pending, pkey);
+        return;
+    }
     if (s_tap_active (self))
         s_tap_copy (self, "cmd", iid, iidlen, zmq_msg_data (&f [2]), zmq_msg_size (&f [2]), body, blen);
     sb_outq_acct_t *acct = sb_outq_get (self->cmd_q, rkey);
     size_t held_before = acct ? sb_outq_held (acct) : 0;
     if (s_send_to (self, route, route_len, NULL, 0, &f [2], NULL, 0, body, blen, 0) == SEND_FULL) {
         /* The requester does not read what it asked for: it learns that
-           this reply was dropped, and the rest of the stream with it. */
+           this reply was dropped, and the rest of the stream with it,
+           which goes nowhere until its final reply ends the request. */
         sb_header_t req;
         memset (&req, 0, sizeof req);
         memcpy (req.id, p->id, sizeof req.id);
@@ -832,7 +842,7 @@ s_handle_reply (self_t *self, zmq_msg_t *f)
                        "%s of %zu bytes dropped: %zu bytes are already queued for you (limit %zu); "
                        "read your replies, then ask again",
                        h.type, blen, held_before, self->queue_bytes);
-        final = true;
+        p->dropped = true;
     }
     if (final)
         zhashx_delete (self->pending, pkey);

@@ -16,7 +16,7 @@ import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import (SB_BIN, Client, Server, check, context, make_header, pack, run_tests,  # noqa: E402
-                    tmpdir, unpack, wait_for)
+                    start_actor, tmpdir, unpack, wait_for)
 
 NOTE = "n" * 8000           # an 8 KB note, as in the report
 REQUESTS = 100              # pages asked for and never read: 800 MB before the bound
@@ -135,6 +135,37 @@ def test_client_that_never_reads_pages():
 
 
 SLACK = MiB
+
+
+def test_stream_to_a_client_that_never_reads():
+    # A streamed reply past the bound: one `overloaded` error, then the
+    # rest of the stream goes nowhere, quietly (not as malformed replies),
+    # and the request is forgotten when the stream ends.
+    bound = MiB
+    with Server(env=dict(os.environ, SWITCHBOARD_BUS_QUEUE_BYTES=str(bound))) as srv:
+        start_actor(srv, instance="e-stream")
+        before = srv.stats()
+        d = hostile_dealer(srv.endpoint("cmd"))
+        try:
+            h = make_header("echo.stream", frm="hostile")
+            d.send_multipart([pack(h), pack({"count": 100, "text": "s" * 60000})])
+            wait_for(lambda: srv.stats()["types"].get("echo.stream.ok", 0) >= 1, 20, "the stream to end")
+            st = srv.stats()
+            check(st["queues"]["pending_requests"] == 0, "the request is still pending: %r", st["queues"])
+            check(st["malformed"]["unmatched_reply"] == before["malformed"]["unmatched_reply"],
+                  "the dropped stream was counted as malformed: %r", st["malformed"])
+            check(st["dropped"]["cmd"] > 0, "nothing counted as dropped: %r", st["dropped"])
+            d.setsockopt(zmq.RCVHWM, 1000)
+            got = []
+            while d.poll(1000):
+                rh, rb = d.recv_multipart()
+                rh = unpack(rh)
+                got.append(rh["type"] if rh["type"] != "error" else "error:" + unpack(rb)["code"])
+            chunks = got.count("echo.stream.chunk")
+            print("  a 6 MB stream to a client that never reads: %d chunks, then %r" % (chunks, got[chunks:]))
+            check(0 < chunks < 100 and got[chunks:] == ["error:overloaded"], "the client got %r", got)
+        finally:
+            d.close(0)
 
 
 def slow_sub(srv, which, prefix):

@@ -43,10 +43,15 @@ Figures, one JSON line each:
   soak_serve_answers         1 when serve still answers bus.stats and a
                              session.append after the load, else 0
 
-Other knobs: SB_SOAK_SERVE_ARGS (extra serve flags, split on spaces, e.g.
-the limits of docs/operations.md), SB_BIN, SB_ROOT. Exits 1 when serve
-died or stopped answering. The smoke variant is
-tests/integration/test_harden_soak.py, which calls soak() below.
+Knobs (environment; defaults of the bench): SB_SOAK_SECONDS (60),
+SB_SOAK_READERS (8), SB_SOAK_READER_RATE (10/s), SB_SOAK_READER_REQUESTS
+(400 each), SB_SOAK_NOTES (1800), SB_SOAK_NOTE_RATE (100/s),
+SB_SOAK_TOOL_MB (100), SB_SOAK_HOSTILE_RATE (200/s),
+SB_SOAK_RSS_CEILING_MB (2048), SB_SOAK_SERVE_ARGS (extra serve flags, split
+on spaces, e.g. the limits of docs/operations.md); SB_BIN, SB_ROOT,
+SB_FIXTURES as for the tests. Exits 1 when serve died or stopped
+answering. The smoke variant is tests/integration/test_harden_soak.py,
+which calls soak() below with a smaller load.
 
 Needs Debian's python3-zmq and python3-msgpack (run with /usr/bin/python3).
 """
@@ -218,6 +223,8 @@ class Readers(Load):
     def body(self):
         socks = [tiny_socket(zmq.DEALER, self.endpoint) for _ in range(self.cfg["readers"])]
         cap = self.cfg["readers"] * self.cfg["reader_requests"]
+        if not socks:
+            return
         k = 0
         try:
             for due in paced(self.halt, self.cfg["reader_rate"]):

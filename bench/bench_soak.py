@@ -19,9 +19,10 @@ for SB_SOAK_SECONDS runs four loads together:
             session;
   hostile   a DEALER sending SB_SOAK_HOSTILE_RATE malformed messages a
             second: garbage msgpack, bodies of the wrong types, huge
-            declared counts, unknown types, wrong frame counts, and one
-            ~8 MiB oversized body a second. It reads (and drops) its replies,
-            so it is not a slow reader too.
+            declared counts, unknown types, wrong frame counts, headers
+            whose deadline is past int64 (counted apart: they are valid
+            today), and one ~8 MiB oversized body a second. It reads (and
+            drops) its replies, so it is not a slow reader too.
 
 It samples serve's /proc/PID/status every 100 ms. If VmRSS passes
 SB_SOAK_RSS_CEILING_MB (default 2048) the loads stop early, so an unbounded
@@ -297,7 +298,12 @@ def hostile_messages():
 
     def bad_header():
         return [pack({"type": 7, "id": None}), pack({})]
-    return [garbage, wrong_types, huge_counts, unknown_type, frame_count, bad_header]
+
+    def huge_ints():
+        # a deadline past int64 (issue 9, item 9), on a session nobody has
+        h = make_header("session.events", frm="soak-hostile", deadline=random.choice([2**63, 2**64 - 1]))
+        return [pack(h), pack({"session_id": "0" * 26, "limit": 10})]
+    return [garbage, wrong_types, huge_counts, unknown_type, frame_count, bad_header, huge_ints]
 
 
 class Hostile(Load):
@@ -317,9 +323,10 @@ class Hostile(Load):
         try:
             for due in paced(self.halt, self.cfg["hostile_rate"]):
                 for _ in range(due):
+                    fn = random.choice(kinds)
                     try:
-                        s.send_multipart(random.choice(kinds)(), zmq.NOBLOCK)
-                        self.count("sent")
+                        s.send_multipart(fn(), zmq.NOBLOCK)
+                        self.count(fn.__name__ if fn.__name__ == "huge_ints" else "sent")
                     except zmq.Again:
                         self.count("send_blocked")
                 if time.monotonic() - last_big >= 1.0:

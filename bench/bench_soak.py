@@ -129,14 +129,17 @@ def disk_bytes(path):
 
 
 def drops(stats):
-    """Every counter in bus.stats whose key names a drop: {dotted.path: n}."""
+    """Every counter in bus.stats whose key names a drop (or an eviction,
+    shedding, overflow): {dotted.path: n}. Read by name, so the per-plane
+    counters are found wherever the broker files them."""
     out = {}
 
     def walk(prefix, v):
         if isinstance(v, dict):
             for k, x in v.items():
                 walk(prefix + "." + str(k) if prefix else str(k), x)
-        elif isinstance(v, int) and "drop" in prefix.rsplit(".", 1)[-1]:
+        elif isinstance(v, int) and not isinstance(v, bool) and \
+                any(w in prefix.rsplit(".", 1)[-1] for w in ("drop", "evict", "shed", "overflow")):
             out[prefix] = v
     walk("", stats)
     return out

@@ -8,8 +8,9 @@ printing 100 MB, and a hostile-frame mix — all at once, then:
   - its peak RSS (VmHWM) stays under PEAK_RSS_MIB;
   - the big call's tool.output on the tape stays under TOOL_TAPE_BYTES
     (the per-call cap, docs/operations.md, plus its elision entry);
-  - DATA/session grows by no more than the notes written (with LMDB's
-    overhead) plus that cap;
+  - the notes session, with a 6 MiB quota, holds no more than the quota
+    (appends past it are refused), and DATA/session grows by no more than
+    the notes accepted (with LMDB's overhead) plus the tool cap;
   - the memory is given back once the peers go away;
   - every malformed message was counted.
 
@@ -35,9 +36,13 @@ ASAN = 3 if os.environ.get("SB_ASAN") else 1
 #  - PEAK_RSS_MIB fails (~500 MiB in 10 s: the readers' pages queue whole
 #    in serve), until the per-peer byte bound on the bus (item 1) lands;
 #  - TOOL_TAPE_BYTES fails (the whole output goes to the tape, as fast as
-#    the session actor takes it), until the per-call tape cap (item 2).
+#    the session actor takes it), until the per-call tape cap (item 2);
+#  - SESSION_QUOTA fails (no quota: every note is accepted) until the
+#    per-session quota (item 2). The variables are ignored before them.
 PEAK_RSS_MIB = 300 * ASAN
 TOOL_TAPE_BYTES = 1 * MIB + 64 * 1024
+SESSION_QUOTA = 6 * MIB
+SERVE_ENV = "SWITCHBOARD_TOOL_OUTPUT_TAPE=%d SWITCHBOARD_SESSION_QUOTA=%d" % (1 * MIB, SESSION_QUOTA)
 # after the peers have gone; serve idles at ~15 MiB
 RSS_ANON_AFTER_MIB = 150 * ASAN
 # LMDB stores an 8 KB note in three 4 KiB overflow pages, and grows its map
@@ -47,7 +52,7 @@ TAPE_SLACK_MIB = 16
 
 def test_soak_stays_bounded():
     cfg = bench_soak.config(seconds=10.0, readers=4, notes=600, reader_rate=10.0, note_rate=100.0,
-                            hostile_rate=200.0, rss_ceiling_mb=1024)
+                            hostile_rate=200.0, rss_ceiling_mb=1024, serve_env=SERVE_ENV)
     res = bench_soak.soak(cfg)
     for line in bench_soak.figures(res):
         print("  " + line)
@@ -63,6 +68,11 @@ def test_soak_stays_bounded():
     bound(res["tool_output_bytes"] <= TOOL_TAPE_BYTES,
           "%d bytes of tool.output on the tape for one call (%d entries) > %d",
           res["tool_output_bytes"], res["tool_output_entries"], TOOL_TAPE_BYTES)
+    # 8 KB of text is an 8,200-byte body
+    notes = res["notes_setup"] + res["loads"]["notes"].get("acked", 0)
+    bound(notes * (bench_soak.NOTE_BYTES + 8) <= SESSION_QUOTA,
+          "the notes session holds %d notes of 8 KB, past its %d MiB quota (refused: %r)",
+          notes, SESSION_QUOTA // MIB, res["loads"]["notes"])
     tape_bound = 2 * res["notes_mib"] + TOOL_TAPE_BYTES / MIB + TAPE_SLACK_MIB
     bound(res["tape_growth_mib"] <= tape_bound, "DATA/session grew %.1f MiB > %.1f MiB (notes %.1f MiB)",
           res["tape_growth_mib"], tape_bound, res["notes_mib"])

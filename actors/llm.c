@@ -22,13 +22,27 @@
 /* ------------------------------------------------------------------ */
 /*  Requests */
 
+//  A provider name that is not configured: the error lists the ones that
+//  are, so the person can correct the name without reading the config.
+static void
+s_no_provider (self_t *self, sb_msg_t *msg, const char *pname)
+{
+    char names [512] = "";
+    size_t used = 0;
+    for (int k = 0; k < self->cfg.count && used < sizeof names; k++)
+        used += snprintf (names + used, sizeof names - used, "%s'%s'", k? ", ": "",
+                          self->cfg.providers [k].name);
+    sb_bus_error (self->bus, msg, SB_E_not_found, "no provider named '%s' is configured; configured: %s",
+                  pname ? pname : "", names);
+}
+
 static void
 s_handle_stream (self_t *self, sb_msg_t *msg)
 {
     const char *pname = sb_get_str (msg->body, "provider");
     sb_llm_provider_t *prov = sb_llm_config_find (&self->cfg, pname);
     if (!prov) {
-        sb_bus_error (self->bus, msg, SB_E_not_found, "no provider named '%s' is configured", pname ? pname : "");
+        s_no_provider (self, msg, pname);
         return;
     }
     if (zhashx_size (self->jobs) >= MAX_STREAMS) {
@@ -110,7 +124,7 @@ s_handle_models (self_t *self, sb_msg_t *msg)
     const char *pname = sb_get_str (msg->body, "provider");
     sb_llm_provider_t *prov = sb_llm_config_find (&self->cfg, pname);
     if (!prov) {
-        sb_bus_error (self->bus, msg, SB_E_not_found, "no provider named '%s' is configured", pname ? pname : "");
+        s_no_provider (self, msg, pname);
         return;
     }
     job_t *job = sb_llm_job_new (self, JOB_MODELS, msg);

@@ -388,7 +388,7 @@ s_read_one (sb_bus_t *bus, int flags, bool *got_any)
         /* sb_bus_register waits for this reply itself */
         return msg;
     }
-    if (sb_msg_is_error (msg) && strcmp (sb_msg_error_code (msg), "not_registered") == 0) {
+    if (sb_msg_is_error (msg) && sb_err_from_name (sb_msg_error_code (msg)) == SB_E_not_registered) {
         if (bus->registered) {
             sb_info (bus->name, "broker does not know us; registering again service=%s", bus->service);
             s_send_ready (bus);

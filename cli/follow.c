@@ -1,4 +1,5 @@
 /*  cli/follow.c — see follow.h. */
+#include "schemas/run_status.h"
 #include "cli/follow.h"
 #include "cli/transcript.h"
 #include "common/log.h"
@@ -206,13 +207,13 @@ sb_follow_run (const sb_watch_t *w)
     if (s.t)
         sb_transcript_summary (s.t, (double) (sb_mono_ms () - started) / 1000.0);
     sb_transcript_destroy (&s.t);
-    int code = rc == 0 && strcmp (final, "completed") == 0 ? 0 : 1;
+    int code = rc == 0 && sb_run_status_from_name (final) == SB_RUN_completed ? 0 : 1;
     if (s.interrupts == 0)
         return code;
     /* what Ctrl-C did, as the last line (of stderr with --json, which
        keeps stdout to JSON lines) */
     FILE *out = w->json ? stderr : stdout;
-    if (w->cancel_on_interrupt && final [0] && strcmp (final, "cancelled") != 0) {
+    if (w->cancel_on_interrupt && final [0] && sb_run_status_from_name (final) != SB_RUN_cancelled) {
         fprintf (out, "Ctrl-C came too late: run %s had already ended %s\n", w->run_id, final);
         fflush (out);
         return code;

@@ -1,5 +1,6 @@
 /*  cli/runs.c — `run` (one-shot), `prompt`, `cancel`, `resume`, `runs`
     and `run-info`. */
+#include "schemas/run_status.h"
 #include "cli/cli.h"
 #include "cli/follow.h"
 #include "cli/oneshot.h"
@@ -176,7 +177,7 @@ s_print_run (const sb_val_t *run, bool json, bool one_line)
         //  run was asked, or why it did not complete or what it waits for.
         char steps [24], updated [32], text [256];
         const char *status = sb_get_str (run, "status");
-        bool done = status && strcmp (status, "completed") == 0;
+        bool done = sb_run_status_from_name (status) == SB_RUN_completed;
         snprintf (steps, sizeof steps, "%llu", (unsigned long long) sb_get_uint (run, "steps", 0));
         sb_cli_time_cell (sb_get_uint (run, "updated_at", 0), updated, sizeof updated);
         sb_cli_text_cell (reason && !done ? reason : waiting ? waiting : sb_get_str (run, "input"), 60,

@@ -433,17 +433,9 @@ s_check_provider (sb_bus_t *bus, const char *provider)
     int rc = 0;
     if (reply && sb_msg_is_error (reply)
     &&  sb_err_from_name (sb_msg_error_code (reply)) == SB_E_not_found) {
-        //  The default provider is the one a session without --provider uses.
-        sb_enc_reset (enc);
-        sb_enc_map_open (enc);
-        sb_enc_map_close (enc);
-        body = sb_enc_data (enc, &len);
-        sb_msg_t *dflt = sb_bus_call (bus, "llm.models", NULL, body, len, CALL_TIMEOUT_MS);
-        const char *name = dflt && !sb_msg_is_error (dflt)? sb_get_str (dflt->body, "provider"): NULL;
-        rc = sb_cli_fail_code ("sessions", "not_found", "%s%s%s%s (serve --llm or --providers FILE "
-                               "configures providers; see docs/llm.md)", sb_msg_error_message (reply),
-                               name? "; the configured default is '": "", name? name: "", name? "'": "");
-        sb_msg_destroy (&dflt);
+        //  The server's message lists the providers it has configured.
+        rc = sb_cli_fail_code ("sessions", "not_found", "%s (serve --llm or --providers FILE configures "
+                               "providers; see docs/llm.md)", sb_msg_error_message (reply));
     }
     //  Any other answer (the provider's own error, no llm service to ask)
     //  means the name is known or cannot be checked: the prompt will tell.

@@ -1,5 +1,6 @@
 /*  cli/transcript.c — see transcript.h. Single-threaded: the CLI's main
     thread feeds entries and ticks. */
+#include "schemas/run_status.h"
 #include "cli/transcript.h"
 #include "common/log.h"
 #include "schemas/json.h"
@@ -559,7 +560,7 @@ sb_transcript_summary (sb_transcript_t *self, double secs)
 {
     s_endline (self);
     const sb_transcript_tally_t *t = &self->tally;
-    bool why = t->reason [0] && strcmp (t->final, "completed") != 0;
+    bool why = t->reason [0] && sb_run_status_from_name (t->final) != SB_RUN_completed;
     printf ("%srun %s %s%s%s · steps %llu · tokens %llu in / %llu out · %.1f s", BOLD (self),
             self->run_id [0] ? self->run_id : "?", t->final [0] ? t->final : "unfinished",
             why ? ": " : "", why ? t->reason : "", (unsigned long long) t->steps,

@@ -13,6 +13,7 @@
          commit. */
 #include "actors/session/session_impl.h"
 #include "schemas/types.h"
+#include "schemas/run_status.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -430,12 +431,13 @@ s_turn_status (const char *run_status, const char *current)
 {
     if (!run_status)
         return current;
-    if (strcmp (run_status, "queued") == 0 || strcmp (run_status, "claimed") == 0
-    ||  strcmp (run_status, "running") == 0)
-        return "running";
-    if (strcmp (run_status, "cancelling") == 0)
-        return "cancelling";
-    return "idle";
+    switch (sb_run_status_from_name (run_status)) {
+        case SB_RUN_queued:
+        case SB_RUN_claimed:
+        case SB_RUN_running:    return "running";
+        case SB_RUN_cancelling: return "cancelling";
+        default:                return "idle";
+    }
 }
 
 //  The first line of a prompt, for lists that must tell sessions apart:

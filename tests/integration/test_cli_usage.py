@@ -98,7 +98,7 @@ def test_provider_must_be_configured():
     with Server() as srv:
         ws = tmpdir()
         rc, _, err = cli(srv, "sessions", "new", "--workspace", ws, "--provider", "nosuch")
-        check(rc == 1 and "nosuch" in err and "'demo'" in err, "new --provider nosuch: %d %r", rc, err)
+        check(rc == 1 and "nosuch" in err and "configured: 'demo'" in err, "new --provider nosuch: %d %r", rc, err)
         rc, out, err = cli(srv, "sessions", "--json")
         check(out.strip() == "", "a session was created anyway: %r", out)
         rc, out, err = cli(srv, "sessions", "new", "--workspace", ws, "--provider", "demo", "--json")

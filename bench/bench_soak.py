@@ -39,8 +39,9 @@ Figures, one JSON line each:
                              (notes_mib: what the note writer appended)
   soak_tool_output_tape      bytes of tool.output text on the tape for the
                              big call (entries: how many)
-  soak_dropped               every counter of bus.stats whose name says
-                             "drop", summed; per plane alongside
+  soak_dropped               the messages every drop counter of bus.stats
+                             counts (found by name), summed; each counter,
+                             and the bytes queued at the end, alongside
   soak_serve_answers         1 when serve still answers bus.stats and a
                              session.append after the load (an error reply
                              counts: past a session quota it is one), else 0
@@ -142,7 +143,7 @@ def drops(stats):
             for k, x in v.items():
                 walk(prefix + "." + str(k) if prefix else str(k), x)
         elif isinstance(v, int) and not isinstance(v, bool) and \
-                any(w in prefix.rsplit(".", 1)[-1] for w in ("drop", "evict", "shed", "overflow")):
+                any(w in prefix for w in ("drop", "evict", "shed", "overflow")):
             out[prefix] = v
     walk("", stats)
     return out
@@ -480,6 +481,8 @@ def soak(cfg):
                 fresh.close()
         res["answers"] = answers
         res["drops"] = drops(stats)
+        res["queued"] = {k: v for k, v in (stats.get("queues") or {}).items()
+                         if k.endswith("bytes") or k.endswith("bytes_limit")}
         res["malformed"] = (stats.get("malformed") or {}).get("total", 0)
         res["tape_growth_mib"] = (disk_bytes(os.path.join(server.data, "session")) - tape0) / 2**20
         res["data_growth_mib"] = (disk_bytes(server.data) - data0) / 2**20
@@ -542,8 +545,8 @@ def figures(res):
              data_growth_mib=r1(res["data_growth_mib"])),
         line("soak_tool_output_tape", res["tool_output_bytes"], "bytes", entries=res["tool_output_entries"],
              run_status=res["run_status"], run_done_s=r1(res["run_done_s"])),
-        line("soak_dropped", sum(res["drops"].values()), "messages", per_plane=res["drops"],
-             malformed=res["malformed"], loads=res["loads"]),
+        line("soak_dropped", sum(v for k, v in res["drops"].items() if not k.endswith("bytes")), "messages",
+             per_plane=res["drops"], queued_at_end=res["queued"], malformed=res["malformed"], loads=res["loads"]),
         line("soak_serve_answers", 1 if res["answers"] else 0, "bool", alive=res["alive"],
              append_after=res.get("append_after"),
              load_errors=res["load_errors"]),

@@ -44,7 +44,11 @@ ASAN = 3 if os.environ.get("SB_ASAN") else 1
 PEAK_RSS_MIB = 300 * ASAN
 TOOL_TAPE_BYTES = 1 * MIB + 64 * 1024
 SESSION_QUOTA = 6 * MIB
-SERVE_ENV = "SWITCHBOARD_TOOL_OUTPUT_TAPE=%d SWITCHBOARD_SESSION_QUOTA=%d" % (1 * MIB, SESSION_QUOTA)
+# what ZeroMQ may hold for one peer (the default is 64 MiB): the 4 readers
+# may pin 64 MiB together
+QUEUE_BYTES = 16 * MIB
+SERVE_ENV = "SWITCHBOARD_TOOL_OUTPUT_TAPE=%d SWITCHBOARD_SESSION_QUOTA=%d SWITCHBOARD_BUS_QUEUE_BYTES=%d" % (
+    1 * MIB, SESSION_QUOTA, QUEUE_BYTES)
 # after the peers have gone; serve idles at ~15 MiB
 RSS_ANON_AFTER_MIB = 150 * ASAN
 # LMDB stores an 8 KB note in three 4 KiB overflow pages, and grows its map

@@ -5,14 +5,22 @@
 
     Nothing here blocks: every send is ZMQ_DONTWAIT with ROUTER_MANDATORY,
     so a reply to a vanished peer or a full queue is counted, never waited
-    on. Frames that do not validate go nowhere and are counted by kind. */
+    on. Frames that do not validate go nowhere and are counted by kind.
+
+    What ZeroMQ holds for a peer is bounded in bytes, not only in messages
+    (bus/outq.h): every body leaves as a message charged to its peer's
+    account on the command plane, or to the plane's account on the event
+    plane and the tap, and is not sent when it would pass the bound. */
 #include "bus/broker.h"
+#include "bus/client.h"
 #include "bus/envelope.h"
+#include "bus/outq.h"
 #include "common/log.h"
 #include "schemas/codec.h"
 #include "schemas/schema.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define ACTOR "broker"
@@ -46,6 +54,7 @@ typedef struct {
     int64_t expires;            /* mono ms */
     char type [65];
     char id [33];
+    bool dropped;               /* the requester was told its stream was dropped */
 } pending_t;
 
 enum { M_FRAMES, M_HEADER, M_UNKNOWN_TYPE, M_BODY, M_KIND, M_UNMATCHED,
@@ -81,7 +90,17 @@ typedef struct {
     uint64_t malformed [M_COUNT];
     uint64_t drop_unroutable, drop_hwm, no_service, expired_instances, expired_pending;
     sb_ratelimit_t rl;
+    /* byte bounds (bus/outq.h) */
+    size_t queue_bytes;         /* the bound, per peer or per plane */
+    sb_outq_t *cmd_q;           /* command plane: one account per peer */
+    sb_outq_acct_t *evt_q;      /* event plane: one account, shared */
+    sb_outq_acct_t *tap_q;      /* tap: one account, shared */
+    uint64_t drop_cmd, drop_evt, drop_tap;                  /* messages past the bound */
+    uint64_t drop_cmd_bytes, drop_evt_bytes, drop_tap_bytes;
 } self_t;
+
+/*  What a send on the command plane came to. */
+typedef enum { SEND_OK, SEND_FULL, SEND_FAILED } send_t;
 
 static const char *s_singletons [] = { "session", "run", "interact", NULL };
 
@@ -116,6 +135,26 @@ s_free_item (void **item)
     *item = NULL;
 }
 
+/*  The byte bound: the config's, else SWITCHBOARD_BUS_QUEUE_BYTES, else
+    the default; never below the minimum. */
+static size_t
+s_queue_bytes (const sb_broker_config_t *config)
+{
+    size_t bytes = config ? config->queue_bytes : 0;
+    const char *env = getenv ("SWITCHBOARD_BUS_QUEUE_BYTES");
+    if (!bytes && env && *env) {
+        char *end;
+        unsigned long long v = strtoull (env, &end, 10);
+        if (*end == 0)
+            bytes = (size_t) v;
+        else
+            sb_warn (ACTOR, "ignoring SWITCHBOARD_BUS_QUEUE_BYTES=%s (want a byte count)", env);
+    }
+    if (!bytes)
+        bytes = SB_BROKER_QUEUE_BYTES;
+    return bytes < SB_BROKER_QUEUE_BYTES_MIN ? SB_BROKER_QUEUE_BYTES_MIN : bytes;
+}
+
 static self_t *
 s_self_new (zsock_t *pipe, const sb_broker_config_t *config)
 {
@@ -133,12 +172,17 @@ s_self_new (zsock_t *pipe, const sb_broker_config_t *config)
     self->body_enc = sb_enc_new ();
     sb_schema_all (&self->ntypes);
     self->type_counts = calloc (self->ntypes + 1, sizeof (uint64_t));
+    self->cmd_q = sb_outq_new ();
+    self->evt_q = sb_outq_acct_new ();
+    self->tap_q = sb_outq_acct_new ();
+    self->queue_bytes = s_queue_bytes (config);
     self->router = zsock_new (ZMQ_ROUTER);
     self->xsub = zsock_new (ZMQ_XSUB);
     self->xpub = zsock_new (ZMQ_XPUB);
     self->tap = zsock_new (ZMQ_XPUB);
     if (!self->instances || !self->services || !self->pending || !self->tap_subs || !self->enc
-    ||  !self->body_enc || !self->type_counts || !self->router || !self->xsub || !self->xpub || !self->tap)
+    ||  !self->body_enc || !self->type_counts || !self->router || !self->xsub || !self->xpub || !self->tap
+    ||  !self->cmd_q || !self->evt_q || !self->tap_q)
         return NULL;            /* the caller destroys */
     zhashx_set_destructor (self->instances, s_free_item);
     zhashx_set_destructor (self->services, s_service_destroy);
@@ -149,6 +193,13 @@ s_self_new (zsock_t *pipe, const sb_broker_config_t *config)
     zsock_set_sndhwm (self->xpub, SB_BROKER_PUB_HWM);
     zsock_set_rcvhwm (self->xsub, SB_BROKER_PUB_HWM);
     zsock_set_sndhwm (self->tap, SB_BROKER_TAP_HWM);
+    /* ZeroMQ drops a connection that announces a frame longer than any
+       message the schemas allow, before allocating it; a subscriber only
+       ever sends topic prefixes. Inproc peers are our own actors. */
+    zsock_set_maxmsgsize (self->router, (int) sb_bus_max_frame ());
+    zsock_set_maxmsgsize (self->xsub, (int) sb_bus_max_frame ());
+    zsock_set_maxmsgsize (self->xpub, SB_BROKER_SUB_FRAME_MAX);
+    zsock_set_maxmsgsize (self->tap, SB_BROKER_SUB_FRAME_MAX);
     zsock_set_linger (self->router, 0);
     zsock_set_linger (self->xsub, 0);
     zsock_set_linger (self->xpub, 0);
@@ -186,6 +237,9 @@ s_self_destroy (self_t **self_p)
     zsock_destroy (&self->xsub);
     zsock_destroy (&self->xpub);
     zsock_destroy (&self->tap);
+    sb_outq_destroy (&self->cmd_q);
+    sb_outq_acct_destroy (&self->evt_q);
+    sb_outq_acct_destroy (&self->tap_q);
     free (self->ipc_dir);
     free (self->tcp);
     free (self);
@@ -210,18 +264,73 @@ s_tap_active (self_t *self)
     return zhashx_size (self->tap_subs) > 0;
 }
 
-/*  Copies a message to the tap: [plane][peer-or-topic][header][body]. */
+/*  Copies a message to the tap: [plane][peer-or-topic][header][body].
+    Observers lose tap frames past the tap's HWM or byte bound; the bus
+    does not slow down for them. */
 static void
 s_tap_copy (self_t *self, const char *plane, const void *peer, size_t peer_len,
             const void *hdr, size_t hlen, const void *body, size_t blen)
 {
+    size_t charge = peer_len + hlen + blen + SB_OUTQ_MSG_OVERHEAD;
+    zmq_msg_t bm;
+    if (!sb_outq_fits (self->tap_q, charge, self->queue_bytes)
+    ||  sb_outq_msg (self->tap_q, &bm, body, blen, charge)) {
+        self->drop_tap++;
+        self->drop_tap_bytes += charge;
+        return;
+    }
     void *tap = zsock_resolve (self->tap);
-    if (zmq_send (tap, plane, strlen (plane), ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
-        return;                 /* dropped at the tap's HWM: observers lose, the bus does not */
+    if (zmq_send (tap, plane, strlen (plane), ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close (&bm);
+        return;
+    }
     zmq_send (tap, peer, peer_len, ZMQ_SNDMORE);
     zmq_send (tap, hdr, hlen, ZMQ_SNDMORE);
-    zmq_send (tap, body, blen, 0);
+    if (zmq_msg_send (&bm, tap, 0) < 0)
+        zmq_msg_close (&bm);
     self->plane_tap_out++;
+}
+
+/*  Sends [dest][route?][header][body] on the ROUTER, the body as a copy
+    charged to dest's account. `slack` lets an error reply pass the bound
+    by that much. SEND_FULL: over the bound, nothing sent and the drop
+    counted; SEND_FAILED: ZeroMQ refused (no such peer, or its HWM), and
+    that is counted. The header frame is a zmq_msg_t when hmsg is set
+    (moved on success), else hbuf. */
+static send_t
+s_send_to (self_t *self, const uint8_t *dest, size_t dest_len, const uint8_t *route,
+           size_t route_len, zmq_msg_t *hmsg, const uint8_t *hbuf, size_t hlen,
+           const uint8_t *body, size_t blen, size_t slack)
+{
+    char dkey [2 * ID_MAX + 1];
+    s_hex (dest, dest_len, dkey);
+    sb_outq_acct_t *acct = sb_outq_get (self->cmd_q, dkey);
+    if (hmsg)
+        hlen = zmq_msg_size (hmsg);
+    size_t charge = dest_len + route_len + hlen + blen + SB_OUTQ_MSG_OVERHEAD;
+    zmq_msg_t bm;
+    if (!acct || !sb_outq_fits (acct, charge, self->queue_bytes + slack)
+    ||  sb_outq_msg (acct, &bm, body, blen, charge)) {
+        self->drop_cmd++;
+        self->drop_cmd_bytes += charge;
+        return SEND_FULL;
+    }
+    void *r = zsock_resolve (self->router);
+    if (zmq_send (r, dest, dest_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close (&bm);
+        s_count_send_error (self);
+        return SEND_FAILED;
+    }
+    if (route)
+        zmq_send (r, route, route_len, ZMQ_SNDMORE);
+    if (hmsg)
+        zmq_msg_send (hmsg, r, ZMQ_SNDMORE);
+    else
+        zmq_send (r, hbuf, hlen, ZMQ_SNDMORE);
+    if (zmq_msg_send (&bm, r, 0) < 0)
+        zmq_msg_close (&bm);
+    self->plane_cmd_out++;
+    return SEND_OK;
 }
 
 /*  Sends a broker-made message [dest][route?][header][body] on the ROUTER. */
@@ -229,19 +338,14 @@ static void
 s_send_made (self_t *self, const uint8_t *dest, size_t dest_len, const uint8_t *route,
              size_t route_len, const sb_header_t *h, const uint8_t *body, size_t blen)
 {
-    void *r = zsock_resolve (self->router);
     sb_header_encode (h, self->enc);
     size_t hlen;
     const uint8_t *hbuf = sb_enc_data (self->enc, &hlen);
-    if (zmq_send (r, dest, dest_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
-        s_count_send_error (self);
+    /* The broker's own messages are errors, heartbeats and stats: small,
+       and an error must reach a requester whose reply was dropped. */
+    if (s_send_to (self, dest, dest_len, route, route_len, NULL, hbuf, hlen, body, blen,
+                   SB_BROKER_QUEUE_SLACK) != SEND_OK)
         return;
-    }
-    if (route)
-        zmq_send (r, route, route_len, ZMQ_SNDMORE);
-    zmq_send (r, hbuf, hlen, ZMQ_SNDMORE);
-    zmq_send (r, body, blen, 0);
-    self->plane_cmd_out++;
     if (s_tap_active (self))
         s_tap_copy (self, "cmd", "", 0, hbuf, hlen, body, blen);
 }
@@ -462,6 +566,20 @@ s_enc_stats (self_t *self, sb_enc_t *e)
     sb_enc_kuint (e, "router_hwm", SB_BROKER_ROUTER_HWM);
     sb_enc_kuint (e, "pub_hwm", SB_BROKER_PUB_HWM);
     sb_enc_kuint (e, "tap_hwm", SB_BROKER_TAP_HWM);
+    sb_enc_kuint (e, "queue_bytes_limit", self->queue_bytes);
+    sb_enc_kuint (e, "cmd_queued_bytes", sb_outq_held_total (self->cmd_q));
+    sb_enc_kuint (e, "evt_queued_bytes", sb_outq_held (self->evt_q));
+    sb_enc_kuint (e, "tap_queued_bytes", sb_outq_held (self->tap_q));
+    sb_enc_map_close (e);
+    /* what the byte bounds dropped, per plane */
+    sb_enc_key (e, "dropped");
+    sb_enc_map_open (e);
+    sb_enc_kuint (e, "cmd", self->drop_cmd);
+    sb_enc_kuint (e, "cmd_bytes", self->drop_cmd_bytes);
+    sb_enc_kuint (e, "evt", self->drop_evt);
+    sb_enc_kuint (e, "evt_bytes", self->drop_evt_bytes);
+    sb_enc_kuint (e, "tap", self->drop_tap);
+    sb_enc_kuint (e, "tap_bytes", self->drop_tap_bytes);
     sb_enc_map_close (e);
     sb_enc_map_close (e);
 }
@@ -634,24 +752,20 @@ s_handle_request (self_t *self, zmq_msg_t *f)
             return;
         }
     }
-    /* forward [inst][sid][header][body], moving the received frames */
-    void *r = zsock_resolve (self->router);
-    if (zmq_send (r, inst->id, inst->idlen, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
-        s_count_send_error (self);
+    /* forward [inst][sid][header][body], moving the header frame */
+    send_t sent = s_send_to (self, inst->id, inst->idlen, sid, sidlen, &f [1], NULL, 0,
+                             body, blen, 0);
+    if (sent != SEND_OK) {
         if (t->kind == SB_KIND_REQUEST) {
             char pkey [2 * ID_MAX + 40];
             snprintf (pkey, sizeof pkey, "%s:%s", skey, h.id);
             zhashx_delete (self->pending, pkey);
-            s_reply_error (self, sid, sidlen, &h, SB_E_unavailable,
+            s_reply_error (self, sid, sidlen, &h, sent == SEND_FULL ? SB_E_overloaded : SB_E_unavailable,
                            "instance %s cannot take more work now", inst->instance);
         }
         return;
     }
-    zmq_msg_send (&f [0], r, ZMQ_SNDMORE);
-    zmq_msg_send (&f [1], r, ZMQ_SNDMORE);
-    zmq_msg_send (&f [2], r, 0);
     inst->served++;
-    self->plane_cmd_out++;
 }
 
 /*  [iid][route][header][body]: a reply, chunk or error from an instance. */
@@ -709,15 +823,31 @@ s_handle_reply (self_t *self, zmq_msg_t *f)
         return;
     }
     bool final = t->kind != SB_KIND_CHUNK;
+    if (p->dropped) {
+        /* the rest of a stream the requester already got an error for */
+        self->drop_cmd++;
+        self->drop_cmd_bytes += blen;
+        if (final)
+            zhashx_delete (self->pending, pkey);
+        return;
+    }
     if (s_tap_active (self))
         s_tap_copy (self, "cmd", iid, iidlen, zmq_msg_data (&f [2]), zmq_msg_size (&f [2]), body, blen);
-    void *r = zsock_resolve (self->router);
-    if (zmq_msg_send (&f [1], r, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
-        s_count_send_error (self);
-    else {
-        zmq_msg_send (&f [2], r, ZMQ_SNDMORE);
-        zmq_msg_send (&f [3], r, 0);
-        self->plane_cmd_out++;
+    sb_outq_acct_t *acct = sb_outq_get (self->cmd_q, rkey);
+    size_t held_before = acct ? sb_outq_held (acct) : 0;
+    if (s_send_to (self, route, route_len, NULL, 0, &f [2], NULL, 0, body, blen, 0) == SEND_FULL) {
+        /* The requester does not read what it asked for: it learns that
+           this reply was dropped, and the rest of the stream with it,
+           which goes nowhere until its final reply ends the request. */
+        sb_header_t req;
+        memset (&req, 0, sizeof req);
+        memcpy (req.id, p->id, sizeof req.id);
+        memcpy (req.key, h.key, sizeof req.key);
+        s_reply_error (self, route, route_len, &req, SB_E_overloaded,
+                       "%s of %zu bytes dropped: %zu bytes are already queued for you (limit %zu); "
+                       "read your replies, then ask again",
+                       h.type, blen, held_before, self->queue_bytes);
+        p->dropped = true;
     }
     if (final)
         zhashx_delete (self->pending, pkey);
@@ -815,11 +945,26 @@ s_handle_xsub (self_t *self)
             s_tap_copy (self, "evt", zmq_msg_data (&f [0]), zmq_msg_size (&f [0]),
                         zmq_msg_data (&f [1]), zmq_msg_size (&f [1]),
                         zmq_msg_data (&f [2]), zmq_msg_size (&f [2]));
-        if (zmq_msg_send (&f [0], out, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+        /* One copy serves every subscriber, so the plane has one
+           account: what the slowest subscribers still pin. A subscriber
+           that misses events refills from the tape by seq. */
+        size_t blen = zmq_msg_size (&f [2]);
+        size_t charge = zmq_msg_size (&f [0]) + zmq_msg_size (&f [1]) + blen + SB_OUTQ_MSG_OVERHEAD;
+        zmq_msg_t bm;
+        if (!sb_outq_fits (self->evt_q, charge, self->queue_bytes)
+        ||  sb_outq_msg (self->evt_q, &bm, zmq_msg_data (&f [2]), blen, charge)) {
+            self->drop_evt++;
+            self->drop_evt_bytes += charge;
+        }
+        else
+        if (zmq_msg_send (&f [0], out, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close (&bm);
             self->drop_hwm++;
+        }
         else {
             zmq_msg_send (&f [1], out, ZMQ_SNDMORE);
-            zmq_msg_send (&f [2], out, 0);
+            if (zmq_msg_send (&bm, out, 0) < 0)
+                zmq_msg_close (&bm);
             self->plane_evt_out++;
         }
         s_read_frames_close (f, n);
@@ -891,6 +1036,8 @@ s_heartbeat (self_t *self)
         }
     }
     zlistx_destroy (&keys);
+    /* forget the accounts of peers that drained or left */
+    sb_outq_sweep (self->cmd_q);
     /* heartbeat every live instance */
     sb_header_t h;
     for (instance_t *i = zhashx_first (self->instances); i; i = zhashx_next (self->instances)) {

@@ -18,10 +18,31 @@
 /*  High-water marks, in messages. The ROUTER's are high because one
     broker carries every actor's traffic and a burst must not be dropped;
     the tap's is low because a slow observer should lose tap frames, not
-    slow the bus. */
+    slow the bus. The event plane's is per subscriber and trades two
+    things: a subscriber that stops reading pins up to this many events
+    (one copy is shared by every subscriber, so they count against the
+    plane's byte bound, and past it every subscriber loses events until
+    the pinned ones are released), while one that reads but falls behind
+    in a burst loses the events past it, silently. 10,000 events of the
+    usual few hundred bytes stay far below the bound. An inproc
+    subscriber adds its own receive HWM to it. */
 #define SB_BROKER_ROUTER_HWM 100000
-#define SB_BROKER_PUB_HWM    100000
+#define SB_BROKER_PUB_HWM    10000
 #define SB_BROKER_TAP_HWM    10000
+/*  Byte bounds on what ZeroMQ holds in the server's memory
+    (docs/operations.md, bounded queues): per peer on the command plane,
+    and for all subscribers together on the event plane and on the tap
+    (one message is shared by every subscriber). Past the bound a reply
+    becomes an `overloaded` error, and an event or tap copy is dropped;
+    each is counted. SWITCHBOARD_BUS_QUEUE_BYTES sets all three. */
+#define SB_BROKER_QUEUE_BYTES      ((size_t) 64 << 20)
+#define SB_BROKER_QUEUE_BYTES_MIN  ((size_t) 1 << 20)
+/*  Error replies may go this far past the bound, so a requester learns
+    that its reply was dropped. */
+#define SB_BROKER_QUEUE_SLACK      ((size_t) 1 << 20)
+/*  The largest frame a subscriber may send on the event plane's or the
+    tap's XPUB: a subscription is a topic prefix. */
+#define SB_BROKER_SUB_FRAME_MAX    4096
 /*  The pending-request table's bound; a request beyond it is refused
     with `overloaded`. */
 #define SB_BROKER_MAX_PENDING 200000
@@ -31,6 +52,7 @@
 typedef struct {
     const char *ipc_dir;        /* bind ipc://<dir>/bus-{cmd,in,pub,tap}; NULL: none */
     const char *tcp;            /* tcp://ADDR:P for cmd, P+1 pub, P+2 tap; NULL: none */
+    size_t queue_bytes;         /* byte bound per plane; 0: the environment or the default */
 } sb_broker_config_t;
 
 /*  zactor body: args is a sb_broker_config_t *, read at start.

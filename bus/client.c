@@ -12,6 +12,8 @@
 #define SB_CLIENT_HWM 10000
 #define SB_CLIENT_SNDTIMEO_MS 5000
 #define MAX_FRAMES 4
+/*  A header's size limit, as sb_header_parse enforces it (bus/envelope.c). */
+#define S_HEADER_MAX 4096
 
 struct sb_bus {
     zsock_t *sock;
@@ -95,6 +97,20 @@ sb_msg_parse (const uint8_t *hbuf, size_t hlen, const uint8_t *bbuf, size_t blen
     return msg;
 }
 
+int64_t
+sb_bus_max_frame (void)
+{
+    size_t n;
+    const sb_type_t *types = sb_schema_all (&n);
+    int64_t max = S_HEADER_MAX;
+    for (size_t k = 0; k < n; k++) {
+        int64_t cap = types [k].max_bytes ? types [k].max_bytes : SB_MAX_MSG_BYTES;
+        if (cap > max)
+            max = cap;
+    }
+    return max;
+}
+
 /* ------------------------------------------------------------------ */
 
 static zsock_t *
@@ -111,6 +127,9 @@ s_dealer (const char *endpoint)
        would then see as a gap; a broker gone for good fails the send
        after this long instead of blocking forever. */
     zsock_set_sndtimeo (sock, SB_CLIENT_SNDTIMEO_MS);
+    /* Over ipc or tcp the broker may be anyone's: refuse a frame no
+       schema allows before it is allocated. */
+    zsock_set_maxmsgsize (sock, (int) sb_bus_max_frame ());
     if (zsock_connect (sock, "%s", endpoint)) {
         zsock_destroy (&sock);
         return NULL;
@@ -634,6 +653,7 @@ sb_sub_new (const char *endpoint)
     }
     zsock_set_rcvhwm (sub->sock, 100000);
     zsock_set_linger (sub->sock, 0);
+    zsock_set_maxmsgsize (sub->sock, (int) sb_bus_max_frame ());
     if (zsock_connect (sub->sock, "%s", endpoint)) {
         sb_sub_destroy (&sub);
         return NULL;

@@ -96,6 +96,11 @@ sb_msg_t *sb_bus_call (sb_bus_t *bus, const char *type, const char *key,
 /*  Counters of what this client dropped as malformed. */
 uint64_t sb_bus_malformed (sb_bus_t *bus);
 
+/*  The largest frame any bus socket accepts (ZMQ_MAXMSGSIZE): the largest
+    body a schema allows, or a header, whichever is larger. ZeroMQ drops a
+    connection that announces a longer frame before it allocates it. */
+int64_t sb_bus_max_frame (void);
+
 /* ------------------------------------------------------------------ */
 /*  Event plane */
 

@@ -206,7 +206,8 @@ static const char *s_stats_usage =
     "usage: switchboard stats [--json] [--connect EP] [--data DIR]\n"
     "\n"
     "Prints the broker's counters: messages per plane and per type, live\n"
-    "instances per service, malformed frames by kind, and queue depths.\n";
+    "instances per service, malformed frames by kind, queue depths and\n"
+    "bytes, and what the byte bounds dropped per plane.\n";
 
 static void
 s_print_section (const char *title, const sb_val_t *map)
@@ -266,6 +267,7 @@ sb_cmd_stats (int argc, char **argv)
             s_print_section ("types", sb_get_map (reply->body, "types"));
             s_print_section ("malformed", sb_get_map (reply->body, "malformed"));
             s_print_section ("queues", sb_get_map (reply->body, "queues"));
+            s_print_section ("dropped past the byte bounds", sb_get_map (reply->body, "dropped"));
         }
         rc = 0;
     }

@@ -60,6 +60,7 @@ static const sb_field_t s_bus_stats_ok [] = {
     { "services", SB_T_MAP, true, 0, NULL, "live instances per service" },
     { "malformed", SB_T_MAP, true, 0, NULL, "malformed frames by kind" },
     { "queues", SB_T_MAP, true, 0, NULL, "queue depths and drops" },
+    { "dropped", SB_T_MAP, false, 0, NULL, "messages and bytes dropped past the byte bounds, per plane" },
     END
 };
 

@@ -1,8 +1,10 @@
 /*  actors/exec/spawn.c — start tool processes without fork(), and leave
     nothing behind.
 
-    Which processes belong to a spawn? When the command ends we kill its
-    process group and scan /proc for what the group kill missed:
+    Which processes belong to a spawn? With a cgroup per spawn
+    (actors/exec/spawn_cgroup.c), whatever is in it. Without one, when the
+    command ends we kill its process group and scan /proc for what the
+    group kill missed:
 
     - anything still in the child's process group;
     - anything whose parent chain passes through our child (a descendant
@@ -10,9 +12,12 @@
     - anything whose chain reaches the server without passing through some
       spawn's child: an orphan the subreaper inherited. Those carry the
       environment mark SWITCHBOARD_TOOL_ID=<server pid>.<n>. Ours if n is
-      our own; left alone if n belongs to a spawn still running or started
-      after we looked; killed if n is a spawn that already ended (a leak).
-      An orphan with no mark is not known to be a tool's and is left alone.
+      our own; left alone if n belongs to a spawn still running that had
+      started when the orphan was born; killed if n is a spawn that already
+      ended (a leak). An orphan with no mark (env -i), or a mark that does
+      not fit, is ours unless another running spawn had started by its
+      birth; that one kills it when it ends. The registry is read after the
+      /proc scan, so every spawn that could own a scanned process is in it.
       One caught inside execve reads as having no environment at all, so a
       process that reads empty is stopped, read again, and continued.
 
@@ -26,6 +31,7 @@
     thread's sweep reaps it and steals its exit status.
 */
 #include "actors/exec/spawn.h"
+#include "actors/exec/spawn_cgroup.h"
 #include "actors/exec/spawn_tree.h"
 
 #include <dirent.h>
@@ -81,6 +87,7 @@ s_now_ms (void)
 int
 sb_spawn_init_subreaper (void)
 {
+    sb_spawn_cgroup_init ();
     return prctl (PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 ? 0 : -1;
 }
 
@@ -443,6 +450,7 @@ typedef struct {
     pid_t child;
     int pidfd;
     sb_spawn_active_t node;
+    sb_spawn_cgroup_t cg;       //  cg.dirfd -1: no cgroup, the tree rules apply
     int64_t start;
     bool pipe_open, exited;
 } s_spawn_t;
@@ -520,6 +528,7 @@ s_prepare (s_spawn_t *sp)
         || posix_spawnattr_setsigmask (&sp->attr, &none)
         || posix_spawnattr_setsigdefault (&sp->attr, &all))
         return s_fail (sp->err, sp->errlen, "cannot prepare the spawn");
+    sb_spawn_cgroup_new (&sp->cg, sp->serial);      //  else the tree rules
     return 0;
 }
 
@@ -530,11 +539,31 @@ s_start (s_spawn_t *sp)
 {
     sp->start = s_now_ms ();
     sb_spawn_tree_lock ();
-    int e = posix_spawn (&sp->child, sp->argv [0], &sp->fa, &sp->attr, (char *const *) sp->argv,
+    int e = -1;
+    if (sp->cg.dirfd >= 0) {
+        sb_spawn_exec_t x = {
+            .prog = sp->argv [0], .argv = (char *const *) sp->argv, .envp = sp->env.envp,
+            .cwd = sp->opts->cwd, .out_fd = sp->fds [1],
+        };
+        sp->child = sb_spawn_cgroup_start (&sp->cg, &x, &sp->pidfd, &e);
+        if (sp->child > 0)
+            e = 0;
+        else
+        if (e == ENOSYS || e == EPERM || e == EINVAL || e == EBUSY || e == EOPNOTSUPP) {
+            //  clone3 into a cgroup is refused here: the tree rules, for
+            //  this spawn and every later one.
+            sb_spawn_cgroup_disable ();
+            sb_spawn_cgroup_destroy (&sp->cg);
+            e = -1;
+        }
+    }
+    if (e == -1)
+        e = posix_spawn (&sp->child, sp->argv [0], &sp->fa, &sp->attr, (char *const *) sp->argv,
                          sp->env.envp);
     if (e == 0) {
         sp->node.pid = sp->child;
         sp->node.serial = sp->serial;
+        sp->node.start = sb_spawn_tree_start_of (sp->child);
         sb_spawn_tree_add (&sp->node);
     }
     sb_spawn_tree_unlock ();
@@ -545,7 +574,8 @@ s_start (s_spawn_t *sp)
         return s_fail (sp->err, sp->errlen, "cannot start %.128s in %.256s: %s", sp->argv [0],
                        sp->opts->cwd, strerror (e));
     }
-    sp->pidfd = (int) syscall (SYS_pidfd_open, sp->child, 0);
+    if (sp->pidfd < 0)
+        sp->pidfd = (int) syscall (SYS_pidfd_open, sp->child, 0);
     return 0;
 }
 
@@ -613,11 +643,16 @@ s_clean_up (s_spawn_t *sp)
     //  still its group's id: the group kill cannot hit a stranger. A live
     //  child goes first, or it could keep forking while we scan. After a
     //  normal exit the scan goes first, so that it counts what was left
-    //  running before the group kill turns it into zombies.
-    if (!sp->exited)
+    //  running before the group kill turns it into zombies. A cgroup is
+    //  frozen before it is listed, so nothing goes first there, and the
+    //  model is told about everything the kill ended.
+    bool in_cgroup = sp->cg.dirfd >= 0;
+    if (!sp->exited && !in_cgroup)
         kill (-child, SIGKILL);
     sb_spawn_pidset_t killed = { 0 };
-    size_t alive = sb_spawn_tree_kill (child, sp->serial, &killed);
+    size_t alive = sp->cg.dirfd >= 0
+                 ? sb_spawn_cgroup_kill (&sp->cg, child, &killed, res->killed, sizeof res->killed)
+                 : sb_spawn_tree_kill (child, sp->serial, &killed, res->killed, sizeof res->killed);
     kill (-child, SIGKILL);
     if (sp->exited)
         res->leftovers_killed = alive;
@@ -633,6 +668,11 @@ s_clean_up (s_spawn_t *sp)
     if (w == child && WIFSIGNALED (status))
         res->term_signal = WTERMSIG (status);
     sb_spawn_tree_reap (&killed);
+    //  What exited before the listing, under a parent that has exited or
+    //  that the kill ended, is a zombie of ours now (the listed ones are
+    //  reaped, so their children have been handed over).
+    if (in_cgroup)
+        sb_spawn_reap_orphans ();
     free (killed.pids);
 
     //  Every writer is dead now; what is left in the pipe is the end of the
@@ -652,6 +692,7 @@ s_clean_up (s_spawn_t *sp)
 static void
 s_release (s_spawn_t *sp)
 {
+    sb_spawn_cgroup_destroy (&sp->cg);
     if (sp->pidfd >= 0)
         close (sp->pidfd);
     if (sp->fds [0] >= 0)
@@ -677,7 +718,7 @@ sb_spawn_run (const sb_spawn_opts_t *opts, sb_spawn_result_t *res, char *err, si
     res->exit_code = -1;
     s_spawn_t sp = {
         .opts = opts, .res = res, .err = err, .errlen = errlen,
-        .fds = { -1, -1 }, .child = -1, .pidfd = -1,
+        .fds = { -1, -1 }, .child = -1, .pidfd = -1, .cg = { .dirfd = -1 },
     };
     if (s_check_opts (&sp) != 0)
         return -1;

@@ -9,14 +9,15 @@
     from an allowlist (PATH, HOME, LANG, TERM and configured extras).
 
     When the command ends, times out or is cancelled, every process it left
-    behind is killed and reaped: the process group, descendants that moved
-    to a new session, and orphans re-parented to the server (which must be a
-    child subreaper, see sb_spawn_init_subreaper). Each spawn marks its
-    environment with SWITCHBOARD_TOOL_ID=<token> so that an orphan can be
-    attributed to the spawn that made it. A process that both clears its
-    environment and double-forks can escape that attribution; the bwrap
-    sandbox, which runs the command in its own PID namespace, cannot be
-    escaped that way.
+    behind is killed and reaped, whatever it did to its session, group or
+    environment. Where the machine allows it the child is born in a cgroup
+    v2 of its own (actors/exec/spawn_cgroup.h), which is killed whole.
+    Elsewhere (or with SWITCHBOARD_NO_CGROUP=1) the process tree decides:
+    the process group, descendants that moved to a new session, and orphans
+    re-parented to the server (which must be a child subreaper, see
+    sb_spawn_init_subreaper), told apart by their start time and an
+    environment mark SWITCHBOARD_TOOL_ID=<token> (actors/exec/spawn.c).
+    The result names what was killed.
 
     Background processes do not outlive their command: tool calls are
     one-shot, and a process that nobody tracks could never be cancelled.
@@ -32,6 +33,7 @@
 #define SB_SPAWN_CAP_HEAD_DEFAULT     (32 * 1024)
 #define SB_SPAWN_CAP_TAIL_DEFAULT     (32 * 1024)
 #define SB_SPAWN_BWRAP_PATH           "/usr/bin/bwrap"
+#define SB_SPAWN_KILLED_DESC          512
 
 //  Receives output bytes as they arrive, on the thread that called
 //  sb_spawn_run. The bytes are raw: they may cut a UTF-8 sequence.
@@ -64,13 +66,18 @@ typedef struct {
     int64_t duration_ms;
     uint64_t total_bytes;       //  everything the command wrote
     size_t leftovers_killed;    //  processes killed after the command itself exited
+    //  What was killed besides the command itself, for the model:
+    //  "sleep 604 (pid 123), ..." (cut with "..." when long); "" if nothing.
+    char killed [SB_SPAWN_KILLED_DESC];
     char *output;               //  owned, NUL-terminated (raw bytes; may contain NUL)
     size_t output_len;
 } sb_spawn_result_t;
 
 /*  Make this process a child subreaper, so that grandchildren orphaned by
-    a tool come back to us to be killed and reaped instead of to init. The
-    server calls this once at startup, before any tool runs. Returns 0 or -1. */
+    a tool come back to us to be killed and reaped instead of to init, and
+    decide whether tool calls get cgroups (killing what a previous server,
+    killed mid-call, left in its own). The server calls this once at
+    startup, before any tool runs. Returns 0 or -1.                        */
 int
     sb_spawn_init_subreaper (void);
 

@@ -20,6 +20,7 @@
 #define SB_SPAWN_KILL_ROUNDS    100
 #define SB_SPAWN_SETTLE_MS      1000
 #define SB_SPAWN_REAP_MS        3000
+#define SB_SPAWN_DESC_CMD       80      //  bytes of a command line in a description
 
 //  The registry of running spawns.
 
@@ -81,6 +82,7 @@ sb_spawn_tree_remove (sb_spawn_active_t *node)
 typedef struct {
     pid_t pid, ppid, pgid;
     char state;
+    uint64_t start;             //  clock ticks since boot
 } s_proc_t;
 
 static int
@@ -119,7 +121,9 @@ s_proc_scan (s_proc_t **procs)
         char *rp = strrchr (buf, ')');
         int ppid, pgid;
         char state;
-        if (!rp || sscanf (rp + 1, " %c %d %d", &state, &ppid, &pgid) != 3)
+        unsigned long long start;
+        if (!rp || sscanf (rp + 1, " %c %d %d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
+                                   "%*d %*d %*d %*d %llu", &state, &ppid, &pgid, &start) != 4)
             continue;
         if (n == cap) {
             size_t ncap = cap ? cap * 2 : 256;
@@ -131,7 +135,8 @@ s_proc_scan (s_proc_t **procs)
             v = nv;
             cap = ncap;
         }
-        v [n++] = (s_proc_t) { (pid_t) atoi (de->d_name), (pid_t) ppid, (pid_t) pgid, state };
+        v [n++] = (s_proc_t) { (pid_t) atoi (de->d_name), (pid_t) ppid, (pid_t) pgid, state,
+                               (uint64_t) start };
     }
     closedir (dir);
     if (n)
@@ -165,6 +170,70 @@ s_proc_state (pid_t pid)
     buf [r] = 0;
     char *rp = strrchr (buf, ')');
     return rp && rp [1] == ' ' ? rp [2] : 0;
+}
+
+uint64_t
+sb_spawn_tree_start_of (pid_t pid)
+{
+    char path [64], buf [512];
+    snprintf (path, sizeof path, "/proc/%d/stat", (int) pid);
+    int fd = open (path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t r = read (fd, buf, sizeof buf - 1);
+    close (fd);
+    if (r <= 0)
+        return 0;
+    buf [r] = 0;
+    char *rp = strrchr (buf, ')');
+    unsigned long long start;
+    if (!rp || sscanf (rp + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
+                               "%*d %*d %*d %*d %llu", &start) != 1)
+        return 0;
+    return (uint64_t) start;
+}
+
+void
+sb_spawn_describe (pid_t pid, char *desc, size_t desclen)
+{
+    size_t used = strnlen (desc, desclen);
+    if (desclen < 8 || used + 4 >= desclen)
+        return;
+    if (used > 0 && strcmp (desc + used - 3, "...") == 0)
+        return;                         //  already full
+    char path [64], cmd [SB_SPAWN_DESC_CMD + 1];
+    snprintf (path, sizeof path, "/proc/%d/cmdline", (int) pid);
+    int fd = open (path, O_RDONLY | O_CLOEXEC);
+    ssize_t r = fd >= 0 ? read (fd, cmd, sizeof cmd - 1) : -1;
+    if (fd >= 0)
+        close (fd);
+    if (r <= 0) {
+        //  No command line (a kernel thread, or exiting): the name will do.
+        snprintf (path, sizeof path, "/proc/%d/comm", (int) pid);
+        fd = open (path, O_RDONLY | O_CLOEXEC);
+        r = fd >= 0 ? read (fd, cmd, sizeof cmd - 1) : -1;
+        if (fd >= 0)
+            close (fd);
+        if (r > 0 && cmd [r - 1] == '\n')
+            r--;
+    }
+    if (r <= 0)
+        r = snprintf (cmd, sizeof cmd, "?");
+    //  Arguments are NUL-separated; the model reads them space-separated,
+    //  and nothing unprintable.
+    while (r > 0 && cmd [r - 1] == 0)
+        r--;
+    for (ssize_t i = 0; i < r; i++)
+        if ((unsigned char) cmd [i] < 0x20 || cmd [i] == 0x7f)
+            cmd [i] = cmd [i] ? '?' : ' ';
+    cmd [r] = 0;
+    char item [SB_SPAWN_DESC_CMD + 64];
+    int il = snprintf (item, sizeof item, "%s%s%s (pid %d)", used ? ", " : "", cmd,
+                       r == SB_SPAWN_DESC_CMD ? "..." : "", (int) pid);
+    if (il > 0 && used + (size_t) il + 4 < desclen)
+        memcpy (desc + used, item, (size_t) il + 1);
+    else
+        snprintf (desc + used, desclen - used, "%s...", used ? ", " : "");
 }
 
 //  The serial in a process's SWITCHBOARD_TOOL_ID mark, if it carries one
@@ -247,8 +316,8 @@ s_pidset_has (const sb_spawn_pidset_t *set, pid_t pid)
     return false;
 }
 
-static int
-s_pidset_add (sb_spawn_pidset_t *set, pid_t pid)
+int
+sb_spawn_pidset_add (sb_spawn_pidset_t *set, pid_t pid)
 {
     if (set->n == set->cap) {
         size_t ncap = set->cap ? set->cap * 2 : 16;
@@ -264,11 +333,14 @@ s_pidset_add (sb_spawn_pidset_t *set, pid_t pid)
     return 0;
 }
 
-//  The spawns running when we looked: their children, and the serial
-//  counter then. Copied so the /proc scan runs without the lock.
+//  The spawns running once the scan is done: their children, serials and
+//  start times, and the serial counter then. Taken after the scan, so that
+//  every spawn that could have started a scanned process is in it (or has
+//  ended); copied so the decisions run without the lock.
 typedef struct {
     sb_spawn_pidset_t children;
     uint64_t *serials;
+    uint64_t *starts;
     size_t nserials;
     uint64_t serial_now;
 } s_snapshot_t;
@@ -282,10 +354,12 @@ s_snapshot_take (s_snapshot_t *snap)
     for (sb_spawn_active_t *a = s_active_list; a; a = a->next)
         n++;
     snap->serials = n ? malloc (n * sizeof *snap->serials) : NULL;
-    int rc = (n && !snap->serials) ? -1 : 0;
+    snap->starts = n ? malloc (n * sizeof *snap->starts) : NULL;
+    int rc = (n && (!snap->serials || !snap->starts)) ? -1 : 0;
     for (sb_spawn_active_t *a = s_active_list; a && rc == 0; a = a->next) {
-        snap->serials [snap->nserials++] = a->serial;
-        if (s_pidset_add (&snap->children, a->pid) != 0)
+        snap->serials [snap->nserials] = a->serial;
+        snap->starts [snap->nserials++] = a->start;
+        if (sb_spawn_pidset_add (&snap->children, a->pid) != 0)
             rc = -1;
     }
     snap->serial_now = s_serial;
@@ -298,6 +372,7 @@ s_snapshot_free (s_snapshot_t *snap)
 {
     free (snap->children.pids);
     free (snap->serials);
+    free (snap->starts);
     memset (snap, 0, sizeof *snap);
 }
 
@@ -325,17 +400,29 @@ s_belongs (const s_proc_t *v, size_t n, const s_proc_t *p, pid_t self, pid_t chi
     }
     if (!cur || cur->ppid != self)
         return false;
+    //  An orphan we inherited. Its mark says whose it is, but a process may
+    //  clear or forge its environment, so a mark is believed only where
+    //  the start times agree, and anything else is ours unless another
+    //  running spawn had started when it was born (that one will kill it).
     uint64_t mark;
-    if (s_proc_mark_settled (p->pid, p->state, &mark) != S_MARK_FOUND)
-        return false;                   //  unmarked: not known to be a tool's
-    if (mark == serial)
+    s_mark_t m = s_proc_mark_settled (p->pid, p->state, &mark);
+    if (m == S_MARK_FOUND && mark == serial)
         return true;
-    if (mark > snap->serial_now)
-        return false;                   //  a spawn that started after we looked
+    if (m == S_MARK_FOUND && mark <= snap->serial_now) {
+        bool running = false;
+        for (size_t i = 0; i < snap->nserials; i++)
+            if (snap->serials [i] == mark) {
+                running = true;
+                if (snap->starts [i] <= cur->start)
+                    return false;       //  a spawn still running
+            }
+        if (!running)
+            return true;                //  a spawn that ended: a leak
+    }
     for (size_t i = 0; i < snap->nserials; i++)
-        if (snap->serials [i] == mark)
-            return false;               //  a spawn still running
-    return true;                        //  a spawn that ended: a leak
+        if (snap->serials [i] != serial && snap->starts [i] <= cur->start)
+            return false;               //  may be another running spawn's
+    return true;
 }
 
 static bool
@@ -365,18 +452,20 @@ s_reap_unowned_zombie (pid_t pid)
 //  caller reaps) and collect them in `killed`. Returns how many were still
 //  alive, i.e. had not already exited on their own.
 size_t
-sb_spawn_tree_kill (pid_t child, uint64_t serial, sb_spawn_pidset_t *killed)
+sb_spawn_tree_kill (pid_t child, uint64_t serial, sb_spawn_pidset_t *killed,
+                    char *desc, size_t desclen)
 {
     pid_t self = getpid ();
     size_t alive = 0;
     for (int round = 0; round < SB_SPAWN_KILL_ROUNDS; round++) {
         s_snapshot_t snap;
         s_proc_t *v;
+        ssize_t n = s_proc_scan (&v);
         if (s_snapshot_take (&snap) != 0) {
             s_snapshot_free (&snap);
+            free (v);
             break;
         }
-        ssize_t n = s_proc_scan (&v);
         bool fresh = false;
         for (ssize_t i = 0; i < n; i++) {
             const s_proc_t *p = &v [i];
@@ -389,11 +478,13 @@ sb_spawn_tree_kill (pid_t child, uint64_t serial, sb_spawn_pidset_t *killed)
                 continue;
             }
             if (!s_pidset_has (killed, p->pid)) {
-                if (s_pidset_add (killed, p->pid) != 0)
+                if (sb_spawn_pidset_add (killed, p->pid) != 0)
                     continue;
                 if (p->state != 'Z') {
                     alive++;
                     fresh = true;
+                    if (desc)
+                        sb_spawn_describe (p->pid, desc, desclen);
                 }
             }
             if (p->state != 'Z')
@@ -437,10 +528,28 @@ sb_spawn_tree_reap (sb_spawn_pidset_t *killed)
 int
 sb_spawn_reap_orphans (void)
 {
+    //  The common case, without reading /proc: peek at our zombies one by
+    //  one and reap each that no running spawn owns. Only a zombie that a
+    //  spawn owns (its exit status is that spawn's) blocks the peek, and
+    //  then the scan below finds the others.
+    int reaped = 0;
+    for (;;) {
+        siginfo_t si;
+        memset (&si, 0, sizeof si);
+        pthread_mutex_lock (&s_lock);
+        bool more = waitid (P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid > 0;
+        bool owned = more && s_is_registered (si.si_pid);
+        if (more && !owned && waitpid (si.si_pid, NULL, WNOHANG) == si.si_pid)
+            reaped++;
+        pthread_mutex_unlock (&s_lock);
+        if (!more)
+            return reaped;
+        if (owned)
+            break;
+    }
     s_proc_t *v;
     ssize_t n = s_proc_scan (&v);
     pid_t self = getpid ();
-    int reaped = 0;
     for (ssize_t i = 0; i < n; i++)
         if (v [i].ppid == self && v [i].state == 'Z' && s_reap_unowned_zombie (v [i].pid))
             reaped++;

@@ -2,8 +2,9 @@
     result buffer, argument checks and the tool functions themselves.
 
     actors/exec/tools.c holds the table, the helpers and the dispatch;
-    actors/exec/tools_process.c the tools that run a process (shell, grep,
-    git); actors/exec/tools_file.c the file tools. Internal to exec: the
+    actors/exec/tools_process.c the tools that run a process (shell, grep);
+    actors/exec/tools_git.c the read-only git tools;
+    actors/exec/tools_file.c the file tools. Internal to exec: the
     public interface is actors/exec/tools.h.
 */
 #ifndef SB_EXEC_TOOLS_IMPL_H
@@ -63,6 +64,16 @@ bool sb_tools_arg_int (json_t *args, const char *name, json_int_t *out);
 //  refusal.
 int sb_tools_resolve (const sb_tool_ctx_t *ctx, const char *path, size_t len, bool for_write,
                       char *out, sb_tool_result_t *res);
+
+//  The default timeout of a process tool, in seconds.
+int sb_tools_timeout_default (const sb_tool_ctx_t *ctx);
+//  Runs argv in the workspace with env_extra (see sb_spawn_opts_t), streams
+//  and collects its output with the trailers the model needs (timeout,
+//  cancel, signal, what was killed). Returns 0, or fills res with the
+//  refusal and returns -1.
+int sb_tools_run_process (const sb_tool_ctx_t *ctx, const char *const *argv,
+                          const char *const *env_extra, int timeout_s, const char *sandbox,
+                          sb_tool_result_t *res, sb_tools_buf_t *out);
 
 //  The tools, one function each: arguments parsed, not yet checked.
 typedef int (sb_tool_fn) (const sb_tool_ctx_t *ctx, json_t *args, sb_tool_result_t *res);

@@ -1,5 +1,6 @@
-/*  actors/exec/tools_process.c — the tools that run a process: shell,
-    grep and git, each through actors/exec/spawn.h.
+/*  actors/exec/tools_process.c — the tools that run a process: shell and
+    grep, each through actors/exec/spawn.h; git is in
+    actors/exec/tools_git.c.
 */
 #include "actors/exec/tools_impl.h"
 #include "actors/exec/path.h"
@@ -19,23 +20,24 @@
 
 
 //  The configured default, kept where seconds * 1000 still fits an int.
-static int
-s_timeout_default (const sb_tool_ctx_t *ctx)
+int
+sb_tools_timeout_default (const sb_tool_ctx_t *ctx)
 {
     if (ctx->shell_timeout_s <= 0)
         return SB_TOOLS_SHELL_TIMEOUT_S;
     return ctx->shell_timeout_s < INT_MAX / 1000 ? ctx->shell_timeout_s : INT_MAX / 1000;
 }
 
-static int
-s_run_process (const sb_tool_ctx_t *ctx, const char *const *argv, int timeout_s,
-               const char *sandbox, sb_tool_result_t *res, sb_tools_buf_t *out)
+int
+sb_tools_run_process (const sb_tool_ctx_t *ctx, const char *const *argv,
+                      const char *const *env_extra, int timeout_s, const char *sandbox,
+                      sb_tool_result_t *res, sb_tools_buf_t *out)
 {
     sb_tools_stream_t stream = { .fn = ctx->on_output, .arg = ctx->output_arg };
     sb_spawn_opts_t opts = {
         .argv = argv,
         .cwd = ctx->workspace,
-        .env_extra = ctx->env_extra,
+        .env_extra = env_extra,
         .timeout_ms = timeout_s * 1000,
         .cancel_fd = ctx->cancel_fd,
         .on_output = ctx->on_output ? sb_tools_stream_on_output : NULL,
@@ -68,10 +70,13 @@ s_run_process (const sb_tool_ctx_t *ctx, const char *const *argv, int timeout_s,
         sb_tools_buf_addf (out, "%s[killed by signal %d (%s)]\n", nl, sr.term_signal,
                     sigabbrev_np (sr.term_signal) ? sigabbrev_np (sr.term_signal) : "?");
     if (sr.leftovers_killed)
-        sb_tools_buf_addf (out, "%s[%zu background process%s left running by the command %s killed]\n",
+        sb_tools_buf_addf (out, "%s[%zu background process%s left running by the command %s killed: %s]\n",
                     sb_tools_buf_ends_with_newline (out) ? "" : "\n", sr.leftovers_killed,
                     sr.leftovers_killed == 1 ? "" : "es",
-                    sr.leftovers_killed == 1 ? "was" : "were");
+                    sr.leftovers_killed == 1 ? "was" : "were", sr.killed);
+    else
+    if (*sr.killed && (sr.timed_out || sr.cancelled))
+        sb_tools_buf_addf (out, "[killed: %s]\n", sr.killed);
     sb_spawn_result_clear (&sr);
     return 0;
 }
@@ -91,7 +96,7 @@ sb_tool_shell (const sb_tool_ctx_t *ctx, json_t *args, sb_tool_result_t *res)
     if (len > SB_TOOLS_COMMAND_MAX || strlen (command) != len)
         return sb_tools_error (res, "shell: command too long (%zu bytes; the limit is %d)",
                         len, SB_TOOLS_COMMAND_MAX);
-    int timeout_s = s_timeout_default (ctx);
+    int timeout_s = sb_tools_timeout_default (ctx);
     json_int_t t;
     if (sb_tools_arg_int (args, "timeout_s", &t)) {
         //  A model may ask for more time, up to an hour or the operator's
@@ -104,7 +109,7 @@ sb_tool_shell (const sb_tool_ctx_t *ctx, json_t *args, sb_tool_result_t *res)
     }
     const char *argv [] = { "/bin/sh", "-c", command, NULL };
     sb_tools_buf_t out = { 0 };
-    if (s_run_process (ctx, argv, timeout_s, ctx->sandbox, res, &out) != 0)
+    if (sb_tools_run_process (ctx, argv, ctx->env_extra, timeout_s, ctx->sandbox, res, &out) != 0)
         return -1;
     if (res->exit_code != 0 && !res->timed_out && !res->cancelled && res->exit_code > 0)
         sb_tools_buf_addf (&out, "%s[exit code %d]\n", sb_tools_buf_ends_with_newline (&out) ? "" : "\n",
@@ -142,9 +147,9 @@ sb_tool_grep (const sb_tool_ctx_t *ctx, json_t *args, sb_tool_result_t *res)
         "grep", "-rnHIE", "--color=never", "--exclude-dir=.git", "--", pattern,
         strcmp (rel, ".") == 0 ? NULL : rel, NULL,
     };
-    int timeout_s = s_timeout_default (ctx);
+    int timeout_s = sb_tools_timeout_default (ctx);
     sb_tools_buf_t out = { 0 };
-    if (s_run_process (ctx, argv, timeout_s, NULL, res, &out) != 0)
+    if (sb_tools_run_process (ctx, argv, ctx->env_extra, timeout_s, NULL, res, &out) != 0)
         return -1;
     if (res->exit_code == 1 && out.len == 0)
         sb_tools_buf_addf (&out, "no matches\n");
@@ -154,62 +159,4 @@ sb_tool_grep (const sb_tool_ctx_t *ctx, json_t *args, sb_tool_result_t *res)
                     res->exit_code);
     bool ok = (res->exit_code == 0 || res->exit_code == 1) && !res->timed_out && !res->cancelled;
     return sb_tools_finish (res, ok, &out);
-}
-
-//  git on a workspace the model may have written to: nothing in the
-//  repository's config may run a program from a read-only tool, and status
-//  must not rewrite the index.
-static int
-s_run_git (const sb_tool_ctx_t *ctx, const char *const *cmd, const char *empty,
-           sb_tool_result_t *res)
-{
-    const char *argv [16] = {
-        "git", "--no-pager", "--no-optional-locks", "-c", "core.fsmonitor=false",
-        "-c", "core.quotepath=off", "-c", "core.pager=cat",
-    };
-    size_t n = 9;
-    for (size_t i = 0; cmd [i] && n < 15; i++)
-        argv [n++] = cmd [i];
-    argv [n] = NULL;
-    int timeout_s = s_timeout_default (ctx);
-    sb_tools_buf_t out = { 0 };
-    if (s_run_process (ctx, argv, timeout_s, NULL, res, &out) != 0)
-        return -1;
-    if (res->exit_code > 0)
-        sb_tools_buf_addf (&out, "%s[exit code %d]\n", sb_tools_buf_ends_with_newline (&out) ? "" : "\n",
-                    res->exit_code);
-    if (out.len == 0)
-        sb_tools_buf_addf (&out, "%s\n", empty);
-    return sb_tools_finish (res, res->exit_code == 0 && !res->timed_out && !res->cancelled, &out);
-}
-
-int
-sb_tool_git_status (const sb_tool_ctx_t *ctx, json_t *args, sb_tool_result_t *res)
-{
-    if (sb_tools_args_check ("git_status", args, NULL, 0, res) != 0)
-        return -1;
-    const char *cmd [] = { "status", "--short", "--branch", NULL };
-    return s_run_git (ctx, cmd, "(clean)", res);
-}
-
-int
-sb_tool_git_diff (const sb_tool_ctx_t *ctx, json_t *args, sb_tool_result_t *res)
-{
-    static const sb_tools_arg_t spec [] = { { "path", SB_TOOLS_ARG_STR, false } };
-    if (sb_tools_args_check ("git_diff", args, spec, 1, res) != 0)
-        return -1;
-    size_t len = 0;
-    const char *path = sb_tools_arg_str (args, "path", &len);
-    char resolved [PATH_MAX];
-    const char *cmd [] = {
-        "diff", "--no-color", "--no-ext-diff", "--no-textconv", NULL, NULL, NULL,
-    };
-    if (path) {
-        //  A deleted file is a fair thing to diff, so it need not exist.
-        if (sb_tools_resolve (ctx, path, len, true, resolved, res) != 0)
-            return -1;
-        cmd [4] = "--";
-        cmd [5] = sb_path_relative (ctx->workspace, resolved);
-    }
-    return s_run_git (ctx, cmd, "(no unstaged changes)", res);
 }

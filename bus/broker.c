@@ -273,6 +273,14 @@ s_tap_copy (self_t *self, const char *plane, const void *peer, size_t peer_len,
 {
     size_t charge = peer_len + hlen + blen + SB_OUTQ_MSG_OVERHEAD;
     zmq_msg_t bm;
+    if (blen <= SB_BROKER_SMALL_BODY) {
+        /* small: copied by ZeroMQ, bounded by the tap's HWM */
+        if (zmq_msg_init_size (&bm, blen) != 0)
+            return;
+        if (blen)
+            memcpy (zmq_msg_data (&bm), body, blen);
+    }
+    else
     if (!sb_outq_fits (self->tap_q, charge, self->queue_bytes)
     ||  sb_outq_msg (self->tap_q, &bm, body, blen, charge)) {
         self->drop_tap++;
@@ -291,6 +299,37 @@ s_tap_copy (self_t *self, const char *plane, const void *peer, size_t peer_len,
     self->plane_tap_out++;
 }
 
+/*  Sends a small message as ZeroMQ would by itself: the received body
+    frame moved (no copy) when there is one, and nothing charged. What a
+    peer can pin with small messages is bounded by the ROUTER's HWM times
+    SB_BROKER_SMALL_BODY (bus/broker.h); only bodies past that go through
+    the byte accounts, whose copy and release would otherwise cost every
+    heartbeat, delta and small request a malloc on this thread and a free
+    on ZeroMQ's I/O thread. */
+static send_t
+s_send_small (self_t *self, const uint8_t *dest, size_t dest_len, const uint8_t *route,
+              size_t route_len, zmq_msg_t *hmsg, const uint8_t *hbuf, size_t hlen,
+              zmq_msg_t *bmsg, const uint8_t *body, size_t blen)
+{
+    void *r = zsock_resolve (self->router);
+    if (zmq_send (r, dest, dest_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+        s_count_send_error (self);
+        return SEND_FAILED;
+    }
+    if (route)
+        zmq_send (r, route, route_len, ZMQ_SNDMORE);
+    if (hmsg)
+        zmq_msg_send (hmsg, r, ZMQ_SNDMORE);
+    else
+        zmq_send (r, hbuf, hlen, ZMQ_SNDMORE);
+    if (bmsg)
+        zmq_msg_send (bmsg, r, 0);
+    else
+        zmq_send (r, body, blen, 0);
+    self->plane_cmd_out++;
+    return SEND_OK;
+}
+
 /*  Sends [dest][route?][header][body] on the ROUTER, the body as a copy
     charged to dest's account. `slack` lets an error reply pass the bound
     by that much. SEND_FULL: over the bound, nothing sent and the drop
@@ -300,8 +339,10 @@ s_tap_copy (self_t *self, const char *plane, const void *peer, size_t peer_len,
 static send_t
 s_send_to (self_t *self, const uint8_t *dest, size_t dest_len, const uint8_t *route,
            size_t route_len, zmq_msg_t *hmsg, const uint8_t *hbuf, size_t hlen,
-           const uint8_t *body, size_t blen, size_t slack)
+           zmq_msg_t *bmsg, const uint8_t *body, size_t blen, size_t slack)
 {
+    if (blen <= SB_BROKER_SMALL_BODY)
+        return s_send_small (self, dest, dest_len, route, route_len, hmsg, hbuf, hlen, bmsg, body, blen);
     char dkey [2 * ID_MAX + 1];
     s_hex (dest, dest_len, dkey);
     sb_outq_acct_t *acct = sb_outq_get (self->cmd_q, dkey);
@@ -343,7 +384,7 @@ s_send_made (self_t *self, const uint8_t *dest, size_t dest_len, const uint8_t *
     const uint8_t *hbuf = sb_enc_data (self->enc, &hlen);
     /* The broker's own messages are errors, heartbeats and stats: small,
        and an error must reach a requester whose reply was dropped. */
-    if (s_send_to (self, dest, dest_len, route, route_len, NULL, hbuf, hlen, body, blen,
+    if (s_send_to (self, dest, dest_len, route, route_len, NULL, hbuf, hlen, NULL, body, blen,
                    SB_BROKER_QUEUE_SLACK) != SEND_OK)
         return;
     if (s_tap_active (self))
@@ -754,7 +795,7 @@ s_handle_request (self_t *self, zmq_msg_t *f)
     }
     /* forward [inst][sid][header][body], moving the header frame */
     send_t sent = s_send_to (self, inst->id, inst->idlen, sid, sidlen, &f [1], NULL, 0,
-                             body, blen, 0);
+                             &f [2], body, blen, 0);
     if (sent != SEND_OK) {
         if (t->kind == SB_KIND_REQUEST) {
             char pkey [2 * ID_MAX + 40];
@@ -833,9 +874,12 @@ s_handle_reply (self_t *self, zmq_msg_t *f)
     }
     if (s_tap_active (self))
         s_tap_copy (self, "cmd", iid, iidlen, zmq_msg_data (&f [2]), zmq_msg_size (&f [2]), body, blen);
-    sb_outq_acct_t *acct = sb_outq_get (self->cmd_q, rkey);
-    size_t held_before = acct ? sb_outq_held (acct) : 0;
-    if (s_send_to (self, route, route_len, NULL, 0, &f [2], NULL, 0, body, blen, 0) == SEND_FULL) {
+    size_t held_before = 0;
+    if (blen > SB_BROKER_SMALL_BODY) {
+        sb_outq_acct_t *acct = sb_outq_get (self->cmd_q, rkey);
+        held_before = acct ? sb_outq_held (acct) : 0;
+    }
+    if (s_send_to (self, route, route_len, NULL, 0, &f [2], NULL, 0, &f [3], body, blen, 0) == SEND_FULL) {
         /* The requester does not read what it asked for: it learns that
            this reply was dropped, and the rest of the stream with it,
            which goes nowhere until its final reply ends the request. */
@@ -951,6 +995,17 @@ s_handle_xsub (self_t *self)
         size_t blen = zmq_msg_size (&f [2]);
         size_t charge = zmq_msg_size (&f [0]) + zmq_msg_size (&f [1]) + blen + SB_OUTQ_MSG_OVERHEAD;
         zmq_msg_t bm;
+        if (blen <= SB_BROKER_SMALL_BODY) {
+            /* small: moved as received, bounded by the XPUB's HWM */
+            if (zmq_msg_send (&f [0], out, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+                self->drop_hwm++;
+            else {
+                zmq_msg_send (&f [1], out, ZMQ_SNDMORE);
+                zmq_msg_send (&f [2], out, 0);
+                self->plane_evt_out++;
+            }
+        }
+        else
         if (!sb_outq_fits (self->evt_q, charge, self->queue_bytes)
         ||  sb_outq_msg (self->evt_q, &bm, zmq_msg_data (&f [2]), blen, charge)) {
             self->drop_evt++;

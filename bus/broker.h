@@ -29,6 +29,13 @@
 #define SB_BROKER_ROUTER_HWM 100000
 #define SB_BROKER_PUB_HWM    10000
 #define SB_BROKER_TAP_HWM    10000
+/*  Bodies up to this size travel as ZeroMQ frames of their own, with no
+    byte account: they are bounded by the HWMs above (a peer that never
+    reads pins at most SB_BROKER_ROUTER_HWM of them, about 80 MiB with
+    their frames), and they are most of the bus's traffic, which an
+    account's copy and cross-thread release would slow by a fifth. Bigger
+    bodies are charged to the byte bounds below. */
+#define SB_BROKER_SMALL_BODY 512
 /*  Byte bounds on what ZeroMQ holds in the server's memory
     (docs/operations.md, bounded queues): per peer on the command plane,
     and for all subscribers together on the event plane and on the tap

@@ -330,8 +330,9 @@ s_send_small (self_t *self, const uint8_t *dest, size_t dest_len, const uint8_t 
     return SEND_OK;
 }
 
-/*  Sends [dest][route?][header][body] on the ROUTER, the body as a copy
-    charged to dest's account. `slack` lets an error reply pass the bound
+/*  Sends [dest][route?][header][body] on the ROUTER, the body charged to
+    dest's account: shared with the received frame bmsg when there is one
+    (no copy), else a copy of body. `slack` lets an error reply pass the bound
     by that much. SEND_FULL: over the bound, nothing sent and the drop
     counted; SEND_FAILED: ZeroMQ refused (no such peer, or its HWM), and
     that is counted. The header frame is a zmq_msg_t when hmsg is set
@@ -351,7 +352,7 @@ s_send_to (self_t *self, const uint8_t *dest, size_t dest_len, const uint8_t *ro
     size_t charge = dest_len + route_len + hlen + blen + SB_OUTQ_MSG_OVERHEAD;
     zmq_msg_t bm;
     if (!acct || !sb_outq_fits (acct, charge, self->queue_bytes + slack)
-    ||  sb_outq_msg (acct, &bm, body, blen, charge)) {
+    ||  (bmsg? sb_outq_msg_ref (acct, &bm, bmsg, charge): sb_outq_msg (acct, &bm, body, blen, charge))) {
         self->drop_cmd++;
         self->drop_cmd_bytes += charge;
         return SEND_FULL;
@@ -1007,7 +1008,7 @@ s_handle_xsub (self_t *self)
         }
         else
         if (!sb_outq_fits (self->evt_q, charge, self->queue_bytes)
-        ||  sb_outq_msg (self->evt_q, &bm, zmq_msg_data (&f [2]), blen, charge)) {
+        ||  sb_outq_msg_ref (self->evt_q, &bm, &f [2], charge)) {
             self->drop_evt++;
             self->drop_evt_bytes += charge;
         }

@@ -24,6 +24,15 @@ typedef struct {
     max_align_t align [];       /* the body starts here, aligned */
 } s_token_t;
 
+/*  A message that shares a received frame's content instead of copying
+    it: the token holds a reference to the frame until ZeroMQ releases
+    the message. */
+typedef struct {
+    sb_outq_acct_t *acct;
+    size_t charge;
+    zmq_msg_t held;
+} s_ref_t;
+
 static void
 s_acct_unref (sb_outq_acct_t *acct)
 {
@@ -163,6 +172,46 @@ sb_outq_msg (sb_outq_acct_t *acct, zmq_msg_t *msg, const void *data, size_t len,
         atomic_fetch_sub_explicit (&acct->held, charge, memory_order_relaxed);
         s_acct_unref (acct);
         free (token);
+        return -1;
+    }
+    return 0;
+}
+
+/*  The free callback of a shared frame: returns the charge and drops the
+    reference (an atomic decrement on ZeroMQ's content block, which frees
+    it with the last one). */
+static void
+s_release_ref (void *data, void *hint)
+{
+    (void) data;
+    s_ref_t *ref = hint;
+    atomic_fetch_sub_explicit (&ref->acct->held, ref->charge, memory_order_relaxed);
+    s_acct_unref (ref->acct);
+    zmq_msg_close (&ref->held);
+    free (ref);
+}
+
+int
+sb_outq_msg_ref (sb_outq_acct_t *acct, zmq_msg_t *msg, zmq_msg_t *src, size_t charge)
+{
+    s_ref_t *ref = malloc (sizeof *ref);
+    if (!ref)
+        return -1;
+    ref->acct = acct;
+    ref->charge = charge;
+    zmq_msg_init (&ref->held);
+    if (zmq_msg_copy (&ref->held, src) != 0) {
+        zmq_msg_close (&ref->held);
+        free (ref);
+        return -1;
+    }
+    atomic_fetch_add_explicit (&acct->refs, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit (&acct->held, charge, memory_order_relaxed);
+    if (zmq_msg_init_data (msg, zmq_msg_data (&ref->held), zmq_msg_size (&ref->held), s_release_ref, ref) != 0) {
+        atomic_fetch_sub_explicit (&acct->held, charge, memory_order_relaxed);
+        s_acct_unref (acct);
+        zmq_msg_close (&ref->held);
+        free (ref);
         return -1;
     }
     return 0;

@@ -65,4 +65,10 @@ bool sb_outq_fits (const sb_outq_acct_t *acct, size_t charge, size_t limit);
     not initialised and nothing is charged). */
 int sb_outq_msg (sb_outq_acct_t *acct, zmq_msg_t *msg, const void *data, size_t len, size_t charge);
 
+/*  The same for a frame the broker received: msg shares src's content
+    (ZeroMQ's reference count, no copy of the bytes) and charges `charge`
+    until ZeroMQ releases msg; src stays the caller's. Returns 0, or -1
+    when out of memory (msg not initialised, nothing charged). */
+int sb_outq_msg_ref (sb_outq_acct_t *acct, zmq_msg_t *msg, zmq_msg_t *src, size_t charge);
+
 #endif

@@ -370,6 +370,16 @@ s_write_update (self_t *self, sb_txn_t *txn, req_t *req)
         sb_session_fail (req, SB_E_conflict, "session %s is closed", req->sid);
         return;
     }
+    //  Each update writes a session.updated entry, so updates count
+    //  against the quota as appends do: a client that sends them in a
+    //  loop fills nothing past it (one entry's worth at most).
+    if (r->tape_bytes >= self->tape_quota) {
+        sb_session_fail (req, SB_E_too_large,
+                         "session %s reached its tape quota of %llu bytes (%llu used); raise it with "
+                         "serve --session-quota BYTES or SWITCHBOARD_SESSION_QUOTA", req->sid,
+                         (unsigned long long) self->tape_quota, (unsigned long long) r->tape_bytes);
+        return;
+    }
     const char *changed [8];
     size_t n = 0;
     if (s_update_str (b, "title", &r->title))

@@ -238,6 +238,8 @@ sb_session_tape_put_record (self_t *self, sb_txn_t *txn, req_t *req, record_t *r
     sb_enc_map_close (self->scratch);
     size_t len;
     const uint8_t *body = sb_enc_data (self->scratch, &len);
+    if (strcmp (kind, "session.updated") == 0)
+        r->tape_bytes += len;       /* updates count against the quota */
     sb_session_tape_put (self, txn, req, r, seq, kind, body, len);
 }
 

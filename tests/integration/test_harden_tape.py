@@ -145,6 +145,27 @@ def test_session_quota_refuses_with_one_tape_quota_entry():
     server.stop()
 
 
+def test_updates_count_against_the_quota():
+    """session.update writes a session.updated entry each time: a client
+    updating in a loop must not grow the tape past the quota either."""
+    quota = 16 * 1024
+    server = Server(env={"SWITCHBOARD_SESSION_QUOTA": str(quota)}).start()
+    sid = new_session(server, tmpdir())
+    refused = None
+    for k in range(200):
+        m = server.control().request("session.update", {"session_id": sid, "title": "t%d %s" % (k, "x" * 200)})
+        if m.type == "error":
+            refused = (k, m.body)
+            break
+    check(refused is not None, "200 updates were all accepted with a quota of %d", quota)
+    check(refused[1]["code"] == "too_large" and "--session-quota" in refused[1]["message"],
+          "refused with %r", refused[1])
+    size_before = len(tape(server, sid))
+    m = server.control().request("session.update", {"session_id": sid, "title": "again"})
+    check(m.type == "error" and len(tape(server, sid)) == size_before, "a later update wrote: %s", m.type)
+    server.stop()
+
+
 def test_run_past_the_quota_fails_with_the_reason():
     # `yes` never ends by itself: the run stops it once the tape refuses.
     llm = LLM()

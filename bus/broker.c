@@ -299,20 +299,18 @@ s_tap_copy (self_t *self, const char *plane, const void *peer, size_t peer_len,
     self->plane_tap_out++;
 }
 
-/*  Sends a small message as ZeroMQ would by itself: the received body
-    frame moved (no copy) when there is one, and nothing charged. What a
-    peer can pin with small messages is bounded by the ROUTER's HWM times
-    SB_BROKER_SMALL_BODY (bus/broker.h); only bodies past that go through
-    the byte accounts, whose copy and release would otherwise cost every
-    heartbeat, delta and small request a malloc on this thread and a free
-    on ZeroMQ's I/O thread. */
+/*  Sends [dest][route?][header][body] on the ROUTER, the header moved
+    from hmsg or copied from hbuf, the body moved from bm or copied from
+    body. Frames moved are closed when the send fails. */
 static send_t
-s_send_small (self_t *self, const uint8_t *dest, size_t dest_len, const uint8_t *route,
-              size_t route_len, zmq_msg_t *hmsg, const uint8_t *hbuf, size_t hlen,
-              zmq_msg_t *bmsg, const uint8_t *body, size_t blen)
+s_send_frames (self_t *self, const uint8_t *dest, size_t dest_len, const uint8_t *route,
+               size_t route_len, zmq_msg_t *hmsg, const uint8_t *hbuf, size_t hlen,
+               zmq_msg_t *bm, const uint8_t *body, size_t blen)
 {
     void *r = zsock_resolve (self->router);
     if (zmq_send (r, dest, dest_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+        if (bm)
+            zmq_msg_close (bm);
         s_count_send_error (self);
         return SEND_FAILED;
     }
@@ -322,10 +320,11 @@ s_send_small (self_t *self, const uint8_t *dest, size_t dest_len, const uint8_t 
         zmq_msg_send (hmsg, r, ZMQ_SNDMORE);
     else
         zmq_send (r, hbuf, hlen, ZMQ_SNDMORE);
-    if (bmsg)
-        zmq_msg_send (bmsg, r, 0);
-    else
+    if (!bm)
         zmq_send (r, body, blen, 0);
+    else
+    if (zmq_msg_send (bm, r, 0) < 0)
+        zmq_msg_close (bm);
     self->plane_cmd_out++;
     return SEND_OK;
 }
@@ -342,8 +341,20 @@ s_send_to (self_t *self, const uint8_t *dest, size_t dest_len, const uint8_t *ro
            size_t route_len, zmq_msg_t *hmsg, const uint8_t *hbuf, size_t hlen,
            zmq_msg_t *bmsg, const uint8_t *body, size_t blen, size_t slack)
 {
-    if (blen <= SB_BROKER_SMALL_BODY)
-        return s_send_small (self, dest, dest_len, route, route_len, hmsg, hbuf, hlen, bmsg, body, blen);
+    /*  Small bodies go as ZeroMQ would send them by itself: the received
+        frame moved (no copy) when there is one, and nothing charged. What
+        a peer can pin with them is bounded by the ROUTER's HWM times
+        SB_BROKER_SMALL_BODY (bus/broker.h); the account's copy and
+        cross-thread release would cost every heartbeat, delta and small
+        request a malloc here and a free on ZeroMQ's I/O thread. */
+    if (blen <= SB_BROKER_SMALL_BODY) {
+        if (!bmsg)
+            return s_send_frames (self, dest, dest_len, route, route_len, hmsg, hbuf, hlen, NULL, body, blen);
+        zmq_msg_t moved;
+        zmq_msg_init (&moved);
+        zmq_msg_move (&moved, bmsg);
+        return s_send_frames (self, dest, dest_len, route, route_len, hmsg, hbuf, hlen, &moved, NULL, 0);
+    }
     char dkey [2 * ID_MAX + 1];
     s_hex (dest, dest_len, dkey);
     sb_outq_acct_t *acct = sb_outq_get (self->cmd_q, dkey);
@@ -357,22 +368,7 @@ s_send_to (self_t *self, const uint8_t *dest, size_t dest_len, const uint8_t *ro
         self->drop_cmd_bytes += charge;
         return SEND_FULL;
     }
-    void *r = zsock_resolve (self->router);
-    if (zmq_send (r, dest, dest_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
-        zmq_msg_close (&bm);
-        s_count_send_error (self);
-        return SEND_FAILED;
-    }
-    if (route)
-        zmq_send (r, route, route_len, ZMQ_SNDMORE);
-    if (hmsg)
-        zmq_msg_send (hmsg, r, ZMQ_SNDMORE);
-    else
-        zmq_send (r, hbuf, hlen, ZMQ_SNDMORE);
-    if (zmq_msg_send (&bm, r, 0) < 0)
-        zmq_msg_close (&bm);
-    self->plane_cmd_out++;
-    return SEND_OK;
+    return s_send_frames (self, dest, dest_len, route, route_len, hmsg, hbuf, hlen, &bm, NULL, 0);
 }
 
 /*  Sends a broker-made message [dest][route?][header][body] on the ROUTER. */

@@ -154,38 +154,38 @@ s_proc_find (const s_proc_t *v, size_t n, pid_t pid)
 
 typedef enum { S_MARK_NONE, S_MARK_FOUND, S_MARK_UNKNOWN } s_mark_t;
 
+//  What follows the command name in /proc/<pid>/stat (after its last
+//  ')', which the name itself may contain), in buf; NULL if it is gone.
+static const char *
+s_proc_stat_tail (pid_t pid, char *buf, size_t size)
+{
+    char path [64];
+    snprintf (path, sizeof path, "/proc/%d/stat", (int) pid);
+    int fd = open (path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    ssize_t r = read (fd, buf, size - 1);
+    close (fd);
+    if (r <= 0)
+        return NULL;
+    buf [r] = 0;
+    return strrchr (buf, ')');
+}
+
 //  A process's state letter from /proc/<pid>/stat, or 0 if it is gone.
 static char
 s_proc_state (pid_t pid)
 {
-    char path [64], buf [512];
-    snprintf (path, sizeof path, "/proc/%d/stat", (int) pid);
-    int fd = open (path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t r = read (fd, buf, sizeof buf - 1);
-    close (fd);
-    if (r <= 0)
-        return 0;
-    buf [r] = 0;
-    char *rp = strrchr (buf, ')');
+    char buf [512];
+    const char *rp = s_proc_stat_tail (pid, buf, sizeof buf);
     return rp && rp [1] == ' ' ? rp [2] : 0;
 }
 
 uint64_t
 sb_spawn_tree_start_of (pid_t pid)
 {
-    char path [64], buf [512];
-    snprintf (path, sizeof path, "/proc/%d/stat", (int) pid);
-    int fd = open (path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t r = read (fd, buf, sizeof buf - 1);
-    close (fd);
-    if (r <= 0)
-        return 0;
-    buf [r] = 0;
-    char *rp = strrchr (buf, ')');
+    char buf [512];
+    const char *rp = s_proc_stat_tail (pid, buf, sizeof buf);
     unsigned long long start;
     if (!rp || sscanf (rp + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
                                "%*d %*d %*d %*d %llu", &start) != 1)

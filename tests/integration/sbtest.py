@@ -39,6 +39,7 @@ Headers and bodies are msgpack maps.
 """
 
 import atexit
+import json
 import os
 import random
 import re
@@ -212,6 +213,27 @@ def run(argv, timeout=10, env=None):
 def sb(*args, **kw):
     """Runs `switchboard ARGS...`: (exit code, stdout, stderr)."""
     return run([SB_BIN] + [str(a) for a in args], **kw)
+
+
+def cli(srv, *args, **kw):
+    """Runs `switchboard ARGS... --data DIR` against a Server."""
+    return sb(*(list(args) + ["--data", srv.data]), **kw)
+
+
+def cli_session(srv, ws, *extra):
+    """`sessions new --workspace WS` through the CLI; the new session id."""
+    rc, out, err = cli(srv, "sessions", "new", "--workspace", ws, "--json", *extra)
+    check(rc == 0, "sessions new exited %d: %s", rc, err)
+    return json.loads(out)["session_id"]
+
+
+def cli_wait_run(srv, run_id, timeout=30):
+    """Waits, through `run-info`, until the run reaches a final status."""
+    def final():
+        rc, out, _ = cli(srv, "run-info", run_id, "--json")
+        st = json.loads(out)["status"] if rc == 0 else None
+        return st if st in ("completed", "failed", "cancelled", "expired", "interrupted") else None
+    return wait_for(final, timeout, "run %s to end" % run_id, interval=0.05)
 
 
 class Server:

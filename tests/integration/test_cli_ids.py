@@ -9,17 +9,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import Server, check, run_tests, sb, tmpdir, wait_for  # noqa: E402
-
-
-def cli(srv, *args, **kw):
-    return sb(*(list(args) + ["--data", srv.data]), **kw)
-
-
-def new_session(srv, ws, *extra):
-    rc, out, err = cli(srv, "sessions", "new", "--workspace", ws, "--json", *extra)
-    check(rc == 0, "sessions new exited %d: %s", rc, err)
-    return json.loads(out)["session_id"]
+from sbtest import cli, cli_session as new_session, cli_wait_run as wait_final, Server, check, run_tests, sb, tmpdir, wait_for  # noqa: E402
 
 
 def common_prefix(a, b):
@@ -32,14 +22,6 @@ def common_prefix(a, b):
 def call(srv, type, body):
     m = srv.control().request(type, body, timeout=10)
     return m
-
-
-def wait_final(srv, run_id):
-    def final():
-        rc, out, _ = cli(srv, "run-info", run_id, "--json")
-        st = json.loads(out)["status"] if rc == 0 else None
-        return st if st in ("completed", "failed", "cancelled", "expired", "interrupted") else None
-    return wait_for(final, 30, "run %s to end" % run_id, interval=0.05)
 
 
 def test_session_prefix_in_every_command():

@@ -9,25 +9,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import SB_BIN, Server, check, run_tests, sb, tmpdir, wait_for  # noqa: E402
-
-
-def cli(srv, *args, **kw):
-    return sb(*(list(args) + ["--data", srv.data]), **kw)
-
-
-def new_session(srv, ws, *extra):
-    rc, out, err = cli(srv, "sessions", "new", "--workspace", ws, "--json", *extra)
-    check(rc == 0, "sessions new exited %d: %s", rc, err)
-    return json.loads(out)["session_id"]
-
-
-def wait_final(srv, run_id):
-    def final():
-        rc, out, _ = cli(srv, "run-info", run_id, "--json")
-        st = json.loads(out)["status"] if rc == 0 else None
-        return st if st in ("completed", "failed", "cancelled", "expired", "interrupted") else None
-    return wait_for(final, 30, "run %s to end" % run_id, interval=0.05)
+from sbtest import cli, cli_session as new_session, cli_wait_run as wait_final, SB_BIN, Server, check, run_tests, sb, tmpdir, wait_for  # noqa: E402
 
 
 def rows(out):

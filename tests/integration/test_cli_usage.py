@@ -10,14 +10,10 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import (SB_BIN, Client, Proc, Server, check, run_tests, sb,  # noqa: E402
+from sbtest import (SB_BIN, Client, cli, Proc, Server, check, run_tests, sb,  # noqa: E402
                     start_actor, tmpdir, wait_for)
 
 SB_ROOT = os.environ.get("SB_ROOT", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-
-
-def cli(srv, *args, **kw):
-    return sb(*(list(args) + ["--data", srv.data]), **kw)
 
 
 def json_error(err):

@@ -160,6 +160,63 @@ static const sb_field_t s_tape_usage [] = {
     { "output_tokens", SB_T_UINT, false, 0, NULL, "", RANGE_COUNT },
     { "cached_tokens", SB_T_UINT, false, 0, NULL, "", RANGE_COUNT },
     { "reasoning_tokens", SB_T_UINT, false, 0, NULL, "", RANGE_COUNT },
+    { "context_tokens", SB_T_UINT, false, 0, NULL, "the executor's estimate of the context sent with this call",
+      RANGE_COUNT },
+    { "context_window", SB_T_UINT, false, 0, NULL, "the model's context window in tokens", RANGE_COUNT },
+    END };
+static const sb_field_t s_tape_approval_requested [] = {
+    { "interaction_id", SB_T_STR, true, ID_MAX, NULL, "the interaction (ia_<ulid>)" },
+    { "call_id", SB_T_STR, true, 128, NULL, "the tool call waiting (tool.call call_id)" },
+    { "tool", SB_T_STR, true, 64, NULL, "tool name" },
+    { "arguments", SB_T_STR, true, 1 MB, NULL, "the call's JSON arguments" },
+    { "summary", SB_T_STR, false, 4 KB, NULL, "one line for a person: the command, or the path" },
+    { "diff", SB_T_STR, false, 1 MB, NULL, "write_file / edit_file: the unified diff the call would make" },
+    { "risk", SB_T_STR, false, 16, NULL, "low | medium | high" },
+    { "deadline_at", SB_T_UINT, false, 0, NULL, "ms since epoch when it resolves by itself; absent: never",
+      RANGE_TIME },
+    { "default_outcome", SB_T_STR, false, 16, NULL, "approve | reject: the decision at the deadline" },
+    END };
+static const sb_field_t s_tape_approval_resolved [] = {
+    { "interaction_id", SB_T_STR, true, ID_MAX, NULL, "the interaction" },
+    { "call_id", SB_T_STR, false, 128, NULL, "the tool call it answers" },
+    { "status", SB_T_STR, true, 16, NULL, "approved | rejected | expired" },
+    { "decision", SB_T_STR, true, 16, NULL, "approve | reject" },
+    { "scope", SB_T_STR, false, 16, NULL, "once | session | always" },
+    { "resolved_by", SB_T_STR, true, 128, NULL, "who answered (a terminal, the CLI, a browser, \"deadline\")" },
+    { "feedback", SB_T_STR, false, 16 KB, NULL, "the person's words to the model" },
+    END };
+static const sb_field_t s_tape_prompt_queued [] = {
+    { "prompt_id", SB_T_STR, true, ID_MAX, NULL, "the queued prompt" },
+    { "text", SB_T_STR, true, 1 MB, NULL, "the prompt" },
+    { "mode", SB_T_STR, true, 16, NULL, "queue | steer" },
+    { "position", SB_T_UINT, false, 0, NULL, "queue: its place in the queue, from 1", RANGE_COUNT },
+    END };
+static const sb_field_t s_tape_prompt_ref [] = {
+    { "prompt_id", SB_T_STR, true, ID_MAX, NULL, "the prompt" },
+    { "run_id", SB_T_STR, false, ID_MAX, NULL, "prompt.dequeued: the run it started" },
+    { "reason", SB_T_STR, false, 1 KB, NULL, "why (removed by a person, or a steer put back in the queue)" },
+    END };
+static const sb_field_t s_tape_prompt_steered [] = {
+    { "prompt_id", SB_T_STR, true, ID_MAX, NULL, "the steer" },
+    { "text", SB_T_STR, true, 1 MB, NULL, "what the model receives as a user message" },
+    { "step", SB_T_UINT, true, 0, NULL, "the step boundary it joined the run at", RANGE_COUNT },
+    END };
+static const sb_field_t s_tape_queue_state [] = {
+    { "reason", SB_T_STR, false, 1 KB, NULL, "why the queue paused (cancelled, failed, server_restart, ...)" },
+    { "queued", SB_T_UINT, false, 0, NULL, "prompts waiting in the queue", RANGE_COUNT },
+    END };
+static const sb_field_t s_tape_compacted [] = {
+    { "through_seq", SB_T_UINT, true, 0, NULL, "the summary stands for the context up to this seq", RANGE_COUNT },
+    { "summary", SB_T_STR, true, 1 MB, NULL, "what the model keeps of the older turns" },
+    { "tokens_before", SB_T_UINT, true, 0, NULL, "estimated context tokens before", RANGE_COUNT },
+    { "tokens_after", SB_T_UINT, true, 0, NULL, "estimated context tokens after", RANGE_COUNT },
+    { "method", SB_T_STR, true, 16, NULL, "elide | summary" },
+    END };
+static const sb_field_t s_tape_paths [] = { { "", SB_T_STR, false, 4 KB, NULL, "path" } };
+static const sb_field_t s_tape_instructions [] = {
+    { "paths", SB_T_ARRAY, true, 64, s_tape_paths, "the AGENTS.md files read, outermost first" },
+    { "bytes", SB_T_UINT, true, 0, NULL, "bytes added to the instructions", RANGE_COUNT },
+    { "truncated", SB_T_BOOL, false, 0, NULL, "true when the cap cut them" },
     END };
 static const sb_field_t s_tape_reasoning [] = {
     { "provider", SB_T_STR, true, 32, NULL, "provider kind that emitted it (responses, anthropic, ...)" },
@@ -185,8 +242,16 @@ static const sb_type_t s_tape_kinds [] = {
     TAPE ("tool.call", s_tape_tool_call, "the model called a tool"),
     TAPE ("tool.output", s_tape_tool_output, "streamed tool output"),
     TAPE ("tool.result", s_tape_tool_result, "a tool finished"),
-    TAPE ("approval.requested", s_tape_any, "a tool call waits for approval"),
-    TAPE ("approval.resolved", s_tape_any, "an approval was answered or expired"),
+    TAPE ("approval.requested", s_tape_approval_requested, "a tool call waits for approval"),
+    TAPE ("approval.resolved", s_tape_approval_resolved, "an approval was answered or expired"),
+    TAPE ("prompt.queued", s_tape_prompt_queued, "a prompt waits for the running run: queued, or a steer"),
+    TAPE ("prompt.dequeued", s_tape_prompt_ref, "a queued prompt left the queue and started its run"),
+    TAPE ("prompt.removed", s_tape_prompt_ref, "a queued prompt was removed"),
+    TAPE ("prompt.steered", s_tape_prompt_steered, "a steer joined the running run at a step boundary"),
+    TAPE ("queue.paused", s_tape_queue_state, "the queue stopped starting runs until resumed"),
+    TAPE ("queue.resumed", s_tape_queue_state, "the queue starts runs again"),
+    TAPE ("context.compacted", s_tape_compacted, "older turns were elided or summarized for the model"),
+    TAPE ("instructions.loaded", s_tape_instructions, "AGENTS.md files added to the model's instructions"),
     TAPE ("usage", s_tape_usage, "tokens used by one model call"),
     TAPE ("error", s_tape_error, "an error the person should see"),
     TAPE ("note", s_tape_any, "free-form note"),

@@ -1,5 +1,6 @@
 /*  cli/main.c — `switchboard`: subcommands in the style of git. */
 #include "cli/cli.h"
+#include "cli/interactions.h"
 #include "actors/llm/keys.h"
 #include "common/log.h"
 
@@ -23,6 +24,9 @@ static const sb_cmd_t s_commands [] = {
     { "actor", sb_cmd_actor, "run one actor attached to a broker" },
     { "sessions", sb_cmd_sessions, "list, show, create, update, close and delete sessions" },
     { "events", sb_cmd_events, "print a session's tape; --follow streams it live" },
+    { "interactions", sb_cmd_interactions, "list the approvals runs ask for" },
+    { "interaction", sb_cmd_interaction, "show one approval and the tool call it is about" },
+    { "resolve", sb_cmd_resolve, "answer an approval: --approve or --reject" },
 };
 #define NCOMMANDS (sizeof s_commands / sizeof s_commands [0])
 

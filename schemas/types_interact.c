@@ -8,7 +8,7 @@
 /*  Ids that name an interaction in a request may be longer than a real
     one ("ia_" and a ULID, 29 bytes): a malformed id must reach the actor,
     which answers not_found, instead of being refused as invalid. */
-#define IA_ARG_MAX 128
+#define IA_ARG_MAX (4 KB)
 
 static const sb_field_t s_record [] = {
     { "interaction_id", SB_T_STR, true, ID_MAX, NULL, "ia_<ulid>" },
@@ -64,9 +64,9 @@ static const sb_field_t s_list [] = {
     { "session_id", SB_T_STR, false, ID_MAX, NULL, "only this session's" },
     { "run_id", SB_T_STR, false, ID_MAX, NULL, "only this run's" },
     { "status", SB_T_STR, false, 16, NULL, "only those in this status: pending | approved | rejected | expired" },
-    { "id_prefix", SB_T_STR, false, IA_ARG_MAX, NULL, "only those whose id starts with this" },
+    { "id_prefix", SB_T_STR, false, 64, NULL, "only those whose id starts with this" },
     { "limit", SB_T_UINT, false, 0, NULL, "page size", RANGE (1, 1000, 100) },
-    { "cursor", SB_T_STR, false, IA_ARG_MAX, NULL, "next_cursor of the previous page" },
+    { "cursor", SB_T_STR, false, 64, NULL, "next_cursor of the previous page" },
     END
 };
 static const sb_field_t s_item [] = { { "interaction", SB_T_MAP, false, 0, s_record, "an interaction" } };

@@ -49,7 +49,8 @@
 /*  How late the deadline timer may fire, at most. */
 #define IA_TIMER_MS 250
 /*  A tape append that got no answer is sent again after this long (it is
-    idempotent by its command_id); one refused as retryable waits this. */
+    idempotent by its command_id); one refused as retryable waits the
+    retry time, doubled after each refusal up to the timeout. */
 #define IA_OUTBOX_TIMEOUT_MS 5000
 #define IA_OUTBOX_RETRY_MS 500
 /*  A page of interact.list stops before its encoded items pass this many
@@ -99,6 +100,7 @@ typedef struct {
     uint64_t outbox_n;          /* its entry */
     int64_t outbox_sent;        /* mono ms when sent */
     int64_t outbox_wait_until;  /* mono ms: no send before (after a refusal) */
+    int64_t outbox_backoff;     /* ms: the wait after the last retryable refusal */
     bool outbox_idle;           /* known to be empty: nothing to read */
     uint64_t next_deadline;     /* ms since epoch of the earliest deadline; 0: none */
     uint64_t appended, expired, resolved, requested;

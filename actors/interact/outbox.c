@@ -117,13 +117,20 @@ sb_ia_outbox_reply (self_t *self, const sb_msg_t *reply)
                  (unsigned long long) self->outbox_n, sb_msg_error_code (reply),
                  sb_msg_error_message (reply), done ? " (dropped)" : " (will retry)");
     if (done) {
+        self->outbox_backoff = 0;
         s_delete (self, self->outbox_n);
         if (code == SB_OK)
             self->appended++;
         sb_ia_outbox_pump (self);
     }
-    else
-        self->outbox_wait_until = sb_mono_ms () + IA_OUTBOX_RETRY_MS;
+    else {
+        /* the session actor is away or busy: back off, up to a few
+           seconds, so that a long absence costs a log line now and then */
+        self->outbox_backoff = self->outbox_backoff ? self->outbox_backoff * 2 : IA_OUTBOX_RETRY_MS;
+        if (self->outbox_backoff > IA_OUTBOX_TIMEOUT_MS)
+            self->outbox_backoff = IA_OUTBOX_TIMEOUT_MS;
+        self->outbox_wait_until = sb_mono_ms () + self->outbox_backoff;
+    }
     return true;
 }
 

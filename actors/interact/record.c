@@ -147,14 +147,14 @@ s_dup (const char *s)
 /*  A stored record back into *ia. The store holds only what this actor
     wrote, but a record it cannot read is reported, never guessed at. */
 static int
-s_decode (const void *data, size_t len, ia_t *ia)
+s_decode (const char *id, const void *data, size_t len, ia_t *ia)
 {
     memset (ia, 0, sizeof *ia);
     sb_verr_t err;
     sb_doc_t *doc = sb_decode (data, len, NULL, 64u << 20, &err);
     const sb_val_t *m = sb_doc_root (doc);
     if (!m) {
-        sb_error (ACTOR, "unreadable interaction record: %s", err.message);
+        sb_error (ACTOR, "unreadable interaction record id=%s: %s", id, err.message);
         return -1;
     }
     s_copy (ia->interaction_id, sizeof ia->interaction_id, sb_get_str (m, "interaction_id"));
@@ -177,10 +177,10 @@ s_decode (const void *data, size_t len, ia_t *ia)
     ia->resolved_at = sb_get_uint (m, "resolved_at", 0);
     ia->deadline_at = sb_get_uint (m, "deadline_at", 0);
     sb_doc_destroy (&doc);
-    if (!ia->arguments || !sb_ia_id_valid (ia->interaction_id) || ia->status == IA__COUNT
+    if (!ia->arguments || strcmp (ia->interaction_id, id) != 0 || ia->status == IA__COUNT
     ||  ia->default_outcome == IA__DECISIONS
     ||  (ia->status != IA_PENDING && (ia->decision == IA__DECISIONS || ia->scope == IA__SCOPES))) {
-        sb_error (ACTOR, "interaction record %s is incomplete", ia->interaction_id);
+        sb_error (ACTOR, "interaction record id=%s is incomplete", id);
         sb_ia_free (ia);
         return -1;
     }
@@ -198,7 +198,7 @@ sb_ia_load_txn (sb_txn_t *txn, const char *id, ia_t *ia)
     MDB_val v;
     if (sb_txn_get (txn, DBI_INTERACTIONS, k.buf, k.len, &v) != 0)
         return -1;
-    return s_decode (v.mv_data, v.mv_size, ia);
+    return s_decode (id, v.mv_data, v.mv_size, ia);
 }
 
 int

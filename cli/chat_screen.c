@@ -35,6 +35,7 @@ struct sb_screen {
     bool color;
     bool prompt_shown;          /* the input line is on the screen */
     bool partial_shown;         /* the unfinished line is on the row above it */
+    bool in_callback;           /* inside the line function */
     char *prompt;
     FILE *mem;                  /* what callers print */
     char *mem_buf;
@@ -66,10 +67,18 @@ s_on_line (char *line)
        row above is the typed line now, not the unfinished output */
     self->prompt_shown = false;
     self->partial_shown = false;
+    /* libedit still holds the accepted line until the handler is
+       installed again: nothing redraws the input line meanwhile */
+    self->in_callback = true;
     self->fn (line, self->arg);
+    self->in_callback = false;
     free (line);
-    /* the callback form takes one line per installation */
+    /* the callback form takes one line per installation; installing
+       draws the (perhaps new) prompt on an empty line */
     if (s_current == self && line) {
+        if (self->color)
+            fputs ("\033[0m", stdout);
+        fflush (stdout);
         rl_callback_handler_install (self->prompt, s_on_line);
         self->prompt_shown = true;
     }
@@ -150,7 +159,7 @@ s_hide_input (sb_screen_t *self)
 static void
 s_show_input (sb_screen_t *self)
 {
-    if (!self->tty)
+    if (!self->tty || self->in_callback)
         return;
     if (self->color)
         fputs ("\033[0m", stdout);
@@ -306,7 +315,7 @@ sb_screen_prompt (sb_screen_t *self, const char *prompt)
         return;
     free (self->prompt);
     self->prompt = p;
-    if (!self->tty)
+    if (!self->tty || self->in_callback)
         return;
     rl_set_prompt (self->prompt);
     s_hide_input (self);
@@ -322,7 +331,7 @@ sb_screen_prompt (sb_screen_t *self, const char *prompt)
 void
 sb_screen_clear_input (sb_screen_t *self)
 {
-    if (!self->tty)
+    if (!self->tty || self->in_callback)
         return;
     rl_replace_line ("", 0);
     s_hide_input (self);

@@ -136,7 +136,7 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     args = ap.parse_args()
     try:
-        import msgpack  # noqa: F401
+        import msgpack  # noqa: F401 (checked here, used by sbtest)
         import zmq  # noqa: F401
     except ImportError as e:
         sys.exit("bench_interact: python3-zmq and python3-msgpack are needed (use /usr/bin/python3): %s" % e)

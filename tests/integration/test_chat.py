@@ -27,8 +27,8 @@ import sys
 import termios
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import SB_BIN, Client, TestFailure, _procs, check, cli, run_tests, sb, tmpdir, wait_for  # noqa: E402
-from test_runs_e2e import LLM, call, get_run, llm_server, new_session, tape, wait_run  # noqa: E402
+from sbtest import _SANITIZER, SB_BIN, TestFailure, check, cli, run_tests, tmpdir, wait_for  # noqa: E402
+from test_runs_e2e import LLM, call, llm_server, new_session, tape, wait_run  # noqa: E402
 
 CSI = re.compile(r"\x1b\[([0-9;?]*)([A-Za-z@])")
 COLS = 200
@@ -170,6 +170,19 @@ class Term:
                 return True
             return False
         wait_for(gone, timeout, "chat to exit", interval=0)
+        while True:             # what it wrote last, up to the end of the terminal
+            r, _, _ = select.select([self.fd], [], [], 0.2)
+            try:
+                chunk = os.read(self.fd, 65536) if r else b""
+            except OSError:
+                chunk = b""
+            if not chunk:
+                break
+            self.out += chunk
+        # the chat is no sbtest.Proc: its sanitizer reports (make asan) are here
+        raw = self.out.decode("utf-8", "replace")
+        m = _SANITIZER.search(raw)
+        check(not m, "sanitizer report from chat:\n%s", raw[m.start():m.start() + 3000] if m else "")
         return self.code
 
     def kill(self):

@@ -78,6 +78,7 @@ typedef struct {
     bool cancelling;
     int interrupts;             /* Ctrl-C since the last line typed */
     bool quit;
+    bool server_lost;           /* the last call got no reply */
     int exit_code;
     char who [400];
 } chat_t;
@@ -146,14 +147,23 @@ s_update_prompt (chat_t *c)
 /*  Calls */
 
 static sb_msg_t *
-s_call (chat_t *c, const char *type, sb_enc_t *e)
+s_call_ms (chat_t *c, const char *type, sb_enc_t *e, int timeout_ms)
 {
     size_t len;
     const uint8_t *b = sb_enc_data (e, &len);
-    sb_msg_t *reply = sb_bus_call (c->bus, type, c->sid, b, len, CALL_MS);
-    if (!reply)
-        s_say (c, "no reply to %s within %d s: is the server running?", type, CALL_MS / 1000);
+    sb_msg_t *reply = sb_bus_call (c->bus, type, c->sid, b, len, timeout_ms);
+    /* said once until the server answers again */
+    if (!reply && !c->server_lost)
+        s_say (c, "no reply to %s within %.1f s: is the server running? (still trying)", type,
+               timeout_ms / 1000.0);
+    c->server_lost = !reply;
     return reply;
+}
+
+static sb_msg_t *
+s_call (chat_t *c, const char *type, sb_enc_t *e)
+{
+    return s_call_ms (c, type, e, CALL_MS);
 }
 
 /* ------------------------------------------------------------------ */
@@ -416,9 +426,10 @@ s_on_entry (chat_t *c, const sb_val_t *ev)
         s_end_run (c);
 }
 
-/*  Reads the tape after last_seq up to its head. -1 on error (said). */
+/*  Reads the tape after last_seq up to its head, waiting at most
+    timeout_ms for each page. -1 on error (said). */
 static int
-s_replay (chat_t *c)
+s_replay (chat_t *c, int timeout_ms)
 {
     sb_enc_t *e = sb_enc_new ();
     int rc = 0;
@@ -430,7 +441,7 @@ s_replay (chat_t *c)
         sb_enc_kuint (e, "after_seq", c->last_seq);
         sb_enc_kuint (e, "limit", 1000);
         sb_enc_map_close (e);
-        sb_msg_t *reply = s_call (c, "session.events", e);
+        sb_msg_t *reply = s_call_ms (c, "session.events", e, timeout_ms);
         if (!reply || sb_msg_is_error (reply)) {
             if (reply)
                 s_say (c, "cannot read the tape: %s", sb_msg_error_message (reply));
@@ -467,7 +478,7 @@ s_on_event (chat_t *c)
         }
         else
         if (seq > c->last_seq + 1)
-            s_replay (c);           /* a gap: fill it from the tape */
+            s_replay (c, CALL_MS);  /* a gap: fill it from the tape */
         sb_msg_destroy (&msg);
         c->quiet_since = sb_mono_ms ();
     }
@@ -769,7 +780,7 @@ s_loop (chat_t *c)
         return sb_cli_fail ("chat", "out of memory");
     }
     /* subscribed before the replay, so that nothing falls in between */
-    if (s_replay (c) != 0)
+    if (s_replay (c, CALL_MS) != 0)
         c->quit = true;
     s_update_prompt (c);
     while (!c->quit) {
@@ -785,7 +796,7 @@ s_loop (chat_t *c)
             while (read (sfd, &si, sizeof si) == (ssize_t) sizeof si) {
                 if (si.ssi_signo == SIGTERM) {
                     c->quit = true;
-                    c->exit_code = 130;
+                    c->exit_code = 128 + SIGTERM;
                 }
                 else
                     s_on_interrupt (c);
@@ -795,10 +806,11 @@ s_loop (chat_t *c)
             sb_screen_read (c->screen);
         if (!c->quit)
             s_on_event (c);
+        /* a short wait: the keyboard must not freeze on a server that went */
         if (!c->quit && c->run [0] && sb_mono_ms () - c->quiet_since >= QUIET_CHECK_MS)
-            s_replay (c);
+            s_replay (c, QUIET_CHECK_MS);
     }
-    if (c->run [0] && c->exit_code != 130)
+    if (c->run [0] && c->exit_code == 0)
         s_say (c, "left; run %s goes on (stop it with: switchboard cancel %s)", c->run, c->run);
     sb_screen_destroy (&c->screen);
     close (sfd);

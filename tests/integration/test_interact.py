@@ -519,6 +519,12 @@ def test_cli_commands_and_exit_codes():
         for cmd in ("interactions", "interaction", "resolve"):
             rc, out, err = cli(srv, cmd, "--help")
             check(rc == 0 and out.startswith("usage: switchboard " + cmd), "%s --help: %d %s", cmd, rc, out)
+        # the transcript (prompt --follow, events --text) says what is asked and how to answer
+        rc, out, err = cli(srv, "events", "--session", sid, "--text")
+        check(rc == 0 and "approval needed: shell: rm -rf build && make" in out
+              and "switchboard resolve %s --approve|--reject" % a["interaction_id"] in out
+              and "approval %s rejected by %s: not on main" % (a["interaction_id"], got["resolved_by"]) in out,
+              "events --text:\n%s", out)
         rc, out, err = cli(srv, "interactions", "--status", "expired")
         check(rc == 0 and out == "" and "no interactions" in err, "empty list: %d %r %r", rc, out, err)
 

@@ -1,0 +1,313 @@
+#!/usr/bin/python3
+"""Queue and steer (issue 14): a person keeps talking while the agent works.
+
+  - steer: a scripted model calls a slow shell tool three times; a steer
+    sent during the first tool is a user message in the very next model
+    request, right after that tool's output, in the same run, and the tape
+    holds prompt.steered;
+  - queue: two prompts back to back; the second runs as the next run,
+    after the first completes, with its text as the run's input;
+  - crash: SIGKILL with one prompt queued and one steer pending; after the
+    restart the queue is paused and holds both, in order; `queue resume`
+    runs each exactly once;
+  - cancel: a cancel with a steer pending puts the steer back in the queue
+    (paused), and nothing starts by surprise;
+  - idempotency: the same command_id twice queues once (and starts once);
+  - queue rm, exit codes and --json of prompt / queue.
+
+The slow tool waits for a gate file the test creates, so nothing here
+sleeps to wait: every wait is for a condition with a deadline.
+"""
+import json
+import os
+import signal
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sbtest import check, cli, run_tests, tmpdir, wait_for  # noqa: E402
+from test_runs_e2e import (LLM, call, kinds, llm_server, new_session, tape,  # noqa: E402
+                           wait_run)
+
+
+def gate(name, mark=None):
+    """A shell command that waits (at most 60 s) for the file `name` in the
+    workspace; with mark, it first creates the file `mark`."""
+    pre = "touch %s; " % mark if mark else ""
+    return pre + "for i in $(seq 1200); do [ -f %s ] && break; sleep 0.05; done; echo passed %s" % (name, name)
+
+
+def shell_turn(call_id, command):
+    return {"tool_calls": [{"name": "shell", "arguments": {"command": command}, "call_id": call_id}]}
+
+
+def open_gate(ws, name):
+    with open(os.path.join(ws, name), "w") as f:
+        f.write("go\n")
+
+
+def wait_file(ws, name, timeout=20):
+    wait_for(lambda: os.path.exists(os.path.join(ws, name)), timeout, "%s in the workspace" % name)
+
+
+def prompt_call(server, sid, text, **kw):
+    """session.prompt: the raw reply message."""
+    body = {"session_id": sid, "text": text}
+    body.update(kw)
+    return server.control().request("session.prompt", body, timeout=15)
+
+
+def prompt_ok(server, sid, text, **kw):
+    m = prompt_call(server, sid, text, **kw)
+    check(m.type == "session.prompt.ok", "session.prompt answered %s %r", m.type, m.body)
+    return m.body
+
+
+def queue_list(server, sid):
+    return call(server, "session.queue.list", {"session_id": sid})
+
+
+def runs_of(server, sid):
+    """The session's runs, oldest first."""
+    return list(reversed(call(server, "run.list", {"session_id": sid})["runs"]))
+
+
+def user_texts(items):
+    """The user messages of a Responses request's input, in order."""
+    out = []
+    for i in items:
+        if i.get("role") != "user":
+            continue
+        c = i.get("content")
+        if isinstance(c, list):
+            c = "".join(p.get("text", "") for p in c if isinstance(p, dict))
+        out.append(c)
+    return out
+
+
+# ---------------------------------------------------------------------------
+
+def test_steer_joins_the_running_run_at_the_next_step():
+    llm = LLM()
+    ws = tmpdir()
+    llm.script("steer", [shell_turn("c1", gate("go1", mark="in1")), shell_turn("c2", gate("go2")),
+                         shell_turn("c3", gate("go3")), {"text": "all done"}])
+    server = llm_server(llm, "steer")
+    try:
+        sid = new_session(server, ws, approval_policy="yolo")
+        first = prompt_ok(server, sid, "start the work")
+        run_id = first["run_id"]
+        check(first.get("run", {}).get("run_id") == run_id, "no run in %r", first)
+        wait_file(ws, "in1")
+        # the first tool runs: a steer now joins at the next step
+        st = prompt_ok(server, sid, "actually, use JWT, not sessions", mode="steer")
+        check(st.get("steered") is True and st.get("prompt_id", "").startswith("pr_") and "run_id" not in st,
+              "steer answered %r", st)
+        q = queue_list(server, sid)
+        check(q["prompts"] == [] and [s["prompt_id"] for s in q["steers"]] == [st["prompt_id"]]
+              and q["steers"][0]["run_id"] == run_id, "queue while the steer waits: %r", q)
+        open_gate(ws, "go1")
+        wait_for(lambda: len(llm.requests("steer")) >= 2, 20, "the second model request")
+        items = llm.requests("steer")[1]["json"]["input"]
+        outs = [k for k, i in enumerate(items) if i.get("type") == "function_call_output"]
+        users = [k for k, i in enumerate(items) if i.get("role") == "user"]
+        check(len(outs) == 1 and items[outs[0]].get("call_id") == "c1", "outputs of request 2: %r", items)
+        check(user_texts(items) == ["start the work", "actually, use JWT, not sessions"],
+              "the user messages of request 2: %r", user_texts(items))
+        check(users[-1] == outs[0] + 1, "the steer is not right after the first tool's output: %r", items)
+        open_gate(ws, "go2")
+        open_gate(ws, "go3")
+        run = wait_run(server, run_id, timeout=30)
+        check(run["status"] == "completed", "run %r", run)
+        # the same run took it; no other run started
+        check([r["run_id"] for r in runs_of(server, sid)] == [run_id], "runs %r", runs_of(server, sid))
+        entries = tape(server, sid)
+        steered = [e for e in entries if e["kind"] == "prompt.steered"]
+        check(len(steered) == 1 and steered[0]["run_id"] == run_id and steered[0]["body"]["step"] == 2
+              and steered[0]["body"]["prompt_id"] == st["prompt_id"]
+              and steered[0]["body"]["text"] == "actually, use JWT, not sessions", "prompt.steered %r", steered)
+        ks = kinds(entries)
+        check(ks.index("prompt.queued") < ks.index("prompt.steered"), "tape %r", ks)
+        # after the first tool's result, before the second model call's entries
+        res1 = [k for k, e in enumerate(entries) if e["kind"] == "tool.result" and e["body"]["call_id"] == "c1"][0]
+        call2 = [k for k, e in enumerate(entries) if e["kind"] == "tool.call" and e["body"]["call_id"] == "c2"][0]
+        check(res1 < ks.index("prompt.steered") < call2, "prompt.steered is not between c1's result and c2: %r", ks)
+        # the later requests keep it, once
+        last = llm.requests("steer")[-1]["json"]["input"]
+        check(user_texts(last).count("actually, use JWT, not sessions") == 1, "last request %r", user_texts(last))
+        check(queue_list(server, sid)["steers"] == [], "the steer is still pending")
+    finally:
+        for g in ("go1", "go2", "go3"):
+            open_gate(ws, g)
+        server.stop()
+        llm.stop()
+
+
+def test_queue_runs_the_second_prompt_next():
+    llm = LLM()
+    ws = tmpdir()
+    llm.script("queue", [shell_turn("c1", gate("go", mark="in")), {"text": "first done"},
+                         {"text": "second done"}])
+    server = llm_server(llm, "queue")
+    try:
+        sid = new_session(server, ws, approval_policy="yolo")
+        # back to back: the second comes before the first run is on the tape
+        id1 = server.control().send("session.prompt", {"session_id": sid, "text": "first prompt"})
+        id2 = server.control().send("session.prompt", {"session_id": sid, "text": "then fix the tests"})
+        a = server.control().wait_reply(id1, 15)
+        b = server.control().wait_reply(id2, 15)
+        check(a.type == "session.prompt.ok" and a.body.get("run_id"), "first answered %s %r", a.type, a.body)
+        check(b.type == "session.prompt.ok" and b.body.get("queued") == 1 and "run_id" not in b.body,
+              "second answered %s %r", b.type, b.body)
+        q = queue_list(server, sid)
+        check([p["text"] for p in q["prompts"]] == ["then fix the tests"] and q["paused"] is False,
+              "queue %r", q)
+        check(q["prompts"][0]["prompt_id"] == b.body["prompt_id"] and q["prompts"][0]["mode"] == "queue", "queue %r", q)
+        wait_file(ws, "in")
+        check(len(runs_of(server, sid)) == 1, "a second run started while the first runs: %r", runs_of(server, sid))
+        open_gate(ws, "go")
+        wait_run(server, a.body["run_id"], timeout=30)
+        wait_for(lambda: len(runs_of(server, sid)) == 2, 20, "the queued prompt's run")
+        second = runs_of(server, sid)[1]
+        check(second["input"] == "then fix the tests", "second run %r", second)
+        done = wait_run(server, second["run_id"], timeout=30)
+        check(done["status"] == "completed", "second run %r", done)
+        entries = tape(server, sid)
+        ks = kinds(entries)
+        deq = [e for e in entries if e["kind"] == "prompt.dequeued"]
+        check(len(deq) == 1 and deq[0]["body"] == {"prompt_id": b.body["prompt_id"], "run_id": second["run_id"]},
+              "prompt.dequeued %r", deq)
+        first_end = [k for k, e in enumerate(entries) if e["kind"] == "run.status"
+                     and e["body"]["status"] == "completed"][0]
+        second_prompt = [k for k, e in enumerate(entries) if e["kind"] == "prompt"][1]
+        check(first_end < second_prompt, "the second prompt started before the first run ended: %r", ks)
+        check(ks.count("prompt") == 2 and ks.count("prompt.queued") == 1, "tape %r", ks)
+        # the model saw the second prompt as the user's latest words
+        reqs = llm.requests("queue")
+        check(len(reqs) == 3 and user_texts(reqs[2]["json"]["input"])[-1] == "then fix the tests",
+              "third request %r", reqs[-1]["json"]["input"] if reqs else None)
+        check(queue_list(server, sid)["prompts"] == [], "the queue is not empty")
+    finally:
+        open_gate(ws, "go")
+        server.stop()
+        llm.stop()
+
+
+def test_crash_pauses_the_queue_and_resume_runs_each_once():
+    llm = LLM()
+    ws = tmpdir()
+    llm.script("crash", [shell_turn("c1", gate("never", mark="in")), {"text": "steer ran"},
+                         {"text": "queued ran"}])
+    server = llm_server(llm, "crash")
+    try:
+        sid = new_session(server, ws, approval_policy="yolo")
+        run_a = prompt_ok(server, sid, "long job")["run_id"]
+        wait_file(ws, "in")
+        q1 = prompt_ok(server, sid, "queued prompt", mode="queue")
+        s1 = prompt_ok(server, sid, "steer prompt", mode="steer")
+        check(q1.get("queued") == 1 and s1.get("steered") is True, "answers %r %r", q1, s1)
+        server.stop(signal.SIGKILL)
+        server.start()
+        q = queue_list(server, sid)
+        check(q["paused"] is True and q.get("reason") == "server_restart", "queue after the restart %r", q)
+        check([(p["prompt_id"], p["text"]) for p in q["prompts"]]
+              == [(s1["prompt_id"], "steer prompt"), (q1["prompt_id"], "queued prompt")]
+              and q["steers"] == [], "queue after the restart %r", q)
+        check(get_status(server, run_a) == "interrupted", "run A is %s", get_status(server, run_a))
+        check(len(runs_of(server, sid)) == 1, "a run started by surprise: %r", runs_of(server, sid))
+        ks = kinds(tape(server, sid))
+        check("queue.paused" in ks, "no queue.paused on the tape: %r", ks)
+        rc, out, err = cli(server, "queue", "resume", sid)
+        check(rc == 0 and "resumed" in out, "queue resume: %d %s %s", rc, out, err)
+        wait_for(lambda: len(runs_of(server, sid)) == 3
+                 and all(r["status"] == "completed" for r in runs_of(server, sid)[1:]), 30,
+                 "both queued prompts to run")
+        runs = runs_of(server, sid)
+        check([r.get("input") for r in runs] == ["long job", "steer prompt", "queued prompt"], "runs %r", runs)
+        check(queue_list(server, sid) == {"prompts": [], "steers": [], "paused": False}, "queue %r",
+              queue_list(server, sid))
+        # exactly once: a restart now (the queue is empty) starts nothing more
+        server.stop(signal.SIGKILL)
+        server.start()
+        check(len(runs_of(server, sid)) == 3, "runs after a second restart %r", runs_of(server, sid))
+        deq = [e["body"]["prompt_id"] for e in tape(server, sid) if e["kind"] == "prompt.dequeued"]
+        check(deq == [s1["prompt_id"], q1["prompt_id"]], "prompt.dequeued %r", deq)
+    finally:
+        open_gate(ws, "never")
+        server.stop()
+        llm.stop()
+
+
+def get_status(server, run_id):
+    return call(server, "run.get", {"run_id": run_id})["run"]["status"]
+
+
+def test_cancel_puts_a_pending_steer_back_in_the_queue():
+    llm = LLM()
+    ws = tmpdir()
+    llm.script("cancel", [shell_turn("c1", gate("never", mark="in")), {"text": "the steer ran"}])
+    server = llm_server(llm, "cancel")
+    try:
+        sid = new_session(server, ws, approval_policy="yolo")
+        run_a = prompt_ok(server, sid, "long job")["run_id"]
+        wait_file(ws, "in")
+        s1 = prompt_ok(server, sid, "do this instead", mode="steer")
+        rc, out, err = cli(server, "cancel", run_a)
+        check(rc == 0, "cancel: %d %s %s", rc, out, err)
+        run = wait_run(server, run_a, timeout=15)
+        check(run["status"] == "cancelled", "run %r", run)
+        q = queue_list(server, sid)
+        check(q["paused"] is True and q.get("reason") == "cancelled"
+              and [p["prompt_id"] for p in q["prompts"]] == [s1["prompt_id"]] and q["steers"] == [],
+              "queue after the cancel %r", q)
+        entries = tape(server, sid)
+        back = [e for e in entries if e["kind"] == "prompt.queued" and e["body"]["prompt_id"] == s1["prompt_id"]]
+        check(len(back) == 2 and back[1]["body"]["mode"] == "queue" and back[1]["body"]["position"] == 1
+              and "cancel" in back[1]["body"]["reason"], "prompt.queued entries of the steer %r", back)
+        check("prompt.steered" not in kinds(entries), "the cancelled run took the steer")
+        check(len(runs_of(server, sid)) == 1, "a run started by surprise: %r", runs_of(server, sid))
+        # `queue` shows it, paused
+        rc, out, err = cli(server, "queue", sid)
+        check(rc == 0 and "paused" in out and "do this instead" in out, "queue: %d %s %s", rc, out, err)
+        # resume: the steer runs as the next run
+        call(server, "session.queue.resume", {"session_id": sid})
+        wait_for(lambda: len(runs_of(server, sid)) == 2, 20, "the steer's run")
+        second = runs_of(server, sid)[1]
+        check(second["input"] == "do this instead", "second run %r", second)
+        check(wait_run(server, second["run_id"], timeout=30)["status"] == "completed", "second run")
+    finally:
+        open_gate(ws, "never")
+        server.stop()
+        llm.stop()
+
+
+def test_same_command_id_queues_once():
+    llm = LLM()
+    ws = tmpdir()
+    llm.script("idem", [shell_turn("c1", gate("go", mark="in")), {"text": "one"}, {"text": "two"}])
+    server = llm_server(llm, "idem")
+    try:
+        sid = new_session(server, ws, approval_policy="yolo")
+        a1 = prompt_ok(server, sid, "first", command_id="cmd-a")
+        wait_file(ws, "in")
+        # the retry of a prompt that started a run, while that run is active: the same run
+        a2 = prompt_ok(server, sid, "first", command_id="cmd-a")
+        check(a2.get("run_id") == a1["run_id"], "retry of the started prompt answered %r", a2)
+        b1 = prompt_ok(server, sid, "second", command_id="cmd-b")
+        b2 = prompt_ok(server, sid, "second", command_id="cmd-b")
+        check(b1 == b2 and b1.get("queued") == 1, "retries answered %r and %r", b1, b2)
+        m = prompt_call(server, sid, "another text", command_id="cmd-b")
+        check(m.is_error() and m.code == "conflict", "reuse with another body answered %s %r", m.type, m.body)
+        check(len(queue_list(server, sid)["prompts"]) == 1, "queue %r", queue_list(server, sid))
+        check(kinds(tape(server, sid)).count("prompt.queued") == 1, "tape %r", kinds(tape(server, sid)))
+        open_gate(ws, "go")
+        wait_for(lambda: len(runs_of(server, sid)) == 2
+                 and runs_of(server, sid)[1]["status"] == "completed", 30, "the queued run")
+        check(len(runs_of(server, sid)) == 2, "runs %r", runs_of(server, sid))
+    finally:
+        open_gate(ws, "go")
+        server.stop()
+        llm.stop()
+
+
+if __name__ == "__main__":
+    run_tests(globals())

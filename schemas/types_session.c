@@ -88,6 +88,7 @@ static const sb_field_t s_session_prompt_ok [] = {
     { "prompt_id", SB_T_STR, false, ID_MAX, NULL, "queued or steered: the prompt's id" },
     { "queued", SB_T_UINT, false, 0, NULL, "queued: its position in the queue, from 1" },
     { "steered", SB_T_BOOL, false, 0, NULL, "true: handed to the running run, joins it at its next step" },
+    { "seq", SB_T_UINT, false, 0, NULL, "queued or steered: the seq of its prompt.queued entry (follow the tape from there)" },
     END
 };
 static const sb_field_t s_session_fence [] = {

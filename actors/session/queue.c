@@ -456,6 +456,7 @@ s_write_prompt (self_t *self, sb_txn_t *txn, req_t *req, record_t *r, sb_enc_t *
     s_entry (self, txn, req, r, it.run_id, "prompt.queued", e);
     s_reply_open (self, req);
     sb_enc_kstr (self->replies, "prompt_id", it.prompt_id);
+    sb_enc_kuint (self->replies, "seq", r->last_seq);
     if (steer)
         sb_enc_kbool (self->replies, "steered", true);
     else

@@ -21,10 +21,11 @@ sleeps to wait: every wait is for a condition with a deadline.
 import json
 import os
 import signal
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import check, cli, run_tests, tmpdir, wait_for  # noqa: E402
+from sbtest import SB_BIN, check, cli, run_tests, tmpdir, wait_for  # noqa: E402
 from test_runs_e2e import (LLM, call, kinds, llm_server, new_session, tape,  # noqa: E402
                            wait_run)
 
@@ -303,6 +304,78 @@ def test_same_command_id_queues_once():
         wait_for(lambda: len(runs_of(server, sid)) == 2
                  and runs_of(server, sid)[1]["status"] == "completed", 30, "the queued run")
         check(len(runs_of(server, sid)) == 2, "runs %r", runs_of(server, sid))
+    finally:
+        open_gate(ws, "go")
+        server.stop()
+        llm.stop()
+
+
+def test_cli_prompt_queue_rm_resume_exit_codes_and_json():
+    llm = LLM()
+    ws = tmpdir()
+    llm.script("cli", [shell_turn("c1", gate("go", mark="in")), {"text": "first done"},
+                       {"text": "second done"}, {"text": "follow done"}])
+    server = llm_server(llm, "cli")
+    try:
+        sid = new_session(server, ws, approval_policy="yolo")
+        rc, out, err = cli(server, "prompt", sid, "first", "--json")
+        check(rc == 0 and json.loads(out).get("run_id"), "prompt: %d %s %s", rc, out, err)
+        first_run = json.loads(out)["run_id"]
+        wait_file(ws, "in")
+        # without a flag it queues, and says so with the position
+        rc, out, err = cli(server, "prompt", sid, "second")
+        check(rc == 0 and "queued at position 1" in out and "pr_" in out, "prompt while busy: %d %s %s",
+              rc, out, err)
+        rc, out, err = cli(server, "prompt", sid, "third", "--queue", "--json")
+        third = json.loads(out)
+        check(rc == 0 and third.get("queued") == 2 and third["prompt_id"].startswith("pr_"),
+              "prompt --queue --json: %d %s %s", rc, out, err)
+        rc, out, err = cli(server, "prompt", sid, "steer me", "--steer", "--json")
+        check(rc == 0 and json.loads(out).get("steered") is True, "prompt --steer --json: %d %s %s", rc, out, err)
+        rc, out, err = cli(server, "prompt", sid, "x", "--queue", "--steer")
+        check(rc == 2 and "exclude" in err, "--queue --steer: %d %s", rc, err)
+        rc, out, err = cli(server, "runs", "--queue")
+        check(rc == 2, "runs --queue: %d %s", rc, err)
+        # the queue, as one JSON document and as text
+        rc, out, err = cli(server, "queue", sid, "--json")
+        q = json.loads(out)
+        check(rc == 0 and len(out.strip().splitlines()) == 1, "queue --json: %d %s %s", rc, out, err)
+        check([p["text"] for p in q["prompts"]] == ["second", "third"]
+              and [x["text"] for x in q["steers"]] == ["steer me"] and q["paused"] is False, "queue --json %r", q)
+        rc, out, err = cli(server, "queue", "last")
+        check(rc == 0 and "2 queued" in out and "third" in out and "steer me" in out, "queue: %d %s %s",
+              rc, out, err)
+        # rm: then it is gone, and removing it again fails
+        rc, out, err = cli(server, "queue", "rm", sid, third["prompt_id"])
+        check(rc == 0 and "removed" in out, "queue rm: %d %s %s", rc, out, err)
+        rc, out, err = cli(server, "queue", "rm", sid, third["prompt_id"], "--json")
+        check(rc == 1 and "not_found" in err, "queue rm again: %d %s %s", rc, out, err)
+        for args in (("queue", "rm", sid, "bogus"), ("queue", "rm", sid), ("queue",), ("queue", "resume"),
+                     ("queue", sid, "extra"), ("queue", "not-an-id!")):
+            rc, out, err = cli(server, *args)
+            check(rc == 2, "%r exited %d: %s", args, rc, err)
+        rc, out, _ = cli(server, "queue", "--help")
+        check(rc == 0 and "queue resume SESSION" in out, "queue --help: %d", rc)
+        rc, out, _ = cli(server, "prompt", "--help")
+        check(rc == 0 and "--steer" in out and "--queue" in out, "prompt --help: %d", rc)
+        rc, out, err = cli(server, "queue", "resume", sid, "--json")
+        check(rc == 0 and json.loads(out) == {"queued": 1, "paused": False}, "queue resume --json: %d %s %s",
+              rc, out, err)
+        # --follow on a queued prompt: waits for its run, then streams it
+        p = subprocess.Popen([SB_BIN, "prompt", sid, "follow me", "--follow", "--data", server.data],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        wait_for(lambda: len(queue_list(server, sid)["prompts"]) == 2, 10, "the followed prompt to be queued")
+        open_gate(ws, "go")
+        out, err = p.communicate(timeout=60)
+        out = out.decode()
+        check(p.returncode == 0, "prompt --follow of a queued prompt exited %d: %s %s", p.returncode, out, err)
+        check("queued at position 2" in out and "started run" in out and "follow done" in out,
+              "prompt --follow output: %s", out)
+        runs = runs_of(server, sid)
+        check([r.get("input") for r in runs] == ["first", "second", "follow me"]
+              and runs[0]["run_id"] == first_run, "runs %r", runs)
+        steered = [e for e in tape(server, sid) if e["kind"] == "prompt.steered"]
+        check(len(steered) == 1 and steered[0]["run_id"] == first_run, "prompt.steered %r", steered)
     finally:
         open_gate(ws, "go")
         server.stop()

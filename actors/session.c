@@ -699,7 +699,7 @@ sb_session_actor (zsock_t *pipe, void *args)
             s_handle_pipe (self);
         if (self->terminated)
             break;
-        if ((items [1].revents & ZMQ_POLLIN) || sb_bus_has_queued (self->bus))
+        if ((items [1].revents & ZMQ_POLLIN) || sb_bus_has_queued (self->bus) || sb_session_prompt_due (self))
             s_handle_bus (self);
         if (self->next_expiry && self->next_expiry <= sb_now_ms ())
             sb_session_sweep (self);

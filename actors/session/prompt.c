@@ -301,3 +301,13 @@ sb_session_prompt_starting (self_t *self, const char *sid, const char *prompt_id
     const forward_t *f = zhashx_lookup (self->starting, sid);
     return f && f->kind == FWD_QUEUE && prompt_id && strcmp (f->prompt_id, prompt_id) == 0;
 }
+
+bool
+sb_session_prompt_due (self_t *self)
+{
+    int64_t now = sb_mono_ms ();
+    for (forward_t *f = zhashx_first (self->forwards); f; f = zhashx_next (self->forwards))
+        if (f->expires < now)
+            return true;
+    return false;
+}

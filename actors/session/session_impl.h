@@ -325,6 +325,9 @@ bool sb_session_prompt_in_flight (self_t *self, const char *sid, const char *cmd
 //  Whether the queue's prompt `prompt_id` is being started.
 bool sb_session_prompt_starting (self_t *self, const char *sid, const char *prompt_id);
 void sb_session_prompt_expire (self_t *self);
+//  Whether a request of ours waited past its time (the loop then runs the
+//  bus handler, which answers for it, even when nothing arrives).
+bool sb_session_prompt_due (self_t *self);
 
 //  session/queue.c: the queue of prompts and the pending steers
 //  (docs/queue.md).

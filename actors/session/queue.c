@@ -678,8 +678,9 @@ sb_session_queue_on_append (self_t *self, sb_txn_t *txn, req_t *req, record_t *r
         return;
     //  The append's reply names its own entries only.
     uint64_t last = req->last_seq;
-    qmeta_t m;
+    qmeta_t m, before;
     s_meta_load (txn, req->sid, &m);
+    before = m;
     sb_enc_t *e = sb_enc_new ();
     if (!e) {
         txn->ret = -ENOMEM;
@@ -712,7 +713,8 @@ sb_session_queue_on_append (self_t *self, sb_txn_t *txn, req_t *req, record_t *r
         }
     }
     sb_enc_destroy (&e);
-    s_meta_save (txn, req->sid, &m);
+    if (memcmp (&m, &before, sizeof m) != 0)
+        s_meta_save (txn, req->sid, &m);
     req->last_seq = last;
 }
 

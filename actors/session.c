@@ -450,7 +450,8 @@ s_handle_queue_resume (self_t *self, sb_msg_t **msg_p)
 static void
 s_handle_steer_take (self_t *self, sb_msg_t **msg_p)
 {
-    s_take (self, msg_p, OP_STEER_TAKE, true, true);
+    if (!sb_session_queue_take_none (self, *msg_p))
+        s_take (self, msg_p, OP_STEER_TAKE, true, true);
 }
 
 //  Every type the session service serves, and its handler. A handler

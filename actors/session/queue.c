@@ -896,3 +896,36 @@ sb_session_queue_recover (self_t *self)
         sb_info (ACTOR, "queues held at restart sessions=%zu", n);
     return n;
 }
+
+//  session.steer.take comes before every model call of every run, and
+//  nearly always finds nothing: then it is answered at once from a read
+//  transaction, without waiting for a drain's commit. A steer that is
+//  being written meanwhile is taken at the next boundary. True when
+//  answered.
+bool
+sb_session_queue_take_none (self_t *self, const sb_msg_t *msg)
+{
+    const char *sid = sb_get_str (msg->body, "session_id");
+    if (!sid || strlen (sid) != SB_ULID_LEN || !sb_ulid_valid (sid))
+        return false;           //  the drain refuses it, saying why
+    sb_txn_t txn;
+    if (sb_txn_begin (self->store, &txn, false) != 0)
+        return false;
+    qmeta_t m;
+    s_meta_load (&txn, sid, &m);
+    sb_key_t k;
+    s_key (&k, 'S', sid);
+    MDB_val v;
+    bool known = sb_txn_get (&txn, DBI_SESSIONS, k.buf, k.len, &v) == 0;
+    sb_txn_abort (&txn);
+    if (!known || m.steers)
+        return false;
+    sb_enc_reset (self->enc);
+    sb_enc_map_open (self->enc);
+    sb_enc_kuint (self->enc, "taken", 0);
+    sb_enc_map_close (self->enc);
+    size_t len;
+    const uint8_t *b = sb_enc_data (self->enc, &len);
+    sb_bus_reply (self->bus, msg, b, len);
+    return true;
+}

@@ -345,6 +345,8 @@ void sb_session_queue_on_append (self_t *self, sb_txn_t *txn, req_t *req, record
 //  session.delete: forgets the queue with the session.
 void sb_session_queue_drop (sb_txn_t *txn, const char *sid);
 void sb_session_queue_read (self_t *self, sb_txn_t *txn, req_t *req);
+//  session.steer.take with nothing pending: answered at once (true).
+bool sb_session_queue_take_none (self_t *self, const sb_msg_t *msg);
 //  Marks a session whose queue may now start a run.
 void sb_session_queue_check (self_t *self, const char *sid);
 //  Starts the next prompt of every marked session that is idle.

@@ -13,7 +13,11 @@
   - cancel: a cancel with a steer pending puts the steer back in the queue
     (paused), and nothing starts by surprise;
   - idempotency: the same command_id twice queues once (and starts once);
-  - queue rm, exit codes and --json of prompt / queue.
+  - queue rm, exit codes and --json of prompt / queue;
+  - with a fake executor: session.steer.take refuses a stale fence and
+    takes only its own run's steers; a steer a completed run did not take
+    runs next;
+  - the queue's bounds (overloaded) and bad fields.
 
 The slow tool waits for a gate file the test creates, so nothing here
 sleeps to wait: every wait is for a condition with a deadline.
@@ -25,7 +29,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import SB_BIN, check, cli, run_tests, tmpdir, wait_for  # noqa: E402
+from sbtest import SB_BIN, Instance, Server, check, cli, run_tests, tmpdir, wait_for  # noqa: E402
 from test_runs_e2e import (LLM, call, kinds, llm_server, new_session, tape,  # noqa: E402
                            wait_run)
 
@@ -380,6 +384,114 @@ def test_cli_prompt_queue_rm_resume_exit_codes_and_json():
         open_gate(ws, "go")
         server.stop()
         llm.stop()
+
+
+def test_steer_take_fences_and_a_completed_run_hands_its_untaken_steer_on():
+    """With a fake executor, so that what it takes and when is the test's:
+    session.steer.take refuses a stale fence and takes only its run's
+    steers; a steer the run did not take before it completed is the next
+    run, at once (a completed run does not pause the queue)."""
+    server = Server(args=["--actors", "session,run"]).start()
+    fake = Instance(server.endpoint(), name="fake-exec")
+    try:
+        check(fake.register("exec", "fake-exec").type == "bus.ready.ok", "register")
+        sid = new_session(server, tmpdir(), approval_policy="yolo")
+        ctl = server.control()
+        pid = ctl.send("session.prompt", {"session_id": sid, "text": "first"})
+        start = fake.next_request(timeout=5)
+        check(start is not None and start.type == "exec.start", "no exec.start: %r", start)
+        fake.reply(start, body={"instance": "fake-exec"})
+        first = ctl.wait_reply(pid, 10)
+        run_id, fence = start.body["run_id"], start.body["fence"]
+        check(first.type == "session.prompt.ok" and first.body["run_id"] == run_id, "prompt: %r", first.body)
+        hb = fake.request("run.heartbeat", {"run_id": run_id, "fence": fence, "phase": "model"})
+        check(hb.type == "run.heartbeat.ok", "heartbeat %r", hb.body)
+        wait_for(lambda: call(server, "session.get", {"session_id": sid})["session"]["turn_status"] == "running",
+                 5, "the session to be running")
+        s1 = prompt_ok(server, sid, "steer one", mode="steer")
+        check(s1.get("steered") is True, "steer %r", s1)
+        m = fake.request("session.steer.take", {"session_id": sid, "run_id": run_id, "fence": fence - 1, "step": 2})
+        check(m.is_error() and m.code == "fenced", "a stale fence took steers: %s %r", m.type, m.body)
+        m = fake.request("session.steer.take", {"session_id": sid, "run_id": "0" * 26, "fence": fence, "step": 2})
+        check(m.type == "session.steer.take.ok" and m.body["taken"] == 0, "another run took it: %r", m.body)
+        m = fake.request("session.steer.take", {"session_id": sid, "run_id": run_id, "fence": fence, "step": 2})
+        check(m.type == "session.steer.take.ok" and m.body["taken"] == 1, "take: %s %r", m.type, m.body)
+        m = fake.request("session.steer.take", {"session_id": sid, "run_id": run_id, "fence": fence, "step": 3})
+        check(m.type == "session.steer.take.ok" and m.body["taken"] == 0, "a second take: %r", m.body)
+        steered = [e for e in tape(server, sid) if e["kind"] == "prompt.steered"]
+        check(len(steered) == 1 and steered[0]["run_id"] == run_id and steered[0]["body"]["step"] == 2,
+              "prompt.steered %r", steered)
+        # a steer the run never takes: it completes, and the steer runs next
+        s2 = prompt_ok(server, sid, "steer two", mode="steer")
+        fin = fake.request("run.finish", {"run_id": run_id, "fence": fence, "status": "completed"})
+        check(fin.type == "run.finish.ok", "finish %r", fin.body)
+        start2 = fake.next_request(timeout=10)
+        check(start2 is not None and start2.type == "exec.start", "no second exec.start: %r", start2)
+        fake.reply(start2, body={"instance": "fake-exec"})
+        wait_for(lambda: len(runs_of(server, sid)) == 2
+                 and "prompt.dequeued" in kinds(tape(server, sid)), 10, "the second run")
+        second = runs_of(server, sid)[1]
+        check(second["run_id"] == start2.body["run_id"] and second["input"] == "steer two", "second run %r", second)
+        q = queue_list(server, sid)
+        check(q == {"prompts": [], "steers": [], "paused": False}, "queue %r", q)
+        back = [e["body"] for e in tape(server, sid) if e["kind"] == "prompt.queued"
+                and e["body"]["prompt_id"] == s2["prompt_id"]]
+        check(len(back) == 2 and "completed" in back[1]["reason"], "prompt.queued of the steer %r", back)
+    finally:
+        fake.close()
+        server.stop()
+
+
+def test_limits_and_bad_input():
+    """A queue a client can fill has bounds (overloaded past them); bad
+    fields are refused before anything is written."""
+    server = Server(args=["--actors", "session,run"],
+                    env={"SWITCHBOARD_QUEUE_MAX": "2", "SWITCHBOARD_QUEUE_STEERS": "1"}).start()
+    fake = Instance(server.endpoint(), name="fake-exec")
+    try:
+        check(fake.register("exec", "fake-exec").type == "bus.ready.ok", "register")
+        sid = new_session(server, tmpdir())
+        for body, word in (({"text": "x", "mode": "later"}, "mode"), ({"text": ""}, "text"),
+                           ({"text": "x", "approval_policy": "sometimes"}, "approval_policy")):
+            body["session_id"] = sid
+            m = server.control().request("session.prompt", body)
+            check(m.is_error() and m.code == "invalid" and word in m.body["message"], "%r answered %r", body, m.body)
+        for pid in ("", "pr_\x00abc", "p" * 41):
+            m = server.control().request("session.queue.remove", {"session_id": sid, "prompt_id": pid})
+            check(m.is_error() and m.code in ("invalid", "too_large"), "prompt_id %r answered %r", pid, m.body)
+        m = server.control().request("session.queue.remove", {"session_id": sid, "prompt_id": "pr_" + "0" * 26})
+        check(m.is_error() and m.code == "not_found", "an unknown prompt answered %r", m.body)
+        m = server.control().request("session.queue.list", {"session_id": "0" * 26})
+        check(m.is_error() and m.code == "not_found", "an unknown session answered %r", m.body)
+        # a run, then the bounds
+        pid = server.control().send("session.prompt", {"session_id": sid, "text": "run"})
+        start = fake.next_request(timeout=5)
+        fake.reply(start, body={"instance": "fake-exec"})
+        check(server.control().wait_reply(pid, 10).type == "session.prompt.ok", "first prompt")
+        run_id, fence = start.body["run_id"], start.body["fence"]
+        fake.request("run.heartbeat", {"run_id": run_id, "fence": fence, "phase": "model"})
+        wait_for(lambda: call(server, "session.get", {"session_id": sid})["session"]["turn_status"] == "running",
+                 5, "the session to be running")
+        check(prompt_ok(server, sid, "q1")["queued"] == 1 and prompt_ok(server, sid, "q2")["queued"] == 2, "queue")
+        m = prompt_call(server, sid, "q3")
+        check(m.is_error() and m.code == "overloaded" and "SWITCHBOARD_QUEUE_MAX" in m.body["message"],
+              "a third queued prompt answered %r", m.body)
+        check(prompt_ok(server, sid, "s1", mode="steer").get("steered") is True, "steer")
+        m = prompt_call(server, sid, "s2", mode="steer")
+        check(m.is_error() and m.code == "overloaded", "a second steer answered %r", m.body)
+        q = queue_list(server, sid)
+        check(len(q["prompts"]) == 2 and len(q["steers"]) == 1, "queue %r", q)
+        # a closed session takes no prompts
+        call(server, "session.close", {"session_id": sid})
+        m = prompt_call(server, sid, "late")
+        check(m.is_error() and m.code == "conflict" and "closed" in m.body["message"], "closed answered %r", m.body)
+        # deleting the session deletes its queue
+        call(server, "session.delete", {"session_id": sid})
+        m = server.control().request("session.queue.list", {"session_id": sid})
+        check(m.is_error() and m.code == "not_found", "the queue outlived its session: %r", m.body)
+    finally:
+        fake.close()
+        server.stop()
 
 
 if __name__ == "__main__":

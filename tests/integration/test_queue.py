@@ -336,6 +336,10 @@ def test_cli_prompt_queue_rm_resume_exit_codes_and_json():
               "prompt --queue --json: %d %s %s", rc, out, err)
         rc, out, err = cli(server, "prompt", sid, "steer me", "--steer", "--json")
         check(rc == 0 and json.loads(out).get("steered") is True, "prompt --steer --json: %d %s %s", rc, out, err)
+        # --follow on a steer: waits until the run takes it, then streams that run
+        ps = subprocess.Popen([SB_BIN, "prompt", sid, "steer me too", "--steer", "--follow", "--data", server.data],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        wait_for(lambda: len(queue_list(server, sid)["steers"]) == 2, 10, "the followed steer to wait")
         rc, out, err = cli(server, "prompt", sid, "x", "--queue", "--steer")
         check(rc == 2 and "exclude" in err, "--queue --steer: %d %s", rc, err)
         rc, out, err = cli(server, "runs", "--queue")
@@ -345,7 +349,8 @@ def test_cli_prompt_queue_rm_resume_exit_codes_and_json():
         q = json.loads(out)
         check(rc == 0 and len(out.strip().splitlines()) == 1, "queue --json: %d %s %s", rc, out, err)
         check([p["text"] for p in q["prompts"]] == ["second", "third"]
-              and [x["text"] for x in q["steers"]] == ["steer me"] and q["paused"] is False, "queue --json %r", q)
+              and [x["text"] for x in q["steers"]] == ["steer me", "steer me too"] and q["paused"] is False,
+              "queue --json %r", q)
         rc, out, err = cli(server, "queue", "last")
         check(rc == 0 and "2 queued" in out and "third" in out and "steer me" in out, "queue: %d %s %s",
               rc, out, err)
@@ -375,11 +380,15 @@ def test_cli_prompt_queue_rm_resume_exit_codes_and_json():
         check(p.returncode == 0, "prompt --follow of a queued prompt exited %d: %s %s", p.returncode, out, err)
         check("queued at position 2" in out and "started run" in out and "follow done" in out,
               "prompt --follow output: %s", out)
+        out, err = ps.communicate(timeout=30)
+        out = out.decode()
+        check(ps.returncode == 0 and "steered: prompt pr_" in out and "joined run %s at step 2" % first_run in out
+              and "first done" in out, "prompt --steer --follow exited %d: %s %s", ps.returncode, out, err)
         runs = runs_of(server, sid)
         check([r.get("input") for r in runs] == ["first", "second", "follow me"]
               and runs[0]["run_id"] == first_run, "runs %r", runs)
         steered = [e for e in tape(server, sid) if e["kind"] == "prompt.steered"]
-        check(len(steered) == 1 and steered[0]["run_id"] == first_run, "prompt.steered %r", steered)
+        check(len(steered) == 2 and all(e["run_id"] == first_run for e in steered), "prompt.steered %r", steered)
     finally:
         open_gate(ws, "go")
         server.stop()

@@ -176,9 +176,11 @@ s_prompt_answered (self_t *self, forward_t *f, const sb_msg_t *reply)
             if (req)
                 req->q_force_busy = true;
         }
-        else
+        else {
             s_relay_error (self, f, reply);
-        sb_session_queue_check (self, f->sid);
+            //  prompts queued behind this one while it was in flight
+            sb_session_queue_check (self, f->sid);
+        }
         return;
     }
     sb_enc_t *e = sb_enc_new ();
@@ -227,6 +229,7 @@ s_queue_answered (self_t *self, forward_t *f, const sb_msg_t *reply)
         snprintf (why, sizeof why, "could not start queued prompt %s: %s", f->prompt_id,
                   reply? sb_msg_error_message (reply): "the run coordinator did not answer");
         sb_enc_kstr (e, "reason", why);
+        sb_enc_kstr (e, "code", reply? sb_msg_error_code (reply): "timeout");
         s_internal (self, OP_Q_START_FAILED, "session.queue.start_failed", e);
     }
     else {

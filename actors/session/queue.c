@@ -448,6 +448,10 @@ s_write_prompt (self_t *self, sb_txn_t *txn, req_t *req, record_t *r, sb_enc_t *
     }
     m.bytes += textv->len;
     s_meta_save (txn, req->sid, &m);
+    //  An idle session with a queue that goes (a start that could not be
+    //  sent, say) tries again now.
+    if (idle && !steer && !req->q_force_busy)
+        sb_session_queue_check (self, req->sid);
     sb_enc_kstr (e, "prompt_id", it.prompt_id);
     sb_enc_kstr (e, "text", it.text);
     sb_enc_kstr (e, "mode", steer? "steer": "queue");
@@ -610,7 +614,11 @@ s_write_dequeue (self_t *self, sb_txn_t *txn, req_t *req, record_t *r, sb_enc_t 
 static void
 s_write_start_failed (self_t *self, sb_txn_t *txn, req_t *req, record_t *r, sb_enc_t *e)
 {
-    if (strcmp (r->turn_status, "idle") != 0)
+    //  conflict: the run coordinator has a run of this session active,
+    //  whose statuses are on their way to the tape; its end starts the
+    //  head again.
+    const char *code = sb_get_str (req->msg->body, "code");
+    if (strcmp (r->turn_status, "idle") != 0 || (code && strcmp (code, "conflict") == 0))
         return;
     qmeta_t m;
     s_meta_load (txn, req->sid, &m);

@@ -17,6 +17,8 @@
   - with a fake executor: session.steer.take refuses a stale fence and
     takes only its own run's steers; a steer a completed run did not take
     runs next;
+  - the crash window between a queued prompt's run being made and
+    prompt.dequeued: resuming gets the same run back, never a second;
   - the queue's bounds (overloaded) and bad fields.
 
 The slow tool waits for a gate file the test creates, so nothing here
@@ -446,6 +448,56 @@ def test_steer_take_fences_and_a_completed_run_hands_its_untaken_steer_on():
         back = [e["body"] for e in tape(server, sid) if e["kind"] == "prompt.queued"
                 and e["body"]["prompt_id"] == s2["prompt_id"]]
         check(len(back) == 2 and "completed" in back[1]["reason"], "prompt.queued of the steer %r", back)
+    finally:
+        fake.close()
+        server.stop()
+
+
+def test_a_run_made_before_the_dequeue_is_not_made_twice():
+    """The state a crash leaves between the run coordinator making a queued
+    prompt's run and the session recording prompt.dequeued: the run exists
+    (made here by sending the very run.request the session actor sends,
+    command_id queue:<prompt_id>), the prompt still heads the paused
+    queue. Resuming gets that run back: prompt.dequeued names it, and no
+    second run is made."""
+    server = Server(args=["--actors", "session,run"]).start()
+    fake = Instance(server.endpoint(), name="fake-exec")
+    try:
+        check(fake.register("exec", "fake-exec").type == "bus.ready.ok", "register")
+        sid = new_session(server, tmpdir())
+        pid = server.control().send("session.prompt", {"session_id": sid, "text": "first"})
+        start = fake.next_request(timeout=5)
+        fake.reply(start, body={"instance": "fake-exec"})
+        check(server.control().wait_reply(pid, 10).type == "session.prompt.ok", "first prompt")
+        run_a, fence = start.body["run_id"], start.body["fence"]
+        fake.request("run.heartbeat", {"run_id": run_a, "fence": fence, "phase": "model"})
+        wait_for(lambda: call(server, "session.get", {"session_id": sid})["session"]["turn_status"] == "running",
+                 5, "the session to be running")
+        p = prompt_ok(server, sid, "second")
+        fin = fake.request("run.finish", {"run_id": run_a, "fence": fence, "status": "failed", "reason": "boom"})
+        check(fin.type == "run.finish.ok", "finish %r", fin.body)
+        wait_for(lambda: queue_list(server, sid)["paused"], 5, "the failure to pause the queue")
+        check(queue_list(server, sid).get("reason") == "failed", "queue %r", queue_list(server, sid))
+        # the run the session actor would ask for, made before it records it
+        rid = server.control().send("run.request", {"session_id": sid, "input": "second",
+                                                    "command_id": "queue:" + p["prompt_id"]})
+        start_b = fake.next_request(timeout=5)
+        fake.reply(start_b, body={"instance": "fake-exec"})
+        made = server.control().wait_reply(rid, 10)
+        check(made.type == "run.request.ok", "run.request %r", made.body)
+        run_b = made.body["run"]["run_id"]
+        fin = fake.request("run.finish", {"run_id": run_b, "fence": start_b.body["fence"], "status": "completed"})
+        check(fin.type == "run.finish.ok", "finish B %r", fin.body)
+        check([x["prompt_id"] for x in queue_list(server, sid)["prompts"]] == [p["prompt_id"]], "queue %r",
+              queue_list(server, sid))
+        call(server, "session.queue.resume", {"session_id": sid})
+        wait_for(lambda: "prompt.dequeued" in kinds(tape(server, sid)), 10, "prompt.dequeued")
+        deq = [e for e in tape(server, sid) if e["kind"] == "prompt.dequeued"]
+        check(len(deq) == 1 and deq[0]["body"]["run_id"] == run_b and deq[0]["run_id"] == run_b, "dequeued %r", deq)
+        check(fake.next_request(timeout=0.5) is None, "a second run was handed to the executor")
+        check([r["run_id"] for r in runs_of(server, sid)] == [run_a, run_b], "runs %r", runs_of(server, sid))
+        check(queue_list(server, sid) == {"prompts": [], "steers": [], "paused": False}, "queue %r",
+              queue_list(server, sid))
     finally:
         fake.close()
         server.stop()

@@ -338,6 +338,9 @@ sb_session_queue_prepare (self_t *self, req_t *req)
         if (!text || !*text)
             sb_session_fail (req, SB_E_invalid, "text must not be empty");
         else
+        if (!s_clean (b, "text"))
+            sb_session_fail (req, SB_E_invalid, "text must not contain NUL bytes");
+        else
         if (policy && !s_policy_ok (policy))
             sb_session_fail (req, SB_E_invalid, "approval_policy must be yolo, auto or interactive, not '%.20s'",
                              policy);

@@ -512,7 +512,7 @@ def test_limits_and_bad_input():
     try:
         check(fake.register("exec", "fake-exec").type == "bus.ready.ok", "register")
         sid = new_session(server, tmpdir())
-        for body, word in (({"text": "x", "mode": "later"}, "mode"), ({"text": ""}, "text"),
+        for body, word in (({"text": "x", "mode": "later"}, "mode"), ({"text": ""}, "text"), ({"text": "a\x00b"}, "NUL"),
                            ({"text": "x", "approval_policy": "sometimes"}, "approval_policy")):
             body["session_id"] = sid
             m = server.control().request("session.prompt", body)

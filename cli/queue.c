@@ -41,7 +41,10 @@ s_print_item (int n, const sb_val_t *p, const char *what)
     char when [32], text [256];
     sb_cli_time_cell (sb_get_uint (p, "created_at", 0), when, sizeof when);
     sb_cli_text_cell (sb_get_str (p, "text"), 60, text, sizeof text);
-    printf ("%3d  %-29s  %-5s  %-16s  %s\n", n, sb_get_str (p, "prompt_id"), what, when, text);
+    char pos [16] = "-";        /* steers have no place in the queue */
+    if (n > 0)
+        snprintf (pos, sizeof pos, "%d", n);
+    printf ("%3s  %-29s  %-5s  %-16s  %s\n", pos, sb_get_str (p, "prompt_id"), what, when, text);
 }
 
 static void

@@ -412,6 +412,7 @@ static const struct {
     { "session.events", s_handle_events },
     { "session.fence",  s_handle_fence },
     { "session.prompt", sb_session_prompt },
+    { "session.compact", sb_session_compact },
 };
 #define NDISPATCH (sizeof s_dispatch / sizeof s_dispatch [0])
 
@@ -431,7 +432,8 @@ s_drain_take (self_t *self)
             break;
         //  No route: a reply to a request of ours.
         if (!msg->route) {
-            sb_session_prompt_reply (self, msg);
+            if (!sb_session_prompt_reply (self, msg))
+                sb_session_compact_reply (self, msg);
             sb_msg_destroy (&msg);
             continue;
         }
@@ -455,6 +457,7 @@ static void
 s_handle_bus (self_t *self)
 {
     sb_session_prompt_expire (self);
+    sb_session_compact_expire (self);
     s_drain_take (self);
     //  Each drain with writes costs one fsync. When this one holds fewer
     //  writes than the last, the clients that the last commit answered are
@@ -502,6 +505,7 @@ s_self_destroy (self_t **self_p)
     }
     zhashx_destroy (&self->rec_index);
     zhashx_destroy (&self->forwards);
+    zhashx_destroy (&self->compacts);
     free (self->reqs);
     free (self->spans);
     free (self->pubs);
@@ -556,12 +560,13 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
     self->pub = args->pub_endpoint? sb_pub_new (args->pub_endpoint, self->instance): NULL;
     self->rec_index = zhashx_new ();
     self->forwards = sb_session_forwards_new ();
+    self->compacts = sb_session_compacts_new ();
     self->enc = sb_enc_new ();
     self->prep = sb_enc_new ();
     self->tape = sb_enc_new ();
     self->replies = sb_enc_new ();
     self->scratch = sb_enc_new ();
-    if (!self->bus || !self->pub || !self->rec_index || !self->forwards || !self->enc || !self->prep
+    if (!self->bus || !self->pub || !self->rec_index || !self->forwards || !self->compacts || !self->enc || !self->prep
     ||  !self->tape || !self->replies || !self->scratch) {
         sb_error (ACTOR, "cannot connect to the bus cmd=%s pub=%s", args->cmd_endpoint,
                   args->pub_endpoint? args->pub_endpoint: "(none)");

@@ -162,6 +162,10 @@ const sb_type_t sb_types_session [] = {
          "give a session a prompt: the run coordinator appends it with the run it starts; "
          "conflict while a run is active"),
     REP ("session.prompt.ok", s_session_prompt_ok, "the run"),
+    REQ ("session.compact", s_session_id_only, true,
+         "compact the session's model context now (docs/compaction.md): a run of kind compact; "
+         "conflict while a run is active, cancellable as any run"),
+    REP ("session.compact.ok", s_session_prompt_ok, "the compaction's run"),
     REQ ("session.fence", s_session_fence, false,
          "run actor: raise the session's fencing token; appends with an older fence are refused (internal)"),
     REP ("session.fence.ok", s_session_fence_ok, "the session's fence now"),

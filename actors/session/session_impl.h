@@ -140,6 +140,7 @@ typedef struct {
     size_t nrecs, recs_cap;
     zhashx_t *rec_index;        //  session id -> record_t *
     zhashx_t *forwards;         //  run.request id -> a session.prompt to answer
+    zhashx_t *compacts;         //  run.request id -> a session.compact to answer
     chunk_t *arena;
     sb_enc_t *enc;              //  replies sent at once (reads)
     sb_enc_t *prep;             //  prepared entry bodies
@@ -295,5 +296,11 @@ zhashx_t *sb_session_forwards_new (void);
 void sb_session_prompt (self_t *self, sb_msg_t **msg_p);
 bool sb_session_prompt_reply (self_t *self, const sb_msg_t *reply);
 void sb_session_prompt_expire (self_t *self);
+
+//  session/compact.c: session.compact forwarded as a compact run.
+zhashx_t *sb_session_compacts_new (void);
+void sb_session_compact (self_t *self, sb_msg_t **msg_p);
+bool sb_session_compact_reply (self_t *self, const sb_msg_t *reply);
+void sb_session_compact_expire (self_t *self);
 
 #endif

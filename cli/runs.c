@@ -289,6 +289,65 @@ sb_cmd_prompt (int argc, char **argv)
     return rc;
 }
 
+int
+sb_cmd_compact (int argc, char **argv)
+{
+    static const char *usage =
+        "usage: switchboard compact SESSION [--json] [--connect EP] [--data DIR]\n\n"
+        "Compacts the session's model context now: the model summarizes the turns\n"
+        "before the newest one, and later runs start from that summary. The tape\n"
+        "keeps every entry ('events' still shows them all). It runs as a run of its\n"
+        "own: refused while another run of the session is active, and Ctrl-C (or\n"
+        "'switchboard cancel RUN') cancels it, leaving the context as it was. It\n"
+        "prints the size before and after, in tokens (docs/compaction.md).\n"
+        "SESSION is a session id, any unique prefix of one, or 'last' (the newest).\n"
+        "--json prints the run's tape entries as JSON lines.\n"
+        "\n"
+        "Exit status: 0 compacted (or nothing to compact), 1 failed or cancelled,\n"
+        "2 usage error.\n";
+    copts_t o;
+    int rest, rc = s_parse_common ("compact", argc, argv, &o, usage, 0, &rest);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if (argc - rest != 1)
+        return sb_cli_usage ("compact", "give one SESSION");
+    if ((rc = sb_cli_id_check ("compact", SB_CLI_SESSION, argv [rest])) != 0)
+        return rc;
+    sb_bus_t *bus = sb_cli_connect ("compact", o.connect, o.data);
+    if (!bus)
+        return 1;
+    char id [SB_ULID_LEN + 1];
+    if ((rc = sb_cli_resolve ("compact", bus, SB_CLI_SESSION, argv [rest], id)) != 0) {
+        sb_bus_destroy (&bus);
+        return rc;
+    }
+    sb_enc_t *e = sb_enc_new ();
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "session_id", id);
+    sb_enc_map_close (e);
+    size_t len;
+    const uint8_t *b = sb_enc_data (e, &len);
+    sb_msg_t *reply = sb_cli_call ("compact", bus, "session.compact", b, len, 15000);
+    sb_enc_destroy (&e);
+    rc = 1;
+    if (reply) {
+        char ep [4200], err [512];
+        const sb_val_t *run = sb_get_map (reply->body, "run");
+        char rid [33];
+        snprintf (rid, sizeof rid, "%s", sb_get_str (run, "run_id"));
+        if (sb_cli_endpoint (o.connect, o.data, "pub", ep, sizeof ep, err, sizeof err))
+            rc = sb_cli_fail ("compact", "%s", err);
+        else {
+            sb_watch_t w = { .bus = bus, .sub_endpoint = ep, .session_id = id, .run_id = rid,
+                             .json = o.json, .cancel_on_interrupt = true };
+            rc = sb_follow_run (&w);
+        }
+        sb_msg_destroy (&reply);
+    }
+    sb_bus_destroy (&bus);
+    return rc;
+}
+
 static int
 s_by_id (const char *cmd, const char *type, int argc, char **argv, const char *usage, bool follow_ok)
 {

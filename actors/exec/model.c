@@ -252,7 +252,6 @@ sb_exec_model_call (sb_exec_run_t *run, sb_exec_step_t *step)
                 /* too long for the model: the agent loop compacts and
                    retries (actors/exec/compact.c) */
                 if (sb_err_from_name (sb_msg_error_code (msg)) == SB_E_context_overflow) {
-                    run->overflow = true;
                     snprintf (run->overflow_msg, sizeof run->overflow_msg, "%s", sb_msg_error_message (msg));
                     sb_msg_destroy (&msg);
                     return -2;

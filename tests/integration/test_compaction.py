@@ -105,6 +105,8 @@ def test_twelve_large_outputs_compact_and_the_session_goes_on():
     script(llm, "big", turns, no_tools={"text": SUMMARY})
     srv = serve(llm, "big")
     try:
+        info = call(srv, "llm.info", {})
+        check(info["context_window"] == TOKENS and info["source"] == "flag", "llm.info: %r", info)
         sid = new_session(srv, ws, approval_policy="yolo")
         run1 = prompt(srv, sid, "Read every file f00.txt to f11.txt and tell me about them.")
         r = wait_run(srv, run1, timeout=60)

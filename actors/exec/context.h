@@ -17,6 +17,8 @@
                                      message
       tool.result {call_id, ok, output}     a tool message answering that call
                                      ("error: " before the output when !ok)
+      context.compacted {through_seq, method, summary}  older messages elided
+                                     or summarized (below, docs/compaction.md)
 
     The current assistant message is closed by tool.result, prompt,
     turn.begin and turn.end. Tool messages are always placed in the block

@@ -187,8 +187,10 @@ s_print_run (const sb_val_t *run, bool json, bool one_line)
         bool done = sb_run_status_from_name (status) == SB_RUN_completed;
         snprintf (steps, sizeof steps, "%llu", (unsigned long long) sb_get_uint (run, "steps", 0));
         sb_cli_time_cell (sb_get_uint (run, "updated_at", 0), updated, sizeof updated);
-        sb_cli_text_cell (reason && !done ? reason : waiting ? waiting : sb_get_str (run, "input"), 60,
-                          text, sizeof text);
+        const char *input = sb_get_str (run, "input");
+        if (!input && sb_get_str (run, "kind"))
+            input = "(compact)";
+        sb_cli_text_cell (reason && !done ? reason : waiting ? waiting : input, 60, text, sizeof text);
         printf (RUN_ROW_FORMAT, sb_get_str (run, "run_id"), sb_get_str (run, "status"),
                 sb_get_str (run, "session_id"), steps, updated, text);
         return;
@@ -199,6 +201,7 @@ s_print_run (const sb_val_t *run, bool json, bool one_line)
     if (reason) printf ("reason      %s\n", reason);
     if (waiting) printf ("waiting for %s\n", waiting);
     if (sb_get_str (run, "resume_from")) printf ("resumes     %s\n", sb_get_str (run, "resume_from"));
+    if (sb_get_str (run, "kind")) printf ("kind        %s\n", sb_get_str (run, "kind"));
     if (sb_get_str (run, "owner")) printf ("executor    %s\n", sb_get_str (run, "owner"));
     printf ("fence       %llu\nsteps       %llu\ntokens      %llu in / %llu out\n",
             (unsigned long long) sb_get_uint (run, "fence", 0), (unsigned long long) sb_get_uint (run, "steps", 0),

@@ -423,12 +423,14 @@ sb_exec_compact (sb_exec_run_t *run, sb_compact_mode_t mode, bool *did)
     //  Nothing older to compact, or the newest step alone is too big:
     //  only a turn that cannot fit fails the run.
     if (kept_tokens > budget || (prc != 0 && mode != SB_COMPACT_MANUAL && est > budget)) {
-            sb_exec_finish_with (run, "failed",
-                                 "the newest turn alone (about %llu tokens) does not fit the model's context window "
-                                 "(%llu tokens, %llu of them for the context); shorten the prompt or the tool output, "
-                                 "or use a model with a larger window",
-                                 (unsigned long long) kept_tokens, (unsigned long long) rt->context_window,
-                                 (unsigned long long) budget);
+        if (prc != 0 && est > kept_tokens)
+            kept_tokens = est;  //  the newest turn is the whole context: the provider's count
+        sb_exec_finish_with (run, "failed",
+                             "the newest turn alone (about %llu tokens) does not fit the model's context window "
+                             "(%llu tokens, %llu of them for the context); shorten the prompt or the tool output, "
+                             "or use a model with a larger window",
+                             (unsigned long long) kept_tokens, (unsigned long long) rt->context_window,
+                             (unsigned long long) budget);
         return -1;
     }
     if (prc != 0)

@@ -20,7 +20,9 @@ window in tokens).
   - SIGKILL during the summary call: after a restart the session works and
     the next run compacts again;
   - `switchboard compact`: refused while a run is active, then a summary,
-    with the sizes before and after in its output.
+    with the sizes before and after in its output;
+  - a compaction in progress is cancelled like any run: no entry, and the
+    next prompt works.
 """
 import json
 import os
@@ -269,6 +271,34 @@ def test_manual_compact_is_refused_while_busy_then_summarizes():
         last = with_tools(model_requests(llm, "man"))[-1]["body"]
         check(SUMMARY in last and "f00.txt" not in last.split(SUMMARY)[0],
               "the run after compact does not start from the summary")
+    finally:
+        srv.stop()
+        llm.stop()
+
+
+def test_a_compaction_in_progress_is_cancelled_like_a_run():
+    llm = LLM()
+    ws = workspace(1)
+    script(llm, "cnl", [
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "f00.txt"}}]},
+        {"text": "read it"},
+        {"text": "after the cancelled compaction"},
+    ], no_tools={"text": "hang", "variant": "silent"})
+    srv = serve(llm, "cnl")
+    try:
+        sid = new_session(srv, ws, approval_policy="yolo")
+        r = wait_run(srv, prompt(srv, sid, "read f00"), timeout=30)
+        check(r["status"] == "completed", "run 1 ended %s: %s", r["status"], r.get("reason"))
+        run = call(srv, "session.compact", {"session_id": sid})["run"]
+        check(run.get("kind") == "compact", "not a compact run: %r", run)
+        wait_for(lambda: len(model_requests(llm, "cnl")) > len(with_tools(model_requests(llm, "cnl"))),
+                 20, "the summary request")
+        call(srv, "run.cancel", {"run_id": run["run_id"]})
+        r = wait_run(srv, run["run_id"], timeout=20)
+        check(r["status"] == "cancelled", "the compaction ended %s: %s", r["status"], r.get("reason"))
+        check(not compactions(tape(srv, sid)), "a cancelled compaction left an entry")
+        r = wait_run(srv, prompt(srv, sid, "go on"), timeout=30)
+        check(r["status"] == "completed", "the next run ended %s: %s", r["status"], r.get("reason"))
     finally:
         srv.stop()
         llm.stop()

@@ -127,6 +127,9 @@ def test_twelve_large_outputs_compact_and_the_session_goes_on():
         check("Read every file f00.txt" in summ["body"]["summary"], "the prompt is not in the summary")
         reqs = model_requests(llm, "big")
         check_window(reqs)
+        print("  figure: requests=%d largest_request_bytes=%d window_bytes=%d compactions=%s tape_bytes_of_outputs=%d"
+              % (len(reqs), max(len(r["body"].encode()) for r in reqs), WINDOW, ",".join(methods),
+                 12 * OUTPUT))
         check(len(with_tools(reqs)) == 13, "%d model requests with tools", len(with_tools(reqs)))
         check(len(reqs) - len(with_tools(reqs)) >= 1, "no summary request was made")
         # usage entries carry the estimate and the window

@@ -25,6 +25,9 @@ const sb_field_t sb_session_record_fields [] = {
     { "tape_bytes", SB_T_UINT, false, 0, NULL, "bytes of the entry bodies appended to the tape, held against the session quota",
       RANGE_COUNT },
     { "quota_noted", SB_T_UINT, false, 0, NULL, "the quota a tape.quota entry was written for", RANGE_COUNT },
+    { "compacted_seq", SB_T_UINT, false, 0, NULL,
+      "the newest context.compacted entry that summarized: the model's context starts from it "
+      "(docs/compaction.md)", RANGE_COUNT },
     END
 };
 static const sb_field_t s_session_create [] = {

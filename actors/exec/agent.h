@@ -182,6 +182,11 @@ typedef enum {
     SB_COMPACT_MANUAL,          /* session.compact: summarize what can be */
 } sb_compact_mode_t;
 
+//  A new runtime's context starts from the session's newest summary
+//  (compacted_seq of its record) rather than from seq 1. Does nothing
+//  when the context is not empty or the entry is not such a summary.
+void sb_exec_compact_seed (sb_exec_run_t *run, uint64_t compacted_seq);
+
 //  Learns the model's limits once per runtime (llm.info). Never fails: a
 //  model whose limits cannot be asked gets the defaults.
 void sb_exec_compact_limits (sb_exec_run_t *run);

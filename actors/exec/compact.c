@@ -53,6 +53,40 @@ static const char s_summary_ask [] =
     "handled; and what remains to be done. Be concise and factual. Do not call tools.";
 
 /* ------------------------------------------------------------------ */
+/*  Rebuilding from the newest summary */
+
+void
+sb_exec_compact_seed (sb_exec_run_t *run, uint64_t compacted_seq)
+{
+    sb_context_t *ctx = run->runtime->context;
+    if (!compacted_seq || sb_context_last_seq (ctx))
+        return;
+    sb_enc_t *e = sb_enc_new ();
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "session_id", run->session_id);
+    sb_enc_kuint (e, "after_seq", compacted_seq - 1);
+    sb_enc_kuint (e, "limit", 1);
+    sb_enc_map_close (e);
+    size_t len;
+    const uint8_t *b = sb_enc_data (e, &len);
+    sb_msg_t *reply = sb_bus_call (run->bus, "session.events", run->session_id, b, len, SB_EXEC_CALL_MS);
+    sb_enc_destroy (&e);
+    const sb_val_t *events = reply && !sb_msg_is_error (reply) ? sb_get_array (reply->body, "events") : NULL;
+    const sb_val_t *ev = events && events->len ? sb_array_at (events, 0) : NULL;
+    const sb_val_t *body = sb_get_map (ev, "body");
+    const char *kind = sb_get_str (ev, "kind");
+    const char *method = sb_get_str (body, "method");
+    const sb_val_t *summary = sb_get (body, "summary");
+    //  Anything else than the summary the record names: read it all.
+    if (kind && strcmp (kind, "context.compacted") == 0 && method && strcmp (method, "summary") == 0
+    &&  sb_get_uint (ev, "seq", 0) == compacted_seq && summary && summary->type == SB_V_STR
+    &&  sb_context_seed (ctx, sb_get_uint (body, "through_seq", 0), summary->v.s, summary->len) == 0)
+        sb_info (ACTOR, "context starts from the summary at seq %llu run=%s", (unsigned long long) compacted_seq,
+                 run->run_id);
+    sb_msg_destroy (&reply);
+}
+
+/* ------------------------------------------------------------------ */
 /*  Limits and the estimate */
 
 void

@@ -1056,3 +1056,16 @@ sb_context_last_prompt (const sb_context_t *ctx, size_t cut, size_t *len)
     }
     return NULL;
 }
+
+int
+sb_context_seed (sb_context_t *ctx, uint64_t through_seq, const char *summary, size_t len)
+{
+    if (ctx->count || ctx->last_seq) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (s_apply_summary (ctx, 0, through_seq, summary, len))
+        return -1;
+    ctx->last_seq = through_seq;
+    return 0;
+}

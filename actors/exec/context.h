@@ -180,6 +180,13 @@ int sb_context_plan (const sb_context_t *ctx, size_t keep_bytes, sb_context_plan
 void sb_context_encode_head (const sb_context_t *ctx, size_t from, size_t cut, size_t clip,
                              const char *instruction, sb_enc_t *enc);
 
+//  Starts an empty context from a summary compaction {through_seq,
+//  summary} instead of from seq 1: the same context as replaying the
+//  whole tape, once the entries after through_seq (the compaction among
+//  them) are fed. Returns 0, or -1 with errno (EINVAL: not empty; E2BIG;
+//  ENOMEM).
+int sb_context_seed (sb_context_t *ctx, uint64_t through_seq, const char *summary, size_t len);
+
 //  The newest prompt before message `cut` (not a summary), or NULL; the
 //  text belongs to the context.
 const char *sb_context_last_prompt (const sb_context_t *ctx, size_t cut, size_t *len);

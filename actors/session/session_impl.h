@@ -73,6 +73,7 @@ typedef struct {
     uint64_t last_activity_at;  //  the latest prompt or run status, ms
     uint64_t tape_bytes;        //  bytes of appended entry bodies (the quota's measure)
     uint64_t quota_noted;       //  the quota a tape.quota entry was written for; 0: none
+    uint64_t compacted_seq;     //  the newest summarizing context.compacted; 0: none
     bool dirty, deleted;
 } record_t;
 

@@ -104,8 +104,10 @@ def test_twelve_large_outputs_compact_and_the_session_goes_on():
              for i in range(12)]
     turns.append({"text": "I read all twelve files."})
     turns.append({"text": "Second prompt answered."})
+    turns.append({"text": "Third prompt answered."})
     script(llm, "big", turns, no_tools={"text": SUMMARY})
-    srv = serve(llm, "big")
+    data = tmpdir()
+    srv = serve(llm, "big", data=data)
     try:
         info = call(srv, "llm.info", {})
         check(info["context_window"] == TOKENS and info["source"] == "flag", "llm.info: %r", info)
@@ -155,6 +157,25 @@ def test_twelve_large_outputs_compact_and_the_session_goes_on():
         lines = [json.loads(x) for x in out.splitlines() if x.strip()]
         check(lines and lines[0]["seq"] == 1 and len(lines) == len(entries), "events: %d lines of %d",
               len(lines), len(entries))
+
+        # a restarted server (no cached context) starts from the newest summary
+        newest = [c for c in compactions(entries) if c["body"]["method"] == "summary"][-1]
+        rec = call(srv, "session.get", {"session_id": sid})["session"]
+        check(rec.get("compacted_seq") == newest["seq"], "compacted_seq %r, newest summary at %d",
+              rec.get("compacted_seq"), newest["seq"])
+        srv.stop()
+        srv = serve(llm, "big", data=data)
+        r = wait_run(srv, prompt(srv, sid, "A third question, after a restart."), timeout=30)
+        check(r["status"] == "completed", "run 3 ended %s: %s", r["status"], r.get("reason"))
+        check("context starts from the summary at seq %d" % newest["seq"] in srv.log(),
+              "the restarted executor did not start from the summary")
+        reqs = with_tools(model_requests(llm, "big"))
+        check(SUMMARY in reqs[-1]["body"]
+              and "Second prompt answered." in reqs[-1]["body"], "the third request lacks the context")
+        check(len(reqs[-1]["body"]) < len(reqs[-2]["body"]) + 2000,
+              "the third request (%d bytes) is not the second's context (%d) and a prompt",
+              len(reqs[-1]["body"]), len(reqs[-2]["body"]))
+        check_window(model_requests(llm, "big"))
     finally:
         srv.stop()
         llm.stop()

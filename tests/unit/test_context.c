@@ -1047,3 +1047,57 @@ Test (context, the_summary_request_is_clipped_and_ends_with_the_instruction)
     sb_context_destroy (&ctx);
     s_no_leak ();
 }
+
+Test (context, seeding_from_the_newest_summary_equals_replaying_all)
+{
+    //  the whole tape: two steps, a summary through 4 (at 8), a third step
+    //  with a big output, an elision (at 13), a prompt
+    char *out3 = s_big (9000, "HEAD-3", "TAIL-3");
+    sb_context_t *full = sb_context_new ();
+    s_two_steps (full);
+    cr_assert_eq (s_compacted (full, 8, 4, "summary", "summed up"), 0);
+    cr_assert_eq (s_feed (full, 9, "text.done", "text", "third", NULL), 0);
+    cr_assert_eq (s_feed (full, 10, "tool.call", "call_id", "c3", "name", "read_file", "arguments", "{}", NULL), 0);
+    cr_assert_eq (s_result (full, 11, "c3", true, out3), 0);
+    cr_assert_eq (s_feed (full, 12, "text.done", "text", "fourth", NULL), 0);
+    cr_assert_eq (s_compacted (full, 13, 11, "elide", NULL), 0);
+    cr_assert_eq (s_feed (full, 14, "prompt", "text", "next", NULL), 0);
+
+    //  the same from the summary on: seeded at 4, fed from 5
+    sb_context_t *seeded = sb_context_new ();
+    cr_assert_eq (sb_context_seed (seeded, 4, "summed up", strlen ("summed up")), 0);
+    cr_assert_eq (sb_context_last_seq (seeded), 4);
+    cr_assert_eq (s_feed (seeded, 5, "text.done", "text", "second", NULL), 0);
+    cr_assert_eq (s_feed (seeded, 6, "tool.call", "call_id", "c2", "name", "read_file", "arguments", "{}", NULL), 0);
+    char *out2 = s_big (10000, "HEAD-TWO", "TAIL-TWO");
+    cr_assert_eq (s_result (seeded, 7, "c2", true, out2), 0);
+    free (out2);
+    cr_assert_eq (s_compacted (seeded, 8, 4, "summary", "summed up"), 0);
+    cr_assert_eq (s_feed (seeded, 9, "text.done", "text", "third", NULL), 0);
+    cr_assert_eq (s_feed (seeded, 10, "tool.call", "call_id", "c3", "name", "read_file", "arguments", "{}", NULL), 0);
+    cr_assert_eq (s_result (seeded, 11, "c3", true, out3), 0);
+    cr_assert_eq (s_feed (seeded, 12, "text.done", "text", "fourth", NULL), 0);
+    cr_assert_eq (s_compacted (seeded, 13, 11, "elide", NULL), 0);
+    cr_assert_eq (s_feed (seeded, 14, "prompt", "text", "next", NULL), 0);
+    free (out3);
+
+    size_t la, lb;
+    uint8_t *a = s_bytes (full, &la), *b = s_bytes (seeded, &lb);
+    cr_assert (la == lb && memcmp (a, b, la) == 0, "seeded %zu bytes, full %zu", lb, la);
+    cr_assert_eq (sb_context_bytes (full), sb_context_bytes (seeded));
+    //  the elision reached the outputs before the newest step
+    const sb_val_t *msgs;
+    sb_doc_t *doc = s_decode (seeded, &msgs);
+    cr_assert (strstr (sb_get_str (s_msg (msgs, 2), "content"), "elided"));
+    cr_assert (strstr (sb_get_str (s_msg (msgs, 4), "content"), "HEAD-3"));
+    cr_assert (strstr (sb_get_str (s_msg (msgs, 4), "content"), "elided"));
+    sb_doc_destroy (&doc);
+    //  only an empty context is seeded
+    cr_assert_eq (sb_context_seed (seeded, 20, "x", 1), -1);
+    cr_assert_eq (errno, EINVAL);
+    free (a);
+    free (b);
+    sb_context_destroy (&full);
+    sb_context_destroy (&seeded);
+    s_no_leak ();
+}

@@ -393,6 +393,14 @@ s_handle_resume (self_t *self, sb_msg_t *msg)
         sb_run_record_free (&r);
         return;
     }
+    /* a compaction that did not finish changed nothing: it is run again
+       (session.compact), not continued */
+    if (r.kind [0]) {
+        sb_bus_error (self->bus, msg, SB_E_conflict, "run %s is a %s run; run 'switchboard compact %s' again "
+                      "instead of resuming it", id, r.kind, r.session_id);
+        sb_run_record_free (&r);
+        return;
+    }
     /* resume reopens nothing: it creates a new run that continues this one */
     if (!sb_run_status_is_final (r.status) || r.status == SB_RUN_completed) {
         sb_bus_error (self->bus, msg, SB_E_conflict,

@@ -321,6 +321,9 @@ def test_a_compaction_in_progress_is_cancelled_like_a_run():
         r = wait_run(srv, run["run_id"], timeout=20)
         check(r["status"] == "cancelled", "the compaction ended %s: %s", r["status"], r.get("reason"))
         check(not compactions(tape(srv, sid)), "a cancelled compaction left an entry")
+        m = srv.control().request("run.resume", {"run_id": run["run_id"]}, timeout=10)
+        check(m.type == "error" and m.body["code"] == "conflict" and "compact" in m.body["message"],
+              "resuming a compaction: %s %r", m.type, m.body)
         r = wait_run(srv, prompt(srv, sid, "go on"), timeout=30)
         check(r["status"] == "completed", "the next run ended %s: %s", r["status"], r.get("reason"))
     finally:

@@ -4,7 +4,7 @@
     The actor is split along its seams:
       llm.c             the actor: its loop, its dispatch table, the
                         request handlers (llm.stream, llm.cancel,
-                        llm.models)
+                        llm.models, llm.info)
       llm/job.c         a job's life: creation, replies and errors, its end
       llm/transfer.c    curl: callbacks, one HTTP attempt, retries, and what
                         a finished transfer means

@@ -522,7 +522,9 @@ sb_exec_compact_overflow (sb_exec_run_t *run)
 {
     if (run->overflow) {
         sb_exec_finish_with (run, "failed", "the conversation does not fit the model's context window even "
-                             "after compaction (the provider said: %s)", run->overflow_msg);
+                             "after compaction; the window is taken as %llu tokens: if the model's is smaller, "
+                             "give it with --context-window or the providers file (the provider said: %s)",
+                             (unsigned long long) run->runtime->context_window, run->overflow_msg);
         return -1;
     }
     run->overflow = true;

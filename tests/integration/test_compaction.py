@@ -14,7 +14,8 @@ window in tokens).
     window, a second prompt completes, and `events` still returns every
     entry from seq 1 with each output whole;
   - the provider answers the overflow error first: one compaction, one
-    retry, then success;
+    retry, then success; a second overflow fails the run saying so, and
+    the next prompt works;
   - a prompt larger than the window: the run fails saying so, before any
     request, and the next prompt works (the big one is summarized away);
   - SIGKILL during the summary call: after a restart the session works and
@@ -210,6 +211,33 @@ def test_overflow_error_first_compacts_once_and_retries():
         check(len(after[0]["body"]) < len(refused[0]["body"]) * 3 // 4,
               "the retry (%d bytes) is not smaller than the refused request (%d)",
               len(after[0]["body"]), len(refused[0]["body"]))
+    finally:
+        srv.stop()
+        llm.stop()
+
+
+def test_a_second_overflow_fails_the_run_clearly_and_the_session_goes_on():
+    llm = LLM()
+    ws = workspace(1)
+    script(llm, "ovf2", [
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "f00.txt"}}]},
+        {"text": "read it"},
+        {"overflow": True},
+        {"overflow": True},
+        {"text": "fine now"},
+    ], no_tools={"text": SUMMARY})
+    srv = serve(llm, "ovf2")
+    try:
+        sid = new_session(srv, ws, approval_policy="yolo")
+        r = wait_run(srv, prompt(srv, sid, "read f00"), timeout=30)
+        check(r["status"] == "completed", "run 1 ended %s: %s", r["status"], r.get("reason"))
+        r = wait_run(srv, prompt(srv, sid, "again"), timeout=30)
+        check(r["status"] == "failed" and "even after compaction" in r.get("reason", "")
+              and "--context-window" in r.get("reason", ""), "run 2: %s: %s", r["status"], r.get("reason"))
+        reqs = with_tools(model_requests(llm, "ovf2"))
+        check([q["status"] for q in reqs] == [200, 200, 400, 400], "requests: %r", [q["status"] for q in reqs])
+        r = wait_run(srv, prompt(srv, sid, "and now?"), timeout=30)
+        check(r["status"] == "completed", "run 3 ended %s: %s", r["status"], r.get("reason"))
     finally:
         srv.stop()
         llm.stop()

@@ -42,10 +42,11 @@ OUTPUT = 30000                  # bytes of each tool output
 SUMMARY = "SUMMARY: the agent read files and noted their sizes; nothing remains to do."
 
 
-def serve(llm, script, data=None):
+def serve(llm, script, data=None, kind="responses"):
     url = "http://127.0.0.1:%d/script=%s/window=%d/v1" % (llm.port, script, WINDOW)
-    return Server(data=data, args=["--llm", "responses", "--llm-url", url, "--model", "m",
-                                   "--context-window", str(TOKENS)], env=LLM_ENV).start()
+    env = dict(LLM_ENV, ANTHROPIC_API_KEY="sk-ant-test")
+    return Server(data=data, args=["--llm", kind, "--llm-url", url, "--model", "m",
+                                   "--context-window", str(TOKENS)], env=env).start()
 
 
 def script(llm, name, turns, no_tools=None):
@@ -183,6 +184,13 @@ def test_twelve_large_outputs_compact_and_the_session_goes_on():
 
 
 def test_overflow_error_first_compacts_once_and_retries():
+    # each provider's own overflow error: OpenAI's context_length_exceeded,
+    # llama.cpp's exceed_context_size_error, Anthropic's "prompt is too long"
+    for kind in ("responses", "chat", "anthropic"):
+        s_overflow_first(kind)
+
+
+def s_overflow_first(kind):
     llm = LLM()
     ws = workspace(2)
     script(llm, "ovf", [
@@ -192,14 +200,14 @@ def test_overflow_error_first_compacts_once_and_retries():
         {"overflow": True},
         {"text": "answered after the retry"},
     ], no_tools={"text": SUMMARY})
-    srv = serve(llm, "ovf")
+    srv = serve(llm, "ovf", kind=kind)
     try:
         sid = new_session(srv, ws, approval_policy="yolo")
         r = wait_run(srv, prompt(srv, sid, "read f00 and f01"), timeout=30)
         check(r["status"] == "completed", "run 1 ended %s: %s", r["status"], r.get("reason"))
         check(not compactions(tape(srv, sid)), "compacted below the threshold")
         r = wait_run(srv, prompt(srv, sid, "what was in them?"), timeout=30)
-        check(r["status"] == "completed", "run 2 ended %s: %s", r["status"], r.get("reason"))
+        check(r["status"] == "completed", "%s: run 2 ended %s: %s", kind, r["status"], r.get("reason"))
         comp = compactions(tape(srv, sid))
         check(len(comp) == 1, "%d compactions, not one: %r", len(comp), [c["body"]["method"] for c in comp])
         reqs = with_tools(model_requests(llm, "ovf"))

@@ -77,10 +77,13 @@ sb_exec_compact_seed (sb_exec_run_t *run, uint64_t compacted_seq)
     const char *kind = sb_get_str (ev, "kind");
     const char *method = sb_get_str (body, "method");
     const sb_val_t *summary = sb_get (body, "summary");
-    //  Anything else than the summary the record names: read it all.
+    //  Anything else than the summary the record names, or one that
+    //  claims to stand for entries after itself: read the tape from seq 1.
+    uint64_t through = sb_get_uint (body, "through_seq", 0);
     if (kind && strcmp (kind, "context.compacted") == 0 && method && strcmp (method, "summary") == 0
     &&  sb_get_uint (ev, "seq", 0) == compacted_seq && summary && summary->type == SB_V_STR
-    &&  sb_context_seed (ctx, sb_get_uint (body, "through_seq", 0), summary->v.s, summary->len) == 0)
+    &&  through < compacted_seq
+    &&  sb_context_seed (ctx, through, summary->v.s, summary->len) == 0)
         sb_info (ACTOR, "context starts from the summary at seq %llu run=%s", (unsigned long long) compacted_seq,
                  run->run_id);
     sb_msg_destroy (&reply);

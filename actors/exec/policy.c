@@ -248,14 +248,31 @@ typedef struct {
     char *call_id, *name, *arguments, *run_id;
 } s_call_t;
 
+//  The arrays grow as needed up to their bound: a runtime cache holds
+//  hundreds of these, most with nothing in them.
 struct sb_policy {
-    s_grant_t grants [SB_POLICY_GRANTS_MAX];
-    size_t ngrants;
-    s_asked_t asked [SB_POLICY_ASKED_MAX];
-    size_t nasked;
-    s_call_t calls [SB_POLICY_PENDING_MAX];
-    size_t ncalls;
+    s_grant_t *grants;
+    size_t ngrants, grants_cap;
+    s_asked_t *asked;
+    size_t nasked, asked_cap;
+    s_call_t *calls;
+    size_t ncalls, calls_cap;
 };
+
+//  Room for one more element; false when out of memory.
+static bool
+s_reserve (void **array, size_t *cap, size_t count, size_t elem)
+{
+    if (count < *cap)
+        return true;
+    size_t ncap = *cap ? *cap * 2 : 8;
+    void *p = realloc (*array, ncap * elem);
+    if (!p)
+        return false;
+    *array = p;
+    *cap = ncap;
+    return true;
+}
 
 sb_policy_t *
 sb_policy_new (void)
@@ -299,6 +316,9 @@ sb_policy_destroy (sb_policy_t **self_p)
         s_asked_free (&self->asked [k]);
     for (size_t k = 0; k < self->ncalls; k++)
         s_call_free (&self->calls [k]);
+    free (self->grants);
+    free (self->asked);
+    free (self->calls);
     free (self);
     *self_p = NULL;
 }
@@ -334,6 +354,10 @@ sb_policy_grant (sb_policy_t *self, const char *tool, const char *key, bool appr
         memmove (&self->grants [0], &self->grants [1], (SB_POLICY_GRANTS_MAX - 1) * sizeof g);
         self->ngrants--;
     }
+    if (!s_reserve ((void **) &self->grants, &self->grants_cap, self->ngrants, sizeof g)) {
+        s_grant_free (&g);
+        return -1;
+    }
     self->grants [self->ngrants++] = g;
     return 0;
 }
@@ -353,6 +377,10 @@ s_asked_add (sb_policy_t *self, const char *id, const char *tool, const char *ar
         s_asked_free (&self->asked [0]);
         memmove (&self->asked [0], &self->asked [1], (SB_POLICY_ASKED_MAX - 1) * sizeof a);
         self->nasked--;
+    }
+    if (!s_reserve ((void **) &self->asked, &self->asked_cap, self->nasked, sizeof a)) {
+        s_asked_free (&a);
+        return -1;
     }
     self->asked [self->nasked++] = a;
     return 0;
@@ -397,6 +425,10 @@ s_call_add (sb_policy_t *self, const char *call_id, const char *name, const char
         s_call_free (&self->calls [0]);
         memmove (&self->calls [0], &self->calls [1], (SB_POLICY_PENDING_MAX - 1) * sizeof c);
         self->ncalls--;
+    }
+    if (!s_reserve ((void **) &self->calls, &self->calls_cap, self->ncalls, sizeof c)) {
+        s_call_free (&c);
+        return -1;
     }
     self->calls [self->ncalls++] = c;
     return 0;

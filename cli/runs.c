@@ -182,6 +182,13 @@ s_print_run (const sb_val_t *run, bool json, bool one_line)
         sb_cli_time_cell (sb_get_uint (run, "updated_at", 0), updated, sizeof updated);
         sb_cli_text_cell (reason && !done ? reason : waiting ? waiting : sb_get_str (run, "input"), 60,
                           text, sizeof text);
+        //  a run that waits for a person says so first (docs/approvals.md)
+        const char *phase = sb_get_str (run, "phase");
+        if (phase && strcmp (phase, "waiting_approval") == 0) {
+            char cell [256];
+            snprintf (cell, sizeof cell, "waiting_approval: %s", text);
+            sb_cli_text_cell (cell, 60, text, sizeof text);
+        }
         printf (RUN_ROW_FORMAT, sb_get_str (run, "run_id"), sb_get_str (run, "status"),
                 sb_get_str (run, "session_id"), steps, updated, text);
         return;

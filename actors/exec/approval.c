@@ -406,6 +406,10 @@ s_ask (sb_exec_run_t *run, const sb_exec_call_t *call, const char *key, sb_gate_
         sb_sub_subscribe (sub, topic);
     }
     char *summary = s_summary (call, key);
+    //  what allows this call from now on, should it be refused
+    s_allow_fix (run, call->name, key, v->fix, sizeof v->fix);
+    if (!v->fix [0])
+        snprintf (v->fix, sizeof v->fix, "switchboard sessions update %s --approval yolo", run->session_id);
     char *diff = sb_diff_preview (run->runtime->workspace, call->name, call->arguments, S_DIFF_MAX);
     sb_enc_t *e = sb_enc_new ();
     sb_enc_map_open (e);
@@ -434,10 +438,12 @@ s_ask (sb_exec_run_t *run, const sb_exec_call_t *call, const char *key, sb_gate_
         if (code == SB_E_no_service || code == SB_E_unknown_type)
             s_refuse (v, SB_GATE_REFUSE,
                       "not run: the approval policy '%s' asks a person before %s runs, but no approval "
-                      "service (interact) is running to ask. Tell the person.", run->policy, call->name);
+                      "service (interact) is running to ask. Tell the person; to allow it they can run: %s",
+                      run->policy, call->name, v->fix);
         else
-            s_refuse (v, SB_GATE_REFUSE, "not run: the approval request failed (%s: %s). Tell the person.",
-                      sb_err_name (code), reply ? sb_msg_error_message (reply) : "no reply");
+            s_refuse (v, SB_GATE_REFUSE, "not run: the approval policy '%s' asks a person before %s runs, and "
+                      "the request failed (%s: %s). Tell the person; to allow it they can run: %s", run->policy,
+                      call->name, sb_err_name (code), reply ? sb_msg_error_message (reply) : "no reply", v->fix);
         sb_msg_destroy (&reply);
         sb_sub_destroy (&sub);
         return;
@@ -482,14 +488,15 @@ s_ask (sb_exec_run_t *run, const sb_exec_call_t *call, const char *key, sb_gate_
     else
     if (strcmp (o.status, "expired") == 0)
         s_refuse (v, SB_GATE_REFUSE,
-                  "not run: nobody answered the approval request for this %s call before its deadline, so it "
-                  "expired and was rejected by default (resolved_by %s).%s%s Do not retry it unchanged; tell "
-                  "the person what you need.", call->name, o.resolved_by, o.feedback ? " Note: " : "",
-                  o.feedback ? o.feedback : "");
+                  "not run: the approval policy '%s' asks a person before %s runs; nobody answered before the "
+                  "deadline, so the request expired and was rejected by default (resolved_by %s).%s%s Do not "
+                  "retry it unchanged. Tell the person; to allow it they can run: %s", run->policy, call->name,
+                  o.resolved_by, o.feedback ? " Note: " : "", o.feedback ? o.feedback : "", v->fix);
     else
         s_refuse (v, SB_GATE_REFUSE,
-                  "not run: this %s call was rejected by %s. %s%s%s Do not retry it unchanged; follow the "
-                  "feedback, or ask the person what they want.", call->name, o.resolved_by,
+                  "not run: the approval policy '%s' asked a person, and this %s call was rejected by %s. "
+                  "%s%s%s Do not retry it unchanged; follow the feedback, or ask the person what they want.",
+                  run->policy, call->name, o.resolved_by,
                   o.feedback ? "Their feedback: \"" : "They gave no feedback.", o.feedback ? o.feedback : "",
                   o.feedback ? "\"." : "");
     free (o.feedback);

@@ -120,7 +120,8 @@ def test_oneshot_ephemeral_leaves_no_state():
     data = os.path.join(tmpdir(), "never")
     ws = tmpdir()
     before = {d for d in os.listdir("/tmp") if d.startswith("switchboard-run-")}
-    rc, out, err = sb("run", "--goal", "look around", "--repo", ws, "--ephemeral",
+    # yolo: the demo model's shell call would otherwise wait for a person
+    rc, out, err = sb("run", "--goal", "look around", "--repo", ws, "--ephemeral", "--approval", "yolo",
                       env={"SWITCHBOARD_DATA": data}, timeout=60)
     check(rc == 0, "ephemeral run: %d\n%s\n%s", rc, out, err)
     check("ephemeral: removed at exit" in err, "stderr: %s", err)

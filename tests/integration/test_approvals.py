@@ -67,6 +67,13 @@ def resolve(server, iid, decision="approve", **kw):
     return call(server, "interact.resolve", body)["interaction"]
 
 
+def stop(server):
+    """Stops serve and checks it stopped cleanly (under ASan: no leak)."""
+    log = server.log
+    rc = server.stop()
+    check(rc == 0, "serve exited %r:\n%s", rc, log()[-3000:])
+
+
 def asked(server, sid):
     return [e for e in tape(server, sid) if e["kind"] == "approval.requested"]
 
@@ -98,7 +105,7 @@ def test_modes():
     res = results(tape(server, sid))
     check(res["c_read"]["ok"] and res["c_write"]["ok"], "yolo results %r", res)
     check(not asked(server, sid), "yolo asked: %r", asked(server, sid))
-    server.stop()
+    stop(server)
 
     # auto: the read runs, the write waits for a person
     with open(os.path.join(ws, "notes.txt"), "w") as f:
@@ -123,7 +130,7 @@ def test_modes():
     check(read(os.path.join(ws, "notes.txt")) == "one\n2\nthree\n", "the approved write did not happen")
     w = results(tape(server, sid))["c_write"]
     check(w["ok"] and w.get("interaction_id") == ia["interaction_id"] and "refused" not in w, "result %r", w)
-    server.stop()
+    stop(server)
 
     # interactive: even the read asks
     server = llm_server(llm, "interactive", data=server.data)
@@ -141,7 +148,7 @@ def test_modes():
     w = results(tape(server, sid))["c_write"]
     check(w["ok"] is False and w.get("refused") is True and w.get("policy") == "interactive", "rejected %r", w)
     check("rejected by test" in w["output"], "rejection output %r", w["output"])
-    server.stop()
+    stop(server)
 
 
 def test_rules():
@@ -176,7 +183,7 @@ def test_rules():
     check(not os.path.exists(os.path.join(ws, "deps")), "the denied write ran")
     outs = outputs(llm, "rules", 1)
     check("denies shell" in outs.get("c_rm", ""), "the model was not told: %r", outs)
-    server.stop()
+    stop(server)
 
     # an ask rule asks even in yolo
     server = llm_server(llm, "ask", data=server.data)
@@ -188,7 +195,7 @@ def test_rules():
     check(ia["summary"] == "git push origin main" and ia["risk"] == "high", "ask rule: %r", ia)
     resolve(server, ia["interaction_id"], "reject")
     check(wait_run(server, run_id, timeout=30)["status"] == "completed", "run after reject")
-    server.stop()
+    stop(server)
 
 
 def test_reject_with_feedback_reaches_the_model():
@@ -209,7 +216,7 @@ def test_reject_with_feedback_reaches_the_model():
     got = outputs(llm, "fb", 1).get("c_w", "")
     check("use tabs, not spaces" in got and "rejected" in got, "the model's next request: %r", got)
     check(not os.path.exists(os.path.join(ws, "a.py")), "the rejected write ran")
-    server.stop()
+    stop(server)
 
 
 def test_deadline_expires_and_the_model_sees_it():
@@ -227,7 +234,7 @@ def test_deadline_expires_and_the_model_sees_it():
     check(r["ok"] is False and "expired" in r["output"], "result %r", r)
     check("expired" in outputs(llm, "dl", 1).get("c_dl", ""), "the model was not told")
     check(read(os.path.join(ws, "counter.txt")) is None, "the expired call ran")
-    server.stop()
+    stop(server)
 
 
 def test_scope_session_then_always_across_a_restart():
@@ -266,7 +273,7 @@ def test_scope_session_then_always_across_a_restart():
     rc, out, err = sb("resolve", ia["interaction_id"], "--approve", "--scope", "always", "--data", server.data)
     check(rc == 0, "resolve: %s %s", out, err)
     check(wait_run(server, run_id, timeout=30)["status"] == "completed", "always run")
-    server.stop()
+    stop(server)
     server.start()
     rc, out, err = sb("sessions", "show", sid, "--json", "--data", server.data)
     rules = json.loads(out).get("rules", [])
@@ -277,7 +284,7 @@ def test_scope_session_then_always_across_a_restart():
     check(len(asked(server, sid)) == 3, "the ruled call asked again: %r", asked(server, sid))
     check(read(os.path.join(ws, "counter.txt")).count("always") == 2, "counter %r",
           read(os.path.join(ws, "counter.txt")))
-    server.stop()
+    stop(server)
 
 
 def test_sigkill_while_waiting_then_approve_runs_exactly_once():
@@ -326,7 +333,7 @@ def test_sigkill_while_waiting_then_approve_runs_exactly_once():
     check(sum(1 for e in entries if e["kind"] == "approval.requested"
               and e["body"]["interaction_id"] == ia["interaction_id"]) == 1, "announced twice")
     check(len(llm.requests("kill")) == 2, "the model was asked %d times", len(llm.requests("kill")))
-    server.stop()
+    stop(server)
 
 
 def test_cancel_while_waiting():
@@ -343,7 +350,7 @@ def test_cancel_while_waiting():
     got = call(server, "interact.get", {"interaction_id": ia["interaction_id"]})["interaction"]
     check(got["status"] == "rejected" and got["resolved_by"] == "cancel", "interaction %r", got)
     check(read(os.path.join(ws, "counter.txt")) is None, "the cancelled call ran")
-    server.stop()
+    stop(server)
 
 
 if __name__ == "__main__":

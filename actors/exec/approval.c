@@ -504,6 +504,26 @@ s_ask (sb_exec_run_t *run, const sb_exec_call_t *call, const char *key, sb_gate_
 
 //  ---------------------------------------------------------------------
 
+//  Reads the session's rules again: a person who answers the same
+//  question twice tends to add a rule meanwhile (sessions update --rule),
+//  and the next call of the running run should obey it. Done only before
+//  asking, where a round trip is nothing next to a person's answer.
+static void
+s_refresh (sb_exec_run_t *run)
+{
+    sb_enc_t *e = sb_enc_new ();
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "session_id", run->session_id);
+    sb_enc_map_close (e);
+    size_t len;
+    const uint8_t *b = sb_enc_data (e, &len);
+    sb_msg_t *reply = sb_bus_call (run->bus, "session.get", run->session_id, b, len, SB_EXEC_CALL_MS);
+    if (reply && !sb_msg_is_error (reply))
+        sb_exec_approval_configure (run, sb_get_map (reply->body, "session"));
+    sb_msg_destroy (&reply);
+    sb_enc_destroy (&e);
+}
+
 void
 sb_exec_approval_gate (sb_exec_run_t *run, const sb_exec_call_t *call, sb_gate_verdict_t *v)
 {
@@ -521,6 +541,11 @@ sb_exec_approval_gate (sb_exec_run_t *run, const sb_exec_call_t *call, sb_gate_v
     struct sb_exec_approval *a = run->approval;
     sb_policy_decision_t d = sb_policy_decide (mode, a ? a->rules : NULL, a ? a->nrules : 0, rt->policy,
                                                call->name, key);
+    if (d.action == SB_POLICY_ASK) {
+        s_refresh (run);
+        a = run->approval;
+        d = sb_policy_decide (mode, a ? a->rules : NULL, a ? a->nrules : 0, rt->policy, call->name, key);
+    }
     if (d.action == SB_POLICY_DENY)
         s_denied (run, call, key, d, v);
     else

@@ -8,6 +8,7 @@ with the loopback provider (tests/llm_server.py) scripting the tool calls:
     diff the write would make); interactive asks for a read too;
   - each rule kind: deny answers the model with a refusal without asking
     (even in yolo), allow runs unasked in interactive, ask asks in yolo;
+  - a rule added while a run waits decides the run's next call;
   - a rejection with feedback: the model's next request holds the feedback;
   - a 2 s deadline: the interaction expires rejected, the model is told;
   - scope session: the next identical call runs unasked, another call asks;
@@ -195,6 +196,27 @@ def test_rules():
     check(ia["summary"] == "git push origin main" and ia["risk"] == "high", "ask rule: %r", ia)
     resolve(server, ia["interaction_id"], "reject")
     check(wait_run(server, run_id, timeout=30)["status"] == "completed", "run after reject")
+    stop(server)
+
+
+def test_a_rule_added_while_a_run_waits_decides_its_next_call():
+    ws = tmpdir()
+    llm = LLM()
+    llm.script("midrun", [
+        {"tool_calls": [shell("echo a >> made.txt", "c1")]},
+        {"tool_calls": [shell("echo b >> made.txt", "c2")]},
+        {"text": "made"},
+    ])
+    server = llm_server(llm, "midrun")
+    sid = new_session(server, ws, approval_policy="auto")
+    run_id = prompt(server, sid, "make")
+    ia = pending(server, sid)
+    rc, out, err = sb("sessions", "update", sid, "--rule", "shell:echo * >> made.txt:allow", "--data", server.data)
+    check(rc == 0, "sessions update: %s %s", out, err)
+    resolve(server, ia["interaction_id"])
+    check(wait_run(server, run_id, timeout=30)["status"] == "completed", "run")
+    check([a["body"]["call_id"] for a in asked(server, sid)] == ["c1"], "asked %r", asked(server, sid))
+    check(read(os.path.join(ws, "made.txt")) == "a\nb\n", "made %r", read(os.path.join(ws, "made.txt")))
     stop(server)
 
 

@@ -116,8 +116,11 @@ s_read (self_t *self, const run_t *r, uint64_t after, s_scan_t *s)
         const sb_val_t *events = sb_get_array (reply->body, "events");
         for (uint32_t k = 0; events && k < events->len; k++) {
             const sb_val_t *ev = sb_array_at (events, k);
+            //  approvals are matched to the run's calls by call_id, so
+            //  one appended without the entry's run_id still counts
             const char *run_id = sb_get_str (ev, "run_id");
-            if (run_id && strcmp (run_id, r->run_id) == 0)
+            const char *kind = sb_get_str (ev, "kind");
+            if ((run_id && strcmp (run_id, r->run_id) == 0) || (kind && strncmp (kind, "approval.", 9) == 0))
                 s_entry (s, ev);
         }
         bool more = sb_get_bool (reply->body, "more", false) && events && events->len;

@@ -59,6 +59,7 @@ s_run_free (sb_exec_run_t **run_p)
     free (run->text.buf);
     free (run->thinking.buf);
     free (run->tool_out.buf);
+    free (run->agents_md);
     sb_exec_tool_output_free (run);
     free (run);
     *run_p = NULL;

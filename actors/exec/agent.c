@@ -272,7 +272,8 @@ s_close_unanswered (sb_exec_run_t *run)
 static void
 s_agent_loop (sb_exec_run_t *run)
 {
-    if (s_prepare (run) || sb_exec_append_one (run, "turn.begin", NULL, NULL) || s_catch_up (run))
+    if (s_prepare (run) || sb_exec_append_one (run, "turn.begin", NULL, NULL)
+    ||  sb_exec_load_instructions (run) || s_catch_up (run))
         return;
     if (run->resume_from [0] && s_close_unanswered (run))
         return;

@@ -83,6 +83,7 @@ struct sb_exec_run {
     int64_t deadline;           /* mono ms, from timeout_s */
     sb_exec_coalesce_t text, thinking, tool_out;
     sb_exec_tool_tape_t tool_tape;
+    char *agents_md;            /* AGENTS.md instructions of this run, or NULL (actors/exec/agents_md.c) */
     char status [16];
     char reason [1024];
 };
@@ -168,6 +169,14 @@ int sb_exec_record_step (sb_exec_run_t *run, sb_exec_step_t *step);
 
 //  Frees what a step holds and zeroes it.
 void sb_exec_step_clear (sb_exec_step_t *step);
+
+//  ---------------------------------------------------------------------
+//  actors/exec/agents_md.c: the project's AGENTS.md for this run
+
+//  Reads the AGENTS.md files for the run's workspace into run->agents_md
+//  and records instructions.loaded on the tape when there are any.
+//  Returns 0, or -1 when the append failed (run status set).
+int sb_exec_load_instructions (sb_exec_run_t *run);
 
 //  ---------------------------------------------------------------------
 //  actors/exec/agent.c: the run thread

@@ -7,6 +7,7 @@
 #include "actors/exec/tools.h"
 #include "common/log.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------ */
@@ -157,12 +158,25 @@ sb_exec_model_call (sb_exec_run_t *run, sb_exec_step_t *step)
     sb_enc_map_open (e);
     if (rt->provider) sb_enc_kstr (e, "provider", rt->provider);
     if (rt->model) sb_enc_kstr (e, "model", rt->model);
-    char instructions [8192];
-    snprintf (instructions, sizeof instructions,
+    char base [8192];
+    snprintf (base, sizeof base,
               "You are a coding agent working in the folder %s. Use the tools to look at and change "
               "files there; every path is relative to that folder. Work step by step, and end with a "
               "short answer that says what you did.", rt->workspace);
-    sb_enc_kstr (e, "instructions", instructions);
+    if (run->agents_md) {
+        /* the project's own instructions come after ours (actors/exec/agents_md.h) */
+        size_t n = strlen (base) + 2 + strlen (run->agents_md) + 1;
+        char *all = malloc (n);
+        if (all) {
+            snprintf (all, n, "%s\n\n%s", base, run->agents_md);
+            sb_enc_kstr (e, "instructions", all);
+            free (all);
+        }
+        else
+            sb_enc_kstr (e, "instructions", base);
+    }
+    else
+        sb_enc_kstr (e, "instructions", base);
     sb_enc_key (e, "messages");
     sb_context_encode (rt->context, e);
     s_encode_tools (e);

@@ -27,6 +27,8 @@ typedef struct {
     int demo_delay_ms;          /* demo model: pause between tokens (-1: default) */
     uint64_t tool_output_tape;  /* --tool-output-tape: bytes of one tool call's output kept on the tape */
     uint64_t session_quota;     /* --session-quota: bytes of tape one session may hold */
+    const char *mcp_config;     /* --mcp-config FILE (NULL: DATA/mcp.json when present) */
+    const char *hooks;          /* --hooks FILE (NULL: DATA/hooks.json when present) */
 } sb_server_config_t;
 
 typedef struct {
@@ -50,6 +52,9 @@ const char *sb_run_dispatch_type (size_t index);
 void sb_exec_actor (zsock_t *pipe, void *args);
 /*  The exec actor's dispatch table, type column (see below). */
 const char *sb_exec_dispatch_type (size_t index);
+/*  Hooks: the person's commands run on tape events (actors/hooks.c). */
+void sb_hooks_actor (zsock_t *pipe, void *args);
+const char *sb_hooks_dispatch_type (size_t index);
 /*  The model broker: llm.stream, llm.cancel, llm.models. */
 void sb_llm_actor (zsock_t *pipe, void *args);
 /*  The llm actor's dispatch table, type by type (see below). */

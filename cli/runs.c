@@ -18,7 +18,7 @@
 static const char *s_run_usage =
     "usage: switchboard run --goal TEXT [--repo DIR] [--max-steps N] [--approval yolo|auto|interactive]\n"
     "                       [--llm PROVIDER] [--model M] [--llm-url URL] [--providers FILE]\n"
-    "                       [--data DIR | --ephemeral] [--json]\n"
+    "                       [--mcp-config FILE] [--hooks FILE] [--data DIR | --ephemeral] [--json]\n"
     "\n"
     "One shot: gives the agent the goal in the repo folder, streams the run, says\n"
     "what changed in the folder, and exits 0 when the run completes (1 otherwise).\n"
@@ -35,6 +35,8 @@ static const char *s_run_usage =
     "  --data DIR         the data folder (default $SWITCHBOARD_DATA, else\n"
     "                     $XDG_STATE_HOME/switchboard, else ~/.local/state/switchboard)\n"
     "  --ephemeral        a temporary data folder, removed at exit\n"
+    "  --mcp-config FILE  MCP tool servers (default DATA/mcp.json; docs/mcp.md)\n"
+    "  --hooks FILE       commands run on events (default DATA/hooks.json; docs/hooks.md)\n"
     "  --json             print the tape entries as JSON lines\n"
     "\n"
     "Ctrl-C cancels the run and exits 130 once it has stopped (the last line says\n"
@@ -55,6 +57,8 @@ sb_cmd_run (int argc, char **argv)
         { "data", required_argument, 0, 'd' },
         { "json", no_argument, 0, 'j' },
         { "ephemeral", no_argument, 0, 'e' },
+        { "mcp-config", required_argument, 0, 'C' },
+        { "hooks", required_argument, 0, 'K' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
@@ -82,6 +86,8 @@ sb_cmd_run (int argc, char **argv)
             case 'd': so.data = optarg; break;
             case 'j': o.json = true; break;
             case 'e': o.ephemeral = true; break;
+            case 'C': so.mcp_config = optarg; break;
+            case 'K': so.hooks = optarg; break;
             case 'h': fputs (s_run_usage, stdout); return 0;
             default: return sb_cli_usage ("run", "unknown option or missing value: %s", argv [optind - 1]);
         }

@@ -28,6 +28,7 @@ static const char *s_usage =
     "                         [--actors LIST] [--llm PROVIDER] [--model M] [--llm-url URL]\n"
     "                         [--providers FILE] [--sandbox bwrap]\n"
     "                         [--tool-output-tape BYTES] [--session-quota BYTES]\n"
+    "                         [--mcp-config FILE] [--hooks FILE]\n"
     "\n"
     "Runs the broker and the actors in one process, on DATA (default\n"
     "$SWITCHBOARD_DATA, else $XDG_STATE_HOME/switchboard, else\n"
@@ -48,6 +49,10 @@ static const char *s_usage =
     "  --tool-output-tape BYTES  tool output kept on the tape per call, head and\n"
     "                    tail (default 1 MiB); the rest is elided, counted\n"
     "  --session-quota BYTES  tape bytes one session may hold (default 1 GiB)\n"
+    "  --mcp-config FILE MCP tool servers, {\"mcpServers\": {...}} (default\n"
+    "                    DATA/mcp.json when present; see docs/mcp.md)\n"
+    "  --hooks FILE      commands run on events, {\"hooks\": {...}} (default\n"
+    "                    DATA/hooks.json when present; see docs/hooks.md)\n"
     "  -h, --help        this help\n"
     "\n"
     "Stop it with Ctrl-C (SIGINT) or SIGTERM; it shuts down cleanly.\n";
@@ -66,6 +71,7 @@ static const actor_row_t s_actor_table [] = {
     { "session", sb_session_actor, 3, true },
     { "run", sb_run_actor, 2, true },
     { "exec", sb_exec_actor, 0, true },
+    { "hooks", sb_hooks_actor, 0, true },
 };
 #define NACTORS (sizeof s_actor_table / sizeof s_actor_table [0])
 
@@ -126,6 +132,8 @@ sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
         { "insecure-bus", no_argument, 0, 'I' },
         { "tool-output-tape", required_argument, 0, 'T' },
         { "session-quota", required_argument, 0, 'Q' },
+        { "mcp-config", required_argument, 0, 'C' },
+        { "hooks", required_argument, 0, 'K' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
@@ -145,6 +153,8 @@ sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
             case 'p': o->providers = optarg; break;
             case 's': o->sandbox = optarg; break;
             case 'I': o->insecure_bus = true; break;
+            case 'C': o->mcp_config = optarg; break;
+            case 'K': o->hooks = optarg; break;
             case 'T':
                 if (s_parse_bytes (optarg, SB_EXEC_TOOL_TAPE_MIN, SB_EXEC_TOOL_TAPE_MAX, &o->tool_output_tape))
                     return sb_cli_usage ("serve", "--tool-output-tape takes bytes from %d to %llu, not '%s'",
@@ -341,6 +351,7 @@ sb_serve_run (const sb_serve_opts_t *o, sb_serve_hook_fn *hook, void *hook_arg)
         .llm = o->llm, .llm_url = o->llm_url, .model = o->model, .providers = o->providers,
         .sandbox = o->sandbox, .demo_delay_ms = o->demo_delay_ms ? o->demo_delay_ms : -1,
         .tool_output_tape = o->tool_output_tape, .session_quota = o->session_quota,
+        .mcp_config = o->mcp_config, .hooks = o->hooks,
     };
     zactor_t *broker = zactor_new (sb_broker_actor, &bcfg);
     if (!broker) {

@@ -42,6 +42,7 @@ struct sb_runtime {
     char *approval_policy;      //  NULL: the executor's default
     uint32_t max_steps;         //  0: the executor's default
     sb_context_t *context;      //  never NULL; owned
+    struct sb_mcp_set *mcp;     //  the session's MCP servers (actors/exec/mcp.h), or NULL; owned
 
     //  Private to the cache: its LRU list and hash chain.
     sb_runtime_t *lru_prev, *lru_next, *hash_next;

@@ -23,6 +23,7 @@ static const sb_cmd_t s_commands [] = {
     { "actor", sb_cmd_actor, "run one actor attached to a broker" },
     { "sessions", sb_cmd_sessions, "list, show, create, update, close and delete sessions" },
     { "events", sb_cmd_events, "print a session's tape; --follow streams it live" },
+    { "mcp", sb_cmd_mcp, "list the MCP tool servers: state and tools" },
 };
 #define NCOMMANDS (sizeof s_commands / sizeof s_commands [0])
 

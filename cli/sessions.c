@@ -33,9 +33,9 @@ static const char *s_sessions_usage =
     "usage: switchboard sessions [list] [--status active|closed] [--limit N] [--json]\n"
     "       switchboard sessions show ID [--json]\n"
     "       switchboard sessions new [--workspace DIR] [--title T] [--provider P] [--model M]\n"
-    "                                [--approval yolo|auto|interactive] [--max-steps N] [--json]\n"
+    "                                [--approval yolo|auto|interactive] [--max-steps N] [--mcp A,B] [--json]\n"
     "       switchboard sessions update ID [--title T] [--provider P] [--model M]\n"
-    "                                [--approval P] [--max-steps N] [--workspace DIR] [--json]\n"
+    "                                [--approval P] [--max-steps N] [--workspace DIR] [--mcp A,B] [--json]\n"
     "       switchboard sessions close ID [--json]\n"
     "       switchboard sessions delete ID [--json]\n"
     "\n"
@@ -56,6 +56,8 @@ static const char *s_sessions_usage =
     "  --model M         the model name\n"
     "  --approval P      approval policy: yolo, auto or interactive\n"
     "  --max-steps N     step limit per run, 1 to 10000\n"
+    "  --mcp A,B         the MCP servers the session uses, by name (default: all the\n"
+    "                    server configures; 'none' for none, 'all' for all again)\n"
     "  --json            one JSON document (list: one JSON object per line)\n"
     "  --connect EP      the server's command endpoint (default: ipc in DATA)\n"
     "  --data DIR        the server's data folder\n"
@@ -186,6 +188,11 @@ s_print_record (const sb_val_t *r)
     else
         printf ("max_steps  -\n");
     const sb_val_t *labels = sb_get_map (r, "labels");
+    const sb_val_t *mcp = sb_get_array (r, "mcp_servers");
+    printf ("mcp        %s", mcp ? "" : "all");
+    for (uint32_t k = 0; mcp && k < mcp->len; k++)
+        printf ("%s%s", k ? ", " : "", sb_array_at (mcp, k)->type == SB_V_STR ? sb_array_at (mcp, k)->v.s : "?");
+    printf ("%s\n", mcp && !mcp->len ? "none" : "");
     printf ("labels     ");
     for (uint32_t k = 0; labels && k < labels->len; k++) {
         const sb_val_t *key = sb_map_key (labels, k), *val = sb_map_val (labels, k);
@@ -301,6 +308,7 @@ s_print_event (const sb_val_t *e, bool json)
 typedef struct {
     const char *connect, *data;
     const char *status, *workspace, *title, *provider, *model, *approval;
+    const char *mcp;            //  --mcp A,B | none | all
     long long limit;
     unsigned long long max_steps;
     bool json;
@@ -344,6 +352,22 @@ s_enc_config (sb_enc_t *enc, const opts_t *o, const char *workspace)
     sb_enc_kstr_opt (enc, "approval_policy", o->approval);
     if (o->has_max_steps)
         sb_enc_kuint (enc, "max_steps", o->max_steps);
+    if (o->mcp) {
+        //  "all" is ["*"] on the wire, "none" an empty list
+        sb_enc_key (enc, "mcp_servers");
+        sb_enc_array_open (enc);
+        if (strcmp (o->mcp, "all") == 0)
+            sb_enc_str (enc, "*");
+        else
+        if (strcmp (o->mcp, "none") != 0)
+            for (const char *p = o->mcp; *p; ) {
+                size_t n = strcspn (p, ",");
+                if (n)
+                    sb_enc_strn (enc, p, n);
+                p += n + (p [n] == ',');
+            }
+        sb_enc_array_close (enc);
+    }
 }
 
 //  Newest first, and --limit N the newest N: session.list pages newest
@@ -506,6 +530,7 @@ sb_cmd_sessions (int argc, char **argv)
         { "model", required_argument, 0, 'm' },
         { "approval", required_argument, 0, 'a' },
         { "max-steps", required_argument, 0, 'x' },
+        { "mcp", required_argument, 0, 'M' },
         { "json", no_argument, 0, 'j' },
         { "connect", required_argument, 0, 'c' },
         { "data", required_argument, 0, 'd' },
@@ -533,6 +558,12 @@ sb_cmd_sessions (int argc, char **argv)
                 if (s_parse_uint ("sessions", "--max-steps", optarg, 10000, &o.max_steps))
                     return 2;
                 o.has_max_steps = true;
+                o.config_opts++;
+                break;
+            case 'M':
+                if (sb_cli_mcp_names_check ("sessions", optarg))
+                    return 2;
+                o.mcp = optarg;
                 o.config_opts++;
                 break;
             case 'j': o.json = true; break;
@@ -565,8 +596,8 @@ sb_cmd_sessions (int argc, char **argv)
     if (o.status && strcmp (o.status, "active") != 0 && strcmp (o.status, "closed") != 0)
         return sb_cli_usage ("sessions", "--status takes active or closed, not '%s'", o.status);
     if (!create && !update && o.config_opts)
-        return sb_cli_usage ("sessions", "--workspace, --title, --provider, --model, --approval and "
-                             "--max-steps go with new and update only");
+        return sb_cli_usage ("sessions", "--workspace, --title, --provider, --model, --approval, "
+                             "--max-steps and --mcp go with new and update only");
     //  In update, an empty value clears the field, as for every string.
     if (o.approval && !(update && !*o.approval) && strcmp (o.approval, "yolo") != 0
     &&  strcmp (o.approval, "auto") != 0 && strcmp (o.approval, "interactive") != 0)
@@ -575,7 +606,7 @@ sb_cmd_sessions (int argc, char **argv)
         return rc;
     if (update && o.config_opts == 0)
         return sb_cli_usage ("sessions", "update needs at least one of --title, --provider, --model, "
-                             "--approval, --max-steps, --workspace");
+                             "--approval, --max-steps, --workspace, --mcp");
     if (o.has_max_steps && o.max_steps == 0)
         return sb_cli_usage ("sessions", "--max-steps takes a number from 1 to 10000");
 

@@ -1,6 +1,10 @@
 /*  schemas/types_session.c — session.* types (actors/session.c). */
 #include "schemas/types.h"
 
+/*  mcp_servers: names from mcpServers (actors/exec/mcp.h, docs/mcp.md). */
+static const sb_field_t s_mcp_name [] = { { "", SB_T_STR, false, 32, NULL, "an MCP server's name" } };
+#define MCP_SERVERS_DOC "the MCP servers the session uses, by name (absent: all; [] none; [\"*\"] in an update: all again)"
+
 const sb_field_t sb_session_record_fields [] = {
     { "session_id", SB_T_STR, true, ID_MAX, NULL, "session id" },
     { "created_at", SB_T_UINT, true, 0, NULL, "ms since epoch", RANGE_TIME },
@@ -13,6 +17,7 @@ const sb_field_t sb_session_record_fields [] = {
     { "approval_policy", SB_T_STR, false, 16, NULL, "yolo | auto | interactive" },
     { "max_steps", SB_T_UINT, false, 0, NULL, "step limit per run", RANGE_STEPS },
     { "labels", SB_T_MAP, false, 32, NULL, "free-form string labels" },
+    { "mcp_servers", SB_T_ARRAY, false, 64, s_mcp_name, MCP_SERVERS_DOC },
     { "last_seq", SB_T_UINT, true, 0, NULL, "tape head", RANGE_COUNT },
     { "last_run_id", SB_T_STR, false, ID_MAX, NULL, "most recent run" },
     { "turn_status", SB_T_STR, true, 16, NULL, "idle | running | cancelling" },
@@ -35,6 +40,7 @@ static const sb_field_t s_session_create [] = {
     { "approval_policy", SB_T_STR, false, 16, NULL, "yolo | auto | interactive" },
     { "max_steps", SB_T_UINT, false, 0, NULL, "step limit per run", RANGE_STEPS },
     { "labels", SB_T_MAP, false, 32, NULL, "free-form string labels" },
+    { "mcp_servers", SB_T_ARRAY, false, 64, s_mcp_name, MCP_SERVERS_DOC },
     { "command_id", SB_T_STR, false, 64, NULL, "idempotency key" },
     END
 };
@@ -69,6 +75,7 @@ static const sb_field_t s_session_update [] = {
     { "approval_policy", SB_T_STR, false, 16, NULL, "yolo | auto | interactive" },
     { "max_steps", SB_T_UINT, false, 0, NULL, "step limit per run", RANGE_STEPS },
     { "labels", SB_T_MAP, false, 32, NULL, "free-form string labels" },
+    { "mcp_servers", SB_T_ARRAY, false, 64, s_mcp_name, MCP_SERVERS_DOC },
     { "command_id", SB_T_STR, false, 64, NULL, "idempotency key" },
     END
 };

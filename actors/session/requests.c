@@ -87,6 +87,8 @@ s_prepare_config (self_t *self, req_t *req, bool creating)
         sb_session_fail (req, SB_E_invalid, "max_steps must be between 1 and %d", MAX_STEPS_MAX);
         return;
     }
+    if (!sb_session_mcp_servers_ok (req, sb_get_array (b, "mcp_servers")))
+        return;
     const sb_val_t *labels = sb_get_map (b, "labels");
     for (uint32_t k = 0; labels && k < labels->len; k++) {
         const sb_val_t *key = sb_map_key (labels, k), *val = sb_map_val (labels, k);
@@ -337,6 +339,7 @@ s_write_create (self_t *self, sb_txn_t *txn, req_t *req)
     r->approval_policy = (s = sb_get_str (b, "approval_policy")) && *s? s: NULL;
     r->max_steps = sb_get_uint (b, "max_steps", 0);
     r->labels = sb_get_map (b, "labels");
+    r->mcp_servers = sb_session_mcp_servers (sb_get_array (b, "mcp_servers"));
     r->config_version = 1;
     r->last_activity_at = self->now;
     s_put_status (txn, "active", r->session_id, true);
@@ -380,7 +383,7 @@ s_write_update (self_t *self, sb_txn_t *txn, req_t *req)
                          (unsigned long long) self->tape_quota, (unsigned long long) r->tape_bytes);
         return;
     }
-    const char *changed [8];
+    const char *changed [9];
     size_t n = 0;
     if (s_update_str (b, "title", &r->title))
         changed [n++] = "title";
@@ -403,6 +406,10 @@ s_write_update (self_t *self, sb_txn_t *txn, req_t *req)
     if (labels) {
         r->labels = labels->len? labels: NULL;
         changed [n++] = "labels";
+    }
+    if (sb_get_array (b, "mcp_servers")) {
+        r->mcp_servers = sb_session_mcp_servers (sb_get_array (b, "mcp_servers"));
+        changed [n++] = "mcp_servers";
     }
     //  An update that changes nothing writes nothing.
     if (n) {

@@ -102,7 +102,8 @@ sb_cmd_mcp (int argc, char **argv)
                 const sb_val_t *tool = sb_array_at (tools, t);
                 char desc [128];
                 sb_cli_text_cell (sb_get_str (tool, "description"), 70, desc, sizeof desc);
-                printf ("  %-40s %s\n", sb_get_str (tool, "name"), desc);
+                printf ("  %-40s %s%s\n", sb_get_str (tool, "name"),
+                        sb_get_bool (tool, "read_only_hint", false) ? "(says read-only) " : "", desc);
             }
         }
         rc = 0;

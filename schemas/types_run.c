@@ -124,6 +124,8 @@ static const sb_field_t s_exec_cancel_ok [] = {
 static const sb_field_t s_mcp_tool [] = {
     { "name", SB_T_STR, true, 128, NULL, "mcp__<server>__<tool>, as the model sees it" },
     { "description", SB_T_STR, false, 1 KB, NULL, "what the server says it does (cut)" },
+    { "read_only_hint", SB_T_BOOL, false, 0, NULL,
+      "the server says it is read-only (annotations.readOnlyHint): shown, never trusted by the policies" },
     END
 };
 static const sb_field_t s_mcp_tool_item [] = { { "tool", SB_T_MAP, false, 0, s_mcp_tool, "a tool" } };

@@ -43,6 +43,7 @@ typedef struct {
     char *orig;
     char *description;
     char *schema;
+    bool read_only_hint;        //  the server says so: shown, never trusted
 } s_tool_t;
 
 typedef struct {
@@ -604,6 +605,7 @@ s_list_tools (s_server_t *srv, int cancel_fd)
                 continue;
             }
             const char *d = json_string_value (json_object_get (t, "description"));
+            tool.read_only_hint = json_is_true (json_object_get (json_object_get (t, "annotations"), "readOnlyHint"));
             tool.orig = strdup (name);
             tool.schema = sch;
             tool.description = s_text_dup (d ? d : "", S_DESC_MAX);
@@ -813,6 +815,16 @@ sb_mcp_set_tool (const sb_mcp_set_t *set, size_t i, const char **name, const cha
         }
         i -= srv->ntools;
     }
+}
+
+int
+sb_mcp_set_read_only_hint (const sb_mcp_set_t *set, const char *name)
+{
+    for (size_t k = 0; set && k < set->n; k++)
+        for (size_t t = 0; t < set->servers [k].ntools; t++)
+            if (strcmp (set->servers [k].tools [t].exposed, name) == 0)
+                return set->servers [k].tools [t].read_only_hint;
+    return -1;
 }
 
 //  The server a tool name belongs to, by its mcp__<server>__ prefix.
@@ -1106,7 +1118,8 @@ s_status_note (const s_server_t *c_srv)
                 for (char *q = d; *q; q++)
                     if (*q == '\t' || *q == '\n' || *q == '\r')
                         *q = ' ';
-                int n = snprintf (st->tools + used, sizeof st->tools - used, "%s\t%s\n", srv->tools [k].exposed, d);
+                int n = snprintf (st->tools + used, sizeof st->tools - used, "%s\t%c%s\n", srv->tools [k].exposed,
+                                  srv->tools [k].read_only_hint ? 'R' : '-', d);
                 if (n < 0 || (size_t) n >= sizeof st->tools - used) {
                     st->tools [used] = 0;
                     break;
@@ -1157,7 +1170,8 @@ sb_mcp_status_encode (const sb_mcp_config_t *cfg, sb_enc_t *e)
             sb_enc_key (e, "name");
             sb_enc_strn (e, p, (size_t) (tab - p));
             sb_enc_key (e, "description");
-            sb_enc_strn (e, tab + 1, (size_t) (nl - tab - 1));
+            sb_enc_strn (e, tab + 2, (size_t) (nl - tab - 2));
+            sb_enc_kbool (e, "read_only_hint", tab [1] == 'R');
             sb_enc_map_close (e);
             p = nl + 1;
         }

@@ -140,6 +140,11 @@ size_t sb_mcp_set_tool_count (const sb_mcp_set_t *set);
 void sb_mcp_set_tool (const sb_mcp_set_t *set, size_t k, const char **name, const char **description,
                       const char **parameters);
 
+/*  What the server says of a tool (annotations.readOnlyHint): 1 read-only,
+    0 not, -1 unknown tool. For the person's eyes only: the policies
+    never trust it (an MCP tool is never read-only to them).               */
+int sb_mcp_set_read_only_hint (const sb_mcp_set_t *set, const char *name);
+
 /*  Calls an MCP tool (its mcp__ name) with JSON arguments, waiting at most
     timeout_ms (0: the server's timeout_s) and watching cancel_fd. Fills
     res as sb_tool_run does: always, with a redacted output. Returns 0 if

@@ -27,7 +27,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import ROOT, Proc, Server, check, cli, run_tests, skip, tmpdir, wait_for  # noqa: E402
-from test_runs_e2e import LLM, LLM_ENV, llm_args, new_session, prompt, results, tape, wait_run  # noqa: E402
+from test_runs_e2e import LLM, LLM_ENV, call, llm_args, new_session, prompt, results, tape, wait_run  # noqa: E402
 
 EVERYTHING = os.path.join(ROOT, "tests", "mcp", "node_modules", "@modelcontextprotocol", "server-everything",
                           "dist", "index.js")
@@ -114,7 +114,9 @@ def test_everything_echo_and_sum_through_a_run():
     check(rc == 0, "mcp list exited %d: %s", rc, err)
     srv = [json.loads(line) for line in out.splitlines() if line.strip()]
     check(len(srv) == 1 and srv[0]["name"] == "every" and srv[0]["state"] == "running", "mcp list: %r", srv)
-    check("mcp__every__echo" in [t["name"] for t in srv[0]["tools"]], "mcp list tools: %r", srv[0]["tools"])
+    echo = [t for t in srv[0]["tools"] if t["name"] == "mcp__every__echo"]
+    check(echo and echo[0]["read_only_hint"] is True and echo[0]["description"].startswith("Echoes"),
+          "mcp list tools: %r", srv[0]["tools"])
     check(SECRET not in out, "mcp list shows the secret")
     rc, out, err = cli(server, "mcp", "list")
     check(rc == 0 and "every" in out and "running" in out and "mcp__every__echo" in out, "mcp list:\n%s", out)
@@ -195,6 +197,33 @@ def test_server_that_hangs_is_timed_out():
           "hang: %r", res["c_hang"])
     check(res["c_ok"]["ok"] is True, "after the hang: %r", res["c_ok"])
     check(took < 20, "the run took %.1f s", took)
+    server.stop()
+    llm.stop()
+
+
+def test_cancel_during_a_call_tells_the_server():
+    log = os.path.join(tmpdir(), "received.jsonl")
+    llm = LLM()
+    llm.script("mcp9", [calls(("c_hang", "mcp__h__hang", {})), {"text": "never"}])
+    server = serve(llm, "mcp9", config({"h": hostile(timeout_s=60, env={"HOSTILE_LOG": log})}))
+    sid = new_session(server, tmpdir(), approval_policy="yolo")
+    run_id = prompt(server, sid, "hang")
+
+    def calling():
+        return any(e["kind"] == "tool.call" for e in tape(server, sid))
+    wait_for(calling, 20, "the call to start")
+    wait_for(lambda: os.path.exists(log) and "tools/call" in open(log).read(), 10, "the server to get the call")
+    t0 = time.monotonic()
+    call(server, "run.cancel", {"run_id": run_id})
+    run = wait_run(server, run_id, timeout=20)
+    check(run["status"] == "cancelled", "run %r", run)
+    check(time.monotonic() - t0 < 5, "the cancel took %.1f s", time.monotonic() - t0)
+    msgs = [json.loads(line) for line in open(log)]
+    call_id = [m["id"] for m in msgs if m.get("method") == "tools/call"][0]
+    cancels = [m for m in msgs if m.get("method") == "notifications/cancelled"]
+    check(cancels and cancels[0]["params"]["requestId"] == call_id, "the server was not told: %r", msgs[-3:])
+    r = results(tape(server, sid))["c_hang"]
+    check(r["ok"] is False and "cancelled" in r["output"], "result %r", r)
     server.stop()
     llm.stop()
 

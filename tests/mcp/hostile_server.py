@@ -5,7 +5,8 @@ Tools: ok (answers "fine"), die (exits in the middle of the call), hang
 (never answers), flood (writes FLOOD_MB MiB without a newline, then a
 newline and its real answer), flood_forever (writes without end), big
 (answers with 1 MiB of text). With HOSTILE_CRASH_AT_START=1 it prints its
-environment to stderr and exits before answering initialize.
+environment to stderr and exits before answering initialize. With
+HOSTILE_LOG=FILE it appends every message it receives to FILE.
 """
 import json
 import os
@@ -31,6 +32,9 @@ for line in sys.stdin:
     except ValueError:
         continue
     method, mid = m.get("method"), m.get("id")
+    if os.environ.get("HOSTILE_LOG"):
+        with open(os.environ["HOSTILE_LOG"], "a") as log:
+            log.write(json.dumps(m) + "\n")
     if method == "initialize":
         send({"jsonrpc": "2.0", "id": mid, "result": {
             "protocolVersion": "2025-06-18", "capabilities": {"tools": {}},

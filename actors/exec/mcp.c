@@ -165,10 +165,35 @@ s_on_sse_line (const char *line, size_t len, void *arg)
 /* ------------------------------------------------------------------ */
 /*  stdio */
 
+static size_t
+s_discard (char *b, size_t size, size_t n, void *arg)
+{
+    return size * n;
+}
+
 static void
 s_stop (s_server_t *srv)
 {
     sb_spawn_proc_stop (&srv->proc, S_STOP_GRACE_MS);
+    if (srv->curl && srv->http_session [0]) {
+        //  Streamable HTTP: a DELETE ends our session at the server.
+        struct curl_slist *hl = NULL;
+        char sess [300];
+        snprintf (sess, sizeof sess, "Mcp-Session-Id: %s", srv->http_session);
+        hl = curl_slist_append (hl, sess);
+        for (size_t k = 0; srv->conf->headers && srv->conf->headers [k]; k++)
+            hl = curl_slist_append (hl, srv->conf->headers [k]);
+        curl_easy_reset (srv->curl);
+        curl_easy_setopt (srv->curl, CURLOPT_URL, srv->conf->url);
+        curl_easy_setopt (srv->curl, CURLOPT_CUSTOMREQUEST, "DELETE");
+        curl_easy_setopt (srv->curl, CURLOPT_HTTPHEADER, hl);
+        curl_easy_setopt (srv->curl, CURLOPT_TIMEOUT_MS, 1000L);
+        curl_easy_setopt (srv->curl, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt (srv->curl, CURLOPT_WRITEFUNCTION, s_discard);
+        curl_easy_setopt (srv->curl, CURLOPT_PROTOCOLS_STR, "http,https");
+        curl_easy_perform (srv->curl);
+        curl_slist_free_all (hl);
+    }
     if (srv->curl) {
         curl_easy_cleanup (srv->curl);
         srv->curl = NULL;

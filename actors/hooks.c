@@ -18,8 +18,9 @@
 
     Jobs wait in a queue bounded in count and bytes; past it a job is
     dropped and counted. The event plane can drop under load (a full
-    high-water mark); a hook is a notification, so a dropped event is
-    counted by the broker, not replayed here.
+    high-water mark): the actor tracks each session's last seq, and a gap
+    is filled from the tape (session.events, asked without waiting: the
+    reply continues the work), so an approval does not go unannounced.
 */
 #include "actors/actor.h"
 #include "actors/exec/spawn.h"
@@ -48,6 +49,9 @@
 #define SB_HOOKS_TIMEOUT_MAX_S  3600
 #define SB_HOOKS_CONFIG_MAX     (1u << 20)
 #define SB_HOOKS_TAIL           256
+#define SB_HOOKS_SESSIONS_MAX   65536   //  sessions whose last seq is tracked
+#define SB_HOOKS_FILL_MAX       1000    //  entries one gap fill reads
+#define SB_HOOKS_FILLS_MAX      64      //  gap fills in flight
 
 //  The events a hook can be bound to.
 static const char *s_events [] = { "approval.requested", "run.finished", "run.failed", "session.created" };
@@ -74,9 +78,19 @@ typedef struct s_job {
     struct s_job *next;
 } s_job_t;
 
+//  A gap being filled from the tape: entries (after, upto] of a session.
+typedef struct {
+    char id [SB_ULID_LEN + 1];
+    char session_id [33];
+    uint64_t after, upto;
+} s_fill_t;
+
 typedef struct {
     zsock_t *pipe;
     sb_bus_t *bus;
+    zhashx_t *last_seq;         //  session id -> (uintptr_t) last seq seen
+    s_fill_t fills [SB_HOOKS_FILLS_MAX];
+    size_t nfills;
     sb_sub_t *sub;
     sb_enc_t *enc;
     s_config_t *cfg;
@@ -464,7 +478,7 @@ s_enqueue (self_t *self, int e, const sb_val_t *rec)
 }
 
 static void
-s_handle_event (self_t *self, const sb_val_t *rec)
+s_fire (self_t *self, const sb_val_t *rec)
 {
     const char *kind = sb_get_str (rec, "kind");
     if (!kind || !sb_get_str (rec, "session_id"))
@@ -479,6 +493,72 @@ s_handle_event (self_t *self, const sb_val_t *rec)
         if (st && strcmp (st, "failed") == 0)
             s_enqueue (self, s_event_index ("run.failed"), rec);
     }
+}
+
+//  Asks the tape for entries (after, upto] of a session; the reply is
+//  handled in s_handle_fill.
+static void
+s_fill (self_t *self, const char *sid, uint64_t after, uint64_t upto)
+{
+    if (self->nfills >= SB_HOOKS_FILLS_MAX)
+        self->fills [0] = self->fills [--self->nfills];     //  an unanswered one makes room
+    s_fill_t *f = &self->fills [self->nfills];
+    sb_enc_t *e = self->enc;
+    sb_enc_reset (e);
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "session_id", sid);
+    sb_enc_kuint (e, "after_seq", after);
+    sb_enc_kuint (e, "limit", upto - after < SB_HOOKS_FILL_MAX ? upto - after : SB_HOOKS_FILL_MAX);
+    sb_enc_map_close (e);
+    size_t len;
+    const uint8_t *b = sb_enc_data (e, &len);
+    if (sb_bus_send (self->bus, "session.events", sid, NULL, b, len, 0, f->id) != 0)
+        return;
+    snprintf (f->session_id, sizeof f->session_id, "%s", sid);
+    f->after = after;
+    f->upto = upto;
+    self->nfills++;
+}
+
+static void
+s_handle_fill (self_t *self, sb_msg_t *reply)
+{
+    for (size_t k = 0; k < self->nfills; k++) {
+        s_fill_t *f = &self->fills [k];
+        if (strcmp (f->id, reply->h.corr) != 0)
+            continue;
+        const sb_val_t *events = sb_msg_is_error (reply) ? NULL : sb_get_array (reply->body, "events");
+        for (uint32_t i = 0; events && i < events->len; i++) {
+            const sb_val_t *ev = sb_array_at (events, i);
+            uint64_t seq = sb_get_uint (ev, "seq", 0);
+            if (seq > f->after && seq <= f->upto)
+                s_fire (self, ev);
+        }
+        if (sb_msg_is_error (reply))
+            sb_warn (ACTOR, "cannot fill a gap of session=%s from the tape: %s", f->session_id,
+                     sb_msg_error_message (reply));
+        self->fills [k] = self->fills [--self->nfills];
+        return;
+    }
+}
+
+//  An entry from the event plane: fired, after whatever it skipped.
+static void
+s_handle_event (self_t *self, const sb_val_t *rec)
+{
+    const char *sid = sb_get_str (rec, "session_id");
+    uint64_t seq = sb_get_uint (rec, "seq", 0);
+    if (!sid || !seq)
+        return;
+    uint64_t last = (uint64_t) (uintptr_t) zhashx_lookup (self->last_seq, sid);
+    if (last && seq <= last)
+        return;                 //  seen (a fill got there first)
+    if (last && seq > last + 1)
+        s_fill (self, sid, last, seq - 1);
+    if (!last && zhashx_size (self->last_seq) >= SB_HOOKS_SESSIONS_MAX)
+        zhashx_purge (self->last_seq);      //  forget them all: only gaps go unfilled
+    zhashx_update (self->last_seq, sid, (void *) (uintptr_t) seq);
+    s_fire (self, rec);
 }
 
 /* ------------------------------------------------------------------ */
@@ -563,6 +643,7 @@ s_self_destroy (self_t **self_p)
     pthread_cond_destroy (&self->cond);
     pthread_mutex_destroy (&self->lock);
     s_config_destroy (&self->cfg);
+    zhashx_destroy (&self->last_seq);
     sb_sub_destroy (&self->sub);
     sb_bus_destroy (&self->bus);
     sb_enc_destroy (&self->enc);
@@ -595,7 +676,8 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
     }
     self->bus = sb_bus_new (args->cmd_endpoint, self->instance);
     self->enc = sb_enc_new ();
-    if (!self->bus || !self->enc) {
+    self->last_seq = zhashx_new ();
+    if (!self->bus || !self->enc || !self->last_seq) {
         s_self_destroy (&self);
         return NULL;
     }
@@ -651,6 +733,8 @@ sb_hooks_actor (zsock_t *pipe, void *args)
         while ((msg = sb_bus_recv (self->bus, 0))) {
             if (msg->route)
                 s_dispatch (self, msg);
+            else
+                s_handle_fill (self, msg);
             sb_msg_destroy (&msg);
         }
     }

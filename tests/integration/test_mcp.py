@@ -26,7 +26,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import ROOT, Proc, Server, check, cli, run_tests, skip, tmpdir, wait_for  # noqa: E402
+from sbtest import ROOT, Proc, Server, check, cli, run_tests, sb, skip, tmpdir, wait_for  # noqa: E402
 from test_runs_e2e import LLM, LLM_ENV, call, llm_args, new_session, prompt, results, tape, wait_run  # noqa: E402
 
 EVERYTHING = os.path.join(ROOT, "tests", "mcp", "node_modules", "@modelcontextprotocol", "server-everything",
@@ -279,6 +279,30 @@ def test_server_that_cannot_start_is_noted_without_its_secret():
     no_secret(server, sid)
     server.stop()
     llm.stop()
+
+
+def test_oneshot_run_takes_mcp_config_and_hooks():
+    out = tmpdir()
+    hooks = os.path.join(tmpdir(), "hooks.json")
+    with open(hooks, "w") as f:
+        json.dump({"hooks": {"run.finished": [{"command": ["/bin/sh", "-c", 'cat > "$OUT/finished"'],
+                                               "env": {"OUT": out}}]}}, f)
+    llm = LLM()
+    llm.script("mcp10", [calls(("c_ok", "mcp__h__ok", {})), {"text": "done"}])
+    rc, stdout, err = sb("run", "--goal", "call ok", "--repo", tmpdir(), "--approval", "yolo", "--ephemeral",
+                         "--json", "--mcp-config", config({"h": hostile()}), "--hooks", hooks,
+                         *llm_args(llm, "mcp10"), timeout=60, env=LLM_ENV)
+    check(rc == 0, "run exited %d\n%s\n%s", rc, stdout, err)
+    entries = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+    r = results(entries).get("c_ok")
+    check(r and r["ok"] is True and r["output"] == "fine", "the MCP call in a one-shot run: %r", r)
+    check(SECRET not in stdout + err, "the secret reached the output")
+    # (the one-shot takes --hooks too; its hook may be stopped with it, so
+    # what the hook did is test_hooks.py's to check)
+    data = tmpdir()
+    rc, _, err = sb("run", "--goal", "x", "--repo", tmpdir(), "--data", data, "--mcp-config", "/nonexistent.json",
+                    timeout=30)
+    check(rc != 0 and "nonexistent" in err + _, "a missing --mcp-config: %d %s", rc, err)
 
 
 def test_bad_config_fails_serve_clearly():

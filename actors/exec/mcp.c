@@ -265,12 +265,15 @@ s_send_stdio (s_server_t *srv, const char *data, size_t len, int64_t deadline, i
         poll (p, cancel_fd > 0 ? 2 : 1, (int) (left > 1000 ? 1000 : left));
         if (cancel_fd > 0 && (p [1].revents & POLLIN))
             return S_CANCELLED;
-        //  A server that neither reads its stdin nor answers may be
-        //  draining nothing: keep reading stdout so it cannot block us both.
+        //  A server blocked writing stdout or stderr reads no stdin: keep
+        //  both drained, so that it cannot block us both.
         char buf [65536];
         ssize_t r = read (sb_spawn_proc_stdout (srv->proc), buf, sizeof buf);
         if (r > 0)
             sb_mcp_lines_feed (&srv->lines, buf, (size_t) r, s_on_line, srv);
+        r = read (sb_spawn_proc_stderr (srv->proc), buf, sizeof buf);
+        if (r > 0)
+            s_tail_add (srv, buf, (size_t) r);
     }
     return S_OK;
 }

@@ -124,16 +124,18 @@ def test_everything_echo_and_sum_through_a_run():
     llm.stop()
 
 
-def test_auto_refuses_mcp_tools_whatever_readonlyhint_says():
+def test_auto_and_interactive_do_not_run_mcp_tools_whatever_readonlyhint_says():
     need_everything()
     llm = LLM()
-    llm.script("mcp2", [calls(("c_echo", "mcp__every__echo", {"message": "x"})), {"text": "ok"}])
     server = serve(llm, "mcp2", config({"every": everything()}))
-    sid = new_session(server, tmpdir(), approval_policy="auto")
-    run = run_one(server, sid)
-    check(run["status"] == "completed", "run %r", run)
-    r = results(tape(server, sid))["c_echo"]
-    check(r["ok"] is False and r.get("refused") is True, "auto ran an MCP tool: %r", r)
+    for policy in ("auto", "interactive"):
+        llm.script("mcp2", [calls(("c_echo_" + policy, "mcp__every__echo", {"message": "x"})), {"text": "ok"}])
+        sid = new_session(server, tmpdir(), approval_policy=policy)
+        run = run_one(server, sid)
+        check(run["status"] == "completed", "run %r", run)
+        r = results(tape(server, sid))["c_echo_" + policy]
+        check(r["ok"] is False and r.get("refused") is True and r.get("mutating") is True,
+              "%s ran an MCP tool its server calls read-only: %r", policy, r)
     server.stop()
     llm.stop()
 

@@ -341,12 +341,13 @@ s_run_job (self_t *self, s_job_t *job)
             break;
         }
         int in = sb_spawn_proc_stdin (p);
-        struct pollfd pf [3] = {
+        struct pollfd pf [4] = {
             { out_open ? sb_spawn_proc_stdout (p) : -1, POLLIN, 0 },
             { err_open ? sb_spawn_proc_stderr (p) : -1, POLLIN, 0 },
             { in, POLLOUT, 0 },
+            { sb_spawn_proc_pidfd (p), POLLIN, 0 },
         };
-        poll (pf, 3, (int) (left < 50 ? left : 50));
+        poll (pf, 4, (int) (left < 50 ? left : 50));
         if (in >= 0 && (pf [2].revents & (POLLOUT | POLLERR | POLLHUP))) {
             ssize_t w = write (in, job->payload + off, job->len - off);
             if (w > 0)
@@ -364,9 +365,9 @@ s_run_job (self_t *self, s_job_t *job)
                 if (r == 0 || (errno != EAGAIN && errno != EINTR))
                     *(k ? &err_open : &out_open) = false;
             }
-        if (!out_open && !err_open && sb_spawn_proc_exited (p))
-            break;
-        if (sb_spawn_proc_exited (p) && !(pf [0].revents | pf [1].revents))
+        //  Exited, and what it printed is read (a process it left may
+        //  still hold the pipes: the stop below kills it).
+        if (sb_spawn_proc_exited (p) && ((!out_open && !err_open) || !(pf [0].revents | pf [1].revents)))
             break;
     }
     int code = sb_spawn_proc_stop (&p, 0);

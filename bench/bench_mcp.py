@@ -104,7 +104,8 @@ def one_rep(ncalls):
                 "second": walls[1], "hook": statistics.median(hook)}
     finally:
         if os.environ.get("BENCH_MCP_LOG"):
-            print("\n".join(l for l in server.log().splitlines() if "mcp" in l or "run started" in l), file=sys.stderr)
+            print("\n".join(l for l in server.log().splitlines() if "mcp" in l or "run " in l or "hook" in l),
+                  file=sys.stderr)
         server.stop()
         llm.stop()
 

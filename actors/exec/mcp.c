@@ -289,8 +289,9 @@ s_wait_stdio (s_server_t *srv, int64_t deadline, int cancel_fd)
         int64_t left = deadline - s_now ();
         if (left <= 0)
             return S_TIMEOUT;
-        struct pollfd p [3] = { { out, POLLIN, 0 }, { cancel_fd, POLLIN, 0 }, { err_open ? err : -1, POLLIN, 0 } };
-        int pr = poll (p, 3, (int) (left > 1000 ? 1000 : left));
+        struct pollfd p [4] = { { out, POLLIN, 0 }, { cancel_fd, POLLIN, 0 }, { err_open ? err : -1, POLLIN, 0 },
+                                { sb_spawn_proc_pidfd (srv->proc), POLLIN, 0 } };
+        int pr = poll (p, 4, (int) (left > 1000 ? 1000 : left));
         if (pr < 0 && errno != EINTR)
             return S_DEAD;
         if (cancel_fd > 0 && (p [1].revents & POLLIN))
@@ -319,7 +320,7 @@ s_wait_stdio (s_server_t *srv, int64_t deadline, int cancel_fd)
                 break;
             }
         }
-        if (pr == 0 && sb_spawn_proc_exited (srv->proc))
+        if ((pr == 0 || p [3].revents) && sb_spawn_proc_exited (srv->proc) && !(p [0].revents & POLLIN))
             return S_DEAD;
     }
     return S_OK;

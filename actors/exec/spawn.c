@@ -758,6 +758,7 @@ int sb_spawn_proc_stdin (const sb_spawn_proc_t *p) { return p->in_fd; }
 int sb_spawn_proc_stdout (const sb_spawn_proc_t *p) { return p->out_fd; }
 int sb_spawn_proc_stderr (const sb_spawn_proc_t *p) { return p->err_fd; }
 int sb_spawn_proc_pid (const sb_spawn_proc_t *p) { return (int) p->child; }
+int sb_spawn_proc_pidfd (const sb_spawn_proc_t *p) { return p->pidfd; }
 
 bool
 sb_spawn_proc_exited (sb_spawn_proc_t *p)

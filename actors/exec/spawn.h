@@ -114,6 +114,9 @@ int sb_spawn_proc_stdin (const sb_spawn_proc_t *proc);
 int sb_spawn_proc_stdout (const sb_spawn_proc_t *proc);
 int sb_spawn_proc_stderr (const sb_spawn_proc_t *proc);
 int sb_spawn_proc_pid (const sb_spawn_proc_t *proc);
+//  A pidfd of the process, readable once it exited; -1 on kernels
+//  without pidfds (then poll sb_spawn_proc_exited).
+int sb_spawn_proc_pidfd (const sb_spawn_proc_t *proc);
 
 //  Whether the process has exited (it is not reaped until stop).
 bool sb_spawn_proc_exited (sb_spawn_proc_t *proc);

@@ -1,5 +1,7 @@
 /*  cli/main.c — `switchboard`: subcommands in the style of git. */
 #include "cli/cli.h"
+#include "cli/chat.h"
+#include "cli/interactions.h"
 #include "actors/llm/keys.h"
 #include "common/log.h"
 
@@ -24,6 +26,10 @@ static const sb_cmd_t s_commands [] = {
     { "sessions", sb_cmd_sessions, "list, show, create, update, close and delete sessions" },
     { "events", sb_cmd_events, "print a session's tape; --follow streams it live" },
     { "mcp", sb_cmd_mcp, "list the MCP tool servers: state and tools" },
+    { "interactions", sb_cmd_interactions, "list the approvals runs ask for" },
+    { "interaction", sb_cmd_interaction, "show one approval and the tool call it is about" },
+    { "resolve", sb_cmd_resolve, "answer an approval: --approve or --reject" },
+    { "chat", sb_cmd_chat, "an interactive terminal on a session: prompts, runs, approvals" },
 };
 #define NCOMMANDS (sizeof s_commands / sizeof s_commands [0])
 

@@ -22,6 +22,8 @@ typedef struct {
     bool insecure_bus;          /* allow --bus beyond loopback without CURVE */
     const char *mcp_config;     /* --mcp-config FILE (docs/mcp.md) */
     const char *hooks;          /* --hooks FILE (docs/hooks.md) */
+    bool approval_deadline_set; /* --approval-deadline given (0 is a value: no deadline) */
+    uint64_t approval_deadline_s;
 } sb_serve_opts_t;
 
 /*  Called once everything is up, instead of waiting for a signal; its

@@ -63,10 +63,10 @@ def test_hooks_run_with_the_event_json_and_a_minimal_env():
     check(wait_run(server, r1)["status"] == "completed", "first run")
     r2 = prompt(server, sid, "two")
     check(wait_run(server, r2)["status"] == "failed", "second run should fail")
-    # approval.requested as the interact actor appends it
-    call(server, "session.append", {"session_id": sid, "run_id": r2, "kind": "approval.requested", "body": {
-        "interaction_id": "ia_01JTESTTESTTESTTESTTESTTES", "call_id": "c1", "tool": "shell",
-        "arguments": "{\"command\":\"make\"}", "summary": "make"}})
+    # an approval asked of the interact actor, as an executor asks it
+    ia = call(server, "interact.request", {"session_id": sid, "run_id": r2, "call_id": "c1", "tool": "shell",
+                                           "arguments": "{\"command\":\"make\"}", "summary": "make"})
+    check(ia["interaction_id"].startswith("ia_"), "interact.request: %r", ia)
     wait_for(lambda: len(recorded(out, "run.finished")) == 2 and len(recorded(out, "approval.requested")) == 1
              and len(recorded(out, "session.created")) == 1 and len(recorded(out, "run.failed")) == 1,
              10, "every hook to run")
@@ -80,8 +80,8 @@ def test_hooks_run_with_the_event_json_and_a_minimal_env():
     check(failed["run_id"] == r2 and failed["kind"] == "run.status" and failed["body"]["status"] == "failed",
           "run.failed: %r", failed)
     appr, env = recorded(out, "approval.requested")[0]
-    check(appr["body"]["tool"] == "shell" and appr["body"]["summary"] == "make" and appr["run_id"] == r2,
-          "approval.requested: %r", appr)
+    check(appr["body"]["tool"] == "shell" and appr["body"]["summary"] == "make" and appr["run_id"] == r2
+          and appr["body"]["interaction_id"] == ia["interaction_id"], "approval.requested: %r", appr)
     check("SWITCHBOARD_EVENT=approval.requested" in env and "SWITCHBOARD_SESSION_ID=" + sid in env,
           "the hook's env lacks the event: %s", env)
     for _, env in recorded(out, "run.finished") + recorded(out, "approval.requested"):

@@ -42,6 +42,7 @@ typedef struct {
     int64_t next_sweep;         /* mono ms of the next orphan sweep */
     uint64_t tool_tape_cap;     /* the tape's share of one tool call's output */
     sb_mcp_config_t *mcp;       /* MCP servers (actors/exec/mcp.h), or NULL; read-only once loaded */
+    int64_t mcp_idle_ms;        /* a cached session's unused MCP server is stopped after */
     bool terminated;
 } self_t;
 
@@ -97,6 +98,16 @@ s_reap (self_t *self)
             sb_runtime_cache_put (self->cache, &run->runtime);
         s_run_free (&run);
     }
+}
+
+/*  SWITCHBOARD_MCP_IDLE_S: seconds an MCP server of a cached session may
+    sit unused before it is stopped (default 600). */
+static void
+s_stop_idle_mcp (sb_runtime_t *rt, void *arg)
+{
+    self_t *self = arg;
+    if (rt->mcp)
+        sb_mcp_set_stop_idle (rt->mcp, self->mcp_idle_ms);
 }
 
 static void
@@ -287,6 +298,8 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
         if (self->mcp)
             sb_info (ACTOR, "MCP servers: %zu from %s", self->mcp->n, self->mcp->source);
     }
+    self->mcp_idle_ms = (int64_t) sb_actor_limit (ACTOR, 0, "SWITCHBOARD_MCP_IDLE_S", SB_MCP_IDLE_MS / 1000,
+                                                  1, 7 * 24 * 3600) * 1000;
     self->bus = sb_bus_new (args->cmd_endpoint, self->instance);
     self->enc = sb_enc_new ();
     self->runs = zhashx_new ();
@@ -348,6 +361,8 @@ sb_exec_actor (zsock_t *pipe, void *args)
            zombie of ours that no spawn waits for. Reap those. */
         if (sb_mono_ms () >= self->next_sweep) {
             sb_spawn_reap_orphans ();
+            /* MCP servers of sessions that have not run for a while */
+            sb_runtime_cache_each (self->cache, s_stop_idle_mcp, self);
             self->next_sweep = sb_mono_ms () + ORPHAN_SWEEP_MS;
         }
         if ((items [0].revents & ZMQ_POLLIN) && sb_actor_pipe_term (pipe))

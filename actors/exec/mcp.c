@@ -65,6 +65,7 @@ typedef struct {
     int64_t want_id;
     json_t *resp;
     bool counted;               //  counted in the status table's sessions
+    int64_t used;               //  mono ms of the last exchange
 } s_server_t;
 
 struct sb_mcp_set {
@@ -523,6 +524,7 @@ s_rpc (s_server_t *srv, const char *method, json_t *params, int timeout_ms, int 
     json_decref (srv->resp);
     srv->resp = NULL;
     srv->want_id = id;
+    srv->used = s_now ();
     int rc = s_send (srv, m, deadline, cancel_fd);
     if (rc == S_OK && srv->proc)
         rc = s_wait_stdio (srv, deadline, cancel_fd);
@@ -819,6 +821,25 @@ sb_mcp_set_refresh (sb_mcp_set_t *set, int cancel_fd)
     for (size_t k = 0; set && k < set->n; k++)
         if (set->servers [k].state == S_READY && set->servers [k].stale)
             s_list_tools (&set->servers [k], cancel_fd);
+}
+
+size_t
+sb_mcp_set_stop_idle (sb_mcp_set_t *set, int64_t idle_ms)
+{
+    size_t n = 0;
+    for (size_t k = 0; set && k < set->n; k++) {
+        s_server_t *srv = &set->servers [k];
+        if (srv->state == S_READY && srv->proc && s_now () - srv->used > idle_ms) {
+            sb_info (ACTOR, "session=%s: mcp server %s stopped after %lld s unused", set->session_id,
+                     srv->conf->name, (long long) (idle_ms / 1000));
+            s_stop (srv);
+            s_tools_free (srv);
+            srv->state = S_NEW;
+            s_status_note (srv);
+            n++;
+        }
+    }
+    return n;
 }
 
 size_t

@@ -48,6 +48,7 @@
 #define SB_MCP_STARTUP_MS         30000
 #define SB_MCP_CALL_MS            120000
 #define SB_MCP_TIMEOUT_MAX_S      3600
+#define SB_MCP_IDLE_MS            (10 * 60 * 1000)    //  an unused server is stopped after
 #define SB_MCP_PREFIX             "mcp__"
 #define SB_EXEC_TOOL_NAME_MAX_MCP 64          //  the tape's bound on a tool name
 
@@ -134,6 +135,10 @@ void sb_mcp_set_prepare (sb_mcp_set_t *set, const char *cwd, int cancel_fd, char
 //  Before each model call: lists again the tools of servers that said
 //  they changed (notifications/tools/list_changed).
 void sb_mcp_set_refresh (sb_mcp_set_t *set, int cancel_fd);
+
+//  Stops the stdio servers whose last exchange is older than idle_ms (a
+//  session's next run starts them again). Returns how many it stopped.
+size_t sb_mcp_set_stop_idle (sb_mcp_set_t *set, int64_t idle_ms);
 
 //  The tools offered to the model, k < count.
 size_t sb_mcp_set_tool_count (const sb_mcp_set_t *set);

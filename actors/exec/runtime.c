@@ -296,3 +296,10 @@ sb_runtime_cache_stats (const sb_runtime_cache_t *cache, sb_runtime_stats_t *sta
 {
     *stats = cache->stats;
 }
+
+void
+sb_runtime_cache_each (sb_runtime_cache_t *cache, void (*fn) (sb_runtime_t *rt, void *arg), void *arg)
+{
+    for (sb_runtime_t *rt = cache ? cache->mru : NULL; rt; rt = rt->lru_next)
+        fn (rt, arg);
+}

@@ -110,4 +110,8 @@ void sb_runtime_cache_put (sb_runtime_cache_t *cache, sb_runtime_t **rt_p);
 
 void sb_runtime_cache_stats (const sb_runtime_cache_t *cache, sb_runtime_stats_t *stats);
 
+//  Calls fn on each cached runtime, most recently used first (the cache
+//  keeps them; fn must not put or take).
+void sb_runtime_cache_each (sb_runtime_cache_t *cache, void (*fn) (sb_runtime_t *rt, void *arg), void *arg);
+
 #endif

@@ -27,7 +27,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import ROOT, Proc, Server, check, cli, run_tests, sb, skip, tmpdir, wait_for  # noqa: E402
-from test_runs_e2e import LLM, LLM_ENV, call, llm_args, new_session, prompt, results, tape, wait_run  # noqa: E402
+from test_runs_e2e import (LLM, LLM_ENV, call, llm_args, new_session, pid_gone, prompt, results, tape,  # noqa: E402
+                           wait_run)
 
 EVERYTHING = os.path.join(ROOT, "tests", "mcp", "node_modules", "@modelcontextprotocol", "server-everything",
                           "dist", "index.js")
@@ -226,6 +227,30 @@ def test_cancel_during_a_call_tells_the_server():
     check(cancels and cancels[0]["params"]["requestId"] == call_id, "the server was not told: %r", msgs[-3:])
     r = results(tape(server, sid))["c_hang"]
     check(r["ok"] is False and "cancelled" in r["output"], "result %r", r)
+    server.stop()
+    llm.stop()
+
+
+def test_unused_server_is_stopped_and_started_again():
+    pids = os.path.join(tmpdir(), "pids")
+    llm = LLM()
+    llm.script("mcp11", [calls(("c1", "mcp__h__ok", {})), {"text": "a"}, calls(("c2", "mcp__h__ok", {})),
+                         {"text": "b"}])
+    env = dict(LLM_ENV, SWITCHBOARD_MCP_IDLE_S="1")
+    server = Server(args=llm_args(llm, "mcp11") + ["--mcp-config", config({"h": hostile(
+        env={"HOSTILE_PIDFILE": pids})})], env=env).start()
+    sid = new_session(server, tmpdir(), approval_policy="yolo")
+    run_one(server, sid)
+    first = int(open(pids).read().split()[0])
+
+    def state():
+        rc, out, _ = cli(server, "mcp", "list", "--json")
+        return json.loads(out.splitlines()[0])["state"] if rc == 0 else None
+    wait_for(lambda: state() == "not started" and pid_gone(first), 10, "the unused server to be stopped")
+    run_one(server, sid)
+    res = results(tape(server, sid))
+    check(res["c1"]["ok"] and res["c2"]["ok"], "calls %r", res)
+    check(len(open(pids).read().split()) == 2, "the server was not started again")
     server.stop()
     llm.stop()
 

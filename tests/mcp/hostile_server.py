@@ -6,7 +6,8 @@ Tools: ok (answers "fine"), die (exits in the middle of the call), hang
 newline and its real answer), flood_forever (writes without end), big
 (answers with 1 MiB of text). With HOSTILE_CRASH_AT_START=1 it prints its
 environment to stderr and exits before answering initialize. With
-HOSTILE_LOG=FILE it appends every message it receives to FILE.
+HOSTILE_LOG=FILE it appends every message it receives to FILE; with
+HOSTILE_PIDFILE=FILE, its pid at start.
 """
 import json
 import os
@@ -25,6 +26,10 @@ if os.environ.get("HOSTILE_CRASH_AT_START") == "1":
     sys.stderr.write("crashing at start; my env: %s\n" % dict(os.environ))
     sys.stderr.flush()
     sys.exit(3)
+
+if os.environ.get("HOSTILE_PIDFILE"):
+    with open(os.environ["HOSTILE_PIDFILE"], "a") as f:
+        f.write("%d\n" % os.getpid())
 
 for line in sys.stdin:
     try:

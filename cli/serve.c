@@ -28,7 +28,7 @@ static const char *s_usage =
     "                         [--actors LIST] [--llm PROVIDER] [--model M] [--llm-url URL]\n"
     "                         [--providers FILE] [--sandbox bwrap]\n"
     "                         [--tool-output-tape BYTES] [--session-quota BYTES]\n"
-    "                         [--context-window TOKENS]\n"
+    "                         [--context-window TOKENS] [--mcp-config FILE] [--hooks FILE]\n"
     "                         [--approval-deadline S]\n"
     "\n"
     "Runs the broker and the actors in one process, on DATA (default\n"
@@ -52,6 +52,10 @@ static const char *s_usage =
     "  --session-quota BYTES  tape bytes one session may hold (default 1 GiB)\n"
     "  --context-window TOKENS  the models' context window where the providers\n"
     "                    file gives none (default: by model family, see docs/compaction.md)\n"
+    "  --mcp-config FILE MCP tool servers, {\"mcpServers\": {...}} (default\n"
+    "                    DATA/mcp.json when present; see docs/mcp.md)\n"
+    "  --hooks FILE      commands run on events, {\"hooks\": {...}} (default\n"
+    "                    DATA/hooks.json when present; see docs/hooks.md)\n"
     "  --approval-deadline S  seconds an approval waits for an answer before it\n"
     "                    resolves to its default (reject); 0: no deadline (default\n"
     "                    900, or $SWITCHBOARD_APPROVAL_DEADLINE); a session may set\n"
@@ -75,6 +79,7 @@ static const actor_row_t s_actor_table [] = {
     { "run", sb_run_actor, 2, true },
     { "interact", sb_interact_actor, 2, true },
     { "exec", sb_exec_actor, 0, true },
+    { "hooks", sb_hooks_actor, 0, true },
 };
 #define NACTORS (sizeof s_actor_table / sizeof s_actor_table [0])
 
@@ -136,6 +141,8 @@ sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
         { "tool-output-tape", required_argument, 0, 'T' },
         { "session-quota", required_argument, 0, 'Q' },
         { "context-window", required_argument, 0, 'W' },
+        { "mcp-config", required_argument, 0, 'C' },
+        { "hooks", required_argument, 0, 'K' },
         { "approval-deadline", required_argument, 0, 'A' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
@@ -156,6 +163,8 @@ sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
             case 'p': o->providers = optarg; break;
             case 's': o->sandbox = optarg; break;
             case 'I': o->insecure_bus = true; break;
+            case 'C': o->mcp_config = optarg; break;
+            case 'K': o->hooks = optarg; break;
             case 'T':
                 if (s_parse_bytes (optarg, SB_EXEC_TOOL_TAPE_MIN, SB_EXEC_TOOL_TAPE_MAX, &o->tool_output_tape))
                     return sb_cli_usage ("serve", "--tool-output-tape takes bytes from %d to %llu, not '%s'",
@@ -372,6 +381,7 @@ sb_serve_run (const sb_serve_opts_t *o, sb_serve_hook_fn *hook, void *hook_arg)
         .sandbox = o->sandbox, .demo_delay_ms = o->demo_delay_ms ? o->demo_delay_ms : -1,
         .tool_output_tape = o->tool_output_tape, .session_quota = o->session_quota,
         .context_window = o->context_window,
+        .mcp_config = o->mcp_config, .hooks = o->hooks,
         .approval_deadline_set = o->approval_deadline_set, .approval_deadline_s = o->approval_deadline_s,
     };
     zactor_t *broker = zactor_new (sb_broker_actor, &bcfg);

@@ -21,6 +21,8 @@ typedef struct {
     uint64_t session_quota;     /* 0: $SWITCHBOARD_SESSION_QUOTA, else 1 GiB */
     bool insecure_bus;          /* allow --bus beyond loopback without CURVE */
     uint64_t context_window;    /* --context-window: tokens (0: the providers file, else the model family's) */
+    const char *mcp_config;     /* --mcp-config FILE (docs/mcp.md) */
+    const char *hooks;          /* --hooks FILE (docs/hooks.md) */
     bool approval_deadline_set; /* --approval-deadline given (0 is a value: no deadline) */
     uint64_t approval_deadline_s;
 } sb_serve_opts_t;

@@ -124,6 +124,34 @@ static const sb_field_t s_exec_cancel_ok [] = {
     { "found", SB_T_BOOL, true, 0, NULL, "the run was running here" },
     END
 };
+/* exec.mcp.list: the MCP servers (actors/exec/mcp.c, docs/mcp.md) */
+static const sb_field_t s_mcp_tool [] = {
+    { "name", SB_T_STR, true, 128, NULL, "mcp__<server>__<tool>, as the model sees it" },
+    { "description", SB_T_STR, false, 1 KB, NULL, "what the server says it does (cut)" },
+    { "read_only_hint", SB_T_BOOL, false, 0, NULL,
+      "the server says it is read-only (annotations.readOnlyHint): shown, never trusted by the policies" },
+    END
+};
+static const sb_field_t s_mcp_tool_item [] = { { "tool", SB_T_MAP, false, 0, s_mcp_tool, "a tool" } };
+static const sb_field_t s_mcp_server [] = {
+    { "name", SB_T_STR, true, 64, NULL, "the server's name in mcpServers" },
+    { "transport", SB_T_STR, true, 16, NULL, "stdio | http" },
+    { "command", SB_T_STR, false, 4 KB, NULL, "stdio: the program (its args and env are not shown)" },
+    { "url", SB_T_STR, false, 4 KB, NULL, "http: the endpoint, without its query (headers are not shown)" },
+    { "state", SB_T_STR, true, 16, NULL, "not started | running | failed" },
+    { "sessions", SB_T_UINT, false, 0, NULL, "sessions whose copy of it runs now" },
+    { "error", SB_T_STR, false, 1 KB, NULL, "failed: why (secrets redacted)" },
+    { "updated_at", SB_T_UINT, false, 0, NULL, "ms since epoch of the last change" },
+    { "tools", SB_T_ARRAY, false, 256, s_mcp_tool_item, "its tools, as last listed" },
+    END
+};
+static const sb_field_t s_mcp_server_item [] = { { "server", SB_T_MAP, false, 0, s_mcp_server, "a server" } };
+static const sb_field_t s_exec_mcp_list_ok [] = {
+    { "config", SB_T_STR, false, 4 KB, NULL, "the file the servers come from (empty: none)" },
+    { "servers", SB_T_ARRAY, true, 64, s_mcp_server_item, "configured servers" },
+    END
+};
+static const sb_field_t s_none [] = { END };
 
 const sb_type_t sb_types_run [] = {
     REQ ("run.request", s_run_request, true, "create a run (queued) and dispatch it"),
@@ -148,5 +176,7 @@ const sb_type_t sb_types_exec [] = {
     REP ("exec.start.ok", s_exec_start_ok, "accepted"),
     REQ ("exec.cancel", s_exec_cancel, false, "run actor -> owning executor: stop now (internal)"),
     REP ("exec.cancel.ok", s_exec_cancel_ok, "result"),
+    REQ ("exec.mcp.list", s_none, true, "the MCP servers of the executor: state and tools (docs/mcp.md)"),
+    REP ("exec.mcp.list.ok", s_exec_mcp_list_ok, "servers"),
 };
 const size_t sb_types_exec_count = sizeof sb_types_exec / sizeof sb_types_exec [0];

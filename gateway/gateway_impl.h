@@ -180,6 +180,7 @@ typedef struct gw_pss {
     bool post;
     bool waiting;               /* a bus reply is due */
     bool too_large;
+    bool discard;               /* the body was refused by its length: drop it */
     char path [512];
     char *args;                 /* query arguments, decoded, NUL-separated pairs */
     size_t nargs;

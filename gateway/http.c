@@ -625,7 +625,7 @@ s_http (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *uri)
 static int
 s_http_body (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const void *in, size_t len)
 {
-    if (pss->too_large || pss->discard)
+    if (pss->too_large || pss->discard || len == 0)
         return 0;
     if (pss->body_len + len > SB_GW_MAX_FRAME) {
         pss->too_large = true;

@@ -26,7 +26,8 @@
     X (queue) \
     X (llm) \
     X (run) \
-    X (exec)
+    X (exec) \
+    X (interact)
 
 #define SB_DECLARE(svc) \
     extern const sb_type_t sb_types_##svc []; \

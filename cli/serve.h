@@ -20,6 +20,8 @@ typedef struct {
     uint64_t tool_output_tape;  /* 0: $SWITCHBOARD_TOOL_OUTPUT_TAPE, else 1 MiB */
     uint64_t session_quota;     /* 0: $SWITCHBOARD_SESSION_QUOTA, else 1 GiB */
     bool insecure_bus;          /* allow --bus beyond loopback without CURVE */
+    bool approval_deadline_set; /* --approval-deadline given (0 is a value: no deadline) */
+    uint64_t approval_deadline_s;
 } sb_serve_opts_t;
 
 /*  Called once everything is up, instead of waiting for a signal; its

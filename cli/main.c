@@ -2,6 +2,7 @@
 #include "cli/cli.h"
 #include "cli/chat.h"
 #include "cli/interactions.h"
+#include "cli/queue.h"
 #include "actors/llm/keys.h"
 #include "common/log.h"
 
@@ -13,7 +14,8 @@
 static const sb_cmd_t s_commands [] = {
     { "serve", sb_cmd_serve, "run the broker and the actors (the embedded server)" },
     { "run", sb_cmd_run, "one shot: give an agent a goal in a repo and stream it" },
-    { "prompt", sb_cmd_prompt, "give a session a prompt (starts a run)" },
+    { "prompt", sb_cmd_prompt, "give a session a prompt (starts a run, or queues or steers while one runs)" },
+    { "queue", sb_cmd_queue, "a session's waiting prompts: list, rm, resume" },
     { "runs", sb_cmd_runs, "list runs" },
     { "run-info", sb_cmd_run_info, "show one run" },
     { "cancel", sb_cmd_cancel, "cancel a run" },

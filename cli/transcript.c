@@ -540,6 +540,16 @@ sb_transcript_feed (sb_transcript_t *self, const sb_val_t *ev)
         s_endline (self);
     }
     else
+    if (strcmp (kind, "prompt.steered") == 0) {
+        /* a steer the run took at a step boundary (docs/queue.md) */
+        s_endline (self);
+        const char *text = sb_get_str (body, "text");
+        printf ("%s> [steer, step %llu] ", BOLD (self), (unsigned long long) sb_get_uint (body, "step", 0));
+        s_put (self, text ? text : "", text ? strlen (text) : 0);
+        fputs (OFF (self), stdout);
+        s_endline (self);
+    }
+    else
     if (strcmp (kind, "session.created") == 0 || strcmp (kind, "session.updated") == 0)
         s_on_session (self, kind, body);
     else
@@ -557,7 +567,7 @@ sb_transcript_feed (sb_transcript_t *self, const sb_val_t *ev)
     if (strncmp (kind, "approval.", 9) == 0)
         s_on_approval (self, kind, body);
     else
-    if (strcmp (kind, "note") == 0) {
+    if (strcmp (kind, "note") == 0 || strncmp (kind, "prompt.", 7) == 0 || strncmp (kind, "queue.", 6) == 0) {
         s_endline (self);
         char *j = body ? sb_json_dump (body) : NULL;
         printf ("%s[%s] ", DIM (self), kind);

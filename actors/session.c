@@ -568,8 +568,8 @@ s_self_destroy (self_t **self_p)
     zhashx_destroy (&self->rec_index);
     zhashx_destroy (&self->starting);
     zhashx_destroy (&self->forwards);
-    zlistx_destroy (&self->q_pump);
     zhashx_destroy (&self->compacts);
+    zlistx_destroy (&self->q_pump);
     free (self->reqs);
     free (self->spans);
     free (self->pubs);
@@ -629,13 +629,13 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
     self->pub = args->pub_endpoint? sb_pub_new (args->pub_endpoint, self->instance): NULL;
     self->rec_index = zhashx_new ();
     self->forwards = sb_session_forwards_new ();
+    self->compacts = sb_session_compacts_new ();
     self->starting = zhashx_new ();
     self->q_pump = zlistx_new ();
     if (self->q_pump) {
         zlistx_set_destructor (self->q_pump, (czmq_destructor *) zstr_free);
         zlistx_set_duplicator (self->q_pump, (czmq_duplicator *) strdup);
     }
-    self->compacts = sb_session_compacts_new ();
     self->enc = sb_enc_new ();
     self->prep = sb_enc_new ();
     self->tape = sb_enc_new ();

@@ -124,6 +124,11 @@ static const sb_field_t s_session_prompt_ok [] = {
     { "seq", SB_T_UINT, false, 0, NULL, "queued or steered: the seq of its prompt.queued entry (follow the tape from there)" },
     END
 };
+static const sb_field_t s_session_compact_ok [] = {
+    { "run_id", SB_T_STR, true, ID_MAX, NULL, "the compaction's run (kind compact)" },
+    { "run", SB_T_MAP, true, 0, NULL, "the run record (see run.get)" },
+    END
+};
 static const sb_field_t s_session_fence [] = {
     { "session_id", SB_T_STR, true, ID_MAX, NULL, "session id" },
     { "fence", SB_T_UINT, true, 0, NULL, "the new fence; a lower one than the session's changes nothing",
@@ -205,7 +210,7 @@ const sb_type_t sb_types_session [] = {
     REQ ("session.compact", s_session_id_only, true,
          "compact the session's model context now (docs/compaction.md): a run of kind compact; "
          "conflict while a run is active, cancellable as any run"),
-    REP ("session.compact.ok", s_session_prompt_ok, "the compaction's run"),
+    REP ("session.compact.ok", s_session_compact_ok, "the compaction's run"),
     REQ ("session.fence", s_session_fence, false,
          "run actor: raise the session's fencing token; appends with an older fence are refused (internal)"),
     REP ("session.fence.ok", s_session_fence_ok, "the session's fence now"),

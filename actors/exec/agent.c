@@ -346,8 +346,8 @@ s_agent_loop (sb_exec_run_t *run)
             sb_exec_finish_with (run, "failed", "timeout_s (%llu) exceeded", (unsigned long long) run->timeout_s);
             break;
         }
-        /* a step boundary: steers join here (actors/exec/steer.c), and the
-           context is compacted when it nears the window (compact.c) */
+        /* a step boundary: steers join here (actors/exec/steer.c); then the
+           context is kept within the model's window (actors/exec/compact.c) */
         bool compacted;
         if (s_catch_up (run) || (sb_exec_steer_take (run) && s_catch_up (run))
         ||  sb_exec_compact (run, SB_COMPACT_AUTO, &compacted))

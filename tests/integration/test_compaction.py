@@ -23,7 +23,9 @@ window in tokens).
   - `switchboard compact`: refused while a run is active, then a summary,
     with the sizes before and after in its output;
   - a compaction in progress is cancelled like any run: no entry, and the
-    next prompt works.
+    next prompt works;
+  - a prompt given during a compaction waits in the queue, and its run
+    starts from the summary.
 """
 import json
 import os
@@ -362,6 +364,43 @@ def test_a_compaction_in_progress_is_cancelled_like_a_run():
               "resuming a compaction: %s %r", m.type, m.body)
         r = wait_run(srv, prompt(srv, sid, "go on"), timeout=30)
         check(r["status"] == "completed", "the next run ended %s: %s", r["status"], r.get("reason"))
+    finally:
+        srv.stop()
+        llm.stop()
+
+
+def test_a_prompt_during_a_compaction_waits_in_the_queue():
+    llm = LLM()
+    ws = workspace(1)
+    script(llm, "q", [
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "f00.txt"}}]},
+        {"text": "read it"},
+        {"text": "queued prompt answered"},
+    ], no_tools={"text": SUMMARY, "piece": 2, "delay_ms": 20})
+    srv = serve(llm, "q")
+    try:
+        sid = new_session(srv, ws, approval_policy="yolo")
+        r = wait_run(srv, prompt(srv, sid, "read f00"), timeout=30)
+        check(r["status"] == "completed", "run 1 ended %s: %s", r["status"], r.get("reason"))
+        run = call(srv, "session.compact", {"session_id": sid})["run"]
+        m = srv.control().request("session.prompt", {"session_id": sid, "text": "after the compaction"},
+                                  timeout=10)
+        check(m.type == "session.prompt.ok" and m.body.get("queued"), "prompt during compaction: %s %r",
+              m.type, m.body)
+        r = wait_run(srv, run["run_id"], timeout=30)
+        check(r["status"] == "completed", "the compaction ended %s: %s", r["status"], r.get("reason"))
+
+        def next_run():
+            runs = call(srv, "run.list", {"session_id": sid})["runs"]
+            return [x for x in runs if x["run_id"] != run["run_id"] and x.get("input") == "after the compaction"]
+        queued = wait_for(next_run, 20, "the queued prompt's run")[0]
+        r = wait_run(srv, queued["run_id"], timeout=30)
+        check(r["status"] == "completed", "the queued run ended %s: %s", r["status"], r.get("reason"))
+        kinds_seen = [e["kind"] for e in tape(srv, sid)]
+        check("prompt.queued" in kinds_seen and kinds_seen.index("prompt.queued") < kinds_seen.index("context.compacted"),
+              "the prompt was not queued during the compaction: %r", kinds_seen[-20:])
+        last = with_tools(model_requests(llm, "q"))[-1]["body"]
+        check(SUMMARY in last and "after the compaction" in last, "the queued run does not start from the summary")
     finally:
         srv.stop()
         llm.stop()

@@ -54,6 +54,16 @@ void sb_screen_read (sb_screen_t *self);
 /*  Adds a line to the history (Up/Down). */
 void sb_screen_history (sb_screen_t *self, const char *line);
 
+/*  The answers to an approval's question. */
+typedef enum {
+    SB_CHAT_UNKNOWN, SB_CHAT_YES, SB_CHAT_NO, SB_CHAT_ALWAYS, SB_CHAT_SESSION, SB_CHAT_FEEDBACK
+} sb_chat_answer_t;
+
+/*  What a line typed at the question means: its first word, y(es), n(o),
+    a(lways), s(ession) or f(eedback) in any case, after any blanks; *rest
+    points at the words after it (the feedback, "" when none). */
+sb_chat_answer_t sb_chat_answer_parse (const char *line, const char **rest);
+
 int sb_cmd_chat (int argc, char **argv);
 
 #endif

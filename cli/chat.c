@@ -80,6 +80,7 @@ typedef struct {
     int interrupts;             /* Ctrl-C since the last line typed */
     bool quit;
     bool server_lost;           /* the last call got no reply */
+    bool input_done;            /* a pipe ended: leave when the run ends */
     int exit_code;
     char who [400];
 } chat_t;
@@ -385,6 +386,8 @@ s_end_run (chat_t *c)
     c->nasked = 0;
     c->want_feedback = false;
     s_update_prompt (c);
+    if (c->input_done)
+        c->quit = true;
 }
 
 static void
@@ -555,7 +558,12 @@ s_on_line (const char *line, void *arg)
 {
     chat_t *c = arg;
     if (!line) {
-        c->quit = true;
+        /* Ctrl-D leaves at once; the end of a pipe leaves once the run
+           its lines started has ended, as prompt --follow would */
+        if (!sb_screen_tty (c->screen) && c->run [0])
+            c->input_done = true;
+        else
+            c->quit = true;
         return;
     }
     c->interrupts = 0;

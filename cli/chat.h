@@ -45,9 +45,9 @@ void sb_screen_prompt (sb_screen_t *self, const char *prompt);
 /*  Throws away what was typed on the input line so far. */
 void sb_screen_clear_input (sb_screen_t *self);
 
-/*  The descriptor to poll for input, and the call to make when it is
-    readable: it reads what is there and calls the line function for each
-    line completed. */
+/*  The descriptor to poll for input (-1 once a pipe ended), and the call
+    to make when it is readable: it reads what is there and calls the line
+    function for each line completed. */
 int sb_screen_fd (const sb_screen_t *self);
 void sb_screen_read (sb_screen_t *self);
 

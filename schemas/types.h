@@ -23,6 +23,7 @@
 
 #define SB_TYPE_FILES(X) \
     X (session) \
+    X (queue) \
     X (llm) \
     X (run) \
     X (exec) \

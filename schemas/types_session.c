@@ -1,6 +1,17 @@
 /*  schemas/types_session.c — session.* types (actors/session.c). */
 #include "schemas/types.h"
 
+/*  An approval rule (docs/approvals.md): globs over the tool name and the
+    call's match key; the last matching rule of the list wins. */
+static const sb_field_t s_rule [] = {
+    { "tool", SB_T_STR, true, 128, NULL, "glob over tool names: shell, write_file, mcp__srv__*" },
+    { "pattern", SB_T_STR, true, 1 KB, NULL, "glob over the shell command, or the path for file tools" },
+    { "action", SB_T_STR, true, 16, NULL, "allow | ask | deny" },
+    END
+};
+static const sb_field_t s_rule_item [] = { { "rule", SB_T_MAP, false, 0, s_rule, "a rule" } };
+#define SB_APPROVAL_DEADLINE_MAX_S (7 * 24 * 3600)
+
 const sb_field_t sb_session_record_fields [] = {
     { "session_id", SB_T_STR, true, ID_MAX, NULL, "session id" },
     { "created_at", SB_T_UINT, true, 0, NULL, "ms since epoch", RANGE_TIME },
@@ -13,6 +24,10 @@ const sb_field_t sb_session_record_fields [] = {
     { "approval_policy", SB_T_STR, false, 16, NULL, "yolo | auto | interactive" },
     { "max_steps", SB_T_UINT, false, 0, NULL, "step limit per run", RANGE_STEPS },
     { "labels", SB_T_MAP, false, 32, NULL, "free-form string labels" },
+    { "rules", SB_T_ARRAY, false, 256, s_rule_item, "approval rules, the last match wins" },
+    { "approval_deadline_s", SB_T_UINT, false, 0, NULL,
+      "seconds a tool call waits for approval before its default outcome (0: no deadline; "
+      "absent: the server's, serve --approval-deadline)", RANGE (0, SB_APPROVAL_DEADLINE_MAX_S, 900) },
     { "last_seq", SB_T_UINT, true, 0, NULL, "tape head", RANGE_COUNT },
     { "last_run_id", SB_T_STR, false, ID_MAX, NULL, "most recent run" },
     { "turn_status", SB_T_STR, true, 16, NULL, "idle | running | cancelling" },
@@ -38,6 +53,10 @@ static const sb_field_t s_session_create [] = {
     { "approval_policy", SB_T_STR, false, 16, NULL, "yolo | auto | interactive" },
     { "max_steps", SB_T_UINT, false, 0, NULL, "step limit per run", RANGE_STEPS },
     { "labels", SB_T_MAP, false, 32, NULL, "free-form string labels" },
+    { "rules", SB_T_ARRAY, false, 256, s_rule_item, "approval rules, the last match wins" },
+    { "approval_deadline_s", SB_T_UINT, false, 0, NULL,
+      "seconds a tool call waits for approval before its default outcome (0: no deadline; "
+      "absent: the server's, serve --approval-deadline)", RANGE (0, SB_APPROVAL_DEADLINE_MAX_S, 900) },
     { "command_id", SB_T_STR, false, 64, NULL, "idempotency key" },
     END
 };
@@ -72,6 +91,11 @@ static const sb_field_t s_session_update [] = {
     { "approval_policy", SB_T_STR, false, 16, NULL, "yolo | auto | interactive" },
     { "max_steps", SB_T_UINT, false, 0, NULL, "step limit per run", RANGE_STEPS },
     { "labels", SB_T_MAP, false, 32, NULL, "free-form string labels" },
+    { "rules", SB_T_ARRAY, false, 256, s_rule_item, "replaces the approval rules ([] clears them)" },
+    { "add_rules", SB_T_ARRAY, false, 256, s_rule_item,
+      "appended to the rules, after `rules`; an identical rule already there moves to the end" },
+    { "approval_deadline_s", SB_T_UINT, false, 0, NULL, "seconds a tool call waits for approval (0: no deadline)",
+      RANGE (0, SB_APPROVAL_DEADLINE_MAX_S, 900) },
     { "command_id", SB_T_STR, false, 64, NULL, "idempotency key" },
     END
 };

@@ -69,6 +69,7 @@ struct sb_exec_run {
     char resume_from [33];
     char policy [16];
     char endpoint [4200];
+    char sub_endpoint [4200];   /* the event plane, to wait for approvals ("" : poll only) */
     char instance [160];
     uint64_t fence;
     uint64_t max_steps, timeout_s, max_output_tokens;
@@ -76,13 +77,14 @@ struct sb_exec_run {
     int hb_stop_fd;             /* readable = heartbeat thread ends */
     atomic_bool shutdown;       /* the server is stopping: exit without reporting */
     atomic_bool lost;           /* fenced or no longer ours: exit without reporting */
-    atomic_int phase;           /* 0 idle, 1 model, 2 tool */
+    atomic_int phase;           /* 0 idle, 1 model, 2 tool, 3 waiting_approval */
     atomic_uint_fast64_t steps, input_tokens, output_tokens;
     sb_runtime_t *runtime;      /* checked out of the cache; returned when done */
     sb_bus_t *bus;              /* the run thread's own socket */
     int64_t deadline;           /* mono ms, from timeout_s */
     sb_exec_coalesce_t text, thinking, tool_out;
     sb_exec_tool_tape_t tool_tape;
+    struct sb_exec_approval *approval;  /* the session's rules and deadline (actors/exec/approval.c) */
     char status [16];
     char reason [1024];
     char kind [16];             /* "" : a prompt's run; "compact": compaction only */

@@ -19,7 +19,8 @@
 static const char *s_run_usage =
     "usage: switchboard run --goal TEXT [--repo DIR] [--max-steps N] [--approval yolo|auto|interactive]\n"
     "                       [--llm PROVIDER] [--model M] [--llm-url URL] [--providers FILE]\n"
-    "                       [--context-window TOKENS] [--data DIR | --ephemeral] [--json]\n"
+    "                       [--context-window TOKENS] [--mcp-config FILE] [--hooks FILE]\n"
+    "                       [--data DIR | --ephemeral] [--json]\n"
     "\n"
     "One shot: gives the agent the goal in the repo folder, streams the run, says\n"
     "what changed in the folder, and exits 0 when the run completes (1 otherwise).\n"
@@ -39,6 +40,8 @@ static const char *s_run_usage =
     "  --ephemeral        a temporary data folder, removed at exit\n"
     "  --context-window TOKENS  the model's context window, where the providers\n"
     "                     file gives none (docs/compaction.md)\n"
+    "  --mcp-config FILE  MCP tool servers (default DATA/mcp.json; docs/mcp.md)\n"
+    "  --hooks FILE       commands run on events (default DATA/hooks.json; docs/hooks.md)\n"
     "  --json             print the tape entries as JSON lines\n"
     "\n"
     "Ctrl-C cancels the run and exits 130 once it has stopped (the last line says\n"
@@ -60,6 +63,8 @@ sb_cmd_run (int argc, char **argv)
         { "json", no_argument, 0, 'j' },
         { "ephemeral", no_argument, 0, 'e' },
         { "context-window", required_argument, 0, 'W' },
+        { "mcp-config", required_argument, 0, 'C' },
+        { "hooks", required_argument, 0, 'K' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
@@ -91,6 +96,8 @@ sb_cmd_run (int argc, char **argv)
                 if (sb_serve_parse_window ("run", optarg, &so.context_window))
                     return 2;
                 break;
+            case 'C': so.mcp_config = optarg; break;
+            case 'K': so.hooks = optarg; break;
             case 'h': fputs (s_run_usage, stdout); return 0;
             default: return sb_cli_usage ("run", "unknown option or missing value: %s", argv [optind - 1]);
         }
@@ -245,6 +252,53 @@ s_follow_run (sb_bus_t *bus, const copts_t *o, const sb_val_t *run)
     return sb_follow_run (&w);
 }
 
+//  The AGENTS.md files a run read, from its instructions.loaded entry on
+//  the session's tape (actors/exec/agents_md.c): read forward page by
+//  page, bounded, as the tape has no index by run.
+static void
+s_print_instructions (sb_bus_t *bus, const sb_val_t *run)
+{
+    const char *sid = sb_get_str (run, "session_id"), *rid = sb_get_str (run, "run_id");
+    uint64_t after = 0;
+    for (int page = 0; sid && rid && page < 200; page++) {
+        sb_enc_t *e = sb_enc_new ();
+        sb_enc_map_open (e);
+        sb_enc_kstr (e, "session_id", sid);
+        sb_enc_kuint (e, "after_seq", after);
+        sb_enc_kuint (e, "limit", 5000);
+        sb_enc_map_close (e);
+        size_t len;
+        const uint8_t *b = sb_enc_data (e, &len);
+        sb_msg_t *reply = sb_bus_call (bus, "session.events", sid, b, len, 15000);
+        sb_enc_destroy (&e);
+        if (!reply || sb_msg_is_error (reply)) {
+            sb_msg_destroy (&reply);
+            return;
+        }
+        const sb_val_t *events = sb_get_array (reply->body, "events");
+        for (uint32_t k = 0; events && k < events->len; k++) {
+            const sb_val_t *ev = sb_array_at (events, k);
+            const char *kind = sb_get_str (ev, "kind"), *er = sb_get_str (ev, "run_id");
+            if (!kind || !er || strcmp (kind, "instructions.loaded") != 0 || strcmp (er, rid) != 0)
+                continue;
+            const sb_val_t *body = sb_get_map (ev, "body");
+            const sb_val_t *paths = sb_get_array (body, "paths");
+            for (uint32_t p = 0; paths && p < paths->len; p++)
+                if (sb_array_at (paths, p)->type == SB_V_STR)
+                    printf ("%s%s\n", p == 0 ? "agents.md   " : "            ", sb_array_at (paths, p)->v.s);
+            if (sb_get_bool (body, "truncated", false))
+                printf ("            (cut at the instructions cap)\n");
+            sb_msg_destroy (&reply);
+            return;
+        }
+        bool more = sb_get_bool (reply->body, "more", false);
+        after = sb_get_uint (reply->body, "next_after", after);
+        sb_msg_destroy (&reply);
+        if (!more)
+            return;
+    }
+}
+
 //  Connects, turns the id argument (a prefix or `last`) into a full id,
 //  puts it into `e` under `key` and calls `type`. Closes `e`'s map.
 static int
@@ -276,6 +330,8 @@ s_run_call (const char *cmd, const copts_t *o, const char *type, sb_enc_t *e, co
             rc = s_follow_run (bus, o, run);
         else {
             s_print_run (run, o->json, false);
+            if (!o->json && strcmp (type, "run.get") == 0)
+                s_print_instructions (bus, run);
             rc = 0;
         }
         sb_msg_destroy (&reply);
@@ -434,7 +490,8 @@ sb_cmd_run_info (int argc, char **argv)
 {
     return s_by_id ("run-info", "run.get", argc, argv,
                     "usage: switchboard run-info RUN [--json] [--connect EP] [--data DIR]\n\n"
-                    "Shows one run: status, phase, what it waits for, fence, steps, tokens.\n"
+                    "Shows one run: status, phase, what it waits for, fence, steps, tokens, and\n"
+                    "the AGENTS.md files it read (agents.md).\n"
                     RUN_ID_HELP, false);
 }
 

@@ -33,10 +33,10 @@ static const char *s_sessions_usage =
     "usage: switchboard sessions [list] [--status active|closed] [--limit N] [--json]\n"
     "       switchboard sessions show ID [--json]\n"
     "       switchboard sessions new [--workspace DIR] [--title T] [--provider P] [--model M]\n"
-    "                                [--approval yolo|auto|interactive] [--max-steps N]\n"
+    "                                [--approval yolo|auto|interactive] [--max-steps N] [--mcp A,B]\n"
     "                                [--rule TOOL:PATTERN:ACTION]... [--approval-deadline S] [--json]\n"
     "       switchboard sessions update ID [--title T] [--provider P] [--model M]\n"
-    "                                [--approval P] [--max-steps N] [--workspace DIR]\n"
+    "                                [--approval P] [--max-steps N] [--workspace DIR] [--mcp A,B]\n"
     "                                [--clear-rules] [--rule TOOL:PATTERN:ACTION]...\n"
     "                                [--approval-deadline S] [--json]\n"
     "       switchboard sessions close ID [--json]\n"
@@ -67,6 +67,8 @@ static const char *s_sessions_usage =
     "  --approval-deadline S  seconds a tool call waits for approval before its\n"
     "                    default outcome (reject); 0 waits forever (default: the\n"
     "                    server's, serve --approval-deadline)\n"
+    "  --mcp A,B         the MCP servers the session uses, by name (default: all the\n"
+    "                    server configures; 'none' for none, 'all' for all again)\n"
     "  --json            one JSON document (list: one JSON object per line)\n"
     "  --connect EP      the server's command endpoint (default: ipc in DATA)\n"
     "  --data DIR        the server's data folder\n"
@@ -197,6 +199,11 @@ s_print_record (const sb_val_t *r)
     else
         printf ("max_steps  -\n");
     const sb_val_t *labels = sb_get_map (r, "labels");
+    const sb_val_t *mcp = sb_get_array (r, "mcp_servers");
+    printf ("mcp        %s", mcp ? "" : "all");
+    for (uint32_t k = 0; mcp && k < mcp->len; k++)
+        printf ("%s%s", k ? ", " : "", sb_array_at (mcp, k)->type == SB_V_STR ? sb_array_at (mcp, k)->v.s : "?");
+    printf ("%s\n", mcp && !mcp->len ? "none" : "");
     printf ("labels     ");
     for (uint32_t k = 0; labels && k < labels->len; k++) {
         const sb_val_t *key = sb_map_key (labels, k), *val = sb_map_val (labels, k);
@@ -330,6 +337,7 @@ s_print_event (const sb_val_t *e, bool json)
 typedef struct {
     const char *connect, *data;
     const char *status, *workspace, *title, *provider, *model, *approval;
+    const char *mcp;            //  --mcp A,B | none | all
     long long limit;
     unsigned long long max_steps;
     bool json;
@@ -436,6 +444,22 @@ s_enc_config (sb_enc_t *enc, const opts_t *o, const char *workspace)
         sb_enc_kuint (enc, "max_steps", o->max_steps);
     if (o->has_deadline)
         sb_enc_kuint (enc, "approval_deadline_s", o->deadline);
+    if (o->mcp) {
+        //  "all" is ["*"] on the wire, "none" an empty list
+        sb_enc_key (enc, "mcp_servers");
+        sb_enc_array_open (enc);
+        if (strcmp (o->mcp, "all") == 0)
+            sb_enc_str (enc, "*");
+        else
+        if (strcmp (o->mcp, "none") != 0)
+            for (const char *p = o->mcp; *p; ) {
+                size_t n = strcspn (p, ",");
+                if (n)
+                    sb_enc_strn (enc, p, n);
+                p += n + (p [n] == ',');
+            }
+        sb_enc_array_close (enc);
+    }
 }
 
 //  Newest first, and --limit N the newest N: session.list pages newest
@@ -604,6 +628,7 @@ s_sessions (int argc, char **argv, zlistx_t *rules)
         { "rule", required_argument, 0, 'r' },
         { "clear-rules", no_argument, 0, 'R' },
         { "approval-deadline", required_argument, 0, 'D' },
+        { "mcp", required_argument, 0, 'M' },
         { "json", no_argument, 0, 'j' },
         { "connect", required_argument, 0, 'c' },
         { "data", required_argument, 0, 'd' },
@@ -646,6 +671,12 @@ s_sessions (int argc, char **argv, zlistx_t *rules)
                 o.has_deadline = true;
                 o.config_opts++;
                 break;
+            case 'M':
+                if (sb_cli_mcp_names_check ("sessions", optarg))
+                    return 2;
+                o.mcp = optarg;
+                o.config_opts++;
+                break;
             case 'j': o.json = true; break;
             case 'c': o.connect = optarg; break;
             case 'd': o.data = optarg; break;
@@ -677,8 +708,8 @@ s_sessions (int argc, char **argv, zlistx_t *rules)
         return sb_cli_usage ("sessions", "--status takes active or closed, not '%s'", o.status);
     if (!create && !update && o.config_opts)
         return sb_cli_usage ("sessions", "--workspace, --title, --provider, --model, --approval, "
-                             "--max-steps, --rule, --clear-rules and --approval-deadline go with new and "
-                             "update only");
+                             "--max-steps, --mcp, --rule, --clear-rules and --approval-deadline go with new "
+                             "and update only");
     if (create && o.clear_rules)
         return sb_cli_usage ("sessions", "--clear-rules goes with update (a new session has no rules)");
     //  In update, an empty value clears the field, as for every string.
@@ -689,7 +720,7 @@ s_sessions (int argc, char **argv, zlistx_t *rules)
         return rc;
     if (update && o.config_opts == 0)
         return sb_cli_usage ("sessions", "update needs at least one of --title, --provider, --model, "
-                             "--approval, --max-steps, --workspace, --rule, --clear-rules, "
+                             "--approval, --max-steps, --workspace, --mcp, --rule, --clear-rules, "
                              "--approval-deadline");
     if (o.has_max_steps && o.max_steps == 0)
         return sb_cli_usage ("sessions", "--max-steps takes a number from 1 to 10000");

@@ -165,6 +165,7 @@ s_prepare (sb_exec_run_t *run)
         sb_exec_finish_with (run, "failed", "out of memory");
         return -1;
     }
+    sb_exec_mcp_attach (run, rec);
     sb_msg_destroy (&reply);
     return s_catch_up (run);
 }
@@ -184,7 +185,8 @@ s_mutating (const char *name)
 static int
 s_run_tool (sb_exec_run_t *run, const sb_exec_call_t *call)
 {
-    bool mutating = s_mutating (call->name);
+    /* an MCP tool is never read-only, whatever its server says */
+    bool mutating = s_mutating (call->name) || sb_exec_mcp_is_tool (call->name);
     sb_tool_result_t res;
     memset (&res, 0, sizeof res);
     res.exit_code = -1;
@@ -218,7 +220,10 @@ s_run_tool (sb_exec_run_t *run, const sb_exec_call_t *call)
             .sandbox = run->sandbox,
         };
         sb_exec_tool_output_begin (run, call->call_id);
-        sb_tool_run (&ctx, call->name, call->arguments, &res);
+        if (sb_exec_mcp_is_tool (call->name))
+            sb_exec_mcp_call (run, call, &res);
+        else
+            sb_tool_run (&ctx, call->name, call->arguments, &res);
         sb_exec_tool_output_end (run);
         atomic_store (&run->phase, 0);
     }
@@ -267,7 +272,7 @@ s_close_unanswered (sb_exec_run_t *run)
         sb_exec_entry_open (e, "tool.result");
         sb_enc_kstr (e, "call_id", ids [k]);
         sb_enc_kbool (e, "ok", false);
-        sb_enc_kbool (e, "mutating", s_mutating (names [k]));
+        sb_enc_kbool (e, "mutating", s_mutating (names [k]) || sb_exec_mcp_is_tool (names [k]));
         sb_enc_kstr (e, "output", "interrupted: the server stopped while this tool ran; it was not run again");
         sb_exec_entry_close (e);
     }
@@ -319,7 +324,8 @@ s_agent_loop (sb_exec_run_t *run)
         return;
     /* calls of this very run without results: it waited for an approval */
     bool waiting = sb_policy_unanswered (run->runtime->policy, run->run_id, NULL, 0) > 0;
-    if ((!waiting && sb_exec_append_one (run, "turn.begin", NULL, NULL)) || s_catch_up (run))
+    if ((!waiting && sb_exec_append_one (run, "turn.begin", NULL, NULL))
+    ||  sb_exec_load_instructions (run) || sb_exec_mcp_start (run) || s_catch_up (run))
         return;
     if (run->resume_from [0] && s_close_unanswered (run))
         return;

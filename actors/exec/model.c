@@ -5,8 +5,13 @@
 #include "actors/exec/agent.h"
 #include "actors/exec/context.h"
 #include "actors/exec/tools.h"
+#include "actors/exec/mcp.h"
+
+/* llm.stream takes at most this many tools (schemas/types_llm.c) */
+#define SB_EXEC_MODEL_TOOLS_MAX 256
 #include "common/log.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------ */
@@ -24,7 +29,7 @@ sb_exec_step_clear (sb_exec_step_t *s)
 }
 
 static void
-s_encode_tools (sb_enc_t *e)
+s_encode_tools (sb_exec_run_t *run, sb_enc_t *e)
 {
     size_t n;
     const sb_tool_def_t *defs = sb_tools_list (&n);
@@ -35,6 +40,18 @@ s_encode_tools (sb_enc_t *e)
         sb_enc_kstr (e, "name", defs [k].name);
         sb_enc_kstr (e, "description", defs [k].description);
         sb_enc_kstr (e, "parameters", defs [k].parameters);
+        sb_enc_map_close (e);
+    }
+    /* then the session's MCP servers' tools (actors/exec/mcp.c) */
+    const sb_mcp_set_t *mcp = run->runtime->mcp;
+    size_t nm = sb_mcp_set_tool_count (mcp);
+    for (size_t k = 0; k < nm && n + k < SB_EXEC_MODEL_TOOLS_MAX; k++) {
+        const char *name, *desc, *params;
+        sb_mcp_set_tool (mcp, k, &name, &desc, &params);
+        sb_enc_map_open (e);
+        sb_enc_kstr (e, "name", name);
+        sb_enc_kstr (e, "description", desc);
+        sb_enc_kstr (e, "parameters", params);
         sb_enc_map_close (e);
     }
     sb_enc_array_close (e);
@@ -160,15 +177,29 @@ sb_exec_model_call (sb_exec_run_t *run, sb_exec_step_t *step)
     sb_enc_map_open (e);
     if (rt->provider) sb_enc_kstr (e, "provider", rt->provider);
     if (rt->model) sb_enc_kstr (e, "model", rt->model);
-    char instructions [8192];
-    snprintf (instructions, sizeof instructions,
+    char base [8192];
+    snprintf (base, sizeof base,
               "You are a coding agent working in the folder %s. Use the tools to look at and change "
               "files there; every path is relative to that folder. Work step by step, and end with a "
               "short answer that says what you did.", rt->workspace);
-    sb_enc_kstr (e, "instructions", instructions);
+    if (run->agents_md) {
+        /* the project's own instructions come after ours (actors/exec/agents_md.h) */
+        size_t n = strlen (base) + 2 + strlen (run->agents_md) + 1;
+        char *all = malloc (n);
+        if (all) {
+            snprintf (all, n, "%s\n\n%s", base, run->agents_md);
+            sb_enc_kstr (e, "instructions", all);
+            free (all);
+        }
+        else
+            sb_enc_kstr (e, "instructions", base);
+    }
+    else
+        sb_enc_kstr (e, "instructions", base);
     sb_enc_key (e, "messages");
     sb_context_encode (rt->context, e);
-    s_encode_tools (e);
+    sb_mcp_set_refresh (rt->mcp, run->cancel_fd);
+    s_encode_tools (run, e);
     if (run->max_output_tokens) {
         uint64_t used = atomic_load (&run->output_tokens);
         sb_enc_key (e, "options");

@@ -79,6 +79,7 @@ typedef struct {
     const sb_val_t *rules;      //  approval rules (docs/approvals.md); NULL: none
     uint64_t approval_deadline_s;   //  with has_deadline; else the server's default
     bool has_deadline;
+    const sb_val_t *mcp_servers;    //  NULL: all the executor's MCP servers
     uint64_t created_at, updated_at, max_steps, last_seq, config_version, fence;
     uint64_t last_activity_at;  //  the latest prompt or run status, ms
     uint64_t tape_bytes;        //  bytes of appended entry bodies (the quota's measure)
@@ -268,6 +269,13 @@ void sb_session_fail (req_t *req, sb_err_t code, const char *fmt, ...)
 //  Everything about a request that does not depend on the store; what
 //  fails here is final (req->prep_err).
 void sb_session_prepare (self_t *self, req_t *req);
+
+//  actors/session/mcp_servers.c: the mcp_servers field of create and
+//  update. _ok fails req (invalid) on a name that no server could have;
+//  sb_session_mcp_servers gives what the record keeps: NULL (all) for
+//  ["*"] or no field, else the array itself.
+bool sb_session_mcp_servers_ok (req_t *req, const sb_val_t *names);
+const sb_val_t *sb_session_mcp_servers (const sb_val_t *names);
 //  The drain's write function for sb_store_write: every write of the
 //  drain, re-runnable from scratch.
 int sb_session_drain_fn (sb_txn_t *txn, void *arg);

@@ -390,8 +390,8 @@ s_matches (const filter_t *f, const ia_t *ia)
 /*  An id prefix as people give it: "ia_" and the start of a ULID, or the
     start of a ULID alone, in either case. Its ULID part, upper case, into
     out; false when it cannot begin an interaction id. */
-static bool
-s_id_prefix (const char *p, char out [SB_ULID_LEN + 1])
+bool
+sb_ia_id_prefix (const char *p, char out [SB_ULID_LEN + 1])
 {
     if (strncasecmp (p, IA_PREFIX, IA_PREFIX_LEN) == 0)
         p += IA_PREFIX_LEN;
@@ -424,7 +424,7 @@ s_handle_list (self_t *self, sb_msg_t *msg)
         sb_bus_error (self->bus, msg, SB_E_invalid, "cursor must be the next_cursor of a page (an interaction id)");
         return;
     }
-    if (prefix && !s_id_prefix (prefix, upper)) {
+    if (prefix && !sb_ia_id_prefix (prefix, upper)) {
         sb_bus_error (self->bus, msg, SB_E_invalid, "id_prefix must be the start of an interaction id");
         return;
     }

@@ -35,6 +35,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -79,6 +80,7 @@ typedef struct {
     int interrupts;             /* Ctrl-C since the last line typed */
     bool quit;
     bool server_lost;           /* the last call got no reply */
+    bool input_done;            /* a pipe ended: leave when the run ends */
     int exit_code;
     char who [400];
 } chat_t;
@@ -295,6 +297,31 @@ s_resolve (chat_t *c, const char *decision, const char *scope, const char *feedb
     s_ask_next (c);
 }
 
+/*  What a line typed at the question means (chat.h). */
+sb_chat_answer_t
+sb_chat_answer_parse (const char *line, const char **rest)
+{
+    while (*line == ' ' || *line == '\t')
+        line++;
+    size_t n = strcspn (line, " \t");
+    const char *r = line + n;
+    while (*r == ' ' || *r == '\t')
+        r++;
+    *rest = r;
+    static const struct {
+        const char *word;
+        sb_chat_answer_t answer;
+    } s_words [] = {
+        { "y", SB_CHAT_YES }, { "yes", SB_CHAT_YES }, { "n", SB_CHAT_NO }, { "no", SB_CHAT_NO },
+        { "a", SB_CHAT_ALWAYS }, { "always", SB_CHAT_ALWAYS }, { "s", SB_CHAT_SESSION },
+        { "session", SB_CHAT_SESSION }, { "f", SB_CHAT_FEEDBACK }, { "feedback", SB_CHAT_FEEDBACK },
+    };
+    for (size_t k = 0; k < sizeof s_words / sizeof s_words [0]; k++)
+        if (strlen (s_words [k].word) == n && strncasecmp (line, s_words [k].word, n) == 0)
+            return s_words [k].answer;
+    return SB_CHAT_UNKNOWN;
+}
+
 /*  A line typed while an approval is asked: y, n, a, s, f (or the words),
     or "n TEXT" to reject with feedback in one go. */
 static void
@@ -304,38 +331,24 @@ s_on_answer (chat_t *c, const char *line)
         s_resolve (c, "reject", "once", line);
         return;
     }
-    while (*line == ' ')
-        line++;
-    size_t n = strcspn (line, " ");
-    const char *rest = line + n;
-    while (*rest == ' ')
-        rest++;
-    char word [16];
-    snprintf (word, sizeof word, "%.*s", (int) (n < sizeof word - 1 ? n : sizeof word - 1), line);
-    for (char *p = word; *p; p++)
-        *p = (char) (*p >= 'A' && *p <= 'Z' ? *p + 32 : *p);
-    if (!strcmp (word, "y") || !strcmp (word, "yes"))
-        s_resolve (c, "approve", "once", *rest ? rest : NULL);
-    else
-    if (!strcmp (word, "n") || !strcmp (word, "no"))
-        s_resolve (c, "reject", "once", *rest ? rest : NULL);
-    else
-    if (!strcmp (word, "a") || !strcmp (word, "always"))
-        s_resolve (c, "approve", "always", *rest ? rest : NULL);
-    else
-    if (!strcmp (word, "s") || !strcmp (word, "session"))
-        s_resolve (c, "approve", "session", *rest ? rest : NULL);
-    else
-    if ((!strcmp (word, "f") || !strcmp (word, "feedback")) && *rest)
-        s_resolve (c, "reject", "once", rest);
-    else
-    if (!strcmp (word, "f") || !strcmp (word, "feedback")) {
-        c->want_feedback = true;
-        s_update_prompt (c);
+    const char *rest;
+    switch (sb_chat_answer_parse (line, &rest)) {
+        case SB_CHAT_YES:     s_resolve (c, "approve", "once", *rest ? rest : NULL); break;
+        case SB_CHAT_NO:      s_resolve (c, "reject", "once", *rest ? rest : NULL); break;
+        case SB_CHAT_ALWAYS:  s_resolve (c, "approve", "always", *rest ? rest : NULL); break;
+        case SB_CHAT_SESSION: s_resolve (c, "approve", "session", *rest ? rest : NULL); break;
+        case SB_CHAT_FEEDBACK:
+            if (*rest)
+                s_resolve (c, "reject", "once", rest);
+            else {
+                c->want_feedback = true;
+                s_update_prompt (c);
+            }
+            break;
+        default:
+            s_say (c, "answer y (approve), n (reject), a (approve always), s (approve for this session) "
+                   "or f (reject with words for the model)");
     }
-    else
-        s_say (c, "answer y (approve), n (reject), a (approve always), s (approve for this session) "
-               "or f (reject with words for the model)");
 }
 
 /* ------------------------------------------------------------------ */
@@ -373,6 +386,8 @@ s_end_run (chat_t *c)
     c->nasked = 0;
     c->want_feedback = false;
     s_update_prompt (c);
+    if (c->input_done)
+        c->quit = true;
 }
 
 static void
@@ -543,7 +558,12 @@ s_on_line (const char *line, void *arg)
 {
     chat_t *c = arg;
     if (!line) {
-        c->quit = true;
+        /* Ctrl-D leaves at once; the end of a pipe leaves once the run
+           its lines started has ended, as prompt --follow would */
+        if (!sb_screen_tty (c->screen) && c->run [0])
+            c->input_done = true;
+        else
+            c->quit = true;
         return;
     }
     c->interrupts = 0;

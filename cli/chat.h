@@ -45,14 +45,24 @@ void sb_screen_prompt (sb_screen_t *self, const char *prompt);
 /*  Throws away what was typed on the input line so far. */
 void sb_screen_clear_input (sb_screen_t *self);
 
-/*  The descriptor to poll for input, and the call to make when it is
-    readable: it reads what is there and calls the line function for each
-    line completed. */
+/*  The descriptor to poll for input (-1 once a pipe ended), and the call
+    to make when it is readable: it reads what is there and calls the line
+    function for each line completed. */
 int sb_screen_fd (const sb_screen_t *self);
 void sb_screen_read (sb_screen_t *self);
 
 /*  Adds a line to the history (Up/Down). */
 void sb_screen_history (sb_screen_t *self, const char *line);
+
+/*  The answers to an approval's question. */
+typedef enum {
+    SB_CHAT_UNKNOWN, SB_CHAT_YES, SB_CHAT_NO, SB_CHAT_ALWAYS, SB_CHAT_SESSION, SB_CHAT_FEEDBACK
+} sb_chat_answer_t;
+
+/*  What a line typed at the question means: its first word, y(es), n(o),
+    a(lways), s(ession) or f(eedback) in any case, after any blanks; *rest
+    points at the words after it (the feedback, "" when none). */
+sb_chat_answer_t sb_chat_answer_parse (const char *line, const char **rest);
 
 int sb_cmd_chat (int argc, char **argv);
 

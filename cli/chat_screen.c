@@ -87,7 +87,7 @@ s_on_line (char *line)
 int
 sb_screen_fd (const sb_screen_t *self)
 {
-    return 0;
+    return self->in_eof ? -1 : 0;
 }
 
 void

@@ -333,7 +333,7 @@ s_print_row (const sb_val_t *ia)
     const char *status = sb_get_str (ia, "status");
     const char *summary = sb_get_str (ia, "summary");
     if (status && strcmp (status, "pending") != 0)
-        snprintf (what, sizeof what, "%s by %s%s%s", sb_get_str (ia, "decision"), sb_get_str (ia, "resolved_by"),
+        snprintf (what, sizeof what, "%s by %s%s%s", status, sb_get_str (ia, "resolved_by"),
                   summary ? ": " : "", summary ? summary : "");
     else
         snprintf (what, sizeof what, "%s", summary ? summary : sb_get_str (ia, "arguments"));

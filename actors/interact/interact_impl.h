@@ -140,6 +140,12 @@ int sb_ia_save (self_t *self, ia_t *ia, bool is_new, ia_status_t old_status);
 /*  Appends an id's ULID, inverted, to k (newest-first order). */
 void sb_ia_key_inverted (sb_key_t *k, const char *ulid, size_t n);
 
+/*  interact.c */
+/*  An id prefix as people give it ("ia_" and the start of a ULID, or the
+    start alone, in either case): its ULID part, upper case, into out;
+    false when it cannot begin an interaction id. */
+bool sb_ia_id_prefix (const char *p, char out [SB_ULID_LEN + 1]);
+
 /*  interact/outbox.c */
 /*  Sends the oldest pending tape append when none is in flight. */
 void sb_ia_outbox_pump (self_t *self);

@@ -90,8 +90,15 @@ sb_ia_outbox_pump (self_t *self)
         self->outbox_idle = true;
         return;
     }
+    /* the session is the request's shard key (docs/architecture.md) */
+    char key [40] = "";
+    sb_verr_t err;
+    sb_doc_t *doc = sb_decode (body, len, NULL, 16u << 20, &err);
+    const char *sid = sb_get_str (sb_doc_root (doc), "session_id");
+    snprintf (key, sizeof key, "%s", sid ? sid : "");
+    sb_doc_destroy (&doc);
     char id [33];
-    if (sb_bus_send (self->bus, "session.append", NULL, NULL, body, len, 0, id) == 0) {
+    if (sb_bus_send (self->bus, "session.append", key [0] ? key : NULL, NULL, body, len, 0, id) == 0) {
         s_copy (self->outbox_corr, sizeof self->outbox_corr, id);
         self->outbox_n = n;
         self->outbox_sent = now;

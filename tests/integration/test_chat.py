@@ -22,6 +22,7 @@ import re
 import select
 import signal
 import struct
+import subprocess
 import sys
 import termios
 
@@ -343,6 +344,14 @@ def test_new_session_on_the_current_folder_and_usage():
     finally:
         t.kill()
     sid = call(srv, "session.list", {})["sessions"][0]["session_id"]
+    # without a terminal: lines from a pipe, output as it comes, and the
+    # end of the pipe leaves once the run it started has ended
+    llm.script("new", [{"text": "piped answer"}])
+    p = subprocess.run([SB_BIN, "chat", sid, "--data", srv.data], input=b"from a pipe\n",
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+    rc, out, err = p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+    check(rc == 0 and "piped answer" in out and "completed" in out and "\x1b" not in out,
+          "chat in a pipe: %d %r %r", rc, out, err)
     for args in (["--bogus"], [sid, "--model", "x"], [sid, sid], ["--approval", "sometimes"],
                  ["--max-steps", "0"], ["not-an-id!"]):
         rc, out, err = cli(srv, "chat", *args)

@@ -188,3 +188,25 @@ Test (interact, save_and_load)
     snprintf (cmd, sizeof cmd, "rm -rf %s", dir);
     cr_assert_eq (system (cmd), 0);
 }
+
+/*  id_prefix of interact.list, as people type it. */
+Test (interact, id_prefix)
+{
+    char out [SB_ULID_LEN + 1];
+    cr_assert (sb_ia_id_prefix ("ia_01JD", out));
+    cr_assert_str_eq (out, "01JD");
+    cr_assert (sb_ia_id_prefix ("01jd2y", out));
+    cr_assert_str_eq (out, "01JD2Y");
+    cr_assert (sb_ia_id_prefix ("IA_01jd", out));
+    cr_assert_str_eq (out, "01JD");
+    cr_assert (sb_ia_id_prefix ("ia_", out));
+    cr_assert_str_eq (out, "");
+    cr_assert (sb_ia_id_prefix ("", out));
+    cr_assert (sb_ia_id_prefix ("ia_01JD2Y6W3M0Q4B1T2V5Y7Z9A1C", out));
+    cr_assert_str_eq (out, "01JD2Y6W3M0Q4B1T2V5Y7Z9A1C");
+    cr_assert_not (sb_ia_id_prefix ("ia_01JD2Y6W3M0Q4B1T2V5Y7Z9A1CX", out), "longer than a ULID");
+    cr_assert_not (sb_ia_id_prefix ("ia_01U", out), "U is not Crockford");
+    cr_assert_not (sb_ia_id_prefix ("8ZZ", out), "past the largest ULID");
+    cr_assert_not (sb_ia_id_prefix ("ia_-1", out));
+    cr_assert_not (sb_ia_id_prefix ("ia_01\xc3\xa9", out));
+}

@@ -33,6 +33,7 @@ typedef struct {
     uint64_t session_quota;     /* --session-quota: bytes of tape one session may hold */
     const char *mcp_config;     /* --mcp-config FILE (NULL: DATA/mcp.json when present) */
     const char *hooks;          /* --hooks FILE (NULL: DATA/hooks.json when present) */
+    uint64_t context_window;    /* --context-window: tokens, where the providers file says nothing */
     bool approval_deadline_set; /* --approval-deadline was given */
     uint64_t approval_deadline_s;   /* interact: an approval's default deadline (0: none) */
 } sb_server_config_t;

@@ -32,8 +32,9 @@ static const char *s_run_usage =
     "  --goal TEXT        what the agent should do (required)\n"
     "  --repo DIR         the workspace (default: the current folder)\n"
     "  --max-steps N      model calls allowed (default 50)\n"
-    "  --approval P       yolo: every tool; auto (default): read-only tools only\n"
-    "                     (approvals are not built yet); interactive: as auto\n"
+    "  --approval P       yolo: every tool; auto (default): read-only tools run,\n"
+    "                     the others wait for a person (switchboard resolve);\n"
+    "                     interactive: every tool waits for a person\n"
     "  --data DIR         the data folder (default $SWITCHBOARD_DATA, else\n"
     "                     $XDG_STATE_HOME/switchboard, else ~/.local/state/switchboard)\n"
     "  --ephemeral        a temporary data folder, removed at exit\n"
@@ -211,6 +212,13 @@ s_print_run (const sb_val_t *run, bool json, bool one_line)
         if (!input && sb_get_str (run, "kind"))
             input = "(compact)";
         sb_cli_text_cell (reason && !done ? reason : waiting ? waiting : input, 60, text, sizeof text);
+        //  a run that waits for a person says so first (docs/approvals.md)
+        const char *phase = sb_get_str (run, "phase");
+        if (phase && strcmp (phase, "waiting_approval") == 0) {
+            char cell [256];
+            snprintf (cell, sizeof cell, "waiting_approval: %s", text);
+            sb_cli_text_cell (cell, 60, text, sizeof text);
+        }
         printf (RUN_ROW_FORMAT, sb_get_str (run, "run_id"), sb_get_str (run, "status"),
                 sb_get_str (run, "session_id"), steps, updated, text);
         return;

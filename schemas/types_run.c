@@ -77,7 +77,7 @@ static const sb_field_t s_run_list_ok [] = {
 static const sb_field_t s_run_heartbeat [] = {
     { "run_id", SB_T_STR, true, ID_MAX, NULL, "run id" },
     { "fence", SB_T_UINT, true, 0, NULL, "the executor's fencing token", RANGE_COUNT },
-    { "phase", SB_T_STR, false, 32, NULL, "model | tool | idle" },
+    { "phase", SB_T_STR, false, 32, NULL, "model | tool | waiting_approval | idle" },
     { "steps", SB_T_UINT, false, 0, NULL, "model calls so far", RANGE_COUNT },
     { "input_tokens", SB_T_UINT, false, 0, NULL, "tokens in so far", RANGE_COUNT },
     { "output_tokens", SB_T_UINT, false, 0, NULL, "tokens out so far", RANGE_COUNT },

@@ -70,6 +70,7 @@ struct sb_exec_run {
     char resume_from [33];
     char policy [16];
     char endpoint [4200];
+    char sub_endpoint [4200];   /* the event plane, to wait for approvals ("" : poll only) */
     char instance [160];
     uint64_t fence;
     uint64_t max_steps, timeout_s, max_output_tokens;
@@ -77,7 +78,7 @@ struct sb_exec_run {
     int hb_stop_fd;             /* readable = heartbeat thread ends */
     atomic_bool shutdown;       /* the server is stopping: exit without reporting */
     atomic_bool lost;           /* fenced or no longer ours: exit without reporting */
-    atomic_int phase;           /* 0 idle, 1 model, 2 tool */
+    atomic_int phase;           /* 0 idle, 1 model, 2 tool, 3 waiting_approval */
     atomic_uint_fast64_t steps, input_tokens, output_tokens;
     sb_runtime_t *runtime;      /* checked out of the cache; returned when done */
     sb_bus_t *bus;              /* the run thread's own socket */
@@ -86,6 +87,7 @@ struct sb_exec_run {
     sb_exec_tool_tape_t tool_tape;
     const void *mcp_config;     /* the actor's sb_mcp_config_t, or NULL: no MCP servers */
     char *agents_md;            /* AGENTS.md instructions of this run, or NULL (actors/exec/agents_md.c) */
+    struct sb_exec_approval *approval;  /* the session's rules and deadline (actors/exec/approval.c) */
     char status [16];
     char reason [1024];
     char kind [16];             /* "" : a prompt's run; "compact": compaction only */

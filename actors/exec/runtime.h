@@ -50,6 +50,7 @@ struct sb_runtime {
     uint64_t context_window, max_output_tokens;
     uint64_t last_input_tokens; //  0: no calibration (none yet, or compacted since)
     size_t last_bytes;          //  sb_context_bytes when that call was made
+    struct sb_policy *policy;   //  approvals and calls from the tape (actors/exec/policy.h); owned
 
     //  Private to the cache: its LRU list and hash chain.
     sb_runtime_t *lru_prev, *lru_next, *hash_next;

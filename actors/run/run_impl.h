@@ -115,4 +115,10 @@ void sb_run_push_cancel (self_t *self, const run_t *r);
 void sb_run_expire_leases (self_t *self);
 void sb_run_recover (self_t *self);
 
+/*  run/recover.c */
+/*  Whether the unfinished run `r` was waiting for an approval, by its
+    tape: its first call without a result has a pending (or rejected)
+    approval. The interaction's id into interaction_id. */
+bool sb_run_recover_waiting (self_t *self, const run_t *r, char *interaction_id, size_t size);
+
 #endif

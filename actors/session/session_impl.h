@@ -37,6 +37,9 @@
 #define MAX_STEPS_MAX       10000
 #define LABEL_KEY_MAX       64
 #define LABEL_VALUE_MAX     1024
+//  The bytes of records one session.list page holds at most (its reply
+//  is bounded at 1 MiB; a record with 256 rules takes about 300 KiB).
+#define LIST_BYTES_MAX      (768 * 1024)
 //  Past the tape quota, a run may still record how it ended: run.status
 //  and turn.end entries take up to this many bytes more.
 #define QUOTA_RESERVE       (64 * 1024)
@@ -74,6 +77,9 @@ typedef struct {
     const char *last_prompt;    //  the first line of the latest prompt, cut
     const sb_val_t *labels;
     const sb_val_t *mcp_servers;    //  NULL: all the executor's MCP servers
+    const sb_val_t *rules;      //  approval rules (docs/approvals.md); NULL: none
+    uint64_t approval_deadline_s;   //  with has_deadline; else the server's default
+    bool has_deadline;
     uint64_t created_at, updated_at, max_steps, last_seq, config_version, fence;
     uint64_t last_activity_at;  //  the latest prompt or run status, ms
     uint64_t tape_bytes;        //  bytes of appended entry bodies (the quota's measure)

@@ -8,7 +8,7 @@
 BUILD   ?= build
 CC      ?= cc
 SAN     ?=
-PKGS    := libczmq libzmq msgpack libcurl lmdb jansson libsodium libedit
+PKGS    := libczmq libzmq msgpack libcurl lmdb jansson libsodium libedit libwebsockets
 OPT     ?= -O2
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 
@@ -93,6 +93,7 @@ asan: deps-test
 
 bench: deps all $(BENCH_BIN)
 	@bash scripts/deps.sh --bench
+	@bash bench/ws_deps.sh
 	@bash bench/run.sh $(BUILD)
 
 # libFuzzer targets are built with clang: the library once, instrumented

@@ -19,8 +19,8 @@
 static const char *s_run_usage =
     "usage: switchboard run --goal TEXT [--repo DIR] [--max-steps N] [--approval yolo|auto|interactive]\n"
     "                       [--llm PROVIDER] [--model M] [--llm-url URL] [--providers FILE]\n"
-    "                       [--mcp-config FILE] [--hooks FILE] [--data DIR | --ephemeral] [--json]\n"
-    "                       [--context-window TOKENS] [--data DIR | --ephemeral] [--json]\n"
+    "                       [--context-window TOKENS] [--mcp-config FILE] [--hooks FILE]\n"
+    "                       [--data DIR | --ephemeral] [--json]\n"
     "\n"
     "One shot: gives the agent the goal in the repo folder, streams the run, says\n"
     "what changed in the folder, and exits 0 when the run completes (1 otherwise).\n"
@@ -38,10 +38,10 @@ static const char *s_run_usage =
     "  --data DIR         the data folder (default $SWITCHBOARD_DATA, else\n"
     "                     $XDG_STATE_HOME/switchboard, else ~/.local/state/switchboard)\n"
     "  --ephemeral        a temporary data folder, removed at exit\n"
-    "  --mcp-config FILE  MCP tool servers (default DATA/mcp.json; docs/mcp.md)\n"
-    "  --hooks FILE       commands run on events (default DATA/hooks.json; docs/hooks.md)\n"
     "  --context-window TOKENS  the model's context window, where the providers\n"
     "                     file gives none (docs/compaction.md)\n"
+    "  --mcp-config FILE  MCP tool servers (default DATA/mcp.json; docs/mcp.md)\n"
+    "  --hooks FILE       commands run on events (default DATA/hooks.json; docs/hooks.md)\n"
     "  --json             print the tape entries as JSON lines\n"
     "\n"
     "Ctrl-C cancels the run and exits 130 once it has stopped (the last line says\n"
@@ -62,9 +62,9 @@ sb_cmd_run (int argc, char **argv)
         { "data", required_argument, 0, 'd' },
         { "json", no_argument, 0, 'j' },
         { "ephemeral", no_argument, 0, 'e' },
+        { "context-window", required_argument, 0, 'W' },
         { "mcp-config", required_argument, 0, 'C' },
         { "hooks", required_argument, 0, 'K' },
-        { "context-window", required_argument, 0, 'W' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
@@ -92,12 +92,12 @@ sb_cmd_run (int argc, char **argv)
             case 'd': so.data = optarg; break;
             case 'j': o.json = true; break;
             case 'e': o.ephemeral = true; break;
-            case 'C': so.mcp_config = optarg; break;
-            case 'K': so.hooks = optarg; break;
             case 'W':
                 if (sb_serve_parse_window ("run", optarg, &so.context_window))
                     return 2;
                 break;
+            case 'C': so.mcp_config = optarg; break;
+            case 'K': so.hooks = optarg; break;
             case 'h': fputs (s_run_usage, stdout); return 0;
             default: return sb_cli_usage ("run", "unknown option or missing value: %s", argv [optind - 1]);
         }

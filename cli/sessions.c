@@ -33,13 +33,12 @@ static const char *s_sessions_usage =
     "usage: switchboard sessions [list] [--status active|closed] [--limit N] [--json]\n"
     "       switchboard sessions show ID [--json]\n"
     "       switchboard sessions new [--workspace DIR] [--title T] [--provider P] [--model M]\n"
-    "                                [--approval yolo|auto|interactive] [--max-steps N]\n"
-    "                                [--rule TOOL:PATTERN:ACTION]... [--approval-deadline S]\n"
-    "                                [--mcp A,B] [--json]\n"
+    "                                [--approval yolo|auto|interactive] [--max-steps N] [--mcp A,B]\n"
+    "                                [--rule TOOL:PATTERN:ACTION]... [--approval-deadline S] [--json]\n"
     "       switchboard sessions update ID [--title T] [--provider P] [--model M]\n"
-    "                                [--approval P] [--max-steps N] [--workspace DIR]\n"
+    "                                [--approval P] [--max-steps N] [--workspace DIR] [--mcp A,B]\n"
     "                                [--clear-rules] [--rule TOOL:PATTERN:ACTION]...\n"
-    "                                [--approval-deadline S] [--mcp A,B] [--json]\n"
+    "                                [--approval-deadline S] [--json]\n"
     "       switchboard sessions close ID [--json]\n"
     "       switchboard sessions delete ID [--json]\n"
     "\n"
@@ -60,8 +59,6 @@ static const char *s_sessions_usage =
     "  --model M         the model name\n"
     "  --approval P      approval policy: yolo, auto or interactive\n"
     "  --max-steps N     step limit per run, 1 to 10000\n"
-    "  --mcp A,B         the MCP servers the session uses, by name (default: all the\n"
-    "                    server configures; 'none' for none, 'all' for all again)\n"
     "  --rule T:P:A      an approval rule, appended to the session's (repeatable):\n"
     "                    tool glob T, pattern glob P over the shell command or the\n"
     "                    file path, action A allow, ask or deny; the last match wins.\n"
@@ -70,6 +67,8 @@ static const char *s_sessions_usage =
     "  --approval-deadline S  seconds a tool call waits for approval before its\n"
     "                    default outcome (reject); 0 waits forever (default: the\n"
     "                    server's, serve --approval-deadline)\n"
+    "  --mcp A,B         the MCP servers the session uses, by name (default: all the\n"
+    "                    server configures; 'none' for none, 'all' for all again)\n"
     "  --json            one JSON document (list: one JSON object per line)\n"
     "  --connect EP      the server's command endpoint (default: ipc in DATA)\n"
     "  --data DIR        the server's data folder\n"
@@ -443,6 +442,8 @@ s_enc_config (sb_enc_t *enc, const opts_t *o, const char *workspace)
     sb_enc_kstr_opt (enc, "approval_policy", o->approval);
     if (o->has_max_steps)
         sb_enc_kuint (enc, "max_steps", o->max_steps);
+    if (o->has_deadline)
+        sb_enc_kuint (enc, "approval_deadline_s", o->deadline);
     if (o->mcp) {
         //  "all" is ["*"] on the wire, "none" an empty list
         sb_enc_key (enc, "mcp_servers");
@@ -459,8 +460,6 @@ s_enc_config (sb_enc_t *enc, const opts_t *o, const char *workspace)
             }
         sb_enc_array_close (enc);
     }
-    if (o->has_deadline)
-        sb_enc_kuint (enc, "approval_deadline_s", o->deadline);
 }
 
 //  Newest first, and --limit N the newest N: session.list pages newest
@@ -626,10 +625,10 @@ s_sessions (int argc, char **argv, zlistx_t *rules)
         { "model", required_argument, 0, 'm' },
         { "approval", required_argument, 0, 'a' },
         { "max-steps", required_argument, 0, 'x' },
-        { "mcp", required_argument, 0, 'M' },
         { "rule", required_argument, 0, 'r' },
         { "clear-rules", no_argument, 0, 'R' },
         { "approval-deadline", required_argument, 0, 'D' },
+        { "mcp", required_argument, 0, 'M' },
         { "json", no_argument, 0, 'j' },
         { "connect", required_argument, 0, 'c' },
         { "data", required_argument, 0, 'd' },
@@ -659,12 +658,6 @@ s_sessions (int argc, char **argv, zlistx_t *rules)
                 o.has_max_steps = true;
                 o.config_opts++;
                 break;
-            case 'M':
-                if (sb_cli_mcp_names_check ("sessions", optarg))
-                    return 2;
-                o.mcp = optarg;
-                o.config_opts++;
-                break;
             case 'r':
                 if (s_check_rule (optarg))
                     return 2;
@@ -676,6 +669,12 @@ s_sessions (int argc, char **argv, zlistx_t *rules)
                 if (s_parse_uint ("sessions", "--approval-deadline", optarg, 604800, &o.deadline))
                     return 2;
                 o.has_deadline = true;
+                o.config_opts++;
+                break;
+            case 'M':
+                if (sb_cli_mcp_names_check ("sessions", optarg))
+                    return 2;
+                o.mcp = optarg;
                 o.config_opts++;
                 break;
             case 'j': o.json = true; break;
@@ -709,7 +708,7 @@ s_sessions (int argc, char **argv, zlistx_t *rules)
         return sb_cli_usage ("sessions", "--status takes active or closed, not '%s'", o.status);
     if (!create && !update && o.config_opts)
         return sb_cli_usage ("sessions", "--workspace, --title, --provider, --model, --approval, "
-                             "--max-steps, --rule, --clear-rules, --approval-deadline and --mcp go with new "
+                             "--max-steps, --mcp, --rule, --clear-rules and --approval-deadline go with new "
                              "and update only");
     if (create && o.clear_rules)
         return sb_cli_usage ("sessions", "--clear-rules goes with update (a new session has no rules)");
@@ -721,8 +720,8 @@ s_sessions (int argc, char **argv, zlistx_t *rules)
         return rc;
     if (update && o.config_opts == 0)
         return sb_cli_usage ("sessions", "update needs at least one of --title, --provider, --model, "
-                             "--approval, --max-steps, --workspace, --rule, --clear-rules, "
-                             "--approval-deadline, --mcp");
+                             "--approval, --max-steps, --workspace, --mcp, --rule, --clear-rules, "
+                             "--approval-deadline");
     if (o.has_max_steps && o.max_steps == 0)
         return sb_cli_usage ("sessions", "--max-steps takes a number from 1 to 10000");
 

@@ -1,9 +1,6 @@
 /*  schemas/types_session.c — session.* types (actors/session.c). */
 #include "schemas/types.h"
 
-/*  mcp_servers: names from mcpServers (actors/exec/mcp.h, docs/mcp.md). */
-static const sb_field_t s_mcp_name [] = { { "", SB_T_STR, false, 32, NULL, "an MCP server's name" } };
-#define MCP_SERVERS_DOC "the MCP servers the session uses, by name (absent: all; [] none; [\"*\"] in an update: all again)"
 /*  An approval rule (docs/approvals.md): globs over the tool name and the
     call's match key; the last matching rule of the list wins. */
 static const sb_field_t s_rule [] = {
@@ -14,6 +11,9 @@ static const sb_field_t s_rule [] = {
 };
 static const sb_field_t s_rule_item [] = { { "rule", SB_T_MAP, false, 0, s_rule, "a rule" } };
 #define SB_APPROVAL_DEADLINE_MAX_S (7 * 24 * 3600)
+/*  mcp_servers: names from mcpServers (actors/exec/mcp.h, docs/mcp.md). */
+static const sb_field_t s_mcp_name [] = { { "", SB_T_STR, false, 32, NULL, "an MCP server's name" } };
+#define MCP_SERVERS_DOC "the MCP servers the session uses, by name (absent: all; [] none; [\"*\"] in an update: all again)"
 
 const sb_field_t sb_session_record_fields [] = {
     { "session_id", SB_T_STR, true, ID_MAX, NULL, "session id" },
@@ -27,11 +27,11 @@ const sb_field_t sb_session_record_fields [] = {
     { "approval_policy", SB_T_STR, false, 16, NULL, "yolo | auto | interactive" },
     { "max_steps", SB_T_UINT, false, 0, NULL, "step limit per run", RANGE_STEPS },
     { "labels", SB_T_MAP, false, 32, NULL, "free-form string labels" },
-    { "mcp_servers", SB_T_ARRAY, false, 64, s_mcp_name, MCP_SERVERS_DOC },
     { "rules", SB_T_ARRAY, false, 256, s_rule_item, "approval rules, the last match wins" },
     { "approval_deadline_s", SB_T_UINT, false, 0, NULL,
       "seconds a tool call waits for approval before its default outcome (0: no deadline; "
       "absent: the server's, serve --approval-deadline)", RANGE (0, SB_APPROVAL_DEADLINE_MAX_S, 900) },
+    { "mcp_servers", SB_T_ARRAY, false, 64, s_mcp_name, MCP_SERVERS_DOC },
     { "last_seq", SB_T_UINT, true, 0, NULL, "tape head", RANGE_COUNT },
     { "last_run_id", SB_T_STR, false, ID_MAX, NULL, "most recent run" },
     { "turn_status", SB_T_STR, true, 16, NULL, "idle | running | cancelling" },
@@ -57,11 +57,11 @@ static const sb_field_t s_session_create [] = {
     { "approval_policy", SB_T_STR, false, 16, NULL, "yolo | auto | interactive" },
     { "max_steps", SB_T_UINT, false, 0, NULL, "step limit per run", RANGE_STEPS },
     { "labels", SB_T_MAP, false, 32, NULL, "free-form string labels" },
-    { "mcp_servers", SB_T_ARRAY, false, 64, s_mcp_name, MCP_SERVERS_DOC },
     { "rules", SB_T_ARRAY, false, 256, s_rule_item, "approval rules, the last match wins" },
     { "approval_deadline_s", SB_T_UINT, false, 0, NULL,
       "seconds a tool call waits for approval before its default outcome (0: no deadline; "
       "absent: the server's, serve --approval-deadline)", RANGE (0, SB_APPROVAL_DEADLINE_MAX_S, 900) },
+    { "mcp_servers", SB_T_ARRAY, false, 64, s_mcp_name, MCP_SERVERS_DOC },
     { "command_id", SB_T_STR, false, 64, NULL, "idempotency key" },
     END
 };
@@ -96,12 +96,12 @@ static const sb_field_t s_session_update [] = {
     { "approval_policy", SB_T_STR, false, 16, NULL, "yolo | auto | interactive" },
     { "max_steps", SB_T_UINT, false, 0, NULL, "step limit per run", RANGE_STEPS },
     { "labels", SB_T_MAP, false, 32, NULL, "free-form string labels" },
-    { "mcp_servers", SB_T_ARRAY, false, 64, s_mcp_name, MCP_SERVERS_DOC },
     { "rules", SB_T_ARRAY, false, 256, s_rule_item, "replaces the approval rules ([] clears them)" },
     { "add_rules", SB_T_ARRAY, false, 256, s_rule_item,
       "appended to the rules, after `rules`; an identical rule already there moves to the end" },
     { "approval_deadline_s", SB_T_UINT, false, 0, NULL, "seconds a tool call waits for approval (0: no deadline)",
       RANGE (0, SB_APPROVAL_DEADLINE_MAX_S, 900) },
+    { "mcp_servers", SB_T_ARRAY, false, 64, s_mcp_name, MCP_SERVERS_DOC },
     { "command_id", SB_T_STR, false, 64, NULL, "idempotency key" },
     END
 };

@@ -159,13 +159,13 @@ s_prepare (sb_exec_run_t *run)
     }
     sb_runtime_set_config (rt, version, sb_get_str (rec, "provider"), sb_get_str (rec, "model"),
                            sb_get_str (rec, "approval_policy"), (uint32_t) sb_get_uint (rec, "max_steps", 0));
-    sb_exec_mcp_attach (run, rec);
     sb_exec_compact_seed (run, sb_get_uint (rec, "compacted_seq", 0));
     if (sb_exec_approval_configure (run, rec) != 0) {
         sb_msg_destroy (&reply);
         sb_exec_finish_with (run, "failed", "out of memory");
         return -1;
     }
+    sb_exec_mcp_attach (run, rec);
     sb_msg_destroy (&reply);
     return s_catch_up (run);
 }

@@ -85,9 +85,9 @@ struct sb_exec_run {
     int64_t deadline;           /* mono ms, from timeout_s */
     sb_exec_coalesce_t text, thinking, tool_out;
     sb_exec_tool_tape_t tool_tape;
+    struct sb_exec_approval *approval;  /* the session's rules and deadline (actors/exec/approval.c) */
     const void *mcp_config;     /* the actor's sb_mcp_config_t, or NULL: no MCP servers */
     char *agents_md;            /* AGENTS.md instructions of this run, or NULL (actors/exec/agents_md.c) */
-    struct sb_exec_approval *approval;  /* the session's rules and deadline (actors/exec/approval.c) */
     char status [16];
     char reason [1024];
     char kind [16];             /* "" : a prompt's run; "compact": compaction only */
@@ -179,28 +179,6 @@ int sb_exec_record_step (sb_exec_run_t *run, sb_exec_step_t *step);
 void sb_exec_step_clear (sb_exec_step_t *step);
 
 //  ---------------------------------------------------------------------
-//  actors/exec/agents_md.c: the project's AGENTS.md for this run
-
-//  Reads the AGENTS.md files for the run's workspace into run->agents_md
-//  and records instructions.loaded on the tape when there are any.
-//  Returns 0, or -1 when the append failed (run status set).
-int sb_exec_load_instructions (sb_exec_run_t *run);
-
-//  ---------------------------------------------------------------------
-//  actors/exec/mcp_exec.c: the session's MCP servers for this run
-
-//  Gives the runtime its MCP set for the session record `rec` (its
-//  mcp_servers), when it has none. No I/O.
-void sb_exec_mcp_attach (sb_exec_run_t *run, const sb_val_t *rec);
-//  Starts the servers not running and lists their tools; a server that
-//  cannot start is noted on the tape and the run goes on. Returns 0, or
-//  -1 when the note could not be appended (run status set).
-int sb_exec_mcp_start (sb_exec_run_t *run);
-//  Whether `name` is an MCP tool, and runs one call of it.
-bool sb_exec_mcp_is_tool (const char *name);
-void sb_exec_mcp_call (sb_exec_run_t *run, const sb_exec_call_t *call, sb_tool_result_t *res);
-
-//  ---------------------------------------------------------------------
 //  actors/exec/compact.c: the context window (docs/compaction.md)
 
 typedef enum {
@@ -235,6 +213,26 @@ void sb_exec_compact_run (sb_exec_run_t *run);
 
 //  Reads the tape after what the context has seen (actors/exec/agent.c).
 int sb_exec_catch_up (sb_exec_run_t *run);
+//  actors/exec/agents_md.c: the project's AGENTS.md for this run
+
+//  Reads the AGENTS.md files for the run's workspace into run->agents_md
+//  and records instructions.loaded on the tape when there are any.
+//  Returns 0, or -1 when the append failed (run status set).
+int sb_exec_load_instructions (sb_exec_run_t *run);
+
+//  ---------------------------------------------------------------------
+//  actors/exec/mcp_exec.c: the session's MCP servers for this run
+
+//  Gives the runtime its MCP set for the session record `rec` (its
+//  mcp_servers), when it has none. No I/O.
+void sb_exec_mcp_attach (sb_exec_run_t *run, const sb_val_t *rec);
+//  Starts the servers not running and lists their tools; a server that
+//  cannot start is noted on the tape and the run goes on. Returns 0, or
+//  -1 when the note could not be appended (run status set).
+int sb_exec_mcp_start (sb_exec_run_t *run);
+//  Whether `name` is an MCP tool, and runs one call of it.
+bool sb_exec_mcp_is_tool (const char *name);
+void sb_exec_mcp_call (sb_exec_run_t *run, const sb_exec_call_t *call, sb_tool_result_t *res);
 
 //  ---------------------------------------------------------------------
 //  actors/exec/agent.c: the run thread

@@ -8,8 +8,8 @@
     destroyed, never leaked.
 */
 #include "actors/exec/runtime.h"
-#include "actors/exec/mcp.h"
 #include "actors/exec/policy.h"
+#include "actors/exec/mcp.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -52,8 +52,8 @@ sb_runtime_destroy (sb_runtime_t **rt_p)
         return;
     sb_runtime_t *rt = *rt_p;
     sb_context_destroy (&rt->context);
-    sb_mcp_set_destroy (&rt->mcp);   /* its servers die with the runtime */
     sb_policy_destroy (&rt->policy);
+    sb_mcp_set_destroy (&rt->mcp);   /* its servers die with the runtime */
     free (rt->session_id);
     free (rt->workspace);
     free (rt->workspace_given);

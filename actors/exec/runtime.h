@@ -42,7 +42,6 @@ struct sb_runtime {
     char *approval_policy;      //  NULL: the executor's default
     uint32_t max_steps;         //  0: the executor's default
     sb_context_t *context;      //  never NULL; owned
-    struct sb_mcp_set *mcp;     //  the session's MCP servers (actors/exec/mcp.h), or NULL; owned
     //  The model's limits (llm.info, asked once per config) and the size
     //  the provider reported for the last call, which calibrates the
     //  estimate of the next (actors/exec/compact.c).
@@ -51,6 +50,7 @@ struct sb_runtime {
     uint64_t last_input_tokens; //  0: no calibration (none yet, or compacted since)
     size_t last_bytes;          //  sb_context_bytes when that call was made
     struct sb_policy *policy;   //  approvals and calls from the tape (actors/exec/policy.h); owned
+    struct sb_mcp_set *mcp;     //  the session's MCP servers (actors/exec/mcp.h), or NULL; owned
 
     //  Private to the cache: its LRU list and hash chain.
     sb_runtime_t *lru_prev, *lru_next, *hash_next;

@@ -167,9 +167,8 @@ s_prepare_config (self_t *self, req_t *req, bool creating)
         sb_session_fail (req, SB_E_invalid, "max_steps must be between 1 and %d", MAX_STEPS_MAX);
         return;
     }
-    if (!sb_session_mcp_servers_ok (req, sb_get_array (b, "mcp_servers")))
-        return;
-    if (s_prepare_rules (req, "rules") || s_prepare_rules (req, "add_rules"))
+    if (s_prepare_rules (req, "rules") || s_prepare_rules (req, "add_rules")
+    ||  !sb_session_mcp_servers_ok (req, sb_get_array (b, "mcp_servers")))
         return;
     const sb_val_t *labels = sb_get_map (b, "labels");
     for (uint32_t k = 0; labels && k < labels->len; k++) {
@@ -425,12 +424,12 @@ s_write_create (self_t *self, sb_txn_t *txn, req_t *req)
     r->approval_policy = (s = sb_get_str (b, "approval_policy")) && *s? s: NULL;
     r->max_steps = sb_get_uint (b, "max_steps", 0);
     r->labels = sb_get_map (b, "labels");
-    r->mcp_servers = sb_session_mcp_servers (sb_get_array (b, "mcp_servers"));
     const sb_val_t *rules = sb_get_array (b, "rules");
     r->rules = rules && rules->len? rules: NULL;
     const sb_val_t *deadline = sb_get (b, "approval_deadline_s");
     r->has_deadline = deadline != NULL;
     r->approval_deadline_s = deadline? deadline->v.u: 0;
+    r->mcp_servers = sb_session_mcp_servers (sb_get_array (b, "mcp_servers"));
     r->config_version = 1;
     r->last_activity_at = self->now;
     s_put_status (txn, "active", r->session_id, true);
@@ -503,10 +502,6 @@ s_write_update (self_t *self, sb_txn_t *txn, req_t *req)
         r->labels = labels->len? labels: NULL;
         changed [n++] = "labels";
     }
-    if (sb_get_array (b, "mcp_servers")) {
-        r->mcp_servers = sb_session_mcp_servers (sb_get_array (b, "mcp_servers"));
-        changed [n++] = "mcp_servers";
-    }
     if (rules)
         changed [n++] = "rules";
     const sb_val_t *deadline = sb_get (b, "approval_deadline_s");
@@ -514,6 +509,10 @@ s_write_update (self_t *self, sb_txn_t *txn, req_t *req)
         r->has_deadline = true;
         r->approval_deadline_s = deadline->v.u;
         changed [n++] = "approval_deadline_s";
+    }
+    if (sb_get_array (b, "mcp_servers")) {
+        r->mcp_servers = sb_session_mcp_servers (sb_get_array (b, "mcp_servers"));
+        changed [n++] = "mcp_servers";
     }
     //  An update that changes nothing writes nothing.
     if (n) {

@@ -76,10 +76,10 @@ typedef struct {
     const char *approval_policy, *last_run_id, *turn_status;
     const char *last_prompt;    //  the first line of the latest prompt, cut
     const sb_val_t *labels;
-    const sb_val_t *mcp_servers;    //  NULL: all the executor's MCP servers
     const sb_val_t *rules;      //  approval rules (docs/approvals.md); NULL: none
     uint64_t approval_deadline_s;   //  with has_deadline; else the server's default
     bool has_deadline;
+    const sb_val_t *mcp_servers;    //  NULL: all the executor's MCP servers
     uint64_t created_at, updated_at, max_steps, last_seq, config_version, fence;
     uint64_t last_activity_at;  //  the latest prompt or run status, ms
     uint64_t tape_bytes;        //  bytes of appended entry bodies (the quota's measure)

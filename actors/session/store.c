@@ -45,12 +45,12 @@ sb_session_record_encode (sb_enc_t *enc, const record_t *r)
         sb_enc_kuint (enc, "max_steps", r->max_steps);
     if (r->labels)
         sb_enc_kval (enc, "labels", r->labels);
-    if (r->mcp_servers)
-        sb_enc_kval (enc, "mcp_servers", r->mcp_servers);
     if (r->rules)
         sb_enc_kval (enc, "rules", r->rules);
     if (r->has_deadline)
         sb_enc_kuint (enc, "approval_deadline_s", r->approval_deadline_s);
+    if (r->mcp_servers)
+        sb_enc_kval (enc, "mcp_servers", r->mcp_servers);
     sb_enc_kuint (enc, "last_seq", r->last_seq);
     sb_enc_kstr_opt (enc, "last_run_id", r->last_run_id);
     sb_enc_kstr (enc, "turn_status", r->turn_status);
@@ -122,10 +122,10 @@ sb_session_record_get (self_t *self, sb_txn_t *txn, req_t *req, const char *sid)
         .turn_status = sb_get_str (m, "turn_status"),
         .last_prompt = sb_get_str (m, "last_prompt"),
         .labels = sb_get_map (m, "labels"),
-        .mcp_servers = sb_get_array (m, "mcp_servers"),
         .rules = sb_get_array (m, "rules"),
         .approval_deadline_s = sb_get_uint (m, "approval_deadline_s", 0),
         .has_deadline = sb_get (m, "approval_deadline_s") != NULL,
+        .mcp_servers = sb_get_array (m, "mcp_servers"),
         .created_at = sb_get_uint (m, "created_at", 0),
         .updated_at = sb_get_uint (m, "updated_at", 0),
         .max_steps = sb_get_uint (m, "max_steps", 0),

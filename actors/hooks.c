@@ -292,6 +292,24 @@ s_tail (char *tail, const char *data, size_t n)
     tail [have + n] = 0;
 }
 
+//  The hook's own env values may be secrets (a webhook's token): what it
+//  printed is logged without them.
+static void
+s_redact (char *text, char *const *env)
+{
+    for (size_t k = 0; env && env [k]; k++) {
+        const char *v = strchr (env [k], '=') + 1;
+        size_t vl = strlen (v);
+        if (vl < 6)
+            continue;
+        char *hit;
+        while ((hit = strstr (text, v))) {
+            memcpy (hit, "***", 3);
+            memmove (hit + 3, hit + vl, strlen (hit + vl) + 1);
+        }
+    }
+}
+
 static void
 s_run_job (self_t *self, s_job_t *job)
 {
@@ -375,6 +393,7 @@ s_run_job (self_t *self, s_job_t *job)
     for (char *c = out_tail; *c; c++)
         if (*c == '\n' || *c == '\r' || (unsigned char) *c < 0x20)
             *c = ' ';
+    s_redact (out_tail, h->env);
     if (timed_out) {
         atomic_fetch_add (&self->timed_out, 1);
         atomic_fetch_add (&self->failed, 1);

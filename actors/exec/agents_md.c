@@ -274,6 +274,8 @@ sb_exec_load_instructions (sb_exec_run_t *run)
 {
     free (run->agents_md);
     run->agents_md = NULL;
+    if (strcmp (run->kind, "compact") == 0)
+        return 0;               /* a summary of the conversation needs none */
     sb_agents_t a;
     if (sb_agents_load (run->runtime->workspace, NULL, &a) != 0) {
         sb_warn ("exec", "run=%s: out of memory reading AGENTS.md; the run goes on without it", run->run_id);

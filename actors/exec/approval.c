@@ -15,6 +15,7 @@
     rule on the session, through session.update add_rules, whose pattern
     matches exactly this call.
 */
+#include "actors/exec/mcp.h"
 #include "actors/exec/approval.h"
 #include "actors/exec/diff.h"
 #include "actors/exec/policy.h"
@@ -383,12 +384,15 @@ s_risk (const char *tool)
 
 //  What a person sees as the one line of the request.
 static char *
-s_summary (const sb_exec_call_t *call, const char *key)
+s_summary (const sb_exec_run_t *run, const sb_exec_call_t *call, const char *key)
 {
     if (strcmp (call->name, "shell") == 0 || sb_tools_find (call->name))
         return s_cut (key, S_SUMMARY_MAX);
+    //  an MCP server's readOnlyHint is for the person to weigh, never trusted
+    const char *hint = sb_mcp_set_read_only_hint (run->runtime->mcp, call->name) == 1
+                     ? " (its MCP server says it is read-only)" : "";
     char *line = NULL;
-    if (asprintf (&line, "%s %s", call->name, call->arguments) < 0)
+    if (asprintf (&line, "%s %s%s", call->name, call->arguments, hint) < 0)
         return NULL;
     char *cut = s_cut (line, S_SUMMARY_MAX);
     free (line);
@@ -405,7 +409,7 @@ s_ask (sb_exec_run_t *run, const sb_exec_call_t *call, const char *key, sb_gate_
         snprintf (topic, sizeof topic, "session/%s", run->session_id);
         sb_sub_subscribe (sub, topic);
     }
-    char *summary = s_summary (call, key);
+    char *summary = s_summary (run, call, key);
     //  what allows this call from now on, should it be refused
     s_allow_fix (run, call->name, key, v->fix, sizeof v->fix);
     if (!v->fix [0])

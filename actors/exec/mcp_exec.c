@@ -23,8 +23,8 @@ int
 sb_exec_mcp_start (sb_exec_run_t *run)
 {
     sb_runtime_t *rt = run->runtime;
-    if (!rt->mcp)
-        return 0;
+    if (!rt->mcp || strcmp (run->kind, "compact") == 0)
+        return 0;               /* a compaction-only run calls no tool */
     char notes [4096];
     sb_mcp_set_prepare (rt->mcp, rt->workspace, run->cancel_fd, notes, sizeof notes);
     if (!notes [0])

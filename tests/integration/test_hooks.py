@@ -97,7 +97,8 @@ def test_hung_hook_is_killed_at_its_timeout_and_failures_are_counted():
     d = tmpdir()
     hung = {"command": ["/bin/sh", "-c", 'sleep 300 & echo $! > "$D/bg"; echo $$ > "$D/sh"; sleep 301'],
             "timeout_s": 1, "env": {"D": d}}
-    failing = {"command": ["/bin/sh", "-c", "echo broken >&2; exit 3"]}
+    failing = {"command": ["/bin/sh", "-c", 'echo "broken $HOOK_TOKEN" >&2; exit 3'],
+               "env": {"HOOK_TOKEN": "hook-secret-4242"}}
     missing = {"command": ["/nonexistent/hook"]}
     path = hooks_file({"session.created": [hung, failing, missing]})
     server = Server(args=["--hooks", path]).start()
@@ -115,6 +116,7 @@ def test_hung_hook_is_killed_at_its_timeout_and_failures_are_counted():
     check(st["failed"] == 3 and st["ok"] == 0 and st["fired"] == 3, "stats %r", st)
     log = server.log()
     check("killed at its timeout" in log and "exit 3" in log and "did not start" in log, "log:\n%s", log)
+    check("broken ***" in log and "hook-secret-4242" not in log, "the hook's env secret reached the log:\n%s", log)
     # the server is fine: another session, more hooks
     new_session(server, tmpdir())
     wait_for(lambda: stats(server)["fired"] == 6, 5, "the next hooks")

@@ -11,7 +11,8 @@ server: the reference @modelcontextprotocol/server-everything from npm
   - a secret in the server's env never reaches the tape or the log, even
     when the server prints its environment (get-env), nor when a server
     that crashes at start prints it to stderr;
-  - approval auto refuses an MCP tool whatever its readOnlyHint says;
+  - (under auto and interactive an MCP tool asks whatever its readOnlyHint
+    says: test_mcp_approvals.py);
   - a session's --mcp list limits its servers; `switchboard mcp list`
     shows servers, state and tools;
   - hostile: a server that dies mid-call (a tool error, then restarted once
@@ -121,22 +122,6 @@ def test_everything_echo_and_sum_through_a_run():
     check(SECRET not in out, "mcp list shows the secret")
     rc, out, err = cli(server, "mcp", "list")
     check(rc == 0 and "every" in out and "running" in out and "mcp__every__echo" in out, "mcp list:\n%s", out)
-    server.stop()
-    llm.stop()
-
-
-def test_auto_and_interactive_do_not_run_mcp_tools_whatever_readonlyhint_says():
-    need_everything()
-    llm = LLM()
-    server = serve(llm, "mcp2", config({"every": everything()}))
-    for policy in ("auto", "interactive"):
-        llm.script("mcp2", [calls(("c_echo_" + policy, "mcp__every__echo", {"message": "x"})), {"text": "ok"}])
-        sid = new_session(server, tmpdir(), approval_policy=policy)
-        run = run_one(server, sid)
-        check(run["status"] == "completed", "run %r", run)
-        r = results(tape(server, sid))["c_echo_" + policy]
-        check(r["ok"] is False and r.get("refused") is True and r.get("mutating") is True,
-              "%s ran an MCP tool its server calls read-only: %r", policy, r)
     server.stop()
     llm.stop()
 

@@ -53,6 +53,8 @@ def test_mcp_tools_ask_under_auto_and_interactive():
             skip("the executor does not ask for approvals yet (the policy part of issue 10): "
                  "MCP tools are refused under auto and interactive, as test_mcp.py checks")
         check(ask["body"]["tool"] == "mcp__every__echo", "asked about %r", ask["body"])
+        check("says it is read-only" in ask["body"].get("summary", ""),
+              "the server's readOnlyHint is not shown to the person: %r", ask["body"])
         call(server, "interact.resolve", {"interaction_id": ask["body"]["interaction_id"], "decision": decision})
         run = wait_run(server, run_id, timeout=30)
         check(run["status"] == "completed", "run %r", run)

@@ -34,12 +34,16 @@ BENCH_BIN:= $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
 
-.PHONY: all run test unit integration bench fuzz fuzz-smoke asan docs clean deps check-deps FORCE
+.PHONY: all run test unit integration bench fuzz fuzz-smoke asan docs clean deps deps-test check-deps FORCE
 
 all: $(BUILD)/switchboard
 
 deps:
 	@bash scripts/deps.sh
+
+# the test dependencies too (the reference MCP server, from npm)
+deps-test:
+	@bash scripts/deps.sh --tests
 
 $(BUILD)/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
@@ -69,7 +73,7 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libswitchboard.a $(HDRS)
 run: deps all
 	./$(BUILD)/switchboard serve
 
-test: deps
+test: deps-test
 	@$(MAKE) -j$(JOBS) --no-print-directory all units fuzz-smoke-build
 	@bash tests/run_all.sh $(BUILD)
 
@@ -81,7 +85,7 @@ unit: units
 integration: all
 	@bash tests/run_all.sh $(BUILD) integration
 
-asan: deps
+asan: deps-test
 	@$(MAKE) -j$(JOBS) --no-print-directory BUILD=build-asan SAN=1 OPT=-O1 all units
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \

@@ -31,6 +31,9 @@ typedef struct {
     int demo_delay_ms;          /* demo model: pause between tokens (-1: default) */
     uint64_t tool_output_tape;  /* --tool-output-tape: bytes of one tool call's output kept on the tape */
     uint64_t session_quota;     /* --session-quota: bytes of tape one session may hold */
+    uint64_t context_window;    /* --context-window: tokens, where the providers file says nothing */
+    const char *mcp_config;     /* --mcp-config FILE (NULL: DATA/mcp.json when present) */
+    const char *hooks;          /* --hooks FILE (NULL: DATA/hooks.json when present) */
     bool approval_deadline_set; /* --approval-deadline was given */
     uint64_t approval_deadline_s;   /* interact: an approval's default deadline (0: none) */
 } sb_server_config_t;
@@ -56,6 +59,9 @@ const char *sb_run_dispatch_type (size_t index);
 void sb_exec_actor (zsock_t *pipe, void *args);
 /*  The exec actor's dispatch table, type column (see below). */
 const char *sb_exec_dispatch_type (size_t index);
+/*  Hooks: the person's commands run on tape events (actors/hooks.c). */
+void sb_hooks_actor (zsock_t *pipe, void *args);
+const char *sb_hooks_dispatch_type (size_t index);
 /*  Durable interactions (approvals): interact.*, deadlines, announcements. */
 void sb_interact_actor (zsock_t *pipe, void *args);
 /*  The interact actor's dispatch table, type column (see below). */

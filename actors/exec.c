@@ -12,7 +12,9 @@
     (actors/exec/tape.c). */
 #include "actors/actor.h"
 #include "actors/exec/agent.h"
-#include "actors/exec/diff.h"
+#include "actors/exec/approval.h"
+#include "actors/exec/mcp.h"
+#include "actors/exec/changes.h"
 #include "actors/exec/runtime.h"
 #include "actors/exec/spawn.h"
 #include "bus/client.h"
@@ -33,6 +35,7 @@ typedef struct {
     sb_enc_t *enc;
     char instance [129];
     const char *endpoint;
+    const char *sub_endpoint;   /* the event plane: executors wait there for approvals */
     const sb_server_config_t *config;
     zhashx_t *runs;             /* run_id -> sb_exec_run_t */
     sb_runtime_cache_t *cache;
@@ -41,6 +44,8 @@ typedef struct {
     int done_fd;                /* eventfd: a run finished */
     int64_t next_sweep;         /* mono ms of the next orphan sweep */
     uint64_t tool_tape_cap;     /* the tape's share of one tool call's output */
+    sb_mcp_config_t *mcp;       /* MCP servers (actors/exec/mcp.h), or NULL; read-only once loaded */
+    int64_t mcp_idle_ms;        /* a cached session's unused MCP server is stopped after */
     sb_exec_diffs_t *diffs;     /* exec.diff jobs (actors/exec/diff.c) */
     bool terminated;
 } self_t;
@@ -61,7 +66,9 @@ s_run_free (sb_exec_run_t **run_p)
     free (run->text.buf);
     free (run->thinking.buf);
     free (run->tool_out.buf);
+    free (run->agents_md);
     sb_exec_tool_output_free (run);
+    sb_exec_approval_free (run);
     free (run);
     *run_p = NULL;
 }
@@ -98,6 +105,16 @@ s_reap (self_t *self)
     }
 }
 
+/*  SWITCHBOARD_MCP_IDLE_S: seconds an MCP server of a cached session may
+    sit unused before it is stopped (default 600). */
+static void
+s_stop_idle_mcp (sb_runtime_t *rt, void *arg)
+{
+    self_t *self = arg;
+    if (rt->mcp)
+        sb_mcp_set_stop_idle (rt->mcp, self->mcp_idle_ms);
+}
+
 static void
 s_handle_start (self_t *self, sb_msg_t *msg)
 {
@@ -113,13 +130,17 @@ s_handle_start (self_t *self, sb_msg_t *msg)
         run->on_end = s_run_ended;
         run->sandbox = self->config ? self->config->sandbox : NULL;
         run->tool_tape.cap = self->tool_tape_cap;
+        run->mcp_config = self->mcp;
         snprintf (run->run_id, sizeof run->run_id, "%s", run_id);
         snprintf (run->session_id, sizeof run->session_id, "%s", sb_get_str (msg->body, "session_id"));
         const char *rf = sb_get_str (msg->body, "resume_from");
         snprintf (run->resume_from, sizeof run->resume_from, "%s", rf ? rf : "");
+        const char *kind = sb_get_str (msg->body, "kind");
+        snprintf (run->kind, sizeof run->kind, "%s", kind && strcmp (kind, "compact") == 0 ? kind : "");
         const char *pol = sb_get_str (msg->body, "approval_policy");
         snprintf (run->policy, sizeof run->policy, "%s", pol ? pol : "auto");
         snprintf (run->endpoint, sizeof run->endpoint, "%s", self->endpoint);
+        snprintf (run->sub_endpoint, sizeof run->sub_endpoint, "%s", self->sub_endpoint ? self->sub_endpoint : "");
         snprintf (run->instance, sizeof run->instance, "%s-%.8s", self->instance, run_id + 18);
         run->fence = sb_get_uint (msg->body, "fence", 0);
         const sb_val_t *lim = sb_get_map (msg->body, "limits");
@@ -171,6 +192,21 @@ s_handle_cancel (self_t *self, sb_msg_t *msg)
     sb_bus_reply (self->bus, msg, b, len);
 }
 
+/*  The configured MCP servers, their state in the sessions that started
+    them and their tools (`switchboard mcp list`). */
+static void
+s_handle_mcp_list (self_t *self, sb_msg_t *msg)
+{
+    sb_enc_t *e = self->enc;
+    sb_enc_reset (e);
+    sb_enc_map_open (e);
+    sb_mcp_status_encode (self->mcp, e);
+    sb_enc_map_close (e);
+    size_t len;
+    const uint8_t *b = sb_enc_data (e, &len);
+    sb_bus_reply (self->bus, msg, b, len);
+}
+
 static void
 s_handle_diff (self_t *self, sb_msg_t *msg)
 {
@@ -188,6 +224,7 @@ static const struct {
 } s_dispatch_table [] = {
     { "exec.start", s_handle_start },
     { "exec.cancel", s_handle_cancel },
+    { "exec.mcp.list", s_handle_mcp_list },
     { "exec.diff", s_handle_diff },
 };
 
@@ -232,6 +269,8 @@ s_self_destroy (self_t **self_p)
         }
         zhashx_destroy (&self->runs);
     }
+    sb_runtime_cache_destroy (&self->cache);   /* stops every MCP server */
+    sb_mcp_config_destroy (&self->mcp);
     sb_runtime_cache_destroy (&self->cache);
     sb_exec_diffs_destroy (&self->diffs);
     zlistx_destroy (&self->done);
@@ -255,12 +294,30 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
     pthread_mutex_init (&self->done_lock, NULL);
     snprintf (self->instance, sizeof self->instance, "%s", args->instance ? args->instance : "exec");
     self->endpoint = args->cmd_endpoint;
+    self->sub_endpoint = args->sub_endpoint;
     self->config = args->config;
     /* a command that prints without end must not fill the disk: the tape
        keeps a bounded head and tail of each call (docs/operations.md) */
     self->tool_tape_cap = sb_actor_limit (ACTOR, self->config ? self->config->tool_output_tape : 0,
                                           "SWITCHBOARD_TOOL_OUTPUT_TAPE", SB_EXEC_TOOL_TAPE_DEFAULT,
                                           SB_EXEC_TOOL_TAPE_MIN, SB_EXEC_TOOL_TAPE_MAX);
+    /* MCP servers: --mcp-config FILE must load; DATA/mcp.json when present */
+    char mcp_path [4200], err [512] = "";
+    const char *given = self->config ? self->config->mcp_config : NULL;
+    if (given || args->data_dir) {
+        if (!given)
+            snprintf (mcp_path, sizeof mcp_path, "%s/mcp.json", args->data_dir);
+        self->mcp = sb_mcp_config_load (given ? given : mcp_path, given != NULL, err, sizeof err);
+        if (!self->mcp && err [0]) {
+            sb_error (ACTOR, "MCP servers: %s", err);
+            s_self_destroy (&self);
+            return NULL;
+        }
+        if (self->mcp)
+            sb_info (ACTOR, "MCP servers: %zu from %s", self->mcp->n, self->mcp->source);
+    }
+    self->mcp_idle_ms = (int64_t) sb_actor_limit (ACTOR, 0, "SWITCHBOARD_MCP_IDLE_S", SB_MCP_IDLE_MS / 1000,
+                                                  1, 7 * 24 * 3600) * 1000;
     self->bus = sb_bus_new (args->cmd_endpoint, self->instance);
     self->enc = sb_enc_new ();
     self->runs = zhashx_new ();
@@ -325,6 +382,8 @@ sb_exec_actor (zsock_t *pipe, void *args)
            zombie of ours that no spawn waits for. Reap those. */
         if (sb_mono_ms () >= self->next_sweep) {
             sb_spawn_reap_orphans ();
+            /* MCP servers of sessions that have not run for a while */
+            sb_runtime_cache_each (self->cache, s_stop_idle_mcp, self);
             self->next_sweep = sb_mono_ms () + ORPHAN_SWEEP_MS;
         }
         if ((items [0].revents & ZMQ_POLLIN) && sb_actor_pipe_term (pipe))

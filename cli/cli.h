@@ -91,8 +91,12 @@ int sb_cmd_actor (int argc, char **argv);
 int sb_cmd_call (int argc, char **argv);
 int sb_cmd_sessions (int argc, char **argv);
 int sb_cmd_events (int argc, char **argv);
+int sb_cmd_mcp (int argc, char **argv);
+/*  cli/mcp.c: checks --mcp A,B (or all, none); true after a usage error. */
+bool sb_cli_mcp_names_check (const char *cmd, const char *list);
 int sb_cmd_run (int argc, char **argv);
 int sb_cmd_prompt (int argc, char **argv);
+int sb_cmd_compact (int argc, char **argv);
 int sb_cmd_cancel (int argc, char **argv);
 int sb_cmd_resume (int argc, char **argv);
 int sb_cmd_runs (int argc, char **argv);

@@ -59,6 +59,7 @@ sb_cmd_actor (int argc, char **argv)
         { "llm-url", required_argument, 0, 'u' },
         { "providers", required_argument, 0, 'p' },
         { "sandbox", required_argument, 0, 's' },
+        { "mcp-config", required_argument, 0, 'C' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
@@ -76,14 +77,16 @@ sb_cmd_actor (int argc, char **argv)
             case 'u': cfg.llm_url = optarg; break;
             case 'p': cfg.providers = optarg; break;
             case 's': cfg.sandbox = optarg; break;
+            case 'C': cfg.mcp_config = optarg; break;
             case 'h':
                 printf ("usage: switchboard actor NAME [--connect EP] [--instance NAME] [--data DIR]\n"
                         "                         [--llm PROVIDER --llm-url URL --model M | --providers FILE]\n"
-                        "                         [--sandbox bwrap]\n\n"
+                        "                         [--sandbox bwrap] [--mcp-config FILE]\n\n"
                         "Runs one stateless actor as its own process, attached to a running\n"
                         "broker (--connect, else $SWITCHBOARD_BUS, else the ipc endpoint in DATA).\n"
                         "Actors: llm (the model broker; it holds the provider keys), exec (the\n"
-                        "local executor; same filesystem as the server), echo (the test service).\n");
+                        "local executor; same filesystem as the server), echo (the test service).\n"
+                        "exec starts the MCP servers of --mcp-config FILE (docs/mcp.md).\n");
                 return 0;
             default: return sb_cli_usage ("actor", "unknown option or missing value: %s", argv [optind - 1]);
         }
@@ -120,7 +123,12 @@ sb_cmd_actor (int argc, char **argv)
     sigaddset (&sigs, SIGTERM);
     pthread_sigmask (SIG_BLOCK, &sigs, NULL);
     zsys_handler_set (NULL);
-    sb_actor_args_t args = { .cmd_endpoint = ep, .instance = instance, .config = &cfg };
+    /* the event plane, where an executor hears approvals resolved */
+    char sub_ep [4200] = "";
+    if (sb_cli_endpoint (connect, data, "pub", sub_ep, sizeof sub_ep, err, sizeof err))
+        sub_ep [0] = 0;
+    sb_actor_args_t args = { .cmd_endpoint = ep, .sub_endpoint = sub_ep [0] ? sub_ep : NULL, .instance = instance,
+                             .config = &cfg };
     zactor_t *actor = zactor_new (entry->fn, &args);
     if (actor && sb_actor_last_status () != 0)
         zactor_destroy (&actor);

@@ -134,6 +134,10 @@ s_on_server (sb_oneshot_t *o, const sb_serve_opts_t *so, const char *dir)
         return sb_cli_usage ("run", "a server is running on %s and answers with its own model; "
                              "drop --llm, --model, --llm-url and --providers, or add --ephemeral "
                              "to run on a server of your own", dir);
+    if (so->mcp_config || so->hooks)
+        return sb_cli_usage ("run", "a server is running on %s with its own MCP servers and hooks; "
+                             "drop --mcp-config and --hooks, or add --ephemeral to run on a server "
+                             "of your own", dir);
     char pub [4200], err [512];
     if (sb_cli_endpoint (NULL, dir, "pub", pub, sizeof pub, err, sizeof err))
         return sb_cli_fail ("run", "%s", err);

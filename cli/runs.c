@@ -19,6 +19,7 @@
 static const char *s_run_usage =
     "usage: switchboard run --goal TEXT [--repo DIR] [--max-steps N] [--approval yolo|auto|interactive]\n"
     "                       [--llm PROVIDER] [--model M] [--llm-url URL] [--providers FILE]\n"
+    "                       [--context-window TOKENS] [--mcp-config FILE] [--hooks FILE]\n"
     "                       [--data DIR | --ephemeral] [--json]\n"
     "\n"
     "One shot: gives the agent the goal in the repo folder, streams the run, says\n"
@@ -31,11 +32,16 @@ static const char *s_run_usage =
     "  --goal TEXT        what the agent should do (required)\n"
     "  --repo DIR         the workspace (default: the current folder)\n"
     "  --max-steps N      model calls allowed (default 50)\n"
-    "  --approval P       yolo: every tool; auto (default): read-only tools only\n"
-    "                     (approvals are not built yet); interactive: as auto\n"
+    "  --approval P       yolo: every tool; auto (default): read-only tools run,\n"
+    "                     the others wait for a person (switchboard resolve);\n"
+    "                     interactive: every tool waits for a person\n"
     "  --data DIR         the data folder (default $SWITCHBOARD_DATA, else\n"
     "                     $XDG_STATE_HOME/switchboard, else ~/.local/state/switchboard)\n"
     "  --ephemeral        a temporary data folder, removed at exit\n"
+    "  --context-window TOKENS  the model's context window, where the providers\n"
+    "                     file gives none (docs/compaction.md)\n"
+    "  --mcp-config FILE  MCP tool servers (default DATA/mcp.json; docs/mcp.md)\n"
+    "  --hooks FILE       commands run on events (default DATA/hooks.json; docs/hooks.md)\n"
     "  --json             print the tape entries as JSON lines\n"
     "\n"
     "Ctrl-C cancels the run and exits 130 once it has stopped (the last line says\n"
@@ -56,6 +62,9 @@ sb_cmd_run (int argc, char **argv)
         { "data", required_argument, 0, 'd' },
         { "json", no_argument, 0, 'j' },
         { "ephemeral", no_argument, 0, 'e' },
+        { "context-window", required_argument, 0, 'W' },
+        { "mcp-config", required_argument, 0, 'C' },
+        { "hooks", required_argument, 0, 'K' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
@@ -83,6 +92,12 @@ sb_cmd_run (int argc, char **argv)
             case 'd': so.data = optarg; break;
             case 'j': o.json = true; break;
             case 'e': o.ephemeral = true; break;
+            case 'W':
+                if (sb_serve_parse_window ("run", optarg, &so.context_window))
+                    return 2;
+                break;
+            case 'C': so.mcp_config = optarg; break;
+            case 'K': so.hooks = optarg; break;
             case 'h': fputs (s_run_usage, stdout); return 0;
             default: return sb_cli_usage ("run", "unknown option or missing value: %s", argv [optind - 1]);
         }
@@ -193,8 +208,17 @@ s_print_run (const sb_val_t *run, bool json, bool one_line)
         bool done = sb_run_status_from_name (status) == SB_RUN_completed;
         snprintf (steps, sizeof steps, "%llu", (unsigned long long) sb_get_uint (run, "steps", 0));
         sb_cli_time_cell (sb_get_uint (run, "updated_at", 0), updated, sizeof updated);
-        sb_cli_text_cell (reason && !done ? reason : waiting ? waiting : sb_get_str (run, "input"), 60,
-                          text, sizeof text);
+        const char *input = sb_get_str (run, "input");
+        if (!input && sb_get_str (run, "kind"))
+            input = "(compact)";
+        sb_cli_text_cell (reason && !done ? reason : waiting ? waiting : input, 60, text, sizeof text);
+        //  a run that waits for a person says so first (docs/approvals.md)
+        const char *phase = sb_get_str (run, "phase");
+        if (phase && strcmp (phase, "waiting_approval") == 0) {
+            char cell [256];
+            snprintf (cell, sizeof cell, "waiting_approval: %s", text);
+            sb_cli_text_cell (cell, 60, text, sizeof text);
+        }
         printf (RUN_ROW_FORMAT, sb_get_str (run, "run_id"), sb_get_str (run, "status"),
                 sb_get_str (run, "session_id"), steps, updated, text);
         return;
@@ -205,6 +229,7 @@ s_print_run (const sb_val_t *run, bool json, bool one_line)
     if (reason) printf ("reason      %s\n", reason);
     if (waiting) printf ("waiting for %s\n", waiting);
     if (sb_get_str (run, "resume_from")) printf ("resumes     %s\n", sb_get_str (run, "resume_from"));
+    if (sb_get_str (run, "kind")) printf ("kind        %s\n", sb_get_str (run, "kind"));
     if (sb_get_str (run, "owner")) printf ("executor    %s\n", sb_get_str (run, "owner"));
     printf ("fence       %llu\nsteps       %llu\ntokens      %llu in / %llu out\n",
             (unsigned long long) sb_get_uint (run, "fence", 0), (unsigned long long) sb_get_uint (run, "steps", 0),
@@ -225,6 +250,53 @@ s_follow_run (sb_bus_t *bus, const copts_t *o, const sb_val_t *run)
     snprintf (rid, sizeof rid, "%s", sb_get_str (run, "run_id"));
     sb_watch_t w = { .bus = bus, .sub_endpoint = ep, .session_id = sid, .run_id = rid, .json = o->json };
     return sb_follow_run (&w);
+}
+
+//  The AGENTS.md files a run read, from its instructions.loaded entry on
+//  the session's tape (actors/exec/agents_md.c): read forward page by
+//  page, bounded, as the tape has no index by run.
+static void
+s_print_instructions (sb_bus_t *bus, const sb_val_t *run)
+{
+    const char *sid = sb_get_str (run, "session_id"), *rid = sb_get_str (run, "run_id");
+    uint64_t after = 0;
+    for (int page = 0; sid && rid && page < 200; page++) {
+        sb_enc_t *e = sb_enc_new ();
+        sb_enc_map_open (e);
+        sb_enc_kstr (e, "session_id", sid);
+        sb_enc_kuint (e, "after_seq", after);
+        sb_enc_kuint (e, "limit", 5000);
+        sb_enc_map_close (e);
+        size_t len;
+        const uint8_t *b = sb_enc_data (e, &len);
+        sb_msg_t *reply = sb_bus_call (bus, "session.events", sid, b, len, 15000);
+        sb_enc_destroy (&e);
+        if (!reply || sb_msg_is_error (reply)) {
+            sb_msg_destroy (&reply);
+            return;
+        }
+        const sb_val_t *events = sb_get_array (reply->body, "events");
+        for (uint32_t k = 0; events && k < events->len; k++) {
+            const sb_val_t *ev = sb_array_at (events, k);
+            const char *kind = sb_get_str (ev, "kind"), *er = sb_get_str (ev, "run_id");
+            if (!kind || !er || strcmp (kind, "instructions.loaded") != 0 || strcmp (er, rid) != 0)
+                continue;
+            const sb_val_t *body = sb_get_map (ev, "body");
+            const sb_val_t *paths = sb_get_array (body, "paths");
+            for (uint32_t p = 0; paths && p < paths->len; p++)
+                if (sb_array_at (paths, p)->type == SB_V_STR)
+                    printf ("%s%s\n", p == 0 ? "agents.md   " : "            ", sb_array_at (paths, p)->v.s);
+            if (sb_get_bool (body, "truncated", false))
+                printf ("            (cut at the instructions cap)\n");
+            sb_msg_destroy (&reply);
+            return;
+        }
+        bool more = sb_get_bool (reply->body, "more", false);
+        after = sb_get_uint (reply->body, "next_after", after);
+        sb_msg_destroy (&reply);
+        if (!more)
+            return;
+    }
 }
 
 //  Connects, turns the id argument (a prefix or `last`) into a full id,
@@ -258,6 +330,8 @@ s_run_call (const char *cmd, const copts_t *o, const char *type, sb_enc_t *e, co
             rc = s_follow_run (bus, o, run);
         else {
             s_print_run (run, o->json, false);
+            if (!o->json && strcmp (type, "run.get") == 0)
+                s_print_instructions (bus, run);
             rc = 0;
         }
         sb_msg_destroy (&reply);
@@ -309,6 +383,65 @@ sb_cmd_prompt (int argc, char **argv)
     return rc;
 }
 
+int
+sb_cmd_compact (int argc, char **argv)
+{
+    static const char *usage =
+        "usage: switchboard compact SESSION [--json] [--connect EP] [--data DIR]\n\n"
+        "Compacts the session's model context now: the model summarizes the turns\n"
+        "before the newest one, and later runs start from that summary. The tape\n"
+        "keeps every entry ('events' still shows them all). It runs as a run of its\n"
+        "own: refused while another run of the session is active, and Ctrl-C (or\n"
+        "'switchboard cancel RUN') cancels it, leaving the context as it was. It\n"
+        "prints the size before and after, in tokens (docs/compaction.md).\n"
+        "SESSION is a session id, any unique prefix of one, or 'last' (the newest).\n"
+        "--json prints the run's tape entries as JSON lines.\n"
+        "\n"
+        "Exit status: 0 compacted (or nothing to compact), 1 failed or cancelled,\n"
+        "2 usage error.\n";
+    copts_t o;
+    int rest, rc = s_parse_common ("compact", argc, argv, &o, usage, 0, &rest);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if (argc - rest != 1)
+        return sb_cli_usage ("compact", "give one SESSION");
+    if ((rc = sb_cli_id_check ("compact", SB_CLI_SESSION, argv [rest])) != 0)
+        return rc;
+    sb_bus_t *bus = sb_cli_connect ("compact", o.connect, o.data);
+    if (!bus)
+        return 1;
+    char id [SB_ULID_LEN + 1];
+    if ((rc = sb_cli_resolve ("compact", bus, SB_CLI_SESSION, argv [rest], id)) != 0) {
+        sb_bus_destroy (&bus);
+        return rc;
+    }
+    sb_enc_t *e = sb_enc_new ();
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "session_id", id);
+    sb_enc_map_close (e);
+    size_t len;
+    const uint8_t *b = sb_enc_data (e, &len);
+    sb_msg_t *reply = sb_cli_call ("compact", bus, "session.compact", b, len, 15000);
+    sb_enc_destroy (&e);
+    rc = 1;
+    if (reply) {
+        char ep [4200], err [512];
+        const sb_val_t *run = sb_get_map (reply->body, "run");
+        char rid [33];
+        snprintf (rid, sizeof rid, "%s", sb_get_str (run, "run_id"));
+        if (sb_cli_endpoint (o.connect, o.data, "pub", ep, sizeof ep, err, sizeof err))
+            rc = sb_cli_fail ("compact", "%s", err);
+        else {
+            sb_watch_t w = { .bus = bus, .sub_endpoint = ep, .session_id = id, .run_id = rid,
+                             .json = o.json, .cancel_on_interrupt = true };
+            rc = sb_follow_run (&w);
+        }
+        sb_msg_destroy (&reply);
+    }
+    sb_bus_destroy (&bus);
+    return rc;
+}
+
 static int
 s_by_id (const char *cmd, const char *type, int argc, char **argv, const char *usage, bool follow_ok)
 {
@@ -357,7 +490,8 @@ sb_cmd_run_info (int argc, char **argv)
 {
     return s_by_id ("run-info", "run.get", argc, argv,
                     "usage: switchboard run-info RUN [--json] [--connect EP] [--data DIR]\n\n"
-                    "Shows one run: status, phase, what it waits for, fence, steps, tokens.\n"
+                    "Shows one run: status, phase, what it waits for, fence, steps, tokens, and\n"
+                    "the AGENTS.md files it read (agents.md).\n"
                     RUN_ID_HELP, false);
 }
 

@@ -154,6 +154,7 @@ static const sb_field_t s_tape_tool_result [] = {
     { "refused", SB_T_BOOL, false, 0, NULL, "true when the approval policy refused the call" },
     { "policy", SB_T_STR, false, 16, NULL, "refused: the policy that refused it" },
     { "fix", SB_T_STR, false, 256, NULL, "refused: the command a person runs to allow it" },
+    { "interaction_id", SB_T_STR, false, ID_MAX, NULL, "the approval a person was asked for this call" },
     END };
 static const sb_field_t s_tape_usage [] = {
     { "input_tokens", SB_T_UINT, false, 0, NULL, "", RANGE_COUNT },

@@ -27,6 +27,7 @@
     X (llm) \
     X (run) \
     X (exec) \
+    X (hooks) \
     X (interact)
 
 #define SB_DECLARE(svc) \

@@ -24,6 +24,7 @@ static const sb_field_t s_run_record [] = {
     { "input", SB_T_STR, false, 1 MB, NULL, "the prompt text" },
     { "target", SB_T_MAP, false, 0, s_target, "where it runs" },
     { "resume_from", SB_T_STR, false, ID_MAX, NULL, "the run this one continues" },
+    { "kind", SB_T_STR, false, 16, NULL, "prompt (absent) | compact: compaction only (session.compact)" },
     { "fence", SB_T_UINT, true, 0, NULL, "fencing token of the current claim (0 = none)" },
     { "owner", SB_T_STR, false, 128, NULL, "executor instance holding the lease" },
     { "approval_policy", SB_T_STR, false, 16, NULL, "yolo | auto | interactive" },
@@ -49,6 +50,8 @@ static const sb_field_t s_run_request [] = {
     { "input", SB_T_STR, false, 1 MB, NULL, "the prompt (appended to the tape as `prompt`)" },
     { "target", SB_T_MAP, false, 0, s_target, "default {executor: local}" },
     { "resume_from", SB_T_STR, false, ID_MAX, NULL, "continue this run (use run.resume)" },
+    { "kind", SB_T_STR, false, 16, NULL,
+      "prompt (default) | compact: a run that only compacts the session's context (needs no input)" },
     { "approval_policy", SB_T_STR, false, 16, NULL, "override the session's policy for this run" },
     { "limits", SB_T_MAP, false, 0, s_limits, "limits" },
     { "command_id", SB_T_STR, false, 64, NULL, "idempotency key" },
@@ -74,7 +77,7 @@ static const sb_field_t s_run_list_ok [] = {
 static const sb_field_t s_run_heartbeat [] = {
     { "run_id", SB_T_STR, true, ID_MAX, NULL, "run id" },
     { "fence", SB_T_UINT, true, 0, NULL, "the executor's fencing token", RANGE_COUNT },
-    { "phase", SB_T_STR, false, 32, NULL, "model | tool | idle" },
+    { "phase", SB_T_STR, false, 32, NULL, "model | tool | waiting_approval | idle" },
     { "steps", SB_T_UINT, false, 0, NULL, "model calls so far", RANGE_COUNT },
     { "input_tokens", SB_T_UINT, false, 0, NULL, "tokens in so far", RANGE_COUNT },
     { "output_tokens", SB_T_UINT, false, 0, NULL, "tokens out so far", RANGE_COUNT },
@@ -101,6 +104,7 @@ static const sb_field_t s_run_finish [] = {
 };
 static const sb_field_t s_exec_start [] = {
     { "run_id", SB_T_STR, true, ID_MAX, NULL, "run id" },
+    { "kind", SB_T_STR, false, 16, NULL, "prompt (default): the agent loop | compact: compaction only" },
     { "session_id", SB_T_STR, true, ID_MAX, NULL, "session" },
     { "fence", SB_T_UINT, true, 0, NULL, "fencing token for every append", RANGE_COUNT },
     { "resume_from", SB_T_STR, false, ID_MAX, NULL, "the run this one continues" },
@@ -120,6 +124,34 @@ static const sb_field_t s_exec_cancel_ok [] = {
     { "found", SB_T_BOOL, true, 0, NULL, "the run was running here" },
     END
 };
+/* exec.mcp.list: the MCP servers (actors/exec/mcp.c, docs/mcp.md) */
+static const sb_field_t s_mcp_tool [] = {
+    { "name", SB_T_STR, true, 128, NULL, "mcp__<server>__<tool>, as the model sees it" },
+    { "description", SB_T_STR, false, 1 KB, NULL, "what the server says it does (cut)" },
+    { "read_only_hint", SB_T_BOOL, false, 0, NULL,
+      "the server says it is read-only (annotations.readOnlyHint): shown, never trusted by the policies" },
+    END
+};
+static const sb_field_t s_mcp_tool_item [] = { { "tool", SB_T_MAP, false, 0, s_mcp_tool, "a tool" } };
+static const sb_field_t s_mcp_server [] = {
+    { "name", SB_T_STR, true, 64, NULL, "the server's name in mcpServers" },
+    { "transport", SB_T_STR, true, 16, NULL, "stdio | http" },
+    { "command", SB_T_STR, false, 4 KB, NULL, "stdio: the program (its args and env are not shown)" },
+    { "url", SB_T_STR, false, 4 KB, NULL, "http: the endpoint, without its query (headers are not shown)" },
+    { "state", SB_T_STR, true, 16, NULL, "not started | running | failed" },
+    { "sessions", SB_T_UINT, false, 0, NULL, "sessions whose copy of it runs now" },
+    { "error", SB_T_STR, false, 1 KB, NULL, "failed: why (secrets redacted)" },
+    { "updated_at", SB_T_UINT, false, 0, NULL, "ms since epoch of the last change" },
+    { "tools", SB_T_ARRAY, false, 256, s_mcp_tool_item, "its tools, as last listed" },
+    END
+};
+static const sb_field_t s_mcp_server_item [] = { { "server", SB_T_MAP, false, 0, s_mcp_server, "a server" } };
+static const sb_field_t s_exec_mcp_list_ok [] = {
+    { "config", SB_T_STR, false, 4 KB, NULL, "the file the servers come from (empty: none)" },
+    { "servers", SB_T_ARRAY, true, 64, s_mcp_server_item, "configured servers" },
+    END
+};
+static const sb_field_t s_none [] = { END };
 static const sb_field_t s_exec_diff [] = {
     { "session_id", SB_T_STR, true, ID_MAX, NULL, "session" },
     END
@@ -167,6 +199,8 @@ const sb_type_t sb_types_exec [] = {
     REP ("exec.start.ok", s_exec_start_ok, "accepted"),
     REQ ("exec.cancel", s_exec_cancel, false, "run actor -> owning executor: stop now (internal)"),
     REP ("exec.cancel.ok", s_exec_cancel_ok, "result"),
+    REQ ("exec.mcp.list", s_none, true, "the MCP servers of the executor: state and tools (docs/mcp.md)"),
+    REP ("exec.mcp.list.ok", s_exec_mcp_list_ok, "servers"),
     REQ ("exec.diff", s_exec_diff, true,
          "the changes in a session's workspace against git HEAD, untracked files included (the UI's changes panel)"),
     { "exec.diff.ok", SB_KIND_REPLY, true, s_exec_diff_ok, 8 MB, "each changed file with its diff" },

@@ -2,7 +2,32 @@
 # Installs the Debian 12 packages switchboard needs to build and test.
 # Does nothing when all are present; runs apt-get update only when an
 # install is needed; uses sudo when not root.
+#
+# With --tests (make test, make asan) it also installs what the tests run
+# that Debian does not package: the reference MCP server
+# @modelcontextprotocol/server-everything, with npm, into tests/mcp
+# (node_modules is git-ignored; the version is pinned in
+# tests/mcp/package-lock.json).
 set -euo pipefail
+
+tests_step() {
+  local dir
+  dir="$(cd "$(dirname "$0")/.." && pwd)/tests/mcp"
+  if [ -f "$dir/node_modules/@modelcontextprotocol/server-everything/package.json" ]; then
+    return 0
+  fi
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "deps: npm is missing; installing Debian's npm" >&2
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends npm >&2
+  fi
+  echo "deps: installing the reference MCP server into tests/mcp (npm ci)" >&2
+  (cd "$dir" && npm ci --no-audit --no-fund --silent) >&2 || \
+    echo "deps: npm ci failed; test_mcp.py will skip what needs the reference server" >&2
+}
+if [ "${1:-}" = "--tests" ]; then
+  trap tests_step EXIT
+fi
 
 PKGS=(
   build-essential pkg-config clang libclang-rt-14-dev
@@ -10,7 +35,7 @@ PKGS=(
   liblmdb-dev lmdb-utils libwebsockets-dev libjansson-dev libcriterion-dev
   python3-zmq python3-msgpack python3-websocket
   libedit-dev
-  bubblewrap git procps
+  bubblewrap git procps nodejs
 )
 # `make bench` adds the peers it measures us against in the same run.
 if [ "${1:-}" = "--bench" ]; then

@@ -11,6 +11,7 @@
 
 #include "actors/actor.h"
 #include "actors/exec/runtime.h"
+#include "actors/exec/tools.h"
 #include "bus/client.h"
 
 #include <pthread.h>
@@ -69,6 +70,7 @@ struct sb_exec_run {
     char resume_from [33];
     char policy [16];
     char endpoint [4200];
+    char sub_endpoint [4200];   /* the event plane, to wait for approvals ("" : poll only) */
     char instance [160];
     uint64_t fence;
     uint64_t max_steps, timeout_s, max_output_tokens;
@@ -76,15 +78,22 @@ struct sb_exec_run {
     int hb_stop_fd;             /* readable = heartbeat thread ends */
     atomic_bool shutdown;       /* the server is stopping: exit without reporting */
     atomic_bool lost;           /* fenced or no longer ours: exit without reporting */
-    atomic_int phase;           /* 0 idle, 1 model, 2 tool */
+    atomic_int phase;           /* 0 idle, 1 model, 2 tool, 3 waiting_approval */
     atomic_uint_fast64_t steps, input_tokens, output_tokens;
     sb_runtime_t *runtime;      /* checked out of the cache; returned when done */
     sb_bus_t *bus;              /* the run thread's own socket */
     int64_t deadline;           /* mono ms, from timeout_s */
     sb_exec_coalesce_t text, thinking, tool_out;
     sb_exec_tool_tape_t tool_tape;
+    struct sb_exec_approval *approval;  /* the session's rules and deadline (actors/exec/approval.c) */
+    const void *mcp_config;     /* the actor's sb_mcp_config_t, or NULL: no MCP servers */
+    char *agents_md;            /* AGENTS.md instructions of this run, or NULL (actors/exec/agents_md.c) */
     char status [16];
     char reason [1024];
+    char kind [16];             /* "" : a prompt's run; "compact": compaction only */
+    uint64_t ctx_estimate;      /* context tokens estimated for the current call */
+    bool overflow;              /* this call was retried after context_overflow */
+    char overflow_msg [512];    /* what the provider said */
 };
 
 //  The tape's bounds on a call's id and name (schemas/types.c, tool.call).
@@ -168,6 +177,62 @@ int sb_exec_record_step (sb_exec_run_t *run, sb_exec_step_t *step);
 
 //  Frees what a step holds and zeroes it.
 void sb_exec_step_clear (sb_exec_step_t *step);
+
+//  ---------------------------------------------------------------------
+//  actors/exec/compact.c: the context window (docs/compaction.md)
+
+typedef enum {
+    SB_COMPACT_AUTO,            /* before a call: only past the threshold */
+    SB_COMPACT_HARD,            /* the provider said overflow: below the estimate too */
+    SB_COMPACT_MANUAL,          /* session.compact: summarize what can be */
+} sb_compact_mode_t;
+
+//  A new runtime's context starts from the session's newest summary
+//  (compacted_seq of its record) rather than from seq 1. Does nothing
+//  when the context is not empty or the entry is not such a summary.
+void sb_exec_compact_seed (sb_exec_run_t *run, uint64_t compacted_seq);
+
+//  Learns the model's limits once per runtime (llm.info). Never fails: a
+//  model whose limits cannot be asked gets the defaults.
+void sb_exec_compact_limits (sb_exec_run_t *run);
+
+//  Compacts the context when `mode` asks for it: appends context.compacted
+//  and catches up. Sets run->ctx_estimate. Returns 0 (compacted or not;
+//  *did says which), or -1 with the run's status set (a turn that cannot
+//  fit, a cancel, a tape that refused).
+int sb_exec_compact (sb_exec_run_t *run, sb_compact_mode_t mode, bool *did);
+
+//  After a model call failed with context_overflow: compacts harder, once
+//  per call. Returns 0 to retry the call, or -1 with the run failed (a
+//  second overflow, or nothing to compact).
+int sb_exec_compact_overflow (sb_exec_run_t *run);
+
+//  The whole of a compaction-only run (kind "compact"): a summary of what
+//  precedes the newest turn; sets the run's status.
+void sb_exec_compact_run (sb_exec_run_t *run);
+
+//  Reads the tape after what the context has seen (actors/exec/agent.c).
+int sb_exec_catch_up (sb_exec_run_t *run);
+//  actors/exec/agents_md.c: the project's AGENTS.md for this run
+
+//  Reads the AGENTS.md files for the run's workspace into run->agents_md
+//  and records instructions.loaded on the tape when there are any.
+//  Returns 0, or -1 when the append failed (run status set).
+int sb_exec_load_instructions (sb_exec_run_t *run);
+
+//  ---------------------------------------------------------------------
+//  actors/exec/mcp_exec.c: the session's MCP servers for this run
+
+//  Gives the runtime its MCP set for the session record `rec` (its
+//  mcp_servers), when it has none. No I/O.
+void sb_exec_mcp_attach (sb_exec_run_t *run, const sb_val_t *rec);
+//  Starts the servers not running and lists their tools; a server that
+//  cannot start is noted on the tape and the run goes on. Returns 0, or
+//  -1 when the note could not be appended (run status set).
+int sb_exec_mcp_start (sb_exec_run_t *run);
+//  Whether `name` is an MCP tool, and runs one call of it.
+bool sb_exec_mcp_is_tool (const char *name);
+void sb_exec_mcp_call (sb_exec_run_t *run, const sb_exec_call_t *call, sb_tool_result_t *res);
 
 //  ---------------------------------------------------------------------
 //  actors/exec/agent.c: the run thread

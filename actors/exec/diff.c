@@ -1,381 +1,266 @@
-/*  actors/exec/diff.c — see diff.h. */
+/*  actors/exec/diff.c — the diff of a file change, before it is made
+    (actors/exec/diff.h). */
 #include "actors/exec/diff.h"
-#include "common/git.h"
-#include "common/log.h"
+#include "actors/exec/path.h"
 
-#include <pthread.h>
-#include <stdatomic.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-#define ACTOR "exec"
+typedef struct {
+    char *p;
+    size_t len, cap, max;
+    bool cut, oom;
+} s_out_t;
 
-/* ------------------------------------------------------------------ */
-/*  The diff */
-
-//  A diff is file content: its text goes out as a msgpack str, which
-//  must be UTF-8. A byte that is not is shown as '?'.
 static void
-s_enc_text (sb_enc_t *enc, const char *key, const char *s, size_t n)
+s_add (s_out_t *o, const char *data, size_t n)
 {
-    if (sb_utf8_valid (s, n)) {
-        sb_enc_key (enc, key);
-        sb_enc_strn (enc, s, n);
+    if (o->cut || o->oom)
+        return;
+    if (o->len + n > o->max) {
+        o->cut = true;
         return;
     }
-    char *copy = malloc (n + 1);
-    if (!copy) {
-        sb_enc_kstr (enc, key, "");
-        return;
-    }
-    size_t k = 0;
-    while (k < n) {
-        size_t len = 1;
-        unsigned char c = (unsigned char) s [k];
-        if (c >= 0xF0) len = 4;
-        else if (c >= 0xE0) len = 3;
-        else if (c >= 0xC0) len = 2;
-        if (k + len <= n && sb_utf8_valid (s + k, len)) {
-            memcpy (copy + k, s + k, len);
-            k += len;
+    if (o->len + n + 1 > o->cap) {
+        size_t cap = o->cap ? o->cap : 256;
+        while (cap < o->len + n + 1)
+            cap *= 2;
+        char *p = realloc (o->p, cap);
+        if (!p) {
+            o->oom = true;
+            return;
         }
+        o->p = p;
+        o->cap = cap;
+    }
+    memcpy (o->p + o->len, data, n);
+    o->len += n;
+    o->p [o->len] = 0;
+}
+
+static void
+s_addf (s_out_t *o, const char *fmt, ...)
+{
+    char buf [PATH_MAX + 128];
+    va_list ap;
+    va_start (ap, fmt);
+    int n = vsnprintf (buf, sizeof buf, fmt, ap);
+    va_end (ap);
+    if (n > 0)
+        s_add (o, buf, (size_t) n < sizeof buf ? (size_t) n : sizeof buf - 1);
+}
+
+//  The lines of a text: offsets of each line's start, and one past the
+//  end. A last line without a newline is a line too.
+typedef struct {
+    const char *text;
+    size_t *start;
+    size_t n;
+} s_lines_t;
+
+static int
+s_split (const char *text, size_t len, s_lines_t *l)
+{
+    size_t n = 0;
+    for (size_t k = 0; k < len; k++)
+        n += text [k] == '\n';
+    if (len && text [len - 1] != '\n')
+        n++;
+    l->text = text;
+    l->n = n;
+    l->start = malloc ((n + 1) * sizeof *l->start);
+    if (!l->start)
+        return -1;
+    size_t i = 0;
+    if (len)
+        l->start [i++] = 0;
+    for (size_t k = 0; k < len && i <= n; k++)
+        if (text [k] == '\n' && k + 1 < len)
+            l->start [i++] = k + 1;
+    l->start [n] = len;
+    return 0;
+}
+
+static size_t
+s_line_len (const s_lines_t *l, size_t i)
+{
+    return l->start [i + 1] - l->start [i];
+}
+
+static bool
+s_line_eq (const s_lines_t *a, size_t i, const s_lines_t *b, size_t j)
+{
+    size_t n = s_line_len (a, i);
+    return n == s_line_len (b, j) && memcmp (a->text + a->start [i], b->text + b->start [j], n) == 0;
+}
+
+static void
+s_line (s_out_t *o, char mark, const s_lines_t *l, size_t i)
+{
+    size_t n = s_line_len (l, i);
+    const char *p = l->text + l->start [i];
+    s_add (o, &mark, 1);
+    s_add (o, p, n);
+    if (!n || p [n - 1] != '\n')
+        s_add (o, "\n\\ No newline at end of file\n", 30);
+}
+
+char *
+sb_diff_unified (const char *path, const char *old, size_t olen, const char *new, size_t nlen, size_t max)
+{
+    s_lines_t a = { 0 }, b = { 0 };
+    s_out_t o = { .max = max ? max : SB_DIFF_MAX };
+    if (s_split (old ? old : "", old ? olen : 0, &a) || s_split (new, nlen, &b)) {
+        free (a.start);
+        free (b.start);
+        return NULL;
+    }
+    size_t pre = 0;
+    while (pre < a.n && pre < b.n && s_line_eq (&a, pre, &b, pre))
+        pre++;
+    size_t suf = 0;
+    while (suf < a.n - pre && suf < b.n - pre && s_line_eq (&a, a.n - 1 - suf, &b, b.n - 1 - suf))
+        suf++;
+    if (pre == a.n && pre == b.n && (old || nlen == 0)) {
+        free (a.start);
+        free (b.start);
+        return strdup ("");
+    }
+    size_t c0 = pre > SB_DIFF_CONTEXT ? pre - SB_DIFF_CONTEXT : 0;
+    size_t c1 = suf > SB_DIFF_CONTEXT ? SB_DIFF_CONTEXT : suf;
+    size_t a_end = a.n - suf + c1, b_end = b.n - suf + c1;
+    size_t a_cnt = a_end - c0, b_cnt = b_end - c0;
+    s_addf (&o, "--- %s%s\n+++ b/%s\n", old ? "a/" : "", old ? path : "/dev/null", path);
+    //  a range of 0 lines names the line before it (diff -u does so)
+    s_addf (&o, "@@ -%zu,%zu +%zu,%zu @@\n", a_cnt ? c0 + 1 : c0, a_cnt, b_cnt ? c0 + 1 : c0, b_cnt);
+    for (size_t i = c0; i < pre; i++)
+        s_line (&o, ' ', &a, i);
+    for (size_t i = pre; i < a.n - suf; i++)
+        s_line (&o, '-', &a, i);
+    for (size_t i = pre; i < b.n - suf; i++)
+        s_line (&o, '+', &b, i);
+    for (size_t i = a.n - suf; i < a_end; i++)
+        s_line (&o, ' ', &a, i);
+    free (a.start);
+    free (b.start);
+    if (o.oom) {
+        free (o.p);
+        return NULL;
+    }
+    if (o.cut) {
+        //  room was kept for this line by the caller's max being a bound
+        //  on the diff, not on this note
+        o.max += 128;
+        o.cut = false;
+        s_addf (&o, "[diff cut at %zu bytes]\n", o.max - 128);
+    }
+    return o.p ? o.p : strdup ("");
+}
+
+//  Reads a file of the workspace (a resolved path) whole, bounded.
+static char *
+s_read (const char *workspace, const char *resolved, size_t *len, bool *missing)
+{
+    *missing = false;
+    int fd = sb_path_open (workspace, resolved, O_RDONLY | O_NONBLOCK, 0);
+    if (fd < 0) {
+        *missing = errno == ENOENT;
+        return NULL;
+    }
+    struct stat st;
+    if (fstat (fd, &st) != 0 || !S_ISREG (st.st_mode) || st.st_size > SB_DIFF_FILE_MAX) {
+        close (fd);
+        return NULL;
+    }
+    size_t cap = (size_t) st.st_size + 1, n = 0;
+    char *text = malloc (cap + 1);
+    while (text) {
+        if (n == cap) {
+            close (fd);
+            free (text);
+            return NULL;            //  it grew past what fstat said: no diff
+        }
+        ssize_t r = read (fd, text + n, cap - n);
+        if (r > 0)
+            n += (size_t) r;
         else
-            copy [k++] = '?';
-    }
-    sb_enc_key (enc, key);
-    sb_enc_strn (enc, copy, n);
-    free (copy);
-}
-
-//  The next "diff --git" section of `text` from *pos: its start and length.
-static bool
-s_next_section (const char *text, size_t *pos, const char **start, size_t *len)
-{
-    const char *p = text + *pos;
-    if (!*p)
-        return false;
-    if (strncmp (p, "diff --git ", 11) != 0) {
-        const char *next = strstr (p, "\ndiff --git ");
-        if (!next)
-            return false;
-        p = next + 1;
-    }
-    const char *end = strstr (p + 1, "\ndiff --git ");
-    end = end ? end + 1 : p + strlen (p);
-    *start = p;
-    *len = (size_t) (end - p);
-    *pos = (size_t) (end - text);
-    return true;
-}
-
-static bool
-s_section_has (const char *sec, size_t len, const char *line)
-{
-    size_t n = strlen (line);
-    for (const char *p = sec; p && p < sec + len; ) {
-        if ((size_t) (sec + len - p) >= n && strncmp (p, line, n) == 0)
-            return true;
-        /* the header ends where the first hunk starts */
-        if (strncmp (p, "@@", 2) == 0)
-            return false;
-        p = memchr (p, '\n', (size_t) (sec + len - p));
-        p = p ? p + 1 : NULL;
-    }
-    return false;
-}
-
-void
-sb_exec_diff_encode (const char *workspace, const char *data_dir, sb_enc_t *enc)
-{
-    char exclude [4200] = "";
-    size_t wl = strlen (workspace);
-    /* the server's own files are not the session's changes */
-    if (data_dir && strncmp (data_dir, workspace, wl) == 0 && data_dir [wl] == '/' && data_dir [wl + 1])
-        snprintf (exclude, sizeof exclude, ":(exclude)%s", data_dir + wl + 1);
-    sb_git_stage_t stage;
-    char after [128], base [128] = "";
-    char *numstat = NULL, *diff = NULL, *out = NULL;
-    bool git = sb_git_stage_open (&stage, workspace, exclude) == 0
-            && sb_git_stage_tree (&stage, after, sizeof after) == 0;
-    if (git) {
-        static const char *head [] = { "rev-parse", "--verify", "-q", "HEAD^{tree}", NULL };
-        static const char *empty [] = { "hash-object", "-t", "tree", "--stdin", NULL };
-        /* no commit yet: everything is new, against the empty tree */
-        if (sb_git_run (workspace, NULL, head, &out) != 0) {
-            free (out);
-            out = NULL;
-            git = sb_git_run (workspace, NULL, empty, &out) == 0;
-        }
-        if (git) {
-            out [strcspn (out, "\n")] = 0;
-            snprintf (base, sizeof base, "%s", out);
-        }
-        free (out);
-    }
-    if (git) {
-        const char *ns [] = { "diff", "--numstat", "-z", "-M", "--relative", base, after, "--", ".", NULL };
-        const char *df [] = { "diff", "--no-color", "--no-ext-diff", "-M", "--relative", base, after,
-                              "--", ".", NULL };
-        git = sb_git_run (workspace, NULL, ns, &numstat) == 0;
-        if (git && sb_git_run (workspace, NULL, df, &diff) != 0) {
-            free (diff);
-            diff = NULL;        /* over SB_GIT_OUT_MAX: the files without their text */
-        }
-    }
-    sb_git_stage_close (&stage);
-
-    sb_enc_map_open (enc);
-    sb_enc_kstr (enc, "workspace", workspace);
-    sb_enc_kbool (enc, "git", git);
-    sb_enc_key (enc, "files");
-    sb_enc_array_open (enc);
-    bool truncated = git && !diff;
-    size_t files = 0, total = 0, pos = 0;
-    /* numstat -z records: "A\tD\tPATH\0", or "A\tD\t\0OLD\0NEW\0" for a
-       rename; the sections of the full diff come in the same order */
-    for (char *p = git ? numstat : NULL; p && *p; ) {
-        char *tab1 = strchr (p, '\t'), *tab2 = tab1 ? strchr (tab1 + 1, '\t') : NULL;
-        if (!tab2)
+        if (r == 0)
             break;
-        const char *path = tab2 + 1, *old = NULL;
-        char *next = (char *) path + strlen (path) + 1;
-        if (!*path) {
-            old = next;
-            path = old + strlen (old) + 1;
-            next = (char *) path + strlen (path) + 1;
+        else
+        if (errno != EINTR) {
+            free (text);
+            text = NULL;
         }
-        if (files == SB_EXEC_DIFF_FILES_MAX) {
-            truncated = true;
-            break;
-        }
-        const char *sec = NULL;
-        size_t slen = 0;
-        if (diff && !s_next_section (diff, &pos, &sec, &slen))
-            sec = NULL;
-        bool binary = p [0] == '-';
-        const char *status = old ? "renamed"
-                           : sec && s_section_has (sec, slen, "new file mode") ? "added"
-                           : sec && s_section_has (sec, slen, "deleted file mode") ? "deleted"
-                           : sec ? "modified" : "changed";
-        sb_enc_map_open (enc);
-        sb_enc_kstr (enc, "path", path);
-        sb_enc_kstr (enc, "status", status);
-        if (old)
-            sb_enc_kstr (enc, "old_path", old);
-        sb_enc_kuint (enc, "additions", binary ? 0 : strtoull (p, NULL, 10));
-        sb_enc_kuint (enc, "deletions", binary ? 0 : strtoull (tab1 + 1, NULL, 10));
-        if (binary)
-            sb_enc_kbool (enc, "binary", true);
-        size_t keep = sec ? slen : 0;
-        bool cut = false;
-        if (keep > SB_EXEC_DIFF_FILE_MAX) {
-            keep = SB_EXEC_DIFF_FILE_MAX;
-            cut = true;
-        }
-        if (total + keep > SB_EXEC_DIFF_TOTAL_MAX) {
-            keep = total < SB_EXEC_DIFF_TOTAL_MAX ? SB_EXEC_DIFF_TOTAL_MAX - total : 0;
-            cut = true;
-            truncated = true;
-        }
-        /* a cut never splits a UTF-8 sequence into '?' */
-        while (cut && keep > 0 && ((unsigned char) sec [keep] & 0xC0) == 0x80)
-            keep--;
-        s_enc_text (enc, "diff", sec ? sec : "", keep);
-        if (cut)
-            sb_enc_kbool (enc, "truncated", true);
-        sb_enc_map_close (enc);
-        total += keep;
-        files++;
-        p = next;
     }
-    sb_enc_array_close (enc);
-    sb_enc_kbool (enc, "truncated", truncated);
-    sb_enc_map_close (enc);
-    free (numstat);
-    free (diff);
+    close (fd);
+    if (text) {
+        text [n] = 0;
+        if (memchr (text, 0, n)) {  //  binary: a person gains nothing from it
+            free (text);
+            return NULL;
+        }
+    }
+    *len = n;
+    return text;
 }
 
-/* ------------------------------------------------------------------ */
-/*  Jobs */
-
-typedef struct job {
-    struct job *next;
-    sb_exec_diffs_t *owner;
-    sb_header_t h;
-    uint8_t *route;
-    size_t route_len;
-    char sid [64];
-    uint8_t *body;              /* the exec.diff.ok body, or NULL after an error */
-    size_t len;
-    sb_err_t code;
-    char message [256];
-} job_t;
-
-struct sb_exec_diffs {
-    char endpoint [4200];
-    char data_dir [4200];
-    int fd;
-    pthread_mutex_t lock;
-    job_t *done;
-    atomic_int running;
-};
-
-static void
-s_job_free (job_t *job)
+char *
+sb_diff_preview (const char *workspace, const char *tool, const char *arguments, size_t max)
 {
-    if (job) {
-        free (job->route);
-        free (job->body);
-        free (job);
+    bool write = tool && strcmp (tool, "write_file") == 0;
+    bool edit = tool && strcmp (tool, "edit_file") == 0;
+    if ((!write && !edit) || !workspace || !arguments)
+        return NULL;
+    json_error_t jerr;
+    json_t *args = json_loads (arguments, JSON_REJECT_DUPLICATES, &jerr);
+    const char *path = json_string_value (json_object_get (args, "path"));
+    char resolved [PATH_MAX], err [256];
+    char *diff = NULL;
+    if (!path || sb_path_resolve_n (workspace, path, json_string_length (json_object_get (args, "path")), write,
+                                    resolved, sizeof resolved, err, sizeof err) != 0) {
+        json_decref (args);
+        return NULL;
     }
-}
-
-static void *
-s_job_main (void *arg)
-{
-    job_t *job = arg;
-    sb_exec_diffs_t *self = job->owner;
-    char name [64];
-    snprintf (name, sizeof name, "exec-diff-%d", (int) getpid ());
-    sb_bus_t *bus = sb_bus_new (self->endpoint, name);
-    sb_enc_t *enc = sb_enc_new ();
-    sb_msg_t *reply = NULL;
-    if (bus && enc) {
-        sb_enc_map_open (enc);
-        sb_enc_kstr (enc, "session_id", job->sid);
-        sb_enc_map_close (enc);
-        size_t len;
-        const uint8_t *b = sb_enc_data (enc, &len);
-        reply = sb_bus_call (bus, "session.get", job->sid, b, len, 10000);
-    }
-    const char *ws = reply && !sb_msg_is_error (reply)
-                   ? sb_get_str (sb_get_map (reply->body, "session"), "workspace") : NULL;
-    if (ws) {
-        sb_enc_reset (enc);
-        sb_exec_diff_encode (ws, self->data_dir [0] ? self->data_dir : NULL, enc);
-        job->body = sb_enc_release (enc, &job->len);
-        if (!job->body) {
-            job->code = SB_E_internal;
-            snprintf (job->message, sizeof job->message, "out of memory");
-        }
+    const char *shown = sb_path_relative (workspace, resolved);
+    size_t olen = 0;
+    bool missing;
+    char *old = s_read (workspace, resolved, &olen, &missing);
+    if (write) {
+        json_t *c = json_object_get (args, "content");
+        if (json_is_string (c) && (old || missing))
+            diff = sb_diff_unified (shown, old, olen, json_string_value (c), json_string_length (c), max);
     }
     else
-    if (reply) {
-        job->code = sb_err_from_name (sb_msg_error_code (reply));
-        snprintf (job->message, sizeof job->message, "%s", sb_msg_error_message (reply));
+    if (old) {
+        json_t *jo = json_object_get (args, "old"), *jn = json_object_get (args, "new");
+        const char *o = json_string_value (jo), *nw = json_string_value (jn);
+        size_t ol = json_string_length (jo), nl = json_string_length (jn);
+        //  as the tool does it: exactly one match, or no change to show
+        const char *at = o && nw && ol ? memmem (old, olen, o, ol) : NULL;
+        if (at && !memmem (at + 1, olen - (size_t) (at + 1 - old), o, ol)) {
+            size_t total = olen - ol + nl;
+            char *edited = malloc (total + 1);
+            if (edited) {
+                size_t off = (size_t) (at - old);
+                memcpy (edited, old, off);
+                memcpy (edited + off, nw, nl);
+                memcpy (edited + off + nl, at + ol, olen - off - ol);
+                edited [total] = 0;
+                diff = sb_diff_unified (shown, old, olen, edited, total, max);
+                free (edited);
+            }
+        }
     }
-    else {
-        job->code = SB_E_unavailable;
-        snprintf (job->message, sizeof job->message, "the session actor did not answer");
-    }
-    sb_msg_destroy (&reply);
-    sb_enc_destroy (&enc);
-    sb_bus_destroy (&bus);
-    pthread_mutex_lock (&self->lock);
-    job->next = self->done;
-    self->done = job;
-    pthread_mutex_unlock (&self->lock);
-    eventfd_write (self->fd, 1);
-    atomic_fetch_sub (&self->running, 1);
-    return NULL;
-}
-
-sb_exec_diffs_t *
-sb_exec_diffs_new (const char *endpoint, const char *data_dir)
-{
-    sb_exec_diffs_t *self = calloc (1, sizeof *self);
-    if (!self)
-        return NULL;
-    snprintf (self->endpoint, sizeof self->endpoint, "%s", endpoint);
-    snprintf (self->data_dir, sizeof self->data_dir, "%s", data_dir ? data_dir : "");
-    pthread_mutex_init (&self->lock, NULL);
-    atomic_init (&self->running, 0);
-    self->fd = eventfd (0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (self->fd < 0) {
-        free (self);
-        return NULL;
-    }
-    return self;
-}
-
-void
-sb_exec_diffs_destroy (sb_exec_diffs_t **self_p)
-{
-    sb_exec_diffs_t *self = *self_p;
-    if (!self)
-        return;
-    /* a job ends within its session.get timeout and one git run */
-    while (atomic_load (&self->running) > 0)
-        usleep (10000);
-    for (job_t *job = self->done; job; ) {
-        job_t *next = job->next;
-        s_job_free (job);
-        job = next;
-    }
-    close (self->fd);
-    pthread_mutex_destroy (&self->lock);
-    free (self);
-    *self_p = NULL;
-}
-
-int
-sb_exec_diffs_fd (sb_exec_diffs_t *self)
-{
-    return self->fd;
-}
-
-void
-sb_exec_diffs_start (sb_exec_diffs_t *self, sb_bus_t *bus, const sb_msg_t *req)
-{
-    if (atomic_load (&self->running) >= SB_EXEC_DIFF_JOBS_MAX) {
-        sb_bus_error (bus, req, SB_E_overloaded, "%d diffs are being computed; ask again", SB_EXEC_DIFF_JOBS_MAX);
-        return;
-    }
-    job_t *job = calloc (1, sizeof *job);
-    const char *sid = sb_get_str (req->body, "session_id");
-    if (!job || !sid || !(job->route = malloc (req->route_len ? req->route_len : 1))) {
-        s_job_free (job);
-        sb_bus_error (bus, req, SB_E_internal, "out of memory");
-        return;
-    }
-    memcpy (job->route, req->route, req->route_len);
-    job->route_len = req->route_len;
-    job->h = req->h;
-    job->owner = self;
-    snprintf (job->sid, sizeof job->sid, "%s", sid);
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init (&attr);
-    pthread_attr_setdetachstate (&attr, PTHREAD_CREATE_DETACHED);
-    atomic_fetch_add (&self->running, 1);
-    if (pthread_create (&t, &attr, s_job_main, job) != 0) {
-        atomic_fetch_sub (&self->running, 1);
-        s_job_free (job);
-        sb_bus_error (bus, req, SB_E_internal, "cannot start a thread for the diff");
-    }
-    pthread_attr_destroy (&attr);
-}
-
-void
-sb_exec_diffs_answer (sb_exec_diffs_t *self, sb_bus_t *bus)
-{
-    eventfd_t n;
-    eventfd_read (self->fd, &n);
-    pthread_mutex_lock (&self->lock);
-    job_t *list = self->done;
-    self->done = NULL;
-    pthread_mutex_unlock (&self->lock);
-    for (job_t *job = list; job; ) {
-        job_t *next = job->next;
-        sb_msg_t req = { .h = job->h, .route = job->route, .route_len = job->route_len };
-        if (job->body)
-            sb_bus_reply (bus, &req, job->body, job->len);
-        else
-            sb_bus_error (bus, &req, job->code, "%s", job->message);
-        s_job_free (job);
-        job = next;
-    }
+    free (old);
+    json_decref (args);
+    return diff;
 }

@@ -1,39 +1,34 @@
-/*  actors/exec/diff.h — exec.diff: the changes in a session's workspace,
-    for the UI's changes panel (docs/gateway.md).
+/*  actors/exec/diff.h — the unified diff a write_file or edit_file call
+    would make, computed without writing (docs/approvals.md): a person
+    asked to approve a change sees the change.
 
-    git runs off the actor thread: each request gets a short-lived thread
-    with its own bus socket (it asks session.get for the workspace), and
-    hands its encoded answer back through a queue whose eventfd the actor
-    polls; the actor thread sends the reply, as the broker wants it from
-    the instance the request went to. */
+    The diff is one hunk: the lines the two texts share at their start
+    and end are context (three of them shown), everything between is
+    removed and added. For an edit (one replaced span) that is the
+    minimal diff; for a rewrite it is a correct diff, if not always the
+    shortest. Thread-safe; reads the file through actors/exec/path.h, so
+    a path outside the workspace gives no diff.
+*/
 #ifndef SB_EXEC_DIFF_H
 #define SB_EXEC_DIFF_H
 
-#include "bus/client.h"
+#include <stddef.h>
 
-#define SB_EXEC_DIFF_FILES_MAX   1000            /* files in one answer */
-#define SB_EXEC_DIFF_FILE_MAX    (512u << 10)    /* diff bytes of one file */
-#define SB_EXEC_DIFF_TOTAL_MAX   (4u << 20)      /* diff bytes of one answer */
-#define SB_EXEC_DIFF_JOBS_MAX    8               /* diffs computed at once */
+#define SB_DIFF_MAX          (1u << 20)       //  bytes of diff given to a person
+#define SB_DIFF_FILE_MAX     (16u << 20)      //  larger files get no diff
+#define SB_DIFF_CONTEXT      3
 
-typedef struct sb_exec_diffs sb_exec_diffs_t;
+/*  The unified diff between `old` (olen bytes; NULL: the file is new)
+    and `new` for file `path`, at most `max` bytes (cut with a line that
+    says so). Returns a malloc'd string ("" when the texts are equal), or
+    NULL when out of memory. */
+char *sb_diff_unified (const char *path, const char *old, size_t olen, const char *new, size_t nlen,
+                       size_t max);
 
-/*  endpoint: the command plane, for session.get; data_dir: left out of
-    the diff when it lies inside a workspace (may be NULL). */
-sb_exec_diffs_t *sb_exec_diffs_new (const char *endpoint, const char *data_dir);
-/*  Waits for running jobs, drops unsent answers. */
-void sb_exec_diffs_destroy (sb_exec_diffs_t **self_p);
-/*  Readable when answers are ready. */
-int sb_exec_diffs_fd (sb_exec_diffs_t *self);
-/*  Actor thread: starts a job for the request (copied), or answers
-    `overloaded` when SB_EXEC_DIFF_JOBS_MAX are running. */
-void sb_exec_diffs_start (sb_exec_diffs_t *self, sb_bus_t *bus, const sb_msg_t *req);
-/*  Actor thread: sends every ready answer. */
-void sb_exec_diffs_answer (sb_exec_diffs_t *self, sb_bus_t *bus);
-
-/*  The exec.diff.ok body for `workspace` (git diff of the work tree
-    against HEAD, untracked files included), appended to enc. Used by the
-    jobs and the unit test. */
-void sb_exec_diff_encode (const char *workspace, const char *data_dir, sb_enc_t *enc);
+/*  The diff that tool `tool` (write_file or edit_file) with JSON
+    `arguments` would make in `workspace` (a realpath): NULL for any other
+    tool, for arguments the tool would refuse (the call then fails by
+    itself), or for a file too large or unreadable. The caller frees it. */
+char *sb_diff_preview (const char *workspace, const char *tool, const char *arguments, size_t max);
 
 #endif

@@ -5,8 +5,13 @@
 #include "actors/exec/agent.h"
 #include "actors/exec/context.h"
 #include "actors/exec/tools.h"
+#include "actors/exec/mcp.h"
+
+/* llm.stream takes at most this many tools (schemas/types_llm.c) */
+#define SB_EXEC_MODEL_TOOLS_MAX 256
 #include "common/log.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------ */
@@ -24,7 +29,7 @@ sb_exec_step_clear (sb_exec_step_t *s)
 }
 
 static void
-s_encode_tools (sb_enc_t *e)
+s_encode_tools (sb_exec_run_t *run, sb_enc_t *e)
 {
     size_t n;
     const sb_tool_def_t *defs = sb_tools_list (&n);
@@ -35,6 +40,18 @@ s_encode_tools (sb_enc_t *e)
         sb_enc_kstr (e, "name", defs [k].name);
         sb_enc_kstr (e, "description", defs [k].description);
         sb_enc_kstr (e, "parameters", defs [k].parameters);
+        sb_enc_map_close (e);
+    }
+    /* then the session's MCP servers' tools (actors/exec/mcp.c) */
+    const sb_mcp_set_t *mcp = run->runtime->mcp;
+    size_t nm = sb_mcp_set_tool_count (mcp);
+    for (size_t k = 0; k < nm && n + k < SB_EXEC_MODEL_TOOLS_MAX; k++) {
+        const char *name, *desc, *params;
+        sb_mcp_set_tool (mcp, k, &name, &desc, &params);
+        sb_enc_map_open (e);
+        sb_enc_kstr (e, "name", name);
+        sb_enc_kstr (e, "description", desc);
+        sb_enc_kstr (e, "parameters", params);
         sb_enc_map_close (e);
     }
     sb_enc_array_close (e);
@@ -148,24 +165,41 @@ s_on_chunk (sb_exec_run_t *run, sb_exec_step_t *step, const sb_val_t *c)
 }
 
 /*  Streams one model call into `step`. Returns 0 when the stream ended
-    (step->stop set), -1 on failure (run status set). */
+    (step->stop set), -1 on failure (run status set), -2 when the provider
+    said the context overflows its window (run->overflow_msg set). */
 int
 sb_exec_model_call (sb_exec_run_t *run, sb_exec_step_t *step)
 {
     sb_runtime_t *rt = run->runtime;
+    /* what this call sends, for the next call's estimate (compact.c) */
+    size_t sent_bytes = sb_context_bytes (rt->context);
     sb_enc_t *e = sb_enc_new ();
     sb_enc_map_open (e);
     if (rt->provider) sb_enc_kstr (e, "provider", rt->provider);
     if (rt->model) sb_enc_kstr (e, "model", rt->model);
-    char instructions [8192];
-    snprintf (instructions, sizeof instructions,
+    char base [8192];
+    snprintf (base, sizeof base,
               "You are a coding agent working in the folder %s. Use the tools to look at and change "
               "files there; every path is relative to that folder. Work step by step, and end with a "
               "short answer that says what you did.", rt->workspace);
-    sb_enc_kstr (e, "instructions", instructions);
+    if (run->agents_md) {
+        /* the project's own instructions come after ours (actors/exec/agents_md.h) */
+        size_t n = strlen (base) + 2 + strlen (run->agents_md) + 1;
+        char *all = malloc (n);
+        if (all) {
+            snprintf (all, n, "%s\n\n%s", base, run->agents_md);
+            sb_enc_kstr (e, "instructions", all);
+            free (all);
+        }
+        else
+            sb_enc_kstr (e, "instructions", base);
+    }
+    else
+        sb_enc_kstr (e, "instructions", base);
     sb_enc_key (e, "messages");
     sb_context_encode (rt->context, e);
-    s_encode_tools (e);
+    sb_mcp_set_refresh (rt->mcp, run->cancel_fd);
+    s_encode_tools (run, e);
     if (run->max_output_tokens) {
         uint64_t used = atomic_load (&run->output_tokens);
         sb_enc_key (e, "options");
@@ -246,6 +280,13 @@ sb_exec_model_call (sb_exec_run_t *run, sb_exec_step_t *step)
             else
             if (sb_msg_is_error (msg)) {
                 sb_exec_flush_deltas (run, true);
+                /* too long for the model: the agent loop compacts and
+                   retries (actors/exec/compact.c) */
+                if (sb_err_from_name (sb_msg_error_code (msg)) == SB_E_context_overflow) {
+                    snprintf (run->overflow_msg, sizeof run->overflow_msg, "%s", sb_msg_error_message (msg));
+                    sb_msg_destroy (&msg);
+                    return -2;
+                }
                 sb_exec_finish_with (run, "failed", "model call failed: %s: %s", sb_msg_error_code (msg),
                                sb_msg_error_message (msg));
                 sb_msg_destroy (&msg);
@@ -269,6 +310,11 @@ sb_exec_model_call (sb_exec_run_t *run, sb_exec_step_t *step)
     sb_exec_flush_deltas (run, true);
     if (cancel_sent && strcmp (step->stop, "cancelled") != 0)
         snprintf (step->stop, sizeof step->stop, "cancelled");
+    run->overflow = false;
+    if (step->in_tokens) {
+        rt->last_input_tokens = step->in_tokens;
+        rt->last_bytes = sent_bytes;
+    }
     return 0;
 }
 
@@ -300,6 +346,10 @@ sb_exec_record_step (sb_exec_run_t *run, sb_exec_step_t *step)
         sb_enc_kuint (e, "output_tokens", step->out_tokens);
         sb_enc_kuint (e, "cached_tokens", step->cached_tokens);
         sb_enc_kuint (e, "reasoning_tokens", step->reasoning_tokens);
+        if (run->runtime->context_window) {
+            sb_enc_kuint (e, "context_tokens", run->ctx_estimate);
+            sb_enc_kuint (e, "context_window", run->runtime->context_window);
+        }
         sb_exec_entry_close (e);
     }
     for (int k = 0; k < step->ncalls; k++) {

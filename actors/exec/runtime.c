@@ -8,6 +8,8 @@
     destroyed, never leaked.
 */
 #include "actors/exec/runtime.h"
+#include "actors/exec/policy.h"
+#include "actors/exec/mcp.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -35,7 +37,8 @@ sb_runtime_new (const char *session_id)
     __atomic_add_fetch (&s_live, 1, __ATOMIC_RELAXED);
     rt->session_id = strdup (session_id);
     rt->context = sb_context_new ();
-    if (!rt->session_id || !rt->context) {
+    rt->policy = sb_policy_new ();
+    if (!rt->session_id || !rt->context || !rt->policy) {
         sb_runtime_destroy (&rt);
         errno = ENOMEM;
     }
@@ -49,6 +52,8 @@ sb_runtime_destroy (sb_runtime_t **rt_p)
         return;
     sb_runtime_t *rt = *rt_p;
     sb_context_destroy (&rt->context);
+    sb_policy_destroy (&rt->policy);
+    sb_mcp_set_destroy (&rt->mcp);   /* its servers die with the runtime */
     free (rt->session_id);
     free (rt->workspace);
     free (rt->workspace_given);
@@ -293,4 +298,11 @@ void
 sb_runtime_cache_stats (const sb_runtime_cache_t *cache, sb_runtime_stats_t *stats)
 {
     *stats = cache->stats;
+}
+
+void
+sb_runtime_cache_each (sb_runtime_cache_t *cache, void (*fn) (sb_runtime_t *rt, void *arg), void *arg)
+{
+    for (sb_runtime_t *rt = cache ? cache->mru : NULL; rt; rt = rt->lru_next)
+        fn (rt, arg);
 }

@@ -42,6 +42,15 @@ struct sb_runtime {
     char *approval_policy;      //  NULL: the executor's default
     uint32_t max_steps;         //  0: the executor's default
     sb_context_t *context;      //  never NULL; owned
+    //  The model's limits (llm.info, asked once per config) and the size
+    //  the provider reported for the last call, which calibrates the
+    //  estimate of the next (actors/exec/compact.c).
+    bool limits_known;
+    uint64_t context_window, max_output_tokens;
+    uint64_t last_input_tokens; //  0: no calibration (none yet, or compacted since)
+    size_t last_bytes;          //  sb_context_bytes when that call was made
+    struct sb_policy *policy;   //  approvals and calls from the tape (actors/exec/policy.h); owned
+    struct sb_mcp_set *mcp;     //  the session's MCP servers (actors/exec/mcp.h), or NULL; owned
 
     //  Private to the cache: its LRU list and hash chain.
     sb_runtime_t *lru_prev, *lru_next, *hash_next;
@@ -108,5 +117,9 @@ sb_runtime_t *sb_runtime_cache_take_valid (sb_runtime_cache_t *cache, const char
 void sb_runtime_cache_put (sb_runtime_cache_t *cache, sb_runtime_t **rt_p);
 
 void sb_runtime_cache_stats (const sb_runtime_cache_t *cache, sb_runtime_stats_t *stats);
+
+//  Calls fn on each cached runtime, most recently used first (the cache
+//  keeps them; fn must not put or take).
+void sb_runtime_cache_each (sb_runtime_cache_t *cache, void (*fn) (sb_runtime_t *rt, void *arg), void *arg);
 
 #endif

@@ -739,3 +739,223 @@ sb_spawn_run (const sb_spawn_opts_t *opts, sb_spawn_result_t *res, char *err, si
         sb_spawn_result_clear (res);
     return rc;
 }
+
+
+//  ---------------------------------------------------------------------
+//  A long-lived process: the same start, three pipes, no timeout.
+
+struct sb_spawn_proc {
+    pid_t child;
+    int pidfd;
+    int in_fd, out_fd, err_fd;  //  our ends
+    uint64_t serial;
+    sb_spawn_active_t node;
+    sb_spawn_cgroup_t cg;
+    bool exited;
+};
+
+int sb_spawn_proc_stdin (const sb_spawn_proc_t *p) { return p->in_fd; }
+int sb_spawn_proc_stdout (const sb_spawn_proc_t *p) { return p->out_fd; }
+int sb_spawn_proc_stderr (const sb_spawn_proc_t *p) { return p->err_fd; }
+int sb_spawn_proc_pid (const sb_spawn_proc_t *p) { return (int) p->child; }
+int sb_spawn_proc_pidfd (const sb_spawn_proc_t *p) { return p->pidfd; }
+
+bool
+sb_spawn_proc_exited (sb_spawn_proc_t *p)
+{
+    if (!p->exited && s_child_exited (p->child))
+        p->exited = true;
+    return p->exited;
+}
+
+static void
+s_close_pair (int fds [2])
+{
+    for (int i = 0; i < 2; i++)
+        if (fds [i] >= 0)
+            close (fds [i]);
+}
+
+sb_spawn_proc_t *
+sb_spawn_proc_start (const sb_spawn_opts_t *opts, char *err, size_t errlen)
+{
+    if (!opts || !opts->argv || !opts->argv [0] || !opts->cwd) {
+        s_fail (err, errlen, "internal error: missing spawn options");
+        return NULL;
+    }
+    sb_spawn_proc_t *p = calloc (1, sizeof *p);
+    if (!p) {
+        s_fail (err, errlen, "out of memory");
+        return NULL;
+    }
+    p->child = -1;
+    p->pidfd = p->in_fd = p->out_fd = p->err_fd = -1;
+    p->cg.dirfd = -1;
+    int in [2] = { -1, -1 }, out [2] = { -1, -1 }, er [2] = { -1, -1 };
+    s_env_t env = { 0 };
+    char prog [PATH_MAX];
+    const char **argv = NULL;
+    sb_spawn_opts_t plain = *opts;
+    plain.sandbox = NULL;
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    bool fa_init = false, attr_init = false;
+    int e = -1;
+    p->serial = sb_spawn_tree_next_serial ();
+    if (s_env_build (&env, opts->env_extra, p->serial, err, errlen) != 0)
+        goto fail;
+    if (s_find_program (opts->argv [0], s_env_get (&env, "PATH"), prog, sizeof prog) != 0) {
+        s_fail (err, errlen, "%.128s: command not found", opts->argv [0]);
+        goto fail;
+    }
+    argv = s_build_argv (&plain, prog, false, NULL, err, errlen);
+    if (!argv)
+        goto fail;
+    if (s_pipe_above_stdio (in) || s_pipe_above_stdio (out) || s_pipe_above_stdio (er)) {
+        s_fail (err, errlen, "cannot create a pipe: %s", strerror (errno));
+        goto fail;
+    }
+    fcntl (in [1], F_SETFL, O_NONBLOCK);
+    fcntl (out [0], F_SETFL, O_NONBLOCK);
+    fcntl (er [0], F_SETFL, O_NONBLOCK);
+    posix_spawn_file_actions_init (&fa);
+    fa_init = true;
+    posix_spawnattr_init (&attr);
+    attr_init = true;
+    sigset_t none, all;
+    sigemptyset (&none);
+    sigfillset (&all);
+    sigdelset (&all, SIGKILL);
+    sigdelset (&all, SIGSTOP);
+    if (posix_spawn_file_actions_adddup2 (&fa, in [0], 0)
+        || posix_spawn_file_actions_adddup2 (&fa, out [1], 1)
+        || posix_spawn_file_actions_adddup2 (&fa, er [1], 2)
+        || posix_spawn_file_actions_addclosefrom_np (&fa, 3)
+        || posix_spawn_file_actions_addchdir_np (&fa, opts->cwd)
+        || posix_spawnattr_setflags (&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK
+                                            | POSIX_SPAWN_SETSIGDEF)
+        || posix_spawnattr_setpgroup (&attr, 0)
+        || posix_spawnattr_setsigmask (&attr, &none)
+        || posix_spawnattr_setsigdefault (&attr, &all)) {
+        s_fail (err, errlen, "cannot prepare the spawn");
+        goto fail;
+    }
+    sb_spawn_cgroup_new (&p->cg, p->serial);
+    sb_spawn_tree_lock ();
+    if (p->cg.dirfd >= 0) {
+        sb_spawn_exec_t x = {
+            .prog = argv [0], .argv = (char *const *) argv, .envp = env.envp,
+            .cwd = opts->cwd, .out_fd = out [1], .in_fd = in [0], .err_fd = er [1],
+        };
+        p->child = sb_spawn_cgroup_start (&p->cg, &x, &p->pidfd, &e);
+        if (p->child > 0)
+            e = 0;
+        else
+        if (e == ENOSYS || e == EPERM || e == EINVAL || e == EBUSY || e == EOPNOTSUPP) {
+            sb_spawn_cgroup_disable ();
+            sb_spawn_cgroup_destroy (&p->cg);
+            e = -1;
+        }
+    }
+    if (e == -1)
+        e = posix_spawn (&p->child, argv [0], &fa, &attr, (char *const *) argv, env.envp);
+    if (e == 0) {
+        p->node.pid = p->child;
+        p->node.serial = p->serial;
+        p->node.start = sb_spawn_tree_start_of (p->child);
+        sb_spawn_tree_add (&p->node);
+    }
+    sb_spawn_tree_unlock ();
+    if (e != 0) {
+        p->child = -1;
+        s_fail (err, errlen, "cannot start %.128s in %.256s: %s", argv [0], opts->cwd, strerror (e));
+        goto fail;
+    }
+    if (p->pidfd < 0)
+        p->pidfd = (int) syscall (SYS_pidfd_open, p->child, 0);
+    close (in [0]);
+    close (out [1]);
+    close (er [1]);
+    p->in_fd = in [1];
+    p->out_fd = out [0];
+    p->err_fd = er [0];
+    posix_spawn_file_actions_destroy (&fa);
+    posix_spawnattr_destroy (&attr);
+    free (argv);
+    s_env_clear (&env);
+    return p;
+fail:
+    s_close_pair (in);
+    s_close_pair (out);
+    s_close_pair (er);
+    if (fa_init)
+        posix_spawn_file_actions_destroy (&fa);
+    if (attr_init)
+        posix_spawnattr_destroy (&attr);
+    free (argv);
+    s_env_clear (&env);
+    sb_spawn_cgroup_destroy (&p->cg);
+    free (p);
+    return NULL;
+}
+
+void
+sb_spawn_proc_close_stdin (sb_spawn_proc_t *p)
+{
+    if (p && p->in_fd >= 0) {
+        close (p->in_fd);
+        p->in_fd = -1;
+    }
+}
+
+int
+sb_spawn_proc_stop (sb_spawn_proc_t **proc_p, int grace_ms)
+{
+    sb_spawn_proc_t *p = proc_p ? *proc_p : NULL;
+    if (!p)
+        return -1;
+    *proc_p = NULL;
+    //  A server that reads EOF on stdin ends by itself (the MCP way to
+    //  stop a stdio server); one that does not is killed.
+    if (p->in_fd >= 0)
+        close (p->in_fd);
+    int64_t until = s_now_ms () + (grace_ms > 0 ? grace_ms : 0);
+    while (!sb_spawn_proc_exited (p) && s_now_ms () < until) {
+        struct pollfd pf = { .fd = p->pidfd, .events = POLLIN };
+        if (p->pidfd >= 0)
+            poll (&pf, 1, (int) (until - s_now_ms () > 0 ? until - s_now_ms () : 0));
+        else
+            usleep (5000);
+    }
+    bool in_cgroup = p->cg.dirfd >= 0;
+    if (!p->exited && !in_cgroup)
+        kill (-p->child, SIGKILL);
+    sb_spawn_pidset_t killed = { 0 };
+    char desc [SB_SPAWN_KILLED_DESC] = "";
+    if (in_cgroup)
+        sb_spawn_cgroup_kill (&p->cg, p->child, &killed, desc, sizeof desc);
+    else
+        sb_spawn_tree_kill (p->child, p->serial, &killed, desc, sizeof desc);
+    kill (-p->child, SIGKILL);
+    kill (p->child, SIGKILL);
+    int status = 0, code = -1;
+    pid_t w;
+    while ((w = waitpid (p->child, &status, 0)) < 0 && errno == EINTR)
+        ;
+    if (w == p->child)
+        code = WIFEXITED (status) ? WEXITSTATUS (status) : WIFSIGNALED (status) ? -WTERMSIG (status) : -1;
+    sb_spawn_tree_remove (&p->node);
+    sb_spawn_tree_reap (&killed);
+    if (in_cgroup)
+        sb_spawn_reap_orphans ();
+    free (killed.pids);
+    sb_spawn_cgroup_destroy (&p->cg);
+    if (p->pidfd >= 0)
+        close (p->pidfd);
+    if (p->out_fd >= 0)
+        close (p->out_fd);
+    if (p->err_fd >= 0)
+        close (p->err_fd);
+    free (p);
+    return code;
+}

@@ -95,6 +95,40 @@ int
 void
     sb_spawn_result_clear (sb_spawn_result_t *res);
 
+/*  A long-lived process, for a server the executor talks to (an MCP
+    server, actors/exec/mcp.c): started like a tool's command (no fork,
+    closefrom 3, its own process group or cgroup, the allowlisted
+    environment plus opts->env_extra, cwd opts->cwd), but with stdin,
+    stdout and stderr on three pipes of ours, and no timeout: it lives
+    until sb_spawn_proc_stop, which kills it and everything it started.
+    Only argv, cwd and env_extra of opts are used. Returns NULL with a
+    message in err when it cannot start. One owner; any thread.          */
+typedef struct sb_spawn_proc sb_spawn_proc_t;
+
+sb_spawn_proc_t *
+    sb_spawn_proc_start (const sb_spawn_opts_t *opts, char *err, size_t errlen);
+
+//  The pipes' ends of ours, non-blocking and close-on-exec: stdin to
+//  write (-1 once closed), stdout and stderr to read.
+int sb_spawn_proc_stdin (const sb_spawn_proc_t *proc);
+int sb_spawn_proc_stdout (const sb_spawn_proc_t *proc);
+int sb_spawn_proc_stderr (const sb_spawn_proc_t *proc);
+int sb_spawn_proc_pid (const sb_spawn_proc_t *proc);
+//  A pidfd of the process, readable once it exited; -1 on kernels
+//  without pidfds (then poll sb_spawn_proc_exited).
+int sb_spawn_proc_pidfd (const sb_spawn_proc_t *proc);
+
+//  Whether the process has exited (it is not reaped until stop).
+bool sb_spawn_proc_exited (sb_spawn_proc_t *proc);
+
+//  Closes our end of its stdin: the process reads EOF.
+void sb_spawn_proc_close_stdin (sb_spawn_proc_t *proc);
+
+//  Closes its stdin, gives it grace_ms to exit by itself, then kills it
+//  and everything it left, reaps, and frees. Returns its exit code, or
+//  -N when signal N ended it (-9 when we killed it), -1 for NULL.
+int sb_spawn_proc_stop (sb_spawn_proc_t **proc_p, int grace_ms);
+
 /*  Reap zombies among the server's children that no running spawn owns
     (orphans of tools that escaped attribution). Cheap; the exec actor may
     call it from its timer. Returns how many were reaped.                   */

@@ -201,10 +201,10 @@ s_child (const sb_spawn_exec_t *x, int errfd)
     int e = 0;
     if (setpgid (0, 0) != 0)
         e = errno;
-    int nul = open ("/dev/null", O_RDONLY);
+    int nul = x->in_fd > 0 ? x->in_fd : open ("/dev/null", O_RDONLY);
     if (!e && (nul < 0 || (nul != 0 && dup2 (nul, 0) < 0)))
         e = errno;
-    if (!e && (dup2 (x->out_fd, 1) < 0 || dup2 (x->out_fd, 2) < 0))
+    if (!e && (dup2 (x->out_fd, 1) < 0 || dup2 (x->err_fd > 0 ? x->err_fd : x->out_fd, 2) < 0))
         e = errno;
     //  Close-on-exec rather than close: errfd must stay open until exec.
     if (!e && syscall (SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC) != 0)

@@ -37,6 +37,8 @@ typedef struct {
     char *const *envp;
     const char *cwd;
     int out_fd;                 //  becomes stdout and stderr; stdin is /dev/null
+    int in_fd;                  //  > 0: becomes stdin instead (a long-lived process)
+    int err_fd;                 //  > 0: becomes stderr instead of out_fd
 } sb_spawn_exec_t;
 
 //  Decides whether cgroups are used here, and kills what a server killed

@@ -37,6 +37,9 @@
 #define MAX_STEPS_MAX       10000
 #define LABEL_KEY_MAX       64
 #define LABEL_VALUE_MAX     1024
+//  The bytes of records one session.list page holds at most (its reply
+//  is bounded at 1 MiB; a record with 256 rules takes about 300 KiB).
+#define LIST_BYTES_MAX      (768 * 1024)
 //  Past the tape quota, a run may still record how it ended: run.status
 //  and turn.end entries take up to this many bytes more.
 #define QUOTA_RESERVE       (64 * 1024)
@@ -73,10 +76,15 @@ typedef struct {
     const char *approval_policy, *last_run_id, *turn_status;
     const char *last_prompt;    //  the first line of the latest prompt, cut
     const sb_val_t *labels;
+    const sb_val_t *rules;      //  approval rules (docs/approvals.md); NULL: none
+    uint64_t approval_deadline_s;   //  with has_deadline; else the server's default
+    bool has_deadline;
+    const sb_val_t *mcp_servers;    //  NULL: all the executor's MCP servers
     uint64_t created_at, updated_at, max_steps, last_seq, config_version, fence;
     uint64_t last_activity_at;  //  the latest prompt or run status, ms
     uint64_t tape_bytes;        //  bytes of appended entry bodies (the quota's measure)
     uint64_t quota_noted;       //  the quota a tape.quota entry was written for; 0: none
+    uint64_t compacted_seq;     //  the newest summarizing context.compacted; 0: none
     bool dirty, deleted;
     bool q_forward;             //  a prompt of this drain starts a run (queue.c)
 } record_t;
@@ -153,6 +161,7 @@ typedef struct {
     uint64_t queue_max;         //  prompts one session's queue may hold
     uint64_t steers_max;        //  steers one session may have pending
     uint64_t queue_bytes;       //  bytes of text its queue and steers may hold
+    zhashx_t *compacts;         //  run.request id -> a session.compact to answer
     chunk_t *arena;
     sb_enc_t *enc;              //  replies sent at once (reads)
     sb_enc_t *prep;             //  prepared entry bodies
@@ -260,6 +269,13 @@ void sb_session_fail (req_t *req, sb_err_t code, const char *fmt, ...)
 //  Everything about a request that does not depend on the store; what
 //  fails here is final (req->prep_err).
 void sb_session_prepare (self_t *self, req_t *req);
+
+//  actors/session/mcp_servers.c: the mcp_servers field of create and
+//  update. _ok fails req (invalid) on a name that no server could have;
+//  sb_session_mcp_servers gives what the record keeps: NULL (all) for
+//  ["*"] or no field, else the array itself.
+bool sb_session_mcp_servers_ok (req_t *req, const sb_val_t *names);
+const sb_val_t *sb_session_mcp_servers (const sb_val_t *names);
 //  The drain's write function for sb_store_write: every write of the
 //  drain, re-runnable from scratch.
 int sb_session_drain_fn (sb_txn_t *txn, void *arg);
@@ -354,5 +370,11 @@ void sb_session_queue_pump (self_t *self);
 //  At startup: takes one internal request per session whose queue holds
 //  something (pause it, steers back to the front). Returns how many.
 size_t sb_session_queue_recover (self_t *self);
+
+//  session/compact.c: session.compact forwarded as a compact run.
+zhashx_t *sb_session_compacts_new (void);
+void sb_session_compact (self_t *self, sb_msg_t **msg_p);
+bool sb_session_compact_reply (self_t *self, const sb_msg_t *reply);
+void sb_session_compact_expire (self_t *self);
 
 #endif

@@ -8,7 +8,9 @@ provider (tests/llm_server.py) drives the real agent loop and real tools.
     the expected kinds in order, exit 0;
   - the same through `serve` + `sessions new` + `prompt --follow`;
   - the built-in demo model completes `run --goal "look around"`;
-  - approval auto: write_file refused naming the policy, read_file works;
+  - approval auto: write_file and shell ask a person; unanswered within the
+    session's 1 s approval deadline they are refused naming the policy, and
+    read_file runs unasked;
   - a prompt while a run is active waits in the session's queue (exit 0,
     with its position; test_queue.py covers the queue), and `run-info` of a
     queued worker run says what it waits for.
@@ -357,7 +359,7 @@ def test_demo_model_look_around():
     check(any(e["kind"] == "tool.result" and e["body"]["ok"] for e in entries), "the demo used no tool")
 
 
-def test_approval_auto_refuses_write_allows_read():
+def test_approval_auto_asks_for_write_allows_read():
     llm = LLM()
     llm.script("auto", [
         {"tool_calls": [{"name": "write_file", "arguments": {"path": "new.txt", "content": "x"},
@@ -371,13 +373,14 @@ def test_approval_auto_refuses_write_allows_read():
     with open(os.path.join(ws, "present.txt"), "w") as f:
         f.write("present content\n")
     server = llm_server(llm, "auto")
-    sid = new_session(server, ws, approval_policy="auto")
+    sid = new_session(server, ws, approval_policy="auto", approval_deadline_s=1)
     run_id = prompt(server, sid, "try")
     run = wait_run(server, run_id)
     check(run["status"] == "completed", "run %r", run)
     res = results(tape(server, sid))
     w = res["c_write"]
-    check(w["ok"] is False and "auto" in w["output"] and "polic" in w["output"], "write_file: %r", w)
+    check(w["ok"] is False and "auto" in w["output"] and "polic" in w["output"] and "expired" in w["output"]
+          and w.get("interaction_id", "").startswith("ia_"), "write_file: %r", w)
     check(not os.path.exists(os.path.join(ws, "new.txt")), "write_file ran under auto")
     s = res["c_shell"]
     check(s["ok"] is False and "auto" in s["output"], "shell: %r", s)

@@ -1,0 +1,167 @@
+/*  actors/exec/mcp.h — the executor's MCP client (docs/mcp.md).
+
+    Configuration, in the shape MCP clients share, from `--mcp-config FILE`
+    (serve, run) or DATA/mcp.json:
+
+        {"mcpServers": {
+           "NAME": {"command": "node", "args": ["server.js", "stdio"],
+                    "env": {"TOKEN": "..."}, "timeout_s": 120, "startup_timeout_s": 30},
+           "NAME2": {"url": "https://host/mcp", "headers": {"Authorization": "Bearer ..."}}}}
+
+    A session's servers (all configured ones, or those its record names in
+    `mcp_servers`) belong to its runtime (actors/exec/runtime.h): a stdio
+    server is started the first time a run of the session needs its tools,
+    with the containment of every tool process (actors/exec/spawn.h:
+    process group or cgroup, allowlisted environment plus its own `env`),
+    and killed with the runtime. Each server speaks JSON-RPC 2.0: over
+    newline-delimited stdio, or over streamable HTTP through libcurl.
+
+    Their tools are offered to the model as mcp__<server>__<tool>. Results
+    become tool results capped like every tool output; errors (isError,
+    JSON-RPC errors, a dead or silent server) become tool errors and the
+    run goes on. A server that died is restarted once per run.
+
+    The values of `env` and `headers` are secrets: nothing that comes from a
+    server reaches the tape, the bus or a log before sb_mcp_redact.
+
+    Threads: the config is read-only once loaded, shared by every run. A
+    set belongs to the runtime that holds it, so to one run thread at a
+    time. The status table behind sb_mcp_status_encode is locked.
+*/
+#ifndef SB_EXEC_MCP_H
+#define SB_EXEC_MCP_H
+
+#include "actors/exec/tools.h"
+#include "schemas/codec.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SB_MCP_CONFIG_MAX_BYTES   (1u << 20)
+#define SB_MCP_MAX_SERVERS        64
+#define SB_MCP_NAME_MAX           32          //  [A-Za-z0-9_-]
+#define SB_MCP_MAX_ARGS           256
+#define SB_MCP_MAX_ENV            48
+#define SB_MCP_MAX_TOOLS          200         //  over all servers of a session
+#define SB_MCP_LINE_MAX           (8u << 20)  //  one JSON-RPC message
+#define SB_MCP_STARTUP_MS         30000
+#define SB_MCP_CALL_MS            120000
+#define SB_MCP_TIMEOUT_MAX_S      3600
+#define SB_MCP_IDLE_MS            (10 * 60 * 1000)    //  an unused server is stopped after
+#define SB_MCP_PREFIX             "mcp__"
+#define SB_EXEC_TOOL_NAME_MAX_MCP 64          //  the tape's bound on a tool name
+
+//  ---------------------------------------------------------------------
+//  Configuration
+
+typedef struct {
+    char name [SB_MCP_NAME_MAX + 1];
+    char **argv;                //  stdio: command and args, NULL-terminated
+    char **env;                 //  stdio: "NAME=VALUE", NULL-terminated
+    char *url;                  //  http: the endpoint
+    char **headers;             //  http: "Name: value", NULL-terminated
+    int startup_ms, call_ms;
+} sb_mcp_server_conf_t;
+
+typedef struct {
+    sb_mcp_server_conf_t *servers;
+    size_t n;
+    char *source;               //  the file it came from
+    char **secrets;             //  env and header values, longest first
+    size_t nsecrets;
+} sb_mcp_config_t;
+
+/*  Loads `path`. A missing file is an error when `required`, else an
+    empty config (NULL returned, err empty). Returns NULL with a message
+    in err when the file is not valid.                                     */
+sb_mcp_config_t *sb_mcp_config_load (const char *path, bool required, char *err, size_t errlen);
+void sb_mcp_config_destroy (sb_mcp_config_t **cfg_p);
+
+//  A copy of text with every secret of the config replaced by "***"; the
+//  caller frees it. NULL only when out of memory.
+char *sb_mcp_redact (const sb_mcp_config_t *cfg, const char *text);
+
+//  Whether a tool name is an MCP tool's (mcp__...).
+bool sb_mcp_is_tool (const char *name);
+
+//  ---------------------------------------------------------------------
+//  The JSON-RPC line reader (actors/exec/mcp_rpc.c): bytes in, whole
+//  lines out, never holding more than `max` bytes. A line longer than
+//  that is dropped whole and counted.
+
+typedef void (sb_mcp_line_fn) (const char *line, size_t len, void *arg);
+
+typedef struct {
+    char *buf;
+    size_t len, cap, max;
+    bool discarding;            //  inside a line that is over max
+    uint64_t oversized;         //  lines dropped for their length
+} sb_mcp_lines_t;
+
+void sb_mcp_lines_init (sb_mcp_lines_t *r, size_t max);
+void sb_mcp_lines_feed (sb_mcp_lines_t *r, const char *data, size_t n, sb_mcp_line_fn *fn, void *arg);
+void sb_mcp_lines_clear (sb_mcp_lines_t *r);
+
+//  What one message is, once parsed.
+typedef enum {
+    SB_MCP_MSG_INVALID = 0,     //  not JSON-RPC 2.0
+    SB_MCP_MSG_RESPONSE,        //  id + result | error
+    SB_MCP_MSG_REQUEST,         //  id + method: the server asks us
+    SB_MCP_MSG_NOTIFICATION,    //  method, no id
+} sb_mcp_msg_kind_t;
+
+//  Parses one line; *json receives the parsed value (a json_t *, owned by
+//  the caller; NULL when invalid). Returns the kind; for a response,
+//  *id is its numeric id (-1 when it is not a non-negative integer).
+sb_mcp_msg_kind_t sb_mcp_msg_parse (const char *line, size_t len, void **json, int64_t *id);
+
+//  ---------------------------------------------------------------------
+//  A session's servers
+
+typedef struct sb_mcp_set sb_mcp_set_t;
+
+/*  The set of `cfg`'s servers a session uses: those named in `names` (an
+    array of strings; NULL for all). Nothing starts yet.                   */
+sb_mcp_set_t *sb_mcp_set_new (const sb_mcp_config_t *cfg, const char *session_id, const sb_val_t *names);
+void sb_mcp_set_destroy (sb_mcp_set_t **set_p);
+
+/*  At the start of each run: resets each server's restart budget, starts
+    the servers not running yet (cwd: the workspace) and lists their tools
+    when they changed. A server that cannot start leaves a line in `notes`
+    (redacted) and its tools out; the run goes on.                         */
+void sb_mcp_set_prepare (sb_mcp_set_t *set, const char *cwd, int cancel_fd, char *notes, size_t notes_len);
+
+//  Before each model call: lists again the tools of servers that said
+//  they changed (notifications/tools/list_changed).
+void sb_mcp_set_refresh (sb_mcp_set_t *set, int cancel_fd);
+
+//  Stops the stdio servers whose last exchange is older than idle_ms (a
+//  session's next run starts them again). Returns how many it stopped.
+size_t sb_mcp_set_stop_idle (sb_mcp_set_t *set, int64_t idle_ms);
+
+//  The tools offered to the model, k < count.
+size_t sb_mcp_set_tool_count (const sb_mcp_set_t *set);
+void sb_mcp_set_tool (const sb_mcp_set_t *set, size_t k, const char **name, const char **description,
+                      const char **parameters);
+
+/*  What the server says of a tool (annotations.readOnlyHint): 1 read-only,
+    0 not, -1 unknown tool. For the person's eyes only: the policies
+    never trust it (an MCP tool is never read-only to them).               */
+int sb_mcp_set_read_only_hint (const sb_mcp_set_t *set, const char *name);
+
+/*  Calls an MCP tool (its mcp__ name) with JSON arguments, waiting at most
+    timeout_ms (0: the server's timeout_s) and watching cancel_fd. Fills
+    res as sb_tool_run does: always, with a redacted output. Returns 0 if
+    res->ok.                                                               */
+int sb_mcp_set_call (sb_mcp_set_t *set, const char *name, const char *args_json, int cancel_fd,
+                     int timeout_ms, sb_tool_result_t *res);
+
+//  ---------------------------------------------------------------------
+//  What `switchboard mcp list` shows: the configured servers, their state
+//  in the sessions that started them, and their tools.
+
+//  Encodes {servers: [...]} fields into an open map (see exec.mcp.list).
+void sb_mcp_status_encode (const sb_mcp_config_t *cfg, sb_enc_t *e);
+
+#endif

@@ -1,0 +1,303 @@
+/*  actors/exec/mcp_config.c — the mcpServers file (actors/exec/mcp.h,
+    docs/mcp.md): parsed and checked once when the exec actor starts, and
+    the redaction of its secrets.
+*/
+#include "actors/exec/mcp.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+//  Values this short are not redacted: "1" or "true" would blank out
+//  half of every result.
+#define S_SECRET_MIN 6
+
+static void *
+s_fail (char *err, size_t errlen, const char *fmt, ...) __attribute__ ((format (printf, 3, 4)));
+
+static void *
+s_fail (char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start (ap, fmt);
+    vsnprintf (err, errlen, fmt, ap);
+    va_end (ap);
+    return NULL;
+}
+
+static void
+s_strv_free (char **v)
+{
+    for (size_t k = 0; v && v [k]; k++)
+        free (v [k]);
+    free (v);
+}
+
+bool
+sb_mcp_is_tool (const char *name)
+{
+    return name && strncmp (name, SB_MCP_PREFIX, strlen (SB_MCP_PREFIX)) == 0;
+}
+
+void
+sb_mcp_config_destroy (sb_mcp_config_t **cfg_p)
+{
+    sb_mcp_config_t *cfg = cfg_p ? *cfg_p : NULL;
+    if (!cfg)
+        return;
+    for (size_t k = 0; k < cfg->n; k++) {
+        s_strv_free (cfg->servers [k].argv);
+        s_strv_free (cfg->servers [k].env);
+        s_strv_free (cfg->servers [k].headers);
+        free (cfg->servers [k].url);
+    }
+    free (cfg->servers);
+    for (size_t k = 0; k < cfg->nsecrets; k++)
+        free (cfg->secrets [k]);
+    free (cfg->secrets);
+    free (cfg->source);
+    free (cfg);
+    *cfg_p = NULL;
+}
+
+static bool
+s_name_ok (const char *s)
+{
+    size_t n = strlen (s);
+    if (n == 0 || n > SB_MCP_NAME_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s [i] >= 'a' && s [i] <= 'z') || (s [i] >= 'A' && s [i] <= 'Z') || (s [i] >= '0' && s [i] <= '9')
+              || s [i] == '-' || s [i] == '_'))
+            return false;
+    //  "__" separates the server from the tool in mcp__<server>__<tool>.
+    return strstr (s, "__") == NULL;
+}
+
+static int
+s_add_secret (sb_mcp_config_t *cfg, const char *v)
+{
+    if (strlen (v) < S_SECRET_MIN)
+        return 0;
+    char **ns = realloc (cfg->secrets, (cfg->nsecrets + 1) * sizeof *ns);
+    if (!ns)
+        return -1;
+    cfg->secrets = ns;
+    if (!(ns [cfg->nsecrets] = strdup (v)))
+        return -1;
+    cfg->nsecrets++;
+    return 0;
+}
+
+static int
+s_timeout (json_t *srv, const char *key, int dflt, int *out, char *err, size_t errlen, const char *name)
+{
+    json_t *v = json_object_get (srv, key);
+    if (!v) {
+        *out = dflt;
+        return 0;
+    }
+    if (!json_is_integer (v) || json_integer_value (v) < 1 || json_integer_value (v) > SB_MCP_TIMEOUT_MAX_S) {
+        s_fail (err, errlen, "mcpServers.%s.%s must be an integer from 1 to %d", name, key, SB_MCP_TIMEOUT_MAX_S);
+        return -1;
+    }
+    *out = (int) json_integer_value (v) * 1000;
+    return 0;
+}
+
+//  A {"NAME": "value"} object as a NULL-terminated list of "NAME<sep>value".
+static char **
+s_pairs (sb_mcp_config_t *cfg, json_t *obj, const char *sep, const char *what, const char *name,
+         char *err, size_t errlen)
+{
+    if (!json_is_object (obj))
+        return s_fail (err, errlen, "mcpServers.%s.%s must be an object of strings", name, what);
+    if (json_object_size (obj) > SB_MCP_MAX_ENV)
+        return s_fail (err, errlen, "mcpServers.%s.%s has more than %d entries", name, what, SB_MCP_MAX_ENV);
+    char **v = calloc (json_object_size (obj) + 1, sizeof *v);
+    if (!v)
+        return s_fail (err, errlen, "out of memory");
+    size_t n = 0;
+    const char *k;
+    json_t *val;
+    json_object_foreach (obj, k, val) {
+        const char *s = json_string_value (val);
+        if (!s || !*k || strpbrk (k, "=:\r\n") || strpbrk (s, "\r\n") || strlen (s) > 32768) {
+            s_strv_free (v);
+            return s_fail (err, errlen, "mcpServers.%s.%s.%s must be a one-line string", name, what, k);
+        }
+        size_t len = strlen (k) + strlen (sep) + strlen (s) + 1;
+        if (!(v [n] = malloc (len)) || s_add_secret (cfg, s) != 0) {
+            s_strv_free (v);
+            return s_fail (err, errlen, "out of memory");
+        }
+        snprintf (v [n++], len, "%s%s%s", k, sep, s);
+        //  "Bearer <token>": the token alone is the secret too.
+        const char *sp = strchr (s, ' ');
+        if (sp && s_add_secret (cfg, sp + 1) != 0) {
+            s_strv_free (v);
+            return s_fail (err, errlen, "out of memory");
+        }
+    }
+    return v;
+}
+
+static int
+s_server (sb_mcp_config_t *cfg, sb_mcp_server_conf_t *s, const char *name, json_t *srv, char *err, size_t errlen)
+{
+    if (!s_name_ok (name)) {
+        s_fail (err, errlen, "mcpServers: the name \"%.40s\" must be 1 to %d letters, digits, - or _ (no \"__\")",
+                name, SB_MCP_NAME_MAX);
+        return -1;
+    }
+    snprintf (s->name, sizeof s->name, "%s", name);
+    if (!json_is_object (srv)) {
+        s_fail (err, errlen, "mcpServers.%s must be an object", name);
+        return -1;
+    }
+    const char *type = json_string_value (json_object_get (srv, "type"));
+    if (type && strcmp (type, "sse") == 0) {
+        s_fail (err, errlen, "mcpServers.%s: the old SSE transport is not supported; use streamable HTTP", name);
+        return -1;
+    }
+    json_t *cmd = json_object_get (srv, "command");
+    json_t *url = json_object_get (srv, "url");
+    if ((cmd != NULL) == (url != NULL)) {
+        s_fail (err, errlen, "mcpServers.%s needs either \"command\" (stdio) or \"url\" (streamable HTTP)", name);
+        return -1;
+    }
+    if (s_timeout (srv, "startup_timeout_s", SB_MCP_STARTUP_MS, &s->startup_ms, err, errlen, name)
+    ||  s_timeout (srv, "timeout_s", SB_MCP_CALL_MS, &s->call_ms, err, errlen, name))
+        return -1;
+    if (cmd) {
+        json_t *args = json_object_get (srv, "args");
+        if (!json_is_string (cmd) || !*json_string_value (cmd) || (args && !json_is_array (args))
+        ||  (args && json_array_size (args) > SB_MCP_MAX_ARGS)) {
+            s_fail (err, errlen, "mcpServers.%s: \"command\" must be a string and \"args\" an array of at most %d strings",
+                    name, SB_MCP_MAX_ARGS);
+            return -1;
+        }
+        size_t na = args ? json_array_size (args) : 0;
+        s->argv = calloc (na + 2, sizeof *s->argv);
+        if (!s->argv || !(s->argv [0] = strdup (json_string_value (cmd)))) {
+            s_fail (err, errlen, "out of memory");
+            return -1;
+        }
+        for (size_t k = 0; k < na; k++) {
+            const char *a = json_string_value (json_array_get (args, k));
+            if (!a) {
+                s_fail (err, errlen, "mcpServers.%s.args[%zu] is not a string", name, k);
+                return -1;
+            }
+            if (!(s->argv [k + 1] = strdup (a))) {
+                s_fail (err, errlen, "out of memory");
+                return -1;
+            }
+        }
+        json_t *env = json_object_get (srv, "env");
+        if (env && !(s->env = s_pairs (cfg, env, "=", "env", name, err, errlen)))
+            return -1;
+    }
+    else {
+        const char *u = json_string_value (url);
+        if (!u || (strncmp (u, "http://", 7) != 0 && strncmp (u, "https://", 8) != 0) || strlen (u) > 4096) {
+            s_fail (err, errlen, "mcpServers.%s.url must be an http:// or https:// URL", name);
+            return -1;
+        }
+        if (!(s->url = strdup (u))) {
+            s_fail (err, errlen, "out of memory");
+            return -1;
+        }
+        json_t *h = json_object_get (srv, "headers");
+        if (h && !(s->headers = s_pairs (cfg, h, ": ", "headers", name, err, errlen)))
+            return -1;
+    }
+    return 0;
+}
+
+static int
+s_longest_first (const void *a, const void *b)
+{
+    size_t la = strlen (*(char *const *) a), lb = strlen (*(char *const *) b);
+    return la < lb ? 1 : la > lb ? -1 : 0;
+}
+
+sb_mcp_config_t *
+sb_mcp_config_load (const char *path, bool required, char *err, size_t errlen)
+{
+    err [0] = 0;
+    struct stat st;
+    if (stat (path, &st) != 0) {
+        if (errno == ENOENT && !required)
+            return NULL;
+        return s_fail (err, errlen, "%s: %s", path, strerror (errno));
+    }
+    if (!S_ISREG (st.st_mode) || st.st_size > SB_MCP_CONFIG_MAX_BYTES)
+        return s_fail (err, errlen, "%s: not a regular file of at most %u bytes", path, SB_MCP_CONFIG_MAX_BYTES);
+    json_error_t jerr;
+    json_t *root = json_load_file (path, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root)
+        return s_fail (err, errlen, "%s:%d: %s", path, jerr.line, jerr.text);
+    json_t *servers = json_object_get (root, "mcpServers");
+    if (!json_is_object (root) || (servers && !json_is_object (servers))) {
+        json_decref (root);
+        return s_fail (err, errlen, "%s: expected {\"mcpServers\": {NAME: {...}}}", path);
+    }
+    size_t n = servers ? json_object_size (servers) : 0;
+    if (n > SB_MCP_MAX_SERVERS) {
+        json_decref (root);
+        return s_fail (err, errlen, "%s: more than %d servers", path, SB_MCP_MAX_SERVERS);
+    }
+    sb_mcp_config_t *cfg = calloc (1, sizeof *cfg);
+    if (!cfg || !(cfg->servers = calloc (n + 1, sizeof *cfg->servers)) || !(cfg->source = strdup (path))) {
+        json_decref (root);
+        sb_mcp_config_destroy (&cfg);
+        return s_fail (err, errlen, "out of memory");
+    }
+    const char *name;
+    json_t *srv;
+    if (servers)
+        json_object_foreach (servers, name, srv) {
+            if (json_is_object (srv) && json_is_true (json_object_get (srv, "disabled")))
+                continue;
+            if (s_server (cfg, &cfg->servers [cfg->n++], name, srv, err, errlen) != 0) {
+                json_decref (root);
+                sb_mcp_config_destroy (&cfg);
+                return NULL;
+            }
+        }
+    json_decref (root);
+    //  The longest first, so a secret that contains another is replaced whole.
+    if (cfg->nsecrets)
+        qsort (cfg->secrets, cfg->nsecrets, sizeof *cfg->secrets, s_longest_first);
+    return cfg;
+}
+
+char *
+sb_mcp_redact (const sb_mcp_config_t *cfg, const char *text)
+{
+    char *out = strdup (text ? text : "");
+    for (size_t k = 0; out && cfg && k < cfg->nsecrets; k++) {
+        const char *sec = cfg->secrets [k];
+        size_t sl = strlen (sec);
+        char *hit = strstr (out, sec);
+        if (!hit)
+            continue;
+        //  "***" is never longer than a secret (S_SECRET_MIN), so in place.
+        char *w = out, *r = out;
+        while ((hit = strstr (r, sec))) {
+            size_t pre = (size_t) (hit - r);
+            memmove (w, r, pre);
+            w += pre;
+            memcpy (w, "***", 3);
+            w += 3;
+            r = hit + sl;
+        }
+        memmove (w, r, strlen (r) + 1);
+    }
+    return out;
+}

@@ -1,0 +1,229 @@
+/*  tests/unit/test_mcp.c — the MCP client's pieces that need no server:
+    the mcpServers file (actors/exec/mcp_config.c), the redaction of its
+    secrets, the bounded line reader and the message classifier
+    (actors/exec/mcp_rpc.c), and AGENTS.md loading (actors/exec/agents_md.c).
+*/
+#include "actors/exec/agents_md.h"
+#include "actors/exec/mcp.h"
+
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char s_dir [PATH_MAX];
+
+static void
+s_setup (void)
+{
+    snprintf (s_dir, sizeof s_dir, "/tmp/sb_test_mcp_XXXXXX");
+    cr_assert_not_null (mkdtemp (s_dir));
+    char real [PATH_MAX];
+    cr_assert_not_null (realpath (s_dir, real));
+    snprintf (s_dir, sizeof s_dir, "%s", real);
+}
+
+static void
+s_teardown (void)
+{
+    char cmd [PATH_MAX + 16];
+    snprintf (cmd, sizeof cmd, "rm -rf '%s'", s_dir);
+    cr_assert_eq (system (cmd), 0);
+}
+
+static const char *
+s_write (const char *rel, const char *text)
+{
+    static char path [PATH_MAX];
+    snprintf (path, sizeof path, "%s/%s", s_dir, rel);
+    char dir [PATH_MAX];
+    snprintf (dir, sizeof dir, "%s", path);
+    *strrchr (dir, '/') = 0;
+    char cmd [PATH_MAX + 16];
+    snprintf (cmd, sizeof cmd, "mkdir -p '%s'", dir);
+    cr_assert_eq (system (cmd), 0);
+    FILE *f = fopen (path, "w");
+    cr_assert_not_null (f);
+    fputs (text, f);
+    fclose (f);
+    return path;
+}
+
+TestSuite (mcp, .init = s_setup, .fini = s_teardown);
+
+Test (mcp, config_loads_both_transports_and_collects_secrets)
+{
+    const char *p = s_write ("mcp.json",
+        "{\"mcpServers\": {"
+        " \"a\": {\"command\": \"node\", \"args\": [\"x.js\", \"stdio\"], \"env\": {\"TOKEN\": \"tok-123456789\"},"
+        "        \"timeout_s\": 5},"
+        " \"b-2\": {\"url\": \"https://h/mcp\", \"headers\": {\"Authorization\": \"Bearer abcdefgh12\"}},"
+        " \"off\": {\"command\": \"x\", \"disabled\": true}}}");
+    char err [512];
+    sb_mcp_config_t *cfg = sb_mcp_config_load (p, true, err, sizeof err);
+    cr_assert_not_null (cfg, "%s", err);
+    cr_assert_eq (cfg->n, 2);
+    cr_assert_str_eq (cfg->servers [0].name, "a");
+    cr_assert_str_eq (cfg->servers [0].argv [0], "node");
+    cr_assert_str_eq (cfg->servers [0].argv [2], "stdio");
+    cr_assert_null (cfg->servers [0].argv [3]);
+    cr_assert_str_eq (cfg->servers [0].env [0], "TOKEN=tok-123456789");
+    cr_assert_eq (cfg->servers [0].call_ms, 5000);
+    cr_assert_eq (cfg->servers [0].startup_ms, SB_MCP_STARTUP_MS);
+    cr_assert_str_eq (cfg->servers [1].url, "https://h/mcp");
+    cr_assert_str_eq (cfg->servers [1].headers [0], "Authorization: Bearer abcdefgh12");
+    //  the whole header value and the token alone
+    char *red = sb_mcp_redact (cfg, "x tok-123456789 y Bearer abcdefgh12 z abcdefgh12.");
+    cr_assert_str_eq (red, "x *** y *** z ***.");
+    free (red);
+    sb_mcp_config_destroy (&cfg);
+    cr_assert_null (cfg);
+}
+
+Test (mcp, config_refuses_what_it_cannot_run)
+{
+    static const struct { const char *json, *says; } bad [] = {
+        { "{\"mcpServers\": {\"a b\": {\"command\": \"x\"}}}", "a b" },
+        { "{\"mcpServers\": {\"a__b\": {\"command\": \"x\"}}}", "__" },
+        { "{\"mcpServers\": {\"a\": {}}}", "either" },
+        { "{\"mcpServers\": {\"a\": {\"command\": \"x\", \"url\": \"http://h\"}}}", "either" },
+        { "{\"mcpServers\": {\"a\": {\"url\": \"ftp://h\"}}}", "http" },
+        { "{\"mcpServers\": {\"a\": {\"command\": \"x\", \"args\": [1]}}}", "args" },
+        { "{\"mcpServers\": {\"a\": {\"command\": \"x\", \"timeout_s\": 0}}}", "timeout_s" },
+        { "{\"mcpServers\": {\"a\": {\"command\": \"x\", \"env\": {\"K\": 5}}}}", "env" },
+        { "{\"mcpServers\": {\"a\": {\"type\": \"sse\", \"url\": \"http://h\"}}}", "SSE" },
+        { "{\"mcpServers\": []}", "mcpServers" },
+        { "{\"mcpServers\": {\"a\": {\"command\": \"x\"}, \"a\": {\"command\": \"y\"}}}", "duplicate" },
+        { "not json", "" },
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad [0]; k++) {
+        const char *p = s_write ("bad.json", bad [k].json);
+        char err [512] = "";
+        sb_mcp_config_t *cfg = sb_mcp_config_load (p, false, err, sizeof err);
+        cr_expect_null (cfg, "accepted %s", bad [k].json);
+        cr_expect (err [0] && strstr (err, bad [k].says), "%s: the error '%s' does not say '%s'", bad [k].json, err,
+                   bad [k].says);
+        sb_mcp_config_destroy (&cfg);
+    }
+    char err [512] = "x";
+    char missing [PATH_MAX + 16];
+    snprintf (missing, sizeof missing, "%s/none.json", s_dir);
+    cr_assert_null (sb_mcp_config_load (missing, false, err, sizeof err));
+    cr_assert_str_empty (err, "a missing optional file is no error: %s", err);
+    cr_assert_null (sb_mcp_config_load (missing, true, err, sizeof err));
+    cr_assert_str_not_empty (err);
+}
+
+typedef struct {
+    int n;
+    char last [64];
+} s_lines_t;
+
+static void
+s_count (const char *line, size_t len, void *arg)
+{
+    s_lines_t *c = arg;
+    c->n++;
+    snprintf (c->last, sizeof c->last, "%.*s", (int) (len < 63 ? len : 63), line);
+}
+
+Test (mcp, line_reader_is_bounded_and_drops_long_lines_whole)
+{
+    sb_mcp_lines_t r;
+    sb_mcp_lines_init (&r, 64);
+    s_lines_t c = { 0 };
+    char junk [1000];
+    memset (junk, 'x', sizeof junk);
+    //  a flood without a newline, in pieces: never held past the bound
+    for (int k = 0; k < 100; k++) {
+        sb_mcp_lines_feed (&r, junk, sizeof junk, s_count, &c);
+        cr_assert_leq (r.len, 64);
+        cr_assert_leq (r.cap, 65);
+    }
+    const char *two = "\n{\"a\":1}\r\n{\"b\"";
+    sb_mcp_lines_feed (&r, two, strlen (two), s_count, &c);
+    cr_assert_eq (c.n, 1, "the long line was not dropped whole");
+    cr_assert_str_eq (c.last, "{\"a\":1}");
+    cr_assert_eq (r.oversized, 1);
+    sb_mcp_lines_feed (&r, ":2}\n", 4, s_count, &c);
+    cr_assert_eq (c.n, 2);
+    cr_assert_str_eq (c.last, "{\"b\":2}");
+    sb_mcp_lines_clear (&r);
+}
+
+Test (mcp, messages_are_classified)
+{
+    static const struct { const char *line; sb_mcp_msg_kind_t kind; int64_t id; } cases [] = {
+        { "{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{}}", SB_MCP_MSG_RESPONSE, 3 },
+        { "{\"jsonrpc\":\"2.0\",\"id\":4,\"error\":{\"code\":1,\"message\":\"m\"}}", SB_MCP_MSG_RESPONSE, 4 },
+        { "{\"jsonrpc\":\"2.0\",\"id\":\"s\",\"result\":{}}", SB_MCP_MSG_RESPONSE, -1 },
+        { "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"ping\"}", SB_MCP_MSG_REQUEST, -1 },
+        { "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}", SB_MCP_MSG_NOTIFICATION, -1 },
+        { "{\"jsonrpc\":\"1.0\",\"id\":1,\"result\":{}}", SB_MCP_MSG_INVALID, -1 },
+        { "{\"jsonrpc\":\"2.0\",\"id\":1}", SB_MCP_MSG_INVALID, -1 },
+        { "[1,2]", SB_MCP_MSG_INVALID, -1 },
+        { "{\"jsonrpc\":\"2.0\",\"id\":1,\"id\":2,\"result\":{}}", SB_MCP_MSG_INVALID, -1 },
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases [0]; k++) {
+        void *json;
+        int64_t id;
+        sb_mcp_msg_kind_t kind = sb_mcp_msg_parse (cases [k].line, strlen (cases [k].line), &json, &id);
+        cr_expect_eq (kind, cases [k].kind, "%s: kind %d", cases [k].line, kind);
+        cr_expect_eq (id, cases [k].id, "%s: id %lld", cases [k].line, (long long) id);
+        cr_expect_eq (json != NULL, kind != SB_MCP_MSG_INVALID);
+        json_decref (json);
+    }
+    cr_assert (sb_mcp_is_tool ("mcp__a__b"));
+    cr_assert (!sb_mcp_is_tool ("read_file"));
+}
+
+Test (mcp, agents_md_nested_order_confinement_and_cap)
+{
+    char root [PATH_MAX], ws [PATH_MAX];
+    snprintf (root, sizeof root, "%s/repo", s_dir);
+    s_write ("repo/.git/HEAD", "ref\n");
+    s_write ("repo/AGENTS.md", "ROOT\n");
+    s_write ("repo/a/AGENTS.md", "MID\n");
+    s_write ("repo/a/b/keep.txt", "");
+    s_write ("outside/AGENTS.md", "OUTSIDE\n");
+    const char *personal = s_write ("personal.md", "MINE\n");
+    snprintf (ws, sizeof ws, "%s/a/b", root);
+    char link [PATH_MAX + 16], target [PATH_MAX + 16];
+    snprintf (link, sizeof link, "%s/AGENTS.md", ws);
+    snprintf (target, sizeof target, "%s/outside/AGENTS.md", s_dir);
+    cr_assert_eq (symlink (target, link), 0);
+    sb_agents_t a;
+    cr_assert_eq (sb_agents_load (ws, personal, &a), 0);
+    cr_assert_eq (a.npaths, 3, "paths: %zu", a.npaths);
+    cr_assert_str_eq (a.paths [0], personal);
+    cr_assert (strstr (a.paths [1], "/repo/AGENTS.md"));
+    cr_assert (strstr (a.paths [2], "/repo/a/AGENTS.md"));
+    const char *mine = strstr (a.text, "MINE"), *r = strstr (a.text, "ROOT"), *m = strstr (a.text, "MID");
+    cr_assert (mine && r && m && mine < r && r < m, "%s", a.text);
+    cr_assert_null (strstr (a.text, "OUTSIDE"), "a symlink out of the project was followed");
+    cr_assert_eq (a.bytes, strlen (a.text));
+    cr_assert (!a.truncated);
+    sb_agents_clear (&a);
+
+    //  past the cap: cut on a character boundary, with a note
+    size_t big = SB_AGENTS_MAX_BYTES + 5000;
+    char *text = malloc (big + 1);
+    for (size_t k = 0; k < big; k += 2)
+        memcpy (text + k, "\xc3\xa9", 2);      //  é, two bytes each
+    text [big] = 0;
+    s_write ("repo/AGENTS.md", text);
+    free (text);
+    cr_assert_eq (sb_agents_load (ws, "", &a), 0);
+    cr_assert (a.truncated);
+    cr_assert_leq (a.bytes, SB_AGENTS_MAX_BYTES + 200);
+    cr_assert (strstr (a.text, "more bytes were not included"));
+    cr_assert_null (strstr (a.text, "MID"), "a file past the cap was added");
+    //  valid UTF-8: no é is cut in half before the note
+    const char *note = strstr (a.text, "\n[... AGENTS.md");
+    cr_assert ((unsigned char) note [-1] != 0xc3, "the cut split a character");
+    sb_agents_clear (&a);
+}

@@ -422,16 +422,32 @@ s_on_event (gw_bridge_t *self, sb_msg_t *msg)
         return;
     uint64_t seq = sb_get_uint (msg->body, "seq", 0);
     gw_buf_t *buf = NULL;
+    /* the frames for every live watcher go over in one chain */
+    gw_out_t *head = NULL, *tail = NULL;
+    size_t n = 0;
     for (bsub_t *s = zlistx_first (w->subs); s; s = zlistx_next (w->subs)) {
         if (seq <= s->last)
             continue;
         if (!buf && !(buf = s_event_frame (msg->body)))
-            return;
+            break;
         if (s->state != S_LIVE)
             s_hold (self, s, seq, buf);
         else
         if (seq == s->last + 1) {
-            s_out_ws (self, s->conn, s->sub_id, gw_buf_ref (buf), true, false, false);
+            gw_out_t *out = calloc (1, sizeof *out);
+            if (!out)
+                continue;       /* the next event shows the gap; the tape fills it */
+            out->kind = GW_OUT_WS;
+            out->conn = s->conn;
+            out->sub_id = s->sub_id;
+            out->buf = gw_buf_ref (buf);
+            out->live = true;
+            if (tail)
+                tail->next = out;
+            else
+                head = out;
+            tail = out;
+            n++;
             s->last = seq;
         }
         else {
@@ -440,6 +456,7 @@ s_on_event (gw_bridge_t *self, sb_msg_t *msg)
             s_replay (self, s);
         }
     }
+    gw_to_lws_chain (self->gw, head, tail, n);
     gw_buf_unref (&buf);
 }
 

@@ -148,6 +148,31 @@ gw_to_lws (sb_gateway_t *gw, gw_out_t *out)
     }
 }
 
+//  Bridge thread.
+void
+gw_to_lws_chain (sb_gateway_t *gw, gw_out_t *head, gw_out_t *tail, size_t n)
+{
+    if (!head)
+        return;
+    gw_queue_t *q = &gw->out;
+    tail->next = NULL;
+    pthread_mutex_lock (&q->lock);
+    size_t before = q->count;
+    q->count += n;
+    if (q->tail)
+        ((gw_out_t *) q->tail)->next = head;
+    else
+        q->head = head;
+    q->tail = tail;
+    pthread_mutex_unlock (&q->lock);
+    if (before == 0) {
+        pthread_mutex_lock (&gw->start_lock);
+        if (gw->context)
+            lws_cancel_service (gw->context);
+        pthread_mutex_unlock (&gw->start_lock);
+    }
+}
+
 /* ------------------------------------------------------------------ */
 /*  Token */
 

@@ -162,6 +162,9 @@ void gw_bridge_stop (gw_bridge_t **bridge_p);
 void gw_to_bridge (sb_gateway_t *gw, gw_in_t *in);
 /*  Bridge thread: hand an item to the lws thread and wake it. */
 void gw_to_lws (sb_gateway_t *gw, gw_out_t *out);
+/*  The same for a chain head..tail of n items linked by `next`, under one
+    lock: how one event reaches all its watchers. */
+void gw_to_lws_chain (sb_gateway_t *gw, gw_out_t *head, gw_out_t *tail, size_t n);
 
 /*  The lws thread's entry (gateway/http.c). */
 void *gw_lws_main (void *arg);

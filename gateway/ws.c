@@ -42,6 +42,7 @@ static void
 s_enqueue (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, gw_out_t *out)
 {
     out->next = NULL;
+    bool was_empty = pss->q_head == NULL;
     if (pss->q_tail)
         pss->q_tail->next = out;
     else
@@ -54,7 +55,10 @@ s_enqueue (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, gw_out_t *out)
        cannot be fetched again) */
     if (!out->live && pss->q_bytes > gw->out_max)
         s_pause (gw, wsi, pss);
-    lws_callback_on_writable (wsi);
+    /* a queue that had frames already asked: WRITEABLE asks again while
+       frames remain */
+    if (was_empty)
+        lws_callback_on_writable (wsi);
 }
 
 static void

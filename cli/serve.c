@@ -11,6 +11,7 @@
 #include "actors/session.h"
 #include "bus/broker.h"
 #include "common/log.h"
+#include "gateway/gateway.h"
 
 #include <czmq.h>
 #include <errno.h>
@@ -25,6 +26,8 @@
 
 static const char *s_usage =
     "usage: switchboard serve [--data DIR] [--http ADDR:PORT] [--bus tcp://ADDR:PORT]\n"
+    "                         [--tls-cert FILE --tls-key FILE | --insecure-http] [--allow-host H,...]\n"
+    "                         [--ui DIR] [--http-max-conns N] [--http-max-per-addr N] [--http-out-max BYTES]\n"
     "                         [--actors LIST] [--llm PROVIDER] [--model M] [--llm-url URL]\n"
     "                         [--providers FILE] [--sandbox bwrap]\n"
     "                         [--tool-output-tape BYTES] [--session-quota BYTES]\n"
@@ -34,8 +37,17 @@ static const char *s_usage =
     "~/.local/state/switchboard). The bus is bound on ipc://DATA/bus-{cmd,in,pub,tap}.\n"
     "\n"
     "  --data DIR        data folder (created with mode 0700)\n"
-    "  --http ADDR:PORT  the web gateway's address (default 127.0.0.1:8080); this\n"
-    "                    version has no web gateway yet, so nothing listens there\n"
+    "  --http ADDR:PORT  the web gateway: UI, WebSocket, REST (default 127.0.0.1:8080,\n"
+    "                    or the next free port; port 0: any free one). The port is\n"
+    "                    written to DATA/http.port; the token is DATA/token\n"
+    "  --tls-cert FILE, --tls-key FILE  serve HTTPS (PEM files)\n"
+    "  --insecure-http   allow --http beyond loopback without TLS\n"
+    "  --allow-host H,.. more Host header names to answer (DNS rebinding guard)\n"
+    "  --ui DIR          the browser UI's folder (default: gateway/ui by the binary)\n"
+    "  --http-max-conns N      WebSocket connections in total (default 1024)\n"
+    "  --http-max-per-addr N   WebSocket connections from one address (default 256)\n"
+    "  --http-out-max BYTES    queued bytes per connection before a slow\n"
+    "                    reader gets resync (default 8 MiB)\n"
     "  --bus ENDPOINT    also bind tcp://ADDR:P (commands), P+1 (events), P+2 (tap);\n"
     "                    beyond loopback it needs --insecure-bus (no CURVE yet)\n"
     "  --actors LIST     comma-separated actors to run (default: all built-in)\n"
@@ -126,6 +138,14 @@ sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
         { "insecure-bus", no_argument, 0, 'I' },
         { "tool-output-tape", required_argument, 0, 'T' },
         { "session-quota", required_argument, 0, 'Q' },
+        { "tls-cert", required_argument, 0, 1001 },
+        { "tls-key", required_argument, 0, 1002 },
+        { "insecure-http", no_argument, 0, 1003 },
+        { "allow-host", required_argument, 0, 1004 },
+        { "ui", required_argument, 0, 1005 },
+        { "http-max-conns", required_argument, 0, 1006 },
+        { "http-max-per-addr", required_argument, 0, 1007 },
+        { "http-out-max", required_argument, 0, 1008 },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
@@ -136,7 +156,25 @@ sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
     while ((c = getopt_long (argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
             case 'd': o->data = optarg; break;
-            case 'H': o->http = optarg; break;
+            case 'H': o->http = optarg; o->http_explicit = true; break;
+            case 1001: o->tls_cert = optarg; break;
+            case 1002: o->tls_key = optarg; break;
+            case 1003: o->insecure_http = true; break;
+            case 1004: o->allow_hosts = optarg; break;
+            case 1005: o->ui_dir = optarg; break;
+            case 1006: case 1007: case 1008: {
+                uint64_t n;
+                uint64_t max = c == 1008 ? (1ull << 32) : 1000000;
+                if (s_parse_bytes (optarg, c == 1008 ? 65536 : 1, max, &n))
+                    return sb_cli_usage ("serve", "--%s takes a number from %d to %llu, not '%s'",
+                                         c == 1006 ? "http-max-conns" : c == 1007 ? "http-max-per-addr"
+                                         : "http-out-max",
+                                         c == 1008 ? 65536 : 1, (unsigned long long) max, optarg);
+                if (c == 1006) o->http_max_conns = (uint32_t) n;
+                else if (c == 1007) o->http_max_per_addr = (uint32_t) n;
+                else o->http_out_max = n;
+                break;
+            }
             case 'b': o->bus = optarg; break;
             case 'a': o->actors = optarg; break;
             case 'l': o->llm = optarg; break;
@@ -177,7 +215,7 @@ sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
     const char *colon = strrchr (o->http, ':');
     if (!colon || colon == o->http || atoi (colon + 1) < 0 || atoi (colon + 1) > 65535)
         return sb_cli_usage ("serve", "--http takes ADDR:PORT, e.g. 127.0.0.1:8080");
-    return 0;
+    return sb_serve_http_check (o);
 }
 
 int
@@ -218,7 +256,7 @@ s_check_actor_list (const char *list)
     for (const char *p = list; *p; ) {
         const char *comma = strchr (p, ',');
         size_t len = comma ? (size_t) (comma - p) : strlen (p);
-        bool known = len == 6 && strncmp (p, "broker", 6) == 0;
+        bool known = (len == 6 && strncmp (p, "broker", 6) == 0) || (len == 7 && strncmp (p, "gateway", 7) == 0);
         for (size_t k = 0; k < NACTORS && !known; k++)
             known = strlen (s_actor_table [k].name) == len && strncmp (p, s_actor_table [k].name, len) == 0;
         if (!known)
@@ -307,6 +345,8 @@ sb_cmd_serve (int argc, char **argv)
         return rc < 0 ? 0 : rc;
     if ((rc = s_check_actor_list (o.actors)))
         return rc;
+    /* the gateway runs unless --actors leaves it out */
+    o.http_enabled = !o.actors || strstr (o.actors, "gateway") != NULL;
     return sb_serve_run (&o, NULL, NULL);
 }
 
@@ -379,10 +419,16 @@ sb_serve_run (const sb_serve_opts_t *o, sb_serve_hook_fn *hook, void *hook_arg)
     }
     char http_port_path [4200];
     snprintf (http_port_path, sizeof http_port_path, "%s/http.port", dir);
+    struct sb_gateway *gateway = NULL;
+    if (!failed && o->http_enabled)
+        gateway = sb_serve_http_start (o, dir, &failed);
     if (!failed) {
-        sb_info ("serve", "ready data=%s bus=ipc://%s/bus-cmd pid=%d", dir, dir, (int) getpid ());
+        sb_info ("serve", "ready data=%s bus=ipc://%s/bus-cmd http_port=%d pid=%d", dir, dir,
+                 gateway ? sb_gateway_port (gateway) : 0, (int) getpid ());
         if (!hook)
             s_banner (o, dir);
+        if (!hook && gateway)
+            sb_serve_http_banner (o, gateway);
     }
     int exit_code = failed ? 1 : 0;
     if (!failed && hook)
@@ -396,7 +442,9 @@ sb_serve_run (const sb_serve_opts_t *o, sb_serve_hook_fn *hook, void *hook_arg)
             break;
         }
     }
-    /* stop order: stateless first, then stateful, then the broker */
+    /* stop order: the gateway (no new work comes in), the stateless
+       actors, then the stateful ones, then the broker */
+    sb_gateway_stop (&gateway);
     for (int order = 0; order <= 3; order++)
         for (size_t k = 0; k < NACTORS; k++)
             if (actors [k] && s_actor_table [k].stop_order == order)

@@ -20,6 +20,17 @@ typedef struct {
     uint64_t tool_output_tape;  /* 0: $SWITCHBOARD_TOOL_OUTPUT_TAPE, else 1 MiB */
     uint64_t session_quota;     /* 0: $SWITCHBOARD_SESSION_QUOTA, else 1 GiB */
     bool insecure_bus;          /* allow --bus beyond loopback without CURVE */
+    /* the web gateway (docs/gateway.md) */
+    bool http_enabled;          /* serve starts it; the one-shot run does not */
+    bool http_explicit;         /* --http was given: no fallback to another port */
+    bool insecure_http;         /* allow --http beyond loopback without TLS */
+    const char *tls_cert;
+    const char *tls_key;
+    const char *ui_dir;
+    const char *allow_hosts;    /* more Host names, comma-separated */
+    uint32_t http_max_conns;    /* 0: default */
+    uint32_t http_max_per_addr;
+    uint64_t http_out_max;
 } sb_serve_opts_t;
 
 /*  Called once everything is up, instead of waiting for a signal; its
@@ -32,5 +43,13 @@ int sb_serve_parse (int argc, char **argv, sb_serve_opts_t *opts);
     0, or 2 after a usage error naming the fix. */
 int sb_serve_check_llm (const char *cmd, const sb_serve_opts_t *opts);
 int sb_serve_run (const sb_serve_opts_t *opts, sb_serve_hook_fn *hook, void *hook_arg);
+
+/*  The web gateway of serve (cli/serve_http.c). check: 2 after a usage
+    error, else 0. start: the running gateway with DATA/http.port written,
+    or NULL with *failed set. banner: the "open: URL" line. */
+struct sb_gateway;
+int sb_serve_http_check (const sb_serve_opts_t *opts);
+struct sb_gateway *sb_serve_http_start (const sb_serve_opts_t *opts, const char *dir, int *failed);
+void sb_serve_http_banner (const sb_serve_opts_t *opts, struct sb_gateway *gw);
 
 #endif

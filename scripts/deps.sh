@@ -8,7 +8,7 @@ PKGS=(
   build-essential pkg-config clang libclang-rt-14-dev
   libzmq3-dev libczmq-dev libmsgpack-dev libcurl4-openssl-dev libsodium-dev
   liblmdb-dev lmdb-utils libwebsockets-dev libjansson-dev libcriterion-dev
-  python3-zmq python3-msgpack
+  python3-zmq python3-msgpack python3-websocket
   bubblewrap git procps
 )
 

@@ -1,0 +1,919 @@
+/*  gateway/bridge.c — the gateway's bus thread: one DEALER for calls, one
+    SUB for the session topics, and every subscription's cursor.
+
+    Subscribe (docs/gateway.md): the live topic is subscribed first, then
+    the tape is replayed after the client's cursor with session.events, a
+    page at a time (the next page is read only once the client's
+    connection has written the last event of this one). Live events that
+    arrive meanwhile are buffered (bounded); when the replay is done they
+    are delivered after the cursor, and a gap in them, or a buffer that
+    overflowed, means one more replay. From then on each live event with
+    seq = cursor + 1 is delivered, one that skips ahead starts a replay,
+    one at or below the cursor is dropped. Every seq reaches the client
+    once and in order, whatever pub/sub drops.
+
+    A live event is turned into JSON once and shared by every connection
+    that watches the session. Everything here runs on the bridge thread;
+    only the queues in gateway_impl.h cross to the lws thread. */
+#include "gateway/gateway_impl.h"
+#include "bus/client.h"
+#include "common/log.h"
+#include "schemas/json.h"
+
+#include <czmq.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define REPLAY_PAGE        500          /* tape entries per session.events */
+#define LIVE_BUFFER_MAX    4096         /* live events held during a replay */
+#define VERIFY_AFTER_MS    300          /* re-read a new topic's tape once after this */
+#define PENDING_MAX        100000       /* calls waiting on the bus, all connections */
+
+typedef enum { P_CALL, P_REPLAY, P_METRICS } pend_kind_t;
+
+typedef struct {
+    pend_kind_t kind;
+    uint64_t conn;
+    uint32_t sub_id;
+    bool http;
+    char *tx;
+    int64_t deadline;           /* mono ms */
+} pending_t;
+
+typedef enum { S_REPLAYING, S_PAGE_WAIT, S_LIVE } sub_state_t;
+
+typedef struct watch watch_t;
+
+typedef struct {
+    char key [40];
+    uint64_t conn;
+    uint32_t sub_id;
+    char sid [32];
+    char *tx;                   /* the subscribe's tx until "subscribed" is sent */
+    uint64_t after;             /* the cursor the client asked for */
+    uint64_t last;              /* the last seq delivered */
+    sub_state_t state;
+    bool more;                  /* S_PAGE_WAIT: the tape has more after this page */
+    gw_buf_t **held;            /* live events buffered during a replay */
+    uint64_t *held_seq;
+    size_t nheld;
+    size_t held_bytes;
+    bool overflow;
+    int64_t verify_at;          /* mono ms; 0: no verification due */
+    watch_t *watch;
+} bsub_t;
+
+struct watch {
+    char sid [32];
+    zlistx_t *subs;             /* bsub_t *, not owned */
+};
+
+struct gw_bridge {
+    sb_gateway_t *gw;
+    pthread_t thread;
+    bool started;
+    atomic_bool stop;
+    sb_bus_t *bus;
+    sb_sub_t *sub;
+    zhashx_t *pending;          /* request id -> pending_t */
+    zhashx_t *subs;             /* "conn:sub_id" -> bsub_t (owned) */
+    zhashx_t *watches;          /* session id -> watch_t (owned) */
+    sb_enc_t *enc;
+};
+
+/* ------------------------------------------------------------------ */
+/*  Output */
+
+static void
+s_out_ws (gw_bridge_t *self, uint64_t conn, uint32_t sub_id, gw_buf_t *buf, bool live, bool page_end,
+          bool reply)
+{
+    if (!buf)
+        return;
+    gw_out_t *out = calloc (1, sizeof *out);
+    if (!out) {
+        gw_buf_unref (&buf);
+        return;
+    }
+    out->kind = GW_OUT_WS;
+    out->conn = conn;
+    out->sub_id = sub_id;
+    out->buf = buf;
+    out->live = live;
+    out->page_end = page_end;
+    out->reply = reply;
+    gw_to_lws (self->gw, out);
+}
+
+static void
+s_out_http (gw_bridge_t *self, uint64_t conn, int status, const char *ctype, gw_buf_t *buf)
+{
+    gw_out_t *out = calloc (1, sizeof *out);
+    if (!out) {
+        gw_buf_unref (&buf);
+        return;
+    }
+    out->kind = GW_OUT_HTTP;
+    out->conn = conn;
+    out->status = status;
+    out->ctype = ctype;
+    out->buf = buf ? buf : gw_buf_new ("", 0);
+    gw_to_lws (self->gw, out);
+}
+
+//  "{\"op\":\"<op>\"," followed by the JSON of `map` without its opening
+//  brace: one copy, no re-parse.
+static gw_buf_t *
+s_frame_from_map (const char *prefix, const sb_val_t *map)
+{
+    char *text = sb_json_dump (map);
+    if (!text || text [0] != '{') {
+        free (text);
+        return NULL;
+    }
+    size_t plen = strlen (prefix), tlen = strlen (text + 1);
+    bool empty = strcmp (text, "{}") == 0;
+    gw_buf_t *buf = gw_buf_alloc (plen + tlen);
+    if (buf) {
+        memcpy (gw_buf_text (buf), prefix, plen);
+        memcpy (gw_buf_text (buf) + plen, text + 1, tlen);
+        if (empty) {        /* "...,}" -> "...}" */
+            gw_buf_text (buf) [plen - 1] = '}';
+            buf->len = plen;
+        }
+    }
+    free (text);
+    return buf;
+}
+
+static gw_buf_t *
+s_event_frame (const sb_val_t *event)
+{
+    return s_frame_from_map ("{\"op\":\"event\",", event);
+}
+
+static gw_buf_t *
+s_reply_frame (const char *tx, const char *type, const sb_val_t *body)
+{
+    char *text = sb_json_dump (body);
+    if (!text)
+        return NULL;
+    char head [200];
+    int hl = snprintf (head, sizeof head, "{\"op\":\"reply\",\"tx\":%s,\"type\":\"%s\",\"body\":",
+                       tx ? tx : "null", type);
+    size_t tl = strlen (text);
+    gw_buf_t *buf = hl > 0 && (size_t) hl < sizeof head ? gw_buf_alloc ((size_t) hl + tl + 1) : NULL;
+    if (buf) {
+        memcpy (gw_buf_text (buf), head, (size_t) hl);
+        memcpy (gw_buf_text (buf) + hl, text, tl);
+        gw_buf_text (buf) [hl + tl] = '}';
+    }
+    free (text);
+    return buf;
+}
+
+//  An error reply as a WS frame (with retryable and detail when set) or
+//  as REST's {error:{code,message}}.
+static gw_buf_t *
+s_error_json (const char *tx, bool http, const char *code, const char *message, bool retryable,
+              const sb_val_t *detail)
+{
+    json_t *e = json_object ();
+    json_object_set_new (e, "code", json_string (code));
+    json_object_set_new (e, "message", json_string (message ? message : ""));
+    if (retryable)
+        json_object_set_new (e, "retryable", json_true ());
+    if (detail) {
+        json_t *d = sb_json_from_val (detail);
+        if (d)
+            json_object_set_new (e, "detail", d);
+    }
+    json_t *j;
+    if (http)
+        j = json_pack ("{s:o}", "error", e);
+    else {
+        j = e;
+        json_t *txv = tx ? json_loads (tx, JSON_DECODE_ANY, NULL) : NULL;
+        json_object_set_new (j, "tx", txv ? txv : json_null ());
+        json_object_set_new (j, "op", json_string ("error"));
+    }
+    char *text = json_dumps (j, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref (j);
+    gw_buf_t *buf = text ? gw_buf_new (text, strlen (text)) : NULL;
+    free (text);
+    return buf;
+}
+
+/* ------------------------------------------------------------------ */
+/*  Subscriptions */
+
+static void
+s_held_clear (bsub_t *s)
+{
+    for (size_t k = 0; k < s->nheld; k++)
+        gw_buf_unref (&s->held [k]);
+    s->nheld = 0;
+    s->held_bytes = 0;
+}
+
+static void
+s_sub_free (gw_bridge_t *self, bsub_t *s)
+{
+    s_held_clear (s);
+    free (s->held);
+    free (s->held_seq);
+    free (s->tx);
+    if (s->watch) {
+        void *h = zlistx_find (s->watch->subs, s);
+        if (h)
+            zlistx_delete (s->watch->subs, h);
+        if (zlistx_size (s->watch->subs) == 0) {
+            char topic [64];
+            snprintf (topic, sizeof topic, "session/%s", s->watch->sid);
+            zmq_setsockopt (sb_sub_socket (self->sub), ZMQ_UNSUBSCRIBE, topic, strlen (topic));
+            zhashx_delete (self->watches, s->watch->sid);
+        }
+    }
+    free (s);
+}
+
+static void
+s_sub_remove (gw_bridge_t *self, bsub_t *s)
+{
+    char key [40];
+    snprintf (key, sizeof key, "%s", s->key);
+    s_sub_free (self, s);
+    zhashx_delete (self->subs, key);
+}
+
+static void
+s_replay (gw_bridge_t *self, bsub_t *s)
+{
+    s->state = S_REPLAYING;
+    sb_enc_reset (self->enc);
+    sb_enc_map_open (self->enc);
+    sb_enc_kstr (self->enc, "session_id", s->sid);
+    sb_enc_kuint (self->enc, "after_seq", s->last);
+    sb_enc_kuint (self->enc, "limit", REPLAY_PAGE);
+    sb_enc_map_close (self->enc);
+    size_t len;
+    const uint8_t *body = sb_enc_data (self->enc, &len);
+    char id [40];
+    pending_t *p = calloc (1, sizeof *p);
+    if (!p || sb_bus_send (self->bus, "session.events", s->sid, NULL, body, len,
+                           sb_now_ms () + SB_GW_CALL_TIMEOUT_MS, id) != 0) {
+        free (p);
+        /* the bus refused at once: tell the client to come back */
+        s_out_ws (self, s->conn, s->sub_id, s_error_json (s->tx, false, "unavailable",
+                  "the bus did not take the replay; subscribe again", true, NULL), false, false, false);
+        return;
+    }
+    p->kind = P_REPLAY;
+    p->conn = s->conn;
+    p->sub_id = s->sub_id;
+    p->deadline = sb_mono_ms () + SB_GW_CALL_TIMEOUT_MS + 5000;
+    zhashx_insert (self->pending, id, p);
+    atomic_fetch_add (&self->gw->stats.replays, 1);
+}
+
+//  A stream the bridge cannot go on with: the client hears why, and
+//  resubscribes from its cursor when it wants to.
+static void
+s_sub_fail (gw_bridge_t *self, bsub_t *s, const char *code, const char *message)
+{
+    if (s->tx)
+        s_out_ws (self, s->conn, s->sub_id, s_error_json (s->tx, false, code, message, false, NULL),
+                  false, false, false);
+    else {
+        json_t *j = json_pack ("{s:s,s:s,s:s}", "op", "resync", "session_id", s->sid, "reason", code);
+        char *text = j ? json_dumps (j, JSON_COMPACT) : NULL;
+        json_decref (j);
+        if (text)
+            s_out_ws (self, s->conn, s->sub_id, gw_buf_new (text, strlen (text)), false, false, false);
+        free (text);
+    }
+    /* the lws side keeps the sub id until the client subscribes again or
+       leaves; nothing more comes for it */
+    s_sub_remove (self, s);
+}
+
+//  The replay has reached the head (no more pages): deliver what was
+//  held, then go live, or replay again.
+static void
+s_caught_up (gw_bridge_t *self, bsub_t *s)
+{
+    for (size_t k = 0; k < s->nheld; k++) {
+        uint64_t seq = s->held_seq [k];
+        if (seq <= s->last)
+            continue;
+        if (seq != s->last + 1) {
+            s_held_clear (s);
+            s_replay (self, s);
+            return;
+        }
+        s_out_ws (self, s->conn, s->sub_id, gw_buf_ref (s->held [k]), true, false, false);
+        s->last = seq;
+    }
+    s_held_clear (s);
+    if (s->overflow) {
+        s->overflow = false;
+        s_replay (self, s);
+        return;
+    }
+    s->state = S_LIVE;
+}
+
+static void
+s_on_page (gw_bridge_t *self, bsub_t *s, sb_msg_t *reply)
+{
+    if (sb_msg_is_error (reply)) {
+        s_sub_fail (self, s, sb_msg_error_code (reply), sb_msg_error_message (reply));
+        return;
+    }
+    if (s->tx) {
+        json_t *b = json_pack ("{s:s,s:I,s:I}", "session_id", s->sid, "after_seq", (json_int_t) s->after,
+                               "last_seq", (json_int_t) sb_get_uint (reply->body, "last_seq", 0));
+        char *text = b ? json_dumps (b, JSON_COMPACT) : NULL;
+        json_decref (b);
+        if (text) {
+            size_t n = strlen (text) + strlen (s->tx) + 64;
+            gw_buf_t *buf = gw_buf_alloc (n);
+            if (buf)
+                buf->len = (size_t) snprintf (gw_buf_text (buf), n + 1,
+                                              "{\"op\":\"reply\",\"tx\":%s,\"type\":\"subscribed\",\"body\":%s}",
+                                              s->tx, text);
+            s_out_ws (self, s->conn, s->sub_id, buf, false, false, false);
+        }
+        free (text);
+        free (s->tx);
+        s->tx = NULL;
+    }
+    const sb_val_t *events = sb_get_array (reply->body, "events");
+    bool more = sb_get_bool (reply->body, "more", false);
+    uint32_t n = events ? events->len : 0;
+    uint32_t last_index = UINT32_MAX;
+    for (uint32_t k = 0; k < n; k++)
+        if (sb_get_uint (sb_array_at (events, k), "seq", 0) > s->last)
+            last_index = k;
+    for (uint32_t k = 0; k < n; k++) {
+        const sb_val_t *ev = sb_array_at (events, k);
+        uint64_t seq = sb_get_uint (ev, "seq", 0);
+        if (seq <= s->last)
+            continue;
+        s_out_ws (self, s->conn, s->sub_id, s_event_frame (ev), false, more && k == last_index, false);
+        s->last = seq;
+    }
+    if (more && last_index != UINT32_MAX) {
+        s->state = S_PAGE_WAIT;
+        s->more = true;
+        return;
+    }
+    if (more)
+        s_replay (self, s);
+    else
+        s_caught_up (self, s);
+}
+
+static void
+s_hold (gw_bridge_t *self, bsub_t *s, uint64_t seq, gw_buf_t *buf)
+{
+    if (s->overflow || seq <= s->last)
+        return;
+    if (s->nheld >= LIVE_BUFFER_MAX || s->held_bytes + buf->len > self->gw->out_max) {
+        /* the tape has them: drop the buffer and read them back later */
+        s_held_clear (s);
+        s->overflow = true;
+        return;
+    }
+    if (!s->held) {
+        s->held = calloc (LIVE_BUFFER_MAX, sizeof *s->held);
+        s->held_seq = calloc (LIVE_BUFFER_MAX, sizeof *s->held_seq);
+        if (!s->held || !s->held_seq) {
+            s->overflow = true;
+            return;
+        }
+    }
+    s->held [s->nheld] = gw_buf_ref (buf);
+    s->held_seq [s->nheld++] = seq;
+    s->held_bytes += buf->len;
+}
+
+static void
+s_on_event (gw_bridge_t *self, sb_msg_t *msg)
+{
+    atomic_fetch_add (&self->gw->stats.events_in, 1);
+    if (strncmp (msg->topic, "session/", 8) != 0)
+        return;
+    watch_t *w = zhashx_lookup (self->watches, msg->topic + 8);
+    if (!w)
+        return;
+    uint64_t seq = sb_get_uint (msg->body, "seq", 0);
+    gw_buf_t *buf = NULL;
+    for (bsub_t *s = zlistx_first (w->subs); s; s = zlistx_next (w->subs)) {
+        if (seq <= s->last)
+            continue;
+        if (!buf && !(buf = s_event_frame (msg->body)))
+            return;
+        if (s->state != S_LIVE)
+            s_hold (self, s, seq, buf);
+        else
+        if (seq == s->last + 1) {
+            s_out_ws (self, s->conn, s->sub_id, gw_buf_ref (buf), true, false, false);
+            s->last = seq;
+        }
+        else {
+            /* pub/sub dropped something: fill the gap from the tape */
+            s_hold (self, s, seq, buf);
+            s_replay (self, s);
+        }
+    }
+    gw_buf_unref (&buf);
+}
+
+static void
+s_subscribe (gw_bridge_t *self, gw_in_t *in)
+{
+    bsub_t *s = calloc (1, sizeof *s);
+    if (!s)
+        return;
+    snprintf (s->key, sizeof s->key, "%" PRIx64 ":%u", in->conn, in->sub_id);
+    s->conn = in->conn;
+    s->sub_id = in->sub_id;
+    snprintf (s->sid, sizeof s->sid, "%s", in->sid);
+    s->tx = in->tx;
+    in->tx = NULL;
+    s->after = s->last = in->after;
+    watch_t *w = zhashx_lookup (self->watches, s->sid);
+    if (!w) {
+        w = calloc (1, sizeof *w);
+        if (!w || !(w->subs = zlistx_new ())) {
+            free (w);
+            free (s->tx);
+            free (s);
+            return;
+        }
+        snprintf (w->sid, sizeof w->sid, "%s", s->sid);
+        zhashx_insert (self->watches, w->sid, w);
+        char topic [64];
+        snprintf (topic, sizeof topic, "session/%s", s->sid);
+        sb_sub_subscribe (self->sub, topic);
+        /* the subscription travels to the publisher asynchronously: an
+           event published before it arrived is on the tape but was never
+           sent to us, and no later event may come to reveal the gap */
+        s->verify_at = sb_mono_ms () + VERIFY_AFTER_MS;
+    }
+    s->watch = w;
+    zlistx_add_end (w->subs, s);
+    zhashx_update (self->subs, s->key, s);
+    s_replay (self, s);
+}
+
+static bsub_t *
+s_sub_find (gw_bridge_t *self, uint64_t conn, uint32_t sub_id)
+{
+    char key [40];
+    snprintf (key, sizeof key, "%" PRIx64 ":%u", conn, sub_id);
+    return zhashx_lookup (self->subs, key);
+}
+
+static void
+s_close_conn (gw_bridge_t *self, uint64_t conn)
+{
+    char prefix [24];
+    int plen = snprintf (prefix, sizeof prefix, "%" PRIx64 ":", conn);
+    zlistx_t *gone = zlistx_new ();
+    for (bsub_t *s = zhashx_first (self->subs); s; s = zhashx_next (self->subs))
+        if (strncmp (s->key, prefix, (size_t) plen) == 0)
+            zlistx_add_end (gone, s);
+    for (bsub_t *s = zlistx_first (gone); s; s = zlistx_next (gone))
+        s_sub_remove (self, s);
+    zlistx_destroy (&gone);
+}
+
+/* ------------------------------------------------------------------ */
+/*  Calls */
+
+static void
+s_answer_error (gw_bridge_t *self, pending_t *p, const char *code, const char *message, bool retryable,
+                const sb_val_t *detail)
+{
+    if (p->http)
+        s_out_http (self, p->conn, gw_http_status (code), "application/json",
+                    s_error_json (NULL, true, code, message, retryable, detail));
+    else
+        s_out_ws (self, p->conn, 0, s_error_json (p->tx, false, code, message, retryable, detail),
+                  false, false, true);
+}
+
+static void
+s_call (gw_bridge_t *self, gw_in_t *in)
+{
+    pending_t *p = calloc (1, sizeof *p);
+    if (!p)
+        return;
+    p->kind = P_CALL;
+    p->conn = in->conn;
+    p->http = in->http;
+    p->tx = in->tx;
+    in->tx = NULL;
+    char id [40];
+    if (zhashx_size (self->pending) >= PENDING_MAX) {
+        s_answer_error (self, p, "overloaded", "too many calls in flight in the gateway", true, NULL);
+        free (p->tx);
+        free (p);
+        return;
+    }
+    if (sb_bus_send (self->bus, in->type, NULL, NULL, in->body, in->body_len,
+                     sb_now_ms () + SB_GW_CALL_TIMEOUT_MS, id) != 0) {
+        s_answer_error (self, p, "unavailable", "the bus did not take the request", true, NULL);
+        free (p->tx);
+        free (p);
+        return;
+    }
+    p->deadline = sb_mono_ms () + SB_GW_CALL_TIMEOUT_MS + 5000;
+    zhashx_insert (self->pending, id, p);
+}
+
+static void
+s_metrics_request (gw_bridge_t *self, gw_in_t *in)
+{
+    pending_t *p = calloc (1, sizeof *p);
+    char id [40];
+    if (!p)
+        return;
+    p->kind = P_METRICS;
+    p->conn = in->conn;
+    p->http = true;
+    sb_enc_reset (self->enc);
+    sb_enc_map_open (self->enc);
+    sb_enc_map_close (self->enc);
+    size_t len;
+    const uint8_t *body = sb_enc_data (self->enc, &len);
+    if (sb_bus_send (self->bus, "bus.stats", NULL, NULL, body, len, sb_now_ms () + 5000, id) != 0) {
+        s_answer_error (self, p, "unavailable", "the broker did not take bus.stats", true, NULL);
+        free (p);
+        return;
+    }
+    p->deadline = sb_mono_ms () + 10000;
+    zhashx_insert (self->pending, id, p);
+}
+
+/*  Prometheus text (docs/gateway.md): the gateway's counters, then every
+    number of bus.stats as sb_bus_<field>{key="..."}. */
+static void
+s_metric_name (char *out, size_t n, const char *a, const char *b)
+{
+    size_t w = (size_t) snprintf (out, n, "sb_bus_%s%s%s", a, b ? "_" : "", b ? b : "");
+    for (size_t k = 7; k < w && k < n; k++)
+        if (!isalnum ((unsigned char) out [k]) && out [k] != '_')
+            out [k] = '_';
+}
+
+static void
+s_metrics_bus (FILE *f, const char *field, const sb_val_t *v, const char *label)
+{
+    char name [160];
+    if (v->type == SB_V_UINT || v->type == SB_V_INT || v->type == SB_V_FLOAT) {
+        double d = v->type == SB_V_UINT ? (double) v->v.u : v->type == SB_V_INT ? (double) v->v.i : v->v.f;
+        s_metric_name (name, sizeof name, field, NULL);
+        if (label)
+            fprintf (f, "%s{key=\"%s\"} %.17g\n", name, label, d);
+        else
+            fprintf (f, "%s %.17g\n", name, d);
+        return;
+    }
+    if (v->type != SB_V_MAP)
+        return;
+    for (uint32_t k = 0; k < v->len; k++) {
+        const sb_val_t *key = sb_map_key (v, k), *val = sb_map_val (v, k);
+        if (key->type != SB_V_STR)
+            continue;
+        char clean [96];
+        size_t i = 0;
+        for (const char *s = key->v.s; *s && i < sizeof clean - 1; s++)
+            if (*s != '"' && *s != '\\' && *s != '\n')
+                clean [i++] = *s;
+        clean [i] = 0;
+        if (val->type == SB_V_MAP) {
+            /* {key: {a: 1, b: 2}} -> field_a{key}, field_b{key} */
+            for (uint32_t j = 0; j < val->len; j++) {
+                const sb_val_t *k2 = sb_map_key (val, j), *v2 = sb_map_val (val, j);
+                if (k2->type != SB_V_STR || v2->type == SB_V_MAP)
+                    continue;
+                char sub [160];
+                s_metric_name (sub, sizeof sub, field, k2->v.s);
+                s_metrics_bus (f, sub + 7, v2, label ? label : clean);
+            }
+        }
+        else
+        if (label) {
+            char sub [160];
+            s_metric_name (sub, sizeof sub, field, clean);
+            s_metrics_bus (f, sub + 7, val, label);
+        }
+        else
+            s_metrics_bus (f, field, val, clean);
+    }
+}
+
+static void
+s_metrics_answer (gw_bridge_t *self, pending_t *p, sb_msg_t *reply)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream (&text, &len);
+    if (!f)
+        return;
+    gw_stats_t *st = &self->gw->stats;
+    struct { const char *name, *help; uint64_t v; bool gauge; } rows [] = {
+        { "http_requests_total", "HTTP requests", atomic_load (&st->http_requests), false },
+        { "http_errors_total", "HTTP responses with a status of 400 or more", atomic_load (&st->http_errors), false },
+        { "ws_opened_total", "WebSocket connections accepted", atomic_load (&st->ws_opened), false },
+        { "ws_closed_total", "WebSocket connections closed", atomic_load (&st->ws_closed), false },
+        { "ws_connections", "WebSocket connections open", (uint64_t) atomic_load (&st->ws_open), true },
+        { "ws_subscriptions", "session subscriptions open", (uint64_t) atomic_load (&st->subs_open), true },
+        { "ws_rx_frames_total", "WebSocket messages received", atomic_load (&st->ws_rx_frames), false },
+        { "ws_tx_frames_total", "WebSocket messages sent", atomic_load (&st->ws_tx_frames), false },
+        { "ws_tx_bytes_total", "WebSocket payload bytes sent", atomic_load (&st->ws_tx_bytes), false },
+        { "ws_bad_frames_total", "messages answered with an error before any call", atomic_load (&st->ws_bad_frames), false },
+        { "ws_too_large_total", "connections closed for a message over 1 MiB", atomic_load (&st->ws_too_large), false },
+        { "forbidden_total", "calls of internal types refused", atomic_load (&st->ws_forbidden), false },
+        { "ws_resyncs_total", "streams dropped with resync (slow readers)", atomic_load (&st->ws_resyncs), false },
+        { "ws_flow_paused_total", "times reading from a client was paused", atomic_load (&st->ws_flow_paused), false },
+        { "auth_failures_total", "requests without the right token", atomic_load (&st->auth_failures), false },
+        { "host_refused_total", "requests with a Host not served", atomic_load (&st->host_refused), false },
+        { "origin_refused_total", "WebSocket upgrades from another origin", atomic_load (&st->origin_refused), false },
+        { "conn_refused_total", "WebSocket upgrades past a connection limit", atomic_load (&st->conn_refused), false },
+        { "calls_total", "WebSocket calls sent to the bus", atomic_load (&st->calls), false },
+        { "call_timeouts_total", "calls answered with timeout by the gateway", atomic_load (&st->call_timeouts), false },
+        { "events_in_total", "live events received from the event plane", atomic_load (&st->events_in), false },
+        { "events_out_total", "event frames queued to clients", atomic_load (&st->events_out), false },
+        { "replays_total", "tape pages read for subscribers", atomic_load (&st->replays), false },
+    };
+    for (size_t k = 0; k < sizeof rows / sizeof rows [0]; k++)
+        fprintf (f, "# HELP sb_gateway_%s %s\n# TYPE sb_gateway_%s %s\nsb_gateway_%s %" PRIu64 "\n",
+                 rows [k].name, rows [k].help, rows [k].name, rows [k].gauge ? "gauge" : "counter",
+                 rows [k].name, rows [k].v);
+    if (reply && !sb_msg_is_error (reply)) {
+        const sb_val_t *b = reply->body;
+        for (uint32_t k = 0; k < b->len; k++) {
+            const sb_val_t *key = sb_map_key (b, k);
+            if (key->type == SB_V_STR)
+                s_metrics_bus (f, key->v.s, sb_map_val (b, k), NULL);
+        }
+    }
+    else
+        fprintf (f, "# bus.stats did not answer: %s\n", reply ? sb_msg_error_message (reply) : "timeout");
+    fclose (f);
+    s_out_http (self, p->conn, 200, "text/plain; version=0.0.4", gw_buf_new (text, len));
+    free (text);
+}
+
+static void
+s_on_reply (gw_bridge_t *self, sb_msg_t *msg)
+{
+    if (sb_type_has_suffix (msg->h.type, ".chunk"))
+        return;                 /* no public type streams; a stream's end is its reply */
+    pending_t *p = zhashx_lookup (self->pending, msg->h.corr);
+    if (!p)
+        return;
+    zhashx_freefn (self->pending, msg->h.corr, NULL);
+    zhashx_delete (self->pending, msg->h.corr);
+    if (p->kind == P_REPLAY) {
+        bsub_t *s = s_sub_find (self, p->conn, p->sub_id);
+        if (s && s->state == S_REPLAYING)
+            s_on_page (self, s, msg);
+    }
+    else
+    if (p->kind == P_METRICS)
+        s_metrics_answer (self, p, msg);
+    else
+    if (sb_msg_is_error (msg))
+        s_answer_error (self, p, sb_msg_error_code (msg), sb_msg_error_message (msg),
+                        sb_get_bool (msg->body, "retryable", false), sb_get (msg->body, "detail"));
+    else
+    if (p->http) {
+        char *text = sb_json_dump (msg->body);
+        s_out_http (self, p->conn, 200, "application/json", text ? gw_buf_new (text, strlen (text)) : NULL);
+        free (text);
+    }
+    else
+        s_out_ws (self, p->conn, 0, s_reply_frame (p->tx, msg->h.type, msg->body), false, false, true);
+    free (p->tx);
+    free (p);
+}
+
+//  Calls the bus never answered, and subscriptions due a verification.
+static void
+s_tick (gw_bridge_t *self)
+{
+    int64_t now = sb_mono_ms ();
+    zlistx_t *late = NULL;
+    for (pending_t *p = zhashx_first (self->pending); p; p = zhashx_next (self->pending))
+        if (now >= p->deadline) {
+            if (!late)
+                late = zlistx_new ();
+            zlistx_add_end (late, (void *) zhashx_cursor (self->pending));
+        }
+    for (const char *id = late ? zlistx_first (late) : NULL; id; id = zlistx_next (late)) {
+        char key [40];
+        snprintf (key, sizeof key, "%s", id);
+        pending_t *p = zhashx_lookup (self->pending, key);
+        zhashx_delete (self->pending, key);
+        atomic_fetch_add (&self->gw->stats.call_timeouts, 1);
+        if (p->kind == P_REPLAY) {
+            bsub_t *s = s_sub_find (self, p->conn, p->sub_id);
+            if (s && s->state == S_REPLAYING)
+                s_sub_fail (self, s, "timeout", "the tape did not answer in time");
+        }
+        else
+        if (p->kind == P_METRICS)
+            s_metrics_answer (self, p, NULL);
+        else
+            s_answer_error (self, p, "timeout", "no reply in time", true, NULL);
+        free (p->tx);
+        free (p);
+    }
+    zlistx_destroy (&late);
+    for (bsub_t *s = zhashx_first (self->subs); s; s = zhashx_next (self->subs))
+        if (s->verify_at && now >= s->verify_at && s->state == S_LIVE) {
+            s->verify_at = 0;
+            s_replay (self, s);
+        }
+}
+
+static void
+s_take_in (gw_bridge_t *self)
+{
+    uint64_t n;
+    if (read (self->gw->in_fd, &n, sizeof n) < 0) {
+        /* EAGAIN: nothing was pushed since the last read */
+    }
+    for (gw_in_t *in = gw_queue_take (&self->gw->in); in; ) {
+        gw_in_t *next = in->next;
+        switch (in->kind) {
+            case GW_IN_CALL: s_call (self, in); break;
+            case GW_IN_SUB: s_subscribe (self, in); break;
+            case GW_IN_UNSUB: {
+                bsub_t *s = s_sub_find (self, in->conn, in->sub_id);
+                if (s)
+                    s_sub_remove (self, s);
+                break;
+            }
+            case GW_IN_PAGE_DONE: {
+                bsub_t *s = s_sub_find (self, in->conn, in->sub_id);
+                if (s && s->state == S_PAGE_WAIT) {
+                    s->more = false;
+                    s_replay (self, s);
+                }
+                break;
+            }
+            case GW_IN_CLOSE: s_close_conn (self, in->conn); break;
+            case GW_IN_METRICS: s_metrics_request (self, in); break;
+        }
+        gw_in_free (in);
+        in = next;
+    }
+}
+
+static void *
+s_main (void *arg)
+{
+    gw_bridge_t *self = arg;
+    int64_t next_tick = sb_mono_ms () + 100;
+    while (!atomic_load (&self->stop)) {
+        zmq_pollitem_t items [] = {
+            { sb_bus_socket (self->bus), 0, ZMQ_POLLIN, 0 },
+            { sb_sub_socket (self->sub), 0, ZMQ_POLLIN, 0 },
+            { NULL, self->gw->in_fd, ZMQ_POLLIN, 0 },
+        };
+        int64_t wait = next_tick - sb_mono_ms ();
+        if (sb_bus_has_queued (self->bus))
+            wait = 0;
+        if (zmq_poll (items, 3, wait < 0 ? 0 : (long) wait) < 0 && errno != EINTR)
+            break;
+        if (items [2].revents & ZMQ_POLLIN)
+            s_take_in (self);
+        /* bounded batches, so one busy source cannot starve the others */
+        for (int k = 0; k < 1000; k++) {
+            sb_msg_t *msg = sb_bus_recv (self->bus, 0);
+            if (!msg)
+                break;
+            if (msg->h.corr [0])
+                s_on_reply (self, msg);
+            sb_msg_destroy (&msg);
+        }
+        for (int k = 0; k < 1000; k++) {
+            sb_msg_t *msg = sb_sub_recv (self->sub, 0);
+            if (!msg)
+                break;
+            s_on_event (self, msg);
+            sb_msg_destroy (&msg);
+        }
+        if (sb_mono_ms () >= next_tick) {
+            sb_bus_tick (self->bus);
+            s_tick (self);
+            next_tick = sb_mono_ms () + 100;
+        }
+    }
+    return NULL;
+}
+
+static void
+s_pending_free (void **item)
+{
+    pending_t *p = *item;
+    if (p) {
+        free (p->tx);
+        free (p);
+        *item = NULL;
+    }
+}
+
+static void
+s_watch_free (void **item)
+{
+    watch_t *w = *item;
+    if (w) {
+        zlistx_destroy (&w->subs);
+        free (w);
+        *item = NULL;
+    }
+}
+
+gw_bridge_t *
+gw_bridge_start (sb_gateway_t *gw, char *err, size_t err_len)
+{
+    gw_bridge_t *self = calloc (1, sizeof *self);
+    if (!self) {
+        snprintf (err, err_len, "out of memory");
+        return NULL;
+    }
+    self->gw = gw;
+    atomic_init (&self->stop, false);
+    char name [64];
+    snprintf (name, sizeof name, "gateway-%d", (int) getpid ());
+    self->bus = sb_bus_new (gw->cfg.cmd_endpoint, name);
+    self->sub = sb_sub_new (gw->cfg.sub_endpoint);
+    self->pending = zhashx_new ();
+    self->subs = zhashx_new ();
+    self->watches = zhashx_new ();
+    self->enc = sb_enc_new ();
+    if (!self->bus || !self->sub || !self->pending || !self->subs || !self->watches || !self->enc) {
+        snprintf (err, err_len, "the gateway cannot reach the bus at %s", gw->cfg.cmd_endpoint);
+        gw_bridge_stop (&self);
+        return NULL;
+    }
+    zhashx_set_destructor (self->watches, s_watch_free);
+    if (pthread_create (&self->thread, NULL, s_main, self) != 0) {
+        snprintf (err, err_len, "cannot start the gateway's bus thread");
+        gw_bridge_stop (&self);
+        return NULL;
+    }
+    self->started = true;
+    return self;
+}
+
+void
+gw_bridge_stop (gw_bridge_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    gw_bridge_t *self = *self_p;
+    atomic_store (&self->stop, true);
+    if (self->started) {
+        uint64_t one = 1;
+        if (write (self->gw->in_fd, &one, sizeof one) != sizeof one) {
+            /* already signalled */
+        }
+        pthread_join (self->thread, NULL);
+    }
+    if (self->subs) {
+        for (bsub_t *s = zhashx_first (self->subs); s; s = zhashx_next (self->subs)) {
+            s->watch = NULL;
+            s_held_clear (s);
+            free (s->held);
+            free (s->held_seq);
+            free (s->tx);
+            free (s);
+        }
+        zhashx_destroy (&self->subs);
+    }
+    zhashx_destroy (&self->watches);
+    if (self->pending) {
+        for (pending_t *p = zhashx_first (self->pending); p; p = zhashx_next (self->pending)) {
+            void *item = p;
+            s_pending_free (&item);
+        }
+        zhashx_destroy (&self->pending);
+    }
+    sb_enc_destroy (&self->enc);
+    sb_sub_destroy (&self->sub);
+    sb_bus_destroy (&self->bus);
+    free (self);
+    *self_p = NULL;
+}

@@ -1,0 +1,244 @@
+/*  gateway/gateway_impl.h — what the lws thread and the bridge thread share.
+
+    Two threads, two queues:
+      lws thread    owns the lws context, every connection and its outbound
+                    queue; parses and checks what clients send.
+      bridge thread owns the bus DEALER and the event-plane SUB; sends
+                    calls, follows tapes, turns replies and events into JSON.
+    lws -> bridge: gw_in_t items on `in`, woken by an eventfd.
+    bridge -> lws: gw_out_t items on `out`, woken by lws_cancel_service().
+    Connections are named by a conn_id (slot and generation), never by a
+    pointer, so an answer for a connection that has gone is dropped. */
+#ifndef SB_GATEWAY_IMPL_H
+#define SB_GATEWAY_IMPL_H
+
+#include "gateway/gateway.h"
+
+#include <libwebsockets.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/*  A frame as it will be written: LWS_PRE bytes of headroom, then the
+    text. Shared by every connection an event goes to, so 1,000 watchers
+    of a session cost one encoding; freed when the last one has written it. */
+typedef struct {
+    atomic_int refs;
+    size_t len;
+    unsigned char data [];      /* LWS_PRE + len + 1 */
+} gw_buf_t;
+
+gw_buf_t *gw_buf_new (const char *text, size_t len);
+/*  A buffer of len bytes for the caller to fill at gw_buf_text. */
+gw_buf_t *gw_buf_alloc (size_t len);
+char *gw_buf_text (gw_buf_t *buf);
+gw_buf_t *gw_buf_ref (gw_buf_t *buf);
+void gw_buf_unref (gw_buf_t **buf_p);
+
+typedef enum {
+    GW_IN_CALL,         /* a request for the bus (WS call or REST) */
+    GW_IN_SUB,          /* subscribe conn/sub_id to session sid after `after` */
+    GW_IN_UNSUB,        /* drop conn/sub_id */
+    GW_IN_PAGE_DONE,    /* the last event of a replay page was written */
+    GW_IN_CLOSE,        /* the connection went: drop its calls and subscriptions */
+    GW_IN_METRICS       /* render /metrics (needs bus.stats) */
+} gw_in_kind_t;
+
+typedef struct gw_in {
+    struct gw_in *next;
+    gw_in_kind_t kind;
+    uint64_t conn;
+    uint32_t sub_id;
+    bool http;          /* CALL: answer as an HTTP response, not a WS reply */
+    char type [65];     /* CALL: the message type */
+    char sid [64];      /* SUB: the session */
+    uint64_t after;     /* SUB: after_seq */
+    char *tx;           /* CALL, SUB, UNSUB: the client's tx as JSON text (owned) */
+    uint8_t *body;      /* CALL: msgpack (owned) */
+    size_t body_len;
+} gw_in_t;
+
+typedef enum {
+    GW_OUT_WS,          /* a frame for one WebSocket */
+    GW_OUT_HTTP         /* a whole HTTP response */
+} gw_out_kind_t;
+
+typedef struct gw_out {
+    struct gw_out *next;
+    gw_out_kind_t kind;
+    uint64_t conn;
+    uint32_t sub_id;    /* WS: the subscription an event belongs to (0: none) */
+    bool live;          /* WS: a live event (counts against the outbound bound) */
+    bool page_end;      /* WS: the last event of a replay page: say when written */
+    bool reply;         /* WS: the answer to a call (the in-flight count drops) */
+    int status;         /* HTTP */
+    const char *ctype;  /* HTTP: content type (static string) */
+    gw_buf_t *buf;
+} gw_out_t;
+
+/*  A locked singly linked FIFO of gw_in_t or gw_out_t. */
+typedef struct {
+    pthread_mutex_t lock;
+    void *head, *tail;
+    size_t count;
+} gw_queue_t;
+
+void gw_queue_init (gw_queue_t *q);
+/*  `item` starts with a `next` pointer. Returns the count before. */
+size_t gw_queue_push (gw_queue_t *q, void *item);
+/*  Takes the whole list at once: the caller walks it by `next`. */
+void *gw_queue_take (gw_queue_t *q);
+
+void gw_in_free (gw_in_t *in);
+void gw_out_free (gw_out_t *out);
+
+/*  Counters for /metrics, written by both threads. */
+typedef struct {
+    atomic_uint_fast64_t http_requests;
+    atomic_uint_fast64_t http_errors;
+    atomic_uint_fast64_t ws_opened;
+    atomic_uint_fast64_t ws_closed;
+    atomic_uint_fast64_t ws_rx_frames;
+    atomic_uint_fast64_t ws_tx_frames;
+    atomic_uint_fast64_t ws_tx_bytes;
+    atomic_uint_fast64_t ws_bad_frames;
+    atomic_uint_fast64_t ws_too_large;
+    atomic_uint_fast64_t ws_forbidden;
+    atomic_uint_fast64_t ws_resyncs;
+    atomic_uint_fast64_t ws_flow_paused;
+    atomic_uint_fast64_t auth_failures;
+    atomic_uint_fast64_t host_refused;
+    atomic_uint_fast64_t origin_refused;
+    atomic_uint_fast64_t conn_refused;
+    atomic_uint_fast64_t calls;
+    atomic_uint_fast64_t call_timeouts;
+    atomic_uint_fast64_t events_in;         /* live events from the event plane */
+    atomic_uint_fast64_t events_out;        /* event frames queued to clients */
+    atomic_uint_fast64_t replays;           /* session.events pages read for subscribers */
+    atomic_int_fast64_t ws_open;            /* now */
+    atomic_int_fast64_t subs_open;          /* now */
+} gw_stats_t;
+
+typedef struct gw_bridge gw_bridge_t;
+
+struct sb_gateway {
+    sb_gateway_config_t cfg;
+    char data_dir [4096];
+    char bind_addr [256];
+    char ui_dir [4096];         /* "" when no UI was found */
+    char token [65];
+    int port;
+    bool tls;
+    uint32_t max_conns, max_per_addr;
+    uint64_t out_max;
+
+    struct lws_context *context;
+    pthread_t lws_thread;
+    bool lws_started;
+    atomic_bool stopping;
+    /* startup handshake between sb_gateway_start and the lws thread */
+    pthread_mutex_t start_lock;
+    pthread_cond_t start_cond;
+    int start_state;            /* 0 pending, 1 listening, -1 failed */
+    char start_err [256];
+
+    gw_queue_t in;              /* lws -> bridge */
+    int in_fd;                  /* eventfd that wakes the bridge */
+    gw_queue_t out;             /* bridge -> lws */
+    gw_bridge_t *bridge;
+    gw_stats_t stats;
+    struct gw_conns *conns;     /* lws thread only (gateway/http.c) */
+};
+
+/*  The bridge thread (gateway/bridge.c). */
+gw_bridge_t *gw_bridge_start (sb_gateway_t *gw, char *err, size_t err_len);
+void gw_bridge_stop (gw_bridge_t **bridge_p);
+
+/*  Any thread: hand an item to the bridge. */
+void gw_to_bridge (sb_gateway_t *gw, gw_in_t *in);
+/*  Bridge thread: hand an item to the lws thread and wake it. */
+void gw_to_lws (sb_gateway_t *gw, gw_out_t *out);
+
+/*  The lws thread's entry (gateway/http.c). */
+void *gw_lws_main (void *arg);
+
+/*  One connection's state (lws's per-session data), HTTP or WebSocket.
+    Lives on the lws thread only. */
+typedef struct {
+    uint32_t id;
+    char sid [32];
+} gw_sub_t;
+
+typedef struct gw_pss {
+    uint64_t conn;              /* 0 until registered in the table */
+    bool is_ws;
+    bool counted;               /* counted in its address's WS connections */
+    char addr [64];             /* the peer's address */
+    /* HTTP: one transaction at a time */
+    bool post;
+    bool waiting;               /* a bus reply is due */
+    bool too_large;
+    char path [512];
+    char *args;                 /* query arguments, decoded, NUL-separated pairs */
+    size_t nargs;
+    uint8_t *body;
+    size_t body_len;
+    int status;
+    const char *ctype;
+    char *extra;                /* more headers: "Name: value\n"... */
+    bool no_store;
+    gw_buf_t *resp;
+    size_t resp_off;
+    bool hdr_sent;
+    bool resp_ready;
+    /* WebSocket */
+    gw_out_t *q_head, *q_tail;  /* outbound frames, oldest first */
+    size_t q_bytes;
+    size_t q_count;
+    char *rx;                   /* the message being received */
+    size_t rx_len, rx_cap;
+    bool rx_binary;
+    int inflight;               /* calls without their reply yet */
+    bool rx_paused;             /* lws_rx_flow_control (wsi, 0) is in force */
+    gw_sub_t *subs;
+    size_t nsubs, subs_cap;
+    uint32_t next_sub;
+} gw_pss_t;
+
+/*  WebSocket frames (gateway/ws.c), on the lws thread. The connection
+    state is defined in http.c; ws.c sees it through these calls. */
+struct gw_pss;
+void gw_ws_established (sb_gateway_t *gw, struct lws *wsi, struct gw_pss *pss);
+int gw_ws_receive (sb_gateway_t *gw, struct lws *wsi, struct gw_pss *pss, const void *in, size_t len);
+int gw_ws_writeable (sb_gateway_t *gw, struct lws *wsi, struct gw_pss *pss);
+void gw_ws_closed (sb_gateway_t *gw, struct gw_pss *pss);
+/*  An item from the bridge for this WebSocket. Takes ownership. */
+void gw_ws_deliver (sb_gateway_t *gw, struct lws *wsi, struct gw_pss *pss, gw_out_t *out);
+
+/*  The JSON of an error frame {op:"error", tx, code, message}: a new buffer. */
+gw_buf_t *gw_error_frame (const char *tx, const char *code, const char *message);
+/*  The HTTP status that fits an error code. */
+int gw_http_status (const char *code);
+
+/*  REST (gateway/rest.c): maps METHOD PATH?QUERY + body to a message type
+    and a JSON body. Returns 0 with *type and *body (new reference) set,
+    or an HTTP status with code/message filled when the route is wrong. */
+#include <jansson.h>
+typedef struct {
+    const char *name;
+    const char *value;
+} gw_arg_t;
+int gw_rest_route (const char *method, const char *path, const gw_arg_t *args, size_t nargs,
+                   json_t *body, char *type, size_t type_len, json_t **out,
+                   char *code, size_t code_len, char *message, size_t message_len);
+
+/*  JSON -> msgpack for a type: the shared translation of WS calls and REST.
+    Refuses a type the schema lacks (unknown_type), one that is not public
+    (forbidden), a body that is not an object or does not validate
+    (invalid). Returns 0 with *msgpack (caller frees) set, else -1 with
+    code and message filled. */
+int gw_translate (const char *type, const json_t *body, uint8_t **msgpack, size_t *len,
+                  char *code, size_t code_len, char *message, size_t message_len);
+
+#endif

@@ -1,0 +1,903 @@
+/*  gateway/http.c — the lws thread: the context, the connection table,
+    HTTP (static UI, REST, /metrics, /healthz), the token, and the checks
+    made before a WebSocket is accepted. Everything in this file runs on
+    the lws thread, except gw_lws_main's startup handshake, which
+    sb_gateway_start waits on. */
+#include "gateway/gateway_impl.h"
+#include "common/log.h"
+#include "schemas/json.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define STATIC_MAX      (8u << 20)      /* largest UI file served */
+#define HTTP_CHUNK      (64u << 10)     /* body bytes written per WRITEABLE */
+#define ARGS_MAX        4096            /* decoded query bytes kept */
+
+/*  Sent with every response (docs/gateway.md): no inline script, nothing
+    from elsewhere, no sniffing, no referrer, no framing. */
+static const char *s_security_headers [][2] = {
+    { "content-security-policy:", "default-src 'self'; script-src 'self'; style-src 'self'; "
+      "img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; "
+      "frame-ancestors 'none'; form-action 'self'" },
+    { "x-content-type-options:", "nosniff" },
+    { "referrer-policy:", "no-referrer" },
+    { "x-frame-options:", "DENY" },
+};
+
+/* ------------------------------------------------------------------ */
+/*  The connection table: conn ids are slot | generation << 32, so an
+    answer for a connection that closed (its slot reused) is dropped. */
+
+typedef struct {
+    char addr [64];
+    uint32_t count;
+} addr_count_t;
+
+struct gw_conns {
+    uint32_t cap;
+    struct { gw_pss_t *pss; struct lws *wsi; uint32_t gen; } *slot;
+    uint32_t next;              /* where to look for a free slot first */
+    addr_count_t *addrs;        /* WebSocket connections per address */
+    size_t naddrs;
+};
+
+static int
+s_conns_init (sb_gateway_t *gw)
+{
+    struct gw_conns *c = calloc (1, sizeof *c);
+    if (!c)
+        return -1;
+    c->cap = gw->max_conns * 2 + 256;
+    c->slot = calloc (c->cap, sizeof *c->slot);
+    c->addrs = calloc (gw->max_conns + 1, sizeof *c->addrs);
+    if (!c->slot || !c->addrs) {
+        free (c->slot);
+        free (c->addrs);
+        free (c);
+        return -1;
+    }
+    gw->conns = c;
+    return 0;
+}
+
+static void
+s_conns_free (sb_gateway_t *gw)
+{
+    if (gw->conns) {
+        free (gw->conns->slot);
+        free (gw->conns->addrs);
+        free (gw->conns);
+        gw->conns = NULL;
+    }
+}
+
+static uint64_t
+s_conn_register (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss)
+{
+    struct gw_conns *c = gw->conns;
+    if (pss->conn)
+        return pss->conn;
+    for (uint32_t k = 0; k < c->cap; k++) {
+        uint32_t s = (c->next + k) % c->cap;
+        if (!c->slot [s].pss) {
+            c->slot [s].pss = pss;
+            c->slot [s].wsi = wsi;
+            c->slot [s].gen++;
+            if (c->slot [s].gen == 0)
+                c->slot [s].gen = 1;
+            c->next = s + 1;
+            pss->conn = (uint64_t) c->slot [s].gen << 32 | s;
+            return pss->conn;
+        }
+    }
+    return 0;
+}
+
+static void
+s_conn_unregister (sb_gateway_t *gw, gw_pss_t *pss)
+{
+    if (!pss->conn || !gw->conns)
+        return;
+    uint32_t s = (uint32_t) pss->conn;
+    if (s < gw->conns->cap && gw->conns->slot [s].pss == pss) {
+        gw->conns->slot [s].pss = NULL;
+        gw->conns->slot [s].wsi = NULL;
+    }
+    pss->conn = 0;
+}
+
+static gw_pss_t *
+s_conn_find (sb_gateway_t *gw, uint64_t conn, struct lws **wsi)
+{
+    uint32_t s = (uint32_t) conn;
+    uint32_t gen = (uint32_t) (conn >> 32);
+    struct gw_conns *c = gw->conns;
+    if (!c || s >= c->cap || !c->slot [s].pss || c->slot [s].gen != gen)
+        return NULL;
+    *wsi = c->slot [s].wsi;
+    return c->slot [s].pss;
+}
+
+static addr_count_t *
+s_addr (sb_gateway_t *gw, const char *addr, bool add)
+{
+    struct gw_conns *c = gw->conns;
+    for (size_t k = 0; k < c->naddrs; k++)
+        if (strcmp (c->addrs [k].addr, addr) == 0)
+            return &c->addrs [k];
+    if (!add || c->naddrs > gw->max_conns)
+        return NULL;
+    addr_count_t *a = &c->addrs [c->naddrs++];
+    snprintf (a->addr, sizeof a->addr, "%s", addr);
+    a->count = 0;
+    return a;
+}
+
+static void
+s_addr_release (sb_gateway_t *gw, const char *addr)
+{
+    struct gw_conns *c = gw->conns;
+    addr_count_t *a = s_addr (gw, addr, false);
+    if (a && a->count > 0 && --a->count == 0) {
+        *a = c->addrs [--c->naddrs];
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/*  Requests: headers, arguments, the token */
+
+static int
+s_header (struct lws *wsi, enum lws_token_indexes h, char *out, size_t n)
+{
+    out [0] = 0;
+    int len = lws_hdr_total_length (wsi, h);
+    if (len <= 0 || (size_t) len >= n)
+        return len <= 0 ? 0 : -1;
+    return lws_hdr_copy (wsi, out, (int) n, h) < 0 ? -1 : len;
+}
+
+//  The decoded query arguments as NUL-separated name, value pairs.
+static void
+s_read_args (struct lws *wsi, gw_pss_t *pss)
+{
+    free (pss->args);
+    pss->args = NULL;
+    pss->nargs = 0;
+    char frag [1024];
+    char *buf = malloc (ARGS_MAX);
+    size_t used = 0;
+    if (!buf)
+        return;
+    for (int k = 0; k < 64; k++) {
+        int n = lws_hdr_copy_fragment (wsi, frag, sizeof frag, WSI_TOKEN_HTTP_URI_ARGS, k);
+        if (n < 0)
+            break;
+        char *eq = strchr (frag, '=');
+        const char *value = eq ? eq + 1 : "";
+        if (eq)
+            *eq = 0;
+        size_t need = strlen (frag) + strlen (value) + 2;
+        if (used + need > ARGS_MAX)
+            break;
+        memcpy (buf + used, frag, strlen (frag) + 1);
+        used += strlen (frag) + 1;
+        memcpy (buf + used, value, strlen (value) + 1);
+        used += strlen (value) + 1;
+        pss->nargs++;
+    }
+    pss->args = buf;
+}
+
+static const char *
+s_arg (const gw_pss_t *pss, const char *name)
+{
+    const char *p = pss->args;
+    for (size_t k = 0; p && k < pss->nargs; k++) {
+        const char *value = p + strlen (p) + 1;
+        if (strcmp (p, name) == 0)
+            return value;
+        p = value + strlen (value) + 1;
+    }
+    return NULL;
+}
+
+//  The token a request carries: a bearer header, the sb_token cookie, or
+//  (only where `query_ok`) ?token=. true when it is the right one.
+static bool
+s_authorized (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, bool query_ok)
+{
+    char buf [1024];
+    if (s_header (wsi, WSI_TOKEN_HTTP_AUTHORIZATION, buf, sizeof buf) > 0
+    &&  strncasecmp (buf, "Bearer ", 7) == 0) {
+        const char *t = buf + 7;
+        while (*t == ' ')
+            t++;
+        if (sb_gateway_token_ok (gw->token, t, strlen (t)))
+            return true;
+    }
+    if (s_header (wsi, WSI_TOKEN_HTTP_COOKIE, buf, sizeof buf) > 0) {
+        for (char *p = buf; p && *p; ) {
+            while (*p == ' ' || *p == ';')
+                p++;
+            size_t len = strcspn (p, ";");
+            if (strncmp (p, "sb_token=", 9) == 0 && sb_gateway_token_ok (gw->token, p + 9, len - 9))
+                return true;
+            p += len;
+        }
+    }
+    if (query_ok) {
+        const char *t = s_arg (pss, "token");
+        if (t && sb_gateway_token_ok (gw->token, t, strlen (t)))
+            return true;
+    }
+    return false;
+}
+
+static bool
+s_host_allowed (sb_gateway_t *gw, struct lws *wsi, char *host, size_t n)
+{
+    if (s_header (wsi, WSI_TOKEN_HOST, host, n) <= 0)
+        return false;
+    return sb_gateway_host_ok (host, gw->bind_addr, gw->cfg.allow_hosts);
+}
+
+/* ------------------------------------------------------------------ */
+/*  Responses */
+
+static void
+s_reset_http (gw_pss_t *pss)
+{
+    free (pss->body);
+    pss->body = NULL;
+    pss->body_len = 0;
+    free (pss->extra);
+    pss->extra = NULL;
+    gw_buf_unref (&pss->resp);
+    pss->resp_off = 0;
+    pss->hdr_sent = false;
+    pss->resp_ready = false;
+    pss->waiting = false;
+    pss->too_large = false;
+    pss->no_store = false;
+}
+
+//  Queues a whole response; it is written in WRITEABLE. Takes `body`.
+static void
+s_respond (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, int status, const char *ctype,
+           gw_buf_t *body, const char *extra)
+{
+    gw_buf_unref (&pss->resp);
+    pss->resp = body;
+    pss->status = status;
+    pss->ctype = ctype;
+    free (pss->extra);
+    pss->extra = extra ? strdup (extra) : NULL;
+    pss->resp_off = 0;
+    pss->hdr_sent = false;
+    pss->resp_ready = true;
+    pss->waiting = false;
+    if (status >= 400)
+        atomic_fetch_add (&gw->stats.http_errors, 1);
+    lws_callback_on_writable (wsi);
+}
+
+static void
+s_respond_error (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, int status, const char *code,
+                 const char *message)
+{
+    json_t *j = json_pack ("{s:{s:s,s:s}}", "error", "code", code, "message", message);
+    char *text = j ? json_dumps (j, JSON_COMPACT) : NULL;
+    json_decref (j);
+    gw_buf_t *buf = text ? gw_buf_new (text, strlen (text)) : gw_buf_new ("{}", 2);
+    free (text);
+    pss->no_store = true;
+    s_respond (gw, wsi, pss, status, "application/json", buf, NULL);
+}
+
+static int
+s_write_headers (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss)
+{
+    unsigned char hdr [LWS_PRE + 4096];
+    unsigned char *start = hdr + LWS_PRE, *p = start, *end = hdr + sizeof hdr - 1;
+    size_t len = pss->resp ? pss->resp->len : 0;
+    if (lws_add_http_common_headers (wsi, (unsigned) pss->status, pss->ctype, len, &p, end))
+        return -1;
+    for (size_t k = 0; k < sizeof s_security_headers / sizeof s_security_headers [0]; k++)
+        if (lws_add_http_header_by_name (wsi, (const unsigned char *) s_security_headers [k][0],
+                                         (const unsigned char *) s_security_headers [k][1],
+                                         (int) strlen (s_security_headers [k][1]), &p, end))
+            return -1;
+    if (pss->no_store
+    &&  lws_add_http_header_by_name (wsi, (const unsigned char *) "cache-control:",
+                                     (const unsigned char *) "no-store", 8, &p, end))
+        return -1;
+    /* extra: "name: value\n" lines (Location, Set-Cookie) */
+    for (char *line = pss->extra; line && *line; ) {
+        char *nl = strchr (line, '\n');
+        char *colon = strchr (line, ':');
+        if (!nl || !colon || colon > nl)
+            break;
+        char name [64];
+        snprintf (name, sizeof name, "%.*s", (int) (colon - line + 1), line);
+        const char *value = colon + 1;
+        while (*value == ' ')
+            value++;
+        if (lws_add_http_header_by_name (wsi, (const unsigned char *) name, (const unsigned char *) value,
+                                         (int) (nl - value), &p, end))
+            return -1;
+        line = nl + 1;
+    }
+    return lws_finalize_write_http_header (wsi, start, &p, end) ? -1 : 0;
+}
+
+//  WRITEABLE on an HTTP connection: the headers once, then the body a
+//  chunk per callback.
+static int
+s_http_writeable (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss)
+{
+    if (!pss->resp_ready)
+        return 0;
+    size_t len = pss->resp ? pss->resp->len : 0;
+    if (!pss->hdr_sent) {
+        if (s_write_headers (gw, wsi, pss))
+            return -1;
+        pss->hdr_sent = true;
+        if (len > 0) {
+            lws_callback_on_writable (wsi);
+            return 0;
+        }
+    }
+    else {
+        static unsigned char chunk [LWS_PRE + HTTP_CHUNK];
+        size_t n = len - pss->resp_off;
+        if (n > HTTP_CHUNK)
+            n = HTTP_CHUNK;
+        memcpy (chunk + LWS_PRE, gw_buf_text (pss->resp) + pss->resp_off, n);
+        bool last = pss->resp_off + n == len;
+        if (lws_write (wsi, chunk + LWS_PRE, n, last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) != (int) n)
+            return -1;
+        pss->resp_off += n;
+        if (!last) {
+            lws_callback_on_writable (wsi);
+            return 0;
+        }
+    }
+    s_reset_http (pss);
+    return lws_http_transaction_completed (wsi) ? -1 : 0;
+}
+
+/* ------------------------------------------------------------------ */
+/*  Static files */
+
+static const char *
+s_mime (const char *path)
+{
+    static const char *map [][2] = {
+        { ".html", "text/html; charset=utf-8" }, { ".js", "text/javascript; charset=utf-8" },
+        { ".mjs", "text/javascript; charset=utf-8" }, { ".css", "text/css; charset=utf-8" },
+        { ".json", "application/json" }, { ".svg", "image/svg+xml" }, { ".png", "image/png" },
+        { ".ico", "image/x-icon" }, { ".woff2", "font/woff2" }, { ".txt", "text/plain; charset=utf-8" },
+        { ".map", "application/json" },
+    };
+    const char *dot = strrchr (path, '.');
+    for (size_t k = 0; dot && k < sizeof map / sizeof map [0]; k++)
+        if (strcmp (dot, map [k][0]) == 0)
+            return map [k][1];
+    return "application/octet-stream";
+}
+
+static void
+s_static (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *path)
+{
+    if (strcmp (path, "/") == 0)
+        path = "/index.html";
+    /* only plain names below the UI folder: no "..", no hidden files */
+    if (strlen (path) > 256 || strspn (path, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-")
+        != strlen (path) || strstr (path, "/.")) {
+        s_respond_error (gw, wsi, pss, 404, "not_found", "no such file");
+        return;
+    }
+    if (!gw->ui_dir [0]) {
+        const char *note = "<!doctype html><title>switchboard</title><p>The gateway runs, but no UI folder "
+                           "was found (gateway/ui next to the binary, or $SWITCHBOARD_UI). The API is at /api/.";
+        s_respond (gw, wsi, pss, strcmp (path, "/index.html") == 0 ? 200 : 404, "text/html; charset=utf-8",
+                   gw_buf_new (note, strlen (note)), NULL);
+        return;
+    }
+    char full [4500];
+    snprintf (full, sizeof full, "%s%s", gw->ui_dir, path);
+    int fd = open (full, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    struct stat st;
+    if (fd < 0 || fstat (fd, &st) != 0 || !S_ISREG (st.st_mode) || st.st_size > STATIC_MAX) {
+        if (fd >= 0)
+            close (fd);
+        s_respond_error (gw, wsi, pss, 404, "not_found", "no such file");
+        return;
+    }
+    gw_buf_t *buf = gw_buf_alloc ((size_t) st.st_size);
+    size_t got = 0;
+    while (buf && got < (size_t) st.st_size) {
+        ssize_t n = read (fd, gw_buf_text (buf) + got, (size_t) st.st_size - got);
+        if (n <= 0)
+            break;
+        got += (size_t) n;
+    }
+    close (fd);
+    if (!buf || got != (size_t) st.st_size) {
+        gw_buf_unref (&buf);
+        s_respond_error (gw, wsi, pss, 500, "internal", "cannot read the file");
+        return;
+    }
+    /* the UI changes with the binary: revalidate every load */
+    pss->no_store = true;
+    s_respond (gw, wsi, pss, 200, s_mime (path), buf, NULL);
+}
+
+/* ------------------------------------------------------------------ */
+/*  HTTP requests */
+
+//  GET /?token=...: set the cookie and send the browser to the same URL
+//  without the token, so it stays out of the history and the address bar.
+static void
+s_token_redirect (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *path)
+{
+    char loc [1200], extra [1600];
+    size_t used = (size_t) snprintf (loc, sizeof loc, "%s", path);
+    const char *p = pss->args;
+    bool first = true;
+    for (size_t k = 0; p && k < pss->nargs && used < sizeof loc - 8; k++) {
+        const char *value = p + strlen (p) + 1;
+        if (strcmp (p, "token") != 0) {
+            used += (size_t) snprintf (loc + used, sizeof loc - used, "%c", first ? '?' : '&');
+            first = false;
+            for (const char *s = p; *s && used < sizeof loc - 4; s++)
+                used += (size_t) snprintf (loc + used, sizeof loc - used,
+                                           isalnum ((unsigned char) *s) || strchr ("-._~", *s) ? "%c" : "%%%02X",
+                                           (unsigned char) *s);
+            used += (size_t) snprintf (loc + used, sizeof loc - used, "=");
+            for (const char *s = value; *s && used < sizeof loc - 4; s++)
+                used += (size_t) snprintf (loc + used, sizeof loc - used,
+                                           isalnum ((unsigned char) *s) || strchr ("-._~", *s) ? "%c" : "%%%02X",
+                                           (unsigned char) *s);
+        }
+        p = value + strlen (value) + 1;
+    }
+    snprintf (extra, sizeof extra, "location: %s\nset-cookie: sb_token=%s; Path=/; HttpOnly; SameSite=Strict%s\n",
+              loc, gw->token, gw->tls ? "; Secure" : "");
+    pss->no_store = true;
+    s_respond (gw, wsi, pss, 303, "text/plain", NULL, extra);
+}
+
+static void
+s_dispatch_api (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss)
+{
+    char code [32], message [256], type [96];
+    json_t *body = NULL;
+    if (pss->post && pss->body_len > 0) {
+        sb_verr_t err;
+        body = sb_json_parse ((const char *) pss->body, pss->body_len, SB_GW_MAX_FRAME, SB_GW_MAX_DEPTH, &err);
+        if (!body) {
+            s_respond_error (gw, wsi, pss, err.code == SB_E_too_large ? 413 : 400, sb_err_name (err.code),
+                             err.message);
+            return;
+        }
+    }
+    gw_arg_t args [64] = { { 0 } };
+    size_t nargs = 0;
+    const char *p = pss->args;
+    for (size_t k = 0; p && k < pss->nargs && nargs < 64; k++) {
+        const char *value = p + strlen (p) + 1;
+        if (strcmp (p, "token") != 0)
+            args [nargs++] = (gw_arg_t) { p, value };
+        p = value + strlen (value) + 1;
+    }
+    json_t *jbody = NULL;
+    int status = gw_rest_route (pss->post ? "POST" : "GET", pss->path, args, nargs, body, type, sizeof type,
+                                &jbody, code, sizeof code, message, sizeof message);
+    json_decref (body);
+    if (status) {
+        s_respond_error (gw, wsi, pss, status, code, message);
+        return;
+    }
+    uint8_t *mp;
+    size_t mp_len;
+    int rc = gw_translate (type, jbody, &mp, &mp_len, code, sizeof code, message, sizeof message);
+    json_decref (jbody);
+    if (rc) {
+        if (strcmp (code, "forbidden") == 0)
+            atomic_fetch_add (&gw->stats.ws_forbidden, 1);
+        s_respond_error (gw, wsi, pss, gw_http_status (code), code, message);
+        return;
+    }
+    gw_in_t *in = calloc (1, sizeof *in);
+    if (!in || !s_conn_register (gw, wsi, pss)) {
+        free (in);
+        free (mp);
+        s_respond_error (gw, wsi, pss, 503, "overloaded", "too many requests in flight");
+        return;
+    }
+    in->kind = GW_IN_CALL;
+    in->http = true;
+    in->conn = pss->conn;
+    snprintf (in->type, sizeof in->type, "%s", type);
+    in->body = mp;
+    in->body_len = mp_len;
+    pss->waiting = true;
+    gw_to_bridge (gw, in);
+}
+
+static int
+s_http (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *uri)
+{
+    s_reset_http (pss);
+    atomic_fetch_add (&gw->stats.http_requests, 1);
+    lws_get_peer_simple (wsi, pss->addr, sizeof pss->addr);
+    bool get = lws_hdr_total_length (wsi, WSI_TOKEN_GET_URI) > 0;
+    pss->post = lws_hdr_total_length (wsi, WSI_TOKEN_POST_URI) > 0;
+    snprintf (pss->path, sizeof pss->path, "%s", uri ? uri : "/");
+    s_read_args (wsi, pss);
+    char host [256];
+    if (!s_host_allowed (gw, wsi, host, sizeof host)) {
+        atomic_fetch_add (&gw->stats.host_refused, 1);
+        s_respond_error (gw, wsi, pss, 403, "forbidden",
+                         "this Host is not served (use localhost or 127.0.0.1; serve --allow-host adds names)");
+        return 0;
+    }
+    if (!get && !pss->post) {
+        s_respond_error (gw, wsi, pss, 405, "invalid", "only GET and POST are served");
+        return 0;
+    }
+    if (strcmp (pss->path, "/healthz") == 0) {
+        pss->no_store = true;
+        s_respond (gw, wsi, pss, 200, "text/plain", gw_buf_new ("ok\n", 3), NULL);
+        return 0;
+    }
+    bool api = strncmp (pss->path, "/api/", 5) == 0 || strcmp (pss->path, "/api") == 0;
+    bool metrics = strcmp (pss->path, "/metrics") == 0;
+    if (!api && !metrics && get && s_arg (pss, "token")) {
+        if (!s_authorized (gw, wsi, pss, true)) {
+            atomic_fetch_add (&gw->stats.auth_failures, 1);
+            s_respond_error (gw, wsi, pss, 401, "unauthorized", "wrong token: use the URL serve printed");
+            return 0;
+        }
+        s_token_redirect (gw, wsi, pss, pss->path);
+        return 0;
+    }
+    if (!s_authorized (gw, wsi, pss, false)) {
+        atomic_fetch_add (&gw->stats.auth_failures, 1);
+        s_respond_error (gw, wsi, pss, 401, "unauthorized",
+                         "a token is needed: open the URL serve printed (with ?token=), or send "
+                         "Authorization: Bearer <DATA/token>");
+        return 0;
+    }
+    if (metrics) {
+        gw_in_t *in = calloc (1, sizeof *in);
+        if (!in || !s_conn_register (gw, wsi, pss)) {
+            free (in);
+            s_respond_error (gw, wsi, pss, 503, "overloaded", "too many requests in flight");
+            return 0;
+        }
+        in->kind = GW_IN_METRICS;
+        in->http = true;
+        in->conn = pss->conn;
+        pss->waiting = true;
+        gw_to_bridge (gw, in);
+        return 0;
+    }
+    if (!api) {
+        if (!get) {
+            s_respond_error (gw, wsi, pss, 405, "invalid", "static files are read with GET");
+            return 0;
+        }
+        s_static (gw, wsi, pss, pss->path);
+        return 0;
+    }
+    if (pss->post) {
+        char cl [32];
+        if (s_header (wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH, cl, sizeof cl) > 0) {
+            unsigned long long n = strtoull (cl, NULL, 10);
+            if (n > SB_GW_MAX_FRAME) {
+                s_respond_error (gw, wsi, pss, 413, "too_large", "a body may be at most 1 MiB");
+                return 0;
+            }
+            if (n > 0)
+                return 0;       /* the body follows: HTTP_BODY, then HTTP_BODY_COMPLETION */
+        }
+        else
+        if (lws_hdr_total_length (wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) > 0)
+            return 0;
+    }
+    s_dispatch_api (gw, wsi, pss);
+    return 0;
+}
+
+static int
+s_http_body (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const void *in, size_t len)
+{
+    if (pss->too_large)
+        return 0;
+    if (pss->body_len + len > SB_GW_MAX_FRAME) {
+        pss->too_large = true;
+        free (pss->body);
+        pss->body = NULL;
+        pss->body_len = 0;
+        return 0;
+    }
+    uint8_t *grown = realloc (pss->body, pss->body_len + len + 1);
+    if (!grown)
+        return -1;
+    memcpy (grown + pss->body_len, in, len);
+    pss->body = grown;
+    pss->body_len += len;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/*  The WebSocket upgrade */
+
+//  Host, Origin, token and the connection limits, before anything is
+//  upgraded. Returns 0 to accept, 1 when a refusal was written.
+static int
+s_confirm_upgrade (sb_gateway_t *gw, struct lws *wsi)
+{
+    /* lws has no per-connection data for this wsi yet: the checks use
+       one of their own */
+    gw_pss_t tmp;
+    memset (&tmp, 0, sizeof tmp);
+    int rc = 0;
+    char host [256], origin [512], uri [512];
+    lws_get_peer_simple (wsi, tmp.addr, sizeof tmp.addr);
+    s_read_args (wsi, &tmp);
+    int olen = s_header (wsi, WSI_TOKEN_ORIGIN, origin, sizeof origin);
+    if (s_header (wsi, WSI_TOKEN_GET_URI, uri, sizeof uri) <= 0 || strcmp (uri, "/ws") != 0) {
+        lws_return_http_status (wsi, HTTP_STATUS_NOT_FOUND, "the WebSocket is at /ws");
+        rc = 1;
+    }
+    else
+    if (!s_host_allowed (gw, wsi, host, sizeof host)) {
+        atomic_fetch_add (&gw->stats.host_refused, 1);
+        lws_return_http_status (wsi, HTTP_STATUS_FORBIDDEN, "this Host is not served");
+        rc = 1;
+    }
+    else
+    if (olen != 0) {
+        /* a browser always sends Origin: it must be the page this server
+           served, so another site open in the same browser cannot drive
+           the agent with the cookie. A client without Origin is not a
+           browser, and still needs the token. */
+        char want [300];
+        snprintf (want, sizeof want, "%s://%s", gw->tls ? "https" : "http", host);
+        if (olen < 0 || strcasecmp (origin, want) != 0) {
+            atomic_fetch_add (&gw->stats.origin_refused, 1);
+            lws_return_http_status (wsi, HTTP_STATUS_FORBIDDEN, "cross-origin WebSocket refused");
+            rc = 1;
+        }
+    }
+    if (rc == 0 && !s_authorized (gw, wsi, &tmp, true)) {
+        atomic_fetch_add (&gw->stats.auth_failures, 1);
+        lws_return_http_status (wsi, HTTP_STATUS_UNAUTHORIZED, "a token is needed");
+        rc = 1;
+    }
+    if (rc == 0) {
+        addr_count_t *a = s_addr (gw, tmp.addr, false);
+        if ((uint64_t) atomic_load (&gw->stats.ws_open) >= gw->max_conns
+        ||  (a && a->count >= gw->max_per_addr)) {
+            atomic_fetch_add (&gw->stats.conn_refused, 1);
+            lws_return_http_status (wsi, HTTP_STATUS_SERVICE_UNAVAILABLE, "too many connections");
+            rc = 1;
+        }
+    }
+    free (tmp.args);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/*  Answers from the bridge */
+
+static void
+s_take_out (sb_gateway_t *gw)
+{
+    for (gw_out_t *out = gw_queue_take (&gw->out); out; ) {
+        gw_out_t *next = out->next;
+        struct lws *wsi = NULL;
+        gw_pss_t *pss = s_conn_find (gw, out->conn, &wsi);
+        if (!pss)
+            gw_out_free (out);
+        else
+        if (out->kind == GW_OUT_WS && pss->is_ws)
+            gw_ws_deliver (gw, wsi, pss, out);
+        else
+        if (out->kind == GW_OUT_HTTP && !pss->is_ws && pss->waiting) {
+            s_conn_unregister (gw, pss);
+            pss->no_store = true;
+            s_respond (gw, wsi, pss, out->status, out->ctype, out->buf, NULL);
+            out->buf = NULL;
+            gw_out_free (out);
+        }
+        else
+            gw_out_free (out);
+        out = next;
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/*  The callback */
+
+static int
+s_callback (struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len)
+{
+    struct lws_context *ctx = lws_get_context (wsi);
+    sb_gateway_t *gw = ctx ? lws_context_user (ctx) : NULL;
+    gw_pss_t *pss = user;
+    if (!gw)
+        return 0;
+    switch (reason) {
+        case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
+            s_take_out (gw);
+            return 0;
+        case LWS_CALLBACK_HTTP:
+            return s_http (gw, wsi, pss, in);
+        case LWS_CALLBACK_HTTP_BODY:
+            return s_http_body (gw, wsi, pss, in, len);
+        case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+            if (pss->too_large)
+                s_respond_error (gw, wsi, pss, 413, "too_large", "a body may be at most 1 MiB");
+            else
+                s_dispatch_api (gw, wsi, pss);
+            return 0;
+        case LWS_CALLBACK_HTTP_WRITEABLE:
+            return s_http_writeable (gw, wsi, pss);
+        case LWS_CALLBACK_CLOSED_HTTP:
+        case LWS_CALLBACK_HTTP_DROP_PROTOCOL:
+            if (pss && !pss->is_ws) {
+                s_conn_unregister (gw, pss);
+                s_reset_http (pss);
+                free (pss->args);
+                pss->args = NULL;
+            }
+            return 0;
+        case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
+            return s_confirm_upgrade (gw, wsi);
+        case LWS_CALLBACK_ESTABLISHED: {
+            memset (pss, 0, sizeof *pss);
+            pss->is_ws = true;
+            lws_get_peer_simple (wsi, pss->addr, sizeof pss->addr);
+            addr_count_t *a = s_addr (gw, pss->addr, true);
+            if (!a || !s_conn_register (gw, wsi, pss))
+                return -1;
+            a->count++;
+            pss->counted = true;
+            atomic_fetch_add (&gw->stats.ws_opened, 1);
+            atomic_fetch_add (&gw->stats.ws_open, 1);
+            gw_ws_established (gw, wsi, pss);
+            return 0;
+        }
+        case LWS_CALLBACK_RECEIVE:
+            return gw_ws_receive (gw, wsi, pss, in, len);
+        case LWS_CALLBACK_SERVER_WRITEABLE:
+            return gw_ws_writeable (gw, wsi, pss);
+        case LWS_CALLBACK_CLOSED:
+            if (pss->is_ws) {
+                gw_ws_closed (gw, pss);
+                s_conn_unregister (gw, pss);
+                atomic_fetch_add (&gw->stats.ws_closed, 1);
+                atomic_fetch_sub (&gw->stats.ws_open, 1);
+                pss->is_ws = false;
+            }
+            return 0;
+        case LWS_CALLBACK_WSI_DESTROY:
+            if (pss && pss->counted) {
+                s_addr_release (gw, pss->addr);
+                pss->counted = false;
+            }
+            return 0;
+        default:
+            return 0;
+    }
+}
+
+static const struct lws_protocols s_protocols [] = {
+    { "switchboard", s_callback, sizeof (gw_pss_t), 4096, 0, NULL, 0 },
+    { NULL, NULL, 0, 0, 0, NULL, 0 }
+};
+
+static const lws_retry_bo_t s_idle = {
+    .secs_since_valid_ping = SB_GW_IDLE_PING_S,
+    .secs_since_valid_hangup = SB_GW_IDLE_HANGUP_S,
+};
+
+static void
+s_lws_log (int level, const char *line)
+{
+    char copy [512];
+    snprintf (copy, sizeof copy, "%s", line);
+    copy [strcspn (copy, "\n")] = 0;
+    if (level & LLL_ERR)
+        sb_error ("gateway", "lws: %s", copy);
+    else
+    if (level & LLL_WARN)
+        sb_warn ("gateway", "lws: %s", copy);
+    else
+        sb_info ("gateway", "lws: %s", copy);
+}
+
+static void
+s_started (sb_gateway_t *gw, int state, const char *err)
+{
+    pthread_mutex_lock (&gw->start_lock);
+    gw->start_state = state;
+    if (err)
+        snprintf (gw->start_err, sizeof gw->start_err, "%s", err);
+    pthread_cond_broadcast (&gw->start_cond);
+    pthread_mutex_unlock (&gw->start_lock);
+}
+
+void *
+gw_lws_main (void *arg)
+{
+    sb_gateway_t *gw = arg;
+    /* SWITCHBOARD_LWS_LOG: lws's own log bits, for debugging lws itself */
+    const char *bits = getenv ("SWITCHBOARD_LWS_LOG");
+    lws_set_log_level (bits ? atoi (bits) : LLL_ERR | LLL_WARN, s_lws_log);
+    if (s_conns_init (gw)) {
+        s_started (gw, -1, "out of memory");
+        return NULL;
+    }
+    char iface [256];
+    snprintf (iface, sizeof iface, "%s", strcasecmp (gw->bind_addr, "localhost") == 0 ? "127.0.0.1" : gw->bind_addr);
+    struct lws_context_creation_info info;
+    memset (&info, 0, sizeof info);
+    info.port = gw->port;
+    info.iface = iface [0] ? iface : NULL;
+    info.protocols = s_protocols;
+    info.user = gw;
+    info.vhost_name = "switchboard";
+    info.options = LWS_SERVER_OPTION_FAIL_UPON_UNABLE_TO_BIND | LWS_SERVER_OPTION_VALIDATE_UTF8;
+    info.retry_and_idle_policy = &s_idle;
+    info.max_http_header_data = 4096;
+    info.timeout_secs = 20;
+    info.fd_limit_per_thread = gw->max_conns * 2 + 256;
+    info.alpn = "http/1.1";
+    if (strchr (iface, ':') == NULL)
+        info.options |= LWS_SERVER_OPTION_DISABLE_IPV6;
+    if (gw->tls) {
+        info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
+        info.ssl_cert_filepath = gw->cfg.tls_cert;
+        info.ssl_private_key_filepath = gw->cfg.tls_key;
+    }
+    struct lws_context *ctx = lws_create_context (&info);
+    struct lws_vhost *vh = ctx ? lws_get_vhost_by_name (ctx, "switchboard") : NULL;
+    int port = vh ? lws_get_vhost_listen_port (vh) : -1;
+    if (!ctx || port <= 0) {
+        char err [256];
+        snprintf (err, sizeof err, "cannot listen on %s:%d%s (in use, or not an address of this host%s)",
+                  gw->bind_addr, gw->port, gw->tls ? " with TLS" : "", gw->tls ? ", or the TLS files do not load" : "");
+        if (ctx)
+            lws_context_destroy (ctx);
+        s_conns_free (gw);
+        s_started (gw, -1, err);
+        return NULL;
+    }
+    pthread_mutex_lock (&gw->start_lock);
+    gw->context = ctx;
+    gw->port = port;
+    pthread_mutex_unlock (&gw->start_lock);
+    s_started (gw, 1, NULL);
+    while (!atomic_load (&gw->stopping))
+        if (lws_service (ctx, 0) < 0)
+            break;
+    pthread_mutex_lock (&gw->start_lock);
+    gw->context = NULL;
+    pthread_mutex_unlock (&gw->start_lock);
+    lws_context_destroy (ctx);
+    s_conns_free (gw);
+    return NULL;
+}

@@ -202,6 +202,7 @@ class App {
       .includes (ev.body.status)) {
       this.changes.soon ();
       this._queueRefresh ();
+      this.sidebar.refresh ();
     }
     if (what === 'session.updated' || what === 'session.created') {
       if (this.transcript.session) {

@@ -183,7 +183,7 @@ export class Transcript {
         ' · ' + r.steps + (r.steps === 1 ? ' step' : ' steps'),
         ' · ' + fmtTokens (r.input) + ' in / ' + fmtTokens (r.output) + ' out',
         r.startTs ? ' · ' + fmtDuration (ev.ts - r.startTs) : '',
-        r.reason ? el ('span.reason', ' — ' + r.reason) : null);
+        r.reason && r.status !== 'completed' ? el ('span.reason', ' — ' + r.reason) : null);
       r.node.appendChild (line);
       r.text = r.thinking = null;
       // a call still open when its run ended will not get a result

@@ -1,0 +1,376 @@
+// tests/browser/test_ui.mjs — the browser UI end to end, in real Chromium
+// (issue 11). tests/integration/test_browser.sh runs it with SB_BIN and
+// SB_ROOT set; it starts everything itself:
+//
+//   - tests/llm_server.py on loopback, scripting three model turns: text and
+//     a shell call, text and a write_file, then the final answer;
+//   - `switchboard serve` on a fresh data folder with the gateway on a free
+//     port, the model pointed at that server;
+//   - a temporary git repository as the workspace;
+//   - headless /usr/bin/chromium through playwright-core.
+//
+// Then, as a person would: open the UI with the token, create a session
+// (policy auto), send the goal, see the text stream in and the shell card
+// appear, approve the shell call from its card, see its output; drop the
+// WebSocket mid-run and reload the page while the write_file waits, and
+// check the transcript has no duplicate and no gap; resolve that approval
+// from the CLI and see the card say who did; see the final answer, and the
+// diff of the written file in the Changes panel; then the narrow layout.
+// Screenshots go to BUILD/test-output/browser/.
+
+import { spawn, execFile } from 'node:child_process';
+import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, existsSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const HERE = path.dirname (fileURLToPath (import.meta.url));
+const ROOT = process.env.SB_ROOT || path.resolve (HERE, '..', '..');
+const SB_BIN = process.env.SB_BIN || path.join (ROOT, 'build', 'switchboard');
+const CHROMIUM = process.env.SB_CHROMIUM || '/usr/bin/chromium';
+const OUT = process.env.SB_BROWSER_OUT || path.join (path.dirname (SB_BIN), 'test-output', 'browser');
+const PY = '/usr/bin/python3';
+const STEP_MS = 20000;          // the longest any one step may take
+
+// ---- the scripted model -----------------------------------------------
+
+const INTRO = 'I will start by looking at the repository, so that I know what is there. '
+  + 'Then I will write a short notes file that says what I found, and check that it reads well. '
+  + 'Nothing here needs a network.';
+const FINAL = 'Done: the shell printed **hello-from-shell** and `notes.md` is written.\n\n'
+  + '```sh\ncat notes.md\n```\n\nSome hostile text that must stay text: <img src=x onerror="window.pwned=1"> '
+  + '[click](javascript:window.pwned=2)';
+const TURNS = [
+  { reasoning: 'The user wants a look around and a notes file.', text: INTRO,
+    tool_calls: [{ name: 'shell', arguments: { command: 'echo hello-from-shell && ls' }, call_id: 'call_shell' }],
+    usage: { input_tokens: 1200, output_tokens: 80 } },
+  { text: 'Now I write the notes file.',
+    tool_calls: [{ name: 'write_file', arguments: { path: 'notes.md', content: '# Notes\n\nwritten by the agent\n' },
+                   call_id: 'call_write' }],
+    usage: { input_tokens: 1500, output_tokens: 60 } },
+  { text: FINAL, usage: { input_tokens: 1700, output_tokens: 90 } },
+];
+
+// ---- helpers ----------------------------------------------------------
+
+const procs = [];
+const tmps = [];
+let failures = 0;
+
+function log (...a) {
+  console.log ('[browser]', ...a);
+}
+
+function fail (msg) {
+  throw new Error (msg);
+}
+
+function check (cond, msg) {
+  if (!cond)
+    fail (msg);
+}
+
+function tmp (prefix) {
+  const d = mkdtempSync (path.join (tmpdir (), prefix));
+  tmps.push (d);
+  return d;
+}
+
+function start (argv, logFile, env) {
+  const p = spawn (argv [0], argv.slice (1), { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
+  const chunks = [];
+  p.stdout.on ('data', (d) => chunks.push (d));
+  p.stderr.on ('data', (d) => chunks.push (d));
+  p.on ('exit', () => writeFileSync (logFile, Buffer.concat (chunks)));
+  p.logText = () => Buffer.concat (chunks).toString ();
+  procs.push (p);
+  return p;
+}
+
+function run (argv, { timeout = 15000 } = {}) {
+  return new Promise ((resolve) => {
+    execFile (argv [0], argv.slice (1), { timeout }, (err, stdout, stderr) =>
+      resolve ({ code: err ? (err.code ?? 1) : 0, stdout, stderr }));
+  });
+}
+
+async function waitFor (what, fn, timeout = STEP_MS, interval = 50) {
+  const end = Date.now () + timeout;
+  let last;
+  for (;;) {
+    try {
+      last = await fn ();
+      if (last)
+        return last;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now () > end)
+      fail ('timed out waiting for ' + what + (last instanceof Error ? ': ' + last.message : ''));
+    await new Promise (r => setTimeout (r, interval));
+  }
+}
+
+async function shot (page, name) {
+  const file = path.join (OUT, name + '.png');
+  await page.screenshot ({ path: file });
+  log ('screenshot', file);
+}
+
+// What the transcript shows, for comparing two renderings of one tape.
+async function snapshot (page) {
+  await page.evaluate (() => window.sbApp.transcript && window.sbApp.transcript.flush ());
+  return page.evaluate (() => {
+    const root = document.getElementById ('transcript');
+    const seqs = [...root.querySelectorAll ('[data-seq]')].map (n => Number (n.dataset.seq));
+    return {
+      text: root.innerText,
+      seqs,
+      lastSeq: Number (root.dataset.lastSeq || 0),
+      applied: Number (root.dataset.applied || 0),
+      prompts: root.querySelectorAll ('.user:not(.queued)').length,
+      tools: [...root.querySelectorAll ('.tool')].map (n => n.dataset.call),
+      approvals: [...root.querySelectorAll ('.approval')].map (n => n.dataset.interaction),
+      assistants: [...root.querySelectorAll ('.assistant')].map (n => n.innerText),
+    };
+  });
+}
+
+// No entry twice, none missing: every seq from 1 to the head was applied
+// once, and no two blocks claim the same entry.
+function checkExact (s, where) {
+  check (s.applied === s.lastSeq, where + ': ' + s.applied + ' entries applied for a head of ' + s.lastSeq);
+  check (new Set (s.seqs).size === s.seqs.length, where + ': a tape entry is rendered twice: ' + s.seqs.join (','));
+  check (new Set (s.tools).size === s.tools.length, where + ': a tool card is duplicated: ' + s.tools.join (','));
+  check (new Set (s.approvals).size === s.approvals.length, where + ': an approval card is duplicated');
+  check (s.prompts === 1, where + ': ' + s.prompts + ' prompt bubbles, want 1');
+}
+
+// The tape as the CLI reads it.
+async function tape (data, sid) {
+  const r = await run ([SB_BIN, 'events', '--data', data, '--session', sid, '--json']);
+  check (r.code === 0, 'switchboard events failed: ' + r.stderr);
+  return r.stdout.trim ().split ('\n').filter (Boolean).map (l => JSON.parse (l));
+}
+
+// ---- the test -----------------------------------------------------------
+
+async function main () {
+  mkdirSync (OUT, { recursive: true });
+  check (existsSync (SB_BIN), 'no binary at ' + SB_BIN + ' (make first)');
+
+  // the model
+  const llmDir = tmp ('sb-browser-llm-');
+  const llm = start ([PY, path.join (ROOT, 'tests', 'llm_server.py'), '--port', '0',
+                      '--portfile', path.join (llmDir, 'port'), '--log', path.join (llmDir, 'requests.jsonl'),
+                      '--fixtures', path.join (ROOT, 'tests', 'fixtures', 'llm')], path.join (OUT, 'llm_server.log'));
+  const llmPort = await waitFor ('llm_server to listen', () => {
+    check (llm.exitCode === null, 'llm_server exited: ' + llm.logText ());
+    return existsSync (path.join (llmDir, 'port')) && Number (readFileSync (path.join (llmDir, 'port'), 'utf8'));
+  });
+  const ctl = await fetch ('http://127.0.0.1:' + llmPort + '/_control', {
+    method: 'POST', body: JSON.stringify ({ op: 'script', name: 'ui', turns: TURNS }) });
+  check (ctl.ok, 'llm_server refused the script');
+
+  // the workspace: a git repository with one commit
+  const repo = tmp ('sb-browser-repo-');
+  for (const args of [['init', '-q'], ['config', 'user.email', 't@example.com'], ['config', 'user.name', 't']]) {
+    const r = await run (['git', '-C', repo, ...args]);
+    check (r.code === 0, 'git ' + args.join (' ') + ': ' + r.stderr);
+  }
+  writeFileSync (path.join (repo, 'README.md'), '# demo\n');
+  check ((await run (['git', '-C', repo, 'add', '.'])).code === 0, 'git add');
+  check ((await run (['git', '-C', repo, 'commit', '-qm', 'init'])).code === 0, 'git commit');
+
+  // the server; delay_ms makes the model stream slowly enough to watch
+  const data = tmp ('sb-browser-data-');
+  const url = 'http://127.0.0.1:' + llmPort + '/script=ui/delay_ms=15/v1';
+  const serve = start ([SB_BIN, 'serve', '--data', data, '--http', '127.0.0.1:0', '--llm', 'responses',
+                        '--model', 'test-model', '--llm-url', url], path.join (OUT, 'serve.log'));
+  const httpPort = await waitFor ('serve to write DATA/http.port', () => {
+    check (serve.exitCode === null, 'serve exited: ' + serve.logText ());
+    return existsSync (path.join (data, 'http.port')) && Number (readFileSync (path.join (data, 'http.port'), 'utf8'));
+  });
+  const token = readFileSync (path.join (data, 'token'), 'utf8').trim ();
+  const base = 'http://127.0.0.1:' + httpPort;
+  log ('serve on', base);
+
+  const browser = await chromium.launch ({ executablePath: CHROMIUM, headless: true,
+                                           args: ['--no-sandbox', '--disable-gpu'] });
+  try {
+    const context = await browser.newContext ({ viewport: { width: 1440, height: 900 } });
+    const problems = [];
+    const watch = (page, name) => {
+      page.on ('pageerror', (e) => problems.push (name + ': page error: ' + e.message));
+      page.on ('console', (m) => {
+        if (m.type () === 'error')
+          problems.push (name + ': console error: ' + m.text ());
+      });
+    };
+    const page = await context.newPage ();
+    watch (page, 'tab 1');
+
+    // 1. open the UI with the token: the token leaves the address bar
+    await page.goto (base + '/?token=' + token);
+    check (!page.url ().includes ('token='), 'the token is still in the URL: ' + page.url ());
+    await page.waitForSelector ('#conn[data-state=live]', { timeout: STEP_MS });
+
+    // 2. a session on the repository, policy auto
+    await page.click ('#new-session-btn');
+    await page.fill ('#new-form input[name=workspace]', repo);
+    await page.fill ('#new-form input[name=title]', 'Browser test');
+    await page.selectOption ('#new-form select[name=approval_policy]', 'auto');
+    await page.click ('#new-create');
+    await page.waitForSelector ('#transcript .quiet >> text=Session created', { timeout: STEP_MS });
+    const sid = await page.evaluate (() => window.sbApp.current);
+    check (/^[0-9A-Z]{26}$/.test (sid), 'no session id: ' + sid);
+    await page.waitForSelector (`#sessions [data-session="${sid}"][aria-selected=true]`);
+    check ((await page.textContent (`#sessions [data-session="${sid}"]`)).includes ('Browser test'),
+      'the sidebar does not list the new session');
+    await shot (page, '01-session-list');
+
+    // 3. the goal, sent with Enter
+    await page.fill ('#composer-input', 'Look around, then write notes.md');
+    await page.press ('#composer-input', 'Enter');
+
+    // 4. text streams in: the block grows while it is marked streaming
+    const lengths = new Set ();
+    await waitFor ('the first answer to stream in', async () => {
+      const n = await page.evaluate (() => {
+        const b = document.querySelector ('#transcript .assistant.streaming');
+        return b ? b.innerText.length : -1;
+      });
+      if (n > 0 && n < INTRO.length)
+        lengths.add (n);
+      return lengths.size >= 2;
+    }, STEP_MS, 10);
+    log ('saw the text at', [...lengths].join (', '), 'characters while streaming');
+    await shot (page, '02-streaming');
+    await page.waitForSelector ('#transcript .tool[data-tool=shell]', { timeout: STEP_MS });
+    const introShown = await page.innerText ('#transcript .assistant');
+    check (introShown.trim () === INTRO, 'the streamed text differs from the model\'s: ' + introShown);
+
+    // 5. approve the shell call from its card
+    const card1 = await page.waitForSelector ('#transcript .approval.pending', { timeout: STEP_MS });
+    check ((await card1.innerText ()).includes ('echo hello-from-shell'), 'the approval card does not show the command');
+    await shot (page, '03-approval-card');
+    await card1.$eval ('textarea.feedback', (t) => { t.value = 'fine'; });
+    await (await card1.$ ('button.approve')).click ();
+    await page.waitForSelector ('#transcript .approval.approved >> text=browser', { timeout: STEP_MS });
+    await page.waitForSelector ('#transcript .tool.ok[data-tool=shell]', { timeout: STEP_MS });
+    check ((await page.innerText ('#transcript .tool[data-tool=shell] pre.output')).includes ('hello-from-shell'),
+      'the shell card does not show the command\'s output');
+
+    // a dropped socket mid-run reconnects from the last seq by itself
+    await page.evaluate (() => window.sbApp.conn.drop ());
+    await page.waitForSelector ('#conn[data-state=live]', { timeout: STEP_MS });
+
+    // 6. the write_file waits for approval: reload mid-run
+    const card2 = await page.waitForSelector ('#transcript .approval.pending[data-call=call_write]', { timeout: STEP_MS });
+    const ia2 = await card2.getAttribute ('data-interaction');
+    check ((await card2.innerText ()).includes ('written by the agent'), 'the write_file approval shows no diff');
+    const before = await snapshot (page);
+    checkExact (before, 'before the reload');
+    await page.reload ();
+    await page.waitForSelector ('#conn[data-state=live]', { timeout: STEP_MS });
+    await waitFor ('the replay to reach seq ' + before.lastSeq, async () =>
+      (await snapshot (page)).lastSeq >= before.lastSeq);
+    const after = await snapshot (page);
+    checkExact (after, 'after the reload');
+    check (after.lastSeq === before.lastSeq, 'the tape moved while the run waited: ' + before.lastSeq + ' -> ' + after.lastSeq);
+    check (after.text === before.text, 'the transcript differs after the reload:\n--- before\n' + before.text
+      + '\n--- after\n' + after.text);
+    check (JSON.stringify (after.seqs) === JSON.stringify (before.seqs), 'the blocks after the reload stand for other entries');
+    log ('reload: identical transcript, seq 1..' + after.lastSeq + ' each once');
+
+    // 7. resolve that approval from the CLI: the card says who
+    const r = await run ([SB_BIN, 'resolve', ia2, '--approve', '--data', data]);
+    check (r.code === 0, 'switchboard resolve failed (' + r.code + '): ' + r.stderr + r.stdout);
+    const resolved = await page.waitForSelector (`#transcript .approval.approved[data-interaction="${ia2}"]`,
+      { timeout: STEP_MS });
+    const who = await resolved.$eval ('.who', (n) => n.textContent);
+    check (who.startsWith ('cli:'), 'the card does not say the CLI resolved it: ' + who);
+
+    // the final answer, rendered as Markdown, hostile text kept as text
+    await page.waitForSelector ('#transcript .run-end.st-completed', { timeout: STEP_MS });
+    await page.waitForSelector ('#transcript .assistant >> text=hello-from-shell', { timeout: STEP_MS });
+    const final = await page.$$eval ('#transcript .assistant', (n) => n [n.length - 1].innerText);
+    check (final.includes ('<img src=x onerror="window.pwned=1">'), 'the hostile markup is not shown as text');
+    check (await page.evaluate (() => !window.pwned && !document.querySelector ('#transcript img, #transcript a[href^=javascript]')),
+      'model text became markup');
+    check (await page.$ ('#transcript .assistant .code button.copy'), 'the code block has no copy button');
+    const usage = await page.innerText ('#head-usage');
+    check (usage.includes ('4.4k in') && usage.includes ('3 steps'), 'the header does not show the usage: ' + usage);
+
+    // 8. the changes panel shows the diff of the file the agent wrote
+    await page.click ('#tab-changes');
+    const file = await page.waitForSelector ('#pane-changes .file[data-path="notes.md"]', { timeout: STEP_MS });
+    if (!(await file.getAttribute ('open')))
+      await (await file.$ ('summary')).click ();
+    await page.waitForSelector ('#pane-changes .file[data-path="notes.md"] .dl.add >> text=written by the agent',
+      { timeout: STEP_MS });
+    await shot (page, '04-changes-panel');
+
+    // the finished tape: this page and a fresh tab show the same transcript,
+    // and it holds every entry of the tape once
+    const done = await snapshot (page);
+    checkExact (done, 'after the run');
+    const entries = await tape (data, sid);
+    check (done.lastSeq === entries.length && entries [entries.length - 1].seq === entries.length,
+      'the page ends at seq ' + done.lastSeq + ', the tape has ' + entries.length + ' entries');
+    const calls = entries.filter (e => e.kind === 'tool.call').map (e => e.body.call_id);
+    check (JSON.stringify (done.tools) === JSON.stringify (calls), 'tool cards ' + done.tools + ' vs calls ' + calls);
+    const page2 = await context.newPage ();
+    watch (page2, 'tab 2');
+    await page2.goto (base + '/#s=' + sid);
+    await page2.waitForSelector ('#transcript .run-end.st-completed', { timeout: STEP_MS });
+    await waitFor ('tab 2 to replay the whole tape', async () => (await snapshot (page2)).lastSeq === done.lastSeq);
+    const fresh = await snapshot (page2);
+    check (fresh.text === done.text, 'a fresh tab shows another transcript:\n--- live\n' + done.text + '\n--- fresh\n'
+      + fresh.text);
+    await page2.close ();
+
+    // the approvals inbox has nothing pending and lists both answers
+    await page.click ('#tab-approvals');
+    await page.waitForSelector ('#pane-approvals .recent li >> text=cli:', { timeout: STEP_MS });
+    check (!(await page.$ ('#pane-approvals .inbox-item')), 'the inbox still lists a pending approval');
+
+    // narrow: the panel folds away and the sidebar becomes a drawer
+    await page.setViewportSize ({ width: 420, height: 860 });
+    await page.waitForFunction (() => document.getElementById ('sidebar').getBoundingClientRect ().right <= 0);
+    check (await page.isVisible ('#menu'), 'no menu button in a narrow window');
+    await shot (page, '05-narrow');
+    await page.click ('#menu');
+    await page.waitForFunction (() => document.getElementById ('sidebar').getBoundingClientRect ().left >= 0);
+    await shot (page, '06-narrow-drawer');
+    await page.keyboard.press ('Escape');
+
+    check (!problems.length, 'the page reported errors:\n' + problems.join ('\n'));
+    await context.close ();
+  } finally {
+    await browser.close ();
+  }
+}
+
+let code = 0;
+try {
+  await main ();
+  log ('PASS');
+} catch (e) {
+  failures++;
+  code = 1;
+  console.error ('[browser] FAIL:', e.message);
+}
+for (const p of procs)
+  if (p.exitCode === null)
+    p.kill ('SIGTERM');
+await new Promise (r => setTimeout (r, 300));
+for (const p of procs)
+  if (p.exitCode === null)
+    p.kill ('SIGKILL');
+if (!process.env.SB_KEEP_DATA)
+  for (const d of tmps)
+    rmSync (d, { recursive: true, force: true });
+console.log ((failures ? 0 : 1) + ' passed, ' + failures + ' failed');
+process.exit (code);

@@ -369,8 +369,10 @@ class App {
       const r = await this.conn.call ('session.queue.list', { session_id: sid });
       if (sid !== this.current)
         return;
-      this.queue.prompts = (r.prompts || []).map (x => x.prompt || x);
+      const steers = (r.steers || []).map (x => ({ ...(x.prompt || x), mode: 'steer' }));
+      this.queue.prompts = steers.concat ((r.prompts || []).map (x => x.prompt || x));
       this.queue.paused = !!r.paused;
+      this.queue.reason = r.reason || '';
     } catch (e) {
       if (missing (e))
         this.queue.available = false;
@@ -385,7 +387,8 @@ class App {
     strip.hidden = !q.prompts.length && !q.paused;
     if (strip.hidden)
       return;
-    strip.appendChild (el ('span.q-title', q.paused ? 'Queue paused' : 'Queued'));
+    strip.appendChild (el ('span.q-title', q.paused ? 'Queue paused' + (q.reason ? ' (' + q.reason + ')' : '')
+      : 'Waiting for this run'));
     if (q.paused)
       strip.appendChild (el ('button.small', { type: 'button', onclick: () => this.resumeQueue () }, 'Resume'));
     const ol = el ('ol.q-list');
@@ -488,6 +491,16 @@ class App {
     $('stop-btn').addEventListener ('click', () => this.cancel ());
 
     const scroller = $('scroll');
+    // content that grows (streaming, a card opening) or a view that shrinks
+    // (the queue strip, the keyboard) keeps the bottom in view while stuck
+    const follow = new ResizeObserver (() => {
+      if (this.stick)
+        scroller.scrollTop = scroller.scrollHeight;
+      else
+        $('jump').hidden = false;
+    });
+    follow.observe ($('transcript'));
+    follow.observe (scroller);
     scroller.addEventListener ('scroll', () => {
       const gap = scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight;
       this.stick = gap < STICK_PX;

@@ -386,7 +386,7 @@ export class Transcript {
     } else if (!c.streamed && !body.refused) {
       c.result.appendChild (el ('p.empty', 'no output'));
     }
-    if (state !== 'ok' && !body.refused)
+    if ((state !== 'ok' && !body.refused) || c.name === 'shell')
       c.card.open = true;
     c.card.dataset.seqResult = ev.seq;
     if (body.mutating || WRITE_TOOLS.has (c.name))
@@ -408,6 +408,9 @@ export class Transcript {
     const outcome = el ('div.outcome', { role: 'status', 'aria-live': 'polite' });
     const controls = el ('div.controls', feedback, el ('div.actions', scope, approve, reject));
     const diff = body.diff || diffFromCall (body.tool, args);
+    // the summary line only when it says more than what is shown below it
+    const shown = diff || (body.tool === 'shell' && args && typeof args.command === 'string' ? '$ ' + args.command
+      : args ? JSON.stringify (args, null, 2) : String (body.arguments || ''));
     const deadline = body.deadline_at
       ? el ('span.deadline', (body.default_outcome === 'approve' ? 'approves' : 'rejects') + ' itself at '
             + fmtTime (body.deadline_at))
@@ -421,10 +424,8 @@ export class Transcript {
         el ('strong', mcpName (body.tool)),
         body.risk ? el ('span.risk.risk-' + body.risk, body.risk + ' risk') : null,
         deadline),
-      body.summary ? el ('div.summary', body.summary) : null,
-      diff ? renderDiff (diff)
-        : el ('pre.args', body.tool === 'shell' && args && args.command ? '$ ' + args.command
-          : args ? JSON.stringify (args, null, 2) : body.arguments),
+      body.summary && !shown.includes (body.summary) ? el ('div.summary', body.summary) : null,
+      diff ? renderDiff (diff) : el ('pre.args', shown),
       controls, outcome);
     const a = { id: body.interaction_id, card, controls, outcome, feedback, scope, approve, reject,
                 status: 'pending', body };
@@ -446,8 +447,10 @@ export class Transcript {
     });
     this.approvals.set (a.id, a);
     const c = this.calls.get (body.call_id);
-    if (c && c.state === 'running')
+    if (c && c.state === 'running') {
       this._cardState (c, 'waiting');
+      c.card.open = false;              // the approval card below shows the call
+    }
     this._add (ev, card);
   }
 
@@ -480,6 +483,9 @@ export class Transcript {
       r.scope && r.scope !== 'once' ? ' · scope ' + r.scope : '',
       r.feedback ? el ('div.fb', '“' + r.feedback + '”') : null,
     ]);
+    const deadline = a.card.querySelector ('.deadline');
+    if (deadline)
+      deadline.remove ();
     const badge = a.card.querySelector ('.badge');
     if (badge)
       badge.textContent = 'Approval';
@@ -496,11 +502,21 @@ export class Transcript {
   }
 
   _promptQueued (ev, body) {
+    const label = body.mode === 'steer' ? 'steer · waiting for the next step'
+      : 'queued' + (body.position ? ' #' + body.position : '') + (body.reason ? ' · ' + body.reason : '');
+    const again = this.queued.get (body.prompt_id);
+    if (again) {
+      // a steer the run did not take, given back to the queue
+      again.tag.textContent = label;
+      again.mode = body.mode;
+      again.node.classList.toggle ('steer-wait', body.mode === 'steer');
+      return;
+    }
     const rm = el ('button.link', { type: 'button', 'aria-label': 'Remove queued prompt' }, 'Remove');
-    const tag = el ('span.tag', body.mode === 'steer' ? 'steer · waiting for the next step'
-      : 'queued' + (body.position ? ' #' + body.position : ''));
+    const tag = el ('span.tag', label);
     const node = el ('div.user.queued', { dataset: { prompt: body.prompt_id } },
-      el ('div.bubble', body.text || ''), el ('div.qmeta', tag, body.mode === 'steer' ? null : rm));
+      el ('div.bubble', body.text || ''), el ('div.qmeta', tag, rm));
+    node.classList.toggle ('steer-wait', body.mode === 'steer');
     rm.addEventListener ('click', () => this.hooks.removeQueued (body.prompt_id));
     this.queued.set (body.prompt_id, { node, tag, rm, mode: body.mode, text: body.text });
     node.dataset.seq = ev.seq;

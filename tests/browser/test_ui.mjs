@@ -129,7 +129,7 @@ async function snapshot (page) {
       seqs,
       lastSeq: Number (root.dataset.lastSeq || 0),
       applied: Number (root.dataset.applied || 0),
-      prompts: root.querySelectorAll ('.user:not(.queued)').length,
+      prompts: root.querySelectorAll ('.user:not(.queued):not(.steer)').length,
       tools: [...root.querySelectorAll ('.tool')].map (n => n.dataset.call),
       approvals: [...root.querySelectorAll ('.approval')].map (n => n.dataset.interaction),
       assistants: [...root.querySelectorAll ('.assistant')].map (n => n.innerText),
@@ -270,6 +270,21 @@ async function main () {
     const card2 = await page.waitForSelector ('#transcript .approval.pending[data-call=call_write]', { timeout: STEP_MS });
     const ia2 = await card2.getAttribute ('data-interaction');
     check ((await card2.innerText ()).includes ('written by the agent'), 'the write_file approval shows no diff');
+
+    // while the run works, Enter queues (shown, removable) and Steer steers
+    check ((await page.textContent ('#send-btn')).trim () === 'Queue', 'the composer does not offer to queue');
+    await page.fill ('#composer-input', 'Also list the files');
+    await page.press ('#composer-input', 'Enter');
+    await page.waitForSelector ('#queue-strip li >> text=Also list the files', { timeout: STEP_MS });
+    await page.waitForSelector ('#transcript .user.queued >> text=Also list the files', { timeout: STEP_MS });
+    await shot (page, '03b-queued');
+    await page.click ('#queue-strip li button');
+    await page.waitForSelector ('#transcript .user.queued.removed >> text=Also list the files', { timeout: STEP_MS });
+    await page.waitForSelector ('#queue-strip', { state: 'hidden', timeout: STEP_MS });
+    await page.fill ('#composer-input', 'Keep the notes short');
+    await page.click ('#steer-btn');
+    await page.waitForSelector ('#transcript .user.queued.steer-wait >> text=Keep the notes short', { timeout: STEP_MS });
+
     const before = await snapshot (page);
     checkExact (before, 'before the reload');
     await page.reload ();
@@ -291,6 +306,9 @@ async function main () {
       { timeout: STEP_MS });
     const who = await resolved.$eval ('.who', (n) => n.textContent);
     check (who.startsWith ('cli:'), 'the card does not say the CLI resolved it: ' + who);
+    // the run takes the steer at its next step boundary
+    await page.waitForSelector ('#transcript .run .user.steer >> text=Keep the notes short', { timeout: STEP_MS });
+    check (!(await page.$ ('#transcript .user.queued.steer-wait')), 'the steer still shows as waiting');
 
     // the final answer, rendered as Markdown, hostile text kept as text
     await page.waitForSelector ('#transcript .run-end.st-completed', { timeout: STEP_MS });

@@ -172,14 +172,36 @@ class App {
   _event (sid, ev) {
     if (sid !== this.current || !this.transcript)
       return;
-    const scroller = document.getElementById ('scroll');
     this.transcript.apply (ev);
-    const root = document.getElementById ('transcript');
-    root.dataset.lastSeq = ev.seq;
-    root.dataset.applied = this.transcript.applied;
-    if (scroller && this.stick)
-      this._scrollSoon ();
-    this._connText ();
+    this._uiSoon ();
+  }
+
+  // What depends on the tape as a whole (the header, the composer, the
+  // indicator) is brought up to date once a frame, not once an entry: a
+  // replay of 10,000 entries must not redo them 10,000 times.
+  _uiSoon () {
+    if (this.uiFrame)
+      return;
+    this.uiFrame = requestAnimationFrame (() => {
+      this.uiFrame = 0;
+      const root = document.getElementById ('transcript');
+      if (this.transcript) {
+        root.dataset.lastSeq = this.transcript.lastSeq;
+        root.dataset.applied = this.transcript.applied;
+      }
+      this._head ();
+      this._composerState ();
+      this._connText ();
+      if (this.stick)
+        this._scrollSoon ();
+    });
+  }
+
+  // Runs fn once, ms after the last call with the same key.
+  _later (key, ms, fn) {
+    this.timers = this.timers || {};
+    clearTimeout (this.timers [key]);
+    this.timers [key] = setTimeout (fn, ms);
   }
 
   _onTranscript (what, ev) {
@@ -188,40 +210,32 @@ class App {
         this._scrollSoon ();
       else
         document.getElementById ('jump').hidden = false;
-      const root = document.getElementById ('transcript');
-      root.removeAttribute ('aria-busy');
+      document.getElementById ('transcript').removeAttribute ('aria-busy');
       return;
     }
     if (what === 'write')
       this.changes.soon ();
-    if (what === 'run.status' || what === 'usage') {
-      this._head ();
-      this._composerState ();
-    }
-    if (what === 'run.status' && ev && ev.body && ev.body.status && !['queued', 'claimed', 'running', 'cancelling']
-      .includes (ev.body.status)) {
-      this.changes.soon ();
-      this._queueRefresh ();
-      this.sidebar.refresh ();
-    }
-    if (what === 'session.updated' || what === 'session.created') {
-      if (this.transcript.session) {
-        this.session = { ...this.session, ...this.transcript.session };
-        this._head ();
+    if (what === 'run.status' && ev && ev.body && ev.body.status) {
+      const st = ev.body.status;
+      const turn = ['queued', 'claimed', 'running'].includes (st) ? 'running' : st === 'cancelling' ? 'cancelling' : 'idle';
+      if (this.session) {
+        this.session.turn_status = turn;
+        this.session.last_activity_at = ev.ts;
+      }
+      this._later ('sidebar', 250, () => this.sidebar.upsert ({ session_id: this.current,
+        turn_status: this.session ? this.session.turn_status : turn, last_activity_at: ev.ts }));
+      if (turn === 'idle') {
+        this.changes.soon ();
+        this._later ('queue', 300, () => this._queueRefresh ());
+        this._later ('list', 600, () => this.sidebar.refresh ());
       }
     }
-    if (what && (what.startsWith ('approval.')))
-      this.inbox.refresh ();
+    if ((what === 'session.updated' || what === 'session.created') && this.transcript.session)
+      this.session = { ...this.session, ...this.transcript.session };
+    if (what && what.startsWith ('approval.'))
+      this._later ('inbox', 300, () => this.inbox.refresh ());
     if (what && (what.startsWith ('prompt.') || what.startsWith ('queue.')))
-      this._queueRefresh ();
-    if (what === 'run.status' && this.session) {
-      const st = ev.body.status;
-      this.session.turn_status = ['queued', 'claimed', 'running'].includes (st) ? 'running'
-        : st === 'cancelling' ? 'cancelling' : 'idle';
-      this.session.last_activity_at = ev.ts;
-      this.sidebar.upsert ({ session_id: this.current, turn_status: this.session.turn_status,
-                             last_activity_at: ev.ts });
-    }
+      this._later ('queue', 300, () => this._queueRefresh ());
   }
 
   // ---- the header ---------------------------------------------------

@@ -13,7 +13,7 @@ const PONG_MS = 10000;          // no answer this long: the socket is dead
 const BACKOFF_MIN_MS = 250;
 const BACKOFF_MAX_MS = 5000;
 const CALL_TIMEOUT_MS = 30000;
-const FILL_PAGE = 1000;         // events per session.events page when filling a hole
+const FILL_PAGE = 1000;         // events per session.events page (history, or a hole)
 
 export class Conn extends EventTarget {
   constructor (url) {
@@ -59,8 +59,10 @@ export class Conn extends EventTarget {
       this.backoff = BACKOFF_MIN_MS;
       this._setState ('live');
       this._startPing ();
+      // a session still reading its history subscribes when it is read
       for (const [sid, sub] of this.subs)
-        this._sendSubscribe (sid, sub);
+        if (!sub.filling)
+          this._sendSubscribe (sid, sub);
       this.dispatchEvent (new CustomEvent ('open'));
     };
     ws.onmessage = (m) => {
@@ -236,11 +238,44 @@ export class Conn extends EventTarget {
 
   // Subscribes to a session's tape from after_seq; onEvent(ev) gets each
   // seq once, in order.
+  //
+  // The history comes first, in pages of session.events (one frame holds a
+  // thousand entries, where the subscription's replay sends one frame an
+  // entry); the subscription then starts from the last entry read, and its
+  // own replay covers what was appended meanwhile.
   subscribe (sid, afterSeq, onEvent) {
-    const sub = { last: Number (afterSeq) || 0, onEvent, filling: false, held: [], subscribed: false };
+    const sub = { last: Number (afterSeq) || 0, onEvent, filling: true, held: [], subscribed: false };
     this.subs.set (sid, sub);
-    this._sendSubscribe (sid, sub);
+    this._history (sid, sub);
     return sub;
+  }
+
+  async _history (sid, sub) {
+    try {
+      for (;;) {
+        const page = await this.call ('session.events', { session_id: sid, after_seq: sub.last, limit: FILL_PAGE });
+        if (this.subs.get (sid) !== sub)
+          return;
+        const events = page.events || [];
+        for (const e of events) {
+          const ev = e.event || e;
+          if (Number (ev.seq) === sub.last + 1) {
+            sub.last++;
+            sub.onEvent ({ op: 'event', ...ev });
+          }
+        }
+        if (!page.more || !events.length)
+          break;
+      }
+    } catch (e) {
+      if (e.code !== 'disconnected')
+        this.dispatchEvent (new CustomEvent ('servererror', { detail: e }));
+    }
+    if (this.subs.get (sid) !== sub)
+      return;
+    sub.filling = false;
+    sub.held = [];
+    this._sendSubscribe (sid, sub);
   }
 
   _sendSubscribe (sid, sub) {

@@ -285,19 +285,28 @@ s_replay (gw_bridge_t *self, bsub_t *s)
 static void
 s_sub_fail (gw_bridge_t *self, bsub_t *s, const char *code, const char *message)
 {
+    gw_buf_t *buf = NULL;
     if (s->tx)
-        s_out_ws (self, s->conn, s->sub_id, s_error_json (s->tx, false, code, message, false, NULL),
-                  false, false, false);
+        buf = s_error_json (s->tx, false, code, message, false, NULL);
     else {
         json_t *j = json_pack ("{s:s,s:s,s:s}", "op", "resync", "session_id", s->sid, "reason", code);
         char *text = j ? json_dumps (j, JSON_COMPACT) : NULL;
         json_decref (j);
-        if (text)
-            s_out_ws (self, s->conn, s->sub_id, gw_buf_new (text, strlen (text)), false, false, false);
+        buf = text ? gw_buf_new (text, strlen (text)) : NULL;
         free (text);
     }
-    /* the lws side keeps the sub id until the client subscribes again or
-       leaves; nothing more comes for it */
+    gw_out_t *out = buf ? calloc (1, sizeof *out) : NULL;
+    if (out) {
+        /* the lws side forgets the subscription when it queues this */
+        out->kind = GW_OUT_WS;
+        out->conn = s->conn;
+        out->sub_id = s->sub_id;
+        out->buf = buf;
+        out->end_sub = true;
+        gw_to_lws (self->gw, out);
+    }
+    else
+        gw_buf_unref (&buf);
     s_sub_remove (self, s);
 }
 

@@ -72,6 +72,7 @@ typedef struct gw_out {
     bool live;          /* WS: a live event (counts against the outbound bound) */
     bool page_end;      /* WS: the last event of a replay page: say when written */
     bool reply;         /* WS: the answer to a call (the in-flight count drops) */
+    bool end_sub;       /* WS: the bridge ended this subscription (an error, a resync) */
     int status;         /* HTTP */
     const char *ctype;  /* HTTP: content type (static string) */
     gw_buf_t *buf;

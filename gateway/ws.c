@@ -490,6 +490,12 @@ gw_ws_deliver (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, gw_out_t *out)
         s_resync (gw, wsi, pss, sub, "slow_reader");
         return;
     }
+    if (out->end_sub) {
+        *sub = pss->subs [--pss->nsubs];
+        atomic_fetch_sub (&gw->stats.subs_open, 1);
+        out->sub_id = 0;
+    }
+    else
     if (out->sub_id)
         atomic_fetch_add (&gw->stats.events_out, 1);
     s_enqueue (gw, wsi, pss, out);

@@ -122,7 +122,7 @@ static const sb_field_t s_exec_cancel_ok [] = {
 };
 
 const sb_type_t sb_types_run [] = {
-    REQ ("run.request", s_run_request, true, "create a run (queued) and dispatch it"),
+    REQ ("run.request", s_run_request, false, "create a run (queued) and dispatch it (internal: clients prompt a session)"),
     REP ("run.request.ok", s_run_one, "the new run"),
     REQ ("run.get", s_run_id, true, "one run"),
     REP ("run.get.ok", s_run_one, "the run"),

@@ -75,11 +75,11 @@ export function fmtDuration (ms) {
   return m + ' min ' + s + ' s';
 }
 
+// one formatter for every time shown: toLocaleTimeString builds one a call
+const TIME = new Intl.DateTimeFormat ([], { hour: '2-digit', minute: '2-digit', second: '2-digit' });
+
 export function fmtTime (ts) {
-  if (!ts)
-    return '';
-  const d = new Date (Number (ts));
-  return d.toLocaleTimeString ([], { hour: '2-digit', minute: '2-digit', second: '2-digit' });
+  return ts ? TIME.format (new Date (Number (ts))) : '';
 }
 
 // "3 min ago", for lists

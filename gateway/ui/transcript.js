@@ -530,7 +530,9 @@ export class Transcript {
     q.rm.remove ();
     q.node.classList.add (how);
     q.tag.textContent = how === 'dequeued' ? 'started run ' + shortId (body.run_id)
-      : how === 'steered' ? 'joined the run' : 'removed' + (body.reason ? ': ' + body.reason : '');
+      : how === 'steered' ? 'joined the run' : 'removed';
+    if (body.reason)
+      q.tag.title = body.reason;
     if (how === 'dequeued')
       q.node.remove ();                 // the run's own `prompt` entry shows the text
     this.queued.delete (body.prompt_id);

@@ -216,6 +216,36 @@ async function main () {
     check (!page.url ().includes ('token='), 'the token is still in the URL: ' + page.url ());
     await page.waitForSelector ('#conn[data-state=live]', { timeout: STEP_MS });
 
+    // the Markdown renderer keeps hostile model text as text
+    const md = await page.evaluate (async () => {
+      const { renderMarkdown } = await import ('./markdown.js');
+      const inputs = [
+        '<script>window.pwned=1</script>', '<img src=x onerror="window.pwned=1">', '[a](javascript:window.pwned=1)',
+        '[a](JAVASCRIPT:x)', '[a]( javascript:x)', '![i](x.png)', '<a href="javascript:x">a</a>', 'javascript:alert(1)',
+        '```html\n<b onclick="x">b</b>\n```', '**<i>x</i>**', '| <b>h</b> |\n|---|\n| <svg onload=x> |',
+        '[ok](https://example.com/a_(b)) and https://example.com/x?y=1', '> <iframe src=x>', '- [x] <u>t</u>',
+        '<!-- c --> &lt;amp&gt; &amp;', 'a\\<b>c',
+      ];
+      const allowed = new Set (['P', 'BR', 'CODE', 'PRE', 'STRONG', 'EM', 'DEL', 'A', 'UL', 'OL', 'LI', 'BLOCKQUOTE',
+        'H3', 'H4', 'H5', 'H6', 'HR', 'TABLE', 'THEAD', 'TBODY', 'TR', 'TH', 'TD', 'DIV', 'SPAN', 'BUTTON', 'INPUT']);
+      const bad = [];
+      const div = document.createElement ('div');
+      for (const text of inputs) {
+        div.replaceChildren (renderMarkdown (text));
+        for (const n of div.querySelectorAll ('*')) {
+          if (!allowed.has (n.tagName))
+            bad.push (text + ' -> <' + n.tagName + '>');
+          for (const a of n.attributes)
+            if (/^on/i.test (a.name) || (a.name === 'href' && !/^(https?:|mailto:)/i.test (a.value)) || a.name === 'src')
+              bad.push (text + ' -> ' + n.tagName + ' ' + a.name + '=' + a.value);
+        }
+      }
+      div.replaceChildren (renderMarkdown ('[ok](https://example.com/a_(b))'));
+      return { bad, link: div.querySelector ('a') && div.querySelector ('a').href, pwned: !!window.pwned };
+    });
+    check (!md.bad.length && !md.pwned, 'the Markdown renderer made markup of model text:\n' + md.bad.join ('\n'));
+    check (md.link === 'https://example.com/a_(b)', 'a link lost its target: ' + md.link);
+
     // 2. a session on the repository, policy auto
     await page.click ('#new-session-btn');
     await page.fill ('#new-form input[name=workspace]', repo);
@@ -363,6 +393,10 @@ async function main () {
     await page.waitForFunction (() => document.getElementById ('sidebar').getBoundingClientRect ().left >= 0);
     await shot (page, '06-narrow-drawer');
     await page.keyboard.press ('Escape');
+    await page.emulateMedia ({ colorScheme: 'dark' });
+    await page.setViewportSize ({ width: 1440, height: 900 });
+    await page.click ('#tab-changes');
+    await shot (page, '07-dark');
 
     check (!problems.length, 'the page reported errors:\n' + problems.join ('\n'));
     await context.close ();

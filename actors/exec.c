@@ -12,6 +12,7 @@
     (actors/exec/tape.c). */
 #include "actors/actor.h"
 #include "actors/exec/agent.h"
+#include "actors/exec/diff.h"
 #include "actors/exec/runtime.h"
 #include "actors/exec/spawn.h"
 #include "bus/client.h"
@@ -40,6 +41,7 @@ typedef struct {
     int done_fd;                /* eventfd: a run finished */
     int64_t next_sweep;         /* mono ms of the next orphan sweep */
     uint64_t tool_tape_cap;     /* the tape's share of one tool call's output */
+    sb_exec_diffs_t *diffs;     /* exec.diff jobs (actors/exec/diff.c) */
     bool terminated;
 } self_t;
 
@@ -169,6 +171,12 @@ s_handle_cancel (self_t *self, sb_msg_t *msg)
     sb_bus_reply (self->bus, msg, b, len);
 }
 
+static void
+s_handle_diff (self_t *self, sb_msg_t *msg)
+{
+    sb_exec_diffs_start (self->diffs, self->bus, msg);
+}
+
 /* ------------------------------------------------------------------ */
 /*  Dispatch: every request exec serves, one row each */
 
@@ -180,6 +188,7 @@ static const struct {
 } s_dispatch_table [] = {
     { "exec.start", s_handle_start },
     { "exec.cancel", s_handle_cancel },
+    { "exec.diff", s_handle_diff },
 };
 
 #define S_DISPATCH_COUNT (sizeof s_dispatch_table / sizeof s_dispatch_table [0])
@@ -224,6 +233,7 @@ s_self_destroy (self_t **self_p)
         zhashx_destroy (&self->runs);
     }
     sb_runtime_cache_destroy (&self->cache);
+    sb_exec_diffs_destroy (&self->diffs);
     zlistx_destroy (&self->done);
     if (self->done_fd >= 0)
         close (self->done_fd);
@@ -259,7 +269,9 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
     const char *cap = getenv ("SWITCHBOARD_RUNTIME_CACHE");
     self->cache = sb_runtime_cache_new (cap && atol (cap) > 0 ? (size_t) atol (cap) : 0);
     self->done_fd = eventfd (0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (!self->bus || !self->enc || !self->runs || !self->done || !self->cache || self->done_fd < 0) {
+    self->diffs = sb_exec_diffs_new (args->cmd_endpoint, args->data_dir);
+    if (!self->bus || !self->enc || !self->runs || !self->done || !self->cache || self->done_fd < 0
+    ||  !self->diffs) {
         s_self_destroy (&self);
         return NULL;
     }
@@ -300,12 +312,13 @@ sb_exec_actor (zsock_t *pipe, void *args)
             { zsock_resolve (pipe), 0, ZMQ_POLLIN, 0 },
             { sb_bus_socket (self->bus), 0, ZMQ_POLLIN, 0 },
             { NULL, self->done_fd, ZMQ_POLLIN, 0 },
+            { NULL, sb_exec_diffs_fd (self->diffs), ZMQ_POLLIN, 0 },
         };
         long wait = sb_bus_has_queued (self->bus) ? 0 : (long) sb_bus_tick (self->bus);
         int64_t sweep_in = self->next_sweep - sb_mono_ms ();
         if (sweep_in < wait)
             wait = sweep_in > 0 ? (long) sweep_in : 0;
-        if (zmq_poll (items, 3, wait) < 0 && errno != EINTR)
+        if (zmq_poll (items, 4, wait) < 0 && errno != EINTR)
             break;
         /* As the subreaper we inherit what tools leave behind; a process
            that exited while its spawn was deciding whose it was ends up a
@@ -318,6 +331,8 @@ sb_exec_actor (zsock_t *pipe, void *args)
             self->terminated = true;
         if (items [2].revents & ZMQ_POLLIN)
             s_reap (self);
+        if (items [3].revents & ZMQ_POLLIN)
+            sb_exec_diffs_answer (self->diffs, self->bus);
         sb_msg_t *msg;
         while ((msg = sb_bus_recv (self->bus, 0))) {
             if (msg->route)

@@ -120,6 +120,29 @@ static const sb_field_t s_exec_cancel_ok [] = {
     { "found", SB_T_BOOL, true, 0, NULL, "the run was running here" },
     END
 };
+static const sb_field_t s_exec_diff [] = {
+    { "session_id", SB_T_STR, true, ID_MAX, NULL, "session" },
+    END
+};
+static const sb_field_t s_diff_file [] = {
+    { "path", SB_T_STR, true, 4 KB, NULL, "path relative to the workspace" },
+    { "status", SB_T_STR, true, 16, NULL, "added | modified | deleted | renamed | changed" },
+    { "old_path", SB_T_STR, false, 4 KB, NULL, "renamed: the path before" },
+    { "additions", SB_T_UINT, true, 0, NULL, "lines added" },
+    { "deletions", SB_T_UINT, true, 0, NULL, "lines removed" },
+    { "binary", SB_T_BOOL, false, 0, NULL, "a binary file: no text diff" },
+    { "diff", SB_T_STR, true, 512 KB, NULL, "the file's unified diff (git diff), cut when truncated" },
+    { "truncated", SB_T_BOOL, false, 0, NULL, "the diff was cut at the per-file limit" },
+    END
+};
+static const sb_field_t s_diff_item [] = { { "file", SB_T_MAP, false, 0, s_diff_file, "a changed file" } };
+static const sb_field_t s_exec_diff_ok [] = {
+    { "files", SB_T_ARRAY, true, 1000, s_diff_item, "changed files, by path" },
+    { "truncated", SB_T_BOOL, true, 0, NULL, "files or bytes were left out (past 1000 files or 4 MiB of diff)" },
+    { "git", SB_T_BOOL, true, 0, NULL, "false: the workspace is not a git work tree (or too big to stage), so no diff" },
+    { "workspace", SB_T_STR, false, 4 KB, NULL, "the workspace compared" },
+    END
+};
 
 const sb_type_t sb_types_run [] = {
     REQ ("run.request", s_run_request, false, "create a run (queued) and dispatch it (internal: clients prompt a session)"),
@@ -144,5 +167,8 @@ const sb_type_t sb_types_exec [] = {
     REP ("exec.start.ok", s_exec_start_ok, "accepted"),
     REQ ("exec.cancel", s_exec_cancel, false, "run actor -> owning executor: stop now (internal)"),
     REP ("exec.cancel.ok", s_exec_cancel_ok, "result"),
+    REQ ("exec.diff", s_exec_diff, true,
+         "the changes in a session's workspace against git HEAD, untracked files included (the UI's changes panel)"),
+    { "exec.diff.ok", SB_KIND_REPLY, true, s_exec_diff_ok, 8 MB, "each changed file with its diff" },
 };
 const size_t sb_types_exec_count = sizeof sb_types_exec / sizeof sb_types_exec [0];

@@ -1,0 +1,381 @@
+/*  actors/exec/diff.c — see diff.h. */
+#include "actors/exec/diff.h"
+#include "common/git.h"
+#include "common/log.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#define ACTOR "exec"
+
+/* ------------------------------------------------------------------ */
+/*  The diff */
+
+//  A diff is file content: its text goes out as a msgpack str, which
+//  must be UTF-8. A byte that is not is shown as '?'.
+static void
+s_enc_text (sb_enc_t *enc, const char *key, const char *s, size_t n)
+{
+    if (sb_utf8_valid (s, n)) {
+        sb_enc_key (enc, key);
+        sb_enc_strn (enc, s, n);
+        return;
+    }
+    char *copy = malloc (n + 1);
+    if (!copy) {
+        sb_enc_kstr (enc, key, "");
+        return;
+    }
+    size_t k = 0;
+    while (k < n) {
+        size_t len = 1;
+        unsigned char c = (unsigned char) s [k];
+        if (c >= 0xF0) len = 4;
+        else if (c >= 0xE0) len = 3;
+        else if (c >= 0xC0) len = 2;
+        if (k + len <= n && sb_utf8_valid (s + k, len)) {
+            memcpy (copy + k, s + k, len);
+            k += len;
+        }
+        else
+            copy [k++] = '?';
+    }
+    sb_enc_key (enc, key);
+    sb_enc_strn (enc, copy, n);
+    free (copy);
+}
+
+//  The next "diff --git" section of `text` from *pos: its start and length.
+static bool
+s_next_section (const char *text, size_t *pos, const char **start, size_t *len)
+{
+    const char *p = text + *pos;
+    if (!*p)
+        return false;
+    if (strncmp (p, "diff --git ", 11) != 0) {
+        const char *next = strstr (p, "\ndiff --git ");
+        if (!next)
+            return false;
+        p = next + 1;
+    }
+    const char *end = strstr (p + 1, "\ndiff --git ");
+    end = end ? end + 1 : p + strlen (p);
+    *start = p;
+    *len = (size_t) (end - p);
+    *pos = (size_t) (end - text);
+    return true;
+}
+
+static bool
+s_section_has (const char *sec, size_t len, const char *line)
+{
+    size_t n = strlen (line);
+    for (const char *p = sec; p && p < sec + len; ) {
+        if ((size_t) (sec + len - p) >= n && strncmp (p, line, n) == 0)
+            return true;
+        /* the header ends where the first hunk starts */
+        if (strncmp (p, "@@", 2) == 0)
+            return false;
+        p = memchr (p, '\n', (size_t) (sec + len - p));
+        p = p ? p + 1 : NULL;
+    }
+    return false;
+}
+
+void
+sb_exec_diff_encode (const char *workspace, const char *data_dir, sb_enc_t *enc)
+{
+    char exclude [4200] = "";
+    size_t wl = strlen (workspace);
+    /* the server's own files are not the session's changes */
+    if (data_dir && strncmp (data_dir, workspace, wl) == 0 && data_dir [wl] == '/' && data_dir [wl + 1])
+        snprintf (exclude, sizeof exclude, ":(exclude)%s", data_dir + wl + 1);
+    sb_git_stage_t stage;
+    char after [128], base [128] = "";
+    char *numstat = NULL, *diff = NULL, *out = NULL;
+    bool git = sb_git_stage_open (&stage, workspace, exclude) == 0
+            && sb_git_stage_tree (&stage, after, sizeof after) == 0;
+    if (git) {
+        static const char *head [] = { "rev-parse", "--verify", "-q", "HEAD^{tree}", NULL };
+        static const char *empty [] = { "hash-object", "-t", "tree", "--stdin", NULL };
+        /* no commit yet: everything is new, against the empty tree */
+        if (sb_git_run (workspace, NULL, head, &out) != 0) {
+            free (out);
+            out = NULL;
+            git = sb_git_run (workspace, NULL, empty, &out) == 0;
+        }
+        if (git) {
+            out [strcspn (out, "\n")] = 0;
+            snprintf (base, sizeof base, "%s", out);
+        }
+        free (out);
+    }
+    if (git) {
+        const char *ns [] = { "diff", "--numstat", "-z", "-M", "--relative", base, after, "--", ".", NULL };
+        const char *df [] = { "diff", "--no-color", "--no-ext-diff", "-M", "--relative", base, after,
+                              "--", ".", NULL };
+        git = sb_git_run (workspace, NULL, ns, &numstat) == 0;
+        if (git && sb_git_run (workspace, NULL, df, &diff) != 0) {
+            free (diff);
+            diff = NULL;        /* over SB_GIT_OUT_MAX: the files without their text */
+        }
+    }
+    sb_git_stage_close (&stage);
+
+    sb_enc_map_open (enc);
+    sb_enc_kstr (enc, "workspace", workspace);
+    sb_enc_kbool (enc, "git", git);
+    sb_enc_key (enc, "files");
+    sb_enc_array_open (enc);
+    bool truncated = git && !diff;
+    size_t files = 0, total = 0, pos = 0;
+    /* numstat -z records: "A\tD\tPATH\0", or "A\tD\t\0OLD\0NEW\0" for a
+       rename; the sections of the full diff come in the same order */
+    for (char *p = git ? numstat : NULL; p && *p; ) {
+        char *tab1 = strchr (p, '\t'), *tab2 = tab1 ? strchr (tab1 + 1, '\t') : NULL;
+        if (!tab2)
+            break;
+        const char *path = tab2 + 1, *old = NULL;
+        char *next = (char *) path + strlen (path) + 1;
+        if (!*path) {
+            old = next;
+            path = old + strlen (old) + 1;
+            next = (char *) path + strlen (path) + 1;
+        }
+        if (files == SB_EXEC_DIFF_FILES_MAX) {
+            truncated = true;
+            break;
+        }
+        const char *sec = NULL;
+        size_t slen = 0;
+        if (diff && !s_next_section (diff, &pos, &sec, &slen))
+            sec = NULL;
+        bool binary = p [0] == '-';
+        const char *status = old ? "renamed"
+                           : sec && s_section_has (sec, slen, "new file mode") ? "added"
+                           : sec && s_section_has (sec, slen, "deleted file mode") ? "deleted"
+                           : sec ? "modified" : "changed";
+        sb_enc_map_open (enc);
+        sb_enc_kstr (enc, "path", path);
+        sb_enc_kstr (enc, "status", status);
+        if (old)
+            sb_enc_kstr (enc, "old_path", old);
+        sb_enc_kuint (enc, "additions", binary ? 0 : strtoull (p, NULL, 10));
+        sb_enc_kuint (enc, "deletions", binary ? 0 : strtoull (tab1 + 1, NULL, 10));
+        if (binary)
+            sb_enc_kbool (enc, "binary", true);
+        size_t keep = sec ? slen : 0;
+        bool cut = false;
+        if (keep > SB_EXEC_DIFF_FILE_MAX) {
+            keep = SB_EXEC_DIFF_FILE_MAX;
+            cut = true;
+        }
+        if (total + keep > SB_EXEC_DIFF_TOTAL_MAX) {
+            keep = total < SB_EXEC_DIFF_TOTAL_MAX ? SB_EXEC_DIFF_TOTAL_MAX - total : 0;
+            cut = true;
+            truncated = true;
+        }
+        /* a cut never splits a UTF-8 sequence into '?' */
+        while (cut && keep > 0 && ((unsigned char) sec [keep] & 0xC0) == 0x80)
+            keep--;
+        s_enc_text (enc, "diff", sec ? sec : "", keep);
+        if (cut)
+            sb_enc_kbool (enc, "truncated", true);
+        sb_enc_map_close (enc);
+        total += keep;
+        files++;
+        p = next;
+    }
+    sb_enc_array_close (enc);
+    sb_enc_kbool (enc, "truncated", truncated);
+    sb_enc_map_close (enc);
+    free (numstat);
+    free (diff);
+}
+
+/* ------------------------------------------------------------------ */
+/*  Jobs */
+
+typedef struct job {
+    struct job *next;
+    sb_exec_diffs_t *owner;
+    sb_header_t h;
+    uint8_t *route;
+    size_t route_len;
+    char sid [64];
+    uint8_t *body;              /* the exec.diff.ok body, or NULL after an error */
+    size_t len;
+    sb_err_t code;
+    char message [256];
+} job_t;
+
+struct sb_exec_diffs {
+    char endpoint [4200];
+    char data_dir [4200];
+    int fd;
+    pthread_mutex_t lock;
+    job_t *done;
+    atomic_int running;
+};
+
+static void
+s_job_free (job_t *job)
+{
+    if (job) {
+        free (job->route);
+        free (job->body);
+        free (job);
+    }
+}
+
+static void *
+s_job_main (void *arg)
+{
+    job_t *job = arg;
+    sb_exec_diffs_t *self = job->owner;
+    char name [64];
+    snprintf (name, sizeof name, "exec-diff-%d", (int) getpid ());
+    sb_bus_t *bus = sb_bus_new (self->endpoint, name);
+    sb_enc_t *enc = sb_enc_new ();
+    sb_msg_t *reply = NULL;
+    if (bus && enc) {
+        sb_enc_map_open (enc);
+        sb_enc_kstr (enc, "session_id", job->sid);
+        sb_enc_map_close (enc);
+        size_t len;
+        const uint8_t *b = sb_enc_data (enc, &len);
+        reply = sb_bus_call (bus, "session.get", job->sid, b, len, 10000);
+    }
+    const char *ws = reply && !sb_msg_is_error (reply)
+                   ? sb_get_str (sb_get_map (reply->body, "session"), "workspace") : NULL;
+    if (ws) {
+        sb_enc_reset (enc);
+        sb_exec_diff_encode (ws, self->data_dir [0] ? self->data_dir : NULL, enc);
+        job->body = sb_enc_release (enc, &job->len);
+        if (!job->body) {
+            job->code = SB_E_internal;
+            snprintf (job->message, sizeof job->message, "out of memory");
+        }
+    }
+    else
+    if (reply) {
+        job->code = sb_err_from_name (sb_msg_error_code (reply));
+        snprintf (job->message, sizeof job->message, "%s", sb_msg_error_message (reply));
+    }
+    else {
+        job->code = SB_E_unavailable;
+        snprintf (job->message, sizeof job->message, "the session actor did not answer");
+    }
+    sb_msg_destroy (&reply);
+    sb_enc_destroy (&enc);
+    sb_bus_destroy (&bus);
+    pthread_mutex_lock (&self->lock);
+    job->next = self->done;
+    self->done = job;
+    pthread_mutex_unlock (&self->lock);
+    eventfd_write (self->fd, 1);
+    atomic_fetch_sub (&self->running, 1);
+    return NULL;
+}
+
+sb_exec_diffs_t *
+sb_exec_diffs_new (const char *endpoint, const char *data_dir)
+{
+    sb_exec_diffs_t *self = calloc (1, sizeof *self);
+    if (!self)
+        return NULL;
+    snprintf (self->endpoint, sizeof self->endpoint, "%s", endpoint);
+    snprintf (self->data_dir, sizeof self->data_dir, "%s", data_dir ? data_dir : "");
+    pthread_mutex_init (&self->lock, NULL);
+    atomic_init (&self->running, 0);
+    self->fd = eventfd (0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (self->fd < 0) {
+        free (self);
+        return NULL;
+    }
+    return self;
+}
+
+void
+sb_exec_diffs_destroy (sb_exec_diffs_t **self_p)
+{
+    sb_exec_diffs_t *self = *self_p;
+    if (!self)
+        return;
+    /* a job ends within its session.get timeout and one git run */
+    while (atomic_load (&self->running) > 0)
+        usleep (10000);
+    for (job_t *job = self->done; job; ) {
+        job_t *next = job->next;
+        s_job_free (job);
+        job = next;
+    }
+    close (self->fd);
+    pthread_mutex_destroy (&self->lock);
+    free (self);
+    *self_p = NULL;
+}
+
+int
+sb_exec_diffs_fd (sb_exec_diffs_t *self)
+{
+    return self->fd;
+}
+
+void
+sb_exec_diffs_start (sb_exec_diffs_t *self, sb_bus_t *bus, const sb_msg_t *req)
+{
+    if (atomic_load (&self->running) >= SB_EXEC_DIFF_JOBS_MAX) {
+        sb_bus_error (bus, req, SB_E_overloaded, "%d diffs are being computed; ask again", SB_EXEC_DIFF_JOBS_MAX);
+        return;
+    }
+    job_t *job = calloc (1, sizeof *job);
+    const char *sid = sb_get_str (req->body, "session_id");
+    if (!job || !sid || !(job->route = malloc (req->route_len ? req->route_len : 1))) {
+        s_job_free (job);
+        sb_bus_error (bus, req, SB_E_internal, "out of memory");
+        return;
+    }
+    memcpy (job->route, req->route, req->route_len);
+    job->route_len = req->route_len;
+    job->h = req->h;
+    job->owner = self;
+    snprintf (job->sid, sizeof job->sid, "%s", sid);
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init (&attr);
+    pthread_attr_setdetachstate (&attr, PTHREAD_CREATE_DETACHED);
+    atomic_fetch_add (&self->running, 1);
+    if (pthread_create (&t, &attr, s_job_main, job) != 0) {
+        atomic_fetch_sub (&self->running, 1);
+        s_job_free (job);
+        sb_bus_error (bus, req, SB_E_internal, "cannot start a thread for the diff");
+    }
+    pthread_attr_destroy (&attr);
+}
+
+void
+sb_exec_diffs_answer (sb_exec_diffs_t *self, sb_bus_t *bus)
+{
+    eventfd_t n;
+    eventfd_read (self->fd, &n);
+    pthread_mutex_lock (&self->lock);
+    job_t *list = self->done;
+    self->done = NULL;
+    pthread_mutex_unlock (&self->lock);
+    for (job_t *job = list; job; ) {
+        job_t *next = job->next;
+        sb_msg_t req = { .h = job->h, .route = job->route, .route_len = job->route_len };
+        if (job->body)
+            sb_bus_reply (bus, &req, job->body, job->len);
+        else
+            sb_bus_error (bus, &req, job->code, "%s", job->message);
+        s_job_free (job);
+        job = next;
+    }
+}

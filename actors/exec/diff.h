@@ -1,0 +1,39 @@
+/*  actors/exec/diff.h — exec.diff: the changes in a session's workspace,
+    for the UI's changes panel (docs/gateway.md).
+
+    git runs off the actor thread: each request gets a short-lived thread
+    with its own bus socket (it asks session.get for the workspace), and
+    hands its encoded answer back through a queue whose eventfd the actor
+    polls; the actor thread sends the reply, as the broker wants it from
+    the instance the request went to. */
+#ifndef SB_EXEC_DIFF_H
+#define SB_EXEC_DIFF_H
+
+#include "bus/client.h"
+
+#define SB_EXEC_DIFF_FILES_MAX   1000            /* files in one answer */
+#define SB_EXEC_DIFF_FILE_MAX    (512u << 10)    /* diff bytes of one file */
+#define SB_EXEC_DIFF_TOTAL_MAX   (4u << 20)      /* diff bytes of one answer */
+#define SB_EXEC_DIFF_JOBS_MAX    8               /* diffs computed at once */
+
+typedef struct sb_exec_diffs sb_exec_diffs_t;
+
+/*  endpoint: the command plane, for session.get; data_dir: left out of
+    the diff when it lies inside a workspace (may be NULL). */
+sb_exec_diffs_t *sb_exec_diffs_new (const char *endpoint, const char *data_dir);
+/*  Waits for running jobs, drops unsent answers. */
+void sb_exec_diffs_destroy (sb_exec_diffs_t **self_p);
+/*  Readable when answers are ready. */
+int sb_exec_diffs_fd (sb_exec_diffs_t *self);
+/*  Actor thread: starts a job for the request (copied), or answers
+    `overloaded` when SB_EXEC_DIFF_JOBS_MAX are running. */
+void sb_exec_diffs_start (sb_exec_diffs_t *self, sb_bus_t *bus, const sb_msg_t *req);
+/*  Actor thread: sends every ready answer. */
+void sb_exec_diffs_answer (sb_exec_diffs_t *self, sb_bus_t *bus);
+
+/*  The exec.diff.ok body for `workspace` (git diff of the work tree
+    against HEAD, untracked files included), appended to enc. Used by the
+    jobs and the unit test. */
+void sb_exec_diff_encode (const char *workspace, const char *data_dir, sb_enc_t *enc);
+
+#endif

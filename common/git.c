@@ -1,0 +1,228 @@
+/*  common/git.c — see git.h. git is started with posix_spawn because the
+    server's threads are running (a fork would copy their locks). */
+#include "common/git.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/*  Runs `git -C WS ARGS...` with GIT_INDEX_FILE=index when index is set.
+    Its stdout goes to *out (NUL-terminated, caller frees), stderr to
+    /dev/null. Returns git's exit status, or -1. */
+int
+sb_git_run (const char *ws, const char *index, const char *const *args, char **out)
+{
+    const char *argv [24] = { "git", "-C", ws };
+    int argc = 3;
+    for (int k = 0; args [k] && argc < 23; k++)
+        argv [argc++] = args [k];
+    argv [argc] = NULL;
+
+    size_t nenv = 0;
+    while (environ [nenv])
+        nenv++;
+    char **envp = calloc (nenv + 2, sizeof *envp);
+    char index_var [160];
+    if (!envp)
+        return -1;
+    size_t w = 0;
+    for (size_t k = 0; k < nenv; k++)
+        if (strncmp (environ [k], "GIT_INDEX_FILE=", 15) != 0)
+            envp [w++] = environ [k];
+    if (index) {
+        snprintf (index_var, sizeof index_var, "GIT_INDEX_FILE=%s", index);
+        envp [w++] = index_var;
+    }
+    envp [w] = NULL;
+
+    int pipefd [2];
+    if (pipe2 (pipefd, O_CLOEXEC) != 0) {
+        free (envp);
+        return -1;
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init (&fa);
+    posix_spawn_file_actions_adddup2 (&fa, pipefd [1], 1);
+    posix_spawn_file_actions_addopen (&fa, 2, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen (&fa, 0, "/dev/null", O_RDONLY, 0);
+    /* the caller blocks SIGINT to take it with sigtimedwait; git must not
+       inherit that */
+    posix_spawnattr_t attr;
+    posix_spawnattr_init (&attr);
+    sigset_t none;
+    sigemptyset (&none);
+    posix_spawnattr_setsigmask (&attr, &none);
+    posix_spawnattr_setflags (&attr, POSIX_SPAWN_SETSIGMASK);
+    pid_t pid;
+    int rc = posix_spawnp (&pid, "git", &fa, &attr, (char *const *) argv, envp);
+    posix_spawn_file_actions_destroy (&fa);
+    posix_spawnattr_destroy (&attr);
+    free (envp);
+    close (pipefd [1]);
+    if (rc != 0) {
+        close (pipefd [0]);
+        return -1;
+    }
+    size_t len = 0, cap = 4096;
+    char *buf = malloc (cap);
+    while (buf) {
+        if (len + 1 == cap) {
+            char *nb = cap < SB_GIT_OUT_MAX ? realloc (buf, cap * 2) : NULL;
+            if (!nb) {
+                free (buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        ssize_t r = read (pipefd [0], buf + len, cap - len - 1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        len += (size_t) r;
+    }
+    close (pipefd [0]);
+    int status;
+    while (waitpid (pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (!buf)
+        return -1;
+    buf [len] = 0;
+    if (out)
+        *out = buf;
+    else
+        free (buf);
+    return WIFEXITED (status) ? WEXITSTATUS (status) : -1;
+}
+
+/*  Stages the work tree (under the workspace) into the temporary index and
+    writes it as a tree: the state of the files, pre-existing edits and
+    untracked files included, without touching the real index. */
+int
+sb_git_stage_tree (sb_git_stage_t *self, char *tree, size_t n)
+{
+    const char *add [] = { "add", "-A", "--", ".", self->exclude [0] ? self->exclude : NULL, NULL };
+    static const char *write_tree [] = { "write-tree", NULL };
+    char *out = NULL;
+    if (sb_git_run (self->workspace, self->index, add, NULL) != 0
+    ||  sb_git_run (self->workspace, self->index, write_tree, &out) != 0) {
+        free (out);
+        return -1;
+    }
+    out [strcspn (out, "\n")] = 0;
+    snprintf (tree, n, "%s", out);
+    free (out);
+    return tree [0] ? 0 : -1;
+}
+
+static int
+s_copy (const char *from, const char *to)
+{
+    int in = open (from, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return errno == ENOENT ? 0 : -1;    /* no index yet: git makes one */
+    int outfd = open (to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int rc = outfd < 0 ? -1 : 0;
+    char buf [65536];
+    ssize_t r;
+    while (rc == 0 && (r = read (in, buf, sizeof buf)) > 0)
+        if (write (outfd, buf, (size_t) r) != r)
+            rc = -1;
+    close (in);
+    if (outfd >= 0)
+        close (outfd);
+    return rc;
+}
+
+/*  True when staging the untracked files would hash more than the caps. */
+static bool
+s_git_too_big (sb_git_stage_t *self)
+{
+    const char *others [] = { "ls-files", "--others", "--exclude-standard", "-z", "--", ".",
+                              self->exclude [0] ? self->exclude : NULL, NULL };
+    char *out = NULL;
+    if (sb_git_run (self->workspace, NULL, others, &out) != 0) {
+        free (out);
+        return true;
+    }
+    int dir = open (self->workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    size_t files = 0;
+    long long bytes = 0;
+    for (char *p = out; *p && dir >= 0; p += strlen (p) + 1) {
+        struct stat st;
+        if (fstatat (dir, p, &st, AT_SYMLINK_NOFOLLOW) == 0)
+            bytes += st.st_size;
+        if (++files > SB_GIT_UNTRACKED_MAX_FILES || bytes > SB_GIT_UNTRACKED_MAX_BYTES)
+            break;
+    }
+    if (dir >= 0)
+        close (dir);
+    free (out);
+    return dir < 0 || files > SB_GIT_UNTRACKED_MAX_FILES || bytes > SB_GIT_UNTRACKED_MAX_BYTES;
+}
+
+int
+sb_git_stage_open (sb_git_stage_t *self, const char *workspace, const char *exclude)
+{
+    static const char *inside [] = { "rev-parse", "--is-inside-work-tree", NULL };
+    memset (self, 0, sizeof *self);
+    snprintf (self->workspace, sizeof self->workspace, "%s", workspace);
+    snprintf (self->exclude, sizeof self->exclude, "%s", exclude ? exclude : "");
+    static const char *index_path [] = { "rev-parse", "--git-path", "index", NULL };
+    char *out = NULL;
+    if (sb_git_run (self->workspace, NULL, inside, &out) != 0 || strncmp (out, "true", 4) != 0) {
+        free (out);
+        return -1;
+    }
+    free (out);
+    out = NULL;
+    if (s_git_too_big (self))
+        return -1;
+    if (sb_git_run (self->workspace, NULL, index_path, &out) != 0) {
+        free (out);
+        return -1;
+    }
+    out [strcspn (out, "\n")] = 0;
+    char real [8192];
+    if (out [0] == '/')
+        snprintf (real, sizeof real, "%s", out);
+    else
+        snprintf (real, sizeof real, "%s/%s", self->workspace, out);
+    free (out);
+    /* a copy of the real index keeps its stat cache, so only changed
+       files are hashed */
+    snprintf (self->tmpdir, sizeof self->tmpdir, "/tmp/switchboard-git-XXXXXX");
+    if (!mkdtemp (self->tmpdir)) {
+        self->tmpdir [0] = 0;
+        return -1;
+    }
+    snprintf (self->index, sizeof self->index, "%s/index", self->tmpdir);
+    return s_copy (real, self->index);
+}
+
+void
+sb_git_stage_close (sb_git_stage_t *self)
+{
+    if (self->tmpdir [0]) {
+        char lock [160];
+        snprintf (lock, sizeof lock, "%s.lock", self->index);
+        unlink (lock);
+        unlink (self->index);
+        rmdir (self->tmpdir);
+        self->tmpdir [0] = 0;
+    }
+}
+

@@ -1,0 +1,39 @@
+/*  common/git.h — running git for the CLI's run summary (cli/changes.c)
+    and the exec actor's exec.diff (actors/exec/diff.c).
+
+    A *stage* is the work tree as `git add -A` would stage it, written
+    through a temporary copy of the real index (which keeps git's stat
+    cache, so only changed files are hashed), without touching the real
+    index. A work tree whose untracked files are too many or too big to
+    hash is refused (the callers treat it as outside git). */
+#ifndef SB_COMMON_GIT_H
+#define SB_COMMON_GIT_H
+
+#include <stddef.h>
+
+#define SB_GIT_OUT_MAX            (64u << 20)     /* bytes read from one git command */
+#define SB_GIT_UNTRACKED_MAX_FILES  5000
+#define SB_GIT_UNTRACKED_MAX_BYTES  (256ll << 20)
+
+/*  Runs `git -C WS ARGS...` (at most 20 arguments) with
+    GIT_INDEX_FILE=index when index is set. Its stdout goes to *out
+    (NUL-terminated, caller frees; NULL: discarded), stderr to /dev/null.
+    Returns git's exit status, or -1. */
+int sb_git_run (const char *ws, const char *index, const char *const *args, char **out);
+
+typedef struct {
+    char workspace [4096];
+    char exclude [4200];        /* a pathspec to leave out (":(exclude)DATA"), or "" */
+    char tmpdir [64];           /* holds the temporary index */
+    char index [128];
+} sb_git_stage_t;
+
+/*  Opens a stage on `workspace`: 0, or -1 when it is not inside a git
+    work tree, its untracked files are over the caps, or git failed.
+    Close it with sb_git_stage_close either way. */
+int sb_git_stage_open (sb_git_stage_t *stage, const char *workspace, const char *exclude);
+/*  Stages the work tree and writes it as a tree object: its id in `tree`. */
+int sb_git_stage_tree (sb_git_stage_t *stage, char *tree, size_t n);
+void sb_git_stage_close (sb_git_stage_t *stage);
+
+#endif

@@ -100,7 +100,13 @@ export class Changes {
         : 'Could not read the changes: ' + r.error.code + ': ' + r.error.message));
       return;
     }
-    const files = r.files || [];
+    if (r.git === false) {
+      this.pane.appendChild (el ('p.empty', 'The workspace is not a git work tree, so there is no diff to show.'));
+      return;
+    }
+    const files = (r.files || []).map (f => f.file || f);
+    if (r.workspace)
+      this.pane.appendChild (el ('p.note', 'Against git HEAD in ', el ('code', r.workspace)));
     if (!files.length) {
       this.pane.appendChild (el ('p.empty', 'No changes in the workspace.'));
       return;
@@ -118,9 +124,10 @@ export class Changes {
         el ('summary',
           el ('span.fstatus.fs-' + (f.status || 'modified'), (f.status || 'modified').slice (0, 1).toUpperCase (),
             { title: f.status }),
-          el ('span.fpath', f.path),
+          el ('span.fpath', { title: f.path }, f.old_path ? f.old_path + ' → ' + f.path : f.path),
           el ('span.plus', '+' + (f.additions || 0)), el ('span.minus', '−' + (f.deletions || 0))),
-        f.diff ? renderDiff (f.diff) : el ('p.empty', 'no text diff (binary or too large)'));
+        f.binary ? el ('p.empty', 'binary file') : f.diff ? renderDiff (f.diff) : el ('p.empty', 'no text diff'),
+        f.truncated ? el ('p.note', 'The diff was cut at the server\'s per-file limit.') : null);
       d.addEventListener ('toggle', () => d.open ? this.open.add (f.path) : this.open.delete (f.path));
       list.appendChild (d);
     }

@@ -280,15 +280,17 @@ export class Workers {
       return;
     }
     const t = el ('table.workers', el ('thead', el ('tr', el ('th', 'worker'), el ('th', 'pool'), el ('th', 'status'),
-      el ('th', 'runs'), el ('th', 'seen'))));
+      el ('th', 'run'), el ('th', 'seen'))));
     const tb = el ('tbody');
     for (const w of ws)
-      tb.appendChild (el ('tr',
-        el ('td', w.name || w.worker_id || w.instance || '?'),
+      tb.appendChild (el ('tr', { dataset: { worker: w.worker_id } },
+        el ('td', { title: (w.hostname ? w.hostname + (w.pid ? ' pid ' + w.pid : '') + '\n' : '') + (w.instance_id || '') },
+          w.worker_id || '?'),
         el ('td', w.pool || ''),
-        el ('td', el ('span.dot.st-' + (w.status || 'idle')), ' ', w.status || ''),
-        el ('td', String (w.running ?? w.active_runs ?? (w.runs ? w.runs.length : '') ?? '')),
-        el ('td', fmtAgo (w.last_seen_at || w.heartbeat_at || w.updated_at))));
+        el ('td', el ('span.dot.st-' + (w.status || 'idle'), { 'aria-hidden': 'true' }), ' ', w.status || '',
+          w.claiming && w.status === 'idle' ? ' · waiting for a run' : ''),
+        el ('td', w.current_run_id ? shortId (w.current_run_id) : ''),
+        el ('td', fmtAgo (w.last_seen_at))));
     t.appendChild (tb);
     append (this.pane, [t]);
   }

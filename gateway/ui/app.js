@@ -230,6 +230,8 @@ class App {
         this._later ('list', 600, () => this.sidebar.refresh ());
       }
     }
+    if (what === 'prompt' && this.session && ev.body && ev.body.text)
+      this.session.last_prompt = (ev.body.text.split ('\n').find (l => l.trim ()) || '').slice (0, 200);
     if ((what === 'session.updated' || what === 'session.created') && this.transcript.session)
       this.session = { ...this.session, ...this.transcript.session };
     if (what && what.startsWith ('approval.'))
@@ -249,12 +251,14 @@ class App {
     document.getElementById ('head-title').textContent = s ? sessionTitle (s) : shortId (this.current);
     document.getElementById ('head-title').title = s ? s.workspace + '\n' + s.session_id : '';
     const model = document.getElementById ('head-model');
-    if (document.activeElement !== model) {
+    const names = new Set (this.models.list);
+    if (s && s.model)
+      names.add (s.model);
+    const key = [...names].join ('\n') + '\n=' + ((s && s.model) || '');
+    if (document.activeElement !== model && model.dataset.key !== key) {
+      model.dataset.key = key;
       clear (model);
       model.appendChild (el ('option', { value: '' }, 'default'));
-      const names = new Set (this.models.list);
-      if (s && s.model)
-        names.add (s.model);
       for (const m of names)
         model.appendChild (el ('option', { value: m }, m));
       model.value = (s && s.model) || '';

@@ -3,6 +3,7 @@
 import { el } from './dom.js';
 
 const MAX_LINES = 4000;         // a diff longer than this shows its head and a note
+const META = /^(diff |index |new file mode|deleted file mode|old mode|new mode|similarity index|rename (from|to) |Binary files |\\ No newline)/;
 
 export function renderDiff (text) {
   const lines = String (text ?? '').replace (/\n$/, '').split ('\n');
@@ -11,7 +12,7 @@ export function renderDiff (text) {
   for (let k = 0; k < n; k++) {
     const l = lines [k];
     let cls = 'ctx';
-    if (l.startsWith ('+++') || l.startsWith ('---') || l.startsWith ('diff ') || l.startsWith ('index '))
+    if (l.startsWith ('+++ ') || l.startsWith ('--- ') || META.test (l))
       cls = 'meta';
     else if (l.startsWith ('@@'))
       cls = 'hunk';

@@ -122,8 +122,8 @@ export class Changes {
     for (const f of files) {
       const d = el ('details.file', { dataset: { path: f.path }, open: this.open.has (f.path) || files.length <= 3 },
         el ('summary',
-          el ('span.fstatus.fs-' + (f.status || 'modified'), (f.status || 'modified').slice (0, 1).toUpperCase (),
-            { title: f.status }),
+          el ('span.fstatus.fs-' + (f.status || 'modified'), { title: f.status || 'modified' },
+            (f.status || 'modified').slice (0, 1).toUpperCase ()),
           el ('span.fpath', { title: f.path }, f.old_path ? f.old_path + ' → ' + f.path : f.path),
           el ('span.plus', '+' + (f.additions || 0)), el ('span.minus', '−' + (f.deletions || 0))),
         f.binary ? el ('p.empty', 'binary file') : f.diff ? renderDiff (f.diff) : el ('p.empty', 'no text diff'),

@@ -458,19 +458,21 @@ export class Transcript {
     const a = this.approvals.get (body.interaction_id);
     if (!a)
       return this._generic (ev, body);
-    this.resolveCard (a, { ...body, resolved_at: ev.ts });
+    this.resolveCard (a, { ...body, resolved_at: ev.ts }, true);
     const c = this.calls.get (body.call_id || a.body.call_id);
     if (c && c.state === 'waiting')
       this._cardState (c, 'running');
   }
 
-  // Shows an interaction's outcome on its card (from the tape, or from an
-  // interact.resolve reply that came first).
-  resolveCard (a, r) {
-    if (a.status !== 'pending' && a.final)
+  // Shows an interaction's outcome on its card: at once from the
+  // interact.resolve reply, then from the tape's approval.resolved, which
+  // wins, so that a reload shows the very same card.
+  resolveCard (a, r, fromTape) {
+    if (a.fromTape)
       return;
+    a.fromTape = !!fromTape;
+    a.card.classList.remove (a.status);
     a.status = r.status || (r.decision === 'approve' ? 'approved' : 'rejected');
-    a.final = true;
     a.card.classList.remove ('pending');
     a.card.classList.add (a.status);
     a.controls.remove ();

@@ -519,11 +519,18 @@ class App {
     });
     follow.observe ($('transcript'));
     follow.observe (scroller);
+    // Only a scroll up unsticks: content that grew between our scroll and
+    // its event leaves a gap below without anyone having moved.
+    let lastTop = 0;
     scroller.addEventListener ('scroll', () => {
-      const gap = scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight;
-      this.stick = gap < STICK_PX;
-      if (this.stick)
-        $('jump').hidden = true;
+      const top = scroller.scrollTop;
+      const gap = scroller.scrollHeight - top - scroller.clientHeight;
+      if (gap < STICK_PX)
+        this.stick = true;
+      else if (top < lastTop - 2)
+        this.stick = false;
+      lastTop = top;
+      $('jump').hidden = this.stick;
     }, { passive: true });
     $('jump').addEventListener ('click', () => {
       this.stick = true;

@@ -348,6 +348,19 @@ async function main () {
     check (await page.evaluate (() => !window.pwned && !document.querySelector ('#transcript img, #transcript a[href^=javascript]')),
       'model text became markup');
     check (await page.$ ('#transcript .assistant .code button.copy'), 'the code block has no copy button');
+    // the view followed the run to its end; scrolled up, it offers the way back
+    const gap = () => page.evaluate (() => {
+      const s = document.getElementById ('scroll');
+      return s.scrollHeight - s.scrollTop - s.clientHeight;
+    });
+    await waitFor ('the transcript to stick to its bottom', async () => (await gap ()) < 48, 5000);
+    check (await page.isHidden ('#jump'), '"Jump to live" shows at the bottom');
+    await page.mouse.move (600, 300);
+    await page.mouse.wheel (0, -600);
+    await page.waitForSelector ('#jump', { state: 'visible', timeout: 5000 });
+    await page.click ('#jump');
+    await waitFor ('"Jump to live" to go back to the bottom', async () => (await gap ()) < 48, 5000);
+    check (await page.isHidden ('#jump'), '"Jump to live" still shows after jumping');
     const usage = await page.innerText ('#head-usage');
     check (usage.includes ('4.4k in') && usage.includes ('3 steps'), 'the header does not show the usage: ' + usage);
 

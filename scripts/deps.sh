@@ -12,6 +12,10 @@ PKGS=(
   bubblewrap git procps
   chromium
 )
+# `make bench` adds the peers it measures us against in the same run.
+if [ "${1:-}" = "--bench" ]; then
+  PKGS+=(redis-server)
+fi
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -300,6 +300,14 @@ class App {
 
   _composerState () {
     const running = !!this._activeRun ();
+    const closed = !!(this.session && this.session.status === 'closed');
+    const input = document.getElementById ('composer-input');
+    if (input.disabled !== closed && !input.dataset.sending) {
+      input.disabled = closed;
+      input.placeholder = closed ? 'This session is closed: it takes no more prompts.'
+        : 'Ask for something…  (Enter sends, Shift+Enter for a new line, Esc stops the run)';
+    }
+    document.getElementById ('send-btn').disabled = closed;
     document.getElementById ('stop-btn').hidden = !running;
     document.getElementById ('steer-btn').hidden = !running;
     const send = document.getElementById ('send-btn');
@@ -323,6 +331,7 @@ class App {
     if (this._activeRun () || mode === 'steer')
       body.mode = mode || 'queue';
     input.disabled = true;
+    input.dataset.sending = '1';
     try {
       const r = await this.conn.call ('session.prompt', body);
       input.value = '';
@@ -336,6 +345,7 @@ class App {
       else
         this.error (e);
     } finally {
+      delete input.dataset.sending;
       input.disabled = false;
       input.focus ();
     }

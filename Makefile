@@ -89,6 +89,7 @@ asan: deps
 
 bench: deps all $(BENCH_BIN)
 	@bash scripts/deps.sh --bench
+	@bash bench/ws_deps.sh
 	@bash bench/run.sh $(BUILD)
 
 # libFuzzer targets are built with clang: the library once, instrumented

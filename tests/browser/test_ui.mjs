@@ -19,7 +19,7 @@
 // Screenshots go to BUILD/test-output/browser/.
 
 import { spawn, execFile } from 'node:child_process';
-import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, existsSync, rmSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, existsSync, rmSync, createWriteStream } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -80,12 +80,27 @@ function tmp (prefix) {
 function start (argv, logFile, env) {
   const p = spawn (argv [0], argv.slice (1), { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
   const chunks = [];
-  p.stdout.on ('data', (d) => chunks.push (d));
-  p.stderr.on ('data', (d) => chunks.push (d));
-  p.on ('exit', () => writeFileSync (logFile, Buffer.concat (chunks)));
+  const file = createWriteStream (logFile);
+  for (const s of [p.stdout, p.stderr])
+    s.on ('data', (d) => {
+      chunks.push (d);
+      file.write (d);
+    });
+  p.exited = new Promise ((resolve) => p.on ('exit', (code, signal) => resolve ({ code, signal })));
   p.logText = () => Buffer.concat (chunks).toString ();
   procs.push (p);
   return p;
+}
+
+// Stops a process with SIGTERM and waits for it (SIGKILL after ms).
+async function stop (p, ms = 10000) {
+  if (p.exitCode !== null || p.signalCode !== null)
+    return p.exited;
+  p.kill ('SIGTERM');
+  const timer = setTimeout (() => p.kill ('SIGKILL'), ms);
+  const r = await p.exited;
+  clearTimeout (timer);
+  return r;
 }
 
 function run (argv, { timeout = 15000 } = {}) {
@@ -416,6 +431,10 @@ async function main () {
   } finally {
     await browser.close ();
   }
+  // serve stops cleanly, and (under ASan) reported nothing
+  const end = await stop (serve);
+  check (end.code === 0, 'serve exited with ' + JSON.stringify (end) + ':\n' + serve.logText ().slice (-3000));
+  check (!/AddressSanitizer|LeakSanitizer|runtime error:/.test (serve.logText ()), 'serve reported a sanitizer error');
 }
 
 let code = 0;
@@ -427,13 +446,7 @@ try {
   code = 1;
   console.error ('[browser] FAIL:', e.message);
 }
-for (const p of procs)
-  if (p.exitCode === null)
-    p.kill ('SIGTERM');
-await new Promise (r => setTimeout (r, 300));
-for (const p of procs)
-  if (p.exitCode === null)
-    p.kill ('SIGKILL');
+await Promise.all (procs.map (p => stop (p, 5000)));
 if (!process.env.SB_KEEP_DATA)
   for (const d of tmps)
     rmSync (d, { recursive: true, force: true });

@@ -14,6 +14,7 @@ const BACKOFF_MIN_MS = 250;
 const BACKOFF_MAX_MS = 5000;
 const CALL_TIMEOUT_MS = 30000;
 const FILL_PAGE = 1000;         // events per session.events page (history, or a hole)
+const SLICE = 250;              // history entries rendered between two turns of the event loop
 
 export class Conn extends EventTarget {
   constructor (url) {
@@ -257,11 +258,17 @@ export class Conn extends EventTarget {
         if (this.subs.get (sid) !== sub)
           return;
         const events = page.events || [];
-        for (const e of events) {
-          const ev = e.event || e;
+        for (let k = 0; k < events.length; k++) {
+          const ev = events [k].event || events [k];
           if (Number (ev.seq) === sub.last + 1) {
             sub.last++;
             sub.onEvent ({ op: 'event', ...ev });
+          }
+          // a long history gives the page a turn now and then: it never freezes
+          if (k % SLICE === SLICE - 1) {
+            await new Promise (r => setTimeout (r, 0));
+            if (this.subs.get (sid) !== sub)
+              return;
           }
         }
         if (!page.more || !events.length)

@@ -18,20 +18,11 @@
 // diff of the written file in the Changes panel; then the narrow layout.
 // Screenshots go to BUILD/test-output/browser/.
 
-import { spawn, execFile } from 'node:child_process';
-import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, existsSync, rmSync, createWriteStream } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync, existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
-
-const HERE = path.dirname (fileURLToPath (import.meta.url));
-const ROOT = process.env.SB_ROOT || path.resolve (HERE, '..', '..');
-const SB_BIN = process.env.SB_BIN || path.join (ROOT, 'build', 'switchboard');
-const CHROMIUM = process.env.SB_CHROMIUM || '/usr/bin/chromium';
-const OUT = process.env.SB_BROWSER_OUT || path.join (path.dirname (SB_BIN), 'test-output', 'browser');
-const PY = '/usr/bin/python3';
-const STEP_MS = 20000;          // the longest any one step may take
+import { ROOT, SB_BIN, CHROMIUM, OUT, PY, STEP_MS, log, check, tmp, start, run, waitFor, shot,
+         startServe, stopServe, runTest } from './lib.mjs';
 
 // ---- the scripted model -----------------------------------------------
 
@@ -53,85 +44,6 @@ const TURNS = [
 ];
 
 // ---- helpers ----------------------------------------------------------
-
-const procs = [];
-const tmps = [];
-let failures = 0;
-
-function log (...a) {
-  console.log ('[browser]', ...a);
-}
-
-function fail (msg) {
-  throw new Error (msg);
-}
-
-function check (cond, msg) {
-  if (!cond)
-    fail (msg);
-}
-
-function tmp (prefix) {
-  const d = mkdtempSync (path.join (tmpdir (), prefix));
-  tmps.push (d);
-  return d;
-}
-
-function start (argv, logFile, env) {
-  const p = spawn (argv [0], argv.slice (1), { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
-  const chunks = [];
-  const file = createWriteStream (logFile);
-  for (const s of [p.stdout, p.stderr])
-    s.on ('data', (d) => {
-      chunks.push (d);
-      file.write (d);
-    });
-  p.exited = new Promise ((resolve) => p.on ('exit', (code, signal) => resolve ({ code, signal })));
-  p.logText = () => Buffer.concat (chunks).toString ();
-  procs.push (p);
-  return p;
-}
-
-// Stops a process with SIGTERM and waits for it (SIGKILL after ms).
-async function stop (p, ms = 10000) {
-  if (p.exitCode !== null || p.signalCode !== null)
-    return p.exited;
-  p.kill ('SIGTERM');
-  const timer = setTimeout (() => p.kill ('SIGKILL'), ms);
-  const r = await p.exited;
-  clearTimeout (timer);
-  return r;
-}
-
-function run (argv, { timeout = 15000 } = {}) {
-  return new Promise ((resolve) => {
-    execFile (argv [0], argv.slice (1), { timeout }, (err, stdout, stderr) =>
-      resolve ({ code: err ? (err.code ?? 1) : 0, stdout, stderr }));
-  });
-}
-
-async function waitFor (what, fn, timeout = STEP_MS, interval = 50) {
-  const end = Date.now () + timeout;
-  let last;
-  for (;;) {
-    try {
-      last = await fn ();
-      if (last)
-        return last;
-    } catch (e) {
-      last = e;
-    }
-    if (Date.now () > end)
-      fail ('timed out waiting for ' + what + (last instanceof Error ? ': ' + last.message : ''));
-    await new Promise (r => setTimeout (r, interval));
-  }
-}
-
-async function shot (page, name) {
-  const file = path.join (OUT, name + '.png');
-  await page.screenshot ({ path: file });
-  log ('screenshot', file);
-}
 
 // What the transcript shows, for comparing two renderings of one tape.
 async function snapshot (page) {
@@ -172,8 +84,6 @@ async function tape (data, sid) {
 // ---- the test -----------------------------------------------------------
 
 async function main () {
-  mkdirSync (OUT, { recursive: true });
-  check (existsSync (SB_BIN), 'no binary at ' + SB_BIN + ' (make first)');
 
   // the model
   const llmDir = tmp ('sb-browser-llm-');
@@ -199,16 +109,9 @@ async function main () {
   check ((await run (['git', '-C', repo, 'commit', '-qm', 'init'])).code === 0, 'git commit');
 
   // the server; delay_ms makes the model stream slowly enough to watch
-  const data = tmp ('sb-browser-data-');
   const url = 'http://127.0.0.1:' + llmPort + '/script=ui/delay_ms=15/v1';
-  const serve = start ([SB_BIN, 'serve', '--data', data, '--http', '127.0.0.1:0', '--llm', 'responses',
-                        '--model', 'test-model', '--llm-url', url], path.join (OUT, 'serve.log'));
-  const httpPort = await waitFor ('serve to write DATA/http.port', () => {
-    check (serve.exitCode === null, 'serve exited: ' + serve.logText ());
-    return existsSync (path.join (data, 'http.port')) && Number (readFileSync (path.join (data, 'http.port'), 'utf8'));
-  });
-  const token = readFileSync (path.join (data, 'token'), 'utf8').trim ();
-  const base = 'http://127.0.0.1:' + httpPort;
+  const { serve, data, token, base } = await startServe (['--llm', 'responses', '--model', 'test-model',
+                                                        '--llm-url', url]);
   log ('serve on', base);
 
   const browser = await chromium.launch ({ executablePath: CHROMIUM, headless: true,
@@ -431,24 +334,7 @@ async function main () {
   } finally {
     await browser.close ();
   }
-  // serve stops cleanly, and (under ASan) reported nothing
-  const end = await stop (serve);
-  check (end.code === 0, 'serve exited with ' + JSON.stringify (end) + ':\n' + serve.logText ().slice (-3000));
-  check (!/AddressSanitizer|LeakSanitizer|runtime error:/.test (serve.logText ()), 'serve reported a sanitizer error');
+  await stopServe (serve);
 }
 
-let code = 0;
-try {
-  await main ();
-  log ('PASS');
-} catch (e) {
-  failures++;
-  code = 1;
-  console.error ('[browser] FAIL:', e.message);
-}
-await Promise.all (procs.map (p => stop (p, 5000)));
-if (!process.env.SB_KEEP_DATA)
-  for (const d of tmps)
-    rmSync (d, { recursive: true, force: true });
-console.log ((failures ? 0 : 1) + ' passed, ' + failures + ' failed');
-process.exit (code);
+await runTest (main);

@@ -4,6 +4,7 @@
 # its own llm_server, serve (with the gateway) and git repository.
 # Screenshots: BUILD/test-output/browser/. Skips (77) only when Chromium,
 # Node.js or playwright-core cannot be had on this machine.
+#   test_browser.sh [TEST.mjs]   another test of tests/browser (default test_ui.mjs)
 set -u
 ROOT=${SB_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 export SB_ROOT=$ROOT
@@ -24,4 +25,4 @@ if [ ! -f "$ROOT/tests/browser/node_modules/playwright-core/package.json" ]; the
         exit 77
     fi
 fi
-exec node "$ROOT/tests/browser/test_ui.mjs"
+exec node "$ROOT/tests/browser/${1:-test_ui.mjs}"

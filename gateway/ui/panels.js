@@ -149,11 +149,12 @@ export class Inbox {
     this.available = true;
     this.drafts = new Map ();           // interaction_id -> feedback typed so far
     this.timer = setInterval (() => this.refresh (), INBOX_POLL_MS);
+    document.addEventListener ('visibilitychange', () => this.refresh ());
     this.render ();
   }
 
   async refresh () {
-    if (!this.available || this.app.conn.state !== 'live')
+    if (!this.available || this.app.conn.state !== 'live' || document.hidden)
       return;
     try {
       const [p, all] = await Promise.all ([
@@ -264,7 +265,7 @@ export class Workers {
   }
 
   async refresh () {
-    if (this.tab.hidden || this.app.conn.state !== 'live')
+    if (this.tab.hidden || this.app.conn.state !== 'live' || document.hidden)
       return;
     try {
       this.render (await this.app.conn.call ('worker.list', {}));

@@ -104,6 +104,7 @@ def feeder_main(data, sid):
     import msgpack
     import zmq
     sock = zmq.Context.instance().socket(zmq.SUB)
+    sock.setsockopt(zmq.RCVHWM, 0)     # the relay must not lose what it relays
     sock.connect("ipc://%s/bus-pub" % data)
     sock.setsockopt(zmq.SUBSCRIBE, ("session/" + sid).encode())
     out = sys.stdout

@@ -352,6 +352,12 @@ sb_gateway_start (const sb_gateway_config_t *cfg, char *err, size_t err_len)
     }
     gw->cfg = *cfg;
     gw->in_fd = -1;
+    /* the caller's list may not outlive this call */
+    for (size_t k = 0; cfg->allow_hosts && cfg->allow_hosts [k] && k < 16; k++) {
+        snprintf (gw->allow [k], sizeof gw->allow [k], "%s", cfg->allow_hosts [k]);
+        gw->allow_ptrs [k] = gw->allow [k];
+    }
+    gw->cfg.allow_hosts = gw->allow_ptrs;
     snprintf (gw->data_dir, sizeof gw->data_dir, "%s", cfg->data_dir);
     const char *colon = strrchr (cfg->http, ':');
     size_t alen = colon ? (size_t) (colon - cfg->http) : strlen (cfg->http);

@@ -129,6 +129,8 @@ struct sb_gateway {
     char bind_addr [256];
     char ui_dir [4096];         /* "" when no UI was found */
     char token [65];
+    char allow [16][256];       /* --allow-host names, copied */
+    const char *allow_ptrs [17];
     int port;
     bool tls;
     uint32_t max_conns, max_per_addr;
@@ -180,6 +182,7 @@ typedef struct gw_pss {
     bool post;
     bool waiting;               /* a bus reply is due */
     bool too_large;
+    bool discard;               /* the body was refused by its length: drop it */
     char path [512];
     char *args;                 /* query arguments, decoded, NUL-separated pairs */
     size_t nargs;

@@ -538,6 +538,7 @@ static int
 s_http (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *uri)
 {
     s_reset_http (pss);
+    pss->discard = false;
     atomic_fetch_add (&gw->stats.http_requests, 1);
     lws_get_peer_simple (wsi, pss->addr, sizeof pss->addr);
     bool get = lws_hdr_total_length (wsi, WSI_TOKEN_GET_URI) > 0;
@@ -605,7 +606,9 @@ s_http (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *uri)
         if (s_header (wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH, cl, sizeof cl) > 0) {
             unsigned long long n = strtoull (cl, NULL, 10);
             if (n > SB_GW_MAX_FRAME) {
+                /* answered now; what follows of the body is read and dropped */
                 s_respond_error (gw, wsi, pss, 413, "too_large", "a body may be at most 1 MiB");
+                pss->discard = true;
                 return 0;
             }
             if (n > 0)
@@ -622,7 +625,7 @@ s_http (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *uri)
 static int
 s_http_body (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const void *in, size_t len)
 {
-    if (pss->too_large)
+    if (pss->too_large || pss->discard || len == 0)
         return 0;
     if (pss->body_len + len > SB_GW_MAX_FRAME) {
         pss->too_large = true;
@@ -748,6 +751,8 @@ s_callback (struct lws *wsi, enum lws_callback_reasons reason, void *user, void 
         case LWS_CALLBACK_HTTP_BODY:
             return s_http_body (gw, wsi, pss, in, len);
         case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+            if (pss->discard)
+                return 0;           /* already answered (a body announced too large) */
             if (pss->too_large)
                 s_respond_error (gw, wsi, pss, 413, "too_large", "a body may be at most 1 MiB");
             else

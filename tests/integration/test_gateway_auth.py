@@ -125,6 +125,39 @@ def test_binding_beyond_loopback_needs_tls_or_a_flag():
     check(status == 200, "0.0.0.0 with --insecure-http: %d %r", status, body)
 
 
+def test_tls():
+    import http.client
+    import shutil
+    import ssl
+    import subprocess
+    if not shutil.which("openssl"):
+        return print("  (openssl is missing: TLS not checked)")
+    d = tmpdir()
+    cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+                    "-days", "1", "-subj", "/CN=localhost"], check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    gw = Gateway(args=["--tls-cert", cert, "--tls-key", key])
+    ctx = ssl.create_default_context(cafile=cert)
+    ctx.check_hostname = False
+    conn = http.client.HTTPSConnection("127.0.0.1", gw.port, context=ctx, timeout=10)
+    conn.request("GET", "/?token=" + gw.token, headers={"Host": "localhost:%d" % gw.port})
+    r = conn.getresponse()
+    r.read()
+    check(r.status == 303 and "Secure" in (r.getheader("set-cookie") or ""), "TLS page load: %d %r",
+          r.status, r.getheaders())
+    conn.request("GET", "/api/sessions", headers={"Host": "localhost", "Authorization": "Bearer " + gw.token})
+    r = conn.getresponse()
+    check(r.status == 200 and r.read() == b'{"sessions":[]}', "TLS API: %d", r.status)
+    conn.close()
+    w = websocket.create_connection("wss://127.0.0.1:%d/ws?token=%s" % (gw.port, gw.token),
+                                    origin="https://localhost:%d" % gw.port, host="localhost:%d" % gw.port,
+                                    sslopt={"cert_reqs": ssl.CERT_NONE}, timeout=10)
+    w.send('{"op":"ping","tx":1}')
+    check('"pong"' in w.recv(), "ping over wss")
+    w.close()
+
+
 def test_port_taken_is_an_error_when_explicit():
     gw = Gateway()
     d = tmpdir()

@@ -5,6 +5,7 @@ while the server's memory stays flat; a client that floods calls is
 paused with lws_rx_flow_control and loses no reply; connection limits."""
 
 import json
+import os
 import socket
 import threading
 
@@ -117,7 +118,10 @@ def test_slow_reader_gets_resync_and_memory_stays_flat():
         wait_for(lambda: seqs and seqs[-1] >= last, 20, "the fast reader to reach %d" % last)
     check(last == 1501, "appends: %d", last)
     grown = gw.rss_kb() - base
-    check(grown < 64 * 1024, "the server grew by %d KiB for one slow reader", grown)
+    # under AddressSanitizer freed memory waits in its quarantine (256 MiB)
+    bound = (16 + (320 if os.environ.get("SB_ASAN") else 0)) * 1024
+    check(grown < bound, "the server grew by %d KiB for one slow reader", grown)
+    print("  serve grew by %d KiB while 24 MB went past a reader that reads nothing" % grown)
     reader.join(60)
     # the fast reader got everything, in order
     check(seqs == list(range(1, 1502)), "the fast reader: %d events", len(seqs))

@@ -308,6 +308,7 @@ class App {
         : 'Ask for something…  (Enter sends, Shift+Enter for a new line, Esc stops the run)';
     }
     document.getElementById ('send-btn').disabled = closed;
+    document.getElementById ('compact-btn').hidden = running || closed;
     document.getElementById ('stop-btn').hidden = !running;
     document.getElementById ('steer-btn').hidden = !running;
     const send = document.getElementById ('send-btn');
@@ -516,6 +517,17 @@ class App {
       this.send (this._activeRun () ? 'queue' : undefined);
     });
     $('steer-btn').addEventListener ('click', () => this.send ('steer'));
+    $('compact-btn').addEventListener ('click', async () => {
+      try {
+        const r = await this.conn.call ('session.compact', { session_id: this.current,
+          command_id: 'ui-' + Date.now ().toString (36) + Math.random ().toString (36).slice (2, 10) });
+        if (r.run_id && this.transcript)
+          this.transcript.activeRun = this.transcript.activeRun || r.run_id;
+        this._composerState ();
+      } catch (e) {
+        this.error (e);
+      }
+    });
     $('stop-btn').addEventListener ('click', () => this.cancel ());
 
     const scroller = $('scroll');

@@ -222,12 +222,16 @@ s_create (self_t *self, const sb_msg_t *msg, const char *session_id, const char 
     r.max_output_tokens = sb_get_uint (limits, "max_output_tokens", 0);
     r.created_at = sb_now_ms ();
     sb_msg_destroy (&sess);
+    /* remembered before the run is stored: a crash in between leaves an id
+       that names no run, which s_remembered treats as new; the other order
+       would leave a run its retry cannot find, and make a second one (the
+       session's queue relies on this: docs/queue.md) */
+    s_remember (self, msg, &r);
     if (sb_run_save (self, &r, true, true, input)) {
         sb_bus_error (self->bus, msg, SB_E_internal, "cannot store the run");
         sb_run_record_free (&r);
         return;
     }
-    s_remember (self, msg, &r);
     s_reply_run (self, msg, &r);
     sb_run_start (self, &r);
     sb_run_record_free (&r);

@@ -18,7 +18,9 @@ Figures, one JSON line each per client count, the median of the reps:
   ws.fanout.N.events_per_s   events delivered to all clients / (last - first
                              delivery); baseline: the relay's
   ws.fanout.N.p99_us         append -> client latency, p99 (p50 beside), from
-                             every 8th frame of each client
+                             every 8th frame of each client, in a second pass
+                             at a steady --rate (1000 events/s, 3000 events):
+                             at full speed it would measure the clients' backlog
   ws.fanout.N.cpu_us_per_msg server CPU time per delivered message: for
                              switchboard, serve's CPU in the gateway run minus
                              serve's CPU in the relay run (the same appends
@@ -117,8 +119,14 @@ def feeder_main(data, sid):
         out.flush()
 
 
-def produce(bus, sid, events):
+def produce(bus, sid, events, rate=0):
+    """Appends in batches of BATCH; at `rate` events/s when rate > 0."""
+    t0 = time.monotonic()
     for start in range(0, events, BATCH):
+        if rate:
+            ahead = t0 + start / rate - time.monotonic()
+            if ahead > 0:
+                time.sleep(ahead)
         t = time.time_ns() // 1000
         entries = [{"kind": "note", "body": {"text": "bench %d t=%d" % (start + k, t)}}
                    for k in range(min(BATCH, events - start))]
@@ -146,7 +154,7 @@ def collect(p):
             "p99": lat[min(len(lat) - 1, int(len(lat) * 0.99))] if lat else None}
 
 
-def one_rep(sb_bin, n, events):
+def one_rep(sb_bin, n, events, rate=0):
     data = tempfile.mkdtemp(prefix="sbws", dir="/tmp")
     serve = subprocess.Popen([sb_bin, "serve", "--data", data, "--http", "127.0.0.1:0",
                               "--http-max-conns", str(n + 64), "--http-max-per-addr", str(n + 64)],
@@ -166,7 +174,7 @@ def one_rep(sb_bin, n, events):
         origin = "http://127.0.0.1:%d" % port
         clients = run_clients("ws://127.0.0.1:%d/ws?token=%s" % (port, token), n, "sb", sid, events, origin)
         c0 = cpu_s(serve.pid)
-        produce(bus, sid, events)
+        produce(bus, sid, events, rate)
         res["sb"] = collect(clients)
         res["sb"]["serve_cpu"] = cpu_s(serve.pid) - c0
 
@@ -180,7 +188,7 @@ def one_rep(sb_bin, n, events):
         rport = int(relay.stdout.readline())
         clients = run_clients("ws://127.0.0.1:%d/" % rport, n, "relay", sid, events, origin)
         c0, r0, f0 = cpu_s(serve.pid), cpu_s(relay.pid), cpu_s(feeder.pid)
-        produce(bus, sid, events)
+        produce(bus, sid, events, rate)
         res["relay"] = collect(clients)
         res["relay"]["serve_cpu"] = cpu_s(serve.pid) - c0
         res["relay"]["relay_cpu"] = (cpu_s(relay.pid) - r0) + (cpu_s(feeder.pid) - f0)
@@ -207,6 +215,9 @@ def main():
     ap.add_argument("--events", type=int, default=int(os.environ.get("BENCH_WS_EVENTS", "20000")))
     ap.add_argument("--clients", default=os.environ.get("BENCH_WS_CLIENTS", "1,100,1000"))
     ap.add_argument("--reps", type=int, default=int(os.environ.get("BENCH_WS_REPS", "3")))
+    ap.add_argument("--rate", type=int, default=int(os.environ.get("BENCH_WS_RATE", "1000")),
+                    help="events/s of the latency pass")
+    ap.add_argument("--latency-events", type=int, default=int(os.environ.get("BENCH_WS_LAT_EVENTS", "3000")))
     a = ap.parse_args()
     if not shutil.which("node") or not os.path.exists(os.path.join(NODE_DIR, "node_modules", "ws")):
         print(json.dumps({"bench": "ws.fanout", "skipped": "Node.js or the ws package is missing "
@@ -216,9 +227,15 @@ def main():
         reps = [one_rep(a.bin, n, a.events) for _ in range(a.reps)]
         for r in reps:
             log("  clients %d: sb %r | relay %r" % (n, r["sb"], r["relay"]))
+        # latency at a steady rate the clients can follow: at full speed
+        # it would measure the clients' backlog, not the server
+        lat_reps = [one_rep(a.bin, n, a.latency_events, a.rate) for _ in range(a.reps)]
+        for r in lat_reps:
+            log("  clients %d at %d/s: sb %r | relay %r" % (n, a.rate, r["sb"], r["relay"]))
         med = lambda side, key: statistics.median(r[side][key] for r in reps)
         eps, eps_b = med("sb", "eps"), med("relay", "eps")
-        p99, p99_b = med("sb", "p99"), med("relay", "p99")
+        lmed = lambda side, key: statistics.median(r[side][key] for r in lat_reps)
+        p99, p99_b = lmed("sb", "p99"), lmed("relay", "p99")
         # the gateway's own CPU: serve's CPU beyond what the same appends
         # cost it when the gateway had nothing to send
         gw_cpu = statistics.median(max(r["sb"]["serve_cpu"] - r["relay"]["serve_cpu"], 0) / r["sb"]["delivered"]
@@ -230,8 +247,8 @@ def main():
                               baseline=round(eps_b), ratio=round(eps / eps_b, 3), **common)), flush=True)
         print(json.dumps(dict(bench="ws.fanout.%d.p99_us" % n, value=round(p99), unit="us",
                               baseline=round(p99_b), ratio=round(p99 / p99_b, 3),
-                              p50=round(med("sb", "p50")), baseline_p50=round(med("relay", "p50")),
-                              **common)), flush=True)
+                              p50=round(lmed("sb", "p50")), baseline_p50=round(lmed("relay", "p50")),
+                              rate=a.rate, latency_events=a.latency_events, **common)), flush=True)
         print(json.dumps(dict(bench="ws.fanout.%d.cpu_us_per_msg" % n, value=round(gw_cpu, 3), unit="us",
                               baseline=round(relay_cpu, 3), ratio=round(gw_cpu / relay_cpu, 3) if relay_cpu else None,
                               **common)), flush=True)

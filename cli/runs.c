@@ -4,6 +4,7 @@
 #include "cli/cli.h"
 #include "cli/follow.h"
 #include "cli/oneshot.h"
+#include "cli/queue.h"
 #include "common/log.h"
 #include "schemas/json.h"
 
@@ -110,12 +111,14 @@ typedef struct {
     bool follow;
     const char *session;
     const char *status;
+    const char *mode;           /* prompt: --queue or --steer */
 } copts_t;
 
 //  Which of the shared options a command takes.
 enum {
     OPT_FOLLOW = 1,
     OPT_FILTERS = 2,            /* --session, --status */
+    OPT_MODE = 4,               /* --queue, --steer */
 };
 
 static int
@@ -128,6 +131,8 @@ s_parse_common (const char *cmd, int argc, char **argv, copts_t *o, const char *
         { "follow", no_argument, 0, 'f' },
         { "session", required_argument, 0, 's' },
         { "status", required_argument, 0, 'S' },
+        { "queue", no_argument, 0, 'Q' },
+        { "steer", no_argument, 0, 'T' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
@@ -142,12 +147,20 @@ s_parse_common (const char *cmd, int argc, char **argv, copts_t *o, const char *
             case 'f': o->follow = true; break;
             case 's': o->session = optarg; break;
             case 'S': o->status = optarg; break;
+            case 'Q':
+            case 'T':
+                if (o->mode && strcmp (o->mode, c == 'Q' ? "queue" : "steer") != 0)
+                    return sb_cli_usage (cmd, "--queue and --steer exclude each other");
+                o->mode = c == 'Q' ? "queue" : "steer";
+                break;
             case 'h': fputs (usage, stdout); return -1;
             default: return sb_cli_usage (cmd, "unknown option or missing value: %s", argv [optind - 1]);
         }
     }
     if (o->follow && !(takes & OPT_FOLLOW))
         return sb_cli_usage (cmd, "--follow goes with prompt and resume");
+    if (o->mode && !(takes & OPT_MODE))
+        return sb_cli_usage (cmd, "--queue and --steer go with prompt");
     if ((o->session || o->status) && !(takes & OPT_FILTERS))
         return sb_cli_usage (cmd, "--session and --status go with runs");
     if (o->session) {
@@ -237,6 +250,10 @@ s_run_call (const char *cmd, const copts_t *o, const char *type, sb_enc_t *e, co
     rc = 1;
     if (reply) {
         const sb_val_t *run = sb_get_map (reply->body, "run");
+        /* a prompt that waits: queued, or steering the running run */
+        if (!run && strcmp (type, "session.prompt") == 0)
+            rc = sb_queue_prompt_waits (bus, o->connect, o->data, o->json, follow, id, reply->body);
+        else
         if (follow)
             rc = s_follow_run (bus, o, run);
         else {
@@ -253,21 +270,30 @@ int
 sb_cmd_prompt (int argc, char **argv)
 {
     static const char *usage =
-        "usage: switchboard prompt SESSION TEXT [--follow] [--json] [--connect EP] [--data DIR]\n\n"
+        "usage: switchboard prompt SESSION TEXT [--queue | --steer] [--follow] [--json]\n"
+        "                          [--connect EP] [--data DIR]\n\n"
         "Gives a session a prompt: appends it to the tape and starts a run. A session\n"
-        "runs one run at a time: a prompt while a run is active is refused (conflict).\n"
-        "SESSION is a session id, any unique prefix of one, or 'last' (the newest).\n"
+        "runs one run at a time; while a run is active:\n"
+        "  --queue   (the default) the prompt waits in the session's queue and runs as\n"
+        "            the next run when the current one completes; it prints the\n"
+        "            position ('switchboard queue SESSION' lists the queue)\n"
+        "  --steer   the prompt joins the running run at its next step (after the\n"
+        "            current model output or tool), as the person's words\n"
+        "With no run active both start a run. SESSION is a session id, any unique\n"
+        "prefix of one, or 'last' (the newest).\n"
         "\n"
         "Without --follow it prints the new run and returns at once; the run goes on\n"
         "in the server. --follow streams the run and exits 0 when it completes, 1\n"
         "when it ends otherwise. While following, Ctrl-C detaches: the command\n"
         "stops streaming and exits (status 130), but the run goes on in the server.\n"
         "It prints how to re-attach (events --follow) and how to stop the run\n"
-        "('switchboard cancel RUN').\n"
+        "('switchboard cancel RUN'). A queued prompt is followed from when its run\n"
+        "starts; a steer, from when the run takes it. --json prints the reply (and,\n"
+        "with --follow, the entries) as JSON.\n"
         "\n"
         "Exit status: 0 success, 1 the operation failed, 2 usage error.\n";
     copts_t o;
-    int rest, rc = s_parse_common ("prompt", argc, argv, &o, usage, OPT_FOLLOW, &rest);
+    int rest, rc = s_parse_common ("prompt", argc, argv, &o, usage, OPT_FOLLOW | OPT_MODE, &rest);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (argc - rest != 2)
@@ -277,6 +303,7 @@ sb_cmd_prompt (int argc, char **argv)
     sb_enc_t *e = sb_enc_new ();
     sb_enc_map_open (e);
     sb_enc_kstr (e, "text", argv [rest + 1]);
+    sb_enc_kstr_opt (e, "mode", o.mode);
     rc = s_run_call ("prompt", &o, "session.prompt", e, "session_id", SB_CLI_SESSION, argv [rest], o.follow);
     sb_enc_destroy (&e);
     return rc;

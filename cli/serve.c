@@ -31,6 +31,7 @@ static const char *s_usage =
     "                         [--actors LIST] [--llm PROVIDER] [--model M] [--llm-url URL]\n"
     "                         [--providers FILE] [--sandbox bwrap]\n"
     "                         [--tool-output-tape BYTES] [--session-quota BYTES]\n"
+    "                         [--approval-deadline S]\n"
     "\n"
     "Runs the broker and the actors in one process, on DATA (default\n"
     "$SWITCHBOARD_DATA, else $XDG_STATE_HOME/switchboard, else\n"
@@ -60,6 +61,10 @@ static const char *s_usage =
     "  --tool-output-tape BYTES  tool output kept on the tape per call, head and\n"
     "                    tail (default 1 MiB); the rest is elided, counted\n"
     "  --session-quota BYTES  tape bytes one session may hold (default 1 GiB)\n"
+    "  --approval-deadline S  seconds an approval waits for an answer before it\n"
+    "                    resolves to its default (reject); 0: no deadline (default\n"
+    "                    900, or $SWITCHBOARD_APPROVAL_DEADLINE); a session may set\n"
+    "                    its own\n"
     "  -h, --help        this help\n"
     "\n"
     "Stop it with Ctrl-C (SIGINT) or SIGTERM; it shuts down cleanly.\n";
@@ -77,6 +82,7 @@ static const actor_row_t s_actor_table [] = {
     { "echo", sb_echo_actor, 1, false },
     { "session", sb_session_actor, 3, true },
     { "run", sb_run_actor, 2, true },
+    { "interact", sb_interact_actor, 2, true },
     { "exec", sb_exec_actor, 0, true },
 };
 #define NACTORS (sizeof s_actor_table / sizeof s_actor_table [0])
@@ -146,6 +152,7 @@ sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
         { "http-max-conns", required_argument, 0, 1006 },
         { "http-max-per-addr", required_argument, 0, 1007 },
         { "http-out-max", required_argument, 0, 1008 },
+        { "approval-deadline", required_argument, 0, 'A' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
@@ -192,6 +199,12 @@ sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
                 if (s_parse_bytes (optarg, SB_SESSION_QUOTA_MIN, SB_SESSION_QUOTA_MAX, &o->session_quota))
                     return sb_cli_usage ("serve", "--session-quota takes bytes from %d to %llu, not '%s'",
                                          SB_SESSION_QUOTA_MIN, (unsigned long long) SB_SESSION_QUOTA_MAX, optarg);
+                break;
+            case 'A':
+                if (s_parse_bytes (optarg, 0, SB_APPROVAL_DEADLINE_MAX_S, &o->approval_deadline_s))
+                    return sb_cli_usage ("serve", "--approval-deadline takes seconds from 0 (no deadline) to %d, "
+                                         "not '%s'", SB_APPROVAL_DEADLINE_MAX_S, optarg);
+                o->approval_deadline_set = true;
                 break;
             case 'h': fputs (s_usage, stdout); return -1;
             default: return sb_cli_usage ("serve", "unknown option or missing value: %s", argv [optind - 1]);
@@ -381,6 +394,7 @@ sb_serve_run (const sb_serve_opts_t *o, sb_serve_hook_fn *hook, void *hook_arg)
         .llm = o->llm, .llm_url = o->llm_url, .model = o->model, .providers = o->providers,
         .sandbox = o->sandbox, .demo_delay_ms = o->demo_delay_ms ? o->demo_delay_ms : -1,
         .tool_output_tape = o->tool_output_tape, .session_quota = o->session_quota,
+        .approval_deadline_set = o->approval_deadline_set, .approval_deadline_s = o->approval_deadline_s,
     };
     zactor_t *broker = zactor_new (sb_broker_actor, &bcfg);
     if (!broker) {

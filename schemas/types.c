@@ -190,6 +190,7 @@ static const sb_field_t s_tape_prompt_queued [] = {
     { "text", SB_T_STR, true, 1 MB, NULL, "the prompt" },
     { "mode", SB_T_STR, true, 16, NULL, "queue | steer" },
     { "position", SB_T_UINT, false, 0, NULL, "queue: its place in the queue, from 1", RANGE_COUNT },
+    { "reason", SB_T_STR, false, 1 KB, NULL, "a steer put back in the queue: why (the run ended without taking it)" },
     END };
 static const sb_field_t s_tape_prompt_ref [] = {
     { "prompt_id", SB_T_STR, true, ID_MAX, NULL, "the prompt" },

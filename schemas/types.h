@@ -23,9 +23,11 @@
 
 #define SB_TYPE_FILES(X) \
     X (session) \
+    X (queue) \
     X (llm) \
     X (run) \
-    X (exec)
+    X (exec) \
+    X (interact)
 
 #define SB_DECLARE(svc) \
     extern const sb_type_t sb_types_##svc []; \

@@ -75,13 +75,20 @@ static const sb_field_t s_session_update [] = {
 static const sb_field_t s_session_prompt [] = {
     { "session_id", SB_T_STR, true, ID_MAX, NULL, "session id" },
     { "text", SB_T_STR, true, 1 MB, NULL, "the prompt" },
+    { "mode", SB_T_STR, false, 16, NULL,
+      "while a run is active: queue (default: the next run) or steer (joins the running run at its "
+      "next step); with none active both start a run (docs/queue.md)" },
     { "approval_policy", SB_T_STR, false, 16, NULL, "override the session's policy for this run" },
-    { "command_id", SB_T_STR, false, 64, NULL, "idempotency key (of the run request)" },
+    { "command_id", SB_T_STR, false, 64, NULL, "idempotency key" },
     END
 };
 static const sb_field_t s_session_prompt_ok [] = {
-    { "run_id", SB_T_STR, true, ID_MAX, NULL, "the run started for the prompt" },
-    { "run", SB_T_MAP, true, 0, NULL, "the run record (see run.get)" },
+    { "run_id", SB_T_STR, false, ID_MAX, NULL, "the run started for the prompt (none when it waits)" },
+    { "run", SB_T_MAP, false, 0, NULL, "the run record (see run.get)" },
+    { "prompt_id", SB_T_STR, false, ID_MAX, NULL, "queued or steered: the prompt's id" },
+    { "queued", SB_T_UINT, false, 0, NULL, "queued: its position in the queue, from 1" },
+    { "steered", SB_T_BOOL, false, 0, NULL, "true: handed to the running run, joins it at its next step" },
+    { "seq", SB_T_UINT, false, 0, NULL, "queued or steered: the seq of its prompt.queued entry (follow the tape from there)" },
     END
 };
 static const sb_field_t s_session_fence [] = {
@@ -159,9 +166,9 @@ const sb_type_t sb_types_session [] = {
     REQ ("session.delete", s_session_id_only, true, "delete a session, its tape and index entries"),
     REP ("session.delete.ok", s_session_delete_ok, "what was deleted"),
     REQ ("session.prompt", s_session_prompt, true,
-         "give a session a prompt: the run coordinator appends it with the run it starts; "
-         "conflict while a run is active"),
-    REP ("session.prompt.ok", s_session_prompt_ok, "the run"),
+         "give a session a prompt: with no run active it starts one (the run coordinator appends the "
+         "prompt with it); while one is active it is queued, or steers the running run"),
+    REP ("session.prompt.ok", s_session_prompt_ok, "the run started, or where the prompt waits"),
     REQ ("session.fence", s_session_fence, false,
          "run actor: raise the session's fencing token; appends with an older fence are refused (internal)"),
     REP ("session.fence.ok", s_session_fence_ok, "the session's fence now"),

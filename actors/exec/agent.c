@@ -289,7 +289,8 @@ s_agent_loop (sb_exec_run_t *run)
             sb_exec_finish_with (run, "failed", "timeout_s (%llu) exceeded", (unsigned long long) run->timeout_s);
             break;
         }
-        if (s_catch_up (run))
+        /* a step boundary: steers join here (actors/exec/steer.c) */
+        if (s_catch_up (run) || (sb_exec_steer_take (run) && s_catch_up (run)))
             break;
         sb_exec_step_t step;
         memset (&step, 0, sizeof step);

@@ -176,4 +176,9 @@ void sb_exec_step_clear (sb_exec_step_t *step);
 //  loop and the report; calls run->on_end as it ends.
 void *sb_exec_run_thread (void *arg);
 
+//  actors/exec/steer.c: at a step boundary, has the session append the
+//  run's pending steers (prompt.steered); returns how many (0 also when
+//  the call failed: they stay pending).
+uint64_t sb_exec_steer_take (sb_exec_run_t *run);
+
 #endif

@@ -584,7 +584,9 @@ sb_context_add (sb_context_t *ctx, const sb_val_t *event)
     const sb_val_t *body = sb_get_map (event, "body");
 
     int rc = 0;
-    if (strcmp (kind, "prompt") == 0)
+    //  A steer joins the conversation as the person's words, where it
+    //  was taken (docs/queue.md).
+    if (strcmp (kind, "prompt") == 0 || strcmp (kind, "prompt.steered") == 0)
         rc = s_on_prompt (ctx, body);
     else
     if (strcmp (kind, "text.done") == 0)

@@ -278,8 +278,12 @@ sb_session_prepare (self_t *self, req_t *req)
         else
         if (req->op == OP_APPEND)
             s_prepare_append (self, req);
+        else
+        if (req->op >= OP_PROMPT)
+            sb_session_queue_prepare (self, req);
     }
-    if (!req->err && req->cmd && req->write)
+    //  The actor's own requests carry their command's digest already.
+    if (!req->err && req->cmd && req->write && !req->internal)
         s_prepare_command (self, req);
     req->prep_err = req->err;
 }
@@ -454,6 +458,7 @@ s_write_delete (self_t *self, sb_txn_t *txn, req_t *req)
         sb_txn_put (txn, DBI_PURGE, k.buf, k.len, NULL, 0);
         self->drain_purge = true;
     }
+    sb_session_queue_drop (txn, r->session_id);
     r->deleted = true;
     sb_enc_data (self->replies, &req->reply_off);
     sb_enc_map_open (self->replies);
@@ -622,6 +627,7 @@ s_write_append (self_t *self, sb_txn_t *txn, req_t *req)
     }
     if (req->run_id)
         r->last_run_id = req->run_id;
+    sb_session_queue_on_append (self, txn, req, r);
     sb_enc_data (self->replies, &req->reply_off);
     sb_enc_map_open (self->replies);
     if (req->batch_form) {
@@ -659,7 +665,7 @@ sb_session_drain_fn (sb_txn_t *txn, void *arg)
         req->pub0 = self->npubs;
         req->npubs = 0;
         req->first_seq = req->last_seq = 0;
-        req->replayed = req->changed = false;
+        req->replayed = req->changed = req->q_forward = false;
         if (req->cmd && sb_session_command_replay (self, txn, req))
             continue;
         switch (req->op) {
@@ -669,9 +675,11 @@ sb_session_drain_fn (sb_txn_t *txn, void *arg)
             case OP_DELETE: s_write_delete (self, txn, req); break;
             case OP_APPEND: s_write_append (self, txn, req); break;
             case OP_FENCE:  s_write_fence (self, txn, req); break;
-            default: break;
+            default:        sb_session_queue_write (self, txn, req); break;
         }
-        if (!req->err && req->cmd && txn->ret == 0)
+        //  A prompt that starts a run is remembered once the run
+        //  coordinator has answered (actors/session/prompt.c).
+        if (!req->err && req->cmd && !req->q_forward && txn->ret == 0)
             sb_session_command_remember (self, txn, req);
     }
     if (txn->ret == 0)
@@ -853,6 +861,9 @@ sb_session_read (self_t *self, sb_txn_t *txn, req_t *req)
     else
     if (req->op == OP_LIST)
         s_read_list (self, txn, req);
+    else
+    if (req->op == OP_Q_LIST)
+        sb_session_queue_read (self, txn, req);
     else
         s_read_events (self, txn, req);
 }

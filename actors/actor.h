@@ -31,6 +31,7 @@ typedef struct {
     int demo_delay_ms;          /* demo model: pause between tokens (-1: default) */
     uint64_t tool_output_tape;  /* --tool-output-tape: bytes of one tool call's output kept on the tape */
     uint64_t session_quota;     /* --session-quota: bytes of tape one session may hold */
+    uint64_t context_window;    /* --context-window: tokens, where the providers file says nothing */
     bool approval_deadline_set; /* --approval-deadline was given */
     uint64_t approval_deadline_s;   /* interact: an approval's default deadline (0: none) */
 } sb_server_config_t;

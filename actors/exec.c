@@ -117,6 +117,8 @@ s_handle_start (self_t *self, sb_msg_t *msg)
         snprintf (run->session_id, sizeof run->session_id, "%s", sb_get_str (msg->body, "session_id"));
         const char *rf = sb_get_str (msg->body, "resume_from");
         snprintf (run->resume_from, sizeof run->resume_from, "%s", rf ? rf : "");
+        const char *kind = sb_get_str (msg->body, "kind");
+        snprintf (run->kind, sizeof run->kind, "%s", kind && strcmp (kind, "compact") == 0 ? kind : "");
         const char *pol = sb_get_str (msg->body, "approval_policy");
         snprintf (run->policy, sizeof run->policy, "%s", pol ? pol : "auto");
         snprintf (run->endpoint, sizeof run->endpoint, "%s", self->endpoint);

@@ -212,6 +212,8 @@ s_create (self_t *self, const sb_msg_t *msg, const char *session_id, const char 
     s_copy (r.executor, sizeof r.executor, executor);
     s_copy (r.pool, sizeof r.pool, pool);
     s_copy (r.resume_from, sizeof r.resume_from, resume_from);
+    /* a compaction-only run (session.compact, docs/compaction.md) */
+    s_copy (r.kind, sizeof r.kind, sb_get_str (msg->body, "kind"));
     s_copy (r.approval_policy, sizeof r.approval_policy,
             policy ? policy : sb_get_str (rec, "approval_policy") ? sb_get_str (rec, "approval_policy") : "auto");
     r.input = input ? strdup (input) : NULL;
@@ -249,7 +251,16 @@ s_handle_request (self_t *self, sb_msg_t *msg)
         return;
     const char *input = sb_get_str (msg->body, "input");
     const char *resume = sb_get_str (msg->body, "resume_from");
-    if ((!input || !*input) && !resume) {
+    const char *kind = sb_get_str (msg->body, "kind");
+    if (kind && strcmp (kind, "compact") != 0) {
+        sb_bus_error (self->bus, msg, SB_E_invalid, "kind must be compact (or absent for a prompt's run)");
+        return;
+    }
+    if (kind && ((input && *input) || resume)) {
+        sb_bus_error (self->bus, msg, SB_E_invalid, "a compact run takes no input and resumes nothing");
+        return;
+    }
+    if ((!input || !*input) && !resume && !kind) {
         sb_bus_error (self->bus, msg, SB_E_invalid, "input is required (the prompt text)");
         return;
     }
@@ -383,6 +394,14 @@ s_handle_resume (self_t *self, sb_msg_t *msg)
     }
     /* a resume's command is scoped to the session of the run it resumes */
     if (s_remembered (self, msg, r.session_id)) {
+        sb_run_record_free (&r);
+        return;
+    }
+    /* a compaction that did not finish changed nothing: it is run again
+       (session.compact), not continued */
+    if (r.kind [0]) {
+        sb_bus_error (self->bus, msg, SB_E_conflict, "run %s is a %s run; run 'switchboard compact %s' again "
+                      "instead of resuming it", id, r.kind, r.session_id);
         sb_run_record_free (&r);
         return;
     }

@@ -474,6 +474,7 @@ static const struct {
     { "session.queue.remove", s_handle_queue_remove },
     { "session.queue.resume", s_handle_queue_resume },
     { "session.steer.take",   s_handle_steer_take },
+    { "session.compact", sb_session_compact },
 };
 #define NDISPATCH (sizeof s_dispatch / sizeof s_dispatch [0])
 
@@ -493,7 +494,8 @@ s_drain_take (self_t *self)
             break;
         //  No route: a reply to a request of ours.
         if (!msg->route) {
-            sb_session_prompt_reply (self, &msg);
+            if (!sb_session_compact_reply (self, msg))
+                sb_session_prompt_reply (self, &msg);
             sb_msg_destroy (&msg);
             continue;
         }
@@ -517,6 +519,7 @@ static void
 s_handle_bus (self_t *self)
 {
     sb_session_prompt_expire (self);
+    sb_session_compact_expire (self);
     s_drain_take (self);
     //  Each drain with writes costs one fsync. When this one holds fewer
     //  writes than the last, the clients that the last commit answered are
@@ -566,6 +569,7 @@ s_self_destroy (self_t **self_p)
     zhashx_destroy (&self->starting);
     zhashx_destroy (&self->forwards);
     zlistx_destroy (&self->q_pump);
+    zhashx_destroy (&self->compacts);
     free (self->reqs);
     free (self->spans);
     free (self->pubs);
@@ -631,12 +635,13 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
         zlistx_set_destructor (self->q_pump, (czmq_destructor *) zstr_free);
         zlistx_set_duplicator (self->q_pump, (czmq_duplicator *) strdup);
     }
+    self->compacts = sb_session_compacts_new ();
     self->enc = sb_enc_new ();
     self->prep = sb_enc_new ();
     self->tape = sb_enc_new ();
     self->replies = sb_enc_new ();
     self->scratch = sb_enc_new ();
-    if (!self->bus || !self->pub || !self->rec_index || !self->forwards || !self->starting || !self->q_pump
+    if (!self->bus || !self->pub || !self->rec_index || !self->forwards || !self->starting || !self->q_pump || !self->compacts
     ||  !self->enc || !self->prep
     ||  !self->tape || !self->replies || !self->scratch) {
         sb_error (ACTOR, "cannot connect to the bus cmd=%s pub=%s", args->cmd_endpoint,

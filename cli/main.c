@@ -27,6 +27,7 @@ static const sb_cmd_t s_commands [] = {
     { "actor", sb_cmd_actor, "run one actor attached to a broker" },
     { "sessions", sb_cmd_sessions, "list, show, create, update, close and delete sessions" },
     { "events", sb_cmd_events, "print a session's tape; --follow streams it live" },
+    { "compact", sb_cmd_compact, "compact a session's model context now (summarize older turns)" },
     { "interactions", sb_cmd_interactions, "list the approvals runs ask for" },
     { "interaction", sb_cmd_interaction, "show one approval and the tool call it is about" },
     { "resolve", sb_cmd_resolve, "answer an approval: --approve or --reject" },

@@ -19,7 +19,7 @@
 static const char *s_run_usage =
     "usage: switchboard run --goal TEXT [--repo DIR] [--max-steps N] [--approval yolo|auto|interactive]\n"
     "                       [--llm PROVIDER] [--model M] [--llm-url URL] [--providers FILE]\n"
-    "                       [--data DIR | --ephemeral] [--json]\n"
+    "                       [--context-window TOKENS] [--data DIR | --ephemeral] [--json]\n"
     "\n"
     "One shot: gives the agent the goal in the repo folder, streams the run, says\n"
     "what changed in the folder, and exits 0 when the run completes (1 otherwise).\n"
@@ -36,6 +36,8 @@ static const char *s_run_usage =
     "  --data DIR         the data folder (default $SWITCHBOARD_DATA, else\n"
     "                     $XDG_STATE_HOME/switchboard, else ~/.local/state/switchboard)\n"
     "  --ephemeral        a temporary data folder, removed at exit\n"
+    "  --context-window TOKENS  the model's context window, where the providers\n"
+    "                     file gives none (docs/compaction.md)\n"
     "  --json             print the tape entries as JSON lines\n"
     "\n"
     "Ctrl-C cancels the run and exits 130 once it has stopped (the last line says\n"
@@ -56,6 +58,7 @@ sb_cmd_run (int argc, char **argv)
         { "data", required_argument, 0, 'd' },
         { "json", no_argument, 0, 'j' },
         { "ephemeral", no_argument, 0, 'e' },
+        { "context-window", required_argument, 0, 'W' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
@@ -83,6 +86,10 @@ sb_cmd_run (int argc, char **argv)
             case 'd': so.data = optarg; break;
             case 'j': o.json = true; break;
             case 'e': o.ephemeral = true; break;
+            case 'W':
+                if (sb_serve_parse_window ("run", optarg, &so.context_window))
+                    return 2;
+                break;
             case 'h': fputs (s_run_usage, stdout); return 0;
             default: return sb_cli_usage ("run", "unknown option or missing value: %s", argv [optind - 1]);
         }
@@ -193,8 +200,10 @@ s_print_run (const sb_val_t *run, bool json, bool one_line)
         bool done = sb_run_status_from_name (status) == SB_RUN_completed;
         snprintf (steps, sizeof steps, "%llu", (unsigned long long) sb_get_uint (run, "steps", 0));
         sb_cli_time_cell (sb_get_uint (run, "updated_at", 0), updated, sizeof updated);
-        sb_cli_text_cell (reason && !done ? reason : waiting ? waiting : sb_get_str (run, "input"), 60,
-                          text, sizeof text);
+        const char *input = sb_get_str (run, "input");
+        if (!input && sb_get_str (run, "kind"))
+            input = "(compact)";
+        sb_cli_text_cell (reason && !done ? reason : waiting ? waiting : input, 60, text, sizeof text);
         printf (RUN_ROW_FORMAT, sb_get_str (run, "run_id"), sb_get_str (run, "status"),
                 sb_get_str (run, "session_id"), steps, updated, text);
         return;
@@ -205,6 +214,7 @@ s_print_run (const sb_val_t *run, bool json, bool one_line)
     if (reason) printf ("reason      %s\n", reason);
     if (waiting) printf ("waiting for %s\n", waiting);
     if (sb_get_str (run, "resume_from")) printf ("resumes     %s\n", sb_get_str (run, "resume_from"));
+    if (sb_get_str (run, "kind")) printf ("kind        %s\n", sb_get_str (run, "kind"));
     if (sb_get_str (run, "owner")) printf ("executor    %s\n", sb_get_str (run, "owner"));
     printf ("fence       %llu\nsteps       %llu\ntokens      %llu in / %llu out\n",
             (unsigned long long) sb_get_uint (run, "fence", 0), (unsigned long long) sb_get_uint (run, "steps", 0),
@@ -306,6 +316,65 @@ sb_cmd_prompt (int argc, char **argv)
     sb_enc_kstr_opt (e, "mode", o.mode);
     rc = s_run_call ("prompt", &o, "session.prompt", e, "session_id", SB_CLI_SESSION, argv [rest], o.follow);
     sb_enc_destroy (&e);
+    return rc;
+}
+
+int
+sb_cmd_compact (int argc, char **argv)
+{
+    static const char *usage =
+        "usage: switchboard compact SESSION [--json] [--connect EP] [--data DIR]\n\n"
+        "Compacts the session's model context now: the model summarizes the turns\n"
+        "before the newest one, and later runs start from that summary. The tape\n"
+        "keeps every entry ('events' still shows them all). It runs as a run of its\n"
+        "own: refused while another run of the session is active, and Ctrl-C (or\n"
+        "'switchboard cancel RUN') cancels it, leaving the context as it was. It\n"
+        "prints the size before and after, in tokens (docs/compaction.md).\n"
+        "SESSION is a session id, any unique prefix of one, or 'last' (the newest).\n"
+        "--json prints the run's tape entries as JSON lines.\n"
+        "\n"
+        "Exit status: 0 compacted (or nothing to compact), 1 failed or cancelled,\n"
+        "2 usage error.\n";
+    copts_t o;
+    int rest, rc = s_parse_common ("compact", argc, argv, &o, usage, 0, &rest);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if (argc - rest != 1)
+        return sb_cli_usage ("compact", "give one SESSION");
+    if ((rc = sb_cli_id_check ("compact", SB_CLI_SESSION, argv [rest])) != 0)
+        return rc;
+    sb_bus_t *bus = sb_cli_connect ("compact", o.connect, o.data);
+    if (!bus)
+        return 1;
+    char id [SB_ULID_LEN + 1];
+    if ((rc = sb_cli_resolve ("compact", bus, SB_CLI_SESSION, argv [rest], id)) != 0) {
+        sb_bus_destroy (&bus);
+        return rc;
+    }
+    sb_enc_t *e = sb_enc_new ();
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "session_id", id);
+    sb_enc_map_close (e);
+    size_t len;
+    const uint8_t *b = sb_enc_data (e, &len);
+    sb_msg_t *reply = sb_cli_call ("compact", bus, "session.compact", b, len, 15000);
+    sb_enc_destroy (&e);
+    rc = 1;
+    if (reply) {
+        char ep [4200], err [512];
+        const sb_val_t *run = sb_get_map (reply->body, "run");
+        char rid [33];
+        snprintf (rid, sizeof rid, "%s", sb_get_str (run, "run_id"));
+        if (sb_cli_endpoint (o.connect, o.data, "pub", ep, sizeof ep, err, sizeof err))
+            rc = sb_cli_fail ("compact", "%s", err);
+        else {
+            sb_watch_t w = { .bus = bus, .sub_endpoint = ep, .session_id = id, .run_id = rid,
+                             .json = o.json, .cancel_on_interrupt = true };
+            rc = sb_follow_run (&w);
+        }
+        sb_msg_destroy (&reply);
+    }
+    sb_bus_destroy (&bus);
     return rc;
 }
 

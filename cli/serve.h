@@ -31,9 +31,14 @@ typedef struct {
     uint32_t http_max_conns;    /* 0: default */
     uint32_t http_max_per_addr;
     uint64_t http_out_max;
+    uint64_t context_window;    /* --context-window: tokens (0: the providers file, else the model family's) */
     bool approval_deadline_set; /* --approval-deadline given (0 is a value: no deadline) */
     uint64_t approval_deadline_s;
 } sb_serve_opts_t;
+
+/*  Parses --context-window's value (tokens, SB_LLM_WINDOW_MIN..MAX): 0, or
+    2 after a usage error of `cmd`. */
+int sb_serve_parse_window (const char *cmd, const char *arg, uint64_t *out);
 
 /*  Called once everything is up, instead of waiting for a signal; its
     return value becomes the exit code. */

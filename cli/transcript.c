@@ -553,6 +553,17 @@ sb_transcript_feed (sb_transcript_t *self, const sb_val_t *ev)
     if (strcmp (kind, "session.created") == 0 || strcmp (kind, "session.updated") == 0)
         s_on_session (self, kind, body);
     else
+    if (strcmp (kind, "context.compacted") == 0) {
+        /* one line, the summary itself is for the model (docs/compaction.md) */
+        s_endline (self);
+        const char *method = sb_get_str (body, "method");
+        printf ("%s[context compacted (%s): %llu → %llu tokens]%s\n", DIM (self),
+                method && strcmp (method, "summary") == 0 ? "summarized" : "old tool output elided",
+                (unsigned long long) sb_get_uint (body, "tokens_before", 0),
+                (unsigned long long) sb_get_uint (body, "tokens_after", 0), OFF (self));
+        self->at_bol = true;
+    }
+    else
     if (strncmp (kind, "approval.", 9) == 0)
         s_on_approval (self, kind, body);
     else

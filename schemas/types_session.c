@@ -25,6 +25,9 @@ const sb_field_t sb_session_record_fields [] = {
     { "tape_bytes", SB_T_UINT, false, 0, NULL, "bytes of the entry bodies appended to the tape, held against the session quota",
       RANGE_COUNT },
     { "quota_noted", SB_T_UINT, false, 0, NULL, "the quota a tape.quota entry was written for", RANGE_COUNT },
+    { "compacted_seq", SB_T_UINT, false, 0, NULL,
+      "the newest context.compacted entry that summarized: the model's context starts from it "
+      "(docs/compaction.md)", RANGE_COUNT },
     END
 };
 static const sb_field_t s_session_create [] = {
@@ -169,6 +172,10 @@ const sb_type_t sb_types_session [] = {
          "give a session a prompt: with no run active it starts one (the run coordinator appends the "
          "prompt with it); while one is active it is queued, or steers the running run"),
     REP ("session.prompt.ok", s_session_prompt_ok, "the run started, or where the prompt waits"),
+    REQ ("session.compact", s_session_id_only, true,
+         "compact the session's model context now (docs/compaction.md): a run of kind compact; "
+         "conflict while a run is active, cancellable as any run"),
+    REP ("session.compact.ok", s_session_prompt_ok, "the compaction's run"),
     REQ ("session.fence", s_session_fence, false,
          "run actor: raise the session's fencing token; appends with an older fence are refused (internal)"),
     REP ("session.fence.ok", s_session_fence_ok, "the session's fence now"),

@@ -111,6 +111,12 @@ s_catch_up (sb_exec_run_t *run)
     }
 }
 
+int
+sb_exec_catch_up (sb_exec_run_t *run)
+{
+    return s_catch_up (run);
+}
+
 static int
 s_prepare (sb_exec_run_t *run)
 {
@@ -148,6 +154,7 @@ s_prepare (sb_exec_run_t *run)
     }
     sb_runtime_set_config (rt, version, sb_get_str (rec, "provider"), sb_get_str (rec, "model"),
                            sb_get_str (rec, "approval_policy"), (uint32_t) sb_get_uint (rec, "max_steps", 0));
+    sb_exec_compact_seed (run, sb_get_uint (rec, "compacted_seq", 0));
     sb_msg_destroy (&reply);
     return s_catch_up (run);
 }
@@ -276,6 +283,8 @@ s_agent_loop (sb_exec_run_t *run)
         return;
     if (run->resume_from [0] && s_close_unanswered (run))
         return;
+    if (strcmp (run->kind, "compact") == 0)
+        sb_exec_compact_run (run);
     while (!run->status [0] && !atomic_load (&run->lost)) {
         if (sb_exec_cancelled (run)) {
             sb_exec_finish_with (run, "cancelled", "cancelled");
@@ -289,13 +298,23 @@ s_agent_loop (sb_exec_run_t *run)
             sb_exec_finish_with (run, "failed", "timeout_s (%llu) exceeded", (unsigned long long) run->timeout_s);
             break;
         }
-        /* a step boundary: steers join here (actors/exec/steer.c) */
-        if (s_catch_up (run) || (sb_exec_steer_take (run) && s_catch_up (run)))
+        /* a step boundary: steers join here (actors/exec/steer.c), and the
+           context is compacted when it nears the window (compact.c) */
+        bool compacted;
+        if (s_catch_up (run) || (sb_exec_steer_take (run) && s_catch_up (run))
+        ||  sb_exec_compact (run, SB_COMPACT_AUTO, &compacted))
             break;
         sb_exec_step_t step;
         memset (&step, 0, sizeof step);
         int rc = sb_exec_model_call (run, &step);
         atomic_fetch_add (&run->steps, 1);
+        if (rc == -2) {
+            /* the context overflowed the window: compact harder, retry once */
+            sb_exec_step_clear (&step);
+            if (sb_exec_compact_overflow (run) == 0)
+                continue;
+            break;
+        }
         if (rc == 0 && strcmp (step.stop, "cancelled") != 0)
             rc = sb_exec_record_step (run, &step);
         else

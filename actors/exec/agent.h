@@ -85,6 +85,10 @@ struct sb_exec_run {
     sb_exec_tool_tape_t tool_tape;
     char status [16];
     char reason [1024];
+    char kind [16];             /* "" : a prompt's run; "compact": compaction only */
+    uint64_t ctx_estimate;      /* context tokens estimated for the current call */
+    bool overflow;              /* this call was retried after context_overflow */
+    char overflow_msg [512];    /* what the provider said */
 };
 
 //  The tape's bounds on a call's id and name (schemas/types.c, tool.call).
@@ -168,6 +172,42 @@ int sb_exec_record_step (sb_exec_run_t *run, sb_exec_step_t *step);
 
 //  Frees what a step holds and zeroes it.
 void sb_exec_step_clear (sb_exec_step_t *step);
+
+//  ---------------------------------------------------------------------
+//  actors/exec/compact.c: the context window (docs/compaction.md)
+
+typedef enum {
+    SB_COMPACT_AUTO,            /* before a call: only past the threshold */
+    SB_COMPACT_HARD,            /* the provider said overflow: below the estimate too */
+    SB_COMPACT_MANUAL,          /* session.compact: summarize what can be */
+} sb_compact_mode_t;
+
+//  A new runtime's context starts from the session's newest summary
+//  (compacted_seq of its record) rather than from seq 1. Does nothing
+//  when the context is not empty or the entry is not such a summary.
+void sb_exec_compact_seed (sb_exec_run_t *run, uint64_t compacted_seq);
+
+//  Learns the model's limits once per runtime (llm.info). Never fails: a
+//  model whose limits cannot be asked gets the defaults.
+void sb_exec_compact_limits (sb_exec_run_t *run);
+
+//  Compacts the context when `mode` asks for it: appends context.compacted
+//  and catches up. Sets run->ctx_estimate. Returns 0 (compacted or not;
+//  *did says which), or -1 with the run's status set (a turn that cannot
+//  fit, a cancel, a tape that refused).
+int sb_exec_compact (sb_exec_run_t *run, sb_compact_mode_t mode, bool *did);
+
+//  After a model call failed with context_overflow: compacts harder, once
+//  per call. Returns 0 to retry the call, or -1 with the run failed (a
+//  second overflow, or nothing to compact).
+int sb_exec_compact_overflow (sb_exec_run_t *run);
+
+//  The whole of a compaction-only run (kind "compact"): a summary of what
+//  precedes the newest turn; sets the run's status.
+void sb_exec_compact_run (sb_exec_run_t *run);
+
+//  Reads the tape after what the context has seen (actors/exec/agent.c).
+int sb_exec_catch_up (sb_exec_run_t *run);
 
 //  ---------------------------------------------------------------------
 //  actors/exec/agent.c: the run thread

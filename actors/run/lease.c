@@ -25,6 +25,7 @@ sb_run_start (self_t *self, run_t *r)
     sb_enc_kstr (e, "session_id", r->session_id);
     sb_enc_kuint (e, "fence", r->fence);
     if (r->resume_from [0]) sb_enc_kstr (e, "resume_from", r->resume_from);
+    if (r->kind [0]) sb_enc_kstr (e, "kind", r->kind);
     if (r->approval_policy [0]) sb_enc_kstr (e, "approval_policy", r->approval_policy);
     sb_run_limits_encode (r, e);
     sb_enc_map_close (e);

@@ -41,6 +41,7 @@ typedef struct {
     char executor [16];
     char pool [64];
     char waiting_for [256];
+    char kind [16];             /* "": a prompt's run; "compact": compaction only */
     char *input;
     uint64_t fence, created_at, updated_at, started_at, ended_at;
     uint64_t steps, input_tokens, output_tokens;

@@ -553,6 +553,14 @@ s_note_entry (self_t *self, record_t *r, const span_t *sp)
             r->last_prompt = *line? line: NULL;
         r->last_activity_at = self->now;
     }
+    else
+    //  An executor rebuilding the model's context starts from the newest
+    //  summary rather than from seq 1 (docs/compaction.md).
+    if (strcmp (sp->kind, "context.compacted") == 0) {
+        const char *method = sb_get_str (sp->body, "method");
+        if (method && strcmp (method, "summary") == 0)
+            r->compacted_seq = r->last_seq;
+    }
 }
 
 //  Whether the append fits the session's tape quota. A run that reached

@@ -77,6 +77,7 @@ typedef struct {
     uint64_t last_activity_at;  //  the latest prompt or run status, ms
     uint64_t tape_bytes;        //  bytes of appended entry bodies (the quota's measure)
     uint64_t quota_noted;       //  the quota a tape.quota entry was written for; 0: none
+    uint64_t compacted_seq;     //  the newest summarizing context.compacted; 0: none
     bool dirty, deleted;
     bool q_forward;             //  a prompt of this drain starts a run (queue.c)
 } record_t;
@@ -153,6 +154,7 @@ typedef struct {
     uint64_t queue_max;         //  prompts one session's queue may hold
     uint64_t steers_max;        //  steers one session may have pending
     uint64_t queue_bytes;       //  bytes of text its queue and steers may hold
+    zhashx_t *compacts;         //  run.request id -> a session.compact to answer
     chunk_t *arena;
     sb_enc_t *enc;              //  replies sent at once (reads)
     sb_enc_t *prep;             //  prepared entry bodies
@@ -354,5 +356,11 @@ void sb_session_queue_pump (self_t *self);
 //  At startup: takes one internal request per session whose queue holds
 //  something (pause it, steers back to the front). Returns how many.
 size_t sb_session_queue_recover (self_t *self);
+
+//  session/compact.c: session.compact forwarded as a compact run.
+zhashx_t *sb_session_compacts_new (void);
+void sb_session_compact (self_t *self, sb_msg_t **msg_p);
+bool sb_session_compact_reply (self_t *self, const sb_msg_t *reply);
+void sb_session_compact_expire (self_t *self);
 
 #endif

@@ -57,6 +57,8 @@ sb_session_record_encode (sb_enc_t *enc, const record_t *r)
     sb_enc_kuint (enc, "tape_bytes", r->tape_bytes);
     if (r->quota_noted)
         sb_enc_kuint (enc, "quota_noted", r->quota_noted);
+    if (r->compacted_seq)
+        sb_enc_kuint (enc, "compacted_seq", r->compacted_seq);
     sb_enc_map_close (enc);
 }
 
@@ -123,6 +125,7 @@ sb_session_record_get (self_t *self, sb_txn_t *txn, req_t *req, const char *sid)
         .last_activity_at = sb_get_uint (m, "last_activity_at", 0),
         .tape_bytes = sb_get_uint (m, "tape_bytes", 0),
         .quota_noted = sb_get_uint (m, "quota_noted", 0),
+        .compacted_seq = sb_get_uint (m, "compacted_seq", 0),
     };
     self->recs [self->nrecs++] = r;
     zhashx_insert (self->rec_index, r->session_id, r);

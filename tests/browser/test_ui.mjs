@@ -284,9 +284,13 @@ async function main () {
 
     // 8. the changes panel shows the diff of the file the agent wrote
     await page.click ('#tab-changes');
-    const file = await page.waitForSelector ('#pane-changes .file[data-path="notes.md"]', { timeout: STEP_MS });
-    if (!(await file.getAttribute ('open')))
-      await (await file.$ ('summary')).click ();
+    // (the panel may refresh meanwhile: always the current element, opened if closed)
+    await page.waitForSelector ('#pane-changes .file[data-path="notes.md"]', { timeout: STEP_MS });
+    await page.evaluate (() => {
+      const d = document.querySelector ('#pane-changes .file[data-path="notes.md"]');
+      if (!d.open)
+        d.querySelector ('summary').click ();
+    });
     await page.waitForSelector ('#pane-changes .file[data-path="notes.md"] .dl.add >> text=written by the agent',
       { timeout: STEP_MS });
     await shot (page, '04-changes-panel');

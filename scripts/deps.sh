@@ -36,6 +36,7 @@ PKGS=(
   python3-zmq python3-msgpack python3-websocket
   libedit-dev
   bubblewrap git procps nodejs
+  chromium
 )
 # `make bench` adds the peers it measures us against in the same run.
 if [ "${1:-}" = "--bench" ]; then
@@ -49,7 +50,23 @@ for p in "${PKGS[@]}"; do
   fi
 done
 
+# Node.js and npm for the browser test (tests/browser): any node will do
+if ! command -v npm >/dev/null 2>&1; then
+  missing+=(nodejs npm)
+fi
+
+# playwright-core for the browser test, at the version its package-lock.json pins
+browser_deps() {
+  local dir
+  dir="$(cd "$(dirname "$0")/.." && pwd)/tests/browser"
+  if [ ! -f "$dir/node_modules/playwright-core/package.json" ] && command -v npm >/dev/null 2>&1; then
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >&2) \
+      || echo "deps: npm ci in tests/browser failed; the browser test will skip" >&2
+  fi
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
+  browser_deps
   exit 0
 fi
 
@@ -62,3 +79,4 @@ echo "deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+browser_deps

@@ -1,0 +1,136 @@
+// tests/browser/lib.mjs — what the browser tests share: the paths, the
+// processes they start (logged to the output folder, stopped cleanly), a
+// wait with a deadline, screenshots, and the runner that ends with the
+// "N passed, N failed" line.
+
+import { spawn, execFile } from 'node:child_process';
+import { mkdtempSync, mkdirSync, readFileSync, existsSync, rmSync, createWriteStream } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const HERE = path.dirname (fileURLToPath (import.meta.url));
+export const ROOT = process.env.SB_ROOT || path.resolve (HERE, '..', '..');
+export const SB_BIN = process.env.SB_BIN || path.join (ROOT, 'build', 'switchboard');
+export const CHROMIUM = process.env.SB_CHROMIUM || '/usr/bin/chromium';
+export const OUT = process.env.SB_BROWSER_OUT || path.join (path.dirname (SB_BIN), 'test-output', 'browser');
+export const PY = '/usr/bin/python3';
+export const STEP_MS = 20000;   // the longest any one step may take
+
+const procs = [];
+const tmps = [];
+
+export function log (...a) {
+  console.log ('[browser]', ...a);
+}
+
+export function fail (msg) {
+  throw new Error (msg);
+}
+
+export function check (cond, msg) {
+  if (!cond)
+    fail (msg);
+}
+
+export function tmp (prefix) {
+  const d = mkdtempSync (path.join (tmpdir (), prefix));
+  tmps.push (d);
+  return d;
+}
+
+export function start (argv, logFile, env) {
+  const p = spawn (argv [0], argv.slice (1), { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
+  const chunks = [];
+  const file = createWriteStream (logFile);
+  for (const s of [p.stdout, p.stderr])
+    s.on ('data', (d) => {
+      chunks.push (d);
+      file.write (d);
+    });
+  p.exited = new Promise ((resolve) => p.on ('exit', (code, signal) => resolve ({ code, signal })));
+  p.logText = () => Buffer.concat (chunks).toString ();
+  procs.push (p);
+  return p;
+}
+
+// Stops a process with SIGTERM and waits for it (SIGKILL after ms).
+export async function stop (p, ms = 10000) {
+  if (p.exitCode !== null || p.signalCode !== null)
+    return p.exited;
+  p.kill ('SIGTERM');
+  const timer = setTimeout (() => p.kill ('SIGKILL'), ms);
+  const r = await p.exited;
+  clearTimeout (timer);
+  return r;
+}
+
+export function run (argv, { timeout = 15000 } = {}) {
+  return new Promise ((resolve) => {
+    execFile (argv [0], argv.slice (1), { timeout }, (err, stdout, stderr) =>
+      resolve ({ code: err ? (err.code ?? 1) : 0, stdout, stderr }));
+  });
+}
+
+export async function waitFor (what, fn, timeout = STEP_MS, interval = 50) {
+  const end = Date.now () + timeout;
+  let last;
+  for (;;) {
+    try {
+      last = await fn ();
+      if (last)
+        return last;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now () > end)
+      fail ('timed out waiting for ' + what + (last instanceof Error ? ': ' + last.message : ''));
+    await new Promise (r => setTimeout (r, interval));
+  }
+}
+
+export async function shot (page, name) {
+  const file = path.join (OUT, name + '.png');
+  await page.screenshot ({ path: file });
+  log ('screenshot', file);
+}
+
+// serve on a fresh data folder with the gateway on a free port; resolves
+// with {serve, data, base, token} once DATA/http.port is written.
+export async function startServe (args = [], name = 'serve') {
+  const data = tmp ('sb-browser-data-');
+  const serve = start ([SB_BIN, 'serve', '--data', data, '--http', '127.0.0.1:0', ...args], path.join (OUT, name + '.log'));
+  const port = await waitFor ('serve to write DATA/http.port', () => {
+    check (serve.exitCode === null, 'serve exited: ' + serve.logText ());
+    return existsSync (path.join (data, 'http.port')) && Number (readFileSync (path.join (data, 'http.port'), 'utf8'));
+  });
+  const token = readFileSync (path.join (data, 'token'), 'utf8').trim ();
+  return { serve, data, token, base: 'http://127.0.0.1:' + port };
+}
+
+// serve stops cleanly, and (under ASan) reported nothing.
+export async function stopServe (serve) {
+  const end = await stop (serve);
+  check (end.code === 0, 'serve exited with ' + JSON.stringify (end) + ':\n' + serve.logText ().slice (-3000));
+  check (!/AddressSanitizer|LeakSanitizer|runtime error:/.test (serve.logText ()), 'serve reported a sanitizer error');
+}
+
+// Runs the test, stops what it started, prints the closing line, exits.
+export async function runTest (main) {
+  mkdirSync (OUT, { recursive: true });
+  let code = 0;
+  try {
+    check (existsSync (SB_BIN), 'no binary at ' + SB_BIN + ' (make first)');
+    await main ();
+    log ('PASS');
+  } catch (e) {
+    code = 1;
+    console.error ('[browser] FAIL:', e.message);
+  }
+  await Promise.all (procs.map (p => stop (p, 5000)));
+  if (!process.env.SB_KEEP_DATA)
+    for (const d of tmps)
+      rmSync (d, { recursive: true, force: true });
+  console.log ((code ? 0 : 1) + ' passed, ' + code + ' failed');
+  process.exit (code);
+}

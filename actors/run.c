@@ -151,10 +151,99 @@ s_policy_ok (const char *p)
     return !p || strcmp (p, "yolo") == 0 || strcmp (p, "auto") == 0 || strcmp (p, "interactive") == 0;
 }
 
-/*  Creates a queued run of `session_id` (shared by run.request and
-    run.resume). Replies on success or error. */
+/*  What a run.request or run.resume asks for, kept while session.get is
+    on its way; the request itself is kept to be answered. */
+typedef struct {
+    sb_msg_t *msg;
+    char session_id [33];
+    char *input;
+    char resume_from [33];
+    char executor [16];
+    char pool [64];
+    char policy [16];
+    bool has_max_steps, has_timeout, has_max_output;
+    uint64_t max_steps, timeout_s, max_output_tokens;
+} create_t;
+
 static void
-s_create (self_t *self, const sb_msg_t *msg, const char *session_id, const char *input,
+s_create_free (void *arg)
+{
+    create_t *c = arg;
+    if (c) {
+        sb_msg_destroy (&c->msg);
+        free (c->input);
+        free (c);
+    }
+}
+
+/*  session.get answered: the session must exist and be open, and its
+    config gives the defaults. Everything decided here is decided without
+    waiting, so two requests for one session cannot both pass the check
+    for an active run. */
+static void
+s_on_create_session (self_t *self, call_t *call, const sb_msg_t *sess)
+{
+    create_t *c = call->arg;
+    const sb_msg_t *msg = c->msg;
+    if (!sess) {
+        sb_bus_error (self->bus, msg, SB_E_unavailable, "the session actor did not answer");
+        return;
+    }
+    if (sb_msg_is_error (sess)) {
+        sb_bus_error (self->bus, msg, sb_err_from_name (sb_msg_error_code (sess)), "%s", sb_msg_error_message (sess));
+        return;
+    }
+    /* a retry that came while the first was waiting here */
+    if (s_remembered (self, msg, c->session_id))
+        return;
+    const sb_val_t *rec = sb_get_map (sess->body, "session");
+    const char *status = sb_get_str (rec, "status");
+    if (status && strcmp (status, "active") != 0) {
+        sb_bus_error (self->bus, msg, SB_E_conflict, "session %s is %s", c->session_id, status);
+        return;
+    }
+    char active [33];
+    if (sb_run_active_run (self, c->session_id, active) == 0) {
+        sb_bus_error (self->bus, msg, SB_E_conflict,
+                      "session %s already has an active run %s; wait for it or cancel it "
+                      "(one run at a time per session)", c->session_id, active);
+        return;
+    }
+    run_t r;
+    memset (&r, 0, sizeof r);
+    sb_ulid_new (r.run_id);
+    s_copy (r.session_id, sizeof r.session_id, c->session_id);
+    r.status = SB_RUN_queued;
+    s_copy (r.executor, sizeof r.executor, c->executor);
+    s_copy (r.pool, sizeof r.pool, c->pool);
+    s_copy (r.resume_from, sizeof r.resume_from, c->resume_from);
+    const char *spolicy = sb_get_str (rec, "approval_policy");
+    s_copy (r.approval_policy, sizeof r.approval_policy,
+            c->policy [0] ? c->policy : spolicy ? spolicy : "auto");
+    r.input = c->input;
+    c->input = NULL;
+    r.max_steps = c->has_max_steps ? c->max_steps : sb_get_uint (rec, "max_steps", DEFAULT_MAX_STEPS);
+    if (r.max_steps == 0)
+        r.max_steps = DEFAULT_MAX_STEPS;
+    r.timeout_s = c->has_timeout ? c->timeout_s : DEFAULT_TIMEOUT_S;
+    r.max_output_tokens = c->has_max_output ? c->max_output_tokens : 0;
+    r.created_at = sb_now_ms ();
+    if (sb_run_save (self, &r, true, true, r.input)) {
+        sb_bus_error (self->bus, msg, SB_E_internal, "cannot store the run");
+        sb_run_record_free (&r);
+        return;
+    }
+    s_remember (self, msg, &r);
+    s_reply_run (self, msg, &r);
+    sb_run_start (self, &r);
+    sb_run_record_free (&r);
+}
+
+/*  Creates a queued run of `session_id` (shared by run.request and
+    run.resume) once session.get answers. Takes over msg; replies on
+    success or error. */
+static void
+s_create (self_t *self, sb_msg_t *msg, const char *session_id, const char *input,
           const char *resume_from, const sb_val_t *target, const sb_val_t *limits, const char *policy)
 {
     if (!s_policy_ok (policy)) {
@@ -171,66 +260,37 @@ s_create (self_t *self, const sb_msg_t *msg, const char *session_id, const char 
         sb_bus_error (self->bus, msg, SB_E_invalid, "target {executor: worker} needs a pool");
         return;
     }
-    /* the session must exist and be open; its config gives the defaults */
+    create_t *c = calloc (1, sizeof *c);
     sb_enc_t *e = sb_enc_new ();
+    if (!c || !e || (input && !(c->input = strdup (input)))) {
+        sb_bus_error (self->bus, msg, SB_E_internal, "out of memory");
+        s_create_free (c);
+        sb_enc_destroy (&e);
+        return;
+    }
+    s_copy (c->session_id, sizeof c->session_id, session_id);
+    s_copy (c->resume_from, sizeof c->resume_from, resume_from);
+    s_copy (c->executor, sizeof c->executor, executor);
+    s_copy (c->pool, sizeof c->pool, pool);
+    s_copy (c->policy, sizeof c->policy, policy);
+    c->has_max_steps = sb_get (limits, "max_steps") != NULL;
+    c->max_steps = sb_get_uint (limits, "max_steps", 0);
+    c->has_timeout = sb_get (limits, "timeout_s") != NULL;
+    c->timeout_s = sb_get_uint (limits, "timeout_s", 0);
+    c->has_max_output = sb_get (limits, "max_output_tokens") != NULL;
+    c->max_output_tokens = sb_get_uint (limits, "max_output_tokens", 0);
+    c->msg = sb_run_msg_keep (msg);
+    if (!c->msg) {
+        sb_bus_error (self->bus, msg, SB_E_internal, "out of memory");
+        s_create_free (c);
+        sb_enc_destroy (&e);
+        return;
+    }
     sb_enc_map_open (e);
     sb_enc_kstr (e, "session_id", session_id);
     sb_enc_map_close (e);
-    size_t len;
-    const uint8_t *b = sb_enc_data (e, &len);
-    sb_msg_t *sess = sb_bus_call (self->bus, "session.get", session_id, b, len, CALL_MS);
+    sb_run_call (self, "session.get", session_id, NULL, e, s_on_create_session, NULL, 0, c, s_create_free);
     sb_enc_destroy (&e);
-    if (!sess) {
-        sb_bus_error (self->bus, msg, SB_E_unavailable, "the session actor did not answer");
-        return;
-    }
-    if (sb_msg_is_error (sess)) {
-        sb_bus_error (self->bus, msg, sb_err_from_name (sb_msg_error_code (sess)), "%s", sb_msg_error_message (sess));
-        sb_msg_destroy (&sess);
-        return;
-    }
-    const sb_val_t *rec = sb_get_map (sess->body, "session");
-    const char *status = sb_get_str (rec, "status");
-    if (status && strcmp (status, "active") != 0) {
-        sb_bus_error (self->bus, msg, SB_E_conflict, "session %s is %s", session_id, status);
-        sb_msg_destroy (&sess);
-        return;
-    }
-    char active [33];
-    if (sb_run_active_run (self, session_id, active) == 0) {
-        sb_bus_error (self->bus, msg, SB_E_conflict,
-                      "session %s already has an active run %s; wait for it or cancel it "
-                      "(one run at a time per session)", session_id, active);
-        sb_msg_destroy (&sess);
-        return;
-    }
-    run_t r;
-    memset (&r, 0, sizeof r);
-    sb_ulid_new (r.run_id);
-    s_copy (r.session_id, sizeof r.session_id, session_id);
-    r.status = SB_RUN_queued;
-    s_copy (r.executor, sizeof r.executor, executor);
-    s_copy (r.pool, sizeof r.pool, pool);
-    s_copy (r.resume_from, sizeof r.resume_from, resume_from);
-    s_copy (r.approval_policy, sizeof r.approval_policy,
-            policy ? policy : sb_get_str (rec, "approval_policy") ? sb_get_str (rec, "approval_policy") : "auto");
-    r.input = input ? strdup (input) : NULL;
-    r.max_steps = sb_get_uint (limits, "max_steps", sb_get_uint (rec, "max_steps", DEFAULT_MAX_STEPS));
-    if (r.max_steps == 0)
-        r.max_steps = DEFAULT_MAX_STEPS;
-    r.timeout_s = sb_get_uint (limits, "timeout_s", DEFAULT_TIMEOUT_S);
-    r.max_output_tokens = sb_get_uint (limits, "max_output_tokens", 0);
-    r.created_at = sb_now_ms ();
-    sb_msg_destroy (&sess);
-    if (sb_run_save (self, &r, true, true, input)) {
-        sb_bus_error (self->bus, msg, SB_E_internal, "cannot store the run");
-        sb_run_record_free (&r);
-        return;
-    }
-    s_remember (self, msg, &r);
-    s_reply_run (self, msg, &r);
-    sb_run_start (self, &r);
-    sb_run_record_free (&r);
 }
 
 static void
@@ -429,12 +489,31 @@ s_check_fence (self_t *self, sb_msg_t *msg, run_t *r)
     return 0;
 }
 
+/*  An executor's run thread has its own connection, so its first
+    heartbeat or its finish can overtake exec.start.ok: a queued run whose
+    exec.start is in flight, heard from with its fence, is claimed by the
+    instance that spoke. */
+static void
+s_claim_if_starting (self_t *self, run_t *r, const sb_msg_t *msg)
+{
+    job_t *j = sb_run_job (self, r->run_id);
+    if (r->status != SB_RUN_queued || !j || j->stage != JOB_EXEC_START)
+        return;
+    if (sb_run_set_status (r, SB_RUN_claimed, NULL) != SB_OK)
+        return;
+    s_copy (r->owner, sizeof r->owner, msg->h.from);
+    r->started_at = sb_now_ms ();
+    r->waiting_for [0] = 0;
+    sb_run_save (self, r, false, true, NULL);
+}
+
 static void
 s_handle_heartbeat (self_t *self, sb_msg_t *msg)
 {
     run_t r;
     if (s_check_fence (self, msg, &r))
         return;
+    s_claim_if_starting (self, &r, msg);
     lease_t *lease = zhashx_lookup (self->leases, r.run_id);
     if (!lease) {
         lease = calloc (1, sizeof *lease);
@@ -468,6 +547,7 @@ s_handle_finish (self_t *self, sb_msg_t *msg)
     run_t r;
     if (s_check_fence (self, msg, &r))
         return;
+    s_claim_if_starting (self, &r, msg);
     sb_run_status_t status = sb_run_status_from_name (sb_get_str (msg->body, "status"));
     if (status != SB_RUN_completed && status != SB_RUN_failed && status != SB_RUN_cancelled) {
         sb_bus_error (self->bus, msg, SB_E_invalid, "status must be completed, failed or cancelled");
@@ -524,7 +604,11 @@ s_handle_bus (self_t *self)
 {
     sb_msg_t *msg;
     while ((msg = sb_bus_recv (self->bus, 0))) {
-        if (msg->route) {
+        if (!msg->route)
+            /* a reply continues the work that sent its request; replies
+               to pushes (exec.cancel) need no action */
+            sb_run_call_reply (self, msg);
+        else {
             size_t k = 0;
             while (k < S_HANDLERS && strcmp (msg->h.type, s_handlers [k].type) != 0)
                 k++;
@@ -533,7 +617,6 @@ s_handle_bus (self_t *self)
             else
                 sb_bus_error (self->bus, msg, SB_E_unknown_type, "run does not serve %s", msg->h.type);
         }
-        /* replies to pushes (exec.cancel) need no action */
         sb_msg_destroy (&msg);
     }
 }
@@ -547,6 +630,8 @@ s_self_destroy (self_t **self_p)
     if (!self)
         return;
     zhashx_destroy (&self->leases);
+    sb_run_calls_destroy (&self->calls);
+    zhashx_destroy (&self->jobs);
     sb_bus_destroy (&self->bus);
     sb_store_destroy (&self->store);
     sb_enc_destroy (&self->enc);
@@ -580,11 +665,14 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
     self->bus = sb_bus_new (args->cmd_endpoint, self->instance);
     self->enc = sb_enc_new ();
     self->leases = zhashx_new ();
-    if (!self->bus || !self->enc || !self->leases) {
+    self->calls = sb_run_calls_new ();
+    self->jobs = zhashx_new ();
+    if (!self->bus || !self->enc || !self->leases || !self->calls || !self->jobs) {
         s_self_destroy (&self);
         return NULL;
     }
     zhashx_set_destructor (self->leases, s_free_lease);
+    zhashx_set_destructor (self->jobs, s_free_lease);
     /* the outbox numbering continues after the last entry */
     sb_txn_t txn;
     if (sb_txn_begin (self->store, &txn, false) == 0) {
@@ -595,6 +683,8 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
     }
     if (!self->outbox_next)
         self->outbox_next = 1;
+    /* refined by the drain at startup (sb_run_recover) */
+    self->outbox_acked = 0;
     return self;
 }
 
@@ -633,6 +723,7 @@ sb_run_actor (zsock_t *pipe, void *args)
         if ((items [0].revents & ZMQ_POLLIN) && sb_actor_pipe_term (pipe))
             self->terminated = true;
         s_handle_bus (self);
+        sb_run_calls_expire (self);
         if (sb_mono_ms () >= self->next_tick) {
             sb_run_expire_leases (self);
             sb_run_start_queued (self);

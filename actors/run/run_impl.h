@@ -54,7 +54,38 @@ typedef struct {
     uint64_t steps, input_tokens, output_tokens;
 } lease_t;
 
+/*  A request the actor sent and whose reply continues some work: a row of
+    self->calls, keyed by the request's id (the reply's corr). fn runs once,
+    with the reply, or with NULL when none came within CALL_MS; the table
+    then frees arg with arg_free. No handler waits on the bus
+    (docs/workers.md, "The run actor never waits"). */
+typedef struct self_t self_t;
+typedef struct call_s call_t;
+typedef void (call_fn) (self_t *self, call_t *call, const sb_msg_t *reply);
+struct call_s {
+    call_fn *fn;
+    char run_id [33];
+    uint64_t n;                 /* an outbox entry's number */
+    void *arg;
+    void (*arg_free) (void *arg);
+    int64_t expires;            /* mono ms */
+};
+
+/*  The step a run is at while a request of its own is in flight; a run
+    has at most one job, so the tick never starts or expires it twice. */
+typedef enum {
+    JOB_WAIT_OUTBOX,            /* start: its tape entries must land first */
+    JOB_FENCE_START,            /* start: session.fence sent */
+    JOB_EXEC_START,             /* start: exec.start sent */
+    JOB_FENCE_EXPIRE,           /* expiry: session.fence sent */
+} job_stage_t;
+
 typedef struct {
+    job_stage_t stage;
+    uint64_t barrier;           /* JOB_WAIT_OUTBOX: the outbox entry to wait for */
+} job_t;
+
+struct self_t {
     zsock_t *pipe;
     sb_bus_t *bus;
     sb_store_t *store;
@@ -62,9 +93,14 @@ typedef struct {
     char instance [129];
     zhashx_t *leases;           /* run_id -> lease_t */
     uint64_t outbox_next;
+    uint64_t outbox_acked;      /* every entry up to this one has landed (or was dropped) */
+    bool outbox_inflight;       /* one append at a time keeps the tape in order */
+    bool recovering;            /* startup: writes flush synchronously */
+    zhashx_t *calls;            /* request id -> call_t */
+    zhashx_t *jobs;             /* run_id -> job_t */
     int64_t next_tick;
     bool terminated;
-} self_t;
+};
 
 static inline void
 s_copy (char *dst, size_t n, const char *src)
@@ -99,14 +135,45 @@ int sb_run_save_new_fence (self_t *self, run_t *r);
     (schemas/run_status.h) has the move; otherwise logs it, changes
     nothing and returns SB_E_conflict, so the caller writes nothing. */
 sb_err_t sb_run_set_status (run_t *r, sb_run_status_t status, const char *reason);
-/*  Sends pending tape appends in order. */
+/*  Sends the next pending tape append unless one is in flight; its reply
+    sends the next. Never waits. */
 void sb_run_outbox_flush (self_t *self);
-/*  Tells the session actor the run's fence; 0 once it has it. */
+/*  Startup only (before the actor serves): sends every pending append and
+    waits for each. */
+void sb_run_outbox_drain (self_t *self);
+/*  Startup only: tells the session actor the run's fence and waits; 0
+    once it has it. */
 int sb_run_fence_session (self_t *self, run_t *r);
+/*  Sends session.fence for the run; fn continues with the reply. */
+int sb_run_fence_session_async (self_t *self, const run_t *r, call_fn *fn);
+
+/*  run/calls.c */
+zhashx_t *sb_run_calls_new (void);
+void sb_run_calls_destroy (zhashx_t **table_p);
+/*  Sends a request whose reply continues in fn (body: the encoded map in
+    e). Takes arg. On a send failure fn runs at once with NULL and -1 is
+    returned. */
+int sb_run_call (self_t *self, const char *type, const char *key, const char *to, sb_enc_t *e,
+                 call_fn *fn, const char *run_id, uint64_t n, void *arg, void (*arg_free) (void *));
+/*  A reply to one of our calls: runs its continuation. False when the
+    reply answers nothing we wait for (a late one, or a push's). */
+bool sb_run_call_reply (self_t *self, const sb_msg_t *reply);
+/*  Runs the continuation of every call past its deadline with NULL. */
+void sb_run_calls_expire (self_t *self);
+/*  The job of a run, or NULL; sb_run_job_set makes or updates it. */
+job_t *sb_run_job (self_t *self, const char *run_id);
+void sb_run_job_set (self_t *self, const char *run_id, job_stage_t stage, uint64_t barrier);
+void sb_run_job_end (self_t *self, const char *run_id);
+/*  Takes over a received message (its route, header and body) so that a
+    continuation can answer it later; the original is left empty. */
+sb_msg_t *sb_run_msg_keep (sb_msg_t *msg);
 
 /*  run/lease.c */
-/*  Hands a queued run to an executor (exec.start), or notes what it waits for. */
+/*  Hands a queued run to an executor (exec.start), or notes what it
+    waits for. The start goes on in steps, each continued by a reply. */
 void sb_run_start (self_t *self, run_t *r);
+/*  Continues the starts that waited for the outbox. */
+void sb_run_jobs_advance (self_t *self);
 /*  The same for every queued run. */
 void sb_run_start_queued (self_t *self);
 /*  Pushes exec.cancel to the instance that owns the run. */

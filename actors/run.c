@@ -216,6 +216,15 @@ s_on_create_session (self_t *self, call_t *call, const sb_msg_t *sess)
     r.status = SB_RUN_queued;
     s_copy (r.executor, sizeof r.executor, c->executor);
     s_copy (r.pool, sizeof r.pool, c->pool);
+    if (!r.executor [0]) {
+        const char *t = sb_get_str (rec, "target");
+        if (t && strncmp (t, "worker:", 7) == 0 && t [7]) {
+            s_copy (r.executor, sizeof r.executor, "worker");
+            s_copy (r.pool, sizeof r.pool, t + 7);
+        }
+        else
+            s_copy (r.executor, sizeof r.executor, "local");
+    }
     s_copy (r.resume_from, sizeof r.resume_from, c->resume_from);
     const char *spolicy = sb_get_str (rec, "approval_policy");
     s_copy (r.approval_policy, sizeof r.approval_policy,
@@ -250,9 +259,10 @@ s_create (self_t *self, sb_msg_t *msg, const char *session_id, const char *input
         sb_bus_error (self->bus, msg, SB_E_invalid, "approval_policy must be yolo, auto or interactive");
         return;
     }
-    const char *executor = target ? sb_get_str (target, "executor") : "local";
+    /* no target: the session's (session.target), read with the session */
+    const char *executor = target ? sb_get_str (target, "executor") : "";
     const char *pool = target ? sb_get_str (target, "pool") : NULL;
-    if (strcmp (executor, "local") != 0 && strcmp (executor, "worker") != 0) {
+    if (target && strcmp (executor, "local") != 0 && strcmp (executor, "worker") != 0) {
         sb_bus_error (self->bus, msg, SB_E_invalid, "target.executor must be local or worker, not '%s'", executor);
         return;
     }
@@ -521,7 +531,9 @@ s_handle_heartbeat (self_t *self, sb_msg_t *msg)
             zhashx_update (self->leases, r.run_id, lease);
     }
     if (lease) {
-        lease->expires = sb_mono_ms () + LEASE_MS;
+        if (!lease->lease_ms)
+            lease->lease_ms = LEASE_MS;
+        lease->expires = sb_mono_ms () + (int64_t) lease->lease_ms;
         s_copy (lease->phase, sizeof lease->phase, sb_get_str (msg->body, "phase"));
         lease->steps = sb_get_uint (msg->body, "steps", lease->steps);
         lease->input_tokens = sb_get_uint (msg->body, "input_tokens", lease->input_tokens);
@@ -529,11 +541,13 @@ s_handle_heartbeat (self_t *self, sb_msg_t *msg)
     }
     if (r.status == SB_RUN_claimed && sb_run_set_status (&r, SB_RUN_running, NULL) == SB_OK)
         sb_run_save (self, &r, false, true, NULL);
+    if (r.worker_id [0])
+        sb_run_worker_seen (self, r.worker_id);
     sb_enc_t *e = self->enc;
     sb_enc_reset (e);
     sb_enc_map_open (e);
     sb_enc_kbool (e, "cancel_requested", r.cancel_requested);
-    sb_enc_kuint (e, "lease_ms", LEASE_MS);
+    sb_enc_kuint (e, "lease_ms", lease && lease->lease_ms ? lease->lease_ms : LEASE_MS);
     sb_enc_map_close (e);
     size_t len;
     const uint8_t *b = sb_enc_data (e, &len);
@@ -554,8 +568,12 @@ s_handle_finish (self_t *self, sb_msg_t *msg)
         sb_run_record_free (&r);
         return;
     }
+    /* run.finish says `reason`, a worker's run.complete `error` */
+    const char *reason = sb_get_str (msg->body, "reason");
+    if (!reason)
+        reason = sb_get_str (msg->body, "error");
     /* e.g. a run that no executor ever claimed cannot finish */
-    if (sb_run_set_status (&r, status, sb_get_str (msg->body, "reason")) != SB_OK) {
+    if (sb_run_set_status (&r, status, reason) != SB_OK) {
         sb_bus_error (self->bus, msg, SB_E_conflict, "run %s is %s; it cannot become %s", r.run_id,
                       sb_run_status_name (r.status), sb_run_status_name (status));
         sb_run_record_free (&r);
@@ -568,6 +586,10 @@ s_handle_finish (self_t *self, sb_msg_t *msg)
     r.phase [0] = 0;
     zhashx_delete (self->leases, r.run_id);
     sb_run_save (self, &r, false, true, NULL);
+    if (r.worker_id [0]) {
+        sb_run_worker_seen (self, r.worker_id);
+        sb_run_worker_release (self, &r);
+    }
     s_reply_run (self, msg, &r);
     sb_run_record_free (&r);
 }
@@ -590,6 +612,8 @@ static const struct {
     { "run.resume",    s_handle_resume },
     { "run.heartbeat", s_handle_heartbeat },
     { "run.finish",    s_handle_finish },
+    { "run.claim",     sb_run_handle_claim },
+    { "run.complete",  s_handle_finish },
 };
 #define S_HANDLERS (sizeof s_handlers / sizeof s_handlers [0])
 
@@ -629,6 +653,7 @@ s_self_destroy (self_t **self_p)
     self_t *self = *self_p;
     if (!self)
         return;
+    sb_run_workers_close (self);
     zhashx_destroy (&self->leases);
     sb_run_calls_destroy (&self->calls);
     zhashx_destroy (&self->jobs);
@@ -703,31 +728,47 @@ sb_run_actor (zsock_t *pipe, void *args)
         sb_actor_signal (pipe, 1);
         return;
     }
+    if (sb_run_workers_open (self, args)) {
+        s_self_destroy (&self);
+        sb_actor_signal (pipe, 1);
+        return;
+    }
     /* recovery before the server opens to clients (docs/architecture.md) */
     sb_run_recover (self);
     sb_actor_signal (pipe, 0);
-    self->next_tick = sb_mono_ms () + 1000;
+    /* Leases and claims are checked every TICK_MS, so a lapsed lease is
+       expired within lease + TICK_MS + one session.fence round trip
+       (docs/workers.md); queued runs are retried every 4th tick. */
+    self->next_tick = sb_mono_ms () + TICK_MS;
+    unsigned ticks = 0;
     while (!self->terminated) {
         zmq_pollitem_t items [] = {
             { zsock_resolve (pipe), 0, ZMQ_POLLIN, 0 },
             { sb_bus_socket (self->bus), 0, ZMQ_POLLIN, 0 },
+            { sb_bus_socket (self->wbus), 0, ZMQ_POLLIN, 0 },
         };
         int64_t wait = sb_bus_tick (self->bus);
+        int64_t wwait = sb_bus_tick (self->wbus);
+        if (wwait < wait)
+            wait = wwait;
         int64_t tick = self->next_tick - sb_mono_ms ();
         if (tick < wait)
             wait = tick;
-        if (sb_bus_has_queued (self->bus) || wait < 0)
+        if (sb_bus_has_queued (self->bus) || sb_bus_has_queued (self->wbus) || wait < 0)
             wait = 0;
-        if (zmq_poll (items, 2, (long) wait) < 0 && errno != EINTR)
+        if (zmq_poll (items, 3, (long) wait) < 0 && errno != EINTR)
             break;
         if ((items [0].revents & ZMQ_POLLIN) && sb_actor_pipe_term (pipe))
             self->terminated = true;
         s_handle_bus (self);
+        sb_run_handle_worker_bus (self);
         sb_run_calls_expire (self);
         if (sb_mono_ms () >= self->next_tick) {
             sb_run_expire_leases (self);
-            sb_run_start_queued (self);
-            self->next_tick = sb_mono_ms () + 1000;
+            sb_run_claims_expire (self);
+            if (++ticks % 4 == 0)
+                sb_run_start_queued (self);
+            self->next_tick = sb_mono_ms () + TICK_MS;
         }
     }
     s_self_destroy (&self);

@@ -102,7 +102,7 @@ typedef struct {
 /*  What a send on the command plane came to. */
 typedef enum { SEND_OK, SEND_FULL, SEND_FAILED } send_t;
 
-static const char *s_singletons [] = { "session", "run", "interact", NULL };
+static const char *s_singletons [] = { "session", "run", "interact", "worker", NULL };
 
 /* ------------------------------------------------------------------ */
 

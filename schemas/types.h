@@ -25,7 +25,8 @@
     X (session) \
     X (llm) \
     X (run) \
-    X (exec)
+    X (exec) \
+    X (worker)
 
 #define SB_DECLARE(svc) \
     extern const sb_type_t sb_types_##svc []; \

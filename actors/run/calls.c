@@ -124,9 +124,14 @@ sb_run_job_set (self_t *self, const char *run_id, job_stage_t stage, uint64_t ba
     j->barrier = barrier;
 }
 
+/*  A job that ends with a claim still attached did not grant it: the
+    worker hears {} and claims again. */
 void
 sb_run_job_end (self_t *self, const char *run_id)
 {
+    job_t *j = zhashx_lookup (self->jobs, run_id);
+    if (j && j->claim)
+        sb_run_claim_drop (self, &j->claim);
     zhashx_delete (self->jobs, run_id);
 }
 

@@ -24,7 +24,6 @@ s_waiting_for (self_t *self, run_t *r, const char *what)
          (session.fence), so a former holder can no longer append;
       3. exec.start to an instance, whose reply makes the run claimed.
     Each continuation reloads the run: a cancel may have come meanwhile. */
-static void s_start_fence (self_t *self, const char *run_id);
 
 static void
 s_start_failed (self_t *self, const char *run_id, const char *what)
@@ -81,6 +80,7 @@ s_on_exec_start (self_t *self, call_t *call, const sb_msg_t *reply)
         lease_t *lease = calloc (1, sizeof *lease);
         if (lease) {
             lease->expires = sb_mono_ms () + LEASE_MS;
+            lease->lease_ms = LEASE_MS;
             zhashx_update (self->leases, r.run_id, lease);
         }
     }
@@ -106,6 +106,17 @@ s_on_start_fence (self_t *self, call_t *call, const sb_msg_t *reply)
         sb_run_record_free (&r);
         return;
     }
+    if (strcmp (r.executor, "worker") == 0) {
+        /* a worker's claim: the session has the fence, the worker gets it */
+        job_t *j = sb_run_job (self, r.run_id);
+        claim_t *claim = j ? j->claim : NULL;
+        if (j)
+            j->claim = NULL;
+        sb_run_job_end (self, r.run_id);
+        sb_run_grant (self, &r, claim);
+        sb_run_record_free (&r);
+        return;
+    }
     sb_enc_t *e = sb_enc_new ();
     if (!e) {
         sb_run_job_end (self, call->run_id);
@@ -126,8 +137,8 @@ s_on_start_fence (self_t *self, call_t *call, const sb_msg_t *reply)
     sb_run_record_free (&r);
 }
 
-static void
-s_start_fence (self_t *self, const char *run_id)
+void
+sb_run_start_fence (self_t *self, const char *run_id)
 {
     run_t r;
     if (sb_run_record_load (self, run_id, &r)) {
@@ -147,18 +158,16 @@ s_start_fence (self_t *self, const char *run_id)
 void
 sb_run_start (self_t *self, run_t *r)
 {
-    if (strcmp (r->executor, "worker") == 0) {
-        char w [256];
-        snprintf (w, sizeof w, "a worker in pool %s to claim it (workers are not built yet)", r->pool);
-        s_waiting_for (self, r, w);
-        return;
-    }
     if (sb_run_job (self, r->run_id))
         return;                 /* its start is under way */
+    if (strcmp (r->executor, "worker") == 0) {
+        sb_run_offer (self, r);
+        return;
+    }
     uint64_t barrier = self->outbox_next - 1;
     sb_run_job_set (self, r->run_id, JOB_WAIT_OUTBOX, barrier);
     if (self->outbox_acked >= barrier)
-        s_start_fence (self, r->run_id);
+        sb_run_start_fence (self, r->run_id);
     else
         sb_run_outbox_flush (self);
 }
@@ -176,7 +185,7 @@ sb_run_jobs_advance (self_t *self)
         if (j->stage == JOB_WAIT_OUTBOX && j->barrier <= self->outbox_acked)
             zlistx_add_end (ready, strdup ((const char *) zhashx_cursor (self->jobs)));
     for (char *id = zlistx_first (ready); id; id = zlistx_next (ready))
-        s_start_fence (self, id);
+        sb_run_start_fence (self, id);
     zlistx_destroy (&ready);
 }
 
@@ -205,6 +214,9 @@ sb_run_start_queued (self_t *self)
 void
 sb_run_push_cancel (self_t *self, const run_t *r)
 {
+    /* a worker learns of it from its next heartbeat's reply */
+    if (strcmp (r->executor, "worker") == 0)
+        return;
     sb_enc_t *e = sb_enc_new ();
     sb_enc_map_open (e);
     sb_enc_kstr (e, "run_id", r->run_id);
@@ -234,10 +246,11 @@ s_on_expire_fence (self_t *self, call_t *call, const sb_msg_t *reply)
         return;
     }
     if (r.fence == call->n && sb_run_transition_ok (r.status, SB_RUN_expired)
-    &&  sb_run_set_status (&r, SB_RUN_expired, "lease_expired: the executor stopped heartbeating") == SB_OK) {
+    &&  sb_run_set_status (&r, SB_RUN_expired, "lease_expired") == SB_OK) {
         r.phase [0] = 0;
         sb_run_save (self, &r, false, true, NULL);
     }
+    sb_run_worker_release (self, &r);
     zhashx_delete (self->leases, call->run_id);
     sb_run_record_free (&r);
 }

@@ -23,6 +23,7 @@
 #define ACTOR "run"
 #define LEASE_MS 30000
 #define CALL_MS 5000
+#define TICK_MS 250
 #define DEFAULT_MAX_STEPS 50
 #define DEFAULT_TIMEOUT_S 3600
 
@@ -41,6 +42,8 @@ typedef struct {
     char executor [16];
     char pool [64];
     char waiting_for [256];
+    char worker_id [65];
+    char instance_id [65];
     char *input;
     uint64_t fence, created_at, updated_at, started_at, ended_at;
     uint64_t steps, input_tokens, output_tokens;
@@ -50,6 +53,7 @@ typedef struct {
 
 typedef struct {
     int64_t expires;            /* mono ms */
+    uint64_t lease_ms;          /* its length (0: LEASE_MS) */
     char phase [32];
     uint64_t steps, input_tokens, output_tokens;
 } lease_t;
@@ -80,10 +84,35 @@ typedef enum {
     JOB_FENCE_EXPIRE,           /* expiry: session.fence sent */
 } job_stage_t;
 
+/*  A worker's run.claim, answered when a run is granted to it, or with
+    {} when none comes within its wait_ms. */
+typedef struct {
+    sb_msg_t *msg;              /* the request, kept to be answered */
+    char worker_id [65];
+    char pool [65];
+    uint64_t lease_ms;
+    int64_t expires;            /* mono ms: answer {} then */
+} claim_t;
+
 typedef struct {
     job_stage_t stage;
     uint64_t barrier;           /* JOB_WAIT_OUTBOX: the outbox entry to wait for */
+    claim_t *claim;             /* a worker run: the claim it is granted to */
 } job_t;
+
+/*  A registered worker (memory only: a worker registers again whenever it
+    connects, and its runs' leases say the rest). */
+typedef struct {
+    char worker_id [65];
+    char instance_id [65];
+    char hostname [256];
+    char pool [65];
+    char workspace_sync [16];
+    char current_run_id [33];
+    uint64_t pid, registered_at, last_seen_at;
+    uint8_t *caps;              /* the capabilities map, encoded */
+    size_t caps_len;
+} worker_t;
 
 struct self_t {
     zsock_t *pipe;
@@ -98,6 +127,10 @@ struct self_t {
     bool recovering;            /* startup: writes flush synchronously */
     zhashx_t *calls;            /* request id -> call_t */
     zhashx_t *jobs;             /* run_id -> job_t */
+    sb_bus_t *wbus;             /* the same actor as the `worker` service */
+    zhashx_t *workers;          /* worker_id -> worker_t */
+    zlistx_t *claims;           /* claim_t waiting for a run, oldest first */
+    uint64_t stale_ms, offline_ms;
     int64_t next_tick;
     bool terminated;
 };
@@ -168,7 +201,30 @@ void sb_run_job_end (self_t *self, const char *run_id);
     continuation can answer it later; the original is left empty. */
 sb_msg_t *sb_run_msg_keep (sb_msg_t *msg);
 
+/*  run/workers.c */
+/*  The worker registry and the claims (docs/workers.md). */
+int sb_run_workers_open (self_t *self, const sb_actor_args_t *args);
+void sb_run_workers_close (self_t *self);
+void sb_run_handle_claim (self_t *self, sb_msg_t *msg);
+/*  A message on the worker bus (worker.*). */
+void sb_run_handle_worker_bus (self_t *self);
+/*  Answers the claims whose wait is over with {}. */
+void sb_run_claims_expire (self_t *self);
+/*  A queued worker run: hands it to a waiting claim, or says why it waits.
+    True when a claim took it. */
+bool sb_run_offer (self_t *self, run_t *r);
+/*  The fence of a claimed run reached the session: answers the claim. */
+void sb_run_grant (self_t *self, run_t *r, claim_t *claim);
+/*  Answers a claim with {} and frees it. */
+void sb_run_claim_drop (self_t *self, claim_t **claim_p);
+/*  A worker was heard from (claim, heartbeat, completion). */
+worker_t *sb_run_worker_seen (self_t *self, const char *worker_id);
+/*  The run left the worker (completed, expired). */
+void sb_run_worker_release (self_t *self, const run_t *r);
+
 /*  run/lease.c */
+/*  The fence step of a start (also after a claim): see lease.c. */
+void sb_run_start_fence (self_t *self, const char *run_id);
 /*  Hands a queued run to an executor (exec.start), or notes what it
     waits for. The start goes on in steps, each continued by a reply. */
 void sb_run_start (self_t *self, run_t *r);

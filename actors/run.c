@@ -16,7 +16,7 @@ static const char *s_dbis [] = { "runs", "active", "bysession", "outbox", "fence
 /*  Replies */
 
 static void
-s_reply_run (self_t *self, const sb_msg_t *msg, const run_t *r)
+s_reply_run_with (self_t *self, const sb_msg_t *msg, const run_t *r, bool landed)
 {
     sb_enc_t *e = self->enc;
     sb_enc_reset (e);
@@ -26,7 +26,28 @@ s_reply_run (self_t *self, const sb_msg_t *msg, const run_t *r)
     sb_enc_map_close (e);
     size_t len;
     const uint8_t *b = sb_enc_data (e, &len);
-    sb_bus_reply (self->bus, msg, b, len);
+    if (landed)
+        sb_run_reply_landed (self, self->bus, (sb_msg_t *) msg, b, len);
+    else
+        sb_bus_reply (self->bus, msg, b, len);
+}
+
+static void
+s_reply_run (self_t *self, const sb_msg_t *msg, const run_t *r)
+{
+    s_reply_run_with (self, msg, r, false);
+}
+
+/*  Reads (run.get, run.list) are answered once the tape holds what the
+    records they show wrote: whoever sees a run `cancelled` finds it so
+    on the tape (the record is committed before its outbox entry lands). */
+
+/*  Answers a change once the tape has what it wrote (sb_run_reply_landed):
+    the caller that reads the tape next finds it there. */
+static void
+s_reply_changed (self_t *self, const sb_msg_t *msg, const run_t *r)
+{
+    s_reply_run_with (self, msg, r, true);
 }
 
 
@@ -243,7 +264,7 @@ s_on_create_session (self_t *self, call_t *call, const sb_msg_t *sess)
         return;
     }
     s_remember (self, msg, &r);
-    s_reply_run (self, msg, &r);
+    s_reply_changed (self, msg, &r);
     sb_run_start (self, &r);
     sb_run_record_free (&r);
 }
@@ -332,7 +353,7 @@ s_handle_get (self_t *self, sb_msg_t *msg)
         sb_bus_error (self->bus, msg, SB_E_not_found, "no run %s", id);
         return;
     }
-    s_reply_run (self, msg, &r);
+    s_reply_changed (self, msg, &r);
     sb_run_record_free (&r);
 }
 
@@ -402,7 +423,7 @@ s_handle_list (self_t *self, sb_msg_t *msg)
     zlistx_destroy (&ids);
     size_t len;
     const uint8_t *b = sb_enc_data (e, &len);
-    sb_bus_reply (self->bus, msg, b, len);
+    sb_run_reply_landed (self, self->bus, msg, b, len);
 }
 
 static void
@@ -434,7 +455,7 @@ s_handle_cancel (self_t *self, sb_msg_t *msg)
     }
     else
         sb_run_push_cancel (self, &r);
-    s_reply_run (self, msg, &r);
+    s_reply_changed (self, msg, &r);
     sb_run_record_free (&r);
 }
 
@@ -523,6 +544,7 @@ s_handle_heartbeat (self_t *self, sb_msg_t *msg)
     run_t r;
     if (s_check_fence (self, msg, &r))
         return;
+    sb_run_status_t status_before = r.status;
     s_claim_if_starting (self, &r, msg);
     lease_t *lease = zhashx_lookup (self->leases, r.run_id);
     if (!lease) {
@@ -539,8 +561,11 @@ s_handle_heartbeat (self_t *self, sb_msg_t *msg)
         lease->input_tokens = sb_get_uint (msg->body, "input_tokens", lease->input_tokens);
         lease->output_tokens = sb_get_uint (msg->body, "output_tokens", lease->output_tokens);
     }
-    if (r.status == SB_RUN_claimed && sb_run_set_status (&r, SB_RUN_running, NULL) == SB_OK)
+    bool changed = r.status != status_before;
+    if (r.status == SB_RUN_claimed && sb_run_set_status (&r, SB_RUN_running, NULL) == SB_OK) {
         sb_run_save (self, &r, false, true, NULL);
+        changed = true;
+    }
     if (r.worker_id [0])
         sb_run_worker_seen (self, r.worker_id);
     sb_enc_t *e = self->enc;
@@ -551,7 +576,11 @@ s_handle_heartbeat (self_t *self, sb_msg_t *msg)
     sb_enc_map_close (e);
     size_t len;
     const uint8_t *b = sb_enc_data (e, &len);
-    sb_bus_reply (self->bus, msg, b, len);
+    /* the executor's entries come after `running` on the tape */
+    if (changed)
+        sb_run_reply_landed (self, self->bus, msg, b, len);
+    else
+        sb_bus_reply (self->bus, msg, b, len);
     sb_run_record_free (&r);
 }
 
@@ -590,7 +619,7 @@ s_handle_finish (self_t *self, sb_msg_t *msg)
         sb_run_worker_seen (self, r.worker_id);
         sb_run_worker_release (self, &r);
     }
-    s_reply_run (self, msg, &r);
+    s_reply_changed (self, msg, &r);
     sb_run_record_free (&r);
 }
 
@@ -656,6 +685,7 @@ s_self_destroy (self_t **self_p)
     sb_run_workers_close (self);
     zhashx_destroy (&self->leases);
     sb_run_calls_destroy (&self->calls);
+    sb_run_held_destroy (self);
     zhashx_destroy (&self->jobs);
     sb_bus_destroy (&self->bus);
     sb_store_destroy (&self->store);
@@ -692,7 +722,8 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
     self->leases = zhashx_new ();
     self->calls = sb_run_calls_new ();
     self->jobs = zhashx_new ();
-    if (!self->bus || !self->enc || !self->leases || !self->calls || !self->jobs) {
+    self->held = zlistx_new ();
+    if (!self->bus || !self->enc || !self->leases || !self->calls || !self->jobs || !self->held) {
         s_self_destroy (&self);
         return NULL;
     }
@@ -766,6 +797,7 @@ sb_run_actor (zsock_t *pipe, void *args)
         if (sb_mono_ms () >= self->next_tick) {
             sb_run_expire_leases (self);
             sb_run_claims_expire (self);
+            sb_run_held_flush (self);
             if (++ticks % 4 == 0)
                 sb_run_start_queued (self);
             self->next_tick = sb_mono_ms () + TICK_MS;

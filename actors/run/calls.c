@@ -148,3 +148,86 @@ sb_run_msg_keep (sb_msg_t *msg)
     msg->route_len = 0;
     return kept;
 }
+
+/* ------------------------------------------------------------------ */
+/*  Replies held until the tape has what they announce
+
+    A reply that follows a status change is sent once the outbox has
+    landed every entry written before it: an executor answered on its
+    first heartbeat writes turn.begin only after `claimed` and `running`
+    are on the tape, and a client answered on run.request finds the prompt
+    there. A reply held longer than CALL_MS (the session actor is away) is
+    sent anyway: the outbox still lands the entries later. */
+
+typedef struct {
+    sb_msg_t *msg;
+    sb_bus_t *bus;
+    uint8_t *body;
+    size_t len;
+    uint64_t barrier;
+    int64_t expires;
+} held_t;
+
+static void
+s_held_free (held_t **h_p)
+{
+    held_t *h = *h_p;
+    if (h) {
+        sb_msg_destroy (&h->msg);
+        free (h->body);
+        free (h);
+        *h_p = NULL;
+    }
+}
+
+void
+sb_run_reply_landed (self_t *self, sb_bus_t *bus, sb_msg_t *msg, const uint8_t *body, size_t len)
+{
+    uint64_t barrier = self->outbox_next - 1;
+    if (self->outbox_acked >= barrier || self->recovering) {
+        sb_bus_reply (bus, msg, body, len);
+        return;
+    }
+    held_t *h = calloc (1, sizeof *h);
+    if (!h || !(h->body = malloc (len ? len : 1)) || !(h->msg = sb_run_msg_keep (msg))) {
+        if (h)
+            free (h->body);
+        free (h);
+        sb_bus_reply (bus, msg, body, len);
+        return;
+    }
+    memcpy (h->body, body, len);
+    h->len = len;
+    h->bus = bus;
+    h->barrier = barrier;
+    h->expires = sb_mono_ms () + CALL_MS;
+    zlistx_add_end (self->held, h);
+}
+
+void
+sb_run_held_flush (self_t *self)
+{
+    int64_t now = sb_mono_ms ();
+    held_t *h = zlistx_first (self->held);
+    while (h) {
+        if (h->barrier <= self->outbox_acked || h->expires < now) {
+            zlistx_detach (self->held, zlistx_cursor (self->held));
+            sb_bus_reply (h->bus, h->msg, h->body, h->len);
+            s_held_free (&h);
+            h = zlistx_first (self->held);
+        }
+        else
+            h = zlistx_next (self->held);
+    }
+}
+
+void
+sb_run_held_destroy (self_t *self)
+{
+    if (!self->held)
+        return;
+    held_t *h;
+    while ((h = zlistx_detach (self->held, NULL)))
+        s_held_free (&h);
+    zlistx_destroy (&self->held);
+}

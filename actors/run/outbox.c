@@ -224,6 +224,7 @@ s_outbox_reply (self_t *self, call_t *call, const sb_msg_t *reply)
     self->outbox_inflight = false;
     if (s_outbox_answered (self, call->n, reply)) {
         sb_run_outbox_flush (self);
+        sb_run_held_flush (self);
         sb_run_jobs_advance (self);
     }
 }

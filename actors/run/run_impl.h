@@ -127,6 +127,7 @@ struct self_t {
     bool recovering;            /* startup: writes flush synchronously */
     zhashx_t *calls;            /* request id -> call_t */
     zhashx_t *jobs;             /* run_id -> job_t */
+    zlistx_t *held;             /* replies waiting for the outbox (calls.c) */
     sb_bus_t *wbus;             /* the same actor as the `worker` service */
     zhashx_t *workers;          /* worker_id -> worker_t */
     zlistx_t *claims;           /* claim_t waiting for a run, oldest first */
@@ -197,6 +198,12 @@ void sb_run_calls_expire (self_t *self);
 job_t *sb_run_job (self_t *self, const char *run_id);
 void sb_run_job_set (self_t *self, const char *run_id, job_stage_t stage, uint64_t barrier);
 void sb_run_job_end (self_t *self, const char *run_id);
+/*  Answers msg on bus once every outbox entry written so far has landed
+    (at once when none is pending). */
+void sb_run_reply_landed (self_t *self, sb_bus_t *bus, sb_msg_t *msg, const uint8_t *body, size_t len);
+/*  Sends the held replies whose entries landed (or that waited too long). */
+void sb_run_held_flush (self_t *self);
+void sb_run_held_destroy (self_t *self);
 /*  Takes over a received message (its route, header and body) so that a
     continuation can answer it later; the original is left empty. */
 sb_msg_t *sb_run_msg_keep (sb_msg_t *msg);

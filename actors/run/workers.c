@@ -483,7 +483,8 @@ sb_run_grant (self_t *self, run_t *r, claim_t *claim)
     sb_enc_map_close (e);
     size_t len;
     const uint8_t *b = sb_enc_data (e, &len);
-    sb_bus_reply (self->bus, claim->msg, b, len);
+    /* the worker's entries come after `claimed` on the tape */
+    sb_run_reply_landed (self, self->bus, claim->msg, b, len);
     s_claim_free (&claim);
 }
 

@@ -23,6 +23,9 @@ static const sb_cmd_t s_commands [] = {
     { "actor", sb_cmd_actor, "run one actor attached to a broker" },
     { "sessions", sb_cmd_sessions, "list, show, create, update, close and delete sessions" },
     { "events", sb_cmd_events, "print a session's tape; --follow streams it live" },
+    { "workers", sb_cmd_workers, "list the registered workers and their status" },
+    { "worker-status", sb_cmd_worker_status, "show one worker" },
+    { "worker", sb_cmd_worker, "run an external worker that claims a pool's runs" },
 };
 #define NCOMMANDS (sizeof s_commands / sizeof s_commands [0])
 

@@ -33,9 +33,11 @@ static const char *s_sessions_usage =
     "usage: switchboard sessions [list] [--status active|closed] [--limit N] [--json]\n"
     "       switchboard sessions show ID [--json]\n"
     "       switchboard sessions new [--workspace DIR] [--title T] [--provider P] [--model M]\n"
-    "                                [--approval yolo|auto|interactive] [--max-steps N] [--json]\n"
+    "                                [--approval yolo|auto|interactive] [--max-steps N]\n"
+    "                                [--target local|worker:POOL] [--json]\n"
     "       switchboard sessions update ID [--title T] [--provider P] [--model M]\n"
-    "                                [--approval P] [--max-steps N] [--workspace DIR] [--json]\n"
+    "                                [--approval P] [--max-steps N] [--workspace DIR]\n"
+    "                                [--target local|worker:POOL] [--json]\n"
     "       switchboard sessions close ID [--json]\n"
     "       switchboard sessions delete ID [--json]\n"
     "\n"
@@ -56,6 +58,8 @@ static const char *s_sessions_usage =
     "  --model M         the model name\n"
     "  --approval P      approval policy: yolo, auto or interactive\n"
     "  --max-steps N     step limit per run, 1 to 10000\n"
+    "  --target T        where its runs go: local (this server's exec) or\n"
+    "                    worker:POOL (a worker of POOL claims them; docs/workers.md)\n"
     "  --json            one JSON document (list: one JSON object per line)\n"
     "  --connect EP      the server's command endpoint (default: ipc in DATA)\n"
     "  --data DIR        the server's data folder\n"
@@ -181,6 +185,7 @@ s_print_record (const sb_val_t *r)
     printf ("provider   %s\n", s_or_dash (sb_get_str (r, "provider")));
     printf ("model      %s\n", s_or_dash (sb_get_str (r, "model")));
     printf ("approval   %s\n", s_or_dash (sb_get_str (r, "approval_policy")));
+    printf ("target     %s\n", sb_get_str (r, "target")? sb_get_str (r, "target"): "local");
     if (sb_get (r, "max_steps"))
         printf ("max_steps  %llu\n", (unsigned long long) sb_get_uint (r, "max_steps", 0));
     else
@@ -300,7 +305,7 @@ s_print_event (const sb_val_t *e, bool json)
 
 typedef struct {
     const char *connect, *data;
-    const char *status, *workspace, *title, *provider, *model, *approval;
+    const char *status, *workspace, *title, *provider, *model, *approval, *target;
     long long limit;
     unsigned long long max_steps;
     bool json;
@@ -342,6 +347,7 @@ s_enc_config (sb_enc_t *enc, const opts_t *o, const char *workspace)
     sb_enc_kstr_opt (enc, "provider", o->provider);
     sb_enc_kstr_opt (enc, "model", o->model);
     sb_enc_kstr_opt (enc, "approval_policy", o->approval);
+    sb_enc_kstr_opt (enc, "target", o->target);
     if (o->has_max_steps)
         sb_enc_kuint (enc, "max_steps", o->max_steps);
 }
@@ -506,6 +512,7 @@ sb_cmd_sessions (int argc, char **argv)
         { "model", required_argument, 0, 'm' },
         { "approval", required_argument, 0, 'a' },
         { "max-steps", required_argument, 0, 'x' },
+        { "target", required_argument, 0, 'T' },
         { "json", no_argument, 0, 'j' },
         { "connect", required_argument, 0, 'c' },
         { "data", required_argument, 0, 'd' },
@@ -529,6 +536,7 @@ sb_cmd_sessions (int argc, char **argv)
             case 'p': o.provider = optarg; o.config_opts++; break;
             case 'm': o.model = optarg; o.config_opts++; break;
             case 'a': o.approval = optarg; o.config_opts++; break;
+            case 'T': o.target = optarg; o.config_opts++; break;
             case 'x':
                 if (s_parse_uint ("sessions", "--max-steps", optarg, 10000, &o.max_steps))
                     return 2;
@@ -565,8 +573,10 @@ sb_cmd_sessions (int argc, char **argv)
     if (o.status && strcmp (o.status, "active") != 0 && strcmp (o.status, "closed") != 0)
         return sb_cli_usage ("sessions", "--status takes active or closed, not '%s'", o.status);
     if (!create && !update && o.config_opts)
-        return sb_cli_usage ("sessions", "--workspace, --title, --provider, --model, --approval and "
-                             "--max-steps go with new and update only");
+        return sb_cli_usage ("sessions", "--workspace, --title, --provider, --model, --approval, "
+                             "--max-steps and --target go with new and update only");
+    if (o.target && strcmp (o.target, "local") != 0 && (strncmp (o.target, "worker:", 7) != 0 || !o.target [7]))
+        return sb_cli_usage ("sessions", "--target takes local or worker:POOL, not '%s'", o.target);
     //  In update, an empty value clears the field, as for every string.
     if (o.approval && !(update && !*o.approval) && strcmp (o.approval, "yolo") != 0
     &&  strcmp (o.approval, "auto") != 0 && strcmp (o.approval, "interactive") != 0)
@@ -575,7 +585,7 @@ sb_cmd_sessions (int argc, char **argv)
         return rc;
     if (update && o.config_opts == 0)
         return sb_cli_usage ("sessions", "update needs at least one of --title, --provider, --model, "
-                             "--approval, --max-steps, --workspace");
+                             "--approval, --max-steps, --workspace, --target");
     if (o.has_max_steps && o.max_steps == 0)
         return sb_cli_usage ("sessions", "--max-steps takes a number from 1 to 10000");
 

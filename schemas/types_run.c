@@ -123,6 +123,7 @@ static const sb_field_t s_run_complete [] = {
     { "fence", SB_T_UINT, true, 0, NULL, "the claim's fencing token", RANGE_COUNT },
     { "status", SB_T_STR, true, 16, NULL, "completed | failed | cancelled" },
     { "error", SB_T_STR, false, 1 KB, NULL, "why it failed" },
+    { "reason", SB_T_STR, false, 1 KB, NULL, "the same as error (what run.finish calls it)" },
     { "steps", SB_T_UINT, false, 0, NULL, "model calls made", RANGE_COUNT },
     { "usage", SB_T_MAP, false, 0, s_usage, "tokens" },
     END

@@ -12,6 +12,7 @@ static const sb_field_t s_worker_record [] = {
     { "workspace_sync", SB_T_STR, true, 16, NULL, "same_path | none" },
     { "status", SB_T_STR, true, 16, NULL, "idle | running | stale | offline" },
     { "current_run_id", SB_T_STR, false, ID_MAX, NULL, "the run it holds" },
+    { "claiming", SB_T_BOOL, false, 0, NULL, "a run.claim of it is waiting for a run (long-poll)" },
     { "registered_at", SB_T_UINT, true, 0, NULL, "ms since epoch" },
     { "last_seen_at", SB_T_UINT, true, 0, NULL, "ms since epoch: its last claim, heartbeat or completion" },
     { "lease_expires_at", SB_T_UINT, false, 0, NULL, "its run's lease, ms since epoch" },

@@ -85,6 +85,10 @@ struct sb_exec_run {
     sb_exec_tool_tape_t tool_tape;
     char status [16];
     char reason [1024];
+    /* set by an external worker (workers/worker.c), NULL/0 in exec: */
+    const char *workspace;      /* its own checkout instead of the session's folder */
+    const char *finish_type;    /* the final report: run.complete (default run.finish) */
+    int hb_ms;                  /* heartbeat period: min(5 s, lease/3) (default SB_EXEC_HEARTBEAT_MS) */
 };
 
 //  The tape's bounds on a call's id and name (schemas/types.c, tool.call).

@@ -74,6 +74,10 @@ s_worker_encode (self_t *self, const worker_t *w, sb_enc_t *e)
     }
     sb_enc_kstr (e, "workspace_sync", w->workspace_sync);
     sb_enc_kstr (e, "status", s_worker_status (self, w));
+    bool claiming = false;
+    for (claim_t *c = zlistx_first (self->claims); c && !claiming; c = zlistx_next (self->claims))
+        claiming = strcmp (c->worker_id, w->worker_id) == 0;
+    sb_enc_kbool (e, "claiming", claiming);
     if (w->current_run_id [0]) {
         sb_enc_kstr (e, "current_run_id", w->current_run_id);
         lease_t *lease = zhashx_lookup (self->leases, w->current_run_id);
@@ -373,6 +377,14 @@ sb_run_handle_claim (self_t *self, sb_msg_t *msg)
     s_copy (c->pool, sizeof c->pool, pool);
     c->lease_ms = sb_get_uint (c->msg->body, "lease_s", 30) * 1000;
     c->expires = sb_mono_ms () + (int64_t) sb_get_uint (c->msg->body, "wait_ms", 0);
+    /* a worker's new claim replaces the one it left waiting (it timed out
+       on its side, or the process was restarted) */
+    for (claim_t *o = zlistx_first (self->claims); o; o = zlistx_next (self->claims))
+        if (strcmp (o->worker_id, id) == 0) {
+            zlistx_detach (self->claims, zlistx_cursor (self->claims));
+            sb_run_claim_drop (self, &o);
+            break;
+        }
     char run_id [33];
     if (s_oldest_queued (self, pool, run_id))
         s_assign (self, run_id, c);

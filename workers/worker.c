@@ -13,6 +13,7 @@
     new registration. */
 #include "cli/cli.h"
 #include "actors/exec/agent.h"
+#include "actors/exec/spawn.h"
 #include "common/log.h"
 
 #include <czmq.h>
@@ -297,6 +298,9 @@ sb_cmd_worker (int argc, char **argv)
         return sb_cli_fail ("worker", "%s", err);
     w.endpoint = ep;
 
+    /* as exec does: grandchildren a tool orphans come back here to be
+       killed and reaped, and tool calls get cgroups where they can */
+    sb_spawn_init_subreaper ();
     /* czmq's own handler would take SIGINT and SIGTERM from us */
     zsys_handler_set (NULL);
     w.done_fd = eventfd (0, EFD_CLOEXEC);

@@ -144,7 +144,10 @@ def test_cancel_through_the_heartbeat_within_two_heartbeats():
     took = time.monotonic() - t0
     print("  cancel -> cancelled in %.0f ms (heartbeat 1000 ms)" % (took * 1000))
     check(run["status"] == "cancelled", "run: %r\n%s", run, w.log())
-    check(took < 2.0 + 0.5, "cancelled %.3f s after the cancel (2 heartbeats = 2 s)", took)
+    if os.environ.get("SB_DEBUG_CANCEL"):
+        print(w.log(), server.log())
+    check(took < 2.0, "cancelled %.3f s after the cancel (2 heartbeats = 2 s)\n%s\n%s", took, w.log(),
+          server.log())
     w.stop()
     server.stop()
     llm.stop()

@@ -88,6 +88,7 @@ asan: deps
 	  SB_ASAN=1 bash tests/run_all.sh build-asan
 
 bench: deps all $(BENCH_BIN)
+	@bash scripts/deps.sh --bench
 	@bash bench/run.sh $(BUILD)
 
 # libFuzzer targets are built with clang: the library once, instrumented

@@ -554,7 +554,7 @@ s_handle_heartbeat (self_t *self, sb_msg_t *msg)
     }
     if (lease) {
         if (!lease->lease_ms)
-            lease->lease_ms = LEASE_MS;
+            lease->lease_ms = self->lease_ms;
         lease->expires = sb_mono_ms () + (int64_t) lease->lease_ms;
         s_copy (lease->phase, sizeof lease->phase, sb_get_str (msg->body, "phase"));
         lease->steps = sb_get_uint (msg->body, "steps", lease->steps);
@@ -572,7 +572,7 @@ s_handle_heartbeat (self_t *self, sb_msg_t *msg)
     sb_enc_reset (e);
     sb_enc_map_open (e);
     sb_enc_kbool (e, "cancel_requested", r.cancel_requested);
-    sb_enc_kuint (e, "lease_ms", lease && lease->lease_ms ? lease->lease_ms : LEASE_MS);
+    sb_enc_kuint (e, "lease_ms", lease && lease->lease_ms ? lease->lease_ms : self->lease_ms);
     sb_enc_map_close (e);
     size_t len;
     const uint8_t *b = sb_enc_data (e, &len);
@@ -758,6 +758,7 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
     self->calls = sb_run_calls_new ();
     self->jobs = zhashx_new ();
     self->held = zlistx_new ();
+    self->lease_ms = sb_actor_limit (ACTOR, 0, "SWITCHBOARD_LEASE_S", LEASE_MS / 1000, 6, 3600) * 1000;
     if (!self->bus || !self->enc || !self->leases || !self->calls || !self->jobs || !self->held) {
         s_self_destroy (&self);
         return NULL;

@@ -79,8 +79,8 @@ s_on_exec_start (self_t *self, call_t *call, const sb_msg_t *reply)
     if (!zhashx_lookup (self->leases, r.run_id)) {
         lease_t *lease = calloc (1, sizeof *lease);
         if (lease) {
-            lease->expires = sb_mono_ms () + LEASE_MS;
-            lease->lease_ms = LEASE_MS;
+            lease->expires = sb_mono_ms () + (int64_t) self->lease_ms;
+            lease->lease_ms = self->lease_ms;
             zhashx_update (self->leases, r.run_id, lease);
         }
     }

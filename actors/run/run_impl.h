@@ -21,6 +21,8 @@
 #include <string.h>
 
 #define ACTOR "run"
+/*  The lease of a local run (exec heartbeats every 2 s); a worker asks
+    for its own in run.claim. SWITCHBOARD_LEASE_S sets it, 6 to 3600. */
 #define LEASE_MS 30000
 #define CALL_MS 5000
 #define TICK_MS 250
@@ -132,6 +134,7 @@ struct self_t {
     zhashx_t *workers;          /* worker_id -> worker_t */
     zlistx_t *claims;           /* claim_t waiting for a run, oldest first */
     uint64_t stale_ms, offline_ms;
+    uint64_t lease_ms;          /* a local run's lease (LEASE_MS, SWITCHBOARD_LEASE_S) */
     int64_t next_tick;
     bool terminated;
 };

@@ -5,9 +5,11 @@
 #include <getopt.h>
 #include <string.h>
 
+static const char *s_workers_head =
+    "usage: switchboard workers [--pool P] [--json] [--connect EP] [--data DIR]\n";
+static const char *s_status_head =
+    "usage: switchboard worker-status ID [--json] [--connect EP] [--data DIR]\n";
 static const char *s_workers_usage =
-    "usage: switchboard workers [--pool P] [--json] [--connect EP] [--data DIR]\n"
-    "       switchboard worker-status ID [--json] [--connect EP] [--data DIR]\n"
     "\n"
     "Lists the registered workers, or shows one: its status (idle, running,\n"
     "stale after 60 s without being heard from, offline after 300 s; set by\n"
@@ -85,7 +87,12 @@ s_main (const char *cmd, int argc, char **argv, bool one)
             case 'j': json = true; break;
             case 'c': connect = optarg; break;
             case 'd': data = optarg; break;
-            case 'h': fputs (s_workers_usage, stdout); return 0;
+            case 'h':
+                fputs (one ? s_status_head : s_workers_head, stdout);
+                fputs (one ? "       switchboard workers [--pool P] [--json]\n"
+                           : "       switchboard worker-status ID [--json]\n", stdout);
+                fputs (s_workers_usage, stdout);
+                return 0;
             default: return sb_cli_usage (cmd, "unknown option or missing value: %s", argv [optind - 1]);
         }
     }

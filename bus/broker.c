@@ -12,6 +12,7 @@
     account on the command plane, or to the plane's account on the event
     plane and the tap, and is not sent when it would pass the bound. */
 #include "bus/broker.h"
+#include "bus/curve.h"
 #include "bus/client.h"
 #include "bus/envelope.h"
 #include "bus/outq.h"
@@ -73,6 +74,8 @@ typedef struct {
     sb_broker_config_t config;
     char *ipc_dir;
     char *tcp;
+    char *certs_data;           /* CURVE on tcp: DATA of DATA/certs */
+    zactor_t *auth;             /* zauth, the ZAP handler, while CURVE is on */
     zhashx_t *instances;        /* key hex -> instance_t */
     zhashx_t *services;         /* name -> service_t */
     zhashx_t *pending;          /* "routehex:id" -> pending_t */
@@ -164,6 +167,7 @@ s_self_new (zsock_t *pipe, const sb_broker_config_t *config)
     self->pipe = pipe;
     self->ipc_dir = config && config->ipc_dir ? strdup (config->ipc_dir) : NULL;
     self->tcp = config && config->tcp ? strdup (config->tcp) : NULL;
+    self->certs_data = config && config->certs_data ? strdup (config->certs_data) : NULL;
     self->instances = zhashx_new ();
     self->services = zhashx_new ();
     self->pending = zhashx_new ();
@@ -242,6 +246,8 @@ s_self_destroy (self_t **self_p)
     sb_outq_acct_destroy (&self->tap_q);
     free (self->ipc_dir);
     free (self->tcp);
+    free (self->certs_data);
+    zactor_destroy (&self->auth);
     free (self);
     *self_p = NULL;
 }
@@ -1101,6 +1107,38 @@ s_heartbeat (self_t *self)
 
 /* ------------------------------------------------------------------ */
 
+/*  CURVE for the tcp endpoints: zauth answers ZAP with the public keys
+    of DATA/certs/clients/, and the three tcp sockets get the server's
+    key pair. Socket options take effect at bind time: the ipc endpoints,
+    bound before, stay as they are. */
+static int
+s_curve_on (self_t *self)
+{
+    char err [512], clients [4300];
+    zcert_t *cert = sb_curve_server_cert (self->certs_data, err, sizeof err);
+    if (!cert) {
+        sb_error (ACTOR, "CURVE: %s", err);
+        return -1;
+    }
+    snprintf (clients, sizeof clients, "%s/certs/clients", self->certs_data);
+    self->auth = zactor_new (zauth, NULL);
+    if (!self->auth) {
+        zcert_destroy (&cert);
+        sb_error (ACTOR, "CURVE: cannot start the ZAP handler");
+        return -1;
+    }
+    zstr_sendx (self->auth, "CURVE", clients, NULL);
+    zsock_wait (self->auth);
+    zsock_t *socks [] = { self->router, self->xpub, self->tap };
+    for (size_t k = 0; k < 3; k++) {
+        zcert_apply (cert, socks [k]);
+        zsock_set_curve_server (socks [k], 1);
+    }
+    sb_info (ACTOR, "CURVE on tcp server_key=%s clients=%s", zcert_public_txt (cert), clients);
+    zcert_destroy (&cert);
+    return 0;
+}
+
 static int
 s_bind_external (self_t *self)
 {
@@ -1127,6 +1165,8 @@ s_bind_external (self_t *self)
             return -1;
         }
         snprintf (host, sizeof host, "%.*s", (int) (colon - self->tcp - 6), self->tcp + 6);
+        if (self->certs_data && s_curve_on (self))
+            return -1;
         if (zsock_bind (self->router, "tcp://%s:%d", host, port) < 0
         ||  zsock_bind (self->xpub, "tcp://%s:%d", host, port + 1) < 0
         ||  zsock_bind (self->tap, "tcp://%s:%d", host, port + 2) < 0) {

@@ -26,6 +26,7 @@ static const sb_cmd_t s_commands [] = {
     { "workers", sb_cmd_workers, "list the registered workers and their status" },
     { "worker-status", sb_cmd_worker_status, "show one worker" },
     { "worker", sb_cmd_worker, "run an external worker that claims a pool's runs" },
+    { "keys", sb_cmd_keys, "make a client key pair for the bus's CURVE TCP endpoints" },
 };
 #define NCOMMANDS (sizeof s_commands / sizeof s_commands [0])
 

@@ -14,6 +14,7 @@
 #include "cli/cli.h"
 #include "actors/exec/agent.h"
 #include "actors/exec/spawn.h"
+#include "bus/curve.h"
 #include "common/log.h"
 
 #include <czmq.h>
@@ -34,6 +35,7 @@
 static const char *s_usage =
     "usage: switchboard worker [--connect ENDPOINT] [--data DIR] [--id NAME] [--pool P]\n"
     "                          [--workspace DIR] [--capability K=V]... [--lease S]\n"
+    "                          [--cert FILE --server-key FILE]\n"
     "\n"
     "Runs an external worker: it registers with the server, claims the oldest\n"
     "queued run of its pool, runs the agent loop on it (tools run here, the\n"
@@ -51,6 +53,9 @@ static const char *s_usage =
     "  --capability K=V  a capability to declare (repeatable, at most 32)\n"
     "  --lease S         lease length in seconds, 3 to 3600 (default 30); it\n"
     "                    heartbeats every min(5 s, S/3)\n"
+    "  --cert FILE       its CURVE key pair for a tcp:// endpoint (the secret\n"
+    "                    file 'switchboard keys new NAME' printed)\n"
+    "  --server-key FILE the server's public certificate (DATA/certs/server)\n"
     "  -h, --help        this help\n"
     "\n"
     "Stop it with Ctrl-C or SIGTERM: a run in progress is cancelled and\n"
@@ -243,11 +248,13 @@ sb_cmd_worker (int argc, char **argv)
         { "workspace", required_argument, 0, 'w' },
         { "capability", required_argument, 0, 'k' },
         { "lease", required_argument, 0, 'l' },
+        { "cert", required_argument, 0, 'C' },
+        { "server-key", required_argument, 0, 'S' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
     worker_t w = { .pool = "default", .lease_s = 30, .done_fd = -1 };
-    const char *connect = NULL, *data = NULL, *id = NULL;
+    const char *connect = NULL, *data = NULL, *id = NULL, *cert = NULL, *server_key = NULL;
     char wsbuf [PATH_MAX];
     int c;
     optind = 1;
@@ -279,12 +286,21 @@ sb_cmd_worker (int argc, char **argv)
                 w.lease_s = v;
                 break;
             }
+            case 'C': cert = optarg; break;
+            case 'S': server_key = optarg; break;
             case 'h': fputs (s_usage, stdout); return 0;
             default: return sb_cli_usage ("worker", "unknown option or missing value: %s", argv [optind - 1]);
         }
     }
     if (optind < argc)
         return sb_cli_usage ("worker", "unexpected argument '%s'", argv [optind]);
+    if (!cert != !server_key)
+        return sb_cli_usage ("worker", "--cert and --server-key go together");
+    if (cert) {
+        char cerr [512];
+        if (sb_curve_client_set (cert, server_key, cerr, sizeof cerr))
+            return sb_cli_fail ("worker", "%s", cerr);
+    }
     gethostname (w.host, sizeof w.host - 1);
     if (id)
         snprintf (w.id, sizeof w.id, "%s", id);

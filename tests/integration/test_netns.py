@@ -13,10 +13,9 @@ from every namespace).
   - cancel from cp reaches the worker through its heartbeat: `cancelled`
     within 2 heartbeats.
 
-CURVE is not built yet, so the bus is plain TCP (`serve --insecure-bus`)
-inside the test's own namespaces; the CURVE checks (unknown key refused,
-valid key works) are not part of this file. Skipped (77) when not root or
-`ip netns` is unavailable.
+The TCP bus uses CURVE: each worker has its own key (`keys new`);
+test_curve.py checks the refusals (unknown key, no CURVE) on loopback.
+Skipped (77) when not root or `ip netns` is unavailable.
 """
 import os
 import signal
@@ -25,7 +24,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import (ROOT, SB_BIN, Client, Proc, Sub, TestFailure, check, run_tests, skip, tmpdir,  # noqa: E402
+from sbtest import (ROOT, SB_BIN, Client, Proc, Sub, TestFailure, check, run_tests, sb, skip, tmpdir,  # noqa: E402
                     unpack, wait_for)
 from test_runs_e2e import LLM_ENV, PY, FIXTURES, call, get_run, new_session, tape, wait_run  # noqa: E402
 
@@ -81,8 +80,11 @@ class World:
             self.llm_port = int(f.read().strip())
         self.script("s", script_turns)
         url = "http://127.0.0.1:%d/script=s/v1" % self.llm_port
+        for name in ("w1", "w2"):
+            rc, out, err = sb("keys", "new", name, "--data", self.data)
+            check(rc == 0, "keys new %s: %s", name, err)
         self.serve = Proc(in_ns("cp", [SB_BIN, "serve", "--data", self.data, "--http", "127.0.0.1:0",
-                                       "--bus", "tcp://0.0.0.0:%d" % PORT, "--insecure-bus",
+                                       "--bus", "tcp://0.0.0.0:%d" % PORT,
                                        "--llm", "responses", "--llm-url", url, "--model", "m"]),
                           os.path.join(self.data, "serve.log"), env=LLM_ENV)
         self.endpoint = "ipc://%s/bus-cmd" % self.data
@@ -122,7 +124,9 @@ class World:
     def start_worker(self, name):
         cp_addr = ADDR[name][0]
         p = Proc(in_ns(name, [SB_BIN, "worker", "--connect", "tcp://%s:%d" % (cp_addr, PORT), "--id", name,
-                              "--pool", "p", "--lease", str(LEASE)]),
+                              "--pool", "p", "--lease", str(LEASE),
+                              "--cert", os.path.join(self.data, "certs", "clients", name + "_secret"),
+                              "--server-key", os.path.join(self.data, "certs", "server")]),
                  os.path.join(self.data, "worker-%s.log" % name), env={"OPENAI_API_KEY": ""})
         self.workers[name] = p
 

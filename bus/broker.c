@@ -76,6 +76,7 @@ typedef struct {
     char *tcp;
     char *certs_data;           /* CURVE on tcp: DATA of DATA/certs */
     zactor_t *auth;             /* zauth, the ZAP handler, while CURVE is on */
+    sb_curve_ids_t *ids;        /* the roles of the allowed keys */
     zhashx_t *instances;        /* key hex -> instance_t */
     zhashx_t *services;         /* name -> service_t */
     zhashx_t *pending;          /* "routehex:id" -> pending_t */
@@ -248,6 +249,7 @@ s_self_destroy (self_t **self_p)
     free (self->tcp);
     free (self->certs_data);
     zactor_destroy (&self->auth);
+    sb_curve_ids_destroy (&self->ids);
     free (self);
     *self_p = NULL;
 }
@@ -736,6 +738,19 @@ s_handle_request (self_t *self, zmq_msg_t *f)
             s_reply_error (self, sid, sidlen, &h, err.code, "%s: %s", h.type, err.message);
         return;
     }
+    /* A CURVE peer is who its key says (zauth puts the key in User-Id):
+       a worker key may use only the worker protocol, for its own
+       worker_id; a client key only the public types (bus/curve.h). */
+    const char *uid = self->ids ? zmq_msg_gets (&f [1], "User-Id") : NULL;
+    if (uid && *uid) {
+        char why [256];
+        if (!sb_curve_allowed (self->ids, uid, h.type, t->is_public, body, blen, why, sizeof why)) {
+            s_bad (self, M_KIND, sid, sidlen, why);
+            if (t->kind == SB_KIND_REQUEST)
+                s_reply_error (self, sid, sidlen, &h, SB_E_forbidden, "%s", why);
+            return;
+        }
+    }
     /* every valid message is copied, the broker's own bus.* traffic too */
     if (s_tap_active (self))
         s_tap_copy (self, "cmd", sid, sidlen, zmq_msg_data (&f [1]), zmq_msg_size (&f [1]), body, blen);
@@ -1129,6 +1144,7 @@ s_curve_on (self_t *self)
     }
     zstr_sendx (self->auth, "CURVE", clients, NULL);
     zsock_wait (self->auth);
+    self->ids = sb_curve_ids_new (self->certs_data);
     zsock_t *socks [] = { self->router, self->xpub, self->tap };
     for (size_t k = 0; k < 3; k++) {
         zcert_apply (cert, socks [k]);

@@ -7,7 +7,7 @@
 #include <string.h>
 
 static const char *s_usage =
-    "usage: switchboard keys new NAME [--data DIR]\n"
+    "usage: switchboard keys new NAME [--client | --actor] [--data DIR]\n"
     "\n"
     "Makes a client key pair for the bus's TCP endpoints (serve --bus): the\n"
     "public certificate DATA/certs/clients/NAME, which allows the key, and its\n"
@@ -17,6 +17,10 @@ static const char *s_usage =
     "  switchboard worker --connect tcp://HOST:PORT --cert PATH --server-key DATA/certs/server\n"
     "A running server sees a new key at once. Remove both files to revoke it.\n"
     "\n"
+    "What the key may do is checked on every message. By default it is a\n"
+    "worker's: the worker protocol only, for worker_id NAME.\n"
+    "  --client          the public types (what a person's client calls)\n"
+    "  --actor           everything: a remote 'switchboard actor exec|llm'\n"
     "  --data DIR        the server's data folder\n"
     "  -h, --help        this help\n";
 
@@ -38,15 +42,19 @@ sb_cmd_keys (int argc, char **argv)
 {
     static struct option longopts [] = {
         { "data", required_argument, 0, 'd' },
+        { "client", no_argument, 0, 'c' },
+        { "actor", no_argument, 0, 'a' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
-    const char *data = NULL;
+    const char *data = NULL, *role = "worker";
     int c;
     optind = 1;
     while ((c = getopt_long (argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
             case 'd': data = optarg; break;
+            case 'c': role = "client"; break;
+            case 'a': role = "actor"; break;
             case 'h': fputs (s_usage, stdout); return 0;
             default: return sb_cli_usage ("keys", "unknown option or missing value: %s", argv [optind - 1]);
         }
@@ -63,9 +71,9 @@ sb_cmd_keys (int argc, char **argv)
     char dir [4200], err [512], secret [4400];
     if (sb_cli_data_dir (data, dir, sizeof dir, err, sizeof err))
         return sb_cli_fail ("keys", "%s", err);
-    if (sb_curve_client_new (dir, name, secret, sizeof secret, err, sizeof err))
+    if (sb_curve_client_new (dir, name, role, secret, sizeof secret, err, sizeof err))
         return sb_cli_fail ("keys", "%s", err);
-    printf ("public key  %s/certs/clients/%s (allowed by the server)\n", dir, name);
+    printf ("public key  %s/certs/clients/%s (allowed by the server, role %s)\n", dir, name, role);
     printf ("server key  %s/certs/server\n", dir);
     printf ("%s\n", secret);
     return 0;

@@ -7,8 +7,10 @@ Debian's python3-zmq as the outside client:
     client key and prints its secret file's path last;
   - a `switchboard worker` with that key registers over TCP and runs a
     run of its pool end to end (every socket of its process uses the key);
-  - a client with an unknown key, or without CURVE, gets no answer on any
-    plane; one with the valid key is served;
+  - a client with an unknown key, or without CURVE, gets no answer; an
+    allowed key is checked on every message: a client key (`--client`)
+    may call the public types only, a worker key only the worker protocol
+    for its own worker_id (others are `forbidden`);
   - `--insecure-tcp` serves plain TCP and says so in the log.
 """
 import os
@@ -54,8 +56,9 @@ def cert_keys(path):
     return (pub.group(1).encode() if pub else None, sec.group(1).encode() if sec else None)
 
 
-def ask(endpoint, server_key=None, keys=None, timeout=1.5):
-    """bus.stats over a DEALER on `endpoint`; the reply's type, or None."""
+def ask(endpoint, server_key=None, keys=None, timeout=1.5, type="bus.stats", body=None):
+    """One request over a DEALER on `endpoint`: (reply type, body), or
+    None when nothing answers."""
     s = context().socket(zmq.DEALER)
     s.setsockopt(zmq.LINGER, 0)
     if server_key:
@@ -64,10 +67,11 @@ def ask(endpoint, server_key=None, keys=None, timeout=1.5):
         s.curve_publickey = pub
         s.curve_secretkey = sec
     s.connect(endpoint)
-    s.send_multipart([pack(make_header("bus.stats")), pack({})])
+    s.send_multipart([pack(make_header(type)), pack(body or {})])
     got = None
     if s.poll(int(timeout * 1000)):
-        got = unpack(s.recv_multipart()[0])["type"]
+        f = s.recv_multipart()
+        got = (unpack(f[0])["type"], unpack(f[1]))
     s.close(0)
     return got
 
@@ -90,8 +94,24 @@ def test_curve_keys_worker_and_refusals():
     # an unknown key, and no CURVE at all, are not served
     check(ask(tcp, server_key, zmq.curve_keypair()) is None, "a client with an unknown key was answered")
     check(ask(tcp) is None, "a client without CURVE was answered")
-    # the valid key is
-    check(ask(tcp, server_key, cert_keys(secret), timeout=5) == "bus.stats.ok", "the allowed key was refused")
+    # an allowed key is served, within what its role may do: a client key
+    # the public types; a worker key only the worker protocol, for itself
+    rc, out, err = sb("keys", "new", "c1", "--client", "--data", server.data)
+    check(rc == 0 and "role client" in out, "keys new --client: %r %r", out, err)
+    ck = cert_keys(out.strip().splitlines()[-1])
+    wk = cert_keys(secret)
+    r = ask(tcp, server_key, ck, timeout=5, type="run.list")
+    check(r and r[0] == "run.list.ok", "a client key's run.list: %r", r)
+    r = ask(tcp, server_key, ck, timeout=5, type="run.claim", body={"worker_id": "c1", "pool": "p"})
+    check(r and r[0] == "error" and r[1]["code"] == "forbidden", "a client key's run.claim: %r", r)
+    r = ask(tcp, server_key, wk, timeout=5, type="session.create", body={"workspace": tmpdir()})
+    check(r and r[0] == "error" and r[1]["code"] == "forbidden", "a worker key's session.create: %r", r)
+    r = ask(tcp, server_key, wk, timeout=5, type="run.list")
+    check(r and r[0] == "error" and r[1]["code"] == "forbidden", "a worker key's run.list: %r", r)
+    r = ask(tcp, server_key, wk, timeout=5, type="worker.register",
+            body={"worker_id": "someone-else", "instance_id": "i1"})
+    check(r and r[0] == "error" and r[1]["code"] == "forbidden" and "w1" in r[1]["message"],
+          "a worker key registering another worker_id: %r", r)
 
     # a worker with the key registers over TCP and runs its pool's run
     w = Proc([SB_BIN, "worker", "--connect", tcp, "--id", "w1", "--pool", "p", "--cert", secret,
@@ -115,7 +135,8 @@ def test_curve_keys_worker_and_refusals():
 def test_insecure_tcp_is_plain_and_warned():
     port = free_port()
     server = Server(args=["--bus", "tcp://127.0.0.1:%d" % port, "--insecure-tcp"]).start()
-    check(ask("tcp://127.0.0.1:%d" % port, timeout=5) == "bus.stats.ok", "plain TCP was not served")
+    r = ask("tcp://127.0.0.1:%d" % port, timeout=5)
+    check(r and r[0] == "bus.stats.ok", "plain TCP was not served: %r", r)
     check("plain TCP without CURVE" in server.log(), "no warning in the log")
     server.stop()
 

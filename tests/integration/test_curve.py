@@ -11,6 +11,7 @@ Debian's python3-zmq as the outside client:
     allowed key is checked on every message: a client key (`--client`)
     may call the public types only, a worker key only the worker protocol
     for its own worker_id (others are `forbidden`);
+  - a remote `actor` registers over CURVE with an actor key;
   - `--insecure-tcp` serves plain TCP and says so in the log.
 """
 import os
@@ -128,6 +129,13 @@ def test_curve_keys_worker_and_refusals():
                       timeout=30)
     check(rc == 1 and "no server answered" in err, "a worker with the wrong server key: %d %r", rc, err)
     check(server.control().request("worker.get", {"worker_id": "w2"}).is_error(), "w2 registered")
+    # a remote actor needs an actor key: with it, it registers over CURVE
+    rc, out, err = sb("keys", "new", "remote-echo", "--actor", "--data", server.data)
+    akey = out.strip().splitlines()[-1]
+    a = Proc([SB_BIN, "actor", "echo", "--connect", tcp, "--instance", "echo-remote", "--cert", akey,
+              "--server-key", os.path.join(certs, "server")], os.path.join(server.data, "actor.log"))
+    server.wait_instances("echo", ["echo-remote"], timeout=10)
+    a.stop()
     w.stop()
     server.stop()
 

@@ -23,6 +23,8 @@ Figures, one JSON line each, the median of the repetitions:
                             the first entry the worker appends after its
                             claim reaching a subscriber on the event plane
                             (ipc), ms, median of 20
+  workers_claim_to_event_curve  the same with the worker on CURVE TCP
+                            (loopback), the ipc figure beside
   workers_lapse_to_expired  a lease of 1 s: from the worker's last
                             heartbeat to `expired` on the event plane, ms,
                             median of 5 (bound: lease + 1 s)
@@ -48,8 +50,13 @@ def pct(vals, p):
 
 
 def one_rep(sbt, nruns):
-    from sbtest import Client, Instance, Server, Sub, tmpdir, unpack
-    server = Server(args=["--actors", "llm,session,run"]).start()
+    from sbtest import Client, Instance, Server, Sub, sb, tmpdir, unpack, context
+    import re
+    import zmq
+    sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+    from test_curve import free_port
+    port = free_port()
+    server = Server(args=["--actors", "llm,session,run", "--bus", "tcp://127.0.0.1:%d" % port]).start()
     api = Client(server.endpoint("cmd"), name="bench-api")
 
     def call(c, type, body, timeout=30):
@@ -65,7 +72,12 @@ def one_rep(sbt, nruns):
     started = [0]
 
     def exec_loop():
+        # an instance that misses 3 heartbeats is forgotten by the broker
+        beat = 0.0
         while not stop.is_set():
+            if time.monotonic() - beat > 0.5:
+                ex.heartbeat()
+                beat = time.monotonic()
             req = ex.next_request(timeout=0.1)
             if req is not None:
                 ex.reply(req, body={"instance": "bench-exec"} if req.type == "exec.start" else {"found": False})
@@ -105,6 +117,7 @@ def one_rep(sbt, nruns):
         calls += 1
         k += 1
     if started[0] < nruns:
+        lg = server.log(); sys.stderr.write("\n".join(l for l in lg.splitlines() if " info " not in l)[-3000:] + "\nclaimed lines: %d, queued lines: %d\n" % (lg.count("status=claimed"), lg.count("status=queued")))
         raise RuntimeError("only %d of %d runs started in 60 s" % (started[0], nruns))
     wall = time.monotonic() - t0
     out = {"cps": calls / wall, "hb_p99": pct(rtts, 99), "hb_p50": pct(rtts, 50), "wall_s": wall,
@@ -135,6 +148,46 @@ def one_rep(sbt, nruns):
         wk.request("run.complete", {"run_id": c["run_id"], "fence": c["fence"], "status": "completed"})
     out["claim_event"] = statistics.median(lat)
     out["claim_reply"] = statistics.median(qlat)
+
+    # the same over CURVE TCP: a worker key, the worker's socket on tcp
+    rc, kout, kerr = sb("keys", "new", "bt", "--data", server.data)
+    if rc != 0:
+        raise RuntimeError("keys new: %s" % kerr)
+
+    def keys(path):
+        text = open(path).read()
+        sk = re.search(r'secret-key = "(.{40})"', text)
+        return (re.search(r'public-key = "(.{40})"', text).group(1).encode(), sk.group(1).encode() if sk else None)
+    pub, sec = keys(kout.strip().splitlines()[-1])
+    spub, _ = keys(os.path.join(server.data, "certs", "server"))
+    wt = Client.__new__(Client)
+    wt.name, wt.strict, wt.backlog = "bench-tcp", True, []
+    wt.sock = context().socket(zmq.DEALER)
+    wt.sock.setsockopt(zmq.LINGER, 0)
+    wt.sock.curve_serverkey, wt.sock.curve_publickey, wt.sock.curve_secretkey = spub, pub, sec
+    wt.sock.connect("tcp://127.0.0.1:%d" % port)
+    call(wt, "worker.register", {"worker_id": "bt", "instance_id": "bti", "pool": "tcp"})
+    tlat = []
+    for i in range(20):
+        sid = call(api, "session.create", {"workspace": tmpdir(), "approval_policy": "yolo"})["session"]["session_id"]
+        cid = wt.send("run.claim", {"worker_id": "bt", "pool": "tcp", "lease_s": 60, "wait_ms": 10000})
+        time.sleep(0.02)
+        a = time.monotonic()
+        call(api, "run.request", {"session_id": sid, "input": "x", "target": {"executor": "worker", "pool": "tcp"}})
+        c = wt.wait_reply(cid, timeout=10).body
+        wt.request("session.append", {"session_id": sid, "run_id": c["run_id"], "fence": c["fence"],
+                                      "kind": "note", "body": {"text": "first"}})
+        while True:
+            f = sub.recv_frames(timeout=5)
+            if f is None:
+                raise RuntimeError("no event")
+            body = unpack(f[2])
+            if body.get("kind") == "note" and body.get("session_id") == sid:
+                break
+        tlat.append((time.monotonic() - a) * 1000)
+        wt.request("run.complete", {"run_id": c["run_id"], "fence": c["fence"], "status": "completed"})
+    out["claim_event_tcp"] = statistics.median(tlat)
+    wt.close()
 
     # heartbeat lapse to expired, seen on the event plane
     lapses = []
@@ -178,9 +231,10 @@ def main():
         r = one_rep(sbtest, args.runs)
         reps.append(r)
         sys.stderr.write("bench_workers: rep %d: %.0f calls/s over %.2f s (%d heartbeats), heartbeat p50 %.2f ms "
-                         "p99 %.2f ms, claim->event %.2f ms (claim reply %.2f ms), lapse->expired %.0f ms\n"
+                         "p99 %.2f ms, claim->event %.2f ms ipc, %.2f ms curve tcp (claim reply %.2f ms), "
+                         "lapse->expired %.0f ms\n"
                          % (k + 1, r["cps"], r["wall_s"], r["heartbeats"], r["hb_p50"], r["hb_p99"],
-                            r["claim_event"], r["claim_reply"], r["lapse"]))
+                            r["claim_event"], r["claim_event_tcp"], r["claim_reply"], r["lapse"]))
         sys.stderr.flush()
     common = {"runs": args.runs, "reps": len(reps), "load1": round(os.getloadavg()[0], 2), "cpus": os.cpu_count()}
 
@@ -197,6 +251,8 @@ def main():
         p50=round(statistics.median(r["hb_p50"] for r in reps), 2))
     fig("workers_claim_to_event", "claim_event", "ms", 2, transport="ipc",
         claim_reply=round(statistics.median(r["claim_reply"] for r in reps), 2))
+    fig("workers_claim_to_event_curve", "claim_event_tcp", "ms", 2, transport="tcp+curve",
+        ipc_ms=round(statistics.median(r["claim_event"] for r in reps), 2))
     fig("workers_lapse_to_expired", "lapse", "ms", 0, lease_ms=1000, bound_ms=2000)
 
 

@@ -16,6 +16,10 @@
 #define SB_EXEC_TOOL_TAPE_MIN 4096
 #define SB_EXEC_TOOL_TAPE_MAX ((uint64_t) 1 << 30)
 
+/*  The longest deadline an approval may have (serve --approval-deadline,
+    interact.request deadline_s): a week. */
+#define SB_APPROVAL_DEADLINE_MAX_S (7 * 24 * 3600)
+
 /*  Server-wide settings from `serve` / `run` / `actor` flags, read by the
     actors that need them. Any field may be NULL (0): use the default. */
 typedef struct {
@@ -27,6 +31,9 @@ typedef struct {
     int demo_delay_ms;          /* demo model: pause between tokens (-1: default) */
     uint64_t tool_output_tape;  /* --tool-output-tape: bytes of one tool call's output kept on the tape */
     uint64_t session_quota;     /* --session-quota: bytes of tape one session may hold */
+    uint64_t context_window;    /* --context-window: tokens, where the providers file says nothing */
+    bool approval_deadline_set; /* --approval-deadline was given */
+    uint64_t approval_deadline_s;   /* interact: an approval's default deadline (0: none) */
 } sb_server_config_t;
 
 typedef struct {
@@ -52,6 +59,10 @@ const char *sb_worker_dispatch_type (size_t index);
 void sb_exec_actor (zsock_t *pipe, void *args);
 /*  The exec actor's dispatch table, type column (see below). */
 const char *sb_exec_dispatch_type (size_t index);
+/*  Durable interactions (approvals): interact.*, deadlines, announcements. */
+void sb_interact_actor (zsock_t *pipe, void *args);
+/*  The interact actor's dispatch table, type column (see below). */
+const char *sb_interact_dispatch_type (size_t index);
 /*  The model broker: llm.stream, llm.cancel, llm.models. */
 void sb_llm_actor (zsock_t *pipe, void *args);
 /*  The llm actor's dispatch table, type by type (see below). */

@@ -12,6 +12,7 @@
     (actors/exec/tape.c). */
 #include "actors/actor.h"
 #include "actors/exec/agent.h"
+#include "actors/exec/approval.h"
 #include "actors/exec/runtime.h"
 #include "actors/exec/spawn.h"
 #include "bus/client.h"
@@ -32,6 +33,7 @@ typedef struct {
     sb_enc_t *enc;
     char instance [129];
     const char *endpoint;
+    const char *sub_endpoint;   /* the event plane: executors wait there for approvals */
     const sb_server_config_t *config;
     zhashx_t *runs;             /* run_id -> sb_exec_run_t */
     sb_runtime_cache_t *cache;
@@ -60,6 +62,7 @@ s_run_free (sb_exec_run_t **run_p)
     free (run->thinking.buf);
     free (run->tool_out.buf);
     sb_exec_tool_output_free (run);
+    sb_exec_approval_free (run);
     free (run);
     *run_p = NULL;
 }
@@ -115,9 +118,12 @@ s_handle_start (self_t *self, sb_msg_t *msg)
         snprintf (run->session_id, sizeof run->session_id, "%s", sb_get_str (msg->body, "session_id"));
         const char *rf = sb_get_str (msg->body, "resume_from");
         snprintf (run->resume_from, sizeof run->resume_from, "%s", rf ? rf : "");
+        const char *kind = sb_get_str (msg->body, "kind");
+        snprintf (run->kind, sizeof run->kind, "%s", kind && strcmp (kind, "compact") == 0 ? kind : "");
         const char *pol = sb_get_str (msg->body, "approval_policy");
         snprintf (run->policy, sizeof run->policy, "%s", pol ? pol : "auto");
         snprintf (run->endpoint, sizeof run->endpoint, "%s", self->endpoint);
+        snprintf (run->sub_endpoint, sizeof run->sub_endpoint, "%s", self->sub_endpoint ? self->sub_endpoint : "");
         snprintf (run->instance, sizeof run->instance, "%s-%.8s", self->instance, run_id + 18);
         run->fence = sb_get_uint (msg->body, "fence", 0);
         const sb_val_t *lim = sb_get_map (msg->body, "limits");
@@ -245,6 +251,7 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
     pthread_mutex_init (&self->done_lock, NULL);
     snprintf (self->instance, sizeof self->instance, "%s", args->instance ? args->instance : "exec");
     self->endpoint = args->cmd_endpoint;
+    self->sub_endpoint = args->sub_endpoint;
     self->config = args->config;
     /* a command that prints without end must not fill the disk: the tape
        keeps a bounded head and tail of each call (docs/operations.md) */

@@ -156,6 +156,37 @@ s_handle_models (self_t *self, sb_msg_t *msg)
         job->in_multi = true;
 }
 
+/*  A model's limits from the configuration alone: the executor asks
+    before it builds a context (docs/compaction.md), so it must not wait
+    on the provider's /models. */
+static void
+s_handle_info (self_t *self, sb_msg_t *msg)
+{
+    const char *pname = sb_get_str (msg->body, "provider");
+    sb_llm_provider_t *prov = sb_llm_config_find (&self->cfg, pname);
+    if (!prov) {
+        s_no_provider (self, msg, pname);
+        return;
+    }
+    const char *model = sb_get_str (msg->body, "model");
+    if (!model || !*model)
+        model = prov->model;
+    sb_llm_limits_t l;
+    sb_llm_model_limits (&self->cfg, prov, model, &l);
+    sb_enc_t *e = self->enc;
+    sb_enc_reset (e);
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "provider", prov->name);
+    sb_enc_kstr (e, "model", model);
+    sb_enc_kuint (e, "context_window", l.context_window);
+    sb_enc_kuint (e, "max_output_tokens", l.max_output_tokens);
+    sb_enc_kstr (e, "source", l.source);
+    sb_enc_map_close (e);
+    size_t len;
+    const uint8_t *b = sb_enc_data (e, &len);
+    sb_bus_reply (self->bus, msg, b, len);
+}
+
 /*  Every message type this actor serves, and its handler: the one place
     to look a type up. tests/unit/test_dispatch.c holds the type column
     against the schema tables. */
@@ -168,6 +199,7 @@ static const struct {
     { "llm.stream", s_handle_stream },
     { "llm.cancel", s_handle_cancel },
     { "llm.models", s_handle_models },
+    { "llm.info", s_handle_info },
 };
 
 #define DISPATCH_COUNT (sizeof s_dispatch / sizeof s_dispatch [0])
@@ -245,6 +277,7 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
         s_self_destroy (&self);
         return NULL;
     }
+    self->cfg.context_window = sc ? sc->context_window : 0;
     for (int i = 0; i < self->cfg.count; i++) {
         sb_llm_provider_t *p = &self->cfg.providers [i];
         if (p->demo) {

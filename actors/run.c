@@ -247,6 +247,8 @@ s_on_create_session (self_t *self, call_t *call, const sb_msg_t *sess)
             s_copy (r.executor, sizeof r.executor, "local");
     }
     s_copy (r.resume_from, sizeof r.resume_from, c->resume_from);
+    /* a compaction-only run (session.compact, docs/compaction.md) */
+    s_copy (r.kind, sizeof r.kind, sb_get_str (msg->body, "kind"));
     const char *spolicy = sb_get_str (rec, "approval_policy");
     s_copy (r.approval_policy, sizeof r.approval_policy,
             c->policy [0] ? c->policy : spolicy ? spolicy : "auto");
@@ -258,12 +260,16 @@ s_on_create_session (self_t *self, call_t *call, const sb_msg_t *sess)
     r.timeout_s = c->has_timeout ? c->timeout_s : DEFAULT_TIMEOUT_S;
     r.max_output_tokens = c->has_max_output ? c->max_output_tokens : 0;
     r.created_at = sb_now_ms ();
+    /* remembered before the run is stored: a crash in between leaves an id
+       that names no run, which s_remembered treats as new; the other order
+       would leave a run its retry cannot find, and make a second one (the
+       session's queue relies on this: docs/queue.md) */
+    s_remember (self, msg, &r);
     if (sb_run_save (self, &r, true, true, r.input)) {
         sb_bus_error (self->bus, msg, SB_E_internal, "cannot store the run");
         sb_run_record_free (&r);
         return;
     }
-    s_remember (self, msg, &r);
     s_reply_changed (self, msg, &r);
     sb_run_start (self, &r);
     sb_run_record_free (&r);
@@ -336,7 +342,16 @@ s_handle_request (self_t *self, sb_msg_t *msg)
         return;
     const char *input = sb_get_str (msg->body, "input");
     const char *resume = sb_get_str (msg->body, "resume_from");
-    if ((!input || !*input) && !resume) {
+    const char *kind = sb_get_str (msg->body, "kind");
+    if (kind && strcmp (kind, "compact") != 0) {
+        sb_bus_error (self->bus, msg, SB_E_invalid, "kind must be compact (or absent for a prompt's run)");
+        return;
+    }
+    if (kind && ((input && *input) || resume)) {
+        sb_bus_error (self->bus, msg, SB_E_invalid, "a compact run takes no input and resumes nothing");
+        return;
+    }
+    if ((!input || !*input) && !resume && !kind) {
         sb_bus_error (self->bus, msg, SB_E_invalid, "input is required (the prompt text)");
         return;
     }
@@ -470,6 +485,14 @@ s_handle_resume (self_t *self, sb_msg_t *msg)
     }
     /* a resume's command is scoped to the session of the run it resumes */
     if (s_remembered (self, msg, r.session_id)) {
+        sb_run_record_free (&r);
+        return;
+    }
+    /* a compaction that did not finish changed nothing: it is run again
+       (session.compact), not continued */
+    if (r.kind [0]) {
+        sb_bus_error (self->bus, msg, SB_E_conflict, "run %s is a %s run; run 'switchboard compact %s' again "
+                      "instead of resuming it", id, r.kind, r.session_id);
         sb_run_record_free (&r);
         return;
     }

@@ -34,7 +34,7 @@
 
 //  The dbis, in DBI_* order.
 static const char *const s_dbi_names [] = {
-    "sessions", "tape", "status", "commands", "expiry", "purge", NULL
+    "sessions", "tape", "status", "commands", "expiry", "purge", "queue", NULL
 };
 
 //  --------------------------------------------------------------------------
@@ -132,6 +132,12 @@ s_val_bytes (const sb_val_t *v)
 static void
 s_answer_error (self_t *self, req_t *req)
 {
+    if (req->internal) {
+        if (sb_ratelimit_ok (&self->rl, 10))
+            sb_warn (ACTOR, "internal %s failed session=%s code=%s error=\"%s\"", req->msg->h.type,
+                     req->sid? req->sid: "-", sb_err_name (req->err), req->errmsg);
+        return;
+    }
     if (req->err == SB_E_invalid && sb_ratelimit_ok (&self->rl, 10))
         sb_info (ACTOR, "refused %s code=%s error=\"%s\"", req->msg->h.type,
                  sb_err_name (req->err), req->errmsg);
@@ -146,10 +152,18 @@ s_answer_write (self_t *self, req_t *req)
         s_answer_error (self, req);
         return;
     }
+    self->appended += req->npubs;
+    //  A prompt that starts a run is answered when the run coordinator
+    //  answers (actors/session/prompt.c).
+    if (req->q_forward) {
+        sb_session_prompt_forward (self, req);
+        return;
+    }
+    if (req->internal)
+        return;
     size_t len;
     const uint8_t *replies = sb_enc_data (self->replies, &len);
     sb_bus_reply (self->bus, req->msg, replies + req->reply_off, req->reply_len);
-    self->appended += req->npubs;
     if (req->replayed || req->op == OP_APPEND)
         return;
     if (req->op == OP_CREATE)
@@ -298,6 +312,8 @@ s_drain_run (self_t *self)
         if (!req->write && req->prep_err)
             s_answer_error (self, req);
     }
+    //  Queues the drain left ready start their next prompt.
+    sb_session_queue_pump (self);
     s_drain_end (self);
 }
 
@@ -314,14 +330,15 @@ s_drain_full (self_t *self)
 //  Takes a request into the drain as `op`. The drain checks it, then runs
 //  it with the drain's other writes in one transaction, or answers it from
 //  a read transaction after the commit (actors/session/requests.c).
-static void
-s_take (self_t *self, sb_msg_t **msg_p, op_t op, bool write, bool addressed)
+req_t *
+sb_session_take (self_t *self, sb_msg_t **msg_p, op_t op, bool write, bool addressed)
 {
     sb_msg_t *msg = *msg_p;
     if (!sb_session_reserve ((void **) &self->reqs, &self->reqs_cap, self->nreqs, sizeof (req_t))) {
-        sb_bus_error (self->bus, msg, SB_E_overloaded, "the session service is out of memory");
+        if (msg->route)
+            sb_bus_error (self->bus, msg, SB_E_overloaded, "the session service is out of memory");
         sb_msg_destroy (msg_p);
-        return;
+        return NULL;
     }
     req_t *req = &self->reqs [self->nreqs++];
     memset (req, 0, sizeof *req);
@@ -329,6 +346,7 @@ s_take (self_t *self, sb_msg_t **msg_p, op_t op, bool write, bool addressed)
     req->op = op;
     req->write = write;
     req->addressed = addressed;
+    req->internal = msg->route == NULL;
     self->drain_writes += write;
     if (op == OP_APPEND) {
         const sb_val_t *e = sb_get_array (msg->body, "entries");
@@ -338,6 +356,13 @@ s_take (self_t *self, sb_msg_t **msg_p, op_t op, bool write, bool addressed)
     else
         self->drain_entries++;
     *msg_p = NULL;              //  the drain owns it now
+    return req;
+}
+
+static void
+s_take (self_t *self, sb_msg_t **msg_p, op_t op, bool write, bool addressed)
+{
+    sb_session_take (self, msg_p, op, write, addressed);
 }
 
 static void
@@ -394,10 +419,43 @@ s_handle_fence (self_t *self, sb_msg_t **msg_p)
     s_take (self, msg_p, OP_FENCE, true, true);
 }
 
+//  session.prompt decides in the drain whether the prompt starts a run
+//  (then it is forwarded to the run coordinator after the commit, which
+//  appends the prompt with its run: actors/session/prompt.c) or waits in
+//  the queue or as a steer (actors/session/queue.c).
+static void
+s_handle_prompt (self_t *self, sb_msg_t **msg_p)
+{
+    s_take (self, msg_p, OP_PROMPT, true, true);
+}
+
+static void
+s_handle_queue_list (self_t *self, sb_msg_t **msg_p)
+{
+    s_take (self, msg_p, OP_Q_LIST, false, true);
+}
+
+static void
+s_handle_queue_remove (self_t *self, sb_msg_t **msg_p)
+{
+    s_take (self, msg_p, OP_Q_REMOVE, true, true);
+}
+
+static void
+s_handle_queue_resume (self_t *self, sb_msg_t **msg_p)
+{
+    s_take (self, msg_p, OP_Q_RESUME, true, true);
+}
+
+static void
+s_handle_steer_take (self_t *self, sb_msg_t **msg_p)
+{
+    if (!sb_session_queue_take_none (self, *msg_p))
+        s_take (self, msg_p, OP_STEER_TAKE, true, true);
+}
+
 //  Every type the session service serves, and its handler. A handler
-//  takes the message. session.prompt is not a drain request: it is
-//  forwarded to the run coordinator (actors/session/prompt.c), which
-//  appends the prompt with its run.
+//  takes the message.
 static const struct {
     const char *type;
     void (*handler) (self_t *self, sb_msg_t **msg_p);
@@ -411,7 +469,12 @@ static const struct {
     { "session.append", s_handle_append },
     { "session.events", s_handle_events },
     { "session.fence",  s_handle_fence },
-    { "session.prompt", sb_session_prompt },
+    { "session.prompt", s_handle_prompt },
+    { "session.queue.list",   s_handle_queue_list },
+    { "session.queue.remove", s_handle_queue_remove },
+    { "session.queue.resume", s_handle_queue_resume },
+    { "session.steer.take",   s_handle_steer_take },
+    { "session.compact", sb_session_compact },
 };
 #define NDISPATCH (sizeof s_dispatch / sizeof s_dispatch [0])
 
@@ -431,7 +494,8 @@ s_drain_take (self_t *self)
             break;
         //  No route: a reply to a request of ours.
         if (!msg->route) {
-            sb_session_prompt_reply (self, msg);
+            if (!sb_session_compact_reply (self, msg))
+                sb_session_prompt_reply (self, &msg);
             sb_msg_destroy (&msg);
             continue;
         }
@@ -455,6 +519,7 @@ static void
 s_handle_bus (self_t *self)
 {
     sb_session_prompt_expire (self);
+    sb_session_compact_expire (self);
     s_drain_take (self);
     //  Each drain with writes costs one fsync. When this one holds fewer
     //  writes than the last, the clients that the last commit answered are
@@ -501,7 +566,10 @@ s_self_destroy (self_t **self_p)
         self->arena = next;
     }
     zhashx_destroy (&self->rec_index);
+    zhashx_destroy (&self->starting);
     zhashx_destroy (&self->forwards);
+    zlistx_destroy (&self->q_pump);
+    zhashx_destroy (&self->compacts);
     free (self->reqs);
     free (self->spans);
     free (self->pubs);
@@ -538,6 +606,11 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
     self->tape_quota = sb_actor_limit (ACTOR, args->config? args->config->session_quota: 0,
                                        "SWITCHBOARD_SESSION_QUOTA", SB_SESSION_QUOTA_DEFAULT,
                                        SB_SESSION_QUOTA_MIN, SB_SESSION_QUOTA_MAX);
+    //  What one session's queue may hold (docs/queue.md).
+    self->queue_max = sb_actor_limit (ACTOR, 0, "SWITCHBOARD_QUEUE_MAX", SB_QUEUE_MAX_DEFAULT, 1, 1000);
+    self->steers_max = sb_actor_limit (ACTOR, 0, "SWITCHBOARD_QUEUE_STEERS", SB_QUEUE_STEERS_DEFAULT, 1, 1000);
+    self->queue_bytes = sb_actor_limit (ACTOR, 0, "SWITCHBOARD_QUEUE_BYTES", SB_QUEUE_BYTES_DEFAULT,
+                                        1u << 20, (uint64_t) 1 << 32);
 
     //  The map grows on demand; a small first map is how the tests make
     //  every drain's transaction run again after a grow.
@@ -556,12 +629,20 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
     self->pub = args->pub_endpoint? sb_pub_new (args->pub_endpoint, self->instance): NULL;
     self->rec_index = zhashx_new ();
     self->forwards = sb_session_forwards_new ();
+    self->starting = zhashx_new ();
+    self->q_pump = zlistx_new ();
+    if (self->q_pump) {
+        zlistx_set_destructor (self->q_pump, (czmq_destructor *) zstr_free);
+        zlistx_set_duplicator (self->q_pump, (czmq_duplicator *) strdup);
+    }
+    self->compacts = sb_session_compacts_new ();
     self->enc = sb_enc_new ();
     self->prep = sb_enc_new ();
     self->tape = sb_enc_new ();
     self->replies = sb_enc_new ();
     self->scratch = sb_enc_new ();
-    if (!self->bus || !self->pub || !self->rec_index || !self->forwards || !self->enc || !self->prep
+    if (!self->bus || !self->pub || !self->rec_index || !self->forwards || !self->starting || !self->q_pump || !self->compacts
+    ||  !self->enc || !self->prep
     ||  !self->tape || !self->replies || !self->scratch) {
         sb_error (ACTOR, "cannot connect to the bus cmd=%s pub=%s", args->cmd_endpoint,
                   args->pub_endpoint? args->pub_endpoint: "(none)");
@@ -569,6 +650,10 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
         return NULL;
     }
     sb_session_recover (self);
+    //  A restart pauses every queue that holds something, before any
+    //  client is served (docs/queue.md).
+    if (sb_session_queue_recover (self))
+        s_drain_run (self);
     sb_store_info_t info;
     if (sb_store_info (self->store, &info) == 0)
         sb_info (ACTOR, "opened store=%s sessions=%llu entries=%llu commands=%llu map_bytes=%zu "
@@ -620,7 +705,7 @@ sb_session_actor (zsock_t *pipe, void *args)
             s_handle_pipe (self);
         if (self->terminated)
             break;
-        if ((items [1].revents & ZMQ_POLLIN) || sb_bus_has_queued (self->bus))
+        if ((items [1].revents & ZMQ_POLLIN) || sb_bus_has_queued (self->bus) || sb_session_prompt_due (self))
             s_handle_bus (self);
         if (self->next_expiry && self->next_expiry <= sb_now_ms ())
             sb_session_sweep (self);

@@ -212,7 +212,8 @@ sb_curve_ids_destroy (sb_curve_ids_t **ids_p)
 
 static const char *s_worker_types [] = {
     "worker.register", "run.claim", "run.heartbeat", "run.complete", "session.append", "session.get",
-    "session.events", "llm.stream", "llm.cancel", "llm.models", "bus.heartbeat", NULL
+    "session.events", "session.steer.take", "llm.stream", "llm.cancel", "llm.models", "llm.info",
+    "interact.request", "interact.get", "bus.heartbeat", NULL
 };
 
 bool

@@ -43,7 +43,9 @@ void sb_curve_apply_client (zsock_t *sock, const char *endpoint);
       worker  (the default) only the worker protocol, for worker_id NAME:
               worker.register and run.claim naming NAME, run.heartbeat,
               run.complete, session.append, session.get, session.events,
-              llm.stream, llm.cancel, llm.models;
+              session.steer.take, llm.stream, llm.cancel, llm.models,
+              llm.info, interact.request, interact.get (asking for an
+              approval, never answering one);
       client  the public types (what the gateway passes);
       actor   everything: a remote `switchboard actor exec|llm`.
     Peers on ipc and inproc carry no User-Id and are not checked. */

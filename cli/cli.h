@@ -93,6 +93,7 @@ int sb_cmd_sessions (int argc, char **argv);
 int sb_cmd_events (int argc, char **argv);
 int sb_cmd_run (int argc, char **argv);
 int sb_cmd_prompt (int argc, char **argv);
+int sb_cmd_compact (int argc, char **argv);
 int sb_cmd_cancel (int argc, char **argv);
 int sb_cmd_resume (int argc, char **argv);
 int sb_cmd_runs (int argc, char **argv);

@@ -1,5 +1,8 @@
 /*  cli/main.c — `switchboard`: subcommands in the style of git. */
 #include "cli/cli.h"
+#include "cli/chat.h"
+#include "cli/interactions.h"
+#include "cli/queue.h"
 #include "actors/llm/keys.h"
 #include "common/log.h"
 
@@ -11,7 +14,8 @@
 static const sb_cmd_t s_commands [] = {
     { "serve", sb_cmd_serve, "run the broker and the actors (the embedded server)" },
     { "run", sb_cmd_run, "one shot: give an agent a goal in a repo and stream it" },
-    { "prompt", sb_cmd_prompt, "give a session a prompt (starts a run)" },
+    { "prompt", sb_cmd_prompt, "give a session a prompt (starts a run, or queues or steers while one runs)" },
+    { "queue", sb_cmd_queue, "a session's waiting prompts: list, rm, resume" },
     { "runs", sb_cmd_runs, "list runs" },
     { "run-info", sb_cmd_run_info, "show one run" },
     { "cancel", sb_cmd_cancel, "cancel a run" },
@@ -27,6 +31,11 @@ static const sb_cmd_t s_commands [] = {
     { "worker-status", sb_cmd_worker_status, "show one worker" },
     { "worker", sb_cmd_worker, "run an external worker that claims a pool's runs" },
     { "keys", sb_cmd_keys, "make a client key pair for the bus's CURVE TCP endpoints" },
+    { "compact", sb_cmd_compact, "compact a session's model context now (summarize older turns)" },
+    { "interactions", sb_cmd_interactions, "list the approvals runs ask for" },
+    { "interaction", sb_cmd_interaction, "show one approval and the tool call it is about" },
+    { "resolve", sb_cmd_resolve, "answer an approval: --approve or --reject" },
+    { "chat", sb_cmd_chat, "an interactive terminal on a session: prompts, runs, approvals" },
 };
 #define NCOMMANDS (sizeof s_commands / sizeof s_commands [0])
 

@@ -134,7 +134,12 @@ sb_cmd_actor (int argc, char **argv)
     sigaddset (&sigs, SIGTERM);
     pthread_sigmask (SIG_BLOCK, &sigs, NULL);
     zsys_handler_set (NULL);
-    sb_actor_args_t args = { .cmd_endpoint = ep, .instance = instance, .config = &cfg };
+    /* the event plane, where an executor hears approvals resolved */
+    char sub_ep [4200] = "";
+    if (sb_cli_endpoint (connect, data, "pub", sub_ep, sizeof sub_ep, err, sizeof err))
+        sub_ep [0] = 0;
+    sb_actor_args_t args = { .cmd_endpoint = ep, .sub_endpoint = sub_ep [0] ? sub_ep : NULL, .instance = instance,
+                             .config = &cfg };
     zactor_t *actor = zactor_new (entry->fn, &args);
     if (actor && sb_actor_last_status () != 0)
         zactor_destroy (&actor);

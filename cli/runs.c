@@ -4,6 +4,7 @@
 #include "cli/cli.h"
 #include "cli/follow.h"
 #include "cli/oneshot.h"
+#include "cli/queue.h"
 #include "common/log.h"
 #include "schemas/json.h"
 
@@ -18,7 +19,7 @@
 static const char *s_run_usage =
     "usage: switchboard run --goal TEXT [--repo DIR] [--max-steps N] [--approval yolo|auto|interactive]\n"
     "                       [--llm PROVIDER] [--model M] [--llm-url URL] [--providers FILE]\n"
-    "                       [--data DIR | --ephemeral] [--json]\n"
+    "                       [--context-window TOKENS] [--data DIR | --ephemeral] [--json]\n"
     "\n"
     "One shot: gives the agent the goal in the repo folder, streams the run, says\n"
     "what changed in the folder, and exits 0 when the run completes (1 otherwise).\n"
@@ -30,11 +31,14 @@ static const char *s_run_usage =
     "  --goal TEXT        what the agent should do (required)\n"
     "  --repo DIR         the workspace (default: the current folder)\n"
     "  --max-steps N      model calls allowed (default 50)\n"
-    "  --approval P       yolo: every tool; auto (default): read-only tools only\n"
-    "                     (approvals are not built yet); interactive: as auto\n"
+    "  --approval P       yolo: every tool; auto (default): read-only tools run,\n"
+    "                     the others wait for a person (switchboard resolve);\n"
+    "                     interactive: every tool waits for a person\n"
     "  --data DIR         the data folder (default $SWITCHBOARD_DATA, else\n"
     "                     $XDG_STATE_HOME/switchboard, else ~/.local/state/switchboard)\n"
     "  --ephemeral        a temporary data folder, removed at exit\n"
+    "  --context-window TOKENS  the model's context window, where the providers\n"
+    "                     file gives none (docs/compaction.md)\n"
     "  --json             print the tape entries as JSON lines\n"
     "\n"
     "Ctrl-C cancels the run and exits 130 once it has stopped (the last line says\n"
@@ -55,6 +59,7 @@ sb_cmd_run (int argc, char **argv)
         { "data", required_argument, 0, 'd' },
         { "json", no_argument, 0, 'j' },
         { "ephemeral", no_argument, 0, 'e' },
+        { "context-window", required_argument, 0, 'W' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
@@ -82,6 +87,10 @@ sb_cmd_run (int argc, char **argv)
             case 'd': so.data = optarg; break;
             case 'j': o.json = true; break;
             case 'e': o.ephemeral = true; break;
+            case 'W':
+                if (sb_serve_parse_window ("run", optarg, &so.context_window))
+                    return 2;
+                break;
             case 'h': fputs (s_run_usage, stdout); return 0;
             default: return sb_cli_usage ("run", "unknown option or missing value: %s", argv [optind - 1]);
         }
@@ -110,12 +119,14 @@ typedef struct {
     bool follow;
     const char *session;
     const char *status;
+    const char *mode;           /* prompt: --queue or --steer */
 } copts_t;
 
 //  Which of the shared options a command takes.
 enum {
     OPT_FOLLOW = 1,
     OPT_FILTERS = 2,            /* --session, --status */
+    OPT_MODE = 4,               /* --queue, --steer */
 };
 
 static int
@@ -128,6 +139,8 @@ s_parse_common (const char *cmd, int argc, char **argv, copts_t *o, const char *
         { "follow", no_argument, 0, 'f' },
         { "session", required_argument, 0, 's' },
         { "status", required_argument, 0, 'S' },
+        { "queue", no_argument, 0, 'Q' },
+        { "steer", no_argument, 0, 'T' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
@@ -142,12 +155,20 @@ s_parse_common (const char *cmd, int argc, char **argv, copts_t *o, const char *
             case 'f': o->follow = true; break;
             case 's': o->session = optarg; break;
             case 'S': o->status = optarg; break;
+            case 'Q':
+            case 'T':
+                if (o->mode && strcmp (o->mode, c == 'Q' ? "queue" : "steer") != 0)
+                    return sb_cli_usage (cmd, "--queue and --steer exclude each other");
+                o->mode = c == 'Q' ? "queue" : "steer";
+                break;
             case 'h': fputs (usage, stdout); return -1;
             default: return sb_cli_usage (cmd, "unknown option or missing value: %s", argv [optind - 1]);
         }
     }
     if (o->follow && !(takes & OPT_FOLLOW))
         return sb_cli_usage (cmd, "--follow goes with prompt and resume");
+    if (o->mode && !(takes & OPT_MODE))
+        return sb_cli_usage (cmd, "--queue and --steer go with prompt");
     if ((o->session || o->status) && !(takes & OPT_FILTERS))
         return sb_cli_usage (cmd, "--session and --status go with runs");
     if (o->session) {
@@ -180,8 +201,17 @@ s_print_run (const sb_val_t *run, bool json, bool one_line)
         bool done = sb_run_status_from_name (status) == SB_RUN_completed;
         snprintf (steps, sizeof steps, "%llu", (unsigned long long) sb_get_uint (run, "steps", 0));
         sb_cli_time_cell (sb_get_uint (run, "updated_at", 0), updated, sizeof updated);
-        sb_cli_text_cell (reason && !done ? reason : waiting ? waiting : sb_get_str (run, "input"), 60,
-                          text, sizeof text);
+        const char *input = sb_get_str (run, "input");
+        if (!input && sb_get_str (run, "kind"))
+            input = "(compact)";
+        sb_cli_text_cell (reason && !done ? reason : waiting ? waiting : input, 60, text, sizeof text);
+        //  a run that waits for a person says so first (docs/approvals.md)
+        const char *phase = sb_get_str (run, "phase");
+        if (phase && strcmp (phase, "waiting_approval") == 0) {
+            char cell [256];
+            snprintf (cell, sizeof cell, "waiting_approval: %s", text);
+            sb_cli_text_cell (cell, 60, text, sizeof text);
+        }
         printf (RUN_ROW_FORMAT, sb_get_str (run, "run_id"), sb_get_str (run, "status"),
                 sb_get_str (run, "session_id"), steps, updated, text);
         return;
@@ -192,6 +222,7 @@ s_print_run (const sb_val_t *run, bool json, bool one_line)
     if (reason) printf ("reason      %s\n", reason);
     if (waiting) printf ("waiting for %s\n", waiting);
     if (sb_get_str (run, "resume_from")) printf ("resumes     %s\n", sb_get_str (run, "resume_from"));
+    if (sb_get_str (run, "kind")) printf ("kind        %s\n", sb_get_str (run, "kind"));
     if (sb_get_str (run, "owner")) printf ("executor    %s\n", sb_get_str (run, "owner"));
     const sb_val_t *target = sb_get_map (run, "target");
     if (sb_get_str (target, "pool")) printf ("target      worker:%s\n", sb_get_str (target, "pool"));
@@ -242,6 +273,10 @@ s_run_call (const char *cmd, const copts_t *o, const char *type, sb_enc_t *e, co
     rc = 1;
     if (reply) {
         const sb_val_t *run = sb_get_map (reply->body, "run");
+        /* a prompt that waits: queued, or steering the running run */
+        if (!run && strcmp (type, "session.prompt") == 0)
+            rc = sb_queue_prompt_waits (bus, o->connect, o->data, o->json, follow, id, reply->body);
+        else
         if (follow)
             rc = s_follow_run (bus, o, run);
         else {
@@ -258,21 +293,30 @@ int
 sb_cmd_prompt (int argc, char **argv)
 {
     static const char *usage =
-        "usage: switchboard prompt SESSION TEXT [--follow] [--json] [--connect EP] [--data DIR]\n\n"
+        "usage: switchboard prompt SESSION TEXT [--queue | --steer] [--follow] [--json]\n"
+        "                          [--connect EP] [--data DIR]\n\n"
         "Gives a session a prompt: appends it to the tape and starts a run. A session\n"
-        "runs one run at a time: a prompt while a run is active is refused (conflict).\n"
-        "SESSION is a session id, any unique prefix of one, or 'last' (the newest).\n"
+        "runs one run at a time; while a run is active:\n"
+        "  --queue   (the default) the prompt waits in the session's queue and runs as\n"
+        "            the next run when the current one completes; it prints the\n"
+        "            position ('switchboard queue SESSION' lists the queue)\n"
+        "  --steer   the prompt joins the running run at its next step (after the\n"
+        "            current model output or tool), as the person's words\n"
+        "With no run active both start a run. SESSION is a session id, any unique\n"
+        "prefix of one, or 'last' (the newest).\n"
         "\n"
         "Without --follow it prints the new run and returns at once; the run goes on\n"
         "in the server. --follow streams the run and exits 0 when it completes, 1\n"
         "when it ends otherwise. While following, Ctrl-C detaches: the command\n"
         "stops streaming and exits (status 130), but the run goes on in the server.\n"
         "It prints how to re-attach (events --follow) and how to stop the run\n"
-        "('switchboard cancel RUN').\n"
+        "('switchboard cancel RUN'). A queued prompt is followed from when its run\n"
+        "starts; a steer, from when the run takes it. --json prints the reply (and,\n"
+        "with --follow, the entries) as JSON.\n"
         "\n"
         "Exit status: 0 success, 1 the operation failed, 2 usage error.\n";
     copts_t o;
-    int rest, rc = s_parse_common ("prompt", argc, argv, &o, usage, OPT_FOLLOW, &rest);
+    int rest, rc = s_parse_common ("prompt", argc, argv, &o, usage, OPT_FOLLOW | OPT_MODE, &rest);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (argc - rest != 2)
@@ -282,8 +326,68 @@ sb_cmd_prompt (int argc, char **argv)
     sb_enc_t *e = sb_enc_new ();
     sb_enc_map_open (e);
     sb_enc_kstr (e, "text", argv [rest + 1]);
+    sb_enc_kstr_opt (e, "mode", o.mode);
     rc = s_run_call ("prompt", &o, "session.prompt", e, "session_id", SB_CLI_SESSION, argv [rest], o.follow);
     sb_enc_destroy (&e);
+    return rc;
+}
+
+int
+sb_cmd_compact (int argc, char **argv)
+{
+    static const char *usage =
+        "usage: switchboard compact SESSION [--json] [--connect EP] [--data DIR]\n\n"
+        "Compacts the session's model context now: the model summarizes the turns\n"
+        "before the newest one, and later runs start from that summary. The tape\n"
+        "keeps every entry ('events' still shows them all). It runs as a run of its\n"
+        "own: refused while another run of the session is active, and Ctrl-C (or\n"
+        "'switchboard cancel RUN') cancels it, leaving the context as it was. It\n"
+        "prints the size before and after, in tokens (docs/compaction.md).\n"
+        "SESSION is a session id, any unique prefix of one, or 'last' (the newest).\n"
+        "--json prints the run's tape entries as JSON lines.\n"
+        "\n"
+        "Exit status: 0 compacted (or nothing to compact), 1 failed or cancelled,\n"
+        "2 usage error.\n";
+    copts_t o;
+    int rest, rc = s_parse_common ("compact", argc, argv, &o, usage, 0, &rest);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if (argc - rest != 1)
+        return sb_cli_usage ("compact", "give one SESSION");
+    if ((rc = sb_cli_id_check ("compact", SB_CLI_SESSION, argv [rest])) != 0)
+        return rc;
+    sb_bus_t *bus = sb_cli_connect ("compact", o.connect, o.data);
+    if (!bus)
+        return 1;
+    char id [SB_ULID_LEN + 1];
+    if ((rc = sb_cli_resolve ("compact", bus, SB_CLI_SESSION, argv [rest], id)) != 0) {
+        sb_bus_destroy (&bus);
+        return rc;
+    }
+    sb_enc_t *e = sb_enc_new ();
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "session_id", id);
+    sb_enc_map_close (e);
+    size_t len;
+    const uint8_t *b = sb_enc_data (e, &len);
+    sb_msg_t *reply = sb_cli_call ("compact", bus, "session.compact", b, len, 15000);
+    sb_enc_destroy (&e);
+    rc = 1;
+    if (reply) {
+        char ep [4200], err [512];
+        const sb_val_t *run = sb_get_map (reply->body, "run");
+        char rid [33];
+        snprintf (rid, sizeof rid, "%s", sb_get_str (run, "run_id"));
+        if (sb_cli_endpoint (o.connect, o.data, "pub", ep, sizeof ep, err, sizeof err))
+            rc = sb_cli_fail ("compact", "%s", err);
+        else {
+            sb_watch_t w = { .bus = bus, .sub_endpoint = ep, .session_id = id, .run_id = rid,
+                             .json = o.json, .cancel_on_interrupt = true };
+            rc = sb_follow_run (&w);
+        }
+        sb_msg_destroy (&reply);
+    }
+    sb_bus_destroy (&bus);
     return rc;
 }
 

@@ -28,6 +28,8 @@ static const char *s_usage =
     "                         [--actors LIST] [--llm PROVIDER] [--model M] [--llm-url URL]\n"
     "                         [--providers FILE] [--sandbox bwrap]\n"
     "                         [--tool-output-tape BYTES] [--session-quota BYTES]\n"
+    "                         [--context-window TOKENS]\n"
+    "                         [--approval-deadline S]\n"
     "\n"
     "Runs the broker and the actors in one process, on DATA (default\n"
     "$SWITCHBOARD_DATA, else $XDG_STATE_HOME/switchboard, else\n"
@@ -51,6 +53,12 @@ static const char *s_usage =
     "  --tool-output-tape BYTES  tool output kept on the tape per call, head and\n"
     "                    tail (default 1 MiB); the rest is elided, counted\n"
     "  --session-quota BYTES  tape bytes one session may hold (default 1 GiB)\n"
+    "  --context-window TOKENS  the models' context window where the providers\n"
+    "                    file gives none (default: by model family, see docs/compaction.md)\n"
+    "  --approval-deadline S  seconds an approval waits for an answer before it\n"
+    "                    resolves to its default (reject); 0: no deadline (default\n"
+    "                    900, or $SWITCHBOARD_APPROVAL_DEADLINE); a session may set\n"
+    "                    its own\n"
     "  -h, --help        this help\n"
     "\n"
     "Stop it with Ctrl-C (SIGINT) or SIGTERM; it shuts down cleanly.\n";
@@ -68,6 +76,7 @@ static const actor_row_t s_actor_table [] = {
     { "echo", sb_echo_actor, 1, false },
     { "session", sb_session_actor, 3, true },
     { "run", sb_run_actor, 2, true },
+    { "interact", sb_interact_actor, 2, true },
     { "exec", sb_exec_actor, 0, true },
 };
 #define NACTORS (sizeof s_actor_table / sizeof s_actor_table [0])
@@ -130,6 +139,8 @@ sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
         { "insecure-tcp", no_argument, 0, 'I' },
         { "tool-output-tape", required_argument, 0, 'T' },
         { "session-quota", required_argument, 0, 'Q' },
+        { "context-window", required_argument, 0, 'W' },
+        { "approval-deadline", required_argument, 0, 'A' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
@@ -159,6 +170,16 @@ sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
                     return sb_cli_usage ("serve", "--session-quota takes bytes from %d to %llu, not '%s'",
                                          SB_SESSION_QUOTA_MIN, (unsigned long long) SB_SESSION_QUOTA_MAX, optarg);
                 break;
+            case 'W':
+                if (sb_serve_parse_window ("serve", optarg, &o->context_window))
+                    return 2;
+                break;
+            case 'A':
+                if (s_parse_bytes (optarg, 0, SB_APPROVAL_DEADLINE_MAX_S, &o->approval_deadline_s))
+                    return sb_cli_usage ("serve", "--approval-deadline takes seconds from 0 (no deadline) to %d, "
+                                         "not '%s'", SB_APPROVAL_DEADLINE_MAX_S, optarg);
+                o->approval_deadline_set = true;
+                break;
             case 'h': fputs (s_usage, stdout); return -1;
             default: return sb_cli_usage ("serve", "unknown option or missing value: %s", argv [optind - 1]);
         }
@@ -175,6 +196,15 @@ sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
     const char *colon = strrchr (o->http, ':');
     if (!colon || colon == o->http || atoi (colon + 1) < 0 || atoi (colon + 1) > 65535)
         return sb_cli_usage ("serve", "--http takes ADDR:PORT, e.g. 127.0.0.1:8080");
+    return 0;
+}
+
+int
+sb_serve_parse_window (const char *cmd, const char *arg, uint64_t *out)
+{
+    if (s_parse_bytes (arg, SB_LLM_WINDOW_MIN, SB_LLM_WINDOW_MAX, out))
+        return sb_cli_usage (cmd, "--context-window takes tokens from %d to %llu, not '%s'",
+                             SB_LLM_WINDOW_MIN, (unsigned long long) SB_LLM_WINDOW_MAX, arg);
     return 0;
 }
 
@@ -343,6 +373,8 @@ sb_serve_run (const sb_serve_opts_t *o, sb_serve_hook_fn *hook, void *hook_arg)
         .llm = o->llm, .llm_url = o->llm_url, .model = o->model, .providers = o->providers,
         .sandbox = o->sandbox, .demo_delay_ms = o->demo_delay_ms ? o->demo_delay_ms : -1,
         .tool_output_tape = o->tool_output_tape, .session_quota = o->session_quota,
+        .context_window = o->context_window,
+        .approval_deadline_set = o->approval_deadline_set, .approval_deadline_s = o->approval_deadline_s,
     };
     zactor_t *broker = zactor_new (sb_broker_actor, &bcfg);
     if (!broker) {

@@ -20,7 +20,14 @@ typedef struct {
     uint64_t tool_output_tape;  /* 0: $SWITCHBOARD_TOOL_OUTPUT_TAPE, else 1 MiB */
     uint64_t session_quota;     /* 0: $SWITCHBOARD_SESSION_QUOTA, else 1 GiB */
     bool insecure_bus;          /* allow --bus beyond loopback without CURVE */
+    uint64_t context_window;    /* --context-window: tokens (0: the providers file, else the model family's) */
+    bool approval_deadline_set; /* --approval-deadline given (0 is a value: no deadline) */
+    uint64_t approval_deadline_s;
 } sb_serve_opts_t;
+
+/*  Parses --context-window's value (tokens, SB_LLM_WINDOW_MIN..MAX): 0, or
+    2 after a usage error of `cmd`. */
+int sb_serve_parse_window (const char *cmd, const char *arg, uint64_t *out);
 
 /*  Called once everything is up, instead of waiting for a signal; its
     return value becomes the exit code. */

@@ -34,10 +34,12 @@ static const char *s_sessions_usage =
     "       switchboard sessions show ID [--json]\n"
     "       switchboard sessions new [--workspace DIR] [--title T] [--provider P] [--model M]\n"
     "                                [--approval yolo|auto|interactive] [--max-steps N]\n"
+    "                                [--rule TOOL:PATTERN:ACTION]... [--approval-deadline S]\n"
     "                                [--target local|worker:POOL] [--json]\n"
     "       switchboard sessions update ID [--title T] [--provider P] [--model M]\n"
     "                                [--approval P] [--max-steps N] [--workspace DIR]\n"
-    "                                [--target local|worker:POOL] [--json]\n"
+    "                                [--clear-rules] [--rule TOOL:PATTERN:ACTION]...\n"
+    "                                [--approval-deadline S] [--target local|worker:POOL] [--json]\n"
     "       switchboard sessions close ID [--json]\n"
     "       switchboard sessions delete ID [--json]\n"
     "\n"
@@ -58,6 +60,14 @@ static const char *s_sessions_usage =
     "  --model M         the model name\n"
     "  --approval P      approval policy: yolo, auto or interactive\n"
     "  --max-steps N     step limit per run, 1 to 10000\n"
+    "  --rule T:P:A      an approval rule, appended to the session's (repeatable):\n"
+    "                    tool glob T, pattern glob P over the shell command or the\n"
+    "                    file path, action A allow, ask or deny; the last match wins.\n"
+    "                    e.g. --rule 'shell:git *:allow' --rule 'write_file:*.lock:deny'\n"
+    "  --clear-rules     update: remove every rule first\n"
+    "  --approval-deadline S  seconds a tool call waits for approval before its\n"
+    "                    default outcome (reject); 0 waits forever (default: the\n"
+    "                    server's, serve --approval-deadline)\n"
     "  --target T        where its runs go: local (this server's exec) or\n"
     "                    worker:POOL (a worker of POOL claims them; docs/workers.md)\n"
     "  --json            one JSON document (list: one JSON object per line)\n"
@@ -198,6 +208,24 @@ s_print_record (const sb_val_t *r)
                 val->type == SB_V_STR? val->v.s: "?");
     }
     printf ("%s\n", labels && labels->len? "": "-");
+    const sb_val_t *rules = sb_get_array (r, "rules");
+    printf ("rules%s\n", rules && rules->len? "": "      -");
+    for (uint32_t k = 0; rules && k < rules->len; k++) {
+        const sb_val_t *rule = sb_array_at (rules, k);
+        char pattern [256];
+        s_oneline (sb_get_str (rule, "pattern"), 200, pattern, sizeof pattern);
+        printf ("  %3u  %-5s  %-16s  %s\n", k + 1, s_or_dash (sb_get_str (rule, "action")),
+                s_or_dash (sb_get_str (rule, "tool")), pattern);
+    }
+    if (sb_get (r, "approval_deadline_s")) {
+        uint64_t d = sb_get_uint (r, "approval_deadline_s", 0);
+        if (d)
+            printf ("deadline   %llu s (approvals)\n", (unsigned long long) d);
+        else
+            printf ("deadline   none (approvals wait until answered)\n");
+    }
+    else
+        printf ("deadline   the server's (approvals)\n");
     printf ("last_seq   %llu\n", (unsigned long long) sb_get_uint (r, "last_seq", 0));
     printf ("last_run   %s\n", s_or_dash (sb_get_str (r, "last_run_id")));
     printf ("turn       %s\n", s_or_dash (sb_get_str (r, "turn_status")));
@@ -310,6 +338,10 @@ typedef struct {
     unsigned long long max_steps;
     bool json;
     bool has_max_steps;
+    bool clear_rules;
+    bool has_deadline;
+    unsigned long long deadline;
+    zlistx_t *rules;            //  --rule values, as given
     int config_opts;            //  how many new/update options were given
 } opts_t;
 
@@ -339,6 +371,63 @@ s_absolute (const char *path, char *out, size_t n)
     return snprintf (out, n, "%s/%s", cwd, path) < (int) n? 0: -1;
 }
 
+//  Splits TOOL:PATTERN:ACTION: the tool ends at the first colon, the
+//  action starts after the last, the pattern (which may hold colons, as
+//  a command does) is what lies between.
+static int
+s_split_rule (const char *text, char *tool, size_t tn, char *pattern, size_t pn, char *action, size_t an)
+{
+    const char *a = strchr (text, ':'), *b = strrchr (text, ':');
+    if (!a || a == b)
+        return -1;
+    if ((size_t) (a - text) >= tn || (size_t) (b - a - 1) >= pn || strlen (b + 1) >= an)
+        return -1;
+    snprintf (tool, tn, "%.*s", (int) (a - text), text);
+    snprintf (pattern, pn, "%.*s", (int) (b - a - 1), a + 1);
+    snprintf (action, an, "%s", b + 1);
+    return 0;
+}
+
+static int
+s_check_rule (const char *text)
+{
+    char tool [200], pattern [1100], action [32];
+    if (s_split_rule (text, tool, sizeof tool, pattern, sizeof pattern, action, sizeof action) != 0)
+        return sb_cli_usage ("sessions", "--rule takes TOOL:PATTERN:ACTION (e.g. 'shell:git *:allow'), not '%s'",
+                             text);
+    //  the server checks the globs' lengths (docs/approvals.md)
+    if (!*tool || !*pattern)
+        return sb_cli_usage ("sessions", "--rule '%s': the tool and the pattern must not be empty", text);
+    if (strcmp (action, "allow") != 0 && strcmp (action, "ask") != 0 && strcmp (action, "deny") != 0)
+        return sb_cli_usage ("sessions", "--rule '%s': the action must be allow, ask or deny", text);
+    return 0;
+}
+
+static void
+s_enc_rules (sb_enc_t *enc, const opts_t *o, bool create)
+{
+    if (o->clear_rules && !create) {
+        sb_enc_key (enc, "rules");
+        sb_enc_array_open (enc);
+        sb_enc_array_close (enc);
+    }
+    if (!o->rules || zlistx_size (o->rules) == 0)
+        return;
+    sb_enc_key (enc, create? "rules": "add_rules");
+    sb_enc_array_open (enc);
+    for (const char *text = zlistx_first (o->rules); text; text = zlistx_next (o->rules)) {
+        char tool [200], pattern [1100], action [32];
+        if (s_split_rule (text, tool, sizeof tool, pattern, sizeof pattern, action, sizeof action) != 0)
+            continue;           //  checked when parsed
+        sb_enc_map_open (enc);
+        sb_enc_kstr (enc, "tool", tool);
+        sb_enc_kstr (enc, "pattern", pattern);
+        sb_enc_kstr (enc, "action", action);
+        sb_enc_map_close (enc);
+    }
+    sb_enc_array_close (enc);
+}
+
 static void
 s_enc_config (sb_enc_t *enc, const opts_t *o, const char *workspace)
 {
@@ -350,6 +439,8 @@ s_enc_config (sb_enc_t *enc, const opts_t *o, const char *workspace)
     sb_enc_kstr_opt (enc, "target", o->target);
     if (o->has_max_steps)
         sb_enc_kuint (enc, "max_steps", o->max_steps);
+    if (o->has_deadline)
+        sb_enc_kuint (enc, "approval_deadline_s", o->deadline);
 }
 
 //  Newest first, and --limit N the newest N: session.list pages newest
@@ -474,8 +565,10 @@ s_sessions_one (sb_bus_t *bus, const char *sub, const char *arg, const opts_t *o
     sb_enc_map_open (enc);
     if (arg)
         sb_enc_kstr (enc, "session_id", id);
-    if (create || strcmp (sub, "update") == 0)
+    if (create || strcmp (sub, "update") == 0) {
         s_enc_config (enc, o, o->workspace || create? workspace: NULL);
+        s_enc_rules (enc, o, create);
+    }
     if (strcmp (sub, "show") != 0)
         s_command_id (enc);
     sb_enc_map_close (enc);
@@ -500,8 +593,9 @@ s_sessions_one (sb_bus_t *bus, const char *sub, const char *arg, const opts_t *o
     return 0;
 }
 
-int
-sb_cmd_sessions (int argc, char **argv)
+//  sessions, with `rules` to hold the --rule values (the caller frees it).
+static int
+s_sessions (int argc, char **argv, zlistx_t *rules)
 {
     static struct option longopts [] = {
         { "status", required_argument, 0, 's' },
@@ -513,13 +607,16 @@ sb_cmd_sessions (int argc, char **argv)
         { "approval", required_argument, 0, 'a' },
         { "max-steps", required_argument, 0, 'x' },
         { "target", required_argument, 0, 'T' },
+        { "rule", required_argument, 0, 'r' },
+        { "clear-rules", no_argument, 0, 'R' },
+        { "approval-deadline", required_argument, 0, 'D' },
         { "json", no_argument, 0, 'j' },
         { "connect", required_argument, 0, 'c' },
         { "data", required_argument, 0, 'd' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
-    opts_t o = { .limit = -1 };
+    opts_t o = { .limit = -1, .rules = rules };
     unsigned long long v;
     int c, rc;
     optind = 1;
@@ -541,6 +638,19 @@ sb_cmd_sessions (int argc, char **argv)
                 if (s_parse_uint ("sessions", "--max-steps", optarg, 10000, &o.max_steps))
                     return 2;
                 o.has_max_steps = true;
+                o.config_opts++;
+                break;
+            case 'r':
+                if (s_check_rule (optarg))
+                    return 2;
+                zlistx_add_end (o.rules, optarg);
+                o.config_opts++;
+                break;
+            case 'R': o.clear_rules = true; o.config_opts++; break;
+            case 'D':
+                if (s_parse_uint ("sessions", "--approval-deadline", optarg, 604800, &o.deadline))
+                    return 2;
+                o.has_deadline = true;
                 o.config_opts++;
                 break;
             case 'j': o.json = true; break;
@@ -574,7 +684,10 @@ sb_cmd_sessions (int argc, char **argv)
         return sb_cli_usage ("sessions", "--status takes active or closed, not '%s'", o.status);
     if (!create && !update && o.config_opts)
         return sb_cli_usage ("sessions", "--workspace, --title, --provider, --model, --approval, "
-                             "--max-steps and --target go with new and update only");
+                             "--max-steps, --rule, --clear-rules, --approval-deadline and --target go with "
+                             "new and update only");
+    if (create && o.clear_rules)
+        return sb_cli_usage ("sessions", "--clear-rules goes with update (a new session has no rules)");
     if (o.target && strcmp (o.target, "local") != 0 && (strncmp (o.target, "worker:", 7) != 0 || !o.target [7]))
         return sb_cli_usage ("sessions", "--target takes local or worker:POOL, not '%s'", o.target);
     //  In update, an empty value clears the field, as for every string.
@@ -585,7 +698,8 @@ sb_cmd_sessions (int argc, char **argv)
         return rc;
     if (update && o.config_opts == 0)
         return sb_cli_usage ("sessions", "update needs at least one of --title, --provider, --model, "
-                             "--approval, --max-steps, --workspace, --target");
+                             "--approval, --max-steps, --workspace, --rule, --clear-rules, "
+                             "--approval-deadline, --target");
     if (o.has_max_steps && o.max_steps == 0)
         return sb_cli_usage ("sessions", "--max-steps takes a number from 1 to 10000");
 
@@ -594,6 +708,17 @@ sb_cmd_sessions (int argc, char **argv)
         return 1;
     rc = list? s_sessions_list (bus, &o): s_sessions_one (bus, sub, id, &o);
     sb_bus_destroy (&bus);
+    return rc;
+}
+
+int
+sb_cmd_sessions (int argc, char **argv)
+{
+    zlistx_t *rules = zlistx_new ();
+    if (!rules)
+        return sb_cli_fail ("sessions", "out of memory");
+    int rc = s_sessions (argc, argv, rules);
+    zlistx_destroy (&rules);
     return rc;
 }
 

@@ -442,6 +442,39 @@ s_on_session (sb_transcript_t *self, const char *kind, const sb_val_t *body)
     self->at_bol = true;
 }
 
+/*  An approval a run waits for, and its answer, as a person reads them:
+    what the call would do and how to answer, then who answered
+    (docs/approvals.md). */
+static void
+s_on_approval (sb_transcript_t *self, const char *kind, const sb_val_t *body)
+{
+    const char *id = sb_get_str (body, "interaction_id");
+    s_endline (self);
+    if (strcmp (kind, "approval.requested") == 0) {
+        char what [160];
+        s_describe_call (sb_get_str (body, "tool"), sb_get_str (body, "arguments"), what, sizeof what);
+        printf ("%s? approval needed: %s%s\n", BOLD (self), what, OFF (self));
+        printf ("%s  answer: switchboard resolve ", DIM (self));
+        s_field (self, id);
+        printf (" --approve|--reject [--feedback TEXT]%s\n", OFF (self));
+    }
+    else {
+        const char *fb = sb_get_str (body, "feedback");
+        printf ("%s  approval ", DIM (self));
+        s_field (self, id);
+        fputc (' ', stdout);
+        s_field (self, sb_get_str (body, "status"));
+        fputs (" by ", stdout);
+        s_field (self, sb_get_str (body, "resolved_by"));
+        if (fb) {
+            fputs (": ", stdout);
+            s_field (self, fb);
+        }
+        printf ("%s\n", OFF (self));
+    }
+    self->at_bol = true;
+}
+
 int
 sb_transcript_feed (sb_transcript_t *self, const sb_val_t *ev)
 {
@@ -507,10 +540,34 @@ sb_transcript_feed (sb_transcript_t *self, const sb_val_t *ev)
         s_endline (self);
     }
     else
+    if (strcmp (kind, "prompt.steered") == 0) {
+        /* a steer the run took at a step boundary (docs/queue.md) */
+        s_endline (self);
+        const char *text = sb_get_str (body, "text");
+        printf ("%s> [steer, step %llu] ", BOLD (self), (unsigned long long) sb_get_uint (body, "step", 0));
+        s_put (self, text ? text : "", text ? strlen (text) : 0);
+        fputs (OFF (self), stdout);
+        s_endline (self);
+    }
+    else
     if (strcmp (kind, "session.created") == 0 || strcmp (kind, "session.updated") == 0)
         s_on_session (self, kind, body);
     else
-    if (strcmp (kind, "note") == 0 || strncmp (kind, "approval.", 9) == 0) {
+    if (strcmp (kind, "context.compacted") == 0) {
+        /* one line, the summary itself is for the model (docs/compaction.md) */
+        s_endline (self);
+        const char *method = sb_get_str (body, "method");
+        printf ("%s[context compacted (%s): %llu → %llu tokens]%s\n", DIM (self),
+                method && strcmp (method, "summary") == 0 ? "summarized" : "old tool output elided",
+                (unsigned long long) sb_get_uint (body, "tokens_before", 0),
+                (unsigned long long) sb_get_uint (body, "tokens_after", 0), OFF (self));
+        self->at_bol = true;
+    }
+    else
+    if (strncmp (kind, "approval.", 9) == 0)
+        s_on_approval (self, kind, body);
+    else
+    if (strcmp (kind, "note") == 0 || strncmp (kind, "prompt.", 7) == 0 || strncmp (kind, "queue.", 6) == 0) {
         s_endline (self);
         char *j = body ? sb_json_dump (body) : NULL;
         printf ("%s[%s] ", DIM (self), kind);

@@ -24,7 +24,8 @@
     X (provider,       false, "the LLM provider returned an error") \
     X (auth,           false, "authentication with the provider failed") \
     X (incomplete_stream, true, "a stream ended before its terminal event") \
-    X (fenced,         false, "the writer's fencing token is stale")
+    X (fenced,         false, "the writer's fencing token is stale") \
+    X (context_overflow, false, "the request does not fit the model's context window (the provider said so)")
 
 typedef enum {
     SB_OK = 0,

@@ -28,12 +28,14 @@ static const struct {
     { SB_RUN_claimed,    SB_RUN_cancelled },
     { SB_RUN_claimed,    SB_RUN_expired },      /* the lease lapsed */
     { SB_RUN_claimed,    SB_RUN_interrupted },  /* recovery at startup */
+    { SB_RUN_claimed,    SB_RUN_queued },       /* recovery: it waited for an approval */
     { SB_RUN_running,    SB_RUN_cancelling },   /* run.cancel */
     { SB_RUN_running,    SB_RUN_completed },    /* run.finish */
     { SB_RUN_running,    SB_RUN_failed },
     { SB_RUN_running,    SB_RUN_cancelled },
     { SB_RUN_running,    SB_RUN_expired },      /* the lease lapsed */
     { SB_RUN_running,    SB_RUN_interrupted },  /* recovery at startup */
+    { SB_RUN_running,    SB_RUN_queued },       /* recovery: it waited for an approval */
     { SB_RUN_cancelling, SB_RUN_cancelled },    /* the executor confirmed, or recovery */
     { SB_RUN_cancelling, SB_RUN_completed },    /* the run ended before the cancel landed */
     { SB_RUN_cancelling, SB_RUN_failed },

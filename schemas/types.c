@@ -154,6 +154,7 @@ static const sb_field_t s_tape_tool_result [] = {
     { "refused", SB_T_BOOL, false, 0, NULL, "true when the approval policy refused the call" },
     { "policy", SB_T_STR, false, 16, NULL, "refused: the policy that refused it" },
     { "fix", SB_T_STR, false, 256, NULL, "refused: the command a person runs to allow it" },
+    { "interaction_id", SB_T_STR, false, ID_MAX, NULL, "the approval a person was asked for this call" },
     END };
 static const sb_field_t s_tape_usage [] = {
     { "input_tokens", SB_T_UINT, false, 0, NULL, "", RANGE_COUNT },
@@ -190,6 +191,7 @@ static const sb_field_t s_tape_prompt_queued [] = {
     { "text", SB_T_STR, true, 1 MB, NULL, "the prompt" },
     { "mode", SB_T_STR, true, 16, NULL, "queue | steer" },
     { "position", SB_T_UINT, false, 0, NULL, "queue: its place in the queue, from 1", RANGE_COUNT },
+    { "reason", SB_T_STR, false, 1 KB, NULL, "a steer put back in the queue: why (the run ended without taking it)" },
     END };
 static const sb_field_t s_tape_prompt_ref [] = {
     { "prompt_id", SB_T_STR, true, ID_MAX, NULL, "the prompt" },

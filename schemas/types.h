@@ -23,10 +23,12 @@
 
 #define SB_TYPE_FILES(X) \
     X (session) \
+    X (queue) \
     X (llm) \
     X (run) \
     X (exec) \
-    X (worker)
+    X (worker) \
+    X (interact)
 
 #define SB_DECLARE(svc) \
     extern const sb_type_t sb_types_##svc []; \

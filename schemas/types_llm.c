@@ -83,10 +83,33 @@ static const sb_field_t s_llm_models [] = {
     END
 };
 static const sb_field_t s_str_item [] = { { "model", SB_T_STR, false, 256, NULL, "model id" } };
+static const sb_field_t s_limits [] = {
+    { "model", SB_T_STR, true, 256, NULL, "model id" },
+    { "context_window", SB_T_UINT, true, 0, NULL, "tokens the model takes, input and output", RANGE_COUNT },
+    { "max_output_tokens", SB_T_UINT, true, 0, NULL, "tokens it may write in one answer", RANGE_COUNT },
+    { "source", SB_T_STR, false, 16, NULL, "configured | flag | family | default (docs/compaction.md)" },
+    END
+};
+static const sb_field_t s_limits_item [] = { { "limits", SB_T_MAP, false, 0, s_limits, "a model's limits" } };
 static const sb_field_t s_llm_models_ok [] = {
     { "provider", SB_T_STR, true, 64, NULL, "provider" },
     { "models", SB_T_ARRAY, true, 4096, s_str_item, "model ids" },
     { "source", SB_T_STR, true, 16, NULL, "provider (asked its /models) | configured" },
+    { "limits", SB_T_ARRAY, false, 4096, s_limits_item,
+      "per model of `models`, in the same order: its context window and output reserve" },
+    END
+};
+static const sb_field_t s_llm_info [] = {
+    { "provider", SB_T_STR, false, 64, NULL, "configured provider name (default: the default provider)" },
+    { "model", SB_T_STR, false, 128, NULL, "model (default: the provider's)" },
+    END
+};
+static const sb_field_t s_llm_info_ok [] = {
+    { "provider", SB_T_STR, true, 64, NULL, "the provider" },
+    { "model", SB_T_STR, true, 256, NULL, "the model" },
+    { "context_window", SB_T_UINT, true, 0, NULL, "tokens the model takes, input and output", RANGE_COUNT },
+    { "max_output_tokens", SB_T_UINT, true, 0, NULL, "tokens it may write in one answer", RANGE_COUNT },
+    { "source", SB_T_STR, true, 16, NULL, "configured | flag | family | default (docs/compaction.md)" },
     END
 };
 
@@ -99,5 +122,7 @@ const sb_type_t sb_types_llm [] = {
     REP ("llm.cancel.ok", s_llm_cancel_ok, "cancel result"),
     REQ ("llm.models", s_llm_models, true, "list a provider's models"),
     REP ("llm.models.ok", s_llm_models_ok, "models"),
+    REQ ("llm.info", s_llm_info, true, "a model's context window and output reserve, from the configuration"),
+    REP ("llm.info.ok", s_llm_info_ok, "the model's limits"),
 };
 const size_t sb_types_llm_count = sizeof sb_types_llm / sizeof sb_types_llm [0];

@@ -24,6 +24,7 @@ static const sb_field_t s_run_record [] = {
     { "input", SB_T_STR, false, 1 MB, NULL, "the prompt text" },
     { "target", SB_T_MAP, false, 0, s_target, "where it runs" },
     { "resume_from", SB_T_STR, false, ID_MAX, NULL, "the run this one continues" },
+    { "kind", SB_T_STR, false, 16, NULL, "prompt (absent) | compact: compaction only (session.compact)" },
     { "fence", SB_T_UINT, true, 0, NULL, "fencing token of the current claim (0 = none)" },
     { "owner", SB_T_STR, false, 128, NULL, "executor instance holding the lease" },
     { "approval_policy", SB_T_STR, false, 16, NULL, "yolo | auto | interactive" },
@@ -51,6 +52,8 @@ static const sb_field_t s_run_request [] = {
     { "input", SB_T_STR, false, 1 MB, NULL, "the prompt (appended to the tape as `prompt`)" },
     { "target", SB_T_MAP, false, 0, s_target, "default {executor: local}" },
     { "resume_from", SB_T_STR, false, ID_MAX, NULL, "continue this run (use run.resume)" },
+    { "kind", SB_T_STR, false, 16, NULL,
+      "prompt (default) | compact: a run that only compacts the session's context (needs no input)" },
     { "approval_policy", SB_T_STR, false, 16, NULL, "override the session's policy for this run" },
     { "limits", SB_T_MAP, false, 0, s_limits, "limits" },
     { "command_id", SB_T_STR, false, 64, NULL, "idempotency key" },
@@ -76,7 +79,7 @@ static const sb_field_t s_run_list_ok [] = {
 static const sb_field_t s_run_heartbeat [] = {
     { "run_id", SB_T_STR, true, ID_MAX, NULL, "run id" },
     { "fence", SB_T_UINT, true, 0, NULL, "the executor's fencing token", RANGE_COUNT },
-    { "phase", SB_T_STR, false, 32, NULL, "model | tool | idle" },
+    { "phase", SB_T_STR, false, 32, NULL, "model | tool | waiting_approval | idle" },
     { "steps", SB_T_UINT, false, 0, NULL, "model calls so far", RANGE_COUNT },
     { "input_tokens", SB_T_UINT, false, 0, NULL, "tokens in so far", RANGE_COUNT },
     { "output_tokens", SB_T_UINT, false, 0, NULL, "tokens out so far", RANGE_COUNT },
@@ -130,6 +133,7 @@ static const sb_field_t s_run_complete [] = {
 };
 static const sb_field_t s_exec_start [] = {
     { "run_id", SB_T_STR, true, ID_MAX, NULL, "run id" },
+    { "kind", SB_T_STR, false, 16, NULL, "prompt (default): the agent loop | compact: compaction only" },
     { "session_id", SB_T_STR, true, ID_MAX, NULL, "session" },
     { "fence", SB_T_UINT, true, 0, NULL, "fencing token for every append", RANGE_COUNT },
     { "resume_from", SB_T_STR, false, ID_MAX, NULL, "the run this one continues" },

@@ -1,6 +1,17 @@
 /*  schemas/types_session.c — session.* types (actors/session.c). */
 #include "schemas/types.h"
 
+/*  An approval rule (docs/approvals.md): globs over the tool name and the
+    call's match key; the last matching rule of the list wins. */
+static const sb_field_t s_rule [] = {
+    { "tool", SB_T_STR, true, 128, NULL, "glob over tool names: shell, write_file, mcp__srv__*" },
+    { "pattern", SB_T_STR, true, 1 KB, NULL, "glob over the shell command, or the path for file tools" },
+    { "action", SB_T_STR, true, 16, NULL, "allow | ask | deny" },
+    END
+};
+static const sb_field_t s_rule_item [] = { { "rule", SB_T_MAP, false, 0, s_rule, "a rule" } };
+#define SB_APPROVAL_DEADLINE_MAX_S (7 * 24 * 3600)
+
 const sb_field_t sb_session_record_fields [] = {
     { "session_id", SB_T_STR, true, ID_MAX, NULL, "session id" },
     { "created_at", SB_T_UINT, true, 0, NULL, "ms since epoch", RANGE_TIME },
@@ -14,6 +25,10 @@ const sb_field_t sb_session_record_fields [] = {
     { "target", SB_T_STR, false, 72, NULL, "where its runs go: local | worker:POOL (default local)" },
     { "max_steps", SB_T_UINT, false, 0, NULL, "step limit per run", RANGE_STEPS },
     { "labels", SB_T_MAP, false, 32, NULL, "free-form string labels" },
+    { "rules", SB_T_ARRAY, false, 256, s_rule_item, "approval rules, the last match wins" },
+    { "approval_deadline_s", SB_T_UINT, false, 0, NULL,
+      "seconds a tool call waits for approval before its default outcome (0: no deadline; "
+      "absent: the server's, serve --approval-deadline)", RANGE (0, SB_APPROVAL_DEADLINE_MAX_S, 900) },
     { "last_seq", SB_T_UINT, true, 0, NULL, "tape head", RANGE_COUNT },
     { "last_run_id", SB_T_STR, false, ID_MAX, NULL, "most recent run" },
     { "turn_status", SB_T_STR, true, 16, NULL, "idle | running | cancelling" },
@@ -26,6 +41,9 @@ const sb_field_t sb_session_record_fields [] = {
     { "tape_bytes", SB_T_UINT, false, 0, NULL, "bytes of the entry bodies appended to the tape, held against the session quota",
       RANGE_COUNT },
     { "quota_noted", SB_T_UINT, false, 0, NULL, "the quota a tape.quota entry was written for", RANGE_COUNT },
+    { "compacted_seq", SB_T_UINT, false, 0, NULL,
+      "the newest context.compacted entry that summarized: the model's context starts from it "
+      "(docs/compaction.md)", RANGE_COUNT },
     END
 };
 static const sb_field_t s_session_create [] = {
@@ -37,6 +55,10 @@ static const sb_field_t s_session_create [] = {
     { "target", SB_T_STR, false, 72, NULL, "where its runs go: local | worker:POOL (default local)" },
     { "max_steps", SB_T_UINT, false, 0, NULL, "step limit per run", RANGE_STEPS },
     { "labels", SB_T_MAP, false, 32, NULL, "free-form string labels" },
+    { "rules", SB_T_ARRAY, false, 256, s_rule_item, "approval rules, the last match wins" },
+    { "approval_deadline_s", SB_T_UINT, false, 0, NULL,
+      "seconds a tool call waits for approval before its default outcome (0: no deadline; "
+      "absent: the server's, serve --approval-deadline)", RANGE (0, SB_APPROVAL_DEADLINE_MAX_S, 900) },
     { "command_id", SB_T_STR, false, 64, NULL, "idempotency key" },
     END
 };
@@ -72,19 +94,31 @@ static const sb_field_t s_session_update [] = {
     { "target", SB_T_STR, false, 72, NULL, "where its runs go: local | worker:POOL (default local)" },
     { "max_steps", SB_T_UINT, false, 0, NULL, "step limit per run", RANGE_STEPS },
     { "labels", SB_T_MAP, false, 32, NULL, "free-form string labels" },
+    { "rules", SB_T_ARRAY, false, 256, s_rule_item, "replaces the approval rules ([] clears them)" },
+    { "add_rules", SB_T_ARRAY, false, 256, s_rule_item,
+      "appended to the rules, after `rules`; an identical rule already there moves to the end" },
+    { "approval_deadline_s", SB_T_UINT, false, 0, NULL, "seconds a tool call waits for approval (0: no deadline)",
+      RANGE (0, SB_APPROVAL_DEADLINE_MAX_S, 900) },
     { "command_id", SB_T_STR, false, 64, NULL, "idempotency key" },
     END
 };
 static const sb_field_t s_session_prompt [] = {
     { "session_id", SB_T_STR, true, ID_MAX, NULL, "session id" },
     { "text", SB_T_STR, true, 1 MB, NULL, "the prompt" },
+    { "mode", SB_T_STR, false, 16, NULL,
+      "while a run is active: queue (default: the next run) or steer (joins the running run at its "
+      "next step); with none active both start a run (docs/queue.md)" },
     { "approval_policy", SB_T_STR, false, 16, NULL, "override the session's policy for this run" },
-    { "command_id", SB_T_STR, false, 64, NULL, "idempotency key (of the run request)" },
+    { "command_id", SB_T_STR, false, 64, NULL, "idempotency key" },
     END
 };
 static const sb_field_t s_session_prompt_ok [] = {
-    { "run_id", SB_T_STR, true, ID_MAX, NULL, "the run started for the prompt" },
-    { "run", SB_T_MAP, true, 0, NULL, "the run record (see run.get)" },
+    { "run_id", SB_T_STR, false, ID_MAX, NULL, "the run started for the prompt (none when it waits)" },
+    { "run", SB_T_MAP, false, 0, NULL, "the run record (see run.get)" },
+    { "prompt_id", SB_T_STR, false, ID_MAX, NULL, "queued or steered: the prompt's id" },
+    { "queued", SB_T_UINT, false, 0, NULL, "queued: its position in the queue, from 1" },
+    { "steered", SB_T_BOOL, false, 0, NULL, "true: handed to the running run, joins it at its next step" },
+    { "seq", SB_T_UINT, false, 0, NULL, "queued or steered: the seq of its prompt.queued entry (follow the tape from there)" },
     END
 };
 static const sb_field_t s_session_fence [] = {
@@ -162,9 +196,13 @@ const sb_type_t sb_types_session [] = {
     REQ ("session.delete", s_session_id_only, true, "delete a session, its tape and index entries"),
     REP ("session.delete.ok", s_session_delete_ok, "what was deleted"),
     REQ ("session.prompt", s_session_prompt, true,
-         "give a session a prompt: the run coordinator appends it with the run it starts; "
-         "conflict while a run is active"),
-    REP ("session.prompt.ok", s_session_prompt_ok, "the run"),
+         "give a session a prompt: with no run active it starts one (the run coordinator appends the "
+         "prompt with it); while one is active it is queued, or steers the running run"),
+    REP ("session.prompt.ok", s_session_prompt_ok, "the run started, or where the prompt waits"),
+    REQ ("session.compact", s_session_id_only, true,
+         "compact the session's model context now (docs/compaction.md): a run of kind compact; "
+         "conflict while a run is active, cancellable as any run"),
+    REP ("session.compact.ok", s_session_prompt_ok, "the compaction's run"),
     REQ ("session.fence", s_session_fence, false,
          "run actor: raise the session's fencing token; appends with an older fence are refused (internal)"),
     REP ("session.fence.ok", s_session_fence_ok, "the session's fence now"),

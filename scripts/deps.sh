@@ -9,6 +9,7 @@ PKGS=(
   libzmq3-dev libczmq-dev libmsgpack-dev libcurl4-openssl-dev libsodium-dev
   liblmdb-dev lmdb-utils libwebsockets-dev libjansson-dev libcriterion-dev
   python3-zmq python3-msgpack
+  libedit-dev
   bubblewrap git procps
 )
 # `make bench` adds the peers it measures us against in the same run.

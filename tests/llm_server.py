@@ -55,6 +55,12 @@ Parameters (path segments; "+" joins several values):
     models=a+b       ids for GET .../models (default test-model-1+test-model-2)
     tag=X            anything; makes the scenario distinct (see "State")
     refresh=fail     on .../oauth/token: refuse the refresh with 400 invalid_grant
+    window=BYTES     a context window: a streamed request whose body is longer gets the
+                     provider's real overflow error (400; OpenAI context_length_exceeded on
+                     responses, Anthropic "prompt is too long" on messages, llama.cpp's
+                     exceed_context_size_error on chat/completions), counting a token per
+                     4 bytes; and a scripted turn without "usage" reports input_tokens =
+                     body bytes / 4, as a provider would
 
 Variants (delivery of a successful reply, and failures before it):
     plain       as written, one write per event
@@ -89,15 +95,20 @@ turn and streams it in the format of that endpoint:
                      "call_id": "call_1"}],                                 # optional
      "usage": {"input_tokens": 10, "output_tokens": 5},
      "variant": "cut",                     # optional, as above, for this turn only
-     "status": 500, "retry_after": 1}      # optional: fail this turn with HTTP status instead
+     "status": 500, "retry_after": 1,      # optional: fail this turn with HTTP status instead
+     "overflow": true}                     # optional: fail it with the context overflow error
+                                           # of the format (see window= above)
 
 A request after the last turn gets 400 script_exhausted (so a test cannot
 pass by looping). {"repeat_last": true} beside "turns" repeats the last turn.
+{"no_tools": {turn}} beside "turns" answers every request that offers no
+tools (a compaction's summary request, say) with that turn, without taking
+one of "turns".
 
 Control
 -------
 POST /_control with a JSON object:
-    {"op": "script", "name": N, "turns": [...], "repeat_last": false}
+    {"op": "script", "name": N, "turns": [...], "repeat_last": false, "no_tools": {turn}}
     {"op": "reset"}      forget counters, issued tokens and script positions
     {"op": "stats"}      (also GET /_control) {"requests": n, "scenarios": {key: n}, ...}
 """
@@ -168,14 +179,17 @@ class State:
         with self.lock:
             return token in self.tokens
 
-    def set_script(self, name, turns, repeat_last):
+    def set_script(self, name, turns, repeat_last, no_tools=None):
         with self.lock:
-            self.scripts[name] = {"turns": turns, "repeat_last": bool(repeat_last), "pos": 0}
+            self.scripts[name] = {"turns": turns, "repeat_last": bool(repeat_last), "pos": 0,
+                                  "no_tools": no_tools}
 
-    def next_turn(self, name):
+    def next_turn(self, name, tools=True):
         """Returns (turn, index) or (None, n) when exhausted or unknown."""
         with self.lock:
             script = self.scripts.get(name)
+            if script is not None and not tools and script.get("no_tools"):
+                return script["no_tools"], script["pos"]
             if script is None:
                 path = os.path.join(self.fixtures, name + ".json")
                 if not os.path.isfile(path):
@@ -442,6 +456,22 @@ def error_body(fmt, status, code=None, message=None):
                       "type": kind, "param": None, "code": code}}
 
 
+def overflow_body(fmt, size, window):
+    """The provider's own answer to a request longer than its window."""
+    tokens, limit = size // 4, window // 4
+    if fmt == "anthropic":
+        return {"type": "error", "error": {"type": "invalid_request_error",
+                "message": "prompt is too long: %d tokens > %d maximum" % (tokens, limit)}}
+    if fmt == "chat":
+        return {"error": {"code": 400, "type": "exceed_context_size_error",
+                "message": "the request exceeds the available context size, try increasing it",
+                "n_prompt_tokens": tokens, "n_ctx": limit}}
+    return {"error": {"message": "This model's maximum context length is %d tokens. However, your "
+                      "messages resulted in %d tokens. Please reduce the length of the messages."
+                      % (limit, tokens), "type": "invalid_request_error", "param": "messages",
+                      "code": "context_length_exceeded"}}
+
+
 def parse_params(path):
     """Returns (scenario prefix, endpoint kind, params dict) for a request path."""
     raw = urllib.parse.urlsplit(path).path
@@ -604,6 +634,9 @@ class Handler(BaseHTTPRequestHandler):
             return self.fail(fmt, scenario, params, body, 401, code="token_expired",
                              message="Your authentication token has expired.")
 
+        window = int(params["window"]) if "window" in params else 0
+        if window and len(body) > window:
+            return self.overflow(fmt, scenario, params, body, window)
         delay = float(params.get("delay_ms", 0)) / 1000.0
         if "fixture" in params:
             events = self.fixture(params["fixture"])
@@ -611,7 +644,11 @@ class Handler(BaseHTTPRequestHandler):
                 return self.fail(fmt, scenario, params, body, 404, code="no_fixture",
                                  message="llm_server: no fixture %s" % params["fixture"])
         elif "script" in params:
-            spec, n = state.next_turn(params["script"])
+            try:
+                offers_tools = bool(json.loads(body or b"{}").get("tools"))
+            except (ValueError, AttributeError):
+                offers_tools = True
+            spec, n = state.next_turn(params["script"], offers_tools)
             if spec is None:
                 return self.fail(fmt, scenario, params, body, 400, code="script_exhausted",
                                  message="llm_server: script %s has no turn %d"
@@ -619,9 +656,14 @@ class Handler(BaseHTTPRequestHandler):
             if "status" in spec:
                 headers = {"retry-after": str(spec["retry_after"])} if "retry_after" in spec else {}
                 return self.fail(fmt, scenario, params, body, int(spec["status"]), headers=headers)
+            if spec.get("overflow"):
+                return self.overflow(fmt, scenario, params, body, window or len(body) // 2)
             variants |= set(filter(None, spec.get("variant", "").split("+")))
             delay = float(spec.get("delay_ms", params.get("delay_ms", 0))) / 1000.0
-            events = GENERATORS[fmt](Turn.from_script(spec, n + 1))
+            turn = Turn.from_script(spec, n + 1)
+            if window and "usage" not in spec:
+                turn.usage = {"input_tokens": len(body) // 4, "output_tokens": 5}
+            events = GENERATORS[fmt](turn)
         elif "gen" in params:
             if params.get("stamp") != "1" and not delay and variants <= {"plain"}:
                 self.record(endpoint, scenario, params, body, 200)
@@ -633,6 +675,10 @@ class Handler(BaseHTTPRequestHandler):
                              message="llm_server: say fixture=, script= or gen= in the base URL")
         self.record(endpoint, scenario, params, body, 200)
         self.stream(events, variants, delay, int(params.get("batch", 1)))
+
+    def overflow(self, fmt, scenario, params, body, window):
+        self.record(fmt, scenario, params, body, 400)
+        self.send_json(400, overflow_body(fmt, len(body), window))
 
     def fail(self, fmt, scenario, params, body, status, code=None, message=None, headers=None):
         self.record(fmt, scenario, params, body, status)
@@ -756,7 +802,7 @@ class Handler(BaseHTTPRequestHandler):
             if op == "script":
                 if not isinstance(req.get("turns"), list):
                     raise ValueError("turns must be a list")
-                state.set_script(req["name"], req["turns"], req.get("repeat_last"))
+                state.set_script(req["name"], req["turns"], req.get("repeat_last"), req.get("no_tools"))
             elif op == "reset":
                 state.reset()
             elif op != "stats":

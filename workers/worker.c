@@ -72,6 +72,7 @@ s_on_signal (int sig)
 
 typedef struct {
     const char *endpoint;
+    const char *sub_endpoint;
     char id [65];
     char instance [65];
     const char *pool;
@@ -162,9 +163,13 @@ s_execute (worker_t *w, const sb_val_t *claim)
     snprintf (run->session_id, sizeof run->session_id, "%s", sb_get_str (claim, "session_id"));
     const char *rf = sb_get_str (config, "resume_from");
     snprintf (run->resume_from, sizeof run->resume_from, "%s", rf ? rf : "");
+    const char *kind = sb_get_str (config, "kind");
+    snprintf (run->kind, sizeof run->kind, "%s", kind && strcmp (kind, "compact") == 0 ? kind : "");
     const char *pol = sb_get_str (config, "approval_policy");
     snprintf (run->policy, sizeof run->policy, "%s", pol ? pol : "auto");
     snprintf (run->endpoint, sizeof run->endpoint, "%s", w->endpoint);
+    /* the event plane, where an approval's answer is announced */
+    snprintf (run->sub_endpoint, sizeof run->sub_endpoint, "%s", w->sub_endpoint);
     snprintf (run->instance, sizeof run->instance, "%s-%.8s", w->id, run->run_id + 18);
     run->fence = sb_get_uint (claim, "fence", 0);
     const sb_val_t *lim = sb_get_map (config, "limits");
@@ -313,6 +318,8 @@ sb_cmd_worker (int argc, char **argv)
     if (sb_cli_endpoint (connect, data, "cmd", ep, sizeof ep, err, sizeof err))
         return sb_cli_fail ("worker", "%s", err);
     w.endpoint = ep;
+    char sub [4200];
+    w.sub_endpoint = sb_cli_endpoint (connect, data, "pub", sub, sizeof sub, err, sizeof err) == 0 ? sub : "";
 
     /* as exec does: grandchildren a tool orphans come back here to be
        killed and reaped, and tool calls get cgroups where they can */

@@ -8,7 +8,9 @@
     it.
 */
 #include "actors/exec/agent.h"
+#include "actors/exec/approval.h"
 #include "actors/exec/context.h"
+#include "actors/exec/policy.h"
 #include "actors/exec/tools.h"
 #include "common/log.h"
 
@@ -18,7 +20,7 @@
 
 #define ACTOR "exec"
 
-static const char *s_phases [] = { "idle", "model", "tool" };
+static const char *s_phases [] = { "idle", "model", "tool", "waiting_approval" };
 
 /* ------------------------------------------------------------------ */
 /*  Heartbeats */
@@ -98,17 +100,26 @@ s_catch_up (sb_exec_run_t *run)
             return -1;
         }
         const sb_val_t *events = sb_get_array (reply->body, "events");
-        for (uint32_t k = 0; events && k < events->len; k++)
+        for (uint32_t k = 0; events && k < events->len; k++) {
+            /* approvals and unanswered calls, as the tape says (actors/exec/policy.h) */
+            sb_policy_feed (run->runtime->policy, sb_array_at (events, k), run->runtime->workspace);
             if (sb_context_add (ctx, sb_array_at (events, k)) != 0) {
                 sb_exec_finish_with (run, "failed", "the conversation is too large for the model context");
                 sb_msg_destroy (&reply);
                 return -1;
             }
+        }
         bool more = sb_get_bool (reply->body, "more", false);
         sb_msg_destroy (&reply);
         if (!more)
             return 0;
     }
+}
+
+int
+sb_exec_catch_up (sb_exec_run_t *run)
+{
+    return s_catch_up (run);
 }
 
 static int
@@ -148,6 +159,12 @@ s_prepare (sb_exec_run_t *run)
     }
     sb_runtime_set_config (rt, version, sb_get_str (rec, "provider"), sb_get_str (rec, "model"),
                            sb_get_str (rec, "approval_policy"), (uint32_t) sb_get_uint (rec, "max_steps", 0));
+    sb_exec_compact_seed (run, sb_get_uint (rec, "compacted_seq", 0));
+    if (sb_exec_approval_configure (run, rec) != 0) {
+        sb_msg_destroy (&reply);
+        sb_exec_finish_with (run, "failed", "out of memory");
+        return -1;
+    }
     sb_msg_destroy (&reply);
     return s_catch_up (run);
 }
@@ -164,37 +181,27 @@ s_mutating (const char *name)
     return def && !def->read_only;
 }
 
-/*  The command a person runs to let this session's tools write: the
-    refusal names it, to the model and on the tape, so nobody is left to
-    guess how to proceed. */
-static void
-s_policy_fix (const sb_exec_run_t *run, char *fix, size_t size)
-{
-    snprintf (fix, size, "switchboard sessions update %s --approval yolo", run->session_id);
-}
-
 static int
 s_run_tool (sb_exec_run_t *run, const sb_exec_call_t *call)
 {
     bool mutating = s_mutating (call->name);
-    bool refused = false;
     sb_tool_result_t res;
     memset (&res, 0, sizeof res);
     res.exit_code = -1;
-    char note [768], fix [128];
     const char *refusal = NULL;
+    /* the policy decides, and may ask a person (actors/exec/approval.c) */
+    sb_gate_verdict_t v = { .gate = SB_GATE_RUN };
     if (!call->arguments)
         refusal = "not run: the model sent arguments that are not valid JSON";
     else
-    if (mutating && strcmp (run->policy, "yolo") != 0) {
-        s_policy_fix (run, fix, sizeof fix);
-        snprintf (note, sizeof note,
-                  "not run: the approval policy '%s' of this session allows only read-only tools, and %s "
-                  "writes files or runs commands. Tell the person; to allow it they can run: %s",
-                  run->policy, call->name, fix);
-        refusal = note;
-        refused = true;
+        sb_exec_approval_gate (run, call, &v);
+    if (v.gate == SB_GATE_GONE) {
+        sb_exec_verdict_clear (&v);
+        return -1;
     }
+    bool refused = v.gate != SB_GATE_RUN;
+    if (refused)
+        refusal = v.output;
     if (refusal) {
         res.ok = false;
         res.output = strdup (refusal);
@@ -228,14 +235,18 @@ s_run_tool (sb_exec_run_t *run, const sb_exec_call_t *call)
     if (refused) {
         sb_enc_kbool (e, "refused", true);
         sb_enc_kstr (e, "policy", run->policy);
-        sb_enc_kstr (e, "fix", fix);
+        if (v.fix [0])
+            sb_enc_kstr (e, "fix", v.fix);
     }
+    if (v.interaction_id [0])
+        sb_enc_kstr (e, "interaction_id", v.interaction_id);
     sb_exec_entry_close (e);
     sb_enc_array_close (e);
     int rc = sb_exec_append (run, e);
     sb_enc_destroy (&e);
-    bool cancelled = res.cancelled;
+    bool cancelled = res.cancelled || v.gate == SB_GATE_CANCELLED;
     sb_tool_result_clear (&res);
+    sb_exec_verdict_clear (&v);
     if (cancelled)
         sb_exec_finish_with (run, "cancelled", "cancelled during %s", call->name);
     return rc;
@@ -266,16 +277,56 @@ s_close_unanswered (sb_exec_run_t *run)
     return rc ? rc : s_catch_up (run);
 }
 
+/*  A run re-queued at startup while it waited for an approval
+    (actors/run/recover.c) comes back with its step's calls still without
+    results: it answers them first, in order, asking again (the same
+    interaction: interact.request is idempotent by run and call) and
+    running each tool at most once. */
+static int
+s_answer_waiting (sb_exec_run_t *run)
+{
+    sb_policy_call_t found [64];
+    size_t n = sb_policy_unanswered (run->runtime->policy, run->run_id, found, 64);
+    sb_exec_call_t *calls = calloc (n ? n : 1, sizeof *calls);
+    if (!calls)
+        return -1;
+    for (size_t k = 0; k < n && k < 64; k++) {
+        snprintf (calls [k].call_id, sizeof calls [k].call_id, "%s", found [k].call_id);
+        snprintf (calls [k].name, sizeof calls [k].name, "%s", found [k].name);
+        calls [k].arguments = strdup (found [k].arguments);
+    }
+    sb_info (ACTOR, "run came back waiting for approval run=%s calls=%zu", run->run_id, n);
+    for (size_t k = 0; k < n && k < 64 && !run->status [0] && !atomic_load (&run->lost); k++) {
+        if (sb_exec_cancelled (run)) {
+            sb_exec_finish_with (run, "cancelled", "cancelled");
+            break;
+        }
+        s_run_tool (run, &calls [k]);
+    }
+    for (size_t k = 0; k < n && k < 64; k++)
+        free (calls [k].arguments);
+    free (calls);
+    return run->status [0] || atomic_load (&run->lost) ? -1 : s_catch_up (run);
+}
+
 /* ------------------------------------------------------------------ */
 /*  The agent loop */
 
 static void
 s_agent_loop (sb_exec_run_t *run)
 {
-    if (s_prepare (run) || sb_exec_append_one (run, "turn.begin", NULL, NULL) || s_catch_up (run))
+    if (s_prepare (run))
+        return;
+    /* calls of this very run without results: it waited for an approval */
+    bool waiting = sb_policy_unanswered (run->runtime->policy, run->run_id, NULL, 0) > 0;
+    if ((!waiting && sb_exec_append_one (run, "turn.begin", NULL, NULL)) || s_catch_up (run))
         return;
     if (run->resume_from [0] && s_close_unanswered (run))
         return;
+    if (waiting && s_answer_waiting (run))
+        return;
+    if (strcmp (run->kind, "compact") == 0)
+        sb_exec_compact_run (run);
     while (!run->status [0] && !atomic_load (&run->lost)) {
         if (sb_exec_cancelled (run)) {
             sb_exec_finish_with (run, "cancelled", "cancelled");
@@ -289,12 +340,23 @@ s_agent_loop (sb_exec_run_t *run)
             sb_exec_finish_with (run, "failed", "timeout_s (%llu) exceeded", (unsigned long long) run->timeout_s);
             break;
         }
-        if (s_catch_up (run))
+        /* a step boundary: steers join here (actors/exec/steer.c), and the
+           context is compacted when it nears the window (compact.c) */
+        bool compacted;
+        if (s_catch_up (run) || (sb_exec_steer_take (run) && s_catch_up (run))
+        ||  sb_exec_compact (run, SB_COMPACT_AUTO, &compacted))
             break;
         sb_exec_step_t step;
         memset (&step, 0, sizeof step);
         int rc = sb_exec_model_call (run, &step);
         atomic_fetch_add (&run->steps, 1);
+        if (rc == -2) {
+            /* the context overflowed the window: compact harder, retry once */
+            sb_exec_step_clear (&step);
+            if (sb_exec_compact_overflow (run) == 0)
+                continue;
+            break;
+        }
         if (rc == 0 && strcmp (step.stop, "cancelled") != 0)
             rc = sb_exec_record_step (run, &step);
         else

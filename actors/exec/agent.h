@@ -69,6 +69,7 @@ struct sb_exec_run {
     char resume_from [33];
     char policy [16];
     char endpoint [4200];
+    char sub_endpoint [4200];   /* the event plane, to wait for approvals ("" : poll only) */
     char instance [160];
     uint64_t fence;
     uint64_t max_steps, timeout_s, max_output_tokens;
@@ -76,19 +77,24 @@ struct sb_exec_run {
     int hb_stop_fd;             /* readable = heartbeat thread ends */
     atomic_bool shutdown;       /* the server is stopping: exit without reporting */
     atomic_bool lost;           /* fenced or no longer ours: exit without reporting */
-    atomic_int phase;           /* 0 idle, 1 model, 2 tool */
+    atomic_int phase;           /* 0 idle, 1 model, 2 tool, 3 waiting_approval */
     atomic_uint_fast64_t steps, input_tokens, output_tokens;
     sb_runtime_t *runtime;      /* checked out of the cache; returned when done */
     sb_bus_t *bus;              /* the run thread's own socket */
     int64_t deadline;           /* mono ms, from timeout_s */
     sb_exec_coalesce_t text, thinking, tool_out;
     sb_exec_tool_tape_t tool_tape;
+    struct sb_exec_approval *approval;  /* the session's rules and deadline (actors/exec/approval.c) */
     char status [16];
     char reason [1024];
     /* set by an external worker (workers/worker.c), NULL/0 in exec: */
     const char *workspace;      /* its own checkout instead of the session's folder */
     const char *finish_type;    /* the final report: run.complete (default run.finish) */
     int hb_ms;                  /* heartbeat period: min(5 s, lease/3) (default SB_EXEC_HEARTBEAT_MS) */
+    char kind [16];             /* "" : a prompt's run; "compact": compaction only */
+    uint64_t ctx_estimate;      /* context tokens estimated for the current call */
+    bool overflow;              /* this call was retried after context_overflow */
+    char overflow_msg [512];    /* what the provider said */
 };
 
 //  The tape's bounds on a call's id and name (schemas/types.c, tool.call).
@@ -174,10 +180,51 @@ int sb_exec_record_step (sb_exec_run_t *run, sb_exec_step_t *step);
 void sb_exec_step_clear (sb_exec_step_t *step);
 
 //  ---------------------------------------------------------------------
+//  actors/exec/compact.c: the context window (docs/compaction.md)
+
+typedef enum {
+    SB_COMPACT_AUTO,            /* before a call: only past the threshold */
+    SB_COMPACT_HARD,            /* the provider said overflow: below the estimate too */
+    SB_COMPACT_MANUAL,          /* session.compact: summarize what can be */
+} sb_compact_mode_t;
+
+//  A new runtime's context starts from the session's newest summary
+//  (compacted_seq of its record) rather than from seq 1. Does nothing
+//  when the context is not empty or the entry is not such a summary.
+void sb_exec_compact_seed (sb_exec_run_t *run, uint64_t compacted_seq);
+
+//  Learns the model's limits once per runtime (llm.info). Never fails: a
+//  model whose limits cannot be asked gets the defaults.
+void sb_exec_compact_limits (sb_exec_run_t *run);
+
+//  Compacts the context when `mode` asks for it: appends context.compacted
+//  and catches up. Sets run->ctx_estimate. Returns 0 (compacted or not;
+//  *did says which), or -1 with the run's status set (a turn that cannot
+//  fit, a cancel, a tape that refused).
+int sb_exec_compact (sb_exec_run_t *run, sb_compact_mode_t mode, bool *did);
+
+//  After a model call failed with context_overflow: compacts harder, once
+//  per call. Returns 0 to retry the call, or -1 with the run failed (a
+//  second overflow, or nothing to compact).
+int sb_exec_compact_overflow (sb_exec_run_t *run);
+
+//  The whole of a compaction-only run (kind "compact"): a summary of what
+//  precedes the newest turn; sets the run's status.
+void sb_exec_compact_run (sb_exec_run_t *run);
+
+//  Reads the tape after what the context has seen (actors/exec/agent.c).
+int sb_exec_catch_up (sb_exec_run_t *run);
+
+//  ---------------------------------------------------------------------
 //  actors/exec/agent.c: the run thread
 
 //  The thread of one run (arg: the sb_exec_run_t): heartbeats, the agent
 //  loop and the report; calls run->on_end as it ends.
 void *sb_exec_run_thread (void *arg);
+
+//  actors/exec/steer.c: at a step boundary, has the session append the
+//  run's pending steers (prompt.steered); returns how many (0 also when
+//  the call failed: they stay pending).
+uint64_t sb_exec_steer_take (sb_exec_run_t *run);
 
 #endif

@@ -17,6 +17,8 @@
                                      message
       tool.result {call_id, ok, output}     a tool message answering that call
                                      ("error: " before the output when !ok)
+      context.compacted {through_seq, method, summary}  older messages elided
+                                     or summarized (below, docs/compaction.md)
 
     The current assistant message is closed by tool.result, prompt,
     turn.begin and turn.end. Tool messages are always placed in the block
@@ -128,5 +130,65 @@ void sb_context_encode (const sb_context_t *ctx, sb_enc_t *enc);
 //  executor appends a real tool.result for each.
 size_t sb_context_unanswered (const sb_context_t *ctx, const char **call_ids,
                               const char **names, size_t max);
+
+//  ---------------------------------------------------------------------------
+//  Compaction (docs/compaction.md). A context.compacted entry
+//  {through_seq, method, summary} changes what the context holds from then
+//  on; the tape keeps everything. Its cut is the first user or assistant
+//  message whose seq is above through_seq: the messages before it are
+//    elide    kept, but every tool output longer than SB_CONTEXT_ELIDE_MIN
+//             is cut to its head and tail with a note between;
+//    summary  replaced by one user message, SB_CONTEXT_SUMMARY_PREFIX and
+//             the summary.
+//  sb_context_add applies it when it is fed; an unknown method changes
+//  nothing.
+
+#define SB_CONTEXT_ELIDE_MIN   2048
+#define SB_CONTEXT_ELIDE_HEAD  1024
+#define SB_CONTEXT_ELIDE_TAIL  512
+#define SB_CONTEXT_SUMMARY_PREFIX \
+    "[The earlier part of this conversation was compacted to fit the model's context " \
+    "window. Summary of it:]\n\n"
+
+//  Applies a context.compacted body. 0, or -1 with errno (EINVAL, E2BIG,
+//  ENOMEM); sb_context_add calls it.
+int sb_context_compact_apply (sb_context_t *ctx, const sb_val_t *body);
+
+typedef struct {
+    uint64_t through_seq;       //  for context.compacted: the messages before `cut`
+    size_t cut;                 //  index of the first message kept as it is
+    size_t bytes;               //  the context now
+    size_t kept_bytes;          //  of which from the cut on
+    size_t elided_bytes;        //  the context once the outputs before the cut are elided
+    size_t elidable;            //  bytes that eliding would save
+    bool tail_fits;             //  kept_bytes <= keep_bytes
+    bool summarizable;          //  there is more before the cut than an earlier summary
+} sb_context_plan_t;
+
+//  Plans a compaction that keeps the newest messages as they are: the
+//  newest step (the last assistant message and its results, or the last
+//  prompt) always, and older steps while what is kept stays within
+//  keep_bytes. Returns 0, or -1 when nothing precedes the newest step
+//  (the plan's byte counts are filled in all the same).
+int sb_context_plan (const sb_context_t *ctx, size_t keep_bytes, sb_context_plan_t *plan);
+
+//  Writes the messages [from, cut) as the `messages` of a summary request,
+//  followed by one user message with `instruction`: an earlier summary
+//  (the first message) is always included, reasoning state is dropped,
+//  tool outputs are elided, and with clip > 0 every text longer than clip
+//  bytes is cut to its head and tail, and longer call arguments replaced.
+void sb_context_encode_head (const sb_context_t *ctx, size_t from, size_t cut, size_t clip,
+                             const char *instruction, sb_enc_t *enc);
+
+//  Starts an empty context from a summary compaction {through_seq,
+//  summary} instead of from seq 1: the same context as replaying the
+//  whole tape, once the entries after through_seq (the compaction among
+//  them) are fed. Returns 0, or -1 with errno (EINVAL: not empty; E2BIG;
+//  ENOMEM).
+int sb_context_seed (sb_context_t *ctx, uint64_t through_seq, const char *summary, size_t len);
+
+//  The newest prompt before message `cut` (not a summary), or NULL; the
+//  text belongs to the context.
+const char *sb_context_last_prompt (const sb_context_t *ctx, size_t cut, size_t *len);
 
 #endif

@@ -148,11 +148,14 @@ s_on_chunk (sb_exec_run_t *run, sb_exec_step_t *step, const sb_val_t *c)
 }
 
 /*  Streams one model call into `step`. Returns 0 when the stream ended
-    (step->stop set), -1 on failure (run status set). */
+    (step->stop set), -1 on failure (run status set), -2 when the provider
+    said the context overflows its window (run->overflow_msg set). */
 int
 sb_exec_model_call (sb_exec_run_t *run, sb_exec_step_t *step)
 {
     sb_runtime_t *rt = run->runtime;
+    /* what this call sends, for the next call's estimate (compact.c) */
+    size_t sent_bytes = sb_context_bytes (rt->context);
     sb_enc_t *e = sb_enc_new ();
     sb_enc_map_open (e);
     if (rt->provider) sb_enc_kstr (e, "provider", rt->provider);
@@ -246,6 +249,13 @@ sb_exec_model_call (sb_exec_run_t *run, sb_exec_step_t *step)
             else
             if (sb_msg_is_error (msg)) {
                 sb_exec_flush_deltas (run, true);
+                /* too long for the model: the agent loop compacts and
+                   retries (actors/exec/compact.c) */
+                if (sb_err_from_name (sb_msg_error_code (msg)) == SB_E_context_overflow) {
+                    snprintf (run->overflow_msg, sizeof run->overflow_msg, "%s", sb_msg_error_message (msg));
+                    sb_msg_destroy (&msg);
+                    return -2;
+                }
                 sb_exec_finish_with (run, "failed", "model call failed: %s: %s", sb_msg_error_code (msg),
                                sb_msg_error_message (msg));
                 sb_msg_destroy (&msg);
@@ -269,6 +279,11 @@ sb_exec_model_call (sb_exec_run_t *run, sb_exec_step_t *step)
     sb_exec_flush_deltas (run, true);
     if (cancel_sent && strcmp (step->stop, "cancelled") != 0)
         snprintf (step->stop, sizeof step->stop, "cancelled");
+    run->overflow = false;
+    if (step->in_tokens) {
+        rt->last_input_tokens = step->in_tokens;
+        rt->last_bytes = sent_bytes;
+    }
     return 0;
 }
 
@@ -300,6 +315,10 @@ sb_exec_record_step (sb_exec_run_t *run, sb_exec_step_t *step)
         sb_enc_kuint (e, "output_tokens", step->out_tokens);
         sb_enc_kuint (e, "cached_tokens", step->cached_tokens);
         sb_enc_kuint (e, "reasoning_tokens", step->reasoning_tokens);
+        if (run->runtime->context_window) {
+            sb_enc_kuint (e, "context_tokens", run->ctx_estimate);
+            sb_enc_kuint (e, "context_window", run->runtime->context_window);
+        }
         sb_exec_entry_close (e);
     }
     for (int k = 0; k < step->ncalls; k++) {

@@ -8,6 +8,7 @@
     destroyed, never leaked.
 */
 #include "actors/exec/runtime.h"
+#include "actors/exec/policy.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -35,7 +36,8 @@ sb_runtime_new (const char *session_id)
     __atomic_add_fetch (&s_live, 1, __ATOMIC_RELAXED);
     rt->session_id = strdup (session_id);
     rt->context = sb_context_new ();
-    if (!rt->session_id || !rt->context) {
+    rt->policy = sb_policy_new ();
+    if (!rt->session_id || !rt->context || !rt->policy) {
         sb_runtime_destroy (&rt);
         errno = ENOMEM;
     }
@@ -49,6 +51,7 @@ sb_runtime_destroy (sb_runtime_t **rt_p)
         return;
     sb_runtime_t *rt = *rt_p;
     sb_context_destroy (&rt->context);
+    sb_policy_destroy (&rt->policy);
     free (rt->session_id);
     free (rt->workspace);
     free (rt->workspace_given);

@@ -42,6 +42,14 @@ struct sb_runtime {
     char *approval_policy;      //  NULL: the executor's default
     uint32_t max_steps;         //  0: the executor's default
     sb_context_t *context;      //  never NULL; owned
+    //  The model's limits (llm.info, asked once per config) and the size
+    //  the provider reported for the last call, which calibrates the
+    //  estimate of the next (actors/exec/compact.c).
+    bool limits_known;
+    uint64_t context_window, max_output_tokens;
+    uint64_t last_input_tokens; //  0: no calibration (none yet, or compacted since)
+    size_t last_bytes;          //  sb_context_bytes when that call was made
+    struct sb_policy *policy;   //  approvals and calls from the tape (actors/exec/policy.h); owned
 
     //  Private to the cache: its LRU list and hash chain.
     sb_runtime_t *lru_prev, *lru_next, *hash_next;

@@ -121,6 +121,33 @@ s_default_url (const sb_llm_provider_t *p)
     }
 }
 
+/*  context_window and max_output_tokens of a provider or model object:
+    both optional, each within its bounds. */
+static int
+s_limits_from_json (json_t *o, const char *file, const char *name, uint64_t *window,
+                    uint64_t *output, char *err, size_t errlen)
+{
+    json_t *w = json_object_get (o, "context_window");
+    json_t *m = json_object_get (o, "max_output_tokens");
+    if (w && (!json_is_integer (w) || json_integer_value (w) < SB_LLM_WINDOW_MIN
+              || (uint64_t) json_integer_value (w) > SB_LLM_WINDOW_MAX)) {
+        snprintf (err, errlen, "%s: provider %s: context_window must be an integer from %d to %llu tokens",
+                  file, name, SB_LLM_WINDOW_MIN, (unsigned long long) SB_LLM_WINDOW_MAX);
+        return -1;
+    }
+    if (m && (!json_is_integer (m) || json_integer_value (m) < 1
+              || (uint64_t) json_integer_value (m) > SB_LLM_WINDOW_MAX)) {
+        snprintf (err, errlen, "%s: provider %s: max_output_tokens must be an integer from 1 to %llu",
+                  file, name, (unsigned long long) SB_LLM_WINDOW_MAX);
+        return -1;
+    }
+    if (w)
+        *window = (uint64_t) json_integer_value (w);
+    if (m)
+        *output = (uint64_t) json_integer_value (m);
+    return 0;
+}
+
 static int
 s_from_json (sb_llm_config_t *cfg, const char *file, char *err, size_t errlen)
 {
@@ -161,12 +188,34 @@ s_from_json (sb_llm_config_t *cfg, const char *file, char *err, size_t errlen)
         s_copy (p->token_file, sizeof p->token_file, json_string_value (json_object_get (o, "token_file")));
         s_copy (p->token_url, sizeof p->token_url, json_string_value (json_object_get (o, "token_url")));
         s_copy (p->client_id, sizeof p->client_id, json_string_value (json_object_get (o, "client_id")));
+        if ((rc = s_limits_from_json (o, file, name, &p->context_window, &p->max_output_tokens,
+                                      err, errlen)))
+            break;
         json_t *models = json_object_get (o, "models");
         size_t m;
         json_t *mv;
-        json_array_foreach (models, m, mv)
-            if (json_is_string (mv) && p->nmodels < 16)
-                s_copy (p->models [p->nmodels++], sizeof p->models [0], json_string_value (mv));
+        json_array_foreach (models, m, mv) {
+            if (p->nmodels >= SB_LLM_MAX_MODELS)
+                break;
+            //  A model is a name, or {"name", "context_window"?, "max_output_tokens"?}.
+            const char *id = json_is_string (mv) ? json_string_value (mv)
+                           : json_string_value (json_object_get (mv, "name"));
+            if (!id) {
+                snprintf (err, errlen, "%s: provider %s: models[%zu] must be a name or "
+                          "{\"name\", \"context_window\", \"max_output_tokens\"}", file, name, m);
+                rc = -1;
+                break;
+            }
+            int i = p->nmodels;
+            s_copy (p->models [i], sizeof p->models [0], id);
+            if (json_is_object (mv)
+            &&  (rc = s_limits_from_json (mv, file, name, &p->model_window [i], &p->model_output [i],
+                                          err, errlen)))
+                break;
+            p->nmodels++;
+        }
+        if (rc)
+            break;
         if (json_is_integer (json_object_get (o, "max_attempts")))
             p->max_attempts = (int) json_integer_value (json_object_get (o, "max_attempts"));
         if (json_is_integer (json_object_get (o, "idle_timeout_s")))
@@ -318,4 +367,83 @@ sb_llm_config_missing_key (const sb_llm_provider_t *p)
     if (p->kind != SB_PROVIDER_ANTHROPIC && s_loopback (p->base_url))
         return NULL;
     return p->key_env [0] ? p->key_env : "OPENAI_API_KEY";
+}
+
+/*  Known model families, by name prefix, longest first where one prefix
+    holds another. Figures are the providers' published limits, rounded
+    down where a family varies; a providers file overrides them. */
+static const struct {
+    const char *prefix;
+    uint64_t window, output;
+} s_families [] = {
+    { "gpt-5", 400000, 128000 },
+    { "gpt-4.1", 1047576, 32768 },
+    { "gpt-4o", 128000, 16384 },
+    { "gpt-4-turbo", 128000, 4096 },
+    { "gpt-4", 8192, 4096 },
+    { "o1", 200000, 100000 },
+    { "o3", 200000, 100000 },
+    { "o4", 200000, 100000 },
+    { "codex", 400000, 128000 },
+    { "claude-opus-4", 200000, 32000 },
+    { "claude-sonnet-4", 200000, 64000 },
+    { "claude-haiku-4", 200000, 64000 },
+    { "claude-3-7", 200000, 64000 },
+    { "claude-3-5", 200000, 8192 },
+    { "claude", 200000, 8192 },
+    { "qwen3", 32768, 8192 },
+    { "qwen2.5", 32768, 8192 },
+    { "llama3", 131072, 8192 },
+    { "mistral", 32768, 8192 },
+    { "gemma", 8192, 4096 },
+    { "demo", 1000000, 16384 },
+};
+
+void
+sb_llm_model_limits (const sb_llm_config_t *cfg, const sb_llm_provider_t *p, const char *model,
+                     sb_llm_limits_t *out)
+{
+    memset (out, 0, sizeof *out);
+    if (!model || !*model)
+        model = p ? p->model : "";
+    uint64_t fam_window = 0, fam_output = 0;
+    //  An id such as "openai/gpt-5" or "library/qwen3:8b" names its family
+    //  after the last slash.
+    const char *base = strrchr (model, '/');
+    base = base ? base + 1 : model;
+    for (size_t k = 0; k < sizeof s_families / sizeof s_families [0]; k++)
+        if (strncasecmp (base, s_families [k].prefix, strlen (s_families [k].prefix)) == 0) {
+            fam_window = s_families [k].window;
+            fam_output = s_families [k].output;
+            break;
+        }
+    uint64_t m_window = 0, m_output = 0;
+    for (int i = 0; p && i < p->nmodels; i++)
+        if (strcmp (p->models [i], model) == 0) {
+            m_window = p->model_window [i];
+            m_output = p->model_output [i];
+            break;
+        }
+    if (m_window || (p && p->context_window)) {
+        out->context_window = m_window ? m_window : p->context_window;
+        out->source = "configured";
+    }
+    else
+    if (cfg && cfg->context_window) {
+        out->context_window = cfg->context_window;
+        out->source = "flag";
+    }
+    else
+    if (fam_window) {
+        out->context_window = fam_window;
+        out->source = "family";
+    }
+    else {
+        out->context_window = SB_LLM_DEFAULT_WINDOW;
+        out->source = "default";
+    }
+    out->max_output_tokens = m_output ? m_output : p && p->max_output_tokens ? p->max_output_tokens
+                           : fam_output ? fam_output : SB_LLM_DEFAULT_OUTPUT;
+    if (out->max_output_tokens > out->context_window)
+        out->max_output_tokens = out->context_window;
 }

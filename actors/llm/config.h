@@ -9,9 +9,17 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include "actors/llm/provider.h"
 
 #define SB_LLM_MAX_PROVIDERS 32
+#define SB_LLM_MAX_MODELS 16
+
+/*  A model's context window and output reserve, in tokens: the executor
+    compacts the context before it outgrows them (docs/compaction.md).
+    Bounds of every value read from a file or a flag. */
+#define SB_LLM_WINDOW_MIN 1024
+#define SB_LLM_WINDOW_MAX 100000000ull
 
 typedef struct {
     char name [64];
@@ -19,8 +27,12 @@ typedef struct {
     bool demo;                  /* the built-in demo model (responses wire format) */
     char base_url [1024];       /* includes the version path, e.g. https://api.openai.com/v1 */
     char model [128];           /* default model */
-    char models [16][128];      /* configured model list (llm.models fallback) */
+    char models [SB_LLM_MAX_MODELS][128];   /* configured model list (llm.models fallback) */
+    uint64_t model_window [SB_LLM_MAX_MODELS];  /* per model: context window (0: not set) */
+    uint64_t model_output [SB_LLM_MAX_MODELS];  /* per model: max output tokens (0: not set) */
     int nmodels;
+    uint64_t context_window;    /* for any model of this provider (0: not set) */
+    uint64_t max_output_tokens; /* same, output reserve */
     char *api_key;              /* secret: never log it */
     char key_env [64];          /* the variable the key is read from (named when it is missing) */
     char token_file [1024];     /* codex: OAuth token file */
@@ -36,7 +48,26 @@ typedef struct {
     sb_llm_provider_t providers [SB_LLM_MAX_PROVIDERS];
     int count;
     int dflt;                   /* index of the default provider */
+    uint64_t context_window;    /* --context-window: where nothing closer says (0: not set) */
 } sb_llm_config_t;
+
+/*  A model's limits and where they came from. */
+typedef struct {
+    uint64_t context_window;    /* tokens the model takes, input and output */
+    uint64_t max_output_tokens; /* tokens it may write in one answer */
+    const char *source;         /* "configured" (providers file), "flag" (--context-window),
+                                   "family" (known model family), "default" */
+} sb_llm_limits_t;
+
+/*  The limits of `model` at provider p (model NULL or empty: p's default
+    model). The providers file wins (the model's row, then the provider's),
+    then --context-window, then the defaults of the model's family, then
+    SB_LLM_DEFAULT_WINDOW. max_output_tokens comes from the file, else the
+    family, else SB_LLM_DEFAULT_OUTPUT, and never exceeds the window. */
+#define SB_LLM_DEFAULT_WINDOW 128000
+#define SB_LLM_DEFAULT_OUTPUT 16384
+void sb_llm_model_limits (const sb_llm_config_t *cfg, const sb_llm_provider_t *p,
+                          const char *model, sb_llm_limits_t *out);
 
 /*  Builds the configuration. kind: --llm (NULL: demo unless --providers),
     url: --llm-url, model: --model, file: --providers. Reads keys from the

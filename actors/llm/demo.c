@@ -250,8 +250,9 @@ s_respond (conn_t *c, json_t *req)
     }
     else
     if (n <= 2)
-        rc = s_function_call (c, 0, "shell",
-                              "{\"command\":\"git status --short --branch 2>/dev/null || ls -la\"}");
+        //  a read-only tool: the demo runs under the default policy (auto)
+        //  without waiting for anyone's approval (docs/approvals.md)
+        rc = s_function_call (c, 0, "git_status", "{}");
     else {
         char text [4096], first [96], status [96], read [256];
         s_first_line (n >= 2 ? outs [1] : "", first, sizeof first);
@@ -266,7 +267,7 @@ s_respond (conn_t *c, json_t *req)
         snprintf (text, sizeof text,
                   "I am the switchboard demo model, a rule-based stand-in that needs no API key. "
                   "Here is what I saw: the workspace listing has %d lines; %s; and `git status` "
-                  "(or `ls`) answered \"%s\". To use a real model, start switchboard with "
+                  "answered \"%s\". To use a real model, start switchboard with "
                   "--llm responses|chat|anthropic --model NAME and set the provider's API key.",
                   s_count_lines (outs [0]) + 1, read, status);
         rc = s_message (c, 0, text);

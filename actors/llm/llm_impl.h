@@ -4,7 +4,7 @@
     The actor is split along its seams:
       llm.c             the actor: its loop, its dispatch table, the
                         request handlers (llm.stream, llm.cancel,
-                        llm.models)
+                        llm.models, llm.info)
       llm/job.c         a job's life: creation, replies and errors, its end
       llm/transfer.c    curl: callbacks, one HTTP attempt, retries, and what
                         a finished transfer means
@@ -23,6 +23,7 @@
 #include "common/log.h"
 
 #include <curl/curl.h>
+#include <jansson.h>
 
 #define ACTOR "llm"
 #define MAX_ERRBODY (64 * 1024)
@@ -124,6 +125,9 @@ void sb_llm_retry_or_fail (self_t *self, job_t *job, sb_err_t code, const char *
 /*  Answers an llm.models job from the response or from the configuration,
     and frees the job. */
 void sb_llm_models_done (self_t *self, job_t *job, CURLcode res);
+/*  llm.models' `limits` field: one per model id it lists (data: the
+    provider's json list, or NULL for the configured one). */
+void sb_llm_encode_limits (self_t *self, const sb_llm_provider_t *p, json_t *data, sb_enc_t *e);
 /*  Acts on every transfer curl has finished. */
 void sb_llm_check_multi (self_t *self);
 

@@ -235,6 +235,13 @@ void
     sb_provider_classify_http (sb_provider_kind_t kind, long http_status,
                                const char *body, size_t len, sb_provider_error_t *err);
 
+//  Whether the error says the request is longer than the model's context
+//  window (OpenAI context_length_exceeded, Anthropic "prompt is too long",
+//  a Chat server's 400 about the context length). The llm actor answers it
+//  with the bus code context_overflow, on which the executor compacts.
+bool
+    sb_provider_error_overflow (const sb_provider_error_t *err);
+
 //  The delay a message asks for, e.g. "Please try again in 1.054s" -> 1054,
 //  "in 20ms" -> 20, "in 1m30s" -> 90000. Returns -1 when there is none.
 int64_t

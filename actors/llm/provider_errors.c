@@ -297,3 +297,35 @@ sb_provider_retry_after (const char *retry_after_ms, const char *retry_after, ti
         ms = 0;             // already past: retry now
     return ms <= max_ms? ms: -1;
 }
+
+/*  Whether a provider's error says the request is longer than the model's
+    context window. Each provider says it its own way: OpenAI's code
+    context_length_exceeded ("This model's maximum context length is ..."),
+    Anthropic's "prompt is too long: N tokens > M maximum", and Chat
+    servers a 400 whose message speaks of the context length (vLLM,
+    llama.cpp's "exceeds the available context size", Ollama). The
+    executor compacts and retries on it, so a false match costs one
+    compaction, and a miss a failed run: the patterns are specific. */
+bool
+sb_provider_error_overflow (const sb_provider_error_t *err)
+{
+    static const char *codes [] = {
+        "context_length_exceeded", "string_above_max_length", "prompt_too_long",
+        "context_window_exceeded", NULL
+    };
+    static const char *phrases [] = {
+        "prompt is too long", "maximum context length", "context length exceeded",
+        "context_length_exceeded", "exceeds the context window", "context window exceeded",
+        "exceeds the available context size", "exceed context window", "input is too long",
+        "too many tokens", "reduce the length of the messages", "maximum context size",
+        NULL
+    };
+    if (s_in (err->code, codes))
+        return true;
+    if (err->http_status && err->http_status != 400 && err->http_status != 413)
+        return false;
+    for (size_t i = 0; phrases [i]; i++)
+        if (strcasestr (err->message, phrases [i]))
+            return true;
+    return false;
+}

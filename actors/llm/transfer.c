@@ -330,10 +330,11 @@ s_stream_done (self_t *self, job_t *job, CURLcode res)
            raises itself keep their meaning on the bus. */
         sb_err_t code = sb_err_from_name (perr.code);
         if (code != SB_E_incomplete_stream && code != SB_E_too_large)
-            code = SB_E_provider;
+            code = sb_provider_error_overflow (&perr) ? SB_E_context_overflow : SB_E_provider;
         char m [700];
         snprintf (m, sizeof m, "%s: %s", perr.code, perr.message);
-        sb_llm_retry_or_fail (self, job, code, perr.code, 0, perr.retryable, perr.retry_after_ms, m);
+        sb_llm_retry_or_fail (self, job, code, perr.code, 0, perr.retryable && code != SB_E_context_overflow,
+                              perr.retry_after_ms, m);
         return;
     }
     if (res == CURLE_OK || (res == CURLE_WRITE_ERROR && status >= 300)) {
@@ -347,10 +348,12 @@ s_stream_done (self_t *self, job_t *job, CURLcode res)
                                                 job->retry_after [0] ? job->retry_after : NULL, time (NULL));
         if (hint < 0)
             hint = perr.retry_after_ms;
-        sb_err_t code = status == 401 || status == 403 ? SB_E_auth : SB_E_provider;
+        sb_err_t code = status == 401 || status == 403 ? SB_E_auth
+                      : sb_provider_error_overflow (&perr) ? SB_E_context_overflow : SB_E_provider;
         char m [700];
         snprintf (m, sizeof m, "HTTP %ld %s: %s", status, perr.code, perr.message);
-        sb_llm_retry_or_fail (self, job, code, perr.code, status, perr.retryable, hint, m);
+        sb_llm_retry_or_fail (self, job, code, perr.code, status, perr.retryable && code != SB_E_context_overflow,
+                              hint, m);
         return;
     }
     /* transport failures */
@@ -379,6 +382,47 @@ s_stream_done (self_t *self, job_t *job, CURLcode res)
         snprintf (m, sizeof m, "cannot reach the provider: %s", curl_easy_strerror (res));
     }
     sb_llm_retry_or_fail (self, job, code, curl_easy_strerror (res), 0, retryable, -1, m);
+}
+
+/*  One {model, context_window, max_output_tokens, source} per id. */
+static void
+s_encode_limit (self_t *self, const sb_llm_provider_t *p, const char *id, sb_enc_t *e)
+{
+    sb_llm_limits_t l;
+    sb_llm_model_limits (&self->cfg, p, id, &l);
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "model", id);
+    sb_enc_kuint (e, "context_window", l.context_window);
+    sb_enc_kuint (e, "max_output_tokens", l.max_output_tokens);
+    sb_enc_kstr (e, "source", l.source);
+    sb_enc_map_close (e);
+}
+
+/*  The `limits` of an llm.models reply: one per id of `models`, in the
+    same order (data: the provider's list, or NULL for the configured one). */
+void
+sb_llm_encode_limits (self_t *self, const sb_llm_provider_t *p, json_t *data, sb_enc_t *e)
+{
+    sb_enc_key (e, "limits");
+    sb_enc_array_open (e);
+    size_t k, n = 0;
+    json_t *m;
+    if (json_is_array (data))
+        json_array_foreach (data, k, m) {
+            const char *id = json_string_value (json_object_get (m, "id"));
+            if (!id)
+                id = json_string_value (json_object_get (m, "name"));
+            if (id && strlen (id) < 256 && n < 4096) {
+                s_encode_limit (self, p, id, e);
+                n++;
+            }
+        }
+    else
+        for (int i = 0; i < p->nmodels; i++)
+            s_encode_limit (self, p, p->models [i], e);
+    if (!json_is_array (data) && p->nmodels == 0 && p->model [0])
+        s_encode_limit (self, p, p->model, e);
+    sb_enc_array_close (e);
 }
 
 void
@@ -415,6 +459,7 @@ sb_llm_models_done (self_t *self, job_t *job, CURLcode res)
         sb_enc_str (e, job->prov->model);
     sb_enc_array_close (e);
     sb_enc_kstr (e, "source", json_is_array (data) ? "provider" : "configured");
+    sb_llm_encode_limits (self, job->prov, data, e);
     sb_enc_map_close (e);
     sb_llm_send (self, job, "llm.models.ok", 0);
     json_decref (resp);

@@ -128,6 +128,7 @@ s_on_start_fence (self_t *self, call_t *call, const sb_msg_t *reply)
     sb_enc_kstr (e, "session_id", r.session_id);
     sb_enc_kuint (e, "fence", r.fence);
     if (r.resume_from [0]) sb_enc_kstr (e, "resume_from", r.resume_from);
+    if (r.kind [0]) sb_enc_kstr (e, "kind", r.kind);
     if (r.approval_policy [0]) sb_enc_kstr (e, "approval_policy", r.approval_policy);
     sb_run_limits_encode (&r, e);
     sb_enc_map_close (e);
@@ -287,8 +288,22 @@ sb_run_expire_leases (self_t *self)
     zlistx_destroy (&keys);
 }
 
+/*  A run that was waiting for an approval (actors/run/recover.c) goes
+    back to the queue, to wait again for the same interaction; `reason`
+    says so. */
+static bool
+s_recover_waiting (self_t *self, const run_t *r, char *reason, size_t size)
+{
+    char ia [64] = "";
+    if (!sb_run_recover_waiting (self, r, ia, sizeof ia))
+        return false;
+    snprintf (reason, size, "server_restart: waiting for approval %s", ia);
+    return true;
+}
+
 /*  Every run that was claimed or running when the server stopped is
-    stale: no executor of this process survived. It becomes interrupted;
+    stale: no executor of this process survived. One that was waiting for
+    an approval is queued again with a new fence. Any other becomes interrupted;
     nothing it was doing is re-run, and run.resume continues it from the
     tape. A run that was cancelling is cancelled. Queued runs stay queued
     and are dispatched. */
@@ -307,10 +322,14 @@ sb_run_recover (self_t *self)
         if (sb_run_record_load (self, id, &r))
             continue;
         sb_run_status_t to = r.status == SB_RUN_cancelling ? SB_RUN_cancelled : SB_RUN_interrupted;
+        char reason [128] = "server_restart";
+        if ((r.status == SB_RUN_claimed || r.status == SB_RUN_running)
+        &&  s_recover_waiting (self, &r, reason, sizeof reason))
+            to = SB_RUN_queued;
         if (r.status != SB_RUN_queued && sb_run_transition_ok (r.status, to)) {
             if (sb_run_save_new_fence (self, &r) == 0)
                 sb_run_fence_session (self, &r);
-            sb_run_set_status (&r, to, "server_restart");
+            sb_run_set_status (&r, to, reason);
             r.phase [0] = 0;
             sb_run_save (self, &r, false, true, NULL);
             n++;

@@ -46,6 +46,7 @@ typedef struct {
     char waiting_for [256];
     char worker_id [65];
     char instance_id [65];
+    char kind [16];             /* "": a prompt's run; "compact": compaction only */
     char *input;
     uint64_t fence, created_at, updated_at, started_at, ended_at;
     uint64_t steps, input_tokens, output_tokens;
@@ -246,5 +247,11 @@ void sb_run_start_queued (self_t *self);
 void sb_run_push_cancel (self_t *self, const run_t *r);
 void sb_run_expire_leases (self_t *self);
 void sb_run_recover (self_t *self);
+
+/*  run/recover.c */
+/*  Whether the unfinished run `r` was waiting for an approval, by its
+    tape: its first call without a result has a pending (or rejected)
+    approval. The interaction's id into interaction_id. */
+bool sb_run_recover_waiting (self_t *self, const run_t *r, char *interaction_id, size_t size);
 
 #endif

@@ -14,6 +14,7 @@
 #include "actors/session/session_impl.h"
 #include "schemas/types.h"
 #include "schemas/run_status.h"
+#include "actors/exec/policy.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -60,6 +61,85 @@ static bool
 s_policy_ok (const char *p)
 {
     return strcmp (p, "yolo") == 0 || strcmp (p, "auto") == 0 || strcmp (p, "interactive") == 0;
+}
+
+//  Approval rules (docs/approvals.md): the schema bounds their sizes;
+//  the action and the globs' lengths are checked here, as exec reads them.
+static int
+s_prepare_rules (req_t *req, const char *field)
+{
+    const sb_val_t *rules = sb_get_array (req->msg->body, field);
+    for (uint32_t k = 0; rules && k < rules->len; k++) {
+        const sb_val_t *r = sb_array_at (rules, k);
+        const char *why = sb_policy_rule_check (sb_get_str (r, "tool"), sb_get_str (r, "pattern"),
+                                                sb_get_str (r, "action"));
+        if (why) {
+            sb_session_fail (req, SB_E_invalid, "%s[%u]: %s", field, k, why);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static bool
+s_rule_same (const sb_val_t *a, const sb_val_t *b)
+{
+    static const char *const f [] = { "tool", "pattern", "action" };
+    for (int k = 0; k < 3; k++) {
+        const char *x = sb_get_str (a, f [k]), *y = sb_get_str (b, f [k]);
+        if (!x || !y || strcmp (x, y) != 0)
+            return false;
+    }
+    return true;
+}
+
+//  The rules after an update: `rules` replaces the list, then each of
+//  `add_rules` is appended (an identical rule already there moves to the
+//  end, where it wins). The new array lives in the drain's arena; its
+//  items are the maps of the record and the request, which outlive the
+//  drain's replies. Returns 1 when the rules changed, 0 when not, -1 with
+//  req failed.
+static int
+s_update_rules (self_t *self, req_t *req, record_t *r)
+{
+    const sb_val_t *b = req->msg->body;
+    const sb_val_t *set = sb_get_array (b, "rules"), *add = sb_get_array (b, "add_rules");
+    if (!set && !add)
+        return 0;
+    const sb_val_t *base = set? set: r->rules;
+    size_t nbase = base? base->len: 0, nadd = add? add->len: 0;
+    sb_val_t *items = sb_session_alloc (self, (nbase + nadd + 1) * sizeof *items);
+    sb_val_t *arr = sb_session_alloc (self, sizeof *arr);
+    if (!items || !arr) {
+        sb_session_fail (req, SB_E_internal, "out of memory");
+        return -1;
+    }
+    size_t n = 0;
+    for (size_t k = 0; k < nbase; k++)
+        items [n++] = *sb_array_at (base, (uint32_t) k);
+    for (size_t k = 0; k < nadd; k++) {
+        const sb_val_t *rule = sb_array_at (add, (uint32_t) k);
+        for (size_t j = 0; j < n; j++)
+            if (s_rule_same (&items [j], rule)) {
+                memmove (&items [j], &items [j + 1], (n - j - 1) * sizeof *items);
+                n--;
+                break;
+            }
+        items [n++] = *rule;
+    }
+    if (n > SB_POLICY_RULES_MAX) {
+        sb_session_fail (req, SB_E_invalid, "a session holds at most %d rules; this update would make %zu "
+                         "(--clear-rules starts again)", SB_POLICY_RULES_MAX, n);
+        return -1;
+    }
+    bool same = (r->rules? r->rules->len: 0) == n;
+    for (size_t k = 0; same && k < n; k++)
+        same = s_rule_same (sb_array_at (r->rules, (uint32_t) k), &items [k]);
+    if (same)
+        return 0;
+    *arr = (sb_val_t) { .type = SB_V_ARRAY, .len = (uint32_t) n, .v.a = items };
+    r->rules = n? arr: NULL;
+    return 1;
 }
 
 //  The config fields of create and update. An empty string in an update
@@ -111,6 +191,8 @@ s_prepare_config (self_t *self, req_t *req, bool creating)
         sb_session_fail (req, SB_E_invalid, "max_steps must be between 1 and %d", MAX_STEPS_MAX);
         return;
     }
+    if (s_prepare_rules (req, "rules") || s_prepare_rules (req, "add_rules"))
+        return;
     const sb_val_t *labels = sb_get_map (b, "labels");
     for (uint32_t k = 0; labels && k < labels->len; k++) {
         const sb_val_t *key = sb_map_key (labels, k), *val = sb_map_val (labels, k);
@@ -302,8 +384,12 @@ sb_session_prepare (self_t *self, req_t *req)
         else
         if (req->op == OP_APPEND)
             s_prepare_append (self, req);
+        else
+        if (req->op >= OP_PROMPT)
+            sb_session_queue_prepare (self, req);
     }
-    if (!req->err && req->cmd && req->write)
+    //  The actor's own requests carry their command's digest already.
+    if (!req->err && req->cmd && req->write && !req->internal)
         s_prepare_command (self, req);
     req->prep_err = req->err;
 }
@@ -362,6 +448,11 @@ s_write_create (self_t *self, sb_txn_t *txn, req_t *req)
     r->target = (s = sb_get_str (b, "target")) && *s? s: NULL;
     r->max_steps = sb_get_uint (b, "max_steps", 0);
     r->labels = sb_get_map (b, "labels");
+    const sb_val_t *rules = sb_get_array (b, "rules");
+    r->rules = rules && rules->len? rules: NULL;
+    const sb_val_t *deadline = sb_get (b, "approval_deadline_s");
+    r->has_deadline = deadline != NULL;
+    r->approval_deadline_s = deadline? deadline->v.u: 0;
     r->config_version = 1;
     r->last_activity_at = self->now;
     s_put_status (txn, "active", r->session_id, true);
@@ -405,6 +496,11 @@ s_write_update (self_t *self, sb_txn_t *txn, req_t *req)
                          (unsigned long long) self->tape_quota, (unsigned long long) r->tape_bytes);
         return;
     }
+    //  The one change that can fail goes first, so that a refused
+    //  update leaves the cached record as it was.
+    int rules = s_update_rules (self, req, r);
+    if (rules < 0)
+        return;
     const char *changed [16];
     size_t n = 0;
     if (s_update_str (b, "title", &r->title))
@@ -430,6 +526,14 @@ s_write_update (self_t *self, sb_txn_t *txn, req_t *req)
     if (labels) {
         r->labels = labels->len? labels: NULL;
         changed [n++] = "labels";
+    }
+    if (rules)
+        changed [n++] = "rules";
+    const sb_val_t *deadline = sb_get (b, "approval_deadline_s");
+    if (deadline && (!r->has_deadline || r->approval_deadline_s != deadline->v.u)) {
+        r->has_deadline = true;
+        r->approval_deadline_s = deadline->v.u;
+        changed [n++] = "approval_deadline_s";
     }
     //  An update that changes nothing writes nothing.
     if (n) {
@@ -481,6 +585,7 @@ s_write_delete (self_t *self, sb_txn_t *txn, req_t *req)
         sb_txn_put (txn, DBI_PURGE, k.buf, k.len, NULL, 0);
         self->drain_purge = true;
     }
+    sb_session_queue_drop (txn, r->session_id);
     r->deleted = true;
     sb_enc_data (self->replies, &req->reply_off);
     sb_enc_map_open (self->replies);
@@ -575,6 +680,14 @@ s_note_entry (self_t *self, record_t *r, const span_t *sp)
             r->last_prompt = *line? line: NULL;
         r->last_activity_at = self->now;
     }
+    else
+    //  An executor rebuilding the model's context starts from the newest
+    //  summary rather than from seq 1 (docs/compaction.md).
+    if (strcmp (sp->kind, "context.compacted") == 0) {
+        const char *method = sb_get_str (sp->body, "method");
+        if (method && strcmp (method, "summary") == 0)
+            r->compacted_seq = r->last_seq;
+    }
 }
 
 //  Whether the append fits the session's tape quota. A run that reached
@@ -653,6 +766,7 @@ s_write_append (self_t *self, sb_txn_t *txn, req_t *req)
     }
     if (req->run_id)
         r->last_run_id = req->run_id;
+    sb_session_queue_on_append (self, txn, req, r);
     sb_enc_data (self->replies, &req->reply_off);
     sb_enc_map_open (self->replies);
     if (req->batch_form) {
@@ -690,7 +804,7 @@ sb_session_drain_fn (sb_txn_t *txn, void *arg)
         req->pub0 = self->npubs;
         req->npubs = 0;
         req->first_seq = req->last_seq = 0;
-        req->replayed = req->changed = false;
+        req->replayed = req->changed = req->q_forward = false;
         if (req->cmd && sb_session_command_replay (self, txn, req))
             continue;
         switch (req->op) {
@@ -700,9 +814,11 @@ sb_session_drain_fn (sb_txn_t *txn, void *arg)
             case OP_DELETE: s_write_delete (self, txn, req); break;
             case OP_APPEND: s_write_append (self, txn, req); break;
             case OP_FENCE:  s_write_fence (self, txn, req); break;
-            default: break;
+            default:        sb_session_queue_write (self, txn, req); break;
         }
-        if (!req->err && req->cmd && txn->ret == 0)
+        //  A prompt that starts a run is remembered once the run
+        //  coordinator has answered (actors/session/prompt.c).
+        if (!req->err && req->cmd && !req->q_forward && txn->ret == 0)
             sb_session_command_remember (self, txn, req);
     }
     if (txn->ret == 0)
@@ -804,7 +920,11 @@ s_read_list (self_t *self, sb_txn_t *txn, req_t *req)
     sb_enc_key (self->enc, "sessions");
     sb_enc_array_open (self->enc);
     size_t n = seen < limit? seen: (size_t) limit;
-    for (size_t j = 0; j < n; j++) {
+    //  Records with many rules are large: a page also ends at a byte
+    //  budget, so that it always fits one reply.
+    size_t bytes = 0, j = 0;
+    const char *short_cursor = NULL;
+    for (; j < n; j++) {
         seen_t *e = &ring [(seen - 1 - j) % cap];
         if (status) {
             sb_key_t rk;
@@ -812,6 +932,11 @@ s_read_list (self_t *self, sb_txn_t *txn, req_t *req)
             if (sb_txn_get (txn, DBI_SESSIONS, rk.buf, rk.len, &e->val) != 0)
                 continue;
         }
+        if (j > 0 && bytes + e->val.mv_size > LIST_BYTES_MAX) {
+            short_cursor = ring [(seen - j) % cap].sid;
+            break;
+        }
+        bytes += e->val.mv_size;
         sb_enc_raw (self->enc, e->val.mv_data, e->val.mv_size);
     }
     if (txn->ret)
@@ -819,6 +944,9 @@ s_read_list (self_t *self, sb_txn_t *txn, req_t *req)
     sb_enc_array_close (self->enc);
     //  More than a page was passed: the older ones start below the page's
     //  oldest id.
+    if (short_cursor)
+        sb_enc_kstr (self->enc, "next_cursor", short_cursor);
+    else
     if (seen > limit)
         sb_enc_kstr (self->enc, "next_cursor", ring [(seen - limit) % cap].sid);
     sb_enc_map_close (self->enc);
@@ -884,6 +1012,9 @@ sb_session_read (self_t *self, sb_txn_t *txn, req_t *req)
     else
     if (req->op == OP_LIST)
         s_read_list (self, txn, req);
+    else
+    if (req->op == OP_Q_LIST)
+        sb_session_queue_read (self, txn, req);
     else
         s_read_events (self, txn, req);
 }

@@ -37,6 +37,9 @@
 #define MAX_STEPS_MAX       10000
 #define LABEL_KEY_MAX       64
 #define LABEL_VALUE_MAX     1024
+//  The bytes of records one session.list page holds at most (its reply
+//  is bounded at 1 MiB; a record with 256 rules takes about 300 KiB).
+#define LIST_BYTES_MAX      (768 * 1024)
 //  Past the tape quota, a run may still record how it ended: run.status
 //  and turn.end entries take up to this many bytes more.
 #define QUOTA_RESERVE       (64 * 1024)
@@ -47,10 +50,14 @@
 #define GATHER_MAX_US       2000
 
 //  The dbis of DATA/session, in the order given to sb_store_open.
-enum { DBI_SESSIONS, DBI_TAPE, DBI_STATUS, DBI_COMMANDS, DBI_EXPIRY, DBI_PURGE };
+enum { DBI_SESSIONS, DBI_TAPE, DBI_STATUS, DBI_COMMANDS, DBI_EXPIRY, DBI_PURGE, DBI_QUEUE };
 
+//  From OP_PROMPT on, the ops are the queue's (actors/session/queue.c);
+//  from OP_Q_REMEMBER on, internal ones the actor gives itself.
 typedef enum {
-    OP_CREATE, OP_GET, OP_LIST, OP_UPDATE, OP_CLOSE, OP_DELETE, OP_APPEND, OP_EVENTS, OP_FENCE
+    OP_CREATE, OP_GET, OP_LIST, OP_UPDATE, OP_CLOSE, OP_DELETE, OP_APPEND, OP_EVENTS, OP_FENCE,
+    OP_PROMPT, OP_Q_LIST, OP_Q_REMOVE, OP_Q_RESUME, OP_STEER_TAKE,
+    OP_Q_REMEMBER, OP_Q_DEQUEUE, OP_Q_START_FAILED, OP_Q_RESTART
 } op_t;
 
 //  A bump allocator whose pointers stay put until it is reset: strings
@@ -70,11 +77,16 @@ typedef struct {
     const char *target;         /* local | worker:POOL (docs/workers.md) */
     const char *last_prompt;    //  the first line of the latest prompt, cut
     const sb_val_t *labels;
+    const sb_val_t *rules;      //  approval rules (docs/approvals.md); NULL: none
+    uint64_t approval_deadline_s;   //  with has_deadline; else the server's default
+    bool has_deadline;
     uint64_t created_at, updated_at, max_steps, last_seq, config_version, fence;
     uint64_t last_activity_at;  //  the latest prompt or run status, ms
     uint64_t tape_bytes;        //  bytes of appended entry bodies (the quota's measure)
     uint64_t quota_noted;       //  the quota a tape.quota entry was written for; 0: none
+    uint64_t compacted_seq;     //  the newest summarizing context.compacted; 0: none
     bool dirty, deleted;
+    bool q_forward;             //  a prompt of this drain starts a run (queue.c)
 } record_t;
 
 //  One prepared tape entry of an append: its kind and its encoded body.
@@ -117,6 +129,9 @@ typedef struct {
     uint64_t first_seq, last_seq;
     bool replayed;
     bool changed;
+    bool internal;              //  given by the actor itself: no reply
+    bool q_forward;             //  session.prompt: forwarded as run.request after the commit
+    bool q_force_busy;          //  session.prompt the run coordinator refused: queue it
 } req_t;
 
 typedef struct {
@@ -140,7 +155,13 @@ typedef struct {
     record_t **recs;            //  the drain's record cache
     size_t nrecs, recs_cap;
     zhashx_t *rec_index;        //  session id -> record_t *
-    zhashx_t *forwards;         //  run.request id -> a session.prompt to answer
+    zhashx_t *forwards;         //  run.request id -> what it starts (prompt.c)
+    zhashx_t *starting;         //  session id -> its forward in flight (no destructor)
+    zlistx_t *q_pump;           //  session ids whose queue may start a run
+    uint64_t queue_max;         //  prompts one session's queue may hold
+    uint64_t steers_max;        //  steers one session may have pending
+    uint64_t queue_bytes;       //  bytes of text its queue and steers may hold
+    zhashx_t *compacts;         //  run.request id -> a session.compact to answer
     chunk_t *arena;
     sb_enc_t *enc;              //  replies sent at once (reads)
     sb_enc_t *prep;             //  prepared entry bodies
@@ -291,10 +312,62 @@ void sb_session_purge (self_t *self);
 //  What startup must know without scanning the tape.
 void sb_session_recover (self_t *self);
 
-//  session/prompt.c: session.prompt forwarded to the run coordinator.
+//  session.c: takes a request into the drain (it owns the message from
+//  then on); NULL when out of memory (the message is then answered and
+//  freed). A message without a route is the actor's own (internal).
+req_t *sb_session_take (self_t *self, sb_msg_t **msg_p, op_t op, bool write, bool addressed);
+
+//  session/prompt.c: run.request sent for a session.prompt or for the
+//  queue's next prompt, and their answers.
 zhashx_t *sb_session_forwards_new (void);
-void sb_session_prompt (self_t *self, sb_msg_t **msg_p);
-bool sb_session_prompt_reply (self_t *self, const sb_msg_t *reply);
+//  After the commit: sends run.request for a prompt the drain decided to
+//  start; takes req->msg.
+void sb_session_prompt_forward (self_t *self, req_t *req);
+//  Sends run.request for the queue's next prompt (command_id derived from
+//  prompt_id). False when it could not be sent.
+bool sb_session_prompt_start (self_t *self, const char *sid, const char *prompt_id, const char *text,
+                              const char *policy);
+bool sb_session_prompt_reply (self_t *self, sb_msg_t **reply_p);
+//  Whether a forwarded session.prompt with command_id `cmd` is in flight
+//  for the session (a retry then goes the same way).
+bool sb_session_prompt_in_flight (self_t *self, const char *sid, const char *cmd);
+//  Whether the queue's prompt `prompt_id` is being started.
+bool sb_session_prompt_starting (self_t *self, const char *sid, const char *prompt_id);
 void sb_session_prompt_expire (self_t *self);
+//  Whether a request of ours waited past its time (the loop then runs the
+//  bus handler, which answers for it, even when nothing arrives).
+bool sb_session_prompt_due (self_t *self);
+
+//  session/queue.c: the queue of prompts and the pending steers
+//  (docs/queue.md).
+#define SB_QUEUE_MAX_DEFAULT        100
+#define SB_QUEUE_STEERS_DEFAULT     16
+#define SB_QUEUE_BYTES_DEFAULT      ((uint64_t) 16 << 20)
+//  A message of the actor to itself, with `body` (an encoded map).
+sb_msg_t *sb_session_queue_msg (const char *type, const uint8_t *body, size_t len);
+//  The checks of the queue's requests made before the transaction.
+void sb_session_queue_prepare (self_t *self, req_t *req);
+//  The queue's writes inside the drain.
+void sb_session_queue_write (self_t *self, sb_txn_t *txn, req_t *req);
+//  After an append: what its run.status entries mean for the queue.
+void sb_session_queue_on_append (self_t *self, sb_txn_t *txn, req_t *req, record_t *r);
+//  session.delete: forgets the queue with the session.
+void sb_session_queue_drop (sb_txn_t *txn, const char *sid);
+void sb_session_queue_read (self_t *self, sb_txn_t *txn, req_t *req);
+//  session.steer.take with nothing pending: answered at once (true).
+bool sb_session_queue_take_none (self_t *self, const sb_msg_t *msg);
+//  Marks a session whose queue may now start a run.
+void sb_session_queue_check (self_t *self, const char *sid);
+//  Starts the next prompt of every marked session that is idle.
+void sb_session_queue_pump (self_t *self);
+//  At startup: takes one internal request per session whose queue holds
+//  something (pause it, steers back to the front). Returns how many.
+size_t sb_session_queue_recover (self_t *self);
+
+//  session/compact.c: session.compact forwarded as a compact run.
+zhashx_t *sb_session_compacts_new (void);
+void sb_session_compact (self_t *self, sb_msg_t **msg_p);
+bool sb_session_compact_reply (self_t *self, const sb_msg_t *reply);
+void sb_session_compact_expire (self_t *self);
 
 #endif

@@ -46,6 +46,10 @@ sb_session_record_encode (sb_enc_t *enc, const record_t *r)
         sb_enc_kuint (enc, "max_steps", r->max_steps);
     if (r->labels)
         sb_enc_kval (enc, "labels", r->labels);
+    if (r->rules)
+        sb_enc_kval (enc, "rules", r->rules);
+    if (r->has_deadline)
+        sb_enc_kuint (enc, "approval_deadline_s", r->approval_deadline_s);
     sb_enc_kuint (enc, "last_seq", r->last_seq);
     sb_enc_kstr_opt (enc, "last_run_id", r->last_run_id);
     sb_enc_kstr (enc, "turn_status", r->turn_status);
@@ -58,6 +62,8 @@ sb_session_record_encode (sb_enc_t *enc, const record_t *r)
     sb_enc_kuint (enc, "tape_bytes", r->tape_bytes);
     if (r->quota_noted)
         sb_enc_kuint (enc, "quota_noted", r->quota_noted);
+    if (r->compacted_seq)
+        sb_enc_kuint (enc, "compacted_seq", r->compacted_seq);
     sb_enc_map_close (enc);
 }
 
@@ -116,6 +122,9 @@ sb_session_record_get (self_t *self, sb_txn_t *txn, req_t *req, const char *sid)
         .turn_status = sb_get_str (m, "turn_status"),
         .last_prompt = sb_get_str (m, "last_prompt"),
         .labels = sb_get_map (m, "labels"),
+        .rules = sb_get_array (m, "rules"),
+        .approval_deadline_s = sb_get_uint (m, "approval_deadline_s", 0),
+        .has_deadline = sb_get (m, "approval_deadline_s") != NULL,
         .created_at = sb_get_uint (m, "created_at", 0),
         .updated_at = sb_get_uint (m, "updated_at", 0),
         .max_steps = sb_get_uint (m, "max_steps", 0),
@@ -125,6 +134,7 @@ sb_session_record_get (self_t *self, sb_txn_t *txn, req_t *req, const char *sid)
         .last_activity_at = sb_get_uint (m, "last_activity_at", 0),
         .tape_bytes = sb_get_uint (m, "tape_bytes", 0),
         .quota_noted = sb_get_uint (m, "quota_noted", 0),
+        .compacted_seq = sb_get_uint (m, "compacted_seq", 0),
     };
     self->recs [self->nrecs++] = r;
     zhashx_insert (self->rec_index, r->session_id, r);

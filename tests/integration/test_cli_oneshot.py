@@ -120,7 +120,8 @@ def test_oneshot_ephemeral_leaves_no_state():
     data = os.path.join(tmpdir(), "never")
     ws = tmpdir()
     before = {d for d in os.listdir("/tmp") if d.startswith("switchboard-run-")}
-    rc, out, err = sb("run", "--goal", "look around", "--repo", ws, "--ephemeral",
+    # yolo: the demo model's shell call would otherwise wait for a person
+    rc, out, err = sb("run", "--goal", "look around", "--repo", ws, "--ephemeral", "--approval", "yolo",
                       env={"SWITCHBOARD_DATA": data}, timeout=60)
     check(rc == 0, "ephemeral run: %d\n%s\n%s", rc, out, err)
     check("ephemeral: removed at exit" in err, "stderr: %s", err)
@@ -237,11 +238,12 @@ def test_oneshot_every_write_refused_last_line():
     llm = LLM()
     llm.script("ref", write_turns("no.txt", "x", "call_ref"))
     ws = tmpdir()
+    # auto asks a person for the write; nobody answers within 1 s
     rc, out, err = sb("run", "--goal", "write", "--repo", ws, "--approval", "auto", "--ephemeral",
-                      *llm_args(llm, "ref"), env=LLM_ENV, timeout=60)
+                      *llm_args(llm, "ref"), env=dict(LLM_ENV, SWITCHBOARD_APPROVAL_DEADLINE="1"), timeout=60)
     check(rc == 0, "run: %d\n%s\n%s", rc, out, err)
     sid, rid = ids(err)
-    fix = "switchboard sessions update %s --approval yolo" % sid
+    fix = "switchboard sessions update %s --rule 'write_file:no.txt:allow'" % sid
     lines = out.strip().splitlines()
     check("no changes in the workspace" in lines, "change summary:\n%s", out)
     check(lines[-2].startswith("run %s completed" % rid) and lines[-2].endswith(" · 1 tool refused"),

@@ -356,10 +356,11 @@ def test_prompt_follow_every_write_refused():
         {"text": "could not write"},
     ])
     server = llm_server(llm, "refuse")
-    sid = new_session(server, tmpdir(), approval_policy="auto")
+    # auto asks a person for the write; nobody answers within 1 s
+    sid = new_session(server, tmpdir(), approval_policy="auto", approval_deadline_s=1)
     rc, out, err = sb("prompt", sid, "write", "--follow", "--data", server.data, timeout=60)
     check(rc == 0, "prompt --follow: %d\n%s\n%s", rc, out, err)
-    fix = "switchboard sessions update %s --approval yolo" % sid
+    fix = "switchboard sessions update %s --rule 'write_file:new.txt:allow'" % sid
     check("← write_file: refused by the approval policy 'auto'" in out and "allow it: " + fix in out,
           "the refusal does not show its policy and fix:\n%s", out)
     lines = out.strip().splitlines()

@@ -231,8 +231,12 @@ def test_models():
     llm, srv, client = setup()
     try:
         m = client.request("llm.models", {"provider": "resp-2"}, timeout=10)
+        # each model with its limits (docs/compaction.md): unknown names get the defaults
+        limits = [{"model": n, "context_window": 128000, "max_output_tokens": 16384, "source": "default"}
+                  for n in ("gpt-a", "gpt-b")]
         check(m.type == "llm.models.ok" and m.body == {"provider": "resp-2", "models": ["gpt-a", "gpt-b"],
-                                                      "source": "provider"}, "resp-2 models %r", m.body)
+                                                      "source": "provider", "limits": limits},
+              "resp-2 models %r", m.body)
         got = llm.requests("models", "r2")
         check(len(got) == 1 and got[0]["method"] == "GET" and got[0]["path"].endswith("/v1/models"),
               "models request %r", got)
@@ -250,7 +254,10 @@ def test_models():
         # the provider refuses (401) or cannot be reached: the configured list
         m = client.request("llm.models", {"provider": "refuses"}, timeout=10)
         check(m.type == "llm.models.ok" and m.body == {"provider": "refuses", "models": ["conf-1", "conf-2"],
-                                                      "source": "configured"}, "fallback %r", m.body)
+                                                      "source": "configured",
+                                                      "limits": [dict(x, model=n) for x, n in
+                                                                 zip(limits, ("conf-1", "conf-2"))]},
+              "fallback %r", m.body)
         check([r["status"] for r in llm.requests("models", "rf")] == [401],
               "the provider was asked first: %r", llm.requests("models", "rf"))
         m = client.request("llm.models", {"provider": "nowhere"}, timeout=10)

@@ -8,9 +8,12 @@ provider (tests/llm_server.py) drives the real agent loop and real tools.
     the expected kinds in order, exit 0;
   - the same through `serve` + `sessions new` + `prompt --follow`;
   - the built-in demo model completes `run --goal "look around"`;
-  - approval auto: write_file refused naming the policy, read_file works;
-  - a prompt while a run is active is refused (conflict, exit 1), and
-    `run-info` of a queued worker run says what it waits for.
+  - approval auto: write_file and shell ask a person; unanswered within the
+    session's 1 s approval deadline they are refused naming the policy, and
+    read_file runs unasked;
+  - a prompt while a run is active waits in the session's queue (exit 0,
+    with its position; test_queue.py covers the queue), and `run-info` of a
+    queued worker run says what it waits for.
 
 The helpers at the top (LLM, tape reading, run waiting) are shared by the
 other test_runs_*.py scripts, which import this file.
@@ -356,7 +359,7 @@ def test_demo_model_look_around():
     check(any(e["kind"] == "tool.result" and e["body"]["ok"] for e in entries), "the demo used no tool")
 
 
-def test_approval_auto_refuses_write_allows_read():
+def test_approval_auto_asks_for_write_allows_read():
     llm = LLM()
     llm.script("auto", [
         {"tool_calls": [{"name": "write_file", "arguments": {"path": "new.txt", "content": "x"},
@@ -370,13 +373,14 @@ def test_approval_auto_refuses_write_allows_read():
     with open(os.path.join(ws, "present.txt"), "w") as f:
         f.write("present content\n")
     server = llm_server(llm, "auto")
-    sid = new_session(server, ws, approval_policy="auto")
+    sid = new_session(server, ws, approval_policy="auto", approval_deadline_s=1)
     run_id = prompt(server, sid, "try")
     run = wait_run(server, run_id)
     check(run["status"] == "completed", "run %r", run)
     res = results(tape(server, sid))
     w = res["c_write"]
-    check(w["ok"] is False and "auto" in w["output"] and "polic" in w["output"], "write_file: %r", w)
+    check(w["ok"] is False and "auto" in w["output"] and "polic" in w["output"] and "expired" in w["output"]
+          and w.get("interaction_id", "").startswith("ia_"), "write_file: %r", w)
     check(not os.path.exists(os.path.join(ws, "new.txt")), "write_file ran under auto")
     s = res["c_shell"]
     check(s["ok"] is False and "auto" in s["output"], "shell: %r", s)
@@ -390,7 +394,7 @@ def test_approval_auto_refuses_write_allows_read():
     server.stop()
 
 
-def test_prompt_while_active_conflicts_and_worker_run_waits():
+def test_prompt_while_active_queues_and_worker_run_waits():
     server = Server().start()           # the demo model; nothing here reaches it
     sid = new_session(server, tmpdir(), approval_policy="yolo")
     rc, out, err = sb("call", "run.request",
@@ -410,15 +414,14 @@ def test_prompt_while_active_conflicts_and_worker_run_waits():
     rc, out, _ = sb("run-info", run_id, "--json", "--data", server.data)
     check("pool p" in json.loads(out).get("waiting_for", ""), "run-info --json: %s", out)
 
-    # one run at a time: the queued run is active
+    # one run at a time: the queued run is active, so the prompt waits
     rc, out, err = sb("prompt", sid, "another", "--data", server.data)
-    check(rc == 1, "prompt while a run is active exited %d: %s %s", rc, out, err)
-    check("conflict" in err and run_id in err, "the error does not say why: %r", err)
-    check(len(err.strip().splitlines()) == 1, "error is not one line: %r", err)
+    check(rc == 0, "prompt while a run is active exited %d: %s %s", rc, out, err)
+    check("queued at position 1" in out, "the prompt does not say it waits: %r", out)
     runs = call(server, "run.list", {"session_id": sid})["runs"]
-    check(len(runs) == 1, "the refused prompt created a run: %r", runs)
+    check(len(runs) == 1, "the waiting prompt created a run: %r", runs)
     ks = kinds(tape(server, sid))
-    check(ks.count("prompt") == 1, "the refused prompt reached the tape: %r", ks)
+    check(ks.count("prompt") == 1 and ks.count("prompt.queued") == 1, "tape: %r", ks)
 
     # malformed targets are refused at request time
     for target, word in (({"executor": "moon"}, "moon"), ({"executor": "worker"}, "pool")):
@@ -427,9 +430,12 @@ def test_prompt_while_active_conflicts_and_worker_run_waits():
         check(rc == 1 and "invalid" in (out + err) and word in (out + err), "target %r: %d %s %s",
               target, rc, out, err)
 
-    # cancelling the queued run frees the session
+    # cancelling the queued run frees the session, and pauses its queue:
+    # a new prompt runs at once, the waiting one waits for `queue resume`
     rc, out, err = sb("cancel", run_id, "--data", server.data)
     check(rc == 0 and "cancelled" in out, "cancel of a queued run: %d %s %s", rc, out, err)
+    q = call(server, "session.queue.list", {"session_id": sid})
+    check(q["paused"] is True and [p["text"] for p in q["prompts"]] == ["another"], "queue: %r", q)
     rc, out, err = sb("prompt", sid, "now it may", "--follow", "--data", server.data, timeout=60)
     check(rc == 0, "prompt after the cancel: %d %s %s", rc, out, err)
     server.stop()

@@ -4,10 +4,13 @@ policy tells the model and the person which policy refused it and the exact
 command that changes it.
 
   - under `auto`, a scripted model calls write_file and read_file: the
-    write is refused, and its tool.result carries refused, policy, fix and
-    mutating; the read runs and is marked not mutating;
+    write asks a person, nobody answers within the session's 1 s approval
+    deadline, and it is refused: its tool.result carries refused, policy,
+    fix (a rule that allows exactly this call) and mutating; the read runs
+    and is marked not mutating;
   - the model's tool output names the policy and the command;
-  - the command works: run as given, the next prompt's write goes through.
+  - the command works: run as given, the next prompt's write goes through
+    without asking anyone.
 """
 import os
 import shlex
@@ -34,11 +37,11 @@ def test_a_refused_write_names_the_policy_and_the_fix():
         {"text": "wrote it"},
     ])
     server = llm_server(llm, "refuse")
-    sid = new_session(server, ws, approval_policy="auto")
+    sid = new_session(server, ws, approval_policy="auto", approval_deadline_s=1)
     run = wait_run(server, prompt(server, sid, "write new.txt"), timeout=30)
     check(run["status"] == "completed", "run %r", run)
 
-    fix = "switchboard sessions update %s --approval yolo" % sid
+    fix = "switchboard sessions update %s --rule 'write_file:new.txt:allow'" % sid
     res = results(tape(server, sid))
     w = res["c_write"]
     check(w["ok"] is False and w.get("refused") is True, "write_file was not refused: %r", w)
@@ -66,6 +69,7 @@ def test_a_refused_write_names_the_policy_and_the_fix():
     check(run["status"] == "completed", "run after the fix %r", run)
     w2 = results(tape(server, sid))["c_write2"]
     check(w2["ok"] is True and "refused" not in w2 and w2.get("mutating") is True, "after the fix: %r", w2)
+    check("interaction_id" not in w2, "the allowed write asked a person: %r", w2)
     check(os.path.exists(os.path.join(ws, "new.txt")), "the write did not happen after the fix")
     server.stop()
 

@@ -824,3 +824,280 @@ Test (context, empty_ids_and_names_are_given_one)
     sb_context_destroy (&ctx);
     s_no_leak ();
 }
+
+//  ---------------------------------------------------------------------------
+//  Compaction (docs/compaction.md)
+
+static int
+s_compacted (sb_context_t *ctx, uint64_t seq, uint64_t through, const char *method, const char *summary)
+{
+    sb_enc_t *enc = sb_enc_new ();
+    sb_enc_map_open (enc);
+    sb_enc_kstr (enc, "session_id", "01SESSION");
+    sb_enc_kuint (enc, "seq", seq);
+    sb_enc_kuint (enc, "ts", 1700000000000ull + seq);
+    sb_enc_kstr (enc, "kind", "context.compacted");
+    sb_enc_key (enc, "body");
+    sb_enc_map_open (enc);
+    sb_enc_kuint (enc, "through_seq", through);
+    sb_enc_kstr (enc, "summary", summary ? summary : "");
+    sb_enc_kuint (enc, "tokens_before", 1000);
+    sb_enc_kuint (enc, "tokens_after", 100);
+    sb_enc_kstr (enc, "method", method);
+    sb_enc_map_close (enc);
+    sb_enc_map_close (enc);
+    size_t len;
+    const uint8_t *data = sb_enc_data (enc, &len);
+    sb_verr_t err;
+    sb_doc_t *doc = sb_decode (data, len, NULL, 0, &err);
+    cr_assert (doc, "decode: %s", err.message);
+    sb_enc_destroy (&enc);
+    int rc = sb_context_add (ctx, sb_doc_root (doc));
+    sb_doc_destroy (&doc);
+    return rc;
+}
+
+//  A text of n bytes: a head mark, filler, a tail mark.
+static char *
+s_big (size_t n, const char *head, const char *tail)
+{
+    char *s = malloc (n + 1);
+    cr_assert (s);
+    memset (s, 'x', n);
+    memcpy (s, head, strlen (head));
+    memcpy (s + n - strlen (tail), tail, strlen (tail));
+    s [n] = 0;
+    return s;
+}
+
+//  Two steps, each a call with a 10 kB output: seqs 1 to 7.
+static void
+s_two_steps (sb_context_t *ctx)
+{
+    char *out1 = s_big (10000, "HEAD-ONE", "TAIL-ONE");
+    char *out2 = s_big (10000, "HEAD-TWO", "TAIL-TWO");
+    cr_assert_eq (s_feed (ctx, 1, "prompt", "text", "read both", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 2, "text.done", "text", "first", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 3, "tool.call", "call_id", "c1", "name", "read_file", "arguments", "{}", NULL), 0);
+    cr_assert_eq (s_result (ctx, 4, "c1", true, out1), 0);
+    cr_assert_eq (s_feed (ctx, 5, "text.done", "text", "second", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 6, "tool.call", "call_id", "c2", "name", "read_file", "arguments", "{}", NULL), 0);
+    cr_assert_eq (s_result (ctx, 7, "c2", true, out2), 0);
+    free (out1);
+    free (out2);
+}
+
+Test (context, plan_keeps_the_newest_step_and_cuts_before_it)
+{
+    sb_context_t *ctx = sb_context_new ();
+    s_two_steps (ctx);
+    sb_context_plan_t plan;
+    cr_assert_eq (sb_context_plan (ctx, 100, &plan), 0);
+    //  [prompt, A(c1), T(c1), A(c2), T(c2)]: the newest step starts at 3
+    cr_assert_eq (plan.cut, 3);
+    cr_assert_eq (plan.through_seq, 4);
+    cr_assert (!plan.tail_fits);
+    cr_assert (plan.summarizable);
+    cr_assert_gt (plan.elidable, 7000);
+    cr_assert_eq (plan.bytes, sb_context_bytes (ctx));
+    cr_assert_eq (plan.elided_bytes, plan.bytes - plan.elidable);
+    //  with room for everything but the prompt, only the prompt is before the cut
+    cr_assert_eq (sb_context_plan (ctx, plan.bytes - 10, &plan), 0);
+    cr_assert_eq (plan.cut, 1);
+    cr_assert_eq (plan.elidable, 0);
+    //  room for all: nothing to compact
+    cr_assert_eq (sb_context_plan (ctx, plan.bytes * 2, &plan), -1);
+    sb_context_destroy (&ctx);
+    s_no_leak ();
+}
+
+Test (context, elide_cuts_old_outputs_to_head_and_tail)
+{
+    sb_context_t *ctx = sb_context_new ();
+    s_two_steps (ctx);
+    size_t before = sb_context_bytes (ctx);
+    cr_assert_eq (s_compacted (ctx, 8, 4, "elide", NULL), 0);
+    cr_assert_eq (sb_context_last_seq (ctx), 8);
+    cr_assert_lt (sb_context_bytes (ctx), before - 7000);
+    const sb_val_t *msgs;
+    sb_doc_t *doc = s_decode (ctx, &msgs);
+    cr_assert_eq (msgs->len, 5);
+    const char *old = sb_get_str (s_msg (msgs, 2), "content");
+    cr_assert (strncmp (old, "HEAD-ONE", 8) == 0);
+    cr_assert (strstr (old, "TAIL-ONE"));
+    cr_assert (strstr (old, "bytes elided to fit the model's context window"));
+    cr_assert_lt (strlen (old), 2000);
+    //  the newest step is whole
+    const char *newest = sb_get_str (s_msg (msgs, 4), "content");
+    cr_assert_eq (strlen (newest), 10000);
+    s_expect_call (s_msg (msgs, 1), 0, "c1", "read_file", "{}");
+    sb_doc_destroy (&doc);
+    sb_context_destroy (&ctx);
+    s_no_leak ();
+}
+
+Test (context, summary_replaces_what_precedes_the_cut_and_replays_alike)
+{
+    sb_context_t *ctx = sb_context_new ();
+    s_two_steps (ctx);
+    cr_assert_eq (s_compacted (ctx, 8, 4, "summary", "they read c1"), 0);
+    cr_assert_eq (s_feed (ctx, 9, "prompt", "text", "and now?", NULL), 0);
+    const sb_val_t *msgs;
+    sb_doc_t *doc = s_decode (ctx, &msgs);
+    cr_assert_eq (msgs->len, 4);
+    s_expect_str (s_msg (msgs, 0), "role", "user");
+    s_expect_str (s_msg (msgs, 0), "content", SB_CONTEXT_SUMMARY_PREFIX "they read c1");
+    s_expect_call (s_msg (msgs, 1), 0, "c2", "read_file", "{}");
+    s_expect_str (s_msg (msgs, 2), "role", "tool");
+    s_expect_str (s_msg (msgs, 3), "content", "and now?");
+    sb_doc_destroy (&doc);
+    //  the entries fed one by one or again from seq 1 give the same context
+    sb_context_t *again = sb_context_new ();
+    s_two_steps (again);
+    cr_assert_eq (s_compacted (again, 8, 4, "summary", "they read c1"), 0);
+    cr_assert_eq (s_feed (again, 9, "prompt", "text", "and now?", NULL), 0);
+    size_t la, lb;
+    uint8_t *a = s_bytes (ctx, &la), *b = s_bytes (again, &lb);
+    cr_assert (la == lb && memcmp (a, b, la) == 0);
+    cr_assert_eq (sb_context_bytes (ctx), sb_context_bytes (again));
+    free (a);
+    free (b);
+    //  a later summary folds the earlier one in: it is before the cut
+    sb_context_plan_t plan;
+    cr_assert_eq (sb_context_plan (ctx, 10, &plan), 0);
+    cr_assert_eq (plan.cut, 3);
+    cr_assert (plan.summarizable);
+    cr_assert_eq (s_compacted (ctx, 10, plan.through_seq, "summary", "all of it"), 0);
+    doc = s_decode (ctx, &msgs);
+    cr_assert_eq (msgs->len, 2);
+    s_expect_str (s_msg (msgs, 0), "content", SB_CONTEXT_SUMMARY_PREFIX "all of it");
+    //  and then only the summary precedes the newest step: nothing to gain
+    cr_assert_eq (sb_context_plan (ctx, 10, &plan), 0);
+    cr_assert (!plan.summarizable);
+    sb_doc_destroy (&doc);
+    sb_context_destroy (&again);
+    sb_context_destroy (&ctx);
+    s_no_leak ();
+}
+
+Test (context, a_cut_never_parts_a_call_from_its_late_output)
+{
+    sb_context_t *ctx = sb_context_new ();
+    cr_assert_eq (s_feed (ctx, 1, "prompt", "text", "one", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 2, "tool.call", "call_id", "c1", "name", "shell", "arguments", "{}", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 3, "prompt", "text", "two", NULL), 0);
+    //  c1's result comes after the second prompt: it sits right after c1
+    cr_assert_eq (s_result (ctx, 4, "c1", true, "late"), 0);
+    sb_context_plan_t plan;
+    cr_assert_eq (sb_context_plan (ctx, 1, &plan), 0);
+    cr_assert_eq (plan.cut, 3);
+    cr_assert_eq (plan.through_seq, 2);
+    cr_assert_eq (s_compacted (ctx, 5, plan.through_seq, "summary", "s"), 0);
+    const sb_val_t *msgs;
+    sb_doc_t *doc = s_decode (ctx, &msgs);
+    cr_assert_eq (msgs->len, 2);
+    s_expect_str (s_msg (msgs, 1), "content", "two");
+    sb_doc_destroy (&doc);
+    //  an output for a call that was summarized away is dropped, not orphaned
+    cr_assert_eq (s_result (ctx, 6, "c1", true, "again"), 0);
+    doc = s_decode (ctx, &msgs);
+    cr_assert_eq (msgs->len, 2);
+    sb_doc_destroy (&doc);
+    //  an unknown method changes nothing; a compaction without its fields is refused
+    cr_assert_eq (s_compacted (ctx, 7, 6, "future", NULL), 0);
+    cr_assert_eq (sb_context_count (ctx), 2);
+    cr_assert_eq (s_feed (ctx, 8, "context.compacted", "method", "summary", NULL), -1);
+    cr_assert_eq (errno, EINVAL);
+    sb_context_destroy (&ctx);
+    s_no_leak ();
+}
+
+Test (context, the_summary_request_is_clipped_and_ends_with_the_instruction)
+{
+    sb_context_t *ctx = sb_context_new ();
+    s_two_steps (ctx);
+    char *args = s_big (5000, "{\"a\":\"", "\"}");
+    cr_assert_eq (s_feed (ctx, 8, "text.done", "text", "third", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 9, "tool.call", "call_id", "c3", "name", "write_file", "arguments", args, NULL), 0);
+    free (args);
+    sb_enc_t *enc = sb_enc_new ();
+    sb_enc_map_open (enc);
+    sb_enc_key (enc, "messages");
+    sb_context_encode_head (ctx, 0, 6, 1000, "summarize please", enc);
+    sb_enc_map_close (enc);
+    size_t len;
+    const uint8_t *data = sb_enc_data (enc, &len);
+    const sb_type_t *type = sb_schema_find ("llm.stream", strlen ("llm.stream"));
+    sb_verr_t err;
+    sb_doc_t *doc = sb_decode_type (type, data, len, &err);
+    cr_assert (doc, "%s", err.message);
+    cr_assert_lt (len, 6000);
+    const sb_val_t *msgs = sb_get_array (sb_doc_root (doc), "messages");
+    //  the six messages, the synthetic answer of c3, and the instruction last
+    cr_assert_eq (msgs->len, 8);
+    s_expect_str (s_msg (msgs, 6), "content", SB_CONTEXT_INTERRUPTED);
+    s_expect_str (s_msg (msgs, 7), "content", "summarize please");
+    cr_assert (strstr (sb_get_str (s_msg (msgs, 2), "content"), "elided"));
+    //  a long argument is replaced by JSON that says so
+    const sb_val_t *calls = sb_get_array (s_msg (msgs, 5), "tool_calls");
+    cr_assert (calls);
+    cr_assert (strstr (sb_get_str (sb_array_at (calls, 0), "arguments"), "\"elided\""));
+    sb_doc_destroy (&doc);
+    sb_enc_destroy (&enc);
+    sb_context_destroy (&ctx);
+    s_no_leak ();
+}
+
+Test (context, seeding_from_the_newest_summary_equals_replaying_all)
+{
+    //  the whole tape: two steps, a summary through 4 (at 8), a third step
+    //  with a big output, an elision (at 13), a prompt
+    char *out3 = s_big (9000, "HEAD-3", "TAIL-3");
+    sb_context_t *full = sb_context_new ();
+    s_two_steps (full);
+    cr_assert_eq (s_compacted (full, 8, 4, "summary", "summed up"), 0);
+    cr_assert_eq (s_feed (full, 9, "text.done", "text", "third", NULL), 0);
+    cr_assert_eq (s_feed (full, 10, "tool.call", "call_id", "c3", "name", "read_file", "arguments", "{}", NULL), 0);
+    cr_assert_eq (s_result (full, 11, "c3", true, out3), 0);
+    cr_assert_eq (s_feed (full, 12, "text.done", "text", "fourth", NULL), 0);
+    cr_assert_eq (s_compacted (full, 13, 11, "elide", NULL), 0);
+    cr_assert_eq (s_feed (full, 14, "prompt", "text", "next", NULL), 0);
+
+    //  the same from the summary on: seeded at 4, fed from 5
+    sb_context_t *seeded = sb_context_new ();
+    cr_assert_eq (sb_context_seed (seeded, 4, "summed up", strlen ("summed up")), 0);
+    cr_assert_eq (sb_context_last_seq (seeded), 4);
+    cr_assert_eq (s_feed (seeded, 5, "text.done", "text", "second", NULL), 0);
+    cr_assert_eq (s_feed (seeded, 6, "tool.call", "call_id", "c2", "name", "read_file", "arguments", "{}", NULL), 0);
+    char *out2 = s_big (10000, "HEAD-TWO", "TAIL-TWO");
+    cr_assert_eq (s_result (seeded, 7, "c2", true, out2), 0);
+    free (out2);
+    cr_assert_eq (s_compacted (seeded, 8, 4, "summary", "summed up"), 0);
+    cr_assert_eq (s_feed (seeded, 9, "text.done", "text", "third", NULL), 0);
+    cr_assert_eq (s_feed (seeded, 10, "tool.call", "call_id", "c3", "name", "read_file", "arguments", "{}", NULL), 0);
+    cr_assert_eq (s_result (seeded, 11, "c3", true, out3), 0);
+    cr_assert_eq (s_feed (seeded, 12, "text.done", "text", "fourth", NULL), 0);
+    cr_assert_eq (s_compacted (seeded, 13, 11, "elide", NULL), 0);
+    cr_assert_eq (s_feed (seeded, 14, "prompt", "text", "next", NULL), 0);
+    free (out3);
+
+    size_t la, lb;
+    uint8_t *a = s_bytes (full, &la), *b = s_bytes (seeded, &lb);
+    cr_assert (la == lb && memcmp (a, b, la) == 0, "seeded %zu bytes, full %zu", lb, la);
+    cr_assert_eq (sb_context_bytes (full), sb_context_bytes (seeded));
+    //  the elision reached the outputs before the newest step
+    const sb_val_t *msgs;
+    sb_doc_t *doc = s_decode (seeded, &msgs);
+    cr_assert (strstr (sb_get_str (s_msg (msgs, 2), "content"), "elided"));
+    cr_assert (strstr (sb_get_str (s_msg (msgs, 4), "content"), "HEAD-3"));
+    cr_assert (strstr (sb_get_str (s_msg (msgs, 4), "content"), "elided"));
+    sb_doc_destroy (&doc);
+    //  only an empty context is seeded
+    cr_assert_eq (sb_context_seed (seeded, 20, "x", 1), -1);
+    cr_assert_eq (errno, EINVAL);
+    free (a);
+    free (b);
+    sb_context_destroy (&full);
+    sb_context_destroy (&seeded);
+    s_no_leak ();
+}

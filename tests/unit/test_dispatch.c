@@ -23,6 +23,7 @@ static const actor_t s_actors [] = {
     { "worker", sb_worker_dispatch_type },
     { "exec", sb_exec_dispatch_type },
     { "llm", sb_llm_dispatch_type },
+    { "interact", sb_interact_dispatch_type },
 };
 #define NACTORS (sizeof s_actors / sizeof s_actors [0])
 

@@ -97,3 +97,82 @@ Test (llm_config, an_empty_key_variable_counts_as_unset)
     cr_assert_str_eq (sb_llm_config_missing_key (&cfg.providers [0]), "OPENAI_API_KEY");
     sb_llm_config_clear (&cfg);
 }
+
+//  A providers file in a temporary path; the caller unlinks it.
+static void
+s_file (char *path, const char *json)
+{
+    int fd = mkstemp (path);
+    cr_assert_geq (fd, 0);
+    cr_assert_eq (write (fd, json, strlen (json)), (ssize_t) strlen (json));
+    close (fd);
+}
+
+Test (llm_config, model_limits_come_from_the_file_the_flag_the_family_or_the_default)
+{
+    setenv ("OPENAI_API_KEY", "sk-limits-1", 1);
+    char path [] = "/tmp/sb-test-providers-XXXXXX";
+    s_file (path, "{\"providers\": [{\"name\": \"p\", \"kind\": \"responses\", \"model\": \"local-a\","
+                  " \"max_output_tokens\": 2000,"
+                  " \"models\": [\"gpt-5.1\", {\"name\": \"local-a\", \"context_window\": 32768},"
+                  "              {\"name\": \"local-b\"}]},"
+                  " {\"name\": \"q\", \"kind\": \"chat\", \"base_url\": \"http://127.0.0.1:9/v1\","
+                  "  \"model\": \"x\", \"context_window\": 9000}]}");
+    sb_llm_config_t cfg;
+    char err [512];
+    cr_assert_eq (sb_llm_config_load (&cfg, NULL, NULL, NULL, path, err, sizeof err), 0, "%s", err);
+    unlink (path);
+    sb_llm_limits_t l;
+    sb_llm_provider_t *p = sb_llm_config_find (&cfg, "p");
+    //  the model's row in the file, the provider's output reserve
+    sb_llm_model_limits (&cfg, p, NULL, &l);
+    cr_assert_eq (l.context_window, 32768);
+    cr_assert_eq (l.max_output_tokens, 2000);
+    cr_assert_str_eq (l.source, "configured");
+    //  a known family, with the file's output reserve still
+    sb_llm_model_limits (&cfg, p, "gpt-5.1", &l);
+    cr_assert_eq (l.context_window, 400000);
+    cr_assert_str_eq (l.source, "family");
+    //  the flag where the file says nothing; an unknown model gets the default
+    sb_llm_model_limits (&cfg, p, "local-b", &l);
+    cr_assert_eq (l.context_window, SB_LLM_DEFAULT_WINDOW);
+    cr_assert_str_eq (l.source, "default");
+    cfg.context_window = 50000;
+    sb_llm_model_limits (&cfg, p, "local-b", &l);
+    cr_assert_eq (l.context_window, 50000);
+    cr_assert_str_eq (l.source, "flag");
+    sb_llm_model_limits (&cfg, p, "gpt-5.1", &l);
+    cr_assert_str_eq (l.source, "flag");
+    //  the provider's own window beats the flag; its output never exceeds it
+    sb_llm_model_limits (&cfg, sb_llm_config_find (&cfg, "q"), "anything", &l);
+    cr_assert_eq (l.context_window, 9000);
+    cr_assert_leq (l.max_output_tokens, 9000);
+    cr_assert_str_eq (l.source, "configured");
+    //  a family after a vendor's path
+    sb_llm_model_limits (NULL, NULL, "anthropic/claude-sonnet-4-5", &l);
+    cr_assert_eq (l.context_window, 200000);
+    cr_assert_eq (l.max_output_tokens, 64000);
+    sb_llm_config_clear (&cfg);
+}
+
+Test (llm_config, window_values_out_of_range_are_refused)
+{
+    setenv ("OPENAI_API_KEY", "sk-limits-2", 1);
+    const char *bad [] = {
+        "{\"providers\": [{\"name\": \"p\", \"kind\": \"responses\", \"model\": \"m\", \"context_window\": 10}]}",
+        "{\"providers\": [{\"name\": \"p\", \"kind\": \"responses\", \"model\": \"m\", \"context_window\": \"big\"}]}",
+        "{\"providers\": [{\"name\": \"p\", \"kind\": \"responses\", \"model\": \"m\","
+        " \"models\": [{\"name\": \"m\", \"max_output_tokens\": 0}]}]}",
+        "{\"providers\": [{\"name\": \"p\", \"kind\": \"responses\", \"model\": \"m\", \"models\": [7]}]}",
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad [0]; k++) {
+        char path [] = "/tmp/sb-test-providers-XXXXXX";
+        s_file (path, bad [k]);
+        sb_llm_config_t cfg;
+        char err [512] = "";
+        cr_assert_eq (sb_llm_config_load (&cfg, NULL, NULL, NULL, path, err, sizeof err), -1, "%s", bad [k]);
+        cr_assert (strstr (err, "context_window") || strstr (err, "max_output_tokens") || strstr (err, "models["),
+                   "%s", err);
+        unlink (path);
+    }
+}

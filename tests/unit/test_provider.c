@@ -927,3 +927,34 @@ Test (provider, retry_delays)
     cr_assert_eq (sb_provider_retry_after (NULL, "Sat, 29 Nov 2025 07:06:00 GMT", now), 0);
     cr_assert_eq (sb_provider_retry_after (NULL, "Sat, 29 Nov 2025 08:06:40 GMT", now), -1);
 }
+
+//  Each provider's way of saying the request is longer than the window
+//  (tests/llm_server.py sends the same bodies), and errors that are not.
+Test (provider, context_overflow_is_recognized_in_every_format)
+{
+    static const struct { sb_provider_kind_t kind; long status; const char *body; bool overflow; } cases [] = {
+        { SB_PROVIDER_RESPONSES, 400, "{\"error\":{\"message\":\"This model's maximum context length is 37500 "
+          "tokens. However, your messages resulted in 40000 tokens.\",\"type\":\"invalid_request_error\","
+          "\"param\":\"messages\",\"code\":\"context_length_exceeded\"}}", true },
+        { SB_PROVIDER_ANTHROPIC, 400, "{\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\","
+          "\"message\":\"prompt is too long: 210000 tokens > 200000 maximum\"}}", true },
+        { SB_PROVIDER_CHAT, 400, "{\"error\":{\"code\":400,\"type\":\"exceed_context_size_error\","
+          "\"message\":\"the request exceeds the available context size, try increasing it\"}}", true },
+        { SB_PROVIDER_CHAT, 400, "{\"object\":\"error\",\"message\":\"This model's maximum context length "
+          "is 4096 tokens. However, you requested 5000 tokens.\",\"type\":\"BadRequestError\"}", true },
+        { SB_PROVIDER_RESPONSES, 400, "{\"error\":{\"message\":\"Invalid value for 'model'\","
+          "\"type\":\"invalid_request_error\",\"code\":\"invalid_value\"}}", false },
+        { SB_PROVIDER_RESPONSES, 429, "{\"error\":{\"message\":\"Rate limit reached: too many tokens per min\","
+          "\"type\":\"tokens\",\"code\":\"rate_limit_exceeded\"}}", false },
+        { SB_PROVIDER_ANTHROPIC, 401, "{\"type\":\"error\",\"error\":{\"type\":\"authentication_error\","
+          "\"message\":\"invalid x-api-key\"}}", false },
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases [0]; k++) {
+        sb_provider_error_t err;
+        sb_provider_classify_http (cases [k].kind, cases [k].status, cases [k].body, strlen (cases [k].body), &err);
+        cr_assert_eq (sb_provider_error_overflow (&err), cases [k].overflow, "case %zu: %s: %s", k, err.code,
+                      err.message);
+        if (cases [k].overflow)
+            cr_assert (!err.retryable, "case %zu: an overflow is not retried as it is", k);
+    }
+}

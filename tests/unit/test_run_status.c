@@ -29,6 +29,7 @@ static const struct { sb_run_status_t from, to; const char *why; } s_legal [] = 
     { CG, CA, "run.finish after a cancel, or recovery" },
     { CL, EX, "lease lapsed" }, { RU, EX, "lease lapsed" }, { CG, EX, "lease lapsed" },
     { CL, IN, "recovery" }, { RU, IN, "recovery" },
+    { CL, Q, "recovery of a run waiting for an approval" }, { RU, Q, "recovery of a run waiting for an approval" },
 };
 #define S_LEGAL (sizeof s_legal / sizeof s_legal [0])
 
@@ -97,7 +98,8 @@ Test (run_status, some_illegal_transitions)
     cr_assert_not (sb_run_transition_ok (Q, RU), "a queued run is claimed before it runs");
     cr_assert_not (sb_run_transition_ok (Q, EX), "a queued run holds no lease");
     cr_assert_not (sb_run_transition_ok (RU, CL), "no way back to claimed");
-    cr_assert_not (sb_run_transition_ok (RU, Q), "no way back to queued");
+    cr_assert_not (sb_run_transition_ok (CG, Q), "a cancelling run is not queued again");
+    cr_assert_not (sb_run_transition_ok (EX, Q), "an expired run is resumed, not queued again");
     cr_assert_not (sb_run_transition_ok (CG, RU), "a cancel is not withdrawn");
     cr_assert_not (sb_run_transition_ok (CG, IN), "recovery cancels a cancelling run");
     cr_assert_not (sb_run_transition_ok (RU, RU), "no self-transitions");

@@ -1,0 +1,48 @@
+/*  actors/exec/approval.h — the executor's side of approvals
+    (docs/approvals.md): decide a tool call by the session's policy, and
+    when it asks, ask the interact service and wait for a person.
+
+    Runs on a run's own thread (actors/exec/agent.c), with the run's bus
+    socket; the waiting subscribes to the session's topic on the event
+    plane for approval.resolved, polls interact.get every second in case
+    pub/sub dropped it, and watches the cancel eventfd. While it waits the
+    run's heartbeats say phase waiting_approval.
+*/
+#ifndef SB_EXEC_APPROVAL_H
+#define SB_EXEC_APPROVAL_H
+
+#include "actors/exec/agent.h"
+
+//  How often the wait asks interact.get, in case an event was dropped.
+#define SB_APPROVAL_POLL_MS 1000
+//  The phase index of waiting_approval in the heartbeat's phases.
+#define SB_EXEC_PHASE_WAITING 3
+
+//  What the gate decided about one call.
+typedef enum {
+    SB_GATE_RUN,                //  run the tool
+    SB_GATE_REFUSE,             //  answer with the refusal below; the run goes on
+    SB_GATE_CANCELLED,          //  the run was cancelled while waiting: answer, then stop
+    SB_GATE_GONE                //  the run is lost or the server stops: write nothing
+} sb_gate_t;
+
+typedef struct {
+    sb_gate_t gate;
+    char *output;               //  REFUSE, CANCELLED: the text for the model (owned)
+    char fix [256];             //  REFUSE: a command that allows the call, or ""
+    char interaction_id [64];   //  when a person was asked
+} sb_gate_verdict_t;
+
+//  The session's approval config, read from its record at each run's
+//  start (s_prepare). Returns 0, or -1 when out of memory.
+int sb_exec_approval_configure (sb_exec_run_t *run, const sb_val_t *session);
+
+//  Decides `call` and, when the policy asks, waits for the answer. Fills
+//  v (free its output with sb_exec_verdict_clear).
+void sb_exec_approval_gate (sb_exec_run_t *run, const sb_exec_call_t *call, sb_gate_verdict_t *v);
+void sb_exec_verdict_clear (sb_gate_verdict_t *v);
+
+//  Frees what the run's approval config holds.
+void sb_exec_approval_free (sb_exec_run_t *run);
+
+#endif

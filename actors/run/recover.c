@@ -1,0 +1,182 @@
+/*  actors/run/recover.c — what a run found unfinished at startup becomes
+    (docs/approvals.md, "Restarts"; docs/architecture.md).
+
+    A run that was waiting for a person when the server stopped did
+    nothing that a restart could double: its tool never started. It is
+    re-queued with a new fence, and the executor that takes it asks for
+    the same interaction again and waits. Every other run that was
+    claimed or running may have been inside a tool, and side effects are
+    never replayed: it becomes interrupted.
+
+    Which it was is read from the tape, the one record of what the run
+    did: the first of the run's tool calls without a tool.result is the
+    one it was busy with (calls run in order). When that call has an
+    approval.requested and no approval.resolved, or one that rejected it,
+    the tool never ran. The run's entries are at the end of its session's
+    tape, so the scan reads a window at the tail, widened until it holds
+    the run's start (its prompt or turn.begin). */
+#include "actors/run/run_impl.h"
+
+#define S_WINDOW_FIRST  1000    //  tape entries read first, back from the head
+#define S_WINDOW_GROWTH 8
+#define S_PAGE          5000    //  session.events limit
+#define S_CALLS_MAX     256     //  calls of one run tracked; past it: interrupted
+
+typedef struct {
+    char call_id [129];
+    char interaction_id [64];
+    bool answered, asked, resolved, rejected;
+} s_call_t;
+
+typedef struct {
+    s_call_t calls [S_CALLS_MAX];
+    size_t n;
+    bool overflow;
+    bool started;               //  the window holds the run's prompt or turn.begin
+} s_scan_t;
+
+static s_call_t *
+s_find (s_scan_t *s, const char *call_id, const char *interaction_id, bool unanswered)
+{
+    for (size_t k = 0; k < s->n; k++) {
+        s_call_t *c = &s->calls [k];
+        if (unanswered && c->answered)
+            continue;
+        if ((call_id && strcmp (c->call_id, call_id) == 0)
+        ||  (interaction_id && c->interaction_id [0] && strcmp (c->interaction_id, interaction_id) == 0))
+            return c;
+    }
+    return NULL;
+}
+
+static void
+s_entry (s_scan_t *s, const sb_val_t *ev)
+{
+    const char *kind = sb_get_str (ev, "kind");
+    const sb_val_t *body = sb_get_map (ev, "body");
+    if (!kind)
+        return;
+    if (strcmp (kind, "turn.begin") == 0 || strcmp (kind, "prompt") == 0)
+        s->started = true;
+    else
+    if (strcmp (kind, "tool.call") == 0) {
+        if (s->n == S_CALLS_MAX) {
+            s->overflow = true;
+            return;
+        }
+        s_call_t *c = &s->calls [s->n++];
+        memset (c, 0, sizeof *c);
+        s_copy (c->call_id, sizeof c->call_id, sb_get_str (body, "call_id"));
+    }
+    else
+    if (strcmp (kind, "tool.result") == 0) {
+        s_call_t *c = s_find (s, sb_get_str (body, "call_id"), NULL, true);
+        if (c)
+            c->answered = true;
+    }
+    else
+    if (strcmp (kind, "approval.requested") == 0) {
+        s_call_t *c = s_find (s, sb_get_str (body, "call_id"), NULL, true);
+        if (c) {
+            c->asked = true;
+            s_copy (c->interaction_id, sizeof c->interaction_id, sb_get_str (body, "interaction_id"));
+        }
+    }
+    else
+    if (strcmp (kind, "approval.resolved") == 0) {
+        s_call_t *c = s_find (s, sb_get_str (body, "call_id"), sb_get_str (body, "interaction_id"), true);
+        const char *decision = sb_get_str (body, "decision");
+        if (c) {
+            c->resolved = true;
+            c->rejected = decision && strcmp (decision, "reject") == 0;
+        }
+    }
+}
+
+//  Reads the tape after `after` to its head into s: the run's entries
+//  only. Returns 0, or -1 when the session actor did not answer.
+static int
+s_read (self_t *self, const run_t *r, uint64_t after, s_scan_t *s)
+{
+    while (true) {
+        sb_enc_t *e = sb_enc_new ();
+        sb_enc_map_open (e);
+        sb_enc_kstr (e, "session_id", r->session_id);
+        sb_enc_kuint (e, "after_seq", after);
+        sb_enc_kuint (e, "limit", S_PAGE);
+        sb_enc_map_close (e);
+        size_t len;
+        const uint8_t *b = sb_enc_data (e, &len);
+        sb_msg_t *reply = sb_bus_call (self->bus, "session.events", r->session_id, b, len, CALL_MS);
+        sb_enc_destroy (&e);
+        if (!reply || sb_msg_is_error (reply)) {
+            sb_msg_destroy (&reply);
+            return -1;
+        }
+        const sb_val_t *events = sb_get_array (reply->body, "events");
+        for (uint32_t k = 0; events && k < events->len; k++) {
+            const sb_val_t *ev = sb_array_at (events, k);
+            //  approvals are matched to the run's calls by call_id, so
+            //  one appended without the entry's run_id still counts
+            const char *run_id = sb_get_str (ev, "run_id");
+            const char *kind = sb_get_str (ev, "kind");
+            if ((run_id && strcmp (run_id, r->run_id) == 0) || (kind && strncmp (kind, "approval.", 9) == 0))
+                s_entry (s, ev);
+        }
+        bool more = sb_get_bool (reply->body, "more", false) && events && events->len;
+        after = sb_get_uint (reply->body, "next_after", after);
+        sb_msg_destroy (&reply);
+        if (!more)
+            return 0;
+    }
+}
+
+static uint64_t
+s_head (self_t *self, const run_t *r)
+{
+    sb_enc_t *e = sb_enc_new ();
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "session_id", r->session_id);
+    sb_enc_map_close (e);
+    size_t len;
+    const uint8_t *b = sb_enc_data (e, &len);
+    sb_msg_t *reply = sb_bus_call (self->bus, "session.get", r->session_id, b, len, CALL_MS);
+    sb_enc_destroy (&e);
+    uint64_t head = reply && !sb_msg_is_error (reply)
+                  ? sb_get_uint (sb_get_map (reply->body, "session"), "last_seq", 0) : 0;
+    sb_msg_destroy (&reply);
+    return head;
+}
+
+bool
+sb_run_recover_waiting (self_t *self, const run_t *r, char *interaction_id, size_t size)
+{
+    uint64_t head = s_head (self, r);
+    if (!head)
+        return false;
+    s_scan_t *s = malloc (sizeof *s);
+    if (!s)
+        return false;
+    bool waiting = false;
+    for (uint64_t window = S_WINDOW_FIRST; ; window *= S_WINDOW_GROWTH) {
+        memset (s, 0, sizeof *s);
+        uint64_t from = head > window ? head - window : 0;
+        if (s_read (self, r, from, s) != 0)
+            break;
+        if (!s->started && from > 0)
+            continue;
+        //  the first call without a result is the one the run was in
+        for (size_t k = 0; k < s->n && !s->overflow; k++) {
+            const s_call_t *c = &s->calls [k];
+            if (c->answered)
+                continue;
+            waiting = c->asked && (!c->resolved || c->rejected);
+            if (waiting)
+                s_copy (interaction_id, size, c->interaction_id);
+            break;
+        }
+        break;
+    }
+    free (s);
+    return waiting;
+}

@@ -1,0 +1,128 @@
+/*  actors/session/compact.c — session.compact: compacting a session's
+    model context on request (docs/compaction.md).
+
+    A compaction is a run of its own kind, "compact", so that it reuses
+    everything a run has: the coordinator refuses it while another run of
+    the session is active (one run at a time), it holds a lease and a
+    fence, `cancel` stops it, and its status is on the tape. The session
+    actor therefore forwards session.compact as run.request {kind:
+    "compact"} and relays the answer, never blocking on it, as it does
+    with session.prompt (actors/session/prompt.c). */
+#include "actors/session/session_impl.h"
+
+#include <string.h>
+
+#define COMPACT_TTL_MS 20000
+
+typedef struct {
+    uint8_t *route;
+    size_t route_len;
+    sb_header_t req;            /* the session.compact request, to answer */
+    int64_t expires;            /* mono ms */
+} compact_fwd_t;
+
+static void
+s_fwd_free (void **item)
+{
+    compact_fwd_t *f = *item;
+    if (f) {
+        free (f->route);
+        free (f);
+        *item = NULL;
+    }
+}
+
+zhashx_t *
+sb_session_compacts_new (void)
+{
+    zhashx_t *table = zhashx_new ();
+    if (table)
+        zhashx_set_destructor (table, s_fwd_free);
+    return table;
+}
+
+/*  Forwards one session.compact; takes the message. */
+void
+sb_session_compact (self_t *self, sb_msg_t **msg_p)
+{
+    sb_msg_t *msg = *msg_p;
+    compact_fwd_t *f = calloc (1, sizeof *f);
+    sb_enc_t *e = sb_enc_new ();
+    if (!f || !e || !(f->route = malloc (msg->route_len ? msg->route_len : 1))) {
+        sb_bus_error (self->bus, msg, SB_E_internal, "out of memory");
+        free (f);
+        sb_enc_destroy (&e);
+        sb_msg_destroy (msg_p);
+        return;
+    }
+    memcpy (f->route, msg->route, msg->route_len);
+    f->route_len = msg->route_len;
+    f->req = msg->h;
+    f->expires = sb_mono_ms () + COMPACT_TTL_MS;
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "session_id", sb_get_str (msg->body, "session_id"));
+    sb_enc_kstr (e, "kind", "compact");
+    sb_enc_kstr_opt (e, "command_id", sb_get_str (msg->body, "command_id"));
+    sb_enc_map_close (e);
+    size_t len;
+    const uint8_t *b = sb_enc_data (e, &len);
+    char id [SB_ULID_LEN + 1];
+    if (sb_bus_send (self->bus, "run.request", msg->h.key [0] ? msg->h.key : NULL, NULL, b, len,
+                     sb_now_ms () + COMPACT_TTL_MS, id) != 0) {
+        sb_bus_error (self->bus, msg, SB_E_unavailable, "cannot reach the run coordinator");
+        s_fwd_free ((void **) &f);
+    }
+    else
+        zhashx_insert (self->compacts, id, f);
+    sb_enc_destroy (&e);
+    sb_msg_destroy (msg_p);
+}
+
+/*  A reply to one of our forwards: relay it. Returns true when it was one. */
+bool
+sb_session_compact_reply (self_t *self, const sb_msg_t *reply)
+{
+    compact_fwd_t *f = zhashx_lookup (self->compacts, reply->h.corr);
+    if (!f)
+        return false;
+    sb_enc_t *e = sb_enc_new ();
+    if (e) {
+        const char *type = "error";
+        if (sb_msg_is_error (reply))
+            sb_enc_val (e, reply->body);
+        else {
+            const sb_val_t *run = sb_get_map (reply->body, "run");
+            sb_enc_map_open (e);
+            sb_enc_kstr (e, "run_id", sb_get_str (run, "run_id"));
+            sb_enc_kval (e, "run", run);
+            sb_enc_map_close (e);
+            type = "session.compact.ok";
+        }
+        size_t len;
+        const uint8_t *b = sb_enc_data (e, &len);
+        sb_bus_reply_to (self->bus, f->route, f->route_len, &f->req, type, 0, b, len);
+        sb_enc_destroy (&e);
+    }
+    zhashx_delete (self->compacts, reply->h.corr);
+    return true;
+}
+
+/*  Answers forwards that got nothing back in time. */
+void
+sb_session_compact_expire (self_t *self)
+{
+    if (!zhashx_size (self->compacts))
+        return;
+    int64_t now = sb_mono_ms ();
+    zlistx_t *keys = zhashx_keys (self->compacts);
+    for (const char *k = zlistx_first (keys); k; k = zlistx_next (keys)) {
+        compact_fwd_t *f = zhashx_lookup (self->compacts, k);
+        if (f && f->expires < now) {
+            sb_msg_t fake = { .h = f->req, .route = f->route, .route_len = f->route_len };
+            sb_bus_error (self->bus, &fake, SB_E_timeout, "the run coordinator did not answer in %d s",
+                          COMPACT_TTL_MS / 1000);
+            zhashx_delete (self->compacts, k);
+        }
+    }
+    zlistx_destroy (&keys);
+}

@@ -1,0 +1,853 @@
+/*  cli/chat.c — `switchboard chat [SESSION]`: an interactive terminal
+    attached to a session (docs/approvals.md, "The terminal").
+
+    One loop polls the keyboard (cli/chat_screen.c), Ctrl-C (a signalfd)
+    and the session's topic on the event plane. The tape is followed as
+    cli/follow.c does (subscribe first, replay from a cursor, drop what was
+    seen by seq, fill a gap from the tape), but without blocking, so that
+    typing, streaming and answering approvals share one thread.
+
+    What a person sees:
+      - each run as `prompt --follow` prints it (cli/transcript.c);
+      - an approval a run waits for, inline: the tool, the command or the
+        diff, and the choices [y]es / [n]o / [a]lways / [s]ession /
+        [f]eedback; the answer goes to interact.resolve signed
+        chat:USER@HOST. One answered elsewhere (another terminal, the CLI,
+        a browser, its deadline) leaves the question and says who did;
+      - while a run streams, a typed line is queued for after it
+        (session.prompt mode queue) and a line starting with '!' steers
+        it (mode steer);
+      - Ctrl-C cancels the running run; a second Ctrl-C, or Ctrl-D, leaves.
+    Attached to a session whose run is going, it shows that run from its
+    start, then live, with no gap and no duplicate. */
+#include "schemas/run_status.h"
+#include "cli/chat.h"
+#include "cli/cli.h"
+#include "cli/interactions.h"
+#include "cli/transcript.h"
+#include "common/log.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#define CALL_MS 15000
+/*  With nothing on the topic for this long, the tape is read: pub/sub may
+    have dropped the last entry. */
+#define QUIET_CHECK_MS 1000
+/*  Approvals of one run waiting at once (parallel tool calls); answers to
+    recent ones remembered, so the tape's echo of ours is not news. */
+#define ASKED_MAX 16
+#define ANSWERED_MAX 32
+
+#define PROMPT_IDLE     "> "
+#define PROMPT_RUNNING  "queue> "
+#define PROMPT_CHOICES  "[y]es / [n]o / [a]lways / [s]ession / [f]eedback > "
+#define PROMPT_FEEDBACK "feedback for the model > "
+
+typedef struct {
+    char id [40];
+    char tool [65];
+    bool asked;                 /* the question is on the screen */
+} asked_t;
+
+typedef struct {
+    sb_bus_t *bus;
+    sb_sub_t *sub;
+    sb_screen_t *screen;
+    sb_transcript_t *t;         /* the run being shown, NULL between runs */
+    char sid [SB_ULID_LEN + 1];
+    char run [SB_ULID_LEN + 1];         /* the run being shown ("" none) */
+    char own_prompt_run [SB_ULID_LEN + 1];  /* its prompt was typed here */
+    char attach_run [SB_ULID_LEN + 1];  /* show nothing before this run's first entry */
+    uint64_t last_seq;
+    int64_t quiet_since;
+    asked_t asked [ASKED_MAX];
+    int nasked;
+    char answered [ANSWERED_MAX][40];
+    int nanswered;
+    bool want_feedback;         /* the next line is the feedback of a rejection */
+    bool cancelling;
+    int interrupts;             /* Ctrl-C since the last line typed */
+    bool quit;
+    bool server_lost;           /* the last call got no reply */
+    int exit_code;
+    char who [400];
+} chat_t;
+
+/* ------------------------------------------------------------------ */
+/*  Output */
+
+/*  cli/transcript.c prints to stdout; the chat prints through its screen,
+    which keeps the input line below the output. So stdout points at the
+    screen's buffer while the transcript runs (glibc's printf family reads
+    the `stdout` variable), and back right after. */
+static int
+s_feed (chat_t *c, const sb_val_t *ev)
+{
+    FILE *real = stdout;
+    stdout = sb_screen_out (c->screen);
+    int rc = sb_transcript_feed (c->t, ev);
+    stdout = real;
+    return rc;
+}
+
+static void
+s_summary (chat_t *c)
+{
+    FILE *real = stdout;
+    stdout = sb_screen_out (c->screen);
+    sb_transcript_flush (c->t);
+    const sb_transcript_tally_t *t = sb_transcript_tally (c->t);
+    printf ("%s[run %s %s · steps %llu · tokens %llu in / %llu out]%s\n",
+            sb_screen_color (c->screen) ? "\033[2m" : "", c->run, t->final [0] ? t->final : "ended",
+            (unsigned long long) t->steps, (unsigned long long) t->in_tokens, (unsigned long long) t->out_tokens,
+            sb_screen_color (c->screen) ? "\033[0m" : "");
+    stdout = real;
+}
+
+static void
+s_say (chat_t *c, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
+
+/*  One line of the chat's own, dim, on a line of its own. */
+static void
+s_say (chat_t *c, const char *fmt, ...)
+{
+    sb_screen_newline (c->screen);
+    FILE *out = sb_screen_out (c->screen);
+    bool color = sb_screen_color (c->screen);
+    if (color)
+        fputs ("\033[2m", out);
+    va_list ap;
+    va_start (ap, fmt);
+    vfprintf (out, fmt, ap);
+    va_end (ap);
+    fputs (color ? "\033[0m\n" : "\n", out);
+    sb_screen_flush (c->screen);
+}
+
+static void
+s_update_prompt (chat_t *c)
+{
+    const char *p = c->want_feedback ? PROMPT_FEEDBACK
+                  : c->nasked && c->asked [0].asked ? PROMPT_CHOICES
+                  : c->run [0] ? PROMPT_RUNNING : PROMPT_IDLE;
+    sb_screen_prompt (c->screen, p);
+}
+
+/* ------------------------------------------------------------------ */
+/*  Calls */
+
+static sb_msg_t *
+s_call_ms (chat_t *c, const char *type, sb_enc_t *e, int timeout_ms)
+{
+    size_t len;
+    const uint8_t *b = sb_enc_data (e, &len);
+    sb_msg_t *reply = sb_bus_call (c->bus, type, c->sid, b, len, timeout_ms);
+    /* said once until the server answers again */
+    if (!reply && !c->server_lost)
+        s_say (c, "no reply to %s within %.1f s: is the server running? (still trying)", type,
+               timeout_ms / 1000.0);
+    c->server_lost = !reply;
+    return reply;
+}
+
+static sb_msg_t *
+s_call (chat_t *c, const char *type, sb_enc_t *e)
+{
+    return s_call_ms (c, type, e, CALL_MS);
+}
+
+/* ------------------------------------------------------------------ */
+/*  Approvals */
+
+static bool
+s_answered (const chat_t *c, const char *id)
+{
+    for (int k = 0; k < c->nanswered && k < ANSWERED_MAX; k++)
+        if (strcmp (c->answered [k], id) == 0)
+            return true;
+    return false;
+}
+
+static void
+s_remember_answer (chat_t *c, const char *id)
+{
+    snprintf (c->answered [c->nanswered++ % ANSWERED_MAX], sizeof c->answered [0], "%s", id);
+}
+
+static void
+s_drop_asked (chat_t *c, int k)
+{
+    memmove (&c->asked [k], &c->asked [k + 1], (size_t) (c->nasked - k - 1) * sizeof c->asked [0]);
+    c->nasked--;
+    if (k == 0)
+        c->want_feedback = false;
+}
+
+/*  Puts the first waiting approval's question on the input line. */
+static void
+s_ask_next (chat_t *c)
+{
+    if (c->nasked && !c->asked [0].asked) {
+        c->asked [0].asked = true;
+        sb_screen_clear_input (c->screen);
+    }
+    s_update_prompt (c);
+}
+
+static void
+s_on_requested (chat_t *c, const sb_val_t *body)
+{
+    const char *id = sb_get_str (body, "interaction_id");
+    if (!id || s_answered (c, id))
+        return;
+    char when [96] = "no deadline";
+    uint64_t deadline = sb_get_uint (body, "deadline_at", 0);
+    if (deadline) {
+        int64_t left = ((int64_t) deadline - (int64_t) sb_now_ms ()) / 1000;
+        snprintf (when, sizeof when, "%s in %lldm %02llds", sb_get_str (body, "default_outcome")
+                  ? sb_get_str (body, "default_outcome") : "reject",
+                  (long long) (left > 0 ? left / 60 : 0), (long long) (left > 0 ? left % 60 : 0));
+    }
+    sb_screen_newline (c->screen);
+    FILE *out = sb_screen_out (c->screen);
+    bool color = sb_screen_color (c->screen);
+    fprintf (out, "%sapproval needed%s  %s (%s)\n", color ? "\033[1m" : "", color ? "\033[0m" : "", id, when);
+    sb_interaction_print_call (out, body);
+    sb_screen_flush (c->screen);
+    if (c->nasked < ASKED_MAX) {
+        asked_t *a = &c->asked [c->nasked++];
+        memset (a, 0, sizeof *a);
+        snprintf (a->id, sizeof a->id, "%s", id);
+        snprintf (a->tool, sizeof a->tool, "%s", sb_get_str (body, "tool") ? sb_get_str (body, "tool") : "?");
+    }
+    s_ask_next (c);
+}
+
+static void
+s_on_resolved (chat_t *c, const sb_val_t *body)
+{
+    const char *id = sb_get_str (body, "interaction_id");
+    if (!id || s_answered (c, id))
+        return;
+    int k = 0;
+    while (k < c->nasked && strcmp (c->asked [k].id, id) != 0)
+        k++;
+    const char *status = sb_get_str (body, "status");
+    const char *by = sb_get_str (body, "resolved_by");
+    const char *fb = sb_get_str (body, "feedback");
+    bool was_asking = k < c->nasked && c->asked [k].asked;
+    if (k < c->nasked)
+        s_drop_asked (c, k);
+    s_say (c, "%s%s %s by %s%s%s", was_asking ? "resolved elsewhere: " : "", id, status ? status : "resolved",
+           by ? by : "?", fb ? ": " : "", fb ? fb : "");
+    s_remember_answer (c, id);
+    if (was_asking)
+        sb_screen_clear_input (c->screen);
+    s_ask_next (c);
+}
+
+static void
+s_resolve (chat_t *c, const char *decision, const char *scope, const char *feedback)
+{
+    asked_t a = c->asked [0];
+    char cmd [40], ulid [SB_ULID_LEN + 1];
+    sb_ulid_new (ulid);
+    snprintf (cmd, sizeof cmd, "chat-%s", ulid);
+    sb_msg_t *reply = sb_interaction_resolve (c->bus, a.id, decision, scope, feedback, c->who, cmd);
+    /* a retry under the same command_id is safe: the first answer's
+       reply comes back if it was taken */
+    if (!reply)
+        reply = sb_interaction_resolve (c->bus, a.id, decision, scope, feedback, c->who, cmd);
+    c->want_feedback = false;
+    if (!reply) {
+        s_say (c, "no reply to interact.resolve: is the server running? (answer again)");
+        s_update_prompt (c);
+        return;
+    }
+    if (!sb_msg_is_error (reply)) {
+        const sb_val_t *ia = sb_get_map (reply->body, "interaction");
+        s_say (c, "%s %s (%s)%s%s", sb_get_str (ia, "status"), a.id, sb_get_str (ia, "scope"),
+               feedback && *feedback ? ": " : "", feedback && *feedback ? feedback : "");
+        s_remember_answer (c, a.id);
+    }
+    else
+    if (strcmp (sb_msg_error_code (reply), "conflict") == 0) {
+        char line [1024];
+        sb_interaction_conflict_line (reply, line, sizeof line);
+        s_say (c, "too late: %s", line);
+        s_remember_answer (c, a.id);
+    }
+    else
+        s_say (c, "cannot answer %s: %s: %s", a.id, sb_msg_error_code (reply), sb_msg_error_message (reply));
+    sb_msg_destroy (&reply);
+    if (c->nasked && strcmp (c->asked [0].id, a.id) == 0)
+        s_drop_asked (c, 0);
+    s_ask_next (c);
+}
+
+/*  A line typed while an approval is asked: y, n, a, s, f (or the words),
+    or "n TEXT" to reject with feedback in one go. */
+static void
+s_on_answer (chat_t *c, const char *line)
+{
+    if (c->want_feedback) {
+        s_resolve (c, "reject", "once", line);
+        return;
+    }
+    while (*line == ' ')
+        line++;
+    size_t n = strcspn (line, " ");
+    const char *rest = line + n;
+    while (*rest == ' ')
+        rest++;
+    char word [16];
+    snprintf (word, sizeof word, "%.*s", (int) (n < sizeof word - 1 ? n : sizeof word - 1), line);
+    for (char *p = word; *p; p++)
+        *p = (char) (*p >= 'A' && *p <= 'Z' ? *p + 32 : *p);
+    if (!strcmp (word, "y") || !strcmp (word, "yes"))
+        s_resolve (c, "approve", "once", *rest ? rest : NULL);
+    else
+    if (!strcmp (word, "n") || !strcmp (word, "no"))
+        s_resolve (c, "reject", "once", *rest ? rest : NULL);
+    else
+    if (!strcmp (word, "a") || !strcmp (word, "always"))
+        s_resolve (c, "approve", "always", *rest ? rest : NULL);
+    else
+    if (!strcmp (word, "s") || !strcmp (word, "session"))
+        s_resolve (c, "approve", "session", *rest ? rest : NULL);
+    else
+    if ((!strcmp (word, "f") || !strcmp (word, "feedback")) && *rest)
+        s_resolve (c, "reject", "once", rest);
+    else
+    if (!strcmp (word, "f") || !strcmp (word, "feedback")) {
+        c->want_feedback = true;
+        s_update_prompt (c);
+    }
+    else
+        s_say (c, "answer y (approve), n (reject), a (approve always), s (approve for this session) "
+               "or f (reject with words for the model)");
+}
+
+/* ------------------------------------------------------------------ */
+/*  The tape */
+
+static const char *
+s_entry_run (const sb_val_t *ev)
+{
+    const char *run = sb_get_str (ev, "run_id");
+    return run ? run : sb_get_str (sb_get_map (ev, "body"), "run_id");
+}
+
+static void
+s_start_run (chat_t *c, const char *run_id)
+{
+    if (c->t) {
+        sb_transcript_destroy (&c->t);
+    }
+    snprintf (c->run, sizeof c->run, "%s", run_id);
+    sb_transcript_opts_t opts = { .run_id = c->run, .color = sb_screen_color (c->screen), .live = false };
+    c->t = sb_transcript_new (&opts);
+    c->cancelling = false;
+    s_update_prompt (c);
+}
+
+static void
+s_end_run (chat_t *c)
+{
+    s_summary (c);
+    sb_screen_flush (c->screen);
+    sb_transcript_destroy (&c->t);
+    c->run [0] = 0;
+    c->cancelling = false;
+    /* questions of the run that ended can no longer be answered */
+    c->nasked = 0;
+    c->want_feedback = false;
+    s_update_prompt (c);
+}
+
+static void
+s_on_entry (chat_t *c, const sb_val_t *ev)
+{
+    const char *kind = sb_get_str (ev, "kind");
+    const sb_val_t *body = sb_get_map (ev, "body");
+    const char *run = s_entry_run (ev);
+    if (!kind)
+        return;
+    if (c->attach_run [0]) {
+        /* attached mid-run: the tape from that run's start */
+        if (!run || strcmp (run, c->attach_run) != 0)
+            return;
+        c->attach_run [0] = 0;
+    }
+    if (strcmp (kind, "approval.requested") == 0) {
+        s_on_requested (c, body);
+        return;
+    }
+    if (strcmp (kind, "approval.resolved") == 0) {
+        s_on_resolved (c, body);
+        return;
+    }
+    if (strcmp (kind, "prompt.queued") == 0 || strcmp (kind, "prompt.steered") == 0
+    ||  strcmp (kind, "prompt.removed") == 0) {
+        const char *text = sb_get_str (body, "text");
+        char cut [120];
+        snprintf (cut, sizeof cut, "%.100s%s", text ? text : "", text && strlen (text) > 100 ? "..." : "");
+        for (char *p = cut; *p; p++)
+            if ((unsigned char) *p < 0x20)
+                *p = ' ';
+        s_say (c, "[%s%s%s]", kind, *cut ? ": " : "", cut);
+        return;
+    }
+    if (!run || (strcmp (kind, "prompt") != 0 && strcmp (kind, "run.status") != 0 && !c->run [0]))
+        return;
+    if (strcmp (run, c->run) != 0) {
+        /* a new run: its prompt and first status open it */
+        if (strcmp (kind, "prompt") != 0 && strcmp (kind, "run.status") != 0)
+            return;
+        if (c->t)
+            s_end_run (c);
+        s_start_run (c, run);
+    }
+    if (strcmp (kind, "prompt") == 0 && strcmp (run, c->own_prompt_run) == 0)
+        return;                 /* typed here: it is on the screen already */
+    int done = s_feed (c, ev);
+    sb_screen_flush (c->screen);
+    if (done)
+        s_end_run (c);
+}
+
+/*  Reads the tape after last_seq up to its head, waiting at most
+    timeout_ms for each page. -1 on error (said). */
+static int
+s_replay (chat_t *c, int timeout_ms)
+{
+    sb_enc_t *e = sb_enc_new ();
+    int rc = 0;
+    bool more = true;
+    while (e && more && !c->quit) {
+        sb_enc_reset (e);
+        sb_enc_map_open (e);
+        sb_enc_kstr (e, "session_id", c->sid);
+        sb_enc_kuint (e, "after_seq", c->last_seq);
+        sb_enc_kuint (e, "limit", 1000);
+        sb_enc_map_close (e);
+        sb_msg_t *reply = s_call_ms (c, "session.events", e, timeout_ms);
+        if (!reply || sb_msg_is_error (reply)) {
+            if (reply)
+                s_say (c, "cannot read the tape: %s", sb_msg_error_message (reply));
+            sb_msg_destroy (&reply);
+            rc = -1;
+            break;
+        }
+        const sb_val_t *events = sb_get_array (reply->body, "events");
+        for (uint32_t k = 0; events && k < events->len; k++) {
+            const sb_val_t *ev = sb_array_at (events, k);
+            uint64_t seq = sb_get_uint (ev, "seq", 0);
+            if (seq <= c->last_seq)
+                continue;
+            c->last_seq = seq;
+            s_on_entry (c, ev);
+        }
+        more = sb_get_bool (reply->body, "more", false) && events && events->len;
+        sb_msg_destroy (&reply);
+    }
+    sb_enc_destroy (&e);
+    c->quiet_since = sb_mono_ms ();
+    return rc;
+}
+
+static void
+s_on_event (chat_t *c)
+{
+    sb_msg_t *msg;
+    while ((msg = sb_sub_recv (c->sub, 0))) {
+        uint64_t seq = sb_get_uint (msg->body, "seq", 0);
+        if (seq == c->last_seq + 1) {
+            c->last_seq = seq;
+            s_on_entry (c, msg->body);
+        }
+        else
+        if (seq > c->last_seq + 1)
+            s_replay (c, CALL_MS);  /* a gap: fill it from the tape */
+        sb_msg_destroy (&msg);
+        c->quiet_since = sb_mono_ms ();
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/*  Input */
+
+static void
+s_prompt (chat_t *c, const char *text)
+{
+    bool steer = c->run [0] && text [0] == '!';
+    if (steer)
+        text++;
+    while (*text == ' ')
+        text++;
+    if (!*text)
+        return;
+    sb_enc_t *e = sb_enc_new ();
+    if (!e)
+        return;
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "session_id", c->sid);
+    sb_enc_kstr (e, "text", text);
+    /* with no run going, a prompt starts one as it always did */
+    if (c->run [0])
+        sb_enc_kstr (e, "mode", steer ? "steer" : "queue");
+    char cmd [40], ulid [SB_ULID_LEN + 1];
+    sb_ulid_new (ulid);
+    snprintf (cmd, sizeof cmd, "chat-%s", ulid);
+    sb_enc_kstr (e, "command_id", cmd);
+    sb_enc_map_close (e);
+    sb_msg_t *reply = s_call (c, "session.prompt", e);
+    sb_enc_destroy (&e);
+    if (!reply)
+        return;
+    if (sb_msg_is_error (reply))
+        s_say (c, "%s: %s", sb_msg_error_code (reply), sb_msg_error_message (reply));
+    else {
+        const char *run = sb_get_str (reply->body, "run_id");
+        if (run) {
+            snprintf (c->own_prompt_run, sizeof c->own_prompt_run, "%s", run);
+            if (strcmp (run, c->run) != 0) {
+                if (c->t)
+                    s_end_run (c);
+                s_start_run (c, run);
+            }
+        }
+        else
+        if (sb_get_bool (reply->body, "steered", false))
+            s_say (c, "steering: the model reads it before its next step");
+        else
+        if (sb_get (reply->body, "queued"))
+            s_say (c, "queued (#%llu): it runs when this run ends",
+                   (unsigned long long) sb_get_uint (reply->body, "queued", 0));
+    }
+    sb_msg_destroy (&reply);
+}
+
+static void
+s_on_line (const char *line, void *arg)
+{
+    chat_t *c = arg;
+    if (!line) {
+        c->quit = true;
+        return;
+    }
+    c->interrupts = 0;
+    if (c->nasked && c->asked [0].asked) {
+        s_on_answer (c, line);
+        return;
+    }
+    const char *p = line;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    if (!*p)
+        return;
+    sb_screen_history (c->screen, line);
+    if (strcmp (p, "/exit") == 0 || strcmp (p, "/quit") == 0) {
+        c->quit = true;
+        return;
+    }
+    if (strcmp (p, "/help") == 0) {
+        s_say (c, "type a prompt to start a run; while one runs, a line is queued for after it and "
+               "'!text' steers it; Ctrl-C cancels the run; Ctrl-C twice or Ctrl-D leaves");
+        return;
+    }
+    s_prompt (c, p);
+}
+
+static void
+s_cancel (chat_t *c)
+{
+    sb_enc_t *e = sb_enc_new ();
+    if (!e)
+        return;
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "run_id", c->run);
+    sb_enc_map_close (e);
+    sb_msg_t *reply = s_call (c, "run.cancel", e);
+    sb_enc_destroy (&e);
+    if (reply && sb_msg_is_error (reply))
+        s_say (c, "cannot cancel run %s: %s", c->run, sb_msg_error_message (reply));
+    sb_msg_destroy (&reply);
+}
+
+static void
+s_on_interrupt (chat_t *c)
+{
+    c->interrupts++;
+    if (c->run [0] && !c->cancelling && c->interrupts == 1) {
+        c->cancelling = true;
+        c->want_feedback = false;
+        sb_screen_clear_input (c->screen);
+        s_say (c, "cancelling run %s (Ctrl-C again or Ctrl-D to leave)", c->run);
+        s_cancel (c);
+        s_update_prompt (c);
+        return;
+    }
+    if (c->interrupts >= 2) {
+        c->quit = true;
+        c->exit_code = 130;
+        return;
+    }
+    sb_screen_clear_input (c->screen);
+    s_say (c, "(Ctrl-C again or Ctrl-D to leave)");
+}
+
+/* ------------------------------------------------------------------ */
+/*  Setup */
+
+static const char *s_usage =
+    "usage: switchboard chat [SESSION] [--workspace DIR] [--title T] [--provider P] [--model M]\n"
+    "                        [--approval yolo|auto|interactive] [--max-steps N]\n"
+    "                        [--connect EP] [--data DIR]\n"
+    "\n"
+    "An interactive terminal attached to a session. Type a prompt and the run\n"
+    "streams as 'prompt --follow' prints it. When the run asks before a tool\n"
+    "call, the call shows inline (the shell command, or the diff a file tool\n"
+    "would make) with the choices:\n"
+    "  y  approve it            a  approve, and always for this tool and pattern\n"
+    "  n  reject it             s  approve identical calls for this session\n"
+    "  f  reject it with words for the model (or type 'n WORDS')\n"
+    "An approval answered elsewhere (another terminal, 'switchboard resolve', a\n"
+    "browser, its deadline) leaves the prompt and says who answered.\n"
+    "\n"
+    "While a run streams, a line you type is queued to run after it, and a line\n"
+    "starting with '!' steers the running run (the model reads it before its\n"
+    "next step). Ctrl-C cancels the running run; a second Ctrl-C, Ctrl-D or\n"
+    "/exit leaves (a run left going goes on in the server).\n"
+    "\n"
+    "SESSION is a session id, any unique prefix of one, or 'last' (the newest).\n"
+    "With none, chat opens a new session on the current folder (or --workspace)\n"
+    "with the options of 'sessions new'. Attached to a session whose run is\n"
+    "going, it shows that run from its start, then live.\n"
+    "\n"
+    "Exit status: 0 left with Ctrl-D or /exit, 130 left with Ctrl-C, 1 the\n"
+    "server could not be reached, 2 usage error.\n";
+
+typedef struct {
+    const char *connect, *data, *session;
+    const char *workspace, *title, *provider, *model, *approval;
+    unsigned long max_steps;
+    int config_opts;
+} chat_opts_t;
+
+static int
+s_parse (int argc, char **argv, chat_opts_t *o)
+{
+    static struct option longopts [] = {
+        { "connect", required_argument, 0, 'c' },
+        { "data", required_argument, 0, 'd' },
+        { "workspace", required_argument, 0, 'w' },
+        { "title", required_argument, 0, 't' },
+        { "provider", required_argument, 0, 'p' },
+        { "model", required_argument, 0, 'm' },
+        { "approval", required_argument, 0, 'a' },
+        { "max-steps", required_argument, 0, 'x' },
+        { "help", no_argument, 0, 'h' },
+        { 0, 0, 0, 0 }
+    };
+    memset (o, 0, sizeof *o);
+    int c;
+    optind = 1;
+    while ((c = getopt_long (argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+            case 'c': o->connect = optarg; break;
+            case 'd': o->data = optarg; break;
+            case 'w': o->workspace = optarg; o->config_opts++; break;
+            case 't': o->title = optarg; o->config_opts++; break;
+            case 'p': o->provider = optarg; o->config_opts++; break;
+            case 'm': o->model = optarg; o->config_opts++; break;
+            case 'a': o->approval = optarg; o->config_opts++; break;
+            case 'x': {
+                char *end;
+                o->max_steps = strtoul (optarg, &end, 10);
+                if (!*optarg || *end || *optarg == '-' || o->max_steps == 0 || o->max_steps > 10000)
+                    return sb_cli_usage ("chat", "--max-steps takes a number from 1 to 10000, not '%s'", optarg);
+                o->config_opts++;
+                break;
+            }
+            case 'h': fputs (s_usage, stdout); return -1;
+            default: return sb_cli_usage ("chat", "unknown option or missing value: %s", argv [optind - 1]);
+        }
+    }
+    if (optind < argc)
+        o->session = argv [optind++];
+    if (optind < argc)
+        return sb_cli_usage ("chat", "unexpected argument '%s'", argv [optind]);
+    if (o->session && o->config_opts)
+        return sb_cli_usage ("chat", "--workspace, --title, --provider, --model, --approval and --max-steps "
+                             "make a new session; give them without SESSION");
+    if (o->approval && strcmp (o->approval, "yolo") && strcmp (o->approval, "auto")
+    &&  strcmp (o->approval, "interactive"))
+        return sb_cli_usage ("chat", "--approval takes yolo, auto or interactive, not '%s'", o->approval);
+    if (o->session)
+        return sb_cli_id_check ("chat", SB_CLI_SESSION, o->session);
+    return 0;
+}
+
+/*  A new session on the workspace (the current folder by default). */
+static int
+s_new_session (chat_t *c, const chat_opts_t *o)
+{
+    char ws [PATH_MAX];
+    if (!realpath (o->workspace ? o->workspace : ".", ws))
+        return sb_cli_fail ("chat", "the workspace %s does not exist", o->workspace ? o->workspace : ".");
+    sb_enc_t *e = sb_enc_new ();
+    if (!e)
+        return sb_cli_fail ("chat", "out of memory");
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "workspace", ws);
+    sb_enc_kstr_opt (e, "title", o->title);
+    sb_enc_kstr_opt (e, "provider", o->provider);
+    sb_enc_kstr_opt (e, "model", o->model);
+    sb_enc_kstr_opt (e, "approval_policy", o->approval);
+    if (o->max_steps)
+        sb_enc_kuint (e, "max_steps", o->max_steps);
+    sb_enc_map_close (e);
+    size_t len;
+    const uint8_t *b = sb_enc_data (e, &len);
+    sb_msg_t *reply = sb_cli_call ("chat", c->bus, "session.create", b, len, CALL_MS);
+    sb_enc_destroy (&e);
+    if (!reply)
+        return 1;
+    snprintf (c->sid, sizeof c->sid, "%s", sb_get_str (sb_get_map (reply->body, "session"), "session_id"));
+    sb_msg_destroy (&reply);
+    return 0;
+}
+
+/*  Where to start on the tape: after its head, or, when a run is going,
+    at that run's first entry (c->attach_run). Prints the header. */
+static int
+s_attach (chat_t *c)
+{
+    sb_enc_t *e = sb_enc_new ();
+    if (!e)
+        return sb_cli_fail ("chat", "out of memory");
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "session_id", c->sid);
+    sb_enc_map_close (e);
+    size_t len;
+    const uint8_t *b = sb_enc_data (e, &len);
+    sb_msg_t *reply = sb_cli_call ("chat", c->bus, "session.get", b, len, CALL_MS);
+    sb_enc_destroy (&e);
+    if (!reply)
+        return 1;
+    const sb_val_t *s = sb_get_map (reply->body, "session");
+    const char *turn = sb_get_str (s, "turn_status");
+    const char *last_run = sb_get_str (s, "last_run_id");
+    if (turn && strcmp (turn, "idle") != 0 && last_run)
+        snprintf (c->attach_run, sizeof c->attach_run, "%s", last_run);
+    else
+        c->last_seq = sb_get_uint (s, "last_seq", 0);
+    printf ("session %s · %s · approval %s · model %s\n", c->sid, sb_get_str (s, "workspace"),
+            sb_get_str (s, "approval_policy") ? sb_get_str (s, "approval_policy") : "auto",
+            sb_get_str (s, "model") ? sb_get_str (s, "model") : "(the server's default)");
+    printf ("Type a prompt. While a run streams: a line queues, '!text' steers, Ctrl-C cancels it.\n"
+            "Ctrl-C twice or Ctrl-D leaves.%s\n", c->attach_run [0] ? " A run is going: from its start." : "");
+    fflush (stdout);
+    sb_msg_destroy (&reply);
+    return 0;
+}
+
+static int
+s_loop (chat_t *c)
+{
+    sigset_t sigs;
+    sigemptyset (&sigs);
+    sigaddset (&sigs, SIGINT);
+    sigaddset (&sigs, SIGTERM);
+    pthread_sigmask (SIG_BLOCK, &sigs, NULL);
+    int sfd = signalfd (-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (sfd < 0)
+        return sb_cli_fail ("chat", "signalfd: %s", strerror (errno));
+    c->screen = sb_screen_new (PROMPT_IDLE, s_on_line, c);
+    if (!c->screen) {
+        close (sfd);
+        return sb_cli_fail ("chat", "out of memory");
+    }
+    /* subscribed before the replay, so that nothing falls in between */
+    if (s_replay (c, CALL_MS) != 0)
+        c->quit = true;
+    s_update_prompt (c);
+    while (!c->quit) {
+        zmq_pollitem_t items [] = {
+            { NULL, sb_screen_fd (c->screen), ZMQ_POLLIN, 0 },
+            { NULL, sfd, ZMQ_POLLIN, 0 },
+            { sb_sub_socket (c->sub), 0, ZMQ_POLLIN, 0 },
+        };
+        if (zmq_poll (items, 3, 200) < 0 && errno != EINTR)
+            break;
+        if (items [1].revents & ZMQ_POLLIN) {
+            struct signalfd_siginfo si;
+            while (read (sfd, &si, sizeof si) == (ssize_t) sizeof si) {
+                if (si.ssi_signo == SIGTERM) {
+                    c->quit = true;
+                    c->exit_code = 128 + SIGTERM;
+                }
+                else
+                    s_on_interrupt (c);
+            }
+        }
+        if (!c->quit && (items [0].revents & (ZMQ_POLLIN | ZMQ_POLLERR)))
+            sb_screen_read (c->screen);
+        if (!c->quit)
+            s_on_event (c);
+        /* a short wait: the keyboard must not freeze on a server that went */
+        if (!c->quit && c->run [0] && sb_mono_ms () - c->quiet_since >= QUIET_CHECK_MS)
+            s_replay (c, QUIET_CHECK_MS);
+    }
+    if (c->run [0] && c->exit_code == 0)
+        s_say (c, "left; run %s goes on (stop it with: switchboard cancel %s)", c->run, c->run);
+    sb_screen_destroy (&c->screen);
+    close (sfd);
+    return c->exit_code;
+}
+
+int
+sb_cmd_chat (int argc, char **argv)
+{
+    chat_opts_t o;
+    int rc = s_parse (argc, argv, &o);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    chat_t c = { .exit_code = 0 };
+    sb_interaction_who ("chat", c.who, sizeof c.who);
+    c.bus = sb_cli_connect ("chat", o.connect, o.data);
+    if (!c.bus)
+        return 1;
+    if (o.session)
+        rc = sb_cli_resolve ("chat", c.bus, SB_CLI_SESSION, o.session, c.sid);
+    else
+        rc = s_new_session (&c, &o);
+    char ep [4200], err [512];
+    if (!rc && sb_cli_endpoint (o.connect, o.data, "pub", ep, sizeof ep, err, sizeof err))
+        rc = sb_cli_fail ("chat", "%s", err);
+    if (!rc && !(c.sub = sb_sub_new (ep)))
+        rc = sb_cli_fail ("chat", "cannot subscribe at %s", ep);
+    if (!rc) {
+        char topic [64];
+        snprintf (topic, sizeof topic, "session/%s", c.sid);
+        sb_sub_subscribe (c.sub, topic);
+        rc = s_attach (&c);
+    }
+    if (!rc)
+        rc = s_loop (&c);
+    sb_transcript_destroy (&c.t);
+    sb_sub_destroy (&c.sub);
+    sb_bus_destroy (&c.bus);
+    return rc;
+}

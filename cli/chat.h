@@ -1,0 +1,59 @@
+/*  cli/chat.h — `switchboard chat`: an interactive terminal attached to a
+    session (cli/chat.c), and its screen (cli/chat_screen.c).
+
+    The screen keeps one input line at the bottom of the terminal, edited
+    with libedit, while the run's transcript streams above it: everything
+    printed goes through sb_screen, which hides the input line, prints
+    whole lines (the last, unfinished one is redrawn in place as text
+    arrives), and shows the input line again below them. On a terminal
+    only; without one (a pipe), lines are read from stdin and output is
+    written as it comes. Single-threaded: the chat's loop calls all of it. */
+#ifndef SB_CLI_CHAT_H
+#define SB_CLI_CHAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+typedef struct sb_screen sb_screen_t;
+
+/*  Called with each line typed (the caller owns nothing: the line is
+    freed after the call), or NULL at end of input (Ctrl-D). */
+typedef void (sb_screen_line_fn) (const char *line, void *arg);
+
+/*  Takes the terminal (when stdin and stdout are one) with `prompt`.
+    NULL when out of memory. */
+sb_screen_t *sb_screen_new (const char *prompt, sb_screen_line_fn *fn, void *arg);
+/*  Gives the terminal back as it was. */
+void sb_screen_destroy (sb_screen_t **self_p);
+
+/*  True when the screen edits lines on a terminal. */
+bool sb_screen_tty (const sb_screen_t *self);
+/*  True when escape codes (color) may be written. */
+bool sb_screen_color (const sb_screen_t *self);
+
+/*  A FILE to print into; what is printed appears at sb_screen_flush. */
+FILE *sb_screen_out (sb_screen_t *self);
+/*  Prints what was written to sb_screen_out above the input line: whole
+    lines, and the unfinished last one, redrawn as it grows. */
+void sb_screen_flush (sb_screen_t *self);
+/*  Ends an unfinished last line, so that what follows starts a line. */
+void sb_screen_newline (sb_screen_t *self);
+
+/*  Changes the input line's prompt (redrawn at once). */
+void sb_screen_prompt (sb_screen_t *self, const char *prompt);
+/*  Throws away what was typed on the input line so far. */
+void sb_screen_clear_input (sb_screen_t *self);
+
+/*  The descriptor to poll for input, and the call to make when it is
+    readable: it reads what is there and calls the line function for each
+    line completed. */
+int sb_screen_fd (const sb_screen_t *self);
+void sb_screen_read (sb_screen_t *self);
+
+/*  Adds a line to the history (Up/Down). */
+void sb_screen_history (sb_screen_t *self, const char *line);
+
+int sb_cmd_chat (int argc, char **argv);
+
+#endif

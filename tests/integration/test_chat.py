@@ -1,0 +1,360 @@
+#!/usr/bin/python3
+"""`switchboard chat` in a pseudo-terminal, as a person types (issue 10, "The
+terminal"; docs/approvals.md).
+
+  - a prompt streams its run; an approval appears inline with the command;
+    `y` approves it, `f` then words rejects it with feedback, one resolved
+    elsewhere leaves the prompt and says who answered;
+  - (test_chat_approvals.py: the same with a real run that asks before a
+    write_file;)
+  - Ctrl-C cancels the running run, a second Ctrl-C leaves (130); Ctrl-D
+    leaves (0);
+  - attached to a session whose run is going, it shows the run from its
+    start, then live, each entry once;
+  - with no SESSION it opens one on the current folder with `sessions new`'s
+    options; usage errors exit 2.
+"""
+import fcntl
+import json
+import os
+import pty
+import re
+import select
+import signal
+import struct
+import sys
+import termios
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sbtest import _SANITIZER, SB_BIN, TestFailure, check, cli, run_tests, tmpdir, wait_for  # noqa: E402
+from test_runs_e2e import LLM, call, llm_server, new_session, tape, wait_run  # noqa: E402
+
+CSI = re.compile(r"\x1b\[([0-9;?]*)([A-Za-z@])")
+COLS = 200
+
+
+class Screen:
+    """Just enough of a terminal to read what a person sees: rows that
+    \r, \b, erase (ESC[K, ESC[2K, ESC[J) and cursor moves (ESC[A/B/C/D)
+    rewrite, with no scrollback limit; other escapes are ignored."""
+
+    def __init__(self):
+        self.rows = [[]]
+        self.r = self.c = 0
+
+    def _put(self, ch):
+        if self.c >= COLS:
+            self.r, self.c = self.r + 1, 0
+        while len(self.rows) <= self.r:
+            self.rows.append([])
+        row = self.rows[self.r]
+        while len(row) < self.c:
+            row.append(" ")
+        if self.c < len(row):
+            row[self.c] = ch
+        else:
+            row.append(ch)
+        self.c += 1
+
+    def feed(self, text):
+        k = 0
+        while k < len(text):
+            ch = text[k]
+            m = CSI.match(text, k) if ch == "\x1b" else None
+            if m:
+                arg, op = m.group(1), m.group(2)
+                n = int(arg) if arg.isdigit() else 1
+                if op == "K":
+                    row = self.rows[self.r]
+                    if arg == "2":
+                        self.rows[self.r] = []
+                    else:
+                        del row[self.c:]
+                elif op == "J":
+                    del self.rows[self.r][self.c:]
+                    del self.rows[self.r + 1:]
+                elif op == "A":
+                    self.r = max(0, self.r - n)
+                elif op == "B":
+                    self.r += n
+                elif op == "C":
+                    self.c += n
+                elif op == "D":
+                    self.c = max(0, self.c - n)
+                k = m.end()
+                continue
+            if ch == "\x1b":
+                k += 2          # a two-byte escape
+                continue
+            if ch == "\n":
+                self.r += 1
+                while len(self.rows) <= self.r:
+                    self.rows.append([])
+            elif ch == "\r":
+                self.c = 0
+            elif ch == "\b":
+                self.c = max(0, self.c - 1)
+            elif ch == "\x07":
+                pass
+            elif ch >= " ":
+                self._put(ch)
+            k += 1
+
+    def text(self):
+        # the cursor's row keeps its trailing blanks: a prompt ends in one
+        return "\n".join("".join(r) if k == self.r else "".join(r).rstrip() for k, r in enumerate(self.rows))
+
+
+class Term:
+    """`switchboard chat ARGS` on a pseudo-terminal: what it printed, with
+    escape codes taken out, and keys typed as a person types them."""
+
+    def __init__(self, srv, *args, cwd=None):
+        self.out = b""
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:
+            try:
+                if cwd:
+                    os.chdir(cwd)
+                env = dict(os.environ, TERM="xterm")
+                os.execve(SB_BIN, [SB_BIN, "chat"] + list(args) + ["--data", srv.data], env)
+            finally:
+                os._exit(127)
+        fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", 50, COLS, 0, 0))
+        self.code = None
+        self.pos = 0            # expect() looks after what it matched before
+
+    def pump(self, timeout=0.05):
+        r, _, _ = select.select([self.fd], [], [], timeout)
+        if r:
+            try:
+                self.out += os.read(self.fd, 65536)
+            except OSError:
+                pass
+
+    def text(self):
+        """What the terminal shows now, every row since the start."""
+        scr = Screen()
+        scr.feed(self.out.decode("utf-8", "replace"))
+        return scr.text()
+
+    def expect(self, pattern, timeout=15):
+        """Waits for `pattern` (a regex) from the row of the last match on;
+        returns the match."""
+        rx = re.compile(pattern)
+
+        def seen():
+            self.pump()
+            text = self.text()
+            m = rx.search(text, self.pos)
+            if m:
+                # the next search starts at the row of this match: the
+                # input line at the bottom is rewritten as output comes
+                self.pos = text.rfind("\n", 0, m.end()) + 1
+            return m
+        try:
+            return wait_for(seen, timeout, "%r on the terminal" % pattern, interval=0)
+        except TestFailure:
+            raise TestFailure("%r not on the terminal; it shows:\n%s" % (pattern, self.text()[-3000:]))
+
+    def type(self, keys):
+        os.write(self.fd, keys.encode() if isinstance(keys, str) else keys)
+
+    def wait_exit(self, timeout=10):
+        def gone():
+            self.pump()
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.code = os.waitstatus_to_exitcode(status)
+                return True
+            return False
+        wait_for(gone, timeout, "chat to exit", interval=0)
+        while True:             # what it wrote last, up to the end of the terminal
+            r, _, _ = select.select([self.fd], [], [], 0.2)
+            try:
+                chunk = os.read(self.fd, 65536) if r else b""
+            except OSError:
+                chunk = b""
+            if not chunk:
+                break
+            self.out += chunk
+        # the chat is no sbtest.Proc: its sanitizer reports (make asan) are here
+        raw = self.out.decode("utf-8", "replace")
+        m = _SANITIZER.search(raw)
+        check(not m, "sanitizer report from chat:\n%s", raw[m.start():m.start() + 3000] if m else "")
+        return self.code
+
+    def kill(self):
+        if self.code is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+            except OSError:
+                pass
+        os.close(self.fd)
+
+
+def interaction(srv, iid):
+    return call(srv, "interact.get", {"interaction_id": iid})["interaction"]
+
+
+def ask(srv, sid, run_id, call_id, command):
+    """What an executor does before a shell call its policy does not allow."""
+    return call(srv, "interact.request", {"session_id": sid, "run_id": run_id, "call_id": call_id,
+                                          "tool": "shell", "arguments": json.dumps({"command": command}),
+                                          "summary": command})["interaction_id"]
+
+
+def test_approvals_inline_answers_and_resolved_elsewhere():
+    llm = LLM()
+    llm.script("inline", [
+        {"text": "starting", "tool_calls": [{"name": "shell", "arguments": {"command": "sleep 20"},
+                                             "call_id": "c_sleep"}]},
+        {"text": "all done"}])
+    srv = llm_server(llm, "inline")
+    sid = new_session(srv, tmpdir(), approval_policy="yolo")
+    t = Term(srv, sid)
+    try:
+        t.expect(r"> ")
+        t.type("please work\r")
+        t.expect(r"starting")
+        t.expect(r"shell")
+        run_id = call(srv, "run.list", {"session_id": sid})["runs"][0]["run_id"]
+        # a question appears inline with its command; y approves it
+        one = ask(srv, sid, run_id, "c1", "make install")
+        t.expect(r"approval needed\s+%s" % one)
+        t.expect(r"\$ make install")
+        t.expect(r"\[y\]es / \[n\]o / \[a\]lways / \[s\]ession / \[f\]eedback > ")
+        t.type("y\r")
+        t.expect(r"approved %s \(once\)" % one)
+        got = interaction(srv, one)
+        check(got["status"] == "approved" and got["resolved_by"].startswith("chat:") and "@" in got["resolved_by"],
+              "approved %r", got)
+        # f, then the words: a rejection with feedback
+        two = ask(srv, sid, run_id, "c2", "rm -rf /tmp/x")
+        t.expect(r"approval needed\s+%s" % two)
+        t.type("f\r")
+        t.expect(r"feedback for the model > ")
+        t.type("use the build folder instead\r")
+        t.expect(r"rejected %s \(once\): use the build folder instead" % two)
+        got = interaction(srv, two)
+        check(got["status"] == "rejected" and got["feedback"] == "use the build folder instead", "rejected %r", got)
+        # n WORDS in one go, and s (session scope)
+        three = ask(srv, sid, run_id, "c3", "curl example.com")
+        t.expect(r"approval needed\s+%s" % three)
+        t.type("n no network\r")
+        t.expect(r"rejected %s \(once\): no network" % three)
+        four = ask(srv, sid, run_id, "c4", "make test")
+        t.expect(r"approval needed\s+%s" % four)
+        t.type("s\r")
+        t.expect(r"approved %s \(session\)" % four)
+        # a nonsense answer asks again
+        five = ask(srv, sid, run_id, "c5", "git push")
+        t.expect(r"approval needed\s+%s" % five)
+        t.type("maybe\r")
+        t.expect(r"answer y \(approve\)")
+        # resolved elsewhere: the question goes, and says who
+        rc, out, err = cli(srv, "resolve", five, "--reject", "--feedback", "not today")
+        check(rc == 0, "resolve: %d %s %s", rc, out, err)
+        m = t.expect(r"resolved elsewhere: %s rejected by (cli:\S+): not today" % five)
+        check(m.group(1) == interaction(srv, five)["resolved_by"], "named %r", m.group(1))
+        t.expect(r"queue> ")
+        # Ctrl-C cancels the run, a second Ctrl-C leaves
+        t.type(b"\x03")
+        t.expect(r"cancelling run %s" % run_id)
+        wait_run(srv, run_id, ("cancelled",), timeout=15)
+        t.expect(r"run %s cancelled" % run_id)
+        t.type(b"\x03")
+        check(t.wait_exit() == 130, "exit %r", t.code)
+        # every question reached the tape once, every answer once
+        ents = tape(srv, sid)
+        req = [e["body"]["interaction_id"] for e in ents if e["kind"] == "approval.requested"]
+        res = [e["body"]["interaction_id"] for e in ents if e["kind"] == "approval.resolved"]
+        check(sorted(req) == sorted([one, two, three, four, five]) and sorted(res) == sorted(req),
+              "tape %r %r", req, res)
+        check(t.text().count("approval needed") == 5, "questions shown %d times", t.text().count("approval needed"))
+    finally:
+        t.kill()
+        srv.stop()
+        llm.stop()
+
+
+def test_attach_mid_run_shows_it_from_its_start_once():
+    llm = LLM()
+    llm.script("attach", [
+        {"text": "first words before the tool", "tool_calls": [
+            {"name": "shell", "arguments": {"command": "echo marker-$((40+2)); sleep 3"}, "call_id": "c1"}]},
+        {"text": "the end of the run"}])
+    srv = llm_server(llm, "attach")
+    ws = tmpdir()
+    sid = new_session(srv, ws, approval_policy="yolo")
+    # an earlier run: not shown when attaching to the next one
+    rc, out, err = cli(srv, "prompt", sid, "an older prompt")
+    check(rc == 0, "prompt: %s %s", out, err)
+    old_run = json.loads(cli(srv, "run-info", "last", "--json")[1])["run_id"]
+    wait_run(srv, old_run)
+    llm.script("attach", [
+        {"text": "first words before the tool", "tool_calls": [
+            {"name": "shell", "arguments": {"command": "echo marker-$((40+2)); sleep 3"}, "call_id": "c1"}]},
+        {"text": "the end of the run"}])
+    rc, out, err = cli(srv, "prompt", sid, "the running prompt")
+    run_id = json.loads(cli(srv, "run-info", "last", "--json")[1])["run_id"]
+    wait_for(lambda: any(e["kind"] == "tool.call" for e in tape(srv, sid) if e.get("run_id") == run_id), 15,
+             "the tool to start")
+    t = Term(srv, "last")
+    try:
+        t.expect(r"A run is going")
+        t.expect(r"> the running prompt")
+        t.expect(r"first words before the tool")
+        t.expect(r"marker-42")
+        t.expect(r"the end of the run")
+        t.expect(r"run %s completed" % run_id)
+        t.expect(r"\n> ")
+        text = t.text()
+        for s in ("the running prompt", "first words before the tool", "marker-42", "the end of the run"):
+            check(text.count(s) == 1, "%r shown %d times:\n%s", s, text.count(s), text)
+        check("an older prompt" not in text, "the older run was shown:\n%s", text)
+        t.type(b"\x04")
+        check(t.wait_exit() == 0, "Ctrl-D exit %r", t.code)
+    finally:
+        t.kill()
+        srv.stop()
+        llm.stop()
+
+
+def test_new_session_on_the_current_folder_and_usage():
+    llm = LLM()
+    llm.script("new", [{"text": "hello from the model"}])
+    srv = llm_server(llm, "new")
+    ws = tmpdir()
+    t = Term(srv, "--approval", "yolo", "--title", "from chat", cwd=ws)
+    try:
+        t.expect(r"session (\w{26}) · %s · approval yolo" % re.escape(os.path.realpath(ws)))
+        t.type("hi\r")
+        t.expect(r"hello from the model")
+        t.expect(r"completed")
+        t.type(b"\x03")
+        t.expect(r"\(Ctrl-C again or Ctrl-D to leave\)")
+        t.type("/exit\r")
+        check(t.wait_exit() == 0, "/exit %r", t.code)
+        s = call(srv, "session.list", {})["sessions"][0]
+        check(s["workspace"] == os.path.realpath(ws) and s["title"] == "from chat"
+              and s["approval_policy"] == "yolo", "session %r", s)
+    finally:
+        t.kill()
+    sid = call(srv, "session.list", {})["sessions"][0]["session_id"]
+    for args in (["--bogus"], [sid, "--model", "x"], [sid, sid], ["--approval", "sometimes"],
+                 ["--max-steps", "0"], ["not-an-id!"]):
+        rc, out, err = cli(srv, "chat", *args)
+        check(rc == 2, "chat %r exited %d: %s %s", args, rc, out, err)
+    rc, out, err = cli(srv, "chat", "--help")
+    check(rc == 0 and out.startswith("usage: switchboard chat") and "[y]" not in out and "f  reject" in out,
+          "--help: %d %s", rc, out)
+    rc, out, err = cli(srv, "chat", "7ZZZZZZZ")
+    check(rc == 1, "unknown session: %d %s %s", rc, out, err)
+    srv.stop()
+    llm.stop()
+
+
+if __name__ == "__main__":
+    run_tests(globals())

@@ -13,6 +13,7 @@
     new registration. */
 #include "cli/cli.h"
 #include "actors/exec/agent.h"
+#include "actors/exec/approval.h"
 #include "actors/exec/spawn.h"
 #include "bus/curve.h"
 #include "common/log.h"
@@ -143,6 +144,7 @@ s_run_free (sb_exec_run_t **run_p)
     free (run->thinking.buf);
     free (run->tool_out.buf);
     sb_exec_tool_output_free (run);
+    sb_exec_approval_free (run);
     free (run);
     *run_p = NULL;
 }

@@ -55,6 +55,8 @@ void sb_echo_actor (zsock_t *pipe, void *args);
 void sb_run_actor (zsock_t *pipe, void *args);
 /*  The run actor's dispatch table, type column (see below). */
 const char *sb_run_dispatch_type (size_t index);
+/*  The run actor's second table: worker.* (actors/run/workers.c). */
+const char *sb_worker_dispatch_type (size_t index);
 /*  The local executor: exec.start, exec.cancel; the agent loop. */
 void sb_exec_actor (zsock_t *pipe, void *args);
 /*  The exec actor's dispatch table, type column (see below). */

@@ -16,7 +16,7 @@ static const char *s_dbis [] = { "runs", "active", "bysession", "outbox", "fence
 /*  Replies */
 
 static void
-s_reply_run (self_t *self, const sb_msg_t *msg, const run_t *r)
+s_reply_run_with (self_t *self, const sb_msg_t *msg, const run_t *r, bool landed)
 {
     sb_enc_t *e = self->enc;
     sb_enc_reset (e);
@@ -26,7 +26,28 @@ s_reply_run (self_t *self, const sb_msg_t *msg, const run_t *r)
     sb_enc_map_close (e);
     size_t len;
     const uint8_t *b = sb_enc_data (e, &len);
-    sb_bus_reply (self->bus, msg, b, len);
+    if (landed)
+        sb_run_reply_landed (self, self->bus, (sb_msg_t *) msg, b, len);
+    else
+        sb_bus_reply (self->bus, msg, b, len);
+}
+
+static void
+s_reply_run (self_t *self, const sb_msg_t *msg, const run_t *r)
+{
+    s_reply_run_with (self, msg, r, false);
+}
+
+/*  Reads (run.get, run.list) are answered once the tape holds what the
+    records they show wrote: whoever sees a run `cancelled` finds it so
+    on the tape (the record is committed before its outbox entry lands). */
+
+/*  Answers a change once the tape has what it wrote (sb_run_reply_landed):
+    the caller that reads the tape next finds it there. */
+static void
+s_reply_changed (self_t *self, const sb_msg_t *msg, const run_t *r)
+{
+    s_reply_run_with (self, msg, r, true);
 }
 
 
@@ -151,19 +172,124 @@ s_policy_ok (const char *p)
     return !p || strcmp (p, "yolo") == 0 || strcmp (p, "auto") == 0 || strcmp (p, "interactive") == 0;
 }
 
-/*  Creates a queued run of `session_id` (shared by run.request and
-    run.resume). Replies on success or error. */
+/*  What a run.request or run.resume asks for, kept while session.get is
+    on its way; the request itself is kept to be answered. */
+typedef struct {
+    sb_msg_t *msg;
+    char session_id [33];
+    char *input;
+    char resume_from [33];
+    char executor [16];
+    char pool [64];
+    char policy [16];
+    bool has_max_steps, has_timeout, has_max_output;
+    uint64_t max_steps, timeout_s, max_output_tokens;
+} create_t;
+
 static void
-s_create (self_t *self, const sb_msg_t *msg, const char *session_id, const char *input,
+s_create_free (void *arg)
+{
+    create_t *c = arg;
+    if (c) {
+        sb_msg_destroy (&c->msg);
+        free (c->input);
+        free (c);
+    }
+}
+
+/*  session.get answered: the session must exist and be open, and its
+    config gives the defaults. Everything decided here is decided without
+    waiting, so two requests for one session cannot both pass the check
+    for an active run. */
+static void
+s_on_create_session (self_t *self, call_t *call, const sb_msg_t *sess)
+{
+    create_t *c = call->arg;
+    const sb_msg_t *msg = c->msg;
+    if (!sess) {
+        sb_bus_error (self->bus, msg, SB_E_unavailable, "the session actor did not answer");
+        return;
+    }
+    if (sb_msg_is_error (sess)) {
+        sb_bus_error (self->bus, msg, sb_err_from_name (sb_msg_error_code (sess)), "%s", sb_msg_error_message (sess));
+        return;
+    }
+    /* a retry that came while the first was waiting here */
+    if (s_remembered (self, msg, c->session_id))
+        return;
+    const sb_val_t *rec = sb_get_map (sess->body, "session");
+    const char *status = sb_get_str (rec, "status");
+    if (status && strcmp (status, "active") != 0) {
+        sb_bus_error (self->bus, msg, SB_E_conflict, "session %s is %s", c->session_id, status);
+        return;
+    }
+    char active [33];
+    if (sb_run_active_run (self, c->session_id, active) == 0) {
+        sb_bus_error (self->bus, msg, SB_E_conflict,
+                      "session %s already has an active run %s; wait for it or cancel it "
+                      "(one run at a time per session)", c->session_id, active);
+        return;
+    }
+    run_t r;
+    memset (&r, 0, sizeof r);
+    sb_ulid_new (r.run_id);
+    s_copy (r.session_id, sizeof r.session_id, c->session_id);
+    r.status = SB_RUN_queued;
+    s_copy (r.executor, sizeof r.executor, c->executor);
+    s_copy (r.pool, sizeof r.pool, c->pool);
+    if (!r.executor [0]) {
+        const char *t = sb_get_str (rec, "target");
+        if (t && strncmp (t, "worker:", 7) == 0 && t [7]) {
+            s_copy (r.executor, sizeof r.executor, "worker");
+            s_copy (r.pool, sizeof r.pool, t + 7);
+        }
+        else
+            s_copy (r.executor, sizeof r.executor, "local");
+    }
+    s_copy (r.resume_from, sizeof r.resume_from, c->resume_from);
+    /* a compaction-only run (session.compact, docs/compaction.md) */
+    s_copy (r.kind, sizeof r.kind, sb_get_str (msg->body, "kind"));
+    const char *spolicy = sb_get_str (rec, "approval_policy");
+    s_copy (r.approval_policy, sizeof r.approval_policy,
+            c->policy [0] ? c->policy : spolicy ? spolicy : "auto");
+    r.input = c->input;
+    c->input = NULL;
+    r.max_steps = c->has_max_steps ? c->max_steps : sb_get_uint (rec, "max_steps", DEFAULT_MAX_STEPS);
+    if (r.max_steps == 0)
+        r.max_steps = DEFAULT_MAX_STEPS;
+    r.timeout_s = c->has_timeout ? c->timeout_s : DEFAULT_TIMEOUT_S;
+    r.max_output_tokens = c->has_max_output ? c->max_output_tokens : 0;
+    r.created_at = sb_now_ms ();
+    /* remembered before the run is stored: a crash in between leaves an id
+       that names no run, which s_remembered treats as new; the other order
+       would leave a run its retry cannot find, and make a second one (the
+       session's queue relies on this: docs/queue.md) */
+    s_remember (self, msg, &r);
+    if (sb_run_save (self, &r, true, true, r.input)) {
+        sb_bus_error (self->bus, msg, SB_E_internal, "cannot store the run");
+        sb_run_record_free (&r);
+        return;
+    }
+    s_reply_changed (self, msg, &r);
+    sb_run_start (self, &r);
+    sb_run_record_free (&r);
+}
+
+/*  Creates a queued run of `session_id` (shared by run.request and
+    run.resume) once session.get answers. Takes over msg; replies on
+    success or error. */
+static void
+s_create (self_t *self, sb_msg_t *msg, const char *session_id, const char *input,
           const char *resume_from, const sb_val_t *target, const sb_val_t *limits, const char *policy)
 {
     if (!s_policy_ok (policy)) {
         sb_bus_error (self->bus, msg, SB_E_invalid, "approval_policy must be yolo, auto or interactive");
         return;
     }
-    const char *executor = target ? sb_get_str (target, "executor") : "local";
+    /* no target: the session's (session.target), read with the session */
+    const char *executor = target ? sb_get_str (target, "executor") : "";
     const char *pool = target ? sb_get_str (target, "pool") : NULL;
-    if (strcmp (executor, "local") != 0 && strcmp (executor, "worker") != 0) {
+    if (target && strcmp (executor, "local") != 0 && strcmp (executor, "worker") != 0) {
         sb_bus_error (self->bus, msg, SB_E_invalid, "target.executor must be local or worker, not '%s'", executor);
         return;
     }
@@ -171,72 +297,37 @@ s_create (self_t *self, const sb_msg_t *msg, const char *session_id, const char 
         sb_bus_error (self->bus, msg, SB_E_invalid, "target {executor: worker} needs a pool");
         return;
     }
-    /* the session must exist and be open; its config gives the defaults */
+    create_t *c = calloc (1, sizeof *c);
     sb_enc_t *e = sb_enc_new ();
+    if (!c || !e || (input && !(c->input = strdup (input)))) {
+        sb_bus_error (self->bus, msg, SB_E_internal, "out of memory");
+        s_create_free (c);
+        sb_enc_destroy (&e);
+        return;
+    }
+    s_copy (c->session_id, sizeof c->session_id, session_id);
+    s_copy (c->resume_from, sizeof c->resume_from, resume_from);
+    s_copy (c->executor, sizeof c->executor, executor);
+    s_copy (c->pool, sizeof c->pool, pool);
+    s_copy (c->policy, sizeof c->policy, policy);
+    c->has_max_steps = sb_get (limits, "max_steps") != NULL;
+    c->max_steps = sb_get_uint (limits, "max_steps", 0);
+    c->has_timeout = sb_get (limits, "timeout_s") != NULL;
+    c->timeout_s = sb_get_uint (limits, "timeout_s", 0);
+    c->has_max_output = sb_get (limits, "max_output_tokens") != NULL;
+    c->max_output_tokens = sb_get_uint (limits, "max_output_tokens", 0);
+    c->msg = sb_run_msg_keep (msg);
+    if (!c->msg) {
+        sb_bus_error (self->bus, msg, SB_E_internal, "out of memory");
+        s_create_free (c);
+        sb_enc_destroy (&e);
+        return;
+    }
     sb_enc_map_open (e);
     sb_enc_kstr (e, "session_id", session_id);
     sb_enc_map_close (e);
-    size_t len;
-    const uint8_t *b = sb_enc_data (e, &len);
-    sb_msg_t *sess = sb_bus_call (self->bus, "session.get", session_id, b, len, CALL_MS);
+    sb_run_call (self, "session.get", session_id, NULL, e, s_on_create_session, NULL, 0, c, s_create_free);
     sb_enc_destroy (&e);
-    if (!sess) {
-        sb_bus_error (self->bus, msg, SB_E_unavailable, "the session actor did not answer");
-        return;
-    }
-    if (sb_msg_is_error (sess)) {
-        sb_bus_error (self->bus, msg, sb_err_from_name (sb_msg_error_code (sess)), "%s", sb_msg_error_message (sess));
-        sb_msg_destroy (&sess);
-        return;
-    }
-    const sb_val_t *rec = sb_get_map (sess->body, "session");
-    const char *status = sb_get_str (rec, "status");
-    if (status && strcmp (status, "active") != 0) {
-        sb_bus_error (self->bus, msg, SB_E_conflict, "session %s is %s", session_id, status);
-        sb_msg_destroy (&sess);
-        return;
-    }
-    char active [33];
-    if (sb_run_active_run (self, session_id, active) == 0) {
-        sb_bus_error (self->bus, msg, SB_E_conflict,
-                      "session %s already has an active run %s; wait for it or cancel it "
-                      "(one run at a time per session)", session_id, active);
-        sb_msg_destroy (&sess);
-        return;
-    }
-    run_t r;
-    memset (&r, 0, sizeof r);
-    sb_ulid_new (r.run_id);
-    s_copy (r.session_id, sizeof r.session_id, session_id);
-    r.status = SB_RUN_queued;
-    s_copy (r.executor, sizeof r.executor, executor);
-    s_copy (r.pool, sizeof r.pool, pool);
-    s_copy (r.resume_from, sizeof r.resume_from, resume_from);
-    /* a compaction-only run (session.compact, docs/compaction.md) */
-    s_copy (r.kind, sizeof r.kind, sb_get_str (msg->body, "kind"));
-    s_copy (r.approval_policy, sizeof r.approval_policy,
-            policy ? policy : sb_get_str (rec, "approval_policy") ? sb_get_str (rec, "approval_policy") : "auto");
-    r.input = input ? strdup (input) : NULL;
-    r.max_steps = sb_get_uint (limits, "max_steps", sb_get_uint (rec, "max_steps", DEFAULT_MAX_STEPS));
-    if (r.max_steps == 0)
-        r.max_steps = DEFAULT_MAX_STEPS;
-    r.timeout_s = sb_get_uint (limits, "timeout_s", DEFAULT_TIMEOUT_S);
-    r.max_output_tokens = sb_get_uint (limits, "max_output_tokens", 0);
-    r.created_at = sb_now_ms ();
-    sb_msg_destroy (&sess);
-    /* remembered before the run is stored: a crash in between leaves an id
-       that names no run, which s_remembered treats as new; the other order
-       would leave a run its retry cannot find, and make a second one (the
-       session's queue relies on this: docs/queue.md) */
-    s_remember (self, msg, &r);
-    if (sb_run_save (self, &r, true, true, input)) {
-        sb_bus_error (self->bus, msg, SB_E_internal, "cannot store the run");
-        sb_run_record_free (&r);
-        return;
-    }
-    s_reply_run (self, msg, &r);
-    sb_run_start (self, &r);
-    sb_run_record_free (&r);
 }
 
 static void
@@ -277,7 +368,7 @@ s_handle_get (self_t *self, sb_msg_t *msg)
         sb_bus_error (self->bus, msg, SB_E_not_found, "no run %s", id);
         return;
     }
-    s_reply_run (self, msg, &r);
+    s_reply_changed (self, msg, &r);
     sb_run_record_free (&r);
 }
 
@@ -347,7 +438,7 @@ s_handle_list (self_t *self, sb_msg_t *msg)
     zlistx_destroy (&ids);
     size_t len;
     const uint8_t *b = sb_enc_data (e, &len);
-    sb_bus_reply (self->bus, msg, b, len);
+    sb_run_reply_landed (self, self->bus, msg, b, len);
 }
 
 static void
@@ -379,7 +470,7 @@ s_handle_cancel (self_t *self, sb_msg_t *msg)
     }
     else
         sb_run_push_cancel (self, &r);
-    s_reply_run (self, msg, &r);
+    s_reply_changed (self, msg, &r);
     sb_run_record_free (&r);
 }
 
@@ -452,12 +543,32 @@ s_check_fence (self_t *self, sb_msg_t *msg, run_t *r)
     return 0;
 }
 
+/*  An executor's run thread has its own connection, so its first
+    heartbeat or its finish can overtake exec.start.ok: a queued run whose
+    exec.start is in flight, heard from with its fence, is claimed by the
+    instance that spoke. */
+static void
+s_claim_if_starting (self_t *self, run_t *r, const sb_msg_t *msg)
+{
+    job_t *j = sb_run_job (self, r->run_id);
+    if (r->status != SB_RUN_queued || !j || j->stage != JOB_EXEC_START)
+        return;
+    if (sb_run_set_status (r, SB_RUN_claimed, NULL) != SB_OK)
+        return;
+    s_copy (r->owner, sizeof r->owner, msg->h.from);
+    r->started_at = sb_now_ms ();
+    r->waiting_for [0] = 0;
+    sb_run_save (self, r, false, true, NULL);
+}
+
 static void
 s_handle_heartbeat (self_t *self, sb_msg_t *msg)
 {
     run_t r;
     if (s_check_fence (self, msg, &r))
         return;
+    sb_run_status_t status_before = r.status;
+    s_claim_if_starting (self, &r, msg);
     lease_t *lease = zhashx_lookup (self->leases, r.run_id);
     if (!lease) {
         lease = calloc (1, sizeof *lease);
@@ -465,23 +576,34 @@ s_handle_heartbeat (self_t *self, sb_msg_t *msg)
             zhashx_update (self->leases, r.run_id, lease);
     }
     if (lease) {
-        lease->expires = sb_mono_ms () + LEASE_MS;
+        if (!lease->lease_ms)
+            lease->lease_ms = self->lease_ms;
+        lease->expires = sb_mono_ms () + (int64_t) lease->lease_ms;
         s_copy (lease->phase, sizeof lease->phase, sb_get_str (msg->body, "phase"));
         lease->steps = sb_get_uint (msg->body, "steps", lease->steps);
         lease->input_tokens = sb_get_uint (msg->body, "input_tokens", lease->input_tokens);
         lease->output_tokens = sb_get_uint (msg->body, "output_tokens", lease->output_tokens);
     }
-    if (r.status == SB_RUN_claimed && sb_run_set_status (&r, SB_RUN_running, NULL) == SB_OK)
+    bool changed = r.status != status_before;
+    if (r.status == SB_RUN_claimed && sb_run_set_status (&r, SB_RUN_running, NULL) == SB_OK) {
         sb_run_save (self, &r, false, true, NULL);
+        changed = true;
+    }
+    if (r.worker_id [0])
+        sb_run_worker_seen (self, r.worker_id);
     sb_enc_t *e = self->enc;
     sb_enc_reset (e);
     sb_enc_map_open (e);
     sb_enc_kbool (e, "cancel_requested", r.cancel_requested);
-    sb_enc_kuint (e, "lease_ms", LEASE_MS);
+    sb_enc_kuint (e, "lease_ms", lease && lease->lease_ms ? lease->lease_ms : self->lease_ms);
     sb_enc_map_close (e);
     size_t len;
     const uint8_t *b = sb_enc_data (e, &len);
-    sb_bus_reply (self->bus, msg, b, len);
+    /* the executor's entries come after `running` on the tape */
+    if (changed)
+        sb_run_reply_landed (self, self->bus, msg, b, len);
+    else
+        sb_bus_reply (self->bus, msg, b, len);
     sb_run_record_free (&r);
 }
 
@@ -491,14 +613,19 @@ s_handle_finish (self_t *self, sb_msg_t *msg)
     run_t r;
     if (s_check_fence (self, msg, &r))
         return;
+    s_claim_if_starting (self, &r, msg);
     sb_run_status_t status = sb_run_status_from_name (sb_get_str (msg->body, "status"));
     if (status != SB_RUN_completed && status != SB_RUN_failed && status != SB_RUN_cancelled) {
         sb_bus_error (self->bus, msg, SB_E_invalid, "status must be completed, failed or cancelled");
         sb_run_record_free (&r);
         return;
     }
+    /* run.finish says `reason`, a worker's run.complete `error` */
+    const char *reason = sb_get_str (msg->body, "reason");
+    if (!reason)
+        reason = sb_get_str (msg->body, "error");
     /* e.g. a run that no executor ever claimed cannot finish */
-    if (sb_run_set_status (&r, status, sb_get_str (msg->body, "reason")) != SB_OK) {
+    if (sb_run_set_status (&r, status, reason) != SB_OK) {
         sb_bus_error (self->bus, msg, SB_E_conflict, "run %s is %s; it cannot become %s", r.run_id,
                       sb_run_status_name (r.status), sb_run_status_name (status));
         sb_run_record_free (&r);
@@ -511,7 +638,11 @@ s_handle_finish (self_t *self, sb_msg_t *msg)
     r.phase [0] = 0;
     zhashx_delete (self->leases, r.run_id);
     sb_run_save (self, &r, false, true, NULL);
-    s_reply_run (self, msg, &r);
+    if (r.worker_id [0]) {
+        sb_run_worker_seen (self, r.worker_id);
+        sb_run_worker_release (self, &r);
+    }
+    s_reply_changed (self, msg, &r);
     sb_run_record_free (&r);
 }
 
@@ -533,6 +664,8 @@ static const struct {
     { "run.resume",    s_handle_resume },
     { "run.heartbeat", s_handle_heartbeat },
     { "run.finish",    s_handle_finish },
+    { "run.claim",     sb_run_handle_claim },
+    { "run.complete",  s_handle_finish },
 };
 #define S_HANDLERS (sizeof s_handlers / sizeof s_handlers [0])
 
@@ -543,21 +676,59 @@ sb_run_dispatch_type (size_t index)
 }
 
 static void
-s_handle_bus (self_t *self)
+s_dispatch (self_t *self, sb_msg_t *msg)
+{
+    if (!msg->route)
+        /* a reply continues the work that sent its request; replies to
+           pushes (exec.cancel) need no action */
+        sb_run_call_reply (self, msg);
+    else {
+        size_t k = 0;
+        while (k < S_HANDLERS && strcmp (msg->h.type, s_handlers [k].type) != 0)
+            k++;
+        if (k < S_HANDLERS)
+            s_handlers [k].fn (self, msg);
+        else
+            sb_bus_error (self->bus, msg, SB_E_unknown_type, "run does not serve %s", msg->h.type);
+    }
+}
+
+/*  Heartbeats go first. A burst of replies (200 runs starting) costs a
+    store commit each; a heartbeat queued behind them would wait for all
+    of those, and a lease could lapse under load. So between two messages
+    the socket is read again: a heartbeat is answered at once, anything
+    else joins the batch. A heartbeat only extends a lease and reads the
+    run, so answering it before messages that came earlier changes
+    nothing it answers but cancel_requested, which the next heartbeat
+    carries. At most BATCH_MAX messages wait at a time, so the pipe and
+    the tick keep their turn. */
+#define BATCH_MAX 256
+
+/*  Reads what arrived: heartbeats are handled, the rest appended. */
+static void
+s_pull (self_t *self, sb_msg_t **batch, size_t *n)
 {
     sb_msg_t *msg;
-    while ((msg = sb_bus_recv (self->bus, 0))) {
-        if (msg->route) {
-            size_t k = 0;
-            while (k < S_HANDLERS && strcmp (msg->h.type, s_handlers [k].type) != 0)
-                k++;
-            if (k < S_HANDLERS)
-                s_handlers [k].fn (self, msg);
-            else
-                sb_bus_error (self->bus, msg, SB_E_unknown_type, "run does not serve %s", msg->h.type);
+    while (*n < BATCH_MAX && (msg = sb_bus_recv (self->bus, 0))) {
+        if (msg->route && strcmp (msg->h.type, "run.heartbeat") == 0) {
+            s_dispatch (self, msg);
+            sb_msg_destroy (&msg);
         }
-        /* replies to pushes (exec.cancel) need no action */
-        sb_msg_destroy (&msg);
+        else
+            batch [(*n)++] = msg;
+    }
+}
+
+static void
+s_handle_bus (self_t *self)
+{
+    sb_msg_t *batch [BATCH_MAX];
+    size_t n = 0;
+    s_pull (self, batch, &n);
+    for (size_t k = 0; k < n; k++) {
+        s_dispatch (self, batch [k]);
+        sb_msg_destroy (&batch [k]);
+        s_pull (self, batch, &n);
     }
 }
 
@@ -569,7 +740,11 @@ s_self_destroy (self_t **self_p)
     self_t *self = *self_p;
     if (!self)
         return;
+    sb_run_workers_close (self);
     zhashx_destroy (&self->leases);
+    sb_run_calls_destroy (&self->calls);
+    sb_run_held_destroy (self);
+    zhashx_destroy (&self->jobs);
     sb_bus_destroy (&self->bus);
     sb_store_destroy (&self->store);
     sb_enc_destroy (&self->enc);
@@ -603,11 +778,16 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
     self->bus = sb_bus_new (args->cmd_endpoint, self->instance);
     self->enc = sb_enc_new ();
     self->leases = zhashx_new ();
-    if (!self->bus || !self->enc || !self->leases) {
+    self->calls = sb_run_calls_new ();
+    self->jobs = zhashx_new ();
+    self->held = zlistx_new ();
+    self->lease_ms = sb_actor_limit (ACTOR, 0, "SWITCHBOARD_LEASE_S", LEASE_MS / 1000, 6, 3600) * 1000;
+    if (!self->bus || !self->enc || !self->leases || !self->calls || !self->jobs || !self->held) {
         s_self_destroy (&self);
         return NULL;
     }
     zhashx_set_destructor (self->leases, s_free_lease);
+    zhashx_set_destructor (self->jobs, s_free_lease);
     /* the outbox numbering continues after the last entry */
     sb_txn_t txn;
     if (sb_txn_begin (self->store, &txn, false) == 0) {
@@ -618,6 +798,8 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
     }
     if (!self->outbox_next)
         self->outbox_next = 1;
+    /* refined by the drain at startup (sb_run_recover) */
+    self->outbox_acked = 0;
     return self;
 }
 
@@ -636,30 +818,48 @@ sb_run_actor (zsock_t *pipe, void *args)
         sb_actor_signal (pipe, 1);
         return;
     }
+    if (sb_run_workers_open (self, args)) {
+        s_self_destroy (&self);
+        sb_actor_signal (pipe, 1);
+        return;
+    }
     /* recovery before the server opens to clients (docs/architecture.md) */
     sb_run_recover (self);
     sb_actor_signal (pipe, 0);
-    self->next_tick = sb_mono_ms () + 1000;
+    /* Leases and claims are checked every TICK_MS, so a lapsed lease is
+       expired within lease + TICK_MS + one session.fence round trip
+       (docs/workers.md); queued runs are retried every 4th tick. */
+    self->next_tick = sb_mono_ms () + TICK_MS;
+    unsigned ticks = 0;
     while (!self->terminated) {
         zmq_pollitem_t items [] = {
             { zsock_resolve (pipe), 0, ZMQ_POLLIN, 0 },
             { sb_bus_socket (self->bus), 0, ZMQ_POLLIN, 0 },
+            { sb_bus_socket (self->wbus), 0, ZMQ_POLLIN, 0 },
         };
         int64_t wait = sb_bus_tick (self->bus);
+        int64_t wwait = sb_bus_tick (self->wbus);
+        if (wwait < wait)
+            wait = wwait;
         int64_t tick = self->next_tick - sb_mono_ms ();
         if (tick < wait)
             wait = tick;
-        if (sb_bus_has_queued (self->bus) || wait < 0)
+        if (sb_bus_has_queued (self->bus) || sb_bus_has_queued (self->wbus) || wait < 0)
             wait = 0;
-        if (zmq_poll (items, 2, (long) wait) < 0 && errno != EINTR)
+        if (zmq_poll (items, 3, (long) wait) < 0 && errno != EINTR)
             break;
         if ((items [0].revents & ZMQ_POLLIN) && sb_actor_pipe_term (pipe))
             self->terminated = true;
         s_handle_bus (self);
+        sb_run_handle_worker_bus (self);
+        sb_run_calls_expire (self);
         if (sb_mono_ms () >= self->next_tick) {
             sb_run_expire_leases (self);
-            sb_run_start_queued (self);
-            self->next_tick = sb_mono_ms () + 1000;
+            sb_run_claims_expire (self);
+            sb_run_held_flush (self);
+            if (++ticks % 4 == 0)
+                sb_run_start_queued (self);
+            self->next_tick = sb_mono_ms () + TICK_MS;
         }
     }
     s_self_destroy (&self);

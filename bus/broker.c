@@ -12,6 +12,7 @@
     account on the command plane, or to the plane's account on the event
     plane and the tap, and is not sent when it would pass the bound. */
 #include "bus/broker.h"
+#include "bus/curve.h"
 #include "bus/client.h"
 #include "bus/envelope.h"
 #include "bus/outq.h"
@@ -73,6 +74,9 @@ typedef struct {
     sb_broker_config_t config;
     char *ipc_dir;
     char *tcp;
+    char *certs_data;           /* CURVE on tcp: DATA of DATA/certs */
+    zactor_t *auth;             /* zauth, the ZAP handler, while CURVE is on */
+    sb_curve_ids_t *ids;        /* the roles of the allowed keys */
     zhashx_t *instances;        /* key hex -> instance_t */
     zhashx_t *services;         /* name -> service_t */
     zhashx_t *pending;          /* "routehex:id" -> pending_t */
@@ -102,7 +106,7 @@ typedef struct {
 /*  What a send on the command plane came to. */
 typedef enum { SEND_OK, SEND_FULL, SEND_FAILED } send_t;
 
-static const char *s_singletons [] = { "session", "run", "interact", NULL };
+static const char *s_singletons [] = { "session", "run", "interact", "worker", NULL };
 
 /* ------------------------------------------------------------------ */
 
@@ -164,6 +168,7 @@ s_self_new (zsock_t *pipe, const sb_broker_config_t *config)
     self->pipe = pipe;
     self->ipc_dir = config && config->ipc_dir ? strdup (config->ipc_dir) : NULL;
     self->tcp = config && config->tcp ? strdup (config->tcp) : NULL;
+    self->certs_data = config && config->certs_data ? strdup (config->certs_data) : NULL;
     self->instances = zhashx_new ();
     self->services = zhashx_new ();
     self->pending = zhashx_new ();
@@ -242,6 +247,9 @@ s_self_destroy (self_t **self_p)
     sb_outq_acct_destroy (&self->tap_q);
     free (self->ipc_dir);
     free (self->tcp);
+    free (self->certs_data);
+    zactor_destroy (&self->auth);
+    sb_curve_ids_destroy (&self->ids);
     free (self);
     *self_p = NULL;
 }
@@ -730,6 +738,19 @@ s_handle_request (self_t *self, zmq_msg_t *f)
             s_reply_error (self, sid, sidlen, &h, err.code, "%s: %s", h.type, err.message);
         return;
     }
+    /* A CURVE peer is who its key says (zauth puts the key in User-Id):
+       a worker key may use only the worker protocol, for its own
+       worker_id; a client key only the public types (bus/curve.h). */
+    const char *uid = self->ids ? zmq_msg_gets (&f [1], "User-Id") : NULL;
+    if (uid && *uid) {
+        char why [256];
+        if (!sb_curve_allowed (self->ids, uid, h.type, t->is_public, body, blen, why, sizeof why)) {
+            s_bad (self, M_KIND, sid, sidlen, why);
+            if (t->kind == SB_KIND_REQUEST)
+                s_reply_error (self, sid, sidlen, &h, SB_E_forbidden, "%s", why);
+            return;
+        }
+    }
     /* every valid message is copied, the broker's own bus.* traffic too */
     if (s_tap_active (self))
         s_tap_copy (self, "cmd", sid, sidlen, zmq_msg_data (&f [1]), zmq_msg_size (&f [1]), body, blen);
@@ -1101,6 +1122,39 @@ s_heartbeat (self_t *self)
 
 /* ------------------------------------------------------------------ */
 
+/*  CURVE for the tcp endpoints: zauth answers ZAP with the public keys
+    of DATA/certs/clients/, and the three tcp sockets get the server's
+    key pair. Socket options take effect at bind time: the ipc endpoints,
+    bound before, stay as they are. */
+static int
+s_curve_on (self_t *self)
+{
+    char err [512], clients [4300];
+    zcert_t *cert = sb_curve_server_cert (self->certs_data, err, sizeof err);
+    if (!cert) {
+        sb_error (ACTOR, "CURVE: %s", err);
+        return -1;
+    }
+    snprintf (clients, sizeof clients, "%s/certs/clients", self->certs_data);
+    self->auth = zactor_new (zauth, NULL);
+    if (!self->auth) {
+        zcert_destroy (&cert);
+        sb_error (ACTOR, "CURVE: cannot start the ZAP handler");
+        return -1;
+    }
+    zstr_sendx (self->auth, "CURVE", clients, NULL);
+    zsock_wait (self->auth);
+    self->ids = sb_curve_ids_new (self->certs_data);
+    zsock_t *socks [] = { self->router, self->xpub, self->tap };
+    for (size_t k = 0; k < 3; k++) {
+        zcert_apply (cert, socks [k]);
+        zsock_set_curve_server (socks [k], 1);
+    }
+    sb_info (ACTOR, "CURVE on tcp server_key=%s clients=%s", zcert_public_txt (cert), clients);
+    zcert_destroy (&cert);
+    return 0;
+}
+
 static int
 s_bind_external (self_t *self)
 {
@@ -1127,6 +1181,8 @@ s_bind_external (self_t *self)
             return -1;
         }
         snprintf (host, sizeof host, "%.*s", (int) (colon - self->tcp - 6), self->tcp + 6);
+        if (self->certs_data && s_curve_on (self))
+            return -1;
         if (zsock_bind (self->router, "tcp://%s:%d", host, port) < 0
         ||  zsock_bind (self->xpub, "tcp://%s:%d", host, port + 1) < 0
         ||  zsock_bind (self->tap, "tcp://%s:%d", host, port + 2) < 0) {

@@ -59,6 +59,7 @@
 typedef struct {
     const char *ipc_dir;        /* bind ipc://<dir>/bus-{cmd,in,pub,tap}; NULL: none */
     const char *tcp;            /* tcp://ADDR:P for cmd, P+1 pub, P+2 tap; NULL: none */
+    const char *certs_data;     /* CURVE on tcp with DATA/certs (bus/curve.h); NULL: plain tcp */
     size_t queue_bytes;         /* byte bound per plane; 0: the environment or the default */
 } sb_broker_config_t;
 

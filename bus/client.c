@@ -1,5 +1,6 @@
 /*  bus/client.c — DEALER-side bus client, publisher and subscriber. */
 #include "bus/client.h"
+#include "bus/curve.h"
 #include "common/log.h"
 
 #include <czmq.h>
@@ -130,6 +131,7 @@ s_dealer (const char *endpoint)
     /* Over ipc or tcp the broker may be anyone's: refuse a frame no
        schema allows before it is allocated. */
     zsock_set_maxmsgsize (sock, (int) sb_bus_max_frame ());
+    sb_curve_apply_client (sock, endpoint);
     if (zsock_connect (sock, "%s", endpoint)) {
         zsock_destroy (&sock);
         return NULL;
@@ -654,6 +656,7 @@ sb_sub_new (const char *endpoint)
     zsock_set_rcvhwm (sub->sock, 100000);
     zsock_set_linger (sub->sock, 0);
     zsock_set_maxmsgsize (sub->sock, (int) sb_bus_max_frame ());
+    sb_curve_apply_client (sub->sock, endpoint);
     if (zsock_connect (sub->sock, "%s", endpoint)) {
         sb_sub_destroy (&sub);
         return NULL;

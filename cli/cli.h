@@ -101,5 +101,9 @@ int sb_cmd_cancel (int argc, char **argv);
 int sb_cmd_resume (int argc, char **argv);
 int sb_cmd_runs (int argc, char **argv);
 int sb_cmd_run_info (int argc, char **argv);
+int sb_cmd_workers (int argc, char **argv);
+int sb_cmd_worker_status (int argc, char **argv);
+int sb_cmd_worker (int argc, char **argv);
+int sb_cmd_keys (int argc, char **argv);
 
 #endif

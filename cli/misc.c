@@ -1,5 +1,6 @@
 /*  cli/misc.c — `schemas`, `actor` and `call`. */
 #include "cli/cli.h"
+#include "bus/curve.h"
 #include "cli/serve.h"
 #include "actors/actor.h"
 #include "common/log.h"
@@ -59,11 +60,13 @@ sb_cmd_actor (int argc, char **argv)
         { "llm-url", required_argument, 0, 'u' },
         { "providers", required_argument, 0, 'p' },
         { "sandbox", required_argument, 0, 's' },
-        { "mcp-config", required_argument, 0, 'C' },
+        { "mcp-config", required_argument, 0, 1101 },
+        { "cert", required_argument, 0, 'C' },
+        { "server-key", required_argument, 0, 'S' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
-    const char *connect = NULL, *instance = NULL, *data = NULL;
+    const char *connect = NULL, *instance = NULL, *data = NULL, *cert = NULL, *server_key = NULL;
     sb_server_config_t cfg = { .demo_delay_ms = -1 };
     int c;
     optind = 1;
@@ -77,16 +80,20 @@ sb_cmd_actor (int argc, char **argv)
             case 'u': cfg.llm_url = optarg; break;
             case 'p': cfg.providers = optarg; break;
             case 's': cfg.sandbox = optarg; break;
-            case 'C': cfg.mcp_config = optarg; break;
+            case 1101: cfg.mcp_config = optarg; break;
+            case 'C': cert = optarg; break;
+            case 'S': server_key = optarg; break;
             case 'h':
                 printf ("usage: switchboard actor NAME [--connect EP] [--instance NAME] [--data DIR]\n"
                         "                         [--llm PROVIDER --llm-url URL --model M | --providers FILE]\n"
-                        "                         [--sandbox bwrap] [--mcp-config FILE]\n\n"
+                        "                         [--sandbox bwrap] [--mcp-config FILE] [--cert FILE --server-key FILE]\n\n"
                         "Runs one stateless actor as its own process, attached to a running\n"
                         "broker (--connect, else $SWITCHBOARD_BUS, else the ipc endpoint in DATA).\n"
                         "Actors: llm (the model broker; it holds the provider keys), exec (the\n"
                         "local executor; same filesystem as the server), echo (the test service).\n"
-                        "exec starts the MCP servers of --mcp-config FILE (docs/mcp.md).\n");
+                        "exec starts the MCP servers of --mcp-config FILE (docs/mcp.md).\n"
+                        "Over a CURVE tcp:// bus, --cert is its key pair ('switchboard keys new NAME\n"
+                        "--actor' prints the secret file) and --server-key DATA/certs/server.\n");
                 return 0;
             default: return sb_cli_usage ("actor", "unknown option or missing value: %s", argv [optind - 1]);
         }
@@ -97,6 +104,13 @@ sb_cmd_actor (int argc, char **argv)
         return sb_cli_usage ("actor", "unexpected argument '%s'", argv [optind + 1]);
     if (cfg.sandbox && strcmp (cfg.sandbox, "bwrap") != 0)
         return sb_cli_usage ("actor", "--sandbox takes bwrap, not '%s'", cfg.sandbox);
+    if (!cert != !server_key)
+        return sb_cli_usage ("actor", "--cert and --server-key go together");
+    if (cert) {
+        char cerr [512];
+        if (sb_curve_client_set (cert, server_key, cerr, sizeof cerr))
+            return sb_cli_fail ("actor", "%s", cerr);
+    }
     sb_serve_opts_t llm_opts = { .llm = cfg.llm, .model = cfg.model };
     int rc = sb_serve_check_llm ("actor", &llm_opts);
     if (rc)

@@ -231,6 +231,11 @@ s_print_run (const sb_val_t *run, bool json, bool one_line)
     if (sb_get_str (run, "resume_from")) printf ("resumes     %s\n", sb_get_str (run, "resume_from"));
     if (sb_get_str (run, "kind")) printf ("kind        %s\n", sb_get_str (run, "kind"));
     if (sb_get_str (run, "owner")) printf ("executor    %s\n", sb_get_str (run, "owner"));
+    const sb_val_t *target = sb_get_map (run, "target");
+    if (sb_get_str (target, "pool")) printf ("target      worker:%s\n", sb_get_str (target, "pool"));
+    if (sb_get_str (run, "worker_id"))
+        printf ("worker      %s (instance %s)\n", sb_get_str (run, "worker_id"),
+                sb_get_str (run, "instance_id") ? sb_get_str (run, "instance_id") : "-");
     printf ("fence       %llu\nsteps       %llu\ntokens      %llu in / %llu out\n",
             (unsigned long long) sb_get_uint (run, "fence", 0), (unsigned long long) sb_get_uint (run, "steps", 0),
             (unsigned long long) sb_get_uint (run, "input_tokens", 0),

@@ -50,8 +50,11 @@ static const char *s_usage =
     "  --http-max-per-addr N   WebSocket connections from one address (default 256)\n"
     "  --http-out-max BYTES    queued bytes per connection before a slow\n"
     "                    reader gets resync (default 8 MiB)\n"
-    "  --bus ENDPOINT    also bind tcp://ADDR:P (commands), P+1 (events), P+2 (tap);\n"
-    "                    beyond loopback it needs --insecure-bus (no CURVE yet)\n"
+    "  --bus ENDPOINT    also bind tcp://ADDR:P (commands), P+1 (events), P+2 (tap),\n"
+    "                    with CURVE: the server's keys in DATA/certs/server, clients\n"
+    "                    allowed by their public keys in DATA/certs/clients/\n"
+    "                    ('switchboard keys new NAME'; docs/workers.md)\n"
+    "  --insecure-tcp    plain TCP on --bus, without CURVE (warned; --insecure-bus too)\n"
     "  --actors LIST     comma-separated actors to run (default: all built-in)\n"
     "  --llm PROVIDER    responses | chat | anthropic | codex | demo (default demo);\n"
     "                    all but demo need --model\n"
@@ -150,6 +153,7 @@ sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
         { "providers", required_argument, 0, 'p' },
         { "sandbox", required_argument, 0, 's' },
         { "insecure-bus", no_argument, 0, 'I' },
+        { "insecure-tcp", no_argument, 0, 'I' },
         { "tool-output-tape", required_argument, 0, 'T' },
         { "session-quota", required_argument, 0, 'Q' },
         { "context-window", required_argument, 0, 'W' },
@@ -233,12 +237,6 @@ sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
         return sb_cli_usage ("serve", "--sandbox takes bwrap, not '%s'", o->sandbox);
     if (o->bus && strncmp (o->bus, "tcp://", 6) != 0)
         return sb_cli_usage ("serve", "--bus takes tcp://ADDR:PORT (ipc is always bound)");
-    /* CURVE is not built yet: an unauthenticated bus beyond loopback would
-       let anyone on the network drive the agent, so it takes a flag */
-    if (o->bus && !o->insecure_bus && strncmp (o->bus + 6, "127.", 4) != 0
-    &&  strncmp (o->bus + 6, "localhost:", 10) != 0 && strncmp (o->bus + 6, "[::1]:", 6) != 0)
-        return sb_cli_usage ("serve", "--bus %s is beyond loopback and the bus has no authentication yet "
-                             "(CURVE is not built); add --insecure-bus to accept that", o->bus);
     int rc = sb_serve_check_llm ("serve", o);
     if (rc)
         return rc;
@@ -415,7 +413,11 @@ sb_serve_run (const sb_serve_opts_t *o, sb_serve_hook_fn *hook, void *hook_arg)
     zsys_handler_set (NULL);
     zsys_init ();
 
-    sb_broker_config_t bcfg = { .ipc_dir = dir, .tcp = o->bus };
+    /* tcp is CURVE unless plain TCP was asked for by name (docs/workers.md) */
+    sb_broker_config_t bcfg = { .ipc_dir = dir, .tcp = o->bus, .certs_data = o->insecure_bus ? NULL : dir };
+    if (o->bus && o->insecure_bus)
+        sb_warn ("serve", "the bus on %s is plain TCP without CURVE (--insecure-tcp): anyone who can "
+                 "reach it can drive the agents", o->bus);
     sb_server_config_t scfg = {
         .llm = o->llm, .llm_url = o->llm_url, .model = o->model, .providers = o->providers,
         .sandbox = o->sandbox, .demo_delay_ms = o->demo_delay_ms ? o->demo_delay_ms : -1,

@@ -34,11 +34,12 @@ static const char *s_sessions_usage =
     "       switchboard sessions show ID [--json]\n"
     "       switchboard sessions new [--workspace DIR] [--title T] [--provider P] [--model M]\n"
     "                                [--approval yolo|auto|interactive] [--max-steps N] [--mcp A,B]\n"
-    "                                [--rule TOOL:PATTERN:ACTION]... [--approval-deadline S] [--json]\n"
+    "                                [--rule TOOL:PATTERN:ACTION]... [--approval-deadline S]\n"
+    "                                [--target local|worker:POOL] [--json]\n"
     "       switchboard sessions update ID [--title T] [--provider P] [--model M]\n"
     "                                [--approval P] [--max-steps N] [--workspace DIR] [--mcp A,B]\n"
     "                                [--clear-rules] [--rule TOOL:PATTERN:ACTION]...\n"
-    "                                [--approval-deadline S] [--json]\n"
+    "                                [--approval-deadline S] [--target local|worker:POOL] [--json]\n"
     "       switchboard sessions close ID [--json]\n"
     "       switchboard sessions delete ID [--json]\n"
     "\n"
@@ -69,6 +70,8 @@ static const char *s_sessions_usage =
     "                    server's, serve --approval-deadline)\n"
     "  --mcp A,B         the MCP servers the session uses, by name (default: all the\n"
     "                    server configures; 'none' for none, 'all' for all again)\n"
+    "  --target T        where its runs go: local (this server's exec) or\n"
+    "                    worker:POOL (a worker of POOL claims them; docs/workers.md)\n"
     "  --json            one JSON document (list: one JSON object per line)\n"
     "  --connect EP      the server's command endpoint (default: ipc in DATA)\n"
     "  --data DIR        the server's data folder\n"
@@ -194,6 +197,7 @@ s_print_record (const sb_val_t *r)
     printf ("provider   %s\n", s_or_dash (sb_get_str (r, "provider")));
     printf ("model      %s\n", s_or_dash (sb_get_str (r, "model")));
     printf ("approval   %s\n", s_or_dash (sb_get_str (r, "approval_policy")));
+    printf ("target     %s\n", sb_get_str (r, "target")? sb_get_str (r, "target"): "local");
     if (sb_get (r, "max_steps"))
         printf ("max_steps  %llu\n", (unsigned long long) sb_get_uint (r, "max_steps", 0));
     else
@@ -336,7 +340,7 @@ s_print_event (const sb_val_t *e, bool json)
 
 typedef struct {
     const char *connect, *data;
-    const char *status, *workspace, *title, *provider, *model, *approval;
+    const char *status, *workspace, *title, *provider, *model, *approval, *target;
     const char *mcp;            //  --mcp A,B | none | all
     long long limit;
     unsigned long long max_steps;
@@ -440,6 +444,7 @@ s_enc_config (sb_enc_t *enc, const opts_t *o, const char *workspace)
     sb_enc_kstr_opt (enc, "provider", o->provider);
     sb_enc_kstr_opt (enc, "model", o->model);
     sb_enc_kstr_opt (enc, "approval_policy", o->approval);
+    sb_enc_kstr_opt (enc, "target", o->target);
     if (o->has_max_steps)
         sb_enc_kuint (enc, "max_steps", o->max_steps);
     if (o->has_deadline)
@@ -625,6 +630,7 @@ s_sessions (int argc, char **argv, zlistx_t *rules)
         { "model", required_argument, 0, 'm' },
         { "approval", required_argument, 0, 'a' },
         { "max-steps", required_argument, 0, 'x' },
+        { "target", required_argument, 0, 'T' },
         { "rule", required_argument, 0, 'r' },
         { "clear-rules", no_argument, 0, 'R' },
         { "approval-deadline", required_argument, 0, 'D' },
@@ -652,6 +658,7 @@ s_sessions (int argc, char **argv, zlistx_t *rules)
             case 'p': o.provider = optarg; o.config_opts++; break;
             case 'm': o.model = optarg; o.config_opts++; break;
             case 'a': o.approval = optarg; o.config_opts++; break;
+            case 'T': o.target = optarg; o.config_opts++; break;
             case 'x':
                 if (s_parse_uint ("sessions", "--max-steps", optarg, 10000, &o.max_steps))
                     return 2;
@@ -708,10 +715,12 @@ s_sessions (int argc, char **argv, zlistx_t *rules)
         return sb_cli_usage ("sessions", "--status takes active or closed, not '%s'", o.status);
     if (!create && !update && o.config_opts)
         return sb_cli_usage ("sessions", "--workspace, --title, --provider, --model, --approval, "
-                             "--max-steps, --mcp, --rule, --clear-rules and --approval-deadline go with new "
-                             "and update only");
+                             "--max-steps, --mcp, --rule, --clear-rules, --approval-deadline and --target go "
+                             "with new and update only");
     if (create && o.clear_rules)
         return sb_cli_usage ("sessions", "--clear-rules goes with update (a new session has no rules)");
+    if (o.target && strcmp (o.target, "local") != 0 && (strncmp (o.target, "worker:", 7) != 0 || !o.target [7]))
+        return sb_cli_usage ("sessions", "--target takes local or worker:POOL, not '%s'", o.target);
     //  In update, an empty value clears the field, as for every string.
     if (o.approval && !(update && !*o.approval) && strcmp (o.approval, "yolo") != 0
     &&  strcmp (o.approval, "auto") != 0 && strcmp (o.approval, "interactive") != 0)
@@ -721,7 +730,7 @@ s_sessions (int argc, char **argv, zlistx_t *rules)
     if (update && o.config_opts == 0)
         return sb_cli_usage ("sessions", "update needs at least one of --title, --provider, --model, "
                              "--approval, --max-steps, --workspace, --mcp, --rule, --clear-rules, "
-                             "--approval-deadline");
+                             "--approval-deadline, --target");
     if (o.has_max_steps && o.max_steps == 0)
         return sb_cli_usage ("sessions", "--max-steps takes a number from 1 to 10000");
 

@@ -28,6 +28,7 @@
     X (run) \
     X (exec) \
     X (hooks) \
+    X (worker) \
     X (interact)
 
 #define SB_DECLARE(svc) \

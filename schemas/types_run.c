@@ -39,6 +39,8 @@ static const sb_field_t s_run_record [] = {
     { "output_tokens", SB_T_UINT, false, 0, NULL, "tokens out" },
     { "cancel_requested", SB_T_BOOL, false, 0, NULL, "a cancel is pending" },
     { "waiting_for", SB_T_STR, false, 256, NULL, "what a queued run waits for" },
+    { "worker_id", SB_T_STR, false, 64, NULL, "the worker that claimed it (worker runs)" },
+    { "instance_id", SB_T_STR, false, 64, NULL, "that worker's process instance" },
     END
 };
 static const sb_field_t s_run_one [] = {
@@ -83,6 +85,23 @@ static const sb_field_t s_run_heartbeat [] = {
     { "output_tokens", SB_T_UINT, false, 0, NULL, "tokens out so far", RANGE_COUNT },
     END
 };
+/*  The worker protocol (docs/workers.md). */
+static const sb_field_t s_run_claim [] = {
+    { "worker_id", SB_T_STR, true, 64, NULL, "a registered worker (worker.register)" },
+    { "pool", SB_T_STR, true, 64, NULL, "claim runs targeted at this pool" },
+    { "lease_s", SB_T_UINT, false, 0, NULL, "lease length", RANGE (1, 3600, 30) },
+    { "wait_ms", SB_T_UINT, false, 0, NULL, "long-poll: wait up to this long for a run", RANGE (0, 60000, 0) },
+    END
+};
+static const sb_field_t s_run_claim_ok [] = {
+    { "run_id", SB_T_STR, false, ID_MAX, NULL, "the claimed run (absent: nothing to do)" },
+    { "session_id", SB_T_STR, false, ID_MAX, NULL, "its session" },
+    { "fence", SB_T_UINT, false, 0, NULL, "the fencing token for every append, heartbeat and completion" },
+    { "lease_expires_at", SB_T_UINT, false, 0, NULL, "ms since epoch" },
+    { "lease_ms", SB_T_UINT, false, 0, NULL, "lease length" },
+    { "config", SB_T_MAP, false, 0, NULL, "what exec.start carries: approval_policy, limits, resume_from" },
+    END
+};
 static const sb_field_t s_run_heartbeat_ok [] = {
     { "cancel_requested", SB_T_BOOL, true, 0, NULL, "stop now" },
     { "lease_ms", SB_T_UINT, true, 0, NULL, "lease length" },
@@ -98,6 +117,16 @@ static const sb_field_t s_run_finish [] = {
     { "fence", SB_T_UINT, true, 0, NULL, "the executor's fencing token", RANGE_COUNT },
     { "status", SB_T_STR, true, 16, NULL, "completed | failed | cancelled" },
     { "reason", SB_T_STR, false, 1 KB, NULL, "why; names the limit for limit failures" },
+    { "steps", SB_T_UINT, false, 0, NULL, "model calls made", RANGE_COUNT },
+    { "usage", SB_T_MAP, false, 0, s_usage, "tokens" },
+    END
+};
+static const sb_field_t s_run_complete [] = {
+    { "run_id", SB_T_STR, true, ID_MAX, NULL, "run id" },
+    { "fence", SB_T_UINT, true, 0, NULL, "the claim's fencing token", RANGE_COUNT },
+    { "status", SB_T_STR, true, 16, NULL, "completed | failed | cancelled" },
+    { "error", SB_T_STR, false, 1 KB, NULL, "why it failed" },
+    { "reason", SB_T_STR, false, 1 KB, NULL, "the same as error (what run.finish calls it)" },
     { "steps", SB_T_UINT, false, 0, NULL, "model calls made", RANGE_COUNT },
     { "usage", SB_T_MAP, false, 0, s_usage, "tokens" },
     END
@@ -191,6 +220,10 @@ const sb_type_t sb_types_run [] = {
     REP ("run.heartbeat.ok", s_run_heartbeat_ok, "lease extended"),
     REQ ("run.finish", s_run_finish, false, "executor: the run ended (internal)"),
     REP ("run.finish.ok", s_run_one, "the final run"),
+    REQ ("run.claim", s_run_claim, false, "worker: claim the oldest queued run of a pool (long-poll)"),
+    REP ("run.claim.ok", s_run_claim_ok, "a run and its lease, or {} when there is nothing to do"),
+    REQ ("run.complete", s_run_complete, false, "worker: the claimed run ended"),
+    REP ("run.complete.ok", s_run_one, "the final run"),
 };
 const size_t sb_types_run_count = sizeof sb_types_run / sizeof sb_types_run [0];
 

@@ -66,7 +66,7 @@ s_heartbeat_thread (void *arg)
     sb_enc_t *e = sb_enc_new ();
     while (bus && e) {
         struct pollfd p = { run->hb_stop_fd, POLLIN, 0 };
-        if (poll (&p, 1, SB_EXEC_HEARTBEAT_MS) > 0)
+        if (poll (&p, 1, run->hb_ms > 0 ? run->hb_ms : SB_EXEC_HEARTBEAT_MS) > 0)
             break;
         s_heartbeat (run, bus, e);
     }
@@ -139,7 +139,7 @@ s_prepare (sb_exec_run_t *run)
         return -1;
     }
     const sb_val_t *rec = sb_get_map (reply->body, "session");
-    const char *ws = sb_get_str (rec, "workspace");
+    const char *ws = run->workspace ? run->workspace : sb_get_str (rec, "workspace");
     uint64_t version = sb_get_uint (rec, "config_version", 0);
     if (run->runtime && !sb_runtime_matches (run->runtime, ws, version))
         sb_runtime_destroy (&run->runtime);     /* the workspace or config changed */
@@ -429,7 +429,8 @@ s_report (sb_exec_run_t *run)
     size_t len;
     const uint8_t *b = sb_enc_data (e, &len);
     for (int attempt = 0; attempt < 3; attempt++) {
-        sb_msg_t *reply = sb_bus_call (run->bus, "run.finish", run->session_id, b, len, SB_EXEC_CALL_MS);
+        sb_msg_t *reply = sb_bus_call (run->bus, run->finish_type ? run->finish_type : "run.finish",
+                                       run->session_id, b, len, SB_EXEC_CALL_MS);
         bool retry = !reply || (sb_msg_is_error (reply) && sb_err_retryable (sb_err_from_name (sb_msg_error_code (reply))));
         if (reply && sb_msg_is_error (reply))
             sb_warn (ACTOR, "run.finish refused run=%s code=%s", run->run_id, sb_msg_error_code (reply));

@@ -90,6 +90,10 @@ struct sb_exec_run {
     char *agents_md;            /* AGENTS.md instructions of this run, or NULL (actors/exec/agents_md.c) */
     char status [16];
     char reason [1024];
+    /* set by an external worker (workers/worker.c), NULL/0 in exec: */
+    const char *workspace;      /* its own checkout instead of the session's folder */
+    const char *finish_type;    /* the final report: run.complete (default run.finish) */
+    int hb_ms;                  /* heartbeat period: min(5 s, lease/3) (default SB_EXEC_HEARTBEAT_MS) */
     char kind [16];             /* "" : a prompt's run; "compact": compaction only */
     uint64_t ctx_estimate;      /* context tokens estimated for the current call */
     bool overflow;              /* this call was retried after context_overflow */

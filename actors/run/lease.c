@@ -5,58 +5,189 @@
     would buy nothing but fsyncs. */
 #include "actors/run/run_impl.h"
 
-void
-sb_run_start (self_t *self, run_t *r)
+/*  Notes what a queued run waits for (run-info shows it), writing only
+    when it changed. */
+static void
+s_waiting_for (self_t *self, run_t *r, const char *what)
 {
-    if (strcmp (r->executor, "worker") == 0) {
-        char w [256];
-        snprintf (w, sizeof w, "a worker in pool %s to claim it (workers are not built yet)", r->pool);
-        if (strcmp (w, r->waiting_for) != 0) {
-            s_copy (r->waiting_for, sizeof r->waiting_for, w);
-            sb_run_save (self, r, false, false, NULL);
-        }
-        return;
+    if (strcmp (what, r->waiting_for) != 0) {
+        s_copy (r->waiting_for, sizeof r->waiting_for, what);
+        sb_run_save (self, r, false, false, NULL);
     }
-    if (sb_run_save_new_fence (self, r) || sb_run_fence_session (self, r))
+}
+
+/*  The start of a local run is a chain of steps, each continued by a
+    reply (docs/workers.md):
+      1. wait until the outbox has sent every entry written so far, so the
+         run's prompt is on the tape before an executor reads it;
+      2. give the run the session's next fence and tell the session actor
+         (session.fence), so a former holder can no longer append;
+      3. exec.start to an instance, whose reply makes the run claimed.
+    Each continuation reloads the run: a cancel may have come meanwhile. */
+
+static void
+s_start_failed (self_t *self, const char *run_id, const char *what)
+{
+    sb_run_job_end (self, run_id);
+    run_t r;
+    if (sb_run_record_load (self, run_id, &r) == 0) {
+        if (r.status == SB_RUN_queued)
+            s_waiting_for (self, &r, what);
+        sb_run_record_free (&r);
+    }
+}
+
+static void
+s_on_exec_start (self_t *self, call_t *call, const sb_msg_t *reply)
+{
+    sb_run_job_end (self, call->run_id);
+    run_t r;
+    if (sb_run_record_load (self, call->run_id, &r))
         return;
-    sb_enc_t *e = sb_enc_new ();
-    sb_enc_map_open (e);
-    sb_enc_kstr (e, "run_id", r->run_id);
-    sb_enc_kstr (e, "session_id", r->session_id);
-    sb_enc_kuint (e, "fence", r->fence);
-    if (r->resume_from [0]) sb_enc_kstr (e, "resume_from", r->resume_from);
-    if (r->kind [0]) sb_enc_kstr (e, "kind", r->kind);
-    if (r->approval_policy [0]) sb_enc_kstr (e, "approval_policy", r->approval_policy);
-    sb_run_limits_encode (r, e);
-    sb_enc_map_close (e);
-    size_t len;
-    const uint8_t *b = sb_enc_data (e, &len);
-    sb_msg_t *reply = sb_bus_call (self->bus, "exec.start", r->session_id, b, len, CALL_MS);
-    sb_enc_destroy (&e);
     if (!reply || sb_msg_is_error (reply)) {
         sb_err_t code = reply ? sb_err_from_name (sb_msg_error_code (reply)) : SB_E_timeout;
         char w [256];
         snprintf (w, sizeof w, "an exec instance (%s)",
                   code == SB_E_no_service ? "none is live" : sb_err_name (code));
-        if (strcmp (w, r->waiting_for) != 0) {
-            s_copy (r->waiting_for, sizeof r->waiting_for, w);
-            sb_run_save (self, r, false, false, NULL);
+        if (r.status == SB_RUN_queued)
+            s_waiting_for (self, &r, w);
+        sb_run_record_free (&r);
+        return;
+    }
+    const char *instance = sb_get_str (reply->body, "instance");
+    if (r.fence != call->n || (r.status != SB_RUN_queued && r.status != SB_RUN_claimed
+                               && r.status != SB_RUN_running)) {
+        /* cancelled (or re-fenced) while exec.start was on its way: the
+           executor that took it stops */
+        s_copy (r.owner, sizeof r.owner, instance);
+        sb_run_push_cancel (self, &r);
+        sb_run_record_free (&r);
+        return;
+    }
+    s_copy (r.owner, sizeof r.owner, instance);
+    if (r.status == SB_RUN_queued) {
+        if (sb_run_set_status (&r, SB_RUN_claimed, NULL) != SB_OK) {
+            sb_run_record_free (&r);
+            return;
         }
-        sb_msg_destroy (&reply);
+        r.started_at = sb_now_ms ();
+        r.waiting_for [0] = 0;
+        sb_run_save (self, &r, false, true, NULL);
+    }
+    else
+        sb_run_save (self, &r, false, false, NULL);
+    if (!zhashx_lookup (self->leases, r.run_id)) {
+        lease_t *lease = calloc (1, sizeof *lease);
+        if (lease) {
+            lease->expires = sb_mono_ms () + (int64_t) self->lease_ms;
+            lease->lease_ms = self->lease_ms;
+            zhashx_update (self->leases, r.run_id, lease);
+        }
+    }
+    sb_run_record_free (&r);
+}
+
+static void
+s_on_start_fence (self_t *self, call_t *call, const sb_msg_t *reply)
+{
+    if (!reply || sb_msg_is_error (reply)) {
+        sb_warn (ACTOR, "session.fence failed run=%s fence=%llu error=%s", call->run_id,
+                 (unsigned long long) call->n, reply ? sb_msg_error_message (reply) : "no reply");
+        s_start_failed (self, call->run_id, "the session actor to take the run's fence");
         return;
     }
-    s_copy (r->owner, sizeof r->owner, sb_get_str (reply->body, "instance"));
-    sb_msg_destroy (&reply);
-    if (sb_run_set_status (r, SB_RUN_claimed, NULL) != SB_OK)
+    run_t r;
+    if (sb_run_record_load (self, call->run_id, &r)) {
+        sb_run_job_end (self, call->run_id);
         return;
-    r->started_at = sb_now_ms ();
-    r->waiting_for [0] = 0;
-    lease_t *lease = calloc (1, sizeof *lease);
-    if (lease) {
-        lease->expires = sb_mono_ms () + LEASE_MS;
-        zhashx_update (self->leases, r->run_id, lease);
     }
-    sb_run_save (self, r, false, true, NULL);
+    if (r.status != SB_RUN_queued || r.fence != call->n) {
+        sb_run_job_end (self, call->run_id);
+        sb_run_record_free (&r);
+        return;
+    }
+    if (strcmp (r.executor, "worker") == 0) {
+        /* a worker's claim: the session has the fence, the worker gets it */
+        job_t *j = sb_run_job (self, r.run_id);
+        claim_t *claim = j ? j->claim : NULL;
+        if (j)
+            j->claim = NULL;
+        sb_run_job_end (self, r.run_id);
+        sb_run_grant (self, &r, claim);
+        sb_run_record_free (&r);
+        return;
+    }
+    sb_enc_t *e = sb_enc_new ();
+    if (!e) {
+        sb_run_job_end (self, call->run_id);
+        sb_run_record_free (&r);
+        return;
+    }
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "run_id", r.run_id);
+    sb_enc_kstr (e, "session_id", r.session_id);
+    sb_enc_kuint (e, "fence", r.fence);
+    if (r.resume_from [0]) sb_enc_kstr (e, "resume_from", r.resume_from);
+    if (r.kind [0]) sb_enc_kstr (e, "kind", r.kind);
+    if (r.approval_policy [0]) sb_enc_kstr (e, "approval_policy", r.approval_policy);
+    sb_run_limits_encode (&r, e);
+    sb_enc_map_close (e);
+    sb_run_job_set (self, r.run_id, JOB_EXEC_START, 0);
+    sb_run_call (self, "exec.start", r.session_id, NULL, e, s_on_exec_start, r.run_id, r.fence, NULL, NULL);
+    sb_enc_destroy (&e);
+    sb_run_record_free (&r);
+}
+
+void
+sb_run_start_fence (self_t *self, const char *run_id)
+{
+    run_t r;
+    if (sb_run_record_load (self, run_id, &r)) {
+        sb_run_job_end (self, run_id);
+        return;
+    }
+    if (r.status != SB_RUN_queued || sb_run_save_new_fence (self, &r)) {
+        sb_run_job_end (self, run_id);
+        sb_run_record_free (&r);
+        return;
+    }
+    sb_run_job_set (self, run_id, JOB_FENCE_START, 0);
+    sb_run_fence_session_async (self, &r, s_on_start_fence);
+    sb_run_record_free (&r);
+}
+
+void
+sb_run_start (self_t *self, run_t *r)
+{
+    if (sb_run_job (self, r->run_id))
+        return;                 /* its start is under way */
+    if (strcmp (r->executor, "worker") == 0) {
+        sb_run_offer (self, r);
+        return;
+    }
+    uint64_t barrier = self->outbox_next - 1;
+    sb_run_job_set (self, r->run_id, JOB_WAIT_OUTBOX, barrier);
+    if (self->outbox_acked >= barrier)
+        sb_run_start_fence (self, r->run_id);
+    else
+        sb_run_outbox_flush (self);
+}
+
+void
+sb_run_jobs_advance (self_t *self)
+{
+    if (!zhashx_size (self->jobs))
+        return;
+    zlistx_t *ready = zlistx_new ();
+    if (!ready)
+        return;
+    zlistx_set_destructor (ready, (czmq_destructor *) zstr_free);
+    for (job_t *j = zhashx_first (self->jobs); j; j = zhashx_next (self->jobs))
+        if (j->stage == JOB_WAIT_OUTBOX && j->barrier <= self->outbox_acked)
+            zlistx_add_end (ready, strdup ((const char *) zhashx_cursor (self->jobs)));
+    for (char *id = zlistx_first (ready); id; id = zlistx_next (ready))
+        sb_run_start_fence (self, id);
+    zlistx_destroy (&ready);
 }
 
 /*  Starts every queued run (the outbox is flushed first, so a run's
@@ -69,6 +200,8 @@ sb_run_start_queued (self_t *self)
     if (!ids)
         return;
     for (char *id = zlistx_first (ids); id; id = zlistx_next (ids)) {
+        if (sb_run_job (self, id))
+            continue;
         run_t r;
         if (sb_run_record_load (self, id, &r) == 0) {
             if (r.status == SB_RUN_queued)
@@ -82,6 +215,9 @@ sb_run_start_queued (self_t *self)
 void
 sb_run_push_cancel (self_t *self, const run_t *r)
 {
+    /* a worker learns of it from its next heartbeat's reply */
+    if (strcmp (r->executor, "worker") == 0)
+        return;
     sb_enc_t *e = sb_enc_new ();
     sb_enc_map_open (e);
     sb_enc_kstr (e, "run_id", r->run_id);
@@ -94,6 +230,32 @@ sb_run_push_cancel (self_t *self, const run_t *r)
     sb_enc_destroy (&e);
 }
 
+/*  Expiry: the new fence reaches the session actor, acknowledged, before
+    the run is announced expired (docs/workers.md, "Fencing"). */
+static void
+s_on_expire_fence (self_t *self, call_t *call, const sb_msg_t *reply)
+{
+    sb_run_job_end (self, call->run_id);
+    if (!reply || sb_msg_is_error (reply)) {
+        sb_warn (ACTOR, "session.fence failed run=%s fence=%llu error=%s (expiry retried)", call->run_id,
+                 (unsigned long long) call->n, reply ? sb_msg_error_message (reply) : "no reply");
+        return;                 /* the lease is still lapsed: the next tick tries again */
+    }
+    run_t r;
+    if (sb_run_record_load (self, call->run_id, &r)) {
+        zhashx_delete (self->leases, call->run_id);
+        return;
+    }
+    if (r.fence == call->n && sb_run_transition_ok (r.status, SB_RUN_expired)
+    &&  sb_run_set_status (&r, SB_RUN_expired, "lease_expired") == SB_OK) {
+        r.phase [0] = 0;
+        sb_run_save (self, &r, false, true, NULL);
+    }
+    sb_run_worker_release (self, &r);
+    zhashx_delete (self->leases, call->run_id);
+    sb_run_record_free (&r);
+}
+
 void
 sb_run_expire_leases (self_t *self)
 {
@@ -101,7 +263,7 @@ sb_run_expire_leases (self_t *self)
     zlistx_t *keys = zhashx_keys (self->leases);
     for (const char *id = zlistx_first (keys); id; id = zlistx_next (keys)) {
         lease_t *lease = zhashx_lookup (self->leases, id);
-        if (!lease || lease->expires > now)
+        if (!lease || lease->expires > now || sb_run_job (self, id))
             continue;
         run_t r;
         if (sb_run_record_load (self, id, &r) == 0) {
@@ -109,12 +271,11 @@ sb_run_expire_leases (self_t *self)
                drops its lease */
             if (sb_run_transition_ok (r.status, SB_RUN_expired)) {
                 /* fence first: once the session knows the new fence, the
-                   lapsed executor can no longer write */
-                if (sb_run_save_new_fence (self, &r) == 0 && sb_run_fence_session (self, &r) == 0) {
-                    if (sb_run_set_status (&r, SB_RUN_expired,
-                                           "lease lapsed: the executor stopped heartbeating") == SB_OK)
-                        sb_run_save (self, &r, false, true, NULL);
-                    zhashx_delete (self->leases, id);
+                   lapsed executor can no longer write; its heartbeats are
+                   refused from this commit on */
+                if (sb_run_save_new_fence (self, &r) == 0) {
+                    sb_run_job_set (self, id, JOB_FENCE_EXPIRE, 0);
+                    sb_run_fence_session_async (self, &r, s_on_expire_fence);
                 }
             }
             else
@@ -149,8 +310,10 @@ s_recover_waiting (self_t *self, const run_t *r, char *reason, size_t size)
 void
 sb_run_recover (self_t *self)
 {
-    sb_run_outbox_flush (self);
+    self->recovering = true;
+    sb_run_outbox_drain (self);
     zlistx_t *ids = sb_run_active_ids (self);
+    self->recovering = ids != NULL;
     if (!ids)
         return;
     int n = 0;
@@ -174,6 +337,8 @@ sb_run_recover (self_t *self)
         sb_run_record_free (&r);
     }
     zlistx_destroy (&ids);
+    self->recovering = false;
+    sb_run_outbox_drain (self);
     if (n)
         sb_info (ACTOR, "recovery interrupted=%d", n);
 }

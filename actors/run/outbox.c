@@ -164,53 +164,117 @@ s_write_fn (sb_txn_t *txn, void *arg)
     return txn->ret;
 }
 
-/*  Sends pending tape appends in order; each is idempotent by its
-    command_id, so a resend after a crash cannot double an entry. */
+/*  Reads the first pending outbox entry: a copy of its body (the caller
+    frees it) and its number; NULL when the outbox is empty. */
+static uint8_t *
+s_outbox_first (self_t *self, size_t *len_p, uint64_t *n_p)
+{
+    sb_txn_t txn;
+    if (sb_txn_begin (self->store, &txn, false))
+        return NULL;
+    sb_txn_iter_t it;
+    MDB_val k, v;
+    uint8_t *copy = NULL;
+    sb_txn_iter_begin (&txn, &it, DBI_OUTBOX, "O", 1, NULL, 0);
+    if (sb_txn_iter_next (&it, &k, &v) && k.mv_size == 9) {
+        copy = malloc (v.mv_size ? v.mv_size : 1);
+        if (copy) {
+            memcpy (copy, v.mv_data, v.mv_size);
+            *len_p = v.mv_size;
+            *n_p = sb_key_read_u64 (&k, 1);
+        }
+    }
+    sb_txn_iter_end (&it);
+    sb_txn_abort (&txn);
+    return copy;
+}
+
+/*  Deals with the answer to outbox entry n; true when the entry is done
+    with (landed, or refused for good: retrying cannot help), and then
+    deleted. */
+static bool
+s_outbox_answered (self_t *self, uint64_t n, const sb_msg_t *reply)
+{
+    if (!reply)
+        return false;           /* the session actor is busy or away: retry on the next tick */
+    sb_err_t code = sb_msg_is_error (reply) ? sb_err_from_name (sb_msg_error_code (reply)) : SB_OK;
+    bool done = code == SB_OK || code == SB_E_not_found || code == SB_E_invalid || code == SB_E_conflict
+             || code == SB_E_too_large;
+    if (sb_msg_is_error (reply))
+        sb_warn (ACTOR, "tape append from the outbox failed code=%s message=\"%s\"%s",
+                 sb_msg_error_code (reply), sb_msg_error_message (reply), done ? " (dropped)" : "");
+    if (!done)
+        return false;
+    sb_key_t k;
+    sb_key_init (&k, 'O');
+    sb_key_u64 (&k, n);
+    sb_txn_t txn;
+    if (sb_txn_begin (self->store, &txn, true) == 0) {
+        sb_txn_del (&txn, DBI_OUTBOX, k.buf, k.len);
+        sb_txn_commit (&txn);
+    }
+    if (n > self->outbox_acked)
+        self->outbox_acked = n;
+    return true;
+}
+
+static void
+s_outbox_reply (self_t *self, call_t *call, const sb_msg_t *reply)
+{
+    self->outbox_inflight = false;
+    if (s_outbox_answered (self, call->n, reply)) {
+        sb_run_outbox_flush (self);
+        sb_run_held_flush (self);
+        sb_run_jobs_advance (self);
+    }
+}
+
+/*  Sends the first pending append unless one is in flight; each append
+    is idempotent by its command_id, so a resend after a crash or a lost
+    reply cannot double an entry, and one at a time keeps each session's
+    entries in the order they were committed. */
 void
 sb_run_outbox_flush (self_t *self)
 {
-    while (true) {
-        sb_txn_t txn;
-        if (sb_txn_begin (self->store, &txn, false))
-            return;
-        sb_txn_iter_t it;
-        MDB_val k, v;
-        uint8_t *copy = NULL;
-        size_t clen = 0;
-        uint8_t kbuf [16];
-        size_t klen = 0;
-        sb_txn_iter_begin (&txn, &it, DBI_OUTBOX, "O", 1, NULL, 0);
-        if (sb_txn_iter_next (&it, &k, &v)) {
-            copy = malloc (v.mv_size);
-            if (copy) {
-                memcpy (copy, v.mv_data, v.mv_size);
-                clen = v.mv_size;
-            }
-            klen = k.mv_size < sizeof kbuf ? k.mv_size : sizeof kbuf;
-            memcpy (kbuf, k.mv_data, klen);
-        }
-        sb_txn_iter_end (&it);
-        sb_txn_abort (&txn);
-        if (!copy)
-            return;
-        sb_msg_t *reply = sb_bus_call (self->bus, "session.append", NULL, copy, clen, CALL_MS);
+    if (self->outbox_inflight || self->recovering)
+        return;
+    size_t len = 0;
+    uint64_t n = 0;
+    uint8_t *copy = s_outbox_first (self, &len, &n);
+    if (!copy) {
+        /* empty: everything written so far has landed */
+        self->outbox_acked = self->outbox_next - 1;
+        return;
+    }
+    sb_enc_t *e = sb_enc_new ();
+    if (!e) {
         free (copy);
-        if (!reply)
-            return;             /* the session actor is busy or away: retry on the next tick */
-        /* a refusal is final (retrying cannot help); anything else is retried */
-        sb_err_t code = sb_msg_is_error (reply) ? sb_err_from_name (sb_msg_error_code (reply)) : SB_OK;
-        bool done = code == SB_OK || code == SB_E_not_found || code == SB_E_invalid || code == SB_E_conflict
-                 || code == SB_E_too_large;
-        if (sb_msg_is_error (reply))
-            sb_warn (ACTOR, "tape append from the outbox failed code=%s message=\"%s\"%s",
-                     sb_msg_error_code (reply), sb_msg_error_message (reply), done ? " (dropped)" : "");
+        return;
+    }
+    sb_enc_raw (e, copy, len);
+    free (copy);
+    self->outbox_inflight = true;
+    sb_run_call (self, "session.append", NULL, NULL, e, s_outbox_reply, NULL, n, NULL, NULL);
+    sb_enc_destroy (&e);
+}
+
+void
+sb_run_outbox_drain (self_t *self)
+{
+    while (true) {
+        size_t len = 0;
+        uint64_t n = 0;
+        uint8_t *copy = s_outbox_first (self, &len, &n);
+        if (!copy) {
+            self->outbox_acked = self->outbox_next - 1;
+            return;
+        }
+        sb_msg_t *reply = sb_bus_call (self->bus, "session.append", NULL, copy, len, CALL_MS);
+        free (copy);
+        bool done = s_outbox_answered (self, n, reply);
         sb_msg_destroy (&reply);
         if (!done)
             return;
-        if (sb_txn_begin (self->store, &txn, true) == 0) {
-            sb_txn_del (&txn, DBI_OUTBOX, kbuf, klen);
-            sb_txn_commit (&txn);
-        }
     }
 }
 
@@ -285,5 +349,20 @@ sb_run_fence_session (self_t *self, run_t *r)
         sb_warn (ACTOR, "session.fence failed session=%s fence=%llu error=%s", r->session_id,
                  (unsigned long long) r->fence, reply ? sb_msg_error_message (reply) : "no reply");
     sb_msg_destroy (&reply);
+    return rc;
+}
+
+int
+sb_run_fence_session_async (self_t *self, const run_t *r, call_fn *fn)
+{
+    sb_enc_t *e = sb_enc_new ();
+    if (!e)
+        return -1;
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "session_id", r->session_id);
+    sb_enc_kuint (e, "fence", r->fence);
+    sb_enc_map_close (e);
+    int rc = sb_run_call (self, "session.fence", r->session_id, NULL, e, fn, r->run_id, r->fence, NULL, NULL);
+    sb_enc_destroy (&e);
     return rc;
 }

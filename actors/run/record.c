@@ -53,6 +53,8 @@ sb_run_record_encode (const run_t *r, const lease_t *lease, sb_enc_t *e)
     sb_enc_kuint (e, "output_tokens", lease && lease->output_tokens > r->output_tokens ? lease->output_tokens : r->output_tokens);
     if (r->cancel_requested) sb_enc_kbool (e, "cancel_requested", true);
     if (r->waiting_for [0] && r->status == SB_RUN_queued) sb_enc_kstr (e, "waiting_for", r->waiting_for);
+    if (r->worker_id [0]) sb_enc_kstr (e, "worker_id", r->worker_id);
+    if (r->instance_id [0]) sb_enc_kstr (e, "instance_id", r->instance_id);
     sb_enc_map_close (e);
 }
 
@@ -77,6 +79,8 @@ s_run_decode (const void *data, size_t len, run_t *r)
     s_copy (r->executor, sizeof r->executor, sb_get_str (t, "executor"));
     s_copy (r->pool, sizeof r->pool, sb_get_str (t, "pool"));
     s_copy (r->waiting_for, sizeof r->waiting_for, sb_get_str (v, "waiting_for"));
+    s_copy (r->worker_id, sizeof r->worker_id, sb_get_str (v, "worker_id"));
+    s_copy (r->instance_id, sizeof r->instance_id, sb_get_str (v, "instance_id"));
     s_copy (r->kind, sizeof r->kind, sb_get_str (v, "kind"));
     const char *input = sb_get_str (v, "input");
     r->input = input ? strdup (input) : NULL;

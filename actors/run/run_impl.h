@@ -21,8 +21,11 @@
 #include <string.h>
 
 #define ACTOR "run"
+/*  The lease of a local run (exec heartbeats every 2 s); a worker asks
+    for its own in run.claim. SWITCHBOARD_LEASE_S sets it, 6 to 3600. */
 #define LEASE_MS 30000
 #define CALL_MS 5000
+#define TICK_MS 250
 #define DEFAULT_MAX_STEPS 50
 #define DEFAULT_TIMEOUT_S 3600
 
@@ -41,6 +44,8 @@ typedef struct {
     char executor [16];
     char pool [64];
     char waiting_for [256];
+    char worker_id [65];
+    char instance_id [65];
     char kind [16];             /* "": a prompt's run; "compact": compaction only */
     char *input;
     uint64_t fence, created_at, updated_at, started_at, ended_at;
@@ -51,11 +56,68 @@ typedef struct {
 
 typedef struct {
     int64_t expires;            /* mono ms */
+    uint64_t lease_ms;          /* its length (0: LEASE_MS) */
     char phase [32];
     uint64_t steps, input_tokens, output_tokens;
 } lease_t;
 
+/*  A request the actor sent and whose reply continues some work: a row of
+    self->calls, keyed by the request's id (the reply's corr). fn runs once,
+    with the reply, or with NULL when none came within CALL_MS; the table
+    then frees arg with arg_free. No handler waits on the bus
+    (docs/workers.md, "The run actor never waits"). */
+typedef struct self_t self_t;
+typedef struct call_s call_t;
+typedef void (call_fn) (self_t *self, call_t *call, const sb_msg_t *reply);
+struct call_s {
+    call_fn *fn;
+    char run_id [33];
+    uint64_t n;                 /* an outbox entry's number */
+    void *arg;
+    void (*arg_free) (void *arg);
+    int64_t expires;            /* mono ms */
+};
+
+/*  The step a run is at while a request of its own is in flight; a run
+    has at most one job, so the tick never starts or expires it twice. */
+typedef enum {
+    JOB_WAIT_OUTBOX,            /* start: its tape entries must land first */
+    JOB_FENCE_START,            /* start: session.fence sent */
+    JOB_EXEC_START,             /* start: exec.start sent */
+    JOB_FENCE_EXPIRE,           /* expiry: session.fence sent */
+} job_stage_t;
+
+/*  A worker's run.claim, answered when a run is granted to it, or with
+    {} when none comes within its wait_ms. */
 typedef struct {
+    sb_msg_t *msg;              /* the request, kept to be answered */
+    char worker_id [65];
+    char pool [65];
+    uint64_t lease_ms;
+    int64_t expires;            /* mono ms: answer {} then */
+} claim_t;
+
+typedef struct {
+    job_stage_t stage;
+    uint64_t barrier;           /* JOB_WAIT_OUTBOX: the outbox entry to wait for */
+    claim_t *claim;             /* a worker run: the claim it is granted to */
+} job_t;
+
+/*  A registered worker (memory only: a worker registers again whenever it
+    connects, and its runs' leases say the rest). */
+typedef struct {
+    char worker_id [65];
+    char instance_id [65];
+    char hostname [256];
+    char pool [65];
+    char workspace_sync [16];
+    char current_run_id [33];
+    uint64_t pid, registered_at, last_seen_at;
+    uint8_t *caps;              /* the capabilities map, encoded */
+    size_t caps_len;
+} worker_t;
+
+struct self_t {
     zsock_t *pipe;
     sb_bus_t *bus;
     sb_store_t *store;
@@ -63,9 +125,20 @@ typedef struct {
     char instance [129];
     zhashx_t *leases;           /* run_id -> lease_t */
     uint64_t outbox_next;
+    uint64_t outbox_acked;      /* every entry up to this one has landed (or was dropped) */
+    bool outbox_inflight;       /* one append at a time keeps the tape in order */
+    bool recovering;            /* startup: writes flush synchronously */
+    zhashx_t *calls;            /* request id -> call_t */
+    zhashx_t *jobs;             /* run_id -> job_t */
+    zlistx_t *held;             /* replies waiting for the outbox (calls.c) */
+    sb_bus_t *wbus;             /* the same actor as the `worker` service */
+    zhashx_t *workers;          /* worker_id -> worker_t */
+    zlistx_t *claims;           /* claim_t waiting for a run, oldest first */
+    uint64_t stale_ms, offline_ms;
+    uint64_t lease_ms;          /* a local run's lease (LEASE_MS, SWITCHBOARD_LEASE_S) */
     int64_t next_tick;
     bool terminated;
-} self_t;
+};
 
 static inline void
 s_copy (char *dst, size_t n, const char *src)
@@ -100,14 +173,74 @@ int sb_run_save_new_fence (self_t *self, run_t *r);
     (schemas/run_status.h) has the move; otherwise logs it, changes
     nothing and returns SB_E_conflict, so the caller writes nothing. */
 sb_err_t sb_run_set_status (run_t *r, sb_run_status_t status, const char *reason);
-/*  Sends pending tape appends in order. */
+/*  Sends the next pending tape append unless one is in flight; its reply
+    sends the next. Never waits. */
 void sb_run_outbox_flush (self_t *self);
-/*  Tells the session actor the run's fence; 0 once it has it. */
+/*  Startup only (before the actor serves): sends every pending append and
+    waits for each. */
+void sb_run_outbox_drain (self_t *self);
+/*  Startup only: tells the session actor the run's fence and waits; 0
+    once it has it. */
 int sb_run_fence_session (self_t *self, run_t *r);
+/*  Sends session.fence for the run; fn continues with the reply. */
+int sb_run_fence_session_async (self_t *self, const run_t *r, call_fn *fn);
+
+/*  run/calls.c */
+zhashx_t *sb_run_calls_new (void);
+void sb_run_calls_destroy (zhashx_t **table_p);
+/*  Sends a request whose reply continues in fn (body: the encoded map in
+    e). Takes arg. On a send failure fn runs at once with NULL and -1 is
+    returned. */
+int sb_run_call (self_t *self, const char *type, const char *key, const char *to, sb_enc_t *e,
+                 call_fn *fn, const char *run_id, uint64_t n, void *arg, void (*arg_free) (void *));
+/*  A reply to one of our calls: runs its continuation. False when the
+    reply answers nothing we wait for (a late one, or a push's). */
+bool sb_run_call_reply (self_t *self, const sb_msg_t *reply);
+/*  Runs the continuation of every call past its deadline with NULL. */
+void sb_run_calls_expire (self_t *self);
+/*  The job of a run, or NULL; sb_run_job_set makes or updates it. */
+job_t *sb_run_job (self_t *self, const char *run_id);
+void sb_run_job_set (self_t *self, const char *run_id, job_stage_t stage, uint64_t barrier);
+void sb_run_job_end (self_t *self, const char *run_id);
+/*  Answers msg on bus once every outbox entry written so far has landed
+    (at once when none is pending). */
+void sb_run_reply_landed (self_t *self, sb_bus_t *bus, sb_msg_t *msg, const uint8_t *body, size_t len);
+/*  Sends the held replies whose entries landed (or that waited too long). */
+void sb_run_held_flush (self_t *self);
+void sb_run_held_destroy (self_t *self);
+/*  Takes over a received message (its route, header and body) so that a
+    continuation can answer it later; the original is left empty. */
+sb_msg_t *sb_run_msg_keep (sb_msg_t *msg);
+
+/*  run/workers.c */
+/*  The worker registry and the claims (docs/workers.md). */
+int sb_run_workers_open (self_t *self, const sb_actor_args_t *args);
+void sb_run_workers_close (self_t *self);
+void sb_run_handle_claim (self_t *self, sb_msg_t *msg);
+/*  A message on the worker bus (worker.*). */
+void sb_run_handle_worker_bus (self_t *self);
+/*  Answers the claims whose wait is over with {}. */
+void sb_run_claims_expire (self_t *self);
+/*  A queued worker run: hands it to a waiting claim, or says why it waits.
+    True when a claim took it. */
+bool sb_run_offer (self_t *self, run_t *r);
+/*  The fence of a claimed run reached the session: answers the claim. */
+void sb_run_grant (self_t *self, run_t *r, claim_t *claim);
+/*  Answers a claim with {} and frees it. */
+void sb_run_claim_drop (self_t *self, claim_t **claim_p);
+/*  A worker was heard from (claim, heartbeat, completion). */
+worker_t *sb_run_worker_seen (self_t *self, const char *worker_id);
+/*  The run left the worker (completed, expired). */
+void sb_run_worker_release (self_t *self, const run_t *r);
 
 /*  run/lease.c */
-/*  Hands a queued run to an executor (exec.start), or notes what it waits for. */
+/*  The fence step of a start (also after a claim): see lease.c. */
+void sb_run_start_fence (self_t *self, const char *run_id);
+/*  Hands a queued run to an executor (exec.start), or notes what it
+    waits for. The start goes on in steps, each continued by a reply. */
 void sb_run_start (self_t *self, run_t *r);
+/*  Continues the starts that waited for the outbox. */
+void sb_run_jobs_advance (self_t *self);
 /*  The same for every queued run. */
 void sb_run_start_queued (self_t *self);
 /*  Pushes exec.cancel to the instance that owns the run. */

@@ -19,8 +19,27 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <ctype.h>
 #include <string.h>
 #include <sys/stat.h>
+
+/*  A session's run target: "local", or "worker:POOL" with a pool name
+    of 1 to 64 bytes of [A-Za-z0-9._-] (docs/workers.md). */
+static bool
+s_target_ok (const char *t)
+{
+    if (strcmp (t, "local") == 0)
+        return true;
+    if (strncmp (t, "worker:", 7) != 0)
+        return false;
+    size_t n = strlen (t + 7);
+    if (n < 1 || n > 64)
+        return false;
+    for (const char *c = t + 7; *c; c++)
+        if (!isalnum ((unsigned char) *c) && *c != '.' && *c != '_' && *c != '-')
+            return false;
+    return true;
+}
 
 //  A string field, checked for embedded NUL bytes: a key built from it
 //  must name exactly what the client sent.
@@ -160,6 +179,11 @@ s_prepare_config (self_t *self, req_t *req, bool creating)
     if (policy && *policy && !s_policy_ok (policy)) {
         sb_session_fail (req, SB_E_invalid, "approval_policy must be yolo, auto or interactive, not '%.20s'",
                          policy);
+        return;
+    }
+    const char *target = sb_get_str (b, "target");
+    if (target && *target && !s_target_ok (target)) {
+        sb_session_fail (req, SB_E_invalid, "target must be local or worker:POOL, not '%.72s'", target);
         return;
     }
     const sb_val_t *steps = sb_get (b, "max_steps");
@@ -422,6 +446,7 @@ s_write_create (self_t *self, sb_txn_t *txn, req_t *req)
     r->provider = (s = sb_get_str (b, "provider")) && *s? s: NULL;
     r->model = (s = sb_get_str (b, "model")) && *s? s: NULL;
     r->approval_policy = (s = sb_get_str (b, "approval_policy")) && *s? s: NULL;
+    r->target = (s = sb_get_str (b, "target")) && *s? s: NULL;
     r->max_steps = sb_get_uint (b, "max_steps", 0);
     r->labels = sb_get_map (b, "labels");
     const sb_val_t *rules = sb_get_array (b, "rules");
@@ -478,7 +503,7 @@ s_write_update (self_t *self, sb_txn_t *txn, req_t *req)
     int rules = s_update_rules (self, req, r);
     if (rules < 0)
         return;
-    const char *changed [11];
+    const char *changed [16];
     size_t n = 0;
     if (s_update_str (b, "title", &r->title))
         changed [n++] = "title";
@@ -492,6 +517,8 @@ s_write_update (self_t *self, sb_txn_t *txn, req_t *req)
         changed [n++] = "model";
     if (s_update_str (b, "approval_policy", &r->approval_policy))
         changed [n++] = "approval_policy";
+    if (s_update_str (b, "target", &r->target))
+        changed [n++] = "target";
     uint64_t steps = sb_get_uint (b, "max_steps", 0);
     if (steps && steps != r->max_steps) {
         r->max_steps = steps;
@@ -723,9 +750,13 @@ s_write_append (self_t *self, sb_txn_t *txn, req_t *req)
         sb_session_fail (req, SB_E_conflict, "session %s is closed; it takes no more entries", req->sid);
         return;
     }
-    if (req->has_fence && req->fence < r->fence) {
-        sb_session_fail (req, SB_E_fenced, "fence %llu is older than the session's fence %llu",
-                         (unsigned long long) req->fence, (unsigned long long) r->fence);
+    //  A fence other than the session's is refused: an older one is a
+    //  writer whose lease lapsed, a newer one was never handed out (a
+    //  lapsed writer guessing ahead must not get back in; docs/workers.md).
+    if (req->has_fence && req->fence != r->fence) {
+        sb_session_fail (req, SB_E_fenced, "fence %llu is %s the session's fence %llu",
+                         (unsigned long long) req->fence, req->fence < r->fence? "older than": "not",
+                         (unsigned long long) r->fence);
         return;
     }
     if (!s_within_quota (self, txn, req, r))

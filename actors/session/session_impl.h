@@ -74,6 +74,7 @@ typedef struct {
     sb_doc_t *doc;
     const char *session_id, *status, *title, *workspace, *provider, *model;
     const char *approval_policy, *last_run_id, *turn_status;
+    const char *target;         /* local | worker:POOL (docs/workers.md) */
     const char *last_prompt;    //  the first line of the latest prompt, cut
     const sb_val_t *labels;
     const sb_val_t *rules;      //  approval rules (docs/approvals.md); NULL: none

@@ -41,6 +41,7 @@ sb_session_record_encode (sb_enc_t *enc, const record_t *r)
     sb_enc_kstr_opt (enc, "provider", r->provider);
     sb_enc_kstr_opt (enc, "model", r->model);
     sb_enc_kstr_opt (enc, "approval_policy", r->approval_policy);
+    sb_enc_kstr_opt (enc, "target", r->target);
     if (r->max_steps)
         sb_enc_kuint (enc, "max_steps", r->max_steps);
     if (r->labels)
@@ -118,6 +119,7 @@ sb_session_record_get (self_t *self, sb_txn_t *txn, req_t *req, const char *sid)
         .provider = sb_get_str (m, "provider"),
         .model = sb_get_str (m, "model"),
         .approval_policy = sb_get_str (m, "approval_policy"),
+        .target = sb_get_str (m, "target"),
         .last_run_id = sb_get_str (m, "last_run_id"),
         .turn_status = sb_get_str (m, "turn_status"),
         .last_prompt = sb_get_str (m, "last_prompt"),

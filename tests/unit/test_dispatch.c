@@ -20,6 +20,7 @@ typedef struct {
 static const actor_t s_actors [] = {
     { "session", sb_session_dispatch_type },
     { "run", sb_run_dispatch_type },
+    { "worker", sb_worker_dispatch_type },
     { "exec", sb_exec_dispatch_type },
     { "llm", sb_llm_dispatch_type },
     { "hooks", sb_hooks_dispatch_type },

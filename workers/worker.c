@@ -1,0 +1,371 @@
+/*  workers/worker.c — `switchboard worker`: an external worker
+    (docs/workers.md).
+
+    It registers with the run coordinator (worker.register), claims the
+    oldest queued run of its pool (run.claim, a long-poll), and runs it
+    with exec's own agent loop (actors/exec/agent.c): the same context
+    builder, tools, coalescing and fenced appends. The model is reached
+    through the bus's llm actor, so the worker holds no provider key. The
+    run thread heartbeats every min(5 s, lease/3); the heartbeat's reply
+    carries cancel_requested, and a fenced reply (the lease lapsed and the
+    run was taken away) stops the run without another write. One run at a
+    time; a server that forgot the worker (a restart) is answered with a
+    new registration. */
+#include "cli/cli.h"
+#include "actors/exec/agent.h"
+#include "actors/exec/approval.h"
+#include "actors/exec/spawn.h"
+#include "bus/curve.h"
+#include "common/log.h"
+
+#include <czmq.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#define ACTOR "worker"
+#define CLAIM_WAIT_MS 5000
+#define CAPS_MAX 32
+
+static const char *s_usage =
+    "usage: switchboard worker [--connect ENDPOINT] [--data DIR] [--id NAME] [--pool P]\n"
+    "                          [--workspace DIR] [--capability K=V]... [--lease S]\n"
+    "                          [--cert FILE --server-key FILE]\n"
+    "\n"
+    "Runs an external worker: it registers with the server, claims the oldest\n"
+    "queued run of its pool, runs the agent loop on it (tools run here, the\n"
+    "model is reached through the server: the worker holds no provider key)\n"
+    "and reports it, then claims the next. A session sends its runs to a pool\n"
+    "with 'switchboard sessions new --target worker:POOL'.\n"
+    "\n"
+    "  --connect EP      the server's command endpoint (default: ipc in DATA)\n"
+    "  --data DIR        the server's data folder (for the default endpoint)\n"
+    "  --id NAME         the worker's name (default: HOSTNAME-PID)\n"
+    "  --pool P          the pool it claims from (default: default)\n"
+    "  --workspace DIR   run tools in this checkout (workspace_sync none);\n"
+    "                    without it the session's own folder is used, which\n"
+    "                    must be the same path here (workspace_sync same_path)\n"
+    "  --capability K=V  a capability to declare (repeatable, at most 32)\n"
+    "  --lease S         lease length in seconds, 3 to 3600 (default 30); it\n"
+    "                    heartbeats every min(5 s, S/3)\n"
+    "  --cert FILE       its CURVE key pair for a tcp:// endpoint (the secret\n"
+    "                    file 'switchboard keys new NAME' printed)\n"
+    "  --server-key FILE the server's public certificate (DATA/certs/server)\n"
+    "  -h, --help        this help\n"
+    "\n"
+    "Stop it with Ctrl-C or SIGTERM: a run in progress is cancelled and\n"
+    "reported first.\n";
+
+static volatile sig_atomic_t s_stop;
+
+static void
+s_on_signal (int sig)
+{
+    (void) sig;
+    s_stop = 1;
+}
+
+typedef struct {
+    const char *endpoint;
+    const char *sub_endpoint;
+    char id [65];
+    char instance [65];
+    const char *pool;
+    const char *workspace;
+    char host [256];
+    const char *caps [CAPS_MAX];
+    int ncaps;
+    uint64_t lease_s;
+    int done_fd;
+} worker_t;
+
+static int
+s_register (worker_t *w, sb_bus_t *bus)
+{
+    sb_enc_t *e = sb_enc_new ();
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "worker_id", w->id);
+    sb_enc_kstr (e, "instance_id", w->instance);
+    sb_enc_kuint (e, "pid", (uint64_t) getpid ());
+    sb_enc_kstr (e, "hostname", w->host);
+    sb_enc_kstr (e, "pool", w->pool);
+    sb_enc_kstr (e, "workspace_sync", w->workspace ? "none" : "same_path");
+    if (w->ncaps) {
+        sb_enc_key (e, "capabilities");
+        sb_enc_map_open (e);
+        for (int k = 0; k < w->ncaps; k++) {
+            const char *eq = strchr (w->caps [k], '=');
+            char key [128];
+            snprintf (key, sizeof key, "%.*s", (int) (eq - w->caps [k]), w->caps [k]);
+            sb_enc_kstr (e, key, eq + 1);
+        }
+        sb_enc_map_close (e);
+    }
+    sb_enc_map_close (e);
+    size_t len;
+    const uint8_t *b = sb_enc_data (e, &len);
+    sb_msg_t *reply = sb_bus_call (bus, "worker.register", NULL, b, len, 10000);
+    sb_enc_destroy (&e);
+    int rc = reply && !sb_msg_is_error (reply) ? 0 : -1;
+    if (rc)
+        sb_warn (ACTOR, "worker.register failed: %s", reply ? sb_msg_error_message (reply) : "no answer");
+    else
+        sb_info (ACTOR, "registered worker=%s instance=%s pool=%s endpoint=%s", w->id, w->instance,
+                 w->pool, w->endpoint);
+    sb_msg_destroy (&reply);
+    return rc;
+}
+
+static void
+s_run_ended (sb_exec_run_t *run)
+{
+    worker_t *w = run->owner;
+    eventfd_write (w->done_fd, 1);
+}
+
+static void
+s_run_free (sb_exec_run_t **run_p)
+{
+    sb_exec_run_t *run = *run_p;
+    if (!run)
+        return;
+    if (run->cancel_fd >= 0)
+        close (run->cancel_fd);
+    if (run->hb_stop_fd >= 0)
+        close (run->hb_stop_fd);
+    sb_runtime_destroy (&run->runtime);
+    free (run->text.buf);
+    free (run->thinking.buf);
+    free (run->tool_out.buf);
+    sb_exec_tool_output_free (run);
+    sb_exec_approval_free (run);
+    free (run);
+    *run_p = NULL;
+}
+
+/*  Runs one claimed run to its end (or to a stop), on exec's loop. */
+static void
+s_execute (worker_t *w, const sb_val_t *claim)
+{
+    sb_exec_run_t *run = calloc (1, sizeof *run);
+    if (!run)
+        return;
+    run->cancel_fd = run->hb_stop_fd = -1;
+    run->owner = w;
+    run->on_end = s_run_ended;
+    run->tool_tape.cap = SB_EXEC_TOOL_TAPE_DEFAULT;
+    const sb_val_t *config = sb_get_map (claim, "config");
+    snprintf (run->run_id, sizeof run->run_id, "%s", sb_get_str (claim, "run_id"));
+    snprintf (run->session_id, sizeof run->session_id, "%s", sb_get_str (claim, "session_id"));
+    const char *rf = sb_get_str (config, "resume_from");
+    snprintf (run->resume_from, sizeof run->resume_from, "%s", rf ? rf : "");
+    const char *kind = sb_get_str (config, "kind");
+    snprintf (run->kind, sizeof run->kind, "%s", kind && strcmp (kind, "compact") == 0 ? kind : "");
+    const char *pol = sb_get_str (config, "approval_policy");
+    snprintf (run->policy, sizeof run->policy, "%s", pol ? pol : "auto");
+    snprintf (run->endpoint, sizeof run->endpoint, "%s", w->endpoint);
+    /* the event plane, where an approval's answer is announced */
+    snprintf (run->sub_endpoint, sizeof run->sub_endpoint, "%s", w->sub_endpoint);
+    snprintf (run->instance, sizeof run->instance, "%s-%.8s", w->id, run->run_id + 18);
+    run->fence = sb_get_uint (claim, "fence", 0);
+    const sb_val_t *lim = sb_get_map (config, "limits");
+    run->max_steps = sb_get_uint (lim, "max_steps", 50);
+    run->timeout_s = sb_get_uint (lim, "timeout_s", 3600);
+    if (run->timeout_s > SB_RUN_TIMEOUT_MAX_S)
+        run->timeout_s = SB_RUN_TIMEOUT_MAX_S;
+    run->max_output_tokens = sb_get_uint (lim, "max_output_tokens", 0);
+    run->deadline = sb_mono_ms () + (int64_t) run->timeout_s * 1000;
+    snprintf (run->text.kind, sizeof run->text.kind, "text.delta");
+    snprintf (run->thinking.kind, sizeof run->thinking.kind, "thinking.delta");
+    run->workspace = w->workspace;
+    run->finish_type = "run.complete";
+    uint64_t lease_ms = sb_get_uint (claim, "lease_ms", w->lease_s * 1000);
+    run->hb_ms = (int) (lease_ms / 3 < 5000 ? lease_ms / 3 : 5000);
+    run->cancel_fd = eventfd (0, EFD_CLOEXEC | EFD_NONBLOCK);
+    run->hb_stop_fd = eventfd (0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (run->cancel_fd < 0 || run->hb_stop_fd < 0
+    ||  pthread_create (&run->thread, NULL, sb_exec_run_thread, run) != 0) {
+        sb_error (ACTOR, "cannot start the run thread run=%s", run->run_id);
+        s_run_free (&run);
+        return;
+    }
+    sb_info (ACTOR, "run started run=%s session=%s fence=%llu lease_ms=%llu", run->run_id, run->session_id,
+             (unsigned long long) run->fence, (unsigned long long) lease_ms);
+    bool cancelled = false;
+    while (true) {
+        struct pollfd p = { w->done_fd, POLLIN, 0 };
+        if (poll (&p, 1, 200) > 0)
+            break;
+        if (s_stop && !cancelled) {
+            /* stopping: the run is cancelled and reported, not abandoned */
+            eventfd_write (run->cancel_fd, 1);
+            cancelled = true;
+        }
+    }
+    eventfd_t v;
+    eventfd_read (w->done_fd, &v);
+    pthread_join (run->thread, NULL);
+    s_run_free (&run);
+}
+
+/*  One long-poll claim; returns its reply (or NULL: nothing, or stopped). */
+static sb_msg_t *
+s_claim (worker_t *w, sb_bus_t *bus)
+{
+    sb_enc_t *e = sb_enc_new ();
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "worker_id", w->id);
+    sb_enc_kstr (e, "pool", w->pool);
+    sb_enc_kuint (e, "lease_s", w->lease_s);
+    sb_enc_kuint (e, "wait_ms", CLAIM_WAIT_MS);
+    sb_enc_map_close (e);
+    size_t len;
+    const uint8_t *b = sb_enc_data (e, &len);
+    char id [SB_ULID_LEN + 1];
+    int rc = sb_bus_send (bus, "run.claim", NULL, NULL, b, len, sb_now_ms () + CLAIM_WAIT_MS + 5000, id);
+    sb_enc_destroy (&e);
+    if (rc)
+        return NULL;
+    int64_t until = sb_mono_ms () + CLAIM_WAIT_MS + 5000;
+    while (!s_stop && sb_mono_ms () < until) {
+        sb_msg_t *msg = sb_bus_recv (bus, 200);
+        if (!msg)
+            continue;
+        if (strcmp (msg->h.corr, id) == 0)
+            return msg;
+        sb_msg_destroy (&msg);
+    }
+    return NULL;
+}
+
+int
+sb_cmd_worker (int argc, char **argv)
+{
+    static struct option longopts [] = {
+        { "connect", required_argument, 0, 'c' },
+        { "data", required_argument, 0, 'd' },
+        { "id", required_argument, 0, 'i' },
+        { "pool", required_argument, 0, 'p' },
+        { "workspace", required_argument, 0, 'w' },
+        { "capability", required_argument, 0, 'k' },
+        { "lease", required_argument, 0, 'l' },
+        { "cert", required_argument, 0, 'C' },
+        { "server-key", required_argument, 0, 'S' },
+        { "help", no_argument, 0, 'h' },
+        { 0, 0, 0, 0 }
+    };
+    worker_t w = { .pool = "default", .lease_s = 30, .done_fd = -1 };
+    const char *connect = NULL, *data = NULL, *id = NULL, *cert = NULL, *server_key = NULL;
+    char wsbuf [PATH_MAX];
+    int c;
+    optind = 1;
+    while ((c = getopt_long (argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+            case 'c': connect = optarg; break;
+            case 'd': data = optarg; break;
+            case 'i': id = optarg; break;
+            case 'p': w.pool = optarg; break;
+            case 'w':
+                if (!realpath (optarg, wsbuf))
+                    return sb_cli_usage ("worker", "--workspace %s: %s", optarg, strerror (errno));
+                w.workspace = wsbuf;
+                break;
+            case 'k':
+                if (w.ncaps >= CAPS_MAX)
+                    return sb_cli_usage ("worker", "at most %d --capability", CAPS_MAX);
+                if (!strchr (optarg, '=') || optarg [0] == '=' || strchr (optarg, '=') - optarg > 64
+                ||  strlen (strchr (optarg, '=') + 1) > 256)
+                    return sb_cli_usage ("worker", "--capability takes K=V (K 1 to 64 bytes), not '%s'", optarg);
+                w.caps [w.ncaps++] = optarg;
+                break;
+            case 'l': {
+                char *end;
+                errno = 0;
+                unsigned long long v = strtoull (optarg, &end, 10);
+                if (!*optarg || *end || errno || v < 3 || v > 3600)
+                    return sb_cli_usage ("worker", "--lease takes seconds from 3 to 3600, not '%s'", optarg);
+                w.lease_s = v;
+                break;
+            }
+            case 'C': cert = optarg; break;
+            case 'S': server_key = optarg; break;
+            case 'h': fputs (s_usage, stdout); return 0;
+            default: return sb_cli_usage ("worker", "unknown option or missing value: %s", argv [optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return sb_cli_usage ("worker", "unexpected argument '%s'", argv [optind]);
+    if (!cert != !server_key)
+        return sb_cli_usage ("worker", "--cert and --server-key go together");
+    if (cert) {
+        char cerr [512];
+        if (sb_curve_client_set (cert, server_key, cerr, sizeof cerr))
+            return sb_cli_fail ("worker", "%s", cerr);
+    }
+    gethostname (w.host, sizeof w.host - 1);
+    if (id)
+        snprintf (w.id, sizeof w.id, "%s", id);
+    else
+        snprintf (w.id, sizeof w.id, "%.40s-%d", w.host, (int) getpid ());
+    char ulid [SB_ULID_LEN + 1];
+    sb_ulid_new (ulid);
+    snprintf (w.instance, sizeof w.instance, "%s", ulid);
+    char ep [4200], err [512];
+    if (sb_cli_endpoint (connect, data, "cmd", ep, sizeof ep, err, sizeof err))
+        return sb_cli_fail ("worker", "%s", err);
+    w.endpoint = ep;
+    char sub [4200];
+    w.sub_endpoint = sb_cli_endpoint (connect, data, "pub", sub, sizeof sub, err, sizeof err) == 0 ? sub : "";
+
+    /* as exec does: grandchildren a tool orphans come back here to be
+       killed and reaped, and tool calls get cgroups where they can */
+    sb_spawn_init_subreaper ();
+    /* czmq's own handler would take SIGINT and SIGTERM from us */
+    zsys_handler_set (NULL);
+    w.done_fd = eventfd (0, EFD_CLOEXEC);
+    sb_bus_t *bus = sb_bus_new (ep, w.id);
+    struct sigaction sa = { .sa_handler = s_on_signal };
+    sigaction (SIGINT, &sa, NULL);
+    sigaction (SIGTERM, &sa, NULL);
+    signal (SIGPIPE, SIG_IGN);
+    if (!bus || w.done_fd < 0) {
+        sb_bus_destroy (&bus);
+        return sb_cli_fail ("worker", "cannot connect to %s", ep);
+    }
+    int rc = 0;
+    if (s_register (&w, bus)) {
+        rc = sb_cli_fail_code ("worker", "unavailable", "no server answered worker.register at %s", ep);
+        s_stop = 1;
+    }
+    while (!s_stop) {
+        sb_msg_t *reply = s_claim (&w, bus);
+        if (!reply)
+            continue;
+        if (sb_msg_is_error (reply)) {
+            sb_err_t code = sb_err_from_name (sb_msg_error_code (reply));
+            sb_warn (ACTOR, "run.claim refused code=%s message=\"%s\"", sb_msg_error_code (reply),
+                     sb_msg_error_message (reply));
+            /* the server forgot us (it restarted): register again */
+            if (code == SB_E_not_found)
+                s_register (&w, bus);
+            else {
+                struct pollfd p = { -1, 0, 0 };
+                poll (&p, 0, 1000);     /* a refusal, not work: do not spin */
+            }
+        }
+        else
+        if (sb_get_str (reply->body, "run_id"))
+            s_execute (&w, reply->body);
+        sb_msg_destroy (&reply);
+    }
+    sb_info (ACTOR, "stopped worker=%s", w.id);
+    sb_bus_destroy (&bus);
+    close (w.done_fd);
+    return rc;
+}

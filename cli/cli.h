@@ -49,6 +49,17 @@ int sb_cli_endpoint (const char *connect, const char *data, const char *which,
     no server. */
 sb_bus_t *sb_cli_connect (const char *cmd, const char *connect, const char *data);
 
+/*  The options of a command that takes only --json, --connect, --data and
+    --help (its arguments are then argv [optind...]). */
+typedef struct {
+    const char *connect, *data;
+    bool json;
+} sb_cli_opts_t;
+
+/*  Parses them into *o. Returns -1 to go on, 0 after printing `usage`
+    (--help), 2 after a usage error. */
+int sb_cli_parse_opts (int argc, char **argv, const char *cmd, const char *usage, sb_cli_opts_t *o);
+
 /*  Calls `type` and prints an error reply as one line. Returns the reply
     (.ok) or NULL (after printing) on error or timeout. */
 sb_msg_t *sb_cli_call (const char *cmd, sb_bus_t *bus, const char *type,

@@ -3,6 +3,7 @@
 #include "schemas/json.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -156,6 +157,31 @@ sb_cli_endpoint (const char *connect, const char *data, const char *which,
         return -1;
     snprintf (out, n, "ipc://%s/bus-%s", dir, which);
     return 0;
+}
+
+int
+sb_cli_parse_opts (int argc, char **argv, const char *cmd, const char *usage, sb_cli_opts_t *o)
+{
+    static struct option longopts [] = {
+        { "json", no_argument, 0, 'j' },
+        { "connect", required_argument, 0, 'c' },
+        { "data", required_argument, 0, 'd' },
+        { "help", no_argument, 0, 'h' },
+        { 0, 0, 0, 0 }
+    };
+    memset (o, 0, sizeof *o);
+    int c;
+    optind = 1;
+    while ((c = getopt_long (argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+            case 'j': o->json = true; break;
+            case 'c': o->connect = optarg; break;
+            case 'd': o->data = optarg; break;
+            case 'h': fputs (usage, stdout); return 0;
+            default: return sb_cli_usage (cmd, "unknown option or missing value: %s", argv [optind - 1]);
+        }
+    }
+    return -1;
 }
 
 sb_bus_t *

@@ -46,26 +46,12 @@ sb_cli_mcp_names_check (const char *cmd, const char *list)
 int
 sb_cmd_mcp (int argc, char **argv)
 {
-    static struct option longopts [] = {
-        { "json", no_argument, 0, 'j' },
-        { "connect", required_argument, 0, 'c' },
-        { "data", required_argument, 0, 'd' },
-        { "help", no_argument, 0, 'h' },
-        { 0, 0, 0, 0 }
-    };
-    const char *connect = NULL, *data = NULL;
-    bool json = false;
-    int c;
-    optind = 1;
-    while ((c = getopt_long (argc, argv, "h", longopts, NULL)) != -1) {
-        switch (c) {
-            case 'j': json = true; break;
-            case 'c': connect = optarg; break;
-            case 'd': data = optarg; break;
-            case 'h': fputs (s_usage, stdout); return 0;
-            default: return sb_cli_usage ("mcp", "unknown option or missing value: %s", argv [optind - 1]);
-        }
-    }
+    sb_cli_opts_t o;
+    int parsed = sb_cli_parse_opts (argc, argv, "mcp", s_usage, &o);
+    if (parsed >= 0)
+        return parsed;
+    const char *connect = o.connect, *data = o.data;
+    bool json = o.json;
     if (optind < argc && strcmp (argv [optind], "list") == 0)
         optind++;
     if (optind < argc)

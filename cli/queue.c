@@ -73,26 +73,12 @@ s_print_queue (const char *sid, const sb_val_t *b)
 int
 sb_cmd_queue (int argc, char **argv)
 {
-    static struct option longopts [] = {
-        { "connect", required_argument, 0, 'c' },
-        { "data", required_argument, 0, 'd' },
-        { "json", no_argument, 0, 'j' },
-        { "help", no_argument, 0, 'h' },
-        { 0, 0, 0, 0 }
-    };
-    const char *connect = NULL, *data = NULL;
-    bool json = false;
-    int c;
-    optind = 1;
-    while ((c = getopt_long (argc, argv, "h", longopts, NULL)) != -1) {
-        switch (c) {
-            case 'c': connect = optarg; break;
-            case 'd': data = optarg; break;
-            case 'j': json = true; break;
-            case 'h': fputs (s_usage, stdout); return 0;
-            default: return sb_cli_usage ("queue", "unknown option or missing value: %s", argv [optind - 1]);
-        }
-    }
+    sb_cli_opts_t o;
+    int parsed = sb_cli_parse_opts (argc, argv, "queue", s_usage, &o);
+    if (parsed >= 0)
+        return parsed;
+    const char *connect = o.connect, *data = o.data;
+    bool json = o.json;
     int rest = optind, nargs = argc - optind;
     const char *verb = nargs > 0 ? argv [rest] : NULL;
     const char *type = "session.queue.list";

@@ -230,26 +230,12 @@ s_print_section (const char *title, const sb_val_t *map)
 int
 sb_cmd_stats (int argc, char **argv)
 {
-    static struct option longopts [] = {
-        { "json", no_argument, 0, 'j' },
-        { "connect", required_argument, 0, 'c' },
-        { "data", required_argument, 0, 'd' },
-        { "help", no_argument, 0, 'h' },
-        { 0, 0, 0, 0 }
-    };
-    const char *connect = NULL, *data = NULL;
-    bool json = false;
-    int c;
-    optind = 1;
-    while ((c = getopt_long (argc, argv, "h", longopts, NULL)) != -1) {
-        switch (c) {
-            case 'j': json = true; break;
-            case 'c': connect = optarg; break;
-            case 'd': data = optarg; break;
-            case 'h': fputs (s_stats_usage, stdout); return 0;
-            default: return sb_cli_usage ("stats", "unknown option or missing value: %s", argv [optind - 1]);
-        }
-    }
+    sb_cli_opts_t o;
+    int parsed = sb_cli_parse_opts (argc, argv, "stats", s_stats_usage, &o);
+    if (parsed >= 0)
+        return parsed;
+    const char *connect = o.connect, *data = o.data;
+    bool json = o.json;
     if (optind < argc)
         return sb_cli_usage ("stats", "unexpected argument '%s'", argv [optind]);
     sb_bus_t *bus = sb_cli_connect ("stats", connect, data);

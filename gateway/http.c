@@ -8,6 +8,8 @@
 #include "schemas/json.h"
 
 #include <ctype.h>
+#include <netdb.h>
+#include <sys/socket.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -845,6 +847,35 @@ s_started (sb_gateway_t *gw, int state, const char *err)
     pthread_mutex_unlock (&gw->start_lock);
 }
 
+/*  Whether iface:port can be bound, as lws would bind it (SO_REUSEADDR):
+    0, or the errno. lws 4.1 leaks an allocation when its context fails to
+    bind, and says less than errno does, so a taken port is found here
+    first. Port 0 (any free one) always binds. */
+static int
+s_port_bindable (const char *iface, int port)
+{
+    if (port == 0)
+        return 0;
+    char service [16];
+    snprintf (service, sizeof service, "%d", port);
+    struct addrinfo hints = { .ai_flags = AI_PASSIVE | AI_NUMERICSERV, .ai_socktype = SOCK_STREAM }, *res = NULL;
+    if (getaddrinfo (*iface ? iface : NULL, service, &hints, &res) != 0 || !res)
+        return EADDRNOTAVAIL;
+    int rc = 0;
+    int fd = socket (res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (fd < 0)
+        rc = errno;
+    else
+    if (setsockopt (fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0
+    ||  bind (fd, res->ai_addr, res->ai_addrlen) != 0)
+        rc = errno;
+    if (fd >= 0)
+        close (fd);
+    freeaddrinfo (res);
+    return rc;
+}
+
 void *
 gw_lws_main (void *arg)
 {
@@ -877,6 +908,14 @@ gw_lws_main (void *arg)
         info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
         info.ssl_cert_filepath = gw->cfg.tls_cert;
         info.ssl_private_key_filepath = gw->cfg.tls_key;
+    }
+    int bind_err = s_port_bindable (iface, gw->port);
+    if (bind_err) {
+        char err [256];
+        snprintf (err, sizeof err, "cannot listen on %s:%d: %s", gw->bind_addr, gw->port, strerror (bind_err));
+        s_conns_free (gw);
+        s_started (gw, -1, err);
+        return NULL;
     }
     struct lws_context *ctx = lws_create_context (&info);
     struct lws_vhost *vh = ctx ? lws_get_vhost_by_name (ctx, "switchboard") : NULL;

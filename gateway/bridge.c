@@ -16,7 +16,9 @@
     that watches the session. Everything here runs on the bridge thread;
     only the queues in gateway_impl.h cross to the lws thread. */
 #include "gateway/gateway_impl.h"
+#include "bus/broker.h"
 #include "bus/client.h"
+#include "bus/envelope.h"
 #include "common/log.h"
 #include "schemas/json.h"
 
@@ -83,7 +85,15 @@ struct gw_bridge {
     zhashx_t *subs;             /* "conn:sub_id" -> bsub_t (owned) */
     zhashx_t *watches;          /* session id -> watch_t (owned) */
     sb_enc_t *enc;
+    zsock_t *tap;               /* SUB on the broker's tap; subscribed while taps exist */
+    zlistx_t *taps;             /* btap_t * (owned) */
 };
+
+typedef struct {
+    uint64_t conn;
+    uint32_t id;
+    char filter [65];
+} btap_t;
 
 /* ------------------------------------------------------------------ */
 /*  Output */
@@ -521,6 +531,149 @@ s_close_conn (gw_bridge_t *self, uint64_t conn)
 }
 
 /* ------------------------------------------------------------------ */
+/*  The bus tap: every message on both planes, rendered as `switchboard
+    tap --json` renders it, for the connections that asked with op tap. */
+
+static bool
+s_starts (const char *s, const char *prefix)
+{
+    return strncmp (s, prefix, strlen (prefix)) == 0;
+}
+
+//  bus.heartbeat, run.heartbeat, run.heartbeat.ok: hidden, as the CLI does.
+static bool
+s_is_heartbeat (const char *type)
+{
+    for (const char *p = strstr (type, "heartbeat"); p; p = strstr (p + 1, "heartbeat")) {
+        char after = p [strlen ("heartbeat")];
+        if ((p == type || p [-1] == '.') && (after == 0 || after == '.'))
+            return true;
+    }
+    return false;
+}
+
+static void
+s_tap_add (gw_bridge_t *self, gw_in_t *in)
+{
+    btap_t *t = calloc (1, sizeof *t);
+    if (!t)
+        return;
+    t->conn = in->conn;
+    t->id = in->sub_id;
+    snprintf (t->filter, sizeof t->filter, "%s", in->type);
+    if (zlistx_size (self->taps) == 0)
+        zsock_set_subscribe (self->tap, "");
+    zlistx_add_end (self->taps, t);
+}
+
+//  Drops conn's tap `id`, or all of conn's taps when id is 0.
+static void
+s_tap_remove (gw_bridge_t *self, uint64_t conn, uint32_t id)
+{
+    size_t before = zlistx_size (self->taps);
+    bool again = true;
+    while (again) {
+        again = false;
+        for (btap_t *t = zlistx_first (self->taps); t; t = zlistx_next (self->taps))
+            if (t->conn == conn && (id == 0 || t->id == id)) {
+                zlistx_delete (self->taps, zlistx_cursor (self->taps));
+                free (t);
+                again = true;
+                break;
+            }
+    }
+    if (before > 0 && zlistx_size (self->taps) == 0)
+        zsock_set_unsubscribe (self->tap, "");
+}
+
+static void
+s_on_tap (gw_bridge_t *self, zmsg_t *msg)
+{
+    if (zmsg_size (msg) != 4 || zlistx_size (self->taps) == 0)
+        return;
+    zframe_t *plane = zmsg_first (msg);
+    zframe_t *peer = zmsg_next (msg);
+    zframe_t *hf = zmsg_next (msg);
+    zframe_t *bf = zmsg_next (msg);
+    sb_header_t h;
+    sb_verr_t verr;
+    if (sb_header_parse (zframe_data (hf), zframe_size (hf), &h, &verr) || s_is_heartbeat (h.type))
+        return;
+    bool evt = zframe_size (plane) == 3 && memcmp (zframe_data (plane), "evt", 3) == 0;
+    char who [300];
+    if (evt)
+        snprintf (who, sizeof who, "%.*s", (int) (zframe_size (peer) > 200 ? 200 : zframe_size (peer)),
+                  (const char *) zframe_data (peer));
+    else
+    if (zframe_size (peer) == 0)
+        snprintf (who, sizeof who, "broker");
+    else {
+        static const char hex [] = "0123456789abcdef";
+        size_t n = zframe_size (peer) > 64 ? 64 : zframe_size (peer);
+        const uint8_t *p = zframe_data (peer);
+        for (size_t k = 0; k < n; k++) {
+            who [2 * k] = hex [p [k] >> 4];
+            who [2 * k + 1] = hex [p [k] & 15];
+        }
+        who [2 * n] = 0;
+    }
+    gw_buf_t *buf = NULL;
+    gw_out_t *head = NULL, *tail = NULL;
+    size_t n = 0;
+    for (btap_t *t = zlistx_first (self->taps); t; t = zlistx_next (self->taps)) {
+        if (t->filter [0] && !s_starts (h.type, t->filter) && !(evt && s_starts (who, t->filter)))
+            continue;
+        if (!buf) {
+            const sb_type_t *ty = sb_schema_find (h.type, strlen (h.type));
+            sb_doc_t *hdoc = sb_decode (zframe_data (hf), zframe_size (hf), sb_header_fields, 4096, &verr);
+            sb_doc_t *bdoc = sb_decode (zframe_data (bf), zframe_size (bf), ty ? ty->fields : NULL,
+                                        ty ? ty->max_bytes : 0, &verr);
+            char *hj = hdoc ? sb_json_dump (sb_doc_root (hdoc)) : NULL;
+            char *bj = bdoc ? sb_json_dump (sb_doc_root (bdoc)) : NULL;
+            json_t *o = json_pack ("{s:s,s:s,s:s,s:I,s:I}", "op", "tap", "plane", evt ? "evt" : "cmd",
+                                   evt ? "topic" : "peer", who, "size", (json_int_t) zframe_size (bf),
+                                   "ts", (json_int_t) zclock_time ());
+            char *line = o ? json_dumps (o, JSON_COMPACT) : NULL;
+            if (line) {
+                /* header and body spliced in as raw JSON, as the CLI does */
+                line [strlen (line) - 1] = 0;
+                size_t len = strlen (line) + (hj ? strlen (hj) : 4) + (bj ? strlen (bj) : 4) + 32;
+                buf = gw_buf_alloc (len);
+                if (buf) {
+                    int w = snprintf (gw_buf_text (buf), len + 1, "%s,\"header\":%s,\"body\":%s}", line,
+                                      hj ? hj : "null", bj ? bj : "null");
+                    buf->len = w > 0 ? (size_t) w : 0;
+                }
+            }
+            free (line);
+            json_decref (o);
+            free (hj);
+            free (bj);
+            sb_doc_destroy (&hdoc);
+            sb_doc_destroy (&bdoc);
+            if (!buf)
+                break;
+        }
+        gw_out_t *out = calloc (1, sizeof *out);
+        if (!out)
+            continue;
+        out->kind = GW_OUT_WS;
+        out->conn = t->conn;
+        out->sub_id = t->id;
+        out->buf = gw_buf_ref (buf);
+        out->live = true;
+        if (tail)
+            tail->next = out;
+        else
+            head = out;
+        tail = out;
+        n++;
+    }
+    gw_to_lws_chain (self->gw, head, tail, n);
+    gw_buf_unref (&buf);
+}
+
+/* ------------------------------------------------------------------ */
 /*  Calls */
 
 static void
@@ -798,7 +951,12 @@ s_take_in (gw_bridge_t *self)
                 }
                 break;
             }
-            case GW_IN_CLOSE: s_close_conn (self, in->conn); break;
+            case GW_IN_CLOSE:
+                s_close_conn (self, in->conn);
+                s_tap_remove (self, in->conn, 0);
+                break;
+            case GW_IN_TAP: s_tap_add (self, in); break;
+            case GW_IN_UNTAP: s_tap_remove (self, in->conn, in->sub_id); break;
             case GW_IN_METRICS: s_metrics_request (self, in); break;
         }
         gw_in_free (in);
@@ -816,11 +974,12 @@ s_main (void *arg)
             { sb_bus_socket (self->bus), 0, ZMQ_POLLIN, 0 },
             { sb_sub_socket (self->sub), 0, ZMQ_POLLIN, 0 },
             { NULL, self->gw->in_fd, ZMQ_POLLIN, 0 },
+            { zsock_resolve (self->tap), 0, ZMQ_POLLIN, 0 },
         };
         int64_t wait = next_tick - sb_mono_ms ();
         if (sb_bus_has_queued (self->bus))
             wait = 0;
-        if (zmq_poll (items, 3, wait < 0 ? 0 : (long) wait) < 0 && errno != EINTR)
+        if (zmq_poll (items, 4, wait < 0 ? 0 : (long) wait) < 0 && errno != EINTR)
             break;
         if (items [2].revents & ZMQ_POLLIN)
             s_take_in (self);
@@ -839,6 +998,13 @@ s_main (void *arg)
                 break;
             s_on_event (self, msg);
             sb_msg_destroy (&msg);
+        }
+        for (int k = 0; k < 1000 && (items [3].revents & ZMQ_POLLIN); k++) {
+            zmsg_t *msg = zmsg_recv (self->tap);        /* rcvtimeo 0: never waits */
+            if (!msg)
+                break;
+            s_on_tap (self, msg);
+            zmsg_destroy (&msg);
         }
         if (sb_mono_ms () >= next_tick) {
             sb_bus_tick (self->bus);
@@ -889,7 +1055,25 @@ gw_bridge_start (sb_gateway_t *gw, char *err, size_t err_len)
     self->subs = zhashx_new ();
     self->watches = zhashx_new ();
     self->enc = sb_enc_new ();
-    if (!self->bus || !self->sub || !self->pending || !self->subs || !self->watches || !self->enc) {
+    self->taps = zlistx_new ();
+    self->tap = zsock_new (ZMQ_SUB);
+    /* the tap's endpoint sits beside the command plane's */
+    char tap_ep [4200];
+    const char *cmd = gw->cfg.cmd_endpoint, *slash = strrchr (cmd, '/');
+    if (strcmp (cmd, SB_INPROC_CMD) == 0)
+        snprintf (tap_ep, sizeof tap_ep, "%s", SB_INPROC_TAP);
+    else
+    if (strncmp (cmd, "ipc://", 6) == 0 && slash && strcmp (slash, "/bus-cmd") == 0)
+        snprintf (tap_ep, sizeof tap_ep, "%.*s/bus-tap", (int) (slash - cmd), cmd);
+    else
+        snprintf (tap_ep, sizeof tap_ep, "ipc://%s/bus-tap", gw->data_dir);
+    if (self->tap) {
+        zsock_set_rcvhwm (self->tap, 10000);
+        zsock_set_linger (self->tap, 0);
+        zsock_set_rcvtimeo (self->tap, 0);
+    }
+    if (!self->bus || !self->sub || !self->pending || !self->subs || !self->watches || !self->enc
+    ||  !self->taps || !self->tap || zsock_connect (self->tap, "%s", tap_ep) != 0) {
         snprintf (err, err_len, "the gateway cannot reach the bus at %s", gw->cfg.cmd_endpoint);
         gw_bridge_stop (&self);
         return NULL;
@@ -937,6 +1121,12 @@ gw_bridge_stop (gw_bridge_t **self_p)
         }
         zhashx_destroy (&self->pending);
     }
+    if (self->taps) {
+        for (btap_t *t = zlistx_first (self->taps); t; t = zlistx_next (self->taps))
+            free (t);
+        zlistx_destroy (&self->taps);
+    }
+    zsock_destroy (&self->tap);
     sb_enc_destroy (&self->enc);
     sb_sub_destroy (&self->sub);
     sb_bus_destroy (&self->bus);

@@ -42,7 +42,9 @@ typedef enum {
     GW_IN_UNSUB,        /* drop conn/sub_id */
     GW_IN_PAGE_DONE,    /* the last event of a replay page was written */
     GW_IN_CLOSE,        /* the connection went: drop its calls and subscriptions */
-    GW_IN_METRICS       /* render /metrics (needs bus.stats) */
+    GW_IN_METRICS,      /* render /metrics (needs bus.stats) */
+    GW_IN_TAP,          /* stream the bus tap to conn as sub_id; `type`: the filter */
+    GW_IN_UNTAP         /* stop conn's tap sub_id */
 } gw_in_kind_t;
 
 typedef struct gw_in {
@@ -211,6 +213,7 @@ typedef struct gw_pss {
     gw_sub_t *subs;
     size_t nsubs, subs_cap;
     uint32_t next_sub;
+    uint32_t tap_id;            /* the bus tap's stream id (0: not tapping) */
 } gw_pss_t;
 
 /*  WebSocket frames (gateway/ws.c), on the lws thread. The connection

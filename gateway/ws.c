@@ -296,6 +296,56 @@ s_op_unsubscribe (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *
     s_reply (gw, wsi, pss, tx, "unsubscribed", json_pack ("{s:s,s:b}", "session_id", sid, "was_subscribed", was));
 }
 
+//  The bus tap (docs/gateway.md): one per connection; the bridge renders
+//  each message and sends it as a live frame with the tap's stream id.
+static void
+s_tap_stop (sb_gateway_t *gw, gw_pss_t *pss)
+{
+    if (!pss->tap_id)
+        return;
+    gw_in_t *in = calloc (1, sizeof *in);
+    if (in) {
+        in->kind = GW_IN_UNTAP;
+        in->conn = pss->conn;
+        in->sub_id = pss->tap_id;
+        gw_to_bridge (gw, in);
+    }
+    pss->tap_id = 0;
+}
+
+static void
+s_op_tap (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *tx, json_t *msg)
+{
+    json_t *fv = json_object_get (msg, "filter");
+    const char *filter = json_is_string (fv) ? json_string_value (fv) : "";
+    if ((fv && !json_is_null (fv) && !json_is_string (fv)) || strlen (filter) > 64) {
+        s_error (gw, wsi, pss, tx, "invalid", "filter: a type or topic prefix (at most 64 bytes) is needed");
+        return;
+    }
+    gw_in_t *in = calloc (1, sizeof *in);
+    if (!in) {
+        s_error (gw, wsi, pss, tx, "internal", "out of memory");
+        return;
+    }
+    /* tapping again replaces the filter: the old stream ends first */
+    s_tap_stop (gw, pss);
+    pss->tap_id = ++pss->next_sub;
+    in->kind = GW_IN_TAP;
+    in->conn = pss->conn;
+    in->sub_id = pss->tap_id;
+    snprintf (in->type, sizeof in->type, "%s", filter);
+    gw_to_bridge (gw, in);
+    s_reply (gw, wsi, pss, tx, "tapping", json_pack ("{s:s}", "filter", filter));
+}
+
+static void
+s_op_untap (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *tx)
+{
+    bool was = pss->tap_id != 0;
+    s_tap_stop (gw, pss);
+    s_reply (gw, wsi, pss, tx, "untapped", json_pack ("{s:b}", "was_tapping", was));
+}
+
 static void
 s_handle (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *buf, size_t len)
 {
@@ -333,7 +383,7 @@ s_handle (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *buf, siz
     const char *op = json_string_value (json_object_get (msg, "op"));
     if (!op) {
         atomic_fetch_add (&gw->stats.ws_bad_frames, 1);
-        s_error (gw, wsi, pss, tx, "invalid", "op: call, subscribe, unsubscribe or ping is needed");
+        s_error (gw, wsi, pss, tx, "invalid", "op: call, subscribe, unsubscribe, tap, untap or ping is needed");
     }
     else
     if (strcmp (op, "call") == 0)
@@ -345,11 +395,17 @@ s_handle (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *buf, siz
     if (strcmp (op, "unsubscribe") == 0)
         s_op_unsubscribe (gw, wsi, pss, tx, msg);
     else
+    if (strcmp (op, "tap") == 0)
+        s_op_tap (gw, wsi, pss, tx, msg);
+    else
+    if (strcmp (op, "untap") == 0)
+        s_op_untap (gw, wsi, pss, tx);
+    else
     if (strcmp (op, "ping") == 0)
         s_reply (gw, wsi, pss, tx, "pong", json_pack ("{s:I}", "ts", (json_int_t) sb_now_ms ()));
     else {
         atomic_fetch_add (&gw->stats.ws_bad_frames, 1);
-        s_error (gw, wsi, pss, tx, "invalid", "op: call, subscribe, unsubscribe or ping is needed");
+        s_error (gw, wsi, pss, tx, "invalid", "op: call, subscribe, unsubscribe, tap, untap or ping is needed");
     }
     free (tx);
     json_decref (msg);
@@ -480,6 +536,20 @@ gw_ws_deliver (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, gw_out_t *out)
     if (out->reply && pss->inflight > 0) {
         pss->inflight--;
         s_maybe_resume (wsi, pss, gw->out_max);
+    }
+    if (out->sub_id && out->sub_id == pss->tap_id) {
+        /* the tap is live only: a reader too slow for it loses it */
+        if (pss->q_count > 0 && pss->q_bytes + out->buf->len > gw->out_max) {
+            gw_out_free (out);
+            s_tap_stop (gw, pss);
+            atomic_fetch_add (&gw->stats.ws_resyncs, 1);
+            s_send_json (gw, wsi, pss, json_pack ("{s:s,s:s,s:b}", "op", "resync", "reason", "slow_reader",
+                                                  "tap", true));
+            return;
+        }
+        out->sub_id = 0;
+        s_enqueue (gw, wsi, pss, out);
+        return;
     }
     gw_sub_t *sub = out->sub_id ? s_sub_by_id (pss, out->sub_id) : NULL;
     if (out->sub_id && !sub) {

@@ -1,0 +1,125 @@
+"""The bus tap over the WebSocket (docs/gateway.md, issue 11): op tap
+streams every bus message as `switchboard tap --json` renders it, a
+filter keeps a type or topic prefix, untap stops it, a reader that reads
+nothing loses its tap with a resync, and only a connection with the token
+gets one."""
+
+import json
+import socket
+import time
+
+from sbtest import Client, check, run_tests, tmpdir
+from gwtest import Gateway, append_batches, websocket
+
+
+def _taps(w, pred, timeout=10, what="tap frame"):
+    return w.wait(lambda f: f.get("op") == "tap" and pred(f), timeout, what)
+
+
+def test_tap_shows_calls():
+    gw = Gateway()
+    w = gw.ws()
+    r = w.call_op("tap", {})
+    check(r["op"] == "reply" and r["type"] == "tapping" and r["body"] == {"filter": ""}, "tap: %r", r)
+    r = w.call("session.list", {"limit": 3})
+    check(r["type"] == "session.list.ok", "list: %r", r)
+    req = _taps(w, lambda f: f["header"]["type"] == "session.list", what="session.list on the tap")
+    check(req["plane"] == "cmd" and "peer" in req and req["body"] == {"limit": 3}, "request: %r", req)
+    check(isinstance(req["size"], int) and req["size"] > 0 and req["ts"] > 1e12, "size/ts: %r", req)
+    ok = _taps(w, lambda f: f["header"]["type"] == "session.list.ok", what="the reply on the tap")
+    check(ok["header"]["corr"] == req["header"]["id"], "corr: %r / %r", ok["header"], req["header"])
+    # heartbeats are hidden, as `switchboard tap` hides them
+    time.sleep(1.5)
+    w.call_op("ping", {})
+    beats = [f for f in w.backlog if f.get("op") == "tap" and "heartbeat" in f["header"]["type"]]
+    check(not beats, "heartbeats on the tap: %r", beats[:2])
+    # untap stops the stream
+    r = w.call_op("untap", {})
+    check(r["type"] == "untapped" and r["body"]["was_tapping"] is True, "untap: %r", r)
+    w.backlog.clear()
+    w.call("session.list", {"limit": 4})
+    time.sleep(0.5)
+    w.call_op("ping", {})
+    left = [f for f in w.backlog if f.get("op") == "tap" and f["header"]["type"] == "session.list"
+            and f["body"] == {"limit": 4}]
+    check(not left, "tap frames after untap: %r", left)
+    r = w.call_op("untap", {})
+    check(r["body"]["was_tapping"] is False, "untap twice: %r", r)
+
+
+def test_tap_filter():
+    gw = Gateway()
+    w = gw.ws()
+    r = w.call_op("tap", {"filter": "session.create"})
+    check(r["type"] == "tapping" and r["body"]["filter"] == "session.create", "tap: %r", r)
+    w.call("session.list", {})
+    r = w.call("session.create", {"workspace": tmpdir(), "title": "tap"})
+    check(r["type"] == "session.create.ok", "create: %r", r)
+    f = _taps(w, lambda f: f["header"]["type"] == "session.create.ok", what="session.create.ok")
+    check(f["body"]["session"]["title"] == "tap", "create.ok: %r", f)
+    w.call_op("ping", {})
+    types = {f["header"]["type"] for f in w.backlog if f.get("op") == "tap"}
+    check(all(t.startswith("session.create") for t in types), "filtered: %r", types)
+    # a topic prefix matches event-plane messages too
+    sid = r["body"]["session"]["session_id"]
+    r = w.call_op("tap", {"filter": "session/"})
+    check(r["type"] == "tapping", "retap: %r", r)
+    bus = Client(gw.srv.endpoint("cmd"), name="taptest")
+    append_batches(bus, sid, 1, batch=1)
+    f = _taps(w, lambda f: f["plane"] == "evt", what="an event on session/")
+    check(f["topic"] == "session/" + sid, "topic: %r", f)
+    bus.close()
+    for bad in (42, "x" * 65):
+        r = w.call_op("tap", {"filter": bad})
+        check(r["op"] == "error" and r["code"] == "invalid", "filter %r: %r", bad, r)
+
+
+def test_tap_needs_the_token():
+    gw = Gateway()
+    for token in (None, "f" * 64):
+        try:
+            w = gw.ws(token=token)
+            w.send({"op": "tap", "tx": 1})
+            check(False, "a WebSocket without the token could tap")
+        except websocket.WebSocketBadStatusException as e:
+            check(e.status_code == 401, "no token: %r", e)
+
+
+def test_slow_tap_reader_gets_resync():
+    gw = Gateway(args=["--http-out-max", "1048576"])
+    slow = websocket.create_connection("ws://127.0.0.1:%d/ws?token=%s" % (gw.port, gw.token),
+                                       origin=gw.origin, timeout=10,
+                                       sockopt=[(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)])
+    slow.send(json.dumps({"op": "tap", "tx": 1}))
+    w = gw.ws()
+    r = w.call("session.create", {"workspace": tmpdir(), "title": "slow"})
+    sid = r["body"]["session"]["session_id"]
+    bus = Client(gw.srv.endpoint("cmd"), name="taptest")
+    base = gw.rss_kb()
+    for k in range(40):
+        append_batches(bus, sid, 10, size=16000, batch=10)
+    time.sleep(1)
+    grown = gw.rss_kb() - base
+    print("  serve grew by %d KiB with a tap reader that reads nothing" % grown)
+    slow.settimeout(20)
+    seen = 0
+    while True:
+        f = json.loads(slow.recv())
+        if f.get("op") == "resync":
+            break
+        seen += 1
+    check(f == {"op": "resync", "reason": "slow_reader", "tap": True}, "resync: %r", f)
+    print("  %d frames before the resync" % seen)
+    # the connection is still good, and it may tap again
+    slow.send(json.dumps({"op": "tap", "tx": 2}))
+    while True:
+        f = json.loads(slow.recv())
+        if f.get("tx") == 2:
+            break
+    check(f["type"] == "tapping", "tap again: %r", f)
+    slow.close()
+    bus.close()
+    check(gw.alive(), "the server still answers")
+
+
+run_tests(globals())

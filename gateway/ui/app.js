@@ -7,6 +7,7 @@ import { Conn } from './conn.js';
 import { Transcript } from './transcript.js';
 import { Sidebar, sessionTitle } from './sidebar.js';
 import { Tabs, Changes, Inbox, Workers, missing } from './panels.js';
+import { Bus } from './bus.js';
 
 const NARROW = window.matchMedia ('(max-width: 800px)');
 const MEDIUM = window.matchMedia ('(max-width: 1200px)');
@@ -34,6 +35,9 @@ class App {
     this.workers = new Workers (this);
     this.tabs.onShow.changes = () => this.changes.refresh ();
     this.tabs.onShow.approvals = () => this.inbox.refresh ();
+    this.bus = new Bus (this);
+    this.tabs.onShow.bus = () => this.bus.start ();
+    this.tabs.onHide.bus = () => this.bus.stop ();
     this._wire ();
     this.conn.addEventListener ('state', (e) => this._connState (e.detail));
     this.conn.addEventListener ('open', () => this._onOpen ());

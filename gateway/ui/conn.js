@@ -30,6 +30,7 @@ export class Conn extends EventTarget {
     this.pongTimer = null;
     this.retryTimer = null;
     this.everConnected = false;
+    this.tapping = null;                // {filter, onTap} while the Bus tab taps
   }
 
   start () {
@@ -64,6 +65,8 @@ export class Conn extends EventTarget {
       for (const [sid, sub] of this.subs)
         if (!sub.filling)
           this._sendSubscribe (sid, sub);
+      if (this.tapping)
+        this._sendTap ();
       this.dispatchEvent (new CustomEvent ('open'));
     };
     ws.onmessage = (m) => {
@@ -163,7 +166,19 @@ export class Conn extends EventTarget {
     case 'event':
       this._onEvent (msg);
       return;
+    case 'tap':
+      if (this.tapping)
+        this.tapping.onTap (msg);
+      return;
     case 'resync': {
+      if (msg.tap) {
+        // too slow for the tap: say so, and tap again
+        if (this.tapping) {
+          this.tapping.onTap ({ op: 'tap', gap: true });
+          this._sendTap ();
+        }
+        return;
+      }
       const sub = this.subs.get (msg.session_id);
       if (sub) {
         sub.subscribed = false;
@@ -283,6 +298,24 @@ export class Conn extends EventTarget {
     sub.filling = false;
     sub.held = [];
     this._sendSubscribe (sid, sub);
+  }
+
+  // The bus tap (docs/gateway.md): one per connection, tapped again
+  // after a reconnect or a slow_reader resync. onTap gets each frame.
+  tap (filter, onTap) {
+    this.tapping = { filter: filter || '', onTap };
+    this._sendTap ();
+  }
+
+  untap () {
+    if (!this.tapping)
+      return;
+    this.tapping = null;
+    this._send ({ op: 'untap', tx: String (++this.tx) });
+  }
+
+  _sendTap () {
+    this._send ({ op: 'tap', tx: String (++this.tx), filter: this.tapping.filter });
   }
 
   _sendSubscribe (sid, sub) {

@@ -32,9 +32,12 @@ export class Tabs {
     }
     this.current = 'changes';
     this.onShow = {};
+    this.onHide = {};
   }
 
   show (name) {
+    if (this.current !== name && this.onHide [this.current])
+      this.onHide [this.current] ();
     this.current = name;
     for (const t of this.tabs) {
       const on = t.id === 'tab-' + name;

@@ -319,6 +319,24 @@ async function main () {
     await page.waitForSelector ('#pane-approvals .recent li >> text=cli:', { timeout: STEP_MS });
     check (!(await page.$ ('#pane-approvals .inbox-item')), 'the inbox still lists a pending approval');
 
+    // the Bus tab shows the tap live, opens a line to its JSON, and filters
+    await page.click ('#tab-bus');
+    await page.evaluate (() => window.sbApp.conn.call ('session.list', { limit: 2 }));
+    await page.waitForSelector ('#pane-bus .bus-line[data-type="session.list"]', { timeout: STEP_MS });
+    await page.click ('#pane-bus .bus-line[data-type="session.list"] summary');
+    await page.waitForFunction (() => [...document.querySelectorAll ('#pane-bus pre.bus-json')]
+      .some (p => p.textContent.includes ('"limit": 2')), null, { timeout: STEP_MS });
+    await page.fill ('#pane-bus .bus-filter', 'session.get');
+    await page.waitForTimeout (600);
+    await page.click ('#pane-bus button >> text=Clear');
+    await page.evaluate (() => window.sbApp.conn.call ('session.list', { limit: 3 }));
+    await page.evaluate ((sid) => window.sbApp.conn.call ('session.get', { session_id: sid }), sid);
+    await page.waitForSelector ('#pane-bus .bus-line[data-type="session.get.ok"]', { timeout: STEP_MS });
+    const busTypes = await page.$$eval ('#pane-bus .bus-line', ns => ns.map (n => n.dataset.type));
+    check (busTypes.every (t => t.startsWith ('session.get')), 'the bus filter let through ' + busTypes);
+    await shot (page, '04b-bus');
+    await page.click ('#tab-approvals');
+
     // narrow: the panel folds away and the sidebar becomes a drawer
     await page.setViewportSize ({ width: 420, height: 860 });
     await page.waitForFunction (() => document.getElementById ('sidebar').getBoundingClientRect ().right <= 0);

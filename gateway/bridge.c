@@ -642,7 +642,10 @@ s_on_tap (gw_bridge_t *self, zmsg_t *msg)
                 if (buf) {
                     int w = snprintf (gw_buf_text (buf), len + 1, "%s,\"header\":%s,\"body\":%s}", line,
                                       hj ? hj : "null", bj ? bj : "null");
-                    buf->len = w > 0 ? (size_t) w : 0;
+                    if (w > 0 && (size_t) w <= len)
+                        buf->len = (size_t) w;
+                    else
+                        gw_buf_unref (&buf);
                 }
             }
             free (line);

@@ -1,6 +1,7 @@
 /*  cli/tap.c — `switchboard tap`: every bus message, live, one per line;
     and `switchboard stats`: the broker's counters. */
 #include "cli/cli.h"
+#include "bus/tap.h"
 #include "common/log.h"
 #include "schemas/json.h"
 
@@ -31,36 +32,6 @@ static const char *s_tap_usage =
     "Exit status: 0 success, 1 the operation failed, 2 usage error.\n";
 
 #define MAX_EXCLUDES 32
-
-//  A heartbeat is any type with a `heartbeat` part: bus.heartbeat,
-//  run.heartbeat, run.heartbeat.ok.
-static bool
-s_is_heartbeat (const char *type)
-{
-    for (const char *p = strstr (type, "heartbeat"); p; p = strstr (p + 1, "heartbeat")) {
-        char after = p [strlen ("heartbeat")];
-        if ((p == type || p [-1] == '.') && (after == 0 || after == '.'))
-            return true;
-    }
-    return false;
-}
-
-static bool
-s_starts (const char *s, const char *prefix)
-{
-    return strncmp (s, prefix, strlen (prefix)) == 0;
-}
-
-static void
-s_hex (const uint8_t *p, size_t n, char *out)
-{
-    static const char hex [] = "0123456789abcdef";
-    for (size_t k = 0; k < n; k++) {
-        out [2 * k] = hex [p [k] >> 4];
-        out [2 * k + 1] = hex [p [k] & 15];
-    }
-    out [2 * n] = 0;
-}
 
 int
 sb_cmd_tap (int argc, char **argv)
@@ -130,71 +101,37 @@ sb_cmd_tap (int argc, char **argv)
         zmsg_t *msg = zmsg_recv (sub);
         if (!msg)
             break;
-        if (zmsg_size (msg) != 4) {
+        sb_tap_msg_t t;
+        if (sb_tap_parse (msg, &t)) {
             zmsg_destroy (&msg);
             continue;
         }
-        zframe_t *plane = zmsg_first (msg);
-        zframe_t *peer = zmsg_next (msg);
-        zframe_t *hf = zmsg_next (msg);
-        zframe_t *bf = zmsg_next (msg);
-        sb_header_t h;
-        sb_verr_t verr;
-        if (sb_header_parse (zframe_data (hf), zframe_size (hf), &h, &verr)) {
-            zmsg_destroy (&msg);
-            continue;
-        }
-        bool evt = zframe_size (plane) == 3 && memcmp (zframe_data (plane), "evt", 3) == 0;
-        char who [300];
-        if (evt)
-            snprintf (who, sizeof who, "%.*s", (int) (zframe_size (peer) > 200 ? 200 : zframe_size (peer)),
-                      (const char *) zframe_data (peer));
-        else
-        if (zframe_size (peer) == 0)
-            snprintf (who, sizeof who, "broker");
-        else
-            s_hex (zframe_data (peer), zframe_size (peer) > 64 ? 64 : zframe_size (peer), who);
-        bool shown = !filter || s_starts (h.type, filter) || (evt && s_starts (who, filter));
+        bool shown = !filter || sb_tap_matches (&t, filter);
         for (size_t k = 0; k < nexcludes && shown; k++)
-            shown = !s_starts (h.type, excludes [k]) && !(evt && s_starts (who, excludes [k]));
-        if (!shown || (!heartbeats && s_is_heartbeat (h.type))) {
+            shown = !sb_tap_matches (&t, excludes [k]);
+        if (!shown || (!heartbeats && sb_tap_is_heartbeat (t.h.type))) {
             zmsg_destroy (&msg);
             continue;
         }
-        const sb_type_t *t = sb_schema_find (h.type, strlen (h.type));
-        sb_doc_t *hdoc = sb_decode (zframe_data (hf), zframe_size (hf), sb_header_fields, 4096, &verr);
-        sb_doc_t *bdoc = sb_decode (zframe_data (bf), zframe_size (bf), t ? t->fields : NULL,
-                                    t ? t->max_bytes : 0, &verr);
-        char *body = bdoc ? sb_json_dump (sb_doc_root (bdoc)) : NULL;
         if (json) {
-            char *hj = hdoc ? sb_json_dump (sb_doc_root (hdoc)) : NULL;
-            json_t *o = json_object ();
-            json_object_set_new (o, "plane", json_string (evt ? "evt" : "cmd"));
-            json_object_set_new (o, evt ? "topic" : "peer", json_string (who));
-            char *line = json_dumps (o, JSON_COMPACT);
-            /* splice header and body in as raw JSON */
-            if (line) {
-                line [strlen (line) - 1] = 0;
-                printf ("%s,\"header\":%s,\"body\":%s}\n", line, hj ? hj : "null", body ? body : "null");
-            }
+            char *line = sb_tap_json (&t, NULL);
+            if (line)
+                printf ("%s\n", line);
             free (line);
-            free (hj);
-            json_decref (o);
         }
         else {
+            char *body = sb_tap_body_json (&t);
             struct timespec ts;
             clock_gettime (CLOCK_REALTIME, &ts);
             struct tm tm;
             localtime_r (&ts.tv_sec, &tm);
             printf ("%02d:%02d:%02d.%03ld %s %-14.14s %-22s from=%s%s%s %s\n",
                     tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
-                    evt ? "evt" : "cmd", who, h.type, h.from [0] ? h.from : "-",
-                    h.corr [0] ? " corr=" : "", h.corr, body ? body : "(undecodable body)");
+                    t.evt ? "evt" : "cmd", t.who, t.h.type, t.h.from [0] ? t.h.from : "-",
+                    t.h.corr [0] ? " corr=" : "", t.h.corr, body ? body : "(undecodable body)");
+            free (body);
         }
         fflush (stdout);
-        free (body);
-        sb_doc_destroy (&hdoc);
-        sb_doc_destroy (&bdoc);
         zmsg_destroy (&msg);
         seen++;
     }

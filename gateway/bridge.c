@@ -19,6 +19,7 @@
 #include "bus/broker.h"
 #include "bus/client.h"
 #include "bus/envelope.h"
+#include "bus/tap.h"
 #include "common/log.h"
 #include "schemas/json.h"
 
@@ -534,24 +535,6 @@ s_close_conn (gw_bridge_t *self, uint64_t conn)
 /*  The bus tap: every message on both planes, rendered as `switchboard
     tap --json` renders it, for the connections that asked with op tap. */
 
-static bool
-s_starts (const char *s, const char *prefix)
-{
-    return strncmp (s, prefix, strlen (prefix)) == 0;
-}
-
-//  bus.heartbeat, run.heartbeat, run.heartbeat.ok: hidden, as the CLI does.
-static bool
-s_is_heartbeat (const char *type)
-{
-    for (const char *p = strstr (type, "heartbeat"); p; p = strstr (p + 1, "heartbeat")) {
-        char after = p [strlen ("heartbeat")];
-        if ((p == type || p [-1] == '.') && (after == 0 || after == '.'))
-            return true;
-    }
-    return false;
-}
-
 static void
 s_tap_add (gw_bridge_t *self, gw_in_t *in)
 {
@@ -589,71 +572,27 @@ s_tap_remove (gw_bridge_t *self, uint64_t conn, uint32_t id)
 static void
 s_on_tap (gw_bridge_t *self, zmsg_t *msg)
 {
-    if (zmsg_size (msg) != 4 || zlistx_size (self->taps) == 0)
+    sb_tap_msg_t tm;
+    if (zlistx_size (self->taps) == 0 || sb_tap_parse (msg, &tm) || sb_tap_is_heartbeat (tm.h.type))
         return;
-    zframe_t *plane = zmsg_first (msg);
-    zframe_t *peer = zmsg_next (msg);
-    zframe_t *hf = zmsg_next (msg);
-    zframe_t *bf = zmsg_next (msg);
-    sb_header_t h;
-    sb_verr_t verr;
-    if (sb_header_parse (zframe_data (hf), zframe_size (hf), &h, &verr) || s_is_heartbeat (h.type))
-        return;
-    bool evt = zframe_size (plane) == 3 && memcmp (zframe_data (plane), "evt", 3) == 0;
-    char who [300];
-    if (evt)
-        snprintf (who, sizeof who, "%.*s", (int) (zframe_size (peer) > 200 ? 200 : zframe_size (peer)),
-                  (const char *) zframe_data (peer));
-    else
-    if (zframe_size (peer) == 0)
-        snprintf (who, sizeof who, "broker");
-    else {
-        static const char hex [] = "0123456789abcdef";
-        size_t n = zframe_size (peer) > 64 ? 64 : zframe_size (peer);
-        const uint8_t *p = zframe_data (peer);
-        for (size_t k = 0; k < n; k++) {
-            who [2 * k] = hex [p [k] >> 4];
-            who [2 * k + 1] = hex [p [k] & 15];
-        }
-        who [2 * n] = 0;
-    }
     gw_buf_t *buf = NULL;
     gw_out_t *head = NULL, *tail = NULL;
     size_t n = 0;
     for (btap_t *t = zlistx_first (self->taps); t; t = zlistx_next (self->taps)) {
-        if (t->filter [0] && !s_starts (h.type, t->filter) && !(evt && s_starts (who, t->filter)))
+        if (t->filter [0] && !sb_tap_matches (&tm, t->filter))
             continue;
         if (!buf) {
-            const sb_type_t *ty = sb_schema_find (h.type, strlen (h.type));
-            sb_doc_t *hdoc = sb_decode (zframe_data (hf), zframe_size (hf), sb_header_fields, 4096, &verr);
-            sb_doc_t *bdoc = sb_decode (zframe_data (bf), zframe_size (bf), ty ? ty->fields : NULL,
-                                        ty ? ty->max_bytes : 0, &verr);
-            char *hj = hdoc ? sb_json_dump (sb_doc_root (hdoc)) : NULL;
-            char *bj = bdoc ? sb_json_dump (sb_doc_root (bdoc)) : NULL;
-            json_t *o = json_pack ("{s:s,s:s,s:s,s:I,s:I}", "op", "tap", "plane", evt ? "evt" : "cmd",
-                                   evt ? "topic" : "peer", who, "size", (json_int_t) zframe_size (bf),
-                                   "ts", (json_int_t) zclock_time ());
-            char *line = o ? json_dumps (o, JSON_COMPACT) : NULL;
-            if (line) {
-                /* header and body spliced in as raw JSON, as the CLI does */
-                line [strlen (line) - 1] = 0;
-                size_t len = strlen (line) + (hj ? strlen (hj) : 4) + (bj ? strlen (bj) : 4) + 32;
-                buf = gw_buf_alloc (len);
-                if (buf) {
-                    int w = snprintf (gw_buf_text (buf), len + 1, "%s,\"header\":%s,\"body\":%s}", line,
-                                      hj ? hj : "null", bj ? bj : "null");
-                    if (w > 0 && (size_t) w <= len)
-                        buf->len = (size_t) w;
-                    else
-                        gw_buf_unref (&buf);
-                }
+            json_t *extra = json_pack ("{s:s,s:I,s:I}", "op", "tap", "size", (json_int_t) zframe_size (tm.body),
+                                       "ts", (json_int_t) zclock_time ());
+            char *line = extra ? sb_tap_json (&tm, extra) : NULL;
+            json_decref (extra);
+            size_t len = line ? strlen (line) : 0;
+            buf = line ? gw_buf_alloc (len) : NULL;
+            if (buf) {
+                memcpy (gw_buf_text (buf), line, len);
+                buf->len = len;
             }
             free (line);
-            json_decref (o);
-            free (hj);
-            free (bj);
-            sb_doc_destroy (&hdoc);
-            sb_doc_destroy (&bdoc);
             if (!buf)
                 break;
         }

@@ -398,6 +398,28 @@ s_on_page (gw_bridge_t *self, bsub_t *s, sb_msg_t *reply)
         s_caught_up (self, s);
 }
 
+/*  Appends a live frame for (conn, sub_id) to the chain handed to the lws
+    thread in one go; false when out of memory. */
+static bool
+s_chain_live (gw_out_t **head, gw_out_t **tail, size_t *n, uint64_t conn, uint32_t sub_id, gw_buf_t *buf)
+{
+    gw_out_t *out = calloc (1, sizeof *out);
+    if (!out)
+        return false;
+    out->kind = GW_OUT_WS;
+    out->conn = conn;
+    out->sub_id = sub_id;
+    out->buf = gw_buf_ref (buf);
+    out->live = true;
+    if (*tail)
+        (*tail)->next = out;
+    else
+        *head = out;
+    *tail = out;
+    (*n)++;
+    return true;
+}
+
 static void
 s_hold (gw_bridge_t *self, bsub_t *s, uint64_t seq, gw_buf_t *buf)
 {
@@ -445,20 +467,8 @@ s_on_event (gw_bridge_t *self, sb_msg_t *msg)
             s_hold (self, s, seq, buf);
         else
         if (seq == s->last + 1) {
-            gw_out_t *out = calloc (1, sizeof *out);
-            if (!out)
+            if (!s_chain_live (&head, &tail, &n, s->conn, s->sub_id, buf))
                 continue;       /* the next event shows the gap; the tape fills it */
-            out->kind = GW_OUT_WS;
-            out->conn = s->conn;
-            out->sub_id = s->sub_id;
-            out->buf = gw_buf_ref (buf);
-            out->live = true;
-            if (tail)
-                tail->next = out;
-            else
-                head = out;
-            tail = out;
-            n++;
             s->last = seq;
         }
         else {
@@ -596,20 +606,7 @@ s_on_tap (gw_bridge_t *self, zmsg_t *msg)
             if (!buf)
                 break;
         }
-        gw_out_t *out = calloc (1, sizeof *out);
-        if (!out)
-            continue;
-        out->kind = GW_OUT_WS;
-        out->conn = t->conn;
-        out->sub_id = t->id;
-        out->buf = gw_buf_ref (buf);
-        out->live = true;
-        if (tail)
-            tail->next = out;
-        else
-            head = out;
-        tail = out;
-        n++;
+        s_chain_live (&head, &tail, &n, t->conn, t->id, buf);
     }
     gw_to_lws_chain (self->gw, head, tail, n);
     gw_buf_unref (&buf);

@@ -53,3 +53,14 @@ sb_digest_of (const void *data, size_t len, uint8_t out [SB_DIGEST_LEN])
         return -1;
     return crypto_generichash (out, SB_DIGEST_LEN, data, len, NULL, 0) == 0? 0: -1;
 }
+
+void
+sb_nonce_hex (char out [SB_NONCE_HEX + 1])
+{
+    uint8_t rnd [SB_NONCE_HEX / 2];
+    //  idempotent and thread-safe; randombytes_buf then never fails
+    if (sodium_init () < 0)
+        abort ();
+    randombytes_buf (rnd, sizeof rnd);
+    sodium_bin2hex (out, SB_NONCE_HEX + 1, rnd, sizeof rnd);
+}

@@ -30,4 +30,10 @@ void sb_digest_final (sb_digest_t *self, uint8_t out [SB_DIGEST_LEN]);
 /*  The digest of one buffer; -1 when out of memory. */
 int sb_digest_of (const void *data, size_t len, uint8_t out [SB_DIGEST_LEN]);
 
+/*  SB_NONCE_HEX hex digits of 16 random bytes and a NUL: the unguessable
+    part of an outbox entry's command_id (actors/run/outbox.c,
+    actors/interact/record.c). Never fails: libsodium's generator. */
+#define SB_NONCE_HEX 32
+void sb_nonce_hex (char out [SB_NONCE_HEX + 1]);
+
 #endif

@@ -2,10 +2,10 @@
     states, decisions and scopes, its encoding, reads of DATA/interact,
     and the one write that keeps the record, its indexes and its tape
     announcement in step (interact_impl.h has the layout). */
+#include "common/digest.h"
 #include "actors/interact/interact_impl.h"
 
 #include <errno.h>
-#include <sys/random.h>
 
 static const char *s_status_names [IA__COUNT] = { "pending", "approved", "rejected", "expired" };
 static const char *s_decision_names [IA__DECISIONS] = { "approve", "reject" };
@@ -221,34 +221,22 @@ sb_ia_load (self_t *self, const char *id, ia_t *ia)
     entry, id and all, and the session actor recognises it; an id others
     could predict from the tape would let any client append under it first
     and have the real announcement dropped as a duplicate. 3 + 26 + 1 + 32
-    = 62 bytes, within the schema's 64. -1 when the kernel has no random
-    bytes. */
-static int
+    = 62 bytes, within the schema's 64.
+    (common/digest.h gives the random part.) */
+static void
 s_command_id (const ia_t *ia, char *out, size_t n)
 {
-    uint8_t rnd [16];
-    size_t got = 0;
-    while (got < sizeof rnd) {
-        ssize_t k = getrandom (rnd + got, sizeof rnd - got, 0);
-        if (k < 0 && errno != EINTR)
-            return -1;
-        if (k > 0)
-            got += (size_t) k;
-    }
-    char hex [2 * sizeof rnd + 1];
-    for (size_t i = 0; i < sizeof rnd; i++)
-        snprintf (hex + 2 * i, 3, "%02x", rnd [i]);
+    char hex [SB_NONCE_HEX + 1];
+    sb_nonce_hex (hex);
     snprintf (out, n, "ia:%s:%s", ia->interaction_id + IA_PREFIX_LEN, hex);
-    return 0;
 }
 
 /*  The session.append body that announces the record's current state. */
-static int
+static void
 s_encode_announcement (const ia_t *ia, sb_enc_t *e)
 {
     char cmd [80];
-    if (s_command_id (ia, cmd, sizeof cmd) != 0)
-        return -1;
+    s_command_id (ia, cmd, sizeof cmd);
     bool requested = ia->status == IA_PENDING;
     sb_enc_map_open (e);
     sb_enc_kstr (e, "session_id", ia->session_id);
@@ -279,7 +267,6 @@ s_encode_announcement (const ia_t *ia, sb_enc_t *e)
     }
     sb_enc_map_close (e);
     sb_enc_map_close (e);
-    return 0;
 }
 
 typedef struct {
@@ -351,12 +338,7 @@ s_write_fn (sb_txn_t *txn, void *arg)
     }
     /* the announcement, sent after the commit (outbox.c) */
     sb_enc_reset (e);
-    if (s_encode_announcement (ia, e) != 0) {
-        sb_error (ACTOR, "no random bytes for an outbox command_id id=%s error=\"%s\"",
-                  ia->interaction_id, strerror (errno));
-        sb_enc_destroy (&e);
-        return -1;
-    }
+    s_encode_announcement (ia, e);
     data = sb_enc_data (e, &len);
     w->outbox_n = w->self->outbox_next;
     sb_key_init (&k, 'O');

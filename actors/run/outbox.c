@@ -7,10 +7,10 @@
     stored with it, so a crash between the commit and the append neither
     loses nor doubles an entry: the outbox is replayed at startup and the
     session actor drops the duplicate. */
+#include "common/digest.h"
 #include "actors/run/run_impl.h"
 
 #include <errno.h>
-#include <sys/random.h>
 
 /*  The command_id of an outbox entry: "run:<run_id>:" and 128 random
     bits, drawn when the entry is written and stored in it. Anyone who can
@@ -24,25 +24,13 @@
     `from`, so no "internal only" namespace could be enforced on it); a
     resend after a crash sends the stored entry, id and all, and is still
     recognised. A run id is a ULID, so the id is 4 + 26 + 1 + 32 = 63
-    bytes, within the schema's 64. (docs/sessions.md, "Idempotency")
-    Returns -1 when the kernel gives no random bytes. */
-static int
+    bytes, within the schema's 64. (docs/sessions.md, "Idempotency") */
+static void
 s_outbox_command_id (const run_t *r, char *out, size_t n)
 {
-    uint8_t rnd [16];
-    size_t got = 0;
-    while (got < sizeof rnd) {
-        ssize_t k = getrandom (rnd + got, sizeof rnd - got, 0);
-        if (k < 0 && errno != EINTR)
-            return -1;
-        if (k > 0)
-            got += (size_t) k;
-    }
-    char hex [2 * sizeof rnd + 1];
-    for (size_t i = 0; i < sizeof rnd; i++)
-        snprintf (hex + 2 * i, 3, "%02x", rnd [i]);
+    char hex [SB_NONCE_HEX + 1];
+    sb_nonce_hex (hex);
     snprintf (out, n, "run:%s:%s", r->run_id, hex);
-    return 0;
 }
 
 typedef struct {
@@ -125,12 +113,7 @@ s_write_fn (sb_txn_t *txn, void *arg)
         /* the outbox entry: appended to the tape after the commit */
         w->outbox_n = self->outbox_next;
         char cmd [96];
-        if (s_outbox_command_id (r, cmd, sizeof cmd) != 0) {
-            sb_error (ACTOR, "no random bytes for an outbox command_id run=%s error=\"%s\"",
-                      r->run_id, strerror (errno));
-            sb_enc_destroy (&e);
-            return -1;
-        }
+        s_outbox_command_id (r, cmd, sizeof cmd);
         sb_enc_reset (e);
         sb_enc_map_open (e);
         sb_enc_kstr (e, "session_id", r->session_id);

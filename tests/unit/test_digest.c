@@ -44,3 +44,15 @@ Test (digest, pieces_equal_one_buffer)
     sb_digest_destroy (&d);
     cr_assert_eq (memcmp (one, parts, sizeof one), 0);
 }
+
+//  An outbox command_id's random part: 32 lowercase hex digits, never the
+//  same twice.
+Test (digest, nonce_is_hex_and_fresh)
+{
+    char a [SB_NONCE_HEX + 1], b [SB_NONCE_HEX + 1];
+    sb_nonce_hex (a);
+    sb_nonce_hex (b);
+    cr_assert_eq (strlen (a), SB_NONCE_HEX);
+    cr_assert_eq (strspn (a, "0123456789abcdef"), SB_NONCE_HEX);
+    cr_assert_str_neq (a, b);
+}

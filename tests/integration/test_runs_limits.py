@@ -128,8 +128,10 @@ def test_cancel_during_sleep_600_within_1s_no_orphan():
     run_id = prompt(server, sid, "sleep")
     pids = []
     try:
-        wait_for(lambda: read_pid(os.path.join(ws, "sh.pid")) and read_pid(os.path.join(ws, "bg.pid")), 10,
-                 "the tool to start its sleeps")
+        # bg.pid is written before the shell forks its foreground sleep:
+        # wait for all three processes, not just the two pid files
+        wait_for(lambda: read_pid(os.path.join(ws, "sh.pid")) and read_pid(os.path.join(ws, "bg.pid"))
+                 and len(procs_in(ws)) >= 3, 10, "the tool to start its sleeps")
         pids = [read_pid(os.path.join(ws, "sh.pid")), read_pid(os.path.join(ws, "bg.pid"))]
         check(all(not pid_gone(p) for p in pids) and len(procs_in(ws)) >= 3,
               "the sleeps are not running: %r %r", pids, procs_in(ws))

@@ -63,6 +63,10 @@ sb_run_call (self_t *self, const char *type, const char *key, const char *to, sb
     c->expires = sb_mono_ms () + CALL_MS;
     size_t len;
     const uint8_t *b = sb_enc_data (e, &len);
+    /* nothing the actor sends may depend on a write that is not durable
+       yet: it goes once the batch is (actors/run/commit.c) */
+    if (sb_run_call_defer (self, type, key, to, b, len, c))
+        return 0;
     char id [SB_ULID_LEN + 1];
     if (sb_bus_send (self->bus, type, key, to, b, len, sb_now_ms () + CALL_MS, id) != 0) {
         c->fn (self, c, NULL);
@@ -157,7 +161,8 @@ sb_run_msg_keep (sb_msg_t *msg)
     first heartbeat writes turn.begin only after `claimed` and `running`
     are on the tape, and a client answered on run.request finds the prompt
     there. A reply held longer than CALL_MS (the session actor is away) is
-    sent anyway: the outbox still lands the entries later. */
+    sent anyway: the outbox still lands the entries later. Never before
+    the writes it announces are durable (actors/run/commit.c). */
 
 typedef struct {
     sb_msg_t *msg;
@@ -165,6 +170,7 @@ typedef struct {
     uint8_t *body;
     size_t len;
     uint64_t barrier;
+    uint64_t batch;             /* the writes it announces are durable with this batch */
     int64_t expires;
 } held_t;
 
@@ -184,7 +190,7 @@ void
 sb_run_reply_landed (self_t *self, sb_bus_t *bus, sb_msg_t *msg, const uint8_t *body, size_t len)
 {
     uint64_t barrier = self->outbox_next - 1;
-    if (self->outbox_acked >= barrier || self->recovering) {
+    if ((self->outbox_acked >= barrier && sb_run_commit_durable (self)) || self->recovering) {
         sb_bus_reply (bus, msg, body, len);
         return;
     }
@@ -200,6 +206,7 @@ sb_run_reply_landed (self_t *self, sb_bus_t *bus, sb_msg_t *msg, const uint8_t *
     h->len = len;
     h->bus = bus;
     h->barrier = barrier;
+    h->batch = self->kv_need;
     h->expires = sb_mono_ms () + CALL_MS;
     zlistx_add_end (self->held, h);
 }
@@ -210,7 +217,8 @@ sb_run_held_flush (self_t *self)
     int64_t now = sb_mono_ms ();
     held_t *h = zlistx_first (self->held);
     while (h) {
-        if (h->barrier <= self->outbox_acked || h->expires < now) {
+        /* never before its writes are durable, even when held long */
+        if (h->batch <= self->batch_durable && (h->barrier <= self->outbox_acked || h->expires < now)) {
             zlistx_detach (self->held, zlistx_cursor (self->held));
             sb_bus_reply (h->bus, h->msg, h->body, h->len);
             s_held_free (&h);

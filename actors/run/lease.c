@@ -327,8 +327,11 @@ sb_run_recover (self_t *self)
         &&  s_recover_waiting (self, &r, reason, sizeof reason))
             to = SB_RUN_queued;
         if (r.status != SB_RUN_queued && sb_run_transition_ok (r.status, to)) {
-            if (sb_run_save_new_fence (self, &r) == 0)
+            /* the session hears of a fence only once it is durable */
+            if (sb_run_save_new_fence (self, &r) == 0) {
+                sb_run_commit_wait (self);
                 sb_run_fence_session (self, &r);
+            }
             sb_run_set_status (&r, to, reason);
             r.phase [0] = 0;
             sb_run_save (self, &r, false, true, NULL);
@@ -337,6 +340,8 @@ sb_run_recover (self_t *self)
         sb_run_record_free (&r);
     }
     zlistx_destroy (&ids);
+    /* the outbox sends durable entries only */
+    sb_run_commit_wait (self);
     self->recovering = false;
     sb_run_outbox_drain (self);
     if (n)

@@ -61,30 +61,37 @@ s_enc_status_entry (sb_enc_t *e, const run_t *r)
     sb_enc_map_close (e);
 }
 
+/*  Writes the change into the open batch (actors/run/commit.c): durable
+    with the batch, and seen by the actor's reads at once. */
 static int
-s_write_fn (sb_txn_t *txn, void *arg)
+s_write (write_ctx_t *w)
 {
-    write_ctx_t *w = arg;
     self_t *self = w->self;
     run_t *r = w->run;
     sb_enc_t *e = sb_enc_new ();
     if (!e)
-        return -1;
+        return -ENOMEM;
     sb_key_t k;
+    int rc = 0;
     if (w->new_fence) {
         /* fences are per session, monotonic, and persisted with the run
            that holds them (re-read on a re-run, so a grow cannot skip one) */
         sb_key_init (&k, 'F');
         sb_key_str (&k, r->session_id);
-        MDB_val fv;
+        uint8_t *fv;
+        size_t flen;
         uint64_t fence = 0;
-        if (sb_txn_get (txn, DBI_FENCES, k.buf, k.len, &fv) == 0 && fv.mv_size == 8)
-            fence = sb_key_read_u64 (&fv, 0);
+        if (sb_run_kv_get (self, DBI_FENCES, k.buf, k.len, &fv, &flen) == 0) {
+            MDB_val mv = { flen, fv };
+            if (flen == 8)
+                fence = sb_key_read_u64 (&mv, 0);
+            free (fv);
+        }
         fence++;
         uint8_t be [8];
         for (int i = 0; i < 8; i++)
             be [i] = (uint8_t) (fence >> (56 - 8 * i));
-        sb_txn_put (txn, DBI_FENCES, k.buf, k.len, be, 8);
+        rc = sb_run_kv_put (self, DBI_FENCES, k.buf, k.len, be, 8);
         r->fence = fence;
     }
     sb_run_record_encode (r, NULL, e);
@@ -92,25 +99,28 @@ s_write_fn (sb_txn_t *txn, void *arg)
     const uint8_t *data = sb_enc_data (e, &len);
     sb_key_init (&k, 'R');
     sb_key_str (&k, r->run_id);
-    sb_txn_put (txn, DBI_RUNS, k.buf, k.len, data, len);
-    if (w->is_new) {
+    if (!rc)
+        rc = sb_run_kv_put (self, DBI_RUNS, k.buf, k.len, data, len);
+    if (w->is_new && !rc) {
         sb_key_init (&k, 'B');
         sb_key_str (&k, r->session_id);
         sb_key_str (&k, r->run_id);
-        sb_txn_put (txn, DBI_BYSESSION, k.buf, k.len, "", 0);
+        rc = sb_run_kv_put (self, DBI_BYSESSION, k.buf, k.len, "", 0);
     }
     sb_key_init (&k, 'A');
     sb_key_str (&k, r->session_id);
+    if (rc)
+        ;
+    else
     if (sb_run_status_is_final (r->status)) {
-        MDB_val cur;
-        if (sb_txn_get (txn, DBI_ACTIVE, k.buf, k.len, &cur) == 0
-        &&  cur.mv_size == strlen (r->run_id) && memcmp (cur.mv_data, r->run_id, cur.mv_size) == 0)
-            sb_txn_del (txn, DBI_ACTIVE, k.buf, k.len);
+        char cur [33];
+        if (sb_run_active_run (self, r->session_id, cur) == 0 && strcmp (cur, r->run_id) == 0)
+            rc = sb_run_kv_del (self, DBI_ACTIVE, k.buf, k.len, true);
     }
     else
-        sb_txn_put (txn, DBI_ACTIVE, k.buf, k.len, r->run_id, strlen (r->run_id));
-    if (w->status_changed) {
-        /* the outbox entry: appended to the tape after the commit */
+        rc = sb_run_kv_put (self, DBI_ACTIVE, k.buf, k.len, r->run_id, strlen (r->run_id));
+    if (w->status_changed && !rc) {
+        /* the outbox entry: appended to the tape once its batch is durable */
         w->outbox_n = self->outbox_next;
         char cmd [96];
         s_outbox_command_id (r, cmd, sizeof cmd);
@@ -136,19 +146,25 @@ s_write_fn (sb_txn_t *txn, void *arg)
         data = sb_enc_data (e, &len);
         sb_key_init (&k, 'O');
         sb_key_u64 (&k, w->outbox_n);
-        sb_txn_put (txn, DBI_OUTBOX, k.buf, k.len, data, len);
+        rc = sb_run_kv_put (self, DBI_OUTBOX, k.buf, k.len, data, len);
+        if (!rc)
+            self->open_outbox_max = w->outbox_n;
     }
-    if (w->command_id && w->reply) {
+    if (w->command_id && w->reply && !rc) {
         sb_key_init (&k, 'C');
         sb_key_str (&k, w->command_id);
-        sb_txn_put (txn, DBI_COMMANDS, k.buf, k.len, w->reply, w->reply_len);
+        rc = sb_run_kv_put (self, DBI_COMMANDS, k.buf, k.len, w->reply, w->reply_len);
     }
     sb_enc_destroy (&e);
-    return txn->ret;
+    return rc;
 }
 
-/*  Reads the first pending outbox entry: a copy of its body (the caller
-    frees it) and its number; NULL when the outbox is empty. */
+/*  Reads the first outbox entry that is durable and has not landed: a
+    copy of its body (the caller frees it) and its number; NULL when there
+    is none. Committed entries only: an entry of a batch still pending is
+    not sent before it is on disk. Entries up to outbox_acked landed, and
+    their deletes may still be pending (commit.c), so the walk starts
+    after them. */
 static uint8_t *
 s_outbox_first (self_t *self, size_t *len_p, uint64_t *n_p)
 {
@@ -158,7 +174,10 @@ s_outbox_first (self_t *self, size_t *len_p, uint64_t *n_p)
     sb_txn_iter_t it;
     MDB_val k, v;
     uint8_t *copy = NULL;
-    sb_txn_iter_begin (&txn, &it, DBI_OUTBOX, "O", 1, NULL, 0);
+    sb_key_t start;
+    sb_key_init (&start, 'O');
+    sb_key_u64 (&start, self->outbox_acked + 1);
+    sb_txn_iter_begin (&txn, &it, DBI_OUTBOX, "O", 1, start.buf, start.len);
     if (sb_txn_iter_next (&it, &k, &v) && k.mv_size == 9) {
         copy = malloc (v.mv_size ? v.mv_size : 1);
         if (copy) {
@@ -188,14 +207,12 @@ s_outbox_answered (self_t *self, uint64_t n, const sb_msg_t *reply)
                  sb_msg_error_code (reply), sb_msg_error_message (reply), done ? " (dropped)" : "");
     if (!done)
         return false;
+    /* the delete rides with a later batch: a replay after a crash is
+       recognised by the entry's command_id */
     sb_key_t k;
     sb_key_init (&k, 'O');
     sb_key_u64 (&k, n);
-    sb_txn_t txn;
-    if (sb_txn_begin (self->store, &txn, true) == 0) {
-        sb_txn_del (&txn, DBI_OUTBOX, k.buf, k.len);
-        sb_txn_commit (&txn);
-    }
+    sb_run_kv_del (self, DBI_OUTBOX, k.buf, k.len, false);
     if (n > self->outbox_acked)
         self->outbox_acked = n;
     return true;
@@ -225,8 +242,9 @@ sb_run_outbox_flush (self_t *self)
     uint64_t n = 0;
     uint8_t *copy = s_outbox_first (self, &len, &n);
     if (!copy) {
-        /* empty: everything written so far has landed */
-        self->outbox_acked = self->outbox_next - 1;
+        /* none: every durable entry has landed */
+        if (self->outbox_committed > self->outbox_acked)
+            self->outbox_acked = self->outbox_committed;
         return;
     }
     sb_enc_t *e = sb_enc_new ();
@@ -249,7 +267,8 @@ sb_run_outbox_drain (self_t *self)
         uint64_t n = 0;
         uint8_t *copy = s_outbox_first (self, &len, &n);
         if (!copy) {
-            self->outbox_acked = self->outbox_next - 1;
+            if (self->outbox_committed > self->outbox_acked)
+                self->outbox_acked = self->outbox_committed;
             return;
         }
         sb_msg_t *reply = sb_bus_call (self->bus, "session.append", NULL, copy, len, CALL_MS);
@@ -270,7 +289,7 @@ s_save_with (self_t *self, run_t *r, bool is_new, bool status_changed, const cha
     r->updated_at = sb_now_ms ();
     write_ctx_t w = { .self = self, .run = r, .is_new = is_new, .status_changed = status_changed,
                       .prompt = prompt, .new_fence = new_fence };
-    int rc = sb_store_write (self->store, s_write_fn, &w);
+    int rc = s_write (&w);
     if (rc) {
         sb_error (ACTOR, "cannot save run %s: %s", r->run_id, sb_store_strerror (rc));
         return rc;

@@ -111,57 +111,57 @@ sb_run_record_load (self_t *self, const char *run_id, run_t *r)
 {
     if (!run_id || strlen (run_id) > 32)
         return -1;
-    sb_txn_t txn;
     sb_key_t k;
     sb_key_init (&k, 'R');
     sb_key_str (&k, run_id);
-    MDB_val v;
-    int rc = -1;
-    if (sb_txn_begin (self->store, &txn, false) == 0) {
-        if (sb_txn_get (&txn, DBI_RUNS, k.buf, k.len, &v) == 0)
-            rc = s_run_decode (v.mv_data, v.mv_size, r);
-        sb_txn_abort (&txn);
-    }
+    uint8_t *v;
+    size_t len;
+    if (sb_run_kv_get (self, DBI_RUNS, k.buf, k.len, &v, &len))
+        return -1;
+    int rc = s_run_decode (v, len, r);
+    free (v);
     return rc;
 }
 
+static void
+s_add_id (const void *key, size_t klen, const void *val, size_t vlen, void *arg)
+{
+    (void) key;
+    (void) klen;
+    zlistx_add_end ((zlistx_t *) arg, strndup (val, vlen));
+}
+
 /*  The ids of every unfinished run (one per session at most). The caller
-    destroys the list. Read in one transaction, so later writes are free to
-    change the table while the caller walks the list. */
+    destroys the list, so later writes are free to change the table while
+    the caller walks it. */
 zlistx_t *
 sb_run_active_ids (self_t *self)
 {
-    sb_txn_t txn;
-    if (sb_txn_begin (self->store, &txn, false))
-        return NULL;
     zlistx_t *ids = zlistx_new ();
+    if (!ids)
+        return NULL;
     zlistx_set_destructor (ids, (czmq_destructor *) zstr_free);
-    sb_txn_iter_t it;
-    MDB_val k, v;
-    sb_txn_iter_begin (&txn, &it, DBI_ACTIVE, "A", 1, NULL, 0);
-    while (sb_txn_iter_next (&it, &k, &v))
-        zlistx_add_end (ids, strndup (v.mv_data, v.mv_size));
-    sb_txn_iter_end (&it);
-    sb_txn_abort (&txn);
+    if (sb_run_kv_scan (self, DBI_ACTIVE, "A", 1, s_add_id, ids))
+        zlistx_destroy (&ids);
     return ids;
 }
 
 int
 sb_run_active_run (self_t *self, const char *session_id, char *out)
 {
-    sb_txn_t txn;
     sb_key_t k;
     sb_key_init (&k, 'A');
     sb_key_str (&k, session_id);
+    uint8_t *v;
+    size_t len;
+    if (sb_run_kv_get (self, DBI_ACTIVE, k.buf, k.len, &v, &len))
+        return -1;
     int rc = -1;
-    if (sb_txn_begin (self->store, &txn, false) == 0) {
-        MDB_val v;
-        if (sb_txn_get (&txn, DBI_ACTIVE, k.buf, k.len, &v) == 0 && v.mv_size < 33) {
-            memcpy (out, v.mv_data, v.mv_size);
-            out [v.mv_size] = 0;
-            rc = 0;
-        }
-        sb_txn_abort (&txn);
+    if (len < 33) {
+        memcpy (out, v, len);
+        out [len] = 0;
+        rc = 0;
     }
+    free (v);
     return rc;
 }

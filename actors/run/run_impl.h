@@ -138,6 +138,18 @@ struct self_t {
     uint64_t lease_ms;          /* a local run's lease (LEASE_MS, SWITCHBOARD_LEASE_S) */
     int64_t next_tick;
     bool terminated;
+    /* run/commit.c: writes pending in memory, and the committer */
+    zhashx_t *pending;          /* dbi+key -> the latest pending write */
+    zlistx_t *deferred;         /* requests waiting for a batch to be durable */
+    zactor_t *committer;
+    void *batch_inflight;       /* the batch the committer holds */
+    uint64_t batch_open;        /* writes made now join this batch */
+    uint64_t batch_durable;     /* every batch up to this one is on disk */
+    uint64_t kv_need;           /* the batch of the last urgent write */
+    bool kv_open_ops, kv_open_urgent;
+    uint64_t open_outbox_max, inflight_outbox_max;  /* the last outbox entry of a batch */
+    uint64_t outbox_committed;  /* every outbox entry up to this one is on disk */
+    uint64_t commits, commit_failures;
 };
 
 static inline void
@@ -145,6 +157,38 @@ s_copy (char *dst, size_t n, const char *src)
 {
     snprintf (dst, n, "%s", src ? src : "");
 }
+
+/*  run/commit.c: group commit on a committer thread (see there). The
+    actor's reads go through sb_run_kv_get/scan, which see its pending
+    writes; its writes through sb_run_kv_put/del. */
+int sb_run_kv_open (self_t *self);
+/*  Commits what is pending (waits), then stops the committer. */
+void sb_run_kv_close (self_t *self);
+int sb_run_kv_put (self_t *self, unsigned dbi, const void *key, size_t klen, const void *val, size_t vlen);
+/*  A delete; urgent false: it may ride with a later batch (nothing
+    acknowledged waits for it). */
+int sb_run_kv_del (self_t *self, unsigned dbi, const void *key, size_t klen, bool urgent);
+/*  A copy of the value (the caller frees it); 0, or -1 when absent. */
+int sb_run_kv_get (self_t *self, unsigned dbi, const void *key, size_t klen, uint8_t **val_p, size_t *len_p);
+typedef void (sb_run_kv_fn) (const void *key, size_t klen, const void *val, size_t vlen, void *arg);
+/*  Every key under prefix as the actor sees it: committed rows in key
+    order, then pending puts in no order. */
+int sb_run_kv_scan (self_t *self, unsigned dbi, const void *prefix, size_t plen, sb_run_kv_fn *fn, void *arg);
+/*  Hands the open batch to the committer when it is idle and the batch
+    holds an urgent write (or anything, with force). */
+void sb_run_commit_submit (self_t *self, bool force);
+/*  The committer's socket, for the actor's poll. */
+void *sb_run_commit_socket (self_t *self);
+/*  Reads the committer's answers; what waited for them goes out. */
+void sb_run_commit_ready (self_t *self);
+/*  Startup and shutdown: commits everything pending and waits. */
+void sb_run_commit_wait (self_t *self);
+/*  True when every urgent write made so far is durable. */
+bool sb_run_commit_durable (self_t *self);
+/*  Keeps a request (and its call row) to send once the writes made so
+    far are durable; false when nothing waits (send it now). */
+bool sb_run_call_defer (self_t *self, const char *type, const char *key, const char *to, const uint8_t *body,
+                        size_t len, call_t *call);
 
 /*  run/record.c */
 void sb_run_record_free (run_t *r);

@@ -32,12 +32,6 @@ s_reply_run_with (self_t *self, const sb_msg_t *msg, const run_t *r, bool landed
         sb_bus_reply (self->bus, msg, b, len);
 }
 
-static void
-s_reply_run (self_t *self, const sb_msg_t *msg, const run_t *r)
-{
-    s_reply_run_with (self, msg, r, false);
-}
-
 /*  Reads (run.get, run.list) are answered once the tape holds what the
     records they show wrote: whoever sees a run `cancelled` finds it so
     on the tape (the record is committed before its outbox entry lands). */
@@ -103,15 +97,15 @@ s_remembered (self_t *self, const sb_msg_t *msg, const char *session_id)
     }
     sb_key_t k;
     s_command_key (&k, session_id, cmd);
-    sb_txn_t txn;
-    if (!sb_key_valid (&k) || sb_txn_begin (self->store, &txn, false) != 0)
+    uint8_t *v;
+    size_t vlen;
+    if (!sb_key_valid (&k))
         return false;
-    MDB_val v;
     char run_id [33] = "", type [65] = "";
     bool same = false;
-    if (sb_txn_get (&txn, DBI_COMMANDS, k.buf, k.len, &v) == 0) {
+    if (sb_run_kv_get (self, DBI_COMMANDS, k.buf, k.len, &v, &vlen) == 0) {
         sb_verr_t err;
-        sb_doc_t *doc = sb_decode (v.mv_data, v.mv_size, NULL, 0, &err);
+        sb_doc_t *doc = sb_decode (v, vlen, NULL, 0, &err);
         const sb_val_t *m = sb_doc_root (doc);
         size_t dlen = 0;
         const char *d = sb_get_bin (m, "digest", &dlen);
@@ -120,8 +114,8 @@ s_remembered (self_t *self, const sb_msg_t *msg, const char *session_id)
         same = d && dlen == SB_DIGEST_LEN && memcmp (d, digest, dlen) == 0
             && strcmp (type, msg->h.type) == 0;
         sb_doc_destroy (&doc);
+        free (v);
     }
-    sb_txn_abort (&txn);
     if (!run_id [0])
         return false;
     if (!same) {
@@ -133,7 +127,9 @@ s_remembered (self_t *self, const sb_msg_t *msg, const char *session_id)
     run_t r;
     if (sb_run_record_load (self, run_id, &r) != 0)
         return false;
-    s_reply_run (self, msg, &r);
+    /* the first request's run may not be durable yet: answered as the
+       first one was */
+    s_reply_changed (self, msg, &r);
     sb_run_record_free (&r);
     return true;
 }
@@ -156,13 +152,10 @@ s_remember (self_t *self, const sb_msg_t *msg, const run_t *r)
     sb_enc_map_close (e);
     size_t len;
     const uint8_t *data = sb_enc_data (e, &len);
-    sb_txn_t txn;
     sb_key_t k;
     s_command_key (&k, r->session_id, cmd);
-    if (sb_key_valid (&k) && sb_txn_begin (self->store, &txn, true) == 0) {
-        sb_txn_put (&txn, DBI_COMMANDS, k.buf, k.len, data, len);
-        sb_txn_commit (&txn);
-    }
+    if (sb_key_valid (&k))
+        sb_run_kv_put (self, DBI_COMMANDS, k.buf, k.len, data, len);
     sb_enc_destroy (&e);
 }
 
@@ -372,6 +365,21 @@ s_handle_get (self_t *self, sb_msg_t *msg)
     sb_run_record_free (&r);
 }
 
+typedef struct {
+    zlistx_t *ids;
+    size_t id_at;
+} s_list_scan_t;
+
+static void
+s_list_add (const void *key, size_t klen, const void *val, size_t vlen, void *arg)
+{
+    (void) val;
+    (void) vlen;
+    s_list_scan_t *scan = arg;
+    if (klen > scan->id_at + 1)
+        zlistx_add_end (scan->ids, strndup ((const char *) key + scan->id_at, klen - scan->id_at - 1));
+}
+
 static void
 s_handle_list (self_t *self, sb_msg_t *msg)
 {
@@ -389,16 +397,14 @@ s_handle_list (self_t *self, sb_msg_t *msg)
     }
     /* the codec refused a limit outside the schema's range already */
     uint64_t limit = sb_get_uint (msg->body, "limit", (uint64_t) sb_schema_default ("run.list", "limit"));
-    sb_txn_t txn;
-    if (sb_txn_begin (self->store, &txn, false)) {
-        sb_bus_error (self->bus, msg, SB_E_internal, "store unavailable");
+    /* collect ids, sorted oldest first (ULIDs), then emit newest first */
+    zlistx_t *ids = zlistx_new ();
+    if (!ids) {
+        sb_bus_error (self->bus, msg, SB_E_internal, "out of memory");
         return;
     }
-    /* collect ids (oldest first), then emit newest first */
-    zlistx_t *ids = zlistx_new ();
     zlistx_set_destructor (ids, (czmq_destructor *) zstr_free);
-    sb_txn_iter_t it;
-    MDB_val k, v;
+    zlistx_set_comparator (ids, (czmq_comparator *) strcmp);
     sb_key_t p;
     if (sid) {
         sb_key_init (&p, 'B');
@@ -408,15 +414,17 @@ s_handle_list (self_t *self, sb_msg_t *msg)
         sb_key_init (&p, 'R');
     /* the run id is the key's last field: an id prefix extends the key
        prefix, so only the matching range is read */
-    size_t id_at = p.len;
+    s_list_scan_t scan = { ids, p.len };
     if (id_prefix)
         sb_key_bytes (&p, id_prefix, strlen (id_prefix));
-    sb_txn_iter_begin (&txn, &it, sid ? DBI_BYSESSION : DBI_RUNS, p.buf, p.len, NULL, 0);
-    while (sb_txn_iter_next (&it, &k, &v))
-        if (k.mv_size > id_at + 1)
-            zlistx_add_end (ids, strndup ((char *) k.mv_data + id_at, k.mv_size - id_at - 1));
-    sb_txn_iter_end (&it);
-    sb_txn_abort (&txn);
+    if (sb_run_kv_scan (self, sid ? DBI_BYSESSION : DBI_RUNS, p.buf, p.len, s_list_add, &scan)) {
+        zlistx_destroy (&ids);
+        sb_bus_error (self->bus, msg, SB_E_internal, "store unavailable");
+        return;
+    }
+    /* pending runs come after the committed ones, unordered */
+    if (zhashx_size (self->pending))
+        zlistx_sort (ids);
     sb_enc_t *e = self->enc;
     sb_enc_reset (e);
     sb_enc_map_open (e);
@@ -741,6 +749,8 @@ s_self_destroy (self_t **self_p)
     if (!self)
         return;
     sb_run_workers_close (self);
+    /* what is pending is committed before the store closes */
+    sb_run_kv_close (self);
     zhashx_destroy (&self->leases);
     sb_run_calls_destroy (&self->calls);
     sb_run_held_destroy (self);
@@ -798,6 +808,12 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
     }
     if (!self->outbox_next)
         self->outbox_next = 1;
+    self->outbox_committed = self->outbox_next - 1;
+    if (sb_run_kv_open (self)) {
+        sb_error (ACTOR, "cannot start the run store's committer");
+        s_self_destroy (&self);
+        return NULL;
+    }
     /* refined by the drain at startup (sb_run_recover) */
     self->outbox_acked = 0;
     return self;
@@ -836,6 +852,7 @@ sb_run_actor (zsock_t *pipe, void *args)
             { zsock_resolve (pipe), 0, ZMQ_POLLIN, 0 },
             { sb_bus_socket (self->bus), 0, ZMQ_POLLIN, 0 },
             { sb_bus_socket (self->wbus), 0, ZMQ_POLLIN, 0 },
+            { sb_run_commit_socket (self), 0, ZMQ_POLLIN, 0 },
         };
         int64_t wait = sb_bus_tick (self->bus);
         int64_t wwait = sb_bus_tick (self->wbus);
@@ -846,14 +863,17 @@ sb_run_actor (zsock_t *pipe, void *args)
             wait = tick;
         if (sb_bus_has_queued (self->bus) || sb_bus_has_queued (self->wbus) || wait < 0)
             wait = 0;
-        if (zmq_poll (items, 3, (long) wait) < 0 && errno != EINTR)
+        if (zmq_poll (items, 4, (long) wait) < 0 && errno != EINTR)
             break;
         if ((items [0].revents & ZMQ_POLLIN) && sb_actor_pipe_term (pipe))
             self->terminated = true;
+        /* a durable batch first: what waited for it goes out */
+        sb_run_commit_ready (self);
         s_handle_bus (self);
         sb_run_handle_worker_bus (self);
         sb_run_calls_expire (self);
-        if (sb_mono_ms () >= self->next_tick) {
+        bool ticked = sb_mono_ms () >= self->next_tick;
+        if (ticked) {
             sb_run_expire_leases (self);
             sb_run_claims_expire (self);
             sb_run_held_flush (self);
@@ -861,6 +881,11 @@ sb_run_actor (zsock_t *pipe, void *args)
                 sb_run_start_queued (self);
             self->next_tick = sb_mono_ms () + TICK_MS;
         }
+        /* everything this turn wrote goes to disk in one commit, off this
+           thread; the next turn's writes gather meanwhile (group commit,
+           actors/run/commit.c). Landed outbox deletes alone wait for a
+           tick. */
+        sb_run_commit_submit (self, ticked);
     }
     s_self_destroy (&self);
 }

@@ -470,30 +470,35 @@ sb_run_commit_durable (self_t *self)
     return self->batch_durable >= self->kv_need;
 }
 
-/*  What waited for a batch goes out. */
+/*  What waited for a batch goes out: the outbox first, so a status's
+    tape entry is sent before the request that follows from it (the
+    exec.cancel after `cancelling`), then the requests, in order. */
 static void
 s_after_commit (self_t *self)
 {
+    sb_run_outbox_flush (self);
     deferred_t *d = zlistx_first (self->deferred);
     while (d && d->need <= self->batch_durable) {
         zlistx_detach (self->deferred, zlistx_cursor (self->deferred));
         call_t *c = d->call;
         d->call = NULL;
         char id [SB_ULID_LEN + 1];
-        c->expires = sb_mono_ms () + CALL_MS;
-        if (sb_bus_send (self->bus, d->type, d->has_key ? d->key : NULL, d->has_to ? d->to : NULL, d->body,
-                         d->len, sb_now_ms () + CALL_MS, id) != 0) {
+        int rc = sb_bus_send (self->bus, d->type, d->has_key ? d->key : NULL, d->has_to ? d->to : NULL,
+                              d->body, d->len, sb_now_ms () + CALL_MS, id);
+        if (c && rc != 0) {
             c->fn (self, c, NULL);
             if (c->arg_free)
                 c->arg_free (c->arg);
             free (c);
         }
         else
+        if (c) {
+            c->expires = sb_mono_ms () + CALL_MS;
             zhashx_insert (self->calls, id, c);
+        }
         s_deferred_free (self, &d, false);
         d = zlistx_first (self->deferred);
     }
-    sb_run_outbox_flush (self);
     sb_run_held_flush (self);
     sb_run_jobs_advance (self);
 }

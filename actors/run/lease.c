@@ -224,9 +224,11 @@ sb_run_push_cancel (self_t *self, const run_t *r)
     sb_enc_map_close (e);
     size_t len;
     const uint8_t *b = sb_enc_data (e, &len);
-    /* to the instance that owns the run, at once; its reply is not needed */
-    sb_bus_send (self->bus, "exec.cancel", r->session_id, r->owner [0] ? r->owner : NULL, b, len,
-                 sb_now_ms () + CALL_MS, NULL);
+    /* to the instance that owns the run, once `cancelling` is durable (and
+       its tape entry sent first); its reply is not needed */
+    const char *to = r->owner [0] ? r->owner : NULL;
+    if (!sb_run_call_defer (self, "exec.cancel", r->session_id, to, b, len, NULL))
+        sb_bus_send (self->bus, "exec.cancel", r->session_id, to, b, len, sb_now_ms () + CALL_MS, NULL);
     sb_enc_destroy (&e);
 }
 

@@ -185,8 +185,9 @@ void sb_run_commit_ready (self_t *self);
 void sb_run_commit_wait (self_t *self);
 /*  True when every urgent write made so far is durable. */
 bool sb_run_commit_durable (self_t *self);
-/*  Keeps a request (and its call row) to send once the writes made so
-    far are durable; false when nothing waits (send it now). */
+/*  Keeps a request (and its call row; NULL: a push, no reply awaited) to
+    send once the writes made so far are durable; false when nothing
+    waits (send it now). */
 bool sb_run_call_defer (self_t *self, const char *type, const char *key, const char *to, const uint8_t *body,
                         size_t len, call_t *call);
 

@@ -19,6 +19,11 @@ Figures, one JSON line each, the median of the repetitions:
                             one is answered
   workers_heartbeat_p99     p99 of a heartbeat's round trip meanwhile, ms
                             (target < 5 ms; p50 alongside)
+  workers_heartbeat_p99_idle  the control: p99 of a heartbeat's round trip
+                            with nothing else going on (p50 alongside)
+  workers_run_commits_per_start  the run store's durable commits per
+                            started run (LMDB's txn id, read with mdb_stat;
+                            -1 without it): the inline code made 5
   workers_claim_to_event    a waiting long-poll claim: from run.request to
                             the first entry the worker appends after its
                             claim reaching a subscriber on the event plane
@@ -96,6 +101,27 @@ def one_rep(sbt, nruns):
 
     sids = [call(api, "session.create", {"workspace": tmpdir(), "approval_policy": "yolo"})["session"]["session_id"]
             for _ in range(nruns)]
+    # the control: heartbeats with nothing else going on, so the figure
+    # under load can be told from the machine's own scheduling noise
+    call(wk, "run.heartbeat", hb)
+    idle = []
+    for _ in range(300):
+        a = time.monotonic()
+        wk.request("run.heartbeat", hb, timeout=10)
+        idle.append((time.monotonic() - a) * 1000)
+    # the run store's commits while the runs start (mdb_stat, when there)
+    def txn_id():
+        try:
+            import subprocess
+            p = subprocess.run(["mdb_stat", "-e", os.path.join(server.data, "run")], capture_output=True,
+                               text=True, timeout=10)
+            for line in p.stdout.splitlines():
+                if "Last transaction ID:" in line:
+                    return int(line.split(":")[1])
+        except (OSError, ValueError):
+            pass
+        return None
+    txn0 = txn_id()
     # every request sent at once, answers collected later
     rtts, calls = [], 0
     t0 = time.monotonic()
@@ -121,7 +147,12 @@ def one_rep(sbt, nruns):
         raise RuntimeError("only %d of %d runs started in 60 s" % (started[0], nruns))
     wall = time.monotonic() - t0
     out = {"cps": calls / wall, "hb_p99": pct(rtts, 99), "hb_p50": pct(rtts, 50), "wall_s": wall,
-           "heartbeats": len(rtts)}
+           "heartbeats": len(rtts), "hb_idle_p99": pct(idle, 99), "hb_idle_p50": pct(idle, 50)}
+    # every start's writes are committed once run.list answers (it waits
+    # for them): the commits per started run
+    call(api, "run.list", {"limit": 1})
+    txn1 = txn_id()
+    out["commits"] = (txn1 - txn0) / float(nruns) if txn0 is not None and txn1 is not None else -1.0
 
     # claim to first event: a waiting claim, then a run for it
     api.drain()
@@ -231,9 +262,10 @@ def main():
         r = one_rep(sbtest, args.runs)
         reps.append(r)
         sys.stderr.write("bench_workers: rep %d: %.0f calls/s over %.2f s (%d heartbeats), heartbeat p50 %.2f ms "
-                         "p99 %.2f ms, claim->event %.2f ms ipc, %.2f ms curve tcp (claim reply %.2f ms), "
+                         "p99 %.2f ms (idle p99 %.2f ms), %.2f commits/run, claim->event %.2f ms ipc, %.2f ms curve tcp (claim reply %.2f ms), "
                          "lapse->expired %.0f ms\n"
                          % (k + 1, r["cps"], r["wall_s"], r["heartbeats"], r["hb_p50"], r["hb_p99"],
+                            r["hb_idle_p99"], r["commits"],
                             r["claim_event"], r["claim_event_tcp"], r["claim_reply"], r["lapse"]))
         sys.stderr.flush()
     common = {"runs": args.runs, "reps": len(reps), "load1": round(os.getloadavg()[0], 2), "cpus": os.cpu_count()}
@@ -249,6 +281,9 @@ def main():
     fig("workers_calls_per_second", "cps", "calls/s", 0)
     fig("workers_heartbeat_p99", "hb_p99", "ms", 2, target=5,
         p50=round(statistics.median(r["hb_p50"] for r in reps), 2))
+    fig("workers_heartbeat_p99_idle", "hb_idle_p99", "ms", 2,
+        p50=round(statistics.median(r["hb_idle_p50"] for r in reps), 2))
+    fig("workers_run_commits_per_start", "commits", "commits/run", 2)
     fig("workers_claim_to_event", "claim_event", "ms", 2, transport="ipc",
         claim_reply=round(statistics.median(r["claim_reply"] for r in reps), 2))
     fig("workers_claim_to_event_curve", "claim_event_tcp", "ms", 2, transport="tcp+curve",

@@ -5,8 +5,8 @@
     meta page), 3 to 10 ms each on a shared disk. The run actor used to
     commit inline, about five times per starting run, so a heartbeat that
     came during a commit waited for it: 200 runs starting made a lease's
-    heartbeat wait tens of ms (docs/workers.md, "The run actor never
-    waits"). Now the actor thread never syncs:
+    heartbeat wait tens of ms (docs/runs.md). Now the actor thread never
+    syncs:
 
       - every write (a put or a delete in one of DATA/run's dbis) goes to
         the pending table below, labelled with the open batch, and is seen

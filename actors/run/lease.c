@@ -1,8 +1,9 @@
 /*  actors/run/lease.c — claims, leases, expiry and recovery.
 
     Leases live in memory only: after a restart every claimed run is stale
-    anyway (recovery marks it interrupted), so persisting each heartbeat
-    would buy nothing but fsyncs. */
+    anyway (recovery gives it a new fence and marks it interrupted), so
+    persisting each heartbeat would buy nothing but fsyncs
+    (docs/runs.md, "Leases are not persisted"). */
 #include "actors/run/run_impl.h"
 
 /*  Notes what a queued run waits for (run-info shows it), writing only

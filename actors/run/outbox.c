@@ -1,9 +1,10 @@
-/*  actors/run/outbox.c — writes: one transaction per change, with its
-    outbox entry; the outbox flush; the session's fence.
+/*  actors/run/outbox.c — writes: each change with its outbox entry; the
+    outbox flush; the session's fence.
 
     Every status change is committed here first and reaches the session
     tape through an outbox: the change and its pending `run.status` append
-    are written in one transaction, and the append carries a command_id
+    are written in one batch (one transaction, actors/run/commit.c), only
+    committed entries are sent, and the append carries a command_id
     stored with it, so a crash between the commit and the append neither
     loses nor doubles an entry: the outbox is replayed at startup and the
     session actor drops the duplicate. */

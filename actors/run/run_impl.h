@@ -4,10 +4,13 @@
     The actor is split along its seams:
       run.c          the actor: its loop, its dispatch table, the requests
       run/record.c   the run record: encoding, decoding, reads of DATA/run
-      run/outbox.c   writes: one transaction per change with its outbox
-                     entry, the outbox flush, and the session's fence
+      run/outbox.c   writes: each change with its outbox entry, the
+                     outbox flush, and the session's fence
+      run/commit.c   the pending writes and the committer thread: one
+                     durable commit per batch, off the actor thread
       run/lease.c    claims, leases, expiry and recovery at startup
-    Every function here runs on the actor's thread. */
+    Every function here runs on the actor's thread (the committer's own
+    loop in run/commit.c excepted). */
 #ifndef SB_RUN_IMPL_H
 #define SB_RUN_IMPL_H
 

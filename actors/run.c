@@ -5,7 +5,9 @@
     This file is the actor and its requests; actors/run/run_impl.h says
     which seam each of the other files holds. Every status change is
     committed first and reaches the session tape through an outbox
-    (actors/run/outbox.c), and leases live in memory only
+    (actors/run/outbox.c); commits are batched on a committer thread, and
+    nothing is acknowledged before its batch is durable
+    (actors/run/commit.c, docs/runs.md); leases live in memory only
     (actors/run/lease.c). */
 #include "actors/run/run_impl.h"
 #include "common/digest.h"
@@ -701,9 +703,11 @@ s_dispatch (self_t *self, sb_msg_t *msg)
     }
 }
 
-/*  Heartbeats go first. A burst of replies (200 runs starting) costs a
-    store commit each; a heartbeat queued behind them would wait for all
-    of those, and a lease could lapse under load. So between two messages
+/*  Heartbeats go first. A burst of replies (200 runs starting) costs
+    work for each (records decoded, writes gathered; the commit itself is
+    on the committer thread, actors/run/commit.c); a heartbeat queued
+    behind them would wait for all of it, and a lease could lapse under
+    load. So between two messages
     the socket is read again: a heartbeat is answered at once, anything
     else joins the batch. A heartbeat only extends a lease and reads the
     run, so answering it before messages that came earlier changes

@@ -391,6 +391,9 @@ sb_run_commit_submit (self_t *self, bool force)
 {
     if (self->batch_inflight || !self->kv_open_ops)
         return;
+    /* after a failure (a full disk), one try per tick, not a hot loop */
+    if (self->commit_retry_at && sb_mono_ms () < self->commit_retry_at)
+        return;
     /* deletes alone (landed outbox entries) wait for the tick, or for an
        urgent write to ride with */
     if (!self->kv_open_urgent && !force)
@@ -411,6 +414,7 @@ s_done (self_t *self, uint64_t n, int rc)
     }
     if (rc == 0) {
         self->commits++;
+        self->commit_retry_at = 0;
         self->batch_durable = n;
         if (self->inflight_outbox_max > self->outbox_committed)
             self->outbox_committed = self->inflight_outbox_max;
@@ -426,6 +430,7 @@ s_done (self_t *self, uint64_t n, int rc)
         /* the rows stay visible and go with the next batch; whatever
            waits for them keeps waiting (never acknowledged early) */
         self->commit_failures++;
+        self->commit_retry_at = sb_mono_ms () + TICK_MS;
         sb_error (ACTOR, "cannot commit %zu writes (batch %llu): %s; retried with the next batch",
                   b->count, (unsigned long long) n, sb_store_strerror (rc));
         for (pend_t *p = zhashx_first (self->pending); p; p = zhashx_next (self->pending))

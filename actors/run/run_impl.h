@@ -153,6 +153,7 @@ struct self_t {
     uint64_t open_outbox_max, inflight_outbox_max;  /* the last outbox entry of a batch */
     uint64_t outbox_committed;  /* every outbox entry up to this one is on disk */
     uint64_t commits, commit_failures;
+    int64_t commit_retry_at;    /* mono ms: after a failed commit, not before */
 };
 
 static inline void

@@ -321,7 +321,10 @@ s_create (self_t *self, sb_msg_t *msg, const char *session_id, const char *input
     sb_enc_map_open (e);
     sb_enc_kstr (e, "session_id", session_id);
     sb_enc_map_close (e);
+    /* a read: it depends on no pending write */
+    self->call_now = true;
     sb_run_call (self, "session.get", session_id, NULL, e, s_on_create_session, NULL, 0, c, s_create_free);
+    self->call_now = false;
     sb_enc_destroy (&e);
 }
 
@@ -758,6 +761,7 @@ s_self_destroy (self_t **self_p)
     zhashx_destroy (&self->leases);
     sb_run_calls_destroy (&self->calls);
     sb_run_held_destroy (self);
+    sb_run_outbox_close (self);
     zhashx_destroy (&self->jobs);
     sb_bus_destroy (&self->bus);
     sb_store_destroy (&self->store);

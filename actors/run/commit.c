@@ -536,7 +536,7 @@ bool
 sb_run_call_defer (self_t *self, const char *type, const char *key, const char *to, const uint8_t *body,
                    size_t len, call_t *call)
 {
-    if (self->recovering || sb_run_commit_durable (self))
+    if (self->recovering || self->call_now || sb_run_commit_durable (self))
         return false;
     deferred_t *d = calloc (1, sizeof *d);
     if (!d || !(d->body = malloc (len ? len : 1))) {

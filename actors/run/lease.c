@@ -134,7 +134,11 @@ s_on_start_fence (self_t *self, call_t *call, const sb_msg_t *reply)
     sb_run_limits_encode (&r, e);
     sb_enc_map_close (e);
     sb_run_job_set (self, r.run_id, JOB_EXEC_START, 0);
+    /* the run's fence is durable already (session.fence waited for it),
+       and nothing else of this run need be */
+    self->call_now = true;
     sb_run_call (self, "exec.start", r.session_id, NULL, e, s_on_exec_start, r.run_id, r.fence, NULL, NULL);
+    self->call_now = false;
     sb_enc_destroy (&e);
     sb_run_record_free (&r);
 }

@@ -160,36 +160,119 @@ s_write (write_ctx_t *w)
     return rc;
 }
 
-/*  Reads the first outbox entry that is durable and has not landed: a
-    copy of its body (the caller frees it) and its number; NULL when there
-    is none. Committed entries only: an entry of a batch still pending is
-    not sent before it is on disk. Entries up to outbox_acked landed, and
-    their deletes may still be pending (commit.c), so the walk starts
-    after them. */
-static uint8_t *
-s_outbox_first (self_t *self, size_t *len_p, uint64_t *n_p)
+/*  The outbox sends up to OUTBOX_INFLIGHT_MAX appends at once, at most
+    one per session: each session's entries still land in the order they
+    were committed, and the sessions of 200 starting runs do not wait for
+    each other's appends one by one. A walk reads at most OUTBOX_SCAN_MAX
+    entries. */
+#define OUTBOX_INFLIGHT_MAX 32
+#define OUTBOX_SCAN_MAX 256
+
+typedef struct {
+    uint64_t n;
+    char session [40];
+    uint8_t *body;
+    size_t len;
+} s_entry_t;
+
+static void
+s_nkey (uint64_t n, char *out)
 {
+    snprintf (out, 24, "%llu", (unsigned long long) n);
+}
+
+static bool
+s_outbox_state (self_t *self)
+{
+    if (!self->ob_inflight && (self->ob_inflight = zhashx_new ()))
+        zhashx_set_destructor (self->ob_inflight, (czmq_destructor *) zstr_free);
+    if (!self->ob_busy)
+        self->ob_busy = zhashx_new ();
+    if (!self->ob_landed)
+        self->ob_landed = zhashx_new ();
+    return self->ob_inflight && self->ob_busy && self->ob_landed;
+}
+
+void
+sb_run_outbox_close (self_t *self)
+{
+    zhashx_destroy (&self->ob_inflight);
+    zhashx_destroy (&self->ob_busy);
+    zhashx_destroy (&self->ob_landed);
+}
+
+/*  Walks the committed outbox after outbox_acked: moves outbox_acked past
+    the entries that landed (their deletes may still be pending,
+    commit.c), and collects up to max entries to send: not in flight, of
+    a session with nothing in flight, in commit order. Committed entries
+    only: an entry of a batch still pending is not sent before it is on
+    disk. Returns how many it collected (each marked in flight). */
+static size_t
+s_outbox_walk (self_t *self, s_entry_t *out, size_t max)
+{
+    size_t found = 0;
     sb_txn_t txn;
-    if (sb_txn_begin (self->store, &txn, false))
-        return NULL;
+    if (!s_outbox_state (self) || sb_txn_begin (self->store, &txn, false))
+        return 0;
     sb_txn_iter_t it;
     MDB_val k, v;
-    uint8_t *copy = NULL;
     sb_key_t start;
     sb_key_init (&start, 'O');
     sb_key_u64 (&start, self->outbox_acked + 1);
     sb_txn_iter_begin (&txn, &it, DBI_OUTBOX, "O", 1, start.buf, start.len);
-    if (sb_txn_iter_next (&it, &k, &v) && k.mv_size == 9) {
-        copy = malloc (v.mv_size ? v.mv_size : 1);
-        if (copy) {
-            memcpy (copy, v.mv_data, v.mv_size);
-            *len_p = v.mv_size;
-            *n_p = sb_key_read_u64 (&k, 1);
+    bool blocked = false;       /* an entry that has not landed: acked stops before it */
+    size_t scanned = 0;
+    char nk [24];
+    while (sb_txn_iter_next (&it, &k, &v)) {
+        if (k.mv_size != 9)
+            continue;
+        uint64_t n = sb_key_read_u64 (&k, 1);
+        s_nkey (n, nk);
+        if (zhashx_lookup (self->ob_landed, nk)) {
+            if (!blocked) {
+                self->outbox_acked = n;
+                zhashx_delete (self->ob_landed, nk);
+            }
+            continue;
         }
+        if (!blocked) {
+            if (n - 1 > self->outbox_acked)
+                self->outbox_acked = n - 1;
+            blocked = true;
+        }
+        if (found < max && !zhashx_lookup (self->ob_inflight, nk)) {
+            sb_verr_t err;
+            sb_doc_t *doc = sb_decode (v.mv_data, v.mv_size, NULL, 0, &err);
+            const char *sid = doc ? sb_get_str (sb_doc_root (doc), "session_id") : NULL;
+            s_entry_t *e = &out [found];
+            s_copy (e->session, sizeof e->session, sid);
+            sb_doc_destroy (&doc);
+            if (!zhashx_lookup (self->ob_busy, e->session)
+            &&  (e->body = malloc (v.mv_size ? v.mv_size : 1))) {
+                memcpy (e->body, v.mv_data, v.mv_size);
+                e->len = v.mv_size;
+                e->n = n;
+                zhashx_insert (self->ob_inflight, nk, strdup (e->session));
+                zhashx_insert (self->ob_busy, e->session, "");
+                found++;
+            }
+        }
+        if (++scanned >= OUTBOX_SCAN_MAX || (found == max && blocked))
+            break;
     }
     sb_txn_iter_end (&it);
     sb_txn_abort (&txn);
-    return copy;
+    /* every committed entry after acked landed */
+    if (!blocked && scanned < OUTBOX_SCAN_MAX && self->outbox_committed > self->outbox_acked)
+        self->outbox_acked = self->outbox_committed;
+    if (zhashx_size (self->ob_landed)) {
+        zlistx_t *keys = zhashx_keys (self->ob_landed);
+        for (const char *key = zlistx_first (keys); key; key = zlistx_next (keys))
+            if (strtoull (key, NULL, 10) <= self->outbox_acked)
+                zhashx_delete (self->ob_landed, key);
+        zlistx_destroy (&keys);
+    }
+    return found;
 }
 
 /*  Deals with the answer to outbox entry n; true when the entry is done
@@ -198,6 +281,13 @@ s_outbox_first (self_t *self, size_t *len_p, uint64_t *n_p)
 static bool
 s_outbox_answered (self_t *self, uint64_t n, const sb_msg_t *reply)
 {
+    char nk [24];
+    s_nkey (n, nk);
+    const char *sid = zhashx_lookup (self->ob_inflight, nk);
+    if (sid) {
+        zhashx_delete (self->ob_busy, sid);
+        zhashx_delete (self->ob_inflight, nk);     /* frees sid */
+    }
     if (!reply)
         return false;           /* the session actor is busy or away: retry on the next tick */
     sb_err_t code = sb_msg_is_error (reply) ? sb_err_from_name (sb_msg_error_code (reply)) : SB_OK;
@@ -215,14 +305,13 @@ s_outbox_answered (self_t *self, uint64_t n, const sb_msg_t *reply)
     sb_key_u64 (&k, n);
     sb_run_kv_del (self, DBI_OUTBOX, k.buf, k.len, false);
     if (n > self->outbox_acked)
-        self->outbox_acked = n;
+        zhashx_insert (self->ob_landed, nk, "");
     return true;
 }
 
 static void
 s_outbox_reply (self_t *self, call_t *call, const sb_msg_t *reply)
 {
-    self->outbox_inflight = false;
     if (s_outbox_answered (self, call->n, reply)) {
         sb_run_outbox_flush (self);
         sb_run_held_flush (self);
@@ -230,51 +319,45 @@ s_outbox_reply (self_t *self, call_t *call, const sb_msg_t *reply)
     }
 }
 
-/*  Sends the first pending append unless one is in flight; each append
-    is idempotent by its command_id, so a resend after a crash or a lost
-    reply cannot double an entry, and one at a time keeps each session's
-    entries in the order they were committed. */
+/*  Sends the pending appends that may go (s_outbox_walk); each append is
+    idempotent by its command_id, so a resend after a crash or a lost
+    reply cannot double an entry, and one at a time per session keeps
+    each session's entries in the order they were committed. */
 void
 sb_run_outbox_flush (self_t *self)
 {
-    if (self->outbox_inflight || self->recovering)
+    if (self->recovering || !s_outbox_state (self))
         return;
-    size_t len = 0;
-    uint64_t n = 0;
-    uint8_t *copy = s_outbox_first (self, &len, &n);
-    if (!copy) {
-        /* none: every durable entry has landed */
-        if (self->outbox_committed > self->outbox_acked)
-            self->outbox_acked = self->outbox_committed;
-        return;
+    size_t room = zhashx_size (self->ob_inflight) < OUTBOX_INFLIGHT_MAX
+                ? OUTBOX_INFLIGHT_MAX - zhashx_size (self->ob_inflight) : 0;
+    s_entry_t out [OUTBOX_INFLIGHT_MAX];
+    size_t n = s_outbox_walk (self, out, room);
+    for (size_t i = 0; i < n; i++) {
+        sb_enc_t *e = sb_enc_new ();
+        if (e) {
+            sb_enc_raw (e, out [i].body, out [i].len);
+            /* the entry is committed: nothing to wait for */
+            self->call_now = true;
+            sb_run_call (self, "session.append", NULL, NULL, e, s_outbox_reply, NULL, out [i].n, NULL, NULL);
+            self->call_now = false;
+            sb_enc_destroy (&e);
+        }
+        else
+            s_outbox_answered (self, out [i].n, NULL);
+        free (out [i].body);
     }
-    sb_enc_t *e = sb_enc_new ();
-    if (!e) {
-        free (copy);
-        return;
-    }
-    sb_enc_raw (e, copy, len);
-    free (copy);
-    self->outbox_inflight = true;
-    sb_run_call (self, "session.append", NULL, NULL, e, s_outbox_reply, NULL, n, NULL, NULL);
-    sb_enc_destroy (&e);
 }
 
 void
 sb_run_outbox_drain (self_t *self)
 {
     while (true) {
-        size_t len = 0;
-        uint64_t n = 0;
-        uint8_t *copy = s_outbox_first (self, &len, &n);
-        if (!copy) {
-            if (self->outbox_committed > self->outbox_acked)
-                self->outbox_acked = self->outbox_committed;
+        s_entry_t one;
+        if (s_outbox_walk (self, &one, 1) == 0)
             return;
-        }
-        sb_msg_t *reply = sb_bus_call (self->bus, "session.append", NULL, copy, len, CALL_MS);
-        free (copy);
-        bool done = s_outbox_answered (self, n, reply);
+        sb_msg_t *reply = sb_bus_call (self->bus, "session.append", NULL, one.body, one.len, CALL_MS);
+        free (one.body);
+        bool done = s_outbox_answered (self, one.n, reply);
         sb_msg_destroy (&reply);
         if (!done)
             return;

@@ -129,7 +129,10 @@ struct self_t {
     zhashx_t *leases;           /* run_id -> lease_t */
     uint64_t outbox_next;
     uint64_t outbox_acked;      /* every entry up to this one has landed (or was dropped) */
-    bool outbox_inflight;       /* one append at a time keeps the tape in order */
+    zhashx_t *ob_inflight;      /* outbox entries in flight: number -> session (outbox.c) */
+    zhashx_t *ob_busy;          /* sessions with an append in flight */
+    zhashx_t *ob_landed;        /* entries past outbox_acked that landed */
+    bool call_now;              /* the request being sent depends on no pending write */
     bool recovering;            /* startup: writes flush synchronously */
     zhashx_t *calls;            /* request id -> call_t */
     zhashx_t *jobs;             /* run_id -> job_t */
@@ -222,9 +225,10 @@ int sb_run_save_new_fence (self_t *self, run_t *r);
     (schemas/run_status.h) has the move; otherwise logs it, changes
     nothing and returns SB_E_conflict, so the caller writes nothing. */
 sb_err_t sb_run_set_status (run_t *r, sb_run_status_t status, const char *reason);
-/*  Sends the next pending tape append unless one is in flight; its reply
-    sends the next. Never waits. */
+/*  Sends the pending tape appends that may go (one per session at a
+    time); each reply sends more. Never waits. */
 void sb_run_outbox_flush (self_t *self);
+void sb_run_outbox_close (self_t *self);
 /*  Startup only (before the actor serves): sends every pending append and
     waits for each. */
 void sb_run_outbox_drain (self_t *self);

@@ -21,9 +21,10 @@
         (the outbox reads committed entries only).
 
     Nothing leaves the actor that depends on a write before that write is
-    durable: a request it sends or a reply that announces a change waits
-    for the batch of the last durable write (self->kv_need). Heartbeats
-    that change nothing durable are answered at once, from memory.
+    durable: a request it sends (unless the sender says it depends on
+    none, self->call_now) or a reply that announces a change waits for
+    the batch of the last urgent write (self->kv_need). Heartbeats that
+    change nothing durable are answered at once, from memory.
 
     Outbox deletes are not urgent: an entry that landed is marked done in
     memory (outbox_acked) and its delete rides in the next batch, or the

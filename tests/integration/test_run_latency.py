@@ -31,6 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import Client, Instance, Server, TestFailure, check, run_tests, skip, tmpdir, wait_for  # noqa: E402
 
 N_RUNS = 40
+N_KILL = 100
 
 
 def txn_id(data):
@@ -154,8 +155,9 @@ def test_acknowledged_runs_survive_sigkill():
     server = Server(args=["--actors", "llm,session,run"]).start()
     api = Client(server.endpoint("cmd"), name="lat-api")
     sids = [call(api, "session.create", {"workspace": tmpdir(), "approval_policy": "yolo"})["session"]["session_id"]
-            for _ in range(30)]
-    ids = [api.send("run.request", {"session_id": s, "input": "go"}) for s in sids]
+            for _ in range(N_KILL)]
+    for s in sids:
+        api.send("run.request", {"session_id": s, "input": "go"})
     # the first answers, then SIGKILL while later ones are in flight
     acked = []
     deadline = time.monotonic() + 30
@@ -178,7 +180,7 @@ def test_acknowledged_runs_survive_sigkill():
         for r in acked:
             m = api.request("run.get", {"run_id": r}, timeout=10)
             check(m.type == "run.get.ok", "run %s was acknowledged, then lost by a SIGKILL: %r", r, m.body)
-        print("  %d acknowledged runs, all there after SIGKILL" % len(acked))
+        print("  %d of %d requested runs acknowledged, all there after SIGKILL" % (len(acked), N_KILL))
     finally:
         api.close()
         server.stop()

@@ -109,6 +109,7 @@ typedef struct {
     atomic_uint_fast64_t ws_rx_frames;
     atomic_uint_fast64_t ws_tx_frames;
     atomic_uint_fast64_t ws_tx_bytes;
+    atomic_uint_fast64_t ws_tx_sends;       /* writes to a socket: a batch of frames is one */
     atomic_uint_fast64_t ws_bad_frames;
     atomic_uint_fast64_t ws_too_large;
     atomic_uint_fast64_t ws_forbidden;

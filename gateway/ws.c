@@ -564,6 +564,7 @@ gw_ws_writeable (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss)
         if (bad)
             return -1;
     }
+    atomic_fetch_add (&gw->stats.ws_tx_sends, 1);
     s_maybe_resume (wsi, pss, gw->out_max);
     if (pss->q_head)
         lws_callback_on_writable (wsi);

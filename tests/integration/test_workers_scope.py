@@ -12,7 +12,10 @@ python3-zmq over CURVE TCP as the worker:
     lapses;
   - a worker key cannot subscribe to the event plane or the tap (both
     show every session): the handshake is refused, while a client key
-    gets in on both.
+    gets in on both;
+  - a real `switchboard worker` over CURVE TCP still asks for an approval
+    in its run and learns the answer (by polling interact.get, since it
+    may not subscribe), and its log shows no refusal.
 """
 import os
 import sys
@@ -20,10 +23,10 @@ import sys
 import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import (Server, check, context, make_header, pack, run_tests, sb, tmpdir, unpack,  # noqa: E402
-                    wait_for)
+from sbtest import (SB_BIN, Proc, Server, check, context, make_header, pack, run_tests, sb, tmpdir,  # noqa: E402
+                    unpack, wait_for)
 from test_curve import cert_keys, free_port  # noqa: E402
-from test_runs_e2e import call, get_run, new_session, wait_run  # noqa: E402
+from test_runs_e2e import LLM, LLM_ENV, call, get_run, llm_args, new_session, wait_run  # noqa: E402
 
 
 class CurveClient:
@@ -197,6 +200,49 @@ def test_worker_key_reaches_only_its_claimed_session():
     finally:
         w.close()
         server.stop()
+
+
+def test_real_worker_over_curve_asks_for_an_approval():
+    llm = LLM()
+    llm.script("ap", [
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "made.txt", "content": "approved\n"},
+                         "call_id": "c_write"}]},
+        {"text": "written"},
+    ])
+    port = free_port()
+    tcp = "tcp://127.0.0.1:%d" % port
+    server = Server(args=llm_args(llm, "ap") + ["--bus", tcp], env=LLM_ENV).start()
+    w = None
+    try:
+        rc, out, err = sb("keys", "new", "wa", "--data", server.data)
+        check(rc == 0, "keys new wa: %r", err)
+        w = Proc([SB_BIN, "worker", "--connect", tcp, "--id", "wa", "--pool", "p", "--cert",
+                  out.strip().splitlines()[-1], "--server-key", os.path.join(server.data, "certs", "server")],
+                 os.path.join(server.data, "worker-wa.log"), env={"OPENAI_API_KEY": ""})
+        wait_for(lambda: server.control().request("worker.get", {"worker_id": "wa"}).type == "worker.get.ok", 15,
+                 "the worker to register over CURVE")
+        ws = tmpdir()
+        sid = new_session(server, ws, approval_policy="auto", target="worker:p")
+        run_id = call(server, "session.prompt", {"session_id": sid, "text": "write it"})["run_id"]
+        box = {}
+
+        def pending():
+            ias = call(server, "interact.list", {"session_id": sid, "status": "pending"})["interactions"]
+            box["ia"] = ias[0]["interaction_id"] if ias else None
+            return box["ia"] is not None
+        wait_for(pending, 30, "the worker's approval request")
+        call(server, "interact.resolve", {"interaction_id": box["ia"], "decision": "approve"})
+        run = wait_run(server, run_id, timeout=30)
+        check(run["status"] == "completed" and run["worker_id"] == "wa", "run: %r\n%s", run, w.log())
+        with open(os.path.join(ws, "made.txt")) as f:
+            check(f.read() == "approved\n", "the approved write did not happen")
+        check("forbidden" not in w.log() and "refused" not in server.log(), "a refusal in the logs:\n%s\n%s",
+              w.log(), server.log())
+    finally:
+        if w:
+            w.stop()
+        server.stop()
+        llm.stop()
 
 
 if __name__ == "__main__":

@@ -725,9 +725,11 @@ s_zap_actor (zsock_t *pipe, void *args)
     s_zap_args_t *a = args;
     sb_curve_ids_t *ids = sb_curve_ids_new (a->data_dir);
     zsock_t *rep = zsock_new (ZMQ_REP);
-    a->ok = ids && rep && zsock_bind (rep, "inproc://zeromq.zap.01") == 0;
+    bool ok = ids && rep && zsock_bind (rep, "inproc://zeromq.zap.01") == 0;
+    /* a lives in the caller's frame only until the signal */
+    a->ok = ok;
     zsock_signal (pipe, 0);
-    zpoller_t *poller = a->ok ? zpoller_new (pipe, rep, NULL) : NULL;
+    zpoller_t *poller = ok ? zpoller_new (pipe, rep, NULL) : NULL;
     while (poller) {
         void *which = zpoller_wait (poller, -1);
         if (which == rep)

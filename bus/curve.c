@@ -472,24 +472,25 @@ s_track (sb_curve_ids_t *ids, s_peer_t *peer, const char *route_hex, const sb_he
 {
     char pkey [600];
     snprintf (pkey, sizeof pkey, "%s:%s", route_hex, h->id);
-    s_inflight_t *q = zhashx_lookup (ids->inflight, pkey);
-    if (!q) {
-        if (sb_mono_ms () >= ids->next_sweep
-        ||  zhashx_size (ids->inflight) >= SB_CURVE_INFLIGHT_MAX || peer->inflight >= SB_CURVE_INFLIGHT_PER_KEY)
-            s_inflight_sweep (ids);
-        if (zhashx_size (ids->inflight) >= SB_CURVE_INFLIGHT_MAX || peer->inflight >= SB_CURVE_INFLIGHT_PER_KEY) {
-            snprintf (why, whylen, "too many worker requests in flight (at most %d per key, %d in all)",
-                      SB_CURVE_INFLIGHT_PER_KEY, SB_CURVE_INFLIGHT_MAX);
-            return SB_E_overloaded;
-        }
-        q = calloc (1, sizeof *q);
-        if (!q || zhashx_insert (ids->inflight, pkey, q)) {
-            free (q);
-            snprintf (why, whylen, "out of memory");
-            return SB_E_internal;
-        }
-        peer->inflight++;
+    /* a reused id keeps what the first request of it meant: the broker
+       answers the second with conflict, and the reply is the first's */
+    if (zhashx_lookup (ids->inflight, pkey))
+        return SB_OK;
+    if (sb_mono_ms () >= ids->next_sweep
+    ||  zhashx_size (ids->inflight) >= SB_CURVE_INFLIGHT_MAX || peer->inflight >= SB_CURVE_INFLIGHT_PER_KEY)
+        s_inflight_sweep (ids);
+    if (zhashx_size (ids->inflight) >= SB_CURVE_INFLIGHT_MAX || peer->inflight >= SB_CURVE_INFLIGHT_PER_KEY) {
+        snprintf (why, whylen, "too many worker requests in flight (at most %d per key, %d in all)",
+                  SB_CURVE_INFLIGHT_PER_KEY, SB_CURVE_INFLIGHT_MAX);
+        return SB_E_overloaded;
     }
+    s_inflight_t *q = calloc (1, sizeof *q);
+    if (!q || zhashx_insert (ids->inflight, pkey, q)) {
+        free (q);
+        snprintf (why, whylen, "out of memory");
+        return SB_E_internal;
+    }
+    peer->inflight++;
     q->peer = peer;
     q->what = what;
     q->born = sb_mono_ms ();

@@ -19,12 +19,13 @@ python3-zmq over CURVE TCP as the worker:
 """
 import os
 import sys
+import time
 
 import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import (SB_BIN, Proc, Server, check, context, make_header, pack, run_tests, sb, tmpdir,  # noqa: E402
-                    unpack, wait_for)
+from sbtest import (SB_BIN, Proc, Server, check, context, make_header, now_ms, pack, run_tests, sb,  # noqa: E402
+                    tmpdir, unpack, wait_for)
 from test_curve import cert_keys, free_port  # noqa: E402
 from test_runs_e2e import LLM, LLM_ENV, call, get_run, llm_args, new_session, wait_run  # noqa: E402
 
@@ -188,6 +189,23 @@ def test_worker_key_reaches_only_its_claimed_session():
         check(forbidden(r), "after a fenced reply: %r", r)
         check(get_run(server, run3)["status"] in ("claimed", "running", "expired"), "run 3 %r",
               get_run(server, run3))
+
+        # a heartbeat's reply extends the grant past the claim's lease
+        mine2 = new_session(server, tmpdir(), approval_policy="yolo", target="worker:p")
+        run4 = call(server, "session.prompt", {"session_id": mine2, "text": "hb"})["run_id"]
+        r = w.request("run.claim", {"worker_id": "w1", "pool": "p", "lease_s": 2, "wait_ms": 5000})
+        check(r[0] == "run.claim.ok" and r[1].get("run_id") == run4, "claim 4: %r", r)
+        c4 = r[1]
+        while True:
+            r = w.request("run.heartbeat", {"run_id": run4, "fence": c4["fence"]})
+            check(r[0] == "run.heartbeat.ok", "heartbeat of run 4: %r", r)
+            if now_ms() > c4["lease_expires_at"] + 200:
+                break
+            time.sleep(0.2)     # pacing the heartbeats, as a worker does (lease/3 at most)
+        r = w.request("session.get", {"session_id": mine2})
+        check(r[0] == "session.get.ok", "past the claim's lease, heartbeats kept the grant: %r", r)
+        r = w.request("run.complete", {"run_id": run4, "fence": c4["fence"], "status": "completed"})
+        check(r[0] == "run.complete.ok", "complete 4: %r", r)
 
         # the event plane and the tap: a client key gets in, a worker key not
         pub = "tcp://127.0.0.1:%d" % (port + 1)

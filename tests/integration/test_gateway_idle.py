@@ -20,12 +20,16 @@ IDLE_S = 2
 SLACK_S = 15
 
 
-def _ws_connections(gw):
+def _metric(gw, name):
     status, _, data = gw.http("GET", "/metrics")
     check(status == 200, "metrics: %d", status)
-    m = re.search(rb"^sb_gateway_ws_connections (\d+)$", data, re.M)
-    check(m, "no sb_gateway_ws_connections in /metrics")
+    m = re.search(rb"^sb_gateway_%s (\d+)$" % name.encode(), data, re.M)
+    check(m, "no sb_gateway_%s in /metrics", name)
     return int(m.group(1))
+
+
+def _ws_connections(gw):
+    return _metric(gw, "ws_connections")
 
 
 def _raw_handshake(gw):
@@ -78,7 +82,8 @@ def test_idle_client_that_answers_stays_dead_one_is_closed():
     # the dead client: handshake, then silence
     t0 = time.monotonic()       # before the handshake: the server's timer starts after it
     dead, _ = _raw_handshake(gw)
-    wait_for(lambda: _ws_connections(gw) == 2, 10, "both WebSockets to be counted")
+    # a counter that only grows: a check that comes late cannot miss it
+    wait_for(lambda: _metric(gw, "ws_opened_total") == 2, 10, "both WebSockets to be counted")
     wait_for(lambda: _ws_connections(gw) == 1, 2 * IDLE_S + SLACK_S,
              "the dead WebSocket to be closed", interval=0.05)
     took = time.monotonic() - t0

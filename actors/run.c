@@ -755,8 +755,11 @@ s_self_destroy (self_t **self_p)
     self_t *self = *self_p;
     if (!self)
         return;
+    /* what is pending is committed, and the committer idle, before the
+       registry writes its last word and the store closes */
+    if (self->committer)
+        sb_run_commit_wait (self);
     sb_run_workers_close (self);
-    /* what is pending is committed before the store closes */
     sb_run_kv_close (self);
     zhashx_destroy (&self->leases);
     sb_run_calls_destroy (&self->calls);
@@ -855,11 +858,17 @@ sb_run_actor (zsock_t *pipe, void *args)
        (docs/workers.md); queued runs are retried every 4th tick. */
     self->next_tick = sb_mono_ms () + TICK_MS;
     unsigned ticks = 0;
+    bool claims_due = false;
     while (!self->terminated) {
+        /* The worker registry writes the store itself (actors/run/
+           workers.c, inline), which it can only do while the committer
+           holds no write transaction: the worker bus and the registry's
+           tick wait for a turn in which no batch is in flight. */
+        bool busy = sb_run_commit_busy (self);
         zmq_pollitem_t items [] = {
             { zsock_resolve (pipe), 0, ZMQ_POLLIN, 0 },
             { sb_bus_socket (self->bus), 0, ZMQ_POLLIN, 0 },
-            { sb_bus_socket (self->wbus), 0, ZMQ_POLLIN, 0 },
+            { sb_bus_socket (self->wbus), 0, busy ? 0 : ZMQ_POLLIN, 0 },
             { sb_run_commit_socket (self), 0, ZMQ_POLLIN, 0 },
         };
         int64_t wait = sb_bus_tick (self->bus);
@@ -869,7 +878,7 @@ sb_run_actor (zsock_t *pipe, void *args)
         int64_t tick = self->next_tick - sb_mono_ms ();
         if (tick < wait)
             wait = tick;
-        if (sb_bus_has_queued (self->bus) || sb_bus_has_queued (self->wbus) || wait < 0)
+        if (sb_bus_has_queued (self->bus) || (!busy && sb_bus_has_queued (self->wbus)) || wait < 0)
             wait = 0;
         if (zmq_poll (items, 4, (long) wait) < 0 && errno != EINTR)
             break;
@@ -877,17 +886,23 @@ sb_run_actor (zsock_t *pipe, void *args)
             self->terminated = true;
         /* a durable batch first: what waited for it goes out */
         sb_run_commit_ready (self);
+        busy = sb_run_commit_busy (self);
         s_handle_bus (self);
-        sb_run_handle_worker_bus (self);
+        if (!busy)
+            sb_run_handle_worker_bus (self);
         sb_run_calls_expire (self);
         bool ticked = sb_mono_ms () >= self->next_tick;
         if (ticked) {
             sb_run_expire_leases (self);
-            sb_run_claims_expire (self);
+            claims_due = true;
             sb_run_held_flush (self);
             if (++ticks % 4 == 0)
                 sb_run_start_queued (self);
             self->next_tick = sb_mono_ms () + TICK_MS;
+        }
+        if (claims_due && !busy) {
+            sb_run_claims_expire (self);
+            claims_due = false;
         }
         /* everything this turn wrote goes to disk in one commit, off this
            thread; the next turn's writes gather meanwhile (group commit,

@@ -471,6 +471,12 @@ sb_run_commit_socket (self_t *self)
 }
 
 bool
+sb_run_commit_busy (self_t *self)
+{
+    return self->batch_inflight != NULL;
+}
+
+bool
 sb_run_commit_durable (self_t *self)
 {
     return self->batch_durable >= self->kv_need;

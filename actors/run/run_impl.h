@@ -190,6 +190,8 @@ void *sb_run_commit_socket (self_t *self);
 void sb_run_commit_ready (self_t *self);
 /*  Startup and shutdown: commits everything pending and waits. */
 void sb_run_commit_wait (self_t *self);
+/*  True while the committer holds a batch (and LMDB's write lock). */
+bool sb_run_commit_busy (self_t *self);
 /*  True when every urgent write made so far is durable. */
 bool sb_run_commit_durable (self_t *self);
 /*  Keeps a request (and its call row; NULL: a push, no reply awaited) to

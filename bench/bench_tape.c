@@ -333,6 +333,29 @@ s_rss_anon_kib (pid_t pid)
     return kib;
 }
 
+//  CPU time (user + system, µs) a process has used so far: the load-
+//  independent cost of what it served (SB_BENCH_ONLY prints it per entry).
+static double
+s_cpu_us (pid_t pid)
+{
+    char path [64], buf [1024];
+    snprintf (path, sizeof path, "/proc/%d/stat", (int) pid);
+    FILE *f = fopen (path, "r");
+    size_t n = f? fread (buf, 1, sizeof buf - 1, f): 0;
+    if (f)
+        fclose (f);
+    buf [n] = 0;
+    //  The fields after the command name, which may hold spaces: state
+    //  is the 3rd field; utime and stime are the 14th and 15th.
+    char *p = strrchr (buf, ')');
+    unsigned long long ut = 0, st = 0;
+    if (!p || sscanf (p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+        return 0;
+    return (double) (ut + st) * 1e6 / (double) sysconf (_SC_CLK_TCK);
+}
+
+static double g_serve_cpu_us_per_entry;
+
 static void
 s_create_sessions (server_t *s, char sids [][SB_ULID_LEN + 1], int n, const char *workspace)
 {
@@ -458,7 +481,8 @@ s_append_run (int depth, int batch, int nsessions, double *p50, double *p99)
     double *lat = p50? malloc (lat_cap * sizeof *lat): NULL;
     double warm = 0.3;
     double start = s_now (), measure_from = start + warm, end = measure_from + g_seconds;
-    long acked = 0;
+    long acked = 0, acked_all = 0;
+    double cpu0 = s_cpu_us (s.pid);
     int outstanding = 0;
     //  Each appender sends its next request the moment its reply is in,
     //  as 64 separate clients would: none waits for the others' replies.
@@ -487,6 +511,7 @@ s_append_run (int depth, int batch, int nsessions, double *p50, double *p99)
                 int who = f->appender;
                 a [who].in_flight--;
                 outstanding--;
+                acked_all += batch;
                 if (f->sent_at >= measure_from && now <= end) {
                     acked += batch;
                     if (lat && nlat < lat_cap)
@@ -512,6 +537,7 @@ s_append_run (int depth, int batch, int nsessions, double *p50, double *p99)
         *p99 = lat [nlat * 99 / 100];
     }
     free (lat);
+    g_serve_cpu_us_per_entry = acked_all? (s_cpu_us (s.pid) - cpu0) / (double) acked_all: 0;
     s_server_stop (&s);
     s_rmrf (data);
     free (data);
@@ -873,7 +899,8 @@ main (int argc, char *argv [])
             nsessions = 1;
         double v = strcmp (only, "closed64") == 0? s_append_run (1, 1, nsessions, &p50, &p99)
                                                   : s_append_run (IN_FLIGHT, BATCH, nsessions, NULL, NULL);
-        fprintf (stderr, "%s: %.0f entries/s p50 %.0f us p99 %.0f us\n", only, v, p50, p99);
+        fprintf (stderr, "%s: %.0f entries/s p50 %.0f us p99 %.0f us serve_cpu %.2f us/entry\n", only, v,
+                 p50, p99, g_serve_cpu_us_per_entry);
         return 0;
     }
     //  The disk behind TMPDIR is shared and its fsync time drifts, so each

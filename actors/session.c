@@ -189,10 +189,14 @@ s_publish (self_t *self)
 {
     size_t len;
     const uint8_t *tape = sb_enc_data (self->tape, &len);
-    char topic [SB_ULID_LEN + 16];
+    char topic [SB_ULID_LEN + 16] = "session/";
     for (size_t k = 0; k < self->npubs; k++) {
         const pub_t *p = &self->pubs [k];
-        snprintf (topic, sizeof topic, "session/%s", p->sid);
+        //  A session id is a checked ULID (26 characters): no printf in
+        //  the loop that publishes every entry.
+        size_t n = strnlen (p->sid, SB_ULID_LEN + 7);
+        memcpy (topic + 8, p->sid, n);
+        topic [8 + n] = 0;
         if (sb_pub_send (self->pub, topic, "session.event", p->sid, tape + p->off, p->len) != 0
         &&  sb_ratelimit_ok (&self->rl, 10))
             //  Subscribers fill the gap from the tape: the entry is safe.

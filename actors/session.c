@@ -189,10 +189,14 @@ s_publish (self_t *self)
 {
     size_t len;
     const uint8_t *tape = sb_enc_data (self->tape, &len);
-    char topic [SB_ULID_LEN + 16];
+    char topic [SB_ULID_LEN + 16] = "session/";
     for (size_t k = 0; k < self->npubs; k++) {
         const pub_t *p = &self->pubs [k];
-        snprintf (topic, sizeof topic, "session/%s", p->sid);
+        //  A session id is a checked ULID (26 characters): no printf in
+        //  the loop that publishes every entry.
+        size_t n = strnlen (p->sid, SB_ULID_LEN + 7);
+        memcpy (topic + 8, p->sid, n);
+        topic [8 + n] = 0;
         if (sb_pub_send (self->pub, topic, "session.event", p->sid, tape + p->off, p->len) != 0
         &&  sb_ratelimit_ok (&self->rl, 10))
             //  Subscribers fill the gap from the tape: the entry is safe.
@@ -206,7 +210,7 @@ s_drain_end (self_t *self)
     bool big = self->nreqs > 256;
     for (size_t k = 0; k < self->nreqs; k++)
         sb_msg_destroy (&self->reqs [k].msg);
-    self->nreqs = self->nspans = self->npubs = 0;
+    self->nreqs = self->nspans = self->npubs = self->nprepared = 0;
     self->drain_writes = self->drain_entries = self->drain_bytes = 0;
     sb_session_cache_reset (self);
     s_arena_reset (self);
@@ -237,15 +241,46 @@ s_drain_end (self_t *self)
     }
 }
 
+//  The drain's fields: what one drain fills and the write function uses.
+//  Swapped whole between self and its shadow, never copied.
 static void
-s_drain_run (self_t *self)
+s_drain_swap (self_t *a, self_t *b)
+{
+#define SWAP(f) do { __typeof__ (a->f) t_ = a->f; a->f = b->f; b->f = t_; } while (0)
+    SWAP (now); SWAP (reqs); SWAP (nreqs); SWAP (reqs_cap); SWAP (spans); SWAP (nspans);
+    SWAP (spans_cap); SWAP (pubs); SWAP (npubs); SWAP (pubs_cap); SWAP (recs); SWAP (nrecs);
+    SWAP (recs_cap); SWAP (rec_index); SWAP (arena); SWAP (enc); SWAP (prep); SWAP (tape);
+    SWAP (replies); SWAP (scratch); SWAP (drain_writes); SWAP (drain_entries); SWAP (drain_bytes);
+    SWAP (gather_us); SWAP (drain_fn_us); SWAP (drain_min_expiry); SWAP (drain_purge);
+    SWAP (nprepared);
+#undef SWAP
+}
+
+//  Checks every request of the drain not checked yet. A request's checks
+//  do not depend on the store (sb_session_prepare), so those of the next
+//  drain run while the committer commits this one.
+static void
+s_drain_prepare (self_t *self)
+{
+    for (; self->nprepared < self->nreqs; self->nprepared++)
+        sb_session_prepare (self, &self->reqs [self->nprepared]);
+}
+
+static void s_drain_finish (self_t *self, bool writes, bool reads, int rc, int64_t t_start, int64_t t_prep);
+
+//  Runs the drain: its checks, then its writes in one transaction, then
+//  the answers. With a committer, the transaction runs on the committer's
+//  thread and the answers follow when it is done (s_commit_done); `sync`
+//  runs it here (at startup, before the loop).
+static void
+s_drain_run (self_t *self, bool sync)
 {
     self->now = sb_now_ms ();
     int64_t t_start = sb_mono_us ();
     bool writes = false, reads = false;
+    s_drain_prepare (self);
     for (size_t k = 0; k < self->nreqs; k++) {
         req_t *req = &self->reqs [k];
-        sb_session_prepare (self, req);
         if (req->write && !req->prep_err)
             writes = true;
         if (!req->write && !req->prep_err)
@@ -253,8 +288,40 @@ s_drain_run (self_t *self)
     }
     int rc = 0;
     int64_t t_prep = sb_mono_us ();
-    if (writes) {
+    //  The committer takes the drain when more requests already wait on
+    //  the bus: then there is a next drain to take and check while this
+    //  one commits. A lone writer (one append at a time, as tape.e2e)
+    //  has nothing to overlap, and committing here saves it two thread
+    //  wake-ups per commit.
+    bool overlap = false;
+    if (writes && self->committer && !sync) {
+        zmq_pollitem_t item = { sb_bus_socket (self->bus), 0, ZMQ_POLLIN, 0 };
+        overlap = sb_bus_has_queued (self->bus) || zmq_poll (&item, 1, 0) > 0;
+    }
+    if (overlap) {
+        //  The shadow takes this drain and a copy of the rest of self;
+        //  self takes the buffers the shadow held, for the next drain.
+        self_t *sh = self->shadow;
+        s_drain_swap (self, sh);
+        self_t drain = *sh;
+        *sh = *self;
+        s_drain_swap (sh, &drain);
+        sh->shadow = NULL;
+        self->commit_t0 = t_prep;
+        sb_committer_start (self->committer, sb_session_drain_fn, sh);
+        return;
+    }
+    if (writes)
         rc = sb_store_write (self->store, sb_session_drain_fn, self);
+    s_drain_finish (self, writes, reads, rc, t_start, t_prep);
+}
+
+//  After the commit (or with no writes): acknowledges or refuses every
+//  write, publishes, answers the reads, and ends the drain.
+static void
+s_drain_finish (self_t *self, bool writes, bool reads, int rc, int64_t t_start, int64_t t_prep)
+{
+    if (writes) {
         self->last_commit_us = sb_mono_us () - t_prep;
         if (rc == 0) {
             self->commits++;
@@ -484,32 +551,93 @@ sb_session_dispatch_type (size_t index)
     return index < NDISPATCH? s_dispatch [index].type: NULL;
 }
 
+//  Whether a message may be taken while a commit is in flight: a request
+//  whose handler only takes it into the drain. The replies to our own
+//  requests and the handlers that read the store or the forwards the
+//  write function reads (steer.take, compact) wait for the commit's end.
+static bool
+s_takes_during_commit (const sb_msg_t *msg, size_t row)
+{
+    return msg->route && row < NDISPATCH && s_dispatch [row].handler != s_handle_steer_take
+        && s_dispatch [row].handler != sb_session_compact;
+}
+
+static void
+s_dispatch_msg (self_t *self, sb_msg_t **msg_p, size_t row)
+{
+    sb_msg_t *msg = *msg_p;
+    //  No route: a reply to a request of ours.
+    if (!msg->route) {
+        if (!sb_session_compact_reply (self, msg))
+            sb_session_prompt_reply (self, msg_p);
+        sb_msg_destroy (msg_p);
+        return;
+    }
+    if (row == NDISPATCH) {
+        sb_bus_error (self->bus, msg, SB_E_unknown_type, "the session service does not serve %s",
+                      msg->h.type);
+        sb_msg_destroy (msg_p);
+        return;
+    }
+    s_dispatch [row].handler (self, msg_p);
+    sb_msg_destroy (msg_p);
+}
+
+static size_t
+s_dispatch_row (const sb_msg_t *msg)
+{
+    size_t row = 0;
+    while (row < NDISPATCH && strcmp (s_dispatch [row].type, msg->h.type) != 0)
+        row++;
+    return row;
+}
+
+//  Whether the loop should read the bus now: not while a message taken
+//  during the commit waits for its end, nor with the next drain full.
+static bool
+s_bus_open (self_t *self)
+{
+    return !self->held && !(self->committer && sb_committer_busy (self->committer) && s_drain_full (self));
+}
+
 //  Takes the requests waiting on the bus into the drain, within its caps.
+//  During a commit, the first message that must wait for its end is held,
+//  and nothing after it is taken (the bus's order is kept).
 static void
 s_drain_take (self_t *self)
 {
-    while (!s_drain_full (self)) {
+    bool committing = self->committer && sb_committer_busy (self->committer);
+    while (!self->held && !s_drain_full (self)) {
         sb_msg_t *msg = sb_bus_recv (self->bus, 0);
         if (!msg)
             break;
-        //  No route: a reply to a request of ours.
-        if (!msg->route) {
-            if (!sb_session_compact_reply (self, msg))
-                sb_session_prompt_reply (self, &msg);
-            sb_msg_destroy (&msg);
-            continue;
+        size_t row = msg->route? s_dispatch_row (msg): NDISPATCH;
+        if (committing && !s_takes_during_commit (msg, row)) {
+            self->held = msg;
+            break;
         }
-        size_t row = 0;
-        while (row < NDISPATCH && strcmp (s_dispatch [row].type, msg->h.type) != 0)
-            row++;
-        if (row == NDISPATCH) {
-            sb_bus_error (self->bus, msg, SB_E_unknown_type, "the session service does not serve %s",
-                          msg->h.type);
-            sb_msg_destroy (&msg);
-            continue;
-        }
-        s_dispatch [row].handler (self, &msg);
-        sb_msg_destroy (&msg);
+        s_dispatch_msg (self, &msg, row);
+    }
+}
+
+//  The committer is done with the shadow's drain: answer it, then take up
+//  the drain gathered meanwhile (and the message held for the commit's
+//  end, if any).
+static void
+s_commit_done (self_t *self)
+{
+    int rc = sb_committer_finish (self->committer);
+    s_drain_swap (self, self->shadow);          //  self: the committed drain
+    bool reads = false;
+    for (size_t k = 0; k < self->nreqs; k++)
+        if (!self->reqs [k].write && !self->reqs [k].prep_err)
+            reads = true;
+    s_drain_finish (self, true, reads, rc, self->commit_t0, self->commit_t0);
+    s_drain_swap (self, self->shadow);          //  self: the next drain
+    if (self->held) {
+        sb_msg_t *msg = self->held;
+        self->held = NULL;
+        s_dispatch_msg (self, &msg, msg->route? s_dispatch_row (msg): NDISPATCH);
     }
 }
 
@@ -518,6 +646,13 @@ s_drain_take (self_t *self)
 static void
 s_handle_bus (self_t *self)
 {
+    if (self->committer && sb_committer_busy (self->committer)) {
+        //  A commit is in flight: take and check the next drain meanwhile;
+        //  it runs when the commit is done.
+        s_drain_take (self);
+        s_drain_prepare (self);
+        return;
+    }
     sb_session_prompt_expire (self);
     sb_session_compact_expire (self);
     s_drain_take (self);
@@ -547,18 +682,19 @@ s_handle_bus (self_t *self)
     if (self->drain_writes > self->writers)
         self->writers = self->drain_writes;
     if (self->nreqs)
-        s_drain_run (self);
+        s_drain_run (self, false);
 }
 
 //  --------------------------------------------------------------------------
 //  Actor
 
+//  Frees a drain's fields (s_drain_swap's), its requests included.
 static void
-s_self_destroy (self_t **self_p)
+s_drain_free (self_t *self)
 {
-    if (!*self_p)
-        return;
-    self_t *self = *self_p;
+    for (size_t k = 0; k < self->nreqs; k++)
+        sb_msg_destroy (&self->reqs [k].msg);
+    self->nreqs = 0;
     sb_session_cache_reset (self);
     while (self->arena) {
         chunk_t *next = self->arena->next;
@@ -566,10 +702,6 @@ s_self_destroy (self_t **self_p)
         self->arena = next;
     }
     zhashx_destroy (&self->rec_index);
-    zhashx_destroy (&self->starting);
-    zhashx_destroy (&self->forwards);
-    zhashx_destroy (&self->compacts);
-    zlistx_destroy (&self->q_pump);
     free (self->reqs);
     free (self->spans);
     free (self->pubs);
@@ -579,6 +711,40 @@ s_self_destroy (self_t **self_p)
     sb_enc_destroy (&self->tape);
     sb_enc_destroy (&self->replies);
     sb_enc_destroy (&self->scratch);
+}
+
+//  A drain's fields, empty; false when out of memory.
+static bool
+s_drain_new (self_t *self)
+{
+    self->rec_index = zhashx_new ();
+    self->enc = sb_enc_new ();
+    self->prep = sb_enc_new ();
+    self->tape = sb_enc_new ();
+    self->replies = sb_enc_new ();
+    self->scratch = sb_enc_new ();
+    return self->rec_index && self->enc && self->prep && self->tape && self->replies && self->scratch;
+}
+
+static void
+s_self_destroy (self_t **self_p)
+{
+    if (!*self_p)
+        return;
+    self_t *self = *self_p;
+    //  Joins the thread; a commit in flight ends first (its requests then
+    //  go unanswered, as on any stop: their writers retry).
+    sb_committer_destroy (&self->committer);
+    if (self->shadow) {
+        s_drain_free (self->shadow);
+        free (self->shadow);
+    }
+    sb_msg_destroy (&self->held);
+    s_drain_free (self);
+    zhashx_destroy (&self->starting);
+    zhashx_destroy (&self->forwards);
+    zhashx_destroy (&self->compacts);
+    zlistx_destroy (&self->q_pump);
     sb_pub_destroy (&self->pub);
     sb_bus_destroy (&self->bus);
     sb_store_destroy (&self->store);
@@ -627,7 +793,6 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
     }
     self->bus = sb_bus_new (args->cmd_endpoint, self->instance);
     self->pub = args->pub_endpoint? sb_pub_new (args->pub_endpoint, self->instance): NULL;
-    self->rec_index = zhashx_new ();
     self->forwards = sb_session_forwards_new ();
     self->compacts = sb_session_compacts_new ();
     self->starting = zhashx_new ();
@@ -636,14 +801,9 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
         zlistx_set_destructor (self->q_pump, (czmq_destructor *) zstr_free);
         zlistx_set_duplicator (self->q_pump, (czmq_duplicator *) strdup);
     }
-    self->enc = sb_enc_new ();
-    self->prep = sb_enc_new ();
-    self->tape = sb_enc_new ();
-    self->replies = sb_enc_new ();
-    self->scratch = sb_enc_new ();
-    if (!self->bus || !self->pub || !self->rec_index || !self->forwards || !self->starting || !self->q_pump || !self->compacts
-    ||  !self->enc || !self->prep
-    ||  !self->tape || !self->replies || !self->scratch) {
+    bool drain_ok = s_drain_new (self);
+    if (!self->bus || !self->pub || !drain_ok || !self->forwards || !self->starting || !self->q_pump
+    ||  !self->compacts) {
         sb_error (ACTOR, "cannot connect to the bus cmd=%s pub=%s", args->cmd_endpoint,
                   args->pub_endpoint? args->pub_endpoint: "(none)");
         s_self_destroy (&self);
@@ -653,7 +813,19 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
     //  A restart pauses every queue that holds something, before any
     //  client is served (docs/queue.md).
     if (sb_session_queue_recover (self))
-        s_drain_run (self);
+        s_drain_run (self, true);
+    //  The committer thread, unless SWITCHBOARD_SESSION_COMMITTER=0 (then
+    //  each drain commits on this thread, as one step: docs/sessions.md).
+    const char *cm = getenv ("SWITCHBOARD_SESSION_COMMITTER");
+    if (!(cm && strcmp (cm, "0") == 0)) {
+        self->shadow = calloc (1, sizeof *self->shadow);
+        self->committer = self->shadow && s_drain_new (self->shadow)? sb_committer_new (self->store): NULL;
+        if (!self->committer) {
+            sb_error (ACTOR, "cannot start the committer thread");
+            s_self_destroy (&self);
+            return NULL;
+        }
+    }
     sb_store_info_t info;
     if (sb_store_info (self->store, &info) == 0)
         sb_info (ACTOR, "opened store=%s sessions=%llu entries=%llu commands=%llu map_bytes=%zu "
@@ -686,32 +858,50 @@ sb_session_actor (zsock_t *pipe, void *args)
         return;
     }
     while (!self->terminated) {
+        bool committing = self->committer && sb_committer_busy (self->committer);
+        bool bus_open = s_bus_open (self);
         int64_t wait = sb_bus_tick (self->bus);
-        if (sb_bus_has_queued (self->bus) || self->purge_pending)
+        if ((bus_open && sb_bus_has_queued (self->bus)) || (self->purge_pending && !committing))
             wait = 0;
-        if (self->next_expiry) {
+        if (self->next_expiry && !committing) {
             uint64_t now = sb_now_ms ();
             int64_t due = self->next_expiry > now? (int64_t) (self->next_expiry - now): 0;
             if (due < wait)
                 wait = due;
         }
+        //  While a commit is in flight the bus is read only as long as
+        //  the next drain can take what comes (s_bus_open), and the
+        //  committer's fd says when the commit is done.
         zmq_pollitem_t items [] = {
             { zsock_resolve (pipe), 0, ZMQ_POLLIN, 0 },
-            { sb_bus_socket (self->bus), 0, ZMQ_POLLIN, 0 },
+            { sb_bus_socket (self->bus), 0, bus_open? ZMQ_POLLIN: 0, 0 },
+            { NULL, committing? sb_committer_fd (self->committer): -1, ZMQ_POLLIN, 0 },
         };
-        if (zmq_poll (items, 2, (long) wait) < 0 && errno != EINTR)
+        if (zmq_poll (items, committing? 3: 2, (long) wait) < 0 && errno != EINTR)
             break;
         if (items [0].revents & ZMQ_POLLIN)
             s_handle_pipe (self);
         if (self->terminated)
             break;
-        if ((items [1].revents & ZMQ_POLLIN) || sb_bus_has_queued (self->bus) || sb_session_prompt_due (self))
+        if (committing && (items [2].revents & ZMQ_POLLIN)) {
+            s_commit_done (self);
+            committing = false;
+        }
+        if ((items [1].revents & ZMQ_POLLIN) || (s_bus_open (self) && sb_bus_has_queued (self->bus))
+        ||  (!committing && (self->nreqs || sb_session_prompt_due (self))))
             s_handle_bus (self);
-        if (self->next_expiry && self->next_expiry <= sb_now_ms ())
+        committing = self->committer && sb_committer_busy (self->committer);
+        //  Housekeeping writes wait for the committer: one write
+        //  transaction at a time.
+        if (!committing && self->next_expiry && self->next_expiry <= sb_now_ms ())
             sb_session_sweep (self);
-        if (self->purge_pending)
+        if (!committing && self->purge_pending)
             sb_session_purge (self);
     }
+    //  A commit in flight is answered before the actor stops: what it
+    //  wrote is on disk, and its writers are owed their acks.
+    if (self->committer && sb_committer_busy (self->committer))
+        s_commit_done (self);
     sb_info (ACTOR, "stopping entries_appended=%llu commits=%llu",
              (unsigned long long) self->appended, (unsigned long long) self->commits);
     s_self_destroy (&self);

@@ -121,6 +121,22 @@ s_hex (const uint8_t *p, size_t n, char *out)
     out [2 * n] = 0;
 }
 
+/*  "a:b" into out (n bytes), cut as snprintf would cut it: the key of a
+    pending request (a peer's identity in hex, then a header id). Hot:
+    every request goes through it, so no printf. */
+static void
+s_join_key (char *out, size_t n, const char *a, const char *b)
+{
+    size_t k = 0;
+    for (; *a && k + 1 < n; a++)
+        out [k++] = *a;
+    if (k + 1 < n)
+        out [k++] = ':';
+    for (; *b && k + 1 < n; b++)
+        out [k++] = *b;
+    out [k] = 0;
+}
+
 static void
 s_service_destroy (void **item)
 {
@@ -803,10 +819,12 @@ s_handle_request (self_t *self, zmq_msg_t *f)
         int64_t dl = h.deadline < (uint64_t) SB_TIME_MS_MAX ? (int64_t) h.deadline : SB_TIME_MS_MAX;
         p->expires = h.deadline ? now + (dl - wall) + 1000
                                 : now + SB_BROKER_PENDING_TTL_MS;
-        snprintf (p->type, sizeof p->type, "%s", h.type);
+        _Static_assert (sizeof p->type == sizeof h.type && sizeof p->id == sizeof h.id,
+                        "a pending request keeps its header's type and id whole");
+        memcpy (p->type, h.type, sizeof p->type);
         memcpy (p->id, h.id, sizeof p->id);
         char pkey [2 * ID_MAX + 40];
-        snprintf (pkey, sizeof pkey, "%s:%s", skey, h.id);
+        s_join_key (pkey, sizeof pkey, skey, h.id);
         if (zhashx_insert (self->pending, pkey, p) != 0) {
             free (p);           /* a duplicate id from the same peer */
             s_reply_error (self, sid, sidlen, &h, SB_E_conflict, "request id %s is already in flight", h.id);
@@ -819,7 +837,7 @@ s_handle_request (self_t *self, zmq_msg_t *f)
     if (sent != SEND_OK) {
         if (t->kind == SB_KIND_REQUEST) {
             char pkey [2 * ID_MAX + 40];
-            snprintf (pkey, sizeof pkey, "%s:%s", skey, h.id);
+            s_join_key (pkey, sizeof pkey, skey, h.id);
             zhashx_delete (self->pending, pkey);
             s_reply_error (self, sid, sidlen, &h, sent == SEND_FULL ? SB_E_overloaded : SB_E_unavailable,
                            "instance %s cannot take more work now", inst->instance);

@@ -13,6 +13,7 @@
 #define SB_SESSION_IMPL_H
 
 #include "actors/session.h"
+#include "actors/session/committer.h"
 #include "actors/store.h"
 #include "bus/client.h"
 #include "common/digest.h"
@@ -135,7 +136,7 @@ typedef struct {
     bool q_force_busy;          //  session.prompt the run coordinator refused: queue it
 } req_t;
 
-typedef struct {
+typedef struct self {
     zsock_t *pipe;
     sb_bus_t *bus;
     sb_pub_t *pub;
@@ -178,6 +179,16 @@ typedef struct {
     int64_t drain_fn_us;        //  of which the write function's own work
     uint64_t drain_min_expiry;  //  earliest expiry remembered by the drain
     bool drain_purge;           //  the drain left a tape to purge
+    size_t nprepared;           //  requests of the drain checked already
+
+    //  The committer (actors/session/committer.c): while it commits one
+    //  drain, `shadow` holds that drain (its fields above, and a copy of
+    //  the rest that the write function only reads) and self takes the
+    //  next one into the buffers the shadow held before.
+    sb_committer_t *committer;
+    struct self *shadow;
+    sb_msg_t *held;             //  taken during a commit, waits for its end
+    int64_t commit_t0;          //  when the commit in flight started
 
     //  Housekeeping
     uint64_t next_expiry;       //  earliest remembered command expiry; 0: none

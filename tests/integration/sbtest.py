@@ -705,7 +705,7 @@ def _on_sigterm(signum, frame):
     raise _Terminated("terminated by SIGTERM (the runner's time limit?) while this test ran")
 
 
-def _failure_message(e, max_lines=8, max_chars=400):
+def _failure_message(e, max_lines=12, max_chars=400):
     """The failure as a few short lines: the exception's type (unless it is
     a plain check), its message, and the test line that raised it."""
     text = str(e) or "(empty message)"
@@ -713,12 +713,16 @@ def _failure_message(e, max_lines=8, max_chars=400):
         text = "%s: %s" % (type(e).__name__, text)
     lines = [l[:max_chars] for l in text.splitlines() if l.strip()] or [type(e).__name__]
     if len(lines) > max_lines:
-        lines = lines[:max_lines - 1] + ["... (%d more lines above, in the traceback)" % (len(lines) - max_lines + 1)]
-    # where in the test script it failed: its innermost frame
-    where = None
-    for fs in traceback.extract_tb(e.__traceback__):
-        if os.path.basename(fs.filename).startswith("test_"):
-            where = "%s:%d in %s" % (os.path.basename(fs.filename), fs.lineno, fs.name)
+        # the head says what failed, the tail is the newest of what it shows
+        head, tail = max_lines // 3, max_lines - max_lines // 3 - 1
+        lines = lines[:head] + ["... (%d lines, in full above)" % (len(lines) - head - tail)] + lines[-tail:]
+    # where it failed: the line of the test function (its outermost frame
+    # in a test script), after the innermost one if that is another
+    frames = [fs for fs in traceback.extract_tb(e.__traceback__)
+              if os.path.basename(fs.filename).startswith("test_")]
+    where = ["%s:%d in %s" % (os.path.basename(fs.filename), fs.lineno, fs.name)
+             for fs in (frames[-1:] + frames[:1] if len(frames) > 1 else frames)]
+    where = " < ".join(where) if where else None
     if where:
         lines[0] = "%s  [%s]" % (lines[0], where)
     return lines

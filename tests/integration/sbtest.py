@@ -7,6 +7,7 @@ What is here:
 
   skip(reason)              exit 77 with the reason as the last line
   wait_for(cond, timeout)   poll a condition with a deadline (never sleep)
+  read_jsonl(path)          the whole lines of a JSON-lines file being written
   new_id(), now_ms()        ULID-like ids and wall-clock ms
   pack(obj), unpack(buf)    msgpack with str/bin kept apart
   Proc                      a child process with its output in a log file
@@ -123,6 +124,22 @@ def wait_for(cond, timeout, what="condition", interval=0.01):
         if time.monotonic() >= deadline:
             raise TestFailure("timed out after %.1f s waiting for %s" % (timeout, what))
         time.sleep(interval)
+
+
+def read_jsonl(path):
+    """The JSON lines another process appends to `path`, parsed. A last
+    line without its newline is still being written (a reader can see
+    half of a write): it is left for the next read. Missing file: []."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return []
+    out = []
+    for line in data.split(b"\n")[:-1]:
+        if line.strip():
+            out.append(json.loads(line.decode("utf-8", "replace")))
+    return out
 
 
 def tmpdir():

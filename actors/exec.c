@@ -129,6 +129,7 @@ s_handle_start (self_t *self, sb_msg_t *msg)
         run->owner = self;
         run->on_end = s_run_ended;
         run->sandbox = self->config ? self->config->sandbox : NULL;
+        run->data_dir = sb_exec_diffs_data_dir (self->diffs);
         run->tool_tape.cap = self->tool_tape_cap;
         run->mcp_config = self->mcp;
         snprintf (run->run_id, sizeof run->run_id, "%s", run_id);

@@ -226,3 +226,112 @@ sb_git_stage_close (sb_git_stage_t *self)
     }
 }
 
+
+/* ------------------------------------------------------------------ */
+/*  Baselines */
+
+static bool
+s_name_ok (const char *name)
+{
+    size_t n = strlen (name);
+    if (n == 0 || n > 64)
+        return false;
+    for (size_t k = 0; k < n; k++) {
+        char c = name [k];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+//  The baseline file's path: git's own answer for a path inside its git
+//  dir (a linked worktree has its own), made absolute.
+static int
+s_baseline_path (const char *workspace, const char *name, char *path, size_t n)
+{
+    if (!s_name_ok (name))
+        return -1;
+    char rel [128];
+    snprintf (rel, sizeof rel, "switchboard/base-%s", name);
+    const char *args [] = { "rev-parse", "--git-path", rel, NULL };
+    char *out = NULL;
+    if (sb_git_run (workspace, NULL, args, &out) != 0) {
+        free (out);
+        return -1;
+    }
+    out [strcspn (out, "\n")] = 0;
+    int w = out [0] == '/' ? snprintf (path, n, "%s", out) : snprintf (path, n, "%s/%s", workspace, out);
+    free (out);
+    return w > 0 && (size_t) w < n ? 0 : -1;
+}
+
+static bool
+s_tree_id_ok (const char *id)
+{
+    size_t n = strlen (id);
+    if (n != 40 && n != 64)
+        return false;
+    for (size_t k = 0; k < n; k++)
+        if (!((id [k] >= '0' && id [k] <= '9') || (id [k] >= 'a' && id [k] <= 'f')))
+            return false;
+    return true;
+}
+
+int
+sb_git_baseline_load (const char *workspace, const char *name, char *tree, size_t n)
+{
+    char path [8192];
+    if (s_baseline_path (workspace, name, path, sizeof path) != 0)
+        return -1;
+    char id [80] = "";
+    FILE *f = fopen (path, "re");
+    if (!f)
+        return -1;
+    bool got = fgets (id, sizeof id, f) != NULL;
+    fclose (f);
+    id [strcspn (id, "\n")] = 0;
+    if (!got || !s_tree_id_ok (id))
+        return -1;
+    char spec [96];
+    snprintf (spec, sizeof spec, "%s^{tree}", id);
+    const char *check [] = { "cat-file", "-e", spec, NULL };
+    if (sb_git_run (workspace, NULL, check, NULL) != 0)
+        return -1;              /* pruned by a gc */
+    snprintf (tree, n, "%s", id);
+    return 0;
+}
+
+int
+sb_git_baseline_save (const char *workspace, const char *exclude, const char *name)
+{
+    char path [8192], tmp [8300], tree [128];
+    if (s_baseline_path (workspace, name, path, sizeof path) != 0)
+        return -1;
+    struct stat st;
+    if (stat (path, &st) == 0)
+        return 0;
+    sb_git_stage_t stage;
+    int rc = sb_git_stage_open (&stage, workspace, exclude) == 0
+          && sb_git_stage_tree (&stage, tree, sizeof tree) == 0 ? 0 : -1;
+    sb_git_stage_close (&stage);
+    if (rc != 0 || !s_tree_id_ok (tree))
+        return -1;
+    char *slash = strrchr (path, '/');
+    *slash = 0;
+    if (mkdir (path, 0700) != 0 && errno != EEXIST)
+        return -1;
+    *slash = '/';
+    /* written whole, then renamed: a crash leaves no half id */
+    snprintf (tmp, sizeof tmp, "%s.%d.tmp", path, (int) getpid ());
+    int fd = open (tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    char line [80];
+    int len = snprintf (line, sizeof line, "%s\n", tree);
+    bool ok = write (fd, line, (size_t) len) == len && fsync (fd) == 0;
+    close (fd);
+    /* link, not rename: of two runs saving at once, the first one wins */
+    ok = ok && (link (tmp, path) == 0 || errno == EEXIST);
+    unlink (tmp);
+    return ok ? 0 : -1;
+}

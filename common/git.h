@@ -36,4 +36,18 @@ int sb_git_stage_open (sb_git_stage_t *stage, const char *workspace, const char 
 int sb_git_stage_tree (sb_git_stage_t *stage, char *tree, size_t n);
 void sb_git_stage_close (sb_git_stage_t *stage);
 
+/*  A baseline: the staged tree of a workspace at one moment, kept by name
+    in the repository's own git dir (`switchboard/base-NAME`, a file git
+    ignores), so that it lives with the work tree wherever that is.
+    NAME is [0-9A-Za-z_-], at most 64 characters. The tree object is
+    unreachable, so a `git gc` may prune it after its grace period; a
+    baseline whose tree is gone does not load.
+
+    Saves one unless NAME already has one: 0 saved or already there, -1
+    outside git, over the stage caps, or on error. */
+int sb_git_baseline_save (const char *workspace, const char *exclude, const char *name);
+/*  The baseline's tree id in `tree`: 0, or -1 when there is none (or its
+    tree object is gone). */
+int sb_git_baseline_load (const char *workspace, const char *name, char *tree, size_t n);
+
 #endif

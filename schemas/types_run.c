@@ -202,6 +202,8 @@ static const sb_field_t s_exec_diff_ok [] = {
     { "truncated", SB_T_BOOL, true, 0, NULL, "files or bytes were left out (past 1000 files or 4 MiB of diff)" },
     { "git", SB_T_BOOL, true, 0, NULL, "false: the workspace is not a git work tree (or too big to stage), so no diff" },
     { "workspace", SB_T_STR, false, 4 KB, NULL, "the workspace compared" },
+    { "base", SB_T_STR, false, 16, NULL,
+      "what the work tree is compared with: session (as the session's first run found it) or head (git HEAD)" },
     END
 };
 
@@ -235,7 +237,7 @@ const sb_type_t sb_types_exec [] = {
     REQ ("exec.mcp.list", s_none, true, "the MCP servers of the executor: state and tools (docs/mcp.md)"),
     REP ("exec.mcp.list.ok", s_exec_mcp_list_ok, "servers"),
     REQ ("exec.diff", s_exec_diff, true,
-         "the changes in a session's workspace against git HEAD, untracked files included (the UI's changes panel)"),
+         "the changes in a session's workspace since its first run (else against git HEAD), untracked files included (the UI's changes panel)"),
     { "exec.diff.ok", SB_KIND_REPLY, true, s_exec_diff_ok, 8 MB, "each changed file with its diff" },
 };
 const size_t sb_types_exec_count = sizeof sb_types_exec / sizeof sb_types_exec [0];

@@ -8,6 +8,7 @@
     it.
 */
 #include "actors/exec/agent.h"
+#include "actors/exec/changes.h"
 #include "actors/exec/approval.h"
 #include "actors/exec/context.h"
 #include "actors/exec/policy.h"
@@ -157,6 +158,9 @@ s_prepare (sb_exec_run_t *run)
         sb_msg_destroy (&reply);
         return -1;
     }
+    /* what the changes panel compares with: the work tree as the
+       session's first run found it (actors/exec/changes.h) */
+    sb_exec_diff_baseline (ws, run->data_dir, run->session_id);
     sb_runtime_set_config (rt, version, sb_get_str (rec, "provider"), sb_get_str (rec, "model"),
                            sb_get_str (rec, "approval_policy"), (uint32_t) sb_get_uint (rec, "max_steps", 0));
     sb_exec_compact_seed (run, sb_get_uint (rec, "compacted_seq", 0));

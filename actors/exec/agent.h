@@ -62,6 +62,7 @@ struct sb_exec_run {
     void (*on_end) (sb_exec_run_t *run);
     void *owner;                /* the actor's state, for on_end */
     const char *sandbox;        /* NULL or "bwrap", from the server config */
+    const char *data_dir;       /* the server's DATA, left out of the session's baseline, or NULL */
     pthread_t thread;
     pthread_t hb_thread;
     bool hb_started;

@@ -87,19 +87,40 @@ s_section_has (const char *sec, size_t len, const char *line)
     return false;
 }
 
-void
-sb_exec_diff_encode (const char *workspace, const char *data_dir, sb_enc_t *enc)
+//  The server's own files are not the session's changes: a pathspec that
+//  leaves DATA out when it lies inside the workspace.
+static void
+s_exclude (const char *workspace, const char *data_dir, char *exclude, size_t n)
 {
-    char exclude [4200] = "";
     size_t wl = strlen (workspace);
-    /* the server's own files are not the session's changes */
+    exclude [0] = 0;
     if (data_dir && strncmp (data_dir, workspace, wl) == 0 && data_dir [wl] == '/' && data_dir [wl + 1])
-        snprintf (exclude, sizeof exclude, ":(exclude)%s", data_dir + wl + 1);
+        snprintf (exclude, n, ":(exclude)%s", data_dir + wl + 1);
+}
+
+void
+sb_exec_diff_baseline (const char *workspace, const char *data_dir, const char *session_id)
+{
+    char exclude [4200];
+    s_exclude (workspace, data_dir, exclude, sizeof exclude);
+    if (sb_git_baseline_save (workspace, exclude, session_id) != 0)
+        sb_debug (ACTOR, "no baseline for session=%s (outside git or over the caps)", session_id);
+}
+
+void
+sb_exec_diff_encode (const char *workspace, const char *data_dir, const char *session_id, sb_enc_t *enc)
+{
+    char exclude [4200];
+    s_exclude (workspace, data_dir, exclude, sizeof exclude);
     sb_git_stage_t stage;
     char after [128], base [128] = "";
+    const char *against = "head";
     char *numstat = NULL, *diff = NULL, *out = NULL;
     bool git = sb_git_stage_open (&stage, workspace, exclude) == 0
             && sb_git_stage_tree (&stage, after, sizeof after) == 0;
+    if (git && session_id && sb_git_baseline_load (workspace, session_id, base, sizeof base) == 0)
+        against = "session";
+    else
     if (git) {
         static const char *head [] = { "rev-parse", "--verify", "-q", "HEAD^{tree}", NULL };
         static const char *empty [] = { "hash-object", "-t", "tree", "--stdin", NULL };
@@ -130,6 +151,8 @@ sb_exec_diff_encode (const char *workspace, const char *data_dir, sb_enc_t *enc)
     sb_enc_map_open (enc);
     sb_enc_kstr (enc, "workspace", workspace);
     sb_enc_kbool (enc, "git", git);
+    if (git)
+        sb_enc_kstr (enc, "base", against);
     sb_enc_key (enc, "files");
     sb_enc_array_open (enc);
     bool truncated = git && !diff;
@@ -255,7 +278,7 @@ s_job_main (void *arg)
                    ? sb_get_str (sb_get_map (reply->body, "session"), "workspace") : NULL;
     if (ws) {
         sb_enc_reset (enc);
-        sb_exec_diff_encode (ws, self->data_dir [0] ? self->data_dir : NULL, enc);
+        sb_exec_diff_encode (ws, self->data_dir [0] ? self->data_dir : NULL, job->sid, enc);
         job->body = sb_enc_release (enc, &job->len);
         if (!job->body) {
             job->code = SB_E_internal;
@@ -319,6 +342,12 @@ sb_exec_diffs_destroy (sb_exec_diffs_t **self_p)
     pthread_mutex_destroy (&self->lock);
     free (self);
     *self_p = NULL;
+}
+
+const char *
+sb_exec_diffs_data_dir (sb_exec_diffs_t *self)
+{
+    return self->data_dir [0] ? self->data_dir : NULL;
 }
 
 int

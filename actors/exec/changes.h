@@ -23,6 +23,8 @@ typedef struct sb_exec_diffs sb_exec_diffs_t;
 sb_exec_diffs_t *sb_exec_diffs_new (const char *endpoint, const char *data_dir);
 /*  Waits for running jobs, drops unsent answers. */
 void sb_exec_diffs_destroy (sb_exec_diffs_t **self_p);
+/*  The data folder given to sb_exec_diffs_new, or NULL. */
+const char *sb_exec_diffs_data_dir (sb_exec_diffs_t *self);
 /*  Readable when answers are ready. */
 int sb_exec_diffs_fd (sb_exec_diffs_t *self);
 /*  Actor thread: starts a job for the request (copied), or answers
@@ -31,9 +33,15 @@ void sb_exec_diffs_start (sb_exec_diffs_t *self, sb_bus_t *bus, const sb_msg_t *
 /*  Actor thread: sends every ready answer. */
 void sb_exec_diffs_answer (sb_exec_diffs_t *self, sb_bus_t *bus);
 
-/*  The exec.diff.ok body for `workspace` (git diff of the work tree
-    against HEAD, untracked files included), appended to enc. Used by the
-    jobs and the unit test. */
-void sb_exec_diff_encode (const char *workspace, const char *data_dir, sb_enc_t *enc);
+/*  The exec.diff.ok body for `workspace`, appended to enc: the work tree,
+    untracked files included, against the session's baseline (the work
+    tree as its first run found it), or git HEAD when it has none. Used by
+    the jobs and the unit test. */
+void sb_exec_diff_encode (const char *workspace, const char *data_dir, const char *session_id, sb_enc_t *enc);
+
+/*  Run thread, as a run starts: saves the session's baseline unless it
+    has one (common/git.h), so that the changes panel shows what the
+    session's runs changed, not edits that were there before it. */
+void sb_exec_diff_baseline (const char *workspace, const char *data_dir, const char *session_id);
 
 #endif

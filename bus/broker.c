@@ -75,8 +75,8 @@ typedef struct {
     char *ipc_dir;
     char *tcp;
     char *certs_data;           /* CURVE on tcp: DATA of DATA/certs */
-    zactor_t *auth;             /* zauth, the ZAP handler, while CURVE is on */
-    sb_curve_ids_t *ids;        /* the roles of the allowed keys */
+    zactor_t *auth;             /* the ZAP handler (bus/curve.h), while CURVE is on */
+    sb_curve_ids_t *ids;        /* the roles of the allowed keys, a worker key's grants */
     zhashx_t *instances;        /* key hex -> instance_t */
     zhashx_t *services;         /* name -> service_t */
     zhashx_t *pending;          /* "routehex:id" -> pending_t */
@@ -738,16 +738,18 @@ s_handle_request (self_t *self, zmq_msg_t *f)
             s_reply_error (self, sid, sidlen, &h, err.code, "%s: %s", h.type, err.message);
         return;
     }
-    /* A CURVE peer is who its key says (zauth puts the key in User-Id):
-       a worker key may use only the worker protocol, for its own
-       worker_id; a client key only the public types (bus/curve.h). */
+    /* A CURVE peer is who its key says (the ZAP handler puts the key in
+       User-Id): a worker key may use only the worker protocol, for its
+       own worker_id and the runs it claimed; a client key only the public
+       types (bus/curve.h). */
     const char *uid = self->ids ? zmq_msg_gets (&f [1], "User-Id") : NULL;
     if (uid && *uid) {
         char why [256];
-        if (!sb_curve_allowed (self->ids, uid, h.type, t->is_public, body, blen, why, sizeof why)) {
+        sb_err_t refused = sb_curve_check (self->ids, uid, skey, &h, t->is_public, body, blen, why, sizeof why);
+        if (refused) {
             s_bad (self, M_KIND, sid, sidlen, why);
             if (t->kind == SB_KIND_REQUEST)
-                s_reply_error (self, sid, sidlen, &h, SB_E_forbidden, "%s", why);
+                s_reply_error (self, sid, sidlen, &h, refused, "%s", why);
             return;
         }
     }
@@ -882,6 +884,8 @@ s_handle_reply (self_t *self, zmq_msg_t *f)
         return;
     }
     bool final = t->kind != SB_KIND_CHUNK;
+    /* a worker key's claims are learned from the replies it gets */
+    sb_curve_reply (self->ids, pkey, h.type, body, blen, final);
     if (p->dropped) {
         /* the rest of a stream the requester already got an error for */
         self->drop_cmd++;
@@ -1122,10 +1126,11 @@ s_heartbeat (self_t *self)
 
 /* ------------------------------------------------------------------ */
 
-/*  CURVE for the tcp endpoints: zauth answers ZAP with the public keys
-    of DATA/certs/clients/, and the three tcp sockets get the server's
-    key pair. Socket options take effect at bind time: the ipc endpoints,
-    bound before, stay as they are. */
+/*  CURVE for the tcp endpoints: our ZAP handler (bus/curve.h) answers
+    with the public keys of DATA/certs/clients/, each plane in its own ZAP
+    domain so a worker key gets the command plane only, and the three tcp
+    sockets get the server's key pair. Socket options take effect at bind
+    time: the ipc endpoints, bound before, stay as they are. */
 static int
 s_curve_on (self_t *self)
 {
@@ -1136,19 +1141,24 @@ s_curve_on (self_t *self)
         return -1;
     }
     snprintf (clients, sizeof clients, "%s/certs/clients", self->certs_data);
-    self->auth = zactor_new (zauth, NULL);
+    self->auth = sb_curve_zap_new (self->certs_data);
     if (!self->auth) {
         zcert_destroy (&cert);
         sb_error (ACTOR, "CURVE: cannot start the ZAP handler");
         return -1;
     }
-    zstr_sendx (self->auth, "CURVE", clients, NULL);
-    zsock_wait (self->auth);
     self->ids = sb_curve_ids_new (self->certs_data);
+    if (!self->ids) {
+        zcert_destroy (&cert);
+        sb_error (ACTOR, "CURVE: cannot read the keys of %s", clients);
+        return -1;
+    }
     zsock_t *socks [] = { self->router, self->xpub, self->tap };
+    const char *domains [] = { SB_CURVE_DOMAIN_CMD, SB_CURVE_DOMAIN_EVT, SB_CURVE_DOMAIN_TAP };
     for (size_t k = 0; k < 3; k++) {
         zcert_apply (cert, socks [k]);
         zsock_set_curve_server (socks [k], 1);
+        zsock_set_zap_domain (socks [k], domains [k]);
     }
     sb_info (ACTOR, "CURVE on tcp server_key=%s clients=%s", zcert_public_txt (cert), clients);
     zcert_destroy (&cert);

@@ -129,19 +129,50 @@ sb_curve_apply_client (zsock_t *sock, const char *endpoint)
 }
 
 /* ------------------------------------------------------------------ */
-/*  Identities */
+/*  Identities: who each allowed key is */
 
-#include "schemas/codec.h"
+#include "common/log.h"
 #include <dirent.h>
+
+#define S_RELOAD_MS 1000        /* the broker looks at the folder at most this often */
 
 typedef struct {
     char name [65];
     char role [16];
 } s_id_t;
 
+typedef struct {
+    char run_id [40];
+    char session_id [40];
+    uint64_t expires;           /* wall ms: the lease's end, as the run actor set it */
+    char ia [SB_CURVE_GRANT_IAS][40];
+    size_t nia;                 /* interactions asked for; ia [nia % SB_CURVE_GRANT_IAS] is next */
+} s_grant_t;
+
+/*  A worker key's claims, and its requests the grants wait on. */
+typedef struct {
+    s_grant_t grant [SB_CURVE_GRANTS_MAX];
+    size_t ngrants;
+    size_t inflight;
+} s_peer_t;
+
+typedef enum { Q_CLAIM, Q_HEARTBEAT, Q_COMPLETE, Q_FENCEABLE, Q_INTERACT } s_what_t;
+
+typedef struct {
+    s_peer_t *peer;
+    s_what_t what;
+    char run_id [40];
+    int64_t born;               /* mono ms */
+} s_inflight_t;
+
 struct sb_curve_ids {
     char dir [4300];
     zhashx_t *by_key;           /* public key (Z85) -> s_id_t */
+    struct timespec mtime;      /* the folder's, when last read */
+    int64_t checked;            /* mono ms of the last look at the folder */
+    zhashx_t *peers;            /* public key (Z85) -> s_peer_t (worker keys) */
+    zhashx_t *inflight;         /* "ROUTEHEX:ID" -> s_inflight_t */
+    int64_t next_sweep;
 };
 
 static void
@@ -151,8 +182,7 @@ s_id_free (void **item)
     *item = NULL;
 }
 
-/*  Reads every public certificate of the folder (a new key is found by
-    the next message that carries it: zauth let it in). */
+/*  Reads every public certificate of the folder. */
 static void
 s_ids_load (sb_curve_ids_t *ids)
 {
@@ -183,6 +213,33 @@ s_ids_load (sb_curve_ids_t *ids)
     closedir (d);
 }
 
+/*  Reads the folder again when it changed (a key added or removed). */
+static void
+s_ids_refresh (sb_curve_ids_t *ids)
+{
+    struct stat st;
+    ids->checked = sb_mono_ms ();
+    if (stat (ids->dir, &st) == 0
+    &&  st.st_mtim.tv_sec == ids->mtime.tv_sec && st.st_mtim.tv_nsec == ids->mtime.tv_nsec)
+        return;
+    if (stat (ids->dir, &st) == 0)
+        ids->mtime = st.st_mtim;
+    s_ids_load (ids);
+}
+
+static s_id_t *
+s_ids_find (sb_curve_ids_t *ids, const char *key, bool fresh)
+{
+    if (fresh || sb_mono_ms () - ids->checked >= S_RELOAD_MS)
+        s_ids_refresh (ids);
+    s_id_t *id = zhashx_lookup (ids->by_key, key);
+    if (!id && !fresh) {
+        s_ids_refresh (ids);
+        id = zhashx_lookup (ids->by_key, key);
+    }
+    return id;
+}
+
 sb_curve_ids_t *
 sb_curve_ids_new (const char *data_dir)
 {
@@ -191,12 +248,16 @@ sb_curve_ids_new (const char *data_dir)
         return NULL;
     snprintf (ids->dir, sizeof ids->dir, "%s/certs/clients", data_dir);
     ids->by_key = zhashx_new ();
-    if (!ids->by_key) {
-        free (ids);
+    ids->peers = zhashx_new ();
+    ids->inflight = zhashx_new ();
+    if (!ids->by_key || !ids->peers || !ids->inflight) {
+        sb_curve_ids_destroy (&ids);
         return NULL;
     }
     zhashx_set_destructor (ids->by_key, s_id_free);
-    s_ids_load (ids);
+    zhashx_set_destructor (ids->peers, s_id_free);
+    zhashx_set_destructor (ids->inflight, s_id_free);
+    s_ids_refresh (ids);
     return ids;
 }
 
@@ -204,11 +265,255 @@ void
 sb_curve_ids_destroy (sb_curve_ids_t **ids_p)
 {
     if (*ids_p) {
+        zhashx_destroy (&(*ids_p)->inflight);
+        zhashx_destroy (&(*ids_p)->peers);
         zhashx_destroy (&(*ids_p)->by_key);
         free (*ids_p);
         *ids_p = NULL;
     }
 }
+
+/* ------------------------------------------------------------------ */
+/*  Top-level fields of a validated body, read in place: no decode, so a
+    large append costs a scan of its keys, and nothing is allocated. */
+
+/*  A msgpack str at p: its bytes and length, or NULL. */
+static const uint8_t *
+s_mp_str (const uint8_t *p, size_t len, size_t *n)
+{
+    if (len < 1)
+        return NULL;
+    size_t hdr, sl;
+    if ((p [0] & 0xe0) == 0xa0)         { hdr = 1; sl = p [0] & 0x1f; }
+    else if (p [0] == 0xd9 && len >= 2) { hdr = 2; sl = p [1]; }
+    else if (p [0] == 0xda && len >= 3) { hdr = 3; sl = (size_t) p [1] << 8 | p [2]; }
+    else if (p [0] == 0xdb && len >= 5) { hdr = 5; sl = (size_t) p [1] << 24 | (size_t) p [2] << 16 | (size_t) p [3] << 8 | p [4]; }
+    else return NULL;
+    if (sl > len - hdr)
+        return NULL;
+    *n = sl;
+    return p + hdr;
+}
+
+/*  The value of top-level key `name` in the map `body`, or NULL. */
+static const uint8_t *
+s_mp_field (const uint8_t *body, size_t blen, const char *name, size_t *vlen)
+{
+    if (blen < 1)
+        return NULL;
+    size_t count, off;
+    if ((body [0] & 0xf0) == 0x80)        { count = body [0] & 0x0f; off = 1; }
+    else if (body [0] == 0xde && blen >= 3) { count = (size_t) body [1] << 8 | body [2]; off = 3; }
+    else if (body [0] == 0xdf && blen >= 5) {
+        count = (size_t) body [1] << 24 | (size_t) body [2] << 16 | (size_t) body [3] << 8 | body [4];
+        off = 5;
+    }
+    else return NULL;
+    size_t want = strlen (name);
+    for (size_t k = 0; k < count && off < blen; k++) {
+        size_t ks = sb_msgpack_span (body + off, blen - off);
+        if (!ks)
+            return NULL;
+        size_t kn = 0;
+        const uint8_t *kp = s_mp_str (body + off, ks, &kn);
+        off += ks;
+        size_t vs = off < blen ? sb_msgpack_span (body + off, blen - off) : 0;
+        if (!vs)
+            return NULL;
+        if (kp && kn == want && memcmp (kp, name, want) == 0) {
+            *vlen = vs;
+            return body + off;
+        }
+        off += vs;
+    }
+    return NULL;
+}
+
+/*  A top-level str field copied into out; false when absent, not a str
+    or longer than out holds. */
+static bool
+s_field_str (const uint8_t *body, size_t blen, const char *name, char *out, size_t outlen)
+{
+    size_t vlen, n;
+    const uint8_t *v = s_mp_field (body, blen, name, &vlen);
+    const uint8_t *s = v ? s_mp_str (v, vlen, &n) : NULL;
+    if (!s || n >= outlen)
+        return false;
+    memcpy (out, s, n);
+    out [n] = 0;
+    return true;
+}
+
+/*  A top-level unsigned field, or dflt. */
+static uint64_t
+s_field_uint (const uint8_t *body, size_t blen, const char *name, uint64_t dflt)
+{
+    size_t vlen;
+    const uint8_t *v = s_mp_field (body, blen, name, &vlen);
+    if (!v)
+        return dflt;
+    if (v [0] < 0x80)
+        return v [0];
+    size_t n = v [0] == 0xcc ? 1 : v [0] == 0xcd ? 2 : v [0] == 0xce ? 4 : v [0] == 0xcf ? 8 : 0;
+    if (!n || vlen < n + 1)
+        return dflt;
+    uint64_t x = 0;
+    for (size_t k = 1; k <= n; k++)
+        x = x << 8 | v [k];
+    return x;
+}
+
+/* ------------------------------------------------------------------ */
+/*  Grants */
+
+static void
+s_grant_remove (s_peer_t *peer, size_t k)
+{
+    peer->grant [k] = peer->grant [--peer->ngrants];
+}
+
+/*  Drops the grants whose lease lapsed. */
+static void
+s_grants_expire (s_peer_t *peer)
+{
+    uint64_t now = sb_now_ms ();
+    for (size_t k = peer->ngrants; k-- > 0;)
+        if (peer->grant [k].expires <= now)
+            s_grant_remove (peer, k);
+}
+
+static s_grant_t *
+s_grant_by_session (s_peer_t *peer, const char *sid)
+{
+    if (!peer)
+        return NULL;
+    s_grants_expire (peer);
+    for (size_t k = 0; k < peer->ngrants; k++)
+        if (strcmp (peer->grant [k].session_id, sid) == 0)
+            return &peer->grant [k];
+    return NULL;
+}
+
+static s_grant_t *
+s_grant_by_run (s_peer_t *peer, const char *run_id)
+{
+    if (!peer)
+        return NULL;
+    s_grants_expire (peer);
+    for (size_t k = 0; k < peer->ngrants; k++)
+        if (strcmp (peer->grant [k].run_id, run_id) == 0)
+            return &peer->grant [k];
+    return NULL;
+}
+
+/*  A claim of the session replaces the key's older one (its fence is
+    newer); past the bound the grant that lapses first goes. */
+static void
+s_grant_add (s_peer_t *peer, const char *run_id, const char *sid, uint64_t expires)
+{
+    s_grant_t *g = s_grant_by_session (peer, sid);
+    if (!g && peer->ngrants == SB_CURVE_GRANTS_MAX) {
+        size_t first = 0;
+        for (size_t k = 1; k < peer->ngrants; k++)
+            if (peer->grant [k].expires < peer->grant [first].expires)
+                first = k;
+        s_grant_remove (peer, first);
+    }
+    if (!g)
+        g = &peer->grant [peer->ngrants++];
+    memset (g, 0, sizeof *g);
+    snprintf (g->run_id, sizeof g->run_id, "%s", run_id);
+    snprintf (g->session_id, sizeof g->session_id, "%s", sid);
+    g->expires = expires;
+}
+
+static void
+s_grant_drop (s_peer_t *peer, const char *run_id)
+{
+    for (size_t k = 0; k < peer->ngrants; k++)
+        if (strcmp (peer->grant [k].run_id, run_id) == 0) {
+            s_grant_remove (peer, k);
+            return;
+        }
+}
+
+static bool
+s_grant_has_ia (s_peer_t *peer, const char *ia)
+{
+    s_grants_expire (peer);
+    for (size_t k = 0; k < peer->ngrants; k++)
+        for (size_t j = 0; j < SB_CURVE_GRANT_IAS; j++)
+            if (peer->grant [k].ia [j][0] && strcmp (peer->grant [k].ia [j], ia) == 0)
+                return true;
+    return false;
+}
+
+/*  Forgets requests whose reply never came (refused on the way, or the
+    instance died). */
+static void
+s_inflight_sweep (sb_curve_ids_t *ids)
+{
+    int64_t now = sb_mono_ms ();
+    ids->next_sweep = now + 1000;
+    zlistx_t *keys = zhashx_keys (ids->inflight);
+    for (const char *key = zlistx_first (keys); key; key = zlistx_next (keys)) {
+        s_inflight_t *q = zhashx_lookup (ids->inflight, key);
+        if (q && now - q->born > SB_CURVE_INFLIGHT_TTL_MS) {
+            q->peer->inflight--;
+            zhashx_delete (ids->inflight, key);
+        }
+    }
+    zlistx_destroy (&keys);
+}
+
+static sb_err_t
+s_track (sb_curve_ids_t *ids, s_peer_t *peer, const char *route_hex, const sb_header_t *h, s_what_t what,
+         const char *run_id, char *why, size_t whylen)
+{
+    char pkey [600];
+    snprintf (pkey, sizeof pkey, "%s:%s", route_hex, h->id);
+    /* a reused id keeps what the first request of it meant: the broker
+       answers the second with conflict, and the reply is the first's */
+    if (zhashx_lookup (ids->inflight, pkey))
+        return SB_OK;
+    if (sb_mono_ms () >= ids->next_sweep
+    ||  zhashx_size (ids->inflight) >= SB_CURVE_INFLIGHT_MAX || peer->inflight >= SB_CURVE_INFLIGHT_PER_KEY)
+        s_inflight_sweep (ids);
+    if (zhashx_size (ids->inflight) >= SB_CURVE_INFLIGHT_MAX || peer->inflight >= SB_CURVE_INFLIGHT_PER_KEY) {
+        snprintf (why, whylen, "too many worker requests in flight (at most %d per key, %d in all)",
+                  SB_CURVE_INFLIGHT_PER_KEY, SB_CURVE_INFLIGHT_MAX);
+        return SB_E_overloaded;
+    }
+    s_inflight_t *q = calloc (1, sizeof *q);
+    if (!q || zhashx_insert (ids->inflight, pkey, q)) {
+        free (q);
+        snprintf (why, whylen, "out of memory");
+        return SB_E_internal;
+    }
+    peer->inflight++;
+    q->peer = peer;
+    q->what = what;
+    q->born = sb_mono_ms ();
+    snprintf (q->run_id, sizeof q->run_id, "%s", run_id ? run_id : "");
+    return SB_OK;
+}
+
+static s_peer_t *
+s_peer (sb_curve_ids_t *ids, const char *user_id)
+{
+    s_peer_t *peer = zhashx_lookup (ids->peers, user_id);
+    if (!peer) {
+        peer = calloc (1, sizeof *peer);
+        if (peer && zhashx_insert (ids->peers, user_id, peer)) {
+            free (peer);
+            peer = NULL;
+        }
+    }
+    return peer;
+}
+
+/* ------------------------------------------------------------------ */
+/*  The per-message check */
 
 static const char *s_worker_types [] = {
     "worker.register", "run.claim", "run.heartbeat", "run.complete", "session.append", "session.get",
@@ -216,46 +521,237 @@ static const char *s_worker_types [] = {
     "interact.request", "interact.get", "bus.heartbeat", NULL
 };
 
-bool
-sb_curve_allowed (sb_curve_ids_t *ids, const char *user_id, const char *type, bool is_public,
-                  const uint8_t *body, size_t blen, char *why, size_t whylen)
+#define S_FORBID(...) do { snprintf (why, whylen, __VA_ARGS__); return SB_E_forbidden; } while (0)
+
+/*  A worker key's request: the worker protocol, for itself, within its
+    grants. */
+static sb_err_t
+s_check_worker (sb_curve_ids_t *ids, const s_id_t *id, const char *user_id, const char *route_hex,
+                const sb_header_t *h, const uint8_t *body, size_t blen, char *why, size_t whylen)
 {
-    s_id_t *id = zhashx_lookup (ids->by_key, user_id);
-    if (!id) {
-        s_ids_load (ids);
-        id = zhashx_lookup (ids->by_key, user_id);
-    }
-    if (!id) {
-        snprintf (why, whylen, "the key is no longer allowed");
-        return false;
-    }
-    if (strcmp (id->role, "actor") == 0)
-        return true;
-    if (strcmp (id->role, "client") == 0) {
-        if (is_public)
-            return true;
-        snprintf (why, whylen, "a client key may call the public types only, not %s", type);
-        return false;
-    }
+    const char *type = h->type;
     size_t k = 0;
     while (s_worker_types [k] && strcmp (s_worker_types [k], type) != 0)
         k++;
-    if (!s_worker_types [k]) {
-        snprintf (why, whylen, "worker key %s may call the worker protocol only, not %s", id->name, type);
-        return false;
+    if (!s_worker_types [k])
+        S_FORBID ("worker key %s may call the worker protocol only, not %s", id->name, type);
+    if (strcmp (type, "bus.heartbeat") == 0)
+        return SB_OK;
+    s_peer_t *peer = s_peer (ids, user_id);
+    if (!peer) {
+        snprintf (why, whylen, "out of memory");
+        return SB_E_internal;
     }
+    char wid [80], sid [40], run [40], ia [40];
     if (strcmp (type, "worker.register") == 0 || strcmp (type, "run.claim") == 0) {
-        _Alignas (16) uint8_t mem [16384];
-        sb_vstat_t stat;
-        sb_verr_t err;
-        const sb_val_t *root = NULL;
-        if (sb_validate (body, blen, NULL, 0, &stat, &err) == 0)
-            root = sb_doc_decode_into (body, blen, &stat, mem, sizeof mem);
-        const char *wid = root ? sb_get_str (root, "worker_id") : NULL;
-        if (!wid || strcmp (wid, id->name) != 0) {
-            snprintf (why, whylen, "worker key %s may act for worker_id %s only", id->name, id->name);
-            return false;
+        if (!s_field_str (body, blen, "worker_id", wid, sizeof wid) || strcmp (wid, id->name) != 0)
+            S_FORBID ("worker key %s may act for worker_id %s only", id->name, id->name);
+        return type [0] == 'r' ? s_track (ids, peer, route_hex, h, Q_CLAIM, NULL, why, whylen) : SB_OK;
+    }
+    if (strncmp (type, "llm.", 4) == 0) {
+        s_grants_expire (peer);
+        if (!peer->ngrants)
+            S_FORBID ("worker key %s holds no claim: the model is for the runs it claimed", id->name);
+        return SB_OK;
+    }
+    if (strcmp (type, "run.heartbeat") == 0 || strcmp (type, "run.complete") == 0) {
+        if (!s_field_str (body, blen, "run_id", run, sizeof run) || !s_grant_by_run (peer, run))
+            S_FORBID ("worker key %s holds no claim on run %s", id->name, s_field_str (body, blen, "run_id", run,
+                      sizeof run) ? run : "?");
+        return s_track (ids, peer, route_hex, h, type [4] == 'h' ? Q_HEARTBEAT : Q_COMPLETE, run, why, whylen);
+    }
+    if (strcmp (type, "interact.get") == 0) {
+        if (!s_field_str (body, blen, "interaction_id", ia, sizeof ia) || !s_grant_has_ia (peer, ia))
+            S_FORBID ("worker key %s may read only the interactions its claimed runs asked for", id->name);
+        return SB_OK;
+    }
+    /* session.*, interact.request: a granted session, and its run */
+    s_grant_t *g = s_field_str (body, blen, "session_id", sid, sizeof sid) ? s_grant_by_session (peer, sid) : NULL;
+    if (!g)
+        S_FORBID ("worker key %s holds no claim on session %s", id->name, s_field_str (body, blen, "session_id", sid,
+                  sizeof sid) ? sid : "?");
+    bool named = s_field_str (body, blen, "run_id", run, sizeof run);
+    if ((named && strcmp (run, g->run_id) != 0) || (!named && s_mp_field (body, blen, "run_id", &k)))
+        S_FORBID ("worker key %s holds the claim of run %s in session %s, not another", id->name, g->run_id, sid);
+    if (strcmp (type, "interact.request") == 0)
+        return s_track (ids, peer, route_hex, h, Q_INTERACT, g->run_id, why, whylen);
+    if (strcmp (type, "session.append") == 0 || strcmp (type, "session.steer.take") == 0)
+        return s_track (ids, peer, route_hex, h, Q_FENCEABLE, g->run_id, why, whylen);
+    return SB_OK;
+}
+
+sb_err_t
+sb_curve_check (sb_curve_ids_t *ids, const char *user_id, const char *route_hex, const sb_header_t *h,
+                bool is_public, const uint8_t *body, size_t blen, char *why, size_t whylen)
+{
+    s_id_t *id = s_ids_find (ids, user_id, false);
+    if (!id)
+        S_FORBID ("the key is no longer allowed");
+    if (strcmp (id->role, "actor") == 0)
+        return SB_OK;
+    if (strcmp (id->role, "client") == 0) {
+        if (is_public)
+            return SB_OK;
+        S_FORBID ("a client key may call the public types only, not %s", h->type);
+    }
+    return s_check_worker (ids, id, user_id, route_hex, h, body, blen, why, whylen);
+}
+
+void
+sb_curve_reply (sb_curve_ids_t *ids, const char *pkey, const char *type, const uint8_t *body, size_t blen,
+                bool final)
+{
+    if (!ids || !final || zhashx_size (ids->inflight) == 0)
+        return;
+    s_inflight_t *q = zhashx_lookup (ids->inflight, pkey);
+    if (!q)
+        return;
+    s_peer_t *peer = q->peer;
+    bool error = strcmp (type, "error") == 0;
+    char code [32] = "", run [40], sid [40], ia [40];
+    if (error)
+        s_field_str (body, blen, "code", code, sizeof code);
+    bool fenced = strcmp (code, "fenced") == 0;
+    switch (q->what) {
+        case Q_CLAIM:
+            if (!error && s_field_str (body, blen, "run_id", run, sizeof run)
+            &&  s_field_str (body, blen, "session_id", sid, sizeof sid)) {
+                uint64_t expires = s_field_uint (body, blen, "lease_expires_at", 0);
+                if (!expires)
+                    expires = sb_now_ms () + s_field_uint (body, blen, "lease_ms", 0);
+                s_grant_add (peer, run, sid, expires);
+            }
+            break;
+        case Q_HEARTBEAT: {
+            s_grant_t *g = s_grant_by_run (peer, q->run_id);
+            if (fenced)
+                s_grant_drop (peer, q->run_id);
+            else
+            if (g && !error)
+                g->expires = sb_now_ms () + s_field_uint (body, blen, "lease_ms", 0);
+            break;
+        }
+        case Q_COMPLETE:
+            if (!error || fenced)
+                s_grant_drop (peer, q->run_id);
+            break;
+        case Q_FENCEABLE:
+            if (fenced)
+                s_grant_drop (peer, q->run_id);
+            break;
+        case Q_INTERACT: {
+            s_grant_t *g = s_grant_by_run (peer, q->run_id);
+            if (g && !error && s_field_str (body, blen, "interaction_id", ia, sizeof ia)) {
+                snprintf (g->ia [g->nia % SB_CURVE_GRANT_IAS], sizeof g->ia [0], "%s", ia);
+                g->nia++;
+            }
+            break;
         }
     }
-    return true;
+    peer->inflight--;
+    zhashx_delete (ids->inflight, pkey);
+}
+
+/* ------------------------------------------------------------------ */
+/*  The ZAP handler (RFC 27): one REP socket at inproc://zeromq.zap.01 */
+
+/*  Which planes a role may connect to: a worker key the command plane
+    only (the event plane and the tap show every session). */
+static bool
+s_domain_allows (const char *role, const char *domain)
+{
+    if (strcmp (role, "worker") != 0)
+        return true;
+    return strcmp (domain, SB_CURVE_DOMAIN_CMD) == 0;
+}
+
+static void
+s_zap_answer (zsock_t *rep, sb_curve_ids_t *ids)
+{
+    zmsg_t *req = zmsg_recv (rep);
+    if (!req)
+        return;
+    char *version = zmsg_popstr (req);
+    char *request_id = zmsg_popstr (req);
+    char *domain = zmsg_popstr (req);
+    char *address = zmsg_popstr (req);
+    zframe_t *identity = zmsg_pop (req);
+    char *mechanism = zmsg_popstr (req);
+    zframe_t *key = zmsg_pop (req);
+    const char *status = "400", *text = "no access";
+    char user_id [41] = "";
+    if (version && strcmp (version, "1.0") == 0 && mechanism && strcmp (mechanism, "CURVE") == 0
+    &&  key && zframe_size (key) == 32 && domain) {
+        zmq_z85_encode (user_id, zframe_data (key), 32);
+        s_id_t *id = s_ids_find (ids, user_id, true);
+        if (!id)
+            text = "unknown key";
+        else
+        if (!s_domain_allows (id->role, domain))
+            text = "a worker key may use the command plane only";
+        else {
+            status = "200";
+            text = "OK";
+        }
+    }
+    if (strcmp (status, "200") != 0)
+        sb_warn ("broker", "CURVE: refused a peer address=%s plane=%s key=%s why=\"%s\"", address ? address : "?",
+                 domain ? domain : "?", user_id [0] ? user_id : "?", text);
+    zmsg_t *reply = zmsg_new ();
+    zmsg_addstr (reply, "1.0");
+    zmsg_addstr (reply, request_id ? request_id : "");
+    zmsg_addstr (reply, status);
+    zmsg_addstr (reply, text);
+    zmsg_addstr (reply, strcmp (status, "200") == 0 ? user_id : "");
+    zmsg_addmem (reply, NULL, 0);
+    zmsg_send (&reply, rep);
+    free (version);
+    free (request_id);
+    free (domain);
+    free (address);
+    free (mechanism);
+    zframe_destroy (&identity);
+    zframe_destroy (&key);
+    zmsg_destroy (&req);
+}
+
+typedef struct {
+    char data_dir [4200];
+    bool ok;                    /* set by the actor before it signals */
+} s_zap_args_t;
+
+static void
+s_zap_actor (zsock_t *pipe, void *args)
+{
+    s_zap_args_t *a = args;
+    sb_curve_ids_t *ids = sb_curve_ids_new (a->data_dir);
+    zsock_t *rep = zsock_new (ZMQ_REP);
+    bool ok = ids && rep && zsock_bind (rep, "inproc://zeromq.zap.01") == 0;
+    /* a lives in the caller's frame only until the signal */
+    a->ok = ok;
+    zsock_signal (pipe, 0);
+    zpoller_t *poller = ok ? zpoller_new (pipe, rep, NULL) : NULL;
+    while (poller) {
+        void *which = zpoller_wait (poller, -1);
+        if (which == rep)
+            s_zap_answer (rep, ids);
+        else
+            break;              /* $TERM, or the context is going */
+    }
+    zpoller_destroy (&poller);
+    zsock_destroy (&rep);
+    sb_curve_ids_destroy (&ids);
+}
+
+zactor_t *
+sb_curve_zap_new (const char *data_dir)
+{
+    s_zap_args_t args;
+    snprintf (args.data_dir, sizeof args.data_dir, "%s", data_dir);
+    args.ok = false;
+    /* zactor_new returns once the actor signalled, after it set ok */
+    zactor_t *actor = zactor_new (s_zap_actor, &args);
+    if (actor && !args.ok)
+        zactor_destroy (&actor);
+    return actor;
 }

@@ -13,6 +13,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "bus/envelope.h"
+#include "schemas/errors.h"
+
 /*  The server's certificate, made (0600 secret) on first use. NULL with
     err set on failure. The caller destroys it. */
 zcert_t *sb_curve_server_cert (const char *data_dir, char *err, size_t errlen);
@@ -33,29 +36,66 @@ int sb_curve_client_set (const char *cert_path, const char *server_cert_path, ch
     (nothing unless it is tcp:// and sb_curve_client_set was called). */
 void sb_curve_apply_client (zsock_t *sock, const char *endpoint);
 
-#endif
-
 /* ------------------------------------------------------------------ */
-/*  Who a CURVE peer is (the broker's per-message check)
+/*  Who a CURVE peer is (the broker's ZAP handler and per-message check;
+    docs/workers.md, "Security on TCP")
 
     A client key's certificate in DATA/certs/clients/ carries a role in its
     metadata (`keys new NAME [--client|--actor]`):
-      worker  (the default) only the worker protocol, for worker_id NAME:
-              worker.register and run.claim naming NAME, run.heartbeat,
-              run.complete, session.append, session.get, session.events,
-              session.steer.take, llm.stream, llm.cancel, llm.models,
-              llm.info, interact.request, interact.get (asking for an
-              approval, never answering one);
-      client  the public types (what the gateway passes);
+      worker  (the default) only the worker protocol, for worker_id NAME,
+              on the command plane only, and only for the runs it holds a
+              claim on (below);
+      client  the public types (what the gateway passes), every plane;
       actor   everything: a remote `switchboard actor exec|llm`.
-    Peers on ipc and inproc carry no User-Id and are not checked. */
+    Peers on ipc and inproc carry no User-Id and are not checked.
+
+    A worker key's grants. The broker learns a claim from the run.claim
+    reply it forwards to the key (run_id, session_id, lease_expires_at)
+    and from then on lets the key reach that session and that run only:
+    session.get, session.events, session.append, session.steer.take and
+    interact.request must name a granted session (and, where they name a
+    run, its run); run.heartbeat and run.complete a granted run;
+    interact.get an interaction the key asked for under a grant; llm.*
+    needs a live grant. A grant ends with run.complete's reply, with any
+    `fenced` reply to the key, and when its lease lapses (a heartbeat's
+    reply extends it). Everything else is `forbidden`. */
+
+/*  The ZAP domains of the three tcp planes (zsock_set_zap_domain). */
+#define SB_CURVE_DOMAIN_CMD "switchboard-cmd"
+#define SB_CURVE_DOMAIN_EVT "switchboard-evt"
+#define SB_CURVE_DOMAIN_TAP "switchboard-tap"
+
+#define SB_CURVE_GRANTS_MAX       8      /* grants a worker key holds at once; a new one drops the oldest */
+#define SB_CURVE_GRANT_IAS        16     /* interactions remembered per grant (the newest) */
+#define SB_CURVE_INFLIGHT_MAX     4096   /* worker requests awaiting a reply the grants need, all keys */
+#define SB_CURVE_INFLIGHT_PER_KEY 64     /* the same, per key */
+#define SB_CURVE_INFLIGHT_TTL_MS  75000  /* forgotten after this (the longest claim waits 60 s) */
 
 typedef struct sb_curve_ids sb_curve_ids_t;
 
 sb_curve_ids_t *sb_curve_ids_new (const char *data_dir);
 void sb_curve_ids_destroy (sb_curve_ids_t **ids_p);
 
-/*  Whether the peer with public key `user_id` (Z85) may send `type` with
-    `body`; false with why [] filled when not. */
-bool sb_curve_allowed (sb_curve_ids_t *ids, const char *user_id, const char *type, bool is_public,
-                       const uint8_t *body, size_t blen, char *why, size_t whylen);
+/*  Whether the peer with public key `user_id` (Z85), whose route is
+    `route_hex`, may send the request `h` with the (validated) `body`:
+    SB_OK, or the error to answer with and why [] filled. A request whose
+    reply changes the key's grants is remembered for sb_curve_reply. */
+sb_err_t sb_curve_check (sb_curve_ids_t *ids, const char *user_id, const char *route_hex, const sb_header_t *h,
+                         bool is_public, const uint8_t *body, size_t blen, char *why, size_t whylen);
+
+/*  The reply path: the broker forwards a (validated) reply, chunk or
+    error of `type` to the request named `pkey` ("ROUTEHEX:ID"); a final
+    one settles what sb_curve_check remembered for it. */
+void sb_curve_reply (sb_curve_ids_t *ids, const char *pkey, const char *type, const uint8_t *body, size_t blen,
+                     bool final);
+
+/*  The ZAP handler (it replaces czmq's zauth, which cannot tell the
+    planes apart): an actor answering inproc://zeromq.zap.01 for the
+    process's context. It admits a CURVE key whose certificate is in
+    DATA/certs/clients/ (read again whenever the folder changes, so a new
+    key works at once and a removed one is refused), worker keys on the
+    command plane's domain only, and puts the key (Z85) in User-Id. NULL
+    on failure. Destroy with zactor_destroy. */
+zactor_t *sb_curve_zap_new (const char *data_dir);
+
+#endif

@@ -28,6 +28,7 @@ static const char *s_usage =
     "usage: switchboard serve [--data DIR] [--http ADDR:PORT] [--bus tcp://ADDR:PORT]\n"
     "                         [--tls-cert FILE --tls-key FILE | --insecure-http] [--allow-host H,...]\n"
     "                         [--ui DIR] [--http-max-conns N] [--http-max-per-addr N] [--http-out-max BYTES]\n"
+    "                         [--http-idle S]\n"
     "                         [--actors LIST] [--llm PROVIDER] [--model M] [--llm-url URL]\n"
     "                         [--providers FILE] [--sandbox bwrap]\n"
     "                         [--tool-output-tape BYTES] [--session-quota BYTES]\n"
@@ -50,6 +51,8 @@ static const char *s_usage =
     "  --http-max-per-addr N   WebSocket connections from one address (default 256)\n"
     "  --http-out-max BYTES    queued bytes per connection before a slow\n"
     "                    reader gets resync (default 8 MiB)\n"
+    "  --http-idle S     an idle WebSocket gets a ping after S seconds, and is\n"
+    "                    closed when no pong came S seconds later (default 30)\n"
     "  --bus ENDPOINT    also bind tcp://ADDR:P (commands), P+1 (events), P+2 (tap),\n"
     "                    with CURVE: the server's keys in DATA/certs/server, clients\n"
     "                    allowed by their public keys in DATA/certs/clients/\n"
@@ -167,6 +170,7 @@ sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
         { "http-max-conns", required_argument, 0, 1006 },
         { "http-max-per-addr", required_argument, 0, 1007 },
         { "http-out-max", required_argument, 0, 1008 },
+        { "http-idle", required_argument, 0, 1009 },
         { "approval-deadline", required_argument, 0, 'A' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
@@ -195,6 +199,14 @@ sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
                 if (c == 1006) o->http_max_conns = (uint32_t) n;
                 else if (c == 1007) o->http_max_per_addr = (uint32_t) n;
                 else o->http_out_max = n;
+                break;
+            }
+            case 1009: {
+                uint64_t n;
+                if (s_parse_bytes (optarg, 1, SB_GW_IDLE_MAX_S, &n))
+                    return sb_cli_usage ("serve", "--http-idle takes seconds from 1 to %d, not '%s'",
+                                         SB_GW_IDLE_MAX_S, optarg);
+                o->http_idle_s = (uint32_t) n;
                 break;
             }
             case 'b': o->bus = optarg; break;

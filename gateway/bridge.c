@@ -757,6 +757,7 @@ s_metrics_answer (gw_bridge_t *self, pending_t *p, sb_msg_t *reply)
         { "ws_rx_frames_total", "WebSocket messages received", atomic_load (&st->ws_rx_frames), false },
         { "ws_tx_frames_total", "WebSocket messages sent", atomic_load (&st->ws_tx_frames), false },
         { "ws_tx_bytes_total", "WebSocket payload bytes sent", atomic_load (&st->ws_tx_bytes), false },
+        { "ws_tx_sends_total", "WebSocket writes to a socket (frames waiting go in one)", atomic_load (&st->ws_tx_sends), false },
         { "ws_bad_frames_total", "messages answered with an error before any call", atomic_load (&st->ws_bad_frames), false },
         { "ws_too_large_total", "connections closed for a message over 1 MiB", atomic_load (&st->ws_too_large), false },
         { "forbidden_total", "calls of internal types refused", atomic_load (&st->ws_forbidden), false },

@@ -21,8 +21,8 @@
 #define SB_GW_MAX_INFLIGHT       64           /* calls one connection may have waiting */
 #define SB_GW_MAX_SUBS           256          /* sessions one connection may watch */
 #define SB_GW_CALL_TIMEOUT_MS    30000        /* a call with no reply gets `timeout` */
-#define SB_GW_IDLE_PING_S        30           /* an idle WS gets a ping after this */
-#define SB_GW_IDLE_HANGUP_S      60           /* and is closed when nothing came back */
+#define SB_GW_IDLE_PING_S        30           /* an idle WS gets a ping after this (--http-idle) */
+#define SB_GW_IDLE_MAX_S         3600         /* the most --http-idle takes */
 
 typedef struct {
     const char *data_dir;       /* DATA: the token, http.port */
@@ -36,6 +36,8 @@ typedef struct {
     uint32_t max_conns;         /* 0: default */
     uint32_t max_per_addr;      /* 0: default */
     uint64_t out_max;           /* 0: default */
+    uint32_t idle_s;            /* ping an idle WebSocket after this many seconds, and close
+                                   it when no pong came as long again; 0: SB_GW_IDLE_PING_S */
 } sb_gateway_config_t;
 
 typedef struct sb_gateway sb_gateway_t;

@@ -36,6 +36,10 @@ char *gw_buf_text (gw_buf_t *buf);
 gw_buf_t *gw_buf_ref (gw_buf_t *buf);
 void gw_buf_unref (gw_buf_t **buf_p);
 
+/*  Bytes of WebSocket frames gathered into one send (gateway/ws.c), and
+    lws's tx_packet_size, so such a send is not cut and copied. */
+#define SB_GW_TX_BATCH  (64u << 10)
+
 typedef enum {
     GW_IN_CALL,         /* a request for the bus (WS call or REST) */
     GW_IN_SUB,          /* subscribe conn/sub_id to session sid after `after` */
@@ -105,6 +109,7 @@ typedef struct {
     atomic_uint_fast64_t ws_rx_frames;
     atomic_uint_fast64_t ws_tx_frames;
     atomic_uint_fast64_t ws_tx_bytes;
+    atomic_uint_fast64_t ws_tx_sends;       /* writes to a socket: a batch of frames is one */
     atomic_uint_fast64_t ws_bad_frames;
     atomic_uint_fast64_t ws_too_large;
     atomic_uint_fast64_t ws_forbidden;
@@ -137,6 +142,8 @@ struct sb_gateway {
     bool tls;
     uint32_t max_conns, max_per_addr;
     uint64_t out_max;
+    uint32_t idle_s;            /* ping an idle WebSocket after this; close at twice */
+    lws_retry_bo_t idle;        /* lws keeps a pointer: lives as long as the context */
 
     struct lws_context *context;
     pthread_t lws_thread;
@@ -154,6 +161,9 @@ struct sb_gateway {
     gw_bridge_t *bridge;
     gw_stats_t stats;
     struct gw_conns *conns;     /* lws thread only (gateway/http.c) */
+    /* lws thread only: frames queued for one connection, gathered for one
+       send (gateway/ws.c) */
+    unsigned char tx_batch [LWS_PRE + SB_GW_TX_BATCH];
 };
 
 /*  The bridge thread (gateway/bridge.c). */

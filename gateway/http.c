@@ -812,13 +812,11 @@ s_callback (struct lws *wsi, enum lws_callback_reasons reason, void *user, void 
 }
 
 static const struct lws_protocols s_protocols [] = {
-    { "switchboard", s_callback, sizeof (gw_pss_t), 4096, 0, NULL, 0 },
+    /* tx_packet_size: what lws hands the socket in one send; smaller, it
+       would copy the rest of a batch of frames (TX_BATCH, gateway/ws.c)
+       or an HTTP chunk into its own buffer and send it later */
+    { "switchboard", s_callback, sizeof (gw_pss_t), 4096, 0, NULL, SB_GW_TX_BATCH },
     { NULL, NULL, 0, 0, 0, NULL, 0 }
-};
-
-static const lws_retry_bo_t s_idle = {
-    .secs_since_valid_ping = SB_GW_IDLE_PING_S,
-    .secs_since_valid_hangup = SB_GW_IDLE_HANGUP_S,
 };
 
 static void
@@ -897,10 +895,21 @@ gw_lws_main (void *arg)
     info.user = gw;
     info.vhost_name = "switchboard";
     info.options = LWS_SERVER_OPTION_FAIL_UPON_UNABLE_TO_BIND | LWS_SERVER_OPTION_VALIDATE_UTF8;
-    info.retry_and_idle_policy = &s_idle;
+    /* idle WebSockets (docs/gateway.md): lws pings one that has not
+       answered a ping (or just opened) for idle_s seconds and closes it
+       when no pong came idle_s seconds after; every client library and
+       browser answers pings by itself */
+    gw->idle.secs_since_valid_ping = (uint16_t) gw->idle_s;
+    gw->idle.secs_since_valid_hangup = (uint16_t) (2 * gw->idle_s);
+    info.retry_and_idle_policy = &gw->idle;
     info.max_http_header_data = 4096;
     info.timeout_secs = 20;
-    info.fd_limit_per_thread = gw->max_conns * 2 + 256;
+    /* fd_limit_per_thread is left at 0 (the process's `ulimit -n`): below
+       that limit lws 4.1 finds a socket's connection by a linear scan of
+       its whole fd table on every poll event, which cost a fifth of the
+       gateway's CPU at 1,000 clients (docs/gateway.md). Connections are
+       bounded by --http-max-conns (WebSocket) and the connection table
+       (HTTP) instead. */
     info.alpn = "http/1.1";
     if (strchr (iface, ':') == NULL)
         info.options |= LWS_SERVER_OPTION_DISABLE_IPV6;

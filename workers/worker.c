@@ -322,6 +322,11 @@ sb_cmd_worker (int argc, char **argv)
     w.endpoint = ep;
     char sub [4200];
     w.sub_endpoint = sb_cli_endpoint (connect, data, "pub", sub, sizeof sub, err, sizeof err) == 0 ? sub : "";
+    /* A worker key may not subscribe to the event plane over CURVE (it
+       shows every session: docs/workers.md): an approval's answer is then
+       learned by polling interact.get, once a second. */
+    if (cert && strncmp (ep, "tcp://", 6) == 0)
+        w.sub_endpoint = "";
 
     /* as exec does: grandchildren a tool orphans come back here to be
        killed and reaped, and tool calls get cgroups where they can */

@@ -11,7 +11,15 @@
     first, then the run gets the session's next fence and the session
     actor acknowledges it, and only then does the worker hear of the run:
     every append it makes carries that fence, and a later fence (an
-    expiry, a new claim) shuts it out. */
+    expiry, a new claim) shuts it out.
+
+    The registry is kept in the run store too (the 'W' table of the runs
+    dbi), so `switchboard workers` still knows every worker after a
+    restart, with its status by the clock. A registration is written at
+    once; last_seen_at, which every heartbeat moves, is written by the
+    tick at most every SEEN_SAVE_MS per worker, so a heartbeat costs no
+    write of its own. A worker's current run is not kept: recovery
+    interrupts (or re-queues) every run that was claimed or running. */
 #include "actors/run/run_impl.h"
 
 #include <unistd.h>
@@ -19,6 +27,17 @@
 #define STALE_S_DEFAULT 60
 #define OFFLINE_S_DEFAULT 300
 #define CLAIMS_MAX 1024          /* waiting claims; more are answered {} at once */
+#define WORKERS_MAX 1000
+#define SEEN_SAVE_MS 5000        /* last_seen_at reaches the store at most this often per worker */
+#define WORKER_RECORD_MAX (64 * 1024)
+
+/*  What the registry holds per worker: the shared worker_t first (the
+    rest of the actor sees only that), then when it was last written. */
+typedef struct {
+    worker_t w;
+    uint64_t saved_seen_at;     /* the last_seen_at the store holds */
+    bool dirty;                 /* last_seen_at moved since */
+} s_worker_t;
 
 /* ------------------------------------------------------------------ */
 /*  The registry */
@@ -103,13 +122,158 @@ s_reply_worker (self_t *self, const sb_msg_t *msg, const worker_t *w)
     sb_bus_reply (self->wbus, msg, b, len);
 }
 
+/* ------------------------------------------------------------------ */
+/*  The registry in the store */
+
+static void
+s_worker_record (const worker_t *w, sb_enc_t *e)
+{
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "worker_id", w->worker_id);
+    sb_enc_kstr (e, "instance_id", w->instance_id);
+    sb_enc_kstr (e, "hostname", w->hostname);
+    sb_enc_kstr (e, "pool", w->pool);
+    sb_enc_kstr (e, "workspace_sync", w->workspace_sync);
+    sb_enc_kuint (e, "pid", w->pid);
+    sb_enc_kuint (e, "registered_at", w->registered_at);
+    sb_enc_kuint (e, "last_seen_at", w->last_seen_at);
+    if (w->caps) {
+        sb_enc_key (e, "capabilities");
+        sb_enc_raw (e, w->caps, w->caps_len);
+    }
+    sb_enc_map_close (e);
+}
+
+typedef struct {
+    self_t *self;
+    bool all;                   /* every dirty worker, not only the due ones */
+    s_worker_t *one;            /* just this one (a registration) */
+} s_save_ctx_t;
+
+static bool
+s_due (const s_worker_t *sw, bool all)
+{
+    return sw->dirty && (all || sw->w.last_seen_at >= sw->saved_seen_at + SEEN_SAVE_MS);
+}
+
+static int
+s_put (sb_txn_t *txn, s_worker_t *sw)
+{
+    sb_enc_t *e = sb_enc_new ();
+    if (!e)
+        return -1;
+    s_worker_record (&sw->w, e);
+    size_t len;
+    const uint8_t *b = sb_enc_data (e, &len);
+    sb_key_t k;
+    sb_key_init (&k, 'W');
+    sb_key_str (&k, sw->w.worker_id);
+    sb_txn_put (txn, DBI_RUNS, k.buf, k.len, b, len);
+    sb_enc_destroy (&e);
+    return 0;
+}
+
+/*  Re-runnable (sb_store_write): it only reads the workers. */
+static int
+s_save_fn (sb_txn_t *txn, void *arg)
+{
+    s_save_ctx_t *c = arg;
+    if (c->one)
+        return s_put (txn, c->one);
+    for (s_worker_t *sw = zhashx_first (c->self->workers); sw; sw = zhashx_next (c->self->workers))
+        if (s_due (sw, c->all) && s_put (txn, sw))
+            return -1;
+    return 0;
+}
+
+/*  Writes one worker (one), or every dirty worker whose last_seen_at is
+    due (all: every dirty one, at shutdown), in one transaction. */
+static void
+s_workers_save (self_t *self, s_worker_t *one, bool all)
+{
+    bool any = one != NULL;
+    for (s_worker_t *sw = zhashx_first (self->workers); sw && !any; sw = zhashx_next (self->workers))
+        any = s_due (sw, all);
+    if (!any)
+        return;
+    s_save_ctx_t c = { self, all, one };
+    int rc = sb_store_write (self->store, s_save_fn, &c);
+    if (rc) {
+        sb_warn (ACTOR, "cannot save the worker registry: %s", sb_store_strerror (rc));
+        return;
+    }
+    for (s_worker_t *sw = zhashx_first (self->workers); sw; sw = zhashx_next (self->workers))
+        if (one ? sw == one : s_due (sw, all)) {
+            sw->saved_seen_at = sw->w.last_seen_at;
+            sw->dirty = false;
+        }
+}
+
+/*  Reads the registry back at startup. A record that does not decode is
+    skipped (and rewritten by the worker's next registration). */
+static void
+s_workers_load (self_t *self)
+{
+    sb_txn_t txn;
+    if (sb_txn_begin (self->store, &txn, false))
+        return;
+    sb_txn_iter_t it;
+    sb_txn_iter_begin (&txn, &it, DBI_RUNS, "W", 1, NULL, 0);
+    MDB_val k, v;
+    size_t n = 0;
+    while (sb_txn_iter_next (&it, &k, &v)) {
+        if (zhashx_size (self->workers) >= WORKERS_MAX) {
+            sb_txn_iter_end (&it);
+            break;
+        }
+        sb_verr_t err;
+        sb_doc_t *doc = v.mv_size <= WORKER_RECORD_MAX ? sb_decode (v.mv_data, v.mv_size, NULL, 0, &err) : NULL;
+        const sb_val_t *r = doc ? sb_doc_root (doc) : NULL;
+        const char *id = sb_get_str (r, "worker_id");
+        s_worker_t *sw = id && strlen (id) < sizeof sw->w.worker_id ? calloc (1, sizeof *sw) : NULL;
+        if (sw) {
+            worker_t *w = &sw->w;
+            s_copy (w->worker_id, sizeof w->worker_id, id);
+            s_copy (w->instance_id, sizeof w->instance_id, sb_get_str (r, "instance_id"));
+            s_copy (w->hostname, sizeof w->hostname, sb_get_str (r, "hostname"));
+            s_copy (w->pool, sizeof w->pool, sb_get_str (r, "pool"));
+            s_copy (w->workspace_sync, sizeof w->workspace_sync, sb_get_str (r, "workspace_sync"));
+            w->pid = sb_get_uint (r, "pid", 0);
+            w->registered_at = sb_get_uint (r, "registered_at", 0);
+            w->last_seen_at = sw->saved_seen_at = sb_get_uint (r, "last_seen_at", 0);
+            const sb_val_t *caps = sb_get_map (r, "capabilities");
+            if (caps) {
+                sb_enc_t *e = sb_enc_new ();
+                size_t len;
+                if (e) {
+                    sb_enc_val (e, caps);
+                    const uint8_t *b = sb_enc_data (e, &len);
+                    if ((w->caps = malloc (len)) != NULL) {
+                        memcpy (w->caps, b, len);
+                        w->caps_len = len;
+                    }
+                    sb_enc_destroy (&e);
+                }
+            }
+            zhashx_update (self->workers, w->worker_id, sw);
+            n++;
+        }
+        sb_doc_destroy (&doc);
+    }
+    sb_txn_abort (&txn);
+    if (n)
+        sb_info (ACTOR, "worker registry loaded workers=%zu", n);
+}
+
 worker_t *
 sb_run_worker_seen (self_t *self, const char *worker_id)
 {
-    worker_t *w = zhashx_lookup (self->workers, worker_id);
-    if (w)
-        w->last_seen_at = sb_now_ms ();
-    return w;
+    s_worker_t *sw = zhashx_lookup (self->workers, worker_id);
+    if (!sw)
+        return NULL;
+    sw->w.last_seen_at = sb_now_ms ();
+    sw->dirty = true;           /* the tick writes it, when due */
+    return &sw->w;
 }
 
 void
@@ -161,20 +325,21 @@ s_handle_register (self_t *self, sb_msg_t *msg)
             sb_bus_error (self->wbus, msg, SB_E_invalid, "capabilities: keys and values are strings");
             return;
         }
-    worker_t *w = zhashx_lookup (self->workers, id);
-    if (!w) {
-        if (zhashx_size (self->workers) >= 1000) {
-            sb_bus_error (self->wbus, msg, SB_E_too_large, "1000 workers are registered already");
+    s_worker_t *sw = zhashx_lookup (self->workers, id);
+    if (!sw) {
+        if (zhashx_size (self->workers) >= WORKERS_MAX) {
+            sb_bus_error (self->wbus, msg, SB_E_too_large, "%d workers are registered already", WORKERS_MAX);
             return;
         }
-        w = calloc (1, sizeof *w);
-        if (!w) {
+        sw = calloc (1, sizeof *sw);
+        if (!sw) {
             sb_bus_error (self->wbus, msg, SB_E_internal, "out of memory");
             return;
         }
-        s_copy (w->worker_id, sizeof w->worker_id, id);
-        zhashx_insert (self->workers, id, w);
+        s_copy (sw->w.worker_id, sizeof sw->w.worker_id, id);
+        zhashx_insert (self->workers, id, sw);
     }
+    worker_t *w = &sw->w;
     /* a new process of the same worker: what the old one held is its
        lease's business (it expires), not the new one's */
     if (strcmp (w->instance_id, instance) != 0) {
@@ -203,6 +368,7 @@ s_handle_register (self_t *self, sb_msg_t *msg)
         }
     }
     w->last_seen_at = sb_now_ms ();
+    s_workers_save (self, sw, false);
     sb_info (ACTOR, "worker registered worker=%s instance=%s pool=%s host=%s sync=%s", w->worker_id,
              w->instance_id, w->pool, w->hostname [0] ? w->hostname : "-", w->workspace_sync);
     s_reply_worker (self, msg, w);
@@ -398,6 +564,8 @@ sb_run_handle_claim (self_t *self, sb_msg_t *msg)
 void
 sb_run_claims_expire (self_t *self)
 {
+    /* the tick also writes the last_seen_at that are due */
+    s_workers_save (self, NULL, false);
     int64_t now = sb_mono_ms ();
     claim_t *c = zlistx_first (self->claims);
     while (c) {
@@ -516,6 +684,7 @@ sb_run_workers_open (self_t *self, const sb_actor_args_t *args)
     zhashx_set_destructor (self->workers, s_worker_free);
     self->stale_ms = sb_actor_limit (ACTOR, 0, "SWITCHBOARD_WORKER_STALE_S", STALE_S_DEFAULT, 1, 86400) * 1000;
     self->offline_ms = sb_actor_limit (ACTOR, 0, "SWITCHBOARD_WORKER_OFFLINE_S", OFFLINE_S_DEFAULT, 1, 86400 * 7) * 1000;
+    s_workers_load (self);
     sb_verr_t err;
     if (sb_bus_register (self->wbus, "worker", name, NULL, 0, 5000, &err)) {
         sb_error (ACTOR, "cannot register the worker service: %s", err.message);
@@ -533,6 +702,8 @@ sb_run_workers_close (self_t *self)
             s_claim_free (&c);
         zlistx_destroy (&self->claims);
     }
+    if (self->workers && self->store)
+        s_workers_save (self, NULL, true);
     zhashx_destroy (&self->workers);
     sb_bus_destroy (&self->wbus);
 }

@@ -45,14 +45,26 @@ export class Bus {
     this.pane.appendChild (this.list);
   }
 
+  // The status says `live` (and data-tapping holds the filter) once the
+  // server has confirmed the tap: from then on every line is this filter's.
   start () {
-    this.app.conn.tap (this.filter.value.trim (), (f) => this.onTap (f));
-    this.status.textContent = 'live';
+    if (!this.listening) {
+      this.listening = true;
+      this.app.conn.addEventListener ('tapping', (e) => {
+        this.status.dataset.tapping = e.detail.filter;
+        if (!this.paused)
+          this.status.textContent = 'live';
+      });
+    }
+    delete this.status.dataset.tapping;
+    this.status.textContent = 'starting';
+    this.app.conn.tap (this.filter.value.trim (), (f) => this.onTap (f)).catch (() => {});
   }
 
   stop () {
     clearTimeout (this.timer);
     this.app.conn.untap ();
+    delete this.status.dataset.tapping;
     this.status.textContent = 'stopped';
   }
 

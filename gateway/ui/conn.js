@@ -30,7 +30,7 @@ export class Conn extends EventTarget {
     this.pongTimer = null;
     this.retryTimer = null;
     this.everConnected = false;
-    this.tapping = null;                // {filter, onTap} while the Bus tab taps
+    this.tapping = null;                // {filter, onTap, live} while the Bus tab taps
   }
 
   start () {
@@ -167,7 +167,9 @@ export class Conn extends EventTarget {
       this._onEvent (msg);
       return;
     case 'tap':
-      if (this.tapping)
+      // only once the server said `tapping`: what comes before is the
+      // previous filter's
+      if (this.tapping && this.tapping.live)
         this.tapping.onTap (msg);
       return;
     case 'resync': {
@@ -301,10 +303,14 @@ export class Conn extends EventTarget {
   }
 
   // The bus tap (docs/gateway.md): one per connection, tapped again
-  // after a reconnect or a slow_reader resync. onTap gets each frame.
+  // after a reconnect or a slow_reader resync. onTap gets each frame of
+  // this filter: the frames from the server's `tapping` answer on. Each
+  // such answer is also a 'tapping' event ({filter}), and the promise
+  // resolves with the first (false when the socket is down: the tap
+  // starts on the next connection).
   tap (filter, onTap) {
-    this.tapping = { filter: filter || '', onTap };
-    this._sendTap ();
+    this.tapping = { filter: filter || '', onTap, live: false };
+    return this._sendTap ();
   }
 
   untap () {
@@ -315,7 +321,26 @@ export class Conn extends EventTarget {
   }
 
   _sendTap () {
-    this._send ({ op: 'tap', tx: String (++this.tx), filter: this.tapping.filter });
+    const t = this.tapping;
+    t.live = false;
+    const tx = String (++this.tx);
+    if (!this._send ({ op: 'tap', tx, filter: t.filter }))
+      return Promise.resolve (false);
+    return new Promise ((resolve, reject) => {
+      const timer = setTimeout (() => this.pending.delete (tx), CALL_TIMEOUT_MS);
+      this.pending.set (tx, {
+        resolve: () => {
+          if (this.tapping !== t) {
+            resolve (false);            // untapped or tapped again meanwhile
+            return;
+          }
+          t.live = true;
+          this.dispatchEvent (new CustomEvent ('tapping', { detail: { filter: t.filter } }));
+          resolve (true);
+        },
+        reject, timer, type: 'tap',
+      });
+    });
   }
 
   _sendSubscribe (sid, sub) {

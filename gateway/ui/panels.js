@@ -109,7 +109,9 @@ export class Changes {
     }
     const files = (r.files || []).map (f => f.file || f);
     if (r.workspace)
-      this.pane.appendChild (el ('p.note', 'Against git HEAD in ', el ('code', r.workspace)));
+      this.pane.appendChild (el ('p.note',
+        r.base === 'session' ? 'Since the session\'s first run, in ' : 'Against git HEAD in ',
+        el ('code', r.workspace)));
     if (!files.length) {
       this.pane.appendChild (el ('p.empty', 'No changes in the workspace.'));
       return;

@@ -327,7 +327,8 @@ async function main () {
     await page.waitForFunction (() => [...document.querySelectorAll ('#pane-bus pre.bus-json')]
       .some (p => p.textContent.includes ('"limit": 2')), null, { timeout: STEP_MS });
     await page.fill ('#pane-bus .bus-filter', 'session.get');
-    await page.waitForTimeout (600);
+    // the server's `tapping` answer for the new filter: every line after it is the filter's
+    await page.waitForSelector ('#pane-bus .bus-status[data-tapping="session.get"]', { timeout: STEP_MS });
     await page.click ('#pane-bus button >> text=Clear');
     await page.evaluate (() => window.sbApp.conn.call ('session.list', { limit: 3 }));
     await page.evaluate ((sid) => window.sbApp.conn.call ('session.get', { session_id: sid }), sid);

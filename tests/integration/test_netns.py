@@ -66,9 +66,11 @@ def in_ns(ns, argv):
 
 
 class World:
-    """cp's server and model, and the two workers."""
+    """cp's server and model, and the two workers. The model replays
+    `script_turns`, or, with `scenario`, that llm_server scenario (for
+    instance gen=N, which bench/bench_netns.py uses)."""
 
-    def __init__(self, script_turns):
+    def __init__(self, script_turns, scenario=None):
         self.data = tmpdir()
         d = tmpdir()
         portfile = os.path.join(d, "port")
@@ -78,8 +80,9 @@ class World:
         wait_for(lambda: os.path.exists(portfile), 10, "llm_server in cp")
         with open(portfile) as f:
             self.llm_port = int(f.read().strip())
-        self.script("s", script_turns)
-        url = "http://127.0.0.1:%d/script=s/v1" % self.llm_port
+        if script_turns is not None:
+            self.script("s", script_turns)
+        url = "http://127.0.0.1:%d/%s/v1" % (self.llm_port, scenario or "script=s")
         for name in ("w1", "w2"):
             rc, out, err = sb("keys", "new", name, "--data", self.data)
             check(rc == 0, "keys new %s: %s", name, err)
@@ -121,10 +124,10 @@ class World:
     def control(self):
         return self.ctl
 
-    def start_worker(self, name):
+    def start_worker(self, name, lease=LEASE):
         cp_addr = ADDR[name][0]
         p = Proc(in_ns(name, [SB_BIN, "worker", "--connect", "tcp://%s:%d" % (cp_addr, PORT), "--id", name,
-                              "--pool", "p", "--lease", str(LEASE),
+                              "--pool", "p", "--lease", str(lease),
                               "--cert", os.path.join(self.data, "certs", "clients", name + "_secret"),
                               "--server-key", os.path.join(self.data, "certs", "server")]),
                  os.path.join(self.data, "worker-%s.log" % name), env={"OPENAI_API_KEY": ""})

@@ -347,8 +347,30 @@ class Hostile(Load):
                 while s.poll(0):
                     s.recv_multipart()
                     self.count("replies")
+            self.barrier(s)
         finally:
             s.close(0)
+
+    def barrier(self, s, timeout=10.0):
+        """A valid request, answered: the broker takes one peer's messages
+        in order, so every malformed one sent before it has been counted
+        (and none is lost when the socket closes with LINGER 0). Without
+        this, a bus.stats right after the load may count fewer than sent."""
+        h = make_header("bus.stats", frm="soak-hostile")
+        s.send_multipart([pack(h), pack({})])
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not s.poll(int(left * 1000) + 1):
+                self.count("barrier_timeout")
+                return
+            frames = s.recv_multipart()
+            self.count("replies")
+            try:
+                if len(frames) == 2 and sbtest.unpack(frames[0], strict=False).get("corr") == h["id"]:
+                    return
+            except Exception:
+                pass
 
 
 # ---------------------------------------------------------------------------

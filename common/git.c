@@ -17,18 +17,143 @@
 
 extern char **environ;
 
+/* ------------------------------------------------------------------ */
+/*  Running no program the repository names: the work tree is the model's
+    to write, its .git included, and git's config names programs in many
+    places (filter drivers run by `git add`, core.fsmonitor run by any
+    index refresh, textconv by diff, hooks). Every git started here first
+    lists the config git will read and overrides each such key on the
+    command line, which takes precedence over every config file; the
+    read-only git tools do the same (actors/exec/tools_git.c). */
+
+//  Keys that name a program, as git lists them (section and name lower
+//  case), and the value that makes each run nothing. A NULL section
+//  matches any section; a NULL name any name.
+static const struct {
+    const char *section, *name, *value;
+} s_neutral [] = {
+    { "filter", "clean", "" },
+    { "filter", "smudge", "" },
+    { "filter", "process", "" },
+    { "filter", "required", "false" },
+    { "diff", "textconv", "" },
+    { "diff", "command", "" },
+    { "diff", "external", "" },
+    { "core", "fsmonitor", "false" },
+    { "core", "hookspath", "/dev/null" },
+    { "core", "pager", "cat" },
+    { "core", "editor", ":" },
+    { "core", "sshcommand", "" },
+    { "core", "gitproxy", "" },
+    { "core", "askpass", "" },
+    { "core", "alternaterefscommand", "" },
+    { "sequence", "editor", ":" },
+    { "pager", NULL, "false" },
+    { "merge", "driver", "" },
+    { "uploadpack", "packobjectshook", "" },
+    { "remote", "uploadpack", "" },
+    { "remote", "receivepack", "" },
+    //  Whatever the section: credential.<url>.helper, gpg.<fmt>.program,
+    //  hook.<name>.command (newer git), and the like.
+    { NULL, "helper", "" },
+    { NULL, "program", "" },
+    { NULL, "command", "" },
+    { NULL, "textconv", "" },
+    { NULL, "cmd", "" },
+};
+
+//  Set whatever the listing says, for keys whose default runs something
+//  or that a listing would miss (a value-less multi-valued key).
+const char *const sb_git_always [] = {
+    "core.fsmonitor=false", "core.hooksPath=/dev/null", "core.pager=cat",
+    "diff.external=", "credential.helper=", "core.sshCommand=", "core.editor=:",
+    "core.quotepath=off", NULL,
+};
+
+
+const char *
+sb_git_neutral_value (const char *key, size_t klen)
+{
+    const char *dot1 = memchr (key, '.', klen);
+    if (!dot1)
+        return NULL;
+    const char *dot2 = dot1;
+    for (const char *p = key + klen; p > dot1; p--)
+        if (p [-1] == '.') {
+            dot2 = p - 1;
+            break;
+        }
+    size_t slen = (size_t) (dot1 - key);
+    const char *name = dot2 + 1;
+    size_t nlen = (size_t) (key + klen - name);
+    for (size_t i = 0; i < sizeof s_neutral / sizeof s_neutral [0]; i++) {
+        const char *s = s_neutral [i].section, *n = s_neutral [i].name;
+        if (s && !(strlen (s) == slen && strncmp (s, key, slen) == 0))
+            continue;
+        if (n && !(strlen (n) == nlen && strncmp (n, name, nlen) == 0))
+            continue;
+        return s_neutral [i].value;
+    }
+    return NULL;
+}
+
+
+/*  Runs argv with envp: stdout to *out (NUL-terminated, caller frees;
+    NULL: discarded, at most `max` bytes kept, else -1), stderr to
+    /dev/null. Returns the exit status, or -1. */
+static int s_capture (const char *const *argv, char **envp, size_t max, char **out, size_t *outlen);
+
+/*  `git -C WS config -z --list`, as `-c KEY=VALUE` overrides for every
+    key that names a program, appended to argv (from *argc, at most cap
+    entries). -1 when the config cannot be read or neutralised. */
+static int
+s_neutralise (const char *ws, char **envp, const char **argv, int *argc, int cap, char ***owned)
+{
+    const char *list_argv [] = { "git", "-C", ws, "--no-pager", "config", "-z", "--list", NULL };
+    char *list = NULL;
+    size_t len = 0, n = 0;
+    if (s_capture (list_argv, envp, SB_GIT_CONFIG_MAX, &list, &len) != 0) {
+        free (list);
+        return -1;
+    }
+    int rc = 0;
+    char **kept = NULL;
+    for (size_t i = 0; rc == 0 && i < len; ) {
+        const char *entry = list + i;
+        size_t elen = strnlen (entry, len - i);
+        i += elen + 1;
+        const char *nl = memchr (entry, '\n', elen);
+        size_t klen = nl ? (size_t) (nl - entry) : elen;
+        const char *value = sb_git_neutral_value (entry, klen);
+        if (!value)
+            continue;
+        /* `-c` splits at the first '=': such a key cannot be overridden */
+        char *kv = NULL;
+        char **nk = memchr (entry, '=', klen) || *argc + 2 >= cap ? NULL
+                  : realloc (kept, (n + 2) * sizeof *kept);
+        if (!nk || asprintf (&kv, "%.*s=%s", (int) klen, entry, value) < 0) {
+            if (nk)
+                kept = nk;
+            rc = -1;
+            break;
+        }
+        kept = nk;
+        kept [n++] = kv;
+        kept [n] = NULL;
+        argv [(*argc)++] = "-c";
+        argv [(*argc)++] = kv;
+    }
+    free (list);
+    *owned = kept;
+    return rc;
+}
+
 /*  Runs `git -C WS ARGS...` with GIT_INDEX_FILE=index when index is set.
     Its stdout goes to *out (NUL-terminated, caller frees), stderr to
     /dev/null. Returns git's exit status, or -1. */
 int
 sb_git_run (const char *ws, const char *index, const char *const *args, char **out)
 {
-    const char *argv [24] = { "git", "-C", ws };
-    int argc = 3;
-    for (int k = 0; args [k] && argc < 23; k++)
-        argv [argc++] = args [k];
-    argv [argc] = NULL;
-
     size_t nenv = 0;
     while (environ [nenv])
         nenv++;
@@ -46,11 +171,40 @@ sb_git_run (const char *ws, const char *index, const char *const *args, char **o
     }
     envp [w] = NULL;
 
-    int pipefd [2];
-    if (pipe2 (pipefd, O_CLOEXEC) != 0) {
-        free (envp);
-        return -1;
+    enum { CAP = 3 + 2 * SB_GIT_OVERRIDES_MAX + 24 };
+    const char **argv = calloc (CAP, sizeof *argv);
+    char **owned = NULL;
+    int argc = 0, rc = -1;
+    if (argv) {
+        argv [argc++] = "git";
+        argv [argc++] = "-C";
+        argv [argc++] = ws;
+        argv [argc++] = "--no-pager";
+        for (int k = 0; sb_git_always [k]; k++) {
+            argv [argc++] = "-c";
+            argv [argc++] = sb_git_always [k];
+        }
+        if (s_neutralise (ws, envp, argv, &argc, CAP - 24, &owned) == 0) {
+            for (int k = 0; args [k] && argc < CAP - 1; k++)
+                argv [argc++] = args [k];
+            argv [argc] = NULL;
+            rc = s_capture (argv, envp, SB_GIT_OUT_MAX, out, NULL);
+        }
     }
+    for (size_t k = 0; owned && owned [k]; k++)
+        free (owned [k]);
+    free (owned);
+    free (argv);
+    free (envp);
+    return rc;
+}
+
+static int
+s_capture (const char *const *argv, char **envp, size_t max, char **out, size_t *outlen)
+{
+    int pipefd [2];
+    if (pipe2 (pipefd, O_CLOEXEC) != 0)
+        return -1;
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init (&fa);
     posix_spawn_file_actions_adddup2 (&fa, pipefd [1], 1);
@@ -68,7 +222,6 @@ sb_git_run (const char *ws, const char *index, const char *const *args, char **o
     int rc = posix_spawnp (&pid, "git", &fa, &attr, (char *const *) argv, envp);
     posix_spawn_file_actions_destroy (&fa);
     posix_spawnattr_destroy (&attr);
-    free (envp);
     close (pipefd [1]);
     if (rc != 0) {
         close (pipefd [0]);
@@ -78,7 +231,7 @@ sb_git_run (const char *ws, const char *index, const char *const *args, char **o
     char *buf = malloc (cap);
     while (buf) {
         if (len + 1 == cap) {
-            char *nb = cap < SB_GIT_OUT_MAX ? realloc (buf, cap * 2) : NULL;
+            char *nb = cap < max ? realloc (buf, cap * 2) : NULL;
             if (!nb) {
                 free (buf);
                 buf = NULL;
@@ -101,6 +254,8 @@ sb_git_run (const char *ws, const char *index, const char *const *args, char **o
     if (!buf)
         return -1;
     buf [len] = 0;
+    if (outlen)
+        *outlen = len;
     if (out)
         *out = buf;
     else

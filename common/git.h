@@ -15,9 +15,23 @@
 #define SB_GIT_UNTRACKED_MAX_FILES  5000
 #define SB_GIT_UNTRACKED_MAX_BYTES  (256ll << 20)
 
+#define SB_GIT_CONFIG_MAX         (1u << 20)     /* bytes of config listed to neutralise */
+#define SB_GIT_OVERRIDES_MAX        1000          /* keys naming a program overridden, at most */
+
+/*  Keys of git's config that name a program: the value that makes `key`
+    (klen bytes, as `git config --list` prints it) run nothing, or NULL
+    when it runs nothing anyway. */
+const char *sb_git_neutral_value (const char *key, size_t klen);
+/*  `KEY=VALUE` overrides to pass always (NULL-terminated): keys whose
+    default runs something, or that a listing would miss. */
+extern const char *const sb_git_always [];
+
 /*  Runs `git -C WS ARGS...` (at most 20 arguments) with
     GIT_INDEX_FILE=index when index is set. Its stdout goes to *out
     (NUL-terminated, caller frees; NULL: discarded), stderr to /dev/null.
+    No program the repository's config names runs: every key that names
+    one is overridden with `-c` (git's config is listed first), and a
+    config that cannot be neutralised is not run (-1).
     Returns git's exit status, or -1. */
 int sb_git_run (const char *ws, const char *index, const char *const *args, char **out);
 

@@ -15,7 +15,18 @@ export SB_ROOT="$ROOT"
 export SB_FIXTURES="${SB_FIXTURES:-$ROOT/tests/fixtures/llm}"
 LOGDIR="$ROOT/$BUILD/test-logs"
 mkdir -p "$LOGDIR"
-passed=0; failed=0; skipped=0; failures=()
+passed=0; failed=0; skipped=0; failures=(); recap=()
+
+# What failed, in a few lines: sbtest's closing "FAILED test: message"
+# lines, Criterion's [FAIL] and [----] assertion lines, a shell test's
+# "FAIL: ..." and the runner's own time-limit note. Without any of these,
+# the last lines of the log stand in.
+failure_lines() {  # log
+    local lines
+    lines=$(grep -E '^FAILED |^\[FAIL\] |^\[----\] .*[^[:space:]]|^FAIL: |^timed out after ' "$1" | head -n 40)
+    [ -n "$lines" ] || lines=$(grep -v '^[[:space:]]*$' "$1" | tail -n 3)
+    printf '%s\n' "$lines"
+}
 
 run_one() {  # name, log, command...
     local name=$1 log=$2; shift 2
@@ -33,8 +44,15 @@ run_one() {  # name, log, command...
     else
         failed=$((failed + 1)); failures+=("$name")
         printf '  FAIL  %-44s %6ss (exit %d)\n' "$name" "$dt" "$rc"
-        tail -n 25 "$log" | sed 's/^/        | /'
+        # the log's tail for context (the servers' logs end a failed
+        # Python test), then what failed as the block's last lines
+        grep -v '^FAILED ' "$log" | tail -n 25 | sed 's/^/        | /'
+        local what
+        what=$(failure_lines "$log")
+        printf '%s\n' "$what" | sed 's/^/        > /'
+        while IFS= read -r line; do recap+=("$name: $line"); done < <(printf '%s\n' "$what" | head -n 8)
     fi
+    return $rc
 }
 
 if [ "$WHAT" = all ] || [ "$WHAT" = unit ]; then
@@ -42,8 +60,9 @@ if [ "$WHAT" = all ] || [ "$WHAT" = unit ]; then
     for t in "$BUILD"/tests/test_*; do
         [ -x "$t" ] || continue
         name=$(basename "$t")
-        run_one "unit/$name" "$LOGDIR/$name.log" "$t" --jobs 2
-        grep -h '^\[====\] Synthesis' "$LOGDIR/$name.log" | sed 's/^/        /'
+        # a failed binary's block ends with its failures, not this line
+        run_one "unit/$name" "$LOGDIR/$name.log" "$t" --jobs 2 &&
+            grep -h '^\[====\] Synthesis' "$LOGDIR/$name.log" | sed 's/^/        /'
     done
 fi
 
@@ -79,6 +98,10 @@ if { [ "$WHAT" = all ] || [ "$WHAT" = fuzz ]; } && [ -z "${SB_ASAN:-}" ]; then
 fi
 
 echo
-[ ${#failures[@]} -gt 0 ] && echo "failed: ${failures[*]}"
+if [ ${#failures[@]} -gt 0 ]; then
+    # again at the very end, where a truncated CI log still shows it
+    echo "failed: ${failures[*]}"
+    printf '  %s\n' "${recap[@]}"
+fi
 echo "$passed passed, $failed failed, $skipped skipped"
 [ $failed -eq 0 ]

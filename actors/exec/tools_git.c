@@ -27,6 +27,7 @@
 #include "actors/exec/tools_impl.h"
 #include "actors/exec/path.h"
 #include "actors/exec/spawn.h"
+#include "common/git.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -38,50 +39,6 @@
 #define SB_TOOLS_GIT_CONFIG_MAX      (1024 * 1024)
 #define SB_TOOLS_GIT_OVERRIDES_MAX   1000
 #define SB_TOOLS_GIT_KEY_MAX         1024
-
-//  Keys that name a program, as git lists them (section and name lower
-//  case), and the value that makes each run nothing. A NULL section
-//  matches any section; a NULL name any name.
-static const struct {
-    const char *section, *name, *value;
-} s_neutral [] = {
-    { "filter", "clean", "" },
-    { "filter", "smudge", "" },
-    { "filter", "process", "" },
-    { "filter", "required", "false" },
-    { "diff", "textconv", "" },
-    { "diff", "command", "" },
-    { "diff", "external", "" },
-    { "core", "fsmonitor", "false" },
-    { "core", "hookspath", "/dev/null" },
-    { "core", "pager", "cat" },
-    { "core", "editor", ":" },
-    { "core", "sshcommand", "" },
-    { "core", "gitproxy", "" },
-    { "core", "askpass", "" },
-    { "core", "alternaterefscommand", "" },
-    { "sequence", "editor", ":" },
-    { "pager", NULL, "false" },
-    { "merge", "driver", "" },
-    { "uploadpack", "packobjectshook", "" },
-    { "remote", "uploadpack", "" },
-    { "remote", "receivepack", "" },
-    //  Whatever the section: credential.<url>.helper, gpg.<fmt>.program,
-    //  hook.<name>.command (newer git), and the like.
-    { NULL, "helper", "" },
-    { NULL, "program", "" },
-    { NULL, "command", "" },
-    { NULL, "textconv", "" },
-    { NULL, "cmd", "" },
-};
-
-//  Set whatever the listing says, for keys whose default runs something
-//  or that a listing would miss (a value-less multi-valued key).
-static const char *s_always [] = {
-    "core.fsmonitor=false", "core.hooksPath=/dev/null", "core.pager=cat",
-    "diff.external=", "credential.helper=", "core.sshCommand=", "core.editor=:",
-    "core.quotepath=off",
-};
 
 typedef struct {
     char **v;
@@ -117,33 +74,6 @@ s_strv_free (s_strv_t *sv)
     memset (sv, 0, sizeof *sv);
 }
 
-//  The neutral value for a listed key, or NULL if the key runs nothing.
-static const char *
-s_neutral_value (const char *key, size_t klen)
-{
-    const char *dot1 = memchr (key, '.', klen);
-    if (!dot1)
-        return NULL;
-    const char *dot2 = dot1;
-    for (const char *p = key + klen; p > dot1; p--)
-        if (p [-1] == '.') {
-            dot2 = p - 1;
-            break;
-        }
-    size_t slen = (size_t) (dot1 - key);
-    const char *name = dot2 + 1;
-    size_t nlen = (size_t) (key + klen - name);
-    for (size_t i = 0; i < sizeof s_neutral / sizeof s_neutral [0]; i++) {
-        const char *s = s_neutral [i].section, *n = s_neutral [i].name;
-        if (s && !(strlen (s) == slen && strncmp (s, key, slen) == 0))
-            continue;
-        if (n && !(strlen (n) == nlen && strncmp (n, name, nlen) == 0))
-            continue;
-        return s_neutral [i].value;
-    }
-    return NULL;
-}
-
 //  Adds a `-c key=value` for every key in a `git config -z --list`
 //  output ("key\nvalue\0" or "key\0" per entry) that names a program.
 static int
@@ -156,7 +86,7 @@ s_overrides_from_listing (const char *list, size_t len, s_strv_t *argv, sb_tool_
         i += elen + 1;
         const char *nl = memchr (entry, '\n', elen);
         size_t klen = nl ? (size_t) (nl - entry) : elen;
-        const char *value = s_neutral_value (entry, klen);
+        const char *value = sb_git_neutral_value (entry, klen);
         if (!value)
             continue;
         //  `-c` splits at the first '=', so a key holding one (a quoted
@@ -221,8 +151,8 @@ s_run_git (const sb_tool_ctx_t *ctx, const char *const *cmd, const char *empty,
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < sizeof head / sizeof head [0]; i++)
         rc = s_strv_push (&argv, strdup (head [i]));
-    for (size_t i = 0; rc == 0 && i < sizeof s_always / sizeof s_always [0]; i++)
-        if (s_strv_push (&argv, strdup ("-c")) != 0 || s_strv_push (&argv, strdup (s_always [i])) != 0)
+    for (size_t i = 0; rc == 0 && sb_git_always [i]; i++)
+        if (s_strv_push (&argv, strdup ("-c")) != 0 || s_strv_push (&argv, strdup (sb_git_always [i])) != 0)
             rc = -1;
     if (rc != 0) {
         s_strv_free (&argv);

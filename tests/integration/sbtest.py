@@ -7,6 +7,7 @@ What is here:
 
   skip(reason)              exit 77 with the reason as the last line
   wait_for(cond, timeout)   poll a condition with a deadline (never sleep)
+  read_jsonl(path)          the whole lines of a JSON-lines file being written
   new_id(), now_ms()        ULID-like ids and wall-clock ms
   pack(obj), unpack(buf)    msgpack with str/bin kept apart
   Proc                      a child process with its output in a log file
@@ -123,6 +124,22 @@ def wait_for(cond, timeout, what="condition", interval=0.01):
         if time.monotonic() >= deadline:
             raise TestFailure("timed out after %.1f s waiting for %s" % (timeout, what))
         time.sleep(interval)
+
+
+def read_jsonl(path):
+    """The JSON lines another process appends to `path`, parsed. A last
+    line without its newline is still being written (a reader can see
+    half of a write): it is left for the next read. Missing file: []."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return []
+    out = []
+    for line in data.split(b"\n")[:-1]:
+        if line.strip():
+            out.append(json.loads(line.decode("utf-8", "replace")))
+    return out
 
 
 def tmpdir():
@@ -608,6 +625,7 @@ def run_tests(ns, argv=None):
     for sanitizer reports (a report fails the test); after a failing one
     they are killed and the tails of their logs printed. Exits 0 when all
     pass, 1 otherwise, 77 when a test calls skip()."""
+    global _running
     argv = sys.argv[1:] if argv is None else argv
     tests = [(n, f) for n, f in ns.items() if n.startswith("test_") and callable(f)]
     if argv:
@@ -620,17 +638,26 @@ def run_tests(ns, argv=None):
         skip("no switchboard binary at %s (run make first)" % SB_BIN)
     seed = int(os.environ.get("SB_SEED", str(int(time.time()))))
     print("seed %d (set SB_SEED to repeat)" % seed)
+    # A runner's timeout (tests/run_all.sh) ends a hung script with
+    # SIGTERM: raised inside the running test, it fails that test with
+    # its traceback and logs instead of a silent death. Once only; the
+    # runner's SIGKILL follows if cleanup hangs too.
+    signal.signal(signal.SIGTERM, _on_sigterm)
     failed = []
+    messages = {}
     for name, fn in tests:
         random.seed("%d:%s" % (seed, name))
         mark = len(_procs)
         t0 = time.monotonic()
         ok = False
         try:
+            _running = name
             fn()
             ok = True
-        except Exception:
+        except (Exception, _Terminated) as e:
             failed.append(name)
+            messages[name] = _failure_message(e)
+            _running = None
             print("  FAIL  %-40s %6.2fs" % (name, time.monotonic() - t0))
             traceback.print_exc(file=sys.stdout)
             for p in _procs[mark:]:
@@ -638,6 +665,7 @@ def run_tests(ns, argv=None):
                 for line in p.log().splitlines()[-30:]:
                     print("  | " + line)
         finally:
+            _running = None
             procs = _procs[mark:]
             if ok:
                 # Stop what the test left running, last started first, so
@@ -655,6 +683,7 @@ def run_tests(ns, argv=None):
                             break
                 if reports:
                     failed.append(name)
+                    messages[name] = ["sanitizer report: " + reports[0]]
                     print("  FAIL  %-40s %6.2fs (sanitizer)" % (name, time.monotonic() - t0))
                     for line in reports[:60]:
                         print("  | " + line)
@@ -666,6 +695,51 @@ def run_tests(ns, argv=None):
         sys.stdout.flush()
     _cleanup()
     print("%d of %d passed" % (len(tests) - len(failed), len(tests)))
-    if failed:
-        print("failed: " + " ".join(failed))
+    # The last lines of the output name each failed test with its message,
+    # after every server log: CI shows only the tail (tests/run_all.sh
+    # picks these "FAILED" lines out of the log of a failed file).
+    for name in failed:
+        lines = messages.get(name) or ["(no message)"]
+        print("FAILED %s: %s" % (name, lines[0]))
+        for line in lines[1:]:
+            print("FAILED     " + line)
+    sys.stdout.flush()
     sys.exit(1 if failed else 0)
+
+
+class _Terminated(BaseException):
+    """SIGTERM while a test runs; not an Exception, so no test's own
+    `except Exception` swallows it."""
+
+
+_running = None     # the name of the test running now, for _on_sigterm
+
+
+def _on_sigterm(signum, frame):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if _running is None:
+        return          # between tests: the cleanup ends soon, or SIGKILL does
+    raise _Terminated("terminated by SIGTERM (the runner's time limit?) while this test ran")
+
+
+def _failure_message(e, max_lines=12, max_chars=400):
+    """The failure as a few short lines: the exception's type (unless it is
+    a plain check), its message, and the test line that raised it."""
+    text = str(e) or "(empty message)"
+    if not isinstance(e, (TestFailure, _Terminated)):
+        text = "%s: %s" % (type(e).__name__, text)
+    lines = [l[:max_chars] for l in text.splitlines() if l.strip()] or [type(e).__name__]
+    if len(lines) > max_lines:
+        # the head says what failed, the tail is the newest of what it shows
+        head, tail = max_lines // 3, max_lines - max_lines // 3 - 1
+        lines = lines[:head] + ["... (%d lines, in full above)" % (len(lines) - head - tail)] + lines[-tail:]
+    # where it failed: the line of the test function (its outermost frame
+    # in a test script), after the innermost one if that is another
+    frames = [fs for fs in traceback.extract_tb(e.__traceback__)
+              if os.path.basename(fs.filename).startswith("test_")]
+    where = ["%s:%d in %s" % (os.path.basename(fs.filename), fs.lineno, fs.name)
+             for fs in (frames[-1:] + frames[:1] if len(frames) > 1 else frames)]
+    where = " < ".join(where) if where else None
+    if where:
+        lines[0] = "%s  [%s]" % (lines[0], where)
+    return lines

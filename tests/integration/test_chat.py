@@ -209,7 +209,9 @@ def ask(srv, sid, run_id, call_id, command):
 def test_approvals_inline_answers_and_resolved_elsewhere():
     llm = LLM()
     llm.script("inline", [
-        {"text": "starting", "tool_calls": [{"name": "shell", "arguments": {"command": "sleep 20"},
+        # the run must still be going when the test's Ctrl-C cancels it,
+        # however slowly the steps before it run: the sleep outlasts them
+        {"text": "starting", "tool_calls": [{"name": "shell", "arguments": {"command": "sleep 600"},
                                              "call_id": "c_sleep"}]},
         {"text": "all done"}])
     srv = llm_server(llm, "inline")
@@ -284,7 +286,7 @@ def test_attach_mid_run_shows_it_from_its_start_once():
     llm = LLM()
     llm.script("attach", [
         {"text": "first words before the tool", "tool_calls": [
-            {"name": "shell", "arguments": {"command": "echo marker-$((40+2)); sleep 3"}, "call_id": "c1"}]},
+            {"name": "shell", "arguments": {"command": "echo marker-$((40+2))"}, "call_id": "c1"}]},
         {"text": "the end of the run"}])
     srv = llm_server(llm, "attach")
     ws = tmpdir()
@@ -294,9 +296,15 @@ def test_attach_mid_run_shows_it_from_its_start_once():
     check(rc == 0, "prompt: %s %s", out, err)
     old_run = json.loads(cli(srv, "run-info", "last", "--json")[1])["run_id"]
     wait_run(srv, old_run)
+    # The tool waits for a file the test makes once the chat is attached:
+    # a fixed sleep could end before a slow chat attaches, and the run
+    # would no longer be going.
+    gate = os.path.join(ws, "attached")
     llm.script("attach", [
         {"text": "first words before the tool", "tool_calls": [
-            {"name": "shell", "arguments": {"command": "echo marker-$((40+2)); sleep 3"}, "call_id": "c1"}]},
+            {"name": "shell", "arguments": {"command": "echo marker-$((40+2)); "
+                                                       "while [ ! -e %s ]; do sleep 0.05; done" % gate},
+             "call_id": "c1"}]},
         {"text": "the end of the run"}])
     rc, out, err = cli(srv, "prompt", sid, "the running prompt")
     run_id = json.loads(cli(srv, "run-info", "last", "--json")[1])["run_id"]
@@ -307,6 +315,9 @@ def test_attach_mid_run_shows_it_from_its_start_once():
         t.expect(r"A run is going")
         t.expect(r"> the running prompt")
         t.expect(r"first words before the tool")
+        # attached: the rest of the run comes live
+        with open(gate, "w"):
+            pass
         t.expect(r"marker-42")
         t.expect(r"the end of the run")
         t.expect(r"run %s completed" % run_id)

@@ -48,6 +48,7 @@ def run_pty(argv, env=None, timeout=60):
     os.close(slave)
     out = b""
     deadline = time.monotonic() + timeout
+    exited = False
     while time.monotonic() < deadline:
         r, _, _ = select.select([master], [], [], 0.2)
         if r:
@@ -60,8 +61,12 @@ def run_pty(argv, env=None, timeout=60):
             if not chunk:
                 break
             out += chunk
-        elif p.poll() is not None:
+        elif exited:
             break
+        else:
+            # It may have written its last lines and exited after the
+            # select above: one more select, with it gone, reads them.
+            exited = p.poll() is not None
     os.close(master)
     try:
         rc = p.wait(timeout=max(1, deadline - time.monotonic()))

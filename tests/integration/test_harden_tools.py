@@ -20,7 +20,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import check, run_tests, tmpdir, wait_for  # noqa: E402
+from sbtest import check, run_tests, sb, tmpdir, wait_for  # noqa: E402
 from test_runs_e2e import LLM, LLM_ENV, git_repo, llm_args, new_session, pid_gone, prompt  # noqa: E402
 from test_runs_e2e import results, tape, wait_run  # noqa: E402
 from sbtest import Server  # noqa: E402
@@ -152,6 +152,42 @@ def test_read_only_git_tools_run_no_program_from_the_repository():
           "git_diff does not show the plain diff: %r", res["c_diff"])
     check("+one changed" in res["c_diff_a"]["output"], "git_diff a.txt: %r", res["c_diff_a"])
     server.stop()
+
+
+def test_the_changes_panel_and_summary_run_no_program_from_the_repository():
+    """exec.diff, the baseline each run takes of the work tree, and the
+    one-shot run's change summary stage the work tree with git (`git add`
+    runs clean and process filters, an index refresh runs fsmonitor, diff
+    runs textconv): none may run a program the repository names."""
+    ws, markers = hostile_repo()
+    turns = [{"tool_calls": [{"name": "write_file", "arguments": {"path": "new.txt", "content": "x\n"},
+                              "call_id": "c_w"}]}, {"text": "wrote"}]
+    llm = LLM()
+    llm.script("panel", turns)
+    server = serve(llm, "panel")
+    sid = new_session(server, ws, approval_policy="yolo")
+    m = server.control().request("exec.diff", {"session_id": sid}, timeout=30)
+    check(m.type == "exec.diff.ok" and m.body.get("git") is True, "exec.diff before a run: %r", m.body)
+    run = wait_run(server, prompt(server, sid, "go"), timeout=40)
+    check(run["status"] == "completed", "run %r", run)
+    m = server.control().request("exec.diff", {"session_id": sid}, timeout=30)
+    check(m.type == "exec.diff.ok" and m.body.get("base") == "session"
+          and "new.txt" in [f["path"] for f in m.body.get("files", [])], "exec.diff after the run: %r", m.body)
+    server.stop()
+    ran = sorted(os.listdir(markers))
+    check(not ran, "exec.diff or the run's baseline ran programs named by the repository: %r",
+          {n: open(os.path.join(markers, n)).read() for n in ran})
+    # the one-shot's summary of what changed
+    llm.script("panel", [{"tool_calls": [{"name": "write_file", "arguments": {"path": "other.txt",
+                                                                               "content": "y\n"},
+                                          "call_id": "c_w2"}]}, {"text": "wrote"}])
+    rc, out, err = sb("run", "--goal", "go", "--repo", ws, "--approval", "yolo", "--ephemeral",
+                      *llm_args(llm, "panel"), env=LLM_ENV, timeout=60)
+    check(rc == 0 and " other.txt | 1 +" in out, "run: %d\n%s\n%s", rc, out, err)
+    ran = sorted(os.listdir(markers))
+    check(not ran, "the one-shot's change summary ran programs named by the repository: %r",
+          {n: open(os.path.join(markers, n)).read() for n in ran})
+    llm.stop()
 
 
 # ---------------------------------------------------------------------------

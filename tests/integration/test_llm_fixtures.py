@@ -22,7 +22,7 @@ import urllib.request
 
 sys.dont_write_bytecode = True   # the other test_llm_* files import this one
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import (ROOT, Client, Proc, Server, TestFailure, check, run_tests,  # noqa: E402
+from sbtest import (ROOT, Client, Proc, Server, TestFailure, check, read_jsonl, run_tests,  # noqa: E402
                     tmpdir, wait_for)
 
 FIXTURES = os.environ.get("SB_FIXTURES") or os.path.join(ROOT, "tests", "fixtures", "llm")
@@ -75,14 +75,7 @@ class LlmServer:
     def requests(self, endpoint=None, tag=None):
         """The logged requests, optionally only those of one endpoint kind
         (responses, chat, anthropic, models, token) and one tag."""
-        out = []
-        try:
-            with open(self.log_path, encoding="utf-8") as f:
-                for line in f:
-                    if line.strip():
-                        out.append(json.loads(line))
-        except FileNotFoundError:
-            pass
+        out = read_jsonl(self.log_path)
         if endpoint is not None:
             out = [r for r in out if r.get("endpoint") == endpoint]
         if tag is not None:

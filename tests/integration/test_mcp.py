@@ -27,7 +27,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import ROOT, Proc, Server, check, cli, run_tests, sb, skip, tmpdir, wait_for  # noqa: E402
+from sbtest import (ROOT, Proc, Server, TestFailure, check, cli, read_jsonl, run_tests, sb, skip,  # noqa: E402
+                    tmpdir, wait_for)
 from test_runs_e2e import (LLM, LLM_ENV, call, llm_args, new_session, pid_gone, prompt, results, tape,  # noqa: E402
                            wait_run)
 
@@ -206,7 +207,14 @@ def test_cancel_during_a_call_tells_the_server():
     run = wait_run(server, run_id, timeout=20)
     check(run["status"] == "cancelled", "run %r", run)
     check(time.monotonic() - t0 < 5, "the cancel took %.1f s", time.monotonic() - t0)
-    msgs = [json.loads(line) for line in open(log)]
+    # the executor writes the notification before it ends the run; the
+    # server logs it when it reads it, which may be later
+    try:
+        wait_for(lambda: any(m.get("method") == "notifications/cancelled" for m in read_jsonl(log)), 10,
+                 "the server to log notifications/cancelled")
+    except TestFailure:
+        pass                # the check below says what the server got
+    msgs = read_jsonl(log)
     call_id = [m["id"] for m in msgs if m.get("method") == "tools/call"][0]
     cancels = [m for m in msgs if m.get("method") == "notifications/cancelled"]
     check(cancels and cancels[0]["params"]["requestId"] == call_id, "the server was not told: %r", msgs[-3:])

@@ -25,7 +25,7 @@ import sys
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import (ROOT, Proc, Server, TestFailure, check, run_tests, sb, tmpdir,  # noqa: E402
+from sbtest import (ROOT, Proc, Server, TestFailure, check, read_jsonl, run_tests, sb, tmpdir,  # noqa: E402
                     wait_for)
 
 PY = "/usr/bin/python3"
@@ -74,15 +74,11 @@ class LLM:
     def requests(self, script=None):
         """Every model request logged so far (parsed), optionally of one script."""
         out = []
-        if not os.path.exists(self.logfile):
-            return out
-        with open(self.logfile) as f:
-            for line in f:
-                rec = json.loads(line)
-                if rec.get("endpoint") not in ("responses", "chat", "anthropic"):
-                    continue
-                if script is None or rec.get("params", {}).get("script") == script:
-                    out.append(rec)
+        for rec in read_jsonl(self.logfile):
+            if rec.get("endpoint") not in ("responses", "chat", "anthropic"):
+                continue
+            if script is None or rec.get("params", {}).get("script") == script:
+                out.append(rec)
         return out
 
     def stop(self):

@@ -160,7 +160,10 @@ s_prepare (sb_exec_run_t *run)
     }
     /* what the changes panel compares with: the work tree as the
        session's first run found it (actors/exec/changes.h) */
-    sb_exec_diff_baseline (ws, run->data_dir, run->session_id);
+    if (!rt->baseline_checked) {
+        sb_exec_diff_baseline (ws, run->data_dir, run->session_id);
+        rt->baseline_checked = true;        /* once per session, not per run */
+    }
     sb_runtime_set_config (rt, version, sb_get_str (rec, "provider"), sb_get_str (rec, "model"),
                            sb_get_str (rec, "approval_policy"), (uint32_t) sb_get_uint (rec, "max_steps", 0));
     sb_exec_compact_seed (run, sb_get_uint (rec, "compacted_seq", 0));

@@ -3,10 +3,11 @@ forbidden internal types, and subscribe: replay from a cursor, live
 after it, every seq once and in order, many sessions per client and many
 clients per session."""
 
+import os
 import re
 import threading
 
-from sbtest import Client, check, new_id, run_tests, tmpdir
+from sbtest import Client, check, new_id, run_tests, tmpdir, wait_for
 from gwtest import Gateway, append_batches, append_notes
 
 # Internal types: a browser must never reach them (issue 11).
@@ -172,28 +173,44 @@ def _metric(gw, name):
 def test_a_backlog_goes_out_in_batches_exactly():
     """Frames waiting for one connection go to its socket together (one
     send of up to 64 KiB, framed by the gateway), not one send each; the
-    client still reads every frame whole, in order: 3,000 events of 3 KB
-    (16-bit frame lengths) past a client that reads only once they are
-    all appended: once the sockets' buffers are full the rest waits in
-    the gateway's queue, and goes out in full sends as the client reads."""
+    client still reads every frame whole, in order. 4,000 events of 3 KB
+    (16-bit frame lengths, 12 MB) pass a client that reads nothing until
+    they are all appended: the sockets' buffers take what they can (a few
+    MB; while there is room, an event may go alone, as many as the
+    machine's speed lets through), and the rest waits in the gateway's
+    queue. What is counted is the drain of that queue once the client
+    reads, which does not depend on the machine's speed."""
     gw = Gateway(args=["--http-out-max", str(64 << 20)])
     bus = Client(gw.srv.endpoint("cmd"), name="gwtest")
     w = gw.ws()
     sid = _session(w)
     check(w.call_op("subscribe", {"session_id": sid, "after_seq": 1})["type"] == "subscribed", "subscribe")
-    frames0, sends0 = _metric(gw, "ws_tx_frames_total"), _metric(gw, "ws_tx_sends_total")
-    last = append_batches(bus, sid, 3000, size=3000, batch=100)
-    check(last == 3001, "appends: %d", last)
+    frames0 = _metric(gw, "ws_tx_frames_total")
+    last = append_batches(bus, sid, 4000, size=3000, batch=100)
+    check(last == 4001, "appends: %d", last)
+    # the gateway stops writing once the sockets' buffers are full
+    seen = [None]
+
+    def settled():
+        now = _metric(gw, "ws_tx_frames_total")
+        same, seen[0] = now == seen[0], now
+        return same
+    wait_for(settled, 30, "the gateway to stop writing to a client that does not read", interval=0.3)
+    frames1, sends1 = _metric(gw, "ws_tx_frames_total"), _metric(gw, "ws_tx_sends_total")
     seqs = _events(w, sid, last, timeout=60)
     check(seqs == list(range(2, last + 1)), "%d events, not 2..%d in order", len(seqs), last)
-    frames = _metric(gw, "ws_tx_frames_total") - frames0
-    sends = _metric(gw, "ws_tx_sends_total") - sends0
-    print("  %d frames went out in %d sends" % (frames, sends))
-    check(frames >= 3000, "frames counted: %d", frames)
-    # one send a frame before; at 3 KB a frame a 64 KiB send holds 21, and
-    # the sockets' buffers take only part of the 9 MB (on a loaded machine
-    # the queues, and so the batches, only grow)
-    check(sends * 2 <= frames, "%d frames took %d sends: not batched", frames, sends)
+    frames = _metric(gw, "ws_tx_frames_total") - frames1
+    sends = _metric(gw, "ws_tx_sends_total") - sends1
+    print("  %d frames before the client read; then %d frames in %d sends" % (frames1 - frames0, frames, sends))
+    check(frames >= 1000, "only %d frames waited in the gateway: the sockets took the rest", frames)
+    if os.environ.get("SB_ASAN"):
+        # the gateway refills a connection's queue from the tape page by
+        # page; under ASan the refill is slower than the reader, so few
+        # frames wait at each write: the order above is what is checked
+        print("  the frames-per-send ratio is not checked under ASan (the refill is slower than the reader)")
+    else:
+        # one send a frame before; at 3 KB a frame a 64 KiB send holds 21
+        check(sends * 2 <= frames, "%d queued frames took %d sends: not batched", frames, sends)
     bus.close()
 
 

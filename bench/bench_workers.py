@@ -182,28 +182,33 @@ def one_rep(sbt, nruns):
     # claim to first event: a waiting claim, then a run for it
     api.drain()
     sub = Sub(server.endpoint("pub"), "session/")
-    lat, qlat = [], []
-    for i in range(20):
-        sid = call(api, "session.create", {"workspace": tmpdir(), "approval_policy": "yolo"})["session"]["session_id"]
-        cid = wk.send("run.claim", {"worker_id": "bw", "pool": "bench", "lease_s": 60, "wait_ms": 10000})
-        time.sleep(0.02)
-        a = time.monotonic()
-        call(api, "run.request", {"session_id": sid, "input": "x", "target": {"executor": "worker", "pool": "bench"}})
-        c = wk.wait_reply(cid, timeout=10).body
-        qlat.append((time.monotonic() - a) * 1000)
-        wk.request("session.append", {"session_id": sid, "run_id": c["run_id"], "fence": c["fence"],
-                                      "kind": "note", "body": {"text": "first"}})
-        while True:
-            f = sub.recv_frames(timeout=5)
-            if f is None:
-                raise RuntimeError("no event")
-            body = unpack(f[2])
-            if body.get("kind") == "note" and body.get("session_id") == sid:
-                break
-        lat.append((time.monotonic() - a) * 1000)
-        wk.request("run.complete", {"run_id": c["run_id"], "fence": c["fence"], "status": "completed"})
-    out["claim_event"] = statistics.median(lat)
-    out["claim_reply"] = statistics.median(qlat)
+    def claim_to_event(w, worker_id, pool):
+        """20 runs through a waiting long-poll claim of `w`: the medians of
+        run.request -> the claim's reply, and -> the worker's first entry
+        at the subscriber, ms."""
+        lat, qlat = [], []
+        for i in range(20):
+            sid = call(api, "session.create", {"workspace": tmpdir(), "approval_policy": "yolo"})["session"]["session_id"]
+            cid = w.send("run.claim", {"worker_id": worker_id, "pool": pool, "lease_s": 60, "wait_ms": 10000})
+            time.sleep(0.02)        # the claim is waiting in the run actor
+            a = time.monotonic()
+            call(api, "run.request", {"session_id": sid, "input": "x", "target": {"executor": "worker", "pool": pool}})
+            c = w.wait_reply(cid, timeout=10).body
+            qlat.append((time.monotonic() - a) * 1000)
+            w.request("session.append", {"session_id": sid, "run_id": c["run_id"], "fence": c["fence"],
+                                         "kind": "note", "body": {"text": "first"}})
+            while True:
+                f = sub.recv_frames(timeout=5)
+                if f is None:
+                    raise RuntimeError("no event")
+                body = unpack(f[2])
+                if body.get("kind") == "note" and body.get("session_id") == sid:
+                    break
+            lat.append((time.monotonic() - a) * 1000)
+            w.request("run.complete", {"run_id": c["run_id"], "fence": c["fence"], "status": "completed"})
+        return statistics.median(lat), statistics.median(qlat)
+
+    out["claim_event"], out["claim_reply"] = claim_to_event(wk, "bw", "bench")
 
     # the same over CURVE TCP: a worker key, the worker's socket on tcp
     rc, kout, kerr = sb("keys", "new", "bt", "--data", server.data)
@@ -223,26 +228,7 @@ def one_rep(sbt, nruns):
     wt.sock.curve_serverkey, wt.sock.curve_publickey, wt.sock.curve_secretkey = spub, pub, sec
     wt.sock.connect("tcp://127.0.0.1:%d" % port)
     call(wt, "worker.register", {"worker_id": "bt", "instance_id": "bti", "pool": "tcp"})
-    tlat = []
-    for i in range(20):
-        sid = call(api, "session.create", {"workspace": tmpdir(), "approval_policy": "yolo"})["session"]["session_id"]
-        cid = wt.send("run.claim", {"worker_id": "bt", "pool": "tcp", "lease_s": 60, "wait_ms": 10000})
-        time.sleep(0.02)
-        a = time.monotonic()
-        call(api, "run.request", {"session_id": sid, "input": "x", "target": {"executor": "worker", "pool": "tcp"}})
-        c = wt.wait_reply(cid, timeout=10).body
-        wt.request("session.append", {"session_id": sid, "run_id": c["run_id"], "fence": c["fence"],
-                                      "kind": "note", "body": {"text": "first"}})
-        while True:
-            f = sub.recv_frames(timeout=5)
-            if f is None:
-                raise RuntimeError("no event")
-            body = unpack(f[2])
-            if body.get("kind") == "note" and body.get("session_id") == sid:
-                break
-        tlat.append((time.monotonic() - a) * 1000)
-        wt.request("run.complete", {"run_id": c["run_id"], "fence": c["fence"], "status": "completed"})
-    out["claim_event_tcp"] = statistics.median(tlat)
+    out["claim_event_tcp"], _ = claim_to_event(wt, "bt", "tcp")
     wt.close()
 
     # heartbeat lapse to expired, seen on the event plane

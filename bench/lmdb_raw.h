@@ -48,6 +48,31 @@ sb_raw_value (uint8_t *val, uint64_t seq)
     }
 }
 
+/*  Opens (creating) the raw environment in `dir` with one table, "tape". */
+static inline int
+sb_raw_open (const char *dir, size_t mapsize, MDB_env **env_p, MDB_dbi *dbi)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    *env_p = NULL;
+    int rc = mdb_env_create (&env);
+    if (rc != 0)
+        return rc;
+    rc = mdb_env_set_maxdbs (env, 2);
+    if (rc == 0)
+        rc = mdb_env_set_mapsize (env, mapsize);
+    if (rc == 0)
+        rc = mdb_env_open (env, dir, MDB_NOTLS, 0600);
+    if (rc == 0)
+        rc = mdb_txn_begin (env, NULL, 0, &txn);
+    if (rc == 0)
+        rc = mdb_dbi_open (txn, "tape", MDB_CREATE, dbi);
+    if (rc == 0)
+        rc = mdb_txn_commit (txn);
+    *env_p = env;
+    return rc;
+}
+
 /*  One timed run in the existing empty folder `dir` for `seconds`: returns
     entries/s (and the mean commit time in µs in *txn_us when not NULL), or
     a negative LMDB error code. The map is large enough that it never
@@ -55,22 +80,10 @@ sb_raw_value (uint8_t *val, uint64_t seq)
 static inline double
 sb_raw_run (const char *dir, int batch, double seconds, double *txn_us)
 {
-    MDB_env *env;
+    MDB_env *env = NULL;
     MDB_txn *txn;
     MDB_dbi dbi;
-    int rc = mdb_env_create (&env);
-    if (rc == 0)
-        rc = mdb_env_set_maxdbs (env, 2);
-    if (rc == 0)
-        rc = mdb_env_set_mapsize (env, (size_t) 8 << 30);
-    if (rc == 0)
-        rc = mdb_env_open (env, dir, MDB_NOTLS, 0600);
-    if (rc == 0)
-        rc = mdb_txn_begin (env, NULL, 0, &txn);
-    if (rc == 0)
-        rc = mdb_dbi_open (txn, "tape", MDB_CREATE, &dbi);
-    if (rc == 0)
-        rc = mdb_txn_commit (txn);
+    int rc = sb_raw_open (dir, (size_t) 8 << 30, &env, &dbi);
     uint8_t key [SB_RAW_KEY_LEN], val [SB_RAW_VAL_LEN];
     uint64_t seq = 0, txns = 0;
     double start = sb_raw_now (), elapsed = 0;
@@ -89,7 +102,9 @@ sb_raw_run (const char *dir, int batch, double seconds, double *txn_us)
         if (elapsed >= seconds)
             break;
     }
-    mdb_env_close (env);
+    if (env)
+        if (env)
+            mdb_env_close (env);
     if (rc != 0)
         return rc > 0 ? -rc : rc;
     if (txn_us)
@@ -118,22 +133,10 @@ sb_raw_latency (const char *dir, bool lmdb, int n, double *p50, double *p99)
         return -ENOMEM;
     int rc = 0;
     if (lmdb) {
-        MDB_env *env;
+        MDB_env *env = NULL;
         MDB_txn *txn;
         MDB_dbi dbi;
-        rc = mdb_env_create (&env);
-        if (rc == 0)
-            rc = mdb_env_set_maxdbs (env, 2);
-        if (rc == 0)
-            rc = mdb_env_set_mapsize (env, (size_t) 1 << 30);
-        if (rc == 0)
-            rc = mdb_env_open (env, dir, MDB_NOTLS, 0600);
-        if (rc == 0)
-            rc = mdb_txn_begin (env, NULL, 0, &txn);
-        if (rc == 0)
-            rc = mdb_dbi_open (txn, "tape", MDB_CREATE, &dbi);
-        if (rc == 0)
-            rc = mdb_txn_commit (txn);
+        rc = sb_raw_open (dir, (size_t) 1 << 30, &env, &dbi);
         uint8_t key [SB_RAW_KEY_LEN], val [SB_RAW_VAL_LEN];
         for (int k = 0; k < n && rc == 0; k++) {
             double t = sb_raw_now ();
@@ -147,7 +150,8 @@ sb_raw_latency (const char *dir, bool lmdb, int n, double *p50, double *p99)
                 rc = mdb_txn_commit (txn);
             lat [k] = (sb_raw_now () - t) * 1e6;
         }
-        mdb_env_close (env);
+        if (env)
+            mdb_env_close (env);
         rc = rc > 0? -rc: rc;
     }
     else {

@@ -134,27 +134,41 @@ s_overhead (const sb_exec_run_t *run)
     return bytes;
 }
 
-//  The context's estimated size in tokens, calibrated by the provider's
-//  count for the previous call when there is one.
+//  The tokens that `bytes` of context stand for. Calibrated by the
+//  provider's count for the previous call when there is one: above the
+//  bytes it counted, a token per S_BYTES_PER_TOKEN more; below, its count
+//  in proportion. A provider may count far fewer tokens than bytes / 4
+//  (Anthropic leaves cached tokens out of input_tokens), so the figure
+//  for a smaller context is never that count less the bytes saved, which
+//  would wrap below zero.
 static uint64_t
-s_estimate (const sb_exec_run_t *run)
+s_tokens_for (const sb_exec_run_t *run, size_t bytes)
 {
     const sb_runtime_t *rt = run->runtime;
-    size_t bytes = sb_context_bytes (rt->context);
-    if (rt->last_input_tokens && bytes >= rt->last_bytes)
-        return rt->last_input_tokens + (bytes - rt->last_bytes) / S_BYTES_PER_TOKEN;
+    if (rt->last_input_tokens && rt->last_bytes) {
+        if (bytes >= rt->last_bytes)
+            return rt->last_input_tokens + (bytes - rt->last_bytes) / S_BYTES_PER_TOKEN;
+        return (uint64_t) ((double) rt->last_input_tokens * (double) bytes / (double) rt->last_bytes);
+    }
     return (bytes + s_overhead (run)) / S_BYTES_PER_TOKEN;
 }
 
-//  The context bytes that an estimate of `tokens` stands for.
+//  The context's estimated size in tokens.
+static uint64_t
+s_estimate (const sb_exec_run_t *run)
+{
+    return s_tokens_for (run, sb_context_bytes (run->runtime->context));
+}
+
+//  The context bytes that an estimate of `tokens` stands for: the inverse
+//  of s_tokens_for.
 static size_t
 s_bytes_for (const sb_exec_run_t *run, uint64_t tokens)
 {
     const sb_runtime_t *rt = run->runtime;
-    if (rt->last_input_tokens) {
+    if (rt->last_input_tokens && rt->last_bytes) {
         if (tokens <= rt->last_input_tokens)
-            return rt->last_bytes > (rt->last_input_tokens - tokens) * S_BYTES_PER_TOKEN
-                 ? rt->last_bytes - (size_t) ((rt->last_input_tokens - tokens) * S_BYTES_PER_TOKEN) : 0;
+            return (size_t) ((double) rt->last_bytes * (double) tokens / (double) rt->last_input_tokens);
         return rt->last_bytes + (size_t) ((tokens - rt->last_input_tokens) * S_BYTES_PER_TOKEN);
     }
     size_t want = (size_t) tokens * S_BYTES_PER_TOKEN, over = s_overhead (run);
@@ -477,7 +491,7 @@ sb_exec_compact (sb_exec_run_t *run, sb_compact_mode_t mode, bool *did)
               && (mode != SB_COMPACT_MANUAL || !plan.summarizable)
               && (plan.elided_bytes <= target_bytes || !plan.summarizable);
     if (elide) {
-        uint64_t after = est - (uint64_t) plan.elidable / S_BYTES_PER_TOKEN;
+        uint64_t after = s_tokens_for (run, plan.elided_bytes);
         sb_info (ACTOR, "compacting run=%s method=elide tokens=%llu->%llu through_seq=%llu", run->run_id,
                  (unsigned long long) est, (unsigned long long) after, (unsigned long long) plan.through_seq);
         if (s_append_compacted (run, plan.through_seq, "elide", NULL, est, after))
@@ -508,7 +522,8 @@ sb_exec_compact (sb_exec_run_t *run, sb_compact_mode_t mode, bool *did)
         sb_exec_finish_with (run, "failed", "out of memory");
         return -1;
     }
-    uint64_t after = (plan.kept_bytes + strlen (summary) + s_overhead (run)) / S_BYTES_PER_TOKEN;
+    //  The same count as the estimate's, so that before and after compare
+    uint64_t after = s_tokens_for (run, plan.kept_bytes + strlen (summary));
     sb_info (ACTOR, "compacting run=%s method=summary tokens=%llu->%llu through_seq=%llu", run->run_id,
              (unsigned long long) est, (unsigned long long) after, (unsigned long long) plan.through_seq);
     int rc = s_append_compacted (run, plan.through_seq, "summary", summary, est, after);

@@ -9,7 +9,7 @@
     notification marks its tools stale, a ping is answered, any other
     request of the server is refused (we offer no client capabilities).
 */
-#include "actors/exec/mcp.h"
+#include "actors/exec/mcp_impl.h"
 #include "actors/exec/spawn.h"
 #include "common/log.h"
 
@@ -27,46 +27,9 @@
 #include <unistd.h>
 
 #define ACTOR "exec"
-#define S_PROTOCOL "2025-06-18"
-#define S_STDERR_TAIL 1024
 #define S_STOP_GRACE_MS 200
 #define S_DESC_MAX 4096
 #define S_SCHEMA_MAX (64 * 1024)
-
-enum { S_OK = 0, S_ERROR = -1, S_CANCELLED = -2, S_TIMEOUT = -3, S_DEAD = -4 };
-
-typedef enum { S_NEW, S_READY, S_FAILED } s_state_t;
-static const char *s_state_names [] = { "not started", "ready", "failed" };
-
-typedef struct {
-    char exposed [SB_EXEC_TOOL_NAME_MAX_MCP + 1];
-    char *orig;
-    char *description;
-    char *schema;
-    bool read_only_hint;        //  the server says so: shown, never trusted
-} s_tool_t;
-
-typedef struct {
-    const sb_mcp_server_conf_t *conf;
-    const sb_mcp_config_t *cfg;
-    s_state_t state;
-    char error [512];
-    sb_spawn_proc_t *proc;
-    CURL *curl;
-    char http_session [256];
-    sb_mcp_lines_t lines;
-    int64_t next_id;
-    bool stale;                 //  its tools must be listed again
-    s_tool_t *tools;
-    size_t ntools;
-    int restarts;               //  this run
-    char err_tail [S_STDERR_TAIL + 1];
-    //  The exchange in progress.
-    int64_t want_id;
-    json_t *resp;
-    bool counted;               //  counted in the status table's sessions
-    int64_t used;               //  mono ms of the last exchange
-} s_server_t;
 
 struct sb_mcp_set {
     const sb_mcp_config_t *cfg;
@@ -84,7 +47,6 @@ s_now (void)
     return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void s_status_note (const s_server_t *srv);
 
 
 /* ------------------------------------------------------------------ */
@@ -126,22 +88,27 @@ s_on_message (s_server_t *srv, json_t *m, sb_mcp_msg_kind_t kind, int64_t id)
             srv->stale = true;
     }
     else
-    if (kind == SB_MCP_MSG_REQUEST && srv->proc) {
+    if (kind == SB_MCP_MSG_REQUEST) {
         //  We declare no client capabilities: a ping is answered, the
-        //  rest (sampling, roots, elicitation) refused.
+        //  rest (sampling, roots, elicitation, ...) refused as unknown
+        //  methods, at once, on either transport: a server waits for the
+        //  answer before it answers our call.
         const char *method = json_string_value (json_object_get (m, "method"));
         json_t *r = strcmp (method, "ping") == 0
                   ? json_pack ("{s:s, s:O, s:{}}", "jsonrpc", "2.0", "id", json_object_get (m, "id"), "result")
                   : json_pack ("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", json_object_get (m, "id"),
-                               "error", "code", -32601, "message", "not supported by this client");
-        if (r)
+                               "error", "code", -32601, "message", "Method not found");
+        if (r && srv->proc)
             s_send (srv, r, s_now () + 1000, -1);
+        else
+        if (r)
+            sb_mcp_http_reply (srv, r);
     }
     json_decref (m);
 }
 
-static void
-s_on_line (const char *line, size_t len, void *arg)
+void
+sb_mcp_on_line (const char *line, size_t len, void *arg)
 {
     s_server_t *srv = arg;
     void *json;
@@ -151,54 +118,14 @@ s_on_line (const char *line, size_t len, void *arg)
         s_on_message (srv, json, kind, id);
 }
 
-//  Streamable HTTP answers with SSE: each `data:` line of an event is one
-//  JSON-RPC message in practice (servers do not split them).
-static void
-s_on_sse_line (const char *line, size_t len, void *arg)
-{
-    if (len > 5 && strncmp (line, "data:", 5) == 0) {
-        size_t skip = line [5] == ' ' ? 6 : 5;
-        s_on_line (line + skip, len - skip, arg);
-    }
-}
-
-
 /* ------------------------------------------------------------------ */
 /*  stdio */
-
-static size_t
-s_discard (char *b, size_t size, size_t n, void *arg)
-{
-    return size * n;
-}
 
 static void
 s_stop (s_server_t *srv)
 {
     sb_spawn_proc_stop (&srv->proc, S_STOP_GRACE_MS);
-    if (srv->curl && srv->http_session [0]) {
-        //  Streamable HTTP: a DELETE ends our session at the server.
-        struct curl_slist *hl = NULL;
-        char sess [300];
-        snprintf (sess, sizeof sess, "Mcp-Session-Id: %s", srv->http_session);
-        hl = curl_slist_append (hl, sess);
-        for (size_t k = 0; srv->conf->headers && srv->conf->headers [k]; k++)
-            hl = curl_slist_append (hl, srv->conf->headers [k]);
-        curl_easy_reset (srv->curl);
-        curl_easy_setopt (srv->curl, CURLOPT_URL, srv->conf->url);
-        curl_easy_setopt (srv->curl, CURLOPT_CUSTOMREQUEST, "DELETE");
-        curl_easy_setopt (srv->curl, CURLOPT_HTTPHEADER, hl);
-        curl_easy_setopt (srv->curl, CURLOPT_TIMEOUT_MS, 1000L);
-        curl_easy_setopt (srv->curl, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt (srv->curl, CURLOPT_WRITEFUNCTION, s_discard);
-        curl_easy_setopt (srv->curl, CURLOPT_PROTOCOLS_STR, "http,https");
-        curl_easy_perform (srv->curl);
-        curl_slist_free_all (hl);
-    }
-    if (srv->curl) {
-        curl_easy_cleanup (srv->curl);
-        srv->curl = NULL;
-    }
+    sb_mcp_http_close (srv);
     srv->http_session [0] = 0;
     sb_mcp_lines_clear (&srv->lines);
     json_decref (srv->resp);
@@ -232,11 +159,11 @@ s_fail (s_server_t *srv, const char *fmt, ...)
             *p = ' ';
     srv->state = S_FAILED;
     s_stop (srv);
-    s_status_note (srv);
+    sb_mcp_status_note (srv);
 }
 
-static bool
-s_cancel_ready (int fd)
+bool
+sb_mcp_cancel_ready (int fd)
 {
     if (fd <= 0)
         return false;
@@ -271,7 +198,7 @@ s_send_stdio (s_server_t *srv, const char *data, size_t len, int64_t deadline, i
         char buf [65536];
         ssize_t r = read (sb_spawn_proc_stdout (srv->proc), buf, sizeof buf);
         if (r > 0)
-            sb_mcp_lines_feed (&srv->lines, buf, (size_t) r, s_on_line, srv);
+            sb_mcp_lines_feed (&srv->lines, buf, (size_t) r, sb_mcp_on_line, srv);
         r = read (sb_spawn_proc_stderr (srv->proc), buf, sizeof buf);
         if (r > 0)
             s_tail_add (srv, buf, (size_t) r);
@@ -313,7 +240,7 @@ s_wait_stdio (s_server_t *srv, int64_t deadline, int cancel_fd)
                 char buf [65536];
                 ssize_t r = read (out, buf, sizeof buf);
                 if (r > 0) {
-                    sb_mcp_lines_feed (&srv->lines, buf, (size_t) r, s_on_line, srv);
+                    sb_mcp_lines_feed (&srv->lines, buf, (size_t) r, sb_mcp_on_line, srv);
                     continue;
                 }
                 if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
@@ -325,146 +252,6 @@ s_wait_stdio (s_server_t *srv, int64_t deadline, int cancel_fd)
             return S_DEAD;
     }
     return S_OK;
-}
-
-
-/* ------------------------------------------------------------------ */
-/*  Streamable HTTP */
-
-typedef struct {
-    s_server_t *srv;
-    int64_t deadline;
-    int cancel_fd;
-    bool sse;
-    bool content_type_seen;
-    size_t bytes;
-    sb_mcp_lines_t body;        //  a JSON body is one "line"; SSE is many
-} s_http_t;
-
-static size_t
-s_http_header (char *b, size_t size, size_t n, void *arg)
-{
-    s_http_t *h = arg;
-    size_t len = size * n;
-    if (len > 14 && strncasecmp (b, "mcp-session-id:", 15) == 0) {
-        const char *v = b + 15;
-        while (*v == ' ')
-            v++;
-        size_t vl = (size_t) (b + len - v);
-        while (vl && (v [vl - 1] == '\r' || v [vl - 1] == '\n' || v [vl - 1] == ' '))
-            vl--;
-        if (vl < sizeof h->srv->http_session) {
-            memcpy (h->srv->http_session, v, vl);
-            h->srv->http_session [vl] = 0;
-        }
-    }
-    if (len > 13 && strncasecmp (b, "content-type:", 13) == 0) {
-        h->content_type_seen = true;
-        h->sse = strstr (b, "text/event-stream") != NULL;
-    }
-    return len;
-}
-
-static size_t
-s_http_write (char *b, size_t size, size_t n, void *arg)
-{
-    s_http_t *h = arg;
-    size_t len = size * n;
-    h->bytes += len;
-    if (h->sse)
-        sb_mcp_lines_feed (&h->body, b, len, s_on_sse_line, h->srv);
-    else {
-        //  One JSON document: held whole, within the line bound.
-        if (h->body.len + len > h->body.max)
-            return 0;
-        char *nb = realloc (h->body.buf, h->body.len + len + 1);
-        if (!nb)
-            return 0;
-        h->body.buf = nb;
-        memcpy (nb + h->body.len, b, len);
-        h->body.len += len;
-        nb [h->body.len] = 0;
-    }
-    //  Once the answer is in, the rest of an SSE stream is not ours.
-    return h->srv->resp ? 0 : len;
-}
-
-static int
-s_http_progress (void *arg, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
-{
-    s_http_t *h = arg;
-    return s_cancel_ready (h->cancel_fd) || s_now () > h->deadline;
-}
-
-static int
-s_http_post (s_server_t *srv, const char *data, size_t len, int64_t deadline, int cancel_fd)
-{
-    if (!srv->curl && !(srv->curl = curl_easy_init ()))
-        return S_DEAD;
-    CURL *c = srv->curl;
-    curl_easy_reset (c);
-    struct curl_slist *hl = NULL;
-    hl = curl_slist_append (hl, "Content-Type: application/json");
-    hl = curl_slist_append (hl, "Accept: application/json, text/event-stream");
-    hl = curl_slist_append (hl, "MCP-Protocol-Version: " S_PROTOCOL);
-    char sess [300];
-    if (srv->http_session [0]) {
-        snprintf (sess, sizeof sess, "Mcp-Session-Id: %s", srv->http_session);
-        hl = curl_slist_append (hl, sess);
-    }
-    for (size_t k = 0; srv->conf->headers && srv->conf->headers [k]; k++)
-        hl = curl_slist_append (hl, srv->conf->headers [k]);
-    s_http_t h = { .srv = srv, .deadline = deadline, .cancel_fd = cancel_fd };
-    sb_mcp_lines_init (&h.body, SB_MCP_LINE_MAX);
-    int64_t left = deadline - s_now ();
-    curl_easy_setopt (c, CURLOPT_URL, srv->conf->url);
-    curl_easy_setopt (c, CURLOPT_HTTPHEADER, hl);
-    curl_easy_setopt (c, CURLOPT_POSTFIELDS, data);
-    curl_easy_setopt (c, CURLOPT_POSTFIELDSIZE, (long) len);
-    curl_easy_setopt (c, CURLOPT_HEADERFUNCTION, s_http_header);
-    curl_easy_setopt (c, CURLOPT_HEADERDATA, &h);
-    curl_easy_setopt (c, CURLOPT_WRITEFUNCTION, s_http_write);
-    curl_easy_setopt (c, CURLOPT_WRITEDATA, &h);
-    curl_easy_setopt (c, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt (c, CURLOPT_XFERINFOFUNCTION, s_http_progress);
-    curl_easy_setopt (c, CURLOPT_XFERINFODATA, &h);
-    curl_easy_setopt (c, CURLOPT_TIMEOUT_MS, (long) (left > 0 ? left : 1));
-    curl_easy_setopt (c, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-    curl_easy_setopt (c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt (c, CURLOPT_PROTOCOLS_STR, "http,https");
-    CURLcode rc = curl_easy_perform (c);
-    curl_slist_free_all (hl);
-    long status = 0;
-    curl_easy_getinfo (c, CURLINFO_RESPONSE_CODE, &status);
-    int out = S_OK;
-    if (srv->resp)
-        out = S_OK;
-    else
-    if (rc == CURLE_ABORTED_BY_CALLBACK)
-        out = s_cancel_ready (cancel_fd) ? S_CANCELLED : S_TIMEOUT;
-    else
-    if (rc == CURLE_OPERATION_TIMEDOUT)
-        out = S_TIMEOUT;
-    else
-    if (rc != CURLE_OK) {
-        snprintf (srv->error, sizeof srv->error, "HTTP: %s", curl_easy_strerror (rc));
-        out = S_DEAD;
-    }
-    else
-    if (status == 404 && srv->http_session [0]) {
-        snprintf (srv->error, sizeof srv->error, "HTTP 404: the server forgot our session");
-        out = S_DEAD;
-    }
-    else
-    if (status >= 400) {
-        snprintf (srv->error, sizeof srv->error, "HTTP %ld", status);
-        out = S_DEAD;
-    }
-    else
-    if (!h.sse && h.body.len)
-        s_on_line (h.body.buf, h.body.len, srv);
-    sb_mcp_lines_clear (&h.body);
-    return out;
 }
 
 
@@ -493,7 +280,7 @@ s_send (s_server_t *srv, json_t *msg, int64_t deadline, int cancel_fd)
         free (line);
     }
     else
-        rc = s_http_post (srv, text, strlen (text), deadline, cancel_fd);
+        rc = sb_mcp_http_post (srv, text, strlen (text), deadline, cancel_fd);
     free (text);
     return rc;
 }
@@ -672,7 +459,7 @@ s_list_tools (s_server_t *srv, int cancel_fd)
     srv->tools = tools;
     srv->ntools = n;
     srv->stale = false;
-    s_status_note (srv);
+    sb_mcp_status_note (srv);
     return S_OK;
 }
 
@@ -777,7 +564,7 @@ sb_mcp_set_destroy (sb_mcp_set_t **set_p)
         s_tools_free (srv);
         if (was) {
             srv->state = S_NEW;
-            s_status_note (srv);
+            sb_mcp_status_note (srv);
         }
     }
     free (set->servers);
@@ -835,7 +622,7 @@ sb_mcp_set_stop_idle (sb_mcp_set_t *set, int64_t idle_ms)
             s_stop (srv);
             s_tools_free (srv);
             srv->state = S_NEW;
-            s_status_note (srv);
+            sb_mcp_status_note (srv);
             n++;
         }
     }
@@ -1093,141 +880,4 @@ sb_mcp_set_call (sb_mcp_set_t *set, const char *name, const char *args_json, int
     }
     s_result (res, set->cfg, false, msg, start);
     return -1;
-}
-
-
-/* ------------------------------------------------------------------ */
-/*  Status, for `switchboard mcp list` */
-
-typedef struct {
-    char name [SB_MCP_NAME_MAX + 1];
-    s_state_t state;
-    int sessions;               //  sessions whose server is ready now
-    char tools [4096];          //  "name\tdescription\n"..., cut
-    size_t ntools;
-    char error [512];           //  redacted
-    int64_t updated;            //  ms since the epoch
-} s_status_t;
-
-static pthread_mutex_t s_status_lock = PTHREAD_MUTEX_INITIALIZER;
-static s_status_t s_status [SB_MCP_MAX_SERVERS];
-static size_t s_nstatus;
-
-static s_status_t *
-s_status_find (const char *name, bool add)
-{
-    for (size_t k = 0; k < s_nstatus; k++)
-        if (strcmp (s_status [k].name, name) == 0)
-            return &s_status [k];
-    if (!add || s_nstatus >= SB_MCP_MAX_SERVERS)
-        return NULL;
-    s_status_t *st = &s_status [s_nstatus++];
-    memset (st, 0, sizeof *st);
-    snprintf (st->name, sizeof st->name, "%s", name);
-    return st;
-}
-
-//  Called on the run thread at each state change of a server.
-static void
-s_status_note (const s_server_t *c_srv)
-{
-    s_server_t *srv = (s_server_t *) c_srv;
-    pthread_mutex_lock (&s_status_lock);
-    s_status_t *st = s_status_find (srv->conf->name, true);
-    if (st) {
-        bool ready = srv->state == S_READY;
-        if (ready && !srv->counted)
-            st->sessions++;
-        if (!ready && srv->counted)
-            st->sessions--;
-        srv->counted = ready;
-        st->state = srv->state;
-        struct timespec ts;
-        clock_gettime (CLOCK_REALTIME, &ts);
-        st->updated = (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-        if (srv->state == S_FAILED) {
-            char *red = sb_mcp_redact (srv->cfg, srv->error);
-            snprintf (st->error, sizeof st->error, "%s", red ? red : "");
-            free (red);
-        }
-        if (ready) {
-            st->error [0] = 0;
-            st->tools [0] = 0;
-            st->ntools = srv->ntools;
-            size_t used = 0;
-            for (size_t k = 0; k < srv->ntools && used < sizeof st->tools; k++) {
-                char d [201];
-                size_t dl = strlen (srv->tools [k].description);
-                if (dl > 200) {
-                    dl = 200;
-                    while (dl > 0 && ((unsigned char) srv->tools [k].description [dl] & 0xC0) == 0x80)
-                        dl--;
-                }
-                memcpy (d, srv->tools [k].description, dl);
-                d [dl] = 0;
-                for (char *q = d; *q; q++)
-                    if (*q == '\t' || *q == '\n' || *q == '\r')
-                        *q = ' ';
-                int n = snprintf (st->tools + used, sizeof st->tools - used, "%s\t%c%s\n", srv->tools [k].exposed,
-                                  srv->tools [k].read_only_hint ? 'R' : '-', d);
-                if (n < 0 || (size_t) n >= sizeof st->tools - used) {
-                    st->tools [used] = 0;
-                    break;
-                }
-                used += (size_t) n;
-            }
-        }
-    }
-    pthread_mutex_unlock (&s_status_lock);
-}
-
-void
-sb_mcp_status_encode (const sb_mcp_config_t *cfg, sb_enc_t *e)
-{
-    sb_enc_kstr (e, "config", cfg && cfg->source ? cfg->source : "");
-    sb_enc_key (e, "servers");
-    sb_enc_array_open (e);
-    pthread_mutex_lock (&s_status_lock);
-    for (size_t k = 0; cfg && k < cfg->n; k++) {
-        const sb_mcp_server_conf_t *c = &cfg->servers [k];
-        const s_status_t *st = s_status_find (c->name, false);
-        sb_enc_map_open (e);
-        sb_enc_kstr (e, "name", c->name);
-        sb_enc_kstr (e, "transport", c->argv ? "stdio" : "http");
-        if (c->argv)
-            sb_enc_kstr (e, "command", c->argv [0]);
-        else {
-            //  The URL without its query, which may hold a token.
-            char url [4200];
-            snprintf (url, sizeof url, "%s", c->url);
-            url [strcspn (url, "?#")] = 0;
-            sb_enc_kstr (e, "url", url);
-        }
-        const char *state = !st ? "not started" : st->sessions > 0 ? "running" : s_state_names [st->state];
-        sb_enc_kstr (e, "state", state);
-        sb_enc_kuint (e, "sessions", st && st->sessions > 0 ? (uint64_t) st->sessions : 0);
-        if (st && st->error [0])
-            sb_enc_kstr (e, "error", st->error);
-        if (st && st->updated)
-            sb_enc_kuint (e, "updated_at", (uint64_t) st->updated);
-        sb_enc_key (e, "tools");
-        sb_enc_array_open (e);
-        for (const char *p = st ? st->tools : ""; *p; ) {
-            const char *tab = strchr (p, '\t'), *nl = strchr (p, '\n');
-            if (!tab || !nl || tab > nl)
-                break;
-            sb_enc_map_open (e);
-            sb_enc_key (e, "name");
-            sb_enc_strn (e, p, (size_t) (tab - p));
-            sb_enc_key (e, "description");
-            sb_enc_strn (e, tab + 2, (size_t) (nl - tab - 2));
-            sb_enc_kbool (e, "read_only_hint", tab [1] == 'R');
-            sb_enc_map_close (e);
-            p = nl + 1;
-        }
-        sb_enc_array_close (e);
-        sb_enc_map_close (e);
-    }
-    pthread_mutex_unlock (&s_status_lock);
-    sb_enc_array_close (e);
 }

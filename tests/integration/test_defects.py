@@ -6,17 +6,51 @@ tests/mcp) and fails on the code before its fix.
   - compaction after a provider's overflow, with a provider whose token
     count is far below bytes / 4 (Anthropic counts cached tokens apart):
     the run completes, every token figure is in range;
+  - an MCP server over streamable HTTP (tests/mcp/http_server.py) that
+    pings the client inside a tools/call gets its answer at once, and its
+    elicitation, sampling and roots requests get "method not found";
 """
 import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import Server, check, cli, run_tests, tmpdir, wait_for  # noqa: E402
-from test_runs_e2e import LLM, LLM_ENV, call, new_session, prompt, tape, wait_run  # noqa: E402
+from sbtest import ROOT, Proc, Server, check, cli, read_jsonl, run_tests, tmpdir, wait_for  # noqa: E402
+from test_runs_e2e import LLM, LLM_ENV, call, llm_args, new_session, prompt, results, tape, wait_run  # noqa: E402
 from test_compaction import OUTPUT, SUMMARY, WINDOW, check_window, compactions, with_tools, workspace  # noqa: E402
 
 MAX_TOKENS = 1 << 40            # schemas: a token figure above this is refused
+HTTP_MCP = os.path.join(ROOT, "tests", "mcp", "http_server.py")
+
+
+class HttpMcp:
+    """tests/mcp/http_server.py on an ephemeral loopback port."""
+
+    def __init__(self, token=None):
+        d = tmpdir()
+        self.portfile, self.logfile = os.path.join(d, "port"), os.path.join(d, "mcp.jsonl")
+        argv = ["/usr/bin/python3", HTTP_MCP, "--portfile", self.portfile, "--log", self.logfile]
+        self.proc = Proc(argv + (["--token", token] if token else []), os.path.join(d, "mcp.log"))
+        wait_for(lambda: os.path.exists(self.portfile), 10, "the HTTP MCP server to listen")
+        with open(self.portfile) as f:
+            self.url = "http://127.0.0.1:%s/mcp" % f.read().strip()
+
+    def log(self):
+        return read_jsonl(self.logfile)
+
+    def stop(self):
+        self.proc.stop()
+
+
+def mcp_config(servers):
+    path = os.path.join(tmpdir(), "mcp.json")
+    with open(path, "w") as f:
+        json.dump({"mcpServers": servers}, f)
+    return path
+
+
+def tool_turn(*specs):
+    return {"tool_calls": [{"name": n, "arguments": a, "call_id": c} for c, n, a in specs]}
 
 
 # ---------------------------------------------------------------------------
@@ -60,6 +94,36 @@ def test_overflow_with_a_low_token_count_compacts_and_completes():
     finally:
         srv.stop()
         llm.stop()
+
+
+# ---------------------------------------------------------------------------
+# 2. server-to-client requests over streamable HTTP
+
+def test_http_mcp_server_requests_are_answered_during_a_call():
+    mcp = HttpMcp()
+    llm = LLM()
+    llm.script("ping", [tool_turn(("c_ping", "mcp__h__ping_me", {}), ("c_ask", "mcp__h__ask", {})),
+                        {"text": "done"}])
+    srv = Server(args=llm_args(llm, "ping") + ["--mcp-config", mcp_config({"h": {"url": mcp.url}})],
+                 env=LLM_ENV).start()
+    try:
+        sid = new_session(srv, tmpdir(), approval_policy="yolo")
+        r = wait_run(srv, prompt(srv, sid, "ping"), timeout=40)
+        check(r["status"] == "completed", "the run ended %s: %s", r["status"], r.get("reason"))
+        res = results(tape(srv, sid))
+        ping = res["c_ping"]
+        check(ping["ok"] is True and 'ping answer {"jsonrpc": "2.0", "result": {}}' in ping["output"],
+              "ping: %r", ping)
+        ms = int(ping["output"].rsplit(" in ", 1)[1].split()[0])
+        check(ms < 5000, "the ping took %d ms to be answered", ms)
+        ask = res["c_ask"]
+        for method in ("elicitation/create", "sampling/createMessage", "roots/list"):
+            check("%s: -32601" % method in ask["output"], "%s not refused as unknown: %r", method, ask)
+        print("  figure: ping answered in %d ms; %s" % (ms, ask["output"]))
+    finally:
+        srv.stop()
+        llm.stop()
+        mcp.stop()
 
 
 if __name__ == "__main__":

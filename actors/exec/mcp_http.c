@@ -1,0 +1,257 @@
+/*  actors/exec/mcp_http.c — the Streamable HTTP transport of the MCP
+    client (actors/exec/mcp_impl.h, docs/mcp.md).
+
+    Each JSON-RPC message is one POST; the server answers with one JSON
+    document or an SSE stream, in which it may also send requests of its
+    own (a ping) before its answer. Those are answered by a POST of their
+    own on a second handle, while the exchange's stream is still open.
+*/
+#include "actors/exec/mcp_impl.h"
+#include "common/log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define ACTOR "exec"
+
+//  Streamable HTTP answers with SSE: each `data:` line of an event is one
+//  JSON-RPC message in practice (servers do not split them).
+static void
+s_on_sse_line (const char *line, size_t len, void *arg)
+{
+    if (len > 5 && strncmp (line, "data:", 5) == 0) {
+        size_t skip = line [5] == ' ' ? 6 : 5;
+        sb_mcp_on_line (line + skip, len - skip, arg);
+    }
+}
+
+
+static size_t
+s_discard (char *b, size_t size, size_t n, void *arg)
+{
+    return size * n;
+}
+
+typedef struct {
+    s_server_t *srv;
+    int64_t deadline;
+    int cancel_fd;
+    bool sse;
+    bool content_type_seen;
+    size_t bytes;
+    sb_mcp_lines_t body;        //  a JSON body is one "line"; SSE is many
+} s_http_t;
+
+//  The request headers of every POST to the server: ours, the session's
+//  and the configured ones. Returns the list (the caller frees it).
+static struct curl_slist *
+s_http_headers (s_server_t *srv)
+{
+    struct curl_slist *hl = NULL;
+    hl = curl_slist_append (hl, "Content-Type: application/json");
+    hl = curl_slist_append (hl, "Accept: application/json, text/event-stream");
+    hl = curl_slist_append (hl, "MCP-Protocol-Version: " S_PROTOCOL);
+    if (srv->http_session [0]) {
+        char sess [300];
+        snprintf (sess, sizeof sess, "Mcp-Session-Id: %s", srv->http_session);
+        hl = curl_slist_append (hl, sess);
+    }
+    for (size_t k = 0; srv->conf->headers && srv->conf->headers [k]; k++)
+        hl = curl_slist_append (hl, srv->conf->headers [k]);
+    return hl;
+}
+
+static size_t
+s_http_header (char *b, size_t size, size_t n, void *arg)
+{
+    s_http_t *h = arg;
+    size_t len = size * n;
+    if (len > 14 && strncasecmp (b, "mcp-session-id:", 15) == 0) {
+        const char *v = b + 15;
+        while (*v == ' ')
+            v++;
+        size_t vl = (size_t) (b + len - v);
+        while (vl && (v [vl - 1] == '\r' || v [vl - 1] == '\n' || v [vl - 1] == ' '))
+            vl--;
+        if (vl < sizeof h->srv->http_session) {
+            memcpy (h->srv->http_session, v, vl);
+            h->srv->http_session [vl] = 0;
+        }
+    }
+    if (len > 13 && strncasecmp (b, "content-type:", 13) == 0) {
+        h->content_type_seen = true;
+        h->sse = strstr (b, "text/event-stream") != NULL;
+    }
+    return len;
+}
+
+static size_t
+s_http_write (char *b, size_t size, size_t n, void *arg)
+{
+    s_http_t *h = arg;
+    size_t len = size * n;
+    h->bytes += len;
+    if (h->sse)
+        sb_mcp_lines_feed (&h->body, b, len, s_on_sse_line, h->srv);
+    else {
+        //  One JSON document: held whole, within the line bound.
+        if (h->body.len + len > h->body.max)
+            return 0;
+        char *nb = realloc (h->body.buf, h->body.len + len + 1);
+        if (!nb)
+            return 0;
+        h->body.buf = nb;
+        memcpy (nb + h->body.len, b, len);
+        h->body.len += len;
+        nb [h->body.len] = 0;
+    }
+    //  Once the answer is in, the rest of an SSE stream is not ours.
+    return h->srv->resp ? 0 : len;
+}
+
+static int
+s_http_progress (void *arg, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
+{
+    s_http_t *h = arg;
+    return sb_mcp_cancel_ready (h->cancel_fd) || sb_mono_ms () > h->deadline;
+}
+
+int
+sb_mcp_http_post (s_server_t *srv, const char *data, size_t len, int64_t deadline, int cancel_fd)
+{
+    if (!srv->curl && !(srv->curl = curl_easy_init ()))
+        return S_DEAD;
+    CURL *c = srv->curl;
+    curl_easy_reset (c);
+    struct curl_slist *hl = s_http_headers (srv);
+    s_http_t h = { .srv = srv, .deadline = deadline, .cancel_fd = cancel_fd };
+    sb_mcp_lines_init (&h.body, SB_MCP_LINE_MAX);
+    int64_t left = deadline - sb_mono_ms ();
+    curl_easy_setopt (c, CURLOPT_URL, srv->conf->url);
+    curl_easy_setopt (c, CURLOPT_HTTPHEADER, hl);
+    curl_easy_setopt (c, CURLOPT_POSTFIELDS, data);
+    curl_easy_setopt (c, CURLOPT_POSTFIELDSIZE, (long) len);
+    curl_easy_setopt (c, CURLOPT_HEADERFUNCTION, s_http_header);
+    curl_easy_setopt (c, CURLOPT_HEADERDATA, &h);
+    curl_easy_setopt (c, CURLOPT_WRITEFUNCTION, s_http_write);
+    curl_easy_setopt (c, CURLOPT_WRITEDATA, &h);
+    curl_easy_setopt (c, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt (c, CURLOPT_XFERINFOFUNCTION, s_http_progress);
+    curl_easy_setopt (c, CURLOPT_XFERINFODATA, &h);
+    curl_easy_setopt (c, CURLOPT_TIMEOUT_MS, (long) (left > 0 ? left : 1));
+    curl_easy_setopt (c, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+    curl_easy_setopt (c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt (c, CURLOPT_PROTOCOLS_STR, "http,https");
+    CURLcode rc = curl_easy_perform (c);
+    curl_slist_free_all (hl);
+    long status = 0;
+    curl_easy_getinfo (c, CURLINFO_RESPONSE_CODE, &status);
+    int out = S_OK;
+    if (srv->resp)
+        out = S_OK;
+    else
+    if (rc == CURLE_ABORTED_BY_CALLBACK)
+        out = sb_mcp_cancel_ready (cancel_fd) ? S_CANCELLED : S_TIMEOUT;
+    else
+    if (rc == CURLE_OPERATION_TIMEDOUT)
+        out = S_TIMEOUT;
+    else
+    if (rc != CURLE_OK) {
+        snprintf (srv->error, sizeof srv->error, "HTTP: %s", curl_easy_strerror (rc));
+        out = S_DEAD;
+    }
+    else
+    if (status == 404 && srv->http_session [0]) {
+        snprintf (srv->error, sizeof srv->error, "HTTP 404: the server forgot our session");
+        out = S_DEAD;
+    }
+    else
+    if (status >= 400) {
+        snprintf (srv->error, sizeof srv->error, "HTTP %ld", status);
+        out = S_DEAD;
+    }
+    else
+    if (!h.sse && h.body.len)
+        sb_mcp_on_line (h.body.buf, h.body.len, srv);
+    sb_mcp_lines_clear (&h.body);
+    return out;
+}
+
+
+//  Answers a request the server made inside the stream of one of ours
+//  (a ping during tools/call): streamable HTTP takes the answer as a POST
+//  of its own. The exchange's handle is busy in its callback, so this
+//  uses a second one (libcurl refuses only a call on the same handle);
+//  the server answers 202 at once, and a failure is the server's to see.
+void
+sb_mcp_http_reply (s_server_t *srv, json_t *msg)
+{
+    char *text = json_dumps (msg, JSON_COMPACT);
+    json_decref (msg);
+    if (!text)
+        return;
+    if (!srv->reply_curl)
+        srv->reply_curl = curl_easy_init ();
+    CURL *c = srv->reply_curl;
+    if (c) {
+        curl_easy_reset (c);
+        struct curl_slist *hl = s_http_headers (srv);
+        curl_easy_setopt (c, CURLOPT_URL, srv->conf->url);
+        curl_easy_setopt (c, CURLOPT_HTTPHEADER, hl);
+        curl_easy_setopt (c, CURLOPT_POSTFIELDS, text);
+        curl_easy_setopt (c, CURLOPT_POSTFIELDSIZE, (long) strlen (text));
+        curl_easy_setopt (c, CURLOPT_WRITEFUNCTION, s_discard);
+        curl_easy_setopt (c, CURLOPT_TIMEOUT_MS, 5000L);
+        curl_easy_setopt (c, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+        curl_easy_setopt (c, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt (c, CURLOPT_PROTOCOLS_STR, "http,https");
+        CURLcode rc = curl_easy_perform (c);
+        if (rc != CURLE_OK)
+            sb_warn (ACTOR, "MCP server %s: cannot answer its request: %s", srv->conf->name, curl_easy_strerror (rc));
+        curl_slist_free_all (hl);
+    }
+    free (text);
+}
+
+
+void
+sb_mcp_http_close (s_server_t *srv)
+{
+    if (srv->curl && srv->http_session [0]) {
+        //  Streamable HTTP: a DELETE ends our session at the server.
+        struct curl_slist *hl = NULL;
+        char sess [300];
+        snprintf (sess, sizeof sess, "Mcp-Session-Id: %s", srv->http_session);
+        hl = curl_slist_append (hl, sess);
+        for (size_t k = 0; srv->conf->headers && srv->conf->headers [k]; k++)
+            hl = curl_slist_append (hl, srv->conf->headers [k]);
+        curl_easy_reset (srv->curl);
+        curl_easy_setopt (srv->curl, CURLOPT_URL, srv->conf->url);
+        curl_easy_setopt (srv->curl, CURLOPT_CUSTOMREQUEST, "DELETE");
+        curl_easy_setopt (srv->curl, CURLOPT_HTTPHEADER, hl);
+        curl_easy_setopt (srv->curl, CURLOPT_TIMEOUT_MS, 1000L);
+        curl_easy_setopt (srv->curl, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt (srv->curl, CURLOPT_WRITEFUNCTION, s_discard);
+        curl_easy_setopt (srv->curl, CURLOPT_PROTOCOLS_STR, "http,https");
+        curl_easy_perform (srv->curl);
+        curl_slist_free_all (hl);
+    }
+    if (srv->curl) {
+        curl_easy_cleanup (srv->curl);
+        srv->curl = NULL;
+    }
+    if (srv->reply_curl) {
+        curl_easy_cleanup (srv->reply_curl);
+        srv->reply_curl = NULL;
+    }
+    if (srv->curl) {
+        curl_easy_cleanup (srv->curl);
+        srv->curl = NULL;
+    }
+    if (srv->reply_curl) {
+        curl_easy_cleanup (srv->reply_curl);
+        srv->reply_curl = NULL;
+    }
+}

@@ -1,0 +1,80 @@
+/*  actors/exec/mcp_impl.h — what the MCP client's files share.
+
+    Not a public header: only actors/exec/mcp*.c include it.
+      mcp.c        the set of a session's servers, the exchanges, stdio
+      mcp_http.c   the Streamable HTTP transport
+      mcp_status.c the table `switchboard mcp list` shows
+      mcp_rpc.c    the line reader and the JSON-RPC classifier
+      mcp_config.c the configuration file */
+#ifndef SB_MCP_IMPL_H
+#define SB_MCP_IMPL_H
+
+#include "actors/exec/mcp.h"
+#include "actors/exec/spawn.h"
+
+#include <curl/curl.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define S_PROTOCOL "2025-06-18"
+#define S_STDERR_TAIL 1024
+
+enum { S_OK = 0, S_ERROR = -1, S_CANCELLED = -2, S_TIMEOUT = -3, S_DEAD = -4 };
+
+typedef enum { S_NEW, S_READY, S_FAILED } s_state_t;
+
+typedef struct {
+    char exposed [SB_EXEC_TOOL_NAME_MAX_MCP + 1];
+    char *orig;
+    char *description;
+    char *schema;
+    bool read_only_hint;        //  the server says so: shown, never trusted
+} s_tool_t;
+
+typedef struct {
+    const sb_mcp_server_conf_t *conf;
+    const sb_mcp_config_t *cfg;
+    s_state_t state;
+    char error [512];
+    sb_spawn_proc_t *proc;
+    CURL *curl;
+    CURL *reply_curl;           //  answers to the server's requests, sent during an exchange
+    char http_session [256];
+    sb_mcp_lines_t lines;
+    int64_t next_id;
+    bool stale;                 //  its tools must be listed again
+    s_tool_t *tools;
+    size_t ntools;
+    int restarts;               //  this run
+    char err_tail [S_STDERR_TAIL + 1];
+    //  The exchange in progress.
+    int64_t want_id;
+    json_t *resp;
+    bool counted;               //  counted in the status table's sessions
+    int64_t used;               //  mono ms of the last exchange
+} s_server_t;
+
+//  Handles one line of JSON-RPC from the server (a response, a
+//  notification or a request, which is answered). `arg` is the server.
+void sb_mcp_on_line (const char *line, size_t len, void *arg);
+
+//  True when the cancel eventfd `fd` (0 or less: none) is readable.
+bool sb_mcp_cancel_ready (int fd);
+
+//  POSTs one JSON-RPC message and reads the answer (JSON or SSE) into the
+//  server's exchange. S_OK, or S_TIMEOUT, S_CANCELLED, S_DEAD with
+//  srv->error set.
+int sb_mcp_http_post (s_server_t *srv, const char *data, size_t len, int64_t deadline, int cancel_fd);
+
+//  Answers (takes) `msg`, a request the server made during an exchange.
+void sb_mcp_http_reply (s_server_t *srv, json_t *msg);
+
+//  Notes a server's state in the status table (actors/exec/mcp_status.c);
+//  called on the run thread at each state change of a server.
+void sb_mcp_status_note (const s_server_t *srv);
+
+//  Ends our session at the server (DELETE) and frees the handles.
+void sb_mcp_http_close (s_server_t *srv);
+
+#endif

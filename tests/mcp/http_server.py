@@ -1,0 +1,166 @@
+#!/usr/bin/python3
+"""A streamable-HTTP MCP server for tests/integration/test_defects.py
+(stdlib only), one that does what real servers may: ask the client things
+in the middle of a call, forget its sessions, want authorization.
+
+    http_server.py --port 0 --portfile FILE --log FILE [--token T]
+
+Tools:
+  ok        answers "fine"
+  ping_me   sends a ping to the client inside the call's SSE stream, waits
+            for the answer (POSTed back), and answers with it and the time
+  ask       the same with elicitation/create, sampling/createMessage and
+            roots/list, one after the other, and answers with what came back
+  forget    answers, then forgets every session: the next request that
+            names one gets 404, as after a server restart
+
+With --token T every request without "Authorization: Bearer T" gets 401.
+Every JSON-RPC message received is appended to --log as one JSON line
+{"session": ..., "msg": ...}; every 404 and 401 as {"status": N}.
+"""
+import argparse
+import json
+import os
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+TOOLS = ["ok", "ping_me", "ask", "forget"]
+lock = threading.Lock()
+sessions = set()
+waiting = {}                    # server request id -> [Event, answer]
+args = None
+
+
+def log(rec):
+    with lock, open(args.log, "a") as f:
+        f.write(json.dumps(rec) + "\n")
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.0"   # the body ends when we close
+
+    def log_message(self, *a):
+        pass
+
+    def answer(self, status, body=None, headers=()):
+        data = json.dumps(body).encode() if body is not None else b""
+        self.send_response(status)
+        if body is not None:
+            self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in headers:
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_DELETE(self):
+        with lock:
+            sessions.discard(self.headers.get("Mcp-Session-Id"))
+        self.answer(200)
+
+    def do_POST(self):
+        if args.token and self.headers.get("Authorization") != "Bearer " + args.token:
+            log({"status": 401})
+            return self.answer(401, {"error": "unauthorized"},
+                               [("WWW-Authenticate", 'Bearer resource_metadata="http://127.0.0.1/.well-known"')])
+        n = int(self.headers.get("Content-Length") or 0)
+        msg = json.loads(self.rfile.read(n))
+        sid = self.headers.get("Mcp-Session-Id")
+        log({"session": sid, "msg": msg})
+        method, mid = msg.get("method"), msg.get("id")
+        if method == "initialize":
+            sid = uuid.uuid4().hex
+            with lock:
+                sessions.add(sid)
+            return self.answer(200, {"jsonrpc": "2.0", "id": mid, "result": {
+                "protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                "serverInfo": {"name": "http-test", "version": "1"}}}, [("Mcp-Session-Id", sid)])
+        with lock:
+            known = sid in sessions
+        if not known:
+            log({"status": 404})
+            return self.answer(404, {"jsonrpc": "2.0", "id": None,
+                                     "error": {"code": -32001, "message": "Session not found"}})
+        if method is None:
+            # the client's answer to one of our requests
+            with lock:
+                w = waiting.get(mid)
+            if w:
+                w[1] = msg
+                w[0].set()
+            return self.answer(202)
+        if mid is None:
+            return self.answer(202)
+        if method == "tools/list":
+            return self.answer(200, {"jsonrpc": "2.0", "id": mid, "result": {"tools": [
+                {"name": t, "description": "test " + t, "inputSchema": {"type": "object", "properties": {}}}
+                for t in TOOLS]}})
+        if method == "tools/call":
+            return self.call(mid, msg["params"]["name"])
+        return self.answer(200, {"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "no"}})
+
+    def event(self, msg):
+        self.wfile.write(b"event: message\ndata: " + json.dumps(msg).encode() + b"\n\n")
+        self.wfile.flush()
+
+    def ask(self, method, params):
+        """Sends one request to the client in this stream; returns (answer, ms)."""
+        rid = "srv-" + uuid.uuid4().hex[:8]
+        w = [threading.Event(), None]
+        with lock:
+            waiting[rid] = w
+        t0 = time.monotonic()
+        self.event({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        w[0].wait(60)
+        with lock:
+            waiting.pop(rid, None)
+        return w[1], int((time.monotonic() - t0) * 1000)
+
+    def call(self, mid, name):
+        def result(text):
+            return {"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": text}]}}
+        if name in ("ok", "forget"):
+            self.answer(200, result("fine"))
+            if name == "forget":
+                with lock:
+                    sessions.clear()
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        if name == "ping_me":
+            ans, ms = self.ask("ping", {})
+            self.event(result("ping answer %s in %d ms" % (json.dumps(ans and {k: ans[k] for k in ans if k != "id"}),
+                                                          ms)))
+        else:
+            out = []
+            for method, params in (("elicitation/create", {"message": "name?", "requestedSchema": {"type": "object"}}),
+                                   ("sampling/createMessage", {"messages": [], "maxTokens": 10}),
+                                   ("roots/list", {})):
+                ans, ms = self.ask(method, params)
+                code = ans and ans.get("error", {}).get("code")
+                out.append("%s: %s in %d ms" % (method, code, ms))
+            self.event(result("; ".join(out)))
+
+
+def main():
+    global args
+    p = argparse.ArgumentParser()
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--portfile", required=True)
+    p.add_argument("--log", required=True)
+    p.add_argument("--token")
+    args = p.parse_args()
+    srv = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    srv.daemon_threads = True
+    tmp = args.portfile + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(str(srv.server_address[1]))
+    os.rename(tmp, args.portfile)
+    srv.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

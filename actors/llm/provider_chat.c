@@ -200,6 +200,34 @@ s_stop_reason (const char *finish)
     return "end";
 }
 
+//  Emits a delta's content: a string, or a list of parts (Mistral streams
+//  its reasoning models so): {"type":"text","text"} is text, and
+//  {"type":"thinking","thinking"} is thinking, itself a string or a list
+//  of text parts (one level: a part's text is a string). Other parts (an
+//  image, a reference) carry no text.
+static int
+s_content (sb_mapper_t *self, json_t *content, sb_chunk_kind_t kind)
+{
+    if (json_is_string (content))
+        return json_string_length (content)
+             ? sb_mapper_emit_text (self, kind, json_string_value (content), json_string_length (content)) : 0;
+    size_t i;
+    json_t *part;
+    json_array_foreach (content, i, part) {
+        const char *type = sb_provider_jstr (part, "type");
+        int rc = 0;
+        json_t *text = json_object_get (part, "text");
+        if (s_streq (type, "text") && json_is_string (text))
+            rc = s_content (self, text, kind);
+        else
+        if (s_streq (type, "thinking") && kind == SB_CHUNK_TEXT)
+            rc = s_content (self, json_object_get (part, "thinking"), SB_CHUNK_THINKING);
+        if (rc)
+            return -1;
+    }
+    return 0;
+}
+
 int
 sb_provider_chat_map (sb_mapper_t *self, const char *event, json_t *data, const char *raw, size_t len)
 {
@@ -243,10 +271,7 @@ sb_provider_chat_map (sb_mapper_t *self, const char *event, json_t *data, const 
         &&  sb_mapper_emit_text (self, SB_CHUNK_THINKING, json_string_value (thinking),
                                  json_string_length (thinking)))
             return -1;
-        json_t *content = json_object_get (delta, "content");
-        if (json_is_string (content)
-        &&  sb_mapper_emit_text (self, SB_CHUNK_TEXT, json_string_value (content),
-                                 json_string_length (content)))
+        if (s_content (self, json_object_get (delta, "content"), SB_CHUNK_TEXT))
             return -1;
         json_t *calls = json_object_get (delta, "tool_calls");
         size_t i;

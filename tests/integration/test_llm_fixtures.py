@@ -247,6 +247,16 @@ EXPECT = {
          "arguments": '{"pattern": "TODO"}'},
         usage(120, 31),
     ], ("ok", "tool_calls")),
+    # Mistral streams its reasoning models with delta.content as a list of
+    # parts: thinking (its own list of text parts) and text
+    "chat-content-parts.sse": ("chat", [
+        {"kind": "thinking", "text": "The person wants "},
+        {"kind": "thinking", "text": "a greeting."},
+        {"kind": "text", "text": "Hello"},
+        {"kind": "text", "text": ", world."},
+        {"kind": "text", "text": " Plain too."},
+        usage(21, 19),
+    ], ("ok", "end")),
     "anthropic-thinking-tool.sse": ("anthropic", [
         {"kind": "thinking", "text": "The user wants the tests run."},
         {"kind": "reasoning_state", "data": {
@@ -366,6 +376,10 @@ def test_responses_rate_limited():
 
 def test_chat_tools():
     run_fixture("chat-tools.sse")
+
+
+def test_chat_content_parts():
+    run_fixture("chat-content-parts.sse")
 
 
 def test_anthropic_thinking_tool():

@@ -152,6 +152,14 @@ s_handle_start (self_t *self, sb_msg_t *msg)
         if (run->timeout_s > SB_RUN_TIMEOUT_MAX_S)
             run->timeout_s = SB_RUN_TIMEOUT_MAX_S;
         run->max_output_tokens = sb_get_uint (lim, "max_output_tokens", 0);
+        /* what the run made before this start (an approval across a restart) */
+        run->steps = sb_get_uint (msg->body, "steps", 0);
+        const sb_val_t *usage = sb_get_map (msg->body, "usage");
+        if (sb_get (usage, "input_tokens")) {
+            run->input_tokens = sb_get_uint (usage, "input_tokens", 0);
+            run->output_tokens = sb_get_uint (usage, "output_tokens", 0);
+            run->usage_known = true;
+        }
         run->deadline = sb_mono_ms () + (int64_t) run->timeout_s * 1000;
         snprintf (run->text.kind, sizeof run->text.kind, "text.delta");
         snprintf (run->thinking.kind, sizeof run->thinking.kind, "thinking.delta");

@@ -595,6 +595,7 @@ s_handle_heartbeat (self_t *self, sb_msg_t *msg)
         s_copy (lease->phase, sizeof lease->phase, sb_get_str (msg->body, "phase"));
         lease->steps = sb_get_uint (msg->body, "steps", lease->steps);
         lease->input_tokens = sb_get_uint (msg->body, "input_tokens", lease->input_tokens);
+        lease->tokens_known = lease->tokens_known || sb_get (msg->body, "input_tokens");
         lease->output_tokens = sb_get_uint (msg->body, "output_tokens", lease->output_tokens);
     }
     bool changed = r.status != status_before;
@@ -648,6 +649,7 @@ s_handle_finish (self_t *self, sb_msg_t *msg)
     const sb_val_t *u = sb_get_map (msg->body, "usage");
     r.input_tokens = sb_get_uint (u, "input_tokens", r.input_tokens);
     r.output_tokens = sb_get_uint (u, "output_tokens", r.output_tokens);
+    r.tokens_known = r.tokens_known || sb_get (u, "input_tokens");
     r.phase [0] = 0;
     zhashx_delete (self->leases, r.run_id);
     sb_run_save (self, &r, false, true, NULL);

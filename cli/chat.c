@@ -109,10 +109,11 @@ s_summary (chat_t *c)
     stdout = sb_screen_out (c->screen);
     sb_transcript_flush (c->t);
     const sb_transcript_tally_t *t = sb_transcript_tally (c->t);
-    printf ("%s[run %s %s · steps %llu · tokens %llu in / %llu out]%s\n",
+    char tokens [96];
+    sb_transcript_tokens (t, tokens, sizeof tokens);
+    printf ("%s[run %s %s · steps %llu · %s]%s\n",
             sb_screen_color (c->screen) ? "\033[2m" : "", c->run, t->final [0] ? t->final : "ended",
-            (unsigned long long) t->steps, (unsigned long long) t->in_tokens, (unsigned long long) t->out_tokens,
-            sb_screen_color (c->screen) ? "\033[0m" : "");
+            (unsigned long long) t->steps, tokens, sb_screen_color (c->screen) ? "\033[0m" : "");
     stdout = real;
 }
 

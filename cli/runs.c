@@ -236,10 +236,14 @@ s_print_run (const sb_val_t *run, bool json, bool one_line)
     if (sb_get_str (run, "worker_id"))
         printf ("worker      %s (instance %s)\n", sb_get_str (run, "worker_id"),
                 sb_get_str (run, "instance_id") ? sb_get_str (run, "instance_id") : "-");
-    printf ("fence       %llu\nsteps       %llu\ntokens      %llu in / %llu out\n",
-            (unsigned long long) sb_get_uint (run, "fence", 0), (unsigned long long) sb_get_uint (run, "steps", 0),
-            (unsigned long long) sb_get_uint (run, "input_tokens", 0),
-            (unsigned long long) sb_get_uint (run, "output_tokens", 0));
+    printf ("fence       %llu\nsteps       %llu\n", (unsigned long long) sb_get_uint (run, "fence", 0),
+            (unsigned long long) sb_get_uint (run, "steps", 0));
+    /* absent: no model call of the run reported them */
+    if (sb_get (run, "input_tokens"))
+        printf ("tokens      %llu in / %llu out\n", (unsigned long long) sb_get_uint (run, "input_tokens", 0),
+                (unsigned long long) sb_get_uint (run, "output_tokens", 0));
+    else
+        printf ("tokens      unknown\n");
     if (sb_get_str (run, "approval_policy")) printf ("approval    %s\n", sb_get_str (run, "approval_policy"));
     if (sb_get_str (run, "input")) printf ("input       %s\n", sb_get_str (run, "input"));
 }

@@ -385,6 +385,15 @@ s_on_run_status (sb_transcript_t *self, const sb_val_t *body)
         return 0;
     self->npending = 0;
     sb_transcript_tally_t *t = &self->tally;
+    /* the run's own account, when the entry carries it (the usage
+       entries miss a call the provider refused) */
+    if (sb_get (body, "steps"))
+        t->steps = sb_get_uint (body, "steps", 0);
+    if (sb_get (body, "input_tokens")) {
+        t->in_tokens = sb_get_uint (body, "input_tokens", 0);
+        t->out_tokens = sb_get_uint (body, "output_tokens", 0);
+        t->tokens_known = true;
+    }
     snprintf (t->final, sizeof t->final, "%s", status);
     snprintf (t->reason, sizeof t->reason, "%s", reason ? reason : "");
     s_scrub (t->final);
@@ -515,6 +524,7 @@ sb_transcript_feed (sb_transcript_t *self, const sb_val_t *ev)
     if (strcmp (kind, "usage") == 0) {
         self->tally.in_tokens += sb_get_uint (body, "input_tokens", 0);
         self->tally.out_tokens += sb_get_uint (body, "output_tokens", 0);
+        self->tally.tokens_known |= sb_get (body, "input_tokens") != NULL;
         self->tally.steps++;
     }
     else
@@ -613,15 +623,26 @@ sb_transcript_flush (sb_transcript_t *self)
 }
 
 void
+sb_transcript_tokens (const sb_transcript_tally_t *t, char *out, size_t size)
+{
+    if (t->tokens_known)
+        snprintf (out, size, "tokens %llu in / %llu out", (unsigned long long) t->in_tokens,
+                  (unsigned long long) t->out_tokens);
+    else
+        snprintf (out, size, "tokens unknown");
+}
+
+void
 sb_transcript_summary (sb_transcript_t *self, double secs)
 {
     s_endline (self);
     const sb_transcript_tally_t *t = &self->tally;
     bool why = t->reason [0] && sb_run_status_from_name (t->final) != SB_RUN_completed;
-    printf ("%srun %s %s%s%s · steps %llu · tokens %llu in / %llu out · %.1f s", BOLD (self),
+    char tokens [96];
+    sb_transcript_tokens (t, tokens, sizeof tokens);
+    printf ("%srun %s %s%s%s · steps %llu · %s · %.1f s", BOLD (self),
             self->run_id [0] ? self->run_id : "?", t->final [0] ? t->final : "unfinished",
-            why ? ": " : "", why ? t->reason : "", (unsigned long long) t->steps,
-            (unsigned long long) t->in_tokens, (unsigned long long) t->out_tokens, secs);
+            why ? ": " : "", why ? t->reason : "", (unsigned long long) t->steps, tokens, secs);
     if (t->refused)
         printf (" · %u tool%s refused", t->refused, t->refused == 1 ? "" : "s");
     printf ("%s\n", OFF (self));

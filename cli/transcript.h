@@ -26,11 +26,13 @@ typedef struct {
     bool live;                  /* a terminal: the running-tool status line */
 } sb_transcript_opts_t;
 
-/*  What one run did, counted from its tool.result and usage entries. */
+/*  What one run did, counted from its tool.result and usage entries (one
+    per model call), then taken from its final run.status, which says. */
 typedef struct {
     char final [16];            /* the final status once seen, else "" */
     char reason [512];
     uint64_t steps, in_tokens, out_tokens;
+    bool tokens_known;          /* a call reported them: else "unknown", never 0 */
     unsigned tools, refused;    /* tool results; of them refused by the policy */
     unsigned mutating, mutating_refused;
     char policy [32];           /* of the last refusal */
@@ -62,6 +64,10 @@ const sb_transcript_tally_t *sb_transcript_tally (const sb_transcript_t *self);
 /*  The closing lines of a followed run: "run ID STATUS · steps · tokens ·
     seconds · refused", then, when the run tried changes and the policy
     refused every one, a last line that says so with the fix command. */
+/*  "tokens N in / M out", or "tokens unknown" when no model call of the
+    run reported them, into out. */
+void sb_transcript_tokens (const sb_transcript_tally_t *t, char *out, size_t size);
+
 void sb_transcript_summary (sb_transcript_t *self, double secs);
 
 #endif

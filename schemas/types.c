@@ -124,6 +124,9 @@ static const sb_field_t s_tape_run_status [] = {
     { "run_id", SB_T_STR, true, ID_MAX, NULL, "run" },
     { "status", SB_T_STR, true, 16, NULL, "new status" },
     { "reason", SB_T_STR, false, 1 KB, NULL, "why" },
+    { "steps", SB_T_UINT, false, 0, NULL, "a final status: the model calls the run made", RANGE_COUNT },
+    { "input_tokens", SB_T_UINT, false, 0, NULL, "a final status: tokens in (absent: unknown)", RANGE_COUNT },
+    { "output_tokens", SB_T_UINT, false, 0, NULL, "a final status: tokens out (absent: unknown)", RANGE_COUNT },
     END };
 static const sb_field_t s_tape_tool_call [] = {
     { "call_id", SB_T_STR, true, 128, NULL, "call id, unique in the session (the provider's when it is)" },

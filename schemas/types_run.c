@@ -139,6 +139,8 @@ static const sb_field_t s_exec_start [] = {
     { "resume_from", SB_T_STR, false, ID_MAX, NULL, "the run this one continues" },
     { "approval_policy", SB_T_STR, false, 16, NULL, "policy for this run" },
     { "limits", SB_T_MAP, false, 0, s_limits, "limits" },
+    { "steps", SB_T_UINT, false, 0, NULL, "model calls the run made before this start", RANGE_COUNT },
+    { "usage", SB_T_MAP, false, 0, s_usage, "tokens the run used before this start (absent: unknown)" },
     END
 };
 static const sb_field_t s_exec_start_ok [] = {

@@ -93,7 +93,7 @@ turn and streams it in the format of that endpoint:
                                            # encrypted_content "enc-<n>" / signature "sig-<n>"
      "tool_calls": [{"name": "write_file", "arguments": {"path": "a.txt"},  # object or string
                      "call_id": "call_1"}],                                 # optional
-     "usage": {"input_tokens": 10, "output_tokens": 5},
+     "usage": {"input_tokens": 10, "output_tokens": 5},   # false: chat streams send none
      "variant": "cut",                     # optional, as above, for this turn only
      "status": 500, "retry_after": 1,      # optional: fail this turn with HTTP status instead
      "overflow": true}                     # optional: fail it with the context overflow error
@@ -252,6 +252,7 @@ class Turn:
         self.text_pieces = text_pieces        # iterable of str (may be lazy)
         self.reasoning = reasoning
         self.tool_calls = list(tool_calls)
+        self.no_usage = usage is False        # chat: no usage chunk, as many local servers
         self.usage = usage or {}
         self.n = n                            # turn number, for ids
         self.piece = piece
@@ -363,8 +364,9 @@ def gen_chat(turn):
             yield False, chunk({"tool_calls": [{"index": i, "function": {"arguments": p}}]})
     yield False, chunk({}, "tool_calls" if turn.tool_calls else "stop")
     inp, out = turn.tokens()
-    yield False, sse(None, dict(base, choices=[], usage={
-        "prompt_tokens": inp, "completion_tokens": out, "total_tokens": inp + out}))
+    if not turn.no_usage:
+        yield False, sse(None, dict(base, choices=[], usage={
+            "prompt_tokens": inp, "completion_tokens": out, "total_tokens": inp + out}))
     yield True, b"data: [DONE]\n\n"
 
 

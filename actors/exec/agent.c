@@ -38,8 +38,10 @@ s_heartbeat (sb_exec_run_t *run, sb_bus_t *bus, sb_enc_t *e)
     sb_enc_kuint (e, "fence", run->fence);
     sb_enc_kstr (e, "phase", s_phases [atomic_load (&run->phase)]);
     sb_enc_kuint (e, "steps", atomic_load (&run->steps));
-    sb_enc_kuint (e, "input_tokens", atomic_load (&run->input_tokens));
-    sb_enc_kuint (e, "output_tokens", atomic_load (&run->output_tokens));
+    if (atomic_load (&run->usage_known)) {
+        sb_enc_kuint (e, "input_tokens", atomic_load (&run->input_tokens));
+        sb_enc_kuint (e, "output_tokens", atomic_load (&run->output_tokens));
+    }
     sb_enc_map_close (e);
     size_t len;
     const uint8_t *b = sb_enc_data (e, &len);
@@ -79,6 +81,38 @@ s_heartbeat_thread (void *arg)
 /* ------------------------------------------------------------------ */
 /*  The runtime: workspace, config and the model context from the tape */
 
+/*  Counts a model call of this run that the tape holds (its usage entry):
+    a run that waited for an approval across a restart made them under
+    the executor before this one. */
+static void
+s_count_call (sb_exec_run_t *run, const sb_val_t *ev)
+{
+    const char *kind = sb_get_str (ev, "kind");
+    const char *rid = sb_get_str (ev, "run_id");
+    if (!kind || strcmp (kind, "usage") != 0 || !rid || strcmp (rid, run->run_id) != 0)
+        return;
+    const sb_val_t *body = sb_get_map (ev, "body");
+    run->tape_steps++;
+    run->tape_in += sb_get_uint (body, "input_tokens", 0);
+    run->tape_out += sb_get_uint (body, "output_tokens", 0);
+    if (sb_get (body, "input_tokens"))
+        atomic_store (&run->usage_known, true);
+}
+
+/*  Takes what the tape says the run made before, when that is more than
+    the run's record said (whose figures may predate a crash). */
+static void
+s_count_done (sb_exec_run_t *run)
+{
+    run->counting = false;
+    if (run->tape_steps > atomic_load (&run->steps))
+        atomic_store (&run->steps, run->tape_steps);
+    if (run->tape_in > atomic_load (&run->input_tokens))
+        atomic_store (&run->input_tokens, run->tape_in);
+    if (run->tape_out > atomic_load (&run->output_tokens))
+        atomic_store (&run->output_tokens, run->tape_out);
+}
+
 /*  Reads the tape after what the context has seen. */
 static int
 s_catch_up (sb_exec_run_t *run)
@@ -102,6 +136,8 @@ s_catch_up (sb_exec_run_t *run)
         }
         const sb_val_t *events = sb_get_array (reply->body, "events");
         for (uint32_t k = 0; events && k < events->len; k++) {
+            if (run->counting)
+                s_count_call (run, sb_array_at (events, k));
             /* approvals and unanswered calls, as the tape says (actors/exec/policy.h) */
             sb_policy_feed (run->runtime->policy, sb_array_at (events, k), run->runtime->workspace);
             if (sb_context_add (ctx, sb_array_at (events, k)) != 0) {
@@ -327,7 +363,10 @@ s_answer_waiting (sb_exec_run_t *run)
 static void
 s_agent_loop (sb_exec_run_t *run)
 {
-    if (s_prepare (run))
+    run->counting = true;
+    int prc = s_prepare (run);
+    s_count_done (run);
+    if (prc)
         return;
     /* calls of this very run without results: it waited for an approval */
     bool waiting = sb_policy_unanswered (run->runtime->policy, run->run_id, NULL, 0) > 0;
@@ -427,11 +466,13 @@ s_report (sb_exec_run_t *run)
     sb_enc_kstr (e, "status", run->status);
     sb_enc_kstr (e, "reason", run->reason);
     sb_enc_kuint (e, "steps", atomic_load (&run->steps));
-    sb_enc_key (e, "usage");
-    sb_enc_map_open (e);
-    sb_enc_kuint (e, "input_tokens", atomic_load (&run->input_tokens));
-    sb_enc_kuint (e, "output_tokens", atomic_load (&run->output_tokens));
-    sb_enc_map_close (e);
+    if (atomic_load (&run->usage_known)) {
+        sb_enc_key (e, "usage");
+        sb_enc_map_open (e);
+        sb_enc_kuint (e, "input_tokens", atomic_load (&run->input_tokens));
+        sb_enc_kuint (e, "output_tokens", atomic_load (&run->output_tokens));
+        sb_enc_map_close (e);
+    }
     sb_enc_map_close (e);
     size_t len;
     const uint8_t *b = sb_enc_data (e, &len);

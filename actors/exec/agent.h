@@ -81,6 +81,9 @@ struct sb_exec_run {
     atomic_bool lost;           /* fenced or no longer ours: exit without reporting */
     atomic_int phase;           /* 0 idle, 1 model, 2 tool, 3 waiting_approval */
     atomic_uint_fast64_t steps, input_tokens, output_tokens;
+    atomic_bool usage_known;    /* a model call reported usage: else the tokens are unknown */
+    bool counting;              /* the tape read before the loop: count this run's calls on it */
+    uint64_t tape_steps, tape_in, tape_out;  /* what it found */
     sb_runtime_t *runtime;      /* checked out of the cache; returned when done */
     sb_bus_t *bus;              /* the run thread's own socket */
     int64_t deadline;           /* mono ms, from timeout_s */

@@ -199,11 +199,18 @@ s_threshold_pct (void)
 /* ------------------------------------------------------------------ */
 /*  The summary call */
 
+//  The usage a summary call reported, for the run's account and the tape.
+typedef struct {
+    bool known;
+    uint64_t in, out;
+} s_usage_t;
+
 //  Streams one llm.stream request (no tools) and gathers its text into
-//  *out (malloc'd). Returns 0; -1 with the run's status set (failed or
-//  cancelled); -2 when the provider said the request overflows.
+//  *out (malloc'd), and what it reports of its usage into *usage.
+//  Returns 0; -1 with the run's status set (failed or cancelled); -2 when
+//  the provider said the request overflows.
 static int
-s_stream_text (sb_exec_run_t *run, const uint8_t *body, size_t blen, char **out, size_t *outlen)
+s_stream_text (sb_exec_run_t *run, const uint8_t *body, size_t blen, char **out, size_t *outlen, s_usage_t *usage)
 {
     *out = NULL;
     *outlen = 0;
@@ -260,6 +267,12 @@ s_stream_text (sb_exec_run_t *run, const uint8_t *body, size_t blen, char **out,
                 if (kind && strcmp (kind, "open") == 0) {
                     snprintf (stream_id, sizeof stream_id, "%s", sb_get_str (msg->body, "stream_id"));
                     snprintf (llm_instance, sizeof llm_instance, "%s", msg->h.from);
+                }
+                else
+                if (kind && strcmp (kind, "usage") == 0) {
+                    usage->known = true;
+                    usage->in += sb_get_uint (msg->body, "input_tokens", 0);
+                    usage->out += sb_get_uint (msg->body, "output_tokens", 0);
                 }
                 else
                 if (rc == 1 && kind && strcmp (kind, "text") == 0 && text && *text) {
@@ -356,7 +369,8 @@ s_summary_request (sb_exec_run_t *run, const sb_context_plan_t *plan, size_t max
 //  text to store (malloc'd), or NULL with the run's status set, or NULL
 //  with *overflow when even the smallest request overflowed.
 static char *
-s_summarize (sb_exec_run_t *run, const sb_context_plan_t *plan, uint64_t budget_tokens, bool *overflow)
+s_summarize (sb_exec_run_t *run, const sb_context_plan_t *plan, uint64_t budget_tokens, bool *overflow,
+             s_usage_t *usage)
 {
     *overflow = false;
     //  The request's own size is estimated at the uncalibrated rate, and
@@ -374,8 +388,12 @@ s_summarize (sb_exec_run_t *run, const sb_context_plan_t *plan, uint64_t budget_
         char *text = NULL;
         size_t tlen = 0;
         sb_info (ACTOR, "summarizing run=%s messages_before=%zu request_bytes=%zu", run->run_id, plan->cut, len);
-        int rc = s_stream_text (run, b, len, &text, &tlen);
+        int rc = s_stream_text (run, b, len, &text, &tlen, usage);
         sb_enc_destroy (&e);
+        //  A model call like any other: the run counts it (and its tokens)
+        atomic_fetch_add (&run->steps, 1);
+        if (usage->known)
+            atomic_store (&run->usage_known, true);
         if (rc == 0 && tlen == 0) {
             sb_exec_finish_with (run, "failed", "the model answered the summary request with no text");
             return NULL;
@@ -394,12 +412,22 @@ s_summarize (sb_exec_run_t *run, const sb_context_plan_t *plan, uint64_t budget_
 /* ------------------------------------------------------------------ */
 /*  Compaction */
 
+//  Appends the compaction, after the usage entry of its summary call when
+//  it made one (`usage` NULL: an elision, no call).
 static int
 s_append_compacted (sb_exec_run_t *run, uint64_t through_seq, const char *method, const char *summary,
-                    uint64_t before, uint64_t after_estimate)
+                    uint64_t before, uint64_t after_estimate, const s_usage_t *usage)
 {
     sb_enc_t *e = sb_enc_new ();
     sb_enc_array_open (e);
+    if (usage) {
+        sb_exec_entry_open (e, "usage");
+        if (usage->known) {
+            sb_enc_kuint (e, "input_tokens", usage->in);
+            sb_enc_kuint (e, "output_tokens", usage->out);
+        }
+        sb_exec_entry_close (e);
+    }
     sb_exec_entry_open (e, "context.compacted");
     sb_enc_kuint (e, "through_seq", through_seq);
     sb_enc_kstr (e, "summary", summary ? summary : "");
@@ -412,6 +440,10 @@ s_append_compacted (sb_exec_run_t *run, uint64_t through_seq, const char *method
     sb_enc_destroy (&e);
     if (rc)
         return -1;
+    if (usage) {
+        atomic_fetch_add (&run->input_tokens, usage->in);
+        atomic_fetch_add (&run->output_tokens, usage->out);
+    }
     //  The provider's count was for the context before: no longer a base.
     run->runtime->last_input_tokens = 0;
     return sb_exec_catch_up (run);
@@ -494,7 +526,7 @@ sb_exec_compact (sb_exec_run_t *run, sb_compact_mode_t mode, bool *did)
         uint64_t after = s_tokens_for (run, plan.elided_bytes);
         sb_info (ACTOR, "compacting run=%s method=elide tokens=%llu->%llu through_seq=%llu", run->run_id,
                  (unsigned long long) est, (unsigned long long) after, (unsigned long long) plan.through_seq);
-        if (s_append_compacted (run, plan.through_seq, "elide", NULL, est, after))
+        if (s_append_compacted (run, plan.through_seq, "elide", NULL, est, after, NULL))
             return -1;
         *did = true;
         run->ctx_estimate = s_estimate (run);
@@ -509,7 +541,8 @@ sb_exec_compact (sb_exec_run_t *run, sb_compact_mode_t mode, bool *did)
     if (!plan.summarizable)
         return 0;
     bool overflow;
-    char *text = s_summarize (run, &plan, budget, &overflow);
+    s_usage_t usage = { false, 0, 0 };
+    char *text = s_summarize (run, &plan, budget, &overflow, &usage);
     if (!text) {
         if (overflow)
             sb_exec_finish_with (run, "failed", "the summary request overflowed the model's context window twice: %s",
@@ -526,7 +559,7 @@ sb_exec_compact (sb_exec_run_t *run, sb_compact_mode_t mode, bool *did)
     uint64_t after = s_tokens_for (run, plan.kept_bytes + strlen (summary));
     sb_info (ACTOR, "compacting run=%s method=summary tokens=%llu->%llu through_seq=%llu", run->run_id,
              (unsigned long long) est, (unsigned long long) after, (unsigned long long) plan.through_seq);
-    int rc = s_append_compacted (run, plan.through_seq, "summary", summary, est, after);
+    int rc = s_append_compacted (run, plan.through_seq, "summary", summary, est, after, &usage);
     free (summary);
     if (rc)
         return -1;

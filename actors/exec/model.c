@@ -325,7 +325,7 @@ sb_exec_record_step (sb_exec_run_t *run, sb_exec_step_t *step)
 {
     /* a stream cancelled before it produced anything leaves nothing to
        record, and the session refuses an empty batch */
-    if (!step->text_len && !step->nstates && !step->usage && !step->ncalls)
+    if (!step->text_len && !step->nstates && !step->usage && !step->ncalls && strcmp (step->stop, "cancelled") == 0)
         return 0;
     sb_enc_t *e = sb_enc_new ();
     sb_enc_array_open (e);
@@ -340,12 +340,17 @@ sb_exec_record_step (sb_exec_run_t *run, sb_exec_step_t *step)
         sb_enc_kstr (e, "data", step->states [k]);
         sb_exec_entry_close (e);
     }
-    if (step->usage) {
+    {
+        /* one per model call, so that a transcript counts the calls; the
+           tokens only when the provider reported them (else unknown) */
         sb_exec_entry_open (e, "usage");
-        sb_enc_kuint (e, "input_tokens", step->in_tokens);
-        sb_enc_kuint (e, "output_tokens", step->out_tokens);
-        sb_enc_kuint (e, "cached_tokens", step->cached_tokens);
-        sb_enc_kuint (e, "reasoning_tokens", step->reasoning_tokens);
+        if (step->usage) {
+            sb_enc_kuint (e, "input_tokens", step->in_tokens);
+            sb_enc_kuint (e, "output_tokens", step->out_tokens);
+            sb_enc_kuint (e, "cached_tokens", step->cached_tokens);
+            sb_enc_kuint (e, "reasoning_tokens", step->reasoning_tokens);
+            atomic_store (&run->usage_known, true);
+        }
         if (run->runtime->context_window) {
             sb_enc_kuint (e, "context_tokens", run->ctx_estimate);
             sb_enc_kuint (e, "context_window", run->runtime->context_window);

@@ -132,6 +132,16 @@ s_on_start_fence (self_t *self, call_t *call, const sb_msg_t *reply)
     if (r.kind [0]) sb_enc_kstr (e, "kind", r.kind);
     if (r.approval_policy [0]) sb_enc_kstr (e, "approval_policy", r.approval_policy);
     sb_run_limits_encode (&r, e);
+    /* what the run made before (it waited for an approval across a
+       restart): the executor counts on from there */
+    if (r.steps) sb_enc_kuint (e, "steps", r.steps);
+    if (r.tokens_known) {
+        sb_enc_key (e, "usage");
+        sb_enc_map_open (e);
+        sb_enc_kuint (e, "input_tokens", r.input_tokens);
+        sb_enc_kuint (e, "output_tokens", r.output_tokens);
+        sb_enc_map_close (e);
+    }
     sb_enc_map_close (e);
     sb_run_job_set (self, r.run_id, JOB_EXEC_START, 0);
     /* the run's fence is durable already (session.fence waited for it),

@@ -58,6 +58,14 @@ s_enc_status_entry (sb_enc_t *e, const run_t *r)
     sb_enc_kstr (e, "status", sb_run_status_name (r->status));
     if (r->reason [0])
         sb_enc_kstr (e, "reason", r->reason);
+    /* the run's own account, once it is final: what a transcript shows
+       (the tape's usage entries miss a call the provider refused) */
+    if (sb_run_status_is_final (r->status) && r->steps)
+        sb_enc_kuint (e, "steps", r->steps);
+    if (sb_run_status_is_final (r->status) && r->tokens_known) {
+        sb_enc_kuint (e, "input_tokens", r->input_tokens);
+        sb_enc_kuint (e, "output_tokens", r->output_tokens);
+    }
     sb_enc_map_close (e);
     sb_enc_map_close (e);
 }

@@ -49,8 +49,11 @@ sb_run_record_encode (const run_t *r, const lease_t *lease, sb_enc_t *e)
     if (r->ended_at) sb_enc_kuint (e, "ended_at", r->ended_at);
     if (lease) sb_enc_kuint (e, "lease_expires_at", sb_now_ms () + (uint64_t) (lease->expires - sb_mono_ms ()));
     sb_enc_kuint (e, "steps", lease && lease->steps > r->steps ? lease->steps : r->steps);
-    sb_enc_kuint (e, "input_tokens", lease && lease->input_tokens > r->input_tokens ? lease->input_tokens : r->input_tokens);
-    sb_enc_kuint (e, "output_tokens", lease && lease->output_tokens > r->output_tokens ? lease->output_tokens : r->output_tokens);
+    /* tokens no model call reported are unknown: absent, never 0 */
+    if (r->tokens_known || (lease && lease->tokens_known)) {
+        sb_enc_kuint (e, "input_tokens", lease && lease->input_tokens > r->input_tokens ? lease->input_tokens : r->input_tokens);
+        sb_enc_kuint (e, "output_tokens", lease && lease->output_tokens > r->output_tokens ? lease->output_tokens : r->output_tokens);
+    }
     if (r->cancel_requested) sb_enc_kbool (e, "cancel_requested", true);
     if (r->waiting_for [0] && r->status == SB_RUN_queued) sb_enc_kstr (e, "waiting_for", r->waiting_for);
     if (r->worker_id [0]) sb_enc_kstr (e, "worker_id", r->worker_id);
@@ -91,6 +94,7 @@ s_run_decode (const void *data, size_t len, run_t *r)
     r->ended_at = sb_get_uint (v, "ended_at", 0);
     r->steps = sb_get_uint (v, "steps", 0);
     r->input_tokens = sb_get_uint (v, "input_tokens", 0);
+    r->tokens_known = sb_get (v, "input_tokens") != NULL;
     r->output_tokens = sb_get_uint (v, "output_tokens", 0);
     const sb_val_t *l = sb_get_map (v, "limits");
     r->max_steps = sb_get_uint (l, "max_steps", DEFAULT_MAX_STEPS);

@@ -53,6 +53,7 @@ typedef struct {
     char *input;
     uint64_t fence, created_at, updated_at, started_at, ended_at;
     uint64_t steps, input_tokens, output_tokens;
+    bool tokens_known;          /* a model call reported usage: else the tokens are unknown, not 0 */
     uint64_t max_steps, timeout_s, max_output_tokens;
     bool cancel_requested;
 } run_t;
@@ -62,6 +63,7 @@ typedef struct {
     uint64_t lease_ms;          /* its length (0: LEASE_MS) */
     char phase [32];
     uint64_t steps, input_tokens, output_tokens;
+    bool tokens_known;
 } lease_t;
 
 /*  A request the actor sent and whose reply continues some work: a row of

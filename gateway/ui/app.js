@@ -276,8 +276,8 @@ class App {
     steps.placeholder = '50';
     const t = this.transcript ? this.transcript.totals : null;
     const usage = document.getElementById ('head-usage');
-    usage.textContent = t ? fmtTokens (t.input) + ' in · ' + fmtTokens (t.output) + ' out · '
-      + t.steps + (t.steps === 1 ? ' step' : ' steps')
+    usage.textContent = t ? (t.tokensKnown ? fmtTokens (t.input) + ' in · ' + fmtTokens (t.output) + ' out · '
+      : 'tokens unknown · ') + t.steps + (t.steps === 1 ? ' step' : ' steps')
       + (t.window ? ' · context ' + Math.round (100 * t.context / t.window) + '%' : '') : '';
   }
 

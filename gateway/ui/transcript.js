@@ -60,7 +60,8 @@ export class Transcript {
     this.lastSeq = 0;
     this.applied = 0;
     this.session = null;
-    this.totals = { input: 0, output: 0, steps: 0, context: 0, window: 0 };
+    // tokensKnown: a model call reported its tokens (else they are unknown, not 0)
+    this.totals = { input: 0, output: 0, steps: 0, context: 0, window: 0, tokensKnown: false };
     this.activeRun = null;
     this.loose = null;                  // the last block not in a run
   }
@@ -74,7 +75,7 @@ export class Transcript {
     let r = this.runs.get (id);
     if (!r) {
       r = {
-        id, status: 'queued', startTs: ev.ts, endTs: null, input: 0, output: 0, steps: 0,
+        id, status: 'queued', startTs: ev.ts, endTs: null, input: 0, output: 0, steps: 0, tokensKnown: false,
         text: null, thinking: null, stepText: false,
         node: el ('section.run', { dataset: { run: id }, 'aria-label': 'run ' + shortId (id) }),
       };
@@ -161,7 +162,7 @@ export class Transcript {
       ' ',
       el ('span.status.st-' + r.status, r.phase && live ? r.status + ' · ' + r.phase : r.status),
       r.steps ? ' · ' + r.steps + (r.steps === 1 ? ' step' : ' steps') : '',
-      r.input || r.output ? ' · ' + fmtTokens (r.input) + ' in / ' + fmtTokens (r.output) + ' out' : '',
+      r.tokensKnown ? ' · ' + fmtTokens (r.input) + ' in / ' + fmtTokens (r.output) + ' out' : '',
     ]);
   }
 
@@ -171,6 +172,18 @@ export class Transcript {
       return this._generic (ev, body);
     r.status = body.status || r.status;
     r.reason = body.reason;
+    // a final status carries the run's own account: it counts every model call
+    if (body.steps !== undefined) {
+      this.totals.steps += Number (body.steps) - r.steps;
+      r.steps = Number (body.steps);
+    }
+    if (body.input_tokens !== undefined) {
+      this.totals.input += Number (body.input_tokens) - r.input;
+      this.totals.output += Number (body.output_tokens || 0) - r.output;
+      r.input = Number (body.input_tokens);
+      r.output = Number (body.output_tokens || 0);
+      r.tokensKnown = this.totals.tokensKnown = true;
+    }
     if (FINAL.has (r.status)) {
       r.endTs = ev.ts;
       r.phase = null;
@@ -181,7 +194,7 @@ export class Transcript {
         el ('span.icon', { 'aria-hidden': 'true' }, icon), ' ',
         el ('strong', r.status),
         ' · ' + r.steps + (r.steps === 1 ? ' step' : ' steps'),
-        ' · ' + fmtTokens (r.input) + ' in / ' + fmtTokens (r.output) + ' out',
+        r.tokensKnown ? ' · ' + fmtTokens (r.input) + ' in / ' + fmtTokens (r.output) + ' out' : ' · tokens unknown',
         r.startTs ? ' · ' + fmtDuration (ev.ts - r.startTs) : '',
         r.reason && r.status !== 'completed' ? el ('span.reason', ' — ' + r.reason) : null);
       r.node.appendChild (line);
@@ -567,6 +580,8 @@ export class Transcript {
     const r = this._run (ev);
     const i = Number (body.input_tokens) || 0;
     const o = Number (body.output_tokens) || 0;
+    const known = body.input_tokens !== undefined;
+    this.totals.tokensKnown = this.totals.tokensKnown || known;
     this.totals.input += i;
     this.totals.output += o;
     this.totals.steps++;
@@ -577,6 +592,7 @@ export class Transcript {
     if (r) {
       r.input += i;
       r.output += o;
+      r.tokensKnown = r.tokensKnown || known;
       r.steps++;
       this._pill (r);
     }

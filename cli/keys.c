@@ -3,8 +3,11 @@
 #include "cli/cli.h"
 #include "bus/curve.h"
 
+#include <czmq.h>
+#include <errno.h>
 #include <getopt.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static const char *s_usage =
     "usage: switchboard keys new NAME [--client | --actor] [--data DIR]\n"
@@ -12,7 +15,8 @@ static const char *s_usage =
     "Makes a client key pair for the bus's TCP endpoints (serve --bus): the\n"
     "public certificate DATA/certs/clients/NAME, which allows the key, and its\n"
     "secret DATA/certs/clients/NAME_secret (mode 0600). The server's own pair\n"
-    "(DATA/certs/server, server_secret) is made too when missing. The last line\n"
+    "(DATA/certs/server, server_secret) is made too when missing, and DATA\n"
+    "itself (mode 0700), so keys may come before the first serve. The last line\n"
     "printed is the secret file's path: give it to the worker with\n"
     "  switchboard worker --connect tcp://HOST:PORT --cert PATH --server-key DATA/certs/server\n"
     "A running server sees a new key at once. Remove both files to revoke it.\n"
@@ -71,6 +75,10 @@ sb_cmd_keys (int argc, char **argv)
     char dir [4200], err [512], secret [4400];
     if (sb_cli_data_dir (data, dir, sizeof dir, err, sizeof err))
         return sb_cli_fail ("keys", "%s", err);
+    /* keys may come before the first serve: DATA is made as serve makes it */
+    struct stat st;
+    if (stat (dir, &st) != 0 && (zsys_dir_create ("%s", dir) != 0 || chmod (dir, 0700) != 0))
+        return sb_cli_fail ("keys", "cannot create %s: %s", dir, strerror (errno));
     if (sb_curve_client_new (dir, name, role, secret, sizeof secret, err, sizeof err))
         return sb_cli_fail ("keys", "%s", err);
     printf ("public key  %s/certs/clients/%s (allowed by the server, role %s)\n", dir, name, role);

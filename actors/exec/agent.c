@@ -11,6 +11,7 @@
 #include "actors/exec/changes.h"
 #include "actors/exec/approval.h"
 #include "actors/exec/context.h"
+#include "actors/exec/mcp.h"
 #include "actors/exec/policy.h"
 #include "actors/exec/tools.h"
 #include "common/log.h"
@@ -225,17 +226,77 @@ s_mutating (const char *name)
     return def && !def->read_only;
 }
 
+/*  Whether the session offers the tool `name` to the model: a built-in
+    one, or a tool of one of its MCP servers as they stand now. */
+static bool
+s_offered (const sb_exec_run_t *run, const char *name)
+{
+    if (sb_tools_find (name))
+        return true;
+    if (!sb_exec_mcp_is_tool (name))
+        return false;
+    const sb_mcp_set_t *mcp = run->runtime->mcp;
+    size_t n = sb_mcp_set_tool_count (mcp);
+    for (size_t k = 0; k < n; k++) {
+        const char *tool, *desc, *params;
+        sb_mcp_set_tool (mcp, k, &tool, &desc, &params);
+        if (strcmp (tool, name) == 0)
+            return true;
+    }
+    return false;
+}
+
+/*  What the model reads for a call to a tool the session does not offer
+    (a hallucinated name, or a server of another session): the name and
+    every tool it has, into out. Nothing is run, and no person is asked. */
+static void
+s_unknown_tool (const sb_exec_run_t *run, const char *name, char *out, size_t size)
+{
+    size_t n, at = 0;
+    const sb_tool_def_t *defs = sb_tools_list (&n);
+    int w = snprintf (out, size, "unknown tool %.64s: this session offers no tool of that name. The tools you have: ",
+                      name);
+    at = w > 0 && (size_t) w < size ? (size_t) w : size - 1;
+    for (size_t k = 0; k < n && at < size - 1; k++) {
+        w = snprintf (out + at, size - at, "%s%s", k ? ", " : "", defs [k].name);
+        at = w > 0 && at + (size_t) w < size ? at + (size_t) w : size - 1;
+    }
+    const sb_mcp_set_t *mcp = run->runtime->mcp;
+    size_t nm = sb_mcp_set_tool_count (mcp);
+    for (size_t k = 0; k < nm && at < size - 1; k++) {
+        const char *tool, *desc, *params;
+        sb_mcp_set_tool (mcp, k, &tool, &desc, &params);
+        w = snprintf (out + at, size - at, ", %s", tool);
+        at = w > 0 && at + (size_t) w < size ? at + (size_t) w : size - 1;
+    }
+    char why [1024];
+    if (at < size - 1 && sb_mcp_set_why_missing (run->runtime->mcp, name, why, sizeof why) == 0)
+        snprintf (out + at, size - at, ". (%s)", why);
+    else
+    if (at < size - 1)
+        snprintf (out + at, size - at, ".");
+}
+
 static int
 s_run_tool (sb_exec_run_t *run, const sb_exec_call_t *call)
 {
-    /* an MCP tool is never read-only, whatever its server says */
-    bool mutating = s_mutating (call->name) || sb_exec_mcp_is_tool (call->name);
+    bool offered = s_offered (run, call->name);
+    /* an MCP tool is never read-only, whatever its server says; a tool
+       that does not exist changes nothing */
+    bool mutating = offered && (s_mutating (call->name) || sb_exec_mcp_is_tool (call->name));
     sb_tool_result_t res;
     memset (&res, 0, sizeof res);
     res.exit_code = -1;
     const char *refusal = NULL;
-    /* the policy decides, and may ask a person (actors/exec/approval.c) */
+    char unknown [8192];
+    /* the policy decides, and may ask a person (actors/exec/approval.c),
+       but only about a tool that exists */
     sb_gate_verdict_t v = { .gate = SB_GATE_RUN };
+    if (!offered) {
+        s_unknown_tool (run, call->name, unknown, sizeof unknown);
+        refusal = unknown;
+    }
+    else
     if (!call->arguments)
         refusal = "not run: the model sent arguments that are not valid JSON";
     else

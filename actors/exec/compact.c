@@ -203,6 +203,7 @@ s_threshold_pct (void)
 typedef struct {
     bool known;
     uint64_t in, out;
+    uint64_t context;           //  the request's estimated size, in tokens
 } s_usage_t;
 
 //  Streams one llm.stream request (no tools) and gathers its text into
@@ -388,6 +389,7 @@ s_summarize (sb_exec_run_t *run, const sb_context_plan_t *plan, uint64_t budget_
         char *text = NULL;
         size_t tlen = 0;
         sb_info (ACTOR, "summarizing run=%s messages_before=%zu request_bytes=%zu", run->run_id, plan->cut, len);
+        usage->context = len / S_BYTES_PER_TOKEN;
         int rc = s_stream_text (run, b, len, &text, &tlen, usage);
         sb_enc_destroy (&e);
         //  A model call like any other: the run counts it (and its tokens)
@@ -426,6 +428,8 @@ s_append_compacted (sb_exec_run_t *run, uint64_t through_seq, const char *method
             sb_enc_kuint (e, "input_tokens", usage->in);
             sb_enc_kuint (e, "output_tokens", usage->out);
         }
+        sb_enc_kuint (e, "context_tokens", usage->context);
+        sb_enc_kuint (e, "context_window", run->runtime->context_window);
         sb_exec_entry_close (e);
     }
     sb_exec_entry_open (e, "context.compacted");
@@ -541,7 +545,7 @@ sb_exec_compact (sb_exec_run_t *run, sb_compact_mode_t mode, bool *did)
     if (!plan.summarizable)
         return 0;
     bool overflow;
-    s_usage_t usage = { false, 0, 0 };
+    s_usage_t usage = { false, 0, 0, 0 };
     char *text = s_summarize (run, &plan, budget, &overflow, &usage);
     if (!text) {
         if (overflow)

@@ -680,6 +680,26 @@ s_server_of (sb_mcp_set_t *set, const char *name, const char **tool)
     return NULL;
 }
 
+int
+sb_mcp_set_why_missing (sb_mcp_set_t *set, const char *name, char *out, size_t size)
+{
+    const char *tname = NULL;
+    s_server_t *srv = sb_mcp_is_tool (name) ? s_server_of (set, name, &tname) : NULL;
+    out [0] = 0;
+    if (!srv)
+        return -1;
+    char msg [1024];
+    if (srv->state == S_READY)
+        snprintf (msg, sizeof msg, "the MCP server %s has no tool %.100s", srv->conf->name, tname);
+    else
+        snprintf (msg, sizeof msg, "the MCP server %s is not available: %s", srv->conf->name,
+                  srv->error [0] ? srv->error : "it is not running");
+    char *red = sb_mcp_redact (set->cfg, msg);
+    snprintf (out, size, "%s", red ? red : "");
+    free (red);
+    return 0;
+}
+
 static void
 s_result (sb_tool_result_t *res, const sb_mcp_config_t *cfg, bool ok, const char *text, int64_t start)
 {
@@ -799,7 +819,7 @@ sb_mcp_set_call (sb_mcp_set_t *set, const char *name, const char *args_json, int
     s_server_t *srv = s_server_of (set, name, &tname);
     char msg [1024];
     if (!srv) {
-        snprintf (msg, sizeof msg, "error: no MCP server of this session offers %s", name);
+        snprintf (msg, sizeof msg, "no MCP server of this session offers %s", name);
         s_result (res, set ? set->cfg : NULL, false, msg, start);
         return -1;
     }
@@ -819,13 +839,13 @@ sb_mcp_set_call (sb_mcp_set_t *set, const char *name, const char *args_json, int
                 tool = &srv->tools [k];
     }
     if (srv->state != S_READY) {
-        snprintf (msg, sizeof msg, "error: the MCP server %s is not available: %s", srv->conf->name,
+        snprintf (msg, sizeof msg, "the MCP server %s is not available: %s", srv->conf->name,
                   srv->error [0] ? srv->error : "it is not running");
         s_result (res, set->cfg, false, msg, start);
         return -1;
     }
     if (!tool) {
-        snprintf (msg, sizeof msg, "error: the MCP server %s has no tool %.100s (any more)", srv->conf->name, tname);
+        snprintf (msg, sizeof msg, "the MCP server %s has no tool %.100s (any more)", srv->conf->name, tname);
         s_result (res, set->cfg, false, msg, start);
         return -1;
     }
@@ -833,7 +853,7 @@ sb_mcp_set_call (sb_mcp_set_t *set, const char *name, const char *args_json, int
     json_t *args = json_loads (args_json && *args_json ? args_json : "{}", JSON_REJECT_DUPLICATES, &jerr);
     if (!json_is_object (args)) {
         json_decref (args);
-        s_result (res, set->cfg, false, "error: the arguments must be a JSON object", start);
+        s_result (res, set->cfg, false, "the arguments must be a JSON object", start);
         return -1;
     }
     int limit = timeout_ms > 0 && timeout_ms < srv->conf->call_ms ? timeout_ms : srv->conf->call_ms;
@@ -849,16 +869,16 @@ sb_mcp_set_call (sb_mcp_set_t *set, const char *name, const char *args_json, int
             size_t n = strlen (text) + 64;
             char *t2 = malloc (n);
             if (t2)
-                snprintf (t2, n, "error (reported by the tool): %s", text);
+                snprintf (t2, n, "reported by the tool: %s", text);
             free (text);
             text = t2;
         }
-        s_result (res, set->cfg, !is_error, text ? text : "error: out of memory", start);
+        s_result (res, set->cfg, !is_error, text ? text : "out of memory", start);
         free (text);
         return res->ok ? 0 : -1;
     }
     if (rc == S_ERROR)
-        snprintf (msg, sizeof msg, "error: the MCP server %s refused the call: %s", srv->conf->name, err);
+        snprintf (msg, sizeof msg, "the MCP server %s refused the call: %s", srv->conf->name, err);
     else
     if (rc == S_CANCELLED) {
         res->cancelled = true;
@@ -867,7 +887,7 @@ sb_mcp_set_call (sb_mcp_set_t *set, const char *name, const char *args_json, int
     else
     if (rc == S_TIMEOUT) {
         res->timed_out = true;
-        snprintf (msg, sizeof msg, "error: the MCP server %s did not answer within %d s; it was stopped, "
+        snprintf (msg, sizeof msg, "the MCP server %s did not answer within %d s; it was stopped, "
                   "and is started again at its next call", srv->conf->name, limit / 1000);
         s_fail (srv, "it did not answer a call within %d s", limit / 1000);
     }
@@ -875,7 +895,7 @@ sb_mcp_set_call (sb_mcp_set_t *set, const char *name, const char *args_json, int
         char why [300];
         snprintf (why, sizeof why, "%s", srv->error);
         s_fail (srv, "it went away during a call%s%s", why [0] ? ": " : "", why);
-        snprintf (msg, sizeof msg, "error: the MCP server %s %s; the call's effect is unknown and it was not "
+        snprintf (msg, sizeof msg, "the MCP server %s %s; the call's effect is unknown and it was not "
                   "retried", srv->conf->name, srv->error);
     }
     s_result (res, set->cfg, false, msg, start);

@@ -150,6 +150,12 @@ void sb_mcp_set_tool (const sb_mcp_set_t *set, size_t k, const char **name, cons
     never trust it (an MCP tool is never read-only to them).               */
 int sb_mcp_set_read_only_hint (const sb_mcp_set_t *set, const char *name);
 
+/*  Why the set does not offer the MCP tool `name` when its server is one
+    of the session's but not ready: "the MCP server S is not available:
+    WHY" (redacted) into out. Returns 0 then, -1 when the name belongs to
+    no server of the set (out is "").                                      */
+int sb_mcp_set_why_missing (sb_mcp_set_t *set, const char *name, char *out, size_t size);
+
 /*  Calls an MCP tool (its mcp__ name) with JSON arguments, waiting at most
     timeout_ms (0: the server's timeout_s) and watching cancel_fd. Fills
     res as sb_tool_run does: always, with a redacted output. Returns 0 if

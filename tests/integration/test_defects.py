@@ -13,6 +13,9 @@ tests/mcp) and fails on the code before its fix.
     `prompt --follow`, run-info and the tape say the model calls made and
     that the tokens are unknown; a compaction run counts its model call;
     a run resumed after a restart keeps the calls it made before;
+  - a call to a tool the session does not offer is answered at once with
+    "unknown tool" and the tools it has, never put to a person;
+  - `keys new` on a data folder that does not exist yet makes it;
 """
 import json
 import os
@@ -239,6 +242,52 @@ def test_a_run_resumed_after_a_restart_keeps_its_steps():
     finally:
         srv.stop()
         llm.stop()
+
+
+# ---------------------------------------------------------------------------
+# 5. a tool the session does not offer
+
+def test_an_unknown_tool_is_answered_at_once_and_never_asked_about():
+    llm = LLM()
+    llm.script("unk", [{"tool_calls": [{"name": "mcp__fs__list_directory", "arguments": {"path": "."},
+                                        "call_id": "c_unk"},
+                                       {"name": "made_up_tool", "arguments": {}, "call_id": "c_made"}]},
+                       {"text": "sorry"}])
+    srv = llm_server(llm, "unk")
+    try:
+        sid = new_session(srv, tmpdir(), approval_policy="auto", mcp_servers=[])
+        rc, out, err = sb("prompt", sid, "list the folder", "--follow", "--data", srv.data, timeout=60)
+        check(rc == 0, "prompt --follow exited %d:\n%s%s", rc, out, err)
+        entries = tape(srv, sid)
+        check(not [e for e in entries if e["kind"] == "approval.requested"], "a person was asked about it")
+        res = results(entries)
+        for cid, name in (("c_unk", "mcp__fs__list_directory"), ("c_made", "made_up_tool")):
+            r = res[cid]
+            check(r["ok"] is False and ("unknown tool %s" % name) in r["output"] and "read_file" in r["output"]
+                  and not r.get("refused") and r.get("mutating") is False, "the result of %s: %r", name, r)
+        # the model was told, in its next request
+        outs = [i for i in llm.requests("unk")[1]["json"]["input"] if i.get("type") == "function_call_output"]
+        check(len(outs) == 2 and all("unknown tool" in str(o.get("output")) for o in outs), "the model got %r", outs)
+        check("error: error" not in out and "error: error" not in llm.requests("unk")[1]["body"],
+              "an error said twice:\n%s", out)
+        check(out.count("unknown tool mcp__fs__list_directory") == 1, "the error is not printed once:\n%s", out)
+    finally:
+        srv.stop()
+        llm.stop()
+
+
+# ---------------------------------------------------------------------------
+# 6. keys before the first serve
+
+def test_keys_new_makes_a_data_folder_that_does_not_exist():
+    data = os.path.join(tmpdir(), "not", "yet")
+    rc, out, err = sb("keys", "new", "w1", "--data", data)
+    check(rc == 0, "keys new exited %d: %s %s", rc, out, err)
+    check(os.stat(data).st_mode & 0o777 == 0o700, "DATA has mode %o", os.stat(data).st_mode & 0o777)
+    for f in ("certs/clients/w1", "certs/clients/w1_secret", "certs/server", "certs/server_secret"):
+        check(os.path.isfile(os.path.join(data, f)), "%s was not made", f)
+    check(os.stat(os.path.join(data, "certs/clients/w1_secret")).st_mode & 0o077 == 0, "the secret is readable by others")
+    check(out.splitlines()[-1] == os.path.join(data, "certs/clients/w1_secret"), "the last line: %r", out)
 
 
 if __name__ == "__main__":

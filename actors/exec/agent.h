@@ -100,6 +100,7 @@ struct sb_exec_run {
     int hb_ms;                  /* heartbeat period: min(5 s, lease/3) (default SB_EXEC_HEARTBEAT_MS) */
     char kind [16];             /* "" : a prompt's run; "compact": compaction only */
     uint64_t ctx_estimate;      /* context tokens estimated for the current call */
+    uint64_t compacted_after;   /* tokens_after of the run's last compaction (0: none) */
     bool overflow;              /* this call was retried after context_overflow */
     char overflow_msg [512];    /* what the provider said */
 };

@@ -448,6 +448,7 @@ s_append_compacted (sb_exec_run_t *run, uint64_t through_seq, const char *method
         atomic_fetch_add (&run->input_tokens, usage->in);
         atomic_fetch_add (&run->output_tokens, usage->out);
     }
+    run->compacted_after = after_estimate;
     //  The provider's count was for the context before: no longer a base.
     run->runtime->last_input_tokens = 0;
     return sb_exec_catch_up (run);
@@ -599,15 +600,29 @@ void
 sb_exec_compact_run (sb_exec_run_t *run)
 {
     bool did;
-    uint64_t before = 0;
     sb_exec_compact_limits (run);
     if (sb_exec_compact (run, SB_COMPACT_MANUAL, &did))
         return;
-    before = run->ctx_estimate;
-    if (did)
+    uint64_t window = run->runtime->context_window;
+    //  One figure after, the one the context.compacted entry says
+    if (did) {
         sb_exec_finish_with (run, "completed", "compacted: about %llu tokens now, of a %llu-token window",
-                             (unsigned long long) before, (unsigned long long) run->runtime->context_window);
+                             (unsigned long long) run->compacted_after, (unsigned long long) window);
+        return;
+    }
+    //  Nothing went: say which of the two reasons is true
+    sb_context_plan_t plan;
+    uint64_t now = run->ctx_estimate, keep = s_budget (run->runtime) * S_KEEP_PCT / 100;
+    if (sb_context_plan (run->runtime->context, (size_t) keep * S_BYTES_PER_TOKEN, &plan) == 0)
+        sb_exec_finish_with (run, "completed", "nothing to compact: what precedes the recent turns is a summary "
+                             "already (the context is about %llu tokens)", (unsigned long long) now);
     else
+    if (sb_context_plan (run->runtime->context, 0, &plan) != 0)
         sb_exec_finish_with (run, "completed", "nothing to compact: the context holds only the newest turn "
-                             "(about %llu tokens)", (unsigned long long) before);
+                             "(about %llu tokens)", (unsigned long long) now);
+    else
+        sb_exec_finish_with (run, "completed", "nothing to compact: the whole context (about %llu tokens) fits "
+                             "in the recent turns that are always kept as they are (up to about %llu tokens of a "
+                             "%llu-token window)", (unsigned long long) now,
+                             (unsigned long long) keep, (unsigned long long) window);
 }

@@ -16,12 +16,15 @@ tests/mcp) and fails on the code before its fix.
   - a call to a tool the session does not offer is answered at once with
     "unknown tool" and the tools it has, never put to a person;
   - `keys new` on a data folder that does not exist yet makes it;
+  - `compact` says why nothing was compacted truly, and gives one figure
+    for the size after;
 """
 import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import re
 import signal
 
 from sbtest import ROOT, Proc, Server, check, cli, read_jsonl, run_tests, sb, tmpdir, wait_for  # noqa: E402
@@ -288,6 +291,37 @@ def test_keys_new_makes_a_data_folder_that_does_not_exist():
         check(os.path.isfile(os.path.join(data, f)), "%s was not made", f)
     check(os.stat(os.path.join(data, "certs/clients/w1_secret")).st_mode & 0o077 == 0, "the secret is readable by others")
     check(out.splitlines()[-1] == os.path.join(data, "certs/clients/w1_secret"), "the last line: %r", out)
+
+
+# ---------------------------------------------------------------------------
+# 7. what `compact` says
+
+def test_compact_says_what_is_true_and_one_after_figure():
+    llm = LLM()
+    llm.control({"op": "script", "name": "cm", "turns": [{"text": "one"}, {"text": "two"}, {"text": "three"},
+                                                        {"text": "four"}],
+                 "no_tools": {"text": SUMMARY}})
+    srv = Server(args=llm_args(llm, "cm") + ["--context-window", "4000"], env=LLM_ENV).start()
+    try:
+        sid = new_session(srv, tmpdir())
+        for text in ("first", "second"):
+            check(wait_run(srv, prompt(srv, sid, text), timeout=30)["status"] == "completed", "a short run")
+        rc, out, err = cli(srv, "compact", sid)
+        check(rc == 0, "compact exited %d: %s %s", rc, out, err)
+        check("only the newest turn" not in out and "fits in the recent turns" in out,
+              "compact on two short turns says:\n%s", out)
+        # large turns: a summary, and the same figure after it everywhere
+        for text in ("third " + "c" * 3000, "fourth " + "d" * 3000):
+            check(wait_run(srv, prompt(srv, sid, text), timeout=30)["status"] == "completed", "a long run")
+        rc, out, err = cli(srv, "compact", sid)
+        check(rc == 0, "compact exited %d: %s %s", rc, out, err)
+        m = re.search(r"context compacted \(summarized\): (\d+) → (\d+) tokens", out)
+        check(m, "no compaction line:\n%s", out)
+        figures = set(re.findall(r"about (\d+) tokens", out))
+        check(figures == {m.group(2)}, "after figures %r besides the compaction's %s:\n%s", figures, m.group(2), out)
+    finally:
+        srv.stop()
+        llm.stop()
 
 
 if __name__ == "__main__":

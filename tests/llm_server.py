@@ -76,6 +76,8 @@ Variants (delivery of a successful reply, and failures before it):
     401         401 unless the bearer token was issued by .../oauth/token; so the
                 first request fails and the one after a refresh succeeds
     401always   401 whatever the token
+    json        200 with Content-Type application/json and one whole, non-streamed
+                answer of the format (a server that ignores "stream": true)
 Failure variants combine with delivery ones: variant=429+crlf+bytes.
 
 State: counters for 429/500x2 are kept per scenario, the path before the
@@ -417,6 +419,18 @@ def gen_anthropic(turn):
 
 GENERATORS = {"responses": gen_responses, "chat": gen_chat, "anthropic": gen_anthropic}
 
+# variant=json: what a server that does not stream answers, in each format
+WHOLE_ANSWERS = {
+    "chat": {"id": "chatcmpl-w", "object": "chat.completion", "model": "llm-server", "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "whole"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}},
+    "responses": {"id": "resp_w", "object": "response", "status": "completed", "output": [
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "whole"}]}]},
+    "anthropic": {"id": "msg_w", "type": "message", "role": "assistant", "model": "llm-server",
+                  "content": [{"type": "text", "text": "whole"}], "stop_reason": "end_turn",
+                  "usage": {"input_tokens": 3, "output_tokens": 1}},
+}
+
 
 def fixture_events(body):
     """Splits a fixture into (terminal, bytes) event blocks, as written."""
@@ -635,6 +649,10 @@ class Handler(BaseHTTPRequestHandler):
         if "401always" in variants or ("401" in variants and not state.token_ok(self.bearer())):
             return self.fail(fmt, scenario, params, body, 401, code="token_expired",
                              message="Your authentication token has expired.")
+
+        if "json" in variants:
+            self.record(endpoint, scenario, params, body, 200)
+            return self.send_json(200, WHOLE_ANSWERS[fmt])
 
         window = int(params["window"]) if "window" in params else 0
         if window and len(body) > window:

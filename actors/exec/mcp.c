@@ -452,7 +452,7 @@ s_list_tools (s_server_t *srv, int cancel_fd)
             s_fail (srv, "tools/list failed: %s", err);
         else
             s_fail (srv, "tools/list: %s", rc == S_TIMEOUT ? "no answer in time" : rc == S_CANCELLED ? "cancelled"
-                                                                                    : "the server went away");
+                                           : srv->error [0] ? srv->error : "the server went away");
         return rc;
     }
     s_tools_free (srv);
@@ -501,8 +501,8 @@ s_start (s_server_t *srv, const char *cwd, int cancel_fd)
             s_fail (srv, "no answer to initialize within %d s", srv->conf->startup_ms / 1000);
         else {
             char why [300];
-            snprintf (why, sizeof why, "%s", srv->error);
-            s_fail (srv, "it went away during initialize%s%s", why [0] ? ": " : "", why);
+            snprintf (why, sizeof why, "%s", srv->error [0] ? srv->error : "it went away during initialize");
+            s_fail (srv, "%s", why);
         }
         return rc;
     }
@@ -860,7 +860,21 @@ sb_mcp_set_call (sb_mcp_set_t *set, const char *name, const char *args_json, int
     json_t *params = json_pack ("{s:s, s:o}", "name", tool->orig, "arguments", args);
     json_t *result;
     char err [400];
+    json_incref (params);       //  kept for one retry
     int rc = s_rpc (srv, "tools/call", params, limit, cancel_fd, &result, err, sizeof err);
+    if (rc == S_FORGOTTEN) {
+        //  The server forgot our session (it restarted): the call never
+        //  ran. A new session, and the call once more.
+        sb_info (ACTOR, "session=%s: mcp server %s forgot our session; initializing again", set->session_id,
+                 srv->conf->name);
+        rc = s_start (srv, set->cwd, cancel_fd);
+        if (rc == S_OK)
+            rc = s_rpc (srv, "tools/call", params, limit, cancel_fd, &result, err, sizeof err);
+        else
+            json_decref (params);
+    }
+    else
+        json_decref (params);
     if (rc == S_OK) {
         char *text = s_format_result (result, &res->truncated);
         bool is_error = json_is_true (json_object_get (result, "isError"));
@@ -891,12 +905,25 @@ sb_mcp_set_call (sb_mcp_set_t *set, const char *name, const char *args_json, int
                   "and is started again at its next call", srv->conf->name, limit / 1000);
         s_fail (srv, "it did not answer a call within %d s", limit / 1000);
     }
+    else
+    if (rc == S_AUTH || rc == S_FORGOTTEN || srv->state != S_READY) {
+        //  Refused before it ran (or the server could not be started
+        //  again after it forgot us): the call did not run
+        char why [300];
+        snprintf (why, sizeof why, "%s", srv->error [0] ? srv->error : "it is not running");
+        if (srv->state == S_READY)
+            s_fail (srv, "%s", why);
+        snprintf (msg, sizeof msg, "the MCP server %s did not run the call: %s", srv->conf->name, why);
+    }
     else {
         char why [300];
         snprintf (why, sizeof why, "%s", srv->error);
         s_fail (srv, "it went away during a call%s%s", why [0] ? ": " : "", why);
-        snprintf (msg, sizeof msg, "the MCP server %s %s; the call's effect is unknown and it was not "
-                  "retried", srv->conf->name, srv->error);
+        char detail [310] = "";
+        if (why [0])
+            snprintf (detail, sizeof detail, " (%s)", why);
+        snprintf (msg, sizeof msg, "the MCP server %s went away during the call%s; its effect is unknown, and "
+                  "it was not retried", srv->conf->name, detail);
     }
     s_result (res, set->cfg, false, msg, start);
     return -1;

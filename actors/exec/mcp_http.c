@@ -165,7 +165,13 @@ sb_mcp_http_post (s_server_t *srv, const char *data, size_t len, int64_t deadlin
     else
     if (status == 404 && srv->http_session [0]) {
         snprintf (srv->error, sizeof srv->error, "HTTP 404: the server forgot our session");
-        out = S_DEAD;
+        out = S_FORGOTTEN;
+    }
+    else
+    if (status == 401 || status == 403) {
+        snprintf (srv->error, sizeof srv->error, "HTTP %ld: this server needs authorization (give its "
+                  "credentials in the server's \"headers\" in the MCP config)", status);
+        out = S_AUTH;
     }
     else
     if (status >= 400) {

@@ -20,7 +20,9 @@
 #define S_PROTOCOL "2025-06-18"
 #define S_STDERR_TAIL 1024
 
-enum { S_OK = 0, S_ERROR = -1, S_CANCELLED = -2, S_TIMEOUT = -3, S_DEAD = -4 };
+//  S_FORGOTTEN: HTTP 404 on our session (the server restarted): the
+//  request never ran. S_AUTH: HTTP 401 or 403: it never ran either.
+enum { S_OK = 0, S_ERROR = -1, S_CANCELLED = -2, S_TIMEOUT = -3, S_DEAD = -4, S_FORGOTTEN = -5, S_AUTH = -6 };
 
 typedef enum { S_NEW, S_READY, S_FAILED } s_state_t;
 

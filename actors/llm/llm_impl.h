@@ -51,6 +51,9 @@ typedef struct job {
     char retry_after_ms [64];
     long status;
     bool status_known;
+    bool json_body;             /* Content-Type application/json: an answer, not an event stream */
+    bool whole;                 /* a 2xx stream answered with one JSON document (kept in errbody) */
+    bool seq_body;              /* the body has started (the JSON check looks at its first bytes) */
     sb_sse_t *sse;
     sb_mapper_t *mapper;
     uint64_t seq;               /* chunk seq sent so far */

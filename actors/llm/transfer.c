@@ -72,7 +72,17 @@ s_write_cb (char *ptr, size_t size, size_t nmemb, void *arg)
         curl_easy_getinfo (job->easy, CURLINFO_RESPONSE_CODE, &job->status);
         job->status_known = true;
     }
-    if (job->kind == JOB_STREAM && job->status >= 200 && job->status < 300) {
+    /* a server that ignores "stream": true answers with one JSON
+       document; it is kept like an error body, and said so once */
+    if (job->kind == JOB_STREAM && job->status >= 200 && job->status < 300 && job->json_body && !job->seq_body) {
+        size_t k = 0;
+        while (k < n && (ptr [k] == ' ' || ptr [k] == '\r' || ptr [k] == '\n' || ptr [k] == '\t'))
+            k++;
+        if (k < n)
+            job->whole = ptr [k] == '{' || ptr [k] == '[';
+    }
+    if (job->kind == JOB_STREAM && job->status >= 200 && job->status < 300 && !job->whole) {
+        job->seq_body = true;
         int rc = sb_mapper_feed (job->mapper, job->sse, ptr, n, s_on_chunk, job);
         return rc == SB_MAPPER_OK ? n : 0;
     }
@@ -107,9 +117,12 @@ s_header_cb (char *ptr, size_t size, size_t nmemb, void *arg)
     else
     if (v > 15 && strncasecmp (ptr, "retry-after-ms:", 15) == 0)
         snprintf (job->retry_after_ms, sizeof job->retry_after_ms, "%.*s", (int) (v - 15), ptr + 15);
+    if (v > 13 && strncasecmp (ptr, "content-type:", 13) == 0)
+        job->json_body = strcasestr (ptr, "application/json") != NULL && strcasestr (ptr, "event-stream") == NULL;
     /* the status line of each attempt comes first: reset per response */
     if (n > 5 && strncmp (ptr, "HTTP/", 5) == 0) {
         job->status_known = false;
+        job->json_body = false;
         job->retry_after [0] = job->retry_after_ms [0] = 0;
     }
     return n;
@@ -199,6 +212,7 @@ sb_llm_attempt (self_t *self, job_t *job)
     job->errlen = 0;
     job->status = 0;
     job->status_known = false;
+    job->json_body = job->whole = job->seq_body = false;
     job->sse = sb_sse_new (0);
     job->mapper = sb_mapper_new (p->kind);
     job->easy = curl_easy_init ();
@@ -285,6 +299,33 @@ sb_llm_retry_or_fail (self_t *self, job_t *job, sb_err_t code, const char *provi
                    status, message);
 }
 
+/*  A stream request answered with one JSON document, not an event
+    stream: a server that does not stream at this URL (or ignores
+    "stream"), or a proxy's error page. An error object in it is the
+    provider's error; anything else fails at once, in one line: the same
+    request would get the same answer, so it is not retried. */
+static void
+s_whole_answer (self_t *self, job_t *job, long status)
+{
+    sb_provider_error_t perr;
+    sb_provider_classify_http (job->prov->kind, 400, job->errbody, job->errlen, &perr);
+    char start [161];
+    size_t n = job->errlen < sizeof start - 1 ? job->errlen : sizeof start - 1;
+    memcpy (start, job->errbody ? job->errbody : "", n);
+    start [n] = 0;
+    for (char *p = start; *p; p++)
+        if ((unsigned char) *p < 0x20)
+            *p = ' ';
+    char m [700];
+    if (strstr (start, "\"error\""))
+        snprintf (m, sizeof m, "it answered HTTP %ld with a JSON error, not an event stream: %s: %s",
+                  status, perr.code, perr.message);
+    else
+        snprintf (m, sizeof m, "it answered HTTP %ld with one JSON document, not an event stream: it "
+                  "does not stream at this URL (%.160s%s)", status, start, job->errlen > n ? "..." : "");
+    sb_llm_retry_or_fail (self, job, SB_E_provider, perr.code [0] ? perr.code : "not_streamed", status, false, -1, m);
+}
+
 static void
 s_stream_done (self_t *self, job_t *job, CURLcode res)
 {
@@ -298,6 +339,10 @@ s_stream_done (self_t *self, job_t *job, CURLcode res)
        had already come, and then the break does not matter. */
     bool broken = status >= 200 && status < 300
                && (res == CURLE_PARTIAL_FILE || res == CURLE_RECV_ERROR || res == CURLE_GOT_NOTHING);
+    if (job->whole && (res == CURLE_OK || broken) && status >= 200 && status < 300) {
+        s_whole_answer (self, job, status);
+        return;
+    }
     if ((res == CURLE_OK || broken) && status >= 200 && status < 300) {
         const char *stop = NULL;
         sb_provider_error_t perr;

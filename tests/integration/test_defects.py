@@ -18,6 +18,11 @@ tests/mcp) and fails on the code before its fix.
   - `keys new` on a data folder that does not exist yet makes it;
   - `compact` says why nothing was compacted truly, and gives one figure
     for the size after;
+  - MCP errors: an HTTP server that forgot our session (404) gets a new one
+    and the call once more; one that wants authorization (401) says so; a
+    server that dies during a call is named in a sentence that reads;
+    a provider that answers plain JSON to a stream request fails the call
+    once, with one clear line, without retries;
 """
 import json
 import os
@@ -322,6 +327,98 @@ def test_compact_says_what_is_true_and_one_after_figure():
     finally:
         srv.stop()
         llm.stop()
+
+
+# ---------------------------------------------------------------------------
+# 9. MCP errors
+
+def test_http_mcp_session_forgotten_is_initialized_again_and_the_call_retried_once():
+    mcp = HttpMcp()
+    llm = LLM()
+    llm.script("fg", [tool_turn(("c_forget", "mcp__h__forget", {})), tool_turn(("c_ok", "mcp__h__ok", {})),
+                      {"text": "done"}])
+    srv = Server(args=llm_args(llm, "fg") + ["--mcp-config", mcp_config({"h": {"url": mcp.url}})],
+                 env=LLM_ENV).start()
+    try:
+        sid = new_session(srv, tmpdir(), approval_policy="yolo")
+        r = wait_run(srv, prompt(srv, sid, "go"), timeout=40)
+        check(r["status"] == "completed", "the run ended %s: %s", r["status"], r.get("reason"))
+        res = results(tape(srv, sid))
+        check(res["c_ok"]["ok"] is True and res["c_ok"]["output"] == "fine", "the call after the 404: %r",
+              res["c_ok"])
+        log = mcp.log()
+        inits = [x for x in log if x.get("msg", {}).get("method") == "initialize"]
+        oks = [x for x in log if x.get("msg", {}).get("method") == "tools/call"
+               and x["msg"]["params"]["name"] == "ok"]
+        check(len(inits) == 2 and len(oks) == 2 and any(x.get("status") == 404 for x in log),
+              "initialize %d times, ok sent %d times: %r", len(inits), len(oks), log[-6:])
+    finally:
+        srv.stop()
+        llm.stop()
+        mcp.stop()
+
+
+def test_http_mcp_server_that_needs_authorization_says_so():
+    mcp = HttpMcp(token="tok-7")
+    llm = LLM()
+    llm.script("au", [tool_turn(("c_ok", "mcp__h__ok", {})), {"text": "done"}])
+    srv = Server(args=llm_args(llm, "au") + ["--mcp-config", mcp_config({"h": {"url": mcp.url}})],
+                 env=LLM_ENV).start()
+    try:
+        sid = new_session(srv, tmpdir(), approval_policy="yolo")
+        r = wait_run(srv, prompt(srv, sid, "go"), timeout=40)
+        check(r["status"] == "completed", "the run ended %s: %s", r["status"], r.get("reason"))
+        entries = tape(srv, sid)
+        notes = [e["body"].get("text", "") for e in entries if e["kind"] == "note"]
+        check(any("needs authorization" in n and "went away" not in n for n in notes), "the notes: %r", notes)
+        out = results(entries)["c_ok"]["output"]
+        check("needs authorization" in out and "went away" not in out, "the call: %r", out)
+        rc, lst, err = cli(srv, "mcp", "list")
+        check("needs authorization" in lst, "mcp list:\n%s", lst)
+    finally:
+        srv.stop()
+        llm.stop()
+        mcp.stop()
+
+
+def test_a_server_that_dies_during_a_call_is_named_in_a_sentence():
+    hostile = os.path.join(ROOT, "tests", "mcp", "hostile_server.py")
+    llm = LLM()
+    llm.script("die", [tool_turn(("c_die", "mcp__conf__die", {})), {"text": "done"}])
+    cfg = mcp_config({"conf": {"command": "/usr/bin/python3", "args": [hostile]}})
+    srv = Server(args=llm_args(llm, "die") + ["--mcp-config", cfg], env=LLM_ENV).start()
+    try:
+        sid = new_session(srv, tmpdir(), approval_policy="yolo")
+        r = wait_run(srv, prompt(srv, sid, "go"), timeout=40)
+        check(r["status"] == "completed", "the run ended %s: %s", r["status"], r.get("reason"))
+        out = results(tape(srv, sid))["c_die"]["output"]
+        check(out.startswith("the MCP server conf went away during the call") and "effect is unknown" in out
+              and "conf it" not in out, "the call's error: %r", out)
+        body = llm.requests("die")[1]["body"]
+        check("error: the MCP server conf went away" in body and "error: error" not in body,
+              "the model reads: %r", body[body.find("went away") - 80:body.find("went away") + 40])
+    finally:
+        srv.stop()
+        llm.stop()
+
+
+def test_a_provider_answering_plain_json_fails_once_and_clearly():
+    for kind in ("anthropic", "chat", "responses"):
+        llm = LLM()
+        url = "http://127.0.0.1:%d/variant=json/tag=%s/v1" % (llm.port, kind)
+        env = {"OPENAI_API_KEY": "sk-test", "ANTHROPIC_API_KEY": "sk-ant-test", "SWITCHBOARD_LLM_BACKOFF_MS": "10"}
+        srv = Server(args=["--llm", kind, "--llm-url", url, "--model", "m"], env=env).start()
+        try:
+            sid = new_session(srv, tmpdir())
+            r = wait_run(srv, prompt(srv, sid, "hi"), timeout=30)
+            reason = r.get("reason", "")
+            check(r["status"] == "failed" and "not an event stream" in reason, "%s: the run ended %s: %s", kind,
+                  r["status"], reason)
+            check(reason.count("stream") <= 3 and "without" not in reason, "%s: the reason: %s", kind, reason)
+            check(len(llm.requests()) == 1, "%s: %d requests: retried", kind, len(llm.requests()))
+        finally:
+            srv.stop()
+            llm.stop()
 
 
 if __name__ == "__main__":

@@ -95,7 +95,21 @@ s_add_assistant (json_t *messages, const sb_llm_message_t *msg, size_t m,
     json_t *item;
     json_array_foreach (items, i, item) {
         const char *type = sb_provider_jstr (item, "type");
-        if (type && (s_streq (type, "thinking") || s_streq (type, "redacted_thinking")))
+        if (!type || !(s_streq (type, "thinking") || s_streq (type, "redacted_thinking")))
+            continue;
+        //  An empty signature (a tape written before it was left out) is
+        //  left out: the API refuses "signature": ""
+        const char *sig = sb_provider_jstr (item, "signature");
+        if (sig && !*sig) {
+            json_t *copy = json_copy (item);
+            if (copy)
+                json_object_del (copy, "signature");
+            if (!copy || json_array_append_new (content, copy)) {
+                json_decref (items);
+                goto nomem;
+            }
+        }
+        else
             json_array_append (content, item);
     }
     json_decref (items);
@@ -354,9 +368,14 @@ s_block_finish (sb_mapper_t *self, sb_slot_t *slot)
 {
     slot->done = true;
     if (slot->type == BLOCK_THINKING) {
-        json_t *state = json_pack ("{s:s, s:s%, s:s%}", "type", "thinking",
-                                   "thinking", slot->buf.p? slot->buf.p: "", slot->buf.len,
-                                   "signature", slot->extra.p? slot->extra.p: "", slot->extra.len);
+        //  No signature came (a proxy or a compatible server): none is
+        //  kept, since the API refuses "signature": "" when sent back
+        json_t *state = slot->extra.len
+            ? json_pack ("{s:s, s:s%, s:s%}", "type", "thinking",
+                         "thinking", slot->buf.p? slot->buf.p: "", slot->buf.len,
+                         "signature", slot->extra.p, slot->extra.len)
+            : json_pack ("{s:s, s:s%}", "type", "thinking",
+                         "thinking", slot->buf.p? slot->buf.p: "", slot->buf.len);
         if (!state)
             return sb_mapper_fail (self, "bad_stream", "thinking block is not valid UTF-8");
         int rc = sb_mapper_emit_state (self, state);

@@ -721,6 +721,41 @@ Test (provider, anthropic_body_with_thinking_sent_back)
     json_decref (body);
 }
 
+Test (provider, anthropic_thinking_without_signature_leaves_the_field_out)
+{
+    //  A thinking block whose stream had no signature_delta: its state has
+    //  no signature, and neither has the block sent back (the API refuses
+    //  "signature": ""), also from a state a tape stored with an empty one.
+    json_t *got = run_text (SB_PROVIDER_ANTHROPIC,
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":3,\"output_tokens\":1}}}\n\n"
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\",\"signature\":\"\"}}\n\n"
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"hm\"}}\n\n"
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n"
+        "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":2}}\n\n"
+        "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n");
+    assert_chunks (got,
+        "[{\"kind\":\"thinking\",\"text\":\"hm\"},"
+        " {\"kind\":\"reasoning_state\",\"data\":{\"type\":\"thinking\",\"thinking\":\"hm\"}},"
+        " {\"kind\":\"usage\",\"input_tokens\":3,\"output_tokens\":2,\"cached_tokens\":0,\"reasoning_tokens\":0},"
+        " {\"kind\":\"done\",\"stop_reason\":\"end\"}]", "no signature");
+    json_decref (got);
+
+    sb_llm_message_t msgs [] = {
+        { .role = SB_LLM_ROLE_USER, .content = "hi" },
+        { .role = SB_LLM_ROLE_ASSISTANT, .content = "hello",
+          .reasoning_state = "[{\"type\":\"thinking\",\"thinking\":\"hm\",\"signature\":\"\"},"
+                             " {\"type\":\"thinking\",\"thinking\":\"ok\",\"signature\":\"sig\"}]" },
+        { .role = SB_LLM_ROLE_USER, .content = "and?" },
+    };
+    sb_llm_request_t req = { .model = "claude-sonnet-4-5", .messages = msgs, .message_count = 3 };
+    json_t *body = build (SB_PROVIDER_ANTHROPIC, &req);
+    json_t *content = json_object_get (json_array_get (json_object_get (body, "messages"), 1), "content");
+    assert_json (content, "[{\"type\":\"thinking\",\"thinking\":\"hm\"},"
+                          " {\"type\":\"thinking\",\"thinking\":\"ok\",\"signature\":\"sig\"},"
+                          " {\"type\":\"text\",\"text\":\"hello\"}]", "sent back");
+    json_decref (body);
+}
+
 Test (provider, tool_output_before_text_in_one_user_message)
 {
     sb_llm_tool_call_t call = { "c1", "shell", "{}" };

@@ -57,20 +57,7 @@ typedef struct {
 static void
 s_run_free (sb_exec_run_t **run_p)
 {
-    sb_exec_run_t *run = *run_p;
-    if (!run)
-        return;
-    close (run->cancel_fd);
-    close (run->hb_stop_fd);
-    sb_runtime_destroy (&run->runtime);
-    free (run->text.buf);
-    free (run->thinking.buf);
-    free (run->tool_out.buf);
-    free (run->agents_md);
-    sb_exec_tool_output_free (run);
-    sb_exec_approval_free (run);
-    free (run);
-    *run_p = NULL;
+    sb_exec_run_free (run_p);
 }
 
 /*  Called on a run's thread as it ends: hands the run back to the actor

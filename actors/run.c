@@ -10,7 +10,6 @@
     (actors/run/commit.c, docs/runs.md); leases live in memory only
     (actors/run/lease.c). */
 #include "actors/run/run_impl.h"
-#include "common/digest.h"
 
 static const char *s_dbis [] = { "runs", "active", "bysession", "outbox", "fences", "commands", NULL };
 
@@ -52,113 +51,27 @@ s_reply_changed (self_t *self, const sb_msg_t *msg, const run_t *r)
 /* ------------------------------------------------------------------ */
 /*  Requests */
 
-/*  Idempotency. run.request and run.resume remember the run they made
-    under (session, command_id), with their type and the digest of their
-    body: a command_id names one request within its session, so an id
-    used on another session is another command, and an id reused in the
-    same session for another request is `conflict`, never the run that
-    the first one made (docs/sessions.md). Keys of the older global layout
-    ('C' command_id) hold one string, never two, so they are never found. */
-
-static void
-s_command_key (sb_key_t *k, const char *session_id, const char *cmd)
-{
-    sb_key_init (k, 'C');
-    sb_key_str (k, session_id);
-    sb_key_str (k, cmd);
-}
-
-/*  The digest of the body (common/digest.h); false when out of memory. */
-static bool
-s_command_digest (const sb_msg_t *msg, uint8_t out [SB_DIGEST_LEN])
-{
-    sb_enc_t *e = sb_enc_new ();
-    if (!e)
-        return false;
-    sb_enc_val (e, msg->body);
-    size_t len;
-    const uint8_t *data = sb_enc_data (e, &len);
-    int rc = sb_digest_of (data, len, out);
-    sb_enc_destroy (&e);
-    return rc == 0;
-}
-
-/*  True when msg is answered from its command_id, remembered in the
-    session's scope: with the run the same request made before, or with
-    `conflict` when the id was used for another request. */
+/*  Idempotency (actors/run/commands.c): true when msg is answered from
+    its command_id, with the run the same request made before (or with
+    `conflict`, sent there). */
 static bool
 s_remembered (self_t *self, const sb_msg_t *msg, const char *session_id)
 {
-    const char *cmd = sb_get_str (msg->body, "command_id");
-    if (!cmd)
-        return false;
-    uint8_t digest [SB_DIGEST_LEN];
-    if (!s_command_digest (msg, digest)) {
-        sb_bus_error (self->bus, msg, SB_E_internal, "out of memory");
-        return true;
-    }
-    sb_key_t k;
-    s_command_key (&k, session_id, cmd);
-    uint8_t *v;
-    size_t vlen;
-    if (!sb_key_valid (&k))
-        return false;
-    char run_id [33] = "", type [65] = "";
-    bool same = false;
-    if (sb_run_kv_get (self, DBI_COMMANDS, k.buf, k.len, &v, &vlen) == 0) {
-        sb_verr_t err;
-        sb_doc_t *doc = sb_decode (v, vlen, NULL, 0, &err);
-        const sb_val_t *m = sb_doc_root (doc);
-        size_t dlen = 0;
-        const char *d = sb_get_bin (m, "digest", &dlen);
-        s_copy (run_id, sizeof run_id, sb_get_str (m, "run_id"));
-        s_copy (type, sizeof type, sb_get_str (m, "type"));
-        same = d && dlen == SB_DIGEST_LEN && memcmp (d, digest, dlen) == 0
-            && strcmp (type, msg->h.type) == 0;
-        sb_doc_destroy (&doc);
-        free (v);
-    }
-    if (!run_id [0])
-        return false;
-    if (!same) {
-        sb_bus_error (self->bus, msg, SB_E_conflict,
-                      "command_id %s was already used for another %s request on session %s; "
-                      "a retry must repeat the request unchanged", cmd, type, session_id);
-        return true;
-    }
     run_t r;
-    if (sb_run_record_load (self, run_id, &r) != 0)
-        return false;
-    /* the first request's run may not be durable yet: answered as the
-       first one was */
-    s_reply_changed (self, msg, &r);
-    sb_run_record_free (&r);
-    return true;
+    int rc = sb_run_command_find (self, msg, session_id, &r);
+    if (rc == 1) {
+        /* the first request's run may not be durable yet: answered as the
+           first one was */
+        s_reply_changed (self, msg, &r);
+        sb_run_record_free (&r);
+    }
+    return rc != 0;
 }
 
 static void
 s_remember (self_t *self, const sb_msg_t *msg, const run_t *r)
 {
-    const char *cmd = sb_get_str (msg->body, "command_id");
-    uint8_t digest [SB_DIGEST_LEN];
-    if (!cmd || !s_command_digest (msg, digest))
-        return;
-    sb_enc_t *e = sb_enc_new ();
-    if (!e)
-        return;
-    sb_enc_map_open (e);
-    sb_enc_kstr (e, "type", msg->h.type);
-    sb_enc_key (e, "digest");
-    sb_enc_bin (e, digest, sizeof digest);
-    sb_enc_kstr (e, "run_id", r->run_id);
-    sb_enc_map_close (e);
-    size_t len;
-    const uint8_t *data = sb_enc_data (e, &len);
-    sb_key_t k;
-    s_command_key (&k, r->session_id, cmd);
-    if (sb_key_valid (&k))
-        sb_run_kv_put (self, DBI_COMMANDS, k.buf, k.len, data, len);
-    sb_enc_destroy (&e);
+    sb_run_command_remember (self, msg, r);
 }
 
 static bool
@@ -805,6 +718,7 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
     self->jobs = zhashx_new ();
     self->held = zlistx_new ();
     self->lease_ms = sb_actor_limit (ACTOR, 0, "SWITCHBOARD_LEASE_S", LEASE_MS / 1000, 6, 3600) * 1000;
+    sb_run_commands_init (self);
     if (!self->bus || !self->enc || !self->leases || !self->calls || !self->jobs || !self->held) {
         s_self_destroy (&self);
         return NULL;
@@ -900,6 +814,7 @@ sb_run_actor (zsock_t *pipe, void *args)
             sb_run_held_flush (self);
             if (++ticks % 4 == 0)
                 sb_run_start_queued (self);
+            sb_run_commands_sweep (self);
             self->next_tick = sb_mono_ms () + TICK_MS;
         }
         if (claims_due && !busy) {

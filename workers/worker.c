@@ -132,21 +132,7 @@ s_run_ended (sb_exec_run_t *run)
 static void
 s_run_free (sb_exec_run_t **run_p)
 {
-    sb_exec_run_t *run = *run_p;
-    if (!run)
-        return;
-    if (run->cancel_fd >= 0)
-        close (run->cancel_fd);
-    if (run->hb_stop_fd >= 0)
-        close (run->hb_stop_fd);
-    sb_runtime_destroy (&run->runtime);
-    free (run->text.buf);
-    free (run->thinking.buf);
-    free (run->tool_out.buf);
-    sb_exec_tool_output_free (run);
-    sb_exec_approval_free (run);
-    free (run);
-    *run_p = NULL;
+    sb_exec_run_free (run_p);   //  the AGENTS.md text too (actors/exec/agent.c)
 }
 
 /*  Runs one claimed run to its end (or to a stop), on exec's loop. */

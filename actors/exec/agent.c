@@ -550,6 +550,27 @@ s_report (sb_exec_run_t *run)
     sb_enc_destroy (&e);
 }
 
+void
+sb_exec_run_free (sb_exec_run_t **run_p)
+{
+    sb_exec_run_t *run = *run_p;
+    if (!run)
+        return;
+    if (run->cancel_fd >= 0)
+        close (run->cancel_fd);
+    if (run->hb_stop_fd >= 0)
+        close (run->hb_stop_fd);
+    sb_runtime_destroy (&run->runtime);
+    free (run->text.buf);
+    free (run->thinking.buf);
+    free (run->tool_out.buf);
+    free (run->agents_md);
+    sb_exec_tool_output_free (run);
+    sb_exec_approval_free (run);
+    free (run);
+    *run_p = NULL;
+}
+
 void *
 sb_exec_run_thread (void *arg)
 {

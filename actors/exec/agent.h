@@ -250,6 +250,12 @@ void sb_exec_mcp_call (sb_exec_run_t *run, const sb_exec_call_t *call, sb_tool_r
 //  loop and the report; calls run->on_end as it ends.
 void *sb_exec_run_thread (void *arg);
 
+/*  Frees a run that has ended (or never started) and everything it owns:
+    its eventfds, runtime, buffers, AGENTS.md text and approval state. The
+    one release for exec and for a worker (workers/worker.c), so neither
+    leaks what the other remembers to free. */
+void sb_exec_run_free (sb_exec_run_t **run_p);
+
 //  actors/exec/steer.c: at a step boundary, has the session append the
 //  run's pending steers (prompt.steered); returns how many (0 also when
 //  the call failed: they stay pending).

@@ -41,9 +41,6 @@ typedef struct {
     const char *prompt;         /* also append a `prompt` entry first */
     bool status_changed;
     bool new_fence;             /* give the run the session's next fence */
-    const char *command_id;     /* remember the reply under it */
-    const uint8_t *reply;
-    size_t reply_len;
     uint64_t outbox_n;
 } write_ctx_t;
 
@@ -158,11 +155,6 @@ s_write (write_ctx_t *w)
         rc = sb_run_kv_put (self, DBI_OUTBOX, k.buf, k.len, data, len);
         if (!rc)
             self->open_outbox_max = w->outbox_n;
-    }
-    if (w->command_id && w->reply && !rc) {
-        sb_key_init (&k, 'C');
-        sb_key_str (&k, w->command_id);
-        rc = sb_run_kv_put (self, DBI_COMMANDS, k.buf, k.len, w->reply, w->reply_len);
     }
     sb_enc_destroy (&e);
     return rc;

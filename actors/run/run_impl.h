@@ -144,6 +144,8 @@ struct self_t {
     zlistx_t *claims;           /* claim_t waiting for a run, oldest first */
     uint64_t stale_ms, offline_ms;
     uint64_t lease_ms;          /* a local run's lease (LEASE_MS, SWITCHBOARD_LEASE_S) */
+    uint64_t command_ttl_ms;    /* how long a command_id is remembered (run/commands.c) */
+    int64_t next_sweep;         /* mono ms of the next sweep of expired ones */
     int64_t next_tick;
     bool terminated;
     /* run/commit.c: writes pending in memory, and the committer */
@@ -166,6 +168,18 @@ s_copy (char *dst, size_t n, const char *src)
 {
     snprintf (dst, n, "%s", src ? src : "");
 }
+
+/*  run/commands.c: the remembered command_ids of run.request and
+    run.resume, which expire (SWITCHBOARD_COMMAND_TTL_S, 24 h). */
+void sb_run_commands_init (self_t *self);
+/*  msg's command_id, in the session's scope: 0 none (carry it out), 1 the
+    same request made the run *r (loaded; the caller answers and frees),
+    -1 answered here (conflict, or an internal error). */
+int sb_run_command_find (self_t *self, const sb_msg_t *msg, const char *session_id, run_t *r);
+/*  Remembers msg's command_id with the run it made. */
+void sb_run_command_remember (self_t *self, const sb_msg_t *msg, const run_t *r);
+/*  Deletes expired command_ids, at most once a minute (the actor's tick). */
+void sb_run_commands_sweep (self_t *self);
 
 /*  run/commit.c: group commit on a committer thread (see there). The
     actor's reads go through sb_run_kv_get/scan, which see its pending

@@ -23,6 +23,10 @@ tests/mcp) and fails on the code before its fix.
     server that dies during a call is named in a sentence that reads;
     a provider that answers plain JSON to a stream request fails the call
     once, with one clear line, without retries;
+  - the run coordinator's remembered command_ids expire
+    (SWITCHBOARD_COMMAND_TTL_S) and are swept;
+  - a worker that ran runs with an AGENTS.md exits clean (under ASan, with
+    leak detection, a leak of its text fails the exit status).
 """
 import json
 import os
@@ -419,6 +423,58 @@ def test_a_provider_answering_plain_json_fails_once_and_clearly():
         finally:
             srv.stop()
             llm.stop()
+
+
+# ---------------------------------------------------------------------------
+# 11. found by reading the code
+
+def test_the_run_coordinators_command_ids_expire():
+    llm = LLM()
+    llm.script("ttl", [{"text": "done"}], repeat_last=True)
+    srv = Server(args=llm_args(llm, "ttl"), env=dict(LLM_ENV, SWITCHBOARD_COMMAND_TTL_S="1")).start()
+    try:
+        sid = new_session(srv, tmpdir())
+        req = {"session_id": sid, "input": "hi", "command_id": "cmd-ttl-1"}
+        first = call(srv, "run.request", req)["run"]["run_id"]
+        check(wait_run(srv, first)["status"] == "completed", "the first run did not complete")
+        again = call(srv, "run.request", req)["run"]["run_id"]
+        # at once it is the same request (unless a slow machine let a second pass)
+        box = {}
+
+        def new_run():
+            box["r"] = call(srv, "run.request", req)["run"]["run_id"]
+            return box["r"] != first
+        wait_for(new_run, 15, "the command_id to be forgotten after its 1 s")
+        check(again in (first, box["r"]), "a retry within the ttl made another run")
+        wait_for(lambda: "expired command_ids" in srv.log(), 15, "the sweep of expired command_ids")
+    finally:
+        srv.stop()
+        llm.stop()
+
+
+def test_a_worker_frees_each_runs_agents_md():
+    from test_workers_agent import session_prompt, start_worker
+    ws = tmpdir()
+    with open(os.path.join(ws, "AGENTS.md"), "w") as f:
+        f.write("WORKER-RULE: keep it short\n")
+    llm = LLM()
+    llm.script("wmd", [{"text": "one"}, {"text": "two"}])
+    env = dict(LLM_ENV, XDG_CONFIG_HOME=tmpdir())
+    srv = Server(args=llm_args(llm, "wmd"), env=env).start()
+    w = start_worker(srv, "wmd1")
+    try:
+        sid = new_session(srv, ws, approval_policy="yolo", target="worker:p")
+        for text in ("first", "second"):
+            r = wait_run(srv, session_prompt(srv, sid, text), timeout=30)
+            check(r["status"] == "completed", "run: %r\nworker log:\n%s", r, w.log())
+        reqs = llm.requests("wmd")
+        check(len(reqs) == 2 and all("WORKER-RULE" in q["body"] for q in reqs), "the runs lack AGENTS.md")
+        rc = w.stop()
+        check(rc == 0, "the worker exited %r (under ASan: a leak?):\n%s", rc, w.log()[-3000:])
+    finally:
+        w.stop()
+        srv.stop()
+        llm.stop()
 
 
 if __name__ == "__main__":

@@ -185,6 +185,9 @@ static const sb_field_t s_exec_mcp_list_ok [] = {
 static const sb_field_t s_none [] = { END };
 static const sb_field_t s_exec_diff [] = {
     { "session_id", SB_T_STR, true, ID_MAX, NULL, "session" },
+    { "base", SB_T_STR, false, 16, NULL,
+      "compare with: session (as the session's first run found the work tree) or head (git HEAD); "
+      "default: session when it has one, else head" },
     END
 };
 static const sb_field_t s_diff_file [] = {
@@ -199,6 +202,7 @@ static const sb_field_t s_diff_file [] = {
     END
 };
 static const sb_field_t s_diff_item [] = { { "file", SB_T_MAP, false, 0, s_diff_file, "a changed file" } };
+static const sb_field_t s_written_item [] = { { "", SB_T_STR, false, 4 KB, NULL, "a path relative to the workspace" } };
 static const sb_field_t s_exec_diff_ok [] = {
     { "files", SB_T_ARRAY, true, 1000, s_diff_item, "changed files, by path" },
     { "truncated", SB_T_BOOL, true, 0, NULL, "files or bytes were left out (past 1000 files or 4 MiB of diff)" },
@@ -206,6 +210,9 @@ static const sb_field_t s_exec_diff_ok [] = {
     { "workspace", SB_T_STR, false, 4 KB, NULL, "the workspace compared" },
     { "base", SB_T_STR, false, 16, NULL,
       "what the work tree is compared with: session (as the session's first run found it) or head (git HEAD)" },
+    { "session_base", SB_T_BOOL, false, 0, NULL, "the session has a baseline (its first run saved it): base session is possible" },
+    { "written", SB_T_ARRAY, false, 1000, s_written_item,
+      "files the session's agent wrote that show no change against the base (never hidden)" },
     END
 };
 

@@ -330,6 +330,9 @@ s_run_tool (sb_exec_run_t *run, const sb_exec_call_t *call)
             sb_tool_run (&ctx, call->name, call->arguments, &res);
         sb_exec_tool_output_end (run);
         atomic_store (&run->phase, 0);
+        /* the changes panel lists every file the agent wrote (changes.h) */
+        if (res.ok)
+            sb_exec_diff_note_write (run->runtime->workspace, run->session_id, call->name, call->arguments);
     }
     sb_enc_t *e = sb_enc_new ();
     sb_enc_array_open (e);

@@ -3,12 +3,16 @@
 #include "common/git.h"
 #include "common/log.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define ACTOR "exec"
@@ -107,8 +111,146 @@ sb_exec_diff_baseline (const char *workspace, const char *data_dir, const char *
         sb_debug (ACTOR, "no baseline for session=%s (outside git or over the caps)", session_id);
 }
 
+/* ------------------------------------------------------------------ */
+/*  The agent's writes */
+
+#define S_WRITTEN_MAX (256u << 10)      /* bytes of one session's list */
+
+//  The list of the paths the session's agent wrote: beside its baseline,
+//  in the work tree's git folder. 0, or -1 outside git or for a bad id.
+static int
+s_written_file (const char *workspace, const char *session_id, char *out, size_t n)
+{
+    size_t len = session_id ? strlen (session_id) : 0;
+    if (len == 0 || len > 64 || strspn (session_id, "0123456789ABCDEFGHJKMNPQRSTVWXYZabcdefghijklmnopqrstuvwxyz")
+                                != len)
+        return -1;
+    char rel [128];
+    snprintf (rel, sizeof rel, "switchboard/written-%s", session_id);
+    const char *args [] = { "rev-parse", "--git-path", rel, NULL };
+    char *path = NULL;
+    if (sb_git_run (workspace, NULL, args, &path) != 0) {
+        free (path);
+        return -1;
+    }
+    path [strcspn (path, "\n")] = 0;
+    int w = path [0] == '/' ? snprintf (out, n, "%s", path) : snprintf (out, n, "%s/%s", workspace, path);
+    free (path);
+    return w > 0 && (size_t) w < n ? 0 : -1;
+}
+
+//  The list's text (malloc'd, NUL-terminated; NULL when there is none).
+static char *
+s_written_load (const char *file)
+{
+    int fd = open (file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    char *buf = malloc (S_WRITTEN_MAX + 1);
+    ssize_t n = buf ? read (fd, buf, S_WRITTEN_MAX) : -1;
+    close (fd);
+    if (n < 0) {
+        free (buf);
+        return NULL;
+    }
+    buf [n] = 0;
+    return buf;
+}
+
+//  Whether `list` (lines) holds `path` as a line.
+static bool
+s_list_has (const char *list, const char *path)
+{
+    size_t n = strlen (path);
+    for (const char *p = list; p && *p; ) {
+        const char *nl = strchr (p, '\n');
+        size_t len = nl ? (size_t) (nl - p) : strlen (p);
+        if (len == n && memcmp (p, path, n) == 0)
+            return true;
+        p = nl ? nl + 1 : NULL;
+    }
+    return false;
+}
+
 void
-sb_exec_diff_encode (const char *workspace, const char *data_dir, const char *session_id, sb_enc_t *enc)
+sb_exec_diff_note_write (const char *workspace, const char *session_id, const char *tool, const char *args_json)
+{
+    if (!tool || (strcmp (tool, "write_file") != 0 && strcmp (tool, "edit_file") != 0) || !args_json)
+        return;
+    json_t *args = json_loads (args_json, 0, NULL);
+    const char *p = json_string_value (json_object_get (args, "path"));
+    char path [4200] = "";
+    if (p) {
+        //  as the diff names it: relative to the workspace, without "./"
+        size_t wl = strlen (workspace);
+        if (strncmp (p, workspace, wl) == 0 && p [wl] == '/')
+            p += wl + 1;
+        while (p [0] == '.' && p [1] == '/')
+            p += 2;
+        snprintf (path, sizeof path, "%s", p);
+    }
+    json_decref (args);
+    char file [4400];
+    if (!path [0] || strlen (path) >= 4096 || strchr (path, '\n') || path [0] == '/'
+    ||  s_written_file (workspace, session_id, file, sizeof file) != 0)
+        return;
+    char *list = s_written_load (file);
+    size_t lines = 0;
+    for (const char *q = list; q && (q = strchr (q, '\n')); q++)
+        lines++;
+    bool skip = (list && s_list_has (list, path)) || lines >= SB_EXEC_DIFF_FILES_MAX
+             || (list ? strlen (list) : 0) + strlen (path) + 1 > S_WRITTEN_MAX;
+    free (list);
+    if (skip)
+        return;
+    char *slash = strrchr (file, '/');
+    *slash = 0;
+    if (mkdir (file, 0700) != 0 && errno != EEXIST)
+        return;
+    *slash = '/';
+    int fd = open (file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return;
+    char line [4200];
+    int n = snprintf (line, sizeof line, "%s\n", path);
+    if (write (fd, line, (size_t) n) != n)
+        sb_debug (ACTOR, "cannot note the write of %s for session=%s", path, session_id);
+    close (fd);
+}
+
+//  Appends `written`: the agent's writes the diff does not show (the
+//  file is the same as the base again, or was written back as it was).
+static void
+s_enc_written (const char *workspace, const char *session_id, const char *numstat, sb_enc_t *enc)
+{
+    char file [4400];
+    char *list = s_written_file (workspace, session_id, file, sizeof file) == 0 ? s_written_load (file) : NULL;
+    sb_enc_key (enc, "written");
+    sb_enc_array_open (enc);
+    size_t n = 0;
+    for (char *p = list; p && *p && n < SB_EXEC_DIFF_FILES_MAX; ) {
+        char *nl = strchr (p, '\n');
+        if (nl)
+            *nl = 0;
+        //  numstat -z: "A\tD\tPATH\0" or "A\tD\t\0OLD\0NEW\0"
+        bool shown = false;
+        for (const char *q = numstat; q && *q && !shown; q += strlen (q) + 1) {
+            const char *tab = strrchr (q, '\t');
+            shown = strcmp (tab ? tab + 1 : q, p) == 0;
+        }
+        if (*p && !shown && sb_utf8_valid (p, strlen (p))) {
+            sb_enc_str (enc, p);
+            n++;
+        }
+        p = nl ? nl + 1 : NULL;
+    }
+    sb_enc_array_close (enc);
+    free (list);
+}
+
+void
+sb_exec_diff_encode (const char *workspace, const char *data_dir, const char *session_id, const char *want,
+                     sb_enc_t *enc)
 {
     char exclude [4200];
     s_exclude (workspace, data_dir, exclude, sizeof exclude);
@@ -118,7 +260,8 @@ sb_exec_diff_encode (const char *workspace, const char *data_dir, const char *se
     char *numstat = NULL, *diff = NULL, *out = NULL;
     bool git = sb_git_stage_open (&stage, workspace, exclude) == 0
             && sb_git_stage_tree (&stage, after, sizeof after) == 0;
-    if (git && session_id && sb_git_baseline_load (workspace, session_id, base, sizeof base) == 0)
+    bool has_session = git && session_id && sb_git_baseline_load (workspace, session_id, base, sizeof base) == 0;
+    if (has_session && (!want || strcmp (want, "head") != 0))
         against = "session";
     else
     if (git) {
@@ -151,8 +294,11 @@ sb_exec_diff_encode (const char *workspace, const char *data_dir, const char *se
     sb_enc_map_open (enc);
     sb_enc_kstr (enc, "workspace", workspace);
     sb_enc_kbool (enc, "git", git);
-    if (git)
+    if (git) {
         sb_enc_kstr (enc, "base", against);
+        sb_enc_kbool (enc, "session_base", has_session);
+        s_enc_written (workspace, session_id, numstat, enc);
+    }
     sb_enc_key (enc, "files");
     sb_enc_array_open (enc);
     bool truncated = git && !diff;
@@ -231,6 +377,7 @@ typedef struct job {
     uint8_t *route;
     size_t route_len;
     char sid [64];
+    char base [16];             /* "session", "head" or "" (the session's when it has one) */
     uint8_t *body;              /* the exec.diff.ok body, or NULL after an error */
     size_t len;
     sb_err_t code;
@@ -278,7 +425,8 @@ s_job_main (void *arg)
                    ? sb_get_str (sb_get_map (reply->body, "session"), "workspace") : NULL;
     if (ws) {
         sb_enc_reset (enc);
-        sb_exec_diff_encode (ws, self->data_dir [0] ? self->data_dir : NULL, job->sid, enc);
+        sb_exec_diff_encode (ws, self->data_dir [0] ? self->data_dir : NULL, job->sid, job->base [0] ? job->base : NULL,
+                             enc);
         job->body = sb_enc_release (enc, &job->len);
         if (!job->body) {
             job->code = SB_E_internal;
@@ -375,6 +523,9 @@ sb_exec_diffs_start (sb_exec_diffs_t *self, sb_bus_t *bus, const sb_msg_t *req)
     job->h = req->h;
     job->owner = self;
     snprintf (job->sid, sizeof job->sid, "%s", sid);
+    const char *base = sb_get_str (req->body, "base");
+    snprintf (job->base, sizeof job->base, "%s", base && strcmp (base, "head") == 0 ? "head"
+                                                 : base && strcmp (base, "session") == 0 ? "session" : "");
     pthread_t t;
     pthread_attr_t attr;
     pthread_attr_init (&attr);

@@ -34,10 +34,20 @@ void sb_exec_diffs_start (sb_exec_diffs_t *self, sb_bus_t *bus, const sb_msg_t *
 void sb_exec_diffs_answer (sb_exec_diffs_t *self, sb_bus_t *bus);
 
 /*  The exec.diff.ok body for `workspace`, appended to enc: the work tree,
-    untracked files included, against the session's baseline (the work
-    tree as its first run found it), or git HEAD when it has none. Used by
-    the jobs and the unit test. */
-void sb_exec_diff_encode (const char *workspace, const char *data_dir, const char *session_id, sb_enc_t *enc);
+    untracked files included, against `base`: "session" (the work tree as
+    the session's first run found it), "head" (git HEAD), or NULL: the
+    session's when it has one, else HEAD. The answer says which it used
+    (`base`) and whether the session has one (`session_base`), and lists
+    the files the session's agent wrote that show no change against it
+    (`written`): a write is never hidden. Used by the jobs and the tests. */
+void sb_exec_diff_encode (const char *workspace, const char *data_dir, const char *session_id, const char *base,
+                          sb_enc_t *enc);
+
+/*  Run thread, after a tool call succeeded: when it wrote a file
+    (write_file, edit_file), notes its path among the session's writes,
+    beside its baseline (at most SB_EXEC_DIFF_FILES_MAX paths). */
+void sb_exec_diff_note_write (const char *workspace, const char *session_id, const char *tool,
+                              const char *args_json);
 
 /*  Run thread, as a run starts: saves the session's baseline unless it
     has one (common/git.h), so that the changes panel shows what the

@@ -59,7 +59,14 @@ export class Changes {
     this.seq = 0;
     this.timer = null;
     this.open = new Set ();            // paths whose diff is expanded
+    this.base = null;                  // what the person chose: 'session', 'head' (null: the server's)
     this.render (null);
+  }
+
+  // The person switches the baseline; the answer says which was used.
+  switchBase (base) {
+    this.base = base;
+    this.refresh ();
   }
 
   // Asks again soon (a write tool finished); bursts make one request.
@@ -75,7 +82,10 @@ export class Changes {
     const seq = ++this.seq;
     this.pane.setAttribute ('aria-busy', 'true');
     try {
-      const r = await this.app.conn.call ('exec.diff', { session_id: sid });
+      const req = { session_id: sid };
+      if (this.base)
+        req.base = this.base;
+      const r = await this.app.conn.call ('exec.diff', req);
       if (seq === this.seq && sid === this.app.current)
         this.render (r);
     } catch (e) {
@@ -108,12 +118,20 @@ export class Changes {
       return;
     }
     const files = (r.files || []).map (f => f.file || f);
-    if (r.workspace)
-      this.pane.appendChild (el ('p.note',
-        r.base === 'session' ? 'Since the session\'s first run, in ' : 'Against git HEAD in ',
-        el ('code', r.workspace)));
-    if (!files.length) {
-      this.pane.appendChild (el ('p.empty', 'No changes in the workspace.'));
+    const written = r.written || [];
+    // one stated baseline, which the person may switch
+    const since = r.base === 'session';
+    const other = since ? 'head' : 'session';
+    this.pane.appendChild (el ('p.note.changes-base',
+      since ? 'Since the session\'s first run' : 'Against git HEAD',
+      r.workspace ? [' in ', el ('code', r.workspace)] : '', ' · ',
+      since || r.session_base
+        ? el ('button.link', { type: 'button', onclick: () => this.switchBase (other) },
+          since ? 'compare with git HEAD' : 'compare with the session\'s first run')
+        : el ('span.hint', 'the session\'s first run saves its own baseline')));
+    if (!files.length && !written.length) {
+      this.pane.appendChild (el ('p.empty', since ? 'No changes since the session\'s first run.'
+        : 'No changes against git HEAD.'));
       return;
     }
     let add = 0, del = 0;
@@ -137,6 +155,11 @@ export class Changes {
       list.appendChild (d);
     }
     this.pane.appendChild (list);
+    if (written.length)
+      // the agent wrote these, and they are as they were: never hidden
+      this.pane.appendChild (el ('div.written',
+        el ('p.note', 'Written by the agent, and the same as the baseline now:'),
+        el ('ul', written.map (p => el ('li', el ('code.fpath', { title: p }, p))))));
     if (r.truncated)
       this.pane.appendChild (el ('p.note', 'The list was cut at the server\'s limit.'));
   }

@@ -294,6 +294,17 @@ async function main () {
     await page.waitForSelector ('#pane-changes .file[data-path="notes.md"] .dl.add >> text=written by the agent',
       { timeout: STEP_MS });
     await shot (page, '04-changes-panel');
+    // one stated baseline, which the person switches (and back)
+    const stated = async () => page.innerText ('#pane-changes .changes-base');
+    check ((await stated ()).includes ('Since the session\'s first run'), 'the panel does not state its baseline: '
+      + await stated ());
+    await page.click ('#pane-changes .changes-base button');
+    await waitFor ('the panel to compare with git HEAD', async () => (await stated ()).includes ('Against git HEAD'),
+      STEP_MS);
+    await page.waitForSelector ('#pane-changes .file[data-path="notes.md"]', { timeout: STEP_MS });
+    await page.click ('#pane-changes .changes-base button');
+    await waitFor ('the panel to compare with the session\'s first run again',
+      async () => (await stated ()).includes ('Since the session\'s first run'), STEP_MS);
 
     // the finished tape: this page and a fresh tab show the same transcript,
     // and it holds every entry of the tape once

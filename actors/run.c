@@ -512,10 +512,22 @@ s_handle_heartbeat (self_t *self, sb_msg_t *msg)
         lease->output_tokens = sb_get_uint (msg->body, "output_tokens", lease->output_tokens);
     }
     bool changed = r.status != status_before;
+    /* a model call since the record was written: its figures are kept, so
+       that a run interrupted by a crash still says what it made */
+    bool counted = lease && lease->steps > r.steps;
+    if (counted) {
+        r.steps = lease->steps;
+        r.input_tokens = lease->input_tokens;
+        r.output_tokens = lease->output_tokens;
+        r.tokens_known = r.tokens_known || lease->tokens_known;
+    }
     if (r.status == SB_RUN_claimed && sb_run_set_status (&r, SB_RUN_running, NULL) == SB_OK) {
         sb_run_save (self, &r, false, true, NULL);
         changed = true;
     }
+    else
+    if (counted)
+        sb_run_save (self, &r, false, false, NULL);     /* rides with the next batch; nothing waits */
     if (r.worker_id [0])
         sb_run_worker_seen (self, r.worker_id);
     sb_enc_t *e = self->enc;

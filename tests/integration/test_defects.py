@@ -12,7 +12,8 @@ tests/mcp) and fails on the code before its fix.
   - run accounting: with a provider that sends no usage, the summary of
     `prompt --follow`, run-info and the tape say the model calls made and
     that the tokens are unknown; a compaction run counts its model call;
-    a run resumed after a restart keeps the calls it made before;
+    a run resumed after a restart keeps the calls it made before, and one
+    interrupted by a crash says them too;
   - a call to a tool the session does not offer is answered at once with
     "unknown tool" and the tools it has, never put to a person;
   - `keys new` on a data folder that does not exist yet makes it;
@@ -255,6 +256,45 @@ def test_a_run_resumed_after_a_restart_keeps_its_steps():
         check(run["steps"] == 2 and run["input_tokens"] == 300 and run["output_tokens"] == 30,
               "after the restart the run says %r", {k: run.get(k) for k in ("steps", "input_tokens", "output_tokens")})
     finally:
+        srv.stop()
+        llm.stop()
+
+
+def test_a_run_interrupted_by_a_crash_keeps_its_steps():
+    ws = tmpdir()
+    gate = "for i in $(seq 600); do [ -e go ] && break; sleep 0.1; done"
+    llm = LLM()
+    llm.script("ic", [
+        {"tool_calls": [{"name": "shell", "arguments": {"command": "echo one"}, "call_id": "c1"}],
+         "usage": {"input_tokens": 100, "output_tokens": 10}},
+        {"tool_calls": [{"name": "shell", "arguments": {"command": gate}, "call_id": "c2"}],
+         "usage": {"input_tokens": 200, "output_tokens": 20}},
+    ])
+    srv = llm_server(llm, "ic")
+    try:
+        sid = new_session(srv, ws, approval_policy="yolo")
+        run_id = prompt(srv, sid, "go")
+        wait_for(lambda: (lambda r: r.get("steps") == 2 and r.get("phase") == "tool")(get_run(srv, run_id)), 20,
+                 "the second call's tool to run")
+        # two heartbeats after the one that said steps 2: its write is durable
+        seen = [get_run(srv, run_id)["lease_expires_at"]]
+
+        def renewed():
+            e = get_run(srv, run_id)["lease_expires_at"]
+            if e > seen[-1]:
+                seen.append(e)
+            return len(seen) >= 3
+        wait_for(renewed, 20, "two lease renewals")
+        srv.close_control()
+        srv.proc.send_signal(signal.SIGKILL)
+        check(srv.proc.wait(10) == -signal.SIGKILL, "serve did not die of SIGKILL")
+        srv.start()
+        run = wait_run(srv, run_id, timeout=20)
+        check(run["status"] == "interrupted", "after the crash: %r", run)
+        check(run["steps"] == 2 and run.get("input_tokens") == 300 and run.get("output_tokens") == 30,
+              "the interrupted run says %r", {k: run.get(k) for k in ("steps", "input_tokens", "output_tokens")})
+    finally:
+        open(os.path.join(ws, "go"), "w").close()
         srv.stop()
         llm.stop()
 

@@ -612,7 +612,12 @@ s_handle_heartbeat (self_t *self, sb_msg_t *msg)
     sb_enc_reset (e);
     sb_enc_map_open (e);
     sb_enc_kbool (e, "cancel_requested", r.cancel_requested);
-    sb_enc_kuint (e, "lease_ms", lease && lease->lease_ms ? lease->lease_ms : self->lease_ms);
+    /* after a cancel the lease ends at the grace, and the reply says what
+       is left of it (the broker ends a worker key's grant by it too) */
+    uint64_t left = lease && lease->lease_ms ? lease->lease_ms : self->lease_ms;
+    if (lease && lease->cancel_by)
+        left = lease->expires > sb_mono_ms () ? (uint64_t) (lease->expires - sb_mono_ms ()) : 0;
+    sb_enc_kuint (e, "lease_ms", left);
     sb_enc_map_close (e);
     size_t len;
     const uint8_t *b = sb_enc_data (e, &len);

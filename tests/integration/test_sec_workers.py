@@ -16,7 +16,8 @@ over CURVE TCP (Debian's python3-zmq, as test_workers_scope.py does):
     session's last prompt is the person's;
   - cancel: a worker that ignores a cancel (it heartbeats on, with a
     3,600 s lease) loses the run within the cancel's grace
-    (SWITCHBOARD_WORKER_CANCEL_S, 2 s here): the run is `cancelled`, the
+    (SWITCHBOARD_WORKER_CANCEL_S, 2 s here): its heartbeats' replies say
+    what is left of the lease (lease_ms), the run is `cancelled`, the
     worker's fence is refused, and the session's next prompt runs.
 """
 import os
@@ -210,6 +211,9 @@ def test_cancel_shortens_a_deaf_workers_lease():
         check(r[0] == "run.heartbeat.ok", "heartbeat: %r", r)
         t0 = time.monotonic()
         call(server, "run.cancel", {"run_id": run_id})
+        r = w.request("run.heartbeat", {"run_id": run_id, "fence": fence})
+        check(r[0] == "run.heartbeat.ok" and r[1]["cancel_requested"] is True and r[1]["lease_ms"] <= grace * 1000,
+              "the first heartbeat after the cancel: %r", r)
         # the deaf worker heartbeats on and ignores cancel_requested
         box = {"hb": None}
 

@@ -560,6 +560,7 @@ s_pool_allowed (const s_id_t *id, const char *pool)
     return false;
 }
 
+/*  Whether a worker may append entries of `kind` (s_worker_kinds). */
 static bool
 s_kind_allowed (const char *kind)
 {

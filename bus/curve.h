@@ -45,8 +45,11 @@ void sb_curve_apply_client (zsock_t *sock, const char *endpoint);
     A client key's certificate in DATA/certs/clients/ carries a role in its
     metadata (`keys new NAME [--client|--actor]`):
       worker  (the default) only the worker protocol, for worker_id NAME,
-              on the command plane only, and only for the runs it holds a
-              claim on (below);
+              in the pools of its `pools` metadata (`keys new --pool P`;
+              none: the pool `default` only), on the command plane only,
+              and only for the runs it holds a claim on (below); it
+              appends only the kinds an executor writes, with its claim's
+              run_id and fence;
       client  the public types (what the gateway passes), every plane;
       actor   everything: a remote `switchboard actor exec|llm`.
     Peers on ipc and inproc carry no User-Id and are not checked.

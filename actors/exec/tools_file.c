@@ -404,17 +404,24 @@ s_name_cmp (const void *a, const void *b)
     return strcmp (*(char *const *) a, *(char *const *) b);
 }
 
-//  Whether the session's rules deny reading entry `name` under `prefix`:
-//  it is then not listed (nor entered), as if it were not there.
+//  Whether the session's rules deny reading entry `name` under `prefix`,
+//  or, for a symlink, what it leads to: it is then not listed (nor
+//  entered), as if it were not there.
 static bool
-s_list_denied (const s_list_t *lst, const char *prefix, const char *name)
+s_list_denied (const s_list_t *lst, const char *prefix, const char *name, bool link)
 {
-    if (!lst->ctx->read_denied)
+    const sb_tool_ctx_t *ctx = lst->ctx;
+    if (!ctx->read_denied)
         return false;
-    char rel [PATH_MAX];
+    char rel [PATH_MAX], real [PATH_MAX], err [16];
     bool top = strcmp (lst->base, ".") == 0;
     int n = snprintf (rel, sizeof rel, "%s%s%s%s", top ? "" : lst->base, top ? "" : "/", prefix, name);
-    return n < 0 || (size_t) n >= sizeof rel || lst->ctx->read_denied (rel, lst->ctx->read_denied_arg);
+    if (n < 0 || (size_t) n >= sizeof rel || ctx->read_denied (rel, ctx->read_denied_arg))
+        return true;
+    if (!link || sb_path_resolve (ctx->workspace, rel, false, real, sizeof real, err, sizeof err) != 0)
+        return false;
+    const char *to = sb_path_relative (ctx->workspace, real);
+    return to && ctx->read_denied (to, ctx->read_denied_arg);
 }
 
 //  Lists dirfd (consumed) into lst, `depth` levels deep. Subdirectories are
@@ -460,7 +467,7 @@ s_list (int dirfd, const char *prefix, int depth, s_list_t *lst)
         struct stat st;
         if (fstatat (dirfd, names [i], &st, AT_SYMLINK_NOFOLLOW) != 0)
             continue;                   //  vanished while listing
-        if (s_list_denied (lst, prefix, names [i]))
+        if (s_list_denied (lst, prefix, names [i], S_ISLNK (st.st_mode)))
             continue;
         lst->shown++;
         if (S_ISLNK (st.st_mode)) {

@@ -276,6 +276,21 @@ sb_policy_exact_pattern (const char *key, char *out, size_t size)
     return (int) w;
 }
 
+//  Whether a command's first word, unquoted, would read as something
+//  else: an assignment (NAME=...) or a keyword (if, for, ...).
+static bool
+s_reads_as_syntax (const char *word)
+{
+    static const char *keywords [] = {
+        "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "for", "in", "case", "esac",
+        "function", "select", "coproc",
+    };
+    for (size_t k = 0; k < sizeof keywords / sizeof keywords [0]; k++)
+        if (strcmp (word, keywords [k]) == 0)
+            return true;
+    return strchr (word, '=') != NULL;
+}
+
 int
 sb_policy_exact_rule (const char *tool, const sb_policy_key_t *key, char *out, size_t size)
 {
@@ -290,7 +305,7 @@ sb_policy_exact_rule (const char *tool, const sb_policy_key_t *key, char *out, s
     size_t w = 0;
     for (size_t a = 0; a < c->argc; a++) {
         const char *word = c->argv [a];
-        bool plain = *word != 0;
+        bool plain = *word != 0 && !(a == 0 && s_reads_as_syntax (word));
         for (const char *p = word; *p && plain; p++)
             plain = isalnum ((unsigned char) *p) || strchr ("_./=:,+@%^-", *p);
         size_t need = strlen (word) * 4 + 4;

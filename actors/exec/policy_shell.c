@@ -103,40 +103,48 @@ s_pattern_parse (const char *pattern, s_pattern_t *p)
     return 0;
 }
 
+//  Whether the parsed pattern matches the words of `cmd`.
+static bool
+s_words_match (const s_pattern_t *p, const sb_sh_cmd_t *cmd)
+{
+    //  dp [j]: the first j pattern words match the words read so far
+    bool *dp = calloc (p->n + 1, sizeof *dp), *nx = calloc (p->n + 1, sizeof *nx);
+    bool match = false;
+    if (dp && nx) {
+        dp [0] = true;
+        for (size_t j = 1; j <= p->n; j++)
+            dp [j] = dp [j - 1] && p->any [j - 1];
+        for (size_t i = 0; i < cmd->argc; i++) {
+            nx [0] = false;
+            for (size_t j = 1; j <= p->n; j++)
+                nx [j] = p->any [j - 1] ? nx [j - 1] || dp [j]
+                                       : dp [j - 1] && fnmatch (p->glob [j - 1], cmd->argv [i], 0) == 0;
+            bool *t = dp;
+            dp = nx;
+            nx = t;
+        }
+        match = dp [p->n];
+    }
+    free (dp);
+    free (nx);
+    return match;
+}
+
 bool
 sb_policy_shell_match (const char *pattern, const sb_sh_cmd_t *cmd)
 {
     s_pattern_t p;
     if (!pattern || !cmd || s_pattern_parse (pattern, &p) != 0)
         return false;
-    //  dp [j]: the first j pattern words match the words read so far
-    bool *dp = calloc (p.n + 1, sizeof *dp), *nx = calloc (p.n + 1, sizeof *nx);
-    bool match = false;
-    if (dp && nx) {
-        dp [0] = true;
-        for (size_t j = 1; j <= p.n; j++)
-            dp [j] = dp [j - 1] && p.any [j - 1];
-        for (size_t i = 0; i < cmd->argc; i++) {
-            nx [0] = false;
-            for (size_t j = 1; j <= p.n; j++)
-                nx [j] = p.any [j - 1] ? nx [j - 1] || dp [j]
-                                      : dp [j - 1] && fnmatch (p.glob [j - 1], cmd->argv [i], 0) == 0;
-            bool *t = dp;
-            dp = nx;
-            nx = t;
-        }
-        match = dp [p.n];
-    }
-    free (dp);
-    free (nx);
+    bool match = s_words_match (&p, cmd);
     s_pattern_free (&p);
     return match;
 }
 
-//  The pattern as a glob over the command's assignments and words
-//  joined by single spaces: how deny and ask rules also read.
-static bool
-s_joined_match (const char *pattern, const sb_sh_cmd_t *cmd)
+//  The command's assignments and words joined by single spaces: what
+//  deny and ask rules also read as a glob. NULL when out of memory.
+static char *
+s_joined (const sb_sh_cmd_t *cmd)
 {
     size_t len = 1;
     for (size_t k = 0; k < cmd->nassigns; k++)
@@ -145,7 +153,7 @@ s_joined_match (const char *pattern, const sb_sh_cmd_t *cmd)
         len += strlen (cmd->argv [k]) + 1;
     char *text = malloc (len);
     if (!text)
-        return true;                    //  out of memory: a deny must not slip
+        return NULL;
     size_t w = 0;
     for (size_t k = 0; k < cmd->nassigns + cmd->argc; k++) {
         const char *word = k < cmd->nassigns ? cmd->assigns [k] : cmd->argv [k - cmd->nassigns];
@@ -155,9 +163,7 @@ s_joined_match (const char *pattern, const sb_sh_cmd_t *cmd)
         w += strlen (word);
     }
     text [w] = 0;
-    bool match = fnmatch (pattern, text, 0) == 0;
-    free (text);
-    return match;
+    return text;
 }
 
 //  ---------------------------------------------------------------------
@@ -256,23 +262,34 @@ s_rule_for (const sb_policy_rule_t *r, const char *tool)
 }
 
 //  The last rule that decides `cmd`, or -1. Allow rules only for the
-//  whole line's one plain command.
+//  whole line's one plain command. `pats` are the rules' patterns read
+//  as words, NULL for a rule of another tool.
 static int
-s_last_rule (const sb_policy_rule_t *rules, size_t nrules, const char *tool, const sb_sh_cmd_t *cmd, bool whole)
+s_last_rule (const sb_policy_rule_t *rules, const s_pattern_t *const *pats, size_t nrules, const sb_sh_cmd_t *cmd,
+             bool whole)
 {
-    for (size_t k = nrules; k-- > 0; ) {
-        const sb_policy_rule_t *r = &rules [k];
-        if (!s_rule_for (r, tool))
+    char *joined = NULL;
+    int found = -1;
+    for (size_t k = nrules; k-- > 0 && found < 0; ) {
+        if (!pats [k])
             continue;
-        if (r->action == SB_POLICY_ALLOW) {
-            if (whole && sb_policy_shell_match (r->pattern, cmd))
-                return (int) k;
+        if (rules [k].action == SB_POLICY_ALLOW) {
+            if (whole && s_words_match (pats [k], cmd))
+                found = (int) k;
+            continue;
         }
-        else
-        if (sb_policy_shell_match (r->pattern, cmd) || s_joined_match (r->pattern, cmd))
-            return (int) k;
+        if (s_words_match (pats [k], cmd))
+            found = (int) k;
+        else {
+            if (!joined && !(joined = s_joined (cmd)))
+                found = (int) k;        //  out of memory: a deny must not slip
+            else
+            if (fnmatch (rules [k].pattern, joined, 0) == 0)
+                found = (int) k;
+        }
     }
-    return -1;
+    free (joined);
+    return found;
 }
 
 //  Whether any deny or ask rule applies to the tool: then a command that
@@ -305,12 +322,23 @@ sb_policy_shell_decide (sb_policy_mode_t mode, const sb_policy_rule_t *rules, si
     const sb_sh_cmd_t *whole = sb_sh_whole (sh);
     if (whole && sb_policy_shell_risky (whole))
         whole = NULL;
+    //  each rule's pattern read once for all the commands
+    s_pattern_t *store = calloc (nrules + 1, sizeof *store);
+    const s_pattern_t **pats = calloc (nrules + 1, sizeof *pats);
+    if (!store || !pats) {
+        free (store);
+        free (pats);
+        return (sb_policy_decision_t) { SB_POLICY_ASK, SB_POLICY_BY_MODE, -1 };
+    }
+    for (size_t k = 0; k < nrules; k++)
+        if (s_rule_for (&rules [k], tool))
+            pats [k] = s_pattern_parse (rules [k].pattern, &store [k]) == 0 ? &store [k] : NULL;
     int deny = -1, ask = -1, allow = -1;
     bool unknown = false;
     for (size_t c = 0; c < sh->ncmds; c++) {
         const sb_sh_cmd_t *cmd = &sh->cmds [c];
         unknown |= (cmd->flags & SB_SH_UNKNOWN) != 0;
-        int k = s_last_rule (rules, nrules, tool, cmd, cmd == whole);
+        int k = s_last_rule (rules, pats, nrules, cmd, cmd == whole);
         if (k < 0)
             continue;
         if (rules [k].action == SB_POLICY_DENY && deny < 0)
@@ -322,6 +350,11 @@ sb_policy_shell_decide (sb_policy_mode_t mode, const sb_policy_rule_t *rules, si
         if (rules [k].action == SB_POLICY_ALLOW)
             allow = k;
     }
+    for (size_t k = 0; k < nrules; k++)
+        if (pats [k])
+            s_pattern_free (&store [k]);
+    free (store);
+    free (pats);
     if (deny >= 0)
         return (sb_policy_decision_t) { SB_POLICY_DENY, SB_POLICY_BY_RULE, deny };
     if (ask >= 0)

@@ -12,6 +12,8 @@ loopback model replaying the attacker's tool calls:
     `rm` after 5 KiB of padding are denied without asking; the victims stay;
   - a session-scope "yes" to a command longer than 4 KiB does not cover a
     different command with the same first 4 KiB: that one asks;
+  - scope always for a compound command (which no allow rule can match)
+    adds no rule and counts for the session, across a restart;
   - under `write_file:src/*:allow`, writes through the in-workspace
     symlinks src/hooks -> ../.git/hooks and src/up -> .. ask, and nothing
     lands in .git;
@@ -128,6 +130,34 @@ def test_a_session_grant_covers_the_whole_command():
     check(run["status"] == "completed", "run %r", run)
     check(not os.path.exists(os.path.join(ws, "marker")), "the other command ran")
     check(results(tape(server, sid))["c_a"]["ok"] is True, "the granted command did not run")
+    stop(server)
+
+
+def test_scope_always_for_a_compound_command_counts_for_the_session():
+    ws = tmpdir()
+    both = "echo a >> log.txt && echo b >> log.txt"
+    llm = LLM()
+    llm.script("always", [
+        {"tool_calls": [shell(both, "c1")]},
+        {"text": "once"},
+        {"tool_calls": [shell(both, "c2")]},
+        {"text": "again"},
+    ])
+    server = llm_server(llm, "always")
+    sid = new_session(server, ws, approval_policy="auto")
+    run_id = prompt(server, sid, "log")
+    ia = pending(server, sid)
+    resolve(server, ia["interaction_id"], scope="always")
+    check(wait_run(server, run_id, timeout=30)["status"] == "completed", "first run")
+    rules = call(server, "session.get", {"session_id": sid})["session"].get("rules", [])
+    check(rules == [], "a rule that no allow can honour was added: %r", rules)
+    stop(server)
+    server.start()
+    run = wait_run(server, prompt(server, sid, "again"), timeout=30)
+    check(run["status"] == "completed", "second run %r", run)
+    check(len(asked(server, sid)) == 1, "the identical command asked again: %r", asked(server, sid))
+    check(open(os.path.join(ws, "log.txt")).read() == "a\nb\na\nb\n", "log %r",
+          open(os.path.join(ws, "log.txt")).read())
     stop(server)
 
 

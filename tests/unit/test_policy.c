@@ -267,6 +267,13 @@ Test (policy, scope_session_rebuilt_from_the_tape)
     //  a deadline's default covers its own call only
     s_ask_and_resolve (st, "ia_4", "shell", "{\"command\":\"make\"}", "approve", "session", "deadline");
     cr_assert_eq (s_decide ("auto", NULL, 0, st, "shell", "{\"command\":\"make\"}"), ASK);
+    //  scope always is a rule where one can say it; where none can (a
+    //  compound command), it counts for the session, rebuilt so too
+    const char *both = "{\"command\":\"make && make test\"}", *one = "{\"command\":\"make test\"}";
+    s_ask_and_resolve (st, "ia_5", "shell", both, "approve", "always", "cli");
+    cr_assert_eq (s_decide ("auto", NULL, 0, st, "shell", both), ALLOW);
+    s_ask_and_resolve (st, "ia_6", "shell", one, "approve", "always", "cli");
+    cr_assert_eq (s_decide ("auto", NULL, 0, st, "shell", one), ASK);
     //  a resolution of an interaction never asked changes nothing
     s_feed (st, s_event ("approval.resolved", "R1", "interaction_id", "ia_x", "decision", "approve", "scope",
                          "session", "resolved_by", "cli"));

@@ -284,7 +284,7 @@ static int
 s_word (s_lex_t *lx, s_str_t *w, s_winfo_t *info)
 {
     memset (info, 0, sizeof *info);
-    bool plain = true, lbracket = false, eq_seen = false;
+    bool plain = true, lbracket = false, lbrace = false, eq_seen = false;
     while (lx->i < lx->n) {
         char c = lx->s [lx->i];
         if (s_ends_word (c))
@@ -334,6 +334,11 @@ s_word (s_lex_t *lx, s_str_t *w, s_winfo_t *info)
             if (c == '[')
                 lbracket = true;
             if (c == ']' && lbracket)
+                info->flags |= SB_SH_GLOB;
+            //  bash's brace expansion ({r,}m is rm); a lone { or } is a keyword
+            if (c == '{' && lx->i + 1 < lx->n && !s_ends_word (lx->s [lx->i + 1]))
+                lbrace = true;
+            if (c == '}' && lbrace)
                 info->flags |= SB_SH_GLOB;
             if (c == '=' && !eq_seen) {
                 eq_seen = true;
@@ -819,12 +824,55 @@ s_unwrap_wrapper (sb_sh_t *out, size_t k, int depth, const char *name, const cha
     return a < c->argc ? s_push_words (out, k, a, c->argc, depth + 1) : 0;
 }
 
+//  Programs that change what later names mean or run code from a file:
+//  what they run is not in the text.
+static const char *s_opaque [] = { "alias", "source", ".", "enable", "hash" };
+
+//  trap CODE SIGNALS, su -c CODE, watch CODE...: a string that is a
+//  script, after the options (and for trap the first operand only).
+static int
+s_unwrap_code (sb_sh_t *out, size_t k, int depth, bool first_only)
+{
+    const sb_sh_cmd_t *c = &out->cmds [k];
+    size_t a = 1;
+    while (a < c->argc && c->argv [a][0] == '-' && strcmp (c->argv [a], "-c") != 0)
+        a++;
+    if (a < c->argc && strcmp (c->argv [a], "-c") == 0)
+        a++;
+    if (a >= c->argc)
+        return 0;
+    if (c->wflags [a] & SB_SH_SUBST) {
+        out->cmds [k].flags |= SB_SH_UNKNOWN;
+        return 0;
+    }
+    if (first_only)
+        return s_script (out, c->argv [a], strlen (c->argv [a]), depth + 1);
+    s_str_t text = { 0 };
+    for (size_t w = a; w < c->argc; w++) {
+        if (w > a)
+            s_put (&text, ' ');
+        for (const char *p = c->argv [w]; *p; p++)
+            s_put (&text, *p);
+    }
+    int rc = text.oom ? s_error (out, "out of memory") : s_script (out, text.p ? text.p : "", text.len, depth + 1);
+    free (text.p);
+    return rc;
+}
+
 static int
 s_unwrap (sb_sh_t *out, size_t k, int depth)
 {
     if (out->cmds [k].argc == 0)
         return 0;
     const char *prog = sb_sh_program (&out->cmds [k]);
+    if (s_in (prog, s_opaque, sizeof s_opaque / sizeof s_opaque [0])) {
+        out->cmds [k].flags |= SB_SH_UNKNOWN;
+        return 0;
+    }
+    if (strcmp (prog, "trap") == 0 || strcmp (prog, "su") == 0)
+        return s_unwrap_code (out, k, depth, true);
+    if (strcmp (prog, "watch") == 0)
+        return s_unwrap_code (out, k, depth, false);
     if (s_in (prog, s_shells, sizeof s_shells / sizeof s_shells [0]))
         return s_unwrap_shell (out, k, depth);
     if (strcmp (prog, "eval") == 0)

@@ -294,6 +294,15 @@ static const struct {
     { "eval \"$CMD\"", AS, AS },
     { "env -S 'rm x'", AS, DE },
     { "env -S 'ls x'", AS, AS },
+    { "{r,}m -rf build", AS, AS },
+    { "bash -c '{r,}m -rf build'", AS, AS },
+    { "alias x=ls", AS, AS },
+    { ". ./script.sh", AS, AS },
+    { "source ./script.sh", AS, AS },
+    { "trap 'rm -rf build' EXIT; true", AS, DE },
+    { "su -c 'rm -rf build'", AS, DE },
+    { "watch rm -rf build", AS, DE },
+    { "echo {a,b}", AS, AL },
 };
 
 Test (shparse, hostile_commands)

@@ -403,8 +403,19 @@ s_risk (const char *tool)
 static char *
 s_summary (const sb_exec_run_t *run, const sb_exec_call_t *call, const sb_policy_key_t *key)
 {
-    if (strcmp (call->name, "shell") == 0 || sb_tools_find (call->name))
-        return s_cut (key->text, S_SUMMARY_MAX);
+    if (strcmp (call->name, "shell") == 0 || sb_tools_find (call->name)) {
+        size_t n = strlen (key->text);
+        if (n <= S_SUMMARY_MAX)
+            return strdup (key->text);
+        //  a person must know there is more than they see: the rest of a
+        //  long command is where a trick would hide
+        char *head = s_cut (key->text, S_SUMMARY_MAX - 80), *line = NULL;
+        if (head && asprintf (&line, "%s ... [%zu more bytes not shown here: read the whole command in the "
+                              "arguments]", head, n - strlen (head)) < 0)
+            line = NULL;
+        free (head);
+        return line;
+    }
     //  an MCP server's readOnlyHint is for the person to weigh, never trusted
     const char *hint = sb_mcp_set_read_only_hint (run->runtime->mcp, call->name) == 1
                      ? " (its MCP server says it is read-only)" : "";

@@ -125,6 +125,8 @@ def test_a_session_grant_covers_the_whole_command():
     run_id = prompt(server, sid, "echo")
     ia = pending(server, sid)
     check(ia["call_id"] == "c_a", "asked %r", ia)
+    check(ia["summary"].endswith("more bytes not shown here: read the whole command in the arguments]")
+          and len(ia["summary"]) <= 4000, "a cut summary does not say so: %r", ia["summary"][-200:])
     resolve(server, ia["interaction_id"], scope="session")
     run = reject_each(server, sid, run_id, ["c_b"], ws, ["marker"])
     check(run["status"] == "completed", "run %r", run)

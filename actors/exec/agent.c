@@ -225,6 +225,8 @@ s_run_tool (sb_exec_run_t *run, const sb_exec_call_t *call)
             .output_arg = run,
             .shell_timeout_s = left_s < SB_TOOLS_SHELL_TIMEOUT_S ? (int) (left_s > 0 ? left_s : 1) : 0,
             .sandbox = run->sandbox,
+            .read_denied = sb_exec_approval_read_denied,
+            .read_denied_arg = run,
         };
         sb_exec_tool_output_begin (run, call->call_id);
         if (sb_exec_mcp_is_tool (call->name))

@@ -50,6 +50,11 @@ typedef struct {
     //  NULL-terminated extras for the environment allowlist: "NAME" passes
     //  the server's value through, "NAME=VALUE" sets one.
     const char *const *env_extra;
+    //  Optional: whether the session's rules deny reading `path` (relative
+    //  to the workspace); with path NULL, whether they deny reading any.
+    //  grep and list_dir leave out what it denies.
+    bool (*read_denied) (const char *path, void *arg);
+    void *read_denied_arg;
 } sb_tool_ctx_t;
 
 typedef struct {

@@ -273,7 +273,9 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
     char err [600];
     if (sb_llm_config_load (&self->cfg, sc ? sc->llm : NULL, sc ? sc->llm_url : NULL,
                             sc ? sc->model : NULL, sc ? sc->providers : NULL, err, sizeof err)) {
-        sb_error (ACTOR, "bad provider configuration: %s", err);
+        /* a providers file's error names itself (config.c) */
+        sb_error (ACTOR, "%s%s", strncmp (err, "bad provider configuration", 26) ? "bad provider configuration: "
+                  : "", err);
         s_self_destroy (&self);
         return NULL;
     }

@@ -24,6 +24,7 @@
 #include "cli/chat.h"
 #include "cli/cli.h"
 #include "cli/interactions.h"
+#include "cli/models.h"
 #include "cli/transcript.h"
 #include "common/log.h"
 
@@ -905,9 +906,15 @@ s_attach (chat_t *c)
         snprintf (c->attach_run, sizeof c->attach_run, "%s", last_run);
     else
         c->last_seq = sb_get_uint (s, "last_seq", 0);
-    printf ("session %s · %s · approval %s · model %s\n", c->sid, sb_get_str (s, "workspace"),
-            sb_get_str (s, "approval_policy") ? sb_get_str (s, "approval_policy") : "auto",
-            sb_get_str (s, "model") ? sb_get_str (s, "model") : "(the server's default)");
+    /* the effective provider and model (cli/models.h), not a dash */
+    sb_cli_models_t models;
+    sb_cli_models_load (c->bus, &models, 3000);
+    char provider [64], model [256];
+    bool own_p, own_m;
+    sb_cli_models_effective (&models, s, provider, sizeof provider, model, sizeof model, &own_p, &own_m);
+    printf ("session %s · %s · approval %s · provider %s · model %s%s\n", c->sid, sb_get_str (s, "workspace"),
+            sb_get_str (s, "approval_policy") ? sb_get_str (s, "approval_policy") : "auto", provider, model,
+            own_m ? "" : own_p ? " (the provider's default)" : " (the server's default)");
     printf ("Type a prompt. While a run streams: a line queues, '!text' steers, Ctrl-C cancels it.\n"
             "Ctrl-C twice or Ctrl-D leaves.%s\n", c->attach_run [0] ? " A run is going: from its start." : "");
     fflush (stdout);

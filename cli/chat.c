@@ -689,7 +689,7 @@ s_on_line (const char *line, void *arg)
         return;
     }
     c->interrupts = 0;
-    bool command_line = c->command_line;
+    bool command_line = c->command_line;   /* back to keys after this line */
     c->command_line = false;
     const char *p = line;
     while (*p == ' ' || *p == '\t')
@@ -707,12 +707,11 @@ s_on_line (const char *line, void *arg)
         return;
     }
     if (c->nasked && c->asked [0].asked) {
-        if (command_line) {
-            s_say (c, "at a question: /exit, /help, or one key: y n a s f");
+        /* a line at the question (a pipe, or '/' then something else) is
+           read as an answer the old way, "n WORDS" included */
+        s_on_answer (c, line);
+        if (command_line)
             s_update_prompt (c);
-        }
-        else
-            s_on_answer (c, line);
         return;
     }
     if (!*p)

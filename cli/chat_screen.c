@@ -399,6 +399,19 @@ sb_screen_clear_input (sb_screen_t *self)
     s_show_input (self);
 }
 
+/*  The unfinished output line again, on its row above the input line
+    (after s_hide_input took both away). */
+static void
+s_show_partial (sb_screen_t *self)
+{
+    if (!self->cursor || !self->line_len)
+        return;
+    fputs (self->line_sgr, stdout);
+    fwrite (self->line, 1, self->line_len, stdout);
+    fputs (self->color ? "\033[0m\n" : "\n", stdout);
+    self->partial_shown = true;
+}
+
 /*  Takes the terminal from libedit: keys one by one, no echo, signals
     kept (Ctrl-C is the chat's), and the prompt drawn by the screen. */
 static void
@@ -406,6 +419,7 @@ s_enter_keys (sb_screen_t *self)
 {
     rl_callback_handler_remove ();      /* libedit gives the terminal back */
     s_hide_input (self);
+    s_show_partial (self);
     if (tcgetattr (0, &self->cooked) == 0) {
         self->cooked_saved = true;
         struct termios raw = self->cooked;
@@ -450,6 +464,7 @@ sb_screen_lines (sb_screen_t *self, const char *typed)
     if (self->cooked_saved)
         tcsetattr (0, TCSANOW, &self->cooked);
     s_hide_input (self);
+    s_show_partial (self);
     if (self->color)
         fputs ("\033[0m", stdout);
     fflush (stdout);

@@ -39,7 +39,8 @@ FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
 all: $(BUILD)/switchboard
 
 # what building and running need; deps-test adds what the tests need
-# (Criterion, clang, Chromium, the npm test modules); deps-fuzz clang
+# (Criterion, clang, Chromium, the npm test modules), deps-fuzz clang (each
+# a superset of deps, so that one apt-get runs at a time)
 deps:
 	@bash scripts/deps.sh
 
@@ -125,7 +126,7 @@ build-fuzz/%: tests/fuzz/%.c build-fuzz/libfuzzlib.a build-fuzz/flags $(HDRS) $(
 
 fuzz-smoke-build: $(FUZZ_BIN)
 
-fuzz: deps deps-fuzz $(FUZZ_BIN)
+fuzz: deps-fuzz $(FUZZ_BIN)
 	@bash tests/fuzz/run.sh long
 
 docs: all

@@ -474,19 +474,30 @@ s_end_run (chat_t *c)
 
 /*  A queue's entry on the tape (docs/queue.md) in words: what was queued
     or steered, taken, removed, paused or resumed. */
+/*  Text of the tape for one line of the chat: at most max bytes (then
+    "..."), control characters (escapes included) as spaces. */
+static void
+s_clean (const char *text, size_t max, char *out, size_t n)
+{
+    snprintf (out, n, "%.*s%s", (int) max, text ? text : "", text && strlen (text) > max ? "..." : "");
+    for (char *p = out; *p; p++)
+        if ((unsigned char) *p < 0x20 || *p == 0x7f)
+            *p = ' ';
+}
+
 static void
 s_on_queue (chat_t *c, const char *kind, const sb_val_t *body)
 {
-    const char *text = sb_get_str (body, "text");
-    const char *reason = sb_get_str (body, "reason");
-    char cut [120];
-    snprintf (cut, sizeof cut, "%.100s%s", text ? text : "", text && strlen (text) > 100 ? "..." : "");
-    for (char *p = cut; *p; p++)
-        if ((unsigned char) *p < 0x20)
-            *p = ' ';
+    char cut [120], why [240], run [40];
+    s_clean (sb_get_str (body, "text"), 100, cut, sizeof cut);
+    s_clean (sb_get_str (body, "reason"), 200, why, sizeof why);
+    s_clean (sb_get_str (body, "run_id"), 26, run, sizeof run);
+    const char *reason = sb_get_str (body, "reason") ? why : NULL;
     unsigned long long position = sb_get_uint (body, "position", 0);
     unsigned long long queued = sb_get_uint (body, "queued", 0);
     const char *mode = sb_get_str (body, "mode");
+    char what [80];
+    s_clean (kind, 64, what, sizeof what);
     if (strcmp (kind, "prompt.queued") == 0 && mode && strcmp (mode, "steer") == 0)
         s_say (c, "steering: the model reads it before its next step: %s", cut);
     else
@@ -504,8 +515,7 @@ s_on_queue (chat_t *c, const char *kind, const sb_val_t *body)
         s_say (c, "a prompt was %s", reason ? reason : "removed from the queue");
     else
     if (strcmp (kind, "prompt.dequeued") == 0)
-        s_say (c, "the next queued prompt starts%s%s", sb_get_str (body, "run_id") ? " as run " : "",
-               sb_get_str (body, "run_id") ? sb_get_str (body, "run_id") : "");
+        s_say (c, "the next queued prompt starts%s%s", *run ? " as run " : "", run);
     else
     if (strcmp (kind, "queue.paused") == 0)
         s_say (c, "the queue is paused with %llu waiting: %s (switchboard queue resume %s)", queued,
@@ -514,7 +524,7 @@ s_on_queue (chat_t *c, const char *kind, const sb_val_t *body)
     if (strcmp (kind, "queue.resumed") == 0)
         s_say (c, "the queue goes on (%llu waiting)%s%s", queued, reason ? ": " : "", reason ? reason : "");
     else
-        s_say (c, "%s", kind);  /* a queue entry this chat does not know: its name */
+        s_say (c, "%s", what);  /* a queue entry this chat does not know: its name */
 }
 
 static void
@@ -557,7 +567,9 @@ s_on_entry (chat_t *c, const sb_val_t *ev)
         return;                 /* typed here: it is on the screen already */
     if (strcmp (kind, "run.status") == 0) {
         const char *status = sb_get_str (body, "status");
-        if (status && !sb_run_status_final (status)) {
+        /* a status of the table only: anything else goes to the
+           transcript, which prints it scrubbed */
+        if (status && sb_run_status_from_name (status) != SB_RUN__COUNT && !sb_run_status_final (status)) {
             s_run_status (c, status);
             return;
         }

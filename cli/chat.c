@@ -474,57 +474,13 @@ s_end_run (chat_t *c)
 
 /*  A queue's entry on the tape (docs/queue.md) in words: what was queued
     or steered, taken, removed, paused or resumed. */
-/*  Text of the tape for one line of the chat: at most max bytes (then
-    "..."), control characters (escapes included) as spaces. */
-static void
-s_clean (const char *text, size_t max, char *out, size_t n)
-{
-    snprintf (out, n, "%.*s%s", (int) max, text ? text : "", text && strlen (text) > max ? "..." : "");
-    for (char *p = out; *p; p++)
-        if ((unsigned char) *p < 0x20 || *p == 0x7f)
-            *p = ' ';
-}
-
+/*  A queue's entry on the tape, in words (cli/chat_words.c). */
 static void
 s_on_queue (chat_t *c, const char *kind, const sb_val_t *body)
 {
-    char cut [120], why [240], run [40];
-    s_clean (sb_get_str (body, "text"), 100, cut, sizeof cut);
-    s_clean (sb_get_str (body, "reason"), 200, why, sizeof why);
-    s_clean (sb_get_str (body, "run_id"), 26, run, sizeof run);
-    const char *reason = sb_get_str (body, "reason") ? why : NULL;
-    unsigned long long position = sb_get_uint (body, "position", 0);
-    unsigned long long queued = sb_get_uint (body, "queued", 0);
-    const char *mode = sb_get_str (body, "mode");
-    char what [80];
-    s_clean (kind, 64, what, sizeof what);
-    if (strcmp (kind, "prompt.queued") == 0 && mode && strcmp (mode, "steer") == 0)
-        s_say (c, "steering: the model reads it before its next step: %s", cut);
-    else
-    if (strcmp (kind, "prompt.queued") == 0 && reason)
-        s_say (c, "back in the queue (#%llu, %s): %s", position, reason, cut);
-    else
-    if (strcmp (kind, "prompt.queued") == 0)
-        s_say (c, "queued (#%llu), to run when this run ends: %s", position, cut);
-    else
-    if (strcmp (kind, "prompt.steered") == 0)
-        s_say (c, "the model took the steer at step %llu: %s", (unsigned long long) sb_get_uint (body, "step", 0),
-               cut);
-    else
-    if (strcmp (kind, "prompt.removed") == 0)
-        s_say (c, "a prompt was %s", reason ? reason : "removed from the queue");
-    else
-    if (strcmp (kind, "prompt.dequeued") == 0)
-        s_say (c, "the next queued prompt starts%s%s", *run ? " as run " : "", run);
-    else
-    if (strcmp (kind, "queue.paused") == 0)
-        s_say (c, "the queue is paused with %llu waiting: %s (switchboard queue resume %s)", queued,
-               reason ? reason : "no reason given", c->sid);
-    else
-    if (strcmp (kind, "queue.resumed") == 0)
-        s_say (c, "the queue goes on (%llu waiting)%s%s", queued, reason ? ": " : "", reason ? reason : "");
-    else
-        s_say (c, "%s", what);  /* a queue entry this chat does not know: its name */
+    char line [600];
+    sb_chat_queue_words (kind, body, c->sid, line, sizeof line);
+    s_say (c, "%s", line);
 }
 
 static void

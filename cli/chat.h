@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
+#include "schemas/codec.h"
 
 typedef struct sb_screen sb_screen_t;
 
@@ -80,6 +81,16 @@ typedef enum {
     a(lways), s(ession) or f(eedback) in any case, after any blanks; *rest
     points at the words after it (the feedback, "" when none). */
 sb_chat_answer_t sb_chat_answer_parse (const char *line, const char **rest);
+
+/*  Text of the tape for one line of the chat: at most max bytes of it
+    (then "..."), control characters (escapes included) as spaces. */
+void sb_chat_clean (const char *text, size_t max, char *out, size_t n);
+
+/*  A queue entry of the tape (prompt.queued, .steered, .removed,
+    .dequeued, queue.paused, .resumed; docs/queue.md) as one line of words
+    in out: "queued (#1), to run when this run ends: TEXT", "the model took
+    the steer at step 2: TEXT", ... A kind it does not know gives its name. */
+void sb_chat_queue_words (const char *kind, const sb_val_t *body, const char *sid, char *out, size_t n);
 
 int sb_cmd_chat (int argc, char **argv);
 

@@ -1,5 +1,6 @@
 /*  cli/models.c — the provider and model a session runs with (cli/models.h). */
 #include "cli/models.h"
+#include "cli/cli.h"
 #include "schemas/codec.h"
 
 #include <stdio.h>
@@ -67,4 +68,23 @@ sb_cli_models_effective (const sb_cli_models_t *m, const sb_val_t *session, char
             return;
         }
     snprintf (model, mn, "?");
+}
+
+void
+sb_cli_models_cell (const sb_cli_models_t *m, const sb_val_t *session, size_t max, char *out, size_t n)
+{
+    char provider [64], model [256], both [330];
+    sb_cli_models_effective (m, session, provider, sizeof provider, model, sizeof model, NULL, NULL);
+    snprintf (both, sizeof both, "%s/%s", provider, model);
+    sb_cli_text_cell (both, max, out, n);
+}
+
+void
+sb_cli_models_print (const sb_cli_models_t *m, const sb_val_t *session)
+{
+    char provider [64], model [256];
+    bool own_p, own_m;
+    sb_cli_models_effective (m, session, provider, sizeof provider, model, sizeof model, &own_p, &own_m);
+    printf ("provider   %s%s\n", provider, own_p ? "" : " (the server's default)");
+    printf ("model      %s%s\n", model, own_m ? "" : own_p ? " (the provider's default)" : " (the server's default)");
 }

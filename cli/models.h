@@ -38,4 +38,12 @@ void sb_cli_models_load (sb_bus_t *bus, sb_cli_models_t *m, int timeout_ms);
 void sb_cli_models_effective (const sb_cli_models_t *m, const sb_val_t *session, char *provider, size_t pn,
                               char *model, size_t mn, bool *own_provider, bool *own_model);
 
+/*  The list's cell: "PROVIDER/MODEL", cut to max columns (sb_cli_text_cell). */
+void sb_cli_models_cell (const sb_cli_models_t *m, const sb_val_t *session, size_t max, char *out, size_t n);
+
+/*  `sessions show`'s two lines, "provider   P" and "model      M", each with
+    "(the server's default)" or "(the provider's default)" when the session
+    does not name its own. */
+void sb_cli_models_print (const sb_cli_models_t *m, const sb_val_t *session);
+
 #endif

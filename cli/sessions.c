@@ -185,18 +185,6 @@ s_oneline (const char *s, size_t max, char *out, size_t n)
     out [w] = 0;
 }
 
-/*  A session's effective provider and model, each with "(the server's
-    default)" when the session does not name its own (cli/models.h). */
-static void
-s_print_model (const sb_val_t *r, const sb_cli_models_t *m)
-{
-    char provider [64], model [256];
-    bool own_p, own_m;
-    sb_cli_models_effective (m, r, provider, sizeof provider, model, sizeof model, &own_p, &own_m);
-    printf ("provider   %s%s\n", provider, own_p ? "" : " (the server's default)");
-    printf ("model      %s%s\n", model, own_m ? "" : own_p ? " (the provider's default)" : " (the server's default)");
-}
-
 static void
 s_print_record (const sb_val_t *r, const sb_cli_models_t *m)
 {
@@ -207,7 +195,7 @@ s_print_record (const sb_val_t *r, const sb_cli_models_t *m)
     printf ("status     %s\n", s_or_dash (sb_get_str (r, "status")));
     printf ("title      %s\n", s_or_dash (sb_get_str (r, "title")));
     printf ("workspace  %s\n", s_or_dash (sb_get_str (r, "workspace")));
-    s_print_model (r, m);
+    sb_cli_models_print (m, r);
     printf ("approval   %s\n", s_or_dash (sb_get_str (r, "approval_policy")));
     printf ("target     %s\n", sb_get_str (r, "target")? sb_get_str (r, "target"): "local");
     if (sb_get (r, "max_steps"))
@@ -257,12 +245,10 @@ s_print_record (const sb_val_t *r, const sb_cli_models_t *m)
 static void
 s_print_row (const sb_val_t *r, int ws_width, const sb_cli_models_t *m)
 {
-    char activity [32], model [40], prompt [256], provider [64], name [256], both [330];
+    char activity [32], model [40], prompt [256];
     uint64_t at = sb_get_uint (r, "last_activity_at", 0);
     sb_cli_time_cell (at, activity, sizeof activity);
-    sb_cli_models_effective (m, r, provider, sizeof provider, name, sizeof name, NULL, NULL);
-    snprintf (both, sizeof both, "%s/%s", provider, name);
-    sb_cli_text_cell (both, 24, model, sizeof model);
+    sb_cli_models_cell (m, r, 24, model, sizeof model);
     sb_cli_text_cell (sb_get_str (r, "last_prompt"), 60, prompt, sizeof prompt);
     printf ("%-26s  %-6s  %-24s  %-11s  %-16s  %-*s  %s\n", s_or_dash (sb_get_str (r, "session_id")),
             s_or_dash (sb_get_str (r, "status")), model, s_or_dash (sb_get_str (r, "approval_policy")),

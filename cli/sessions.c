@@ -520,7 +520,7 @@ s_sessions_list (sb_bus_t *bus, const opts_t *o)
         if (ws && (int) strlen (ws) > ws_width)
             ws_width = (int) strlen (ws);
     }
-    sb_cli_models_t models;
+    sb_cli_models_t models = { .known = false };
     if (!o->json)
         sb_cli_models_load (bus, &models, 3000);
     long long printed = 0;

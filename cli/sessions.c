@@ -12,6 +12,7 @@
     and a quiet second asks the tape too, in case the last events of a
     burst were the ones dropped. */
 #include "cli/cli.h"
+#include "cli/models.h"
 #include "cli/transcript.h"
 #include "common/log.h"
 #include "schemas/json.h"
@@ -188,7 +189,7 @@ s_oneline (const char *s, size_t max, char *out, size_t n)
 }
 
 static void
-s_print_record (const sb_val_t *r)
+s_print_record (const sb_val_t *r, const sb_cli_models_t *m)
 {
     char created [32], updated [32];
     s_time (sb_get_uint (r, "created_at", 0), created, sizeof created, false);
@@ -197,8 +198,7 @@ s_print_record (const sb_val_t *r)
     printf ("status     %s\n", s_or_dash (sb_get_str (r, "status")));
     printf ("title      %s\n", s_or_dash (sb_get_str (r, "title")));
     printf ("workspace  %s\n", s_or_dash (sb_get_str (r, "workspace")));
-    printf ("provider   %s\n", s_or_dash (sb_get_str (r, "provider")));
-    printf ("model      %s\n", s_or_dash (sb_get_str (r, "model")));
+    sb_cli_models_print (m, r);
     printf ("approval   %s\n", s_or_dash (sb_get_str (r, "approval_policy")));
     printf ("target     %s\n", sb_get_str (r, "target")? sb_get_str (r, "target"): "local");
     if (sb_get (r, "max_steps"))
@@ -243,14 +243,15 @@ s_print_record (const sb_val_t *r)
     printf ("updated    %s\n", updated);
 }
 
-//  One list row; the columns match `switchboard runs`.
+//  One list row; the columns match `switchboard runs`. The model is the
+//  effective PROVIDER/MODEL (cli/models.h).
 static void
-s_print_row (const sb_val_t *r, int ws_width)
+s_print_row (const sb_val_t *r, int ws_width, const sb_cli_models_t *m)
 {
     char activity [32], model [40], prompt [256];
     uint64_t at = sb_get_uint (r, "last_activity_at", 0);
     sb_cli_time_cell (at, activity, sizeof activity);
-    sb_cli_text_cell (sb_get_str (r, "model"), 24, model, sizeof model);
+    sb_cli_models_cell (m, r, 24, model, sizeof model);
     sb_cli_text_cell (sb_get_str (r, "last_prompt"), 60, prompt, sizeof prompt);
     printf ("%-26s  %-6s  %-24s  %-11s  %-16s  %-*s  %s\n", s_or_dash (sb_get_str (r, "session_id")),
             s_or_dash (sb_get_str (r, "status")), model, s_or_dash (sb_get_str (r, "approval_policy")),
@@ -522,6 +523,9 @@ s_sessions_list (sb_bus_t *bus, const opts_t *o)
         if (ws && (int) strlen (ws) > ws_width)
             ws_width = (int) strlen (ws);
     }
+    sb_cli_models_t models = { .known = false };
+    if (!o->json)
+        sb_cli_models_load (bus, &models, 3000);
     long long printed = 0;
     for (size_t k = 0; rc == 0 && k < n && (o->limit < 0 || printed < o->limit); k++) {
         if (o->json)
@@ -530,7 +534,7 @@ s_sessions_list (sb_bus_t *bus, const opts_t *o)
             if (printed == 0)
                 printf ("%-26s  %-6s  %-24s  %-11s  %-16s  %-*s  %s\n", "SESSION", "STATUS", "MODEL",
                         "POLICY", "LAST ACTIVITY", ws_width, "WORKSPACE", "LAST PROMPT");
-            s_print_row (all [k], ws_width);
+            s_print_row (all [k], ws_width, &models);
         }
         printed++;
     }
@@ -613,8 +617,11 @@ s_sessions_one (sb_bus_t *bus, const char *sub, const char *arg, const opts_t *o
     else
     if (strcmp (sub, "close") == 0)
         printf ("closed session %s at seq %llu\n", id, (unsigned long long) sb_get_uint (r, "last_seq", 0));
-    else
-        s_print_record (r);
+    else {
+        sb_cli_models_t models;
+        sb_cli_models_load (bus, &models, 3000);
+        s_print_record (r, &models);
+    }
     fflush (stdout);
     sb_msg_destroy (&reply);
     return 0;

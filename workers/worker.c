@@ -85,8 +85,11 @@ typedef struct {
     int done_fd;
 } worker_t;
 
+/*  Registers with the server: 0 when registered, -1 when no server
+    answered, 1 when one refused (its code in code, "CODE: message" in
+    why, for the worker's last words: docs/workers.md). */
 static int
-s_register (worker_t *w, sb_bus_t *bus)
+s_register (worker_t *w, sb_bus_t *bus, char *code, size_t codelen, char *why, size_t whylen)
 {
     sb_enc_t *e = sb_enc_new ();
     sb_enc_map_open (e);
@@ -112,7 +115,11 @@ s_register (worker_t *w, sb_bus_t *bus)
     const uint8_t *b = sb_enc_data (e, &len);
     sb_msg_t *reply = sb_bus_call (bus, "worker.register", NULL, b, len, 10000);
     sb_enc_destroy (&e);
-    int rc = reply && !sb_msg_is_error (reply) ? 0 : -1;
+    int rc = !reply ? -1 : sb_msg_is_error (reply) ? 1 : 0;
+    if (rc > 0) {
+        snprintf (code, codelen, "%s", sb_msg_error_code (reply));
+        snprintf (why, whylen, "%s: %s", sb_msg_error_code (reply), sb_msg_error_message (reply));
+    }
     if (rc)
         sb_warn (ACTOR, "worker.register failed: %s", reply ? sb_msg_error_message (reply) : "no answer");
     else
@@ -344,9 +351,30 @@ sb_cmd_worker (int argc, char **argv)
         return sb_cli_fail ("worker", "cannot connect to %s", ep);
     }
     int rc = 0;
-    if (s_register (&w, bus)) {
-        rc = sb_cli_fail_code ("worker", "unavailable", "no server answered worker.register at %s", ep);
-        s_stop = 1;
+    char refused [64], why [600];
+    int reg = s_register (&w, bus, refused, sizeof refused, why, sizeof why);
+    if (reg > 0)
+        rc = sb_cli_fail_code ("worker", refused, "the server at %s refused worker.register for id '%s': %s", ep,
+                               w.id, why);
+    else
+    if (reg < 0 && !cert && strncmp (ep, "tcp://", 6) == 0)
+        /* a CURVE server never answers a plain client: the likely cause */
+        rc = sb_cli_fail_code ("worker", "unavailable", "no server answered worker.register at %s within 10 s. "
+                               "A tcp:// bus is served with CURVE (unless 'serve --insecure-tcp'), and it "
+                               "answers only a known key: make one on the server with 'switchboard keys new "
+                               "NAME' (it prints the secret file's path, DATA/certs/clients/NAME_secret), copy "
+                               "that file and DATA/certs/server here, and start the worker with --cert "
+                               "NAME_secret --server-key server (docs/workers.md)", ep);
+    else
+    if (reg < 0)
+        rc = sb_cli_fail_code ("worker", "unavailable", "no server answered worker.register at %s within 10 s%s",
+                               ep, cert ? " (with --cert: is --server-key the server's DATA/certs/server, and "
+                               "the key in its DATA/certs/clients?)" : ": is the server running?");
+    if (reg) {
+        /* never started: the reason is the last word, no "stopped" after it */
+        sb_bus_destroy (&bus);
+        close (w.done_fd);
+        return rc;
     }
     while (!s_stop) {
         sb_msg_t *reply = s_claim (&w, bus);
@@ -358,7 +386,7 @@ sb_cmd_worker (int argc, char **argv)
                      sb_msg_error_message (reply));
             /* the server forgot us (it restarted): register again */
             if (code == SB_E_not_found)
-                s_register (&w, bus);
+                s_register (&w, bus, refused, sizeof refused, why, sizeof why);
             else {
                 struct pollfd p = { -1, 0, 0 };
                 poll (&p, 0, 1000);     /* a refusal, not work: do not spin */

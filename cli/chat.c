@@ -473,8 +473,7 @@ s_end_run (chat_t *c)
 }
 
 /*  A queue's entry on the tape (docs/queue.md) in words: what was queued
-    or steered, taken, removed, paused or resumed. */
-/*  A queue's entry on the tape, in words (cli/chat_words.c). */
+    or steered, taken, removed, paused or resumed (cli/chat_words.c). */
 static void
 s_on_queue (chat_t *c, const char *kind, const sb_val_t *body)
 {

@@ -12,7 +12,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import check, run_tests, tmpdir, wait_for  # noqa: E402
+from sbtest import check, cli, run_tests, tmpdir, wait_for  # noqa: E402
 from test_chat import Term, ask, interaction  # noqa: E402
 from test_runs_e2e import LLM, call, llm_server, new_session  # noqa: E402
 
@@ -108,6 +108,13 @@ def test_run_statuses_fold_into_one_line_and_the_queue_speaks_words():
               screen[-3000:])
         t.type(b"\x04")
         check(t.wait_exit() == 0, "exit %r", t.code)
+        # the transcript of `events --text` (and `prompt --follow`) says the
+        # same entries in words too
+        rc, text, err = cli(srv, "events", "--session", sid, "--text", timeout=30)
+        check(rc == 0, "events --text exited %d: %s", rc, err)
+        check("queued (#1), to run when this run ends: second task" in text, "no queued words:\n%s", text[-3000:])
+        check(not re.search(r"\[(?:prompt|queue)\.\w+\]|\"prompt_id\"", text), "a queue entry as JSON:\n%s",
+              text[-3000:])
     finally:
         if t:
             t.kill()

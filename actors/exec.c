@@ -128,7 +128,6 @@ s_handle_start (self_t *self, sb_msg_t *msg)
         }
         run->owner = self;
         run->on_end = s_run_ended;
-        run->sandbox = self->config ? self->config->sandbox : NULL;
         run->data_dir = sb_exec_diffs_data_dir (self->diffs);
         run->tool_tape.cap = self->tool_tape_cap;
         run->mcp_config = self->mcp;
@@ -339,13 +338,6 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
 void
 sb_exec_actor (zsock_t *pipe, void *args)
 {
-    const sb_actor_args_t *a = args;
-    if (a->config && a->config->sandbox && strcmp (a->config->sandbox, "bwrap") == 0
-    &&  access ("/usr/bin/bwrap", X_OK) != 0) {
-        sb_error (ACTOR, "--sandbox bwrap was asked for but /usr/bin/bwrap is missing (apt-get install bubblewrap)");
-        sb_actor_signal (pipe, 1);
-        return;
-    }
     /* tools' grandchildren that escape with setsid are reparented to us */
     sb_spawn_init_subreaper ();
     self_t *self = s_self_new (pipe, args);

@@ -1,0 +1,394 @@
+#!/usr/bin/python3
+"""Tools, MCP servers and hooks run in a sandbox by default (docs/sandbox.md).
+
+Each attack is a real tool call of a scripted model through a session: a
+shell tool runs tests/fixtures/sandbox_attack.py, which tries to read
+DATA/token, DATA/mcp.json, /proc/<serve>/environ and mem, and scans the
+environment and the memory of every process it can see for the provider
+key, the MCP server's secret and the gateway token (the needles reach it
+encoded, so that no other process holds them in the clear).
+
+  - root serve, default sandbox: nothing succeeds; the same call with
+    --sandbox none (the control) does find the secrets, so the check can
+    fail;
+  - serve as an unprivileged user (nobody, on a data folder of its own):
+    the same;
+  - the network: a tool cannot connect to a TCP listener of the test on
+    127.0.0.1 by default, and can once `sessions update --network on`;
+    `sessions show` says which;
+  - a root serve hands a tool to the workspace's owner when it is not
+    root, and keeps root without capabilities otherwise;
+  - a hook runs in the box too (network on): it cannot read DATA/token;
+  - a tool's leftovers are killed inside the box (timeout);
+  - where bubblewrap cannot run (SWITCHBOARD_BWRAP=/bin/false) serve falls
+    back to Landlock and the attacks still fail; with no Landlock either
+    (SWITCHBOARD_NO_LANDLOCK=1) serve refuses to start unless --sandbox
+    none, which the banner then shows as a warning.
+"""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sbtest import (SB_BIN, Client, Proc, Server, TestFailure, check, cli, run_tests, skip,  # noqa: E402
+                    tmpdir, wait_for)
+from test_runs_e2e import LLM, llm_args, new_session, prompt, results, tape, wait_run  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ATTACK = os.path.join(ROOT, "tests", "fixtures", "sandbox_attack.py")
+HOSTILE = os.path.join(ROOT, "tests", "mcp", "hostile_server.py")
+KEY = "sk-proj-SANDBOX-provider-5e3b9"
+MCP_SECRET = "mcp-SANDBOX-secret-81c2"
+NOBODY = 65534
+
+
+def need_bwrap():
+    if os.geteuid() != 0:
+        skip("skipped: the tests run serve as root and as nobody, so they need root")
+    bw = shutil.which("bwrap")
+    if not bw:
+        skip("skipped: bubblewrap is not installed (scripts/deps.sh)")
+    r = subprocess.run([bw, "--unshare-pid", "--unshare-net", "--ro-bind", "/", "/", "--proc", "/proc",
+                        "--dev", "/dev", "true"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=30)
+    if r.returncode != 0:
+        skip("skipped: bubblewrap cannot run here: %s" % r.stdout.decode(errors="replace")[:200])
+
+
+def encode(needle):
+    return needle[::-1].encode().hex()
+
+
+class Setup:
+    """A folder for one serve: data, workspace, the MCP config (the hostile
+    server with a secret in its environment), owned by `uid`."""
+
+    def __init__(self, uid=0):
+        self.dir = tmpdir()
+        self.data = os.path.join(self.dir, "data")
+        self.ws = os.path.join(self.dir, "ws")
+        os.makedirs(self.data, mode=0o700)
+        os.makedirs(self.ws)
+        shutil.copy(ATTACK, os.path.join(self.ws, "attack.py"))
+        with open(os.path.join(self.data, "mcp.json"), "w") as f:
+            json.dump({"mcpServers": {"h": {"command": "/usr/bin/python3", "args": [HOSTILE],
+                                            "env": {"HOSTILE_TOKEN": MCP_SECRET}}}}, f)
+        if uid:
+            for d, _, files in os.walk(self.dir):
+                os.chown(d, uid, uid)
+                for n in files:
+                    os.chown(os.path.join(d, n), uid, uid)
+
+    def needles(self, token):
+        with open(os.path.join(self.ws, "needles.hex"), "w") as f:
+            f.write(" ".join(encode(n) for n in (KEY, MCP_SECRET, token)))
+
+
+def start_serve(setup, llm, script, args=(), uid=0, env=None):
+    """serve on setup.data (as `uid` through setpriv when not 0)."""
+    argv = [SB_BIN, "serve", "--data", setup.data, "--http", "127.0.0.1:0"] + llm_args(llm, script) + list(args)
+    if uid:
+        argv = ["setpriv", "--reuid", str(uid), "--regid", str(uid), "--clear-groups"] + argv
+    full = {"OPENAI_API_KEY": KEY, "SWITCHBOARD_LLM_MAX_ATTEMPTS": "1", "HOME": setup.dir}
+    full.update(env or {})
+    server = Server(data=setup.data)
+    server.proc = Proc(argv, os.path.join(setup.dir, "serve.log"), env=full)
+
+    def up():
+        if not server.proc.alive():
+            raise TestFailure("serve exited with %s during startup:\n%s" % (server.proc.p.returncode,
+                                                                              server.proc.log()))
+        if not os.path.exists(os.path.join(setup.data, "bus-cmd")):
+            return False
+        try:
+            return server.stats(timeout=0.5) is not None
+        except TestFailure:
+            return False
+    wait_for(up, 20, "serve to answer bus.stats")
+    return server
+
+
+def attack(uid=0, sandbox_args=(), env=None):
+    """Runs the attack as a tool call; returns (findings, serve's log,
+    serve's pid)."""
+    setup = Setup(uid)
+    llm = LLM()
+    script = "attack-%d-%s" % (uid, "-".join(sandbox_args) or "default")
+    server = start_serve(setup, llm, script, sandbox_args, uid, env)
+    try:
+        with open(os.path.join(setup.data, "token")) as f:
+            token = f.read().strip()
+        check(len(token) >= 32, "no gateway token in DATA/token: %r", token)
+        setup.needles(token)
+        cmd = "python3 attack.py %s %d" % (setup.data, server.proc.pid)
+        llm.script(script, [{"tool_calls": [{"name": "mcp__h__ok", "arguments": {}, "call_id": "c_mcp"},
+                                            {"name": "shell", "arguments": {"command": cmd, "timeout_s": 120},
+                                             "call_id": "c_attack"}]},
+                            {"text": "done"}])
+        sid = new_session(server, setup.ws, approval_policy="yolo")
+        run = wait_run(server, prompt(server, sid, "go"), timeout=150)
+        check(run["status"] == "completed", "run %r\n%s", run, server.log()[-3000:])
+        res = results(tape(server, sid))
+        check(res["c_mcp"]["ok"], "the MCP server did not answer: %r", res["c_mcp"])
+        out = res["c_attack"]["output"]
+        findings = []
+        for line in out.splitlines():
+            if line.startswith("{"):
+                findings.append(json.loads(line))
+        check(any(f["what"] == "done" for f in findings), "the attack did not finish:\n%s", out[-3000:])
+        for secret in (KEY, MCP_SECRET, token):
+            check(secret not in out, "a secret is in the tool's output in the clear")
+        return findings, server.log(), server.proc.pid
+    finally:
+        server.stop()
+        llm.stop()
+
+
+def successes(findings):
+    return [f for f in findings if f.get("ok")]
+
+
+def check_nothing_read(findings):
+    got = successes(findings)
+    check(not got, "the sandboxed tool got at secrets:\n%s", "\n".join(json.dumps(f) for f in got))
+    # it did try: the reads were refused, not skipped
+    tried = {f["what"] for f in findings}
+    for what in ("read:token", "read:mcp.json", "open:environ", "open:mem", "scan"):
+        check(what in tried, "the attack did not try %s: %r", what, sorted(tried))
+
+
+def test_root_serve_tools_read_no_secret():
+    need_bwrap()
+    findings, log, _ = attack()
+    check_nothing_read(findings)
+    check("tools, MCP servers and hooks run in a bwrap sandbox" in log, "serve did not pick bwrap:\n%s", log[-2000:])
+
+
+def test_root_serve_control_without_sandbox_finds_the_secrets():
+    """The control: the same attack with --sandbox none reads the token,
+    the MCP config and serve's memory, and finds the key in serve's memory
+    and the MCP secret in its server's environment. Without it the test
+    above could pass by an attack that never works."""
+    need_bwrap()
+    findings, log, serve_pid = attack(sandbox_args=["--sandbox", "none"])
+    check("WITHOUT a sandbox" in log, "serve did not warn about --sandbox none:\n%s", log[-2000:])
+    got = {f["what"]: f for f in successes(findings)}
+    for what in ("read:token", "read:mcp.json", "open:environ", "open:mem"):
+        check(what in got, "the control could not %s: %r", what, findings)
+    hits = {(f["needle"], f["where"], f["pid"] == serve_pid) for f in successes(findings) if f["what"] == "hit"}
+    check((0, "mem", True) in hits, "the control found no provider key in serve's memory: %r", hits)
+    check((1, "environ", False) in hits, "the control found no MCP secret in an environment: %r", hits)
+
+
+def test_nobody_serve_tools_read_no_secret():
+    need_bwrap()
+    findings, log, _ = attack(uid=NOBODY)
+    check_nothing_read(findings)
+    check("bwrap sandbox" in log, "serve (as nobody) did not pick bwrap:\n%s", log[-2000:])
+
+
+def test_nobody_serve_control_without_sandbox_reads_the_token():
+    need_bwrap()
+    findings, _, _ = attack(uid=NOBODY, sandbox_args=["--sandbox", "none"])
+    got = {f["what"] for f in successes(findings)}
+    check("read:token" in got and "read:mcp.json" in got, "the control (as nobody) read %r", got)
+    hits = {(f["needle"], f["where"]) for f in successes(findings) if f["what"] == "hit"}
+    check((1, "environ") in hits, "the control (as nobody) found no MCP secret: %r", hits)
+
+
+class Listener:
+    """A TCP listener on 127.0.0.1 that counts the connections it accepts."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        self.stop = False
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def _loop(self):
+        self.sock.settimeout(0.2)
+        while not self.stop:
+            try:
+                c, _ = self.sock.accept()
+                self.accepted += 1
+                c.close()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+
+    def close(self):
+        self.stop = True
+        self.thread.join(5)
+        self.sock.close()
+
+
+def test_network_is_off_by_default_and_on_when_the_session_allows_it():
+    need_bwrap()
+    lis = Listener()
+    setup = Setup()
+    llm = LLM()
+    connect = ("python3 -c \"import socket; socket.create_connection(('127.0.0.1', %d), timeout=5); "
+               "print('CONNECTED')\"" % lis.port)
+    shell = {"name": "shell", "arguments": {"command": connect}}
+    llm.script("net", [{"tool_calls": [dict(shell, call_id="c_off")]}, {"text": "off"},
+                       {"tool_calls": [dict(shell, call_id="c_on")]}, {"text": "on"}])
+    server = start_serve(setup, llm, "net")
+    try:
+        sid = new_session(server, setup.ws, approval_policy="yolo")
+        rc, out, err = cli(server, "sessions", "show", sid)
+        check(rc == 0 and "network    off" in out, "sessions show: %r %r", out, err)
+        run = wait_run(server, prompt(server, sid, "try"), timeout=60)
+        check(run["status"] == "completed", "run %r", run)
+        off = results(tape(server, sid))["c_off"]
+        check(not off["ok"] and "CONNECTED" not in off["output"], "the tool reached the network: %r", off)
+        check(lis.accepted == 0, "the listener accepted %d connections from the box", lis.accepted)
+
+        rc, out, err = cli(server, "sessions", "update", sid, "--network", "on")
+        check(rc == 0, "sessions update --network on: %r %r", out, err)
+        rc, out, err = cli(server, "sessions", "show", sid)
+        check(rc == 0 and "network    on" in out, "sessions show after the update: %r", out)
+        run = wait_run(server, prompt(server, sid, "again"), timeout=60)
+        check(run["status"] == "completed", "run %r", run)
+        on = results(tape(server, sid))["c_on"]
+        check(on["ok"] and "CONNECTED" in on["output"], "the tool could not connect with network on: %r", on)
+        wait_for(lambda: lis.accepted == 1, 5, "the listener to count the connection")
+        rc, out, err = cli(server, "sessions", "update", sid, "--network", "maybe")
+        check(rc == 2 and "--network takes on or off" in err, "a bad --network value: %r %r", rc, err)
+    finally:
+        server.stop()
+        llm.stop()
+        lis.close()
+
+
+def who_runs_the_tool(ws_uid):
+    setup = Setup()
+    os.chown(setup.ws, ws_uid, ws_uid)
+    llm = LLM()
+    cmd = "id -u; grep CapEff /proc/self/status; touch made; stat -c owner=%u made"
+    llm.script("who", [{"tool_calls": [{"name": "shell", "arguments": {"command": cmd}, "call_id": "c"}]},
+                       {"text": "ok"}])
+    server = start_serve(setup, llm, "who")
+    try:
+        sid = new_session(server, setup.ws, approval_policy="yolo")
+        run = wait_run(server, prompt(server, sid, "who"), timeout=60)
+        check(run["status"] == "completed", "run %r", run)
+        r = results(tape(server, sid))["c"]
+        check(r["ok"], "the tool failed: %r", r)
+        return r["output"].split()
+    finally:
+        server.stop()
+        llm.stop()
+
+
+def test_root_serve_runs_tools_as_the_workspace_owner_without_capabilities():
+    need_bwrap()
+    out = who_runs_the_tool(NOBODY)
+    check(out[0] == str(NOBODY), "the tool ran as uid %s, not the workspace's owner: %r", out[0], out)
+    check(out[1:3] == ["CapEff:", "0000000000000000"], "the tool has capabilities: %r", out)
+    check(out[3] == "owner=%d" % NOBODY, "the tool's file belongs to %r", out[3])
+    out = who_runs_the_tool(0)
+    check(out[0] == "0", "a root-owned workspace: the tool ran as uid %s: %r", out[0], out)
+    check(out[1:3] == ["CapEff:", "0000000000000000"], "root in the box kept capabilities: %r", out)
+
+
+def test_a_hook_runs_in_the_box():
+    need_bwrap()
+    setup = Setup()
+    out = os.path.join(setup.dir, "hookout")
+    os.makedirs(out)
+    hooks = os.path.join(setup.dir, "hooks.json")
+    cmd = "cat %s/token > hook.txt 2>&1; echo rc=$? >> hook.txt" % setup.data
+    with open(hooks, "w") as f:
+        json.dump({"hooks": {"session.created": [{"command": ["sh", "-c", cmd], "writable": [out]}]}}, f)
+    llm = LLM()
+    server = start_serve(setup, llm, "hook", ["--hooks", hooks])
+    try:
+        new_session(server, setup.ws)
+        path = os.path.join(out, "hook.txt")
+        text = wait_for(lambda: os.path.exists(path) and "rc=" in open(path).read() and open(path).read(),
+                        20, "the hook to write " + path)
+        with open(os.path.join(setup.data, "token")) as f:
+            token = f.read().strip()
+        check(token not in text and "rc=1" in text, "the hook read DATA/token: %r", text)
+    finally:
+        server.stop()
+        llm.stop()
+
+
+def test_a_timed_out_tool_leaves_nothing_in_the_box():
+    need_bwrap()
+    setup = Setup()
+    llm = LLM()
+    cmd = "sleep 3171 & setsid sleep 3172 & sleep 3173"
+    llm.script("kill", [{"tool_calls": [{"name": "shell", "arguments": {"command": cmd, "timeout_s": 1},
+                                         "call_id": "c"}]}, {"text": "ok"}])
+    for env in ({}, {"SWITCHBOARD_NO_CGROUP": "1"}):
+        server = start_serve(setup, llm, "kill", env=env)
+        try:
+            llm.script("kill", [{"tool_calls": [{"name": "shell", "arguments": {"command": cmd, "timeout_s": 1},
+                                                 "call_id": "c"}]}, {"text": "ok"}])
+            sid = new_session(server, setup.ws, approval_policy="yolo")
+            run = wait_run(server, prompt(server, sid, "sleep"), timeout=60)
+            check(run["status"] == "completed", "run %r", run)
+            r = results(tape(server, sid))["c"]
+            check("timed out after 1 s" in r["output"], "no timeout: %r", r)
+
+            def left():
+                found = []
+                for pid in os.listdir("/proc"):
+                    try:
+                        with open("/proc/%s/cmdline" % pid, "rb") as f:
+                            if f.read().split(b"\0")[:2] in ([b"sleep", b"3171"], [b"sleep", b"3172"],
+                                                            [b"sleep", b"3173"]):
+                                found.append(pid)
+                    except OSError:
+                        pass
+                return found
+            wait_for(lambda: not left(), 10, "the box's sleeps to be gone (%r)" % env)
+        finally:
+            server.stop()
+    llm.stop()
+
+
+def test_without_bwrap_landlock_keeps_the_secrets():
+    need_bwrap()
+    findings, log, _ = attack(env={"SWITCHBOARD_BWRAP": "/bin/false"})
+    check("run in a landlock sandbox" in log, "serve did not fall back to Landlock:\n%s", log[-2000:])
+    check_nothing_read(findings)
+
+
+def test_with_no_sandbox_at_all_serve_refuses_unless_sandbox_none():
+    need_bwrap()
+    setup = Setup()
+    llm = LLM()
+    env = {"SWITCHBOARD_BWRAP": "/bin/false", "SWITCHBOARD_NO_LANDLOCK": "1"}
+    argv = [SB_BIN, "serve", "--data", setup.data, "--http", "127.0.0.1:0"] + llm_args(llm, "none")
+    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60,
+                       env=dict(os.environ, **env))
+    out = p.stdout.decode(errors="replace")
+    check(p.returncode == 1 and "no sandbox can run here" in out and "--sandbox none" in out,
+          "serve without any sandbox: rc %d\n%s", p.returncode, out[-2000:])
+    server = start_serve(setup, llm, "none", ["--sandbox", "none"], env=env)
+    try:
+        wait_for(lambda: "sandbox  NONE" in server.log(), 10, "the banner's sandbox line")
+        check("WARNING" in server.log(), "the banner does not warn:\n%s", server.log()[-2000:])
+        c = Client(server.endpoint())
+        m = c.request("exec.info", {}, timeout=5)
+        c.close()
+        check(m.type == "exec.info.ok" and m.body.get("sandbox") == "none", "exec.info: %s %r", m.type, m.body)
+    finally:
+        server.stop()
+        llm.stop()
+
+
+if __name__ == "__main__":
+    run_tests(globals())

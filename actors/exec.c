@@ -207,6 +207,20 @@ s_handle_mcp_list (self_t *self, sb_msg_t *msg)
     sb_bus_reply (self->bus, msg, b, len);
 }
 
+/*  The sandbox tools run in (the UI warns when there is none). */
+static void
+s_handle_info (self_t *self, sb_msg_t *msg)
+{
+    sb_enc_t *e = self->enc;
+    sb_enc_reset (e);
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "sandbox", sb_spawn_sandbox_name ());
+    sb_enc_map_close (e);
+    size_t len;
+    const uint8_t *b = sb_enc_data (e, &len);
+    sb_bus_reply (self->bus, msg, b, len);
+}
+
 static void
 s_handle_diff (self_t *self, sb_msg_t *msg)
 {
@@ -226,6 +240,7 @@ static const struct {
     { "exec.cancel", s_handle_cancel },
     { "exec.mcp.list", s_handle_mcp_list },
     { "exec.diff", s_handle_diff },
+    { "exec.info", s_handle_info },
 };
 
 #define S_DISPATCH_COUNT (sizeof s_dispatch_table / sizeof s_dispatch_table [0])

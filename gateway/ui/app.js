@@ -65,6 +65,7 @@ class App {
     this.sidebar.refresh ();
     this.inbox.refresh ();
     this.workers.probe ();
+    this.conn.call ('exec.info', {}).then ((r) => this._sandbox (r.sandbox)).catch (() => {});
     this.conn.call ('llm.models', {}).then ((r) => {
       this.models = { provider: r.provider || '', list: r.models || [] };
       this._head ();
@@ -78,6 +79,24 @@ class App {
 
   // ---- errors -------------------------------------------------------
 
+  // A standing warning while tools run without a sandbox (serve
+  // --sandbox none; docs/sandbox.md): it stays until the page reloads.
+  _sandbox (kind) {
+    const old = document.getElementById ('sandbox-warning');
+    if (kind !== 'none') {
+      if (old)
+        old.remove ();
+      return;
+    }
+    if (old)
+      return;
+    const b = el ('div.banner', { role: 'alert', id: 'sandbox-warning' },
+      el ('span.code', 'no sandbox'),
+      el ('span.msg', 'Tools, MCP servers and hooks run without a sandbox (serve --sandbox none): '
+        + 'they see every file this server sees, its token included, and the network.'));
+    document.getElementById ('banners').prepend (b);
+  }
+
   error (e) {
     const box = document.getElementById ('banners');
     const close = el ('button.icon-btn', { type: 'button', 'aria-label': 'Dismiss' }, '×');
@@ -85,8 +104,9 @@ class App {
       el ('span.code', e.code || 'error'), el ('span.msg', e.message || String (e)), close);
     close.addEventListener ('click', () => b.remove ());
     box.appendChild (b);
+    //  the oldest error goes; the sandbox warning stays
     while (box.children.length > BANNERS_MAX)
-      box.firstChild.remove ();
+      [...box.children].find ((c) => c.id !== 'sandbox-warning').remove ();
   }
 
   // ---- the connection indicator -------------------------------------
@@ -270,6 +290,9 @@ class App {
     const pol = document.getElementById ('head-policy');
     if (document.activeElement !== pol)
       pol.value = (s && s.approval_policy) || 'auto';
+    const net = document.getElementById ('head-network');
+    if (document.activeElement !== net)
+      net.value = s && s.network ? 'on' : 'off';
     const steps = document.getElementById ('head-steps');
     if (document.activeElement !== steps)
       steps.value = s && s.max_steps ? s.max_steps : '';
@@ -496,6 +519,7 @@ class App {
 
     $('head-model').addEventListener ('change', (e) => this._update ('model', e.target.value));
     $('head-policy').addEventListener ('change', (e) => this._update ('approval_policy', e.target.value));
+    $('head-network').addEventListener ('change', (e) => this._update ('network', e.target.value === 'on'));
     $('head-steps').addEventListener ('change', (e) => {
       const n = Number (e.target.value);
       if (n >= 1)

@@ -35,8 +35,9 @@ import threading
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import (SB_BIN, Client, Proc, Server, TestFailure, check, cli, run_tests, skip,  # noqa: E402
+from sbtest import (SB_BIN, Proc, Server, TestFailure, check, cli, run_tests, skip,  # noqa: E402
                     tmpdir, wait_for)
+from gwtest import Ws  # noqa: E402
 from test_runs_e2e import LLM, llm_args, new_session, prompt, results, tape, wait_run  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -366,6 +367,19 @@ def test_without_bwrap_landlock_keeps_the_secrets():
     check_nothing_read(findings)
 
 
+def gateway_of(data):
+    """What gwtest.Ws needs of a gateway: its port, token and origin."""
+    class G:
+        pass
+    g = G()
+    with open(os.path.join(data, "http.port")) as f:
+        g.port = int(f.read().strip())
+    with open(os.path.join(data, "token")) as f:
+        g.token = f.read().strip()
+    g.origin = "http://127.0.0.1:%d" % g.port
+    return g
+
+
 def test_with_no_sandbox_at_all_serve_refuses_unless_sandbox_none():
     need_bwrap()
     setup = Setup()
@@ -381,10 +395,11 @@ def test_with_no_sandbox_at_all_serve_refuses_unless_sandbox_none():
     try:
         wait_for(lambda: "sandbox  NONE" in server.log(), 10, "the banner's sandbox line")
         check("WARNING" in server.log(), "the banner does not warn:\n%s", server.log()[-2000:])
-        c = Client(server.endpoint())
-        m = c.request("exec.info", {}, timeout=5)
-        c.close()
-        check(m.type == "exec.info.ok" and m.body.get("sandbox") == "none", "exec.info: %s %r", m.type, m.body)
+        # what the UI asks through the gateway, to show its warning
+        ws = Ws(gateway_of(setup.data))
+        f = ws.call("exec.info")
+        ws.close()
+        check(f.get("op") == "reply" and f.get("body", {}).get("sandbox") == "none", "exec.info: %r", f)
     finally:
         server.stop()
         llm.stop()

@@ -360,6 +360,42 @@ def test_a_timed_out_tool_leaves_nothing_in_the_box():
     llm.stop()
 
 
+def sleepers(*args):
+    """Host pids of `sleep N` for each N in args."""
+    want = [[b"sleep", str(a).encode()] for a in args]
+    found = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                if f.read().split(b"\0")[:2] in want:
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+def test_a_cancelled_tool_leaves_nothing_in_the_box():
+    need_bwrap()
+    setup = Setup()
+    llm = LLM()
+    llm.script("cancel", [{"tool_calls": [{"name": "shell", "arguments": {
+        "command": "sleep 3181 & setsid sleep 3182 & sleep 3183"}, "call_id": "c"}]}])
+    server = start_serve(setup, llm, "cancel")
+    try:
+        sid = new_session(server, setup.ws, approval_policy="yolo")
+        run_id = prompt(server, sid, "sleep")
+        wait_for(lambda: len(sleepers(3181, 3182, 3183)) == 3, 20, "the box's sleeps to start")
+        cli(server, "cancel", run_id)
+        run = wait_run(server, run_id, ("cancelled", "failed", "completed"), timeout=10)
+        check(run["status"] == "cancelled", "run %r", run)
+        wait_for(lambda: not sleepers(3181, 3182, 3183), 5, "the cancelled box's sleeps to be gone")
+    finally:
+        server.stop()
+        llm.stop()
+        for p in sleepers(3181, 3182, 3183):
+            os.kill(p, 9)
+
+
 def test_without_bwrap_landlock_keeps_the_secrets():
     need_bwrap()
     findings, log, _ = attack(env={"SWITCHBOARD_BWRAP": "/bin/false"})

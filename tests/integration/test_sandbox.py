@@ -110,6 +110,9 @@ def start_serve(setup, llm, script, args=(), uid=0, env=None):
         except TestFailure:
             return False
     wait_for(up, 20, "serve to answer bus.stats")
+    # the gateway writes its token and port after the bus is up
+    wait_for(lambda: all(os.path.exists(os.path.join(setup.data, n)) for n in ("token", "http.port")),
+             20, "the gateway's token and port")
     return server
 
 
@@ -158,7 +161,7 @@ def check_nothing_read(findings):
     check(not got, "the sandboxed tool got at secrets:\n%s", "\n".join(json.dumps(f) for f in got))
     # it did try: the reads were refused, not skipped
     tried = {f["what"] for f in findings}
-    for what in ("read:token", "read:mcp.json", "open:environ", "open:mem", "scan"):
+    for what in ("read:token", "read:mcp.json", "connect:bus", "open:environ", "open:mem", "scan"):
         check(what in tried, "the attack did not try %s: %r", what, sorted(tried))
 
 
@@ -178,7 +181,7 @@ def test_root_serve_control_without_sandbox_finds_the_secrets():
     findings, log, serve_pid = attack(sandbox_args=["--sandbox", "none"])
     check("WITHOUT a sandbox" in log, "serve did not warn about --sandbox none:\n%s", log[-2000:])
     got = {f["what"]: f for f in successes(findings)}
-    for what in ("read:token", "read:mcp.json", "open:environ", "open:mem"):
+    for what in ("read:token", "read:mcp.json", "connect:bus", "open:environ", "open:mem"):
         check(what in got, "the control could not %s: %r", what, findings)
     hits = {(f["needle"], f["where"], f["pid"] == serve_pid) for f in successes(findings) if f["what"] == "hit"}
     check((0, "mem", True) in hits, "the control found no provider key in serve's memory: %r", hits)
@@ -196,7 +199,8 @@ def test_nobody_serve_control_without_sandbox_reads_the_token():
     need_bwrap()
     findings, _, _ = attack(uid=NOBODY, sandbox_args=["--sandbox", "none"])
     got = {f["what"] for f in successes(findings)}
-    check("read:token" in got and "read:mcp.json" in got, "the control (as nobody) read %r", got)
+    check("read:token" in got and "read:mcp.json" in got and "connect:bus" in got,
+          "the control (as nobody) got only %r", got)
     hits = {(f["needle"], f["where"]) for f in successes(findings) if f["what"] == "hit"}
     check((1, "environ") in hits, "the control (as nobody) found no MCP secret: %r", hits)
 

@@ -35,7 +35,7 @@ PKGS=(
   liblmdb-dev lmdb-utils libwebsockets-dev libjansson-dev libcriterion-dev
   python3-zmq python3-msgpack python3-websocket
   libedit-dev
-  bubblewrap git procps nodejs
+  bubblewrap util-linux git procps nodejs
   chromium
 )
 # `make bench` adds the peers it measures us against in the same run.

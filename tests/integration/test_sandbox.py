@@ -116,28 +116,47 @@ def start_serve(setup, llm, script, args=(), uid=0, env=None):
     return server
 
 
-def attack(uid=0, sandbox_args=(), env=None):
-    """Runs the attack as a tool call; returns (findings, serve's log,
-    serve's pid)."""
+def start_worker(server, setup, args=()):
+    """`switchboard worker` of pool p on the server's data folder, as root;
+    returns once the run actor lists it."""
+    p = Proc([SB_BIN, "worker", "--data", setup.data, "--id", "w1", "--pool", "p"] + list(args),
+             os.path.join(setup.dir, "worker.log"), env={"OPENAI_API_KEY": ""})
+
+    def up():
+        if not p.alive():
+            raise TestFailure("the worker exited: %s" % p.log())
+        return server.control().request("worker.get", {"worker_id": "w1"}).type == "worker.get.ok"
+    wait_for(up, 20, "the worker to register")
+    return p
+
+
+def attack(uid=0, sandbox_args=(), env=None, worker_args=None):
+    """Runs the attack as a tool call (of a `switchboard worker` with
+    worker_args, when not None); returns (findings, the log of serve or
+    the worker, the pid of the process whose /proc it aims at)."""
     setup = Setup(uid)
     llm = LLM()
     script = "attack-%d-%s" % (uid, "-".join(sandbox_args) or "default")
     server = start_serve(setup, llm, script, sandbox_args, uid, env)
+    worker = start_worker(server, setup, worker_args) if worker_args is not None else None
+    target = worker or server.proc
     try:
         with open(os.path.join(setup.data, "token")) as f:
             token = f.read().strip()
         check(len(token) >= 32, "no gateway token in DATA/token: %r", token)
         setup.needles(token)
-        cmd = "python3 attack.py %s %d" % (setup.data, server.proc.pid)
-        llm.script(script, [{"tool_calls": [{"name": "mcp__h__ok", "arguments": {}, "call_id": "c_mcp"},
-                                            {"name": "shell", "arguments": {"command": cmd, "timeout_s": 120},
-                                             "call_id": "c_attack"}]},
-                            {"text": "done"}])
-        sid = new_session(server, setup.ws, approval_policy="yolo")
+        cmd = "python3 attack.py %s %d" % (setup.data, target.pid)
+        calls = [{"name": "shell", "arguments": {"command": cmd, "timeout_s": 120}, "call_id": "c_attack"}]
+        if not worker:          # a worker has no MCP config
+            calls.insert(0, {"name": "mcp__h__ok", "arguments": {}, "call_id": "c_mcp"})
+        llm.script(script, [{"tool_calls": calls}, {"text": "done"}])
+        extra = {"target": "worker:p"} if worker else {}
+        sid = new_session(server, setup.ws, approval_policy="yolo", **extra)
         run = wait_run(server, prompt(server, sid, "go"), timeout=150)
-        check(run["status"] == "completed", "run %r\n%s", run, server.log()[-3000:])
+        check(run["status"] == "completed", "run %r\n%s", run, target.log()[-3000:])
+        check(not worker or run.get("worker_id") == "w1", "the worker did not run it: %r", run)
         res = results(tape(server, sid))
-        check(res["c_mcp"]["ok"], "the MCP server did not answer: %r", res["c_mcp"])
+        check(worker or res["c_mcp"]["ok"], "the MCP server did not answer: %r", res.get("c_mcp"))
         out = res["c_attack"]["output"]
         findings = []
         for line in out.splitlines():
@@ -146,8 +165,10 @@ def attack(uid=0, sandbox_args=(), env=None):
         check(any(f["what"] == "done" for f in findings), "the attack did not finish:\n%s", out[-3000:])
         for secret in (KEY, MCP_SECRET, token):
             check(secret not in out, "a secret is in the tool's output in the clear")
-        return findings, server.log(), server.proc.pid
+        return findings, target.log(), target.pid
     finally:
+        if worker:
+            worker.stop()
         server.stop()
         llm.stop()
 
@@ -203,6 +224,18 @@ def test_nobody_serve_control_without_sandbox_reads_the_token():
           "the control (as nobody) got only %r", got)
     hits = {(f["needle"], f["where"]) for f in successes(findings) if f["what"] == "hit"}
     check((1, "environ") in hits, "the control (as nobody) found no MCP secret: %r", hits)
+
+
+def test_a_worker_s_tools_read_no_secret():
+    """A worker on the server's data folder: its tools see neither the
+    folder (the token, the bus) nor the worker's /proc."""
+    need_bwrap()
+    findings, log, _ = attack(worker_args=[])
+    check_nothing_read(findings)
+    check("bwrap sandbox" in log, "the worker did not pick bwrap:\n%s", log[-2000:])
+    findings, log, _ = attack(worker_args=["--sandbox", "none"])
+    got = {f["what"] for f in successes(findings)}
+    check({"read:token", "connect:bus", "open:environ"} <= got, "the worker's control got only %r", got)
 
 
 class Listener:
@@ -268,6 +301,13 @@ def test_network_is_off_by_default_and_on_when_the_session_allows_it():
         wait_for(lambda: lis.accepted == 1, 5, "the listener to count the connection")
         rc, out, err = cli(server, "sessions", "update", sid, "--network", "maybe")
         check(rc == 2 and "--network takes on or off" in err, "a bad --network value: %r %r", rc, err)
+        # the UI's switch: session.update through the gateway
+        ws = Ws(gateway_of(setup.data))
+        f = ws.call("session.update", {"session_id": sid, "network": False})
+        ws.close()
+        check(f.get("op") == "reply" and not f["body"]["session"].get("network"), "session.update: %r", f)
+        rc, out, err = cli(server, "sessions", "show", sid)
+        check(rc == 0 and "network    off" in out, "sessions show after the UI's update: %r", out)
     finally:
         server.stop()
         llm.stop()

@@ -55,7 +55,6 @@
 #include <unistd.h>
 
 #define SB_SPAWN_MAX_EXTRA      64
-#define SB_SPAWN_MAX_ARGS       4096
 #define SB_SPAWN_MAX_CAP        (16u * 1024 * 1024)
 #define SB_SPAWN_MAX_VALUE      (32 * 1024)
 #define SB_SPAWN_DRAIN_MS       500

@@ -369,6 +369,17 @@ def test_a_hook_runs_in_the_box():
         llm.stop()
 
 
+def test_a_hook_s_writable_folders_must_exist():
+    setup = Setup()
+    for bad in (["relative"], [os.path.join(setup.dir, "missing")], "notalist", [os.path.join(setup.dir, "f")] * 9):
+        hooks = os.path.join(setup.dir, "hooks.json")
+        with open(hooks, "w") as f:
+            json.dump({"hooks": {"run.finished": [{"command": ["true"], "writable": bad}]}}, f)
+        rc, out, err = sb_run("serve", "--data", setup.data, "--http", "127.0.0.1:0", "--hooks", hooks)
+        check(rc == 1 and "run.finished[0].writable" in out + err, "serve took writable %r: %d %s %s",
+              bad, rc, out, err)
+
+
 def test_a_timed_out_tool_leaves_nothing_in_the_box():
     need_bwrap()
     setup = Setup()
@@ -445,6 +456,12 @@ def test_without_bwrap_landlock_keeps_the_secrets():
     findings, log, _ = attack(env={"SWITCHBOARD_BWRAP": "/bin/false"})
     check("run in a landlock sandbox" in log, "serve did not fall back to Landlock:\n%s", log[-2000:])
     check_nothing_read(findings)
+
+
+def sb_run(*args):
+    """`switchboard ARGS` to its end: (exit code, stdout, stderr)."""
+    p = subprocess.run([SB_BIN] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
 
 
 def gateway_of(data):

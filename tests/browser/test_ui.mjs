@@ -188,6 +188,14 @@ async function main () {
     await page.selectOption ('#head-network', 'off');
     await waitFor ('the session\'s network to be off again', async () =>
       page.evaluate (() => window.sbApp.session && !window.sbApp.session.network), STEP_MS);
+    // what a serve --sandbox none answers to exec.info (test_sandbox.py checks
+    // the answer): a standing warning, gone once a sandbox is reported
+    await page.evaluate (() => window.sbApp._sandbox ('none'));
+    check ((await page.innerText ('#sandbox-warning')).includes ('without a sandbox'),
+      'no warning for --sandbox none');
+    await shot (page, '01b-no-sandbox-warning');
+    await page.evaluate (() => window.sbApp._sandbox ('bwrap'));
+    check (await page.isHidden ('#sandbox-warning'), 'the no-sandbox warning stays under a sandbox');
 
     // 3. the goal, sent with Enter
     await page.fill ('#composer-input', 'Look around, then write notes.md');

@@ -318,7 +318,7 @@ def who_runs_the_tool(ws_uid):
     setup = Setup()
     os.chown(setup.ws, ws_uid, ws_uid)
     llm = LLM()
-    cmd = "id -u; grep CapEff /proc/self/status; touch made; stat -c owner=%u made"
+    cmd = "id -u; grep CapEff /proc/self/status; touch made; stat -c owner=%u made; grep NoNewPrivs /proc/self/status"
     llm.script("who", [{"tool_calls": [{"name": "shell", "arguments": {"command": cmd}, "call_id": "c"}]},
                        {"text": "ok"}])
     server = start_serve(setup, llm, "who")
@@ -340,18 +340,23 @@ def test_root_serve_runs_tools_as_the_workspace_owner_without_capabilities():
     check(out[0] == str(NOBODY), "the tool ran as uid %s, not the workspace's owner: %r", out[0], out)
     check(out[1:3] == ["CapEff:", "0000000000000000"], "the tool has capabilities: %r", out)
     check(out[3] == "owner=%d" % NOBODY, "the tool's file belongs to %r", out[3])
+    check(out[4:6] == ["NoNewPrivs:", "1"], "the tool may gain privileges: %r", out)
     out = who_runs_the_tool(0)
     check(out[0] == "0", "a root-owned workspace: the tool ran as uid %s: %r", out[0], out)
     check(out[1:3] == ["CapEff:", "0000000000000000"], "root in the box kept capabilities: %r", out)
+    check(out[4:6] == ["NoNewPrivs:", "1"], "root in the box may gain privileges: %r", out)
 
 
 def test_a_hook_runs_in_the_box():
+    """A hook cannot read DATA/token, and has the network (a webhook)."""
     need_bwrap()
     setup = Setup()
+    lis = Listener()
     out = os.path.join(setup.dir, "hookout")
     os.makedirs(out)
     hooks = os.path.join(setup.dir, "hooks.json")
-    cmd = "cat %s/token > hook.txt 2>&1; echo rc=$? >> hook.txt" % setup.data
+    cmd = ("python3 -c \"import socket; socket.create_connection(('127.0.0.1', %d), timeout=5)\" > net.txt 2>&1; "
+           "echo net=$? >> net.txt; cat %s/token > hook.txt 2>&1; echo rc=$? >> hook.txt" % (lis.port, setup.data))
     with open(hooks, "w") as f:
         json.dump({"hooks": {"session.created": [{"command": ["sh", "-c", cmd], "writable": [out]}]}}, f)
     llm = LLM()
@@ -364,9 +369,13 @@ def test_a_hook_runs_in_the_box():
         with open(os.path.join(setup.data, "token")) as f:
             token = f.read().strip()
         check(token not in text and "rc=1" in text, "the hook read DATA/token: %r", text)
+        net = open(os.path.join(out, "net.txt")).read()
+        check("net=0" in net, "the hook could not reach the network: %r", net)
+        wait_for(lambda: lis.accepted == 1, 5, "the listener to count the hook's connection")
     finally:
         server.stop()
         llm.stop()
+        lis.close()
 
 
 def test_a_hook_s_writable_folders_must_exist():

@@ -108,6 +108,11 @@ const char *
 int
     sb_spawn_sandbox_hide (const char *path);
 
+//  Whether a resolved path is a hidden one or lies beneath one: the file
+//  tools, which run inside the server, refuse it too.
+bool
+    sb_spawn_sandbox_hidden (const char *path);
+
 /*  Run a command to completion, timeout or cancel. Returns 0 when res is
     filled: the command ran (even if it failed or was killed), or a cancel
     was already signalled and nothing was started (res->cancelled). Returns

@@ -505,6 +505,12 @@ sb_spawn_sandbox_hide (const char *path)
     return sb_box_hide (path);
 }
 
+bool
+sb_spawn_sandbox_hidden (const char *path)
+{
+    return path && sb_box_is_hidden (path);
+}
+
 //  Whether bubblewrap runs here: `true` in a box, as a tool would be.
 static int
 s_probe_bwrap (char *why, size_t whylen)

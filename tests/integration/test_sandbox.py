@@ -238,6 +238,43 @@ def test_a_worker_s_tools_read_no_secret():
     check({"read:token", "connect:bus", "open:environ"} <= got, "the worker's control got only %r", got)
 
 
+def test_a_data_folder_inside_the_workspace_stays_hidden():
+    """serve --data WS/data: neither the shell nor the file tools (which run
+    inside serve) read the token; the rest of the workspace is there."""
+    need_bwrap()
+    setup = Setup()
+    data = os.path.join(setup.ws, "data")
+    setup.data = data
+    os.makedirs(data, mode=0o700)
+    llm = LLM()
+    llm.script("inws", [{"tool_calls": [
+        {"name": "shell", "arguments": {"command": "ls data; cat data/token; ls attack.py"}, "call_id": "c_sh"},
+        {"name": "read_file", "arguments": {"path": "data/token"}, "call_id": "c_read"},
+        {"name": "list_dir", "arguments": {"path": "data"}, "call_id": "c_list"},
+        {"name": "write_file", "arguments": {"path": "data/token", "content": "0" * 64}, "call_id": "c_write"},
+        {"name": "read_file", "arguments": {"path": "attack.py"}, "call_id": "c_ok"}]}, {"text": "done"}])
+    server = start_serve(setup, llm, "inws")
+    try:
+        with open(os.path.join(data, "token")) as f:
+            token = f.read().strip()
+        sid = new_session(server, setup.ws, approval_policy="yolo")
+        run = wait_run(server, prompt(server, sid, "go"), timeout=60)
+        check(run["status"] == "completed", "run %r", run)
+        res = results(tape(server, sid))
+        dump = json.dumps(res)
+        check(token not in dump, "a tool read the token of a data folder inside the workspace: %s", dump[:2000])
+        check("attack.py" in res["c_sh"]["output"] and "bus-cmd" not in res["c_sh"]["output"],
+              "the shell: %r", res["c_sh"])
+        for c in ("c_read", "c_list", "c_write"):
+            check(not res[c]["ok"] and "secret paths" in res[c]["output"], "%s was not refused: %r", c, res[c])
+        check(res["c_ok"]["ok"], "read_file of the workspace failed: %r", res["c_ok"])
+        with open(os.path.join(data, "token")) as f:
+            check(f.read().strip() == token, "a tool rewrote the token")
+    finally:
+        server.stop()
+        llm.stop()
+
+
 class Listener:
     """A TCP listener on 127.0.0.1 that counts the connections it accepts."""
 

@@ -356,15 +356,28 @@ def who_runs_the_tool(ws_uid):
     os.chown(setup.ws, ws_uid, ws_uid)
     llm = LLM()
     cmd = "id -u; grep CapEff /proc/self/status; touch made; stat -c owner=%u made; grep NoNewPrivs /proc/self/status"
-    llm.script("who", [{"tool_calls": [{"name": "shell", "arguments": {"command": cmd}, "call_id": "c"}]},
+    # what write_file makes (inside serve, as root) the shell can change
+    # (as the workspace's owner)
+    append = "echo more >> sub/dir/new.txt && touch sub/dir/other && stat -c %u sub sub/dir sub/dir/new.txt"
+    llm.script("who", [{"tool_calls": [{"name": "shell", "arguments": {"command": cmd}, "call_id": "c"},
+                                       {"name": "write_file", "arguments": {"path": "sub/dir/new.txt",
+                                                                            "content": "new\n"}, "call_id": "w"},
+                                       {"name": "shell", "arguments": {"command": append}, "call_id": "a"}]},
                        {"text": "ok"}])
     server = start_serve(setup, llm, "who")
     try:
         sid = new_session(server, setup.ws, approval_policy="yolo")
         run = wait_run(server, prompt(server, sid, "who"), timeout=60)
         check(run["status"] == "completed", "run %r", run)
-        r = results(tape(server, sid))["c"]
+        res = results(tape(server, sid))
+        r = res["c"]
         check(r["ok"], "the tool failed: %r", r)
+        check(res["w"]["ok"] and res["a"]["ok"], "the shell cannot change what write_file made: %r %r",
+              res["w"], res["a"])
+        check(res["a"]["output"].split() == [str(ws_uid)] * 3, "write_file's folders and file belong to %r",
+              res["a"]["output"])
+        with open(os.path.join(setup.ws, "sub", "dir", "new.txt")) as f:
+            check(f.read() == "new\nmore\n", "the file is not what both tools wrote")
         return r["output"].split()
     finally:
         server.stop()

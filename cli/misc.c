@@ -105,9 +105,8 @@ sb_cmd_actor (int argc, char **argv)
         return sb_cli_usage ("actor", "which actor? (llm, exec, echo)");
     if (optind + 1 < argc)
         return sb_cli_usage ("actor", "unexpected argument '%s'", argv [optind + 1]);
-    if (cfg.sandbox && strcmp (cfg.sandbox, "auto") && strcmp (cfg.sandbox, "bwrap")
-    &&  strcmp (cfg.sandbox, "landlock") && strcmp (cfg.sandbox, "none"))
-        return sb_cli_usage ("actor", "--sandbox takes auto, bwrap, landlock or none, not '%s'", cfg.sandbox);
+    if (sb_serve_sandbox_check ("actor", cfg.sandbox))
+        return 2;
     if (!cert != !server_key)
         return sb_cli_usage ("actor", "--cert and --server-key go together");
     if (cert) {

@@ -112,9 +112,8 @@ sb_cmd_run (int argc, char **argv)
         return sb_cli_usage ("run", "--goal is required");
     if (strcmp (o.approval, "yolo") && strcmp (o.approval, "auto") && strcmp (o.approval, "interactive"))
         return sb_cli_usage ("run", "--approval takes yolo, auto or interactive, not '%s'", o.approval);
-    if (so.sandbox && strcmp (so.sandbox, "auto") && strcmp (so.sandbox, "bwrap")
-    &&  strcmp (so.sandbox, "landlock") && strcmp (so.sandbox, "none"))
-        return sb_cli_usage ("run", "--sandbox takes auto, bwrap, landlock or none, not '%s'", so.sandbox);
+    if (sb_serve_sandbox_check ("run", so.sandbox))
+        return 2;
     int llm_rc = sb_serve_check_llm ("run", &so);
     if (llm_rc)
         return llm_rc;

@@ -250,9 +250,8 @@ sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
     }
     if (optind < argc)
         return sb_cli_usage ("serve", "unexpected argument '%s'", argv [optind]);
-    if (o->sandbox && strcmp (o->sandbox, "auto") && strcmp (o->sandbox, "bwrap")
-    &&  strcmp (o->sandbox, "landlock") && strcmp (o->sandbox, "none"))
-        return sb_cli_usage ("serve", "--sandbox takes auto, bwrap, landlock or none, not '%s'", o->sandbox);
+    if (sb_serve_sandbox_check ("serve", o->sandbox))
+        return 2;
     if (o->bus && strncmp (o->bus, "tcp://", 6) != 0)
         return sb_cli_usage ("serve", "--bus takes tcp://ADDR:PORT (ipc is always bound)");
     int rc = sb_serve_check_llm ("serve", o);
@@ -337,6 +336,15 @@ s_hide_key_files (const char *providers)
         }
     }
     json_decref (root);
+}
+
+int
+sb_serve_sandbox_check (const char *cmd, const char *value)
+{
+    if (value && strcmp (value, "auto") && strcmp (value, "bwrap") && strcmp (value, "landlock")
+    &&  strcmp (value, "none"))
+        return sb_cli_usage (cmd, "--sandbox takes auto, bwrap, landlock or none, not '%s'", value);
+    return 0;
 }
 
 int

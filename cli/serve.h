@@ -55,6 +55,10 @@ int sb_serve_parse (int argc, char **argv, sb_serve_opts_t *opts);
 int sb_serve_check_llm (const char *cmd, const sb_serve_opts_t *opts);
 int sb_serve_run (const sb_serve_opts_t *opts, sb_serve_hook_fn *hook, void *hook_arg);
 
+/*  --sandbox's value: 0 when it is auto, bwrap, landlock, none (or NULL),
+    else 2 after a usage error of `cmd`.                                  */
+int sb_serve_sandbox_check (const char *cmd, const char *value);
+
 /*  Applies --sandbox (auto, bwrap, landlock, none; NULL: auto) for every
     tool, MCP server and hook this process starts (docs/sandbox.md):
     hides `secrets` (NULL-terminated, NULL entries skipped) and the key

@@ -309,6 +309,8 @@ sb_cmd_worker (int argc, char **argv)
         return sb_cli_usage ("worker", "unexpected argument '%s'", argv [optind]);
     if (!cert != !server_key)
         return sb_cli_usage ("worker", "--cert and --server-key go together");
+    if (sb_serve_sandbox_check ("worker", sandbox))
+        return 2;
     if (cert) {
         char cerr [512];
         if (sb_curve_client_set (cert, server_key, cerr, sizeof cerr))

@@ -168,7 +168,7 @@ s_env_clear (s_env_t *env)
 }
 
 static int
-s_env_build (s_env_t *env, const char *const *extra, uint64_t serial,
+s_env_build (s_env_t *env, const char *const *extra, uint64_t serial, const sb_box_t *box,
              char *err, size_t errlen)
 {
     memset (env, 0, sizeof *env);
@@ -202,6 +202,10 @@ s_env_build (s_env_t *env, const char *const *extra, uint64_t serial,
             return s_fail (err, errlen, "too many environment extras, or a value too long");
         }
     }
+    //  A command the box hands to another user gets that user's home.
+    char home [PATH_MAX];
+    if (sb_box_home (box, home, sizeof home) && s_env_set (env, "HOME", 4, home) != 0)
+        goto fail;
     char token [64];
     snprintf (token, sizeof token, "%d.%" PRIu64, (int) getpid (), serial);
     if (s_env_set (env, SB_SPAWN_TOKEN_VAR, strlen (SB_SPAWN_TOKEN_VAR), token) != 0)
@@ -478,7 +482,7 @@ s_prepare (s_spawn_t *sp)
 {
     const sb_spawn_opts_t *opts = sp->opts;
     sp->serial = sb_spawn_tree_next_serial ();
-    if (s_env_build (&sp->env, opts->env_extra, sp->serial, sp->err, sp->errlen) != 0)
+    if (s_env_build (&sp->env, opts->env_extra, sp->serial, &sp->box, sp->err, sp->errlen) != 0)
         return -1;
     if (s_find_program (opts->argv [0], s_env_get (&sp->env, "PATH"), sp->prog, sizeof sp->prog) != 0)
         return s_fail (sp->err, sp->errlen, "%.128s: command not found", opts->argv [0]);
@@ -842,7 +846,7 @@ sb_spawn_proc_start (const sb_spawn_opts_t *opts, char *err, size_t errlen)
     p->serial = sb_spawn_tree_next_serial ();
     if (s_box_of (opts, true, &box, err, errlen) != 0)
         goto fail;
-    if (s_env_build (&env, opts->env_extra, p->serial, err, errlen) != 0)
+    if (s_env_build (&env, opts->env_extra, p->serial, &box, err, errlen) != 0)
         goto fail;
     if (s_find_program (opts->argv [0], s_env_get (&env, "PATH"), prog, sizeof prog) != 0) {
         s_fail (err, errlen, "%.128s: command not found", opts->argv [0]);

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <sys/socket.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -153,6 +154,24 @@ s_switch_user (const sb_box_t *box, uid_t *uid, gid_t *gid)
     *uid = st.st_uid;
     *gid = st.st_gid;
     return true;
+}
+
+const char *
+sb_box_home (const sb_box_t *box, char *buf, size_t len)
+{
+    uid_t uid;
+    gid_t gid;
+    if (!box || box->kind == SB_BOX_NONE || !s_switch_user (box, &uid, &gid))
+        return NULL;
+    struct passwd pw, *found = NULL;
+    char pwbuf [4096];
+    struct stat st;
+    if (getpwuid_r (uid, &pw, pwbuf, sizeof pwbuf, &found) == 0 && found && found->pw_dir
+    &&  stat (found->pw_dir, &st) == 0 && S_ISDIR (st.st_mode) && !sb_box_is_hidden (found->pw_dir))
+        snprintf (buf, len, "%s", found->pw_dir);
+    else
+        snprintf (buf, len, "/tmp");
+    return buf;
 }
 
 //  Hides each hidden path that exists: a folder behind an empty tmpfs, a

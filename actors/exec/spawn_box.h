@@ -67,6 +67,11 @@ bool sb_box_is_hidden (const char *path);
 const char **sb_box_argv (const sb_box_t *box, const char *prog, const char *const *args,
                           char *err, size_t errlen);
 
+//  The HOME of a command the box hands to another user (a root server,
+//  a workspace of another owner): that user's home when it is a folder,
+//  else /tmp. NULL when the command keeps the server's user.
+const char *sb_box_home (const sb_box_t *box, char *buf, size_t len);
+
 //  The Landlock ABI the kernel offers, or 0.
 int sb_box_landlock_abi (void);
 

@@ -355,7 +355,8 @@ def who_runs_the_tool(ws_uid):
     setup = Setup()
     os.chown(setup.ws, ws_uid, ws_uid)
     llm = LLM()
-    cmd = "id -u; grep CapEff /proc/self/status; touch made; stat -c owner=%u made; grep NoNewPrivs /proc/self/status"
+    cmd = ("id -u; grep CapEff /proc/self/status; touch made; stat -c owner=%u made; "
+           "grep NoNewPrivs /proc/self/status; echo home=$HOME")
     # what write_file makes (inside serve, as root) the shell can change
     # (as the workspace's owner)
     append = "echo more >> sub/dir/new.txt && touch sub/dir/other && stat -c %u sub sub/dir sub/dir/new.txt"
@@ -378,7 +379,7 @@ def who_runs_the_tool(ws_uid):
               res["a"]["output"])
         with open(os.path.join(setup.ws, "sub", "dir", "new.txt")) as f:
             check(f.read() == "new\nmore\n", "the file is not what both tools wrote")
-        return r["output"].split()
+        return r["output"].split() + [setup.dir]
     finally:
         server.stop()
         llm.stop()
@@ -391,10 +392,12 @@ def test_root_serve_runs_tools_as_the_workspace_owner_without_capabilities():
     check(out[1:3] == ["CapEff:", "0000000000000000"], "the tool has capabilities: %r", out)
     check(out[3] == "owner=%d" % NOBODY, "the tool's file belongs to %r", out[3])
     check(out[4:6] == ["NoNewPrivs:", "1"], "the tool may gain privileges: %r", out)
+    check(out[6] == "home=/tmp", "nobody's HOME (its passwd home does not exist): %r", out)
     out = who_runs_the_tool(0)
     check(out[0] == "0", "a root-owned workspace: the tool ran as uid %s: %r", out[0], out)
     check(out[1:3] == ["CapEff:", "0000000000000000"], "root in the box kept capabilities: %r", out)
     check(out[4:6] == ["NoNewPrivs:", "1"], "root in the box may gain privileges: %r", out)
+    check(out[6] == "home=" + out[7], "root's HOME is not serve's: %r", out)
 
 
 def test_a_hook_runs_in_the_box():

@@ -427,6 +427,7 @@ typedef struct {
     const char **argv;
     s_capture_t cap;
     int fds [2];
+    int filter_fd;              //  the box's system call filter, for bwrap's descriptor 3; or -1
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     bool fa_init, attr_init;
@@ -509,10 +510,13 @@ s_prepare (s_spawn_t *sp)
     sigfillset (&all);
     sigdelset (&all, SIGKILL);
     sigdelset (&all, SIGSTOP);
+    if (sb_box_wants_filter (&sp->box) && (sp->filter_fd = sb_box_filter_fd ()) < 0)
+        return s_fail (sp->err, sp->errlen, "cannot prepare the sandbox's filter: %s", strerror (errno));
     if (posix_spawn_file_actions_adddup2 (&sp->fa, sp->fds [1], 1)
         || posix_spawn_file_actions_adddup2 (&sp->fa, sp->fds [1], 2)
         || posix_spawn_file_actions_addopen (&sp->fa, 0, "/dev/null", O_RDONLY, 0)
-        || posix_spawn_file_actions_addclosefrom_np (&sp->fa, 3)
+        || (sp->filter_fd >= 0 && posix_spawn_file_actions_adddup2 (&sp->fa, sp->filter_fd, 3))
+        || posix_spawn_file_actions_addclosefrom_np (&sp->fa, sp->filter_fd >= 0 ? 4 : 3)
         || posix_spawn_file_actions_addchdir_np (&sp->fa, opts->cwd)
         || posix_spawnattr_setflags (&sp->attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK
                                                 | POSIX_SPAWN_SETSIGDEF)
@@ -609,7 +613,7 @@ s_start (s_spawn_t *sp)
     sp->start = s_now_ms ();
     s_launch_t l = {
         .x = { .prog = sp->argv [0], .argv = (char *const *) sp->argv, .envp = sp->env.envp,
-               .cwd = sp->opts->cwd, .out_fd = sp->fds [1] },
+               .cwd = sp->opts->cwd, .out_fd = sp->fds [1], .fd3 = sp->filter_fd },
         .fa = &sp->fa, .attr = &sp->attr, .cg = &sp->cg, .box = &sp->box, .pidfd = -1,
     };
     int rc = s_launch (&l, &sp->node, sp->serial);
@@ -743,6 +747,8 @@ s_release (s_spawn_t *sp)
         close (sp->fds [0]);
     if (sp->fds [1] >= 0)
         close (sp->fds [1]);
+    if (sp->filter_fd >= 0)
+        close (sp->filter_fd);
     if (sp->fa_init)
         posix_spawn_file_actions_destroy (&sp->fa);
     if (sp->attr_init)
@@ -762,7 +768,7 @@ sb_spawn_run (const sb_spawn_opts_t *opts, sb_spawn_result_t *res, char *err, si
     res->exit_code = -1;
     s_spawn_t sp = {
         .opts = opts, .res = res, .err = err, .errlen = errlen,
-        .fds = { -1, -1 }, .child = -1, .pidfd = -1, .cg = { .dirfd = -1 },
+        .fds = { -1, -1 }, .filter_fd = -1, .child = -1, .pidfd = -1, .cg = { .dirfd = -1 },
     };
     if (s_check_opts (&sp) != 0)
         return -1;

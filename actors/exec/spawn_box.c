@@ -15,6 +15,7 @@
 #include <linux/landlock.h>
 #include <linux/seccomp.h>
 #include <stddef.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <pthread.h>
 #include <pwd.h>
@@ -216,6 +217,11 @@ s_push_bwrap (s_argv_t *a, const sb_box_t *box, bool switching)
     s_push (a, "--unshare-cgroup-try");
     if (!box->network)
         s_push (a, "--unshare-net");
+    //  the filter's program on descriptor 3 (the spawn puts it there)
+    if (sb_box_wants_filter (box)) {
+        s_push (a, "--seccomp");
+        s_push (a, "3");
+    }
     //  setpriv needs CAP_SETUID to switch; it drops everything itself.
     if (!switching) {
         s_push (a, "--cap-drop");
@@ -415,18 +421,24 @@ s_drop_bounding (void)
 #   define S_AUDIT_ARCH AUDIT_ARCH_AARCH64
 #endif
 
-/*  Landlock does not govern connect() to a Unix socket by path, and the
-    bus's ipc sockets are such paths (in the data folder, which Landlock
-    can hide from open but not from connect): a tool's thread may create
-    no AF_UNIX socket at all, network or not (seccomp; a call of another
-    ABI than the native one is refused whole, so that the i386 socketcall
-    and x32 cannot go around it). Returns 0, or -1 where the architecture
-    is not known here.                                                     */
+/*  A tool may create no AF_UNIX socket (seccomp; a call of another ABI
+    than the native one is refused whole, so that the i386 socketcall and
+    x32 cannot go around it). A read-only mount does not stop a connect()
+    to a socket, and the host has sockets that obey uid 0 whatever its
+    capabilities (systemd's, D-Bus's system bus, docker's): a root tool
+    could have them start anything. Landlock does not govern connect() by
+    path either, and the bus's ipc sockets are in the data folder. Socket
+    pairs stay allowed. Returns 0, or -1 where the architecture is not
+    known here.                                                           */
+#define S_FILTER_LEN 11
+
+//  The filter's program: fills f (S_FILTER_LEN entries); 0, or -1 where
+//  the architecture is not known here.
 static int
-s_no_unix_sockets (void)
+s_unix_filter (struct sock_filter *out)
 {
 #ifdef S_AUDIT_ARCH
-    struct sock_filter f [] = {
+    struct sock_filter f [S_FILTER_LEN] = {
         BPF_STMT (BPF_LD | BPF_W | BPF_ABS, offsetof (struct seccomp_data, arch)),
         BPF_JUMP (BPF_JMP | BPF_JEQ | BPF_K, S_AUDIT_ARCH, 1, 0),
         BPF_STMT (BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EACCES),
@@ -439,11 +451,48 @@ s_no_unix_sockets (void)
         BPF_STMT (BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EACCES),
         BPF_STMT (BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
-    struct sock_fprog prog = { .len = sizeof f / sizeof f [0], .filter = f };
-    return prctl (PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) == 0 ? 0 : -1;
+    memcpy (out, f, sizeof f);
+    return 0;
 #else
+    (void) out;
     return -1;
 #endif
+}
+
+static int
+s_no_unix_sockets (void)
+{
+    struct sock_filter f [S_FILTER_LEN];
+    if (s_unix_filter (f) != 0)
+        return -1;
+    struct sock_fprog prog = { .len = S_FILTER_LEN, .filter = f };
+    return prctl (PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) == 0 ? 0 : -1;
+}
+
+bool
+sb_box_wants_filter (const sb_box_t *box)
+{
+    struct sock_filter f [S_FILTER_LEN];
+    return box && box->kind == SB_BOX_BWRAP && !box->long_lived && s_unix_filter (f) == 0;
+}
+
+int
+sb_box_filter_fd (void)
+{
+    struct sock_filter f [S_FILTER_LEN];
+    if (s_unix_filter (f) != 0)
+        return -1;
+    int fd = memfd_create ("switchboard-seccomp", MFD_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int high = fcntl (fd, F_DUPFD_CLOEXEC, 10);
+    close (fd);
+    if (high < 0 || write (high, f, sizeof f) != (ssize_t) sizeof f || lseek (high, 0, SEEK_SET) != 0) {
+        if (high >= 0)
+            close (high);
+        return -1;
+    }
+    return high;
 }
 
 int

@@ -72,6 +72,15 @@ const char **sb_box_argv (const sb_box_t *box, const char *prog, const char *con
 //  else /tmp. NULL when the command keeps the server's user.
 const char *sb_box_home (const sb_box_t *box, char *buf, size_t len);
 
+//  Whether the box filters the command's system calls (a bwrap tool box:
+//  no AF_UNIX socket, see spawn_box.c): its argv then reads the filter
+//  from descriptor 3, which the spawn fills with sb_box_filter_fd.
+bool sb_box_wants_filter (const sb_box_t *box);
+
+//  A fresh descriptor (10 or above, close-on-exec, at offset 0) holding
+//  the filter's program for bwrap --seccomp; -1 on failure.
+int sb_box_filter_fd (void);
+
 //  The Landlock ABI the kernel offers, or 0.
 int sb_box_landlock_abi (void);
 

@@ -140,11 +140,18 @@ def attack(uid=0, sandbox_args=(), env=None, worker_args=None):
     server = start_serve(setup, llm, script, sandbox_args, uid, env)
     worker = start_worker(server, setup, worker_args) if worker_args is not None else None
     target = worker or server.proc
+    host = None
     try:
         with open(os.path.join(setup.data, "token")) as f:
             token = f.read().strip()
         check(len(token) >= 32, "no gateway token in DATA/token: %r", token)
         setup.needles(token)
+        # a listening Unix socket, as the host's /run has (in the workspace:
+        # the tests make nothing outside their folder)
+        host = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        host.bind(os.path.join(setup.ws, "host.sock"))
+        os.chmod(os.path.join(setup.ws, "host.sock"), 0o777)
+        host.listen(8)
         cmd = "python3 attack.py %s %d" % (setup.data, target.pid)
         calls = [{"name": "shell", "arguments": {"command": cmd, "timeout_s": 120}, "call_id": "c_attack"}]
         if not worker:          # a worker has no MCP config
@@ -167,6 +174,8 @@ def attack(uid=0, sandbox_args=(), env=None, worker_args=None):
             check(secret not in out, "a secret is in the tool's output in the clear")
         return findings, target.log(), target.pid
     finally:
+        if host:
+            host.close()
         if worker:
             worker.stop()
         server.stop()
@@ -182,7 +191,8 @@ def check_nothing_read(findings):
     check(not got, "the sandboxed tool got at secrets:\n%s", "\n".join(json.dumps(f) for f in got))
     # it did try: the reads were refused, not skipped
     tried = {f["what"] for f in findings}
-    for what in ("read:token", "read:mcp.json", "connect:bus", "open:environ", "open:mem", "scan"):
+    for what in ("read:token", "read:mcp.json", "connect:bus", "connect:host-socket", "open:environ", "open:mem",
+                 "scan"):
         check(what in tried, "the attack did not try %s: %r", what, sorted(tried))
 
 
@@ -202,7 +212,7 @@ def test_root_serve_control_without_sandbox_finds_the_secrets():
     findings, log, serve_pid = attack(sandbox_args=["--sandbox", "none"])
     check("WITHOUT a sandbox" in log, "serve did not warn about --sandbox none:\n%s", log[-2000:])
     got = {f["what"]: f for f in successes(findings)}
-    for what in ("read:token", "read:mcp.json", "connect:bus", "open:environ", "open:mem"):
+    for what in ("read:token", "read:mcp.json", "connect:bus", "connect:host-socket", "open:environ", "open:mem"):
         check(what in got, "the control could not %s: %r", what, findings)
     hits = {(f["needle"], f["where"], f["pid"] == serve_pid) for f in successes(findings) if f["what"] == "hit"}
     check((0, "mem", True) in hits, "the control found no provider key in serve's memory: %r", hits)
@@ -220,7 +230,7 @@ def test_nobody_serve_control_without_sandbox_reads_the_token():
     need_bwrap()
     findings, _, _ = attack(uid=NOBODY, sandbox_args=["--sandbox", "none"])
     got = {f["what"] for f in successes(findings)}
-    check("read:token" in got and "read:mcp.json" in got and "connect:bus" in got,
+    check({"read:token", "read:mcp.json", "connect:bus", "connect:host-socket"} <= got,
           "the control (as nobody) got only %r", got)
     hits = {(f["needle"], f["where"]) for f in successes(findings) if f["what"] == "hit"}
     check((1, "environ") in hits, "the control (as nobody) found no MCP secret: %r", hits)

@@ -181,7 +181,9 @@ s_check_box (const char *kind)
     snprintf (cmd, sizeof cmd, "cat %s/token 2>/dev/null || echo HIDDEN; echo w > made && echo WROTE; "
               "touch /usr/sb-box-probe 2>/dev/null && echo HOST_WRITABLE; "
               "python3 -c 'import socket; socket.create_connection((\"1.1.1.1\", 53), timeout=1)' "
-              "2>/dev/null && echo ONLINE; true", secret);
+              "2>/dev/null && echo ONLINE; "
+              "python3 -c 'import socket; socket.socket(socket.AF_UNIX)' 2>/dev/null && echo UNIX_SOCKET; "
+              "python3 -c 'import socket; socket.socketpair()' && echo PAIR_OK; true", secret);
     const char *out = s_sh (kind, false, cmd);
     if (!out)
         cr_skip_test ("the %s sandbox cannot run here", kind);
@@ -189,6 +191,8 @@ s_check_box (const char *kind)
     cr_assert (strstr (out, "WROTE"), "%s: %s", kind, out);
     cr_assert_null (strstr (out, "HOST_WRITABLE"), "%s: %s", kind, out);
     cr_assert_null (strstr (out, "ONLINE"), "%s: %s", kind, out);
+    cr_assert_null (strstr (out, "UNIX_SOCKET"), "%s: a tool made a Unix socket: %s", kind, out);
+    cr_assert (strstr (out, "PAIR_OK"), "%s: socketpair failed: %s", kind, out);
     cr_assert_neq (access ("/usr/sb-box-probe", F_OK), 0);
 }
 

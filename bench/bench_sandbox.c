@@ -28,6 +28,20 @@ s_now_us (void)
     return (double) ts.tv_sec * 1e6 + (double) ts.tv_nsec / 1e3;
 }
 
+//  The machine's 1-minute load: the figures depend on it.
+static double
+s_load (void)
+{
+    double l = -1;
+    FILE *f = fopen ("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf (f, "%lf", &l) != 1)
+            l = -1;
+        fclose (f);
+    }
+    return l;
+}
+
 static int
 s_cmp (const void *a, const void *b)
 {
@@ -90,16 +104,16 @@ main (int argc, char **argv)
     if (s_measure ("none", ws, runs, &none, &p90) != 0)
         rc = 1;
     else
-        printf ("{\"bench\":\"sandbox.spawn.none\",\"value\":%.0f,\"unit\":\"us\",\"p90\":%.0f,\"runs\":%d}\n",
-                none, p90, runs);
+        printf ("{\"bench\":\"sandbox.spawn.none\",\"value\":%.0f,\"unit\":\"us\",\"p90\":%.0f,\"runs\":%d,"
+                "\"load1\":%.2f}\n", none, p90, runs, s_load ());
     const char *kinds [] = { "bwrap", "landlock" };
     for (size_t k = 0; k < 2 && rc == 0; k++) {
         double med;
         if (s_measure (kinds [k], ws, runs, &med, &p90) != 0)
             continue;               //  not available here: said on stderr
         printf ("{\"bench\":\"sandbox.spawn.%s\",\"value\":%.0f,\"unit\":\"us\",\"p90\":%.0f,"
-                "\"baseline\":%.0f,\"ratio\":%.2f,\"runs\":%d}\n",
-                kinds [k], med, p90, none, none > 0 ? med / none : 0, runs);
+                "\"baseline\":%.0f,\"ratio\":%.2f,\"runs\":%d,\"load1\":%.2f}\n",
+                kinds [k], med, p90, none, none > 0 ? med / none : 0, runs, s_load ());
         fflush (stdout);
     }
     rmdir (ws);

@@ -361,7 +361,7 @@ def test_network_is_off_by_default_and_on_when_the_session_allows_it():
         lis.close()
 
 
-def who_runs_the_tool(ws_uid):
+def who_runs_the_tool(ws_uid, env=None):
     setup = Setup()
     os.chown(setup.ws, ws_uid, ws_uid)
     llm = LLM()
@@ -375,7 +375,7 @@ def who_runs_the_tool(ws_uid):
                                                                             "content": "new\n"}, "call_id": "w"},
                                        {"name": "shell", "arguments": {"command": append}, "call_id": "a"}]},
                        {"text": "ok"}])
-    server = start_serve(setup, llm, "who")
+    server = start_serve(setup, llm, "who", env=env)
     try:
         sid = new_session(server, setup.ws, approval_policy="yolo")
         run = wait_run(server, prompt(server, sid, "who"), timeout=60)
@@ -397,13 +397,18 @@ def who_runs_the_tool(ws_uid):
 
 def test_root_serve_runs_tools_as_the_workspace_owner_without_capabilities():
     need_bwrap()
-    out = who_runs_the_tool(NOBODY)
+    for env in ({}, {"SWITCHBOARD_BWRAP": "/bin/false"}):     # bwrap, then Landlock
+        check_who(env)
+
+
+def check_who(env):
+    out = who_runs_the_tool(NOBODY, env)
     check(out[0] == str(NOBODY), "the tool ran as uid %s, not the workspace's owner: %r", out[0], out)
     check(out[1:3] == ["CapEff:", "0000000000000000"], "the tool has capabilities: %r", out)
     check(out[3] == "owner=%d" % NOBODY, "the tool's file belongs to %r", out[3])
     check(out[4:6] == ["NoNewPrivs:", "1"], "the tool may gain privileges: %r", out)
     check(out[6] == "home=/tmp", "nobody's HOME (its passwd home does not exist): %r", out)
-    out = who_runs_the_tool(0)
+    out = who_runs_the_tool(0, env)
     check(out[0] == "0", "a root-owned workspace: the tool ran as uid %s: %r", out[0], out)
     check(out[1:3] == ["CapEff:", "0000000000000000"], "root in the box kept capabilities: %r", out)
     check(out[4:6] == ["NoNewPrivs:", "1"], "root in the box may gain privileges: %r", out)

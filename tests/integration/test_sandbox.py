@@ -3,16 +3,20 @@
 
 Each attack is a real tool call of a scripted model through a session: a
 shell tool runs tests/fixtures/sandbox_attack.py, which tries to read
-DATA/token, DATA/mcp.json, /proc/<serve>/environ and mem, and scans the
-environment and the memory of every process it can see for the provider
-key, the MCP server's secret and the gateway token (the needles reach it
-encoded, so that no other process holds them in the clear).
+DATA/token, DATA/mcp.json, /proc/<serve>/environ and mem, to connect to
+the bus's socket and to a Unix socket standing for the host's, and scans
+the environment and the memory of serve and what it started (of every
+process it can see, in a box) for the provider key, the MCP server's
+secret and the gateway token (the needles reach it encoded, so that no
+other process holds them in the clear).
 
   - root serve, default sandbox: nothing succeeds; the same call with
     --sandbox none (the control) does find the secrets, so the check can
     fail;
   - serve as an unprivileged user (nobody, on a data folder of its own):
-    the same;
+    the same; and a `switchboard worker`'s tool the same;
+  - a data folder inside the workspace: neither the shell nor the file
+    tools read it;
   - the network: a tool cannot connect to a TCP listener of the test on
     127.0.0.1 by default, and can once `sessions update --network on`;
     `sessions show` says which;

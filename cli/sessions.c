@@ -36,11 +36,12 @@ static const char *s_sessions_usage =
     "       switchboard sessions new [--workspace DIR] [--title T] [--provider P] [--model M]\n"
     "                                [--approval yolo|auto|interactive] [--max-steps N] [--mcp A,B]\n"
     "                                [--rule TOOL:PATTERN:ACTION]... [--approval-deadline S]\n"
-    "                                [--target local|worker:POOL] [--json]\n"
+    "                                [--target local|worker:POOL] [--network on|off] [--json]\n"
     "       switchboard sessions update ID [--title T] [--provider P] [--model M]\n"
     "                                [--approval P] [--max-steps N] [--workspace DIR] [--mcp A,B]\n"
     "                                [--clear-rules] [--rule TOOL:PATTERN:ACTION]...\n"
-    "                                [--approval-deadline S] [--target local|worker:POOL] [--json]\n"
+    "                                [--approval-deadline S] [--target local|worker:POOL]\n"
+    "                                [--network on|off] [--json]\n"
     "       switchboard sessions close ID [--json]\n"
     "       switchboard sessions delete ID [--json]\n"
     "\n"
@@ -76,6 +77,8 @@ static const char *s_sessions_usage =
     "                    server configures; 'none' for none, 'all' for all again)\n"
     "  --target T        where its runs go: local (this server's exec) or\n"
     "                    worker:POOL (a worker of POOL claims them; docs/workers.md)\n"
+    "  --network on|off  whether its tools may reach the network from the sandbox\n"
+    "                    (default off: loopback only; docs/sandbox.md)\n"
     "  --json            one JSON document (list: one JSON object per line)\n"
     "  --connect EP      the server's command endpoint (default: ipc in DATA)\n"
     "  --data DIR        the server's data folder\n"
@@ -201,6 +204,7 @@ s_print_record (const sb_val_t *r, const sb_cli_models_t *m)
     sb_cli_models_print (m, r);
     printf ("approval   %s\n", s_or_dash (sb_get_str (r, "approval_policy")));
     printf ("target     %s\n", sb_get_str (r, "target")? sb_get_str (r, "target"): "local");
+    printf ("network    %s\n", sb_get_bool (r, "network", false)? "on": "off");
     if (sb_get (r, "max_steps"))
         printf ("max_steps  %llu\n", (unsigned long long) sb_get_uint (r, "max_steps", 0));
     else
@@ -346,6 +350,7 @@ typedef struct {
     const char *connect, *data;
     const char *status, *workspace, *title, *provider, *model, *approval, *target;
     const char *mcp;            //  --mcp A,B | none | all
+    const char *network;        //  --network on|off
     long long limit;
     unsigned long long max_steps;
     bool json;
@@ -453,6 +458,8 @@ s_enc_config (sb_enc_t *enc, const opts_t *o, const char *workspace)
         sb_enc_kuint (enc, "max_steps", o->max_steps);
     if (o->has_deadline)
         sb_enc_kuint (enc, "approval_deadline_s", o->deadline);
+    if (o->network)
+        sb_enc_kbool (enc, "network", strcmp (o->network, "on") == 0);
     if (o->mcp) {
         //  "all" is ["*"] on the wire, "none" an empty list
         sb_enc_key (enc, "mcp_servers");
@@ -645,6 +652,7 @@ s_sessions (int argc, char **argv, zlistx_t *rules)
         { "clear-rules", no_argument, 0, 'R' },
         { "approval-deadline", required_argument, 0, 'D' },
         { "mcp", required_argument, 0, 'M' },
+        { "network", required_argument, 0, 'N' },
         { "json", no_argument, 0, 'j' },
         { "connect", required_argument, 0, 'c' },
         { "data", required_argument, 0, 'd' },
@@ -694,6 +702,12 @@ s_sessions (int argc, char **argv, zlistx_t *rules)
                 o.mcp = optarg;
                 o.config_opts++;
                 break;
+            case 'N':
+                if (strcmp (optarg, "on") != 0 && strcmp (optarg, "off") != 0)
+                    return sb_cli_usage ("sessions", "--network takes on or off, not '%s'", optarg);
+                o.network = optarg;
+                o.config_opts++;
+                break;
             case 'j': o.json = true; break;
             case 'c': o.connect = optarg; break;
             case 'd': o.data = optarg; break;
@@ -725,8 +739,8 @@ s_sessions (int argc, char **argv, zlistx_t *rules)
         return sb_cli_usage ("sessions", "--status takes active or closed, not '%s'", o.status);
     if (!create && !update && o.config_opts)
         return sb_cli_usage ("sessions", "--workspace, --title, --provider, --model, --approval, "
-                             "--max-steps, --mcp, --rule, --clear-rules, --approval-deadline and --target go "
-                             "with new and update only");
+                             "--max-steps, --mcp, --rule, --clear-rules, --approval-deadline, --target and "
+                             "--network go with new and update only");
     if (create && o.clear_rules)
         return sb_cli_usage ("sessions", "--clear-rules goes with update (a new session has no rules)");
     if (o.target && strcmp (o.target, "local") != 0 && (strncmp (o.target, "worker:", 7) != 0 || !o.target [7]))
@@ -740,7 +754,7 @@ s_sessions (int argc, char **argv, zlistx_t *rules)
     if (update && o.config_opts == 0)
         return sb_cli_usage ("sessions", "update needs at least one of --title, --provider, --model, "
                              "--approval, --max-steps, --workspace, --mcp, --rule, --clear-rules, "
-                             "--approval-deadline, --target");
+                             "--approval-deadline, --target, --network");
     if (o.has_max_steps && o.max_steps == 0)
         return sb_cli_usage ("sessions", "--max-steps takes a number from 1 to 10000");
 

@@ -46,7 +46,7 @@ PKGS=(
   libzmq3-dev libczmq-dev libmsgpack-dev libcurl4-openssl-dev libsodium-dev
   liblmdb-dev libwebsockets-dev libjansson-dev
   libedit-dev
-  bubblewrap git procps
+  bubblewrap util-linux git procps
 )
 # what only the tests (and the benchmarks) run
 TEST_PKGS=(

@@ -12,6 +12,7 @@
     time; a server that forgot the worker (a restart) is answered with a
     new registration. */
 #include "cli/cli.h"
+#include "cli/serve.h"
 #include "actors/exec/agent.h"
 #include "actors/exec/approval.h"
 #include "actors/exec/spawn.h"
@@ -36,7 +37,7 @@
 static const char *s_usage =
     "usage: switchboard worker [--connect ENDPOINT] [--data DIR] [--id NAME] [--pool P]\n"
     "                          [--workspace DIR] [--capability K=V]... [--lease S]\n"
-    "                          [--cert FILE --server-key FILE]\n"
+    "                          [--cert FILE --server-key FILE] [--sandbox KIND]\n"
     "\n"
     "Runs an external worker: it registers with the server, claims the oldest\n"
     "queued run of its pool, runs the agent loop on it (tools run here, the\n"
@@ -57,6 +58,8 @@ static const char *s_usage =
     "  --cert FILE       its CURVE key pair for a tcp:// endpoint (the secret\n"
     "                    file 'switchboard keys new NAME' printed)\n"
     "  --server-key FILE the server's public certificate (DATA/certs/server)\n"
+    "  --sandbox KIND    where tools and MCP servers run, as in serve: auto\n"
+    "                    (default), bwrap, landlock or none (docs/sandbox.md)\n"
     "  -h, --help        this help\n"
     "\n"
     "Stop it with Ctrl-C or SIGTERM: a run in progress is cancelled and\n"
@@ -264,11 +267,13 @@ sb_cmd_worker (int argc, char **argv)
         { "lease", required_argument, 0, 'l' },
         { "cert", required_argument, 0, 'C' },
         { "server-key", required_argument, 0, 'S' },
+        { "sandbox", required_argument, 0, 'x' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
     worker_t w = { .pool = "default", .lease_s = 30, .done_fd = -1 };
     const char *connect = NULL, *data = NULL, *id = NULL, *cert = NULL, *server_key = NULL;
+    const char *sandbox = NULL;
     char wsbuf [PATH_MAX];
     int c;
     optind = 1;
@@ -302,6 +307,7 @@ sb_cmd_worker (int argc, char **argv)
             }
             case 'C': cert = optarg; break;
             case 'S': server_key = optarg; break;
+            case 'x': sandbox = optarg; break;
             case 'h': fputs (s_usage, stdout); return 0;
             default: return sb_cli_usage ("worker", "unknown option or missing value: %s", argv [optind - 1]);
         }
@@ -310,11 +316,21 @@ sb_cmd_worker (int argc, char **argv)
         return sb_cli_usage ("worker", "unexpected argument '%s'", argv [optind]);
     if (!cert != !server_key)
         return sb_cli_usage ("worker", "--cert and --server-key go together");
+    if (sb_serve_sandbox_check ("worker", sandbox))
+        return 2;
     if (cert) {
         char cerr [512];
         if (sb_curve_client_set (cert, server_key, cerr, sizeof cerr))
             return sb_cli_fail ("worker", "%s", cerr);
     }
+    /* tools run in the same box as the server's, blind to the worker's
+       key pair and the data folder it was pointed at (docs/sandbox.md) */
+    char dir [4096], derr [512];
+    const char *secrets [] = {
+        sb_cli_data_dir (data, dir, sizeof dir, derr, sizeof derr) == 0 ? dir : NULL, cert,
+    };
+    if (sb_serve_sandbox ("worker", sandbox, NULL, secrets, 2))
+        return 1;
     gethostname (w.host, sizeof w.host - 1);
     if (id)
         snprintf (w.id, sizeof w.id, "%s", id);

@@ -207,8 +207,16 @@ s_write_atomic (int dirfd, const char *name, const char *data, size_t len,
         if (w < 0 && errno != EINTR)
             e = errno;
     }
-    if (!e && *existed && fchown (fd, st.st_uid, st.st_gid) != 0) {
-        //  Best effort: only root can give a file away, and then it works.
+    //  Best effort: only root can give a file away, and then it works. A
+    //  new file belongs to its folder's owner, as it would were the
+    //  sandboxed shell (run as the workspace's owner) to make it.
+    struct stat dst;
+    if (!e && !*existed && fstat (dirfd, &dst) == 0) {
+        st.st_uid = dst.st_uid;
+        st.st_gid = dst.st_gid;
+    }
+    if (!e && fchown (fd, st.st_uid, st.st_gid) != 0) {
+        //  not root: the file is ours, which is what we can do
     }
     if (!e && fchmod (fd, mode) != 0)
         e = errno;

@@ -30,7 +30,7 @@ sb_tools_timeout_default (const sb_tool_ctx_t *ctx)
 
 int
 sb_tools_run_process (const sb_tool_ctx_t *ctx, const char *const *argv,
-                      const char *const *env_extra, int timeout_s, const char *sandbox,
+                      const char *const *env_extra, int timeout_s, bool network,
                       sb_tool_result_t *res, sb_tools_buf_t *out)
 {
     sb_tools_stream_t stream = { .fn = ctx->on_output, .arg = ctx->output_arg };
@@ -42,7 +42,8 @@ sb_tools_run_process (const sb_tool_ctx_t *ctx, const char *const *argv,
         .cancel_fd = ctx->cancel_fd,
         .on_output = ctx->on_output ? sb_tools_stream_on_output : NULL,
         .output_arg = &stream,
-        .sandbox = sandbox,
+        .sandbox = ctx->sandbox,
+        .network = network,
     };
     sb_spawn_result_t sr;
     char err [1024];
@@ -109,7 +110,7 @@ sb_tool_shell (const sb_tool_ctx_t *ctx, json_t *args, sb_tool_result_t *res)
     }
     const char *argv [] = { "/bin/sh", "-c", command, NULL };
     sb_tools_buf_t out = { 0 };
-    if (sb_tools_run_process (ctx, argv, ctx->env_extra, timeout_s, ctx->sandbox, res, &out) != 0)
+    if (sb_tools_run_process (ctx, argv, ctx->env_extra, timeout_s, ctx->network, res, &out) != 0)
         return -1;
     if (res->exit_code != 0 && !res->timed_out && !res->cancelled && res->exit_code > 0)
         sb_tools_buf_addf (&out, "%s[exit code %d]\n", sb_tools_buf_ends_with_newline (&out) ? "" : "\n",
@@ -203,7 +204,7 @@ sb_tool_grep (const sb_tool_ctx_t *ctx, json_t *args, sb_tool_result_t *res)
     sb_tool_ctx_t quiet = *ctx;
     if (guarded)
         quiet.on_output = NULL;
-    if (sb_tools_run_process (&quiet, argv, ctx->env_extra, timeout_s, NULL, res, &out) != 0)
+    if (sb_tools_run_process (&quiet, argv, ctx->env_extra, timeout_s, false, res, &out) != 0)
         return -1;
     size_t hidden = 0;
     if (guarded)

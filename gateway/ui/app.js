@@ -72,6 +72,7 @@ class App {
     this.inbox.refresh ();
     this.workers.probe ();
     this.models.load ().catch (() => {});
+    this.conn.call ('exec.info', {}).then ((r) => this._sandbox (r.sandbox)).catch (() => {});
     if (this.current) {
       this._loadSession ();
       this.changes.refresh ();
@@ -81,6 +82,24 @@ class App {
 
   // ---- errors -------------------------------------------------------
 
+  // A standing warning while tools run without a sandbox (serve
+  // --sandbox none; docs/sandbox.md): it stays until the page reloads.
+  _sandbox (kind) {
+    const old = document.getElementById ('sandbox-warning');
+    if (kind !== 'none') {
+      if (old)
+        old.remove ();
+      return;
+    }
+    if (old)
+      return;
+    const b = el ('div.banner', { role: 'alert', id: 'sandbox-warning' },
+      el ('span.code', 'no sandbox'),
+      el ('span.msg', 'Tools, MCP servers and hooks run without a sandbox (serve --sandbox none): '
+        + 'they see every file this server sees, its token included, and the network.'));
+    document.getElementById ('banners').prepend (b);
+  }
+
   error (e) {
     const box = document.getElementById ('banners');
     const close = el ('button.icon-btn', { type: 'button', 'aria-label': 'Dismiss' }, '×');
@@ -88,8 +107,9 @@ class App {
       el ('span.code', e.code || 'error'), el ('span.msg', e.message || String (e)), close);
     close.addEventListener ('click', () => b.remove ());
     box.appendChild (b);
+    //  the oldest error goes; the sandbox warning stays
     while (box.children.length > BANNERS_MAX)
-      box.firstChild.remove ();
+      [...box.children].find ((c) => c.id !== 'sandbox-warning').remove ();
   }
 
   // ---- the connection indicator -------------------------------------
@@ -272,6 +292,9 @@ class App {
     const pol = document.getElementById ('head-policy');
     if (document.activeElement !== pol)
       pol.value = (s && s.approval_policy) || 'auto';
+    const net = document.getElementById ('head-network');
+    if (document.activeElement !== net)
+      net.value = s && s.network ? 'on' : 'off';
     const steps = document.getElementById ('head-steps');
     if (document.activeElement !== steps)
       steps.value = s && s.max_steps ? s.max_steps : '';
@@ -568,6 +591,7 @@ class App {
       this.remove ();
     });
     $('head-policy').addEventListener ('change', (e) => this._update ('approval_policy', e.target.value));
+    $('head-network').addEventListener ('change', (e) => this._update ('network', e.target.value === 'on'));
     $('head-steps').addEventListener ('change', (e) => {
       const n = Number (e.target.value);
       if (n >= 1)

@@ -595,12 +595,14 @@ export class Transcript {
       // what the entry says, so that a replay renders the same (the
       // header names the effective provider and model)
       this._quiet (ev, 'Session created on ', el ('code', s.workspace || '?'),
-        ' · ', s.provider ? s.provider + ' / ' : '', s.model || 'default model', ' · policy ', s.approval_policy || 'default');
+        ' · ', s.provider ? s.provider + ' / ' : '', s.model || 'default model', ' · policy ', s.approval_policy || 'default',
+        ' · network ', s.network ? 'on' : 'off');
       return;
     }
     const changed = Array.isArray (body.changed) ? body.changed : [];
     const what = changed.length
-      ? changed.map (f => typeof s [f] === 'string' || typeof s [f] === 'number' ? f + ' = ' + s [f] : f).join (', ')
+      ? changed.map (f => f === 'network' ? 'network = ' + (s.network ? 'on' : 'off')
+        : typeof s [f] === 'string' || typeof s [f] === 'number' ? f + ' = ' + s [f] : f).join (', ')
       : 'status ' + (s.status || '');
     this._quiet (ev, 'Session updated: ' + what);
   }

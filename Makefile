@@ -34,16 +34,21 @@ BENCH_BIN:= $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
 
-.PHONY: all run test unit integration bench fuzz fuzz-smoke asan docs clean deps deps-test check-deps FORCE
+.PHONY: all run test unit integration bench fuzz fuzz-smoke asan docs clean deps deps-test deps-fuzz check-deps FORCE
 
 all: $(BUILD)/switchboard
 
+# what building and running need; deps-test adds what the tests need
+# (Criterion, clang, Chromium, the npm test modules), deps-fuzz clang (each
+# a superset of deps, so that one apt-get runs at a time)
 deps:
 	@bash scripts/deps.sh
 
-# the test dependencies too (the reference MCP server, from npm)
 deps-test:
 	@bash scripts/deps.sh --tests
+
+deps-fuzz:
+	@bash scripts/deps.sh --fuzz
 
 $(BUILD)/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
@@ -70,7 +75,9 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libswitchboard.a $(HDRS)
 	@echo "  BENCH   $@"
 	@$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libswitchboard.a $(LDLIBS)
 
-run: deps all
+# built in parallel, as test is (JOBS: nproc)
+run: deps
+	@$(MAKE) -j$(JOBS) --no-print-directory all
 	./$(BUILD)/switchboard serve
 
 test: deps-test
@@ -119,7 +126,7 @@ build-fuzz/%: tests/fuzz/%.c build-fuzz/libfuzzlib.a build-fuzz/flags $(HDRS) $(
 
 fuzz-smoke-build: $(FUZZ_BIN)
 
-fuzz: deps $(FUZZ_BIN)
+fuzz: deps-fuzz $(FUZZ_BIN)
 	@bash tests/fuzz/run.sh long
 
 docs: all

@@ -27,7 +27,7 @@ typedef struct {
     const char *llm_url;        /* provider base URL */
     const char *model;          /* default model */
     const char *providers;      /* --providers FILE */
-    const char *sandbox;        /* "bwrap" or NULL */
+    const char *sandbox;        /* --sandbox as given (auto, bwrap, landlock, none; NULL: auto); serve has applied it */
     int demo_delay_ms;          /* demo model: pause between tokens (-1: default) */
     uint64_t tool_output_tape;  /* --tool-output-tape: bytes of one tool call's output kept on the tape */
     uint64_t session_quota;     /* --session-quota: bytes of tape one session may hold */

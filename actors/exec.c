@@ -115,7 +115,6 @@ s_handle_start (self_t *self, sb_msg_t *msg)
         }
         run->owner = self;
         run->on_end = s_run_ended;
-        run->sandbox = self->config ? self->config->sandbox : NULL;
         run->data_dir = sb_exec_diffs_data_dir (self->diffs);
         run->tool_tape.cap = self->tool_tape_cap;
         run->mcp_config = self->mcp;
@@ -203,6 +202,20 @@ s_handle_mcp_list (self_t *self, sb_msg_t *msg)
     sb_bus_reply (self->bus, msg, b, len);
 }
 
+/*  The sandbox tools run in (the UI warns when there is none). */
+static void
+s_handle_info (self_t *self, sb_msg_t *msg)
+{
+    sb_enc_t *e = self->enc;
+    sb_enc_reset (e);
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "sandbox", sb_spawn_sandbox_name ());
+    sb_enc_map_close (e);
+    size_t len;
+    const uint8_t *b = sb_enc_data (e, &len);
+    sb_bus_reply (self->bus, msg, b, len);
+}
+
 static void
 s_handle_diff (self_t *self, sb_msg_t *msg)
 {
@@ -222,6 +235,7 @@ static const struct {
     { "exec.cancel", s_handle_cancel },
     { "exec.mcp.list", s_handle_mcp_list },
     { "exec.diff", s_handle_diff },
+    { "exec.info", s_handle_info },
 };
 
 #define S_DISPATCH_COUNT (sizeof s_dispatch_table / sizeof s_dispatch_table [0])
@@ -334,13 +348,6 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
 void
 sb_exec_actor (zsock_t *pipe, void *args)
 {
-    const sb_actor_args_t *a = args;
-    if (a->config && a->config->sandbox && strcmp (a->config->sandbox, "bwrap") == 0
-    &&  access ("/usr/bin/bwrap", X_OK) != 0) {
-        sb_error (ACTOR, "--sandbox bwrap was asked for but /usr/bin/bwrap is missing (apt-get install bubblewrap)");
-        sb_actor_signal (pipe, 1);
-        return;
-    }
     /* tools' grandchildren that escape with setsid are reparented to us */
     sb_spawn_init_subreaper ();
     self_t *self = s_self_new (pipe, args);

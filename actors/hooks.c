@@ -14,7 +14,10 @@
     (actors/exec/spawn.h: no fork, its own process group, an allowlisted
     environment without provider keys), gets the event's JSON on stdin, and
     is killed with everything it started at its timeout. Its failure is
-    logged and counted (hooks.stats), never fatal.
+    logged and counted (hooks.stats), never fatal. It runs in the tools'
+    sandbox (docs/sandbox.md) with the network on: the host read-only, the
+    data folder hidden, writable only its own "writable" folders and a
+    private /tmp.
 
     Jobs wait in a queue bounded in count and bytes; past it a job is
     dropped and counted. The event plane can drop under load (a full
@@ -45,6 +48,7 @@
 #define SB_HOOKS_PER_EVENT      16
 #define SB_HOOKS_MAX_ARGS       256
 #define SB_HOOKS_MAX_ENV        32
+#define SB_HOOKS_MAX_WRITABLE   8
 #define SB_HOOKS_TIMEOUT_S      30
 #define SB_HOOKS_TIMEOUT_MAX_S  3600
 #define SB_HOOKS_CONFIG_MAX     (1u << 20)
@@ -60,6 +64,7 @@ static const char *s_events [] = { "approval.requested", "run.finished", "run.fa
 typedef struct {
     char **argv;                //  NULL-terminated
     char **env;                 //  "NAME=VALUE" extras, NULL-terminated
+    char **writable;            //  realpaths of folders it may write, NULL-terminated; or NULL
     int timeout_ms;
 } s_hook_t;
 
@@ -129,6 +134,7 @@ s_config_destroy (s_config_t **cfg_p)
         for (int k = 0; k < cfg->count [e]; k++) {
             s_strv_free (cfg->hooks [e][k].argv);
             s_strv_free (cfg->hooks [e][k].env);
+            s_strv_free (cfg->hooks [e][k].writable);
         }
     free (cfg->source);
     free (cfg);
@@ -142,6 +148,34 @@ s_event_index (const char *name)
         if (strcmp (s_events [e], name) == 0)
             return (int) e;
     return -1;
+}
+
+//  "writable": existing folders, by absolute path, that the hook may
+//  write in its sandbox (the first is its working folder).
+static int
+s_hook_writable (s_hook_t *h, json_t *w, const char *ev, int k, char *err, size_t errlen)
+{
+    if (!json_is_array (w) || json_array_size (w) > SB_HOOKS_MAX_WRITABLE) {
+        snprintf (err, errlen, "hooks.%s[%d].writable must be an array of at most %d folders", ev, k,
+                  SB_HOOKS_MAX_WRITABLE);
+        return -1;
+    }
+    h->writable = calloc (json_array_size (w) + 1, sizeof *h->writable);
+    if (!h->writable)
+        return -1;
+    size_t i;
+    json_t *a;
+    json_array_foreach (w, i, a) {
+        const char *p = json_string_value (a);
+        struct stat st;
+        if (!p || p [0] != '/' || !(h->writable [i] = realpath (p, NULL))
+        ||  stat (h->writable [i], &st) != 0 || !S_ISDIR (st.st_mode)) {
+            snprintf (err, errlen, "hooks.%s[%d].writable[%zu] must be the absolute path of an existing folder",
+                      ev, k, i);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 static int
@@ -173,6 +207,9 @@ s_hook_parse (s_hook_t *h, json_t *j, const char *ev, int k, char *err, size_t e
         return -1;
     }
     h->timeout_ms = (int) (t ? json_integer_value (t) : SB_HOOKS_TIMEOUT_S) * 1000;
+    json_t *w = json_object_get (j, "writable");
+    if (w && s_hook_writable (h, w, ev, k, err, errlen) != 0)
+        return -1;
     json_t *env = json_object_get (j, "env");
     if (env) {
         if (!json_is_object (env) || json_object_size (env) > SB_HOOKS_MAX_ENV) {
@@ -333,10 +370,13 @@ s_run_job (self_t *self, s_job_t *job)
     for (size_t k = 0; h->env && h->env [k] && n < sizeof env / sizeof env [0] - 1; k++)
         env [n++] = h->env [k];
     env [n] = NULL;
+    //  In the tools' box, with the network (webhooks) and its own folders.
     sb_spawn_opts_t o = {
         .argv = (const char *const *) h->argv,
-        .cwd = self->data_dir ? self->data_dir : "/",
+        .cwd = h->writable && h->writable [0] ? h->writable [0] : "/",
         .env_extra = env,
+        .network = true,
+        .writable = h->writable && h->writable [0] ? (const char *const *) h->writable + 1 : NULL,
     };
     char err [512], out_tail [SB_HOOKS_TAIL + 1] = "";
     atomic_fetch_add (&self->running, 1);

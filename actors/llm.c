@@ -181,6 +181,20 @@ s_handle_info (self_t *self, sb_msg_t *msg)
     sb_enc_kuint (e, "context_window", l.context_window);
     sb_enc_kuint (e, "max_output_tokens", l.max_output_tokens);
     sb_enc_kstr (e, "source", l.source);
+    /* the providers a person may choose among (the UI's, the CLI's
+       effective model of a session): names, kinds and default models, no
+       more (keys and URLs stay here) */
+    sb_enc_key (e, "providers");
+    sb_enc_array_open (e);
+    for (int k = 0; k < self->cfg.count; k++) {
+        const sb_llm_provider_t *p = &self->cfg.providers [k];
+        sb_enc_map_open (e);
+        sb_enc_kstr (e, "provider", p->name);
+        sb_enc_kstr (e, "kind", p->demo ? "demo" : sb_provider_kind_name (p->kind));
+        sb_enc_kstr (e, "model", p->model);
+        sb_enc_map_close (e);
+    }
+    sb_enc_array_close (e);
     sb_enc_map_close (e);
     size_t len;
     const uint8_t *b = sb_enc_data (e, &len);
@@ -273,7 +287,9 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
     char err [600];
     if (sb_llm_config_load (&self->cfg, sc ? sc->llm : NULL, sc ? sc->llm_url : NULL,
                             sc ? sc->model : NULL, sc ? sc->providers : NULL, err, sizeof err)) {
-        sb_error (ACTOR, "bad provider configuration: %s", err);
+        /* a providers file's error names itself (config.c) */
+        sb_error (ACTOR, "%s%s", strncmp (err, "bad provider configuration", 26) ? "bad provider configuration: "
+                  : "", err);
         s_self_destroy (&self);
         return NULL;
     }

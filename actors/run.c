@@ -393,6 +393,7 @@ s_handle_cancel (self_t *self, sb_msg_t *msg)
         if (sb_run_set_status (&r, SB_RUN_cancelling, "cancel requested") == SB_OK)
             sb_run_save (self, &r, false, true, NULL);
         sb_run_push_cancel (self, &r);
+        sb_run_worker_cancel_lease (self, &r);
     }
     else
         sb_run_push_cancel (self, &r);
@@ -505,6 +506,9 @@ s_handle_heartbeat (self_t *self, sb_msg_t *msg)
         if (!lease->lease_ms)
             lease->lease_ms = self->lease_ms;
         lease->expires = sb_mono_ms () + (int64_t) lease->lease_ms;
+        /* a cancelled run's lease ends at the cancel's grace, heartbeats or not */
+        if (lease->cancel_by && lease->expires > lease->cancel_by)
+            lease->expires = lease->cancel_by;
         s_copy (lease->phase, sizeof lease->phase, sb_get_str (msg->body, "phase"));
         lease->steps = sb_get_uint (msg->body, "steps", lease->steps);
         lease->input_tokens = sb_get_uint (msg->body, "input_tokens", lease->input_tokens);
@@ -534,7 +538,12 @@ s_handle_heartbeat (self_t *self, sb_msg_t *msg)
     sb_enc_reset (e);
     sb_enc_map_open (e);
     sb_enc_kbool (e, "cancel_requested", r.cancel_requested);
-    sb_enc_kuint (e, "lease_ms", lease && lease->lease_ms ? lease->lease_ms : self->lease_ms);
+    /* after a cancel the lease ends at the grace, and the reply says what
+       is left of it (the broker ends a worker key's grant by it too) */
+    uint64_t left = lease && lease->lease_ms ? lease->lease_ms : self->lease_ms;
+    if (lease && lease->cancel_by)
+        left = lease->expires > sb_mono_ms () ? (uint64_t) (lease->expires - sb_mono_ms ()) : 0;
+    sb_enc_kuint (e, "lease_ms", left);
     sb_enc_map_close (e);
     size_t len;
     const uint8_t *b = sb_enc_data (e, &len);

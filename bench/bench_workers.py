@@ -211,7 +211,7 @@ def one_rep(sbt, nruns):
     out["claim_event"], out["claim_reply"] = claim_to_event(wk, "bw", "bench")
 
     # the same over CURVE TCP: a worker key, the worker's socket on tcp
-    rc, kout, kerr = sb("keys", "new", "bt", "--data", server.data)
+    rc, kout, kerr = sb("keys", "new", "bt", "--pool", "tcp", "--data", server.data)
     if rc != 0:
         raise RuntimeError("keys new: %s" % kerr)
 

@@ -54,8 +54,8 @@ sb_curve_server_cert (const char *data_dir, char *err, size_t errlen)
 }
 
 int
-sb_curve_client_new (const char *data_dir, const char *name, const char *role, char *secret_path, size_t n,
-                     char *err, size_t errlen)
+sb_curve_client_new (const char *data_dir, const char *name, const char *role, const char *pools,
+                     char *secret_path, size_t n, char *err, size_t errlen)
 {
     char serr [512];
     zcert_t *server = sb_curve_server_cert (data_dir, serr, sizeof serr);
@@ -78,6 +78,8 @@ sb_curve_client_new (const char *data_dir, const char *name, const char *role, c
     }
     zcert_set_meta (cert, "name", "%s", name);
     zcert_set_meta (cert, "role", "%s", role);
+    if (pools && *pools)
+        zcert_set_meta (cert, "pools", "%s", pools);
     mode_t old = umask (077);
     int rc = zcert_save (cert, path);
     umask (old);
@@ -139,11 +141,13 @@ sb_curve_apply_client (zsock_t *sock, const char *endpoint)
 typedef struct {
     char name [65];
     char role [16];
+    char pools [SB_CURVE_POOLS_MAX * 65];   /* "a,b": the pools a worker key may serve ("" = default only) */
 } s_id_t;
 
 typedef struct {
     char run_id [40];
     char session_id [40];
+    uint64_t fence;             /* the claim's fencing token: every append carries it */
     uint64_t expires;           /* wall ms: the lease's end, as the run actor set it */
     char ia [SB_CURVE_GRANT_IAS][40];
     size_t nia;                 /* interactions asked for; ia [nia % SB_CURVE_GRANT_IAS] is next */
@@ -204,8 +208,13 @@ s_ids_load (sb_curve_ids_t *ids)
         if (id) {
             const char *name = zcert_meta (cert, "name");
             const char *role = zcert_meta (cert, "role");
+            const char *pools = zcert_meta (cert, "pools");
             snprintf (id->name, sizeof id->name, "%s", name ? name : e->d_name);
             snprintf (id->role, sizeof id->role, "%s", role ? role : "worker");
+            /* a pools list that does not fit is no list: the key keeps the
+               default pool only */
+            if (pools && strlen (pools) < sizeof id->pools)
+                snprintf (id->pools, sizeof id->pools, "%s", pools);
             zhashx_update (ids->by_key, zcert_public_txt (cert), id);
         }
         zcert_destroy (&cert);
@@ -409,7 +418,7 @@ s_grant_by_run (s_peer_t *peer, const char *run_id)
 /*  A claim of the session replaces the key's older one (its fence is
     newer); past the bound the grant that lapses first goes. */
 static void
-s_grant_add (s_peer_t *peer, const char *run_id, const char *sid, uint64_t expires)
+s_grant_add (s_peer_t *peer, const char *run_id, const char *sid, uint64_t fence, uint64_t expires)
 {
     s_grant_t *g = s_grant_by_session (peer, sid);
     if (!g && peer->ngrants == SB_CURVE_GRANTS_MAX) {
@@ -424,6 +433,7 @@ s_grant_add (s_peer_t *peer, const char *run_id, const char *sid, uint64_t expir
     memset (g, 0, sizeof *g);
     snprintf (g->run_id, sizeof g->run_id, "%s", run_id);
     snprintf (g->session_id, sizeof g->session_id, "%s", sid);
+    g->fence = fence;
     g->expires = expires;
 }
 
@@ -523,6 +533,98 @@ static const char *s_worker_types [] = {
 
 #define S_FORBID(...) do { snprintf (why, whylen, __VA_ARGS__); return SB_E_forbidden; } while (0)
 
+/*  The tape kinds an executor writes (actors/exec/tape.c and its callers):
+    all a worker may append. The rest are the control plane's to write (a
+    prompt, a run's status, an approval and its answer, the queue's
+    entries), and a worker that wrote them could forge what a person said
+    or allowed. */
+static const char *s_worker_kinds [] = {
+    "turn.begin", "turn.end", "text.delta", "text.done", "thinking.delta", "reasoning.state", "tool.call",
+    "tool.output", "tool.result", "usage", "note", "context.compacted", "instructions.loaded", NULL
+};
+
+/*  Whether a worker key may serve `pool`: one it was made for (`keys new
+    NAME --pool P`), or, for a key made without any, the default pool
+    only. */
+static bool
+s_pool_allowed (const s_id_t *id, const char *pool)
+{
+    const char *p = id->pools [0] ? id->pools : "default";
+    size_t n = strlen (pool);
+    while (*p) {
+        const char *comma = strchrnul (p, ',');
+        if ((size_t) (comma - p) == n && memcmp (p, pool, n) == 0)
+            return true;
+        p = *comma ? comma + 1 : comma;
+    }
+    return false;
+}
+
+/*  Whether a worker may append entries of `kind` (s_worker_kinds). */
+static bool
+s_kind_allowed (const char *kind)
+{
+    for (size_t k = 0; s_worker_kinds [k]; k++)
+        if (strcmp (s_worker_kinds [k], kind) == 0)
+            return true;
+    return false;
+}
+
+/*  A msgpack array at p: its count, and where its first element starts. */
+static bool
+s_mp_array (const uint8_t *p, size_t len, size_t *count, size_t *off)
+{
+    if (len >= 1 && (p [0] & 0xf0) == 0x90)  { *count = p [0] & 0x0f; *off = 1; return true; }
+    if (len >= 3 && p [0] == 0xdc)           { *count = (size_t) p [1] << 8 | p [2]; *off = 3; return true; }
+    if (len >= 5 && p [0] == 0xdd) {
+        *count = (size_t) p [1] << 24 | (size_t) p [2] << 16 | (size_t) p [3] << 8 | p [4];
+        *off = 5;
+        return true;
+    }
+    return false;
+}
+
+/*  A worker's session.append: its grant's run and fence, named, and only
+    the kinds an executor writes, in either form (kind, or entries). A
+    fence other than the claim's is answered `fenced`, as the session
+    actor would, and ends the grant: the key is not holding the claim it
+    was given. */
+static sb_err_t
+s_check_append (const s_id_t *id, s_peer_t *peer, const s_grant_t *g, const uint8_t *body, size_t blen, char *why,
+                size_t whylen)
+{
+    char run [40], kind [40];
+    size_t vlen;
+    if (!s_field_str (body, blen, "run_id", run, sizeof run) || strcmp (run, g->run_id) != 0
+    ||  !s_mp_field (body, blen, "fence", &vlen))
+        S_FORBID ("worker key %s appends with its claim's run_id %s and fence only", id->name, g->run_id);
+    uint64_t fence = s_field_uint (body, blen, "fence", 0);
+    if (fence != g->fence) {
+        snprintf (why, whylen, "fence %llu is not the fence %llu of worker key %s's claim on run %s",
+                  (unsigned long long) fence, (unsigned long long) g->fence, id->name, g->run_id);
+        s_grant_drop (peer, g->run_id);
+        return SB_E_fenced;
+    }
+    if (s_mp_field (body, blen, "kind", &vlen)
+    &&  (!s_field_str (body, blen, "kind", kind, sizeof kind) || !s_kind_allowed (kind)))
+        S_FORBID ("worker key %s may not append %.39s entries (only what an executor writes)", id->name,
+                  s_field_str (body, blen, "kind", kind, sizeof kind) ? kind : "?");
+    const uint8_t *entries = s_mp_field (body, blen, "entries", &vlen);
+    size_t count = 0, off = 0;
+    if (entries && !s_mp_array (entries, vlen, &count, &off))
+        S_FORBID ("worker key %s: entries is not an array", id->name);
+    for (size_t k = 0; k < count; k++) {
+        size_t es = off < vlen ? sb_msgpack_span (entries + off, vlen - off) : 0;
+        if (!es)
+            S_FORBID ("worker key %s: entries do not parse", id->name);
+        if (!s_field_str (entries + off, es, "kind", kind, sizeof kind) || !s_kind_allowed (kind))
+            S_FORBID ("worker key %s may not append %.39s entries (only what an executor writes)", id->name,
+                      s_field_str (entries + off, es, "kind", kind, sizeof kind) ? kind : "?");
+        off += es;
+    }
+    return SB_OK;
+}
+
 /*  A worker key's request: the worker protocol, for itself, within its
     grants. */
 static sb_err_t
@@ -546,6 +648,12 @@ s_check_worker (sb_curve_ids_t *ids, const s_id_t *id, const char *user_id, cons
     if (strcmp (type, "worker.register") == 0 || strcmp (type, "run.claim") == 0) {
         if (!s_field_str (body, blen, "worker_id", wid, sizeof wid) || strcmp (wid, id->name) != 0)
             S_FORBID ("worker key %s may act for worker_id %s only", id->name, id->name);
+        /* worker.register without a pool is the default pool's */
+        char pool [80] = "default";
+        if ((s_mp_field (body, blen, "pool", &k) && !s_field_str (body, blen, "pool", pool, sizeof pool))
+        ||  !s_pool_allowed (id, pool))
+            S_FORBID ("worker key %s may serve pool%s %s only, not %.64s", id->name, strchr (id->pools, ',') ? "s" : "",
+                      id->pools [0] ? id->pools : "default", pool);
         return type [0] == 'r' ? s_track (ids, peer, route_hex, h, Q_CLAIM, NULL, why, whylen) : SB_OK;
     }
     if (strncmp (type, "llm.", 4) == 0) {
@@ -575,6 +683,11 @@ s_check_worker (sb_curve_ids_t *ids, const s_id_t *id, const char *user_id, cons
         S_FORBID ("worker key %s holds the claim of run %s in session %s, not another", id->name, g->run_id, sid);
     if (strcmp (type, "interact.request") == 0)
         return s_track (ids, peer, route_hex, h, Q_INTERACT, g->run_id, why, whylen);
+    if (strcmp (type, "session.append") == 0) {
+        sb_err_t rc = s_check_append (id, peer, g, body, blen, why, whylen);
+        if (rc != SB_OK)
+            return rc;
+    }
     if (strcmp (type, "session.append") == 0 || strcmp (type, "session.steer.take") == 0)
         return s_track (ids, peer, route_hex, h, Q_FENCEABLE, g->run_id, why, whylen);
     return SB_OK;
@@ -619,7 +732,7 @@ sb_curve_reply (sb_curve_ids_t *ids, const char *pkey, const char *type, const u
                 uint64_t expires = s_field_uint (body, blen, "lease_expires_at", 0);
                 if (!expires)
                     expires = sb_now_ms () + s_field_uint (body, blen, "lease_ms", 0);
-                s_grant_add (peer, run, sid, expires);
+                s_grant_add (peer, run, sid, s_field_uint (body, blen, "fence", 0), expires);
             }
             break;
         case Q_HEARTBEAT: {

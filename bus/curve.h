@@ -21,10 +21,12 @@
 zcert_t *sb_curve_server_cert (const char *data_dir, char *err, size_t errlen);
 
 /*  Writes a client key pair NAME (public) and NAME_secret (0600) in
-    DATA/certs/clients/, with its role (worker, client, actor: below); secret_path receives the secret file's path.
+    DATA/certs/clients/, with its role (worker, client, actor: below) and,
+    for a worker key, the pools it may serve (`pools`, "a,b"; NULL or "":
+    the default pool only); secret_path receives the secret file's path.
     Returns 0, or -1 with err set (an existing NAME is not overwritten). */
-int sb_curve_client_new (const char *data_dir, const char *name, const char *role, char *secret_path, size_t n,
-                         char *err, size_t errlen);
+int sb_curve_client_new (const char *data_dir, const char *name, const char *role, const char *pools,
+                         char *secret_path, size_t n, char *err, size_t errlen);
 
 /*  A client process's keys for tcp endpoints: its certificate (the
     secret file, or the public file beside it) and the server's public
@@ -43,8 +45,11 @@ void sb_curve_apply_client (zsock_t *sock, const char *endpoint);
     A client key's certificate in DATA/certs/clients/ carries a role in its
     metadata (`keys new NAME [--client|--actor]`):
       worker  (the default) only the worker protocol, for worker_id NAME,
-              on the command plane only, and only for the runs it holds a
-              claim on (below);
+              in the pools of its `pools` metadata (`keys new --pool P`;
+              none: the pool `default` only), on the command plane only,
+              and only for the runs it holds a claim on (below); it
+              appends only the kinds an executor writes, with its claim's
+              run_id and fence;
       client  the public types (what the gateway passes), every plane;
       actor   everything: a remote `switchboard actor exec|llm`.
     Peers on ipc and inproc carry no User-Id and are not checked.
@@ -65,6 +70,7 @@ void sb_curve_apply_client (zsock_t *sock, const char *endpoint);
 #define SB_CURVE_DOMAIN_EVT "switchboard-evt"
 #define SB_CURVE_DOMAIN_TAP "switchboard-tap"
 
+#define SB_CURVE_POOLS_MAX        16     /* pools a worker key may be bound to */
 #define SB_CURVE_GRANTS_MAX       8      /* grants a worker key holds at once; a new one drops the oldest */
 #define SB_CURVE_GRANT_IAS        16     /* interactions remembered per grant (the newest) */
 #define SB_CURVE_INFLIGHT_MAX     4096   /* worker requests awaiting a reply the grants need, all keys */

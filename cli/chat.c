@@ -11,7 +11,7 @@
       - each run as `prompt --follow` prints it (cli/transcript.c);
       - an approval a run waits for, inline: the tool, the command or the
         diff, and the choices [y]es / [n]o / [a]lways / [s]ession /
-        [f]eedback; the answer goes to interact.resolve signed
+        [f]eedback, one key each (the screen's key mode); the answer goes to interact.resolve signed
         chat:USER@HOST. One answered elsewhere (another terminal, the CLI,
         a browser, its deadline) leaves the question and says who did;
       - while a run streams, a typed line is queued for after it
@@ -24,6 +24,7 @@
 #include "cli/chat.h"
 #include "cli/cli.h"
 #include "cli/interactions.h"
+#include "cli/models.h"
 #include "cli/transcript.h"
 #include "common/log.h"
 
@@ -76,6 +77,8 @@ typedef struct {
     char answered [ANSWERED_MAX][40];
     int nanswered;
     bool want_feedback;         /* the next line is the feedback of a rejection */
+    bool command_line;          /* '/' typed at the question: a line, not a key */
+    bool status_open;           /* the run's status line waits for its next status */
     bool cancelling;
     int interrupts;             /* Ctrl-C since the last line typed */
     bool quit;
@@ -92,9 +95,12 @@ typedef struct {
     which keeps the input line below the output. So stdout points at the
     screen's buffer while the transcript runs (glibc's printf family reads
     the `stdout` variable), and back right after. */
+static void s_status_close (chat_t *c);
+
 static int
 s_feed (chat_t *c, const sb_val_t *ev)
 {
+    s_status_close (c);
     FILE *real = stdout;
     stdout = sb_screen_out (c->screen);
     int rc = sb_transcript_feed (c->t, ev);
@@ -105,6 +111,7 @@ s_feed (chat_t *c, const sb_val_t *ev)
 static void
 s_summary (chat_t *c)
 {
+    s_status_close (c);
     FILE *real = stdout;
     stdout = sb_screen_out (c->screen);
     sb_transcript_flush (c->t);
@@ -117,6 +124,36 @@ s_summary (chat_t *c)
     stdout = real;
 }
 
+/*  Ends the run's status line (s_run_status) before anything else is
+    printed, so that its next status starts a line of its own. */
+static void
+s_status_close (chat_t *c)
+{
+    if (!c->status_open)
+        return;
+    c->status_open = false;
+    fputs (sb_screen_color (c->screen) ? "]\033[0m\n" : "]\n", sb_screen_out (c->screen));
+    sb_screen_flush (c->screen);
+}
+
+/*  The statuses a run passes before it is final (queued, claimed,
+    running, cancelling) folded into one line that grows as they come:
+    "[run ID queued → claimed → running]". The final one is the run's
+    summary line (s_summary). */
+static void
+s_run_status (chat_t *c, const char *status)
+{
+    FILE *out = sb_screen_out (c->screen);
+    if (c->status_open)
+        fprintf (out, " → %s", status);
+    else {
+        sb_screen_newline (c->screen);
+        fprintf (out, "%s[run %s %s", sb_screen_color (c->screen) ? "\033[2m" : "", c->run, status);
+        c->status_open = true;
+    }
+    sb_screen_flush (c->screen);
+}
+
 static void
 s_say (chat_t *c, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
 
@@ -124,6 +161,7 @@ s_say (chat_t *c, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
 static void
 s_say (chat_t *c, const char *fmt, ...)
 {
+    s_status_close (c);
     sb_screen_newline (c->screen);
     FILE *out = sb_screen_out (c->screen);
     bool color = sb_screen_color (c->screen);
@@ -137,13 +175,24 @@ s_say (chat_t *c, const char *fmt, ...)
     sb_screen_flush (c->screen);
 }
 
+static bool s_on_key (int key, void *arg);
+
+/*  The input line's prompt, and its mode: one key answers the question
+    on the screen (docs/approvals.md), lines for the rest. */
 static void
 s_update_prompt (chat_t *c)
 {
+    bool asking = c->nasked && c->asked [0].asked;
     const char *p = c->want_feedback ? PROMPT_FEEDBACK
-                  : c->nasked && c->asked [0].asked ? PROMPT_CHOICES
+                  : asking ? PROMPT_CHOICES
                   : c->run [0] ? PROMPT_RUNNING : PROMPT_IDLE;
+    if (!asking)
+        c->command_line = false;
     sb_screen_prompt (c->screen, p);
+    if (asking && !c->want_feedback && !c->command_line)
+        sb_screen_keys (c->screen, s_on_key, c);
+    else
+        sb_screen_lines (c->screen, NULL);
 }
 
 /* ------------------------------------------------------------------ */
@@ -221,6 +270,7 @@ s_on_requested (chat_t *c, const sb_val_t *body)
                   ? sb_get_str (body, "default_outcome") : "reject",
                   (long long) (left > 0 ? left / 60 : 0), (long long) (left > 0 ? left % 60 : 0));
     }
+    s_status_close (c);
     sb_screen_newline (c->screen);
     FILE *out = sb_screen_out (c->screen);
     bool color = sb_screen_color (c->screen);
@@ -352,6 +402,38 @@ s_on_answer (chat_t *c, const char *line)
     }
 }
 
+/*  A key pressed at the question (key mode, on a terminal): y, n, a and s
+    answer at once, f asks for the words of a rejection, '/' starts a
+    command line (/exit), Ctrl-D leaves. True when the key was taken. */
+static bool
+s_on_key (int key, void *arg)
+{
+    chat_t *c = arg;
+    c->interrupts = 0;
+    if (key == 4) {
+        c->quit = true;
+        return true;
+    }
+    if (key == '/') {
+        /* not taken: what was typed after it is the rest of the line */
+        c->command_line = true;
+        sb_screen_lines (c->screen, "/");
+        return false;
+    }
+    if (key == '\r' || key == '\n' || key == ' ' || key == '\t')
+        return false;
+    char line [2] = { (char) key, 0 };
+    const char *rest;
+    if (key < 0x20 || key > 0x7e || sb_chat_answer_parse (line, &rest) == SB_CHAT_UNKNOWN) {
+        s_say (c, "press y (approve), n (reject), a (approve always), s (approve for this session), "
+               "f (reject with words for the model), or /exit");
+        return false;
+    }
+    s_on_answer (c, line);
+    /* f asks for a line: what was typed after it belongs to it */
+    return !c->want_feedback;
+}
+
 /* ------------------------------------------------------------------ */
 /*  The tape */
 
@@ -391,6 +473,16 @@ s_end_run (chat_t *c)
         c->quit = true;
 }
 
+/*  A queue's entry on the tape (docs/queue.md) in words: what was queued
+    or steered, taken, removed, paused or resumed (cli/chat_words.c). */
+static void
+s_on_queue (chat_t *c, const char *kind, const sb_val_t *body)
+{
+    char line [600];
+    sb_chat_queue_words (kind, body, c->sid, line, sizeof line);
+    s_say (c, "%s", line);
+}
+
 static void
 s_on_entry (chat_t *c, const sb_val_t *ev)
 {
@@ -413,15 +505,8 @@ s_on_entry (chat_t *c, const sb_val_t *ev)
         s_on_resolved (c, body);
         return;
     }
-    if (strcmp (kind, "prompt.queued") == 0 || strcmp (kind, "prompt.steered") == 0
-    ||  strcmp (kind, "prompt.removed") == 0) {
-        const char *text = sb_get_str (body, "text");
-        char cut [120];
-        snprintf (cut, sizeof cut, "%.100s%s", text ? text : "", text && strlen (text) > 100 ? "..." : "");
-        for (char *p = cut; *p; p++)
-            if ((unsigned char) *p < 0x20)
-                *p = ' ';
-        s_say (c, "[%s%s%s]", kind, *cut ? ": " : "", cut);
+    if (strncmp (kind, "prompt.", 7) == 0 || strncmp (kind, "queue.", 6) == 0) {
+        s_on_queue (c, kind, body);
         return;
     }
     if (!run || (strcmp (kind, "prompt") != 0 && strcmp (kind, "run.status") != 0 && !c->run [0]))
@@ -436,6 +521,15 @@ s_on_entry (chat_t *c, const sb_val_t *ev)
     }
     if (strcmp (kind, "prompt") == 0 && strcmp (run, c->own_prompt_run) == 0)
         return;                 /* typed here: it is on the screen already */
+    if (strcmp (kind, "run.status") == 0) {
+        const char *status = sb_get_str (body, "status");
+        /* a status of the table only: anything else goes to the
+           transcript, which prints it scrubbed */
+        if (status && sb_run_status_from_name (status) != SB_RUN__COUNT && !sb_run_status_final (status)) {
+            s_run_status (c, status);
+            return;
+        }
+    }
     int done = s_feed (c, ev);
     sb_screen_flush (c->screen);
     if (done)
@@ -543,13 +637,8 @@ s_prompt (chat_t *c, const char *text)
                 s_start_run (c, run);
             }
         }
-        else
-        if (sb_get_bool (reply->body, "steered", false))
-            s_say (c, "steering: the model reads it before its next step");
-        else
-        if (sb_get (reply->body, "queued"))
-            s_say (c, "queued (#%llu): it runs when this run ends",
-                   (unsigned long long) sb_get_uint (reply->body, "queued", 0));
+        /* a queued or steered line is said by its entry on the tape
+           (s_on_queue), which every terminal on the session sees */
     }
     sb_msg_destroy (&reply);
 }
@@ -568,25 +657,34 @@ s_on_line (const char *line, void *arg)
         return;
     }
     c->interrupts = 0;
-    if (c->nasked && c->asked [0].asked) {
-        s_on_answer (c, line);
-        return;
-    }
+    bool command_line = c->command_line;   /* back to keys after this line */
+    c->command_line = false;
     const char *p = line;
     while (*p == ' ' || *p == '\t')
         p++;
-    if (!*p)
-        return;
-    sb_screen_history (c->screen, line);
+    /* the commands work at the question too */
     if (strcmp (p, "/exit") == 0 || strcmp (p, "/quit") == 0) {
         c->quit = true;
         return;
     }
     if (strcmp (p, "/help") == 0) {
         s_say (c, "type a prompt to start a run; while one runs, a line is queued for after it and "
-               "'!text' steers it; Ctrl-C cancels the run; Ctrl-C twice or Ctrl-D leaves");
+               "'!text' steers it; at a question one key answers (y n a s f); Ctrl-C cancels the run; "
+               "Ctrl-C twice, Ctrl-D or /exit leaves");
+        s_update_prompt (c);
         return;
     }
+    if (c->nasked && c->asked [0].asked) {
+        /* a line at the question (a pipe, or '/' then something else) is
+           read as an answer the old way, "n WORDS" included */
+        s_on_answer (c, line);
+        if (command_line)
+            s_update_prompt (c);
+        return;
+    }
+    if (!*p)
+        return;
+    sb_screen_history (c->screen, line);
     s_prompt (c, p);
 }
 
@@ -639,10 +737,11 @@ static const char *s_usage =
     "An interactive terminal attached to a session. Type a prompt and the run\n"
     "streams as 'prompt --follow' prints it. When the run asks before a tool\n"
     "call, the call shows inline (the shell command, or the diff a file tool\n"
-    "would make) with the choices:\n"
+    "would make) with the choices, one key each (no Enter):\n"
     "  y  approve it            a  approve, and always for this tool and pattern\n"
     "  n  reject it             s  approve identical calls for this session\n"
-    "  f  reject it with words for the model (or type 'n WORDS')\n"
+    "  f  reject it with words for the model\n"
+    "/exit (or Ctrl-D) leaves from the question too.\n"
     "An approval answered elsewhere (another terminal, 'switchboard resolve', a\n"
     "browser, its deadline) leaves the prompt and says who answered.\n"
     "\n"
@@ -774,9 +873,15 @@ s_attach (chat_t *c)
         snprintf (c->attach_run, sizeof c->attach_run, "%s", last_run);
     else
         c->last_seq = sb_get_uint (s, "last_seq", 0);
-    printf ("session %s · %s · approval %s · model %s\n", c->sid, sb_get_str (s, "workspace"),
-            sb_get_str (s, "approval_policy") ? sb_get_str (s, "approval_policy") : "auto",
-            sb_get_str (s, "model") ? sb_get_str (s, "model") : "(the server's default)");
+    /* the effective provider and model (cli/models.h), not a dash */
+    sb_cli_models_t models;
+    sb_cli_models_load (c->bus, &models, 3000);
+    char provider [64], model [256];
+    bool own_p, own_m;
+    sb_cli_models_effective (&models, s, provider, sizeof provider, model, sizeof model, &own_p, &own_m);
+    printf ("session %s · %s · approval %s · provider %s · model %s%s\n", c->sid, sb_get_str (s, "workspace"),
+            sb_get_str (s, "approval_policy") ? sb_get_str (s, "approval_policy") : "auto", provider, model,
+            own_m ? "" : own_p ? " (the provider's default)" : " (the server's default)");
     printf ("Type a prompt. While a run streams: a line queues, '!text' steers, Ctrl-C cancels it.\n"
             "Ctrl-C twice or Ctrl-D leaves.%s\n", c->attach_run [0] ? " A run is going: from its start." : "");
     fflush (stdout);

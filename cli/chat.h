@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
+#include "schemas/codec.h"
 
 typedef struct sb_screen sb_screen_t;
 
@@ -51,6 +52,23 @@ void sb_screen_clear_input (sb_screen_t *self);
 int sb_screen_fd (const sb_screen_t *self);
 void sb_screen_read (sb_screen_t *self);
 
+/*  Called with each key pressed in key mode: a byte (4 for Ctrl-D, no
+    escape sequences: arrows and the like are dropped). Returns true when
+    the key was taken as an answer: what was typed after it is then thrown
+    away, so that a habit such as "yes<Enter>" answers once, not three
+    times. A key that turns back to lines (sb_screen_lines) and returns
+    false leaves what was typed after it to the line. */
+typedef bool (sb_screen_key_fn) (int key, void *arg);
+
+/*  Key mode, on a terminal only (a pipe stays with lines): each key goes
+    to fn at once, without Enter and without echo, as an approval is
+    answered in Codex or Claude Code. The prompt stays on the input line;
+    Ctrl-C still raises SIGINT. */
+void sb_screen_keys (sb_screen_t *self, sb_screen_key_fn *fn, void *arg);
+/*  Back to lines (nothing when in line mode already), with `typed` (or
+    nothing when NULL) already on the input line. */
+void sb_screen_lines (sb_screen_t *self, const char *typed);
+
 /*  Adds a line to the history (Up/Down). */
 void sb_screen_history (sb_screen_t *self, const char *line);
 
@@ -63,6 +81,16 @@ typedef enum {
     a(lways), s(ession) or f(eedback) in any case, after any blanks; *rest
     points at the words after it (the feedback, "" when none). */
 sb_chat_answer_t sb_chat_answer_parse (const char *line, const char **rest);
+
+/*  Text of the tape for one line of the chat: at most max bytes of it
+    (then "..."), control characters (escapes included) as spaces. */
+void sb_chat_clean (const char *text, size_t max, char *out, size_t n);
+
+/*  A queue entry of the tape (prompt.queued, .steered, .removed,
+    .dequeued, queue.paused, .resumed; docs/queue.md) as one line of words
+    in out: "queued (#1), to run when this run ends: TEXT", "the model took
+    the steer at step 2: TEXT", ... A kind it does not know gives its name. */
+void sb_chat_queue_words (const char *kind, const sb_val_t *body, const char *sid, char *out, size_t n);
 
 int sb_cmd_chat (int argc, char **argv);
 

@@ -14,14 +14,20 @@
     again below. The next flush moves up to that row and redraws it, with
     what arrived since: model text streams word by word and typing goes on
     underneath. The attributes (bold, dim) in force at the start of the
-    unfinished line are remembered and replayed with it. */
+    unfinished line are remembered and replayed with it.
+
+    In key mode (an approval's question) libedit lets go of the terminal:
+    the screen sets it to deliver each key without echo and without
+    waiting for Enter, and prints the prompt itself. */
 #include "cli/chat.h"
 
 #include <editline/readline.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <termios.h>
 #include <unistd.h>
 
 /*  A line typed without a terminal is cut here (the rest is dropped). */
@@ -44,6 +50,12 @@ struct sb_screen {
     size_t line_len, line_cap;
     char line_sgr [32];         /* attributes in force where it starts */
     char sgr [32];              /* attributes in force at its end */
+    /* key mode: each key to key_fn, the terminal as it was kept */
+    sb_screen_key_fn *key_fn;
+    void *key_arg;
+    bool keys_pending;          /* key mode asked inside the line function */
+    struct termios cooked;
+    bool cooked_saved;
     /* without a terminal: bytes read but not yet a line */
     char *in;
     size_t in_len;
@@ -51,6 +63,8 @@ struct sb_screen {
 };
 
 static sb_screen_t *s_current;
+
+static void s_enter_keys (sb_screen_t *self);
 
 /* ------------------------------------------------------------------ */
 /*  Input */
@@ -75,7 +89,12 @@ s_on_line (char *line)
     free (line);
     /* the callback form takes one line per installation; installing
        draws the (perhaps new) prompt on an empty line */
-    if (s_current == self && line) {
+    if (s_current == self && self->keys_pending) {
+        self->keys_pending = false;
+        s_enter_keys (self);
+    }
+    else
+    if (s_current == self && line && !self->key_fn) {
         if (self->color)
             fputs ("\033[0m", stdout);
         fflush (stdout);
@@ -90,9 +109,41 @@ sb_screen_fd (const sb_screen_t *self)
     return self->in_eof ? -1 : 0;
 }
 
+/*  Key mode's read: one key at a time, so that what follows a key that
+    turns back to lines (f, '/') stays for libedit to read; an escape
+    sequence (an arrow, a function key) is read and dropped whole. After a
+    key taken as an answer, what was typed after it is thrown away. */
+static void
+s_read_keys (sb_screen_t *self)
+{
+    unsigned char key;
+    ssize_t n = read (0, &key, 1);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return;
+    if (n <= 0) {
+        self->key_fn (4, self->key_arg);    /* the terminal went: as Ctrl-D */
+        return;
+    }
+    if (key == 0x1b) {
+        /* ESC [ or ESC O, parameters, then a final byte: all there already */
+        unsigned char c = 0;
+        struct pollfd p = { 0, POLLIN, 0 };
+        for (int k = 0; k < 16 && poll (&p, 1, 0) == 1 && read (0, &c, 1) == 1; k++)
+            if (k > 0 && c >= 0x40 && c <= 0x7e)
+                break;
+        return;
+    }
+    if (self->key_fn (key, self->key_arg))
+        tcflush (0, TCIFLUSH);
+}
+
 void
 sb_screen_read (sb_screen_t *self)
 {
+    if (self->tty && self->key_fn) {
+        s_read_keys (self);
+        return;
+    }
     if (self->tty) {
         rl_callback_read_char ();
         return;
@@ -163,8 +214,11 @@ s_show_input (sb_screen_t *self)
         return;
     if (self->color)
         fputs ("\033[0m", stdout);
+    if (self->key_fn)
+        fputs (self->prompt, stdout);   /* key mode: libedit is not drawing */
     fflush (stdout);
-    rl_forced_update_display ();
+    if (!self->key_fn)
+        rl_forced_update_display ();
     self->prompt_shown = true;
 }
 
@@ -333,7 +387,8 @@ sb_screen_clear_input (sb_screen_t *self)
 {
     if (!self->tty || self->in_callback)
         return;
-    rl_replace_line ("", 0);
+    if (!self->key_fn)
+        rl_replace_line ("", 0);
     s_hide_input (self);
     if (self->line_len) {
         fputs (self->line_sgr, stdout);
@@ -342,6 +397,87 @@ sb_screen_clear_input (sb_screen_t *self)
         self->partial_shown = true;
     }
     s_show_input (self);
+}
+
+/*  The unfinished output line again, on its row above the input line
+    (after s_hide_input took both away). */
+static void
+s_show_partial (sb_screen_t *self)
+{
+    if (!self->cursor || !self->line_len)
+        return;
+    fputs (self->line_sgr, stdout);
+    fwrite (self->line, 1, self->line_len, stdout);
+    fputs (self->color ? "\033[0m\n" : "\n", stdout);
+    self->partial_shown = true;
+}
+
+/*  Takes the terminal from libedit: keys one by one, no echo, signals
+    kept (Ctrl-C is the chat's), and the prompt drawn by the screen. */
+static void
+s_enter_keys (sb_screen_t *self)
+{
+    rl_callback_handler_remove ();      /* libedit gives the terminal back */
+    s_hide_input (self);
+    s_show_partial (self);
+    if (tcgetattr (0, &self->cooked) == 0) {
+        self->cooked_saved = true;
+        struct termios raw = self->cooked;
+        raw.c_lflag &= ~(tcflag_t) (ICANON | ECHO);
+        raw.c_cc [VMIN] = 1;
+        raw.c_cc [VTIME] = 0;
+        tcsetattr (0, TCSANOW, &raw);
+    }
+    s_show_input (self);
+}
+
+void
+sb_screen_keys (sb_screen_t *self, sb_screen_key_fn *fn, void *arg)
+{
+    if (!self->tty || !fn)
+        return;
+    bool was = self->key_fn != NULL;
+    self->key_fn = fn;
+    self->key_arg = arg;
+    if (was)
+        return;
+    if (self->in_callback)
+        self->keys_pending = true;      /* s_on_line does it on return */
+    else
+        s_enter_keys (self);
+}
+
+void
+sb_screen_lines (sb_screen_t *self, const char *typed)
+{
+    if (!self->tty)
+        return;
+    if (!self->key_fn)
+        return;
+    self->key_fn = NULL;
+    self->key_arg = NULL;
+    if (self->keys_pending) {
+        /* asked and taken back inside one line function: nothing changed */
+        self->keys_pending = false;
+        return;
+    }
+    if (self->cooked_saved)
+        tcsetattr (0, TCSANOW, &self->cooked);
+    s_hide_input (self);
+    s_show_partial (self);
+    if (self->color)
+        fputs ("\033[0m", stdout);
+    fflush (stdout);
+    rl_callback_handler_install (self->prompt, s_on_line);
+    if (typed && *typed) {
+        rl_insert_text (typed);
+        /* drawn again from the row's start (not rl_redisplay: libedit's
+           pushes a ^R, a history search) */
+        fputs ("\r\033[K", stdout);
+        fflush (stdout);
+        rl_forced_update_display ();
+    }
+    self->prompt_shown = true;
 }
 
 bool
@@ -402,6 +538,8 @@ sb_screen_destroy (sb_screen_t **self_p)
             fputs (self->color ? "\033[0m\n" : "\n", stdout);
         }
         rl_callback_handler_remove ();
+        if (self->key_fn && self->cooked_saved)
+            tcsetattr (0, TCSANOW, &self->cooked);
         fflush (stdout);
     }
     if (s_current == self)

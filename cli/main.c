@@ -43,8 +43,12 @@ static const sb_cmd_t s_commands [] = {
 static void
 s_usage (FILE *out)
 {
-    fprintf (out, "usage: switchboard [--version] [--help] COMMAND [ARGS]\n\n"
-                  "switchboard is a control plane for coding-agent sessions.\n\ncommands:\n");
+    fprintf (out, "usage: switchboard [--data DIR] [--connect EP] [--version] [--help] COMMAND [ARGS]\n\n"
+                  "switchboard is a control plane for coding-agent sessions.\n\n"
+                  "  --data DIR    the data folder, for every command (as $SWITCHBOARD_DATA)\n"
+                  "  --connect EP  the server's bus endpoint (as $SWITCHBOARD_BUS)\n"
+                  "Given after the command, they mean the same; there they win over these.\n\n"
+                  "commands:\n");
     for (size_t k = 0; k < NCOMMANDS; k++)
         fprintf (out, "  %-12s %s\n", s_commands [k].name, s_commands [k].summary);
     fprintf (out, "\n'switchboard COMMAND --help' tells more about one command.\n");
@@ -152,9 +156,51 @@ s_main (int argc, char **argv)
     return 2;
 }
 
+//  Global options before the command (`switchboard --data DIR runs`):
+//  each becomes the variable that every command already reads when the
+//  option is not given after it, so that one given after still wins.
+//  Returns how many arguments they took (argv [1..]), or -1 after an
+//  error (said).
+static int
+s_globals (int argc, char **argv)
+{
+    static const struct { const char *opt, *env; } s_globals_ [] = {
+        { "--data", "SWITCHBOARD_DATA" }, { "--connect", "SWITCHBOARD_BUS" },
+    };
+    int k = 1;
+    while (k < argc) {
+        size_t g = 0, n = 0;
+        for (; g < sizeof s_globals_ / sizeof s_globals_ [0]; g++) {
+            n = strlen (s_globals_ [g].opt);
+            if (strncmp (argv [k], s_globals_ [g].opt, n) == 0 && (argv [k][n] == 0 || argv [k][n] == '='))
+                break;
+        }
+        if (g == sizeof s_globals_ / sizeof s_globals_ [0])
+            break;
+        const char *value = argv [k][n] == '=' ? argv [k] + n + 1 : k + 1 < argc ? argv [k + 1] : NULL;
+        if (!value || !*value || strlen (value) > 4096) {
+            fprintf (stderr, "switchboard: %s takes a value before the command (see 'switchboard --help')\n",
+                     s_globals_ [g].opt);
+            return -1;
+        }
+        setenv (s_globals_ [g].env, value, 1);
+        k += argv [k][n] == '=' ? 1 : 2;
+    }
+    return k - 1;
+}
+
 int
 main (int argc, char **argv)
 {
+    int globals = s_globals (argc, argv);
+    if (globals < 0)
+        return 2;
+    if (globals > 0) {
+        //  the command's arguments start at argv [1] as before
+        argv [globals] = argv [0];
+        argv += globals;
+        argc -= globals;
+    }
     char **args = s_harden (argc, argv);
     if (!args) {
         fprintf (stderr, "switchboard: out of memory\n");

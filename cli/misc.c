@@ -86,12 +86,15 @@ sb_cmd_actor (int argc, char **argv)
             case 'h':
                 printf ("usage: switchboard actor NAME [--connect EP] [--instance NAME] [--data DIR]\n"
                         "                         [--llm PROVIDER --llm-url URL --model M | --providers FILE]\n"
-                        "                         [--sandbox bwrap] [--mcp-config FILE] [--cert FILE --server-key FILE]\n\n"
+                        "                         [--sandbox auto|bwrap|landlock|none] [--mcp-config FILE]\n"
+                        "                         [--cert FILE --server-key FILE]\n\n"
                         "Runs one stateless actor as its own process, attached to a running\n"
                         "broker (--connect, else $SWITCHBOARD_BUS, else the ipc endpoint in DATA).\n"
                         "Actors: llm (the model broker; it holds the provider keys), exec (the\n"
                         "local executor; same filesystem as the server), echo (the test service).\n"
-                        "exec starts the MCP servers of --mcp-config FILE (docs/mcp.md).\n"
+                        "exec starts the MCP servers of --mcp-config FILE (docs/mcp.md); its tools\n"
+                        "and MCP servers run in the sandbox --sandbox names (default auto, as in\n"
+                        "serve; docs/sandbox.md).\n"
                         "Over a CURVE tcp:// bus, --cert is its key pair ('switchboard keys new NAME\n"
                         "--actor' prints the secret file) and --server-key DATA/certs/server.\n");
                 return 0;
@@ -102,8 +105,8 @@ sb_cmd_actor (int argc, char **argv)
         return sb_cli_usage ("actor", "which actor? (llm, exec, echo)");
     if (optind + 1 < argc)
         return sb_cli_usage ("actor", "unexpected argument '%s'", argv [optind + 1]);
-    if (cfg.sandbox && strcmp (cfg.sandbox, "bwrap") != 0)
-        return sb_cli_usage ("actor", "--sandbox takes bwrap, not '%s'", cfg.sandbox);
+    if (sb_serve_sandbox_check ("actor", cfg.sandbox))
+        return 2;
     if (!cert != !server_key)
         return sb_cli_usage ("actor", "--cert and --server-key go together");
     if (cert) {
@@ -130,6 +133,17 @@ sb_cmd_actor (int argc, char **argv)
         gethostname (host, sizeof host - 1);
         snprintf (inst, sizeof inst, "%s-%s-%d", name, host, (int) getpid ());
         instance = inst;
+    }
+    /* the executor's tools and MCP servers run in the sandbox, blind to
+       the data folder and the key files (docs/sandbox.md) */
+    char dir [4096];
+    if (strcmp (name, "exec") == 0) {
+        const char *secrets [] = {
+            sb_cli_data_dir (data, dir, sizeof dir, err, sizeof err) == 0 ? dir : NULL,
+            cfg.providers, cfg.mcp_config, cert,
+        };
+        if (sb_serve_sandbox ("actor", cfg.sandbox, cfg.providers, secrets, 4))
+            return 1;
     }
     sigset_t sigs;
     sigemptyset (&sigs);

@@ -6,6 +6,7 @@
 #include "cli/queue.h"
 #include "schemas/json.h"
 
+#include <czmq.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -31,7 +32,8 @@ static const char *s_usage =
     "A cancel, a failed, expired or interrupted run and a server restart pause\n"
     "the queue, so that nothing starts later by surprise; steers the run did not\n"
     "take go back to the front of the queue. SESSION is a session id, any unique\n"
-    "prefix of one, or 'last'. --json prints the reply as one JSON document.\n"
+    "prefix of one, or 'last'. --json prints the reply as one JSON document\n"
+    "(the listing: every page of session.queue.list, merged).\n"
     "\n"
     "Exit status: 0 success, 1 the operation failed, 2 usage error.\n";
 
@@ -68,6 +70,73 @@ s_print_queue (const char *sid, const sb_val_t *b)
         s_print_item ((int) k + 1, sb_array_at (prompts, k), sb_get_str (sb_array_at (prompts, k), "mode"));
     if (paused && np)
         printf ("paused: nothing starts until 'switchboard queue resume %s'\n", sid);
+}
+
+#define S_PAGES_MAX 4096        /* a queue of 16 MiB is some 22 pages; this bounds a server that loops */
+#define S_LISTING_MAX (64u << 20)   /* the merged listing: a full queue is 16 MiB of text, steers included */
+
+/*  Encodes one array of every page's items under `key`. */
+static void
+s_merge (sb_enc_t *out, const char *key, zlistx_t *pages)
+{
+    sb_enc_key (out, key);
+    sb_enc_array_open (out);
+    for (sb_msg_t *m = zlistx_first (pages); m; m = zlistx_next (pages)) {
+        const sb_val_t *a = sb_get_array (m->body, key);
+        for (uint32_t k = 0; a && k < a->len; k++)
+            sb_enc_val (out, sb_array_at (a, k));
+    }
+    sb_enc_array_close (out);
+}
+
+/*  Every page of session.queue.list, merged into one body of the same
+    form (prompts, steers, paused, reason) into `out`. Returns 0, or 1
+    when a call failed (it said why). */
+static int
+s_list_all (sb_bus_t *bus, const char *sid, sb_enc_t *out)
+{
+    zlistx_t *pages = zlistx_new ();
+    sb_enc_t *req = sb_enc_new ();
+    if (!pages || !req) {
+        zlistx_destroy (&pages);
+        sb_enc_destroy (&req);
+        return 1;
+    }
+    zlistx_set_destructor (pages, (czmq_destructor *) sb_msg_destroy);
+    uint64_t after = 0;
+    int rc = 0;
+    for (int page = 0; page < S_PAGES_MAX; page++) {
+        sb_enc_reset (req);
+        sb_enc_map_open (req);
+        sb_enc_kstr (req, "session_id", sid);
+        if (after)
+            sb_enc_kuint (req, "after", after);
+        sb_enc_map_close (req);
+        size_t len;
+        const uint8_t *b = sb_enc_data (req, &len);
+        sb_msg_t *m = sb_cli_call ("queue", bus, "session.queue.list", b, len, 15000);
+        if (!m) {
+            rc = 1;
+            break;
+        }
+        zlistx_add_end (pages, m);
+        uint64_t next = sb_get_uint (m->body, "next_after", 0);
+        if (!sb_get_bool (m->body, "more", false) || next <= after)
+            break;
+        after = next;
+    }
+    sb_msg_t *last = zlistx_last (pages);
+    if (rc == 0 && last) {
+        sb_enc_map_open (out);
+        s_merge (out, "prompts", pages);
+        s_merge (out, "steers", pages);
+        sb_enc_kbool (out, "paused", sb_get_bool (last->body, "paused", false));
+        sb_enc_kstr_opt (out, "reason", sb_get_str (last->body, "reason"));
+        sb_enc_map_close (out);
+    }
+    zlistx_destroy (&pages);
+    sb_enc_destroy (&req);
+    return rc;
 }
 
 int
@@ -113,6 +182,26 @@ sb_cmd_queue (int argc, char **argv)
         return rc;
     }
     sb_enc_t *e = sb_enc_new ();
+    if (want == 1) {
+        /* the listing: every page, printed as one */
+        rc = s_list_all (bus, sid, e);
+        size_t len;
+        const uint8_t *b = sb_enc_data (e, &len);
+        sb_verr_t verr;
+        sb_doc_t *doc = rc == 0 ? sb_decode (b, len, NULL, S_LISTING_MAX, &verr) : NULL;
+        if (doc && json)
+            sb_cli_print_json (sb_doc_root (doc));
+        else
+        if (doc)
+            s_print_queue (sid, sb_doc_root (doc));
+        else
+        if (rc == 0)
+            rc = sb_cli_fail ("queue", "cannot decode the queue: %s", verr.message);
+        sb_doc_destroy (&doc);
+        sb_enc_destroy (&e);
+        sb_bus_destroy (&bus);
+        return rc;
+    }
     sb_enc_map_open (e);
     sb_enc_kstr (e, "session_id", sid);
     sb_enc_kstr_opt (e, "prompt_id", prompt_id);
@@ -125,9 +214,6 @@ sb_cmd_queue (int argc, char **argv)
         rc = 0;
         if (json)
             sb_cli_print_json (reply->body);
-        else
-        if (want == 1)
-            s_print_queue (sid, reply->body);
         else
         if (want == 3)
             printf ("removed %s; %llu queued\n", prompt_id,

@@ -20,6 +20,7 @@ static const char *s_run_usage =
     "usage: switchboard run --goal TEXT [--repo DIR] [--max-steps N] [--approval yolo|auto|interactive]\n"
     "                       [--llm PROVIDER] [--model M] [--llm-url URL] [--providers FILE]\n"
     "                       [--context-window TOKENS] [--mcp-config FILE] [--hooks FILE]\n"
+    "                       [--sandbox auto|bwrap|landlock|none]\n"
     "                       [--data DIR | --ephemeral] [--json]\n"
     "\n"
     "One shot: gives the agent the goal in the repo folder, streams the run, says\n"
@@ -35,6 +36,19 @@ static const char *s_run_usage =
     "  --approval P       yolo: every tool; auto (default): read-only tools run,\n"
     "                     the others wait for a person (switchboard resolve);\n"
     "                     interactive: every tool waits for a person\n"
+    "  --llm PROVIDER     the kind of model server, when no server runs: responses\n"
+    "                     (OpenAI's Responses API), chat (any OpenAI-style chat\n"
+    "                     completions server: Ollama, llama.cpp, vLLM), anthropic,\n"
+    "                     codex (a ChatGPT sign-in), or demo (the default: built in,\n"
+    "                     no key); all but demo need --model. Keys come from the\n"
+    "                     environment (OPENAI_API_KEY, ANTHROPIC_API_KEY; docs/llm.md)\n"
+    "  --model M          the model to ask, as the provider names it (gpt-5.1, qwen3)\n"
+    "  --llm-url URL      the provider's base URL with its version path (default:\n"
+    "                     the kind's own; chat: http://localhost:11434/v1)\n"
+    "  --providers FILE   named providers from a JSON file instead (docs/llm.md);\n"
+    "                     its \"default\" one answers\n"
+    "                     A running server answers with its own model: these four\n"
+    "                     then need --ephemeral\n"
     "  --data DIR         the data folder (default $SWITCHBOARD_DATA, else\n"
     "                     $XDG_STATE_HOME/switchboard, else ~/.local/state/switchboard)\n"
     "  --ephemeral        a temporary data folder, removed at exit\n"
@@ -42,6 +56,7 @@ static const char *s_run_usage =
     "                     file gives none (docs/compaction.md)\n"
     "  --mcp-config FILE  MCP tool servers (default DATA/mcp.json; docs/mcp.md)\n"
     "  --hooks FILE       commands run on events (default DATA/hooks.json; docs/hooks.md)\n"
+    "  --sandbox KIND     where the tools run, as in serve (default auto; docs/sandbox.md)\n"
     "  --json             print the tape entries as JSON lines\n"
     "\n"
     "Ctrl-C cancels the run and exits 130 once it has stopped (the last line says\n"
@@ -65,6 +80,7 @@ sb_cmd_run (int argc, char **argv)
         { "context-window", required_argument, 0, 'W' },
         { "mcp-config", required_argument, 0, 'C' },
         { "hooks", required_argument, 0, 'K' },
+        { "sandbox", required_argument, 0, 'S' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
@@ -98,6 +114,7 @@ sb_cmd_run (int argc, char **argv)
                 break;
             case 'C': so.mcp_config = optarg; break;
             case 'K': so.hooks = optarg; break;
+            case 'S': so.sandbox = optarg; break;
             case 'h': fputs (s_run_usage, stdout); return 0;
             default: return sb_cli_usage ("run", "unknown option or missing value: %s", argv [optind - 1]);
         }
@@ -108,6 +125,8 @@ sb_cmd_run (int argc, char **argv)
         return sb_cli_usage ("run", "--goal is required");
     if (strcmp (o.approval, "yolo") && strcmp (o.approval, "auto") && strcmp (o.approval, "interactive"))
         return sb_cli_usage ("run", "--approval takes yolo, auto or interactive, not '%s'", o.approval);
+    if (sb_serve_sandbox_check ("run", so.sandbox))
+        return 2;
     int llm_rc = sb_serve_check_llm ("run", &so);
     if (llm_rc)
         return llm_rc;

@@ -7,6 +7,7 @@
 #include "cli/cli.h"
 #include "cli/serve.h"
 #include "actors/actor.h"
+#include "actors/exec/spawn.h"
 #include "actors/llm/config.h"
 #include "actors/session.h"
 #include "bus/broker.h"
@@ -15,6 +16,7 @@
 
 #include <czmq.h>
 #include <errno.h>
+#include <jansson.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
@@ -30,7 +32,7 @@ static const char *s_usage =
     "                         [--ui DIR] [--http-max-conns N] [--http-max-per-addr N] [--http-out-max BYTES]\n"
     "                         [--http-idle S]\n"
     "                         [--actors LIST] [--llm PROVIDER] [--model M] [--llm-url URL]\n"
-    "                         [--providers FILE] [--sandbox bwrap]\n"
+    "                         [--providers FILE] [--sandbox auto|bwrap|landlock|none]\n"
     "                         [--tool-output-tape BYTES] [--session-quota BYTES]\n"
     "                         [--context-window TOKENS] [--mcp-config FILE] [--hooks FILE]\n"
     "                         [--approval-deadline S]\n"
@@ -64,7 +66,10 @@ static const char *s_usage =
     "  --model M         default model\n"
     "  --llm-url URL     provider base URL including the version path\n"
     "  --providers FILE  named providers from a JSON file (see docs/llm.md)\n"
-    "  --sandbox bwrap   run the shell tool under bubblewrap, without network\n"
+    "  --sandbox KIND    where tools, MCP servers and hooks run (docs/sandbox.md):\n"
+    "                    auto (default: bwrap if it runs here, else landlock, else\n"
+    "                    refuse to start), bwrap, landlock, or none (unsandboxed:\n"
+    "                    tools see all this server sees; warned)\n"
     "  --tool-output-tape BYTES  tool output kept on the tape per call, head and\n"
     "                    tail (default 1 MiB); the rest is elided, counted\n"
     "  --session-quota BYTES  tape bytes one session may hold (default 1 GiB)\n"
@@ -245,8 +250,8 @@ sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
     }
     if (optind < argc)
         return sb_cli_usage ("serve", "unexpected argument '%s'", argv [optind]);
-    if (o->sandbox && strcmp (o->sandbox, "bwrap") != 0)
-        return sb_cli_usage ("serve", "--sandbox takes bwrap, not '%s'", o->sandbox);
+    if (sb_serve_sandbox_check ("serve", o->sandbox))
+        return 2;
     if (o->bus && strncmp (o->bus, "tcp://", 6) != 0)
         return sb_cli_usage ("serve", "--bus takes tcp://ADDR:PORT (ipc is always bound)");
     int rc = sb_serve_check_llm ("serve", o);
@@ -315,6 +320,57 @@ s_check_actor_list (const char *list)
     return 0;
 }
 
+//  Hides the key files a providers file names (key_file, token_file).
+static void
+s_hide_key_files (const char *providers)
+{
+    json_t *root = providers ? json_load_file (providers, 0, NULL) : NULL;
+    size_t k;
+    json_t *o;
+    json_array_foreach (json_object_get (root, "providers"), k, o) {
+        const char *names [] = { "key_file", "token_file" };
+        for (size_t i = 0; i < 2; i++) {
+            const char *f = json_string_value (json_object_get (o, names [i]));
+            if (f && sb_spawn_sandbox_hide (f) != 0)
+                sb_warn ("sandbox", "cannot hide %s from tools (more than 32 secret paths?)", f);
+        }
+    }
+    json_decref (root);
+}
+
+int
+sb_serve_sandbox_check (const char *cmd, const char *value)
+{
+    if (value && strcmp (value, "auto") && strcmp (value, "bwrap") && strcmp (value, "landlock")
+    &&  strcmp (value, "none"))
+        return sb_cli_usage (cmd, "--sandbox takes auto, bwrap, landlock or none, not '%s'", value);
+    return 0;
+}
+
+int
+sb_serve_sandbox (const char *cmd, const char *want, const char *providers,
+                  const char *const *secrets, size_t nsecrets)
+{
+    const char *env [] = { "SWITCHBOARD_LLM_KEY_FILE", "SWITCHBOARD_CODEX_TOKEN_FILE" };
+    for (size_t i = 0; i < 2; i++)
+        if (getenv (env [i]) && *getenv (env [i]))
+            sb_spawn_sandbox_hide (getenv (env [i]));
+    for (size_t i = 0; i < nsecrets; i++)
+        if (secrets [i] && sb_spawn_sandbox_hide (secrets [i]) != 0)
+            sb_warn ("sandbox", "cannot hide %s from tools", secrets [i]);
+    s_hide_key_files (providers);
+    char err [1024];
+    if (sb_spawn_sandbox_init (want, err, sizeof err) != 0)
+        return sb_cli_fail (cmd, "%s", err);
+    if (strcmp (sb_spawn_sandbox_name (), "none") == 0)
+        sb_warn ("sandbox", "tools, MCP servers and hooks run WITHOUT a sandbox (--sandbox none): as "
+                 "uid %d, they see every file it sees (the data folder and its token included) and "
+                 "reach the network", (int) geteuid ());
+    else
+        sb_info ("sandbox", "tools, MCP servers and hooks run in a %s sandbox", sb_spawn_sandbox_name ());
+    return 0;
+}
+
 //  The name to type for this binary in another terminal: plain
 //  `switchboard` when PATH finds this very file, else its absolute path.
 static void
@@ -373,6 +429,7 @@ s_banner (const sb_serve_opts_t *o, const char *dir)
             "  data     %s\n"
             "  bus      ipc://%s/bus-cmd%s%s\n"
             "  model    %s\n"
+            "  sandbox  %s\n"
             "\n"
             "In another terminal:\n"
             "  %s sessions new          open a session on the current folder\n"
@@ -381,6 +438,11 @@ s_banner (const sb_serve_opts_t *o, const char *dir)
             "  %s tap                   watch every bus message live\n"
             "Stop with Ctrl-C.\n",
             SB_VERSION, self, dir, dir, o->bus ? " and " : "", o->bus ? o->bus : "", model,
+            strcmp (sb_spawn_sandbox_name (), "none") == 0
+                ? "NONE (--sandbox none): WARNING, tools run unsandboxed and see everything this server sees"
+                : strcmp (sb_spawn_sandbox_name (), "bwrap") == 0
+                ? "bwrap (tools see the host read-only, the workspace writable, no secrets, no network unless the session allows it)"
+                : "landlock (bubblewrap cannot run here: tools see the host read-only but the secrets, the workspace writable)",
             say, say, say, say);
     fflush (stdout);
 }
@@ -412,6 +474,11 @@ sb_serve_run (const sb_serve_opts_t *o, sb_serve_hook_fn *hook, void *hook_arg)
     int lock_fd = -1;
     if (s_lock_data (dir, &lock_fd))
         return 1;
+    const char *secrets [] = { dir, o->providers, o->mcp_config, o->hooks, o->tls_cert, o->tls_key };
+    if (sb_serve_sandbox ("serve", o->sandbox, o->providers, secrets, sizeof secrets / sizeof secrets [0])) {
+        close (lock_fd);
+        return 1;
+    }
 
     /* Signals are taken by this thread alone, with sigtimedwait; every
        actor thread inherits the blocked mask. czmq's handler stays off. */

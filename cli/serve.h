@@ -4,6 +4,7 @@
 #define SB_CLI_SERVE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct {
@@ -53,6 +54,19 @@ int sb_serve_parse (int argc, char **argv, sb_serve_opts_t *opts);
     0, or 2 after a usage error naming the fix. */
 int sb_serve_check_llm (const char *cmd, const sb_serve_opts_t *opts);
 int sb_serve_run (const sb_serve_opts_t *opts, sb_serve_hook_fn *hook, void *hook_arg);
+
+/*  --sandbox's value: 0 when it is auto, bwrap, landlock, none (or NULL),
+    else 2 after a usage error of `cmd`.                                  */
+int sb_serve_sandbox_check (const char *cmd, const char *value);
+
+/*  Applies --sandbox (auto, bwrap, landlock, none; NULL: auto) for every
+    tool, MCP server and hook this process starts (docs/sandbox.md):
+    hides `secrets` (NULL-terminated, NULL entries skipped) and the key
+    files the providers file and the environment name, then decides the
+    box, warning when there is none. 0, or 1 after an error naming the
+    way out.                                                             */
+int sb_serve_sandbox (const char *cmd, const char *want, const char *providers,
+                      const char *const *secrets, size_t nsecrets);
 
 /*  The web gateway of serve (cli/serve_http.c). check: 2 after a usage
     error, else 0. start: the running gateway with DATA/http.port written,

@@ -12,6 +12,7 @@
     and a quiet second asks the tape too, in case the last events of a
     burst were the ones dropped. */
 #include "cli/cli.h"
+#include "cli/models.h"
 #include "cli/transcript.h"
 #include "common/log.h"
 #include "schemas/json.h"
@@ -35,11 +36,12 @@ static const char *s_sessions_usage =
     "       switchboard sessions new [--workspace DIR] [--title T] [--provider P] [--model M]\n"
     "                                [--approval yolo|auto|interactive] [--max-steps N] [--mcp A,B]\n"
     "                                [--rule TOOL:PATTERN:ACTION]... [--approval-deadline S]\n"
-    "                                [--target local|worker:POOL] [--json]\n"
+    "                                [--target local|worker:POOL] [--network on|off] [--json]\n"
     "       switchboard sessions update ID [--title T] [--provider P] [--model M]\n"
     "                                [--approval P] [--max-steps N] [--workspace DIR] [--mcp A,B]\n"
     "                                [--clear-rules] [--rule TOOL:PATTERN:ACTION]...\n"
-    "                                [--approval-deadline S] [--target local|worker:POOL] [--json]\n"
+    "                                [--approval-deadline S] [--target local|worker:POOL]\n"
+    "                                [--network on|off] [--json]\n"
     "       switchboard sessions close ID [--json]\n"
     "       switchboard sessions delete ID [--json]\n"
     "\n"
@@ -61,8 +63,11 @@ static const char *s_sessions_usage =
     "  --approval P      approval policy: yolo, auto or interactive\n"
     "  --max-steps N     step limit per run, 1 to 10000\n"
     "  --rule T:P:A      an approval rule, appended to the session's (repeatable):\n"
-    "                    tool glob T, pattern glob P over the shell command or the\n"
-    "                    file path, action A allow, ask or deny; the last match wins.\n"
+    "                    tool glob T, pattern glob P over the file path (symlinks\n"
+    "                    resolved) or the shell command's words (an allow rule\n"
+    "                    matches only one plain command; a deny rule any command\n"
+    "                    in the line: docs/approvals.md), action A allow, ask or\n"
+    "                    deny; the last match wins.\n"
     "                    e.g. --rule 'shell:git *:allow' --rule 'write_file:*.lock:deny'\n"
     "  --clear-rules     update: remove every rule first\n"
     "  --approval-deadline S  seconds a tool call waits for approval before its\n"
@@ -72,6 +77,8 @@ static const char *s_sessions_usage =
     "                    server configures; 'none' for none, 'all' for all again)\n"
     "  --target T        where its runs go: local (this server's exec) or\n"
     "                    worker:POOL (a worker of POOL claims them; docs/workers.md)\n"
+    "  --network on|off  whether its tools may reach the network from the sandbox\n"
+    "                    (default off: loopback only; docs/sandbox.md)\n"
     "  --json            one JSON document (list: one JSON object per line)\n"
     "  --connect EP      the server's command endpoint (default: ipc in DATA)\n"
     "  --data DIR        the server's data folder\n"
@@ -185,7 +192,7 @@ s_oneline (const char *s, size_t max, char *out, size_t n)
 }
 
 static void
-s_print_record (const sb_val_t *r)
+s_print_record (const sb_val_t *r, const sb_cli_models_t *m)
 {
     char created [32], updated [32];
     s_time (sb_get_uint (r, "created_at", 0), created, sizeof created, false);
@@ -194,10 +201,10 @@ s_print_record (const sb_val_t *r)
     printf ("status     %s\n", s_or_dash (sb_get_str (r, "status")));
     printf ("title      %s\n", s_or_dash (sb_get_str (r, "title")));
     printf ("workspace  %s\n", s_or_dash (sb_get_str (r, "workspace")));
-    printf ("provider   %s\n", s_or_dash (sb_get_str (r, "provider")));
-    printf ("model      %s\n", s_or_dash (sb_get_str (r, "model")));
+    sb_cli_models_print (m, r);
     printf ("approval   %s\n", s_or_dash (sb_get_str (r, "approval_policy")));
     printf ("target     %s\n", sb_get_str (r, "target")? sb_get_str (r, "target"): "local");
+    printf ("network    %s\n", sb_get_bool (r, "network", false)? "on": "off");
     if (sb_get (r, "max_steps"))
         printf ("max_steps  %llu\n", (unsigned long long) sb_get_uint (r, "max_steps", 0));
     else
@@ -240,14 +247,15 @@ s_print_record (const sb_val_t *r)
     printf ("updated    %s\n", updated);
 }
 
-//  One list row; the columns match `switchboard runs`.
+//  One list row; the columns match `switchboard runs`. The model is the
+//  effective PROVIDER/MODEL (cli/models.h).
 static void
-s_print_row (const sb_val_t *r, int ws_width)
+s_print_row (const sb_val_t *r, int ws_width, const sb_cli_models_t *m)
 {
     char activity [32], model [40], prompt [256];
     uint64_t at = sb_get_uint (r, "last_activity_at", 0);
     sb_cli_time_cell (at, activity, sizeof activity);
-    sb_cli_text_cell (sb_get_str (r, "model"), 24, model, sizeof model);
+    sb_cli_models_cell (m, r, 24, model, sizeof model);
     sb_cli_text_cell (sb_get_str (r, "last_prompt"), 60, prompt, sizeof prompt);
     printf ("%-26s  %-6s  %-24s  %-11s  %-16s  %-*s  %s\n", s_or_dash (sb_get_str (r, "session_id")),
             s_or_dash (sb_get_str (r, "status")), model, s_or_dash (sb_get_str (r, "approval_policy")),
@@ -342,6 +350,7 @@ typedef struct {
     const char *connect, *data;
     const char *status, *workspace, *title, *provider, *model, *approval, *target;
     const char *mcp;            //  --mcp A,B | none | all
+    const char *network;        //  --network on|off
     long long limit;
     unsigned long long max_steps;
     bool json;
@@ -449,6 +458,8 @@ s_enc_config (sb_enc_t *enc, const opts_t *o, const char *workspace)
         sb_enc_kuint (enc, "max_steps", o->max_steps);
     if (o->has_deadline)
         sb_enc_kuint (enc, "approval_deadline_s", o->deadline);
+    if (o->network)
+        sb_enc_kbool (enc, "network", strcmp (o->network, "on") == 0);
     if (o->mcp) {
         //  "all" is ["*"] on the wire, "none" an empty list
         sb_enc_key (enc, "mcp_servers");
@@ -519,6 +530,9 @@ s_sessions_list (sb_bus_t *bus, const opts_t *o)
         if (ws && (int) strlen (ws) > ws_width)
             ws_width = (int) strlen (ws);
     }
+    sb_cli_models_t models = { .known = false };
+    if (!o->json)
+        sb_cli_models_load (bus, &models, 3000);
     long long printed = 0;
     for (size_t k = 0; rc == 0 && k < n && (o->limit < 0 || printed < o->limit); k++) {
         if (o->json)
@@ -527,7 +541,7 @@ s_sessions_list (sb_bus_t *bus, const opts_t *o)
             if (printed == 0)
                 printf ("%-26s  %-6s  %-24s  %-11s  %-16s  %-*s  %s\n", "SESSION", "STATUS", "MODEL",
                         "POLICY", "LAST ACTIVITY", ws_width, "WORKSPACE", "LAST PROMPT");
-            s_print_row (all [k], ws_width);
+            s_print_row (all [k], ws_width, &models);
         }
         printed++;
     }
@@ -610,8 +624,11 @@ s_sessions_one (sb_bus_t *bus, const char *sub, const char *arg, const opts_t *o
     else
     if (strcmp (sub, "close") == 0)
         printf ("closed session %s at seq %llu\n", id, (unsigned long long) sb_get_uint (r, "last_seq", 0));
-    else
-        s_print_record (r);
+    else {
+        sb_cli_models_t models;
+        sb_cli_models_load (bus, &models, 3000);
+        s_print_record (r, &models);
+    }
     fflush (stdout);
     sb_msg_destroy (&reply);
     return 0;
@@ -635,6 +652,7 @@ s_sessions (int argc, char **argv, zlistx_t *rules)
         { "clear-rules", no_argument, 0, 'R' },
         { "approval-deadline", required_argument, 0, 'D' },
         { "mcp", required_argument, 0, 'M' },
+        { "network", required_argument, 0, 'N' },
         { "json", no_argument, 0, 'j' },
         { "connect", required_argument, 0, 'c' },
         { "data", required_argument, 0, 'd' },
@@ -684,6 +702,12 @@ s_sessions (int argc, char **argv, zlistx_t *rules)
                 o.mcp = optarg;
                 o.config_opts++;
                 break;
+            case 'N':
+                if (strcmp (optarg, "on") != 0 && strcmp (optarg, "off") != 0)
+                    return sb_cli_usage ("sessions", "--network takes on or off, not '%s'", optarg);
+                o.network = optarg;
+                o.config_opts++;
+                break;
             case 'j': o.json = true; break;
             case 'c': o.connect = optarg; break;
             case 'd': o.data = optarg; break;
@@ -715,8 +739,8 @@ s_sessions (int argc, char **argv, zlistx_t *rules)
         return sb_cli_usage ("sessions", "--status takes active or closed, not '%s'", o.status);
     if (!create && !update && o.config_opts)
         return sb_cli_usage ("sessions", "--workspace, --title, --provider, --model, --approval, "
-                             "--max-steps, --mcp, --rule, --clear-rules, --approval-deadline and --target go "
-                             "with new and update only");
+                             "--max-steps, --mcp, --rule, --clear-rules, --approval-deadline, --target and "
+                             "--network go with new and update only");
     if (create && o.clear_rules)
         return sb_cli_usage ("sessions", "--clear-rules goes with update (a new session has no rules)");
     if (o.target && strcmp (o.target, "local") != 0 && (strncmp (o.target, "worker:", 7) != 0 || !o.target [7]))
@@ -730,7 +754,7 @@ s_sessions (int argc, char **argv, zlistx_t *rules)
     if (update && o.config_opts == 0)
         return sb_cli_usage ("sessions", "update needs at least one of --title, --provider, --model, "
                              "--approval, --max-steps, --workspace, --mcp, --rule, --clear-rules, "
-                             "--approval-deadline, --target");
+                             "--approval-deadline, --target, --network");
     if (o.has_max_steps && o.max_steps == 0)
         return sb_cli_usage ("sessions", "--max-steps takes a number from 1 to 10000");
 

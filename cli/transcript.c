@@ -2,6 +2,7 @@
     thread feeds entries and ticks. */
 #include "schemas/run_status.h"
 #include "cli/transcript.h"
+#include "cli/chat.h"
 #include "common/log.h"
 #include "schemas/json.h"
 #include "schemas/schema.h"
@@ -577,7 +578,17 @@ sb_transcript_feed (sb_transcript_t *self, const sb_val_t *ev)
     if (strncmp (kind, "approval.", 9) == 0)
         s_on_approval (self, kind, body);
     else
-    if (strcmp (kind, "note") == 0 || strncmp (kind, "prompt.", 7) == 0 || strncmp (kind, "queue.", 6) == 0) {
+    if (strncmp (kind, "prompt.", 7) == 0 || strncmp (kind, "queue.", 6) == 0) {
+        /* the queue in words, as the chat says it (cli/chat_words.c) */
+        s_endline (self);
+        const char *sid = sb_get_str (ev, "session_id");
+        char line [640];
+        sb_chat_queue_words (kind, body, sid ? sid : "SESSION", line, sizeof line);
+        printf ("%s[%s]%s\n", DIM (self), line, OFF (self));
+        self->at_bol = true;
+    }
+    else
+    if (strcmp (kind, "note") == 0) {
         s_endline (self);
         char *j = body ? sb_json_dump (body) : NULL;
         printf ("%s[%s] ", DIM (self), kind);

@@ -104,12 +104,24 @@ static const sb_field_t s_llm_info [] = {
     { "model", SB_T_STR, false, 128, NULL, "model (default: the provider's)" },
     END
 };
+static const sb_field_t s_provider [] = {
+    { "provider", SB_T_STR, true, 64, NULL, "its name, as session.create's provider takes it" },
+    { "kind", SB_T_STR, true, 16, NULL, "responses | chat | anthropic | codex | demo" },
+    { "model", SB_T_STR, true, 256, NULL, "its default model (\"\" when it has none)" },
+    END
+};
+static const sb_field_t s_provider_item [] = {
+    { "providers", SB_T_MAP, false, 0, s_provider, "a configured provider" }
+};
 static const sb_field_t s_llm_info_ok [] = {
     { "provider", SB_T_STR, true, 64, NULL, "the provider" },
     { "model", SB_T_STR, true, 256, NULL, "the model" },
     { "context_window", SB_T_UINT, true, 0, NULL, "tokens the model takes, input and output", RANGE_COUNT },
     { "max_output_tokens", SB_T_UINT, true, 0, NULL, "tokens it may write in one answer", RANGE_COUNT },
     { "source", SB_T_STR, true, 16, NULL, "configured | flag | family | default (docs/compaction.md)" },
+    { "providers", SB_T_ARRAY, false, 32, s_provider_item,
+      "every configured provider, in the configuration's order; without a provider asked, `provider` "
+      "is the default one (what a session without its own uses)" },
     END
 };
 

@@ -9,6 +9,14 @@ static const sb_field_t s_queue_id [] = {
     { "command_id", SB_T_STR, false, 64, NULL, "idempotency key" },
     END
 };
+static const sb_field_t s_queue_list [] = {
+    { "session_id", SB_T_STR, true, ID_MAX, NULL, "session id" },
+    { "after", SB_T_UINT, false, 0, NULL, "the next_after of the page before: the items past it", RANGE_COUNT },
+    { "limit", SB_T_UINT, false, 0, NULL, "at most this many items (steers and prompts together)",
+      RANGE (1, 1000, 1000) },
+    { "command_id", SB_T_STR, false, 64, NULL, "idempotency key" },
+    END
+};
 static const sb_field_t s_queue_item [] = {
     { "prompt_id", SB_T_STR, true, ID_MAX, NULL, "the prompt" },
     { "text", SB_T_STR, true, 1 MB, NULL, "the prompt's text" },
@@ -24,6 +32,10 @@ static const sb_field_t s_queue_list_ok [] = {
     { "steers", SB_T_ARRAY, false, 1000, s_queue_items, "steers waiting for the running run's next step" },
     { "paused", SB_T_BOOL, true, 0, NULL, "true: the queue starts nothing until session.queue.resume" },
     { "reason", SB_T_STR, false, 1 KB, NULL, "paused: why" },
+    { "more", SB_T_BOOL, false, 0, NULL,
+      "true: the page was cut (at limit, or at 768 KiB of items); ask again with after = next_after. "
+      "Absent: this is the last page" },
+    { "next_after", SB_T_UINT, false, 0, NULL, "more: the cursor of the next page", RANGE_COUNT },
     END
 };
 static const sb_field_t s_queue_remove [] = {
@@ -52,8 +64,9 @@ static const sb_field_t s_steer_take_ok [] = {
 };
 
 const sb_type_t sb_types_queue [] = {
-    REQ ("session.queue.list", s_queue_id, true, "the prompts waiting in a session's queue, and its pending steers"),
-    REP ("session.queue.list.ok", s_queue_list_ok, "the queue"),
+    REQ ("session.queue.list", s_queue_list, true,
+         "the prompts waiting in a session's queue, and its pending steers, a page at a time"),
+    { "session.queue.list.ok", SB_KIND_REPLY, true, s_queue_list_ok, 2 MB, "a page of the queue: steers, then prompts" },
     REQ ("session.queue.remove", s_queue_remove, true, "remove a queued prompt or a steer not yet taken"),
     REP ("session.queue.remove.ok", s_queue_state_ok, "the queue after the removal"),
     REQ ("session.queue.resume", s_queue_id, true,

@@ -183,6 +183,11 @@ static const sb_field_t s_exec_mcp_list_ok [] = {
     END
 };
 static const sb_field_t s_none [] = { END };
+static const sb_field_t s_exec_info_ok [] = {
+    { "sandbox", SB_T_STR, true, 16, NULL,
+      "where tools, MCP servers and hooks run: bwrap | landlock | none (serve --sandbox; docs/sandbox.md)" },
+    END
+};
 static const sb_field_t s_exec_diff [] = {
     { "session_id", SB_T_STR, true, ID_MAX, NULL, "session" },
     { "base", SB_T_STR, false, 16, NULL,
@@ -245,6 +250,8 @@ const sb_type_t sb_types_exec [] = {
     REP ("exec.cancel.ok", s_exec_cancel_ok, "result"),
     REQ ("exec.mcp.list", s_none, true, "the MCP servers of the executor: state and tools (docs/mcp.md)"),
     REP ("exec.mcp.list.ok", s_exec_mcp_list_ok, "servers"),
+    REQ ("exec.info", s_none, true, "the executor's sandbox (the UI warns when it is none)"),
+    REP ("exec.info.ok", s_exec_info_ok, "its sandbox"),
     REQ ("exec.diff", s_exec_diff, true,
          "the changes in a session's workspace since its first run (else against git HEAD), untracked files included (the UI's changes panel)"),
     { "exec.diff.ok", SB_KIND_REPLY, true, s_exec_diff_ok, 8 MB, "each changed file with its diff" },

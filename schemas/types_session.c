@@ -13,6 +13,7 @@ static const sb_field_t s_rule_item [] = { { "rule", SB_T_MAP, false, 0, s_rule,
 #define SB_APPROVAL_DEADLINE_MAX_S (7 * 24 * 3600)
 /*  mcp_servers: names from mcpServers (actors/exec/mcp.h, docs/mcp.md). */
 static const sb_field_t s_mcp_name [] = { { "", SB_T_STR, false, 32, NULL, "an MCP server's name" } };
+#define NETWORK_DOC "whether its tools may reach the network from the sandbox (absent: false, loopback only; docs/sandbox.md)"
 #define MCP_SERVERS_DOC "the MCP servers the session uses, by name (absent: all; [] none; [\"*\"] in an update: all again)"
 
 const sb_field_t sb_session_record_fields [] = {
@@ -33,6 +34,7 @@ const sb_field_t sb_session_record_fields [] = {
       "seconds a tool call waits for approval before its default outcome (0: no deadline; "
       "absent: the server's, serve --approval-deadline)", RANGE (0, SB_APPROVAL_DEADLINE_MAX_S, 900) },
     { "mcp_servers", SB_T_ARRAY, false, 64, s_mcp_name, MCP_SERVERS_DOC },
+    { "network", SB_T_BOOL, false, 0, NULL, NETWORK_DOC },
     { "last_seq", SB_T_UINT, true, 0, NULL, "tape head", RANGE_COUNT },
     { "last_run_id", SB_T_STR, false, ID_MAX, NULL, "most recent run" },
     { "turn_status", SB_T_STR, true, 16, NULL, "idle | running | cancelling" },
@@ -64,6 +66,7 @@ static const sb_field_t s_session_create [] = {
       "seconds a tool call waits for approval before its default outcome (0: no deadline; "
       "absent: the server's, serve --approval-deadline)", RANGE (0, SB_APPROVAL_DEADLINE_MAX_S, 900) },
     { "mcp_servers", SB_T_ARRAY, false, 64, s_mcp_name, MCP_SERVERS_DOC },
+    { "network", SB_T_BOOL, false, 0, NULL, NETWORK_DOC },
     { "command_id", SB_T_STR, false, 64, NULL, "idempotency key" },
     END
 };
@@ -105,6 +108,7 @@ static const sb_field_t s_session_update [] = {
     { "approval_deadline_s", SB_T_UINT, false, 0, NULL, "seconds a tool call waits for approval (0: no deadline)",
       RANGE (0, SB_APPROVAL_DEADLINE_MAX_S, 900) },
     { "mcp_servers", SB_T_ARRAY, false, 64, s_mcp_name, MCP_SERVERS_DOC },
+    { "network", SB_T_BOOL, false, 0, NULL, NETWORK_DOC },
     { "command_id", SB_T_STR, false, 64, NULL, "idempotency key" },
     END
 };

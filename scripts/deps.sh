@@ -1,14 +1,30 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages switchboard needs to build and test.
-# Does nothing when all are present; runs apt-get update only when an
-# install is needed; uses sudo when not root.
+# Installs the Debian 12 packages switchboard needs. Does nothing when all
+# are present; runs apt-get update only when an install is needed; uses
+# sudo when not root.
 #
-# With --tests (make test, make asan) it also installs what the tests run
-# that Debian does not package: the reference MCP server
-# @modelcontextprotocol/server-everything, with npm, into tests/mcp
-# (node_modules is git-ignored; the version is pinned in
-# tests/mcp/package-lock.json).
+# Alone (make run, make deps): what building and running the server need,
+# nothing more. With --tests (make test, make asan) also what the tests
+# need: Criterion, clang, Chromium, Python's zmq, msgpack and websocket,
+# Node.js, the browser test's playwright-core (tests/browser) and the
+# reference MCP server @modelcontextprotocol/server-everything (tests/mcp),
+# from npm (node_modules is git-ignored; the versions are pinned in each
+# package-lock.json). --fuzz (make fuzz): clang and its fuzzer runtime.
+# --bench (make bench): the tests' packages and the peers it measures us
+# against. --list prints the packages of the mode and installs nothing.
 set -euo pipefail
+
+MODE=run
+LIST=0
+for arg in "$@"; do
+  case "$arg" in
+    --tests) MODE=tests ;;
+    --fuzz) MODE=fuzz ;;
+    --bench) MODE=bench ;;
+    --list) LIST=1 ;;
+    *) echo "deps: unknown option $arg (--tests, --fuzz, --bench, --list)" >&2; exit 2 ;;
+  esac
+done
 
 tests_step() {
   local dir
@@ -25,22 +41,34 @@ tests_step() {
   (cd "$dir" && npm ci --no-audit --no-fund --silent) >&2 || \
     echo "deps: npm ci failed; test_mcp.py will skip what needs the reference server" >&2
 }
-if [ "${1:-}" = "--tests" ]; then
-  trap tests_step EXIT
-fi
-
 PKGS=(
-  build-essential pkg-config clang libclang-rt-14-dev
+  build-essential pkg-config
   libzmq3-dev libczmq-dev libmsgpack-dev libcurl4-openssl-dev libsodium-dev
-  liblmdb-dev lmdb-utils libwebsockets-dev libjansson-dev libcriterion-dev
-  python3-zmq python3-msgpack python3-websocket
+  liblmdb-dev libwebsockets-dev libjansson-dev
   libedit-dev
-  bubblewrap git procps nodejs
+  bubblewrap util-linux git procps
+)
+# what only the tests (and the benchmarks) run
+TEST_PKGS=(
+  clang libclang-rt-14-dev lmdb-utils libcriterion-dev
+  python3-zmq python3-msgpack python3-websocket
+  nodejs
   chromium
 )
-# `make bench` adds the peers it measures us against in the same run.
-if [ "${1:-}" = "--bench" ]; then
-  PKGS+=(redis-server)
+FUZZ_PKGS=(clang libclang-rt-14-dev)
+case "$MODE" in
+  tests) PKGS+=("${TEST_PKGS[@]}") ;;
+  fuzz) PKGS+=("${FUZZ_PKGS[@]}") ;;
+  # `make bench` adds the peers it measures us against in the same run.
+  bench) PKGS+=("${TEST_PKGS[@]}" redis-server) ;;
+esac
+if [ "$LIST" = 1 ]; then
+  printf '%s\n' "${PKGS[@]}"
+  [ "$MODE" = tests ] || [ "$MODE" = bench ] && echo "npm: tests/browser tests/mcp"
+  exit 0
+fi
+if [ "$MODE" = tests ]; then
+  trap tests_step EXIT
 fi
 
 missing=()
@@ -51,13 +79,18 @@ for p in "${PKGS[@]}"; do
 done
 
 # Node.js and npm for the browser test (tests/browser): any node will do
-if ! command -v npm >/dev/null 2>&1; then
-  missing+=(nodejs npm)
+if [ "$MODE" = tests ] || [ "$MODE" = bench ]; then
+  if ! command -v npm >/dev/null 2>&1; then
+    missing+=(nodejs npm)
+  fi
 fi
 
 # playwright-core for the browser test, at the version its package-lock.json pins
 browser_deps() {
   local dir
+  if [ "$MODE" != tests ] && [ "$MODE" != bench ]; then
+    return 0
+  fi
   dir="$(cd "$(dirname "$0")/.." && pwd)/tests/browser"
   if [ ! -f "$dir/node_modules/playwright-core/package.json" ] && command -v npm >/dev/null 2>&1; then
     (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >&2) \

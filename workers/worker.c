@@ -12,6 +12,7 @@
     time; a server that forgot the worker (a restart) is answered with a
     new registration. */
 #include "cli/cli.h"
+#include "cli/serve.h"
 #include "actors/exec/agent.h"
 #include "actors/exec/approval.h"
 #include "actors/exec/spawn.h"
@@ -36,7 +37,7 @@
 static const char *s_usage =
     "usage: switchboard worker [--connect ENDPOINT] [--data DIR] [--id NAME] [--pool P]\n"
     "                          [--workspace DIR] [--capability K=V]... [--lease S]\n"
-    "                          [--cert FILE --server-key FILE]\n"
+    "                          [--cert FILE --server-key FILE] [--sandbox KIND]\n"
     "\n"
     "Runs an external worker: it registers with the server, claims the oldest\n"
     "queued run of its pool, runs the agent loop on it (tools run here, the\n"
@@ -57,6 +58,8 @@ static const char *s_usage =
     "  --cert FILE       its CURVE key pair for a tcp:// endpoint (the secret\n"
     "                    file 'switchboard keys new NAME' printed)\n"
     "  --server-key FILE the server's public certificate (DATA/certs/server)\n"
+    "  --sandbox KIND    where tools and MCP servers run, as in serve: auto\n"
+    "                    (default), bwrap, landlock or none (docs/sandbox.md)\n"
     "  -h, --help        this help\n"
     "\n"
     "Stop it with Ctrl-C or SIGTERM: a run in progress is cancelled and\n"
@@ -85,8 +88,11 @@ typedef struct {
     int done_fd;
 } worker_t;
 
+/*  Registers with the server: 0 when registered, -1 when no server
+    answered, 1 when one refused (its code in code, "CODE: message" in
+    why, for the worker's last words: docs/workers.md). */
 static int
-s_register (worker_t *w, sb_bus_t *bus)
+s_register (worker_t *w, sb_bus_t *bus, char *code, size_t codelen, char *why, size_t whylen)
 {
     sb_enc_t *e = sb_enc_new ();
     sb_enc_map_open (e);
@@ -112,7 +118,11 @@ s_register (worker_t *w, sb_bus_t *bus)
     const uint8_t *b = sb_enc_data (e, &len);
     sb_msg_t *reply = sb_bus_call (bus, "worker.register", NULL, b, len, 10000);
     sb_enc_destroy (&e);
-    int rc = reply && !sb_msg_is_error (reply) ? 0 : -1;
+    int rc = !reply ? -1 : sb_msg_is_error (reply) ? 1 : 0;
+    if (rc > 0) {
+        snprintf (code, codelen, "%s", sb_msg_error_code (reply));
+        snprintf (why, whylen, "%s: %s", sb_msg_error_code (reply), sb_msg_error_message (reply));
+    }
     if (rc)
         sb_warn (ACTOR, "worker.register failed: %s", reply ? sb_msg_error_message (reply) : "no answer");
     else
@@ -243,11 +253,13 @@ sb_cmd_worker (int argc, char **argv)
         { "lease", required_argument, 0, 'l' },
         { "cert", required_argument, 0, 'C' },
         { "server-key", required_argument, 0, 'S' },
+        { "sandbox", required_argument, 0, 'x' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
     worker_t w = { .pool = "default", .lease_s = 30, .done_fd = -1 };
     const char *connect = NULL, *data = NULL, *id = NULL, *cert = NULL, *server_key = NULL;
+    const char *sandbox = NULL;
     char wsbuf [PATH_MAX];
     int c;
     optind = 1;
@@ -281,6 +293,7 @@ sb_cmd_worker (int argc, char **argv)
             }
             case 'C': cert = optarg; break;
             case 'S': server_key = optarg; break;
+            case 'x': sandbox = optarg; break;
             case 'h': fputs (s_usage, stdout); return 0;
             default: return sb_cli_usage ("worker", "unknown option or missing value: %s", argv [optind - 1]);
         }
@@ -289,11 +302,21 @@ sb_cmd_worker (int argc, char **argv)
         return sb_cli_usage ("worker", "unexpected argument '%s'", argv [optind]);
     if (!cert != !server_key)
         return sb_cli_usage ("worker", "--cert and --server-key go together");
+    if (sb_serve_sandbox_check ("worker", sandbox))
+        return 2;
     if (cert) {
         char cerr [512];
         if (sb_curve_client_set (cert, server_key, cerr, sizeof cerr))
             return sb_cli_fail ("worker", "%s", cerr);
     }
+    /* tools run in the same box as the server's, blind to the worker's
+       key pair and the data folder it was pointed at (docs/sandbox.md) */
+    char dir [4096], derr [512];
+    const char *secrets [] = {
+        sb_cli_data_dir (data, dir, sizeof dir, derr, sizeof derr) == 0 ? dir : NULL, cert,
+    };
+    if (sb_serve_sandbox ("worker", sandbox, NULL, secrets, 2))
+        return 1;
     gethostname (w.host, sizeof w.host - 1);
     if (id)
         snprintf (w.id, sizeof w.id, "%s", id);
@@ -330,9 +353,30 @@ sb_cmd_worker (int argc, char **argv)
         return sb_cli_fail ("worker", "cannot connect to %s", ep);
     }
     int rc = 0;
-    if (s_register (&w, bus)) {
-        rc = sb_cli_fail_code ("worker", "unavailable", "no server answered worker.register at %s", ep);
-        s_stop = 1;
+    char refused [64], why [600];
+    int reg = s_register (&w, bus, refused, sizeof refused, why, sizeof why);
+    if (reg > 0)
+        rc = sb_cli_fail_code ("worker", refused, "the server at %s refused worker.register for id '%s': %s", ep,
+                               w.id, why);
+    else
+    if (reg < 0 && !cert && strncmp (ep, "tcp://", 6) == 0)
+        /* a CURVE server never answers a plain client: the likely cause */
+        rc = sb_cli_fail_code ("worker", "unavailable", "no server answered worker.register at %s within 10 s. "
+                               "A tcp:// bus is served with CURVE (unless 'serve --insecure-tcp'), and it "
+                               "answers only a known key: make one on the server with 'switchboard keys new "
+                               "NAME' (it prints the secret file's path, DATA/certs/clients/NAME_secret), copy "
+                               "that file and DATA/certs/server here, and start the worker with --cert "
+                               "NAME_secret --server-key server (docs/workers.md)", ep);
+    else
+    if (reg < 0)
+        rc = sb_cli_fail_code ("worker", "unavailable", "no server answered worker.register at %s within 10 s%s",
+                               ep, cert ? " (with --cert: is --server-key the server's DATA/certs/server, and "
+                               "the key in its DATA/certs/clients?)" : ": is the server running?");
+    if (reg) {
+        /* never started: the reason is the last word, no "stopped" after it */
+        sb_bus_destroy (&bus);
+        close (w.done_fd);
+        return rc;
     }
     while (!s_stop) {
         sb_msg_t *reply = s_claim (&w, bus);
@@ -344,7 +388,7 @@ sb_cmd_worker (int argc, char **argv)
                      sb_msg_error_message (reply));
             /* the server forgot us (it restarted): register again */
             if (code == SB_E_not_found)
-                s_register (&w, bus);
+                s_register (&w, bus, refused, sizeof refused, why, sizeof why);
             else {
                 struct pollfd p = { -1, 0, 0 };
                 poll (&p, 0, 1000);     /* a refusal, not work: do not spin */

@@ -203,6 +203,7 @@ s_prepare (sb_exec_run_t *run)
     }
     sb_runtime_set_config (rt, version, sb_get_str (rec, "provider"), sb_get_str (rec, "model"),
                            sb_get_str (rec, "approval_policy"), (uint32_t) sb_get_uint (rec, "max_steps", 0));
+    run->network = sb_get_bool (rec, "network", false);
     sb_exec_compact_seed (run, sb_get_uint (rec, "compacted_seq", 0));
     if (sb_exec_approval_configure (run, rec) != 0) {
         sb_msg_destroy (&reply);
@@ -322,6 +323,9 @@ s_run_tool (sb_exec_run_t *run, const sb_exec_call_t *call)
             .output_arg = run,
             .shell_timeout_s = left_s < SB_TOOLS_SHELL_TIMEOUT_S ? (int) (left_s > 0 ? left_s : 1) : 0,
             .sandbox = run->sandbox,
+            .read_denied = sb_exec_approval_read_denied,
+            .read_denied_arg = run,
+            .network = run->network,
         };
         sb_exec_tool_output_begin (run, call->call_id);
         if (sb_exec_mcp_is_tool (call->name))

@@ -115,16 +115,24 @@ s_add_path (sb_agents_t *out, const char *path)
 }
 
 //  The nearest folder at or above `ws` that holds .git; `ws` when none.
+//  As git's safe.directory does, the walk trusts only what the
+//  workspace's owner (`uid`) owns: it stops below a folder of another
+//  user, and a .git of another user does not make a root. Otherwise a
+//  folder above the workspace that someone else controls (a shared /tmp,
+//  another user's home) could put its AGENTS.md in the model's
+//  instructions.
 static void
-s_project_root (const char *ws, char *root, size_t size)
+s_project_root (const char *ws, uid_t uid, char *root, size_t size)
 {
     char dir [PATH_MAX];
     snprintf (dir, sizeof dir, "%s", ws);
     while (true) {
         char probe [PATH_MAX + 8];
         struct stat st;
+        if (strcmp (dir, ws) != 0 && (lstat (dir, &st) != 0 || st.st_uid != uid))
+            break;
         snprintf (probe, sizeof probe, "%s/.git", strcmp (dir, "/") == 0 ? "" : dir);
-        if (lstat (probe, &st) == 0) {
+        if (lstat (probe, &st) == 0 && st.st_uid == uid) {
             snprintf (root, size, "%s", dir);
             return;
         }
@@ -153,16 +161,26 @@ s_personal_path (char *out, size_t size)
         out [0] = 0;
 }
 
-//  Reads `rel` (a path below the project root) when it resolves inside it.
+//  Reads `rel` (a path below the project root) when it resolves inside it
+//  and is a regular file of the workspace's owner `uid`. It is opened
+//  without blocking (a FIFO would hang the run, and the cancel with it),
+//  and s_add_file checks the open file again.
 static int
-s_add_project_file (sb_agents_t *out, s_text_t *t, const char *root, const char *rel)
+s_add_project_file (sb_agents_t *out, s_text_t *t, const char *root, uid_t uid, const char *rel)
 {
     char resolved [PATH_MAX], err [256];
     if (sb_path_resolve (root, rel, false, resolved, sizeof resolved, err, sizeof err) != 0)
         return 0;               //  absent, or leading out of the project: not read
-    int fd = sb_path_open (root, resolved, O_RDONLY, 0);
+    struct stat st;
+    if (lstat (resolved, &st) != 0 || !S_ISREG (st.st_mode) || st.st_uid != uid)
+        return 0;
+    int fd = sb_path_open (root, resolved, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
     if (fd < 0)
         return 0;
+    if (fstat (fd, &st) != 0 || st.st_uid != uid) {
+        close (fd);
+        return 0;
+    }
     for (size_t k = 0; k < out->npaths; k++)
         if (strcmp (out->paths [k], resolved) == 0) {
             close (fd);
@@ -189,18 +207,21 @@ sb_agents_load (const char *workspace_real, const char *personal, sb_agents_t *o
     else
         s_personal_path (ppath, sizeof ppath);
     if (ppath [0]) {
-        int fd = open (ppath, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        int fd = open (ppath, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
         if (fd >= 0 && s_add_file (&t, fd, ppath) && s_add_path (out, ppath) < 0)
             t.oom = true;
     }
 
     char root [PATH_MAX];
-    s_project_root (workspace_real, root, sizeof root);
+    struct stat wst;
+    if (stat (workspace_real, &wst) != 0)
+        wst.st_uid = geteuid ();
+    s_project_root (workspace_real, wst.st_uid, root, sizeof root);
     const char *below = sb_path_relative (root, workspace_real);
     char rel [PATH_MAX];
     rel [0] = 0;
     //  The root's own file, then one per component of the way down.
-    if (s_add_project_file (out, &t, root, SB_AGENTS_NAME) < 0)
+    if (s_add_project_file (out, &t, root, wst.st_uid, SB_AGENTS_NAME) < 0)
         t.oom = true;
     if (below && strcmp (below, ".") != 0) {
         const char *p = below;
@@ -214,7 +235,7 @@ sb_agents_load (const char *workspace_real, const char *personal, sb_agents_t *o
             rel [rl + n] = 0;
             char cand [PATH_MAX];
             snprintf (cand, sizeof cand, "%s/%s", rel, SB_AGENTS_NAME);
-            if (s_add_project_file (out, &t, root, cand) < 0)
+            if (s_add_project_file (out, &t, root, wst.st_uid, cand) < 0)
                 t.oom = true;
             strcat (rel, "/");
             p = *slash ? slash + 1 : slash;

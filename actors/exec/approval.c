@@ -22,6 +22,7 @@
 #include "actors/exec/tools.h"
 #include "common/log.h"
 
+#include <fnmatch.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <string.h>
@@ -106,6 +107,21 @@ sb_exec_approval_configure (sb_exec_run_t *run, const sb_val_t *session)
     return 0;
 }
 
+bool
+sb_exec_approval_read_denied (const char *path, void *arg)
+{
+    const sb_exec_run_t *run = arg;
+    const struct sb_exec_approval *a = run ? run->approval : NULL;
+    if (!a)
+        return false;
+    if (path)
+        return sb_policy_read_denied (a->rules, a->nrules, path);
+    for (size_t k = 0; k < a->nrules; k++)
+        if (a->rules [k].action == SB_POLICY_DENY && fnmatch (a->rules [k].tool, "read_file", 0) == 0)
+            return true;
+    return false;
+}
+
 void
 sb_exec_verdict_clear (sb_gate_verdict_t *v)
 {
@@ -169,11 +185,11 @@ s_shell_quote (const char *text, char *out, size_t size)
 //  The command that adds a rule allowing exactly this call, or "" when it
 //  would not fit the tape's fix field.
 static void
-s_allow_fix (const sb_exec_run_t *run, const char *tool, const char *key, char *fix, size_t size)
+s_allow_fix (const sb_exec_run_t *run, const char *tool, const sb_policy_key_t *key, char *fix, size_t size)
 {
     fix [0] = 0;
     char pattern [SB_POLICY_RULE_PATTERN_MAX + 1], rule [SB_POLICY_RULE_PATTERN_MAX + 256], quoted [sizeof rule * 2];
-    if (sb_policy_exact_pattern (key, pattern, sizeof pattern) < 0)
+    if (sb_policy_exact_rule (tool, key, pattern, sizeof pattern) < 0)
         return;
     snprintf (rule, sizeof rule, "%s:%s:allow", tool, pattern);
     s_shell_quote (rule, quoted, sizeof quoted);
@@ -206,7 +222,7 @@ s_call (sb_exec_run_t *run, const char *type, sb_enc_t *e)
 //  Deny
 
 static void
-s_denied (sb_exec_run_t *run, const sb_exec_call_t *call, const char *key, sb_policy_decision_t d,
+s_denied (sb_exec_run_t *run, const sb_exec_call_t *call, const sb_policy_key_t *key, sb_policy_decision_t d,
           sb_gate_verdict_t *v)
 {
     if (d.by == SB_POLICY_BY_SESSION) {
@@ -218,7 +234,7 @@ s_denied (sb_exec_run_t *run, const sb_exec_call_t *call, const char *key, sb_po
     }
     const sb_policy_rule_t *r = &run->approval->rules [d.rule];
     s_allow_fix (run, call->name, key, v->fix, sizeof v->fix);
-    char *shown = s_cut (key, 300);
+    char *shown = s_cut (key->text, 300);
     s_refuse (v, SB_GATE_REFUSE,
               "not run: the session's rule #%d (%s:%s:deny) denies %s on '%s'. Tell the person; to allow it "
               "they can run: %s", d.rule + 1, r->tool, r->pattern, call->name, shown ? shown : "",
@@ -339,15 +355,16 @@ s_resolve_cancelled (sb_exec_run_t *run, const char *id)
 //  Scope always: a rule on the session that matches exactly this call.
 //  Its command_id comes from the interaction, so a retry adds it once.
 static void
-s_remember_always (sb_exec_run_t *run, const char *tool, const char *key, bool approve, const char *id)
+s_remember_always (sb_exec_run_t *run, const char *tool, const sb_policy_key_t *key, bool approve, const char *id)
 {
     char pattern [SB_POLICY_RULE_PATTERN_MAX + 1];
     sb_policy_action_t action = approve ? SB_POLICY_ALLOW : SB_POLICY_DENY;
-    if (sb_policy_exact_pattern (key, pattern, sizeof pattern) < 0) {
-        //  a command longer than a rule can hold: it counts for this session
-        sb_warn (ACTOR, "scope always: the call is too long for a rule; remembered for the session only run=%s",
+    if (sb_policy_exact_rule (tool, key, pattern, sizeof pattern) < 0) {
+        //  a call no rule can say (too long, or a compound shell command
+        //  that no allow rule matches): it counts for this session
+        sb_warn (ACTOR, "scope always: no rule can match exactly this call; remembered for the session only run=%s",
                  run->run_id);
-        sb_policy_grant (run->runtime->policy, tool, key, approve);
+        sb_policy_grant (run->runtime->policy, key, approve);
         return;
     }
     s_rule_add (run->approval, tool, pattern, action);
@@ -384,10 +401,21 @@ s_risk (const char *tool)
 
 //  What a person sees as the one line of the request.
 static char *
-s_summary (const sb_exec_run_t *run, const sb_exec_call_t *call, const char *key)
+s_summary (const sb_exec_run_t *run, const sb_exec_call_t *call, const sb_policy_key_t *key)
 {
-    if (strcmp (call->name, "shell") == 0 || sb_tools_find (call->name))
-        return s_cut (key, S_SUMMARY_MAX);
+    if (strcmp (call->name, "shell") == 0 || sb_tools_find (call->name)) {
+        size_t n = strlen (key->text);
+        if (n <= S_SUMMARY_MAX)
+            return strdup (key->text);
+        //  a person must know there is more than they see: the rest of a
+        //  long command is where a trick would hide
+        char *head = s_cut (key->text, S_SUMMARY_MAX - 80), *line = NULL;
+        if (head && asprintf (&line, "%s ... [%zu more bytes not shown here: read the whole command in the "
+                              "arguments]", head, n - strlen (head)) < 0)
+            line = NULL;
+        free (head);
+        return line;
+    }
     //  an MCP server's readOnlyHint is for the person to weigh, never trusted
     const char *hint = sb_mcp_set_read_only_hint (run->runtime->mcp, call->name) == 1
                      ? " (its MCP server says it is read-only)" : "";
@@ -400,7 +428,7 @@ s_summary (const sb_exec_run_t *run, const sb_exec_call_t *call, const char *key
 }
 
 static void
-s_ask (sb_exec_run_t *run, const sb_exec_call_t *call, const char *key, sb_gate_verdict_t *v)
+s_ask (sb_exec_run_t *run, const sb_exec_call_t *call, const sb_policy_key_t *key, sb_gate_verdict_t *v)
 {
     //  subscribed before asking, so the resolution cannot slip past
     sb_sub_t *sub = run->sub_endpoint [0] ? sb_sub_new (run->sub_endpoint) : NULL;
@@ -483,7 +511,7 @@ s_ask (sb_exec_run_t *run, const sb_exec_call_t *call, const char *key, sb_gate_
     }
     bool approve = strcmp (o.decision, "approve") == 0;
     if (strcmp (o.scope, "session") == 0 && strcmp (o.resolved_by, "deadline") != 0)
-        sb_policy_grant (run->runtime->policy, call->name, key, approve);
+        sb_policy_grant (run->runtime->policy, key, approve);
     else
     if (strcmp (o.scope, "always") == 0 && strcmp (o.resolved_by, "deadline") != 0)
         s_remember_always (run, call->name, key, approve, v->interaction_id);
@@ -537,7 +565,7 @@ sb_exec_approval_gate (sb_exec_run_t *run, const sb_exec_call_t *call, sb_gate_v
     sb_policy_mode_t mode = sb_policy_mode_from_name (run->policy);
     if (mode == SB_POLICY__MODES)
         mode = SB_POLICY_INTERACTIVE;       //  a name we do not know asks: never allow by mistake
-    char *key = sb_policy_match_key (call->name, call->arguments, rt->workspace);
+    sb_policy_key_t *key = sb_policy_key_new (call->name, call->arguments, rt->workspace);
     if (!key) {
         s_refuse (v, SB_GATE_REFUSE, "not run: out of memory");
         return;
@@ -555,5 +583,5 @@ sb_exec_approval_gate (sb_exec_run_t *run, const sb_exec_call_t *call, sb_gate_v
     else
     if (d.action == SB_POLICY_ASK)
         s_ask (run, call, key, v);
-    free (key);
+    sb_policy_key_destroy (&key);
 }

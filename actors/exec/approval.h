@@ -42,6 +42,11 @@ int sb_exec_approval_configure (sb_exec_run_t *run, const sb_val_t *session);
 void sb_exec_approval_gate (sb_exec_run_t *run, const sb_exec_call_t *call, sb_gate_verdict_t *v);
 void sb_exec_verdict_clear (sb_gate_verdict_t *v);
 
+//  Whether the run's session rules deny reading `path` (relative to the
+//  workspace); with path NULL, whether they deny reading anything. The
+//  sb_tool_ctx_t read_denied of the run's tools; `arg` is the run.
+bool sb_exec_approval_read_denied (const char *path, void *arg);
+
 //  Frees what the run's approval config holds.
 void sb_exec_approval_free (sb_exec_run_t *run);
 

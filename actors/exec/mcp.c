@@ -473,10 +473,14 @@ s_start (s_server_t *srv, const char *cwd, int cancel_fd)
     srv->next_id = 1;
     sb_mcp_lines_init (&srv->lines, SB_MCP_LINE_MAX);
     if (srv->conf->argv) {
+        //  In the tools' box (docs/sandbox.md), with the network: a server
+        //  may call its service. Its /proc is its own, so a tool of the
+        //  session cannot read the secrets in its environment.
         sb_spawn_opts_t o = {
             .argv = (const char *const *) srv->conf->argv,
             .cwd = cwd,
             .env_extra = (const char *const *) srv->conf->env,
+            .network = true,
         };
         char err [512];
         srv->proc = sb_spawn_proc_start (&o, err, sizeof err);

@@ -78,19 +78,87 @@ s_name_ok (const char *s)
     return strstr (s, "__") == NULL;
 }
 
+//  Adds one form of a secret (taking v), unless it is there already.
+static int
+s_add_form (sb_mcp_config_t *cfg, char *v)
+{
+    if (!v)
+        return -1;
+    for (size_t k = 0; k < cfg->nsecrets; k++)
+        if (strcmp (cfg->secrets [k], v) == 0) {
+            free (v);
+            return 0;
+        }
+    char **ns = realloc (cfg->secrets, (cfg->nsecrets + 1) * sizeof *ns);
+    if (!ns) {
+        free (v);
+        return -1;
+    }
+    cfg->secrets = ns;
+    ns [cfg->nsecrets++] = v;
+    return 0;
+}
+
+//  v as the inside of a JSON string (jansson's escaping, as a server's
+//  JSON output carries it), or NULL.
+static char *
+s_json_escaped (const char *v)
+{
+    json_t *str = json_string (v);
+    char *q = str ? json_dumps (str, JSON_ENCODE_ANY) : NULL;
+    json_decref (str);
+    if (!q)
+        return NULL;
+    size_t n = strlen (q);
+    memmove (q, q + 1, n - 2);          //  without the quotes
+    q [n - 2] = 0;
+    return q;
+}
+
+//  v percent-encoded (every byte but RFC 3986's unreserved ones), with
+//  upper or lower case hex digits, or NULL.
+static char *
+s_url_encoded (const char *v, bool upper)
+{
+    const char *hex = upper ? "0123456789ABCDEF" : "0123456789abcdef";
+    char *out = malloc (strlen (v) * 3 + 1), *w = out;
+    for (const unsigned char *p = (const unsigned char *) v; out && *p; p++)
+        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')
+        ||  *p == '-' || *p == '_' || *p == '.' || *p == '~')
+            *w++ = (char) *p;
+        else {
+            *w++ = '%';
+            *w++ = hex [*p >> 4];
+            *w++ = hex [*p & 15];
+        }
+    if (out)
+        *w = 0;
+    return out;
+}
+
+//  A secret, and every encoding of it a server's output can carry: a
+//  value with `"` or `\` reaches a result JSON-escaped (once, or twice
+//  when the server prints JSON inside JSON), and one in a URL
+//  percent-encoded. A form the same as another is kept once.
 static int
 s_add_secret (sb_mcp_config_t *cfg, const char *v)
 {
     if (strlen (v) < S_SECRET_MIN)
         return 0;
-    char **ns = realloc (cfg->secrets, (cfg->nsecrets + 1) * sizeof *ns);
-    if (!ns)
-        return -1;
-    cfg->secrets = ns;
-    if (!(ns [cfg->nsecrets] = strdup (v)))
-        return -1;
-    cfg->nsecrets++;
-    return 0;
+    char *json = s_json_escaped (v);
+    char *json2 = json ? s_json_escaped (json) : NULL;
+    int rc = s_add_form (cfg, strdup (v));
+    if (!rc && json)
+        rc = s_add_form (cfg, strdup (json));
+    if (!rc && json2)
+        rc = s_add_form (cfg, strdup (json2));
+    if (!rc)
+        rc = s_add_form (cfg, s_url_encoded (v, true));
+    if (!rc)
+        rc = s_add_form (cfg, s_url_encoded (v, false));
+    free (json);
+    free (json2);
+    return rc;
 }
 
 static int

@@ -346,11 +346,20 @@ sb_path_mkdirs (const char *workspace_real, const char *resolved_dir, char *err,
         }
         memcpy (name, c, n);
         name [n] = 0;
-        if (mkdirat (fd, name, 0777) != 0 && errno != EEXIST) {
+        bool made = mkdirat (fd, name, 0777) == 0;
+        if (!made && errno != EEXIST) {
             int e = errno;
             close (fd);
             return s_fail (err, errlen, "cannot create directory %.*s: %s",
                            (int) (c - rel + n), rel, strerror (e));
+        }
+        //  A folder made for a tool belongs to its parent's owner (the
+        //  workspace's, whom a root server's sandbox runs tools as);
+        //  best effort: only root can give it away.
+        struct stat pst;
+        if (made && fstat (fd, &pst) == 0
+        &&  fchownat (fd, name, pst.st_uid, pst.st_gid, AT_SYMLINK_NOFOLLOW) != 0) {
+            //  not root: it is ours
         }
         //  O_NOFOLLOW at each step: a symlink planted since resolution
         //  makes this fail instead of leading us out of the workspace.

@@ -9,7 +9,13 @@
 */
 #include "actors/exec/policy.h"
 
+#include "actors/exec/path.h"
+
+#include <ctype.h>
 #include <fnmatch.h>
+#include <limits.h>
+#include <stdio.h>
+#include <sys/types.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,30 +150,100 @@ s_fold_path (const char *path, const char *workspace)
     return out;
 }
 
-char *
-sb_policy_match_key (const char *tool, const char *arguments, const char *workspace)
+//  The path as the tool will find it: its symlinks resolved under the
+//  workspace, relative to it. NULL when it leaves the workspace (the tool
+//  refuses it then) or there is no workspace.
+static char *
+s_resolve_path (const char *path, const char *workspace)
 {
-    json_error_t jerr;
-    json_t *args = arguments && *arguments ? json_loads (arguments, JSON_REJECT_DUPLICATES, &jerr) : json_object ();
-    char *key = NULL;
+    if (!workspace || workspace [0] != '/' || strlen (workspace) >= PATH_MAX)
+        return NULL;
+    char ws [PATH_MAX], out [PATH_MAX], err [16];
+    snprintf (ws, sizeof ws, "%s", workspace);
+    size_t w = strlen (ws);
+    while (w > 1 && ws [w - 1] == '/')
+        ws [--w] = 0;
+    if (sb_path_resolve (ws, path, true, out, sizeof out, err, sizeof err) != 0)
+        return NULL;
+    const char *rel = sb_path_relative (ws, out);
+    return rel ? strdup (rel) : NULL;
+}
+
+//  The key's text for a call (see policy.h).
+static int
+s_key_text (sb_policy_key_t *k, const char *tool, json_t *args, const char *arguments, const char *workspace)
+{
     if (!tool || !args || !json_is_object (args))
-        key = strdup ("");
-    else
+        return (k->text = strdup ("")) ? 0 : -1;
     if (strcmp (tool, "shell") == 0) {
         const char *cmd = json_string_value (json_object_get (args, "command"));
-        key = strdup (cmd ? cmd : "");
+        size_t len = cmd ? json_string_length (json_object_get (args, "command")) : 0;
+        if (!(k->text = strdup (cmd ? cmd : "")))
+            return -1;
+        return (k->sh = sb_sh_parse (k->text, len)) ? 0 : -1;
     }
-    else
     if (s_path_tool (tool)) {
         const char *path = json_string_value (json_object_get (args, "path"));
-        key = s_fold_path (path && *path ? path : ".", workspace);
+        path = path && *path ? path : ".";
+        char *folded = s_fold_path (path, workspace);
+        char *real = s_resolve_path (path, workspace);
+        if (!folded) {
+            free (real);
+            return -1;
+        }
+        if (real && strcmp (real, folded) != 0) {
+            k->text = real;
+            k->spelled = folded;
+        }
+        else {
+            free (real);
+            k->text = folded;
+        }
+        return 0;
     }
-    else
-        key = strdup (arguments ? arguments : "");
+    return (k->text = strdup (arguments ? arguments : "")) ? 0 : -1;
+}
+
+//  What scope session remembers a call by: tool, NUL, the whole key.
+static int
+s_key_digest (sb_policy_key_t *k, const char *tool)
+{
+    sb_digest_t *d = sb_digest_new ();
+    if (!d)
+        return -1;
+    sb_digest_update (d, tool ? tool : "", strlen (tool ? tool : "") + 1);
+    sb_digest_update (d, k->text, strlen (k->text));
+    sb_digest_final (d, k->digest);
+    sb_digest_destroy (&d);
+    return 0;
+}
+
+sb_policy_key_t *
+sb_policy_key_new (const char *tool, const char *arguments, const char *workspace)
+{
+    sb_policy_key_t *k = calloc (1, sizeof *k);
+    if (!k)
+        return NULL;
+    json_error_t jerr;
+    json_t *args = arguments && *arguments ? json_loads (arguments, JSON_REJECT_DUPLICATES, &jerr) : json_object ();
+    int rc = s_key_text (k, tool, args, arguments, workspace);
     json_decref (args);
-    if (key && strlen (key) > SB_POLICY_KEY_MAX)
-        key [SB_POLICY_KEY_MAX] = 0;
-    return key;
+    if (rc != 0 || s_key_digest (k, tool) != 0)
+        sb_policy_key_destroy (&k);
+    return k;
+}
+
+void
+sb_policy_key_destroy (sb_policy_key_t **self_p)
+{
+    sb_policy_key_t *k = *self_p;
+    if (!k)
+        return;
+    free (k->text);
+    free (k->spelled);
+    sb_sh_destroy (&k->sh);
+    free (k);
+    *self_p = NULL;
 }
 
 const char *
@@ -200,29 +276,122 @@ sb_policy_exact_pattern (const char *key, char *out, size_t size)
     return (int) w;
 }
 
+//  Whether a command's first word, unquoted, would read as something
+//  else: an assignment (NAME=...) or a keyword (if, for, ...).
+static bool
+s_reads_as_syntax (const char *word)
+{
+    static const char *keywords [] = {
+        "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "for", "in", "case", "esac",
+        "function", "select", "coproc",
+    };
+    for (size_t k = 0; k < sizeof keywords / sizeof keywords [0]; k++)
+        if (strcmp (word, keywords [k]) == 0)
+            return true;
+    return strchr (word, '=') != NULL;
+}
+
+int
+sb_policy_exact_rule (const char *tool, const sb_policy_key_t *key, char *out, size_t size)
+{
+    if (!key)
+        return -1;
+    if (!(tool && strcmp (tool, "shell") == 0 && key->sh))
+        return sb_policy_exact_pattern (key->text, out, size);
+    const sb_sh_cmd_t *c = sb_sh_whole (key->sh);
+    if (!c || sb_policy_shell_risky (c))
+        return -1;
+    //  each word as is when it is plain, else in single quotes
+    size_t w = 0;
+    for (size_t a = 0; a < c->argc; a++) {
+        const char *word = c->argv [a];
+        bool plain = *word != 0 && !(a == 0 && s_reads_as_syntax (word));
+        for (const char *p = word; *p && plain; p++)
+            plain = isalnum ((unsigned char) *p) || strchr ("_./=:,+@%^-", *p);
+        size_t need = strlen (word) * 4 + 4;
+        if (w + need >= size)
+            return -1;
+        if (a)
+            out [w++] = ' ';
+        if (!plain)
+            out [w++] = '\'';
+        for (const char *p = word; *p; p++) {
+            if (*p == '\'' && !plain) {
+                memcpy (out + w, "'\\''", 4);
+                w += 4;
+            }
+            else
+                out [w++] = *p;
+        }
+        if (!plain)
+            out [w++] = '\'';
+    }
+    if (w == 0 || w >= size)
+        return -1;
+    out [w] = 0;
+    return (int) w;
+}
+
+//  The tools that read a path a read_file deny rule also stops.
+static bool
+s_reads (const char *tool)
+{
+    return tool && (strcmp (tool, "grep") == 0 || strcmp (tool, "list_dir") == 0 || strcmp (tool, "git_diff") == 0);
+}
+
+//  Whether a path is in a .git folder, at any depth.
+static bool
+s_in_git (const char *path)
+{
+    size_t n = strlen (path);
+    return strcmp (path, ".git") == 0 || strncmp (path, ".git/", 5) == 0 || strstr (path, "/.git/")
+        || (n >= 5 && strcmp (path + n - 5, "/.git") == 0);
+}
+
+//  Whether rule r decides a call of a tool other than shell.
+static bool
+s_plain_matches (const sb_policy_rule_t *r, const char *tool, const sb_policy_key_t *key)
+{
+    tool = tool ? tool : "";
+    bool named = fnmatch (r->tool, tool, 0) == 0;
+    if (!named && !(r->action == SB_POLICY_DENY && s_reads (tool) && fnmatch (r->tool, "read_file", 0) == 0))
+        return false;
+    const char *text = key ? key->text : "";
+    if (r->action != SB_POLICY_ALLOW)
+        return fnmatch (r->pattern, text, 0) == 0 || (key && key->spelled && fnmatch (r->pattern, key->spelled, 0) == 0);
+    //  an allow rule sees where the tool goes, and names .git to write there
+    if (fnmatch (r->pattern, text, 0) != 0)
+        return false;
+    bool writes = strcmp (tool, "write_file") == 0 || strcmp (tool, "edit_file") == 0;
+    return !(writes && s_in_git (text) && !strstr (r->pattern, ".git"));
+}
+
 sb_policy_decision_t
 sb_policy_decide (sb_policy_mode_t mode, const sb_policy_rule_t *rules, size_t nrules,
-                  const sb_policy_t *state, const char *tool, const char *key)
+                  const sb_policy_t *state, const char *tool, const sb_policy_key_t *key)
 {
     sb_policy_decision_t d = { SB_POLICY_ASK, SB_POLICY_BY_MODE, -1 };
-    if (mode == SB_POLICY_YOLO)
-        d.action = SB_POLICY_ALLOW;
-    else
-    if (mode == SB_POLICY_AUTO && sb_policy_read_only (tool))
-        d.action = SB_POLICY_ALLOW;
-    //  the last matching rule wins: walk backwards, stop at the first
-    for (size_t k = nrules; k-- > 0; ) {
-        const sb_policy_rule_t *r = &rules [k];
-        if (r->tool && r->pattern && (unsigned) r->action < SB_POLICY__ACTIONS
-        &&  fnmatch (r->tool, tool ? tool : "", 0) == 0 && fnmatch (r->pattern, key ? key : "", 0) == 0) {
-            d.action = r->action;
-            d.by = SB_POLICY_BY_RULE;
-            d.rule = (int) k;
-            break;
+    if (tool && strcmp (tool, "shell") == 0 && key && key->sh)
+        d = sb_policy_shell_decide (mode, rules, nrules, tool, key);
+    else {
+        if (mode == SB_POLICY_YOLO)
+            d.action = SB_POLICY_ALLOW;
+        else
+        if (mode == SB_POLICY_AUTO && sb_policy_read_only (tool))
+            d.action = SB_POLICY_ALLOW;
+        //  the last matching rule wins: walk backwards, stop at the first
+        for (size_t k = nrules; k-- > 0; ) {
+            const sb_policy_rule_t *r = &rules [k];
+            if (r->tool && r->pattern && (unsigned) r->action < SB_POLICY__ACTIONS && s_plain_matches (r, tool, key)) {
+                d.action = r->action;
+                d.by = SB_POLICY_BY_RULE;
+                d.rule = (int) k;
+                break;
+            }
         }
     }
-    if (d.action == SB_POLICY_ASK && state) {
-        int g = sb_policy_granted (state, tool, key);
+    if (d.action == SB_POLICY_ASK && state && key) {
+        int g = sb_policy_granted (state, key);
         if (g >= 0) {
             d.action = g ? SB_POLICY_ALLOW : SB_POLICY_DENY;
             d.by = SB_POLICY_BY_SESSION;
@@ -232,16 +401,31 @@ sb_policy_decide (sb_policy_mode_t mode, const sb_policy_rule_t *rules, size_t n
     return d;
 }
 
+bool
+sb_policy_read_denied (const sb_policy_rule_t *rules, size_t nrules, const char *path)
+{
+    sb_policy_key_t key = { .text = (char *) (path ? path : "") };
+    for (size_t k = nrules; k-- > 0; ) {
+        const sb_policy_rule_t *r = &rules [k];
+        if (r->tool && r->pattern && (unsigned) r->action < SB_POLICY__ACTIONS
+        &&  s_plain_matches (r, "read_file", &key))
+            return r->action == SB_POLICY_DENY;
+    }
+    return false;
+}
+
 //  ---------------------------------------------------------------------
 //  The state
 
 typedef struct {
-    char *tool, *key;
+    uint8_t digest [SB_DIGEST_LEN];
     bool approve;
 } s_grant_t;
 
 typedef struct {
-    char *interaction_id, *tool, *key;
+    char *interaction_id;
+    uint8_t digest [SB_DIGEST_LEN];
+    bool no_rule;               //  scope always cannot be a rule: it counts for the session
 } s_asked_t;
 
 typedef struct {
@@ -281,18 +465,9 @@ sb_policy_new (void)
 }
 
 static void
-s_grant_free (s_grant_t *g)
-{
-    free (g->tool);
-    free (g->key);
-}
-
-static void
 s_asked_free (s_asked_t *a)
 {
     free (a->interaction_id);
-    free (a->tool);
-    free (a->key);
 }
 
 static void
@@ -310,8 +485,6 @@ sb_policy_destroy (sb_policy_t **self_p)
     sb_policy_t *self = *self_p;
     if (!self)
         return;
-    for (size_t k = 0; k < self->ngrants; k++)
-        s_grant_free (&self->grants [k]);
     for (size_t k = 0; k < self->nasked; k++)
         s_asked_free (&self->asked [k]);
     for (size_t k = 0; k < self->ncalls; k++)
@@ -323,43 +496,48 @@ sb_policy_destroy (sb_policy_t **self_p)
     *self_p = NULL;
 }
 
-int
-sb_policy_granted (const sb_policy_t *self, const char *tool, const char *key)
+//  The newest grant for a digest, or -1.
+static ssize_t
+s_grant_find (const sb_policy_t *self, const uint8_t digest [SB_DIGEST_LEN])
 {
-    //  newest first: a later decision on the same call replaces an older
     for (size_t k = self ? self->ngrants : 0; k-- > 0; )
-        if (strcmp (self->grants [k].tool, tool ? tool : "") == 0
-        &&  strcmp (self->grants [k].key, key ? key : "") == 0)
-            return self->grants [k].approve ? 1 : 0;
+        if (memcmp (self->grants [k].digest, digest, SB_DIGEST_LEN) == 0)
+            return (ssize_t) k;
     return -1;
 }
 
 int
-sb_policy_grant (sb_policy_t *self, const char *tool, const char *key, bool approve)
+sb_policy_granted (const sb_policy_t *self, const sb_policy_key_t *key)
 {
-    tool = tool ? tool : "";
-    key = key ? key : "";
-    for (size_t k = 0; k < self->ngrants; k++)
-        if (strcmp (self->grants [k].tool, tool) == 0 && strcmp (self->grants [k].key, key) == 0) {
-            self->grants [k].approve = approve;
-            return 0;
-        }
-    s_grant_t g = { strdup (tool), strdup (key), approve };
-    if (!g.tool || !g.key) {
-        s_grant_free (&g);
-        return -1;
+    ssize_t k = key ? s_grant_find (self, key->digest) : -1;
+    return k < 0 ? -1 : self->grants [k].approve ? 1 : 0;
+}
+
+//  Remembers a decision for a digest; the oldest goes past the bound.
+static int
+s_grant_digest (sb_policy_t *self, const uint8_t digest [SB_DIGEST_LEN], bool approve)
+{
+    ssize_t at = s_grant_find (self, digest);
+    if (at >= 0) {
+        self->grants [at].approve = approve;
+        return 0;
     }
+    s_grant_t g = { .approve = approve };
+    memcpy (g.digest, digest, SB_DIGEST_LEN);
     if (self->ngrants == SB_POLICY_GRANTS_MAX) {
-        s_grant_free (&self->grants [0]);
         memmove (&self->grants [0], &self->grants [1], (SB_POLICY_GRANTS_MAX - 1) * sizeof g);
         self->ngrants--;
     }
-    if (!s_reserve ((void **) &self->grants, &self->grants_cap, self->ngrants, sizeof g)) {
-        s_grant_free (&g);
+    if (!s_reserve ((void **) &self->grants, &self->grants_cap, self->ngrants, sizeof g))
         return -1;
-    }
     self->grants [self->ngrants++] = g;
     return 0;
+}
+
+int
+sb_policy_grant (sb_policy_t *self, const sb_policy_key_t *key, bool approve)
+{
+    return key ? s_grant_digest (self, key->digest, approve) : -1;
 }
 
 static int
@@ -368,11 +546,17 @@ s_asked_add (sb_policy_t *self, const char *id, const char *tool, const char *ar
     for (size_t k = 0; k < self->nasked; k++)
         if (strcmp (self->asked [k].interaction_id, id) == 0)
             return 0;
-    s_asked_t a = { strdup (id), strdup (tool), sb_policy_match_key (tool, arguments, workspace) };
-    if (!a.interaction_id || !a.tool || !a.key) {
+    sb_policy_key_t *key = sb_policy_key_new (tool, arguments, workspace);
+    s_asked_t a = { strdup (id), { 0 }, false };
+    if (!a.interaction_id || !key) {
+        sb_policy_key_destroy (&key);
         s_asked_free (&a);
         return -1;
     }
+    memcpy (a.digest, key->digest, SB_DIGEST_LEN);
+    char pattern [SB_POLICY_RULE_PATTERN_MAX + 1];
+    a.no_rule = sb_policy_exact_rule (tool, key, pattern, sizeof pattern) < 0;
+    sb_policy_key_destroy (&key);
     if (self->nasked == SB_POLICY_ASKED_MAX) {
         s_asked_free (&self->asked [0]);
         memmove (&self->asked [0], &self->asked [1], (SB_POLICY_ASKED_MAX - 1) * sizeof a);
@@ -399,9 +583,11 @@ s_resolved (sb_policy_t *self, const sb_val_t *body)
         //  a deadline's default decision is not a person's: it covers
         //  this call only
         const char *by = sb_get_str (body, "resolved_by");
-        if (scope && strcmp (scope, "session") == 0 && decision && !(by && strcmp (by, "deadline") == 0))
-            rc = sb_policy_grant (self, self->asked [k].tool, self->asked [k].key,
-                                  strcmp (decision, "approve") == 0);
+        //  scope always that no rule can say counts for the session
+        bool session = scope && (strcmp (scope, "session") == 0
+                                 || (strcmp (scope, "always") == 0 && self->asked [k].no_rule));
+        if (session && decision && !(by && strcmp (by, "deadline") == 0))
+            rc = s_grant_digest (self, self->asked [k].digest, strcmp (decision, "approve") == 0);
         s_asked_free (&self->asked [k]);
         memmove (&self->asked [k], &self->asked [k + 1], (self->nasked - k - 1) * sizeof self->asked [0]);
         self->nasked--;

@@ -9,22 +9,26 @@
       - the session's rules [{tool, pattern, action}], the last match
         winning; `tool` and `pattern` are fnmatch(3) globs (no flags: `*`
         matches `/` too), `pattern` matched against the call's match key
-        (sb_policy_match_key): the shell command, or the path for the file
-        tools. A rule overrides the mode: a deny rule denies even in yolo;
+        (sb_policy_key_new): the shell command, parsed, or the resolved
+        path for the file tools. A rule overrides the mode: a deny rule
+        denies even in yolo;
       - the decisions a person gave with scope `session`: an identical
-        call (same tool, same match key) is decided as before without
+        call (same tool, same whole key, by digest) is decided as before without
         asking. They are rebuilt from the tape (approval.requested gives
         the call, approval.resolved the decision and scope), so they
         survive a restart: sb_policy_feed is given every tape entry.
-    Scope `always` is a rule added to the session (sb_policy_rule_for
+    Scope `always` is a rule added to the session (sb_policy_exact_rule
     builds its exact pattern); the executor asks session.update for it.
+    When no rule can say it (a compound shell command), it counts for
+    the session.
 
     The state also keeps the tool calls of the tape that have no result
     yet, with their arguments: a run re-dispatched after a restart while
     it waited for an approval finds its call here and asks again.
 
     Not thread-safe: one owner at a time, like the context it lives beside
-    (actors/exec/runtime.h). The decision functions are pure.
+    (actors/exec/runtime.h). The decision functions are pure; making a
+    key for a path reads the filesystem (it resolves symlinks).
 */
 #ifndef SB_EXEC_POLICY_H
 #define SB_EXEC_POLICY_H
@@ -32,6 +36,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "common/digest.h"
+#include "common/shparse.h"
 #include "schemas/codec.h"
 
 #define SB_POLICY_RULES_MAX       256     //  rules on one session
@@ -40,7 +46,6 @@
 #define SB_POLICY_GRANTS_MAX      4096    //  session-scope decisions remembered
 #define SB_POLICY_ASKED_MAX       1024    //  pending approval.requested remembered
 #define SB_POLICY_PENDING_MAX     256     //  tool calls without a result remembered
-#define SB_POLICY_KEY_MAX         4096    //  bytes of a match key kept
 
 typedef enum {
     SB_POLICY_YOLO,
@@ -90,15 +95,32 @@ const char *sb_policy_action_name (sb_policy_action_t action);
 //  tools that write or run commands, unknown tools, mcp__* tools) is not.
 bool sb_policy_read_only (const char *tool);
 
-//  The string a rule's pattern is matched against: for shell the command;
-//  for read_file, write_file, edit_file, list_dir and grep the path (".")
-//  when absent), made relative to `workspace` when it is inside it, with
-//  "./", "//" and "dir/.." folded away lexically; for git_status and
-//  git_diff the path or "."; for any other tool the arguments as given.
-//  Returns a malloc'd string (the caller frees it), cut at
-//  SB_POLICY_KEY_MAX bytes; "" for unparsable arguments; NULL when out
-//  of memory.
-char *sb_policy_match_key (const char *tool, const char *arguments, const char *workspace);
+//  What a rule's pattern is matched against: the call's match key.
+//    - shell: the whole command (never a prefix of it), and its parse
+//      (common/shparse.h): allow rules compare the words of a single
+//      simple command, deny and ask rules every simple command in it;
+//    - read_file, write_file, edit_file, list_dir, grep, git_diff,
+//      git_status: the path (".") when absent) after its symlinks
+//      resolve, relative to the workspace, as the tool will open it;
+//      `spelled` is the path as the call spells it, folded lexically
+//      ("./", "//", "dir/.."), when that differs (deny and ask rules see
+//      both spellings; allow rules only where the tool writes or reads);
+//      a path the workspace does not hold keeps its spelling;
+//    - any other tool: its JSON arguments as given.
+//  `digest` is BLAKE2b of the tool and the whole key: what a person's
+//  decision with scope session is remembered by.
+typedef struct {
+    char *text;
+    char *spelled;              //  NULL unless it differs from text
+    sb_sh_t *sh;                //  shell only
+    uint8_t digest [SB_DIGEST_LEN];
+} sb_policy_key_t;
+
+//  The match key of a call ("" for unparsable arguments). Resolving a
+//  path reads the filesystem (lstat, readlink) under `workspace`, an
+//  absolute realpath, or NULL for none. NULL when out of memory.
+sb_policy_key_t *sb_policy_key_new (const char *tool, const char *arguments, const char *workspace);
+void sb_policy_key_destroy (sb_policy_key_t **self_p);
 
 //  Checks a rule as a client gives it: a tool glob of 1 to
 //  SB_POLICY_RULE_TOOL_MAX bytes, a pattern of 1 to
@@ -111,12 +133,38 @@ const char *sb_policy_rule_check (const char *tool, const char *pattern, const c
 //  does not fit (the rule cannot be made), else its length.
 int sb_policy_exact_pattern (const char *key, char *out, size_t size);
 
+//  The pattern of an allow rule for exactly this call: for shell the
+//  command's words, each quoted as needed, and -1 when no allow rule can
+//  match the command (it is not one plain simple command, or it writes or
+//  runs something through an option); for the others the escaped key.
+int sb_policy_exact_rule (const char *tool, const sb_policy_key_t *key, char *out, size_t size);
+
 //  Decides a call of `tool` whose match key is `key`: the last rule that
 //  matches, else the mode's default; an `ask` becomes the person's
 //  earlier session-scope decision when `state` has one for this call
-//  (state may be NULL).
+//  (state may be NULL). For shell, see docs/approvals.md "Shell
+//  commands": an allow rule matches only one plain simple command, word
+//  by word; a deny or ask rule any simple command anywhere in the line; a
+//  line that cannot be parsed is never allowed by a rule. A deny rule for
+//  read_file also denies grep, list_dir and git_diff on the paths it
+//  names; write_file and edit_file never write in a .git folder through
+//  an allow rule whose pattern does not say ".git".
 sb_policy_decision_t sb_policy_decide (sb_policy_mode_t mode, const sb_policy_rule_t *rules, size_t nrules,
-                                       const sb_policy_t *state, const char *tool, const char *key);
+                                       const sb_policy_t *state, const char *tool, const sb_policy_key_t *key);
+
+//  Whether the rules deny reading `path` (relative to the workspace, as
+//  a tool found it): what grep and list_dir leave out of what they show.
+bool sb_policy_read_denied (const sb_policy_rule_t *rules, size_t nrules, const char *path);
+
+//  Shell decisions (actors/exec/policy_shell.c), for sb_policy_decide.
+sb_policy_decision_t sb_policy_shell_decide (sb_policy_mode_t mode, const sb_policy_rule_t *rules, size_t nrules,
+                                             const char *tool, const sb_policy_key_t *key);
+//  Whether a simple command writes or runs something through an option
+//  of a program that otherwise only reads (git --output, -c, find
+//  -exec, ...): an allow rule never matches it.
+bool sb_policy_shell_risky (const sb_sh_cmd_t *cmd);
+//  Whether `pattern`, read as words, matches the words of `cmd`.
+bool sb_policy_shell_match (const char *pattern, const sb_sh_cmd_t *cmd);
 
 //  ---------------------------------------------------------------------
 //  The state rebuilt from the tape
@@ -132,13 +180,14 @@ void sb_policy_destroy (sb_policy_t **self_p);
 //  (the state then misses that entry: at worst a person is asked again).
 int sb_policy_feed (sb_policy_t *self, const sb_val_t *event, const char *workspace);
 
-//  Remembers a decision with scope session for (tool, key) at once (the
-//  tape will say so too; feeding it again changes nothing).
-int sb_policy_grant (sb_policy_t *self, const char *tool, const char *key, bool approve);
+//  Remembers a decision with scope session for the call whose key is
+//  `key` (its digest: tool and whole key) at once (the tape will say so
+//  too; feeding it again changes nothing).
+int sb_policy_grant (sb_policy_t *self, const sb_policy_key_t *key, bool approve);
 
-//  The session-scope decision for (tool, key): 1 approve, 0 reject, -1
+//  The session-scope decision for that call: 1 approve, 0 reject, -1
 //  none.
-int sb_policy_granted (const sb_policy_t *self, const char *tool, const char *key);
+int sb_policy_granted (const sb_policy_t *self, const sb_policy_key_t *key);
 
 //  A tool call of the tape without its result.
 typedef struct {

@@ -31,6 +31,7 @@
     thread's sweep reaps it and steals its exit status.
 */
 #include "actors/exec/spawn.h"
+#include "actors/exec/spawn_box.h"
 #include "actors/exec/spawn_cgroup.h"
 #include "actors/exec/spawn_tree.h"
 
@@ -54,7 +55,6 @@
 #include <unistd.h>
 
 #define SB_SPAWN_MAX_EXTRA      64
-#define SB_SPAWN_MAX_ARGS       4096
 #define SB_SPAWN_MAX_CAP        (16u * 1024 * 1024)
 #define SB_SPAWN_MAX_VALUE      (32 * 1024)
 #define SB_SPAWN_DRAIN_MS       500
@@ -168,7 +168,7 @@ s_env_clear (s_env_t *env)
 }
 
 static int
-s_env_build (s_env_t *env, const char *const *extra, uint64_t serial,
+s_env_build (s_env_t *env, const char *const *extra, uint64_t serial, const sb_box_t *box,
              char *err, size_t errlen)
 {
     memset (env, 0, sizeof *env);
@@ -202,6 +202,10 @@ s_env_build (s_env_t *env, const char *const *extra, uint64_t serial,
             return s_fail (err, errlen, "too many environment extras, or a value too long");
         }
     }
+    //  A command the box hands to another user gets that user's home.
+    char home [PATH_MAX];
+    if (sb_box_home (box, home, sizeof home) && s_env_set (env, "HOME", 4, home) != 0)
+        goto fail;
     char token [64];
     snprintf (token, sizeof token, "%d.%" PRIu64, (int) getpid (), serial);
     if (s_env_set (env, SB_SPAWN_TOKEN_VAR, strlen (SB_SPAWN_TOKEN_VAR), token) != 0)
@@ -399,33 +403,13 @@ s_pipe_above_stdio (int fds [2])
     return 0;
 }
 
+//  The argv to start: the command itself, or the command in its box.
 static const char **
-s_build_argv (const sb_spawn_opts_t *opts, const char *prog, bool bwrap,
-              const char *bwrap_path, char *err, size_t errlen)
+s_build_argv (const sb_spawn_opts_t *opts, const char *prog, const sb_box_t *box,
+              char *err, size_t errlen)
 {
-    size_t argc = 0;
-    while (opts->argv [argc]) {
-        if (++argc > SB_SPAWN_MAX_ARGS) {
-            s_fail (err, errlen, "too many arguments");
-            return NULL;
-        }
-    }
-    const char *pre [] = {
-        bwrap_path, "--die-with-parent", "--unshare-net", "--unshare-pid",
-        "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-        "--tmpfs", "/tmp", "--bind", opts->cwd, opts->cwd, "--chdir", opts->cwd, "--",
-    };
-    size_t npre = bwrap ? sizeof pre / sizeof pre [0] : 0;
-    const char **argv = calloc (npre + argc + 1, sizeof *argv);
-    if (!argv) {
-        s_fail (err, errlen, "out of memory");
-        return NULL;
-    }
-    memcpy (argv, pre, npre * sizeof *argv);
-    argv [npre] = prog;
-    for (size_t i = 1; i < argc; i++)
-        argv [npre + i] = opts->argv [i];
-    return argv;
+    sb_box_t plain = { .kind = SB_BOX_NONE };
+    return sb_box_argv (box ? box : &plain, prog, opts->argv, err, errlen);
 }
 
 //  One spawn, from its options to its result: what each step below
@@ -435,8 +419,7 @@ typedef struct {
     sb_spawn_result_t *res;
     char *err;
     size_t errlen;
-    bool bwrap;
-    const char *bwrap_path;
+    sb_box_t box;
     size_t cap_head, cap_tail;
     uint64_t serial;
     s_env_t env;
@@ -444,6 +427,7 @@ typedef struct {
     const char **argv;
     s_capture_t cap;
     int fds [2];
+    int filter_fd;              //  the box's system call filter, for bwrap's descriptor 3; or -1
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     bool fa_init, attr_init;
@@ -455,9 +439,30 @@ typedef struct {
     bool pipe_open, exited;
 } s_spawn_t;
 
-//  The options: caps, timeout and sandbox. Never falls back to no
-//  sandbox: a user who asked for one must not get an unsandboxed command
-//  because a package is missing.
+/*  The box a spawn runs in: opts->sandbox when named, else the server's
+    (sb_spawn_sandbox_init). Never falls back to no sandbox: a user who
+    asked for one must not get an unsandboxed command because a package
+    is missing.                                                          */
+static int
+s_box_of (const sb_spawn_opts_t *opts, bool long_lived, sb_box_t *box, char *err, size_t errlen)
+{
+    int kind;
+    if (sb_box_parse (opts->sandbox, &kind) != 0)
+        return s_fail (err, errlen, "unknown sandbox \"%.32s\" (known: auto, bwrap, landlock, none)",
+                       opts->sandbox);
+    *box = (sb_box_t) {
+        .kind = kind < 0 ? sb_spawn_sandbox_kind () : (sb_box_kind_t) kind,
+        .bwrap_path = opts->bwrap_path ? opts->bwrap_path : sb_spawn_sandbox_bwrap (),
+        .cwd = opts->cwd, .writable = opts->writable, .network = opts->network,
+        .long_lived = long_lived,
+    };
+    if (box->kind == SB_BOX_BWRAP && access (box->bwrap_path, X_OK) != 0)
+        return s_fail (err, errlen, "sandbox \"bwrap\" requested but %s is not available (%s); "
+                       "install bubblewrap. The command was not run.", box->bwrap_path, strerror (errno));
+    return 0;
+}
+
+//  The options: caps, timeout and sandbox.
 static int
 s_check_opts (s_spawn_t *sp)
 {
@@ -468,19 +473,7 @@ s_check_opts (s_spawn_t *sp)
     sp->cap_tail = opts->cap_tail ? opts->cap_tail : SB_SPAWN_CAP_TAIL_DEFAULT;
     if (sp->cap_head > SB_SPAWN_MAX_CAP || sp->cap_tail > SB_SPAWN_MAX_CAP)
         return s_fail (sp->err, sp->errlen, "output cap too large");
-    sp->bwrap_path = opts->bwrap_path ? opts->bwrap_path : SB_SPAWN_BWRAP_PATH;
-    if (opts->sandbox && *opts->sandbox && strcmp (opts->sandbox, "none") != 0) {
-        if (strcmp (opts->sandbox, "bwrap") != 0)
-            return s_fail (sp->err, sp->errlen, "unknown sandbox \"%.32s\" (known: none, bwrap)",
-                           opts->sandbox);
-        if (access (sp->bwrap_path, X_OK) != 0)
-            return s_fail (sp->err, sp->errlen,
-                           "sandbox \"bwrap\" requested but %s is not available (%s); "
-                           "install bubblewrap. The command was not run.",
-                           sp->bwrap_path, strerror (errno));
-        sp->bwrap = true;
-    }
-    return 0;
+    return s_box_of (opts, false, &sp->box, sp->err, sp->errlen);
 }
 
 //  Everything the child is started with: environment, program, argv,
@@ -490,11 +483,11 @@ s_prepare (s_spawn_t *sp)
 {
     const sb_spawn_opts_t *opts = sp->opts;
     sp->serial = sb_spawn_tree_next_serial ();
-    if (s_env_build (&sp->env, opts->env_extra, sp->serial, sp->err, sp->errlen) != 0)
+    if (s_env_build (&sp->env, opts->env_extra, sp->serial, &sp->box, sp->err, sp->errlen) != 0)
         return -1;
     if (s_find_program (opts->argv [0], s_env_get (&sp->env, "PATH"), sp->prog, sizeof sp->prog) != 0)
         return s_fail (sp->err, sp->errlen, "%.128s: command not found", opts->argv [0]);
-    sp->argv = s_build_argv (opts, sp->prog, sp->bwrap, sp->bwrap_path, sp->err, sp->errlen);
+    sp->argv = s_build_argv (opts, sp->prog, &sp->box, sp->err, sp->errlen);
     if (!sp->argv)
         return -1;
     sp->cap = (s_capture_t) { .head_cap = sp->cap_head, .tail_cap = sp->cap_tail };
@@ -517,10 +510,13 @@ s_prepare (s_spawn_t *sp)
     sigfillset (&all);
     sigdelset (&all, SIGKILL);
     sigdelset (&all, SIGSTOP);
+    if (sb_box_wants_filter (&sp->box) && (sp->filter_fd = sb_box_filter_fd ()) < 0)
+        return s_fail (sp->err, sp->errlen, "cannot prepare the sandbox's filter: %s", strerror (errno));
     if (posix_spawn_file_actions_adddup2 (&sp->fa, sp->fds [1], 1)
         || posix_spawn_file_actions_adddup2 (&sp->fa, sp->fds [1], 2)
         || posix_spawn_file_actions_addopen (&sp->fa, 0, "/dev/null", O_RDONLY, 0)
-        || posix_spawn_file_actions_addclosefrom_np (&sp->fa, 3)
+        || (sp->filter_fd >= 0 && posix_spawn_file_actions_adddup2 (&sp->fa, sp->filter_fd, 3))
+        || posix_spawn_file_actions_addclosefrom_np (&sp->fa, sp->filter_fd >= 0 ? 4 : 3)
         || posix_spawn_file_actions_addchdir_np (&sp->fa, opts->cwd)
         || posix_spawnattr_setflags (&sp->attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK
                                                 | POSIX_SPAWN_SETSIGDEF)
@@ -532,50 +528,102 @@ s_prepare (s_spawn_t *sp)
     return 0;
 }
 
-//  Spawns and registers under the registry lock: no sweep may see the
-//  child as an unowned zombie and reap it before it is registered.
-static int
-s_start (s_spawn_t *sp)
+//  What starting a child needs, and what it gives back.
+typedef struct {
+    sb_spawn_exec_t x;
+    posix_spawn_file_actions_t *fa;
+    posix_spawnattr_t *attr;
+    sb_spawn_cgroup_t *cg;
+    const sb_box_t *box;
+    pid_t child;
+    int pidfd;
+    int e;                      //  0, or an errno
+    char box_err [256];         //  why the Landlock box could not be entered
+} s_launch_t;
+
+//  Starts the child in its cgroup, or with posix_spawn where there is
+//  none (or clone3 into a cgroup is refused here: then the tree rules,
+//  for this spawn and every later one).
+static void
+s_launch_here (s_launch_t *l)
 {
-    sp->start = s_now_ms ();
-    sb_spawn_tree_lock ();
     int e = -1;
-    if (sp->cg.dirfd >= 0) {
-        sb_spawn_exec_t x = {
-            .prog = sp->argv [0], .argv = (char *const *) sp->argv, .envp = sp->env.envp,
-            .cwd = sp->opts->cwd, .out_fd = sp->fds [1],
-        };
-        sp->child = sb_spawn_cgroup_start (&sp->cg, &x, &sp->pidfd, &e);
-        if (sp->child > 0)
+    if (l->cg->dirfd >= 0) {
+        l->child = sb_spawn_cgroup_start (l->cg, &l->x, &l->pidfd, &e);
+        if (l->child > 0)
             e = 0;
         else
         if (e == ENOSYS || e == EPERM || e == EINVAL || e == EBUSY || e == EOPNOTSUPP) {
-            //  clone3 into a cgroup is refused here: the tree rules, for
-            //  this spawn and every later one.
             sb_spawn_cgroup_disable ();
-            sb_spawn_cgroup_destroy (&sp->cg);
+            sb_spawn_cgroup_destroy (l->cg);
             e = -1;
         }
     }
     if (e == -1)
-        e = posix_spawn (&sp->child, sp->argv [0], &sp->fa, &sp->attr, (char *const *) sp->argv,
-                         sp->env.envp);
-    if (e == 0) {
-        sp->node.pid = sp->child;
-        sp->node.serial = sp->serial;
-        sp->node.start = sb_spawn_tree_start_of (sp->child);
-        sb_spawn_tree_add (&sp->node);
+        e = posix_spawn (&l->child, l->x.prog, l->fa, l->attr, l->x.argv, l->x.envp);
+    l->e = e;
+}
+
+//  A thread that enters the Landlock box and starts the child in it; the
+//  box cannot be left, so the thread ends with the start.
+static void *
+s_launch_boxed (void *arg)
+{
+    s_launch_t *l = arg;
+    if (sb_box_landlock_apply (l->box, l->box_err, sizeof l->box_err) != 0)
+        l->e = EPERM;
+    else
+        s_launch_here (l);
+    return NULL;
+}
+
+//  Starts the child, and registers it under the registry lock: no sweep
+//  may see it as an unowned zombie and reap it before it is registered.
+static int
+s_launch (s_launch_t *l, sb_spawn_active_t *node, uint64_t serial)
+{
+    l->child = -1;
+    l->e = -1;
+    sb_spawn_tree_lock ();
+    if (l->box->kind == SB_BOX_LANDLOCK) {
+        pthread_t t;
+        if ((l->e = pthread_create (&t, NULL, s_launch_boxed, l)) == 0)
+            pthread_join (t, NULL);
+    }
+    else
+        s_launch_here (l);
+    if (l->e == 0) {
+        node->pid = l->child;
+        node->serial = serial;
+        node->start = sb_spawn_tree_start_of (l->child);
+        sb_spawn_tree_add (node);
     }
     sb_spawn_tree_unlock ();
+    if (l->e != 0)
+        l->child = -1;
+    else
+    if (l->pidfd < 0)
+        l->pidfd = (int) syscall (SYS_pidfd_open, l->child, 0);
+    return l->e == 0 ? 0 : -1;
+}
+
+static int
+s_start (s_spawn_t *sp)
+{
+    sp->start = s_now_ms ();
+    s_launch_t l = {
+        .x = { .prog = sp->argv [0], .argv = (char *const *) sp->argv, .envp = sp->env.envp,
+               .cwd = sp->opts->cwd, .out_fd = sp->fds [1], .fd3 = sp->filter_fd },
+        .fa = &sp->fa, .attr = &sp->attr, .cg = &sp->cg, .box = &sp->box, .pidfd = -1,
+    };
+    int rc = s_launch (&l, &sp->node, sp->serial);
     close (sp->fds [1]);
     sp->fds [1] = -1;
-    if (e != 0) {
-        sp->child = -1;
+    sp->child = l.child;
+    sp->pidfd = l.pidfd;
+    if (rc != 0)
         return s_fail (sp->err, sp->errlen, "cannot start %.128s in %.256s: %s", sp->argv [0],
-                       sp->opts->cwd, strerror (e));
-    }
-    if (sp->pidfd < 0)
-        sp->pidfd = (int) syscall (SYS_pidfd_open, sp->child, 0);
+                       sp->opts->cwd, l.box_err [0] ? l.box_err : strerror (l.e));
     return 0;
 }
 
@@ -699,6 +747,8 @@ s_release (s_spawn_t *sp)
         close (sp->fds [0]);
     if (sp->fds [1] >= 0)
         close (sp->fds [1]);
+    if (sp->filter_fd >= 0)
+        close (sp->filter_fd);
     if (sp->fa_init)
         posix_spawn_file_actions_destroy (&sp->fa);
     if (sp->attr_init)
@@ -718,7 +768,7 @@ sb_spawn_run (const sb_spawn_opts_t *opts, sb_spawn_result_t *res, char *err, si
     res->exit_code = -1;
     s_spawn_t sp = {
         .opts = opts, .res = res, .err = err, .errlen = errlen,
-        .fds = { -1, -1 }, .child = -1, .pidfd = -1, .cg = { .dirfd = -1 },
+        .fds = { -1, -1 }, .filter_fd = -1, .child = -1, .pidfd = -1, .cg = { .dirfd = -1 },
     };
     if (s_check_opts (&sp) != 0)
         return -1;
@@ -795,20 +845,20 @@ sb_spawn_proc_start (const sb_spawn_opts_t *opts, char *err, size_t errlen)
     s_env_t env = { 0 };
     char prog [PATH_MAX];
     const char **argv = NULL;
-    sb_spawn_opts_t plain = *opts;
-    plain.sandbox = NULL;
+    sb_box_t box;
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     bool fa_init = false, attr_init = false;
-    int e = -1;
     p->serial = sb_spawn_tree_next_serial ();
-    if (s_env_build (&env, opts->env_extra, p->serial, err, errlen) != 0)
+    if (s_box_of (opts, true, &box, err, errlen) != 0)
+        goto fail;
+    if (s_env_build (&env, opts->env_extra, p->serial, &box, err, errlen) != 0)
         goto fail;
     if (s_find_program (opts->argv [0], s_env_get (&env, "PATH"), prog, sizeof prog) != 0) {
         s_fail (err, errlen, "%.128s: command not found", opts->argv [0]);
         goto fail;
     }
-    argv = s_build_argv (&plain, prog, false, NULL, err, errlen);
+    argv = s_build_argv (opts, prog, &box, err, errlen);
     if (!argv)
         goto fail;
     if (s_pipe_above_stdio (in) || s_pipe_above_stdio (out) || s_pipe_above_stdio (er)) {
@@ -841,38 +891,18 @@ sb_spawn_proc_start (const sb_spawn_opts_t *opts, char *err, size_t errlen)
         goto fail;
     }
     sb_spawn_cgroup_new (&p->cg, p->serial);
-    sb_spawn_tree_lock ();
-    if (p->cg.dirfd >= 0) {
-        sb_spawn_exec_t x = {
-            .prog = argv [0], .argv = (char *const *) argv, .envp = env.envp,
-            .cwd = opts->cwd, .out_fd = out [1], .in_fd = in [0], .err_fd = er [1],
-        };
-        p->child = sb_spawn_cgroup_start (&p->cg, &x, &p->pidfd, &e);
-        if (p->child > 0)
-            e = 0;
-        else
-        if (e == ENOSYS || e == EPERM || e == EINVAL || e == EBUSY || e == EOPNOTSUPP) {
-            sb_spawn_cgroup_disable ();
-            sb_spawn_cgroup_destroy (&p->cg);
-            e = -1;
-        }
-    }
-    if (e == -1)
-        e = posix_spawn (&p->child, argv [0], &fa, &attr, (char *const *) argv, env.envp);
-    if (e == 0) {
-        p->node.pid = p->child;
-        p->node.serial = p->serial;
-        p->node.start = sb_spawn_tree_start_of (p->child);
-        sb_spawn_tree_add (&p->node);
-    }
-    sb_spawn_tree_unlock ();
-    if (e != 0) {
-        p->child = -1;
-        s_fail (err, errlen, "cannot start %.128s in %.256s: %s", argv [0], opts->cwd, strerror (e));
+    s_launch_t l = {
+        .x = { .prog = argv [0], .argv = (char *const *) argv, .envp = env.envp,
+               .cwd = opts->cwd, .out_fd = out [1], .in_fd = in [0], .err_fd = er [1] },
+        .fa = &fa, .attr = &attr, .cg = &p->cg, .box = &box, .pidfd = -1,
+    };
+    if (s_launch (&l, &p->node, p->serial) != 0) {
+        s_fail (err, errlen, "cannot start %.128s in %.256s: %s", argv [0], opts->cwd,
+                l.box_err [0] ? l.box_err : strerror (l.e));
         goto fail;
     }
-    if (p->pidfd < 0)
-        p->pidfd = (int) syscall (SYS_pidfd_open, p->child, 0);
+    p->child = l.child;
+    p->pidfd = l.pidfd;
     close (in [0]);
     close (out [1]);
     close (er [1]);

@@ -21,6 +21,11 @@
 
     Background processes do not outlive their command: tool calls are
     one-shot, and a process that nobody tracks could never be cancelled.
+
+    Every process is started in the server's sandbox (sb_spawn_sandbox_init;
+    actors/exec/spawn_box.h, docs/sandbox.md): bubblewrap, else Landlock,
+    or none only when the person asked for none. Until the server calls
+    sb_spawn_sandbox_init the default is none (the unit tests' library use).
 */
 #ifndef SB_EXEC_SPAWN_H
 #define SB_EXEC_SPAWN_H
@@ -53,8 +58,13 @@ typedef struct {
     void *output_arg;
     size_t cap_head;            //  bytes kept from the start; 0: default
     size_t cap_tail;            //  bytes kept from the end; 0: default
-    const char *sandbox;        //  NULL, "" or "none"; or "bwrap"
-    const char *bwrap_path;     //  NULL: SB_SPAWN_BWRAP_PATH
+    //  NULL, "" or "auto": the server's sandbox; or "bwrap", "landlock",
+    //  "none" for this spawn alone
+    const char *sandbox;
+    const char *bwrap_path;     //  NULL: the server's (SWITCHBOARD_BWRAP, else SB_SPAWN_BWRAP_PATH)
+    bool network;               //  the box keeps the host's network (default: loopback only)
+    //  NULL-terminated folders writable in the box besides cwd (at most 16)
+    const char *const *writable;
 } sb_spawn_opts_t;
 
 typedef struct {
@@ -81,6 +91,28 @@ typedef struct {
 int
     sb_spawn_init_subreaper (void);
 
+/*  Decide the sandbox of every later spawn. want: NULL or "auto" (bwrap
+    if it runs here, else Landlock if the kernel has it, else refuse),
+    "bwrap", "landlock" or "none". bwrap is tried by running `true` in a
+    box. Returns 0, or -1 with err naming what failed and the way out
+    (--sandbox none). Call once at startup, before any tool runs.        */
+int
+    sb_spawn_sandbox_init (const char *want, char *err, size_t errlen);
+
+//  The sandbox in force: "bwrap", "landlock" or "none".
+const char *
+    sb_spawn_sandbox_name (void);
+
+//  A path no sandboxed process may see (the data folder, a key file):
+//  an empty folder or file in its place. At most 32. Returns 0 or -1.
+int
+    sb_spawn_sandbox_hide (const char *path);
+
+//  Whether a resolved path is a hidden one or lies beneath one: the file
+//  tools, which run inside the server, refuse it too.
+bool
+    sb_spawn_sandbox_hidden (const char *path);
+
 /*  Run a command to completion, timeout or cancel. Returns 0 when res is
     filled: the command ran (even if it failed or was killed), or a cancel
     was already signalled and nothing was started (res->cancelled). Returns
@@ -98,10 +130,12 @@ void
 /*  A long-lived process, for a server the executor talks to (an MCP
     server, actors/exec/mcp.c): started like a tool's command (no fork,
     closefrom 3, its own process group or cgroup, the allowlisted
-    environment plus opts->env_extra, cwd opts->cwd), but with stdin,
+    environment plus opts->env_extra, cwd opts->cwd, the same sandbox
+    but not tied to the calling thread), but with stdin,
     stdout and stderr on three pipes of ours, and no timeout: it lives
     until sb_spawn_proc_stop, which kills it and everything it started.
-    Only argv, cwd and env_extra of opts are used. Returns NULL with a
+    Only argv, cwd, env_extra, sandbox, network and writable of opts are
+    used. Returns NULL with a
     message in err when it cannot start. One owner; any thread.          */
 typedef struct sb_spawn_proc sb_spawn_proc_t;
 

@@ -206,8 +206,13 @@ s_child (const sb_spawn_exec_t *x, int errfd)
         e = errno;
     if (!e && (dup2 (x->out_fd, 1) < 0 || dup2 (x->err_fd > 0 ? x->err_fd : x->out_fd, 2) < 0))
         e = errno;
+    //  errfd moves out of the way of descriptor 3 first
+    if (!e && x->fd3 > 0 && errfd == 3 && (errfd = fcntl (errfd, F_DUPFD_CLOEXEC, 4)) < 0)
+        e = errno;
+    if (!e && x->fd3 > 0 && dup2 (x->fd3, 3) < 0)
+        e = errno;
     //  Close-on-exec rather than close: errfd must stay open until exec.
-    if (!e && syscall (SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC) != 0)
+    if (!e && syscall (SYS_close_range, x->fd3 > 0 ? 4u : 3u, ~0u, CLOSE_RANGE_CLOEXEC) != 0)
         e = errno;
     if (!e && chdir (x->cwd) != 0)
         e = errno;

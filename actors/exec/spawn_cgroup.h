@@ -39,6 +39,7 @@ typedef struct {
     int out_fd;                 //  becomes stdout and stderr; stdin is /dev/null
     int in_fd;                  //  > 0: becomes stdin instead (a long-lived process)
     int err_fd;                 //  > 0: becomes stderr instead of out_fd
+    int fd3;                    //  > 0: becomes descriptor 3 (the sandbox's filter)
 } sb_spawn_exec_t;
 
 //  Decides whether cgroups are used here, and kills what a server killed

@@ -11,6 +11,7 @@
 */
 #include "actors/exec/tools_impl.h"
 #include "actors/exec/path.h"
+#include "actors/exec/spawn.h"
 
 #include <jansson.h>
 #include <limits.h>
@@ -367,6 +368,11 @@ sb_tools_resolve (const sb_tool_ctx_t *ctx, const char *path, size_t len, bool f
     if (sb_path_resolve_n (ctx->workspace, path, len, for_write, out, PATH_MAX,
                            err, sizeof err) != 0)
         return sb_tools_error (res, "%s", err);
+    //  The data folder (or a key file) inside the workspace: as hidden from
+    //  the file tools as from the sandbox (docs/sandbox.md).
+    if (sb_spawn_sandbox_hidden (out))
+        return sb_tools_error (res, "%.*s is one of the server's secret paths, hidden from tools",
+                               (int) (len > 256 ? 256 : len), path);
     return 0;
 }
 

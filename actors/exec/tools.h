@@ -46,10 +46,17 @@ typedef struct {
     sb_tool_output_fn *on_output;   //  optional
     void *output_arg;
     int shell_timeout_s;        //  0: SB_TOOLS_SHELL_TIMEOUT_S
-    const char *sandbox;        //  NULL or "none"; "bwrap" runs `shell` under bubblewrap
+    //  NULL: the server's sandbox (actors/exec/spawn.h); or a kind by name
+    const char *sandbox;
+    bool network;               //  `shell` may reach the network (grep and git never)
     //  NULL-terminated extras for the environment allowlist: "NAME" passes
     //  the server's value through, "NAME=VALUE" sets one.
     const char *const *env_extra;
+    //  Optional: whether the session's rules deny reading `path` (relative
+    //  to the workspace); with path NULL, whether they deny reading any.
+    //  grep and list_dir leave out what it denies.
+    bool (*read_denied) (const char *path, void *arg);
+    void *read_denied_arg;
 } sb_tool_ctx_t;
 
 typedef struct {

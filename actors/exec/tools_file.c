@@ -207,8 +207,16 @@ s_write_atomic (int dirfd, const char *name, const char *data, size_t len,
         if (w < 0 && errno != EINTR)
             e = errno;
     }
-    if (!e && *existed && fchown (fd, st.st_uid, st.st_gid) != 0) {
-        //  Best effort: only root can give a file away, and then it works.
+    //  Best effort: only root can give a file away, and then it works. A
+    //  new file belongs to its folder's owner, as it would were the
+    //  sandboxed shell (run as the workspace's owner) to make it.
+    struct stat dst;
+    if (!e && !*existed && fstat (dirfd, &dst) == 0) {
+        st.st_uid = dst.st_uid;
+        st.st_gid = dst.st_gid;
+    }
+    if (!e && fchown (fd, st.st_uid, st.st_gid) != 0) {
+        //  not root: the file is ours, which is what we can do
     }
     if (!e && fchmod (fd, mode) != 0)
         e = errno;
@@ -390,6 +398,8 @@ sb_tool_edit_file (const sb_tool_ctx_t *ctx, json_t *args, sb_tool_result_t *res
 }
 
 typedef struct {
+    const sb_tool_ctx_t *ctx;
+    const char *base;                   //  the listed directory, relative to the workspace
     sb_tools_buf_t out;
     size_t shown;
     bool stopped;                       //  hit the entry cap
@@ -400,6 +410,26 @@ static int
 s_name_cmp (const void *a, const void *b)
 {
     return strcmp (*(char *const *) a, *(char *const *) b);
+}
+
+//  Whether the session's rules deny reading entry `name` under `prefix`,
+//  or, for a symlink, what it leads to: it is then not listed (nor
+//  entered), as if it were not there.
+static bool
+s_list_denied (const s_list_t *lst, const char *prefix, const char *name, bool link)
+{
+    const sb_tool_ctx_t *ctx = lst->ctx;
+    if (!ctx->read_denied)
+        return false;
+    char rel [PATH_MAX], real [PATH_MAX], err [16];
+    bool top = strcmp (lst->base, ".") == 0;
+    int n = snprintf (rel, sizeof rel, "%s%s%s%s", top ? "" : lst->base, top ? "" : "/", prefix, name);
+    if (n < 0 || (size_t) n >= sizeof rel || ctx->read_denied (rel, ctx->read_denied_arg))
+        return true;
+    if (!link || sb_path_resolve (ctx->workspace, rel, false, real, sizeof real, err, sizeof err) != 0)
+        return false;
+    const char *to = sb_path_relative (ctx->workspace, real);
+    return to && ctx->read_denied (to, ctx->read_denied_arg);
 }
 
 //  Lists dirfd (consumed) into lst, `depth` levels deep. Subdirectories are
@@ -445,6 +475,8 @@ s_list (int dirfd, const char *prefix, int depth, s_list_t *lst)
         struct stat st;
         if (fstatat (dirfd, names [i], &st, AT_SYMLINK_NOFOLLOW) != 0)
             continue;                   //  vanished while listing
+        if (s_list_denied (lst, prefix, names [i], S_ISLNK (st.st_mode)))
+            continue;
         lst->shown++;
         if (S_ISLNK (st.st_mode)) {
             char target [PATH_MAX];
@@ -498,7 +530,7 @@ sb_tool_list_dir (const sb_tool_ctx_t *ctx, json_t *args, sb_tool_result_t *res)
             return sb_tools_error (res, "%s is not a directory; use read_file", shown);
         return sb_tools_error (res, "cannot open %s: %s", shown, strerror (errno));
     }
-    s_list_t lst = { 0 };
+    s_list_t lst = { .ctx = ctx, .base = shown };
     s_list (fd, "", (int) depth, &lst);
     if (lst.out.len == 0 && !lst.out.oom)
         sb_tools_buf_addf (&lst.out, "(empty directory)\n");

@@ -119,6 +119,7 @@ s_list_config (const sb_tool_ctx_t *ctx, s_strv_t *argv, sb_tool_result_t *res)
         .cancel_fd = ctx->cancel_fd,
         .cap_head = SB_TOOLS_GIT_CONFIG_MAX,
         .cap_tail = 1,
+        .sandbox = ctx->sandbox,
     };
     sb_spawn_result_t sr;
     char err [1024];
@@ -170,7 +171,7 @@ s_run_git (const sb_tool_ctx_t *ctx, const char *const *cmd, const char *empty,
     }
     sb_tools_buf_t out = { 0 };
     rc = sb_tools_run_process (ctx, (const char *const *) argv.v, ctx->env_extra,
-                               sb_tools_timeout_default (ctx), NULL, res, &out);
+                               sb_tools_timeout_default (ctx), false, res, &out);
     s_strv_free (&argv);
     if (rc != 0) {
         free (out.p);

@@ -72,7 +72,7 @@ int sb_tools_timeout_default (const sb_tool_ctx_t *ctx);
 //  cancel, signal, what was killed). Returns 0, or fills res with the
 //  refusal and returns -1.
 int sb_tools_run_process (const sb_tool_ctx_t *ctx, const char *const *argv,
-                          const char *const *env_extra, int timeout_s, const char *sandbox,
+                          const char *const *env_extra, int timeout_s, bool network,
                           sb_tool_result_t *res, sb_tools_buf_t *out);
 
 //  The tools, one function each: arguments parsed, not yet checked.

@@ -30,7 +30,7 @@ sb_tools_timeout_default (const sb_tool_ctx_t *ctx)
 
 int
 sb_tools_run_process (const sb_tool_ctx_t *ctx, const char *const *argv,
-                      const char *const *env_extra, int timeout_s, const char *sandbox,
+                      const char *const *env_extra, int timeout_s, bool network,
                       sb_tool_result_t *res, sb_tools_buf_t *out)
 {
     sb_tools_stream_t stream = { .fn = ctx->on_output, .arg = ctx->output_arg };
@@ -42,7 +42,8 @@ sb_tools_run_process (const sb_tool_ctx_t *ctx, const char *const *argv,
         .cancel_fd = ctx->cancel_fd,
         .on_output = ctx->on_output ? sb_tools_stream_on_output : NULL,
         .output_arg = &stream,
-        .sandbox = sandbox,
+        .sandbox = ctx->sandbox,
+        .network = network,
     };
     sb_spawn_result_t sr;
     char err [1024];
@@ -109,7 +110,7 @@ sb_tool_shell (const sb_tool_ctx_t *ctx, json_t *args, sb_tool_result_t *res)
     }
     const char *argv [] = { "/bin/sh", "-c", command, NULL };
     sb_tools_buf_t out = { 0 };
-    if (sb_tools_run_process (ctx, argv, ctx->env_extra, timeout_s, ctx->sandbox, res, &out) != 0)
+    if (sb_tools_run_process (ctx, argv, ctx->env_extra, timeout_s, ctx->network, res, &out) != 0)
         return -1;
     if (res->exit_code != 0 && !res->timed_out && !res->cancelled && res->exit_code > 0)
         sb_tools_buf_addf (&out, "%s[exit code %d]\n", sb_tools_buf_ends_with_newline (&out) ? "" : "\n",
@@ -117,6 +118,54 @@ sb_tool_shell (const sb_tool_ctx_t *ctx, json_t *args, sb_tool_result_t *res)
     if (out.len == 0)
         sb_tools_buf_addf (&out, "(no output)\n");
     return sb_tools_finish (res, res->exit_code == 0 && !res->timed_out && !res->cancelled, &out);
+}
+
+//  Whether the session's rules deny reading some path: grep then leaves
+//  those files out.
+static bool
+s_read_guarded (const sb_tool_ctx_t *ctx)
+{
+    return ctx->read_denied && ctx->read_denied (NULL, ctx->read_denied_arg);
+}
+
+//  grep -Z's output ("name\0line:text\n") without the lines of files
+//  the rules deny, with ':' for the NUL. Output cut in the middle keeps
+//  only its head: past the cut, lines cannot be told apart safely.
+static void
+s_grep_filter (const sb_tool_ctx_t *ctx, sb_tools_buf_t *out, size_t *hidden)
+{
+    size_t len = out->len;
+    const char *cut = out->p ? strstr (out->p, "\n\n[... output truncated: ") : NULL;
+    if (cut)
+        len = (size_t) (cut - out->p);
+    sb_tools_buf_t kept = { 0 };
+    size_t i = 0;
+    while (out->p && i < len) {
+        const char *nul = memchr (out->p + i, 0, len - i);
+        const char *nl = memchr (out->p + i, '\n', len - i);
+        size_t end = nl ? (size_t) (nl - out->p) + 1 : len;
+        if (!nul || (size_t) (nul - out->p) >= len) {
+            sb_tools_buf_add (&kept, out->p + i, end - i);      //  a trailer, not a match
+            i = end;
+            continue;
+        }
+        size_t name_end = (size_t) (nul - out->p);
+        nl = memchr (nul, '\n', len - name_end);
+        end = nl ? (size_t) (nl - out->p) + 1 : len;
+        if (ctx->read_denied (out->p + i, ctx->read_denied_arg))
+            (*hidden)++;
+        else {
+            sb_tools_buf_add (&kept, out->p + i, name_end - i);
+            sb_tools_buf_add (&kept, ":", 1);
+            sb_tools_buf_add (&kept, nul + 1, end - name_end - 1);
+        }
+        i = end;
+    }
+    if (cut)
+        sb_tools_buf_addf (&kept, "%s[output cut: only its first part is shown; narrow the pattern or the path]\n",
+                           sb_tools_buf_ends_with_newline (&kept) ? "" : "\n");
+    free (out->p);
+    *out = kept;
 }
 
 int
@@ -143,14 +192,27 @@ sb_tool_grep (const sb_tool_ctx_t *ctx, json_t *args, sb_tool_result_t *res)
     //  With no file operand grep -r searches "." and prints names without
     //  a "./" prefix.
     const char *rel = sb_path_relative (ctx->workspace, resolved);
+    //  with read deny rules: names end in NUL, so that the lines of a
+    //  denied file can be told and left out, and nothing streams before
+    bool guarded = s_read_guarded (ctx);
     const char *argv [] = {
-        "grep", "-rnHIE", "--color=never", "--exclude-dir=.git", "--", pattern,
+        "grep", guarded ? "-rnHIEZ" : "-rnHIE", "--color=never", "--exclude-dir=.git", "--", pattern,
         strcmp (rel, ".") == 0 ? NULL : rel, NULL,
     };
     int timeout_s = sb_tools_timeout_default (ctx);
     sb_tools_buf_t out = { 0 };
-    if (sb_tools_run_process (ctx, argv, ctx->env_extra, timeout_s, NULL, res, &out) != 0)
+    sb_tool_ctx_t quiet = *ctx;
+    if (guarded)
+        quiet.on_output = NULL;
+    if (sb_tools_run_process (&quiet, argv, ctx->env_extra, timeout_s, false, res, &out) != 0)
         return -1;
+    size_t hidden = 0;
+    if (guarded)
+        s_grep_filter (ctx, &out, &hidden);
+    //  said nowhere, not even as a count: that a denied file matches a
+    //  pattern is already a piece of what it holds
+    if (hidden && out.len == 0 && res->exit_code == 0)
+        res->exit_code = 1;
     if (res->exit_code == 1 && out.len == 0)
         sb_tools_buf_addf (&out, "no matches\n");
     else

@@ -124,21 +124,20 @@ s_default_url (const sb_llm_provider_t *p)
 /*  context_window and max_output_tokens of a provider or model object:
     both optional, each within its bounds. */
 static int
-s_limits_from_json (json_t *o, const char *file, const char *name, uint64_t *window,
-                    uint64_t *output, char *err, size_t errlen)
+s_limits_from_json (json_t *o, uint64_t *window, uint64_t *output, char *err, size_t errlen)
 {
     json_t *w = json_object_get (o, "context_window");
     json_t *m = json_object_get (o, "max_output_tokens");
     if (w && (!json_is_integer (w) || json_integer_value (w) < SB_LLM_WINDOW_MIN
               || (uint64_t) json_integer_value (w) > SB_LLM_WINDOW_MAX)) {
-        snprintf (err, errlen, "%s: provider %s: context_window must be an integer from %d to %llu tokens",
-                  file, name, SB_LLM_WINDOW_MIN, (unsigned long long) SB_LLM_WINDOW_MAX);
+        snprintf (err, errlen, "context_window must be an integer from %d to %llu tokens",
+                  SB_LLM_WINDOW_MIN, (unsigned long long) SB_LLM_WINDOW_MAX);
         return -1;
     }
     if (m && (!json_is_integer (m) || json_integer_value (m) < 1
               || (uint64_t) json_integer_value (m) > SB_LLM_WINDOW_MAX)) {
-        snprintf (err, errlen, "%s: provider %s: max_output_tokens must be an integer from 1 to %llu",
-                  file, name, (unsigned long long) SB_LLM_WINDOW_MAX);
+        snprintf (err, errlen, "max_output_tokens must be an integer from 1 to %llu",
+                  (unsigned long long) SB_LLM_WINDOW_MAX);
         return -1;
     }
     if (w)
@@ -148,37 +147,82 @@ s_limits_from_json (json_t *o, const char *file, const char *name, uint64_t *win
     return 0;
 }
 
+/*  What is wrong with a providers file, in the form docs/llm.md promises:
+    the file, the entry when there is one (its name, else its index), then
+    err's own words ("bad provider configuration in FILE, entry NAME:
+    unknown provider kind 'chatt' ..."). */
+static void
+s_file_error (const char *file, const char *entry, char *err, size_t errlen)
+{
+    char what [512];
+    snprintf (what, sizeof what, "%s", err);
+    snprintf (err, errlen, "bad provider configuration in %s%s%s: %s", file, entry ? ", entry " : "",
+              entry ? entry : "", what);
+}
+
+static int s_entries_from_json (sb_llm_config_t *cfg, json_t *list, char *entry, size_t entrylen,
+                                char *err, size_t errlen);
+
 static int
 s_from_json (sb_llm_config_t *cfg, const char *file, char *err, size_t errlen)
 {
     json_error_t jerr;
     json_t *root = json_load_file (file, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {
-        snprintf (err, errlen, "%s:%d: %s", file, jerr.line, jerr.text);
+        snprintf (err, errlen, "line %d: %s", jerr.line, jerr.text);
+        s_file_error (file, NULL, err, errlen);
         return -1;
     }
     json_t *list = json_object_get (root, "providers");
     if (!json_is_array (list) || json_array_size (list) == 0
     ||  json_array_size (list) > SB_LLM_MAX_PROVIDERS) {
-        snprintf (err, errlen, "%s: \"providers\" must be an array of 1 to %d providers", file,
-                  SB_LLM_MAX_PROVIDERS);
+        snprintf (err, errlen, "\"providers\" must be an array of 1 to %d providers", SB_LLM_MAX_PROVIDERS);
+        s_file_error (file, NULL, err, errlen);
         json_decref (root);
         return -1;
     }
+    char entry [80] = "";
+    int rc = s_entries_from_json (cfg, list, entry, sizeof entry, err, errlen);
+    if (rc)
+        s_file_error (file, entry, err, errlen);
+    const char *dflt = json_string_value (json_object_get (root, "default"));
+    if (rc == 0 && dflt) {
+        cfg->dflt = -1;
+        for (int i = 0; i < cfg->count; i++)
+            if (strcmp (cfg->providers [i].name, dflt) == 0)
+                cfg->dflt = i;
+        if (cfg->dflt < 0) {
+            snprintf (err, errlen, "default provider '%.64s' is not defined", dflt);
+            s_file_error (file, NULL, err, errlen);
+            rc = -1;
+        }
+    }
+    json_decref (root);
+    return rc;
+}
+
+/*  The entries of "providers", each checked; on the first that breaks a
+    rule, -1 with its label (name, else "providers[K]") in entry and the
+    rule in err. */
+static int
+s_entries_from_json (sb_llm_config_t *cfg, json_t *list, char *entry, size_t entrylen, char *err, size_t errlen)
+{
     size_t k;
     json_t *o;
     int rc = 0;
     json_array_foreach (list, k, o) {
+        snprintf (entry, entrylen, "providers[%zu]", k);
         sb_llm_provider_t *p = &cfg->providers [cfg->count];
         memset (p, 0, sizeof *p);
         s_defaults (p);
         const char *name = json_string_value (json_object_get (o, "name"));
         const char *kind = json_string_value (json_object_get (o, "kind"));
         if (!name || !*name || strlen (name) >= sizeof p->name || !kind) {
-            snprintf (err, errlen, "%s: providers[%zu] needs a \"name\" (< 64 chars) and a \"kind\"", file, k);
+            snprintf (err, errlen, "an entry needs a \"name\" (< 64 chars) and a \"kind\"");
             rc = -1;
             break;
         }
+        snprintf (entry, entrylen, "%s", name);
         s_copy (p->name, sizeof p->name, name);
         if ((rc = s_set_kind (p, kind, err, errlen)))
             break;
@@ -188,8 +232,7 @@ s_from_json (sb_llm_config_t *cfg, const char *file, char *err, size_t errlen)
         s_copy (p->token_file, sizeof p->token_file, json_string_value (json_object_get (o, "token_file")));
         s_copy (p->token_url, sizeof p->token_url, json_string_value (json_object_get (o, "token_url")));
         s_copy (p->client_id, sizeof p->client_id, json_string_value (json_object_get (o, "client_id")));
-        if ((rc = s_limits_from_json (o, file, name, &p->context_window, &p->max_output_tokens,
-                                      err, errlen)))
+        if ((rc = s_limits_from_json (o, &p->context_window, &p->max_output_tokens, err, errlen)))
             break;
         json_t *models = json_object_get (o, "models");
         size_t m;
@@ -201,16 +244,15 @@ s_from_json (sb_llm_config_t *cfg, const char *file, char *err, size_t errlen)
             const char *id = json_is_string (mv) ? json_string_value (mv)
                            : json_string_value (json_object_get (mv, "name"));
             if (!id) {
-                snprintf (err, errlen, "%s: provider %s: models[%zu] must be a name or "
-                          "{\"name\", \"context_window\", \"max_output_tokens\"}", file, name, m);
+                snprintf (err, errlen, "models[%zu] must be a name or "
+                          "{\"name\", \"context_window\", \"max_output_tokens\"}", m);
                 rc = -1;
                 break;
             }
             int i = p->nmodels;
             s_copy (p->models [i], sizeof p->models [0], id);
             if (json_is_object (mv)
-            &&  (rc = s_limits_from_json (mv, file, name, &p->model_window [i], &p->model_output [i],
-                                          err, errlen)))
+            &&  (rc = s_limits_from_json (mv, &p->model_window [i], &p->model_output [i], err, errlen)))
                 break;
             p->nmodels++;
         }
@@ -225,12 +267,12 @@ s_from_json (sb_llm_config_t *cfg, const char *file, char *err, size_t errlen)
         if (json_is_integer (json_object_get (o, "backoff_base_ms")))
             p->backoff_base_ms = (int) json_integer_value (json_object_get (o, "backoff_base_ms"));
         if (p->max_attempts < 1 || p->max_attempts > 20 || p->idle_timeout_s < 1) {
-            snprintf (err, errlen, "%s: provider %s: max_attempts must be 1..20 and idle_timeout_s >= 1", file, name);
+            snprintf (err, errlen, "max_attempts must be 1..20 and idle_timeout_s >= 1");
             rc = -1;
             break;
         }
         if (p->kind == SB_PROVIDER_CODEX && !p->token_file [0]) {
-            snprintf (err, errlen, "%s: provider %s (codex) needs \"token_file\"", file, name);
+            snprintf (err, errlen, "a codex provider needs \"token_file\"");
             rc = -1;
             break;
         }
@@ -240,18 +282,6 @@ s_from_json (sb_llm_config_t *cfg, const char *file, char *err, size_t errlen)
             break;
         cfg->count++;
     }
-    const char *dflt = json_string_value (json_object_get (root, "default"));
-    if (rc == 0 && dflt) {
-        cfg->dflt = -1;
-        for (int i = 0; i < cfg->count; i++)
-            if (strcmp (cfg->providers [i].name, dflt) == 0)
-                cfg->dflt = i;
-        if (cfg->dflt < 0) {
-            snprintf (err, errlen, "%s: default provider '%s' is not defined", file, dflt);
-            rc = -1;
-        }
-    }
-    json_decref (root);
     return rc;
 }
 

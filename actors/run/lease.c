@@ -263,8 +263,13 @@ s_on_expire_fence (self_t *self, call_t *call, const sb_msg_t *reply)
         zhashx_delete (self->leases, call->run_id);
         return;
     }
-    if (r.fence == call->n && sb_run_transition_ok (r.status, SB_RUN_expired)
-    &&  sb_run_set_status (&r, SB_RUN_expired, "lease_expired") == SB_OK) {
+    /* a cancelled run whose executor did not stop in time is cancelled
+       all the same: it is fenced now, and nothing of it lands any more */
+    bool cancel = r.status == SB_RUN_cancelling;
+    sb_run_status_t to = cancel ? SB_RUN_cancelled : SB_RUN_expired;
+    if (r.fence == call->n && sb_run_transition_ok (r.status, to)
+    &&  sb_run_set_status (&r, to, cancel ? "cancel_timeout: the executor did not stop in time; fenced"
+                                          : "lease_expired") == SB_OK) {
         r.phase [0] = 0;
         sb_run_save (self, &r, false, true, NULL);
     }

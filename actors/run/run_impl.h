@@ -61,6 +61,7 @@ typedef struct {
 typedef struct {
     int64_t expires;            /* mono ms */
     uint64_t lease_ms;          /* its length (0: LEASE_MS) */
+    int64_t cancel_by;          /* mono ms: a cancelled worker run's lease ends here, heartbeats or not (0: none) */
     char phase [32];
     uint64_t steps, input_tokens, output_tokens;
     bool tokens_known;
@@ -143,6 +144,7 @@ struct self_t {
     zhashx_t *workers;          /* worker_id -> worker_t */
     zlistx_t *claims;           /* claim_t waiting for a run, oldest first */
     uint64_t stale_ms, offline_ms;
+    uint64_t cancel_grace_ms;   /* how long a worker has to stop a cancelled run (SWITCHBOARD_WORKER_CANCEL_S) */
     uint64_t lease_ms;          /* a local run's lease (LEASE_MS, SWITCHBOARD_LEASE_S) */
     uint64_t command_ttl_ms;    /* how long a command_id is remembered (run/commands.c) */
     int64_t next_sweep;         /* mono ms of the next sweep of expired ones */
@@ -215,6 +217,11 @@ bool sb_run_commit_durable (self_t *self);
     waits (send it now). */
 bool sb_run_call_defer (self_t *self, const char *type, const char *key, const char *to, const uint8_t *body,
                         size_t len, call_t *call);
+
+/*  Shortens a cancelled worker run's lease to the cancel's grace: a
+    worker that does not stop is fenced and the run cancelled when it
+    lapses (run/workers.c). */
+void sb_run_worker_cancel_lease (self_t *self, const run_t *r);
 
 /*  run/record.c */
 void sb_run_record_free (run_t *r);

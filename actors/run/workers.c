@@ -30,6 +30,7 @@
 #define WORKERS_MAX 1000
 #define SEEN_SAVE_MS 5000        /* last_seen_at reaches the store at most this often per worker */
 #define WORKER_RECORD_MAX (64 * 1024)
+#define CANCEL_S_DEFAULT 10      /* two heartbeats at their longest interval (5 s) */
 
 /*  What the registry holds per worker: the shared worker_t first (the
     rest of the actor sees only that), then when it was last written. */
@@ -669,6 +670,25 @@ sb_run_grant (self_t *self, run_t *r, claim_t *claim)
     s_claim_free (&claim);
 }
 
+/*  A worker learns of a cancel only from its next heartbeat's reply, and
+    one that ignores it would keep the run `cancelling` (and its session
+    busy) for as long as its lease, which it chose (up to an hour). So the
+    cancel caps the lease at the grace from now, and heartbeats no longer
+    extend it past that: when it lapses, the expiry fences the worker and
+    the run becomes `cancelled` (run/lease.c). */
+void
+sb_run_worker_cancel_lease (self_t *self, const run_t *r)
+{
+    if (strcmp (r->executor, "worker") != 0)
+        return;
+    lease_t *lease = zhashx_lookup (self->leases, r->run_id);
+    if (!lease || lease->cancel_by)
+        return;
+    lease->cancel_by = sb_mono_ms () + (int64_t) self->cancel_grace_ms;
+    if (lease->expires > lease->cancel_by)
+        lease->expires = lease->cancel_by;
+}
+
 /* ------------------------------------------------------------------ */
 
 int
@@ -684,6 +704,7 @@ sb_run_workers_open (self_t *self, const sb_actor_args_t *args)
     zhashx_set_destructor (self->workers, s_worker_free);
     self->stale_ms = sb_actor_limit (ACTOR, 0, "SWITCHBOARD_WORKER_STALE_S", STALE_S_DEFAULT, 1, 86400) * 1000;
     self->offline_ms = sb_actor_limit (ACTOR, 0, "SWITCHBOARD_WORKER_OFFLINE_S", OFFLINE_S_DEFAULT, 1, 86400 * 7) * 1000;
+    self->cancel_grace_ms = sb_actor_limit (ACTOR, 0, "SWITCHBOARD_WORKER_CANCEL_S", CANCEL_S_DEFAULT, 1, 3600) * 1000;
     s_workers_load (self);
     sb_verr_t err;
     if (sb_bus_register (self->wbus, "worker", name, NULL, 0, 5000, &err)) {

@@ -9,6 +9,10 @@
 #include "actors/session/session_impl.h"
 
 #define Q_BASE          ((uint64_t) 1 << 62)
+//  The stored bytes of items one session.queue.list page holds at most
+//  (past the first); its reply is bounded at 2 MiB, and one prompt's text
+//  at 1 MiB.
+#define Q_PAGE_BYTES    (768 * 1024)
 #define REASON_MAX      1000
 #define PROMPT_ID_MAX   40
 

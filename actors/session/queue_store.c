@@ -177,17 +177,48 @@ sb_session_queue_drop (sb_txn_t *txn, const char *sid)
 //  --------------------------------------------------------------------------
 //  Reads
 
+//  One page of a session's queue: its steers (tag 'W', positions from 1)
+//  and then its prompts (tag 'Q', positions around Q_BASE). The cursor
+//  (`after`, `next_after`) names a position in that one order, and stays
+//  below 2^53 so a JSON client holds it exactly: a steer's is its
+//  position (below Q_CURSOR_SPLIT), a prompt's its position moved from
+//  Q_BASE to Q_CURSOR_BASE. A page ends at `limit` items or Q_PAGE_BYTES
+//  (the reply is bounded like every message), and holds at least one
+//  item, however large, so a reader always moves on.
+#define Q_CURSOR_SPLIT  ((uint64_t) 1 << 51)
+#define Q_CURSOR_BASE   ((uint64_t) 1 << 52)
+
+typedef struct {
+    uint64_t limit, n, last;    //  last: the cursor of the last item on the page
+    size_t bytes;
+    bool more;
+} s_page_t;
+
+//  Reads `tag`'s items from position `from` on into the page.
 static void
-s_read_items (sb_txn_t *txn, sb_enc_t *enc, char tag, const char *sid)
+s_read_items (sb_txn_t *txn, sb_enc_t *enc, char tag, const char *sid, uint64_t from, s_page_t *pg)
 {
-    sb_key_t prefix;
+    sb_key_t prefix, start;
     sb_queue_key (&prefix, tag, sid);
+    sb_queue_key (&start, tag, sid);
+    sb_key_u64 (&start, from);
     sb_txn_iter_t it;
     MDB_val k, v;
     sb_enc_array_open (enc);
-    sb_txn_iter_begin (txn, &it, DBI_QUEUE, prefix.buf, prefix.len, NULL, 0);
-    while (sb_txn_iter_next (&it, &k, &v))
+    if (!pg->more)
+        sb_txn_iter_begin (txn, &it, DBI_QUEUE, prefix.buf, prefix.len, start.buf, start.len);
+    while (!pg->more && sb_txn_iter_next (&it, &k, &v)) {
+        if (pg->n == pg->limit || (pg->n > 0 && pg->bytes + v.mv_size > Q_PAGE_BYTES)) {
+            pg->more = true;
+            sb_txn_iter_end (&it);
+            break;
+        }
         sb_enc_raw (enc, v.mv_data, v.mv_size);
+        pg->bytes += v.mv_size;
+        uint64_t pos = sb_key_read_u64 (&k, prefix.len);
+        pg->last = tag == 'W' ? pos : pos - Q_BASE + Q_CURSOR_BASE;
+        pg->n++;
+    }
     sb_enc_array_close (enc);
 }
 
@@ -199,15 +230,32 @@ sb_session_queue_read (self_t *self, sb_txn_t *txn, req_t *req)
         return;
     qmeta_t m;
     sb_queue_meta_load (txn, req->sid, &m);
+    const sb_val_t *b = req->msg->body;
+    uint64_t after = sb_get_uint (b, "after", 0);
+    s_page_t pg = { .limit = sb_get_uint (b, "limit", (uint64_t) sb_schema_default ("session.queue.list", "limit")),
+                    .last = after };
+    //  where each list starts: past the cursor, or from its first item
+    bool in_prompts = after >= Q_CURSOR_SPLIT;
+    uint64_t qfrom = in_prompts ? after - Q_CURSOR_BASE + Q_BASE + 1 : 0;
     sb_enc_reset (self->enc);
     sb_enc_map_open (self->enc);
-    sb_enc_key (self->enc, "prompts");
-    s_read_items (txn, self->enc, 'Q', req->sid);
+    //  steers come first in the cursor's order: they are read first
     sb_enc_key (self->enc, "steers");
-    s_read_items (txn, self->enc, 'W', req->sid);
+    if (in_prompts) {
+        sb_enc_array_open (self->enc);
+        sb_enc_array_close (self->enc);
+    }
+    else
+        s_read_items (txn, self->enc, 'W', req->sid, after + 1, &pg);
+    sb_enc_key (self->enc, "prompts");
+    s_read_items (txn, self->enc, 'Q', req->sid, qfrom, &pg);
     sb_enc_kbool (self->enc, "paused", m.paused);
     if (m.paused && m.reason [0])
         sb_enc_kstr (self->enc, "reason", m.reason);
+    if (pg.more) {
+        sb_enc_kbool (self->enc, "more", true);
+        sb_enc_kuint (self->enc, "next_after", pg.last);
+    }
     sb_enc_map_close (self->enc);
     if (txn->ret)
         return;

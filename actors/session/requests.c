@@ -455,6 +455,7 @@ s_write_create (self_t *self, sb_txn_t *txn, req_t *req)
     r->has_deadline = deadline != NULL;
     r->approval_deadline_s = deadline? deadline->v.u: 0;
     r->mcp_servers = sb_session_mcp_servers (sb_get_array (b, "mcp_servers"));
+    r->network = sb_get_bool (b, "network", false);
     r->config_version = 1;
     r->last_activity_at = self->now;
     s_put_status (txn, "active", r->session_id, true);
@@ -540,6 +541,11 @@ s_write_update (self_t *self, sb_txn_t *txn, req_t *req)
     if (sb_get_array (b, "mcp_servers")) {
         r->mcp_servers = sb_session_mcp_servers (sb_get_array (b, "mcp_servers"));
         changed [n++] = "mcp_servers";
+    }
+    const sb_val_t *net = sb_get (b, "network");
+    if (net && sb_get_bool (b, "network", false) != r->network) {
+        r->network = !r->network;
+        changed [n++] = "network";
     }
     //  An update that changes nothing writes nothing.
     if (n) {

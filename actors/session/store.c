@@ -52,6 +52,8 @@ sb_session_record_encode (sb_enc_t *enc, const record_t *r)
         sb_enc_kuint (enc, "approval_deadline_s", r->approval_deadline_s);
     if (r->mcp_servers)
         sb_enc_kval (enc, "mcp_servers", r->mcp_servers);
+    if (r->network)
+        sb_enc_kbool (enc, "network", true);
     sb_enc_kuint (enc, "last_seq", r->last_seq);
     sb_enc_kstr_opt (enc, "last_run_id", r->last_run_id);
     sb_enc_kstr (enc, "turn_status", r->turn_status);
@@ -128,6 +130,7 @@ sb_session_record_get (self_t *self, sb_txn_t *txn, req_t *req, const char *sid)
         .approval_deadline_s = sb_get_uint (m, "approval_deadline_s", 0),
         .has_deadline = sb_get (m, "approval_deadline_s") != NULL,
         .mcp_servers = sb_get_array (m, "mcp_servers"),
+        .network = sb_get_bool (m, "network", false),
         .created_at = sb_get_uint (m, "created_at", 0),
         .updated_at = sb_get_uint (m, "updated_at", 0),
         .max_steps = sb_get_uint (m, "max_steps", 0),

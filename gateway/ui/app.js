@@ -8,6 +8,7 @@ import { Transcript } from './transcript.js';
 import { Sidebar, sessionTitle } from './sidebar.js';
 import { Tabs, Changes, Inbox, Workers, missing } from './panels.js';
 import { Bus } from './bus.js';
+import { Models } from './models.js';
 
 const NARROW = window.matchMedia ('(max-width: 800px)');
 const MEDIUM = window.matchMedia ('(max-width: 1200px)');
@@ -22,7 +23,12 @@ class App {
     this.current = null;
     this.session = null;
     this.transcript = null;
-    this.models = { provider: '', list: [] };
+    this.models = new Models (this.conn);
+    this.models.onChange (() => {
+      this._head ();
+      if (this.sidebar)
+        this.sidebar.render ();
+    });
     this.queue = { prompts: [], paused: false, available: true };
     this.stick = true;
   }
@@ -65,10 +71,8 @@ class App {
     this.sidebar.refresh ();
     this.inbox.refresh ();
     this.workers.probe ();
-    this.conn.call ('llm.models', {}).then ((r) => {
-      this.models = { provider: r.provider || '', list: r.models || [] };
-      this._head ();
-    }).catch (() => {});
+    this.models.load ().catch (() => {});
+    this.conn.call ('exec.info', {}).then ((r) => this._sandbox (r.sandbox)).catch (() => {});
     if (this.current) {
       this._loadSession ();
       this.changes.refresh ();
@@ -78,6 +82,24 @@ class App {
 
   // ---- errors -------------------------------------------------------
 
+  // A standing warning while tools run without a sandbox (serve
+  // --sandbox none; docs/sandbox.md): it stays until the page reloads.
+  _sandbox (kind) {
+    const old = document.getElementById ('sandbox-warning');
+    if (kind !== 'none') {
+      if (old)
+        old.remove ();
+      return;
+    }
+    if (old)
+      return;
+    const b = el ('div.banner', { role: 'alert', id: 'sandbox-warning' },
+      el ('span.code', 'no sandbox'),
+      el ('span.msg', 'Tools, MCP servers and hooks run without a sandbox (serve --sandbox none): '
+        + 'they see every file this server sees, its token included, and the network.'));
+    document.getElementById ('banners').prepend (b);
+  }
+
   error (e) {
     const box = document.getElementById ('banners');
     const close = el ('button.icon-btn', { type: 'button', 'aria-label': 'Dismiss' }, '×');
@@ -85,8 +107,9 @@ class App {
       el ('span.code', e.code || 'error'), el ('span.msg', e.message || String (e)), close);
     close.addEventListener ('click', () => b.remove ());
     box.appendChild (b);
+    //  the oldest error goes; the sandbox warning stays
     while (box.children.length > BANNERS_MAX)
-      box.firstChild.remove ();
+      [...box.children].find ((c) => c.id !== 'sandbox-warning').remove ();
   }
 
   // ---- the connection indicator -------------------------------------
@@ -159,7 +182,7 @@ class App {
       if (sid !== this.current)
         return;
       this.session = r.session;
-      this.sidebar.upsert (r.session);
+      this.sidebar.upsert (r.session, { full: true });
       this._head ();
     } catch (e) {
       if (e.code === 'not_found') {
@@ -254,22 +277,24 @@ class App {
       return;
     document.getElementById ('head-title').textContent = s ? sessionTitle (s) : shortId (this.current);
     document.getElementById ('head-title').title = s ? s.workspace + '\n' + s.session_id : '';
-    const model = document.getElementById ('head-model');
-    const names = new Set (this.models.list);
-    if (s && s.model)
-      names.add (s.model);
-    const key = [...names].join ('\n') + '\n=' + ((s && s.model) || '');
-    if (document.activeElement !== model && model.dataset.key !== key) {
-      model.dataset.key = key;
-      clear (model);
-      model.appendChild (el ('option', { value: '' }, 'default'));
-      for (const m of names)
-        model.appendChild (el ('option', { value: m }, m));
-      model.value = (s && s.model) || '';
-    }
+    // the provider and model it runs with: its own, else the defaults,
+    // named (models.js); a select offers the others the server has
+    const eff = this.models.effective (s);
+    this.models.fillProviders (document.getElementById ('head-provider'), (s && s.provider) || '', true);
+    this.models.fillModels (document.getElementById ('head-model'), (s && s.provider) || '', (s && s.model) || '');
+    const shown = document.getElementById ('head-effective');
+    shown.textContent = eff.provider + ' / ' + eff.model;
+    shown.title = 'This session runs with provider ' + eff.provider + (eff.ownProvider ? '' : " (the server's default)")
+      + ', model ' + eff.model + (eff.ownModel ? '' : " (the provider's default)");
+    const closed = !!(s && s.status === 'closed');
+    document.getElementById ('archive-btn').hidden = closed;
+    document.getElementById ('head-archived').hidden = !closed;
     const pol = document.getElementById ('head-policy');
     if (document.activeElement !== pol)
       pol.value = (s && s.approval_policy) || 'auto';
+    const net = document.getElementById ('head-network');
+    if (document.activeElement !== net)
+      net.value = s && s.network ? 'on' : 'off';
     const steps = document.getElementById ('head-steps');
     if (document.activeElement !== steps)
       steps.value = s && s.max_steps ? s.max_steps : '';
@@ -281,19 +306,76 @@ class App {
       + (t.window ? ' · context ' + Math.round (100 * t.context / t.window) + '%' : '') : '';
   }
 
-  async _update (field, value) {
+  async _update (field, value, more) {
     if (!this.current)
       return;
-    const body = { session_id: this.current };
+    const body = { session_id: this.current, ...(more || {}) };
     body [field] = value;
     try {
       const r = await this.conn.call ('session.update', body);
       this.session = r.session;
-      this.sidebar.upsert (r.session);
+      this.sidebar.upsert (r.session, { full: true });
     } catch (e) {
       this.error (e);
     }
     this._head ();
+  }
+
+  // ---- archive and delete -------------------------------------------
+
+  // Archiving is session.close: the session and its tape stay, readable,
+  // and it takes no more prompts (docs/sessions.md).
+  async archive () {
+    if (!this.current)
+      return;
+    try {
+      const r = await this.conn.call ('session.close', { session_id: this.current });
+      this.session = r.session || { ...this.session, status: 'closed' };
+      this.sidebar.upsert (this.session, { full: !!r.session });
+    } catch (e) {
+      this.error (e);
+    }
+    this._head ();
+    this._composerState ();
+  }
+
+  _confirmDelete () {
+    if (!this.current)
+      return;
+    const s = this.session;
+    document.getElementById ('delete-name').textContent = s ? sessionTitle (s) : shortId (this.current);
+    document.getElementById ('delete-dialog').showModal ();
+    document.getElementById ('delete-cancel').focus ();
+  }
+
+  // session.delete: the session, its tape and its index entries go.
+  async remove () {
+    const sid = this.current;
+    const dialog = document.getElementById ('delete-dialog');
+    const btn = document.getElementById ('delete-confirm');
+    btn.disabled = true;
+    try {
+      await this.conn.call ('session.delete', { session_id: sid });
+      dialog.close ();
+      this.conn.unsubscribe (sid);
+      this.sidebar.drop (sid);
+      if (this.current === sid) {
+        this.current = null;
+        this.session = null;
+        this.transcript = null;
+        clear (document.getElementById ('transcript'));
+        document.getElementById ('view').hidden = true;
+        document.getElementById ('welcome').hidden = false;
+        history.replaceState (null, '', location.pathname + location.search);
+        this._head ();
+        this._connText ();
+      }
+    } catch (e) {
+      dialog.close ();
+      this.error (e);
+    } finally {
+      btn.disabled = false;
+    }
   }
 
   // ---- composer, queue, steer ---------------------------------------
@@ -495,7 +577,21 @@ class App {
     NARROW.addEventListener ('change', () => this._drawer (false));
 
     $('head-model').addEventListener ('change', (e) => this._update ('model', e.target.value));
+    $('head-provider').addEventListener ('change', (e) => {
+      // a model the new provider does not offer goes back to its default
+      const p = this.models.find (e.target.value || this.models.dflt);
+      const model = this.session && this.session.model;
+      this._update ('provider', e.target.value, model && p && !p.models.includes (model) ? { model: '' } : null);
+    });
+    $('archive-btn').addEventListener ('click', () => this.archive ());
+    $('delete-btn').addEventListener ('click', () => this._confirmDelete ());
+    $('delete-cancel').addEventListener ('click', () => $('delete-dialog').close ());
+    $('delete-form').addEventListener ('submit', (e) => {
+      e.preventDefault ();
+      this.remove ();
+    });
     $('head-policy').addEventListener ('change', (e) => this._update ('approval_policy', e.target.value));
+    $('head-network').addEventListener ('change', (e) => this._update ('network', e.target.value === 'on'));
     $('head-steps').addEventListener ('change', (e) => {
       const n = Number (e.target.value);
       if (n >= 1)

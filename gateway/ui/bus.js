@@ -8,6 +8,7 @@ import { el, clear } from './dom.js';
 
 const MAX_LINES = 2000;
 const FILTER_DELAY_MS = 300;
+const COLUMN_MAX_CH = 64;       // a type or sender wider than this is cut after all
 
 // hh:mm:ss.mmm, local time
 function clock (ts) {
@@ -38,6 +39,7 @@ export class Bus {
     this.pauseBtn = el ('button.small', { type: 'button', onclick: () => this.togglePause () }, 'Pause');
     this.status = el ('span.note.bus-status', '');
     this.list = el ('div.bus-lines', { role: 'log', 'aria-live': 'off' });
+    this.widths = { type: 0, from: 0 };     // the widest type and sender seen, in characters
     this.pane.appendChild (el ('div.pane-head', el ('h2', 'Bus'),
       el ('span.bus-tools', this.pauseBtn, ' ',
         el ('button.small', { type: 'button', onclick: () => this.clearLines () }, 'Clear'))));
@@ -119,10 +121,28 @@ export class Bus {
       batch.appendChild (f.gap ? this.gapLine (f) : this.line (f));
     this.queue = [];
     this.list.appendChild (batch);
+    this._columns ();
     while (this.list.childElementCount > MAX_LINES)
       this.list.removeChild (this.list.firstChild);
     if (stick)
       this.list.scrollTop = this.list.scrollHeight;
+  }
+
+  // The type and sender columns fit the widest of each seen so far (in ch
+  // of the monospace font, style.css), so that no type is cut.
+  _seen (type, from) {
+    this.widths.type = Math.min (COLUMN_MAX_CH, Math.max (this.widths.type, String (type).length));
+    this.widths.from = Math.min (COLUMN_MAX_CH, Math.max (this.widths.from, String (from).length));
+  }
+
+  _columns () {
+    const set = (name, n) => {
+      const v = (n + 1) + 'ch';
+      if (this.list.style.getPropertyValue (name) !== v)
+        this.list.style.setProperty (name, v);
+    };
+    set ('--bus-type-w', Math.max (this.widths.type, 4));
+    set ('--bus-from-w', Math.max (this.widths.from, 4));
   }
 
   gapLine (f) {
@@ -135,6 +155,7 @@ export class Bus {
     const h = f.header || {};
     const key = f.plane === 'evt' ? f.topic : (h.corr ? 'corr ' + h.corr : f.peer);
     const d = el ('details.bus-line', { dataset: { type: h.type || '' } });
+    this._seen (h.type || '?', h.from || '-');
     d.appendChild (el ('summary',
       el ('span.bus-time', clock (f.ts)),
       el ('span.bus-plane', f.plane || ''),

@@ -4,6 +4,9 @@
 import { el, clear, fmtAgo, shortId } from './dom.js';
 
 const LIST_LIMIT = 500;
+// a session record's settings, each absent when unset (session.update)
+const SETTINGS = ['title', 'provider', 'model', 'approval_policy', 'max_steps', 'approval_deadline_s', 'rules',
+  'labels', 'mcp_servers', 'target'];
 
 export function sessionTitle (s) {
   if (s.title)
@@ -46,14 +49,27 @@ export class Sidebar {
   }
 
   // Takes a fresher record (from session.get or the tape) without a refetch.
-  upsert (s) {
+  // A whole record (full: session.get, .update, .close) also takes away
+  // the settings it no longer has (a model cleared), which a merge keeps.
+  upsert (s, { full = false } = {}) {
     if (!s || !s.session_id)
       return;
     const k = this.sessions.findIndex (x => x.session_id === s.session_id);
-    if (k >= 0)
-      this.sessions [k] = { ...this.sessions [k], ...s };
-    else
+    if (k >= 0) {
+      const merged = { ...this.sessions [k], ...s };
+      for (const f of full ? SETTINGS : [])
+        if (!(f in s))
+          delete merged [f];
+      this.sessions [k] = merged;
+    } else {
       this.sessions.unshift (s);
+    }
+    this.render ();
+  }
+
+  // A deleted session leaves the list.
+  drop (sid) {
+    this.sessions = this.sessions.filter (s => s.session_id !== sid);
     this.render ();
   }
 
@@ -75,7 +91,8 @@ export class Sidebar {
       el ('span.dot.st-' + state, { 'aria-label': state, role: 'img' }),
       el ('span.s-main',
         el ('span.s-title', sessionTitle (s)),
-        el ('span.s-sub', el ('span.s-ws', s.workspace || ''))),
+        el ('span.s-sub', el ('span.s-ws', s.workspace || '')),
+        el ('span.s-model', this._model (s))),
       el ('span.s-when', fmtAgo (s.last_activity_at || s.updated_at)));
       li.addEventListener ('click', () => this.app.select (s.session_id));
       this.list.appendChild (li);
@@ -84,6 +101,12 @@ export class Sidebar {
     }
     this.empty.hidden = shown.length > 0;
     this.empty.textContent = this.sessions.length ? 'No session matches the filter.' : 'No sessions yet.';
+  }
+
+  // "provider / model" it runs with (models.js), for the list's second line.
+  _model (s) {
+    const m = this.app.models.effective (s);
+    return m.provider + ' / ' + m.model;
   }
 
   _keys (e) {
@@ -107,6 +130,7 @@ export class Sidebar {
     this.form = document.getElementById ('new-form');
     this.formError = document.getElementById ('new-error');
     document.getElementById ('new-cancel').addEventListener ('click', () => this.dialog.close ());
+    this.form.elements.provider.addEventListener ('change', () => this._choices ());
     this.form.addEventListener ('submit', (e) => {
       e.preventDefault ();
       this._create ();
@@ -115,18 +139,18 @@ export class Sidebar {
 
   openNew () {
     this.formError.hidden = true;
-    const sel = this.form.elements.model;
-    const keep = sel.value;
-    clear (sel);
-    sel.appendChild (el ('option', { value: '' }, 'server default' + (this.app.models.provider
-      ? ' (' + this.app.models.provider + ')' : '')));
-    for (const m of this.app.models.list)
-      sel.appendChild (el ('option', { value: m }, m));
-    sel.value = keep;
+    // the providers the server has, and the chosen one's models (models.js)
+    this._choices ();
     if (!this.form.elements.workspace.value && this.app.session && this.app.session.workspace)
       this.form.elements.workspace.value = this.app.session.workspace;
     this.dialog.showModal ();
     this.form.elements.workspace.focus ();
+  }
+
+  _choices () {
+    const f = this.form.elements;
+    this.app.models.fillProviders (f.provider, f.provider.value);
+    this.app.models.fillModels (f.model, f.provider.value, f.model.value);
   }
 
   async _create () {
@@ -134,6 +158,8 @@ export class Sidebar {
     const body = { workspace: f.workspace.value.trim (), approval_policy: f.approval_policy.value };
     if (f.title.value.trim ())
       body.title = f.title.value.trim ();
+    if (f.provider.value)
+      body.provider = f.provider.value;
     if (f.model.value)
       body.model = f.model.value;
     if (f.max_steps.value)

@@ -11,20 +11,15 @@
 import { el, append, clear, fmtTokens, fmtDuration, fmtTime, shortId, cut, parseJson } from './dom.js';
 import { renderMarkdown } from './markdown.js';
 import { renderDiff, diffFromCall } from './diff.js';
+import { icon, toolIconName } from './icons.js';
 
 const OUTPUT_LINES = 20;        // live output shows this many lines until "show all"
 const OUTPUT_KEEP = 512 * 1024; // characters of one call's output kept in the page
 const FINAL = new Set (['completed', 'failed', 'cancelled', 'expired', 'interrupted']);
 const WRITE_TOOLS = new Set (['write_file', 'edit_file', 'shell']);
-const ICONS = {
-  shell: '❯', read_file: '▤', write_file: '✎', edit_file: '✎', list_dir: '▦', grep: '⌕',
-  git_status: '⑂', git_diff: '⑂',
-};
-
+// A tool's icon, inline SVG (icons.js): no font needed to show it.
 export function toolIcon (name) {
-  if (ICONS [name])
-    return ICONS [name];
-  return String (name || '').startsWith ('mcp__') ? '⧉' : '⚙';
+  return icon (toolIconName (name));
 }
 
 // "make test", "src/a.c": what a call is about, on one line.
@@ -189,9 +184,9 @@ export class Transcript {
       r.phase = null;
       if (this.activeRun === r.id)
         this.activeRun = null;
-      const icon = r.status === 'completed' ? '✓' : r.status === 'cancelled' ? '■' : '✕';
+      const mark = r.status === 'completed' ? 'check' : r.status === 'cancelled' ? 'stop' : 'cross';
       const line = el ('div.run-end.st-' + r.status, { dataset: { seq: ev.seq } },
-        el ('span.icon', { 'aria-hidden': 'true' }, icon), ' ',
+        el ('span.icon', { 'aria-hidden': 'true' }, icon (mark)), ' ',
         el ('strong', r.status),
         ' · ' + r.steps + (r.steps === 1 ? ' step' : ' steps'),
         r.tokensKnown ? ' · ' + fmtTokens (r.input) + ' in / ' + fmtTokens (r.output) + ' out' : ' · tokens unknown',
@@ -462,9 +457,20 @@ export class Transcript {
     const c = this.calls.get (body.call_id);
     if (c && c.state === 'running') {
       this._cardState (c, 'waiting');
-      c.card.open = false;              // the approval card below shows the call
+      c.card.open = false;              // the approval card above shows the call
     }
-    this._add (ev, card);
+    // above the tool card it is about, where the eye comes first: the
+    // question before the call it lets run (and its output)
+    if (c && c.card.parentNode) {
+      card.dataset.seq = ev.seq;
+      c.card.parentNode.insertBefore (card, c.card);
+      if (c.run) {
+        c.run.text = null;
+        c.run.thinking = null;
+      }
+    } else {
+      this._add (ev, card);
+    }
   }
 
   _approvalResolved (ev, body) {
@@ -602,13 +608,17 @@ export class Transcript {
     const s = body.session || {};
     this.session = s.session_id ? s : this.session;
     if (created) {
+      // what the entry says, so that a replay renders the same (the
+      // header names the effective provider and model)
       this._quiet (ev, 'Session created on ', el ('code', s.workspace || '?'),
-        ' · ', s.model || 'default model', ' · policy ', s.approval_policy || 'default');
+        ' · ', s.provider ? s.provider + ' / ' : '', s.model || 'default model', ' · policy ', s.approval_policy || 'default',
+        ' · network ', s.network ? 'on' : 'off');
       return;
     }
     const changed = Array.isArray (body.changed) ? body.changed : [];
     const what = changed.length
-      ? changed.map (f => typeof s [f] === 'string' || typeof s [f] === 'number' ? f + ' = ' + s [f] : f).join (', ')
+      ? changed.map (f => f === 'network' ? 'network = ' + (s.network ? 'on' : 'off')
+        : typeof s [f] === 'string' || typeof s [f] === 'number' ? f + ' = ' + s [f] : f).join (', ')
       : 'status ' + (s.status || '');
     this._quiet (ev, 'Session updated: ' + what);
   }

@@ -178,6 +178,25 @@ async function main () {
       'the sidebar does not list the new session');
     await shot (page, '01-session-list');
 
+    // the sandbox: serve has one (no warning), and the session's network
+    // is off until the header's switch turns it on (docs/sandbox.md)
+    check (await page.isHidden ('#sandbox-warning'), 'the no-sandbox warning shows under a sandbox');
+    check ((await page.inputValue ('#head-network')) === 'off', 'a new session\'s network is not off');
+    await page.selectOption ('#head-network', 'on');
+    await waitFor ('the session\'s network to be on', async () =>
+      page.evaluate (() => window.sbApp.session && window.sbApp.session.network === true), STEP_MS);
+    await page.selectOption ('#head-network', 'off');
+    await waitFor ('the session\'s network to be off again', async () =>
+      page.evaluate (() => window.sbApp.session && !window.sbApp.session.network), STEP_MS);
+    // what a serve --sandbox none answers to exec.info (test_sandbox.py checks
+    // the answer): a standing warning, gone once a sandbox is reported
+    await page.evaluate (() => window.sbApp._sandbox ('none'));
+    check ((await page.innerText ('#sandbox-warning')).includes ('without a sandbox'),
+      'no warning for --sandbox none');
+    await shot (page, '01b-no-sandbox-warning');
+    await page.evaluate (() => window.sbApp._sandbox ('bwrap'));
+    check (await page.isHidden ('#sandbox-warning'), 'the no-sandbox warning stays under a sandbox');
+
     // 3. the goal, sent with Enter
     await page.fill ('#composer-input', 'Look around, then write notes.md');
     await page.press ('#composer-input', 'Enter');

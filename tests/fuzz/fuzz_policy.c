@@ -5,7 +5,7 @@
     an unknown one), then the call's arguments as the model sent them,
     NULs and all, up to a 0xFF byte after which come a rule's glob.
     Whatever the bytes:
-    - the match key is bounded and a C string;
+    - the match key is a C string, the whole command (never cut);
     - the exact pattern of a key, when it can be made, matches that key;
     - a rule built from the input decides without crashing, and a deny
       rule that matches always denies;
@@ -34,22 +34,25 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     char *glob = sep ? strndup ((const char *) sep + 1, size - alen - 1) : strdup ("*");
     if (!args || !glob)
         abort ();
-    char *key = sb_policy_match_key (tool, args, "/ws");
-    if (!key || strlen (key) > SB_POLICY_KEY_MAX)
+    sb_policy_key_t *key = sb_policy_key_new (tool, args, "/ws");
+    if (!key)
         abort ();
     char pattern [SB_POLICY_RULE_PATTERN_MAX + 1];
-    if (sb_policy_exact_pattern (key, pattern, sizeof pattern) > 0 && fnmatch (pattern, key, 0) != 0)
+    if (sb_policy_exact_pattern (key->text, pattern, sizeof pattern) > 0 && fnmatch (pattern, key->text, 0) != 0)
         abort ();
     sb_policy_rule_t rules [] = { { "*", glob, SB_POLICY_ALLOW }, { tool, glob, SB_POLICY_DENY } };
     sb_policy_decision_t d = sb_policy_decide (SB_POLICY_AUTO, rules, 2, NULL, tool, key);
-    if (fnmatch (glob, key, 0) == 0 && d.action != SB_POLICY_DENY)
+    //  a deny rule that matches the text denies; for shell when the
+    //  command cannot be parsed (a parsed one is matched word by word)
+    bool parsed = key->sh && !key->sh->error [0];
+    if (fnmatch (glob, key->text, 0) == 0 && !parsed && d.action != SB_POLICY_DENY)
         abort ();
     size_t n = strlen (args);           //  strndup stopped at a NUL
     char *diff = sb_diff_unified ("f", args, n / 2, args + n / 2, n - n / 2, 4096);
     if (!diff)
         abort ();
     free (diff);
-    free (key);
+    sb_policy_key_destroy (&key);
     free (args);
     free (glob);
     return 0;

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """`switchboard chat` end to end with a run that asks (issue 10, "The terminal"):
 the loopback model scripts a write_file under the auto policy; in a
-pseudo-terminal, answer `y` and the file is written and the final answer
-shown; answer `n` with feedback and the model's next request carries it.
+pseudo-terminal, press `y` and the file is written and the final answer
+shown; press `f` and type feedback and the model's next request carries it.
 
 It needs exec to ask before a tool call (the policy half of issue 10, which
 also gives sessions `rules` and `approval_deadline_s`): on a build without
@@ -39,7 +39,7 @@ def test_write_file_approved_then_rejected_with_feedback():
         t.expect(r"approval needed\s+(ia_\w+)")
         t.expect(r"hello\.txt")
         t.expect(r"\+hello|\+ hello")
-        t.type("y\r")
+        t.type("y")
         t.expect(r"approved ia_\w+ \(once\)")
         t.expect(r"I wrote hello\.txt")
         t.expect(r"completed")
@@ -47,7 +47,9 @@ def test_write_file_approved_then_rejected_with_feedback():
         t.expect(r"\n> ")
         t.type("write bye\r")
         t.expect(r"approval needed\s+(ia_\w+)")
-        t.type("n the file must be called farewell.txt\r")
+        t.type("f")
+        t.expect(r"feedback for the model > ")
+        t.type("the file must be called farewell.txt\r")
         t.expect(r"rejected ia_\w+ \(once\): the file must be called farewell\.txt")
         t.expect(r"understood, not writing it")
         t.expect(r"completed")

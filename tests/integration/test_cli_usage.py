@@ -34,13 +34,16 @@ def test_invalid_enum_values_are_usage_errors():
                  ("serve", "--llm", "gpt"),
                  ("serve", "--sandbox", "docker"),
                  ("actor", "exec", "--sandbox", "docker"),
+                 ("worker", "--sandbox", "docker"),
+                 ("run", "--goal", "x", "--sandbox", "docker"),
+                 ("sessions", "new", "--network", "maybe"),
                  ("tap", "--count", "5x"),
                  ("call", "echo.ping", "--timeout", "soon")):
         rc, out, err = sb(*(list(args) + ["--data", data]))
         check(rc == 2, "%s exited %d, want 2: %s", " ".join(args), rc, err)
         bad = args[-1]
         check(bad in err, "%s: the message does not name '%s': %r", " ".join(args), bad, err)
-        if args[0] in ("serve", "actor", "call"):
+        if args[0] in ("serve", "actor", "call", "worker"):
             continue    # no --json: they print no JSON
         rc, out, err = sb(*(list(args) + ["--data", data, "--json"]))
         e = json_error(err)

@@ -83,7 +83,7 @@ def test_curve_keys_worker_and_refusals():
     certs = os.path.join(server.data, "certs")
     st = os.stat(os.path.join(certs, "server_secret"))
     check(st.st_mode & 0o777 == 0o600, "server_secret mode %o", st.st_mode & 0o777)
-    rc, out, err = sb("keys", "new", "w1", "--data", server.data)
+    rc, out, err = sb("keys", "new", "w1", "--pool", "p", "--data", server.data)
     secret = out.strip().splitlines()[-1]
     check(rc == 0 and secret == os.path.join(certs, "clients", "w1_secret"), "keys new: %d %r %r", rc, out, err)
     check(os.stat(secret).st_mode & 0o777 == 0o600, "the secret file is not 0600")

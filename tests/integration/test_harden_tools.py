@@ -29,16 +29,16 @@ GIT_ENV = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.com"
                GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.com")
 
 
-def serve(llm, script, env=None):
+def serve(llm, script, env=None, args=()):
     e = dict(LLM_ENV)
     e.update(env or {})
-    return Server(args=llm_args(llm, script), env=e).start()
+    return Server(args=llm_args(llm, script) + list(args), env=e).start()
 
 
-def run_turns(turns, ws, policy="yolo", env=None, script="harden"):
+def run_turns(turns, ws, policy="yolo", env=None, script="harden", args=()):
     llm = LLM()
     llm.script(script, turns)
-    server = serve(llm, script, env)
+    server = serve(llm, script, env, args)
     sid = new_session(server, ws, approval_policy=policy)
     run = wait_run(server, prompt(server, sid, "go"), timeout=40)
     return server, llm, run, tape(server, sid)
@@ -269,7 +269,10 @@ def daemon_case(env, cgroup):
     before = set(sleepers_604())
     pid = None
     try:
-        server, llm, run, entries = run_turns(turns, ws, env=env)
+        # unsandboxed: the check reads the daemon's host pid and the tool's
+        # cgroup, which a PID and a cgroup namespace hide (test_sandbox.py
+        # checks the kill in the box)
+        server, llm, run, entries = run_turns(turns, ws, env=env, args=["--sandbox", "none"])
         check(run["status"] == "completed", "run %r", run)
         r = results(entries)["c_d"]
         check("daemon started" in r["output"], "the daemon did not start: %r", r)
@@ -337,7 +340,9 @@ def test_a_serve_killed_mid_call_leaves_nothing_running_after_the_next_start():
     llm = LLM()
     llm.script("killed", turns)
     before = set(sleepers(607))
-    server = serve(llm, "killed")
+    # unsandboxed: in the box, the sandbox dies with serve (--die-with-parent
+    # and its PID namespace) and leaves nothing for the next serve to clean
+    server = serve(llm, "killed", args=["--sandbox", "none"])
     second = None
     try:
         sid = new_session(server, ws, approval_policy="yolo")

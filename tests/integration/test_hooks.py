@@ -20,10 +20,27 @@ from sbtest import Server, check, run_tests, tmpdir, wait_for  # noqa: E402
 from test_runs_e2e import LLM, LLM_ENV, call, llm_args, new_session, prompt, wait_run  # noqa: E402
 from test_runs_tools import pid_gone  # noqa: E402
 
-# Writes stdin and the environment to OUT/<event>.<pid>.{json,env}
-# (renamed into place, the .env last, so that a reader sees whole files)
-RECORD = ['/bin/sh', '-c', 'f="$OUT/$SWITCHBOARD_EVENT.$$"; cat > "$f.t"; env > "$f.e"; '
+# Writes stdin and the environment to OUT/<event>.<unique>.{json,env}
+# (renamed into place, the .env last, so that a reader sees whole files).
+# Not $$: each hook has a PID namespace of its own, where pids repeat.
+RECORD = ['/bin/sh', '-c', 'f=$(mktemp -u "$OUT/$SWITCHBOARD_EVENT.XXXXXXXX"); cat > "$f.t"; env > "$f.e"; '
           'mv "$f.t" "$f.json"; mv "$f.e" "$f.env"']
+
+
+def procs_with_env(var):
+    """Host pids of live processes whose environment holds `var` (NAME=VALUE).
+    A hook runs in the sandbox's PID namespace: the pids it prints are not
+    the host's, so its processes are found by their environment."""
+    want = var.encode()
+    found = []
+    for p in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/environ" % p, "rb") as f:
+                if p.isdigit() and want in f.read().split(b"\0"):
+                    found.append(int(p))
+        except OSError:
+            pass
+    return found
 
 
 def hooks_file(hooks):
@@ -61,7 +78,8 @@ def stats(server):
 
 def test_hooks_run_with_the_event_json_and_a_minimal_env():
     out = tmpdir()
-    rec = {"command": RECORD, "timeout_s": 10, "env": {"OUT": out}}
+    # OUT is writable in the hook's sandbox (docs/sandbox.md)
+    rec = {"command": RECORD, "timeout_s": 10, "env": {"OUT": out}, "writable": [out]}
     path = hooks_file({e: [rec] for e in ("session.created", "run.finished", "run.failed", "approval.requested")})
     llm = LLM()
     llm.script("hooks1", [{"text": "done"}, {"status": 400}])
@@ -105,7 +123,7 @@ def test_hooks_run_with_the_event_json_and_a_minimal_env():
 def test_hung_hook_is_killed_at_its_timeout_and_failures_are_counted():
     d = tmpdir()
     hung = {"command": ["/bin/sh", "-c", 'sleep 300 & echo $! > "$D/bg"; echo $$ > "$D/sh"; sleep 301'],
-            "timeout_s": 1, "env": {"D": d}}
+            "timeout_s": 1, "env": {"D": d}, "writable": [d]}
     failing = {"command": ["/bin/sh", "-c", 'echo "broken $HOOK_TOKEN" >&2; exit 3'],
                "env": {"HOOK_TOKEN": "hook-secret-4242"}}
     missing = {"command": ["/nonexistent/hook"]}
@@ -116,10 +134,12 @@ def test_hung_hook_is_killed_at_its_timeout_and_failures_are_counted():
     check(time.monotonic() - t0 < 2, "session.create waited for its hooks")
     # the shell creates each file before echo writes the pid into it:
     # wait for both pids, not for the files
-    pids = wait_for(lambda: all(read_pid(os.path.join(d, n)) for n in ("bg", "sh"))
-                    and [read_pid(os.path.join(d, n)) for n in ("bg", "sh")], 5, "the hung hook to start")
+    wait_for(lambda: all(read_pid(os.path.join(d, n)) for n in ("bg", "sh")), 5, "the hung hook to start")
+    pids = procs_with_env("D=" + d)
+    check(len(pids) >= 2, "the hung hook's processes are not on the host: %r", pids)
     wait_for(lambda: stats(server)["timed_out"] == 1, 5, "the hung hook to be killed")
-    wait_for(lambda: all(pid_gone(p) for p in pids), 5, "the hook's processes to be gone")
+    wait_for(lambda: all(pid_gone(p) for p in pids) and not procs_with_env("D=" + d), 5,
+             "the hook's processes to be gone")
     took = time.monotonic() - t0
     check(took < 5, "killed after %.1f s, its timeout is 1 s", took)
     st = stats(server)
@@ -139,9 +159,10 @@ def test_slow_hook_delays_nothing():
     time the session and both runs need: had anything waited for a hook,
     nothing would finish while they hang. No clock is involved, so a slow
     machine cannot fake a delay or hide one."""
-    gate = os.path.join(tmpdir(), "go")
+    gdir = tmpdir()
+    gate = os.path.join(gdir, "go")
     slow = {"command": ["/bin/sh", "-c", 'while [ ! -e "$GATE" ]; do sleep 0.05; done'], "timeout_s": 120,
-            "env": {"GATE": gate}}
+            "env": {"GATE": gate}, "writable": [gdir]}
     path = hooks_file({"session.created": [slow], "run.finished": [slow]})
     llm = LLM()
     llm.script("hooks3", [{"text": "a"}, {"text": "b"}])

@@ -191,11 +191,14 @@ def test_server_that_hangs_is_timed_out():
 
 
 def test_cancel_during_a_call_tells_the_server():
-    log = os.path.join(tmpdir(), "received.jsonl")
+    # the server runs in the sandbox, where only the session's workspace
+    # is writable: its log goes there
+    ws = tmpdir()
+    log = os.path.join(ws, "received.jsonl")
     llm = LLM()
     llm.script("mcp9", [calls(("c_hang", "mcp__h__hang", {})), {"text": "never"}])
     server = serve(llm, "mcp9", config({"h": hostile(timeout_s=60, env={"HOSTILE_LOG": log})}))
-    sid = new_session(server, tmpdir(), approval_policy="yolo")
+    sid = new_session(server, ws, approval_policy="yolo")
     run_id = prompt(server, sid, "hang")
 
     def calling():
@@ -224,17 +227,33 @@ def test_cancel_during_a_call_tells_the_server():
     llm.stop()
 
 
+def host_pid_of(pidfile):
+    """The host pid of the hostile server that writes `pidfile`: the pid it
+    writes is its PID namespace's (it runs in the sandbox)."""
+    want = ("HOSTILE_PIDFILE=" + pidfile).encode()
+    for p in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/environ" % p, "rb") as f:
+                if p.isdigit() and want in f.read().split(b"\0"):
+                    return int(p)
+        except OSError:
+            pass
+    raise TestFailure("no process on the host has %s" % want)
+
+
 def test_unused_server_is_stopped_and_started_again():
-    pids = os.path.join(tmpdir(), "pids")
+    ws = tmpdir()               # writable in the server's sandbox
+    pids = os.path.join(ws, "pids")
     llm = LLM()
     llm.script("mcp11", [calls(("c1", "mcp__h__ok", {})), {"text": "a"}, calls(("c2", "mcp__h__ok", {})),
                          {"text": "b"}])
     env = dict(LLM_ENV, SWITCHBOARD_MCP_IDLE_S="1")
     server = Server(args=llm_args(llm, "mcp11") + ["--mcp-config", config({"h": hostile(
         env={"HOSTILE_PIDFILE": pids})})], env=env).start()
-    sid = new_session(server, tmpdir(), approval_policy="yolo")
+    sid = new_session(server, ws, approval_policy="yolo")
     run_one(server, sid)
-    first = int(open(pids).read().split()[0])
+    check(open(pids).read().split(), "the server wrote no pid")
+    first = host_pid_of(pids)
 
     def state():
         rc, out, _ = cli(server, "mcp", "list", "--json")
@@ -306,7 +325,7 @@ def test_oneshot_run_takes_mcp_config_and_hooks():
     hooks = os.path.join(tmpdir(), "hooks.json")
     with open(hooks, "w") as f:
         json.dump({"hooks": {"run.finished": [{"command": ["/bin/sh", "-c", 'cat > "$OUT/finished"'],
-                                               "env": {"OUT": out}}]}}, f)
+                                               "env": {"OUT": out}, "writable": [out]}]}}, f)
     llm = LLM()
     llm.script("mcp10", [calls(("c_ok", "mcp__h__ok", {})), {"text": "done"}])
     rc, stdout, err = sb("run", "--goal", "call ok", "--repo", tmpdir(), "--approval", "yolo", "--ephemeral",

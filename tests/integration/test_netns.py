@@ -84,7 +84,7 @@ class World:
             self.script("s", script_turns)
         url = "http://127.0.0.1:%d/%s/v1" % (self.llm_port, scenario or "script=s")
         for name in ("w1", "w2"):
-            rc, out, err = sb("keys", "new", name, "--data", self.data)
+            rc, out, err = sb("keys", "new", name, "--pool", "p", "--data", self.data)
             check(rc == 0, "keys new %s: %s", name, err)
         self.serve = Proc(in_ns("cp", [SB_BIN, "serve", "--data", self.data, "--http", "127.0.0.1:0",
                                        "--bus", "tcp://0.0.0.0:%d" % PORT,

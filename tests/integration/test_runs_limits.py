@@ -17,7 +17,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import SB_BIN, TestFailure, check, run_tests, sb, tmpdir, wait_for  # noqa: E402
+from sbtest import SB_BIN, Server, TestFailure, check, run_tests, sb, tmpdir, wait_for  # noqa: E402
 from test_runs_e2e import (LLM, LLM_ENV, call, kinds, llm_args, llm_server, new_session,  # noqa: E402
                            pid_gone, prompt, results, tape, wait_run)
 
@@ -133,7 +133,9 @@ def test_cancel_during_sleep_600_within_1s_no_orphan():
     llm.script("sleepy", [{"tool_calls": [{"name": "shell", "arguments": {"command": cmd},
                                            "call_id": "c_sleep"}]}])
     ws = tmpdir()
-    server = llm_server(llm, "sleepy")
+    # unsandboxed: the check reads the host pids the command writes, which
+    # the sandbox's PID namespace renumbers (test_sandbox.py cancels in the box)
+    server = Server(args=llm_args(llm, "sleepy") + ["--sandbox", "none"], env=LLM_ENV).start()
     sid = new_session(server, ws, approval_policy="yolo")
     run_id = prompt(server, sid, "sleep")
     pids = []

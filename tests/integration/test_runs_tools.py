@@ -16,18 +16,23 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import check, run_tests, tmpdir, wait_for  # noqa: E402
-from test_runs_e2e import (LLM, kinds, llm_server, new_session, pid_gone, prompt,  # noqa: E402
+from sbtest import Server, check, run_tests, tmpdir, wait_for  # noqa: E402
+from test_runs_e2e import (LLM, LLM_ENV, kinds, llm_args, new_session, pid_gone, prompt,  # noqa: E402
                            results, tape, wait_run)
 
+# The two kill tests read the pids the command prints and look for them on
+# the host; in the sandbox's PID namespace those numbers are not the
+# host's, so they run unsandboxed. test_sandbox.py checks the kill in the box.
+UNBOXED = ["--sandbox", "none"]
 
-def scripted_run(turns, workspace=None, policy="yolo", script="tools"):
+
+def scripted_run(turns, workspace=None, policy="yolo", script="tools", args=()):
     """Starts an llm_server and a serve, runs one prompt against `turns`
     and returns (server, llm, session id, run, tape)."""
     llm = LLM()
     llm.script(script, turns)
     ws = workspace or tmpdir()
-    server = llm_server(llm, script)
+    server = Server(args=llm_args(llm, script) + list(args), env=LLM_ENV).start()
     sid = new_session(server, ws, approval_policy=policy)
     run = wait_run(server, prompt(server, sid, "go"), timeout=30)
     return server, llm, sid, run, tape(server, sid)
@@ -118,7 +123,7 @@ def test_shell_timeout_kills_the_group_with_no_orphan():
              {"text": "timed out, as planned"}]
     pids = []
     try:
-        server, llm, sid, run, entries = scripted_run(turns)
+        server, llm, sid, run, entries = scripted_run(turns, args=UNBOXED)
         check(run["status"] == "completed", "the run did not go on after the timeout: %r", run)
         r = results(entries)["c_sleep"]
         pids = [int(p) for p in re.findall(r"\b(?:bg|gc|sh)=(\d+)", r["output"])]
@@ -149,7 +154,7 @@ def test_a_daemon_left_by_a_tool_is_reaped_when_it_exits():
     pid = None
     ws = tmpdir()
     try:
-        server, llm, sid, run, entries = scripted_run(turns, workspace=ws)
+        server, llm, sid, run, entries = scripted_run(turns, workspace=ws, args=UNBOXED)
         check(run["status"] == "completed", "run %r", run)
         out = results(entries)["c_d"]["output"]
         check("started" in out, "the command did not finish its wait: %r", out)

@@ -93,7 +93,7 @@ def test_worker_key_reaches_only_its_claimed_session():
     server = Server(args=["--bus", tcp]).start()
     certs = os.path.join(server.data, "certs")
     server_key, _ = cert_keys(os.path.join(certs, "server"))
-    rc, out, err = sb("keys", "new", "w1", "--data", server.data)
+    rc, out, err = sb("keys", "new", "w1", "--pool", "p", "--data", server.data)
     check(rc == 0, "keys new w1: %r", err)
     wk = cert_keys(out.strip().splitlines()[-1])
     rc, out, err = sb("keys", "new", "c1", "--client", "--data", server.data)
@@ -232,7 +232,7 @@ def test_real_worker_over_curve_asks_for_an_approval():
     server = Server(args=llm_args(llm, "ap") + ["--bus", tcp], env=LLM_ENV).start()
     w = None
     try:
-        rc, out, err = sb("keys", "new", "wa", "--data", server.data)
+        rc, out, err = sb("keys", "new", "wa", "--pool", "p", "--data", server.data)
         check(rc == 0, "keys new wa: %r", err)
         w = Proc([SB_BIN, "worker", "--connect", tcp, "--id", "wa", "--pool", "p", "--cert",
                   out.strip().splitlines()[-1], "--server-key", os.path.join(server.data, "certs", "server")],

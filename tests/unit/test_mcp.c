@@ -84,6 +84,31 @@ Test (mcp, config_loads_both_transports_and_collects_secrets)
     cr_assert_null (cfg);
 }
 
+Test (mcp, secrets_are_redacted_in_every_encoding)
+{
+    //  the value is  se"cr\et 1  : a quote, a backslash and a space
+    const char *p = s_write ("mcp.json",
+        "{\"mcpServers\": {\"a\": {\"command\": \"x\", \"env\": {\"T\": \"se\\\"cr\\\\et 1\"}}}}");
+    char err [512];
+    sb_mcp_config_t *cfg = sb_mcp_config_load (p, true, err, sizeof err);
+    cr_assert_not_null (cfg, "%s", err);
+    static const char *forms [] = {
+        "se\"cr\\et 1",             //  as it is
+        "se\\\"cr\\\\et 1",         //  JSON-escaped
+        "se\\\\\\\"cr\\\\\\\\et 1", //  JSON-escaped twice
+        "se%22cr%5Cet%201",         //  percent-encoded
+        "se%22cr%5cet%201",         //  the same, lower case hex
+    };
+    for (size_t k = 0; k < sizeof forms / sizeof forms [0]; k++) {
+        char text [128];
+        snprintf (text, sizeof text, "<%s>", forms [k]);
+        char *red = sb_mcp_redact (cfg, text);
+        cr_expect_str_eq (red, "<***>", "form %zu: %s became %s", k, text, red);
+        free (red);
+    }
+    sb_mcp_config_destroy (&cfg);
+}
+
 Test (mcp, config_refuses_what_it_cannot_run)
 {
     static const struct { const char *json, *says; } bad [] = {

@@ -118,6 +118,7 @@ typedef struct {
     atomic_uint_fast64_t auth_failures;
     atomic_uint_fast64_t host_refused;
     atomic_uint_fast64_t origin_refused;
+    atomic_uint_fast64_t csrf_refused;      /* writes without proof a script of ours made them */
     atomic_uint_fast64_t conn_refused;
     atomic_uint_fast64_t calls;
     atomic_uint_fast64_t call_timeouts;
@@ -181,6 +182,15 @@ void gw_to_lws_chain (sb_gateway_t *gw, gw_out_t *head, gw_out_t *tail, size_t n
 /*  The lws thread's entry (gateway/http.c). */
 void *gw_lws_main (void *arg);
 
+/*  Where an HTTP request stands. Only an admitted POST reads its body,
+    and only BODY -> DISPATCHED runs a handler, once: a request answered
+    or refused at its headers is DONE, and what lws still delivers of its
+    body (it may already be in the buffer) is dropped. */
+typedef enum {
+    GW_REQ_DONE,        /* answered, refused or dispatched: nothing more runs */
+    GW_REQ_BODY         /* admitted: the body is read, then dispatched once */
+} gw_req_stage_t;
+
 /*  One connection's state (lws's per-session data), HTTP or WebSocket.
     Lives on the lws thread only. */
 typedef struct {
@@ -197,7 +207,8 @@ typedef struct gw_pss {
     bool post;
     bool waiting;               /* a bus reply is due */
     bool too_large;
-    bool discard;               /* the body was refused by its length: drop it */
+    gw_req_stage_t stage;       /* what the request may still do (below) */
+    bool close_after;           /* close the connection once the answer is written */
     char path [512];
     char *args;                 /* query arguments, decoded, NUL-separated pairs */
     size_t nargs;

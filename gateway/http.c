@@ -211,36 +211,92 @@ s_arg (const gw_pss_t *pss, const char *name)
     return NULL;
 }
 
-//  The token a request carries: a bearer header, the sb_token cookie, or
-//  (only where `query_ok`) ?token=. true when it is the right one.
-static bool
+//  How a request proved it has the token.
+typedef enum {
+    AUTH_NONE,          /* it did not */
+    AUTH_BEARER,        /* Authorization: Bearer: a script or a program, never a form */
+    AUTH_COOKIE,        /* the browser's cookie: any page of 127.0.0.1 may make it send it */
+    AUTH_QUERY          /* ?token= on a page load or the /ws URL */
+} auth_t;
+
+//  The cookie's name: sb_token_PORT. Cookies have no port, so every server
+//  on 127.0.0.1 gets the cookies of every other; with the port in the name
+//  two gateways on one host do not take each other's.
+static void
+s_cookie_name (sb_gateway_t *gw, char *out, size_t n)
+{
+    snprintf (out, n, "sb_token_%d", gw->port);
+}
+
+//  The token a request carries: a bearer header, the sb_token_PORT cookie,
+//  or (only where `query_ok`) ?token=. Says which one was right.
+static auth_t
 s_authorized (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, bool query_ok)
 {
-    char buf [1024];
+    char buf [1024], name [32];
     if (s_header (wsi, WSI_TOKEN_HTTP_AUTHORIZATION, buf, sizeof buf) > 0
     &&  strncasecmp (buf, "Bearer ", 7) == 0) {
         const char *t = buf + 7;
         while (*t == ' ')
             t++;
         if (sb_gateway_token_ok (gw->token, t, strlen (t)))
-            return true;
+            return AUTH_BEARER;
     }
+    s_cookie_name (gw, name, sizeof name);
+    size_t name_len = strlen (name);
     if (s_header (wsi, WSI_TOKEN_HTTP_COOKIE, buf, sizeof buf) > 0) {
         for (char *p = buf; p && *p; ) {
             while (*p == ' ' || *p == ';')
                 p++;
             size_t len = strcspn (p, ";");
-            if (strncmp (p, "sb_token=", 9) == 0 && sb_gateway_token_ok (gw->token, p + 9, len - 9))
-                return true;
+            if (len > name_len && strncmp (p, name, name_len) == 0 && p [name_len] == '='
+            &&  sb_gateway_token_ok (gw->token, p + name_len + 1, len - name_len - 1))
+                return AUTH_COOKIE;
             p += len;
         }
     }
     if (query_ok) {
         const char *t = s_arg (pss, "token");
         if (t && sb_gateway_token_ok (gw->token, t, strlen (t)))
-            return true;
+            return AUTH_QUERY;
     }
-    return false;
+    return AUTH_NONE;
+}
+
+//  Whether a browser says this request comes from a page of ours. Origin,
+//  when sent, must be the served origin (scheme://Host); Sec-Fetch-Site,
+//  when sent and `strict`, must be same-origin or none (a person typed the
+//  address). Another port of 127.0.0.1 is another origin but the same
+//  site: SameSite cookies go to it, these headers tell it apart.
+static bool
+s_same_origin (sb_gateway_t *gw, struct lws *wsi, const char *host, bool strict)
+{
+    char origin [512], want [300], site [64];
+    int olen = s_header (wsi, WSI_TOKEN_ORIGIN, origin, sizeof origin);
+    if (olen != 0) {
+        snprintf (want, sizeof want, "%s://%s", gw->tls ? "https" : "http", host);
+        if (olen < 0 || strcasecmp (origin, want) != 0)
+            return false;
+    }
+    int slen = lws_hdr_custom_length (wsi, "sec-fetch-site:", 15);
+    if (strict && slen > 0) {
+        if ((size_t) slen >= sizeof site
+        ||  lws_hdr_custom_copy (wsi, site, sizeof site, "sec-fetch-site:", 15) < 0)
+            return false;
+        if (strcasecmp (site, "same-origin") != 0 && strcasecmp (site, "none") != 0)
+            return false;
+    }
+    return true;
+}
+
+//  A write authorised by the cookie alone could come from any page the
+//  browser shows (a form posts cross-site with the cookie). It must carry
+//  X-Switchboard, which only a script may set, and a cross-origin script
+//  only after a CORS preflight that the gateway never grants.
+static bool
+s_script_proof (struct lws *wsi)
+{
+    return lws_hdr_custom_length (wsi, "x-switchboard:", 14) > 0;
 }
 
 static bool
@@ -372,7 +428,10 @@ s_http_writeable (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss)
             return 0;
         }
     }
+    bool close_after = pss->close_after;
     s_reset_http (pss);
+    if (close_after)
+        return -1;      /* the request's framing cannot be trusted: no next one */
     return lws_http_transaction_completed (wsi) ? -1 : 0;
 }
 
@@ -472,8 +531,10 @@ s_token_redirect (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *
         }
         p = value + strlen (value) + 1;
     }
-    snprintf (extra, sizeof extra, "location: %s\nset-cookie: sb_token=%s; Path=/; HttpOnly; SameSite=Strict%s\n",
-              loc, gw->token, gw->tls ? "; Secure" : "");
+    char name [32];
+    s_cookie_name (gw, name, sizeof name);
+    snprintf (extra, sizeof extra, "location: %s\nset-cookie: %s=%s; Path=/; HttpOnly; SameSite=Strict%s\n",
+              loc, name, gw->token, gw->tls ? "; Secure" : "");
     pss->no_store = true;
     s_respond (gw, wsi, pss, 303, "text/plain", NULL, extra);
 }
@@ -536,11 +597,70 @@ s_dispatch_api (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss)
     gw_to_bridge (gw, in);
 }
 
+//  Refuses a request at its headers: the answer goes out, and nothing of
+//  the request runs, whatever of its body lws still delivers.
+static int
+s_refuse (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, atomic_uint_fast64_t *counter, int status,
+          const char *code, const char *message)
+{
+    if (counter)
+        atomic_fetch_add (counter, 1);
+    pss->stage = GW_REQ_DONE;
+    s_respond_error (gw, wsi, pss, status, code, message);
+    return 0;
+}
+
+//  The checks every request past Host and method passes before anything
+//  of it runs: that a browser's request comes from our own page (strictly
+//  for the API and /metrics), the token, and that a write proves a script
+//  of ours made it. Returns
+//  true when the request may go on; else the refusal is queued.
+static bool
+s_admit (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *host, bool guarded)
+{
+    if (!s_same_origin (gw, wsi, host, guarded))
+        return s_refuse (gw, wsi, pss, &gw->stats.origin_refused, 403, "forbidden",
+                         "a request from another origin (Origin or Sec-Fetch-Site) is refused"), false;
+    auth_t auth = s_authorized (gw, wsi, pss, false);
+    if (auth == AUTH_NONE)
+        return s_refuse (gw, wsi, pss, &gw->stats.auth_failures, 401, "unauthorized",
+                         "a token is needed: open the URL serve printed (with ?token=), or send "
+                         "Authorization: Bearer <DATA/token>"), false;
+    if (pss->post && auth == AUTH_COOKIE && !s_script_proof (wsi))
+        return s_refuse (gw, wsi, pss, &gw->stats.csrf_refused, 403, "forbidden",
+                         "a write with the cookie needs the X-Switchboard header (or send the token "
+                         "as Authorization: Bearer)"), false;
+    return true;
+}
+
+//  A POST's body is read only once the request is admitted, and only when
+//  its length is announced and within the bound: lws does not decode a
+//  chunked request body, and reads one without a length until the close.
+static int
+s_expect_body (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss)
+{
+    char cl [32];
+    int n = s_header (wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH, cl, sizeof cl);
+    if (n <= 0 || lws_hdr_total_length (wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) > 0
+    ||  strspn (cl, "0123456789") != strlen (cl)) {
+        pss->close_after = true;
+        return s_refuse (gw, wsi, pss, NULL, 411, "invalid", "a POST needs a Content-Length (no chunked body)");
+    }
+    if (strlen (cl) > 9 || strtoull (cl, NULL, 10) > SB_GW_MAX_FRAME)
+        /* answered now; lws reads what follows of the body and drops it */
+        return s_refuse (gw, wsi, pss, NULL, 413, "too_large", "a body may be at most 1 MiB");
+    /* lws calls HTTP_BODY_COMPLETION for every POST with a length, 0 too:
+       the request is dispatched there, once */
+    pss->stage = GW_REQ_BODY;
+    return 0;
+}
+
 static int
 s_http (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *uri)
 {
     s_reset_http (pss);
-    pss->discard = false;
+    pss->stage = GW_REQ_DONE;
+    pss->close_after = false;
     atomic_fetch_add (&gw->stats.http_requests, 1);
     lws_get_peer_simple (wsi, pss->addr, sizeof pss->addr);
     bool get = lws_hdr_total_length (wsi, WSI_TOKEN_GET_URI) > 0;
@@ -548,16 +668,11 @@ s_http (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *uri)
     snprintf (pss->path, sizeof pss->path, "%s", uri ? uri : "/");
     s_read_args (wsi, pss);
     char host [256];
-    if (!s_host_allowed (gw, wsi, host, sizeof host)) {
-        atomic_fetch_add (&gw->stats.host_refused, 1);
-        s_respond_error (gw, wsi, pss, 403, "forbidden",
+    if (!s_host_allowed (gw, wsi, host, sizeof host))
+        return s_refuse (gw, wsi, pss, &gw->stats.host_refused, 403, "forbidden",
                          "this Host is not served (use localhost or 127.0.0.1; serve --allow-host adds names)");
-        return 0;
-    }
-    if (!get && !pss->post) {
-        s_respond_error (gw, wsi, pss, 405, "invalid", "only GET and POST are served");
-        return 0;
-    }
+    if (!get && !pss->post)
+        return s_refuse (gw, wsi, pss, NULL, 405, "invalid", "only GET and POST are served");
     if (strcmp (pss->path, "/healthz") == 0) {
         pss->no_store = true;
         s_respond (gw, wsi, pss, 200, "text/plain", gw_buf_new ("ok\n", 3), NULL);
@@ -566,27 +681,21 @@ s_http (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *uri)
     bool api = strncmp (pss->path, "/api/", 5) == 0 || strcmp (pss->path, "/api") == 0;
     bool metrics = strcmp (pss->path, "/metrics") == 0;
     if (!api && !metrics && get && s_arg (pss, "token")) {
-        if (!s_authorized (gw, wsi, pss, true)) {
-            atomic_fetch_add (&gw->stats.auth_failures, 1);
-            s_respond_error (gw, wsi, pss, 401, "unauthorized", "wrong token: use the URL serve printed");
-            return 0;
-        }
+        if (s_authorized (gw, wsi, pss, true) != AUTH_QUERY)
+            return s_refuse (gw, wsi, pss, &gw->stats.auth_failures, 401, "unauthorized",
+                             "wrong token: use the URL serve printed");
         s_token_redirect (gw, wsi, pss, pss->path);
         return 0;
     }
-    if (!s_authorized (gw, wsi, pss, false)) {
-        atomic_fetch_add (&gw->stats.auth_failures, 1);
-        s_respond_error (gw, wsi, pss, 401, "unauthorized",
-                         "a token is needed: open the URL serve printed (with ?token=), or send "
-                         "Authorization: Bearer <DATA/token>");
+    if (!s_admit (gw, wsi, pss, host, api || metrics))
         return 0;
-    }
     if (metrics) {
+        if (!get)
+            return s_refuse (gw, wsi, pss, NULL, 405, "invalid", "/metrics is read with GET");
         gw_in_t *in = calloc (1, sizeof *in);
         if (!in || !s_conn_register (gw, wsi, pss)) {
             free (in);
-            s_respond_error (gw, wsi, pss, 503, "overloaded", "too many requests in flight");
-            return 0;
+            return s_refuse (gw, wsi, pss, NULL, 503, "overloaded", "too many requests in flight");
         }
         in->kind = GW_IN_METRICS;
         in->http = true;
@@ -596,38 +705,25 @@ s_http (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *uri)
         return 0;
     }
     if (!api) {
-        if (!get) {
-            s_respond_error (gw, wsi, pss, 405, "invalid", "static files are read with GET");
-            return 0;
-        }
+        if (!get)
+            return s_refuse (gw, wsi, pss, NULL, 405, "invalid", "static files are read with GET");
         s_static (gw, wsi, pss, pss->path);
         return 0;
     }
-    if (pss->post) {
-        char cl [32];
-        if (s_header (wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH, cl, sizeof cl) > 0) {
-            unsigned long long n = strtoull (cl, NULL, 10);
-            if (n > SB_GW_MAX_FRAME) {
-                /* answered now; what follows of the body is read and dropped */
-                s_respond_error (gw, wsi, pss, 413, "too_large", "a body may be at most 1 MiB");
-                pss->discard = true;
-                return 0;
-            }
-            if (n > 0)
-                return 0;       /* the body follows: HTTP_BODY, then HTTP_BODY_COMPLETION */
-        }
-        else
-        if (lws_hdr_total_length (wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) > 0)
-            return 0;
-    }
+    if (pss->post)
+        return s_expect_body (gw, wsi, pss);
     s_dispatch_api (gw, wsi, pss);
     return 0;
 }
 
+//  Body bytes of an admitted POST, up to the bound; of any other request
+//  (refused, answered, a GET with a body) they are dropped.
 static int
 s_http_body (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const void *in, size_t len)
 {
-    if (pss->too_large || pss->discard || len == 0)
+    (void) gw;
+    (void) wsi;
+    if (pss->stage != GW_REQ_BODY || pss->too_large || len == 0)
         return 0;
     if (pss->body_len + len > SB_GW_MAX_FRAME) {
         pss->too_large = true;
@@ -642,6 +738,20 @@ s_http_body (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const void *in, s
     memcpy (grown + pss->body_len, in, len);
     pss->body = grown;
     pss->body_len += len;
+    return 0;
+}
+
+//  The body is complete: an admitted POST runs now, once.
+static int
+s_http_body_done (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss)
+{
+    if (pss->stage != GW_REQ_BODY)
+        return 0;
+    pss->stage = GW_REQ_DONE;
+    if (pss->too_large)
+        s_respond_error (gw, wsi, pss, 413, "too_large", "a body may be at most 1 MiB");
+    else
+        s_dispatch_api (gw, wsi, pss);
     return 0;
 }
 
@@ -686,7 +796,7 @@ s_confirm_upgrade (sb_gateway_t *gw, struct lws *wsi)
             rc = 1;
         }
     }
-    if (rc == 0 && !s_authorized (gw, wsi, &tmp, true)) {
+    if (rc == 0 && s_authorized (gw, wsi, &tmp, true) == AUTH_NONE) {
         atomic_fetch_add (&gw->stats.auth_failures, 1);
         lws_return_http_status (wsi, HTTP_STATUS_UNAUTHORIZED, "a token is needed");
         rc = 1;
@@ -753,13 +863,7 @@ s_callback (struct lws *wsi, enum lws_callback_reasons reason, void *user, void 
         case LWS_CALLBACK_HTTP_BODY:
             return s_http_body (gw, wsi, pss, in, len);
         case LWS_CALLBACK_HTTP_BODY_COMPLETION:
-            if (pss->discard)
-                return 0;           /* already answered (a body announced too large) */
-            if (pss->too_large)
-                s_respond_error (gw, wsi, pss, 413, "too_large", "a body may be at most 1 MiB");
-            else
-                s_dispatch_api (gw, wsi, pss);
-            return 0;
+            return s_http_body_done (gw, wsi, pss);
         case LWS_CALLBACK_HTTP_WRITEABLE:
             return s_http_writeable (gw, wsi, pss);
         case LWS_CALLBACK_CLOSED_HTTP:

@@ -21,6 +21,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -399,6 +400,31 @@ sb_cmd_serve (int argc, char **argv)
     return sb_serve_run (&o, NULL, NULL);
 }
 
+/*  Raises the soft limit on open files to the hard one: serve holds the
+    bus, LMDB, the gateway's connections and the tools' pipes in one
+    process, and a soft limit of 1,024 is spent by a thousand browsers
+    (docs/gateway.md, file descriptors). The gateway keeps a reserve below
+    whatever limit results. */
+#define NOFILE_MAX  ((rlim_t) 1 << 20)
+
+static void
+s_raise_nofile (void)
+{
+    struct rlimit rl;
+    if (getrlimit (RLIMIT_NOFILE, &rl) != 0)
+        return;
+    /* lws sizes a table by the limit (16 bytes a descriptor): a hard
+       limit of a billion, as some containers set, is not taken whole */
+    rlim_t want = rl.rlim_max < NOFILE_MAX ? rl.rlim_max : NOFILE_MAX;
+    if (rl.rlim_cur >= want)
+        return;
+    rlim_t was = rl.rlim_cur;
+    rl.rlim_cur = want;
+    if (setrlimit (RLIMIT_NOFILE, &rl) != 0)
+        sb_warn ("serve", "cannot raise the open files limit from %llu to %llu: %s",
+                 (unsigned long long) was, (unsigned long long) rl.rlim_max, strerror (errno));
+}
+
 int
 sb_serve_run (const sb_serve_opts_t *o, sb_serve_hook_fn *hook, void *hook_arg)
 {
@@ -422,6 +448,7 @@ sb_serve_run (const sb_serve_opts_t *o, sb_serve_hook_fn *hook, void *hook_arg)
     sigaddset (&sigs, SIGHUP);
     pthread_sigmask (SIG_BLOCK, &sigs, NULL);
     signal (SIGPIPE, SIG_IGN);
+    s_raise_nofile ();
     zsys_handler_set (NULL);
     zsys_init ();
 

@@ -768,6 +768,8 @@ s_metrics_answer (gw_bridge_t *self, pending_t *p, sb_msg_t *reply)
         { "origin_refused_total", "requests and WebSocket upgrades from another origin", atomic_load (&st->origin_refused), false },
         { "csrf_refused_total", "cookie-only writes without the X-Switchboard header", atomic_load (&st->csrf_refused), false },
         { "conn_refused_total", "WebSocket upgrades past a connection limit", atomic_load (&st->conn_refused), false },
+        { "fd_refused_total", "connections closed at accept to keep serve's file descriptors", atomic_load (&st->fd_refused), false },
+        { "body_timeouts_total", "requests closed for a body slower than 30 s", atomic_load (&st->body_timeouts), false },
         { "calls_total", "WebSocket calls sent to the bus", atomic_load (&st->calls), false },
         { "call_timeouts_total", "calls answered with timeout by the gateway", atomic_load (&st->call_timeouts), false },
         { "events_in_total", "live events received from the event plane", atomic_load (&st->events_in), false },

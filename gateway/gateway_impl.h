@@ -120,6 +120,8 @@ typedef struct {
     atomic_uint_fast64_t origin_refused;
     atomic_uint_fast64_t csrf_refused;      /* writes without proof a script of ours made them */
     atomic_uint_fast64_t conn_refused;
+    atomic_uint_fast64_t fd_refused;        /* connections refused to keep serve's descriptors */
+    atomic_uint_fast64_t body_timeouts;     /* requests closed for a body that took too long */
     atomic_uint_fast64_t calls;
     atomic_uint_fast64_t call_timeouts;
     atomic_uint_fast64_t events_in;         /* live events from the event plane */
@@ -144,6 +146,8 @@ struct sb_gateway {
     uint32_t max_conns, max_per_addr;
     uint64_t out_max;
     uint32_t idle_s;            /* ping an idle WebSocket after this; close at twice */
+    int fd_cap;                 /* a connection on a descriptor at or past this is refused:
+                                   what is left of `ulimit -n` is the rest of serve's */
     lws_retry_bo_t idle;        /* lws keeps a pointer: lives as long as the context */
 
     struct lws_context *context;
@@ -209,6 +213,7 @@ typedef struct gw_pss {
     bool too_large;
     gw_req_stage_t stage;       /* what the request may still do (below) */
     bool close_after;           /* close the connection once the answer is written */
+    int64_t body_deadline;      /* BODY: monotonic ms by which the body must be in */
     char path [512];
     char *args;                 /* query arguments, decoded, NUL-separated pairs */
     size_t nargs;

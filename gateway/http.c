@@ -16,12 +16,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <czmq.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #define STATIC_MAX      (8u << 20)      /* largest UI file served */
 #define HTTP_CHUNK      (64u << 10)     /* body bytes written per WRITEABLE */
 #define ARGS_MAX        4096            /* decoded query bytes kept */
+#define BODY_MAX_MS     30000           /* a request body must be in within this */
+#define FD_RESERVE_MIN  128             /* descriptors always left to the rest of serve */
 
 /*  Sent with every response (docs/gateway.md): no inline script, nothing
     from elsewhere, no sniffing, no referrer, no framing. */
@@ -652,6 +658,7 @@ s_expect_body (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss)
     /* lws calls HTTP_BODY_COMPLETION for every POST with a length, 0 too:
        the request is dispatched there, once */
     pss->stage = GW_REQ_BODY;
+    pss->body_deadline = zclock_mono () + BODY_MAX_MS;
     return 0;
 }
 
@@ -721,9 +728,16 @@ s_http (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *uri)
 static int
 s_http_body (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const void *in, size_t len)
 {
-    (void) gw;
     (void) wsi;
-    if (pss->stage != GW_REQ_BODY || pss->too_large || len == 0)
+    if (pss->stage != GW_REQ_BODY)
+        return 0;
+    /* lws times out a pause between two parts of a body, not the whole:
+       a body that trickles a byte at a time is closed here */
+    if (zclock_mono () > pss->body_deadline) {
+        atomic_fetch_add (&gw->stats.body_timeouts, 1);
+        return -1;
+    }
+    if (pss->too_large || len == 0)
         return 0;
     if (pss->body_len + len > SB_GW_MAX_FRAME) {
         pss->too_large = true;
@@ -858,6 +872,14 @@ s_callback (struct lws *wsi, enum lws_callback_reasons reason, void *user, void 
         case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
             s_take_out (gw);
             return 0;
+        case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
+            /* `in` is the accepted descriptor: past the cap, the rest of
+               serve (the bus, LMDB, the tools) would run out */
+            if ((int) (intptr_t) in >= gw->fd_cap) {
+                atomic_fetch_add (&gw->stats.fd_refused, 1);
+                return 1;
+            }
+            return 0;
         case LWS_CALLBACK_HTTP:
             return s_http (gw, wsi, pss, in);
         case LWS_CALLBACK_HTTP_BODY:
@@ -923,12 +945,31 @@ static const struct lws_protocols s_protocols [] = {
     { NULL, NULL, 0, 0, 0, NULL, 0 }
 };
 
+//  lws's log lines, into ours. A line that repeats (lws logs `accept:
+//  errno 24` on every poll while descriptors are short) is written once a
+//  second at most, with how many were left out.
 static void
 s_lws_log (int level, const char *line)
 {
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static char last [512];
+    static int64_t last_ms;
+    static uint64_t dropped;
     char copy [512];
     snprintf (copy, sizeof copy, "%s", line);
     copy [strcspn (copy, "\n")] = 0;
+    int64_t now = zclock_mono ();
+    pthread_mutex_lock (&lock);
+    if (strcmp (copy, last) == 0 && now - last_ms < 1000) {
+        dropped++;
+        pthread_mutex_unlock (&lock);
+        return;
+    }
+    uint64_t left_out = dropped;
+    dropped = 0;
+    last_ms = now;
+    snprintf (last, sizeof last, "%s", copy);
+    pthread_mutex_unlock (&lock);
     if (level & LLL_ERR)
         sb_error ("gateway", "lws: %s", copy);
     else
@@ -936,6 +977,23 @@ s_lws_log (int level, const char *line)
         sb_warn ("gateway", "lws: %s", copy);
     else
         sb_info ("gateway", "lws: %s", copy);
+    if (left_out)
+        sb_warn ("gateway", "lws: the line before the last repeated %" PRIu64 " more times within a second",
+                 left_out);
+}
+
+//  The first descriptor a connection may not have: the process's limit
+//  less a reserve (a quarter, at least FD_RESERVE_MIN) for the bus, LMDB,
+//  the tools and the runs, so no number of clients leaves serve without.
+static int
+s_fd_cap (void)
+{
+    struct rlimit rl;
+    if (getrlimit (RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > INT_MAX)
+        return INT_MAX;
+    int limit = (int) rl.rlim_cur;
+    int reserve = limit / 4 > FD_RESERVE_MIN ? limit / 4 : FD_RESERVE_MIN;
+    return limit > 2 * reserve ? limit - reserve : limit / 2;
 }
 
 static void
@@ -985,6 +1043,7 @@ gw_lws_main (void *arg)
     /* SWITCHBOARD_LWS_LOG: lws's own log bits, for debugging lws itself */
     const char *bits = getenv ("SWITCHBOARD_LWS_LOG");
     lws_set_log_level (bits ? atoi (bits) : LLL_ERR | LLL_WARN, s_lws_log);
+    gw->fd_cap = s_fd_cap ();
     if (s_conns_init (gw)) {
         s_started (gw, -1, "out of memory");
         return NULL;

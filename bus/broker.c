@@ -96,6 +96,7 @@ typedef struct {
     sb_ratelimit_t rl;
     /* byte bounds (bus/outq.h) */
     size_t queue_bytes;         /* the bound, per peer or per plane */
+    size_t queue_total;         /* the bound over every peer of the command plane */
     sb_outq_t *cmd_q;           /* command plane: one account per peer */
     sb_outq_acct_t *evt_q;      /* event plane: one account, shared */
     sb_outq_acct_t *tap_q;      /* tap: one account, shared */
@@ -175,6 +176,27 @@ s_queue_bytes (const sb_broker_config_t *config)
     return bytes < SB_BROKER_QUEUE_BYTES_MIN ? SB_BROKER_QUEUE_BYTES_MIN : bytes;
 }
 
+/*  The bound across every peer of the command plane: the config's, else
+    SWITCHBOARD_BUS_QUEUE_TOTAL_BYTES, else SB_BROKER_QUEUE_TOTAL_FACTOR
+    per-peer bounds; never below one per-peer bound. */
+static size_t
+s_queue_total (const sb_broker_config_t *config, size_t per_peer)
+{
+    size_t bytes = config ? config->queue_total : 0;
+    const char *env = getenv ("SWITCHBOARD_BUS_QUEUE_TOTAL_BYTES");
+    if (!bytes && env && *env) {
+        char *end;
+        unsigned long long v = strtoull (env, &end, 10);
+        if (*end == 0)
+            bytes = (size_t) v;
+        else
+            sb_warn (ACTOR, "ignoring SWITCHBOARD_BUS_QUEUE_TOTAL_BYTES=%s (want a byte count)", env);
+    }
+    if (!bytes)
+        bytes = per_peer * SB_BROKER_QUEUE_TOTAL_FACTOR;
+    return bytes < per_peer ? per_peer : bytes;
+}
+
 static self_t *
 s_self_new (zsock_t *pipe, const sb_broker_config_t *config)
 {
@@ -197,6 +219,7 @@ s_self_new (zsock_t *pipe, const sb_broker_config_t *config)
     self->evt_q = sb_outq_acct_new ();
     self->tap_q = sb_outq_acct_new ();
     self->queue_bytes = s_queue_bytes (config);
+    self->queue_total = s_queue_total (config, self->queue_bytes);
     self->router = zsock_new (ZMQ_ROUTER);
     self->xsub = zsock_new (ZMQ_XSUB);
     self->xpub = zsock_new (ZMQ_XPUB);
@@ -387,6 +410,7 @@ s_send_to (self_t *self, const uint8_t *dest, size_t dest_len, const uint8_t *ro
     size_t charge = dest_len + route_len + hlen + blen + SB_OUTQ_MSG_OVERHEAD;
     zmq_msg_t bm;
     if (!acct || !sb_outq_fits (acct, charge, self->queue_bytes + slack)
+    ||  !sb_outq_fits_total (self->cmd_q, charge, self->queue_total + slack)
     ||  (bmsg? sb_outq_msg_ref (acct, &bm, bmsg, charge): sb_outq_msg (acct, &bm, body, blen, charge))) {
         self->drop_cmd++;
         self->drop_cmd_bytes += charge;
@@ -629,6 +653,7 @@ s_enc_stats (self_t *self, sb_enc_t *e)
     sb_enc_kuint (e, "pub_hwm", SB_BROKER_PUB_HWM);
     sb_enc_kuint (e, "tap_hwm", SB_BROKER_TAP_HWM);
     sb_enc_kuint (e, "queue_bytes_limit", self->queue_bytes);
+    sb_enc_kuint (e, "queue_total_limit", self->queue_total);
     sb_enc_kuint (e, "cmd_queued_bytes", sb_outq_held_total (self->cmd_q));
     sb_enc_kuint (e, "evt_queued_bytes", sb_outq_held (self->evt_q));
     sb_enc_kuint (e, "tap_queued_bytes", sb_outq_held (self->tap_q));
@@ -928,9 +953,10 @@ s_handle_reply (self_t *self, zmq_msg_t *f)
         memcpy (req.id, p->id, sizeof req.id);
         memcpy (req.key, h.key, sizeof req.key);
         s_reply_error (self, route, route_len, &req, SB_E_overloaded,
-                       "%s of %zu bytes dropped: %zu bytes are already queued for you (limit %zu); "
-                       "read your replies, then ask again",
-                       h.type, blen, held_before, self->queue_bytes);
+                       "%s of %zu bytes dropped: %zu bytes are already queued for you (limit %zu), "
+                       "%zu for every peer (limit %zu); read your replies, then ask again",
+                       h.type, blen, held_before, self->queue_bytes, sb_outq_held_total (self->cmd_q),
+                       self->queue_total);
         p->dropped = true;
     }
     if (final)

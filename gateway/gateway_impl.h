@@ -115,6 +115,9 @@ typedef struct {
     atomic_uint_fast64_t ws_forbidden;
     atomic_uint_fast64_t ws_resyncs;
     atomic_uint_fast64_t ws_flow_paused;
+    atomic_uint_fast64_t ws_replies_dropped;  /* replies over a bound, answered `overloaded` */
+    atomic_uint_fast64_t ws_overflow_closed;  /* connections closed: not even an error fitted */
+    atomic_int_fast64_t ws_queued_bytes;      /* now, over every WebSocket */
     atomic_uint_fast64_t auth_failures;
     atomic_uint_fast64_t host_refused;
     atomic_uint_fast64_t origin_refused;
@@ -145,6 +148,8 @@ struct sb_gateway {
     bool tls;
     uint32_t max_conns, max_per_addr;
     uint64_t out_max;
+    uint64_t out_total;         /* the bound on q_total */
+    size_t q_total;             /* lws thread only: bytes queued on every WebSocket */
     uint32_t idle_s;            /* ping an idle WebSocket after this; close at twice */
     int fd_cap;                 /* a connection on a descriptor at or past this is refused:
                                    what is left of `ulimit -n` is the rest of serve's */
@@ -236,6 +241,7 @@ typedef struct gw_pss {
     bool rx_binary;
     int inflight;               /* calls without their reply yet */
     bool rx_paused;             /* lws_rx_flow_control (wsi, 0) is in force */
+    bool kill;                  /* a frame did not fit even as an error: close */
     gw_sub_t *subs;
     size_t nsubs, subs_cap;
     uint32_t next_sub;

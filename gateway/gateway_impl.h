@@ -258,6 +258,32 @@ void gw_ws_closed (sb_gateway_t *gw, struct gw_pss *pss);
 /*  An item from the bridge for this WebSocket. Takes ownership. */
 void gw_ws_deliver (sb_gateway_t *gw, struct lws *wsi, struct gw_pss *pss, gw_out_t *out);
 
+/*  Who may ask (gateway/auth.c), on the lws thread. */
+/*  How a request proved it has the token. */
+typedef enum {
+    GW_AUTH_NONE,          /* it did not */
+    GW_AUTH_BEARER,        /* Authorization: Bearer: a script or a program, never a form */
+    GW_AUTH_COOKIE,        /* the browser's cookie: any page of 127.0.0.1 may make it send it */
+    GW_AUTH_QUERY          /* ?token= on a page load or the /ws URL */
+} gw_auth_t;
+
+/*  A header into out (n bytes): its length, 0 when absent, -1 when longer. */
+int gw_header (struct lws *wsi, enum lws_token_indexes h, char *out, size_t n);
+/*  The decoded query arguments into pss (NUL-separated pairs), and one of them. */
+void gw_read_args (struct lws *wsi, struct gw_pss *pss);
+const char *gw_arg (const struct gw_pss *pss, const char *name);
+/*  The cookie's name: sb_token_PORT. */
+void gw_cookie_name (sb_gateway_t *gw, char *out, size_t n);
+/*  Which way the request carries the right token (?token= only when query_ok). */
+gw_auth_t gw_authorized (sb_gateway_t *gw, struct lws *wsi, struct gw_pss *pss, bool query_ok);
+/*  Origin, when sent, is ours; with `strict`, Sec-Fetch-Site, when sent, is
+    same-origin or none. */
+bool gw_same_origin (sb_gateway_t *gw, struct lws *wsi, const char *host, bool strict);
+/*  The request carries X-Switchboard (only a script of ours can set it). */
+bool gw_script_proof (struct lws *wsi);
+/*  The Host header (into host, n bytes) is one the gateway answers to. */
+bool gw_host_allowed (sb_gateway_t *gw, struct lws *wsi, char *host, size_t n);
+
 /*  The JSON of an error frame {op:"error", tx, code, message}: a new buffer. */
 gw_buf_t *gw_error_frame (const char *tx, const char *code, const char *message);
 /*  The HTTP status that fits an error code. */

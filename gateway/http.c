@@ -25,7 +25,6 @@
 
 #define STATIC_MAX      (8u << 20)      /* largest UI file served */
 #define HTTP_CHUNK      (64u << 10)     /* body bytes written per WRITEABLE */
-#define ARGS_MAX        4096            /* decoded query bytes kept */
 #define BODY_MAX_MS     30000           /* a request body must be in within this */
 #define FD_RESERVE_MIN  128             /* descriptors always left to the rest of serve */
 
@@ -157,160 +156,6 @@ s_addr_release (sb_gateway_t *gw, const char *addr)
     if (a && a->count > 0 && --a->count == 0) {
         *a = c->addrs [--c->naddrs];
     }
-}
-
-/* ------------------------------------------------------------------ */
-/*  Requests: headers, arguments, the token */
-
-static int
-s_header (struct lws *wsi, enum lws_token_indexes h, char *out, size_t n)
-{
-    out [0] = 0;
-    int len = lws_hdr_total_length (wsi, h);
-    if (len <= 0 || (size_t) len >= n)
-        return len <= 0 ? 0 : -1;
-    return lws_hdr_copy (wsi, out, (int) n, h) < 0 ? -1 : len;
-}
-
-//  The decoded query arguments as NUL-separated name, value pairs.
-static void
-s_read_args (struct lws *wsi, gw_pss_t *pss)
-{
-    free (pss->args);
-    pss->args = NULL;
-    pss->nargs = 0;
-    char frag [1024];
-    char *buf = malloc (ARGS_MAX);
-    size_t used = 0;
-    if (!buf)
-        return;
-    for (int k = 0; k < 64; k++) {
-        int n = lws_hdr_copy_fragment (wsi, frag, sizeof frag, WSI_TOKEN_HTTP_URI_ARGS, k);
-        if (n < 0)
-            break;
-        char *eq = strchr (frag, '=');
-        const char *value = eq ? eq + 1 : "";
-        if (eq)
-            *eq = 0;
-        size_t need = strlen (frag) + strlen (value) + 2;
-        if (used + need > ARGS_MAX)
-            break;
-        memcpy (buf + used, frag, strlen (frag) + 1);
-        used += strlen (frag) + 1;
-        memcpy (buf + used, value, strlen (value) + 1);
-        used += strlen (value) + 1;
-        pss->nargs++;
-    }
-    pss->args = buf;
-}
-
-static const char *
-s_arg (const gw_pss_t *pss, const char *name)
-{
-    const char *p = pss->args;
-    for (size_t k = 0; p && k < pss->nargs; k++) {
-        const char *value = p + strlen (p) + 1;
-        if (strcmp (p, name) == 0)
-            return value;
-        p = value + strlen (value) + 1;
-    }
-    return NULL;
-}
-
-//  How a request proved it has the token.
-typedef enum {
-    AUTH_NONE,          /* it did not */
-    AUTH_BEARER,        /* Authorization: Bearer: a script or a program, never a form */
-    AUTH_COOKIE,        /* the browser's cookie: any page of 127.0.0.1 may make it send it */
-    AUTH_QUERY          /* ?token= on a page load or the /ws URL */
-} auth_t;
-
-//  The cookie's name: sb_token_PORT. Cookies have no port, so every server
-//  on 127.0.0.1 gets the cookies of every other; with the port in the name
-//  two gateways on one host do not take each other's.
-static void
-s_cookie_name (sb_gateway_t *gw, char *out, size_t n)
-{
-    snprintf (out, n, "sb_token_%d", gw->port);
-}
-
-//  The token a request carries: a bearer header, the sb_token_PORT cookie,
-//  or (only where `query_ok`) ?token=. Says which one was right.
-static auth_t
-s_authorized (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, bool query_ok)
-{
-    char buf [1024], name [32];
-    if (s_header (wsi, WSI_TOKEN_HTTP_AUTHORIZATION, buf, sizeof buf) > 0
-    &&  strncasecmp (buf, "Bearer ", 7) == 0) {
-        const char *t = buf + 7;
-        while (*t == ' ')
-            t++;
-        if (sb_gateway_token_ok (gw->token, t, strlen (t)))
-            return AUTH_BEARER;
-    }
-    s_cookie_name (gw, name, sizeof name);
-    size_t name_len = strlen (name);
-    if (s_header (wsi, WSI_TOKEN_HTTP_COOKIE, buf, sizeof buf) > 0) {
-        for (char *p = buf; p && *p; ) {
-            while (*p == ' ' || *p == ';')
-                p++;
-            size_t len = strcspn (p, ";");
-            if (len > name_len && strncmp (p, name, name_len) == 0 && p [name_len] == '='
-            &&  sb_gateway_token_ok (gw->token, p + name_len + 1, len - name_len - 1))
-                return AUTH_COOKIE;
-            p += len;
-        }
-    }
-    if (query_ok) {
-        const char *t = s_arg (pss, "token");
-        if (t && sb_gateway_token_ok (gw->token, t, strlen (t)))
-            return AUTH_QUERY;
-    }
-    return AUTH_NONE;
-}
-
-//  Whether a browser says this request comes from a page of ours. Origin,
-//  when sent, must be the served origin (scheme://Host); Sec-Fetch-Site,
-//  when sent and `strict`, must be same-origin or none (a person typed the
-//  address). Another port of 127.0.0.1 is another origin but the same
-//  site: SameSite cookies go to it, these headers tell it apart.
-static bool
-s_same_origin (sb_gateway_t *gw, struct lws *wsi, const char *host, bool strict)
-{
-    char origin [512], want [300], site [64];
-    int olen = s_header (wsi, WSI_TOKEN_ORIGIN, origin, sizeof origin);
-    if (olen != 0) {
-        snprintf (want, sizeof want, "%s://%s", gw->tls ? "https" : "http", host);
-        if (olen < 0 || strcasecmp (origin, want) != 0)
-            return false;
-    }
-    int slen = lws_hdr_custom_length (wsi, "sec-fetch-site:", 15);
-    if (strict && slen > 0) {
-        if ((size_t) slen >= sizeof site
-        ||  lws_hdr_custom_copy (wsi, site, sizeof site, "sec-fetch-site:", 15) < 0)
-            return false;
-        if (strcasecmp (site, "same-origin") != 0 && strcasecmp (site, "none") != 0)
-            return false;
-    }
-    return true;
-}
-
-//  A write authorised by the cookie alone could come from any page the
-//  browser shows (a form posts cross-site with the cookie). It must carry
-//  X-Switchboard, which only a script may set, and a cross-origin script
-//  only after a CORS preflight that the gateway never grants.
-static bool
-s_script_proof (struct lws *wsi)
-{
-    return lws_hdr_custom_length (wsi, "x-switchboard:", 14) > 0;
-}
-
-static bool
-s_host_allowed (sb_gateway_t *gw, struct lws *wsi, char *host, size_t n)
-{
-    if (s_header (wsi, WSI_TOKEN_HOST, host, n) <= 0)
-        return false;
-    return sb_gateway_host_ok (host, gw->bind_addr, gw->cfg.allow_hosts);
 }
 
 /* ------------------------------------------------------------------ */
@@ -538,7 +383,7 @@ s_token_redirect (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *
         p = value + strlen (value) + 1;
     }
     char name [32];
-    s_cookie_name (gw, name, sizeof name);
+    gw_cookie_name (gw, name, sizeof name);
     snprintf (extra, sizeof extra, "location: %s\nset-cookie: %s=%s; Path=/; HttpOnly; SameSite=Strict%s\n",
               loc, name, gw->token, gw->tls ? "; Secure" : "");
     pss->no_store = true;
@@ -624,15 +469,15 @@ s_refuse (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, atomic_uint_fast64_t
 static bool
 s_admit (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *host, bool guarded)
 {
-    if (!s_same_origin (gw, wsi, host, guarded))
+    if (!gw_same_origin (gw, wsi, host, guarded))
         return s_refuse (gw, wsi, pss, &gw->stats.origin_refused, 403, "forbidden",
                          "a request from another origin (Origin or Sec-Fetch-Site) is refused"), false;
-    auth_t auth = s_authorized (gw, wsi, pss, false);
-    if (auth == AUTH_NONE)
+    gw_auth_t auth = gw_authorized (gw, wsi, pss, false);
+    if (auth == GW_AUTH_NONE)
         return s_refuse (gw, wsi, pss, &gw->stats.auth_failures, 401, "unauthorized",
                          "a token is needed: open the URL serve printed (with ?token=), or send "
                          "Authorization: Bearer <DATA/token>"), false;
-    if (pss->post && auth == AUTH_COOKIE && !s_script_proof (wsi))
+    if (pss->post && auth == GW_AUTH_COOKIE && !gw_script_proof (wsi))
         return s_refuse (gw, wsi, pss, &gw->stats.csrf_refused, 403, "forbidden",
                          "a write with the cookie needs the X-Switchboard header (or send the token "
                          "as Authorization: Bearer)"), false;
@@ -646,7 +491,7 @@ static int
 s_expect_body (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss)
 {
     char cl [32];
-    int n = s_header (wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH, cl, sizeof cl);
+    int n = gw_header (wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH, cl, sizeof cl);
     if (n <= 0 || lws_hdr_total_length (wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) > 0
     ||  strspn (cl, "0123456789") != strlen (cl)) {
         pss->close_after = true;
@@ -673,9 +518,9 @@ s_http (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *uri)
     bool get = lws_hdr_total_length (wsi, WSI_TOKEN_GET_URI) > 0;
     pss->post = lws_hdr_total_length (wsi, WSI_TOKEN_POST_URI) > 0;
     snprintf (pss->path, sizeof pss->path, "%s", uri ? uri : "/");
-    s_read_args (wsi, pss);
+    gw_read_args (wsi, pss);
     char host [256];
-    if (!s_host_allowed (gw, wsi, host, sizeof host))
+    if (!gw_host_allowed (gw, wsi, host, sizeof host))
         return s_refuse (gw, wsi, pss, &gw->stats.host_refused, 403, "forbidden",
                          "this Host is not served (use localhost or 127.0.0.1; serve --allow-host adds names)");
     if (!get && !pss->post)
@@ -687,8 +532,8 @@ s_http (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *uri)
     }
     bool api = strncmp (pss->path, "/api/", 5) == 0 || strcmp (pss->path, "/api") == 0;
     bool metrics = strcmp (pss->path, "/metrics") == 0;
-    if (!api && !metrics && get && s_arg (pss, "token")) {
-        if (s_authorized (gw, wsi, pss, true) != AUTH_QUERY)
+    if (!api && !metrics && get && gw_arg (pss, "token")) {
+        if (gw_authorized (gw, wsi, pss, true) != GW_AUTH_QUERY)
             return s_refuse (gw, wsi, pss, &gw->stats.auth_failures, 401, "unauthorized",
                              "wrong token: use the URL serve printed");
         s_token_redirect (gw, wsi, pss, pss->path);
@@ -784,14 +629,14 @@ s_confirm_upgrade (sb_gateway_t *gw, struct lws *wsi)
     int rc = 0;
     char host [256], origin [512], uri [512];
     lws_get_peer_simple (wsi, tmp.addr, sizeof tmp.addr);
-    s_read_args (wsi, &tmp);
-    int olen = s_header (wsi, WSI_TOKEN_ORIGIN, origin, sizeof origin);
-    if (s_header (wsi, WSI_TOKEN_GET_URI, uri, sizeof uri) <= 0 || strcmp (uri, "/ws") != 0) {
+    gw_read_args (wsi, &tmp);
+    int olen = gw_header (wsi, WSI_TOKEN_ORIGIN, origin, sizeof origin);
+    if (gw_header (wsi, WSI_TOKEN_GET_URI, uri, sizeof uri) <= 0 || strcmp (uri, "/ws") != 0) {
         lws_return_http_status (wsi, HTTP_STATUS_NOT_FOUND, "the WebSocket is at /ws");
         rc = 1;
     }
     else
-    if (!s_host_allowed (gw, wsi, host, sizeof host)) {
+    if (!gw_host_allowed (gw, wsi, host, sizeof host)) {
         atomic_fetch_add (&gw->stats.host_refused, 1);
         lws_return_http_status (wsi, HTTP_STATUS_FORBIDDEN, "this Host is not served");
         rc = 1;
@@ -810,7 +655,7 @@ s_confirm_upgrade (sb_gateway_t *gw, struct lws *wsi)
             rc = 1;
         }
     }
-    if (rc == 0 && s_authorized (gw, wsi, &tmp, true) == AUTH_NONE) {
+    if (rc == 0 && gw_authorized (gw, wsi, &tmp, true) == GW_AUTH_NONE) {
         atomic_fetch_add (&gw->stats.auth_failures, 1);
         lws_return_http_status (wsi, HTTP_STATUS_UNAUTHORIZED, "a token is needed");
         rc = 1;

@@ -149,7 +149,8 @@ struct sb_gateway {
     uint32_t max_conns, max_per_addr;
     uint64_t out_max;
     uint64_t out_total;         /* the bound on q_total */
-    size_t q_total;             /* lws thread only: bytes queued on every WebSocket */
+    size_t q_total;             /* lws thread only: bytes queued on every connection
+                                   (WebSocket frames, HTTP answers) */
     uint32_t idle_s;            /* ping an idle WebSocket after this; close at twice */
     int fd_cap;                 /* a connection on a descriptor at or past this is refused:
                                    what is left of `ulimit -n` is the rest of serve's */
@@ -230,6 +231,7 @@ typedef struct gw_pss {
     bool no_store;
     gw_buf_t *resp;
     size_t resp_off;
+    size_t resp_charged;        /* bytes of resp counted in the gateway's q_total */
     bool hdr_sent;
     bool resp_ready;
     /* WebSocket */
@@ -283,6 +285,11 @@ bool gw_same_origin (sb_gateway_t *gw, struct lws *wsi, const char *host, bool s
 bool gw_script_proof (struct lws *wsi);
 /*  The Host header (into host, n bytes) is one the gateway answers to. */
 bool gw_host_allowed (sb_gateway_t *gw, struct lws *wsi, char *host, size_t n);
+
+/*  Counts len bytes into (add) or out of the total of every connection's
+    queue, and whether len more would fit it (gateway/ws.c). */
+void gw_queued (sb_gateway_t *gw, size_t len, bool add);
+bool gw_total_fits (sb_gateway_t *gw, size_t len);
 
 /*  The JSON of an error frame {op:"error", tx, code, message}: a new buffer. */
 gw_buf_t *gw_error_frame (const char *tx, const char *code, const char *message);

@@ -162,8 +162,12 @@ s_addr_release (sb_gateway_t *gw, const char *addr)
 /*  Responses */
 
 static void
-s_reset_http (gw_pss_t *pss)
+s_reset_http (sb_gateway_t *gw, gw_pss_t *pss)
 {
+    if (pss->resp_charged) {
+        gw_queued (gw, pss->resp_charged, false);
+        pss->resp_charged = 0;
+    }
     free (pss->body);
     pss->body = NULL;
     pss->body_len = 0;
@@ -179,12 +183,30 @@ s_reset_http (gw_pss_t *pss)
 }
 
 //  Queues a whole response; it is written in WRITEABLE. Takes `body`.
+//  Its bytes count in the total of every connection's queue (with the
+//  WebSockets'): an answer that does not fit becomes 503 overloaded.
 static void
 s_respond (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, int status, const char *ctype,
            gw_buf_t *body, const char *extra)
 {
+    static const char full [] = "{\"error\":{\"code\":\"overloaded\",\"message\":\"the gateway's outbound "
+                                "bytes are at their bound (--http-out-total): ask again later\"}}";
     gw_buf_unref (&pss->resp);
+    if (pss->resp_charged) {
+        gw_queued (gw, pss->resp_charged, false);
+        pss->resp_charged = 0;
+    }
+    if (body && body->len > sizeof full && !gw_total_fits (gw, body->len)) {
+        atomic_fetch_add (&gw->stats.ws_replies_dropped, 1);
+        gw_buf_unref (&body);
+        body = gw_buf_new (full, sizeof full - 1);
+        status = 503;
+        ctype = "application/json";
+        pss->no_store = true;
+    }
     pss->resp = body;
+    pss->resp_charged = body ? body->len : 0;
+    gw_queued (gw, pss->resp_charged, true);
     pss->status = status;
     pss->ctype = ctype;
     free (pss->extra);
@@ -280,7 +302,7 @@ s_http_writeable (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss)
         }
     }
     bool close_after = pss->close_after;
-    s_reset_http (pss);
+    s_reset_http (gw, pss);
     if (close_after)
         return -1;      /* the request's framing cannot be trusted: no next one */
     return lws_http_transaction_completed (wsi) ? -1 : 0;
@@ -510,7 +532,7 @@ s_expect_body (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss)
 static int
 s_http (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *uri)
 {
-    s_reset_http (pss);
+    s_reset_http (gw, pss);
     pss->stage = GW_REQ_DONE;
     pss->close_after = false;
     atomic_fetch_add (&gw->stats.http_requests, 1);
@@ -737,7 +759,7 @@ s_callback (struct lws *wsi, enum lws_callback_reasons reason, void *user, void 
         case LWS_CALLBACK_HTTP_DROP_PROTOCOL:
             if (pss && !pss->is_ws) {
                 s_conn_unregister (gw, pss);
-                s_reset_http (pss);
+                s_reset_http (gw, pss);
                 free (pss->args);
                 pss->args = NULL;
             }
@@ -745,6 +767,9 @@ s_callback (struct lws *wsi, enum lws_callback_reasons reason, void *user, void 
         case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
             return s_confirm_upgrade (gw, wsi);
         case LWS_CALLBACK_ESTABLISHED: {
+            if (!pss->is_ws)
+                s_reset_http (gw, pss);     /* an answer the upgrade cut short: its bytes */
+            free (pss->args);
             memset (pss, 0, sizeof *pss);
             pss->is_ws = true;
             lws_get_peer_simple (wsi, pss->addr, sizeof pss->addr);

@@ -58,6 +58,22 @@ s_fits_total (sb_gateway_t *gw, size_t len)
     return gw->q_total <= gw->out_total && len <= gw->out_total - gw->q_total;
 }
 
+bool
+gw_total_fits (sb_gateway_t *gw, size_t len)
+{
+    return s_fits_total (gw, len);
+}
+
+void
+gw_queued (sb_gateway_t *gw, size_t len, bool add)
+{
+    if (add)
+        gw->q_total += len;
+    else
+        gw->q_total -= len;
+    atomic_store (&gw->stats.ws_queued_bytes, (int_fast64_t) gw->q_total);
+}
+
 //  The same for a reply, an event or a tap frame, with room left for the
 //  small frames that may follow it (an error per call in flight, a
 //  resync), so that those still fit the bound and are not a close.
@@ -73,15 +89,11 @@ s_fits_data (sb_gateway_t *gw, gw_pss_t *pss, size_t len)
 static void
 s_count (sb_gateway_t *gw, gw_pss_t *pss, size_t len, bool add)
 {
-    if (add) {
+    if (add)
         pss->q_bytes += len;
-        gw->q_total += len;
-    }
-    else {
+    else
         pss->q_bytes -= len;
-        gw->q_total -= len;
-    }
-    atomic_store (&gw->stats.ws_queued_bytes, (int_fast64_t) gw->q_total);
+    gw_queued (gw, len, add);
 }
 
 //  A frame that did not fit even as an error: the connection is closed

@@ -291,6 +291,12 @@ bool gw_host_allowed (sb_gateway_t *gw, struct lws *wsi, char *host, size_t n);
 void gw_queued (sb_gateway_t *gw, size_t len, bool add);
 bool gw_total_fits (sb_gateway_t *gw, size_t len);
 
+/*  /metrics as Prometheus text: the counters, then the numbers of a
+    bus.stats reply (NULL or an error: a comment says so). A new buffer,
+    NULL when out of memory (gateway/metrics.c). */
+struct sb_msg;
+gw_buf_t *gw_metrics_render (sb_gateway_t *gw, const struct sb_msg *reply);
+
 /*  The JSON of an error frame {op:"error", tx, code, message}: a new buffer. */
 gw_buf_t *gw_error_frame (const char *tx, const char *code, const char *message);
 /*  The HTTP status that fits an error code. */

@@ -10,108 +10,29 @@
     What ZeroMQ holds for a peer is bounded in bytes, not only in messages
     (bus/outq.h): every body leaves as a message charged to its peer's
     account on the command plane, or to the plane's account on the event
-    plane and the tap, and is not sent when it would pass the bound. */
-#include "bus/broker.h"
-#include "bus/curve.h"
-#include "bus/client.h"
-#include "bus/envelope.h"
-#include "bus/outq.h"
-#include "common/log.h"
-#include "schemas/codec.h"
-#include "schemas/schema.h"
+    plane and the tap, and is not sent when it would pass the bound.
+
+    This file: the broker's life, sending, and the command plane. The
+    members (instances, services, bus.*, the timers) are in
+    bus/broker_members.c, the event plane in bus/broker_events.c; what
+    they share is bus/broker_impl.h. */
+#include "bus/broker_impl.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define ACTOR "broker"
-#define MAX_FRAMES 5
-#define ID_MAX 256
-#define SB_EXPIRY_CHECK_MS 100
-
-typedef struct service service_t;
-
-typedef struct {
-    uint8_t id [ID_MAX];        /* ROUTER identity */
-    size_t idlen;
-    char key [2 * ID_MAX + 1];  /* hex of id: the table key */
-    char instance [129];
-    service_t *service;
-    int64_t expires;            /* mono ms */
-    void *handle;               /* position in the service's LRU list */
-    uint64_t served;
-} instance_t;
-
-struct service {
-    char name [33];
-    bool singleton;
-    zlistx_t *lru;              /* instance_t *, least recently used first */
-};
-
-typedef struct {
-    instance_t *inst;
-    uint8_t route [ID_MAX];
-    size_t route_len;
-    int64_t expires;            /* mono ms */
-    char type [65];
-    char id [33];
-    bool dropped;               /* the requester was told its stream was dropped */
-} pending_t;
-
-enum { M_FRAMES, M_HEADER, M_UNKNOWN_TYPE, M_BODY, M_KIND, M_UNMATCHED,
-       M_EVT_FRAMES, M_EVT_HEADER, M_EVT_BODY, M_COUNT };
-static const char *s_malformed_names [M_COUNT] = {
+/*  The names of the malformed-frame kinds, for the log and bus.stats. */
+const char *const brk_malformed_names [M_COUNT] = {
     "frames", "header", "unknown_type", "body", "kind", "unmatched_reply",
     "event_frames", "event_header", "event_body"
 };
 
-typedef struct {
-    zsock_t *pipe;
-    zsock_t *router;
-    zsock_t *xsub;
-    zsock_t *xpub;
-    zsock_t *tap;
-    sb_broker_config_t config;
-    char *ipc_dir;
-    char *tcp;
-    char *certs_data;           /* CURVE on tcp: DATA of DATA/certs */
-    zactor_t *auth;             /* the ZAP handler (bus/curve.h), while CURVE is on */
-    sb_curve_ids_t *ids;        /* the roles of the allowed keys, a worker key's grants */
-    zhashx_t *instances;        /* key hex -> instance_t */
-    zhashx_t *services;         /* name -> service_t */
-    zhashx_t *pending;          /* "routehex:id" -> pending_t */
-    zhashx_t *tap_subs;         /* prefix -> count (as pointer) */
-    sb_enc_t *enc;
-    sb_enc_t *body_enc;
-    int64_t started;
-    int64_t next_heartbeat;
-    int64_t next_expiry;
-    bool terminated;
-    /* counters */
-    uint64_t plane_cmd_in, plane_cmd_out, plane_evt_in, plane_evt_out, plane_tap_out;
-    uint64_t *type_counts;      /* indexed like sb_schema_all() */
-    size_t ntypes;
-    uint64_t malformed [M_COUNT];
-    uint64_t drop_unroutable, drop_hwm, no_service, expired_instances, expired_pending;
-    sb_ratelimit_t rl;
-    /* byte bounds (bus/outq.h) */
-    size_t queue_bytes;         /* the bound, per peer or per plane */
-    sb_outq_t *cmd_q;           /* command plane: one account per peer */
-    sb_outq_acct_t *evt_q;      /* event plane: one account, shared */
-    sb_outq_acct_t *tap_q;      /* tap: one account, shared */
-    uint64_t drop_cmd, drop_evt, drop_tap;                  /* messages past the bound */
-    uint64_t drop_cmd_bytes, drop_evt_bytes, drop_tap_bytes;
-} self_t;
-
-/*  What a send on the command plane came to. */
-typedef enum { SEND_OK, SEND_FULL, SEND_FAILED } send_t;
-
-static const char *s_singletons [] = { "session", "run", "interact", "worker", NULL };
-
 /* ------------------------------------------------------------------ */
 
-static void
-s_hex (const uint8_t *p, size_t n, char *out)
+/*  The hex of p [0..n) into out (2n + 1 bytes). */
+void
+brk_hex (const uint8_t *p, size_t n, char *out)
 {
     static const char hex [] = "0123456789abcdef";
     for (size_t k = 0; k < n; k++) {
@@ -175,6 +96,27 @@ s_queue_bytes (const sb_broker_config_t *config)
     return bytes < SB_BROKER_QUEUE_BYTES_MIN ? SB_BROKER_QUEUE_BYTES_MIN : bytes;
 }
 
+/*  The bound across every peer of the command plane: the config's, else
+    SWITCHBOARD_BUS_QUEUE_TOTAL_BYTES, else SB_BROKER_QUEUE_TOTAL_FACTOR
+    per-peer bounds; never below one per-peer bound. */
+static size_t
+s_queue_total (const sb_broker_config_t *config, size_t per_peer)
+{
+    size_t bytes = config ? config->queue_total : 0;
+    const char *env = getenv ("SWITCHBOARD_BUS_QUEUE_TOTAL_BYTES");
+    if (!bytes && env && *env) {
+        char *end;
+        unsigned long long v = strtoull (env, &end, 10);
+        if (*end == 0)
+            bytes = (size_t) v;
+        else
+            sb_warn (ACTOR, "ignoring SWITCHBOARD_BUS_QUEUE_TOTAL_BYTES=%s (want a byte count)", env);
+    }
+    if (!bytes)
+        bytes = per_peer * SB_BROKER_QUEUE_TOTAL_FACTOR;
+    return bytes < per_peer ? per_peer : bytes;
+}
+
 static self_t *
 s_self_new (zsock_t *pipe, const sb_broker_config_t *config)
 {
@@ -197,6 +139,7 @@ s_self_new (zsock_t *pipe, const sb_broker_config_t *config)
     self->evt_q = sb_outq_acct_new ();
     self->tap_q = sb_outq_acct_new ();
     self->queue_bytes = s_queue_bytes (config);
+    self->queue_total = s_queue_total (config, self->queue_bytes);
     self->router = zsock_new (ZMQ_ROUTER);
     self->xsub = zsock_new (ZMQ_XSUB);
     self->xpub = zsock_new (ZMQ_XPUB);
@@ -282,8 +225,8 @@ s_count_send_error (self_t *self)
         self->drop_hwm++;
 }
 
-static bool
-s_tap_active (self_t *self)
+bool
+brk_tap_active (self_t *self)
 {
     return zhashx_size (self->tap_subs) > 0;
 }
@@ -291,8 +234,8 @@ s_tap_active (self_t *self)
 /*  Copies a message to the tap: [plane][peer-or-topic][header][body].
     Observers lose tap frames past the tap's HWM or byte bound; the bus
     does not slow down for them. */
-static void
-s_tap_copy (self_t *self, const char *plane, const void *peer, size_t peer_len,
+void
+brk_tap_copy (self_t *self, const char *plane, const void *peer, size_t peer_len,
             const void *hdr, size_t hlen, const void *body, size_t blen)
 {
     size_t charge = peer_len + hlen + blen + SB_OUTQ_MSG_OVERHEAD;
@@ -380,13 +323,14 @@ s_send_to (self_t *self, const uint8_t *dest, size_t dest_len, const uint8_t *ro
         return s_send_frames (self, dest, dest_len, route, route_len, hmsg, hbuf, hlen, &moved, NULL, 0);
     }
     char dkey [2 * ID_MAX + 1];
-    s_hex (dest, dest_len, dkey);
+    brk_hex (dest, dest_len, dkey);
     sb_outq_acct_t *acct = sb_outq_get (self->cmd_q, dkey);
     if (hmsg)
         hlen = zmq_msg_size (hmsg);
     size_t charge = dest_len + route_len + hlen + blen + SB_OUTQ_MSG_OVERHEAD;
     zmq_msg_t bm;
     if (!acct || !sb_outq_fits (acct, charge, self->queue_bytes + slack)
+    ||  !sb_outq_fits_total (self->cmd_q, charge, self->queue_total + slack)
     ||  (bmsg? sb_outq_msg_ref (acct, &bm, bmsg, charge): sb_outq_msg (acct, &bm, body, blen, charge))) {
         self->drop_cmd++;
         self->drop_cmd_bytes += charge;
@@ -396,8 +340,8 @@ s_send_to (self_t *self, const uint8_t *dest, size_t dest_len, const uint8_t *ro
 }
 
 /*  Sends a broker-made message [dest][route?][header][body] on the ROUTER. */
-static void
-s_send_made (self_t *self, const uint8_t *dest, size_t dest_len, const uint8_t *route,
+void
+brk_send_made (self_t *self, const uint8_t *dest, size_t dest_len, const uint8_t *route,
              size_t route_len, const sb_header_t *h, const uint8_t *body, size_t blen)
 {
     sb_header_encode (h, self->enc);
@@ -408,24 +352,24 @@ s_send_made (self_t *self, const uint8_t *dest, size_t dest_len, const uint8_t *
     if (s_send_to (self, dest, dest_len, route, route_len, NULL, hbuf, hlen, NULL, body, blen,
                    SB_BROKER_QUEUE_SLACK) != SEND_OK)
         return;
-    if (s_tap_active (self))
-        s_tap_copy (self, "cmd", "", 0, hbuf, hlen, body, blen);
+    if (brk_tap_active (self))
+        brk_tap_copy (self, "cmd", "", 0, hbuf, hlen, body, blen);
 }
 
 /*  Replies to the request (h) from `dest` with a broker-made message. */
-static void
-s_reply (self_t *self, const uint8_t *dest, size_t dest_len, const sb_header_t *req,
+void
+brk_reply (self_t *self, const uint8_t *dest, size_t dest_len, const sb_header_t *req,
          const char *type, const uint8_t *body, size_t blen)
 {
     sb_header_t h;
     sb_header_init (&h, type, ACTOR);
     memcpy (h.corr, req->id, sizeof h.corr);
     memcpy (h.key, req->key, sizeof h.key);
-    s_send_made (self, dest, dest_len, NULL, 0, &h, body, blen);
+    brk_send_made (self, dest, dest_len, NULL, 0, &h, body, blen);
 }
 
-static void
-s_reply_error (self_t *self, const uint8_t *dest, size_t dest_len, const sb_header_t *req,
+void
+brk_reply_error (self_t *self, const uint8_t *dest, size_t dest_len, const sb_header_t *req,
                sb_err_t code, const char *fmt, ...)
 {
     char message [512];
@@ -441,249 +385,26 @@ s_reply_error (self_t *self, const uint8_t *dest, size_t dest_len, const sb_head
     sb_enc_map_close (self->body_enc);
     size_t blen;
     const uint8_t *body = sb_enc_data (self->body_enc, &blen);
-    s_reply (self, dest, dest_len, req, "error", body, blen);
+    brk_reply (self, dest, dest_len, req, "error", body, blen);
 }
 
-static void
-s_bad (self_t *self, int kind, const uint8_t *peer, size_t peer_len, const char *detail)
+void
+brk_bad (self_t *self, int kind, const uint8_t *peer, size_t peer_len, const char *detail)
 {
     self->malformed [kind]++;
     if (sb_ratelimit_ok (&self->rl, 10)) {
         char hex [2 * 32 + 1];
-        s_hex (peer, peer_len > 32 ? 32 : peer_len, hex);
+        brk_hex (peer, peer_len > 32 ? 32 : peer_len, hex);
         sb_warn (ACTOR, "dropped malformed frame kind=%s peer=%s detail=\"%s\" suppressed=%u",
-                 s_malformed_names [kind], hex, detail ? detail : "", self->rl.suppressed);
+                 brk_malformed_names [kind], hex, detail ? detail : "", self->rl.suppressed);
     }
-}
-
-/* ------------------------------------------------------------------ */
-/*  Instances and services */
-
-static service_t *
-s_service_require (self_t *self, const char *name)
-{
-    service_t *svc = zhashx_lookup (self->services, name);
-    if (svc)
-        return svc;
-    svc = calloc (1, sizeof *svc);
-    if (!svc)
-        return NULL;
-    snprintf (svc->name, sizeof svc->name, "%s", name);
-    svc->lru = zlistx_new ();
-    for (int k = 0; s_singletons [k]; k++)
-        if (strcmp (s_singletons [k], name) == 0)
-            svc->singleton = true;
-    zhashx_insert (self->services, name, svc);
-    return svc;
-}
-
-/*  Fails every request in flight to `inst` with `unavailable`, then
-    forgets the instance. */
-static void
-s_instance_remove (self_t *self, instance_t *inst, const char *why)
-{
-    zlistx_t *keys = zhashx_keys (self->pending);
-    for (const char *key = zlistx_first (keys); key; key = zlistx_next (keys)) {
-        pending_t *p = zhashx_lookup (self->pending, key);
-        if (p && p->inst == inst) {
-            sb_header_t req;
-            memset (&req, 0, sizeof req);
-            memcpy (req.id, p->id, sizeof req.id);
-            s_reply_error (self, p->route, p->route_len, &req, SB_E_unavailable,
-                           "instance %s of %s went away during %s; retry with the same command_id",
-                           inst->instance, inst->service ? inst->service->name : "?", p->type);
-            zhashx_delete (self->pending, key);
-        }
-    }
-    zlistx_destroy (&keys);
-    sb_info (ACTOR, "instance removed service=%s instance=%s reason=%s",
-             inst->service ? inst->service->name : "-", inst->instance, why);
-    if (inst->service && inst->handle)
-        zlistx_delete (inst->service->lru, inst->handle);
-    zhashx_delete (self->instances, inst->key);
-}
-
-static void
-s_handle_ready (self_t *self, const uint8_t *sid, size_t sidlen, const char *skey,
-                const sb_header_t *h, const sb_val_t *body)
-{
-    const char *service = sb_get_str (body, "service");
-    const char *instance = sb_get_str (body, "instance");
-    uint64_t protocol = sb_get_uint (body, "protocol", 0);
-    if (protocol != SB_PROTOCOL_VERSION) {
-        s_reply_error (self, sid, sidlen, h, SB_E_version,
-                       "protocol %llu is not supported; this broker speaks %d",
-                       (unsigned long long) protocol, SB_PROTOCOL_VERSION);
-        return;
-    }
-    if (!service [0] || strcmp (service, "bus") == 0 || strchr (service, '.')) {
-        s_reply_error (self, sid, sidlen, h, SB_E_invalid, "service name '%s' is not allowed", service);
-        return;
-    }
-    service_t *svc = s_service_require (self, service);
-    if (!svc) {
-        s_reply_error (self, sid, sidlen, h, SB_E_internal, "out of memory");
-        return;
-    }
-    instance_t *existing = zhashx_lookup (self->instances, skey);
-    if (existing) {
-        /* the same peer registering again: refresh */
-        existing->expires = sb_mono_ms () + SB_HEARTBEAT_MS * SB_HEARTBEAT_MISSES;
-    }
-    else {
-        /* An instance that reconnected under a new identity replaces its
-           old registration of the same name. */
-        for (instance_t *o = zlistx_first (svc->lru); o; o = zlistx_next (svc->lru))
-            if (strcmp (o->instance, instance) == 0) {
-                s_instance_remove (self, o, "replaced");
-                break;
-            }
-        if (svc->singleton && zlistx_size (svc->lru) > 0) {
-            instance_t *live = zlistx_first (svc->lru);
-            s_reply_error (self, sid, sidlen, h, SB_E_conflict,
-                           "service %s is a singleton and instance %s already serves it",
-                           service, live->instance);
-            return;
-        }
-        instance_t *inst = calloc (1, sizeof *inst);
-        if (!inst) {
-            s_reply_error (self, sid, sidlen, h, SB_E_internal, "out of memory");
-            return;
-        }
-        memcpy (inst->id, sid, sidlen);
-        inst->idlen = sidlen;
-        snprintf (inst->key, sizeof inst->key, "%s", skey);
-        snprintf (inst->instance, sizeof inst->instance, "%s", instance);
-        inst->service = svc;
-        inst->expires = sb_mono_ms () + SB_HEARTBEAT_MS * SB_HEARTBEAT_MISSES;
-        inst->handle = zlistx_add_end (svc->lru, inst);
-        zhashx_insert (self->instances, skey, inst);
-        sb_info (ACTOR, "instance ready service=%s instance=%s", service, instance);
-    }
-    sb_enc_reset (self->body_enc);
-    sb_enc_map_open (self->body_enc);
-    sb_enc_kuint (self->body_enc, "heartbeat_ms", SB_HEARTBEAT_MS);
-    sb_enc_kstr (self->body_enc, "broker", ACTOR);
-    sb_enc_map_close (self->body_enc);
-    size_t blen;
-    const uint8_t *b = sb_enc_data (self->body_enc, &blen);
-    s_reply (self, sid, sidlen, h, "bus.ready.ok", b, blen);
-}
-
-static void
-s_enc_stats (self_t *self, sb_enc_t *e)
-{
-    sb_enc_map_open (e);
-    sb_enc_kuint (e, "uptime_ms", (uint64_t) (sb_mono_ms () - self->started));
-    sb_enc_key (e, "planes");
-    sb_enc_map_open (e);
-    sb_enc_kuint (e, "cmd_in", self->plane_cmd_in);
-    sb_enc_kuint (e, "cmd_out", self->plane_cmd_out);
-    sb_enc_kuint (e, "evt_in", self->plane_evt_in);
-    sb_enc_kuint (e, "evt_out", self->plane_evt_out);
-    sb_enc_kuint (e, "tap_out", self->plane_tap_out);
-    sb_enc_map_close (e);
-    sb_enc_key (e, "types");
-    sb_enc_map_open (e);
-    size_t n;
-    const sb_type_t *types = sb_schema_all (&n);
-    for (size_t k = 0; k < n; k++)
-        if (self->type_counts [k])
-            sb_enc_kuint (e, types [k].name, self->type_counts [k]);
-    sb_enc_map_close (e);
-    sb_enc_key (e, "services");
-    sb_enc_map_open (e);
-    for (service_t *svc = zhashx_first (self->services); svc; svc = zhashx_next (self->services)) {
-        sb_enc_key (e, svc->name);
-        sb_enc_map_open (e);
-        sb_enc_kuint (e, "live", zlistx_size (svc->lru));
-        sb_enc_key (e, "instances");
-        sb_enc_array_open (e);
-        for (instance_t *i = zlistx_first (svc->lru); i; i = zlistx_next (svc->lru))
-            sb_enc_str (e, i->instance);
-        sb_enc_array_close (e);
-        sb_enc_map_close (e);
-    }
-    sb_enc_map_close (e);
-    sb_enc_key (e, "malformed");
-    sb_enc_map_open (e);
-    uint64_t total = 0;
-    for (int k = 0; k < M_COUNT; k++) {
-        sb_enc_kuint (e, s_malformed_names [k], self->malformed [k]);
-        total += self->malformed [k];
-    }
-    sb_enc_kuint (e, "total", total);
-    sb_enc_map_close (e);
-    sb_enc_key (e, "queues");
-    sb_enc_map_open (e);
-    sb_enc_kuint (e, "pending_requests", zhashx_size (self->pending));
-    sb_enc_kuint (e, "pending_limit", SB_BROKER_MAX_PENDING);
-    sb_enc_kuint (e, "instances", zhashx_size (self->instances));
-    sb_enc_kuint (e, "tap_subscriptions", zhashx_size (self->tap_subs));
-    sb_enc_kuint (e, "dropped_unroutable", self->drop_unroutable);
-    sb_enc_kuint (e, "dropped_hwm", self->drop_hwm);
-    sb_enc_kuint (e, "no_service", self->no_service);
-    sb_enc_kuint (e, "expired_instances", self->expired_instances);
-    sb_enc_kuint (e, "expired_requests", self->expired_pending);
-    sb_enc_kuint (e, "router_hwm", SB_BROKER_ROUTER_HWM);
-    sb_enc_kuint (e, "pub_hwm", SB_BROKER_PUB_HWM);
-    sb_enc_kuint (e, "tap_hwm", SB_BROKER_TAP_HWM);
-    sb_enc_kuint (e, "queue_bytes_limit", self->queue_bytes);
-    sb_enc_kuint (e, "cmd_queued_bytes", sb_outq_held_total (self->cmd_q));
-    sb_enc_kuint (e, "evt_queued_bytes", sb_outq_held (self->evt_q));
-    sb_enc_kuint (e, "tap_queued_bytes", sb_outq_held (self->tap_q));
-    sb_enc_map_close (e);
-    /* what the byte bounds dropped, per plane */
-    sb_enc_key (e, "dropped");
-    sb_enc_map_open (e);
-    sb_enc_kuint (e, "cmd", self->drop_cmd);
-    sb_enc_kuint (e, "cmd_bytes", self->drop_cmd_bytes);
-    sb_enc_kuint (e, "evt", self->drop_evt);
-    sb_enc_kuint (e, "evt_bytes", self->drop_evt_bytes);
-    sb_enc_kuint (e, "tap", self->drop_tap);
-    sb_enc_kuint (e, "tap_bytes", self->drop_tap_bytes);
-    sb_enc_map_close (e);
-    sb_enc_map_close (e);
-}
-
-static void
-s_handle_bus (self_t *self, const uint8_t *sid, size_t sidlen, const char *skey,
-              const sb_header_t *h, const sb_val_t *body)
-{
-    instance_t *inst = zhashx_lookup (self->instances, skey);
-    if (strcmp (h->type, "bus.ready") == 0)
-        s_handle_ready (self, sid, sidlen, skey, h, body);
-    else
-    if (strcmp (h->type, "bus.heartbeat") == 0) {
-        if (!inst)
-            s_reply_error (self, sid, sidlen, h, SB_E_not_registered,
-                           "unknown instance; send bus.ready again");
-    }
-    else
-    if (strcmp (h->type, "bus.bye") == 0) {
-        if (inst)
-            s_instance_remove (self, inst, "bye");
-    }
-    else
-    if (strcmp (h->type, "bus.stats") == 0) {
-        sb_enc_t *e = sb_enc_new ();
-        if (!e)
-            return;
-        s_enc_stats (self, e);
-        size_t blen;
-        const uint8_t *b = sb_enc_data (e, &blen);
-        s_reply (self, sid, sidlen, h, "bus.stats.ok", b, blen);
-        sb_enc_destroy (&e);
-    }
-    else
-        s_reply_error (self, sid, sidlen, h, SB_E_forbidden, "%s is not a request", h->type);
 }
 
 /* ------------------------------------------------------------------ */
 /*  Command plane */
 
-static void
-s_count_type (self_t *self, const sb_type_t *t)
+void
+brk_count_type (self_t *self, const sb_type_t *t)
 {
     size_t n;
     const sb_type_t *base = sb_schema_all (&n);
@@ -714,17 +435,17 @@ s_handle_request (self_t *self, zmq_msg_t *f)
     const uint8_t *sid = zmq_msg_data (&f [0]);
     size_t sidlen = zmq_msg_size (&f [0]);
     if (sidlen > ID_MAX) {
-        s_bad (self, M_FRAMES, sid, 0, "identity too long");
+        brk_bad (self, M_FRAMES, sid, 0, "identity too long");
         return;
     }
     char skey [2 * ID_MAX + 1];
-    s_hex (sid, sidlen, skey);
+    brk_hex (sid, sidlen, skey);
     sb_header_t h;
     sb_verr_t err;
     if (sb_header_parse (zmq_msg_data (&f [1]), zmq_msg_size (&f [1]), &h, &err)) {
-        s_bad (self, M_HEADER, sid, sidlen, err.message);
+        brk_bad (self, M_HEADER, sid, sidlen, err.message);
         if (h.id [0])           /* a value out of range: the sender learns why */
-            s_reply_error (self, sid, sidlen, &h, err.code, "header: %s", err.message);
+            brk_reply_error (self, sid, sidlen, &h, err.code, "header: %s", err.message);
         return;
     }
     /* any message from a registered instance proves it alive */
@@ -734,14 +455,14 @@ s_handle_request (self_t *self, zmq_msg_t *f)
 
     const sb_type_t *t = sb_schema_find (h.type, strlen (h.type));
     if (!t) {
-        s_bad (self, M_UNKNOWN_TYPE, sid, sidlen, h.type);
-        s_reply_error (self, sid, sidlen, &h, SB_E_unknown_type, "unknown message type '%s'", h.type);
+        brk_bad (self, M_UNKNOWN_TYPE, sid, sidlen, h.type);
+        brk_reply_error (self, sid, sidlen, &h, SB_E_unknown_type, "unknown message type '%s'", h.type);
         return;
     }
-    s_count_type (self, t);
+    brk_count_type (self, t);
     if (t->kind != SB_KIND_REQUEST && t->kind != SB_KIND_ONEWAY) {
-        s_bad (self, M_KIND, sid, sidlen, h.type);
-        s_reply_error (self, sid, sidlen, &h, SB_E_invalid,
+        brk_bad (self, M_KIND, sid, sidlen, h.type);
+        brk_reply_error (self, sid, sidlen, &h, SB_E_invalid,
                        "%s is a %s, not a request", h.type, sb_kind_name (t->kind));
         return;
     }
@@ -749,9 +470,9 @@ s_handle_request (self_t *self, zmq_msg_t *f)
     size_t blen = zmq_msg_size (&f [2]);
     sb_vstat_t stat;
     if (sb_validate (body, blen, t->fields, t->max_bytes, &stat, &err)) {
-        s_bad (self, M_BODY, sid, sidlen, err.message);
+        brk_bad (self, M_BODY, sid, sidlen, err.message);
         if (t->kind == SB_KIND_REQUEST)
-            s_reply_error (self, sid, sidlen, &h, err.code, "%s: %s", h.type, err.message);
+            brk_reply_error (self, sid, sidlen, &h, err.code, "%s: %s", h.type, err.message);
         return;
     }
     /* A CURVE peer is who its key says (the ZAP handler puts the key in
@@ -763,25 +484,25 @@ s_handle_request (self_t *self, zmq_msg_t *f)
         char why [256];
         sb_err_t refused = sb_curve_check (self->ids, uid, skey, &h, t->is_public, body, blen, why, sizeof why);
         if (refused) {
-            s_bad (self, M_KIND, sid, sidlen, why);
+            brk_bad (self, M_KIND, sid, sidlen, why);
             if (t->kind == SB_KIND_REQUEST)
-                s_reply_error (self, sid, sidlen, &h, refused, "%s", why);
+                brk_reply_error (self, sid, sidlen, &h, refused, "%s", why);
             return;
         }
     }
     /* every valid message is copied, the broker's own bus.* traffic too */
-    if (s_tap_active (self))
-        s_tap_copy (self, "cmd", sid, sidlen, zmq_msg_data (&f [1]), zmq_msg_size (&f [1]), body, blen);
+    if (brk_tap_active (self))
+        brk_tap_copy (self, "cmd", sid, sidlen, zmq_msg_data (&f [1]), zmq_msg_size (&f [1]), body, blen);
     const char *svcname;
     size_t svclen = sb_type_service (h.type, &svcname);
     if (svclen == 3 && memcmp (svcname, "bus", 3) == 0) {
         _Alignas (16) uint8_t mem [16384];
         const sb_val_t *root = sb_doc_decode_into (body, blen, &stat, mem, sizeof mem);
         if (!root) {
-            s_reply_error (self, sid, sidlen, &h, SB_E_too_large, "bus message too large");
+            brk_reply_error (self, sid, sidlen, &h, SB_E_too_large, "bus message too large");
             return;
         }
-        s_handle_bus (self, sid, sidlen, skey, &h, root);
+        brk_handle_bus (self, sid, sidlen, skey, &h, root);
         return;
     }
     char name [33];
@@ -792,17 +513,17 @@ s_handle_request (self_t *self, zmq_msg_t *f)
         self->no_service++;
         if (t->kind == SB_KIND_REQUEST) {
             if (h.to [0])
-                s_reply_error (self, sid, sidlen, &h, SB_E_no_service,
+                brk_reply_error (self, sid, sidlen, &h, SB_E_no_service,
                                "instance %s of service %s is not live", h.to, name);
             else
-                s_reply_error (self, sid, sidlen, &h, SB_E_no_service,
+                brk_reply_error (self, sid, sidlen, &h, SB_E_no_service,
                                "no live instance of service %s", name);
         }
         return;
     }
     if (t->kind == SB_KIND_REQUEST) {
         if (zhashx_size (self->pending) >= SB_BROKER_MAX_PENDING) {
-            s_reply_error (self, sid, sidlen, &h, SB_E_overloaded,
+            brk_reply_error (self, sid, sidlen, &h, SB_E_overloaded,
                            "the broker has %d requests in flight", SB_BROKER_MAX_PENDING);
             return;
         }
@@ -827,7 +548,7 @@ s_handle_request (self_t *self, zmq_msg_t *f)
         s_join_key (pkey, sizeof pkey, skey, h.id);
         if (zhashx_insert (self->pending, pkey, p) != 0) {
             free (p);           /* a duplicate id from the same peer */
-            s_reply_error (self, sid, sidlen, &h, SB_E_conflict, "request id %s is already in flight", h.id);
+            brk_reply_error (self, sid, sidlen, &h, SB_E_conflict, "request id %s is already in flight", h.id);
             return;
         }
     }
@@ -839,7 +560,7 @@ s_handle_request (self_t *self, zmq_msg_t *f)
             char pkey [2 * ID_MAX + 40];
             s_join_key (pkey, sizeof pkey, skey, h.id);
             zhashx_delete (self->pending, pkey);
-            s_reply_error (self, sid, sidlen, &h, sent == SEND_FULL ? SB_E_overloaded : SB_E_unavailable,
+            brk_reply_error (self, sid, sidlen, &h, sent == SEND_FULL ? SB_E_overloaded : SB_E_unavailable,
                            "instance %s cannot take more work now", inst->instance);
         }
         return;
@@ -856,47 +577,47 @@ s_handle_reply (self_t *self, zmq_msg_t *f)
     const uint8_t *route = zmq_msg_data (&f [1]);
     size_t route_len = zmq_msg_size (&f [1]);
     if (iidlen > ID_MAX || route_len > ID_MAX || route_len == 0) {
-        s_bad (self, M_FRAMES, iid, iidlen > ID_MAX ? 0 : iidlen, "bad route frame");
+        brk_bad (self, M_FRAMES, iid, iidlen > ID_MAX ? 0 : iidlen, "bad route frame");
         return;
     }
     char ikey [2 * ID_MAX + 1];
-    s_hex (iid, iidlen, ikey);
+    brk_hex (iid, iidlen, ikey);
     instance_t *inst = zhashx_lookup (self->instances, ikey);
     if (!inst) {
-        s_bad (self, M_UNMATCHED, iid, iidlen, "reply from an unregistered peer");
+        brk_bad (self, M_UNMATCHED, iid, iidlen, "reply from an unregistered peer");
         return;
     }
     inst->expires = sb_mono_ms () + SB_HEARTBEAT_MS * SB_HEARTBEAT_MISSES;
     sb_header_t h;
     sb_verr_t err;
     if (sb_header_parse (zmq_msg_data (&f [2]), zmq_msg_size (&f [2]), &h, &err)) {
-        s_bad (self, M_HEADER, iid, iidlen, err.message);
+        brk_bad (self, M_HEADER, iid, iidlen, err.message);
         return;
     }
     const sb_type_t *t = sb_schema_find (h.type, strlen (h.type));
     if (!t || (t->kind != SB_KIND_REPLY && t->kind != SB_KIND_CHUNK)) {
-        s_bad (self, t ? M_KIND : M_UNKNOWN_TYPE, iid, iidlen, h.type);
+        brk_bad (self, t ? M_KIND : M_UNKNOWN_TYPE, iid, iidlen, h.type);
         return;
     }
-    s_count_type (self, t);
+    brk_count_type (self, t);
     char pkey [2 * ID_MAX + 40];
     char rkey [2 * ID_MAX + 1];
-    s_hex (route, route_len, rkey);
+    brk_hex (route, route_len, rkey);
     snprintf (pkey, sizeof pkey, "%s:%s", rkey, h.corr);
     pending_t *p = zhashx_lookup (self->pending, pkey);
     if (!p || p->inst != inst) {
-        s_bad (self, M_UNMATCHED, iid, iidlen, h.corr);
+        brk_bad (self, M_UNMATCHED, iid, iidlen, h.corr);
         return;
     }
     const uint8_t *body = zmq_msg_data (&f [3]);
     size_t blen = zmq_msg_size (&f [3]);
     if (sb_validate (body, blen, t->fields, t->max_bytes, NULL, &err)) {
         /* the requester still gets an answer, never a silent hang */
-        s_bad (self, M_BODY, iid, iidlen, err.message);
+        brk_bad (self, M_BODY, iid, iidlen, err.message);
         sb_header_t req;
         memset (&req, 0, sizeof req);
         memcpy (req.id, p->id, sizeof req.id);
-        s_reply_error (self, route, route_len, &req, SB_E_internal,
+        brk_reply_error (self, route, route_len, &req, SB_E_internal,
                        "%s sent an invalid %s: %s", inst->instance, h.type, err.message);
         zhashx_delete (self->pending, pkey);
         return;
@@ -912,8 +633,8 @@ s_handle_reply (self_t *self, zmq_msg_t *f)
             zhashx_delete (self->pending, pkey);
         return;
     }
-    if (s_tap_active (self))
-        s_tap_copy (self, "cmd", iid, iidlen, zmq_msg_data (&f [2]), zmq_msg_size (&f [2]), body, blen);
+    if (brk_tap_active (self))
+        brk_tap_copy (self, "cmd", iid, iidlen, zmq_msg_data (&f [2]), zmq_msg_size (&f [2]), body, blen);
     size_t held_before = 0;
     if (blen > SB_BROKER_SMALL_BODY) {
         sb_outq_acct_t *acct = sb_outq_get (self->cmd_q, rkey);
@@ -927,26 +648,27 @@ s_handle_reply (self_t *self, zmq_msg_t *f)
         memset (&req, 0, sizeof req);
         memcpy (req.id, p->id, sizeof req.id);
         memcpy (req.key, h.key, sizeof req.key);
-        s_reply_error (self, route, route_len, &req, SB_E_overloaded,
-                       "%s of %zu bytes dropped: %zu bytes are already queued for you (limit %zu); "
-                       "read your replies, then ask again",
-                       h.type, blen, held_before, self->queue_bytes);
+        brk_reply_error (self, route, route_len, &req, SB_E_overloaded,
+                       "%s of %zu bytes dropped: %zu bytes are already queued for you (limit %zu), "
+                       "%zu for every peer (limit %zu); read your replies, then ask again",
+                       h.type, blen, held_before, self->queue_bytes, sb_outq_held_total (self->cmd_q),
+                       self->queue_total);
         p->dropped = true;
     }
     if (final)
         zhashx_delete (self->pending, pkey);
 }
 
-static void
-s_read_frames_close (zmq_msg_t *f, int n)
+void
+brk_read_frames_close (zmq_msg_t *f, int n)
 {
     for (int k = 0; k < n && k < MAX_FRAMES; k++)
         zmq_msg_close (&f [k]);
 }
 
 /*  Reads one multipart message; returns its frame count or 0. */
-static int
-s_read (void *sock, zmq_msg_t *f)
+int
+brk_read (void *sock, zmq_msg_t *f)
 {
     int n = 0, more = 1;
     while (more) {
@@ -974,7 +696,7 @@ s_handle_router (self_t *self)
     /* Drain a bounded batch so the event plane and timers get their turn. */
     for (int budget = 0; budget < 1000; budget++) {
         zmq_msg_t f [MAX_FRAMES];
-        int n = s_read (r, f);
+        int n = brk_read (r, f);
         if (n == 0)
             return;
         self->plane_cmd_in++;
@@ -984,162 +706,10 @@ s_handle_router (self_t *self)
         if (n == 4)
             s_handle_reply (self, f);
         else
-            s_bad (self, M_FRAMES, zmq_msg_data (&f [0]), zmq_msg_size (&f [0]) > 32 ? 32 : zmq_msg_size (&f [0]),
+            brk_bad (self, M_FRAMES, zmq_msg_data (&f [0]), zmq_msg_size (&f [0]) > 32 ? 32 : zmq_msg_size (&f [0]),
                    "wrong frame count");
-        s_read_frames_close (f, n);
+        brk_read_frames_close (f, n);
     }
-}
-
-/* ------------------------------------------------------------------ */
-/*  Event plane */
-
-static void
-s_handle_xsub (self_t *self)
-{
-    void *x = zsock_resolve (self->xsub);
-    void *out = zsock_resolve (self->xpub);
-    for (int budget = 0; budget < 1000; budget++) {
-        zmq_msg_t f [MAX_FRAMES];
-        int n = s_read (x, f);
-        if (n == 0)
-            return;
-        self->plane_evt_in++;
-        if (n != 3) {
-            s_bad (self, M_EVT_FRAMES, (const uint8_t *) "", 0, "event frame count");
-            s_read_frames_close (f, n);
-            continue;
-        }
-        sb_header_t h;
-        sb_verr_t err;
-        if (sb_header_parse (zmq_msg_data (&f [1]), zmq_msg_size (&f [1]), &h, &err)) {
-            s_bad (self, M_EVT_HEADER, zmq_msg_data (&f [0]), zmq_msg_size (&f [0]) > 32 ? 32 : zmq_msg_size (&f [0]), err.message);
-            s_read_frames_close (f, n);
-            continue;
-        }
-        const sb_type_t *t = sb_schema_find (h.type, strlen (h.type));
-        if (!t || t->kind != SB_KIND_EVENT
-        ||  sb_validate (zmq_msg_data (&f [2]), zmq_msg_size (&f [2]), t->fields, t->max_bytes, NULL, &err)) {
-            s_bad (self, M_EVT_BODY, zmq_msg_data (&f [0]), zmq_msg_size (&f [0]) > 32 ? 32 : zmq_msg_size (&f [0]),
-                   t ? (t->kind != SB_KIND_EVENT ? "not an event type" : err.message) : "unknown type");
-            s_read_frames_close (f, n);
-            continue;
-        }
-        s_count_type (self, t);
-        if (s_tap_active (self))
-            s_tap_copy (self, "evt", zmq_msg_data (&f [0]), zmq_msg_size (&f [0]),
-                        zmq_msg_data (&f [1]), zmq_msg_size (&f [1]),
-                        zmq_msg_data (&f [2]), zmq_msg_size (&f [2]));
-        /* One copy serves every subscriber, so the plane has one
-           account: what the slowest subscribers still pin. A subscriber
-           that misses events refills from the tape by seq. */
-        size_t blen = zmq_msg_size (&f [2]);
-        size_t charge = zmq_msg_size (&f [0]) + zmq_msg_size (&f [1]) + blen + SB_OUTQ_MSG_OVERHEAD;
-        zmq_msg_t bm;
-        if (blen <= SB_BROKER_SMALL_BODY) {
-            /* small: moved as received, bounded by the XPUB's HWM */
-            if (zmq_msg_send (&f [0], out, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
-                self->drop_hwm++;
-            else {
-                zmq_msg_send (&f [1], out, ZMQ_SNDMORE);
-                zmq_msg_send (&f [2], out, 0);
-                self->plane_evt_out++;
-            }
-        }
-        else
-        if (!sb_outq_fits (self->evt_q, charge, self->queue_bytes)
-        ||  sb_outq_msg_ref (self->evt_q, &bm, &f [2], charge)) {
-            self->drop_evt++;
-            self->drop_evt_bytes += charge;
-        }
-        else
-        if (zmq_msg_send (&f [0], out, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close (&bm);
-            self->drop_hwm++;
-        }
-        else {
-            zmq_msg_send (&f [1], out, ZMQ_SNDMORE);
-            if (zmq_msg_send (&bm, out, 0) < 0)
-                zmq_msg_close (&bm);
-            self->plane_evt_out++;
-        }
-        s_read_frames_close (f, n);
-    }
-}
-
-/*  Subscription messages on an XPUB: 1 = subscribe, 0 = unsubscribe. For
-    the tap they tell whether anyone watches, so an unwatched tap costs
-    nothing. */
-static void
-s_handle_subs (self_t *self, zsock_t *sock, bool track)
-{
-    void *s = zsock_resolve (sock);
-    for (int budget = 0; budget < 1000; budget++) {
-        zmq_msg_t f [MAX_FRAMES];
-        int n = s_read (s, f);
-        if (n == 0)
-            return;
-        if (track && zmq_msg_size (&f [0]) >= 1) {
-            const uint8_t *p = zmq_msg_data (&f [0]);
-            char prefix [256];
-            size_t plen = zmq_msg_size (&f [0]) - 1;
-            if (plen > 250)
-                plen = 250;
-            /* hex so any prefix bytes make a valid key */
-            s_hex (p + 1, plen / 2 > 120 ? 120 : plen, prefix);
-            if (p [0] == 1)
-                zhashx_update (self->tap_subs, prefix, (void *) 1);
-            else
-            if (p [0] == 0)
-                zhashx_delete (self->tap_subs, prefix);
-        }
-        s_read_frames_close (f, n);
-    }
-}
-
-/* ------------------------------------------------------------------ */
-/*  Timers */
-
-/*  Forgets instances that missed 3 heartbeats. Checked often, so a dead
-    instance is gone within 3 s of its last word, not up to 4. */
-static void
-s_expire_instances (self_t *self)
-{
-    int64_t now = sb_mono_ms ();
-    zlistx_t *dead = zlistx_new ();
-    for (instance_t *i = zhashx_first (self->instances); i; i = zhashx_next (self->instances))
-        if (i->expires < now)
-            zlistx_add_end (dead, i);
-    for (instance_t *i = zlistx_first (dead); i; i = zlistx_next (dead)) {
-        self->expired_instances++;
-        s_instance_remove (self, i, "missed heartbeats");
-    }
-    zlistx_destroy (&dead);
-    self->next_expiry = now + SB_EXPIRY_CHECK_MS;
-}
-
-static void
-s_heartbeat (self_t *self)
-{
-    int64_t now = sb_mono_ms ();
-    /* forget requests past their deadline */
-    zlistx_t *keys = zhashx_keys (self->pending);
-    for (const char *key = zlistx_first (keys); key; key = zlistx_next (keys)) {
-        pending_t *p = zhashx_lookup (self->pending, key);
-        if (p && p->expires < now) {
-            self->expired_pending++;
-            zhashx_delete (self->pending, key);
-        }
-    }
-    zlistx_destroy (&keys);
-    /* forget the accounts of peers that drained or left */
-    sb_outq_sweep (self->cmd_q);
-    /* heartbeat every live instance */
-    sb_header_t h;
-    for (instance_t *i = zhashx_first (self->instances); i; i = zhashx_next (self->instances)) {
-        sb_header_init (&h, "bus.heartbeat", ACTOR);
-        s_send_made (self, i->id, i->idlen, NULL, 0, &h, (const uint8_t *) "\x80", 1);
-    }
-    self->next_heartbeat = now + SB_HEARTBEAT_MS;
 }
 
 /* ------------------------------------------------------------------ */
@@ -1273,15 +843,15 @@ sb_broker_actor (zsock_t *pipe, void *args)
         if (items [1].revents & ZMQ_POLLIN)
             s_handle_router (self);
         if (items [2].revents & ZMQ_POLLIN)
-            s_handle_xsub (self);
+            brk_handle_xsub (self);
         if (items [3].revents & ZMQ_POLLIN)
-            s_handle_subs (self, self->xpub, false);
+            brk_handle_subs (self, self->xpub, false);
         if (items [4].revents & ZMQ_POLLIN)
-            s_handle_subs (self, self->tap, true);
+            brk_handle_subs (self, self->tap, true);
         if (sb_mono_ms () >= self->next_expiry)
-            s_expire_instances (self);
+            brk_expire_instances (self);
         if (sb_mono_ms () >= self->next_heartbeat)
-            s_heartbeat (self);
+            brk_heartbeat (self);
     }
     s_self_destroy (&self);
 }

@@ -41,8 +41,14 @@
     and for all subscribers together on the event plane and on the tap
     (one message is shared by every subscriber). Past the bound a reply
     becomes an `overloaded` error, and an event or tap copy is dropped;
-    each is counted. SWITCHBOARD_BUS_QUEUE_BYTES sets all three. */
+    each is counted. SWITCHBOARD_BUS_QUEUE_BYTES sets all three. The
+    command plane also has a bound across all its peers together,
+    SB_BROKER_QUEUE_TOTAL_FACTOR times the per-peer one (at most), so
+    twenty peers that never read pin four bounds' worth, not twenty;
+    SWITCHBOARD_BUS_QUEUE_TOTAL_BYTES sets it (never below the per-peer
+    bound). */
 #define SB_BROKER_QUEUE_BYTES      ((size_t) 64 << 20)
+#define SB_BROKER_QUEUE_TOTAL_FACTOR 4
 #define SB_BROKER_QUEUE_BYTES_MIN  ((size_t) 1 << 20)
 /*  Error replies may go this far past the bound, so a requester learns
     that its reply was dropped. */
@@ -61,6 +67,7 @@ typedef struct {
     const char *tcp;            /* tcp://ADDR:P for cmd, P+1 pub, P+2 tap; NULL: none */
     const char *certs_data;     /* CURVE on tcp with DATA/certs (bus/curve.h); NULL: plain tcp */
     size_t queue_bytes;         /* byte bound per plane; 0: the environment or the default */
+    size_t queue_total;         /* command plane, all peers; 0: the environment or the default */
 } sb_broker_config_t;
 
 /*  zactor body: args is a sb_broker_config_t *, read at start.

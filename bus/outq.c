@@ -10,10 +10,13 @@
 struct sb_outq_acct {
     atomic_size_t held;         /* bytes charged and not yet released */
     atomic_size_t refs;         /* the table's or owner's, plus one per message */
+    struct sb_outq_acct *sum;   /* a table's account: the table's sum, charged too
+                                   (one reference, dropped with the last of ours) */
 };
 
 struct sb_outq {
     zhashx_t *accts;            /* key -> sb_outq_acct_t * (one reference each) */
+    sb_outq_acct_t *sum;        /* what every account of the table holds */
 };
 
 /*  The block behind one message's body: the token, then the bytes. The
@@ -36,8 +39,21 @@ typedef struct {
 static void
 s_acct_unref (sb_outq_acct_t *acct)
 {
-    if (acct && atomic_fetch_sub_explicit (&acct->refs, 1, memory_order_acq_rel) == 1)
+    if (acct && atomic_fetch_sub_explicit (&acct->refs, 1, memory_order_acq_rel) == 1) {
+        s_acct_unref (acct->sum);
         free (acct);
+    }
+}
+
+//  Charges (or, negative, releases) bytes on an account and its table's sum.
+static void
+s_charge (sb_outq_acct_t *acct, size_t charge, bool add)
+{
+    for (sb_outq_acct_t *a = acct; a; a = a->sum)
+        if (add)
+            atomic_fetch_add_explicit (&a->held, charge, memory_order_relaxed);
+        else
+            atomic_fetch_sub_explicit (&a->held, charge, memory_order_relaxed);
 }
 
 static void
@@ -74,7 +90,10 @@ sb_outq_new (void)
     if (!outq)
         return NULL;
     outq->accts = zhashx_new ();
-    if (!outq->accts) {
+    outq->sum = sb_outq_acct_new ();
+    if (!outq->accts || !outq->sum) {
+        zhashx_destroy (&outq->accts);
+        s_acct_unref (outq->sum);
         free (outq);
         return NULL;
     }
@@ -87,6 +106,7 @@ sb_outq_destroy (sb_outq_t **outq_p)
 {
     if (outq_p && *outq_p) {
         zhashx_destroy (&(*outq_p)->accts);
+        s_acct_unref ((*outq_p)->sum);
         free (*outq_p);
         *outq_p = NULL;
     }
@@ -99,6 +119,10 @@ sb_outq_get (sb_outq_t *outq, const char *key)
     if (acct)
         return acct;
     acct = sb_outq_acct_new ();
+    if (acct) {
+        acct->sum = outq->sum;
+        atomic_fetch_add_explicit (&outq->sum->refs, 1, memory_order_relaxed);
+    }
     if (acct && zhashx_insert (outq->accts, key, acct) != 0) {
         s_acct_unref (acct);
         acct = NULL;
@@ -124,10 +148,13 @@ sb_outq_sweep (sb_outq_t *outq)
 size_t
 sb_outq_held_total (sb_outq_t *outq)
 {
-    size_t total = 0;
-    for (sb_outq_acct_t *a = zhashx_first (outq->accts); a; a = zhashx_next (outq->accts))
-        total += sb_outq_held (a);
-    return total;
+    return sb_outq_held (outq->sum);
+}
+
+bool
+sb_outq_fits_total (sb_outq_t *outq, size_t charge, size_t limit)
+{
+    return sb_outq_fits (outq->sum, charge, limit);
 }
 
 size_t
@@ -150,7 +177,7 @@ s_release (void *data, void *hint)
 {
     (void) data;
     s_token_t *token = hint;
-    atomic_fetch_sub_explicit (&token->acct->held, token->charge, memory_order_relaxed);
+    s_charge (token->acct, token->charge, false);
     s_acct_unref (token->acct);
     free (token);
 }
@@ -167,9 +194,9 @@ sb_outq_msg (sb_outq_acct_t *acct, zmq_msg_t *msg, const void *data, size_t len,
     if (len)
         memcpy (body, data, len);
     atomic_fetch_add_explicit (&acct->refs, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit (&acct->held, charge, memory_order_relaxed);
+    s_charge (acct, charge, true);
     if (zmq_msg_init_data (msg, body, len, s_release, token) != 0) {
-        atomic_fetch_sub_explicit (&acct->held, charge, memory_order_relaxed);
+        s_charge (acct, charge, false);
         s_acct_unref (acct);
         free (token);
         return -1;
@@ -185,7 +212,7 @@ s_release_ref (void *data, void *hint)
 {
     (void) data;
     s_ref_t *ref = hint;
-    atomic_fetch_sub_explicit (&ref->acct->held, ref->charge, memory_order_relaxed);
+    s_charge (ref->acct, ref->charge, false);
     s_acct_unref (ref->acct);
     zmq_msg_close (&ref->held);
     free (ref);
@@ -206,9 +233,9 @@ sb_outq_msg_ref (sb_outq_acct_t *acct, zmq_msg_t *msg, zmq_msg_t *src, size_t ch
         return -1;
     }
     atomic_fetch_add_explicit (&acct->refs, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit (&acct->held, charge, memory_order_relaxed);
+    s_charge (acct, charge, true);
     if (zmq_msg_init_data (msg, zmq_msg_data (&ref->held), zmq_msg_size (&ref->held), s_release_ref, ref) != 0) {
-        atomic_fetch_sub_explicit (&acct->held, charge, memory_order_relaxed);
+        s_charge (acct, charge, false);
         s_acct_unref (acct);
         zmq_msg_close (&ref->held);
         free (ref);

@@ -41,8 +41,12 @@ sb_outq_acct_t *sb_outq_get (sb_outq_t *outq, const char *key);
 /*  Forgets accounts that hold nothing (their peers drained or left).
     Returns how many remain. */
 size_t sb_outq_sweep (sb_outq_t *outq);
-/*  Bytes held over every account of the table. */
+/*  Bytes held over every account of the table (kept as the accounts are
+    charged: no walk). */
 size_t sb_outq_held_total (sb_outq_t *outq);
+/*  True when `charge` more bytes stay within `limit` for the table as a
+    whole (sb_outq_fits of its sum): the bound across all peers. */
+bool sb_outq_fits_total (sb_outq_t *outq, size_t charge, size_t limit);
 
 /*  A stand-alone account (the event plane's and the tap's, which fan out
     one message to every subscriber, so are one account each). Returns

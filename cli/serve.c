@@ -23,6 +23,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -30,6 +31,7 @@ static const char *s_usage =
     "usage: switchboard serve [--data DIR] [--http ADDR:PORT] [--bus tcp://ADDR:PORT]\n"
     "                         [--tls-cert FILE --tls-key FILE | --insecure-http] [--allow-host H,...]\n"
     "                         [--ui DIR] [--http-max-conns N] [--http-max-per-addr N] [--http-out-max BYTES]\n"
+    "                         [--http-out-total BYTES]\n"
     "                         [--http-idle S]\n"
     "                         [--actors LIST] [--llm PROVIDER] [--model M] [--llm-url URL]\n"
     "                         [--providers FILE] [--sandbox auto|bwrap|landlock|none]\n"
@@ -52,7 +54,9 @@ static const char *s_usage =
     "  --http-max-conns N      WebSocket connections in total (default 1024)\n"
     "  --http-max-per-addr N   WebSocket connections from one address (default 256)\n"
     "  --http-out-max BYTES    queued bytes per connection before a slow\n"
-    "                    reader gets resync (default 8 MiB)\n"
+    "                    reader gets resync and a reply becomes overloaded (default 8 MiB)\n"
+    "  --http-out-total BYTES  queued bytes over every WebSocket together\n"
+    "                    (default 256 MiB, at least --http-out-max)\n"
     "  --http-idle S     an idle WebSocket gets a ping after S seconds, and is\n"
     "                    closed when no pong came S seconds later (default 30)\n"
     "  --bus ENDPOINT    also bind tcp://ADDR:P (commands), P+1 (events), P+2 (tap),\n"
@@ -176,6 +180,7 @@ sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
         { "http-max-per-addr", required_argument, 0, 1007 },
         { "http-out-max", required_argument, 0, 1008 },
         { "http-idle", required_argument, 0, 1009 },
+        { "http-out-total", required_argument, 0, 1010 },
         { "approval-deadline", required_argument, 0, 'A' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
@@ -204,6 +209,14 @@ sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
                 if (c == 1006) o->http_max_conns = (uint32_t) n;
                 else if (c == 1007) o->http_max_per_addr = (uint32_t) n;
                 else o->http_out_max = n;
+                break;
+            }
+            case 1010: {
+                uint64_t n;
+                if (s_parse_bytes (optarg, 65536, 1ull << 40, &n))
+                    return sb_cli_usage ("serve", "--http-out-total takes a number from 65536 to %llu, not '%s'",
+                                         1ull << 40, optarg);
+                o->http_out_total = n;
                 break;
             }
             case 1009: {
@@ -461,6 +474,31 @@ sb_cmd_serve (int argc, char **argv)
     return sb_serve_run (&o, NULL, NULL);
 }
 
+/*  Raises the soft limit on open files to the hard one: serve holds the
+    bus, LMDB, the gateway's connections and the tools' pipes in one
+    process, and a soft limit of 1,024 is spent by a thousand browsers
+    (docs/gateway.md, file descriptors). The gateway keeps a reserve below
+    whatever limit results. */
+#define NOFILE_MAX  ((rlim_t) 1 << 20)
+
+static void
+s_raise_nofile (void)
+{
+    struct rlimit rl;
+    if (getrlimit (RLIMIT_NOFILE, &rl) != 0)
+        return;
+    /* lws sizes a table by the limit (16 bytes a descriptor): a hard
+       limit of a billion, as some containers set, is not taken whole */
+    rlim_t want = rl.rlim_max < NOFILE_MAX ? rl.rlim_max : NOFILE_MAX;
+    if (rl.rlim_cur >= want)
+        return;
+    rlim_t was = rl.rlim_cur;
+    rl.rlim_cur = want;
+    if (setrlimit (RLIMIT_NOFILE, &rl) != 0)
+        sb_warn ("serve", "cannot raise the open files limit from %llu to %llu: %s",
+                 (unsigned long long) was, (unsigned long long) rl.rlim_max, strerror (errno));
+}
+
 int
 sb_serve_run (const sb_serve_opts_t *o, sb_serve_hook_fn *hook, void *hook_arg)
 {
@@ -489,6 +527,7 @@ sb_serve_run (const sb_serve_opts_t *o, sb_serve_hook_fn *hook, void *hook_arg)
     sigaddset (&sigs, SIGHUP);
     pthread_sigmask (SIG_BLOCK, &sigs, NULL);
     signal (SIGPIPE, SIG_IGN);
+    s_raise_nofile ();
     zsys_handler_set (NULL);
     zsys_init ();
 

@@ -35,6 +35,7 @@ typedef struct {
     uint32_t http_max_conns;    /* 0: default */
     uint32_t http_max_per_addr;
     uint64_t http_out_max;
+    uint64_t http_out_total;    /* --http-out-total: all WebSockets' queues; 0: default */
     uint32_t http_idle_s;       /* --http-idle: ping an idle WebSocket after this; 0: default */
     bool approval_deadline_set; /* --approval-deadline given (0 is a value: no deadline) */
     uint64_t approval_deadline_s;

@@ -67,7 +67,7 @@ sb_serve_http_start (const sb_serve_opts_t *o, const char *dir, int *failed)
         .data_dir = dir, .http = o->http, .tls_cert = o->tls_cert, .tls_key = o->tls_key,
         .ui_dir = o->ui_dir, .cmd_endpoint = SB_INPROC_CMD, .sub_endpoint = SB_INPROC_PUB,
         .allow_hosts = hosts, .max_conns = o->http_max_conns, .max_per_addr = o->http_max_per_addr,
-        .out_max = o->http_out_max, .idle_s = o->http_idle_s,
+        .out_max = o->http_out_max, .out_total = o->http_out_total, .idle_s = o->http_idle_s,
     };
     char err [512], addr [300];
     sb_gateway_t *gw = sb_gateway_start (&cfg, err, sizeof err);

@@ -680,116 +680,12 @@ s_metrics_request (gw_bridge_t *self, gw_in_t *in)
     zhashx_insert (self->pending, id, p);
 }
 
-/*  Prometheus text (docs/gateway.md): the gateway's counters, then every
-    number of bus.stats as sb_bus_<field>{key="..."}. */
-static void
-s_metric_name (char *out, size_t n, const char *a, const char *b)
-{
-    size_t w = (size_t) snprintf (out, n, "sb_bus_%s%s%s", a, b ? "_" : "", b ? b : "");
-    for (size_t k = 7; k < w && k < n; k++)
-        if (!isalnum ((unsigned char) out [k]) && out [k] != '_')
-            out [k] = '_';
-}
-
-static void
-s_metrics_bus (FILE *f, const char *field, const sb_val_t *v, const char *label)
-{
-    char name [160];
-    if (v->type == SB_V_UINT || v->type == SB_V_INT || v->type == SB_V_FLOAT) {
-        double d = v->type == SB_V_UINT ? (double) v->v.u : v->type == SB_V_INT ? (double) v->v.i : v->v.f;
-        s_metric_name (name, sizeof name, field, NULL);
-        if (label)
-            fprintf (f, "%s{key=\"%s\"} %.17g\n", name, label, d);
-        else
-            fprintf (f, "%s %.17g\n", name, d);
-        return;
-    }
-    if (v->type != SB_V_MAP)
-        return;
-    for (uint32_t k = 0; k < v->len; k++) {
-        const sb_val_t *key = sb_map_key (v, k), *val = sb_map_val (v, k);
-        if (key->type != SB_V_STR)
-            continue;
-        char clean [96];
-        size_t i = 0;
-        for (const char *s = key->v.s; *s && i < sizeof clean - 1; s++)
-            if (*s != '"' && *s != '\\' && *s != '\n')
-                clean [i++] = *s;
-        clean [i] = 0;
-        if (val->type == SB_V_MAP) {
-            /* {key: {a: 1, b: 2}} -> field_a{key}, field_b{key} */
-            for (uint32_t j = 0; j < val->len; j++) {
-                const sb_val_t *k2 = sb_map_key (val, j), *v2 = sb_map_val (val, j);
-                if (k2->type != SB_V_STR || v2->type == SB_V_MAP)
-                    continue;
-                char sub [160];
-                s_metric_name (sub, sizeof sub, field, k2->v.s);
-                s_metrics_bus (f, sub + 7, v2, label ? label : clean);
-            }
-        }
-        else
-        if (label) {
-            char sub [160];
-            s_metric_name (sub, sizeof sub, field, clean);
-            s_metrics_bus (f, sub + 7, val, label);
-        }
-        else
-            s_metrics_bus (f, field, val, clean);
-    }
-}
-
 static void
 s_metrics_answer (gw_bridge_t *self, pending_t *p, sb_msg_t *reply)
 {
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream (&text, &len);
-    if (!f)
-        return;
-    gw_stats_t *st = &self->gw->stats;
-    struct { const char *name, *help; uint64_t v; bool gauge; } rows [] = {
-        { "http_requests_total", "HTTP requests", atomic_load (&st->http_requests), false },
-        { "http_errors_total", "HTTP responses with a status of 400 or more", atomic_load (&st->http_errors), false },
-        { "ws_opened_total", "WebSocket connections accepted", atomic_load (&st->ws_opened), false },
-        { "ws_closed_total", "WebSocket connections closed", atomic_load (&st->ws_closed), false },
-        { "ws_connections", "WebSocket connections open", (uint64_t) atomic_load (&st->ws_open), true },
-        { "ws_subscriptions", "session subscriptions open", (uint64_t) atomic_load (&st->subs_open), true },
-        { "ws_rx_frames_total", "WebSocket messages received", atomic_load (&st->ws_rx_frames), false },
-        { "ws_tx_frames_total", "WebSocket messages sent", atomic_load (&st->ws_tx_frames), false },
-        { "ws_tx_bytes_total", "WebSocket payload bytes sent", atomic_load (&st->ws_tx_bytes), false },
-        { "ws_tx_sends_total", "WebSocket writes to a socket (frames waiting go in one)", atomic_load (&st->ws_tx_sends), false },
-        { "ws_bad_frames_total", "messages answered with an error before any call", atomic_load (&st->ws_bad_frames), false },
-        { "ws_too_large_total", "connections closed for a message over 1 MiB", atomic_load (&st->ws_too_large), false },
-        { "forbidden_total", "calls of internal types refused", atomic_load (&st->ws_forbidden), false },
-        { "ws_resyncs_total", "streams dropped with resync (slow readers)", atomic_load (&st->ws_resyncs), false },
-        { "ws_flow_paused_total", "times reading from a client was paused", atomic_load (&st->ws_flow_paused), false },
-        { "auth_failures_total", "requests without the right token", atomic_load (&st->auth_failures), false },
-        { "host_refused_total", "requests with a Host not served", atomic_load (&st->host_refused), false },
-        { "origin_refused_total", "WebSocket upgrades from another origin", atomic_load (&st->origin_refused), false },
-        { "conn_refused_total", "WebSocket upgrades past a connection limit", atomic_load (&st->conn_refused), false },
-        { "calls_total", "WebSocket calls sent to the bus", atomic_load (&st->calls), false },
-        { "call_timeouts_total", "calls answered with timeout by the gateway", atomic_load (&st->call_timeouts), false },
-        { "events_in_total", "live events received from the event plane", atomic_load (&st->events_in), false },
-        { "events_out_total", "event frames queued to clients", atomic_load (&st->events_out), false },
-        { "replays_total", "tape pages read for subscribers", atomic_load (&st->replays), false },
-    };
-    for (size_t k = 0; k < sizeof rows / sizeof rows [0]; k++)
-        fprintf (f, "# HELP sb_gateway_%s %s\n# TYPE sb_gateway_%s %s\nsb_gateway_%s %" PRIu64 "\n",
-                 rows [k].name, rows [k].help, rows [k].name, rows [k].gauge ? "gauge" : "counter",
-                 rows [k].name, rows [k].v);
-    if (reply && !sb_msg_is_error (reply)) {
-        const sb_val_t *b = reply->body;
-        for (uint32_t k = 0; k < b->len; k++) {
-            const sb_val_t *key = sb_map_key (b, k);
-            if (key->type == SB_V_STR)
-                s_metrics_bus (f, key->v.s, sb_map_val (b, k), NULL);
-        }
-    }
-    else
-        fprintf (f, "# bus.stats did not answer: %s\n", reply ? sb_msg_error_message (reply) : "timeout");
-    fclose (f);
-    s_out_http (self, p->conn, 200, "text/plain; version=0.0.4", gw_buf_new (text, len));
-    free (text);
+    gw_buf_t *buf = gw_metrics_render (self->gw, reply);
+    if (buf)
+        s_out_http (self, p->conn, 200, "text/plain; version=0.0.4", buf);
 }
 
 static void

@@ -401,6 +401,9 @@ sb_gateway_start (const sb_gateway_config_t *cfg, char *err, size_t err_len)
     gw->max_conns = cfg->max_conns ? cfg->max_conns : SB_GW_MAX_CONNS_DEFAULT;
     gw->max_per_addr = cfg->max_per_addr ? cfg->max_per_addr : SB_GW_MAX_PER_ADDR_DEFAULT;
     gw->out_max = cfg->out_max ? cfg->out_max : SB_GW_OUT_MAX_DEFAULT;
+    gw->out_total = cfg->out_total ? cfg->out_total : SB_GW_OUT_TOTAL_DEFAULT;
+    if (gw->out_total < gw->out_max)
+        gw->out_total = gw->out_max;
     gw->idle_s = cfg->idle_s ? cfg->idle_s : SB_GW_IDLE_PING_S;
     if (gw->idle_s > SB_GW_IDLE_MAX_S)
         gw->idle_s = SB_GW_IDLE_MAX_S;

@@ -16,6 +16,7 @@
 #define SB_GW_MAX_FRAME          (1u << 20)   /* a WS message or HTTP body */
 #define SB_GW_MAX_DEPTH          32           /* JSON nesting */
 #define SB_GW_OUT_MAX_DEFAULT    (8u << 20)   /* queued outbound bytes per connection */
+#define SB_GW_OUT_TOTAL_DEFAULT  (256u << 20) /* queued outbound bytes, all WebSockets */
 #define SB_GW_MAX_CONNS_DEFAULT  1024         /* WebSocket connections, in total */
 #define SB_GW_MAX_PER_ADDR_DEFAULT 256        /* WebSocket connections from one address */
 #define SB_GW_MAX_INFLIGHT       64           /* calls one connection may have waiting */
@@ -36,6 +37,7 @@ typedef struct {
     uint32_t max_conns;         /* 0: default */
     uint32_t max_per_addr;      /* 0: default */
     uint64_t out_max;           /* 0: default */
+    uint64_t out_total;         /* 0: default (never below out_max) */
     uint32_t idle_s;            /* ping an idle WebSocket after this many seconds, and close
                                    it when no pong came as long again; 0: SB_GW_IDLE_PING_S */
 } sb_gateway_config_t;

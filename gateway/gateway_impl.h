@@ -115,10 +115,16 @@ typedef struct {
     atomic_uint_fast64_t ws_forbidden;
     atomic_uint_fast64_t ws_resyncs;
     atomic_uint_fast64_t ws_flow_paused;
+    atomic_uint_fast64_t ws_replies_dropped;  /* replies over a bound, answered `overloaded` */
+    atomic_uint_fast64_t ws_overflow_closed;  /* connections closed: not even an error fitted */
+    atomic_int_fast64_t ws_queued_bytes;      /* now, over every WebSocket */
     atomic_uint_fast64_t auth_failures;
     atomic_uint_fast64_t host_refused;
     atomic_uint_fast64_t origin_refused;
+    atomic_uint_fast64_t csrf_refused;      /* writes without proof a script of ours made them */
     atomic_uint_fast64_t conn_refused;
+    atomic_uint_fast64_t fd_refused;        /* connections refused to keep serve's descriptors */
+    atomic_uint_fast64_t body_timeouts;     /* requests closed for a body that took too long */
     atomic_uint_fast64_t calls;
     atomic_uint_fast64_t call_timeouts;
     atomic_uint_fast64_t events_in;         /* live events from the event plane */
@@ -142,7 +148,12 @@ struct sb_gateway {
     bool tls;
     uint32_t max_conns, max_per_addr;
     uint64_t out_max;
+    uint64_t out_total;         /* the bound on q_total */
+    size_t q_total;             /* lws thread only: bytes queued on every connection
+                                   (WebSocket frames, HTTP answers) */
     uint32_t idle_s;            /* ping an idle WebSocket after this; close at twice */
+    int fd_cap;                 /* a connection on a descriptor at or past this is refused:
+                                   what is left of `ulimit -n` is the rest of serve's */
     lws_retry_bo_t idle;        /* lws keeps a pointer: lives as long as the context */
 
     struct lws_context *context;
@@ -181,6 +192,15 @@ void gw_to_lws_chain (sb_gateway_t *gw, gw_out_t *head, gw_out_t *tail, size_t n
 /*  The lws thread's entry (gateway/http.c). */
 void *gw_lws_main (void *arg);
 
+/*  Where an HTTP request stands. Only an admitted POST reads its body,
+    and only BODY -> DISPATCHED runs a handler, once: a request answered
+    or refused at its headers is DONE, and what lws still delivers of its
+    body (it may already be in the buffer) is dropped. */
+typedef enum {
+    GW_REQ_DONE,        /* answered, refused or dispatched: nothing more runs */
+    GW_REQ_BODY         /* admitted: the body is read, then dispatched once */
+} gw_req_stage_t;
+
 /*  One connection's state (lws's per-session data), HTTP or WebSocket.
     Lives on the lws thread only. */
 typedef struct {
@@ -197,7 +217,9 @@ typedef struct gw_pss {
     bool post;
     bool waiting;               /* a bus reply is due */
     bool too_large;
-    bool discard;               /* the body was refused by its length: drop it */
+    gw_req_stage_t stage;       /* what the request may still do (below) */
+    bool close_after;           /* close the connection once the answer is written */
+    int64_t body_deadline;      /* BODY: monotonic ms by which the body must be in */
     char path [512];
     char *args;                 /* query arguments, decoded, NUL-separated pairs */
     size_t nargs;
@@ -209,6 +231,7 @@ typedef struct gw_pss {
     bool no_store;
     gw_buf_t *resp;
     size_t resp_off;
+    size_t resp_charged;        /* bytes of resp counted in the gateway's q_total */
     bool hdr_sent;
     bool resp_ready;
     /* WebSocket */
@@ -220,6 +243,7 @@ typedef struct gw_pss {
     bool rx_binary;
     int inflight;               /* calls without their reply yet */
     bool rx_paused;             /* lws_rx_flow_control (wsi, 0) is in force */
+    bool kill;                  /* a frame did not fit even as an error: close */
     gw_sub_t *subs;
     size_t nsubs, subs_cap;
     uint32_t next_sub;
@@ -235,6 +259,43 @@ int gw_ws_writeable (sb_gateway_t *gw, struct lws *wsi, struct gw_pss *pss);
 void gw_ws_closed (sb_gateway_t *gw, struct gw_pss *pss);
 /*  An item from the bridge for this WebSocket. Takes ownership. */
 void gw_ws_deliver (sb_gateway_t *gw, struct lws *wsi, struct gw_pss *pss, gw_out_t *out);
+
+/*  Who may ask (gateway/auth.c), on the lws thread. */
+/*  How a request proved it has the token. */
+typedef enum {
+    GW_AUTH_NONE,          /* it did not */
+    GW_AUTH_BEARER,        /* Authorization: Bearer: a script or a program, never a form */
+    GW_AUTH_COOKIE,        /* the browser's cookie: any page of 127.0.0.1 may make it send it */
+    GW_AUTH_QUERY          /* ?token= on a page load or the /ws URL */
+} gw_auth_t;
+
+/*  A header into out (n bytes): its length, 0 when absent, -1 when longer. */
+int gw_header (struct lws *wsi, enum lws_token_indexes h, char *out, size_t n);
+/*  The decoded query arguments into pss (NUL-separated pairs), and one of them. */
+void gw_read_args (struct lws *wsi, struct gw_pss *pss);
+const char *gw_arg (const struct gw_pss *pss, const char *name);
+/*  The cookie's name: sb_token_PORT. */
+void gw_cookie_name (sb_gateway_t *gw, char *out, size_t n);
+/*  Which way the request carries the right token (?token= only when query_ok). */
+gw_auth_t gw_authorized (sb_gateway_t *gw, struct lws *wsi, struct gw_pss *pss, bool query_ok);
+/*  Origin, when sent, is ours; with `strict`, Sec-Fetch-Site, when sent, is
+    same-origin or none. */
+bool gw_same_origin (sb_gateway_t *gw, struct lws *wsi, const char *host, bool strict);
+/*  The request carries X-Switchboard (only a script of ours can set it). */
+bool gw_script_proof (struct lws *wsi);
+/*  The Host header (into host, n bytes) is one the gateway answers to. */
+bool gw_host_allowed (sb_gateway_t *gw, struct lws *wsi, char *host, size_t n);
+
+/*  Counts len bytes into (add) or out of the total of every connection's
+    queue, and whether len more would fit it (gateway/ws.c). */
+void gw_queued (sb_gateway_t *gw, size_t len, bool add);
+bool gw_total_fits (sb_gateway_t *gw, size_t len);
+
+/*  /metrics as Prometheus text: the counters, then the numbers of a
+    bus.stats reply (NULL or an error: a comment says so). A new buffer,
+    NULL when out of memory (gateway/metrics.c). */
+struct sb_msg;
+gw_buf_t *gw_metrics_render (sb_gateway_t *gw, const struct sb_msg *reply);
 
 /*  The JSON of an error frame {op:"error", tx, code, message}: a new buffer. */
 gw_buf_t *gw_error_frame (const char *tx, const char *code, const char *message);

@@ -16,12 +16,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <czmq.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #define STATIC_MAX      (8u << 20)      /* largest UI file served */
 #define HTTP_CHUNK      (64u << 10)     /* body bytes written per WRITEABLE */
-#define ARGS_MAX        4096            /* decoded query bytes kept */
+#define BODY_MAX_MS     30000           /* a request body must be in within this */
+#define FD_RESERVE_MIN  128             /* descriptors always left to the rest of serve */
 
 /*  Sent with every response (docs/gateway.md): no inline script, nothing
     from elsewhere, no sniffing, no referrer, no framing. */
@@ -154,109 +159,15 @@ s_addr_release (sb_gateway_t *gw, const char *addr)
 }
 
 /* ------------------------------------------------------------------ */
-/*  Requests: headers, arguments, the token */
-
-static int
-s_header (struct lws *wsi, enum lws_token_indexes h, char *out, size_t n)
-{
-    out [0] = 0;
-    int len = lws_hdr_total_length (wsi, h);
-    if (len <= 0 || (size_t) len >= n)
-        return len <= 0 ? 0 : -1;
-    return lws_hdr_copy (wsi, out, (int) n, h) < 0 ? -1 : len;
-}
-
-//  The decoded query arguments as NUL-separated name, value pairs.
-static void
-s_read_args (struct lws *wsi, gw_pss_t *pss)
-{
-    free (pss->args);
-    pss->args = NULL;
-    pss->nargs = 0;
-    char frag [1024];
-    char *buf = malloc (ARGS_MAX);
-    size_t used = 0;
-    if (!buf)
-        return;
-    for (int k = 0; k < 64; k++) {
-        int n = lws_hdr_copy_fragment (wsi, frag, sizeof frag, WSI_TOKEN_HTTP_URI_ARGS, k);
-        if (n < 0)
-            break;
-        char *eq = strchr (frag, '=');
-        const char *value = eq ? eq + 1 : "";
-        if (eq)
-            *eq = 0;
-        size_t need = strlen (frag) + strlen (value) + 2;
-        if (used + need > ARGS_MAX)
-            break;
-        memcpy (buf + used, frag, strlen (frag) + 1);
-        used += strlen (frag) + 1;
-        memcpy (buf + used, value, strlen (value) + 1);
-        used += strlen (value) + 1;
-        pss->nargs++;
-    }
-    pss->args = buf;
-}
-
-static const char *
-s_arg (const gw_pss_t *pss, const char *name)
-{
-    const char *p = pss->args;
-    for (size_t k = 0; p && k < pss->nargs; k++) {
-        const char *value = p + strlen (p) + 1;
-        if (strcmp (p, name) == 0)
-            return value;
-        p = value + strlen (value) + 1;
-    }
-    return NULL;
-}
-
-//  The token a request carries: a bearer header, the sb_token cookie, or
-//  (only where `query_ok`) ?token=. true when it is the right one.
-static bool
-s_authorized (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, bool query_ok)
-{
-    char buf [1024];
-    if (s_header (wsi, WSI_TOKEN_HTTP_AUTHORIZATION, buf, sizeof buf) > 0
-    &&  strncasecmp (buf, "Bearer ", 7) == 0) {
-        const char *t = buf + 7;
-        while (*t == ' ')
-            t++;
-        if (sb_gateway_token_ok (gw->token, t, strlen (t)))
-            return true;
-    }
-    if (s_header (wsi, WSI_TOKEN_HTTP_COOKIE, buf, sizeof buf) > 0) {
-        for (char *p = buf; p && *p; ) {
-            while (*p == ' ' || *p == ';')
-                p++;
-            size_t len = strcspn (p, ";");
-            if (strncmp (p, "sb_token=", 9) == 0 && sb_gateway_token_ok (gw->token, p + 9, len - 9))
-                return true;
-            p += len;
-        }
-    }
-    if (query_ok) {
-        const char *t = s_arg (pss, "token");
-        if (t && sb_gateway_token_ok (gw->token, t, strlen (t)))
-            return true;
-    }
-    return false;
-}
-
-static bool
-s_host_allowed (sb_gateway_t *gw, struct lws *wsi, char *host, size_t n)
-{
-    if (s_header (wsi, WSI_TOKEN_HOST, host, n) <= 0)
-        return false;
-    return sb_gateway_host_ok (host, gw->bind_addr, gw->cfg.allow_hosts);
-}
-
-/* ------------------------------------------------------------------ */
 /*  Responses */
 
 static void
-s_reset_http (gw_pss_t *pss)
+s_reset_http (sb_gateway_t *gw, gw_pss_t *pss)
 {
+    if (pss->resp_charged) {
+        gw_queued (gw, pss->resp_charged, false);
+        pss->resp_charged = 0;
+    }
     free (pss->body);
     pss->body = NULL;
     pss->body_len = 0;
@@ -272,12 +183,30 @@ s_reset_http (gw_pss_t *pss)
 }
 
 //  Queues a whole response; it is written in WRITEABLE. Takes `body`.
+//  Its bytes count in the total of every connection's queue (with the
+//  WebSockets'): an answer that does not fit becomes 503 overloaded.
 static void
 s_respond (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, int status, const char *ctype,
            gw_buf_t *body, const char *extra)
 {
+    static const char full [] = "{\"error\":{\"code\":\"overloaded\",\"message\":\"the gateway's outbound "
+                                "bytes are at their bound (--http-out-total): ask again later\"}}";
     gw_buf_unref (&pss->resp);
+    if (pss->resp_charged) {
+        gw_queued (gw, pss->resp_charged, false);
+        pss->resp_charged = 0;
+    }
+    if (body && body->len > sizeof full && !gw_total_fits (gw, body->len)) {
+        atomic_fetch_add (&gw->stats.ws_replies_dropped, 1);
+        gw_buf_unref (&body);
+        body = gw_buf_new (full, sizeof full - 1);
+        status = 503;
+        ctype = "application/json";
+        pss->no_store = true;
+    }
     pss->resp = body;
+    pss->resp_charged = body ? body->len : 0;
+    gw_queued (gw, pss->resp_charged, true);
     pss->status = status;
     pss->ctype = ctype;
     free (pss->extra);
@@ -372,7 +301,10 @@ s_http_writeable (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss)
             return 0;
         }
     }
-    s_reset_http (pss);
+    bool close_after = pss->close_after;
+    s_reset_http (gw, pss);
+    if (close_after)
+        return -1;      /* the request's framing cannot be trusted: no next one */
     return lws_http_transaction_completed (wsi) ? -1 : 0;
 }
 
@@ -472,8 +404,10 @@ s_token_redirect (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *
         }
         p = value + strlen (value) + 1;
     }
-    snprintf (extra, sizeof extra, "location: %s\nset-cookie: sb_token=%s; Path=/; HttpOnly; SameSite=Strict%s\n",
-              loc, gw->token, gw->tls ? "; Secure" : "");
+    char name [32];
+    gw_cookie_name (gw, name, sizeof name);
+    snprintf (extra, sizeof extra, "location: %s\nset-cookie: %s=%s; Path=/; HttpOnly; SameSite=Strict%s\n",
+              loc, name, gw->token, gw->tls ? "; Secure" : "");
     pss->no_store = true;
     s_respond (gw, wsi, pss, 303, "text/plain", NULL, extra);
 }
@@ -536,28 +470,83 @@ s_dispatch_api (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss)
     gw_to_bridge (gw, in);
 }
 
+//  Refuses a request at its headers: the answer goes out, and nothing of
+//  the request runs, whatever of its body lws still delivers.
+static int
+s_refuse (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, atomic_uint_fast64_t *counter, int status,
+          const char *code, const char *message)
+{
+    if (counter)
+        atomic_fetch_add (counter, 1);
+    pss->stage = GW_REQ_DONE;
+    s_respond_error (gw, wsi, pss, status, code, message);
+    return 0;
+}
+
+//  The checks every request past Host and method passes before anything
+//  of it runs: that a browser's request comes from our own page (strictly
+//  for the API and /metrics), the token, and that a write proves a script
+//  of ours made it. Returns
+//  true when the request may go on; else the refusal is queued.
+static bool
+s_admit (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *host, bool guarded)
+{
+    if (!gw_same_origin (gw, wsi, host, guarded))
+        return s_refuse (gw, wsi, pss, &gw->stats.origin_refused, 403, "forbidden",
+                         "a request from another origin (Origin or Sec-Fetch-Site) is refused"), false;
+    gw_auth_t auth = gw_authorized (gw, wsi, pss, false);
+    if (auth == GW_AUTH_NONE)
+        return s_refuse (gw, wsi, pss, &gw->stats.auth_failures, 401, "unauthorized",
+                         "a token is needed: open the URL serve printed (with ?token=), or send "
+                         "Authorization: Bearer <DATA/token>"), false;
+    if (pss->post && auth == GW_AUTH_COOKIE && !gw_script_proof (wsi))
+        return s_refuse (gw, wsi, pss, &gw->stats.csrf_refused, 403, "forbidden",
+                         "a write with the cookie needs the X-Switchboard header (or send the token "
+                         "as Authorization: Bearer)"), false;
+    return true;
+}
+
+//  A POST's body is read only once the request is admitted, and only when
+//  its length is announced and within the bound: lws does not decode a
+//  chunked request body, and reads one without a length until the close.
+static int
+s_expect_body (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss)
+{
+    char cl [32];
+    int n = gw_header (wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH, cl, sizeof cl);
+    if (n <= 0 || lws_hdr_total_length (wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) > 0
+    ||  strspn (cl, "0123456789") != strlen (cl)) {
+        pss->close_after = true;
+        return s_refuse (gw, wsi, pss, NULL, 411, "invalid", "a POST needs a Content-Length (no chunked body)");
+    }
+    if (strlen (cl) > 9 || strtoull (cl, NULL, 10) > SB_GW_MAX_FRAME)
+        /* answered now; lws reads what follows of the body and drops it */
+        return s_refuse (gw, wsi, pss, NULL, 413, "too_large", "a body may be at most 1 MiB");
+    /* lws calls HTTP_BODY_COMPLETION for every POST with a length, 0 too:
+       the request is dispatched there, once */
+    pss->stage = GW_REQ_BODY;
+    pss->body_deadline = zclock_mono () + BODY_MAX_MS;
+    return 0;
+}
+
 static int
 s_http (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *uri)
 {
-    s_reset_http (pss);
-    pss->discard = false;
+    s_reset_http (gw, pss);
+    pss->stage = GW_REQ_DONE;
+    pss->close_after = false;
     atomic_fetch_add (&gw->stats.http_requests, 1);
     lws_get_peer_simple (wsi, pss->addr, sizeof pss->addr);
     bool get = lws_hdr_total_length (wsi, WSI_TOKEN_GET_URI) > 0;
     pss->post = lws_hdr_total_length (wsi, WSI_TOKEN_POST_URI) > 0;
     snprintf (pss->path, sizeof pss->path, "%s", uri ? uri : "/");
-    s_read_args (wsi, pss);
+    gw_read_args (wsi, pss);
     char host [256];
-    if (!s_host_allowed (gw, wsi, host, sizeof host)) {
-        atomic_fetch_add (&gw->stats.host_refused, 1);
-        s_respond_error (gw, wsi, pss, 403, "forbidden",
+    if (!gw_host_allowed (gw, wsi, host, sizeof host))
+        return s_refuse (gw, wsi, pss, &gw->stats.host_refused, 403, "forbidden",
                          "this Host is not served (use localhost or 127.0.0.1; serve --allow-host adds names)");
-        return 0;
-    }
-    if (!get && !pss->post) {
-        s_respond_error (gw, wsi, pss, 405, "invalid", "only GET and POST are served");
-        return 0;
-    }
+    if (!get && !pss->post)
+        return s_refuse (gw, wsi, pss, NULL, 405, "invalid", "only GET and POST are served");
     if (strcmp (pss->path, "/healthz") == 0) {
         pss->no_store = true;
         s_respond (gw, wsi, pss, 200, "text/plain", gw_buf_new ("ok\n", 3), NULL);
@@ -565,28 +554,22 @@ s_http (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *uri)
     }
     bool api = strncmp (pss->path, "/api/", 5) == 0 || strcmp (pss->path, "/api") == 0;
     bool metrics = strcmp (pss->path, "/metrics") == 0;
-    if (!api && !metrics && get && s_arg (pss, "token")) {
-        if (!s_authorized (gw, wsi, pss, true)) {
-            atomic_fetch_add (&gw->stats.auth_failures, 1);
-            s_respond_error (gw, wsi, pss, 401, "unauthorized", "wrong token: use the URL serve printed");
-            return 0;
-        }
+    if (!api && !metrics && get && gw_arg (pss, "token")) {
+        if (gw_authorized (gw, wsi, pss, true) != GW_AUTH_QUERY)
+            return s_refuse (gw, wsi, pss, &gw->stats.auth_failures, 401, "unauthorized",
+                             "wrong token: use the URL serve printed");
         s_token_redirect (gw, wsi, pss, pss->path);
         return 0;
     }
-    if (!s_authorized (gw, wsi, pss, false)) {
-        atomic_fetch_add (&gw->stats.auth_failures, 1);
-        s_respond_error (gw, wsi, pss, 401, "unauthorized",
-                         "a token is needed: open the URL serve printed (with ?token=), or send "
-                         "Authorization: Bearer <DATA/token>");
+    if (!s_admit (gw, wsi, pss, host, api || metrics))
         return 0;
-    }
     if (metrics) {
+        if (!get)
+            return s_refuse (gw, wsi, pss, NULL, 405, "invalid", "/metrics is read with GET");
         gw_in_t *in = calloc (1, sizeof *in);
         if (!in || !s_conn_register (gw, wsi, pss)) {
             free (in);
-            s_respond_error (gw, wsi, pss, 503, "overloaded", "too many requests in flight");
-            return 0;
+            return s_refuse (gw, wsi, pss, NULL, 503, "overloaded", "too many requests in flight");
         }
         in->kind = GW_IN_METRICS;
         in->http = true;
@@ -596,38 +579,32 @@ s_http (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *uri)
         return 0;
     }
     if (!api) {
-        if (!get) {
-            s_respond_error (gw, wsi, pss, 405, "invalid", "static files are read with GET");
-            return 0;
-        }
+        if (!get)
+            return s_refuse (gw, wsi, pss, NULL, 405, "invalid", "static files are read with GET");
         s_static (gw, wsi, pss, pss->path);
         return 0;
     }
-    if (pss->post) {
-        char cl [32];
-        if (s_header (wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH, cl, sizeof cl) > 0) {
-            unsigned long long n = strtoull (cl, NULL, 10);
-            if (n > SB_GW_MAX_FRAME) {
-                /* answered now; what follows of the body is read and dropped */
-                s_respond_error (gw, wsi, pss, 413, "too_large", "a body may be at most 1 MiB");
-                pss->discard = true;
-                return 0;
-            }
-            if (n > 0)
-                return 0;       /* the body follows: HTTP_BODY, then HTTP_BODY_COMPLETION */
-        }
-        else
-        if (lws_hdr_total_length (wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) > 0)
-            return 0;
-    }
+    if (pss->post)
+        return s_expect_body (gw, wsi, pss);
     s_dispatch_api (gw, wsi, pss);
     return 0;
 }
 
+//  Body bytes of an admitted POST, up to the bound; of any other request
+//  (refused, answered, a GET with a body) they are dropped.
 static int
 s_http_body (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const void *in, size_t len)
 {
-    if (pss->too_large || pss->discard || len == 0)
+    (void) wsi;
+    if (pss->stage != GW_REQ_BODY)
+        return 0;
+    /* lws times out a pause between two parts of a body, not the whole:
+       a body that trickles a byte at a time is closed here */
+    if (zclock_mono () > pss->body_deadline) {
+        atomic_fetch_add (&gw->stats.body_timeouts, 1);
+        return -1;
+    }
+    if (pss->too_large || len == 0)
         return 0;
     if (pss->body_len + len > SB_GW_MAX_FRAME) {
         pss->too_large = true;
@@ -642,6 +619,20 @@ s_http_body (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const void *in, s
     memcpy (grown + pss->body_len, in, len);
     pss->body = grown;
     pss->body_len += len;
+    return 0;
+}
+
+//  The body is complete: an admitted POST runs now, once.
+static int
+s_http_body_done (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss)
+{
+    if (pss->stage != GW_REQ_BODY)
+        return 0;
+    pss->stage = GW_REQ_DONE;
+    if (pss->too_large)
+        s_respond_error (gw, wsi, pss, 413, "too_large", "a body may be at most 1 MiB");
+    else
+        s_dispatch_api (gw, wsi, pss);
     return 0;
 }
 
@@ -660,14 +651,14 @@ s_confirm_upgrade (sb_gateway_t *gw, struct lws *wsi)
     int rc = 0;
     char host [256], origin [512], uri [512];
     lws_get_peer_simple (wsi, tmp.addr, sizeof tmp.addr);
-    s_read_args (wsi, &tmp);
-    int olen = s_header (wsi, WSI_TOKEN_ORIGIN, origin, sizeof origin);
-    if (s_header (wsi, WSI_TOKEN_GET_URI, uri, sizeof uri) <= 0 || strcmp (uri, "/ws") != 0) {
+    gw_read_args (wsi, &tmp);
+    int olen = gw_header (wsi, WSI_TOKEN_ORIGIN, origin, sizeof origin);
+    if (gw_header (wsi, WSI_TOKEN_GET_URI, uri, sizeof uri) <= 0 || strcmp (uri, "/ws") != 0) {
         lws_return_http_status (wsi, HTTP_STATUS_NOT_FOUND, "the WebSocket is at /ws");
         rc = 1;
     }
     else
-    if (!s_host_allowed (gw, wsi, host, sizeof host)) {
+    if (!gw_host_allowed (gw, wsi, host, sizeof host)) {
         atomic_fetch_add (&gw->stats.host_refused, 1);
         lws_return_http_status (wsi, HTTP_STATUS_FORBIDDEN, "this Host is not served");
         rc = 1;
@@ -686,7 +677,7 @@ s_confirm_upgrade (sb_gateway_t *gw, struct lws *wsi)
             rc = 1;
         }
     }
-    if (rc == 0 && !s_authorized (gw, wsi, &tmp, true)) {
+    if (rc == 0 && gw_authorized (gw, wsi, &tmp, true) == GW_AUTH_NONE) {
         atomic_fetch_add (&gw->stats.auth_failures, 1);
         lws_return_http_status (wsi, HTTP_STATUS_UNAUTHORIZED, "a token is needed");
         rc = 1;
@@ -748,25 +739,27 @@ s_callback (struct lws *wsi, enum lws_callback_reasons reason, void *user, void 
         case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
             s_take_out (gw);
             return 0;
+        case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
+            /* `in` is the accepted descriptor: past the cap, the rest of
+               serve (the bus, LMDB, the tools) would run out */
+            if ((int) (intptr_t) in >= gw->fd_cap) {
+                atomic_fetch_add (&gw->stats.fd_refused, 1);
+                return 1;
+            }
+            return 0;
         case LWS_CALLBACK_HTTP:
             return s_http (gw, wsi, pss, in);
         case LWS_CALLBACK_HTTP_BODY:
             return s_http_body (gw, wsi, pss, in, len);
         case LWS_CALLBACK_HTTP_BODY_COMPLETION:
-            if (pss->discard)
-                return 0;           /* already answered (a body announced too large) */
-            if (pss->too_large)
-                s_respond_error (gw, wsi, pss, 413, "too_large", "a body may be at most 1 MiB");
-            else
-                s_dispatch_api (gw, wsi, pss);
-            return 0;
+            return s_http_body_done (gw, wsi, pss);
         case LWS_CALLBACK_HTTP_WRITEABLE:
             return s_http_writeable (gw, wsi, pss);
         case LWS_CALLBACK_CLOSED_HTTP:
         case LWS_CALLBACK_HTTP_DROP_PROTOCOL:
             if (pss && !pss->is_ws) {
                 s_conn_unregister (gw, pss);
-                s_reset_http (pss);
+                s_reset_http (gw, pss);
                 free (pss->args);
                 pss->args = NULL;
             }
@@ -774,6 +767,9 @@ s_callback (struct lws *wsi, enum lws_callback_reasons reason, void *user, void 
         case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
             return s_confirm_upgrade (gw, wsi);
         case LWS_CALLBACK_ESTABLISHED: {
+            if (!pss->is_ws)
+                s_reset_http (gw, pss);     /* an answer the upgrade cut short: its bytes */
+            free (pss->args);
             memset (pss, 0, sizeof *pss);
             pss->is_ws = true;
             lws_get_peer_simple (wsi, pss->addr, sizeof pss->addr);
@@ -819,12 +815,31 @@ static const struct lws_protocols s_protocols [] = {
     { NULL, NULL, 0, 0, 0, NULL, 0 }
 };
 
+//  lws's log lines, into ours. A line that repeats (lws logs `accept:
+//  errno 24` on every poll while descriptors are short) is written once a
+//  second at most, with how many were left out.
 static void
 s_lws_log (int level, const char *line)
 {
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static char last [512];
+    static int64_t last_ms;
+    static uint64_t dropped;
     char copy [512];
     snprintf (copy, sizeof copy, "%s", line);
     copy [strcspn (copy, "\n")] = 0;
+    int64_t now = zclock_mono ();
+    pthread_mutex_lock (&lock);
+    if (strcmp (copy, last) == 0 && now - last_ms < 1000) {
+        dropped++;
+        pthread_mutex_unlock (&lock);
+        return;
+    }
+    uint64_t left_out = dropped;
+    dropped = 0;
+    last_ms = now;
+    snprintf (last, sizeof last, "%s", copy);
+    pthread_mutex_unlock (&lock);
     if (level & LLL_ERR)
         sb_error ("gateway", "lws: %s", copy);
     else
@@ -832,6 +847,23 @@ s_lws_log (int level, const char *line)
         sb_warn ("gateway", "lws: %s", copy);
     else
         sb_info ("gateway", "lws: %s", copy);
+    if (left_out)
+        sb_warn ("gateway", "lws: the line before the last repeated %" PRIu64 " more times within a second",
+                 left_out);
+}
+
+//  The first descriptor a connection may not have: the process's limit
+//  less a reserve (a quarter, at least FD_RESERVE_MIN) for the bus, LMDB,
+//  the tools and the runs, so no number of clients leaves serve without.
+static int
+s_fd_cap (void)
+{
+    struct rlimit rl;
+    if (getrlimit (RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > INT_MAX)
+        return INT_MAX;
+    int limit = (int) rl.rlim_cur;
+    int reserve = limit / 4 > FD_RESERVE_MIN ? limit / 4 : FD_RESERVE_MIN;
+    return limit > 2 * reserve ? limit - reserve : limit / 2;
 }
 
 static void
@@ -881,6 +913,7 @@ gw_lws_main (void *arg)
     /* SWITCHBOARD_LWS_LOG: lws's own log bits, for debugging lws itself */
     const char *bits = getenv ("SWITCHBOARD_LWS_LOG");
     lws_set_log_level (bits ? atoi (bits) : LLL_ERR | LLL_WARN, s_lws_log);
+    gw->fd_cap = s_fd_cap ();
     if (s_conns_init (gw)) {
         s_started (gw, -1, "out of memory");
         return NULL;

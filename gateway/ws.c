@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "schemas/json.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,9 +39,86 @@ s_maybe_resume (struct lws *wsi, gw_pss_t *pss, uint64_t out_max)
     }
 }
 
-static void
-s_enqueue (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, gw_out_t *out)
+//  Whether `len` more bytes fit this connection's queue and the total of
+//  every connection's. One frame always fits an empty queue when the
+//  total has room for it, so a reply larger than the bound still reaches
+//  a client that reads.
+static bool
+s_fits (sb_gateway_t *gw, gw_pss_t *pss, size_t len)
 {
+    if (pss->q_count > 0 && (pss->q_bytes > gw->out_max || len > gw->out_max - pss->q_bytes))
+        return false;
+    return gw->q_total <= gw->out_total && len <= gw->out_total - gw->q_total;
+}
+
+//  Whether `len` more bytes fit the total of every connection's queue.
+static bool
+s_fits_total (sb_gateway_t *gw, size_t len)
+{
+    return gw->q_total <= gw->out_total && len <= gw->out_total - gw->q_total;
+}
+
+bool
+gw_total_fits (sb_gateway_t *gw, size_t len)
+{
+    return s_fits_total (gw, len);
+}
+
+void
+gw_queued (sb_gateway_t *gw, size_t len, bool add)
+{
+    if (add)
+        gw->q_total += len;
+    else
+        gw->q_total -= len;
+    atomic_store (&gw->stats.ws_queued_bytes, (int_fast64_t) gw->q_total);
+}
+
+//  The same for a reply, an event or a tap frame, with room left for the
+//  small frames that may follow it (an error per call in flight, a
+//  resync), so that those still fit the bound and are not a close.
+static bool
+s_fits_data (sb_gateway_t *gw, gw_pss_t *pss, size_t len)
+{
+    size_t reserve = 2 * SB_GW_MAX_INFLIGHT * 1024;
+    if (reserve > gw->out_max / 4)
+        reserve = (size_t) gw->out_max / 4;
+    return s_fits (gw, pss, len + reserve);
+}
+
+static void
+s_count (sb_gateway_t *gw, gw_pss_t *pss, size_t len, bool add)
+{
+    if (add)
+        pss->q_bytes += len;
+    else
+        pss->q_bytes -= len;
+    gw_queued (gw, len, add);
+}
+
+//  A frame that did not fit even as an error: the connection is closed
+//  (1008) in its next WRITEABLE, and the queue stops growing now.
+static void
+s_kill (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss)
+{
+    if (!pss->kill) {
+        pss->kill = true;
+        atomic_fetch_add (&gw->stats.ws_overflow_closed, 1);
+    }
+    lws_callback_on_writable (wsi);
+}
+
+//  Queues a frame the caller found fits its bound (`fits`); else frees it,
+//  has the connection closed and returns false. Every byte queued goes
+//  through here and is counted.
+static bool
+s_enqueue (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, gw_out_t *out, bool fits)
+{
+    if (pss->kill || !fits) {
+        gw_out_free (out);
+        s_kill (gw, wsi, pss);
+        return false;
+    }
     out->next = NULL;
     bool was_empty = pss->q_head == NULL;
     if (pss->q_tail)
@@ -48,17 +126,18 @@ s_enqueue (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, gw_out_t *out)
     else
         pss->q_head = out;
     pss->q_tail = out;
-    pss->q_bytes += out->buf->len;
+    s_count (gw, pss, out->buf->len, true);
     pss->q_count++;
     /* answers to a client that asks faster than it reads: stop reading
        from it rather than queue without end (never a resync: a reply
        cannot be fetched again) */
-    if (!out->live && pss->q_bytes > gw->out_max)
+    if (!out->live && pss->q_bytes > gw->out_max / 2)
         s_pause (gw, wsi, pss);
     /* a queue that had frames already asked: WRITEABLE asks again while
        frames remain */
     if (was_empty)
         lws_callback_on_writable (wsi);
+    return true;
 }
 
 static void
@@ -74,7 +153,9 @@ s_send (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, gw_buf_t *buf)
     out->kind = GW_OUT_WS;
     out->conn = pss->conn;
     out->buf = buf;
-    s_enqueue (gw, wsi, pss, out);
+    /* the gateway's own frames answer what the client sent: one that
+       does not fit means it sends and does not read */
+    s_enqueue (gw, wsi, pss, out, s_fits (gw, pss, buf->len));
 }
 
 static void
@@ -423,6 +504,7 @@ gw_ws_established (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss)
     pss->rx_len = pss->rx_cap = 0;
     pss->inflight = 0;
     pss->rx_paused = false;
+    pss->kill = false;
     pss->subs = NULL;
     pss->nsubs = pss->subs_cap = 0;
     pss->next_sub = 0;
@@ -509,7 +591,7 @@ s_dequeue (sb_gateway_t *gw, gw_pss_t *pss)
     pss->q_head = out->next;
     if (!pss->q_head)
         pss->q_tail = NULL;
-    pss->q_bytes -= out->buf->len;
+    s_count (gw, pss, out->buf->len, false);
     pss->q_count--;
     atomic_fetch_add (&gw->stats.ws_tx_frames, 1);
     atomic_fetch_add (&gw->stats.ws_tx_bytes, out->buf->len);
@@ -538,6 +620,11 @@ s_dequeue (sb_gateway_t *gw, gw_pss_t *pss)
 int
 gw_ws_writeable (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss)
 {
+    if (pss->kill) {
+        static const char reason [] = "outbound queue over its bound: read what you ask for";
+        lws_close_reason (wsi, LWS_CLOSE_STATUS_POLICY_VIOLATION, (unsigned char *) reason, sizeof reason - 1);
+        return -1;
+    }
     gw_out_t *out = pss->q_head;
     if (!out)
         return 0;
@@ -582,11 +669,12 @@ gw_ws_closed (sb_gateway_t *gw, gw_pss_t *pss)
     }
     while (pss->q_head) {
         gw_out_t *next = pss->q_head->next;
+        s_count (gw, pss, pss->q_head->buf->len, false);
         gw_out_free (pss->q_head);
         pss->q_head = next;
     }
     pss->q_tail = NULL;
-    pss->q_bytes = pss->q_count = 0;
+    pss->q_count = 0;
     atomic_fetch_sub (&gw->stats.subs_open, (int_fast64_t) pss->nsubs);
     free (pss->subs);
     pss->subs = NULL;
@@ -596,6 +684,26 @@ gw_ws_closed (sb_gateway_t *gw, gw_pss_t *pss)
     pss->rx_len = pss->rx_cap = 0;
 }
 
+//  The reply in `out` is over a bound: the client gets an `overloaded`
+//  error for its call instead, with the reply's size. The tx is read
+//  back from the reply's JSON.
+static void
+s_reply_dropped (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, gw_out_t *out)
+{
+    atomic_fetch_add (&gw->stats.ws_replies_dropped, 1);
+    json_t *j = json_loadb (gw_buf_text (out->buf), out->buf->len, 0, NULL);
+    json_t *txv = j ? json_object_get (j, "tx") : NULL;
+    char *tx = txv ? json_dumps (txv, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+    char message [256];
+    snprintf (message, sizeof message, "a reply of %zu bytes was dropped: %zu bytes are queued for this "
+              "connection (bound %" PRIu64 ") and %zu for all (bound %" PRIu64 "); read, then ask again",
+              out->buf->len, pss->q_bytes, gw->out_max, gw->q_total, gw->out_total);
+    json_decref (j);
+    gw_out_free (out);
+    s_error (gw, wsi, pss, tx ? tx : "null", "overloaded", message);
+    free (tx);
+}
+
 void
 gw_ws_deliver (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, gw_out_t *out)
 {
@@ -603,9 +711,15 @@ gw_ws_deliver (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, gw_out_t *out)
         pss->inflight--;
         s_maybe_resume (wsi, pss, gw->out_max);
     }
+    if (out->reply && !s_fits_data (gw, pss, out->buf->len)) {
+        /* a reply is never fetched again, so it is not dropped silently:
+           the call gets `overloaded` in its place */
+        s_reply_dropped (gw, wsi, pss, out);
+        return;
+    }
     if (out->sub_id && out->sub_id == pss->tap_id) {
         /* the tap is live only: a reader too slow for it loses it */
-        if (pss->q_count > 0 && pss->q_bytes + out->buf->len > gw->out_max) {
+        if (!s_fits_data (gw, pss, out->buf->len)) {
             gw_out_free (out);
             s_tap_stop (gw, pss);
             atomic_fetch_add (&gw->stats.ws_resyncs, 1);
@@ -614,7 +728,7 @@ gw_ws_deliver (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, gw_out_t *out)
             return;
         }
         out->sub_id = 0;
-        s_enqueue (gw, wsi, pss, out);
+        s_enqueue (gw, wsi, pss, out, true);
         return;
     }
     gw_sub_t *sub = out->sub_id ? s_sub_by_id (pss, out->sub_id) : NULL;
@@ -624,13 +738,16 @@ gw_ws_deliver (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, gw_out_t *out)
     }
     /* a live event that would take the queue past its bound: the client
        is too slow for this stream. It is told to resubscribe from its
-       cursor, and the queue stops growing. */
-    if (sub && out->live && pss->q_count > 0 && pss->q_bytes + out->buf->len > gw->out_max) {
+       cursor, and the queue stops growing. A replay page is paced by the
+       bridge (the next one is read once this one is written) and comes
+       as a burst, so it is held to the total only. */
+    bool fits = out->live ? s_fits_data (gw, pss, out->buf->len) : s_fits_total (gw, out->buf->len + 65536);
+    if (sub && !out->end_sub && !fits) {
         gw_out_free (out);
         s_resync (gw, wsi, pss, sub, "slow_reader");
         return;
     }
-    if (out->end_sub) {
+    if (out->end_sub && sub) {
         *sub = pss->subs [--pss->nsubs];
         atomic_fetch_sub (&gw->stats.subs_open, 1);
         out->sub_id = 0;
@@ -638,5 +755,7 @@ gw_ws_deliver (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, gw_out_t *out)
     else
     if (out->sub_id)
         atomic_fetch_add (&gw->stats.events_out, 1);
-    s_enqueue (gw, wsi, pss, out);
+    /* checked above: a reply, a live event or a page's; else (the end of
+       a stream) the bound itself, and what does not fit closes */
+    s_enqueue (gw, wsi, pss, out, out->reply || (sub && !out->end_sub) || s_fits (gw, pss, out->buf->len));
 }

@@ -45,11 +45,11 @@ def test_cookie_redirect_and_static():
     check(status == 303, "page load with the token: %d", status)
     check(h.get("location") == "/?view=x%20y", "the redirect keeps the rest of the query: %r", h.get("location"))
     cookie = h.get("set-cookie", "")
-    check(cookie.startswith("sb_token=%s;" % gw.token) and "HttpOnly" in cookie and "SameSite=Strict" in cookie,
+    check(cookie.startswith("sb_token_%d=%s;" % (gw.port, gw.token)) and "HttpOnly" in cookie and "SameSite=Strict" in cookie,
           "cookie %r", cookie)
     status, h, _ = gw.http("GET", "/?token=" + "1" * 64, token=None)
     check(status == 401 and "set-cookie" not in h, "wrong token on a page load: %d %r", status, h)
-    status, h, data = gw.http("GET", "/", token=None, headers={"Cookie": "a=b; sb_token=" + gw.token})
+    status, h, data = gw.http("GET", "/", token=None, headers={"Cookie": "a=b; sb_token_%d=%s" % (gw.port, gw.token)})
     check(status == 200 and b"<title>switchboard</title>" in data, "index with the cookie: %d %r", status, data)
     check(h.get("content-type", "").startswith("text/html"), "content-type %r", h.get("content-type"))
     csp = h.get("content-security-policy", "")
@@ -100,7 +100,7 @@ def test_ws_token_and_origin():
         except websocket.WebSocketBadStatusException as e:
             check(e.status_code == 403, "Origin %s: %r", origin, e)
     # the browser's way: the cookie set by the page load, and its own origin
-    w = gw.ws(token=None, cookie="sb_token=" + gw.token)
+    w = gw.ws(token=None, cookie="sb_token_%d=%s" % (gw.port, gw.token))
     check(w.call_op("ping", {})["type"] == "pong", "ping over a cookie-authenticated socket")
     w.close()
     # not a browser: no Origin, the token in the URL

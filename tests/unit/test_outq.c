@@ -105,3 +105,26 @@ Test (outq, the_table_forgets_idle_accounts_and_charged_ones_outlive_it)
     cr_assert_eq (sb_outq_held (a), 50);
     zmq_msg_close (&m);         /* frees a: ASan reports a leak or a use after free otherwise */
 }
+
+Test (outq, the_table_sums_its_accounts_and_bounds_their_total)
+{
+    sb_outq_t *q = sb_outq_new ();
+    cr_assert_not_null (q);
+    sb_outq_acct_t *a = sb_outq_get (q, "aa");
+    sb_outq_acct_t *b = sb_outq_get (q, "bb");
+    zmq_msg_t ma, mb;
+    cr_assert_eq (sb_outq_msg (a, &ma, "x", 1, 600), 0);
+    cr_assert_eq (sb_outq_msg (b, &mb, "y", 1, 300), 0);
+    cr_assert_eq (sb_outq_held_total (q), 900);
+    /* each account is within a bound of 1,000, their sum is not */
+    cr_assert (sb_outq_fits (b, 200, 1000));
+    cr_assert_not (sb_outq_fits_total (q, 200, 1000));
+    cr_assert (sb_outq_fits_total (q, 100, 1000));
+    zmq_msg_close (&ma);
+    cr_assert_eq (sb_outq_held_total (q), 300);
+    cr_assert (sb_outq_fits_total (q, 200, 1000));
+    /* the sum outlives the table while an account still holds bytes */
+    sb_outq_destroy (&q);
+    cr_assert_eq (sb_outq_held (b), 300);
+    zmq_msg_close (&mb);        /* frees b, then the sum: ASan reports a leak otherwise */
+}

@@ -481,11 +481,20 @@ class App {
     if (!sid || !this.queue.available)
       return this._queueStrip ();
     try {
-      const r = await this.conn.call ('session.queue.list', { session_id: sid });
-      if (sid !== this.current)
-        return;
-      const steers = (r.steers || []).map (x => ({ ...(x.prompt || x), mode: 'steer' }));
-      this.queue.prompts = steers.concat ((r.prompts || []).map (x => x.prompt || x));
+      // a long queue comes in pages (steers first): follow them all, up to
+      // what the server allows in a queue (16 MiB, at least 768 KiB a page)
+      let steers = [], prompts = [], r = {}, args = { session_id: sid };
+      for (let page = 0; page < 32; page++) {
+        r = await this.conn.call ('session.queue.list', args);
+        if (sid !== this.current)
+          return;
+        steers = steers.concat ((r.steers || []).map (x => ({ ...(x.prompt || x), mode: 'steer' })));
+        prompts = prompts.concat ((r.prompts || []).map (x => x.prompt || x));
+        if (!r.more || r.next_after === undefined)
+          break;
+        args = { session_id: sid, after: r.next_after };
+      }
+      this.queue.prompts = steers.concat (prompts);
       this.queue.paused = !!r.paused;
       this.queue.reason = r.reason || '';
     } catch (e) {

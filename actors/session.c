@@ -16,7 +16,8 @@
 
     The files: this one is the actor (its loop, its dispatch table, the
     drain, the answers); actors/session/requests.c handles each request
-    type of the drain, actors/session/store.c keeps the layout of
+    type of the drain, actors/session/reads.c answers the reads after the
+    commit, actors/session/store.c keeps the layout of
     DATA/session (docs/sessions.md), and actors/session/prompt.c forwards
     session.prompt to the run coordinator.
 
@@ -396,7 +397,8 @@ s_drain_full (self_t *self)
 
 //  Takes a request into the drain as `op`. The drain checks it, then runs
 //  it with the drain's other writes in one transaction, or answers it from
-//  a read transaction after the commit (actors/session/requests.c).
+//  a read transaction after the commit (actors/session/requests.c,
+//  actors/session/reads.c).
 req_t *
 sb_session_take (self_t *self, sb_msg_t **msg_p, op_t op, bool write, bool addressed)
 {

@@ -5,7 +5,8 @@
       session.c           the actor: its loop, the drain (group commit),
                           the answers
       session/requests.c  each request type: the checks made before the
-                          transaction, the writes inside it, the reads
+                          transaction, the writes inside it
+      session/reads.c     the reads (get, list, events), after the commit
       session/store.c     the layout of DATA/session: records, the tape,
                           remembered commands, sweeping and purging
     Every function here runs on the actor's thread. */
@@ -292,6 +293,9 @@ const sb_val_t *sb_session_mcp_servers (const sb_val_t *names);
 //  The drain's write function for sb_store_write: every write of the
 //  drain, re-runnable from scratch.
 int sb_session_drain_fn (sb_txn_t *txn, void *arg);
+
+//  session/reads.c
+
 //  Answers a read (get, list, events) from `txn`; a failure is left in
 //  req->err for the caller to send.
 void sb_session_read (self_t *self, sb_txn_t *txn, req_t *req);

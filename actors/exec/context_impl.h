@@ -1,0 +1,120 @@
+/*  actors/exec/context_impl.h — what the files of the context share.
+
+    Not a public header: only actors/exec/context*.c include it.
+      context.c          the context and its handlers, one per tape kind,
+                         and the llm.stream encoding
+      context_compact.c  compaction: applying context.compacted, planning
+                         a cut, the summary request's messages, seeding
+    The public interface is actors/exec/context.h.
+*/
+#ifndef SB_EXEC_CONTEXT_IMPL_H
+#define SB_EXEC_CONTEXT_IMPL_H
+
+#include "actors/exec/context.h"
+
+#include <czmq.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { S_USER, S_ASSISTANT, S_TOOL } s_role_t;
+
+typedef struct {
+    char *call_id;              //  unique in the context: what the model sees
+    char *tape_id;              //  the id on the tape when it was not, else NULL
+    char *name;
+    char *arguments;            //  NULL: none (the provider sends {})
+    bool answered;
+} s_call_t;
+
+typedef struct {
+    s_role_t role;
+    uint64_t seq;               //  the tape entry that made it (a tool message: its result)
+    char *content;              //  NULL: none
+    size_t content_len;
+    s_call_t *calls;            //  assistant
+    uint32_t ncalls, calls_cap;
+    char *call_id;              //  tool: the call it answers
+    char *state;                //  assistant: reasoning state, joined
+    size_t state_len;
+    uint32_t nstates;
+    bool summary;               //  user: the summary of a compaction
+} s_msg_t;
+
+struct sb_context {
+    s_msg_t *msgs;
+    size_t count, cap;
+    //  Both are an index + 1, 0 for none. `open` is the assistant message
+    //  that takes the current step's text, state and calls. `tail` is the
+    //  last assistant message, closed by a result, that may still take
+    //  calls of the same step (see the header).
+    size_t open;
+    size_t tail;
+    size_t unanswered;
+    uint64_t last_seq;
+    uint64_t cur_seq;           //  the entry being fed
+    size_t bytes;
+    size_t max_bytes;
+    zhashx_t *ids;              //  every call_id held, for uniqueness
+};
+
+//  What each message and call costs beyond its strings: map keys and
+//  headers on the wire, and the synthetic answer a call may need.
+#define S_MSG_COST   48
+#define S_CALL_COST  (48 + sizeof SB_CONTEXT_INTERRUPTED)
+
+//  Frees what a message holds (not the message itself).
+static inline void
+s_msg_free (s_msg_t *m)
+{
+    for (uint32_t k = 0; k < m->ncalls; k++) {
+        free (m->calls [k].call_id);
+        free (m->calls [k].tape_id);
+        free (m->calls [k].name);
+        free (m->calls [k].arguments);
+    }
+    free (m->calls);
+    free (m->content);
+    free (m->call_id);
+    free (m->state);
+}
+
+//  Room for one more message; growing the array changes no message.
+static inline int
+s_reserve (sb_context_t *ctx)
+{
+    if (ctx->count < ctx->cap)
+        return 0;
+    size_t cap = ctx->cap ? ctx->cap * 2 : 16;
+    s_msg_t *msgs = realloc (ctx->msgs, cap * sizeof *msgs);
+    if (!msgs) {
+        errno = ENOMEM;
+        return -1;
+    }
+    ctx->msgs = msgs;
+    ctx->cap = cap;
+    return 0;
+}
+
+//  A string field with its length (msgpack strings may hold NULs).
+static inline const char *
+s_str (const sb_val_t *map, const char *key, size_t *len)
+{
+    const sb_val_t *v = sb_get (map, key);
+    if (!v || v->type != SB_V_STR)
+        return NULL;
+    *len = v->len;
+    return v->v.s;
+}
+
+//  Closes the current step: no later text, state or call joins it.
+static inline void
+s_close (sb_context_t *ctx)
+{
+    ctx->open = 0;
+    ctx->tail = 0;
+}
+
+#endif

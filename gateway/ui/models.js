@@ -19,7 +19,19 @@ export class Models {
   }
 
   async load () {
-    const info = await this.conn.call ('llm.info', {});
+    // right after serve starts the llm actor may not answer yet: try again
+    // for a few seconds before the dialog falls back to the default alone
+    let info;
+    for (let k = 0; ; k++) {
+      try {
+        info = await this.conn.call ('llm.info', {});
+        break;
+      } catch (e) {
+        if (k >= 6)
+          throw e;
+        await new Promise ((ok) => setTimeout (ok, 100 << k));
+      }
+    }
     this.dflt = info.provider || '';
     // an older server lists no providers: its default alone
     const list = Array.isArray (info.providers) && info.providers.length ? info.providers

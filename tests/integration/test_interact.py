@@ -499,7 +499,7 @@ def test_cli_commands_and_exit_codes():
         e = json.loads(err.strip().splitlines()[-1])["error"]
         check(rc == 1 and e["code"] == "conflict" and e["detail"]["resolved_by"] == got["resolved_by"],
               "--json conflict: %s", err)
-        rc, out, err = cli(srv, "resolve", b["interaction_id"][:14], "--approve", "--json")
+        rc, out, err = cli(srv, "resolve", ib[:max(14, common + 1)], "--approve", "--json")
         check(rc == 0 and json.loads(out)["status"] == "approved", "resolve PREFIX: %d %s %s", rc, out, err)
 
         # not found: 1

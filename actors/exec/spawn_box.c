@@ -228,10 +228,23 @@ s_push_bwrap (s_argv_t *a, const sb_box_t *box, bool switching)
         s_push (a, "ALL");
     }
     static const char *const base [] = {
-        "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+        "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
     };
     for (size_t i = 0; i < sizeof base / sizeof base [0]; i++)
         s_push (a, base [i]);
+    //  A tool gets a /tmp of its own. An MCP server or a hook is the
+    //  person's own program, which may live or keep its files in /tmp
+    //  (a checkout there, npx's cache): it sees the host's, with the
+    //  hidden paths hidden there as everywhere.
+    if (box->long_lived) {
+        s_push (a, "--bind");
+        s_push (a, "/tmp");
+        s_push (a, "/tmp");
+    }
+    else {
+        s_push (a, "--tmpfs");
+        s_push (a, "/tmp");
+    }
     s_push_hides (a, box, true);
     bool bind_cwd = box->cwd && strcmp (box->cwd, "/") != 0;
     if (bind_cwd) {

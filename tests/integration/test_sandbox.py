@@ -79,8 +79,12 @@ class Setup:
         os.makedirs(self.data, mode=0o700)
         os.makedirs(self.ws)
         shutil.copy(ATTACK, os.path.join(self.ws, "attack.py"))
+        # the MCP server lives in /tmp (as a checkout there would): the
+        # person's own program must still run in its box
+        os.makedirs(os.path.join(self.dir, "mcp"))
+        server = shutil.copy(HOSTILE, os.path.join(self.dir, "mcp", "hostile_server.py"))
         with open(os.path.join(self.data, "mcp.json"), "w") as f:
-            json.dump({"mcpServers": {"h": {"command": "/usr/bin/python3", "args": [HOSTILE],
+            json.dump({"mcpServers": {"h": {"command": "/usr/bin/python3", "args": [server],
                                             "env": {"HOSTILE_TOKEN": MCP_SECRET}}}}, f)
         if uid:
             for d, _, files in os.walk(self.dir):

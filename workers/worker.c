@@ -15,7 +15,7 @@
 #include "cli/serve.h"
 #include "actors/exec/agent.h"
 #include "actors/exec/approval.h"
-#include "actors/exec/spawn.h"
+#include "sandbox/spawn.h"
 #include "bus/curve.h"
 #include "common/log.h"
 

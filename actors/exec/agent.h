@@ -61,7 +61,7 @@ struct sb_exec_run {
        actor thread, which joins and frees it */
     void (*on_end) (sb_exec_run_t *run);
     void *owner;                /* the actor's state, for on_end */
-    const char *sandbox;        /* NULL: the server's sandbox (actors/exec/spawn.h) */
+    const char *sandbox;        /* NULL: the server's sandbox (sandbox/spawn.h) */
     bool network;               /* the session lets tools reach the network (docs/sandbox.md) */
     const char *data_dir;       /* the server's DATA, left out of the session's baseline, or NULL */
     pthread_t thread;

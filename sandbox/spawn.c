@@ -1,8 +1,8 @@
-/*  actors/exec/spawn.c — start tool processes without fork(), and leave
+/*  sandbox/spawn.c — start tool processes without fork(), and leave
     nothing behind.
 
     Which processes belong to a spawn? With a cgroup per spawn
-    (actors/exec/spawn_cgroup.c), whatever is in it. Without one, when the
+    (sandbox/spawn_cgroup.c), whatever is in it. Without one, when the
     command ends we kill its process group and scan /proc for what the
     group kill missed:
 
@@ -30,10 +30,10 @@
     is registered (under the registry lock, across posix_spawn) so that no other
     thread's sweep reaps it and steals its exit status.
 */
-#include "actors/exec/spawn.h"
-#include "actors/exec/spawn_box.h"
-#include "actors/exec/spawn_cgroup.h"
-#include "actors/exec/spawn_tree.h"
+#include "sandbox/spawn.h"
+#include "sandbox/spawn_box.h"
+#include "sandbox/spawn_cgroup.h"
+#include "sandbox/spawn_tree.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -13,6 +13,7 @@
 #include "actors/exec/runtime.h"
 #include "actors/exec/tools.h"
 #include "bus/client.h"
+#include "common/ring.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -50,8 +51,7 @@ typedef struct {
     uint64_t total;             /* bytes the call printed */
     uint64_t head;              /* of which streamed as the head */
     bool head_full;             /* later bytes go to the ring */
-    char *tail;                 /* the ring, allocated once the head is full */
-    size_t tail_cap, tail_len, tail_pos;
+    sb_ring_t tail;             /* the ring, allocated once the head is full */
 } sb_exec_tool_tape_t;
 
 /*  One run. The actor thread fills it in before the run thread starts;

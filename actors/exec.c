@@ -16,7 +16,7 @@
 #include "actors/exec/mcp.h"
 #include "actors/exec/changes.h"
 #include "actors/exec/runtime.h"
-#include "actors/exec/spawn.h"
+#include "sandbox/spawn.h"
 #include "bus/client.h"
 #include "common/log.h"
 

@@ -11,7 +11,7 @@
     is one of the events hands a job to a small pool of worker threads: the
     actor's loop never waits for a hook, nor does any other actor, so a
     slow hook delays nothing. Each command starts like a tool's
-    (actors/exec/spawn.h: no fork, its own process group, an allowlisted
+    (sandbox/spawn.h: no fork, its own process group, an allowlisted
     environment without provider keys), gets the event's JSON on stdin, and
     is killed with everything it started at its timeout. Its failure is
     logged and counted (hooks.stats), never fatal. It runs in the tools'
@@ -26,7 +26,7 @@
     reply continues the work), so an approval does not go unannounced.
 */
 #include "actors/actor.h"
-#include "actors/exec/spawn.h"
+#include "sandbox/spawn.h"
 #include "bus/client.h"
 #include "common/log.h"
 #include "schemas/json.h"

@@ -10,6 +10,7 @@
     (actors/run/commit.c, docs/runs.md); leases live in memory only
     (actors/run/lease.c). */
 #include "actors/run/run_impl.h"
+#include "schemas/approval_policy.h"
 
 static const char *s_dbis [] = { "runs", "active", "bysession", "outbox", "fences", "commands", NULL };
 
@@ -72,12 +73,6 @@ static void
 s_remember (self_t *self, const sb_msg_t *msg, const run_t *r)
 {
     sb_run_command_remember (self, msg, r);
-}
-
-static bool
-s_policy_ok (const char *p)
-{
-    return !p || strcmp (p, "yolo") == 0 || strcmp (p, "auto") == 0 || strcmp (p, "interactive") == 0;
 }
 
 /*  What a run.request or run.resume asks for, kept while session.get is
@@ -190,7 +185,7 @@ static void
 s_create (self_t *self, sb_msg_t *msg, const char *session_id, const char *input,
           const char *resume_from, const sb_val_t *target, const sb_val_t *limits, const char *policy)
 {
-    if (!s_policy_ok (policy)) {
+    if (policy && !sb_policy_mode_ok (policy)) {
         sb_bus_error (self->bus, msg, SB_E_invalid, "approval_policy must be yolo, auto or interactive");
         return;
     }

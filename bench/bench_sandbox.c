@@ -1,6 +1,6 @@
 /*  bench/bench_sandbox.c — what the sandbox costs a tool call.
 
-    A tool call's process is started by sb_spawn_run (actors/exec/spawn.h),
+    A tool call's process is started by sb_spawn_run (sandbox/spawn.h),
     the very function the shell tool uses. This runs `true` through it 200
     times in each sandbox this machine can run — none (the baseline),
     bwrap, landlock — with a data folder hidden as serve hides one, and
@@ -11,7 +11,7 @@
 
     usage: bench_sandbox [RUNS]   (default 200)
 */
-#include "actors/exec/spawn.h"
+#include "sandbox/spawn.h"
 
 #include <stdio.h>
 #include <stdlib.h>

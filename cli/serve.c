@@ -7,7 +7,7 @@
 #include "cli/cli.h"
 #include "cli/serve.h"
 #include "actors/actor.h"
-#include "actors/exec/spawn.h"
+#include "sandbox/spawn.h"
 #include "actors/llm/config.h"
 #include "actors/session.h"
 #include "bus/broker.h"

@@ -14,8 +14,7 @@
 #include "cli/cli.h"
 #include "cli/serve.h"
 #include "actors/exec/agent.h"
-#include "actors/exec/approval.h"
-#include "actors/exec/spawn.h"
+#include "sandbox/spawn.h"
 #include "bus/curve.h"
 #include "common/log.h"
 

@@ -13,6 +13,7 @@
 #include "actors/exec/runtime.h"
 #include "actors/exec/tools.h"
 #include "bus/client.h"
+#include "common/ring.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -50,8 +51,7 @@ typedef struct {
     uint64_t total;             /* bytes the call printed */
     uint64_t head;              /* of which streamed as the head */
     bool head_full;             /* later bytes go to the ring */
-    char *tail;                 /* the ring, allocated once the head is full */
-    size_t tail_cap, tail_len, tail_pos;
+    sb_ring_t tail;             /* the ring, allocated once the head is full */
 } sb_exec_tool_tape_t;
 
 /*  One run. The actor thread fills it in before the run thread starts;
@@ -61,7 +61,7 @@ struct sb_exec_run {
        actor thread, which joins and frees it */
     void (*on_end) (sb_exec_run_t *run);
     void *owner;                /* the actor's state, for on_end */
-    const char *sandbox;        /* NULL: the server's sandbox (actors/exec/spawn.h) */
+    const char *sandbox;        /* NULL: the server's sandbox (sandbox/spawn.h) */
     bool network;               /* the session lets tools reach the network (docs/sandbox.md) */
     const char *data_dir;       /* the server's DATA, left out of the session's baseline, or NULL */
     pthread_t thread;

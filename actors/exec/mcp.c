@@ -10,7 +10,7 @@
     request of the server is refused (we offer no client capabilities).
 */
 #include "actors/exec/mcp_impl.h"
-#include "actors/exec/spawn.h"
+#include "sandbox/spawn.h"
 #include "common/log.h"
 
 #include <curl/curl.h>

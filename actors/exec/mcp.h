@@ -11,7 +11,7 @@
     A session's servers (all configured ones, or those its record names in
     `mcp_servers`) belong to its runtime (actors/exec/runtime.h): a stdio
     server is started the first time a run of the session needs its tools,
-    with the containment of every tool process (actors/exec/spawn.h:
+    with the containment of every tool process (sandbox/spawn.h:
     process group or cgroup, allowlisted environment plus its own `env`),
     and killed with the runtime. Each server speaks JSON-RPC 2.0: over
     newline-delimited stdio, or over streamable HTTP through libcurl.

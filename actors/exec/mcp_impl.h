@@ -10,7 +10,7 @@
 #define SB_MCP_IMPL_H
 
 #include "actors/exec/mcp.h"
-#include "actors/exec/spawn.h"
+#include "sandbox/spawn.h"
 
 #include <curl/curl.h>
 #include <jansson.h>

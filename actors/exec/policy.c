@@ -20,9 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *s_modes [] = { "yolo", "auto", "interactive" };
-static const char *s_actions [] = { "allow", "ask", "deny" };
-
 //  The tools auto allows: they read and never write or run anything the
 //  model chose (grep and git run fixed programs on fixed argv).
 static const char *s_read_only [] = { "read_file", "list_dir", "grep", "git_status", "git_diff" };
@@ -31,38 +28,6 @@ static const char *s_read_only [] = { "read_file", "list_dir", "grep", "git_stat
 static const char *s_path_tools [] = {
     "read_file", "write_file", "edit_file", "list_dir", "grep", "git_diff", "git_status"
 };
-
-sb_policy_mode_t
-sb_policy_mode_from_name (const char *name)
-{
-    if (!name || !*name)
-        return SB_POLICY_AUTO;
-    for (int k = 0; k < SB_POLICY__MODES; k++)
-        if (strcmp (name, s_modes [k]) == 0)
-            return (sb_policy_mode_t) k;
-    return SB_POLICY__MODES;
-}
-
-const char *
-sb_policy_mode_name (sb_policy_mode_t mode)
-{
-    return (unsigned) mode < SB_POLICY__MODES ? s_modes [mode] : "?";
-}
-
-sb_policy_action_t
-sb_policy_action_from_name (const char *name)
-{
-    for (int k = 0; name && k < SB_POLICY__ACTIONS; k++)
-        if (strcmp (name, s_actions [k]) == 0)
-            return (sb_policy_action_t) k;
-    return SB_POLICY__ACTIONS;
-}
-
-const char *
-sb_policy_action_name (sb_policy_action_t action)
-{
-    return (unsigned) action < SB_POLICY__ACTIONS ? s_actions [action] : "?";
-}
 
 bool
 sb_policy_read_only (const char *tool)
@@ -244,18 +209,6 @@ sb_policy_key_destroy (sb_policy_key_t **self_p)
     sb_sh_destroy (&k->sh);
     free (k);
     *self_p = NULL;
-}
-
-const char *
-sb_policy_rule_check (const char *tool, const char *pattern, const char *action)
-{
-    if (!tool || !*tool || strlen (tool) > SB_POLICY_RULE_TOOL_MAX)
-        return "tool must be a glob of 1 to 128 bytes (e.g. shell, write_file, mcp__srv__*)";
-    if (!pattern || !*pattern || strlen (pattern) > SB_POLICY_RULE_PATTERN_MAX)
-        return "pattern must be a glob of 1 to 1024 bytes (e.g. 'git *', 'src/*', '*')";
-    if (sb_policy_action_from_name (action) == SB_POLICY__ACTIONS)
-        return "action must be allow, ask or deny";
-    return NULL;
 }
 
 int

@@ -38,28 +38,14 @@
 #include <stdint.h>
 #include "common/digest.h"
 #include "common/shparse.h"
+#include "schemas/approval_policy.h"
 #include "schemas/codec.h"
 
-#define SB_POLICY_RULES_MAX       256     //  rules on one session
-#define SB_POLICY_RULE_TOOL_MAX   128     //  bytes of a rule's tool glob
-#define SB_POLICY_RULE_PATTERN_MAX 1024   //  bytes of a rule's pattern glob
 #define SB_POLICY_GRANTS_MAX      4096    //  session-scope decisions remembered
 #define SB_POLICY_ASKED_MAX       1024    //  pending approval.requested remembered
 #define SB_POLICY_PENDING_MAX     256     //  tool calls without a result remembered
 
-typedef enum {
-    SB_POLICY_YOLO,
-    SB_POLICY_AUTO,
-    SB_POLICY_INTERACTIVE,
-    SB_POLICY__MODES
-} sb_policy_mode_t;
-
-typedef enum {
-    SB_POLICY_ALLOW,
-    SB_POLICY_ASK,
-    SB_POLICY_DENY,
-    SB_POLICY__ACTIONS
-} sb_policy_action_t;
+//  The modes, the actions and the rule check: schemas/approval_policy.h.
 
 //  Why a decision was made.
 typedef enum {
@@ -81,14 +67,6 @@ typedef struct {
 } sb_policy_decision_t;
 
 typedef struct sb_policy sb_policy_t;
-
-//  The mode of a policy name; SB_POLICY__MODES for an unknown one. NULL
-//  is auto, the default of a session without one.
-sb_policy_mode_t sb_policy_mode_from_name (const char *name);
-const char *sb_policy_mode_name (sb_policy_mode_t mode);
-//  allow | ask | deny; SB_POLICY__ACTIONS for anything else.
-sb_policy_action_t sb_policy_action_from_name (const char *name);
-const char *sb_policy_action_name (sb_policy_action_t action);
 
 //  Whether `tool` is one of the read-only tools that auto allows:
 //  read_file, list_dir, grep, git_status, git_diff. Everything else (the
@@ -121,12 +99,6 @@ typedef struct {
 //  absolute realpath, or NULL for none. NULL when out of memory.
 sb_policy_key_t *sb_policy_key_new (const char *tool, const char *arguments, const char *workspace);
 void sb_policy_key_destroy (sb_policy_key_t **self_p);
-
-//  Checks a rule as a client gives it: a tool glob of 1 to
-//  SB_POLICY_RULE_TOOL_MAX bytes, a pattern of 1 to
-//  SB_POLICY_RULE_PATTERN_MAX bytes, an action. Returns NULL when it is
-//  good, else what is wrong (a static string).
-const char *sb_policy_rule_check (const char *tool, const char *pattern, const char *action);
 
 //  The pattern that matches exactly `key` and nothing else: its glob
 //  characters escaped. Writes at most `size` bytes; returns -1 when it

@@ -230,25 +230,6 @@ s_tool_flush (sb_exec_run_t *run)
     run->tool_out.len = 0;
 }
 
-/*  Keeps the latest bytes in the ring. */
-static void
-s_tail_add (sb_exec_tool_tape_t *tt, const char *data, size_t n)
-{
-    if (n >= tt->tail_cap) {
-        memcpy (tt->tail, data + n - tt->tail_cap, tt->tail_cap);
-        tt->tail_pos = 0;
-        tt->tail_len = tt->tail_cap;
-        return;
-    }
-    size_t first = tt->tail_cap - tt->tail_pos;
-    if (first > n)
-        first = n;
-    memcpy (tt->tail + tt->tail_pos, data, first);
-    memcpy (tt->tail, data + first, n - first);
-    tt->tail_pos = (tt->tail_pos + n) % tt->tail_cap;
-    tt->tail_len = tt->tail_len + n > tt->tail_cap ? tt->tail_cap : tt->tail_len + n;
-}
-
 void
 sb_exec_tool_output_begin (sb_exec_run_t *run, const char *call_id)
 {
@@ -260,7 +241,7 @@ sb_exec_tool_output_begin (sb_exec_run_t *run, const char *call_id)
         tt->cap = SB_EXEC_TOOL_TAPE_DEFAULT;
     tt->total = tt->head = 0;
     tt->head_full = false;
-    tt->tail_len = tt->tail_pos = 0;
+    sb_ring_reset (&tt->tail);
 }
 
 /*  The output callback of a tool call, on the run thread. Bytes arrive
@@ -293,16 +274,10 @@ sb_exec_tool_output (const char *data, size_t len, void *arg)
     }
     if (!len)
         return;
-    if (!tt->tail) {
-        /* the ring is sized by the configured cap, never by the output */
-        tt->tail_cap = (size_t) (tt->cap - head_cap);
-        tt->tail = malloc (tt->tail_cap);
-        if (!tt->tail) {
-            tt->tail_cap = 0;
-            return;             /* everything past the head is elided */
-        }
-    }
-    s_tail_add (tt, data, len);
+    /* the ring is sized by the configured cap, never by the output */
+    if (!tt->tail.buf && sb_ring_init (&tt->tail, (size_t) (tt->cap - head_cap)) != 0)
+        return;                 /* everything past the head is elided */
+    sb_ring_add (&tt->tail, data, len);
 }
 
 void
@@ -314,12 +289,8 @@ sb_exec_tool_output_end (sb_exec_run_t *run)
         return;
     /* the ring in order, less the continuation bytes of a sequence whose
        start was overwritten */
-    size_t start = tt->tail_len == tt->tail_cap ? tt->tail_pos : 0;
-    size_t skip = 0;
-    while (skip < 3 && skip < tt->tail_len
-    &&     ((unsigned char) tt->tail [(start + skip) % tt->tail_cap] & 0xC0) == 0x80)
-        skip++;
-    size_t kept = tt->tail_len - skip;
+    size_t skip = sb_ring_utf8_skip (&tt->tail);
+    size_t kept = tt->tail.len - skip;
     uint64_t elided = tt->total - tt->head - kept;
     if (elided) {
         char note [160];
@@ -330,12 +301,11 @@ sb_exec_tool_output_end (sb_exec_run_t *run)
     char *piece = kept ? malloc (SB_EXEC_TOOL_TAPE_TAIL_PIECE) : NULL;
     for (size_t at = 0; piece && at < kept; ) {
         size_t n = kept - at < SB_EXEC_TOOL_TAPE_TAIL_PIECE ? kept - at : SB_EXEC_TOOL_TAPE_TAIL_PIECE;
-        for (size_t i = 0; i < n; i++)
-            piece [i] = tt->tail [(start + skip + at + i) % tt->tail_cap];
+        sb_ring_copy (&tt->tail, skip + at, piece, n);
         /* a piece ends on a sequence boundary, but for the last */
         size_t cut = n;
         if (at + n < kept)
-            while (cut > 1 && ((unsigned char) tt->tail [(start + skip + at + cut) % tt->tail_cap] & 0xC0) == 0x80)
+            while (cut > 1 && ((unsigned char) sb_ring_at (&tt->tail, skip + at + cut) & 0xC0) == 0x80)
                 cut--;
         s_tool_entry (run, piece, cut, 0);
         at += cut;
@@ -347,7 +317,5 @@ sb_exec_tool_output_end (sb_exec_run_t *run)
 void
 sb_exec_tool_output_free (sb_exec_run_t *run)
 {
-    free (run->tool_tape.tail);
-    run->tool_tape.tail = NULL;
-    run->tool_tape.tail_cap = run->tool_tape.tail_len = run->tool_tape.tail_pos = 0;
+    sb_ring_free (&run->tool_tape.tail);
 }

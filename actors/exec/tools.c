@@ -11,7 +11,7 @@
 */
 #include "actors/exec/tools_impl.h"
 #include "actors/exec/path.h"
-#include "actors/exec/spawn.h"
+#include "sandbox/spawn.h"
 
 #include <jansson.h>
 #include <limits.h>

@@ -4,7 +4,7 @@
     schema of the arguments) and asks for a tool by name with JSON
     arguments; sb_tool_run validates them and runs it in the workspace.
     Every path is confined by actors/exec/path.h; every process is started
-    by actors/exec/spawn.h (posix_spawn, never fork, no shell except for the
+    by sandbox/spawn.h (posix_spawn, never fork, no shell except for the
     `shell` tool itself).
 
     A tool failure — bad arguments, a path outside the workspace, a command
@@ -46,7 +46,7 @@ typedef struct {
     sb_tool_output_fn *on_output;   //  optional
     void *output_arg;
     int shell_timeout_s;        //  0: SB_TOOLS_SHELL_TIMEOUT_S
-    //  NULL: the server's sandbox (actors/exec/spawn.h); or a kind by name
+    //  NULL: the server's sandbox (sandbox/spawn.h); or a kind by name
     const char *sandbox;
     bool network;               //  `shell` may reach the network (grep and git never)
     //  NULL-terminated extras for the environment allowlist: "NAME" passes

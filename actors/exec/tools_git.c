@@ -26,7 +26,7 @@
 */
 #include "actors/exec/tools_impl.h"
 #include "actors/exec/path.h"
-#include "actors/exec/spawn.h"
+#include "sandbox/spawn.h"
 #include "common/git.h"
 
 #include <limits.h>

@@ -1,10 +1,10 @@
 /*  actors/exec/tools_process.c — the tools that run a process: shell and
-    grep, each through actors/exec/spawn.h; git is in
+    grep, each through sandbox/spawn.h; git is in
     actors/exec/tools_git.c.
 */
 #include "actors/exec/tools_impl.h"
 #include "actors/exec/path.h"
-#include "actors/exec/spawn.h"
+#include "sandbox/spawn.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -36,6 +36,7 @@
     when the answer names its run. This file holds the requests and the
     writes; queue_store.c the layout, the reads, the start and startup. */
 #include "actors/session/queue_impl.h"
+#include "schemas/approval_policy.h"
 #include "schemas/run_status.h"
 #include "schemas/types.h"
 
@@ -149,12 +150,6 @@ s_steers_back (self_t *self, sb_txn_t *txn, req_t *req, record_t *r, qmeta_t *m,
 //  Before the transaction
 
 static bool
-s_policy_ok (const char *p)
-{
-    return strcmp (p, "yolo") == 0 || strcmp (p, "auto") == 0 || strcmp (p, "interactive") == 0;
-}
-
-static bool
 s_clean (const sb_val_t *body, const char *name)
 {
     const sb_val_t *v = sb_get (body, name);
@@ -178,7 +173,7 @@ sb_session_queue_prepare (self_t *self, req_t *req)
         if (!s_clean (b, "text"))
             sb_session_fail (req, SB_E_invalid, "text must not contain NUL bytes");
         else
-        if (policy && !s_policy_ok (policy))
+        if (policy && !sb_policy_mode_ok (policy))
             sb_session_fail (req, SB_E_invalid, "approval_policy must be yolo, auto or interactive, not '%.20s'",
                              policy);
     }

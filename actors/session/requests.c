@@ -14,7 +14,7 @@
 #include "actors/session/session_impl.h"
 #include "schemas/types.h"
 #include "schemas/run_status.h"
-#include "actors/exec/policy.h"
+#include "schemas/approval_policy.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -56,12 +56,6 @@ s_clean_str (const sb_val_t *body, const char *name, bool *bad)
 
 //  --------------------------------------------------------------------------
 //  Checks made before the transaction
-
-static bool
-s_policy_ok (const char *p)
-{
-    return strcmp (p, "yolo") == 0 || strcmp (p, "auto") == 0 || strcmp (p, "interactive") == 0;
-}
 
 //  Approval rules (docs/approvals.md): the schema bounds their sizes;
 //  the action and the globs' lengths are checked here, as exec reads them.
@@ -176,7 +170,7 @@ s_prepare_config (self_t *self, req_t *req, bool creating)
     }
 
     const char *policy = sb_get_str (b, "approval_policy");
-    if (policy && *policy && !s_policy_ok (policy)) {
+    if (policy && *policy && !sb_policy_mode_ok (policy)) {
         sb_session_fail (req, SB_E_invalid, "approval_policy must be yolo, auto or interactive, not '%.20s'",
                          policy);
         return;

@@ -1,10 +1,10 @@
 /*  tests/unit/test_spawn_box.c — the sandbox's argv and hidden paths
-    (actors/exec/spawn_box.c), and a real spawn in each box this machine
+    (sandbox/spawn_box.c), and a real spawn in each box this machine
     can run: a hidden folder is empty, the network is loopback only unless
     asked, the workspace is writable and the host is not.
 */
-#include "actors/exec/spawn.h"
-#include "actors/exec/spawn_box.h"
+#include "sandbox/spawn.h"
+#include "sandbox/spawn_box.h"
 
 #include <criterion/criterion.h>
 #include <ftw.h>

@@ -4,7 +4,7 @@
     workspace, with a sibling directory standing for "outside".
 */
 #include "actors/exec/path.h"
-#include "actors/exec/spawn.h"
+#include "sandbox/spawn.h"
 #include "actors/exec/tools.h"
 
 #include <criterion/criterion.h>

@@ -1,5 +1,5 @@
-/*  actors/exec/spawn_box.h — the sandbox a spawned process runs in;
-    internal to actors/exec/spawn.c (the public side is in spawn.h).
+/*  sandbox/spawn_box.h — the sandbox a spawned process runs in;
+    internal to sandbox/spawn.c (the public side is in spawn.h).
 
     Three kinds (docs/sandbox.md):
 
@@ -19,8 +19,8 @@
       /proc/PID/mem of anything outside (and no signal, ABI 6).
     - none: the command runs as the server's user, seeing what it sees.
 */
-#ifndef SB_EXEC_SPAWN_BOX_H
-#define SB_EXEC_SPAWN_BOX_H
+#ifndef SB_SANDBOX_SPAWN_BOX_H
+#define SB_SANDBOX_SPAWN_BOX_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,13 +1,13 @@
-/*  actors/exec/spawn_tree.h — the process tree of a spawn and the
-    registry of running spawns; internal to actors/exec/spawn.c.
+/*  sandbox/spawn_tree.h — the process tree of a spawn and the
+    registry of running spawns; internal to sandbox/spawn.c.
 
     A spawn takes a serial, starts its child and registers it under the
     registry lock (so that no sweep reaps the child before it is known),
     and unregisters it once reaped. The rules for what belongs to a spawn
-    are at the top of actors/exec/spawn.c.
+    are at the top of sandbox/spawn.c.
 */
-#ifndef SB_EXEC_SPAWN_TREE_H
-#define SB_EXEC_SPAWN_TREE_H
+#ifndef SB_SANDBOX_SPAWN_TREE_H
+#define SB_SANDBOX_SPAWN_TREE_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,9 +1,9 @@
-/*  actors/exec/spawn_tree.c — the process tree of a spawn: find, kill and
+/*  sandbox/spawn_tree.c — the process tree of a spawn: find, kill and
     reap what it left behind, by the rules at the top of
-    actors/exec/spawn.c, and the registry of running spawns those rules
+    sandbox/spawn.c, and the registry of running spawns those rules
     read.
 */
-#include "actors/exec/spawn_tree.h"
+#include "sandbox/spawn_tree.h"
 
 #include <dirent.h>
 #include <errno.h>

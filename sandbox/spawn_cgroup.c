@@ -1,4 +1,4 @@
-/*  actors/exec/spawn_cgroup.c — a cgroup v2 per tool call: find where we
+/*  sandbox/spawn_cgroup.c — a cgroup v2 per tool call: find where we
     may create one, start the child inside it, kill it whole.
 
     Why clone3 and not posix_spawn followed by a write to cgroup.procs: the
@@ -9,7 +9,7 @@
     CLONE_VFORK keeps the parent until the exec, so an exec failure is
     known when clone3 returns, through a close-on-exec pipe.
 */
-#include "actors/exec/spawn_cgroup.h"
+#include "sandbox/spawn_cgroup.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,9 +1,9 @@
-/*  actors/exec/spawn_box.c — the sandbox of a spawn: bubblewrap's
+/*  sandbox/spawn_box.c — the sandbox of a spawn: bubblewrap's
     options, the hidden paths, the root server's choice of user, and the
     Landlock fallback. See spawn_box.h.
 */
-#include "actors/exec/spawn_box.h"
-#include "actors/exec/spawn.h"
+#include "sandbox/spawn_box.h"
+#include "sandbox/spawn.h"
 
 #include <dirent.h>
 #include <errno.h>

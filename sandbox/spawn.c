@@ -1,8 +1,8 @@
-/*  actors/exec/spawn.c — start tool processes without fork(), and leave
+/*  sandbox/spawn.c — start tool processes without fork(), and leave
     nothing behind.
 
     Which processes belong to a spawn? With a cgroup per spawn
-    (actors/exec/spawn_cgroup.c), whatever is in it. Without one, when the
+    (sandbox/spawn_cgroup.c), whatever is in it. Without one, when the
     command ends we kill its process group and scan /proc for what the
     group kill missed:
 
@@ -30,10 +30,11 @@
     is registered (under the registry lock, across posix_spawn) so that no other
     thread's sweep reaps it and steals its exit status.
 */
-#include "actors/exec/spawn.h"
-#include "actors/exec/spawn_box.h"
-#include "actors/exec/spawn_cgroup.h"
-#include "actors/exec/spawn_tree.h"
+#include "sandbox/spawn.h"
+#include "sandbox/spawn_box.h"
+#include "sandbox/spawn_cgroup.h"
+#include "sandbox/spawn_tree.h"
+#include "common/ring.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -248,13 +249,12 @@ s_find_program (const char *name, const char *path, char *out, size_t outlen)
 
 //  ---------------------------------------------------------------------
 //  Output capture: the first cap_head bytes, and a ring of the last
-//  cap_tail bytes.
+//  cap_tail bytes (common/ring.h).
 
 typedef struct {
     char *head;
     size_t head_cap, head_len;
-    char *tail;
-    size_t tail_cap, tail_len, tail_pos;
+    sb_ring_t tail;
     uint64_t total;
 } s_capture_t;
 
@@ -267,23 +267,7 @@ s_capture_add (s_capture_t *cap, const char *data, size_t n)
         h = n;
     memcpy (cap->head + cap->head_len, data, h);
     cap->head_len += h;
-    data += h;
-    n -= h;
-    if (n == 0 || cap->tail_cap == 0)
-        return;
-    if (n >= cap->tail_cap) {
-        memcpy (cap->tail, data + n - cap->tail_cap, cap->tail_cap);
-        cap->tail_pos = 0;
-        cap->tail_len = cap->tail_cap;
-        return;
-    }
-    size_t first = cap->tail_cap - cap->tail_pos;
-    if (first > n)
-        first = n;
-    memcpy (cap->tail + cap->tail_pos, data, first);
-    memcpy (cap->tail, data + first, n - first);
-    cap->tail_pos = (cap->tail_pos + n) % cap->tail_cap;
-    cap->tail_len = cap->tail_len + n > cap->tail_cap ? cap->tail_cap : cap->tail_len + n;
+    sb_ring_add (&cap->tail, data + h, n - h);
 }
 
 //  Length of s without a UTF-8 sequence cut at its end.
@@ -303,35 +287,26 @@ s_utf8_trim_end (const char *s, size_t n)
 static int
 s_capture_finish (s_capture_t *cap, sb_spawn_result_t *res)
 {
-    bool truncated = cap->total > cap->head_cap + cap->tail_cap;
+    bool truncated = cap->total > cap->head_cap + cap->tail.cap;
     char marker [200] = "";
     size_t head_len = cap->head_len, skip = 0;
     if (truncated) {
         //  Cut on character boundaries so the marker sits between whole text.
         head_len = s_utf8_trim_end (cap->head, cap->head_len);
-        while (skip < 3 && skip < cap->tail_len) {
-            size_t at = (cap->tail_pos + skip) % cap->tail_cap;
-            if (((unsigned char) cap->tail [at] & 0xC0) != 0x80)
-                break;
-            skip++;
-        }
+        skip = sb_ring_utf8_skip (&cap->tail);
         snprintf (marker, sizeof marker,
                   "\n\n[... output truncated: %" PRIu64 " bytes in total; "
                   "the first %zu and the last %zu bytes are shown ...]\n\n",
-                  cap->total, head_len, cap->tail_len - skip);
+                  cap->total, head_len, cap->tail.len - skip);
     }
     size_t ml = strlen (marker);
-    size_t len = head_len + ml + cap->tail_len - skip;
+    size_t len = head_len + ml + cap->tail.len - skip;
     char *out = malloc (len + 1);
     if (!out)
         return -1;
     memcpy (out, cap->head, head_len);
     memcpy (out + head_len, marker, ml);
-    //  The ring's oldest byte is at tail_pos once it has wrapped.
-    size_t start = cap->tail_len == cap->tail_cap ? cap->tail_pos : 0;
-    char *o = out + head_len + ml;
-    for (size_t i = skip; i < cap->tail_len; i++)
-        *o++ = cap->tail [(start + i) % cap->tail_cap];
+    sb_ring_copy (&cap->tail, skip, out + head_len + ml, cap->tail.len - skip);
     out [len] = 0;
     res->output = out;
     res->output_len = len;
@@ -490,10 +465,9 @@ s_prepare (s_spawn_t *sp)
     sp->argv = s_build_argv (opts, sp->prog, &sp->box, sp->err, sp->errlen);
     if (!sp->argv)
         return -1;
-    sp->cap = (s_capture_t) { .head_cap = sp->cap_head, .tail_cap = sp->cap_tail };
+    sp->cap = (s_capture_t) { .head_cap = sp->cap_head };
     sp->cap.head = malloc (sp->cap_head);
-    sp->cap.tail = malloc (sp->cap_tail);
-    if (!sp->cap.head || !sp->cap.tail)
+    if (!sp->cap.head || sb_ring_init (&sp->cap.tail, sp->cap_tail) != 0)
         return s_fail (sp->err, sp->errlen, "out of memory");
     if (s_pipe_above_stdio (sp->fds) != 0)
         return s_fail (sp->err, sp->errlen, "cannot create a pipe: %s", strerror (errno));
@@ -755,7 +729,7 @@ s_release (s_spawn_t *sp)
         posix_spawnattr_destroy (&sp->attr);
     free (sp->argv);
     free (sp->cap.head);
-    free (sp->cap.tail);
+    sb_ring_free (&sp->cap.tail);
     s_env_clear (&sp->env);
 }
 

@@ -1,4 +1,4 @@
-/*  actors/exec/spawn.h — start tool processes without fork().
+/*  sandbox/spawn.h — start tool processes without fork().
 
     The server is threaded and holds LMDB maps and libcurl sockets whose
     descriptors are not close-on-exec, so a fork() would copy all of that
@@ -11,24 +11,24 @@
     When the command ends, times out or is cancelled, every process it left
     behind is killed and reaped, whatever it did to its session, group or
     environment. Where the machine allows it the child is born in a cgroup
-    v2 of its own (actors/exec/spawn_cgroup.h), which is killed whole.
+    v2 of its own (sandbox/spawn_cgroup.h), which is killed whole.
     Elsewhere (or with SWITCHBOARD_NO_CGROUP=1) the process tree decides:
     the process group, descendants that moved to a new session, and orphans
     re-parented to the server (which must be a child subreaper, see
     sb_spawn_init_subreaper), told apart by their start time and an
-    environment mark SWITCHBOARD_TOOL_ID=<token> (actors/exec/spawn.c).
+    environment mark SWITCHBOARD_TOOL_ID=<token> (sandbox/spawn.c).
     The result names what was killed.
 
     Background processes do not outlive their command: tool calls are
     one-shot, and a process that nobody tracks could never be cancelled.
 
     Every process is started in the server's sandbox (sb_spawn_sandbox_init;
-    actors/exec/spawn_box.h, docs/sandbox.md): bubblewrap, else Landlock,
+    sandbox/spawn_box.h, docs/sandbox.md): bubblewrap, else Landlock,
     or none only when the person asked for none. Until the server calls
     sb_spawn_sandbox_init the default is none (the unit tests' library use).
 */
-#ifndef SB_EXEC_SPAWN_H
-#define SB_EXEC_SPAWN_H
+#ifndef SB_SANDBOX_SPAWN_H
+#define SB_SANDBOX_SPAWN_H
 
 #include <stdbool.h>
 #include <stddef.h>

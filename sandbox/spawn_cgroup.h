@@ -1,5 +1,5 @@
-/*  actors/exec/spawn_cgroup.h — a cgroup v2 per tool call; internal to
-    actors/exec/spawn.c.
+/*  sandbox/spawn_cgroup.h — a cgroup v2 per tool call; internal to
+    sandbox/spawn.c.
 
     Where the machine lets us create cgroups (a writable cgroup2 mount
     with cgroup.kill, kernel 5.14 or later), each spawn gets its own
@@ -10,12 +10,12 @@
     what is killed), killed whole with cgroup.kill, and removed.
 
     Elsewhere, or with SWITCHBOARD_NO_CGROUP=1, spawn falls back to the
-    process-tree rules in actors/exec/spawn_tree.c.
+    process-tree rules in sandbox/spawn_tree.c.
 */
-#ifndef SB_EXEC_SPAWN_CGROUP_H
-#define SB_EXEC_SPAWN_CGROUP_H
+#ifndef SB_SANDBOX_SPAWN_CGROUP_H
+#define SB_SANDBOX_SPAWN_CGROUP_H
 
-#include "actors/exec/spawn_tree.h"
+#include "sandbox/spawn_tree.h"
 
 #include <limits.h>
 #include <stdbool.h>

@@ -41,9 +41,8 @@ import re
 import signal
 
 from sbtest import ROOT, Proc, Server, check, cli, read_jsonl, run_tests, sb, tmpdir, wait_for  # noqa: E402
-from test_runs_e2e import (LLM, LLM_ENV, call, get_run, llm_args, llm_server, new_session, prompt,  # noqa: E402
-                           results, tape, wait_run)
-from test_compaction import OUTPUT, SUMMARY, WINDOW, check_window, compactions, with_tools, workspace  # noqa: E402
+from sbagent import (LLM, LLM_ENV, SUMMARY, WINDOW, call, compactions, get_run, llm_args, llm_server,  # noqa: E402
+                     new_session, prompt, results, tape, wait_run, with_tools, workspace)
 
 MAX_TOKENS = 1 << 40            # schemas: a token figure above this is refused
 HTTP_MCP = os.path.join(ROOT, "tests", "mcp", "http_server.py")
@@ -496,7 +495,7 @@ def test_the_run_coordinators_command_ids_expire():
 
 
 def test_a_worker_frees_each_runs_agents_md():
-    from test_workers_agent import session_prompt, start_worker
+    from sbagent import session_prompt, start_worker
     ws = tmpdir()
     with open(os.path.join(ws, "AGENTS.md"), "w") as f:
         f.write("WORKER-RULE: keep it short\n")

@@ -55,7 +55,7 @@ on spaces, e.g. the limits of docs/operations.md), SB_SOAK_SERVE_ENV
 (NAME=VALUE words added to serve's environment, e.g.
 SWITCHBOARD_SESSION_QUOTA=67108864); SB_BIN, SB_ROOT,
 SB_FIXTURES as for the tests. Exits 1 when serve died or stopped
-answering. The smoke variant is tests/integration/test_harden_soak.py,
+answering. The smoke variant is tests/integration/test_soak_smoke.py,
 which calls soak() below with a smaller load.
 
 Needs Debian's python3-zmq and python3-msgpack (run with /usr/bin/python3).

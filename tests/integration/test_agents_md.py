@@ -15,16 +15,10 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import Server, check, cli, run_tests, tmpdir  # noqa: E402
-from test_runs_e2e import LLM, LLM_ENV, llm_args, new_session, prompt, tape, wait_run  # noqa: E402
+from sbtest import check, cli, run_tests, tmpdir  # noqa: E402
+from sbagent import LLM, loaded, new_session, prompt, serve_agents_md, tape, wait_run, write  # noqa: E402
 
 CAP = 32 * 1024
-
-
-def write(path, text):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
-        f.write(text)
 
 
 def project():
@@ -39,23 +33,13 @@ def project():
     return root, ws
 
 
-def serve(llm, script, xdg=None):
-    env = dict(LLM_ENV)
-    env["XDG_CONFIG_HOME"] = xdg or tmpdir()
-    return Server(args=llm_args(llm, script), env=env).start()
-
-
-def loaded(entries, run_id):
-    return [e for e in entries if e["kind"] == "instructions.loaded" and e.get("run_id") == run_id]
-
-
 def test_nested_files_in_order_in_the_request_and_on_the_tape():
     root, ws = project()
     xdg = tmpdir()
     write(os.path.join(xdg, "switchboard", "AGENTS.md"), "PERSONAL-RULE: answer briefly\n")
     llm = LLM()
     llm.script("agents", [{"text": "ok"}])
-    server = serve(llm, "agents", xdg)
+    server = serve_agents_md(llm, "agents", xdg)
     sid = new_session(server, ws, approval_policy="yolo")
     run_id = prompt(server, sid, "hello")
     run = wait_run(server, run_id)
@@ -93,7 +77,7 @@ def test_changed_file_is_read_again_and_symlink_out_not_followed():
     # a folder symlink that leads out of the project, on the way down
     llm = LLM()
     llm.script("agents2", [{"text": "one"}, {"text": "two"}])
-    server = serve(llm, "agents2")
+    server = serve_agents_md(llm, "agents2")
     sid = new_session(server, ws, approval_policy="yolo")
     r1 = prompt(server, sid, "first")
     check(wait_run(server, r1)["status"] == "completed", "first run failed")
@@ -124,7 +108,7 @@ def test_cap_cuts_with_a_note():
     write(os.path.join(root, "AGENTS.md"), "BIG-START\n" + ("x" * 63 + "\n") * 640 + "BIG-END\n")
     llm = LLM()
     llm.script("agents3", [{"text": "ok"}])
-    server = serve(llm, "agents3")
+    server = serve_agents_md(llm, "agents3")
     sid = new_session(server, ws, approval_policy="yolo")
     run_id = prompt(server, sid, "go")
     check(wait_run(server, run_id)["status"] == "completed", "run failed")
@@ -144,7 +128,7 @@ def test_no_agents_md_no_entry():
     ws = tmpdir()
     llm = LLM()
     llm.script("agents4", [{"text": "ok"}])
-    server = serve(llm, "agents4")
+    server = serve_agents_md(llm, "agents4")
     sid = new_session(server, ws, approval_policy="yolo")
     run_id = prompt(server, sid, "go")
     check(wait_run(server, run_id)["status"] == "completed", "run failed")

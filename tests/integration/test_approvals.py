@@ -28,18 +28,10 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import check, run_tests, sb, tmpdir, wait_for  # noqa: E402
-from test_runs_e2e import (LLM, call, get_run, llm_server, new_session, prompt, results, tape,  # noqa: E402
-                           wait_run)
+from sbagent import (LLM, asked, call, get_run, llm_server, new_session, pending, prompt, resolve,  # noqa: E402
+                     results, shell, stop, tape, tool, wait_run)
 
 COUNT = "echo run >> counter.txt"
-
-
-def shell(cmd, call_id):
-    return {"name": "shell", "arguments": {"command": cmd}, "call_id": call_id}
-
-
-def tool(name, call_id, **args):
-    return {"name": name, "arguments": args, "call_id": call_id}
 
 
 def read(path):
@@ -48,35 +40,6 @@ def read(path):
             return f.read()
     except OSError:
         return None
-
-
-def pending(server, sid, timeout=15):
-    """Waits for the session's pending interaction; returns it."""
-    box = {}
-
-    def found():
-        r = call(server, "interact.list", {"session_id": sid, "status": "pending"})["interactions"]
-        box["ia"] = r[0] if r else None
-        return bool(r)
-    wait_for(found, timeout, "a pending interaction on session %s" % sid, interval=0.02)
-    return box["ia"]
-
-
-def resolve(server, iid, decision="approve", **kw):
-    body = {"interaction_id": iid, "decision": decision, "resolved_by": "test"}
-    body.update(kw)
-    return call(server, "interact.resolve", body)["interaction"]
-
-
-def stop(server):
-    """Stops serve and checks it stopped cleanly (under ASan: no leak)."""
-    log = server.log
-    rc = server.stop()
-    check(rc == 0, "serve exited %r:\n%s", rc, log()[-3000:])
-
-
-def asked(server, sid):
-    return [e for e in tape(server, sid) if e["kind"] == "approval.requested"]
 
 
 def outputs(llm, script, n):

@@ -14,196 +14,15 @@ terminal"; docs/approvals.md).
   - with no SESSION it opens one on the current folder with `sessions new`'s
     options; usage errors exit 2.
 """
-import fcntl
 import json
 import os
-import pty
 import re
-import select
-import signal
-import struct
 import subprocess
 import sys
-import termios
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import _SANITIZER, SB_BIN, TestFailure, check, cli, run_tests, tmpdir, wait_for  # noqa: E402
-from test_runs_e2e import LLM, call, llm_server, new_session, tape, wait_run  # noqa: E402
-
-CSI = re.compile(r"\x1b\[([0-9;?]*)([A-Za-z@])")
-COLS = 200
-
-
-class Screen:
-    """Just enough of a terminal to read what a person sees: rows that
-    \r, \b, erase (ESC[K, ESC[2K, ESC[J) and cursor moves (ESC[A/B/C/D)
-    rewrite, with no scrollback limit; other escapes are ignored."""
-
-    def __init__(self):
-        self.rows = [[]]
-        self.r = self.c = 0
-
-    def _put(self, ch):
-        if self.c >= COLS:
-            self.r, self.c = self.r + 1, 0
-        while len(self.rows) <= self.r:
-            self.rows.append([])
-        row = self.rows[self.r]
-        while len(row) < self.c:
-            row.append(" ")
-        if self.c < len(row):
-            row[self.c] = ch
-        else:
-            row.append(ch)
-        self.c += 1
-
-    def feed(self, text):
-        k = 0
-        while k < len(text):
-            ch = text[k]
-            m = CSI.match(text, k) if ch == "\x1b" else None
-            if m:
-                arg, op = m.group(1), m.group(2)
-                n = int(arg) if arg.isdigit() else 1
-                if op == "K":
-                    row = self.rows[self.r]
-                    if arg == "2":
-                        self.rows[self.r] = []
-                    else:
-                        del row[self.c:]
-                elif op == "J":
-                    del self.rows[self.r][self.c:]
-                    del self.rows[self.r + 1:]
-                elif op == "A":
-                    self.r = max(0, self.r - n)
-                elif op == "B":
-                    self.r += n
-                elif op == "C":
-                    self.c += n
-                elif op == "D":
-                    self.c = max(0, self.c - n)
-                k = m.end()
-                continue
-            if ch == "\x1b":
-                k += 2          # a two-byte escape
-                continue
-            if ch == "\n":
-                self.r += 1
-                while len(self.rows) <= self.r:
-                    self.rows.append([])
-            elif ch == "\r":
-                self.c = 0
-            elif ch == "\b":
-                self.c = max(0, self.c - 1)
-            elif ch == "\x07":
-                pass
-            elif ch >= " ":
-                self._put(ch)
-            k += 1
-
-    def text(self):
-        # the cursor's row keeps its trailing blanks: a prompt ends in one
-        return "\n".join("".join(r) if k == self.r else "".join(r).rstrip() for k, r in enumerate(self.rows))
-
-
-class Term:
-    """`switchboard chat ARGS` on a pseudo-terminal: what it printed, with
-    escape codes taken out, and keys typed as a person types them."""
-
-    def __init__(self, srv, *args, cwd=None):
-        self.out = b""
-        self.pid, self.fd = pty.fork()
-        if self.pid == 0:
-            try:
-                if cwd:
-                    os.chdir(cwd)
-                env = dict(os.environ, TERM="xterm")
-                os.execve(SB_BIN, [SB_BIN, "chat"] + list(args) + ["--data", srv.data], env)
-            finally:
-                os._exit(127)
-        fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", 50, COLS, 0, 0))
-        self.code = None
-        self.pos = 0            # expect() looks after what it matched before
-
-    def pump(self, timeout=0.05):
-        r, _, _ = select.select([self.fd], [], [], timeout)
-        if r:
-            try:
-                self.out += os.read(self.fd, 65536)
-            except OSError:
-                pass
-
-    def text(self):
-        """What the terminal shows now, every row since the start."""
-        scr = Screen()
-        scr.feed(self.out.decode("utf-8", "replace"))
-        return scr.text()
-
-    def expect(self, pattern, timeout=15):
-        """Waits for `pattern` (a regex) from the row of the last match on;
-        returns the match."""
-        rx = re.compile(pattern)
-
-        def seen():
-            self.pump()
-            text = self.text()
-            m = rx.search(text, self.pos)
-            if m:
-                # the next search starts at the row of this match: the
-                # input line at the bottom is rewritten as output comes
-                self.pos = text.rfind("\n", 0, m.end()) + 1
-            return m
-        try:
-            return wait_for(seen, timeout, "%r on the terminal" % pattern, interval=0)
-        except TestFailure:
-            raise TestFailure("%r not on the terminal; it shows:\n%s" % (pattern, self.text()[-3000:]))
-
-    def type(self, keys):
-        os.write(self.fd, keys.encode() if isinstance(keys, str) else keys)
-
-    def wait_exit(self, timeout=10):
-        def gone():
-            self.pump()
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                self.code = os.waitstatus_to_exitcode(status)
-                return True
-            return False
-        wait_for(gone, timeout, "chat to exit", interval=0)
-        while True:             # what it wrote last, up to the end of the terminal
-            r, _, _ = select.select([self.fd], [], [], 0.2)
-            try:
-                chunk = os.read(self.fd, 65536) if r else b""
-            except OSError:
-                chunk = b""
-            if not chunk:
-                break
-            self.out += chunk
-        # the chat is no sbtest.Proc: its sanitizer reports (make asan) are here
-        raw = self.out.decode("utf-8", "replace")
-        m = _SANITIZER.search(raw)
-        check(not m, "sanitizer report from chat:\n%s", raw[m.start():m.start() + 3000] if m else "")
-        return self.code
-
-    def kill(self):
-        if self.code is None:
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-                os.waitpid(self.pid, 0)
-            except OSError:
-                pass
-        os.close(self.fd)
-
-
-def interaction(srv, iid):
-    return call(srv, "interact.get", {"interaction_id": iid})["interaction"]
-
-
-def ask(srv, sid, run_id, call_id, command):
-    """What an executor does before a shell call its policy does not allow."""
-    return call(srv, "interact.request", {"session_id": sid, "run_id": run_id, "call_id": call_id,
-                                          "tool": "shell", "arguments": json.dumps({"command": command}),
-                                          "summary": command})["interaction_id"]
+from sbtest import SB_BIN, check, cli, run_tests, tmpdir, wait_for  # noqa: E402
+from sbagent import LLM, Term, ask_approval, call, interaction, llm_server, new_session, tape, wait_run  # noqa: E402
 
 
 def test_approvals_inline_answers_and_resolved_elsewhere():
@@ -224,7 +43,7 @@ def test_approvals_inline_answers_and_resolved_elsewhere():
         t.expect(r"shell")
         run_id = call(srv, "run.list", {"session_id": sid})["runs"][0]["run_id"]
         # a question appears inline with its command; y approves it
-        one = ask(srv, sid, run_id, "c1", "make install")
+        one = ask_approval(srv, sid, run_id, "c1", "make install")
         t.expect(r"approval needed\s+%s" % one)
         t.expect(r"\$ make install")
         t.expect(r"\[y\]es / \[n\]o / \[a\]lways / \[s\]ession / \[f\]eedback > ")
@@ -234,7 +53,7 @@ def test_approvals_inline_answers_and_resolved_elsewhere():
         check(got["status"] == "approved" and got["resolved_by"].startswith("chat:") and "@" in got["resolved_by"],
               "approved %r", got)
         # f, then the words: a rejection with feedback
-        two = ask(srv, sid, run_id, "c2", "rm -rf /tmp/x")
+        two = ask_approval(srv, sid, run_id, "c2", "rm -rf /tmp/x")
         t.expect(r"approval needed\s+%s" % two)
         t.type("f")
         t.expect(r"feedback for the model > ")
@@ -243,16 +62,16 @@ def test_approvals_inline_answers_and_resolved_elsewhere():
         got = interaction(srv, two)
         check(got["status"] == "rejected" and got["feedback"] == "use the build folder instead", "rejected %r", got)
         # n alone, and s (session scope): one key each
-        three = ask(srv, sid, run_id, "c3", "curl example.com")
+        three = ask_approval(srv, sid, run_id, "c3", "curl example.com")
         t.expect(r"approval needed\s+%s" % three)
         t.type("n")
         t.expect(r"rejected %s \(once\)" % three)
-        four = ask(srv, sid, run_id, "c4", "make test")
+        four = ask_approval(srv, sid, run_id, "c4", "make test")
         t.expect(r"approval needed\s+%s" % four)
         t.type("s")
         t.expect(r"approved %s \(session\)" % four)
         # a key that is no answer says which are
-        five = ask(srv, sid, run_id, "c5", "git push")
+        five = ask_approval(srv, sid, run_id, "c5", "git push")
         t.expect(r"approval needed\s+%s" % five)
         t.type("x")
         t.expect(r"press y \(approve\)")

@@ -13,8 +13,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import check, run_tests, sb, skip, tmpdir  # noqa: E402
-from test_chat import Term  # noqa: E402
-from test_runs_e2e import LLM, llm_server, new_session  # noqa: E402
+from sbagent import LLM, Term, llm_server, new_session  # noqa: E402
 
 
 def test_write_file_approved_then_rejected_with_feedback():

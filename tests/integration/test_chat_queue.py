@@ -12,8 +12,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import check, run_tests, sb, skip, tmpdir, wait_for  # noqa: E402
-from test_chat import Term  # noqa: E402
-from test_runs_e2e import LLM, call, llm_server, new_session, wait_run  # noqa: E402
+from sbagent import LLM, Term, call, llm_server, new_session, wait_run  # noqa: E402
 
 
 def test_queue_and_steer_while_a_run_streams():

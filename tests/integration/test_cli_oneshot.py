@@ -25,7 +25,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import SB_BIN, Proc, Server, check, run_tests, sb, tmpdir, wait_for  # noqa: E402
-from test_runs_e2e import LLM, LLM_ENV, git_repo, llm_args, llm_server  # noqa: E402
+from sbagent import LLM, LLM_ENV, git_repo, llm_args, llm_server  # noqa: E402
 
 IDS = re.compile(r"^session (\w{26}), run (\w{26}), workspace ", re.M)
 

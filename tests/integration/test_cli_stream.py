@@ -29,9 +29,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import (SB_BIN, Proc, Server, check, new_id, run_tests, sb, tmpdir,  # noqa: E402
-                    wait_for)
-from test_runs_e2e import LLM, LLM_ENV, call, get_run, llm_server, new_session, wait_run  # noqa: E402
+from sbtest import SB_BIN, Proc, Server, check, new_id, run_tests, sb, tmpdir, wait_for  # noqa: E402
+from sbagent import LLM, call, get_run, llm_server, new_session, wait_run  # noqa: E402
 
 ESC = "\x1b"
 

@@ -29,19 +29,15 @@ window in tokens).
 """
 import json
 import os
-import random
 import signal
-import string
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import Server, check, cli, run_tests, tmpdir, wait_for  # noqa: E402
-from test_runs_e2e import LLM, LLM_ENV, call, new_session, prompt, tape, wait_run  # noqa: E402
+from sbagent import (LLM, LLM_ENV, OUTPUT, SUMMARY, WINDOW, call, check_window, compactions, new_session,  # noqa: E402
+                     prompt, tape, wait_run, with_tools, workspace)
 
-WINDOW = 150000                 # bytes, the server's
 TOKENS = WINDOW // 4            # the same, in tokens, for --context-window
-OUTPUT = 30000                  # bytes of each tool output
-SUMMARY = "SUMMARY: the agent read files and noted their sizes; nothing remains to do."
 
 
 def serve(llm, script, data=None, kind="responses"):
@@ -58,39 +54,8 @@ def script(llm, name, turns, no_tools=None):
     llm.control(body)
 
 
-def workspace(nfiles):
-    d = tmpdir()
-    rnd = random.Random(15)
-    for i in range(nfiles):
-        # lines of letters: what a source file looks like to read_file
-        lines, size = [], 0
-        while size < OUTPUT:
-            line = "".join(rnd.choice(string.ascii_lowercase + " ") for _ in range(79))
-            lines.append(line)
-            size += 80
-        with open(os.path.join(d, "f%02d.txt" % i), "w") as f:
-            f.write("\n".join(lines)[:OUTPUT])
-    return d
-
-
 def model_requests(llm, name):
     return llm.requests(name)
-
-
-def with_tools(reqs):
-    return [r for r in reqs if (r.get("json") or {}).get("tools")]
-
-
-def check_window(reqs):
-    """The server refused none for length, and none was over the window."""
-    for r in reqs:
-        check(len(r["body"].encode()) <= WINDOW and r["status"] == 200,
-              "request seq %d has %d bytes, status %d (window %d)", r["seq"], len(r["body"].encode()),
-              r["status"], WINDOW)
-
-
-def compactions(entries):
-    return [e for e in entries if e["kind"] == "context.compacted"]
 
 
 def check_whole_tape(entries):

@@ -15,8 +15,6 @@ Debian's python3-zmq as the outside client:
   - `--insecure-tcp` serves plain TCP and says so in the log.
 """
 import os
-import re
-import socket
 import sys
 
 import zmq
@@ -24,37 +22,7 @@ import zmq
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import (SB_BIN, Proc, Server, check, context, make_header, pack, run_tests, sb, tmpdir,  # noqa: E402
                     unpack, wait_for)
-from test_runs_e2e import call, new_session, wait_run  # noqa: E402
-
-
-def free_port():
-    """A port P with P+1 and P+2 free too."""
-    for _ in range(50):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        p = s.getsockname()[1]
-        s.close()
-        if p > 60000:
-            continue
-        ok = True
-        for q in (p + 1, p + 2):
-            t = socket.socket()
-            try:
-                t.bind(("127.0.0.1", q))
-            except OSError:
-                ok = False
-            t.close()
-        if ok:
-            return p
-    raise AssertionError("no free port triple")
-
-
-def cert_keys(path):
-    with open(path) as f:
-        text = f.read()
-    pub = re.search(r'public-key = "(.{40})"', text)
-    sec = re.search(r'secret-key = "(.{40})"', text)
-    return (pub.group(1).encode() if pub else None, sec.group(1).encode() if sec else None)
+from sbagent import call, cert_keys, free_port, new_session, wait_run  # noqa: E402
 
 
 def ask(endpoint, server_key=None, keys=None, timeout=1.5, type="bus.stats", body=None):

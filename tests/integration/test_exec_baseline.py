@@ -10,7 +10,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import check, run_tests, tmpdir  # noqa: E402
-from test_runs_e2e import LLM, call, llm_server, new_session, prompt, wait_run  # noqa: E402
+from sbagent import LLM, call, llm_server, new_session, prompt, wait_run  # noqa: E402
 
 
 def _git(ws, *args):

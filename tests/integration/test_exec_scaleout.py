@@ -16,7 +16,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import Server, check, run_tests, start_actor, tmpdir, wait_for  # noqa: E402
-from test_runs_e2e import LLM, LLM_ENV, call, get_run, llm_args, new_session, tape, wait_run  # noqa: E402
+from sbagent import LLM, LLM_ENV, call, get_run, llm_args, new_session, tape, wait_run  # noqa: E402
 
 N_FIRST, N_AFTER = 8, 4
 

@@ -7,14 +7,28 @@ gets one."""
 import json
 import os
 import socket
-import time
 
-from sbtest import Client, check, run_tests, tmpdir
+from sbtest import Client, check, run_tests, tmpdir, wait_for
 from gwtest import Gateway, append_batches, websocket
 
 
 def _taps(w, pred, timeout=10, what="tap frame"):
     return w.wait(lambda f: f.get("op") == "tap" and pred(f), timeout, what)
+
+
+def heartbeats(gw):
+    """How many heartbeats the broker has seen."""
+    return gw.srv.stats().get("types", {}).get("bus.heartbeat", 0)
+
+
+def metric(gw, name):
+    """The gateway's counter sb_gateway_NAME from /metrics."""
+    status, _, body = gw.http("GET", "/metrics")
+    check(status == 200, "/metrics answered %d", status)
+    for line in body.decode().splitlines():
+        if line.startswith("sb_gateway_" + name + " "):
+            return float(line.split()[1])
+    raise AssertionError("no sb_gateway_%s in /metrics" % name)
 
 
 def test_tap_shows_calls():
@@ -29,17 +43,29 @@ def test_tap_shows_calls():
     check(isinstance(req["size"], int) and req["size"] > 0 and req["ts"] > 1e12, "size/ts: %r", req)
     ok = _taps(w, lambda f: f["header"]["type"] == "session.list.ok", what="the reply on the tap")
     check(ok["header"]["corr"] == req["header"]["id"], "corr: %r / %r", ok["header"], req["header"])
-    # heartbeats are hidden, as `switchboard tap` hides them
-    time.sleep(1.5)
-    w.call_op("ping", {})
+    # heartbeats are hidden, as `switchboard tap` hides them: two pass the
+    # broker while we tap, and a call after them shows on the tap (which
+    # keeps the broker's order) before the backlog is read
+    beats0 = heartbeats(gw)
+    wait_for(lambda: heartbeats(gw) >= beats0 + 2, 10, "two heartbeats through the broker")
+    w.call("session.list", {"limit": 5})
+    _taps(w, lambda f: f["header"]["type"] == "session.list" and f["body"] == {"limit": 5},
+          what="the call after the heartbeats on the tap")
     beats = [f for f in w.backlog if f.get("op") == "tap" and "heartbeat" in f["header"]["type"]]
     check(not beats, "heartbeats on the tap: %r", beats[:2])
     # untap stops the stream
     r = w.call_op("untap", {})
     check(r["type"] == "untapped" and r["body"]["was_tapping"] is True, "untap: %r", r)
     w.backlog.clear()
+    # a second connection still taps: once it has the call's reply, any tap
+    # frame for the first would have been queued, and a ping brings it
+    witness = gw.ws()
+    witness.call_op("tap", {"filter": "session.list"})
     w.call("session.list", {"limit": 4})
-    time.sleep(0.5)
+    req = _taps(witness, lambda f: f["header"]["type"] == "session.list" and f["body"] == {"limit": 4},
+                what="the call after untap on another connection's tap")
+    _taps(witness, lambda f: f["header"]["type"] == "session.list.ok" and f["header"]["corr"] == req["header"]["id"],
+          what="its reply on another connection's tap")
     w.call_op("ping", {})
     left = [f for f in w.backlog if f.get("op") == "tap" and f["header"]["type"] == "session.list"
             and f["body"] == {"limit": 4}]
@@ -99,7 +125,13 @@ def test_slow_tap_reader_gets_resync():
     base = gw.rss_kb()
     for k in range(40):
         append_batches(bus, sid, 10, size=16000, batch=10)
-    time.sleep(1)
+    # the gateway dropped the reader's tap, and has read all the tap carried
+    # (a call made after the appends shows on another connection's tap)
+    wait_for(lambda: metric(gw, "ws_resyncs_total") >= 1, 20, "the slow tap reader's resync")
+    w.call_op("tap", {"filter": "session.list"})
+    w.call("session.list", {"limit": 6})
+    _taps(w, lambda f: f["header"]["type"] == "session.list" and f["body"] == {"limit": 6},
+          what="a call after the appends on the tap")
     grown = gw.rss_kb() - base
     print("  serve grew by %d KiB with a tap reader that reads nothing" % grown)
     # under AddressSanitizer freed memory waits in its quarantine (256 MiB)

@@ -17,8 +17,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import Server, check, run_tests, tmpdir, wait_for  # noqa: E402
-from test_runs_e2e import LLM, LLM_ENV, call, llm_args, new_session, prompt, wait_run  # noqa: E402
-from test_runs_tools import pid_gone  # noqa: E402
+from sbagent import LLM, LLM_ENV, call, llm_args, new_session, pid_gone, prompt, wait_run  # noqa: E402
 
 # Writes stdin and the environment to OUT/<event>.<unique>.{json,env}
 # (renamed into place, the .env last, so that a reader sees whole files).

@@ -16,8 +16,7 @@ import time
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import SB_BIN, Client, Proc, check, run_tests, unpack, wait_for  # noqa: E402
-from test_llm_fixtures import (LlmServer, provider, serve_llm, stream_body,  # noqa: E402
-                               texts, write_providers)
+from sbllm import LlmServer, provider, serve_llm, stream_body, texts, write_providers  # noqa: E402
 
 KEY = {"OPENAI_API_KEY": "sk-cancel", "ANTHROPIC_API_KEY": "sk-ant-cancel"}
 

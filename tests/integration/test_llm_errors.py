@@ -17,7 +17,7 @@ import sys
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import Client, Server, check, run_tests, wait_for  # noqa: E402
-from test_llm_fixtures import LlmServer, provider, serve_llm, stream, stream_body  # noqa: E402
+from sbllm import LlmServer, provider, serve_llm, stream, stream_body  # noqa: E402
 
 WRONG = "sk-wrong-KEY-0451"
 # serve's environment adds to the test's: an empty variable is no key
@@ -88,7 +88,7 @@ def test_credentials_in_the_url_are_left_out():
 
 def test_run_failure_reason_names_provider_url_and_model():
     """What the person sees: the failed run's reason, through exec."""
-    from test_runs_e2e import LLM, llm_server, new_session, prompt, wait_run
+    from sbagent import LLM, llm_server, new_session, prompt, wait_run
     llm = LLM()
     llm.script("refused", [{"status": 401}])
     srv = llm_server(llm, "refused")

@@ -20,8 +20,7 @@ import sys
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import SB_BIN, Client, Proc, check, run_tests, tmpdir  # noqa: E402
-from test_llm_fixtures import (LlmServer, provider, serve_llm, stream, stream_body, user,  # noqa: E402
-                               write_providers)
+from sbllm import LlmServer, provider, serve_llm, stream, stream_body, user, write_providers  # noqa: E402
 
 KEYS = {"RESP_KEY": "sk-resp-KEY-1", "ANT_KEY": "sk-ant-KEY-2"}
 CHAT_KEY = "sk-chat-KEY-3"      # from a 0600 key file

@@ -14,8 +14,7 @@ import time
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import Client, check, now_ms, run_tests, tmpdir, wait_for  # noqa: E402
-from test_llm_fixtures import (LlmServer, provider, serve_llm, stream, stream_body,  # noqa: E402
-                               texts)
+from sbllm import LlmServer, provider, serve_llm, stream, stream_body, texts  # noqa: E402
 
 KEY = {"OPENAI_API_KEY": "sk-retry", "ANTHROPIC_API_KEY": "sk-ant-retry"}
 

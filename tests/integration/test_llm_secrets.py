@@ -14,12 +14,11 @@ receives, holds each key (so the search would find one)."""
 import os
 import shutil
 import sys
-import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import SB_BIN, Client, Proc, check, run_tests, tmpdir, wait_for  # noqa: E402
-from test_llm_fixtures import FIXTURES, LlmServer, provider, serve_llm, stream, stream_body  # noqa: E402
+from sbllm import FIXTURES, LlmServer, provider, serve_llm, stream, stream_body  # noqa: E402
 
 OPENAI = "sk-test-SECRET-123"
 ANTHROPIC = "sk-ant-SECRET-456"

@@ -27,48 +27,18 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import (ROOT, Proc, Server, TestFailure, check, cli, read_jsonl, run_tests, sb, skip,  # noqa: E402
-                    tmpdir, wait_for)
-from test_runs_e2e import (LLM, LLM_ENV, call, llm_args, new_session, pid_gone, prompt, results, tape,  # noqa: E402
-                           wait_run)
+from sbtest import (ROOT, Proc, Server, TestFailure, check, cli, read_jsonl, run_tests, sb, tmpdir,  # noqa: E402
+                    wait_for)
+from sbagent import (EVERYTHING, LLM, LLM_ENV, MCP_SECRET, call, calls, config, everything, llm_args,  # noqa: E402
+                     need_everything, new_session, pid_gone, prompt, results, serve_mcp, tape, wait_run)
 
-EVERYTHING = os.path.join(ROOT, "tests", "mcp", "node_modules", "@modelcontextprotocol", "server-everything",
-                          "dist", "index.js")
 HOSTILE = os.path.join(ROOT, "tests", "mcp", "hostile_server.py")
-SECRET = "sk-mcp-secret-7f3a9c21d4"
-
-
-def need_everything():
-    if not os.path.exists(EVERYTHING):
-        skip("the reference MCP server is not installed (scripts/deps.sh installs it with npm into tests/mcp)")
-
-
-def config(servers):
-    d = tmpdir()
-    path = os.path.join(d, "mcp.json")
-    with open(path, "w") as f:
-        json.dump({"mcpServers": servers}, f)
-    return path
-
-
-def everything(**extra):
-    s = {"command": "node", "args": [EVERYTHING, "stdio"], "env": {"SECRET_TOKEN": SECRET}}
-    s.update(extra)
-    return s
 
 
 def hostile(**extra):
-    s = {"command": "/usr/bin/python3", "args": [HOSTILE], "env": {"HOSTILE_TOKEN": SECRET}}
+    s = {"command": "/usr/bin/python3", "args": [HOSTILE], "env": {"HOSTILE_TOKEN": MCP_SECRET}}
     s.update(extra)
     return s
-
-
-def serve(llm, script, cfg):
-    return Server(args=llm_args(llm, script) + ["--mcp-config", cfg], env=LLM_ENV).start()
-
-
-def calls(*specs):
-    return {"tool_calls": [{"name": n, "arguments": a, "call_id": c} for c, n, a in specs]}
 
 
 def run_one(server, sid, policy=None, timeout=40):
@@ -79,8 +49,8 @@ def run_one(server, sid, policy=None, timeout=40):
 
 def no_secret(server, sid):
     dump = json.dumps(tape(server, sid))
-    check(SECRET not in dump, "the secret reached the tape")
-    check(SECRET not in server.log(), "the secret reached the log")
+    check(MCP_SECRET not in dump, "the secret reached the tape")
+    check(MCP_SECRET not in server.log(), "the secret reached the log")
 
 
 def test_everything_echo_and_sum_through_a_run():
@@ -90,7 +60,7 @@ def test_everything_echo_and_sum_through_a_run():
                               ("c_sum", "mcp__every__get-sum", {"a": 2, "b": 40}),
                               ("c_env", "mcp__every__get-env", {})),
                         {"text": "done"}])
-    server = serve(llm, "mcp1", config({"every": everything()}))
+    server = serve_mcp(llm, "mcp1", config({"every": everything()}))
     sid = new_session(server, tmpdir(), approval_policy="yolo")
     run = run_one(server, sid)
     check(run["status"] == "completed", "run %r", run)
@@ -110,7 +80,7 @@ def test_everything_echo_and_sum_through_a_run():
     outs = {i["call_id"]: str(i.get("output")) for i in reqs[1]["json"]["input"]
             if i.get("type") == "function_call_output"}
     check("Echo: hello mcp" in outs.get("c_echo", ""), "the model did not get the echo: %r", outs)
-    check(SECRET not in json.dumps(reqs[1]["json"]), "the secret reached the model")
+    check(MCP_SECRET not in json.dumps(reqs[1]["json"]), "the secret reached the model")
     no_secret(server, sid)
     # mcp list: the server, its state and its tools
     rc, out, err = cli(server, "mcp", "list", "--json")
@@ -120,7 +90,7 @@ def test_everything_echo_and_sum_through_a_run():
     echo = [t for t in srv[0]["tools"] if t["name"] == "mcp__every__echo"]
     check(echo and echo[0]["read_only_hint"] is True and echo[0]["description"].startswith("Echoes"),
           "mcp list tools: %r", srv[0]["tools"])
-    check(SECRET not in out, "mcp list shows the secret")
+    check(MCP_SECRET not in out, "mcp list shows the secret")
     rc, out, err = cli(server, "mcp", "list")
     check(rc == 0 and "every" in out and "running" in out and "mcp__every__echo" in out, "mcp list:\n%s", out)
     server.stop()
@@ -131,7 +101,7 @@ def test_session_mcp_list_limits_servers():
     need_everything()
     llm = LLM()
     llm.script("mcp3", [{"text": "ok"}])
-    server = serve(llm, "mcp3", config({"every": everything(), "hostile": hostile()}))
+    server = serve_mcp(llm, "mcp3", config({"every": everything(), "hostile": hostile()}))
     rc, out, err = cli(server, "sessions", "new", "--workspace", tmpdir(), "--mcp", "hostile", "--json")
     check(rc == 0, "sessions new --mcp exited %d: %s", rc, err)
     sess = json.loads(out)
@@ -152,7 +122,7 @@ def test_server_dies_mid_call_then_restarts_once():
     llm.script("mcp4", [calls(("c_die", "mcp__h__die", {})), calls(("c_ok", "mcp__h__ok", {})),
                         calls(("c_die2", "mcp__h__die", {})), calls(("c_ok2", "mcp__h__ok", {})),
                         {"text": "ok"}])
-    server = serve(llm, "mcp4", config({"h": hostile()}))
+    server = serve_mcp(llm, "mcp4", config({"h": hostile()}))
     sid = new_session(server, tmpdir(), approval_policy="yolo")
     run = run_one(server, sid)
     check(run["status"] == "completed", "the run did not go on: %r", run)
@@ -175,7 +145,7 @@ def test_server_dies_mid_call_then_restarts_once():
 def test_server_that_hangs_is_timed_out():
     llm = LLM()
     llm.script("mcp5", [calls(("c_hang", "mcp__h__hang", {})), calls(("c_ok", "mcp__h__ok", {})), {"text": "ok"}])
-    server = serve(llm, "mcp5", config({"h": hostile(timeout_s=2)}))
+    server = serve_mcp(llm, "mcp5", config({"h": hostile(timeout_s=2)}))
     sid = new_session(server, tmpdir(), approval_policy="yolo")
     t0 = time.monotonic()
     run = run_one(server, sid)
@@ -197,7 +167,7 @@ def test_cancel_during_a_call_tells_the_server():
     log = os.path.join(ws, "received.jsonl")
     llm = LLM()
     llm.script("mcp9", [calls(("c_hang", "mcp__h__hang", {})), {"text": "never"}])
-    server = serve(llm, "mcp9", config({"h": hostile(timeout_s=60, env={"HOSTILE_LOG": log})}))
+    server = serve_mcp(llm, "mcp9", config({"h": hostile(timeout_s=60, env={"HOSTILE_LOG": log})}))
     sid = new_session(server, ws, approval_policy="yolo")
     run_id = prompt(server, sid, "hang")
 
@@ -282,7 +252,7 @@ def test_server_that_floods_stdout_stays_bounded():
                         calls(("c_forever", "mcp__h__flood_forever", {})),
                         calls(("c_big", "mcp__h__big", {})),
                         {"text": "ok"}])
-    server = serve(llm, "mcp6", config({"h": hostile(timeout_s=3, env={"FLOOD_MB": "200"})}))
+    server = serve_mcp(llm, "mcp6", config({"h": hostile(timeout_s=3, env={"FLOOD_MB": "200"})}))
     sid = new_session(server, tmpdir(), approval_policy="yolo")
     run = run_one(server, sid, timeout=60)
     check(run["status"] == "completed", "run %r", run)
@@ -304,8 +274,8 @@ def test_server_that_floods_stdout_stays_bounded():
 def test_server_that_cannot_start_is_noted_without_its_secret():
     llm = LLM()
     llm.script("mcp7", [calls(("c_ok", "mcp__h__ok", {})), {"text": "ok"}])
-    server = serve(llm, "mcp7", config({"h": hostile(env={"HOSTILE_CRASH_AT_START": "1",
-                                                          "HOSTILE_TOKEN": SECRET})}))
+    server = serve_mcp(llm, "mcp7", config({"h": hostile(env={"HOSTILE_CRASH_AT_START": "1",
+                                                          "HOSTILE_TOKEN": MCP_SECRET})}))
     sid = new_session(server, tmpdir(), approval_policy="yolo")
     run = run_one(server, sid)
     check(run["status"] == "completed", "run %r", run)
@@ -335,7 +305,7 @@ def test_oneshot_run_takes_mcp_config_and_hooks():
     entries = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
     r = results(entries).get("c_ok")
     check(r and r["ok"] is True and r["output"] == "fine", "the MCP call in a one-shot run: %r", r)
-    check(SECRET not in stdout + err, "the secret reached the output")
+    check(MCP_SECRET not in stdout + err, "the secret reached the output")
     # (the one-shot takes --hooks too; its hook may be stopped with it, so
     # what the hook did is test_hooks.py's to check)
     data = tmpdir()
@@ -378,8 +348,8 @@ def test_everything_over_streamable_http():
     wait_for(up, 20, "server-everything to listen over HTTP")
     llm = LLM()
     llm.script("mcp8", [calls(("c_echo", "mcp__web__echo", {"message": "over http"})), {"text": "ok"}])
-    server = serve(llm, "mcp8", config({"web": {"url": "http://127.0.0.1:%d/mcp" % port,
-                                                "headers": {"Authorization": "Bearer " + SECRET}}}))
+    server = serve_mcp(llm, "mcp8", config({"web": {"url": "http://127.0.0.1:%d/mcp" % port,
+                                                "headers": {"Authorization": "Bearer " + MCP_SECRET}}}))
     sid = new_session(server, tmpdir(), approval_policy="yolo")
     run = run_one(server, sid)
     check(run["status"] == "completed", "run %r", run)

@@ -17,8 +17,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import check, run_tests, skip, tmpdir, wait_for  # noqa: E402
-from test_mcp import EVERYTHING, calls, config, everything, need_everything, serve  # noqa: E402
-from test_runs_e2e import LLM, call, new_session, prompt, results, tape, wait_run  # noqa: E402
+from sbagent import (EVERYTHING, LLM, call, calls, config, everything, need_everything, new_session,  # noqa: E402
+                     prompt, results, serve_mcp, tape, wait_run)
 
 
 def asked_or_done(server, sid, run_id):
@@ -40,7 +40,7 @@ def asked_or_done(server, sid, run_id):
 def test_mcp_tools_ask_under_auto_and_interactive():
     need_everything()
     llm = LLM()
-    server = serve(llm, "mcpa", config({"every": everything()}))
+    server = serve_mcp(llm, "mcpa", config({"every": everything()}))
     for policy, decision in (("auto", "approve"), ("interactive", "reject")):
         cid = "c_" + policy
         llm.script("mcpa", [calls((cid, "mcp__every__echo", {"message": "asked " + policy})), {"text": "ok"}])
@@ -71,7 +71,7 @@ def test_rule_allows_a_servers_tools():
     need_everything()
     llm = LLM()
     llm.script("mcpr", [calls(("c_rule", "mcp__every__echo", {"message": "by rule"})), {"text": "ok"}])
-    server = serve(llm, "mcpr", config({"every": everything()}))
+    server = serve_mcp(llm, "mcpr", config({"every": everything()}))
     m = server.control().request("session.create", {"workspace": tmpdir(), "approval_policy": "auto",
                                                      "rules": [{"tool": "mcp__every__*", "pattern": "*",
                                                                 "action": "allow"}]})

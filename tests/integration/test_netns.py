@@ -26,7 +26,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import (ROOT, SB_BIN, Client, Proc, Sub, TestFailure, check, run_tests, sb, skip, tmpdir,  # noqa: E402
                     unpack, wait_for)
-from test_runs_e2e import LLM_ENV, PY, FIXTURES, call, get_run, new_session, tape, wait_run  # noqa: E402
+from sbagent import FIXTURES, LLM_ENV, PY, call, get_run, new_session, tape, wait_run  # noqa: E402
 
 TAG = "%04d" % (os.getpid() % 10000)
 NS = {"cp": "sbcp" + TAG, "w1": "sbw1" + TAG, "w2": "sbw2" + TAG}

@@ -32,8 +32,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import SB_BIN, Instance, Server, check, cli, run_tests, tmpdir, wait_for  # noqa: E402
-from test_runs_e2e import (LLM, call, kinds, llm_server, new_session, tape,  # noqa: E402
-                           wait_run)
+from sbagent import LLM, call, kinds, llm_server, new_session, tape, wait_run  # noqa: E402
 
 
 def gate(name, mark=None):

@@ -16,7 +16,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import Server, check, run_tests, tmpdir  # noqa: E402
-from test_runs_e2e import LLM, LLM_ENV, call, new_session, prompt, tape, wait_run  # noqa: E402
+from sbagent import LLM, LLM_ENV, call, new_session, prompt, tape, wait_run  # noqa: E402
 
 
 def chat_server(llm, script):

@@ -18,8 +18,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import SB_BIN, Server, TestFailure, check, run_tests, sb, tmpdir, wait_for  # noqa: E402
-from test_runs_e2e import (LLM, LLM_ENV, call, kinds, llm_args, llm_server, new_session,  # noqa: E402
-                           pid_gone, prompt, results, tape, wait_run)
+from sbagent import (LLM, LLM_ENV, call, kinds, llm_args, llm_server, new_session, pid_gone, prompt,  # noqa: E402
+                     results, tape, wait_run)
 
 
 def procs_in(workspace):

@@ -18,7 +18,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import check, run_tests, sb, tmpdir  # noqa: E402
-from test_runs_e2e import LLM, llm_server, new_session, prompt, results, tape, wait_run  # noqa: E402
+from sbagent import LLM, llm_server, new_session, prompt, results, tape, wait_run  # noqa: E402
 
 
 def test_a_refused_write_names_the_policy_and_the_fix():

@@ -20,8 +20,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import check, run_tests, sb, tmpdir, wait_for  # noqa: E402
-from test_runs_e2e import (LLM, call, get_run, kinds, llm_server, new_session, prompt, results,  # noqa: E402
-                           tape, wait_run)
+from sbagent import LLM, call, get_run, kinds, llm_server, new_session, prompt, results, tape, wait_run  # noqa: E402
 
 
 def read(path):

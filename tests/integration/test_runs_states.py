@@ -15,7 +15,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import Server, check, run_tests, tmpdir  # noqa: E402
-from test_runs_e2e import call, get_run, new_session, tape  # noqa: E402
+from sbagent import call, get_run, new_session, tape  # noqa: E402
 
 
 def test_a_run_never_claimed_cannot_finish():

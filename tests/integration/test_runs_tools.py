@@ -17,8 +17,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import Server, check, run_tests, tmpdir, wait_for  # noqa: E402
-from test_runs_e2e import (LLM, LLM_ENV, kinds, llm_args, new_session, pid_gone, prompt,  # noqa: E402
-                           results, tape, wait_run)
+from sbagent import LLM, LLM_ENV, kinds, llm_args, new_session, pid_gone, prompt, results, tape, wait_run  # noqa: E402
 
 # The two kill tests read the pids the command prints and look for them on
 # the host; in the sandbox's PID namespace those numbers are not the

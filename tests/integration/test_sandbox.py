@@ -39,10 +39,9 @@ import threading
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import (SB_BIN, Proc, Server, TestFailure, check, cli, run_tests, skip,  # noqa: E402
-                    tmpdir, wait_for)
+from sbtest import SB_BIN, Proc, Server, TestFailure, check, cli, run_tests, skip, tmpdir, wait_for  # noqa: E402
+from sbagent import LLM, llm_args, new_session, prompt, results, tape, wait_run  # noqa: E402
 from gwtest import Ws  # noqa: E402
-from test_runs_e2e import LLM, llm_args, new_session, prompt, results, tape, wait_run  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ATTACK = os.path.join(ROOT, "tests", "fixtures", "sandbox_attack.py")

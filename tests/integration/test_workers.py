@@ -13,7 +13,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import Client, Instance, Server, check, new_id, now_ms, run_tests, tmpdir, wait_for  # noqa: E402
-from test_runs_e2e import call, get_run, new_session, tape  # noqa: E402
+from sbagent import call, get_run, new_session, tape  # noqa: E402
 
 
 def test_run_actor_answers_while_exec_start_is_pending():

@@ -20,32 +20,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import SB_BIN, Proc, check, run_tests, sb, tmpdir, wait_for  # noqa: E402
-from test_runs_e2e import (LLM, LLM_ENV, call, check_e2e, e2e_turns, get_run, kinds, llm_server,  # noqa: E402
-                           new_session, tape, wait_run)
-
-
-def start_worker(server, wid, pool="p", lease=None, extra=()):
-    """`switchboard worker` on the server's ipc endpoint, with no provider
-    key in its environment; returns once the run actor lists it."""
-    log = os.path.join(server.data, "worker-%s.log" % wid)
-    args = [SB_BIN, "worker", "--data", server.data, "--id", wid, "--pool", pool] + list(extra)
-    if lease:
-        args += ["--lease", str(lease)]
-    env = {"OPENAI_API_KEY": "", "ANTHROPIC_API_KEY": ""}
-    p = Proc(args, log, env=env)
-
-    def up():
-        if not p.alive():
-            raise AssertionError("worker %s exited: %s" % (wid, p.log()))
-        m = server.control().request("worker.get", {"worker_id": wid})
-        return m.type == "worker.get.ok"
-    wait_for(up, 10, "worker %s to register" % wid)
-    return p
-
-
-def session_prompt(server, sid, text):
-    return call(server, "session.prompt", {"session_id": sid, "text": text})["run_id"]
+from sbtest import check, run_tests, sb, tmpdir, wait_for  # noqa: E402
+from sbagent import (LLM, call, check_e2e, e2e_turns, get_run, kinds, llm_server, new_session,  # noqa: E402
+                     session_prompt, start_worker, tape, wait_run)
 
 
 def test_worker_runs_the_agent_loop():

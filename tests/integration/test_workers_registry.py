@@ -21,7 +21,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import Server, check, cli, run_tests, tmpdir, wait_for  # noqa: E402
-from test_runs_e2e import call, get_run, new_session  # noqa: E402
+from sbagent import call, get_run, new_session  # noqa: E402
 
 
 def workers(server):

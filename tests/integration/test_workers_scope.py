@@ -24,39 +24,9 @@ import time
 import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import (SB_BIN, Proc, Server, check, context, make_header, now_ms, pack, run_tests, sb,  # noqa: E402
-                    tmpdir, unpack, wait_for)
-from test_curve import cert_keys, free_port  # noqa: E402
-from test_runs_e2e import LLM, LLM_ENV, call, get_run, llm_args, new_session, wait_run  # noqa: E402
-
-
-class CurveClient:
-    """A DEALER over CURVE TCP: one connection, many requests."""
-
-    def __init__(self, endpoint, server_key, keys):
-        self.sock = context().socket(zmq.DEALER)
-        self.sock.setsockopt(zmq.LINGER, 0)
-        self.sock.curve_serverkey = server_key
-        self.sock.curve_publickey, self.sock.curve_secretkey = keys
-        self.sock.connect(endpoint)
-
-    def request(self, type, body, timeout=10.0):
-        h = make_header(type)
-        self.sock.send_multipart([pack(h), pack(body)])
-        deadline = timeout * 1000
-        while self.sock.poll(int(deadline)):
-            f = self.sock.recv_multipart()
-            rh = unpack(f[0])
-            if rh.get("corr") == h["id"]:
-                return rh["type"], unpack(f[1])
-        raise AssertionError("no answer to %s within %.0f s" % (type, timeout))
-
-    def close(self):
-        self.sock.close(0)
-
-
-def forbidden(r):
-    return r[0] == "error" and r[1]["code"] == "forbidden"
+from sbtest import SB_BIN, Proc, Server, check, context, now_ms, run_tests, sb, tmpdir, wait_for  # noqa: E402
+from sbagent import (LLM, LLM_ENV, CurveClient, call, cert_keys, forbidden, free_port, get_run, llm_args,  # noqa: E402
+                     new_session, wait_run)
 
 
 def handshake(endpoint, server_key, keys, prefix=b""):

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""A streamable-HTTP MCP server for tests/integration/test_defects.py
+"""A streamable-HTTP MCP server for tests/integration/test_mcp_http_errors.py
 (stdlib only), one that does what real servers may: ask the client things
 in the middle of a call, forget its sessions, want authorization.
 

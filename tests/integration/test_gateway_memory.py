@@ -16,12 +16,11 @@ import os
 import socket
 import sys
 
-import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import Client, check, context, make_header, pack, run_tests, tmpdir, wait_for  # noqa: E402
+from sbtest import Client, check, make_header, pack, run_tests, wait_for  # noqa: E402
+from sbagent import fill_session, hostile_dealer, rss_anon, sanitized, type_count  # noqa: E402
 from gwtest import Gateway, websocket  # noqa: E402
-from test_harden_queues import fill_session, hostile_dealer, rss_anon, sanitized, type_count  # noqa: E402
 
 MiB = 1 << 20
 

@@ -1,5 +1,5 @@
-// tests/browser/test_firstday.mjs — a first day in the browser UI (issue 21),
-// in real Chromium. tests/integration/test_firstday_browser.sh runs it.
+// tests/browser/test_providers.mjs — a first day in the browser UI (issue 21),
+// in real Chromium. tests/integration/test_browser_providers.sh runs it.
 //
 // serve gets a providers file with two providers (a scripted one on
 // tests/llm_server.py, the default, and the demo model), and then, as a

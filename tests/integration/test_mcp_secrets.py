@@ -18,9 +18,8 @@ import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import check, run_tests, tmpdir  # noqa: E402
-from test_harden_secrets import Tap  # noqa: E402
-from test_mcp import config, everything, need_everything, serve  # noqa: E402
-from test_runs_e2e import LLM, new_session, prompt, results, tape, wait_run  # noqa: E402
+from sbagent import (LLM, TapCli, config, everything, need_everything, new_session, prompt, results,  # noqa: E402
+                     serve_mcp, tape, wait_run)
 
 SECRET = 'sk-mcp"quo\\te-7f3a9c21'
 
@@ -45,8 +44,8 @@ def test_json_escaped_and_url_encoded_secrets_are_redacted():
         {"name": "mcp__every__get-env", "arguments": {}, "call_id": "c_env"},
         {"name": "mcp__every__echo", "arguments": {"message": "u=" + f["url"]}, "call_id": "c_url"}]},
         {"text": "done"}])
-    server = serve(llm, "enc", config({"every": everything(env={"SECRET_TOKEN": SECRET})}))
-    tap = Tap(server)
+    server = serve_mcp(llm, "enc", config({"every": everything(env={"SECRET_TOKEN": SECRET})}))
+    tap = TapCli(server)
     try:
         tap.mark()
         sid = new_session(server, tmpdir(), approval_policy="yolo")

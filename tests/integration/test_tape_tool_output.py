@@ -23,8 +23,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import Server, TestFailure, check, run_tests, sb, tmpdir  # noqa: E402
-from test_runs_e2e import (LLM, LLM_ENV, call, kinds, llm_args, new_session,  # noqa: E402
-                           prompt, results, tape, wait_run)
+from sbagent import LLM, LLM_ENV, call, kinds, llm_args, new_session, prompt, results, tape, wait_run  # noqa: E402
 
 CAP = 64 * 1024
 OUTPUT = 20 * 1000 * 1000

@@ -13,8 +13,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import check, cli, run_tests, tmpdir, wait_for  # noqa: E402
-from test_chat import Term, ask, interaction  # noqa: E402
-from test_runs_e2e import LLM, call, llm_server, new_session  # noqa: E402
+from sbagent import LLM, Term, ask_approval, call, interaction, llm_server, new_session  # noqa: E402
 
 
 def _sleeping_run(name):
@@ -45,7 +44,7 @@ def test_one_key_answers_and_typeahead_answers_nothing_else():
     t = None
     try:
         t, run_id = _start(srv, sid)
-        one = ask(srv, sid, run_id, "k1", "make install")
+        one = ask_approval(srv, sid, run_id, "k1", "make install")
         t.expect(r"approval needed\s+%s" % one)
         t.expect(r"\[y\]es / \[n\]o / \[a\]lways / \[s\]ession / \[f\]eedback > ")
         # y alone, no Enter: approved at once
@@ -54,8 +53,8 @@ def test_one_key_answers_and_typeahead_answers_nothing_else():
         check(interaction(srv, one)["status"] == "approved", "%r", interaction(srv, one))
         # two questions; "yes" typed in one go answers the first only: the
         # 's' after it must not approve the second for the session
-        two = ask(srv, sid, run_id, "k2", "make test")
-        three = ask(srv, sid, run_id, "k3", "make lint")
+        two = ask_approval(srv, sid, run_id, "k2", "make test")
+        three = ask_approval(srv, sid, run_id, "k3", "make lint")
         t.expect(r"approval needed\s+%s" % three)
         t.type("yes")
         t.expect(r"approved %s \(once\)" % two)
@@ -67,7 +66,7 @@ def test_one_key_answers_and_typeahead_answers_nothing_else():
         t.expect(r"rejected %s \(once\)" % three)
         check(interaction(srv, three)["status"] == "rejected", "%r", interaction(srv, three))
         # /exit at the question leaves (the run goes on in the server)
-        four = ask(srv, sid, run_id, "k4", "make dist")
+        four = ask_approval(srv, sid, run_id, "k4", "make dist")
         t.expect(r"approval needed\s+%s" % four)
         t.expect(r"\[f\]eedback > ")
         t.type("/exit\r")

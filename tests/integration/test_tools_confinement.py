@@ -20,10 +20,9 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import check, run_tests, sb, tmpdir, wait_for  # noqa: E402
-from test_runs_e2e import LLM, LLM_ENV, git_repo, llm_args, new_session, pid_gone, prompt  # noqa: E402
-from test_runs_e2e import results, tape, wait_run  # noqa: E402
-from sbtest import Server  # noqa: E402
+from sbtest import Server, check, run_tests, sb, tmpdir, wait_for  # noqa: E402
+from sbagent import (LLM, LLM_ENV, git_repo, llm_args, new_session, pid_gone, prompt, results, tape,  # noqa: E402
+                     wait_run)
 
 GIT_ENV = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.com",
                GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.com")

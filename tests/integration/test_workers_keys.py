@@ -26,9 +26,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import Server, check, run_tests, sb, tmpdir, wait_for  # noqa: E402
-from test_curve import cert_keys, free_port  # noqa: E402
-from test_runs_e2e import LLM, LLM_ENV, call, get_run, llm_args, new_session, tape, wait_run  # noqa: E402
-from test_workers_scope import CurveClient, forbidden  # noqa: E402
+from sbagent import (LLM, LLM_ENV, CurveClient, call, cert_keys, forbidden, free_port, get_run, llm_args,  # noqa: E402
+                     new_session, tape, wait_run)
 
 
 def tcp_server(args=(), env=None):

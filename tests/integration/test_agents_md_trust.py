@@ -16,8 +16,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import check, run_tests, skip, tmpdir  # noqa: E402
-from test_agents_md import loaded, serve, write  # noqa: E402
-from test_runs_e2e import LLM, new_session, prompt, tape, wait_run  # noqa: E402
+from sbagent import LLM, loaded, new_session, prompt, serve_agents_md, tape, wait_run, write  # noqa: E402
 
 OTHER_UID = 54321
 
@@ -45,7 +44,7 @@ def test_fifo_agents_md_is_skipped_without_blocking():
     os.mkfifo(fifo)
     llm = LLM()
     llm.script("fifo", [{"text": "ok"}], repeat_last=True)
-    server = serve(llm, "fifo")
+    server = serve_agents_md(llm, "fifo")
     try:
         paths, ins = run_once(server, llm, "fifo", ws)
         check("ROOT-RULE" in ins, "the root's AGENTS.md is missing: %s", ins[:400])
@@ -92,7 +91,7 @@ def test_walk_stops_at_an_ownership_boundary():
 
     llm = LLM()
     llm.script("own", [{"text": "ok"}], repeat_last=True)
-    server = serve(llm, "own")
+    server = serve_agents_md(llm, "own")
     try:
         paths, ins = run_once(server, llm, "own", ws1)
         check("WS1-RULE" in ins and "FOREIGN-RULE" not in ins, "another uid's parent was read:\n%s", ins)

@@ -27,8 +27,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import check, run_tests, tmpdir  # noqa: E402
-from test_approvals import asked, pending, resolve, shell, stop, tool  # noqa: E402
-from test_runs_e2e import LLM, call, git_repo, llm_server, new_session, prompt, results, tape, wait_run  # noqa: E402
+from sbagent import (LLM, asked, call, git_repo, llm_server, new_session, pending, prompt, resolve,  # noqa: E402
+                     results, shell, stop, tape, tool, wait_run)
 
 
 def rule(tool_glob, pattern, action):

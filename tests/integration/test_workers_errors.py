@@ -13,7 +13,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import Server, check, run_tests, sb  # noqa: E402
-from test_curve import free_port  # noqa: E402
+from sbagent import free_port  # noqa: E402
 
 
 def test_worker_without_keys_and_refused_for_its_id_say_why():

@@ -18,7 +18,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import Server, check, cli, run_tests, tmpdir  # noqa: E402
-from test_runs_e2e import call, new_session  # noqa: E402
+from sbagent import call, new_session  # noqa: E402
 
 BIG = 960000
 N = 17

@@ -17,8 +17,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import Server, check, cli, run_tests, tmpdir  # noqa: E402
-from test_chat import Term  # noqa: E402
-from test_runs_e2e import call  # noqa: E402
+from sbagent import Term, call  # noqa: E402
 
 
 def _server():

@@ -15,65 +15,12 @@ import sys
 import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import (SB_BIN, Client, Server, check, context, make_header, pack, run_tests,  # noqa: E402
-                    start_actor, tmpdir, unpack, wait_for)
+from sbtest import (Client, Server, check, context, make_header, pack, run_tests, start_actor, unpack,  # noqa: E402
+                    wait_for)
+from sbagent import NOTE, fill_session, hostile_dealer, ok_body, rss_anon, sanitized, type_count  # noqa: E402
 
-NOTE = "n" * 8000           # an 8 KB note, as in the report
 REQUESTS = 100              # pages asked for and never read: 800 MB before the bound
 MiB = 1 << 20
-
-
-def sanitized():
-    """True for an AddressSanitizer build, whose allocator keeps freed
-    memory in quarantine: RSS says nothing about our bounds there, so only
-    the broker's own counters are checked."""
-    with open(SB_BIN, "rb") as f:
-        return b"__asan_init" in f.read()
-
-
-def rss_anon(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1]) << 10
-    return 0
-
-
-def ok(m, what):
-    check(not m.is_error(), "%s failed: %r", what, m)
-    return m.body
-
-
-def fill_session(srv, notes):
-    """A session holding `notes` 8 KB notes; returns its id."""
-    api = Client(srv.endpoint("cmd"), name="filler")
-    try:
-        sid = ok(api.request("session.create", {"workspace": tmpdir()}, timeout=10),
-                 "create")["session"]["session_id"]
-        left = notes
-        while left:
-            n = min(left, 800)
-            entries = [{"kind": "note", "body": {"text": NOTE}} for _ in range(n)]
-            ok(api.request("session.append", {"session_id": sid, "entries": entries}, timeout=30),
-               "append")
-            left -= n
-        return sid
-    finally:
-        api.close()
-
-
-def hostile_dealer(endpoint):
-    d = context().socket(zmq.DEALER)
-    d.setsockopt(zmq.LINGER, 0)
-    d.setsockopt(zmq.RCVBUF, 4096)
-    d.setsockopt(zmq.RCVHWM, 1)
-    d.setsockopt(zmq.SNDHWM, 0)
-    d.connect(endpoint)
-    return d
-
-
-def type_count(srv, name):
-    return srv.stats().get("types", {}).get(name, 0)
 
 
 def test_client_that_never_reads_pages():
@@ -107,7 +54,7 @@ def test_client_that_never_reads_pages():
             # someone else is still answered
             c = Client(srv.endpoint("cmd"), name="bystander")
             try:
-                ok(c.request("session.events", {"session_id": sid, "limit": 1}, timeout=5), "bystander")
+                ok_body(c.request("session.events", {"session_id": sid, "limit": 1}, timeout=5), "bystander")
             finally:
                 c.close()
             # the peer that reads at last gets its first pages, then a
@@ -185,7 +132,7 @@ def subscribe_and_write(srv, sid, subs, batches):
     def subscribed():
         api = Client(srv.endpoint("cmd"), name="probe")
         try:
-            ok(api.request("session.append", {"session_id": sid, "kind": "note", "body": {}}), "probe")
+            ok_body(api.request("session.append", {"session_id": sid, "kind": "note", "body": {}}), "probe")
         finally:
             api.close()
         return all(s.poll(200) for s in subs)
@@ -195,7 +142,7 @@ def subscribe_and_write(srv, sid, subs, batches):
     try:
         for _ in range(batches):
             entries = [{"kind": "note", "body": {"text": NOTE}} for _ in range(400)]
-            ok(api.request("session.append", {"session_id": sid, "entries": entries}, timeout=30), "append")
+            ok_body(api.request("session.append", {"session_id": sid, "entries": entries}, timeout=30), "append")
     finally:
         api.close()
     return base
@@ -253,7 +200,7 @@ def test_reader_unaffected_by_subscribers_that_never_read():
             seqs = set()
             while reader.poll(1000):
                 seqs.add(unpack(reader.recv_multipart()[2])["seq"])
-            head = ok(Client(srv.endpoint("cmd"), name="head").request(
+            head = ok_body(Client(srv.endpoint("cmd"), name="head").request(
                 "session.get", {"session_id": sid}), "get")["session"]["last_seq"]
             missing = [n for n in range(head - 4800 + 1, head + 1) if n not in seqs]
             print("  reader: %d of 4800 events; dropped %r; queues %r" % (4800 - len(missing), last.get("dropped"), last["queues"]))

@@ -26,7 +26,7 @@ import sys
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import SB_BIN, Client, Proc, Server, check, run_tests, tmpdir, wait_for  # noqa: E402
-from test_runs_e2e import LLM, new_session, prompt, results, tape, wait_run  # noqa: E402
+from sbagent import LLM, TapCli, new_session, prompt, results, tape, wait_run  # noqa: E402
 
 KEY = "sk-proj-HARDEN9-environ-7d1f"
 FILE_KEY = "sk-named-HARDEN9-keyenv-42aa"
@@ -47,35 +47,6 @@ def bwrap_usable():
     if r.returncode != 0:
         return "bwrap cannot run here: %s" % r.stdout.decode(errors="replace").strip()[:200]
     return None
-
-
-class Tap:
-    """`switchboard tap --json` on a server, with a way to know it has seen
-    everything the broker saw up to now."""
-
-    def __init__(self, server):
-        self.server = server
-        self.out = os.path.join(tmpdir(), "tap.jsonl")
-        self.proc = Proc([SB_BIN, "tap", "--json", "--data", server.data], self.out)
-        self.client = Client(server.endpoint())
-        self.n = 0
-
-    def text(self):
-        with open(self.out, encoding="utf-8", errors="replace") as f:
-            return f.read()
-
-    def mark(self):
-        self.n += 1
-        word = "tapmark-%d" % self.n
-
-        def seen():
-            self.client.request("llm.models", {"provider": word}, timeout=5)
-            return word in self.text()
-        wait_for(seen, 10, "the tap to show " + word, interval=0.05)
-
-    def close(self):
-        self.client.close()
-        self.proc.kill()
 
 
 def serve_environ(server):
@@ -118,7 +89,7 @@ def run_environ_tools(sandbox=None, providers=False):
     # keeps the key from it then is the scrub this test is about
     args += ["--sandbox", sandbox or "none"]
     server = Server(args=args, env=env).start()
-    tap = Tap(server)
+    tap = TapCli(server)
     try:
         tap.mark()
         ws = tmpdir()
@@ -213,7 +184,7 @@ def test_llm_url_credentials_are_never_logged():
     url = "http://u:%s@127.0.0.1:%d/script=nope/v1?api_key=%s" % (URL_USER_SECRET, llm.port, URL_QUERY_SECRET)
     server = Server(args=["--llm", "responses", "--llm-url", url, "--model", "m"],
                     env={"OPENAI_API_KEY": KEY, "SWITCHBOARD_LLM_MAX_ATTEMPTS": "1"}).start()
-    tap = Tap(server)
+    tap = TapCli(server)
     try:
         tap.mark()
         c = Client(server.endpoint())
@@ -222,7 +193,7 @@ def test_llm_url_credentials_are_never_logged():
         replies.append(m)
         # a stream against it fails (the provider does not know that path)
         # and the error names the provider's URL
-        from test_llm_fixtures import stream, stream_body
+        from sbllm import stream, stream_body
         final, chunks = stream(c, stream_body(), timeout=15)
         replies.append(final)
         replies.extend(chunks)

@@ -1,0 +1,150 @@
+#!/usr/bin/python3
+"""MCP servers over streamable HTTP (tests/mcp/http_server.py) and MCP
+errors (docs/mcp.md), each a defect found by trying switchboard:
+
+  - a server that pings the client inside a tools/call gets its answer at
+    once, and its elicitation, sampling and roots requests get "method not
+    found";
+  - a server that forgot our session (404) gets a new one and the call once
+    more; one that wants authorization (401) says so; a server that dies
+    during a call is named in a sentence that reads.
+
+(Found by trying switchboard: each test fails on the code before its fix.)
+"""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sbtest import ROOT, Proc, Server, check, cli, read_jsonl, run_tests, tmpdir, wait_for  # noqa: E402
+from sbagent import LLM, LLM_ENV, calls, llm_args, new_session, prompt, results, tape, wait_run  # noqa: E402
+
+
+HTTP_MCP = os.path.join(ROOT, "tests", "mcp", "http_server.py")
+
+
+class HttpMcp:
+    """tests/mcp/http_server.py on an ephemeral loopback port."""
+
+    def __init__(self, token=None):
+        d = tmpdir()
+        self.portfile, self.logfile = os.path.join(d, "port"), os.path.join(d, "mcp.jsonl")
+        argv = ["/usr/bin/python3", HTTP_MCP, "--portfile", self.portfile, "--log", self.logfile]
+        self.proc = Proc(argv + (["--token", token] if token else []), os.path.join(d, "mcp.log"))
+        wait_for(lambda: os.path.exists(self.portfile), 10, "the HTTP MCP server to listen")
+        with open(self.portfile) as f:
+            self.url = "http://127.0.0.1:%s/mcp" % f.read().strip()
+
+    def log(self):
+        return read_jsonl(self.logfile)
+
+    def stop(self):
+        self.proc.stop()
+
+
+def mcp_config(servers):
+    path = os.path.join(tmpdir(), "mcp.json")
+    with open(path, "w") as f:
+        json.dump({"mcpServers": servers}, f)
+    return path
+
+
+def test_http_mcp_server_requests_are_answered_during_a_call():
+    mcp = HttpMcp()
+    llm = LLM()
+    llm.script("ping", [calls(("c_ping", "mcp__h__ping_me", {}), ("c_ask", "mcp__h__ask", {})),
+                        {"text": "done"}])
+    srv = Server(args=llm_args(llm, "ping") + ["--mcp-config", mcp_config({"h": {"url": mcp.url}})],
+                 env=LLM_ENV).start()
+    try:
+        sid = new_session(srv, tmpdir(), approval_policy="yolo")
+        r = wait_run(srv, prompt(srv, sid, "ping"), timeout=40)
+        check(r["status"] == "completed", "the run ended %s: %s", r["status"], r.get("reason"))
+        res = results(tape(srv, sid))
+        ping = res["c_ping"]
+        check(ping["ok"] is True and 'ping answer {"jsonrpc": "2.0", "result": {}}' in ping["output"],
+              "ping: %r", ping)
+        ms = int(ping["output"].rsplit(" in ", 1)[1].split()[0])
+        check(ms < 5000, "the ping took %d ms to be answered", ms)
+        ask = res["c_ask"]
+        for method in ("elicitation/create", "sampling/createMessage", "roots/list"):
+            check("%s: -32601" % method in ask["output"], "%s not refused as unknown: %r", method, ask)
+        print("  figure: ping answered in %d ms; %s" % (ms, ask["output"]))
+    finally:
+        srv.stop()
+        llm.stop()
+        mcp.stop()
+
+
+def test_http_mcp_session_forgotten_is_initialized_again_and_the_call_retried_once():
+    mcp = HttpMcp()
+    llm = LLM()
+    llm.script("fg", [calls(("c_forget", "mcp__h__forget", {})), calls(("c_ok", "mcp__h__ok", {})),
+                      {"text": "done"}])
+    srv = Server(args=llm_args(llm, "fg") + ["--mcp-config", mcp_config({"h": {"url": mcp.url}})],
+                 env=LLM_ENV).start()
+    try:
+        sid = new_session(srv, tmpdir(), approval_policy="yolo")
+        r = wait_run(srv, prompt(srv, sid, "go"), timeout=40)
+        check(r["status"] == "completed", "the run ended %s: %s", r["status"], r.get("reason"))
+        res = results(tape(srv, sid))
+        check(res["c_ok"]["ok"] is True and res["c_ok"]["output"] == "fine", "the call after the 404: %r",
+              res["c_ok"])
+        log = mcp.log()
+        inits = [x for x in log if x.get("msg", {}).get("method") == "initialize"]
+        oks = [x for x in log if x.get("msg", {}).get("method") == "tools/call"
+               and x["msg"]["params"]["name"] == "ok"]
+        check(len(inits) == 2 and len(oks) == 2 and any(x.get("status") == 404 for x in log),
+              "initialize %d times, ok sent %d times: %r", len(inits), len(oks), log[-6:])
+    finally:
+        srv.stop()
+        llm.stop()
+        mcp.stop()
+
+
+def test_http_mcp_server_that_needs_authorization_says_so():
+    mcp = HttpMcp(token="tok-7")
+    llm = LLM()
+    llm.script("au", [calls(("c_ok", "mcp__h__ok", {})), {"text": "done"}])
+    srv = Server(args=llm_args(llm, "au") + ["--mcp-config", mcp_config({"h": {"url": mcp.url}})],
+                 env=LLM_ENV).start()
+    try:
+        sid = new_session(srv, tmpdir(), approval_policy="yolo")
+        r = wait_run(srv, prompt(srv, sid, "go"), timeout=40)
+        check(r["status"] == "completed", "the run ended %s: %s", r["status"], r.get("reason"))
+        entries = tape(srv, sid)
+        notes = [e["body"].get("text", "") for e in entries if e["kind"] == "note"]
+        check(any("needs authorization" in n and "went away" not in n for n in notes), "the notes: %r", notes)
+        out = results(entries)["c_ok"]["output"]
+        check("needs authorization" in out and "went away" not in out, "the call: %r", out)
+        rc, lst, err = cli(srv, "mcp", "list")
+        check("needs authorization" in lst, "mcp list:\n%s", lst)
+    finally:
+        srv.stop()
+        llm.stop()
+        mcp.stop()
+
+
+def test_a_server_that_dies_during_a_call_is_named_in_a_sentence():
+    hostile = os.path.join(ROOT, "tests", "mcp", "hostile_server.py")
+    llm = LLM()
+    llm.script("die", [calls(("c_die", "mcp__conf__die", {})), {"text": "done"}])
+    cfg = mcp_config({"conf": {"command": "/usr/bin/python3", "args": [hostile]}})
+    srv = Server(args=llm_args(llm, "die") + ["--mcp-config", cfg], env=LLM_ENV).start()
+    try:
+        sid = new_session(srv, tmpdir(), approval_policy="yolo")
+        r = wait_run(srv, prompt(srv, sid, "go"), timeout=40)
+        check(r["status"] == "completed", "the run ended %s: %s", r["status"], r.get("reason"))
+        out = results(tape(srv, sid))["c_die"]["output"]
+        check(out.startswith("the MCP server conf went away during the call") and "effect is unknown" in out
+              and "conf it" not in out, "the call's error: %r", out)
+        body = llm.requests("die")[1]["body"]
+        check("error: the MCP server conf went away" in body and "error: error" not in body,
+              "the model reads: %r", body[body.find("went away") - 80:body.find("went away") + 40])
+    finally:
+        srv.stop()
+        llm.stop()
+
+
+if __name__ == "__main__":
+    run_tests(globals())

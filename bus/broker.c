@@ -428,6 +428,133 @@ s_pick (service_t *svc, const char *to)
     return inst;
 }
 
+/*  Checks a request's header and body, in the order that costs least
+    first: the header, the type, its kind, the body against the schema,
+    and what a CURVE peer's key may send. Fills *h, *t and *stat. Returns
+    0, or -1 when the frame was dropped (and answered when the sender can
+    be). Any message from a registered instance proves it alive. */
+static int
+s_check_request (self_t *self, zmq_msg_t *f, const char *skey, sb_header_t *h, const sb_type_t **tp,
+                 sb_vstat_t *stat)
+{
+    const uint8_t *sid = zmq_msg_data (&f [0]);
+    size_t sidlen = zmq_msg_size (&f [0]);
+    sb_verr_t err;
+    if (sb_header_parse (zmq_msg_data (&f [1]), zmq_msg_size (&f [1]), h, &err)) {
+        brk_bad (self, M_HEADER, sid, sidlen, err.message);
+        if (h->id [0])          /* a value out of range: the sender learns why */
+            brk_reply_error (self, sid, sidlen, h, err.code, "header: %s", err.message);
+        return -1;
+    }
+    instance_t *from = zhashx_lookup (self->instances, skey);
+    if (from)
+        from->expires = sb_mono_ms () + SB_HEARTBEAT_MS * SB_HEARTBEAT_MISSES;
+
+    const sb_type_t *t = sb_schema_find (h->type, strlen (h->type));
+    if (!t) {
+        brk_bad (self, M_UNKNOWN_TYPE, sid, sidlen, h->type);
+        brk_reply_error (self, sid, sidlen, h, SB_E_unknown_type, "unknown message type '%s'", h->type);
+        return -1;
+    }
+    brk_count_type (self, t);
+    if (t->kind != SB_KIND_REQUEST && t->kind != SB_KIND_ONEWAY) {
+        brk_bad (self, M_KIND, sid, sidlen, h->type);
+        brk_reply_error (self, sid, sidlen, h, SB_E_invalid,
+                       "%s is a %s, not a request", h->type, sb_kind_name (t->kind));
+        return -1;
+    }
+    const uint8_t *body = zmq_msg_data (&f [2]);
+    size_t blen = zmq_msg_size (&f [2]);
+    if (sb_validate (body, blen, t->fields, t->max_bytes, stat, &err)) {
+        brk_bad (self, M_BODY, sid, sidlen, err.message);
+        if (t->kind == SB_KIND_REQUEST)
+            brk_reply_error (self, sid, sidlen, h, err.code, "%s: %s", h->type, err.message);
+        return -1;
+    }
+    /* A CURVE peer is who its key says (the ZAP handler puts the key in
+       User-Id): a worker key may use only the worker protocol, for its
+       own worker_id and the runs it claimed; a client key only the public
+       types (bus/curve.h). */
+    const char *uid = self->ids ? zmq_msg_gets (&f [1], "User-Id") : NULL;
+    if (uid && *uid) {
+        char why [256];
+        sb_err_t refused = sb_curve_check (self->ids, uid, skey, h, t->is_public, body, blen, why, sizeof why);
+        if (refused) {
+            brk_bad (self, M_KIND, sid, sidlen, why);
+            if (t->kind == SB_KIND_REQUEST)
+                brk_reply_error (self, sid, sidlen, h, refused, "%s", why);
+            return -1;
+        }
+    }
+    *tp = t;
+    return 0;
+}
+
+/*  The live instance of the request's service that takes it (header.to
+    when set, else the least recently used one), or NULL, counted and
+    answered no_service. */
+static instance_t *
+s_route (self_t *self, const uint8_t *sid, size_t sidlen, const sb_header_t *h, const sb_type_t *t,
+         const char *svcname, size_t svclen)
+{
+    char name [33];
+    snprintf (name, sizeof name, "%.*s", (int) (svclen < 32 ? svclen : 32), svcname);
+    service_t *svc = zhashx_lookup (self->services, name);
+    instance_t *inst = svc ? s_pick (svc, h->to) : NULL;
+    if (inst)
+        return inst;
+    self->no_service++;
+    if (t->kind == SB_KIND_REQUEST) {
+        if (h->to [0])
+            brk_reply_error (self, sid, sidlen, h, SB_E_no_service,
+                           "instance %s of service %s is not live", h->to, name);
+        else
+            brk_reply_error (self, sid, sidlen, h, SB_E_no_service,
+                           "no live instance of service %s", name);
+    }
+    return NULL;
+}
+
+/*  Keeps a request in the pending table until its reply, keyed by (route,
+    id), with its expiry: the header's deadline and a second, else the
+    broker's TTL. Returns 0, or -1 answered (overloaded, or the id already
+    in flight from this peer). */
+static int
+s_add_pending (self_t *self, const uint8_t *sid, size_t sidlen, const char *skey, const sb_header_t *h,
+               instance_t *inst)
+{
+    if (zhashx_size (self->pending) >= SB_BROKER_MAX_PENDING) {
+        brk_reply_error (self, sid, sidlen, h, SB_E_overloaded,
+                       "the broker has %d requests in flight", SB_BROKER_MAX_PENDING);
+        return -1;
+    }
+    pending_t *p = calloc (1, sizeof *p);
+    if (!p)
+        return -1;
+    p->inst = inst;
+    memcpy (p->route, sid, sidlen);
+    p->route_len = sidlen;
+    int64_t now = sb_mono_ms ();
+    int64_t wall = (int64_t) sb_now_ms ();
+    /* the schema bounds deadline (docs/protocol.md); clamped here
+       too, so the sum cannot overflow whatever the header held */
+    int64_t dl = h->deadline < (uint64_t) SB_TIME_MS_MAX ? (int64_t) h->deadline : SB_TIME_MS_MAX;
+    p->expires = h->deadline ? now + (dl - wall) + 1000
+                             : now + SB_BROKER_PENDING_TTL_MS;
+    _Static_assert (sizeof p->type == sizeof h->type && sizeof p->id == sizeof h->id,
+                    "a pending request keeps its header's type and id whole");
+    memcpy (p->type, h->type, sizeof p->type);
+    memcpy (p->id, h->id, sizeof p->id);
+    char pkey [2 * ID_MAX + 40];
+    s_join_key (pkey, sizeof pkey, skey, h->id);
+    if (zhashx_insert (self->pending, pkey, p) != 0) {
+        free (p);               /* a duplicate id from the same peer */
+        brk_reply_error (self, sid, sidlen, h, SB_E_conflict, "request id %s is already in flight", h->id);
+        return -1;
+    }
+    return 0;
+}
+
 /*  [sid][header][body]: a request, one-way command or bus message. */
 static void
 s_handle_request (self_t *self, zmq_msg_t *f)
@@ -441,55 +568,12 @@ s_handle_request (self_t *self, zmq_msg_t *f)
     char skey [2 * ID_MAX + 1];
     brk_hex (sid, sidlen, skey);
     sb_header_t h;
-    sb_verr_t err;
-    if (sb_header_parse (zmq_msg_data (&f [1]), zmq_msg_size (&f [1]), &h, &err)) {
-        brk_bad (self, M_HEADER, sid, sidlen, err.message);
-        if (h.id [0])           /* a value out of range: the sender learns why */
-            brk_reply_error (self, sid, sidlen, &h, err.code, "header: %s", err.message);
+    const sb_type_t *t;
+    sb_vstat_t stat;
+    if (s_check_request (self, f, skey, &h, &t, &stat) != 0)
         return;
-    }
-    /* any message from a registered instance proves it alive */
-    instance_t *from = zhashx_lookup (self->instances, skey);
-    if (from)
-        from->expires = sb_mono_ms () + SB_HEARTBEAT_MS * SB_HEARTBEAT_MISSES;
-
-    const sb_type_t *t = sb_schema_find (h.type, strlen (h.type));
-    if (!t) {
-        brk_bad (self, M_UNKNOWN_TYPE, sid, sidlen, h.type);
-        brk_reply_error (self, sid, sidlen, &h, SB_E_unknown_type, "unknown message type '%s'", h.type);
-        return;
-    }
-    brk_count_type (self, t);
-    if (t->kind != SB_KIND_REQUEST && t->kind != SB_KIND_ONEWAY) {
-        brk_bad (self, M_KIND, sid, sidlen, h.type);
-        brk_reply_error (self, sid, sidlen, &h, SB_E_invalid,
-                       "%s is a %s, not a request", h.type, sb_kind_name (t->kind));
-        return;
-    }
     const uint8_t *body = zmq_msg_data (&f [2]);
     size_t blen = zmq_msg_size (&f [2]);
-    sb_vstat_t stat;
-    if (sb_validate (body, blen, t->fields, t->max_bytes, &stat, &err)) {
-        brk_bad (self, M_BODY, sid, sidlen, err.message);
-        if (t->kind == SB_KIND_REQUEST)
-            brk_reply_error (self, sid, sidlen, &h, err.code, "%s: %s", h.type, err.message);
-        return;
-    }
-    /* A CURVE peer is who its key says (the ZAP handler puts the key in
-       User-Id): a worker key may use only the worker protocol, for its
-       own worker_id and the runs it claimed; a client key only the public
-       types (bus/curve.h). */
-    const char *uid = self->ids ? zmq_msg_gets (&f [1], "User-Id") : NULL;
-    if (uid && *uid) {
-        char why [256];
-        sb_err_t refused = sb_curve_check (self->ids, uid, skey, &h, t->is_public, body, blen, why, sizeof why);
-        if (refused) {
-            brk_bad (self, M_KIND, sid, sidlen, why);
-            if (t->kind == SB_KIND_REQUEST)
-                brk_reply_error (self, sid, sidlen, &h, refused, "%s", why);
-            return;
-        }
-    }
     /* every valid message is copied, the broker's own bus.* traffic too */
     if (brk_tap_active (self))
         brk_tap_copy (self, "cmd", sid, sidlen, zmq_msg_data (&f [1]), zmq_msg_size (&f [1]), body, blen);
@@ -505,53 +589,11 @@ s_handle_request (self_t *self, zmq_msg_t *f)
         brk_handle_bus (self, sid, sidlen, skey, &h, root);
         return;
     }
-    char name [33];
-    snprintf (name, sizeof name, "%.*s", (int) (svclen < 32 ? svclen : 32), svcname);
-    service_t *svc = zhashx_lookup (self->services, name);
-    instance_t *inst = svc ? s_pick (svc, h.to) : NULL;
-    if (!inst) {
-        self->no_service++;
-        if (t->kind == SB_KIND_REQUEST) {
-            if (h.to [0])
-                brk_reply_error (self, sid, sidlen, &h, SB_E_no_service,
-                               "instance %s of service %s is not live", h.to, name);
-            else
-                brk_reply_error (self, sid, sidlen, &h, SB_E_no_service,
-                               "no live instance of service %s", name);
-        }
+    instance_t *inst = s_route (self, sid, sidlen, &h, t, svcname, svclen);
+    if (!inst)
         return;
-    }
-    if (t->kind == SB_KIND_REQUEST) {
-        if (zhashx_size (self->pending) >= SB_BROKER_MAX_PENDING) {
-            brk_reply_error (self, sid, sidlen, &h, SB_E_overloaded,
-                           "the broker has %d requests in flight", SB_BROKER_MAX_PENDING);
-            return;
-        }
-        pending_t *p = calloc (1, sizeof *p);
-        if (!p)
-            return;
-        p->inst = inst;
-        memcpy (p->route, sid, sidlen);
-        p->route_len = sidlen;
-        int64_t now = sb_mono_ms ();
-        int64_t wall = (int64_t) sb_now_ms ();
-        /* the schema bounds deadline (docs/protocol.md); clamped here
-           too, so the sum cannot overflow whatever the header held */
-        int64_t dl = h.deadline < (uint64_t) SB_TIME_MS_MAX ? (int64_t) h.deadline : SB_TIME_MS_MAX;
-        p->expires = h.deadline ? now + (dl - wall) + 1000
-                                : now + SB_BROKER_PENDING_TTL_MS;
-        _Static_assert (sizeof p->type == sizeof h.type && sizeof p->id == sizeof h.id,
-                        "a pending request keeps its header's type and id whole");
-        memcpy (p->type, h.type, sizeof p->type);
-        memcpy (p->id, h.id, sizeof p->id);
-        char pkey [2 * ID_MAX + 40];
-        s_join_key (pkey, sizeof pkey, skey, h.id);
-        if (zhashx_insert (self->pending, pkey, p) != 0) {
-            free (p);           /* a duplicate id from the same peer */
-            brk_reply_error (self, sid, sidlen, &h, SB_E_conflict, "request id %s is already in flight", h.id);
-            return;
-        }
-    }
+    if (t->kind == SB_KIND_REQUEST && s_add_pending (self, sid, sidlen, skey, &h, inst) != 0)
+        return;
     /* forward [inst][sid][header][body], moving the header frame */
     send_t sent = s_send_to (self, inst->id, inst->idlen, sid, sidlen, &f [1], NULL, 0,
                              &f [2], body, blen, 0);

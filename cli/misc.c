@@ -48,8 +48,31 @@ static const s_actor_entry_t s_standalone [] = {
     { "exec", sb_exec_actor },
 };
 
-int
-sb_cmd_actor (int argc, char **argv)
+static const char s_actor_usage [] =
+    "usage: switchboard actor NAME [--connect EP] [--instance NAME] [--data DIR]\n"
+    "                         [--llm PROVIDER --llm-url URL --model M | --providers FILE]\n"
+    "                         [--sandbox auto|bwrap|landlock|none] [--mcp-config FILE]\n"
+    "                         [--cert FILE --server-key FILE]\n\n"
+    "Runs one stateless actor as its own process, attached to a running\n"
+    "broker (--connect, else $SWITCHBOARD_BUS, else the ipc endpoint in DATA).\n"
+    "Actors: llm (the model broker; it holds the provider keys), exec (the\n"
+    "local executor; same filesystem as the server), echo (the test service).\n"
+    "exec starts the MCP servers of --mcp-config FILE (docs/mcp.md); its tools\n"
+    "and MCP servers run in the sandbox --sandbox names (default auto, as in\n"
+    "serve; docs/sandbox.md).\n"
+    "Over a CURVE tcp:// bus, --cert is its key pair ('switchboard keys new NAME\n"
+    "--actor' prints the secret file) and --server-key DATA/certs/server.\n";
+
+//  What `actor` is given: where to attach, as whom, and the actor's config.
+typedef struct {
+    const char *connect, *instance, *data, *cert, *server_key;
+    sb_server_config_t cfg;
+} s_actor_opts_t;
+
+//  The options of `actor` into *o. Returns -1 to go on, or the exit code
+//  (0 after --help).
+static int
+s_actor_parse (int argc, char **argv, s_actor_opts_t *o)
 {
     static struct option longopts [] = {
         { "connect", required_argument, 0, 'c' },
@@ -66,67 +89,78 @@ sb_cmd_actor (int argc, char **argv)
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
-    const char *connect = NULL, *instance = NULL, *data = NULL, *cert = NULL, *server_key = NULL;
-    sb_server_config_t cfg = { .demo_delay_ms = -1 };
     int c;
     optind = 1;
     while ((c = getopt_long (argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
-            case 'c': connect = optarg; break;
-            case 'i': instance = optarg; break;
-            case 'd': data = optarg; break;
-            case 'l': cfg.llm = optarg; break;
-            case 'm': cfg.model = optarg; break;
-            case 'u': cfg.llm_url = optarg; break;
-            case 'p': cfg.providers = optarg; break;
-            case 's': cfg.sandbox = optarg; break;
-            case 1101: cfg.mcp_config = optarg; break;
-            case 'C': cert = optarg; break;
-            case 'S': server_key = optarg; break;
-            case 'h':
-                printf ("usage: switchboard actor NAME [--connect EP] [--instance NAME] [--data DIR]\n"
-                        "                         [--llm PROVIDER --llm-url URL --model M | --providers FILE]\n"
-                        "                         [--sandbox auto|bwrap|landlock|none] [--mcp-config FILE]\n"
-                        "                         [--cert FILE --server-key FILE]\n\n"
-                        "Runs one stateless actor as its own process, attached to a running\n"
-                        "broker (--connect, else $SWITCHBOARD_BUS, else the ipc endpoint in DATA).\n"
-                        "Actors: llm (the model broker; it holds the provider keys), exec (the\n"
-                        "local executor; same filesystem as the server), echo (the test service).\n"
-                        "exec starts the MCP servers of --mcp-config FILE (docs/mcp.md); its tools\n"
-                        "and MCP servers run in the sandbox --sandbox names (default auto, as in\n"
-                        "serve; docs/sandbox.md).\n"
-                        "Over a CURVE tcp:// bus, --cert is its key pair ('switchboard keys new NAME\n"
-                        "--actor' prints the secret file) and --server-key DATA/certs/server.\n");
-                return 0;
+            case 'c': o->connect = optarg; break;
+            case 'i': o->instance = optarg; break;
+            case 'd': o->data = optarg; break;
+            case 'l': o->cfg.llm = optarg; break;
+            case 'm': o->cfg.model = optarg; break;
+            case 'u': o->cfg.llm_url = optarg; break;
+            case 'p': o->cfg.providers = optarg; break;
+            case 's': o->cfg.sandbox = optarg; break;
+            case 1101: o->cfg.mcp_config = optarg; break;
+            case 'C': o->cert = optarg; break;
+            case 'S': o->server_key = optarg; break;
+            case 'h': fputs (s_actor_usage, stdout); return 0;
             default: return sb_cli_usage ("actor", "unknown option or missing value: %s", argv [optind - 1]);
         }
     }
+    return -1;
+}
+
+//  The actor named on the command line, once the options check out (the
+//  key pair is set). Returns NULL with *rc the exit code.
+static const s_actor_entry_t *
+s_actor_check (int argc, char **argv, const s_actor_opts_t *o, int *rc)
+{
+    *rc = 0;
     if (optind >= argc)
-        return sb_cli_usage ("actor", "which actor? (llm, exec, echo)");
+        *rc = sb_cli_usage ("actor", "which actor? (llm, exec, echo)");
+    else
     if (optind + 1 < argc)
-        return sb_cli_usage ("actor", "unexpected argument '%s'", argv [optind + 1]);
-    if (sb_serve_sandbox_check ("actor", cfg.sandbox))
-        return 2;
-    if (!cert != !server_key)
-        return sb_cli_usage ("actor", "--cert and --server-key go together");
-    if (cert) {
+        *rc = sb_cli_usage ("actor", "unexpected argument '%s'", argv [optind + 1]);
+    else
+    if (sb_serve_sandbox_check ("actor", o->cfg.sandbox))
+        *rc = 2;
+    else
+    if (!o->cert != !o->server_key)
+        *rc = sb_cli_usage ("actor", "--cert and --server-key go together");
+    if (*rc)
+        return NULL;
+    if (o->cert) {
         char cerr [512];
-        if (sb_curve_client_set (cert, server_key, cerr, sizeof cerr))
-            return sb_cli_fail ("actor", "%s", cerr);
+        if (sb_curve_client_set (o->cert, o->server_key, cerr, sizeof cerr)) {
+            *rc = sb_cli_fail ("actor", "%s", cerr);
+            return NULL;
+        }
     }
-    sb_serve_opts_t llm_opts = { .llm = cfg.llm, .model = cfg.model };
-    int rc = sb_serve_check_llm ("actor", &llm_opts);
-    if (rc)
-        return rc;
+    sb_serve_opts_t llm_opts = { .llm = o->cfg.llm, .model = o->cfg.model };
+    if ((*rc = sb_serve_check_llm ("actor", &llm_opts)) != 0)
+        return NULL;
     const char *name = argv [optind];
-    const s_actor_entry_t *entry = NULL;
     for (size_t k = 0; k < sizeof s_standalone / sizeof s_standalone [0]; k++)
         if (strcmp (s_standalone [k].name, name) == 0)
-            entry = &s_standalone [k];
+            return &s_standalone [k];
+    *rc = sb_cli_usage ("actor", "unknown actor '%s'", name);
+    return NULL;
+}
+
+int
+sb_cmd_actor (int argc, char **argv)
+{
+    s_actor_opts_t o = { .cfg = { .demo_delay_ms = -1 } };
+    int rc = s_actor_parse (argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    const s_actor_entry_t *entry = s_actor_check (argc, argv, &o, &rc);
     if (!entry)
-        return sb_cli_usage ("actor", "unknown actor '%s'", name);
+        return rc;
+    const char *name = entry->name, *instance = o.instance;
     char ep [4200], err [512], inst [160];
-    if (sb_cli_endpoint (connect, data, "cmd", ep, sizeof ep, err, sizeof err))
+    if (sb_cli_endpoint (o.connect, o.data, "cmd", ep, sizeof ep, err, sizeof err))
         return sb_cli_fail ("actor", "%s", err);
     if (!instance) {
         char host [64] = "host";
@@ -139,10 +173,10 @@ sb_cmd_actor (int argc, char **argv)
     char dir [4096];
     if (strcmp (name, "exec") == 0) {
         const char *secrets [] = {
-            sb_cli_data_dir (data, dir, sizeof dir, err, sizeof err) == 0 ? dir : NULL,
-            cfg.providers, cfg.mcp_config, cert,
+            sb_cli_data_dir (o.data, dir, sizeof dir, err, sizeof err) == 0 ? dir : NULL,
+            o.cfg.providers, o.cfg.mcp_config, o.cert,
         };
-        if (sb_serve_sandbox ("actor", cfg.sandbox, cfg.providers, secrets, 4))
+        if (sb_serve_sandbox ("actor", o.cfg.sandbox, o.cfg.providers, secrets, 4))
             return 1;
     }
     sigset_t sigs;
@@ -153,10 +187,10 @@ sb_cmd_actor (int argc, char **argv)
     zsys_handler_set (NULL);
     /* the event plane, where an executor hears approvals resolved */
     char sub_ep [4200] = "";
-    if (sb_cli_endpoint (connect, data, "pub", sub_ep, sizeof sub_ep, err, sizeof err))
+    if (sb_cli_endpoint (o.connect, o.data, "pub", sub_ep, sizeof sub_ep, err, sizeof err))
         sub_ep [0] = 0;
     sb_actor_args_t args = { .cmd_endpoint = ep, .sub_endpoint = sub_ep [0] ? sub_ep : NULL, .instance = instance,
-                             .config = &cfg };
+                             .config = &o.cfg };
     zactor_t *actor = zactor_new (entry->fn, &args);
     if (actor && sb_actor_last_status () != 0)
         zactor_destroy (&actor);

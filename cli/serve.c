@@ -151,6 +151,95 @@ s_parse_bytes (const char *arg, uint64_t min, uint64_t max, uint64_t *out)
     return 0;
 }
 
+/*  One of the gateway's bounds (--http-max-conns, --http-max-per-addr,
+    --http-out-max, --http-idle, --http-out-total), option `c`, into *o.
+    Returns 0, or the exit code. */
+static int
+s_parse_http_bound (int c, const char *arg, sb_serve_opts_t *o)
+{
+    switch (c) {
+        case 1006: case 1007: case 1008: {
+            uint64_t n;
+            uint64_t max = c == 1008 ? (1ull << 32) : 1000000;
+            if (s_parse_bytes (arg, c == 1008 ? 65536 : 1, max, &n))
+                return sb_cli_usage ("serve", "--%s takes a number from %d to %llu, not '%s'",
+                                     c == 1006 ? "http-max-conns" : c == 1007 ? "http-max-per-addr"
+                                     : "http-out-max",
+                                     c == 1008 ? 65536 : 1, (unsigned long long) max, arg);
+            if (c == 1006) o->http_max_conns = (uint32_t) n;
+            else if (c == 1007) o->http_max_per_addr = (uint32_t) n;
+            else o->http_out_max = n;
+            return 0;
+        }
+        case 1010: {
+            uint64_t n;
+            if (s_parse_bytes (arg, 65536, 1ull << 40, &n))
+                return sb_cli_usage ("serve", "--http-out-total takes a number from 65536 to %llu, not '%s'",
+                                     1ull << 40, arg);
+            o->http_out_total = n;
+            return 0;
+        }
+        case 1009: {
+            uint64_t n;
+            if (s_parse_bytes (arg, 1, SB_GW_IDLE_MAX_S, &n))
+                return sb_cli_usage ("serve", "--http-idle takes seconds from 1 to %d, not '%s'",
+                                     SB_GW_IDLE_MAX_S, arg);
+            o->http_idle_s = (uint32_t) n;
+            return 0;
+        }
+    }
+    return 0;
+}
+
+/*  One of the store's and the runs' bounds (--tool-output-tape,
+    --session-quota, --context-window, --approval-deadline), option `c`,
+    into *o. Returns 0, or the exit code. */
+static int
+s_parse_run_bound (int c, const char *arg, sb_serve_opts_t *o)
+{
+    switch (c) {
+        case 'T':
+            if (s_parse_bytes (arg, SB_EXEC_TOOL_TAPE_MIN, SB_EXEC_TOOL_TAPE_MAX, &o->tool_output_tape))
+                return sb_cli_usage ("serve", "--tool-output-tape takes bytes from %d to %llu, not '%s'",
+                                     SB_EXEC_TOOL_TAPE_MIN, (unsigned long long) SB_EXEC_TOOL_TAPE_MAX, arg);
+            break;
+        case 'Q':
+            if (s_parse_bytes (arg, SB_SESSION_QUOTA_MIN, SB_SESSION_QUOTA_MAX, &o->session_quota))
+                return sb_cli_usage ("serve", "--session-quota takes bytes from %d to %llu, not '%s'",
+                                     SB_SESSION_QUOTA_MIN, (unsigned long long) SB_SESSION_QUOTA_MAX, arg);
+            break;
+        case 'W':
+            if (sb_serve_parse_window ("serve", arg, &o->context_window))
+                return 2;
+            break;
+        case 'A':
+            if (s_parse_bytes (arg, 0, SB_APPROVAL_DEADLINE_MAX_S, &o->approval_deadline_s))
+                return sb_cli_usage ("serve", "--approval-deadline takes seconds from 0 (no deadline) to %d, "
+                                     "not '%s'", SB_APPROVAL_DEADLINE_MAX_S, arg);
+            o->approval_deadline_set = true;
+            break;
+    }
+    return 0;
+}
+
+/*  What the options say together: the sandbox, the bus, the model and
+    the HTTP address. Returns 0, or the exit code. */
+static int
+s_serve_check (const sb_serve_opts_t *o)
+{
+    if (sb_serve_sandbox_check ("serve", o->sandbox))
+        return 2;
+    if (o->bus && strncmp (o->bus, "tcp://", 6) != 0)
+        return sb_cli_usage ("serve", "--bus takes tcp://ADDR:PORT (ipc is always bound)");
+    int rc = sb_serve_check_llm ("serve", o);
+    if (rc)
+        return rc;
+    const char *colon = strrchr (o->http, ':');
+    if (!colon || colon == o->http || atoi (colon + 1) < 0 || atoi (colon + 1) > 65535)
+        return sb_cli_usage ("serve", "--http takes ADDR:PORT, e.g. 127.0.0.1:8080");
+    return sb_serve_http_check (o);
+}
+
 int
 sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
 {
@@ -188,7 +277,7 @@ sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
     memset (o, 0, sizeof *o);
     o->http = "127.0.0.1:8080";
     optind = 1;
-    int c;
+    int c, rc;
     while ((c = getopt_long (argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
             case 'd': o->data = optarg; break;
@@ -198,35 +287,10 @@ sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
             case 1003: o->insecure_http = true; break;
             case 1004: o->allow_hosts = optarg; break;
             case 1005: o->ui_dir = optarg; break;
-            case 1006: case 1007: case 1008: {
-                uint64_t n;
-                uint64_t max = c == 1008 ? (1ull << 32) : 1000000;
-                if (s_parse_bytes (optarg, c == 1008 ? 65536 : 1, max, &n))
-                    return sb_cli_usage ("serve", "--%s takes a number from %d to %llu, not '%s'",
-                                         c == 1006 ? "http-max-conns" : c == 1007 ? "http-max-per-addr"
-                                         : "http-out-max",
-                                         c == 1008 ? 65536 : 1, (unsigned long long) max, optarg);
-                if (c == 1006) o->http_max_conns = (uint32_t) n;
-                else if (c == 1007) o->http_max_per_addr = (uint32_t) n;
-                else o->http_out_max = n;
+            case 1006: case 1007: case 1008: case 1009: case 1010:
+                if ((rc = s_parse_http_bound (c, optarg, o)) != 0)
+                    return rc;
                 break;
-            }
-            case 1010: {
-                uint64_t n;
-                if (s_parse_bytes (optarg, 65536, 1ull << 40, &n))
-                    return sb_cli_usage ("serve", "--http-out-total takes a number from 65536 to %llu, not '%s'",
-                                         1ull << 40, optarg);
-                o->http_out_total = n;
-                break;
-            }
-            case 1009: {
-                uint64_t n;
-                if (s_parse_bytes (optarg, 1, SB_GW_IDLE_MAX_S, &n))
-                    return sb_cli_usage ("serve", "--http-idle takes seconds from 1 to %d, not '%s'",
-                                         SB_GW_IDLE_MAX_S, optarg);
-                o->http_idle_s = (uint32_t) n;
-                break;
-            }
             case 'b': o->bus = optarg; break;
             case 'a': o->actors = optarg; break;
             case 'l': o->llm = optarg; break;
@@ -237,25 +301,9 @@ sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
             case 'I': o->insecure_bus = true; break;
             case 'C': o->mcp_config = optarg; break;
             case 'K': o->hooks = optarg; break;
-            case 'T':
-                if (s_parse_bytes (optarg, SB_EXEC_TOOL_TAPE_MIN, SB_EXEC_TOOL_TAPE_MAX, &o->tool_output_tape))
-                    return sb_cli_usage ("serve", "--tool-output-tape takes bytes from %d to %llu, not '%s'",
-                                         SB_EXEC_TOOL_TAPE_MIN, (unsigned long long) SB_EXEC_TOOL_TAPE_MAX, optarg);
-                break;
-            case 'Q':
-                if (s_parse_bytes (optarg, SB_SESSION_QUOTA_MIN, SB_SESSION_QUOTA_MAX, &o->session_quota))
-                    return sb_cli_usage ("serve", "--session-quota takes bytes from %d to %llu, not '%s'",
-                                         SB_SESSION_QUOTA_MIN, (unsigned long long) SB_SESSION_QUOTA_MAX, optarg);
-                break;
-            case 'W':
-                if (sb_serve_parse_window ("serve", optarg, &o->context_window))
-                    return 2;
-                break;
-            case 'A':
-                if (s_parse_bytes (optarg, 0, SB_APPROVAL_DEADLINE_MAX_S, &o->approval_deadline_s))
-                    return sb_cli_usage ("serve", "--approval-deadline takes seconds from 0 (no deadline) to %d, "
-                                         "not '%s'", SB_APPROVAL_DEADLINE_MAX_S, optarg);
-                o->approval_deadline_set = true;
+            case 'T': case 'Q': case 'W': case 'A':
+                if ((rc = s_parse_run_bound (c, optarg, o)) != 0)
+                    return rc;
                 break;
             case 'h': fputs (s_usage, stdout); return -1;
             default: return sb_cli_usage ("serve", "unknown option or missing value: %s", argv [optind - 1]);
@@ -263,17 +311,7 @@ sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
     }
     if (optind < argc)
         return sb_cli_usage ("serve", "unexpected argument '%s'", argv [optind]);
-    if (sb_serve_sandbox_check ("serve", o->sandbox))
-        return 2;
-    if (o->bus && strncmp (o->bus, "tcp://", 6) != 0)
-        return sb_cli_usage ("serve", "--bus takes tcp://ADDR:PORT (ipc is always bound)");
-    int rc = sb_serve_check_llm ("serve", o);
-    if (rc)
-        return rc;
-    const char *colon = strrchr (o->http, ':');
-    if (!colon || colon == o->http || atoi (colon + 1) < 0 || atoi (colon + 1) > 65535)
-        return sb_cli_usage ("serve", "--http takes ADDR:PORT, e.g. 127.0.0.1:8080");
-    return sb_serve_http_check (o);
+    return s_serve_check (o);
 }
 
 int
@@ -499,24 +537,90 @@ s_raise_nofile (void)
                  (unsigned long long) was, (unsigned long long) rl.rlim_max, strerror (errno));
 }
 
-int
-sb_serve_run (const sb_serve_opts_t *o, sb_serve_hook_fn *hook, void *hook_arg)
+/*  The data folder (made, mode 0700, locked against a second server) and
+    the sandbox, which hides it and the other secret files from tools.
+    Returns 0 with *lock_fd held, or the exit code. */
+static int
+s_prepare_data (const sb_serve_opts_t *o, char *dir, size_t dirlen, int *lock_fd)
 {
-    char dir [4096], err [512];
-    if (sb_cli_data_dir (o->data, dir, sizeof dir, err, sizeof err))
+    char err [512];
+    if (sb_cli_data_dir (o->data, dir, dirlen, err, sizeof err))
         return sb_cli_fail ("serve", "%s", err);
     if (zsys_dir_create ("%s", dir) != 0)
         return sb_cli_fail ("serve", "cannot create %s: %s", dir, strerror (errno));
     if (chmod (dir, 0700) != 0)
         return sb_cli_fail ("serve", "cannot set mode 0700 on %s: %s", dir, strerror (errno));
-    int lock_fd = -1;
-    if (s_lock_data (dir, &lock_fd))
+    if (s_lock_data (dir, lock_fd))
         return 1;
     const char *secrets [] = { dir, o->providers, o->mcp_config, o->hooks, o->tls_cert, o->tls_key };
     if (sb_serve_sandbox ("serve", o->sandbox, o->providers, secrets, sizeof secrets / sizeof secrets [0])) {
-        close (lock_fd);
+        close (*lock_fd);
         return 1;
     }
+    return 0;
+}
+
+/*  Starts each wanted actor in turn and waits until it has registered
+    (the stateful ones recover first); args and names outlive them.
+    Returns 0, or -1 when one failed (the ones started are in actors). */
+static int
+s_start_actors (const sb_serve_opts_t *o, const char *dir, const sb_server_config_t *scfg,
+                zactor_t **actors, sb_actor_args_t *args, char (*names) [64])
+{
+    for (size_t k = 0; k < NACTORS; k++) {
+        if (!s_wanted (o->actors, &s_actor_table [k]))
+            continue;
+        snprintf (names [k], sizeof names [k], "%s-%d", s_actor_table [k].name, (int) getpid ());
+        args [k] = (sb_actor_args_t) {
+            .cmd_endpoint = SB_INPROC_CMD,
+            .pub_endpoint = SB_INPROC_PUB_IN,
+            .sub_endpoint = SB_INPROC_PUB,
+            .data_dir = dir,
+            .instance = names [k],
+            .config = scfg,
+        };
+        actors [k] = zactor_new (s_actor_table [k].fn, &args [k]);
+        if (actors [k] && sb_actor_last_status () != 0)
+            zactor_destroy (&actors [k]);
+        if (!actors [k]) {
+            sb_error ("serve", "actor %s failed to start (see above)", s_actor_table [k].name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/*  Stops in order: the gateway (no new work comes in), the stateless
+    actors, then the stateful ones, then the broker; then removes the
+    socket files and the port file, and lets the lock go. */
+static void
+s_stop_all (struct sb_gateway **gateway, zactor_t **actors, zactor_t **broker, const char *dir,
+            const char *http_port_path, int lock_fd)
+{
+    sb_gateway_stop (gateway);
+    for (int order = 0; order <= 3; order++)
+        for (size_t k = 0; k < NACTORS; k++)
+            if (actors [k] && s_actor_table [k].stop_order == order)
+                zactor_destroy (&actors [k]);
+    zactor_destroy (broker);
+    const char *socks [] = { "bus-cmd", "bus-in", "bus-pub", "bus-tap" };
+    for (int k = 0; k < 4; k++) {
+        char p [4200];
+        snprintf (p, sizeof p, "%s/%s", dir, socks [k]);
+        unlink (p);
+    }
+    unlink (http_port_path);
+    close (lock_fd);
+}
+
+int
+sb_serve_run (const sb_serve_opts_t *o, sb_serve_hook_fn *hook, void *hook_arg)
+{
+    char dir [4096];
+    int lock_fd = -1;
+    int rc = s_prepare_data (o, dir, sizeof dir, &lock_fd);
+    if (rc)
+        return rc;
 
     /* Signals are taken by this thread alone, with sigtimedwait; every
        actor thread inherits the blocked mask. czmq's handler stays off. */
@@ -552,27 +656,7 @@ sb_serve_run (const sb_serve_opts_t *o, sb_serve_hook_fn *hook, void *hook_arg)
     zactor_t *actors [NACTORS] = { 0 };
     sb_actor_args_t args [NACTORS];
     char names [NACTORS][64];
-    int failed = 0;
-    for (size_t k = 0; k < NACTORS && !failed; k++) {
-        if (!s_wanted (o->actors, &s_actor_table [k]))
-            continue;
-        snprintf (names [k], sizeof names [k], "%s-%d", s_actor_table [k].name, (int) getpid ());
-        args [k] = (sb_actor_args_t) {
-            .cmd_endpoint = SB_INPROC_CMD,
-            .pub_endpoint = SB_INPROC_PUB_IN,
-            .sub_endpoint = SB_INPROC_PUB,
-            .data_dir = dir,
-            .instance = names [k],
-            .config = &scfg,
-        };
-        actors [k] = zactor_new (s_actor_table [k].fn, &args [k]);
-        if (actors [k] && sb_actor_last_status () != 0)
-            zactor_destroy (&actors [k]);
-        if (!actors [k]) {
-            sb_error ("serve", "actor %s failed to start (see above)", s_actor_table [k].name);
-            failed = 1;
-        }
-    }
+    int failed = s_start_actors (o, dir, &scfg, actors, args, names) != 0;
     /* recovery steps of the stateful actors run inside their startup */
     if (!failed) {
         zstr_send (broker, "BIND");
@@ -604,22 +688,7 @@ sb_serve_run (const sb_serve_opts_t *o, sb_serve_hook_fn *hook, void *hook_arg)
             break;
         }
     }
-    /* stop order: the gateway (no new work comes in), the stateless
-       actors, then the stateful ones, then the broker */
-    sb_gateway_stop (&gateway);
-    for (int order = 0; order <= 3; order++)
-        for (size_t k = 0; k < NACTORS; k++)
-            if (actors [k] && s_actor_table [k].stop_order == order)
-                zactor_destroy (&actors [k]);
-    zactor_destroy (&broker);
-    const char *socks [] = { "bus-cmd", "bus-in", "bus-pub", "bus-tap" };
-    for (int k = 0; k < 4; k++) {
-        char p [4200];
-        snprintf (p, sizeof p, "%s/%s", dir, socks [k]);
-        unlink (p);
-    }
-    unlink (http_port_path);
-    close (lock_fd);
+    s_stop_all (&gateway, actors, &broker, dir, http_port_path, lock_fd);
     sb_info ("serve", "stopped");
     return exit_code;
 }

@@ -634,9 +634,10 @@ s_sessions_one (sb_bus_t *bus, const char *sub, const char *arg, const opts_t *o
     return 0;
 }
 
-//  sessions, with `rules` to hold the --rule values (the caller frees it).
+//  The options of sessions into *o. Returns -1 to go on, or the exit code
+//  (0 after --help).
 static int
-s_sessions (int argc, char **argv, zlistx_t *rules)
+s_sessions_parse (int argc, char **argv, opts_t *o)
 {
     static struct option longopts [] = {
         { "status", required_argument, 0, 's' },
@@ -659,62 +660,107 @@ s_sessions (int argc, char **argv, zlistx_t *rules)
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
-    opts_t o = { .limit = -1, .rules = rules };
     unsigned long long v;
-    int c, rc;
+    int c;
     optind = 1;
     while ((c = getopt_long (argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
-            case 's': o.status = optarg; break;
+            case 's': o->status = optarg; break;
             case 'n':
                 if (s_parse_uint ("sessions", "--limit", optarg, LLONG_MAX, &v))
                     return 2;
-                o.limit = (long long) v;
+                o->limit = (long long) v;
                 break;
-            case 'w': o.workspace = optarg; o.config_opts++; break;
-            case 't': o.title = optarg; o.config_opts++; break;
-            case 'p': o.provider = optarg; o.config_opts++; break;
-            case 'm': o.model = optarg; o.config_opts++; break;
-            case 'a': o.approval = optarg; o.config_opts++; break;
-            case 'T': o.target = optarg; o.config_opts++; break;
+            case 'w': o->workspace = optarg; o->config_opts++; break;
+            case 't': o->title = optarg; o->config_opts++; break;
+            case 'p': o->provider = optarg; o->config_opts++; break;
+            case 'm': o->model = optarg; o->config_opts++; break;
+            case 'a': o->approval = optarg; o->config_opts++; break;
+            case 'T': o->target = optarg; o->config_opts++; break;
             case 'x':
-                if (s_parse_uint ("sessions", "--max-steps", optarg, 10000, &o.max_steps))
+                if (s_parse_uint ("sessions", "--max-steps", optarg, 10000, &o->max_steps))
                     return 2;
-                o.has_max_steps = true;
-                o.config_opts++;
+                o->has_max_steps = true;
+                o->config_opts++;
                 break;
             case 'r':
                 if (s_check_rule (optarg))
                     return 2;
-                zlistx_add_end (o.rules, optarg);
-                o.config_opts++;
+                zlistx_add_end (o->rules, optarg);
+                o->config_opts++;
                 break;
-            case 'R': o.clear_rules = true; o.config_opts++; break;
+            case 'R': o->clear_rules = true; o->config_opts++; break;
             case 'D':
-                if (s_parse_uint ("sessions", "--approval-deadline", optarg, 604800, &o.deadline))
+                if (s_parse_uint ("sessions", "--approval-deadline", optarg, 604800, &o->deadline))
                     return 2;
-                o.has_deadline = true;
-                o.config_opts++;
+                o->has_deadline = true;
+                o->config_opts++;
                 break;
             case 'M':
                 if (sb_cli_mcp_names_check ("sessions", optarg))
                     return 2;
-                o.mcp = optarg;
-                o.config_opts++;
+                o->mcp = optarg;
+                o->config_opts++;
                 break;
             case 'N':
                 if (strcmp (optarg, "on") != 0 && strcmp (optarg, "off") != 0)
                     return sb_cli_usage ("sessions", "--network takes on or off, not '%s'", optarg);
-                o.network = optarg;
-                o.config_opts++;
+                o->network = optarg;
+                o->config_opts++;
                 break;
-            case 'j': o.json = true; break;
-            case 'c': o.connect = optarg; break;
-            case 'd': o.data = optarg; break;
+            case 'j': o->json = true; break;
+            case 'c': o->connect = optarg; break;
+            case 'd': o->data = optarg; break;
             case 'h': fputs (s_sessions_usage, stdout); return 0;
             default: return sb_cli_usage ("sessions", "unknown option or missing value: %s", argv [optind - 1]);
         }
     }
+    return -1;
+}
+
+//  Whether the options go with the subcommand `sub` and hold values it
+//  takes (`id` the session it names, or NULL). Returns 0, or the exit code.
+static int
+s_sessions_check (const opts_t *o, const char *sub, const char *id)
+{
+    bool list = strcmp (sub, "list") == 0, create = strcmp (sub, "new") == 0;
+    bool update = strcmp (sub, "update") == 0;
+    if (!list && (o->status || o->limit >= 0))
+        return sb_cli_usage ("sessions", "--status and --limit go with list only");
+    if (o->status && strcmp (o->status, "active") != 0 && strcmp (o->status, "closed") != 0)
+        return sb_cli_usage ("sessions", "--status takes active or closed, not '%s'", o->status);
+    if (!create && !update && o->config_opts)
+        return sb_cli_usage ("sessions", "--workspace, --title, --provider, --model, --approval, "
+                             "--max-steps, --mcp, --rule, --clear-rules, --approval-deadline, --target and "
+                             "--network go with new and update only");
+    if (create && o->clear_rules)
+        return sb_cli_usage ("sessions", "--clear-rules goes with update (a new session has no rules)");
+    if (o->target && strcmp (o->target, "local") != 0 && (strncmp (o->target, "worker:", 7) != 0 || !o->target [7]))
+        return sb_cli_usage ("sessions", "--target takes local or worker:POOL, not '%s'", o->target);
+    //  In update, an empty value clears the field, as for every string.
+    if (o->approval && !(update && !*o->approval) && strcmp (o->approval, "yolo") != 0
+    &&  strcmp (o->approval, "auto") != 0 && strcmp (o->approval, "interactive") != 0)
+        return sb_cli_usage ("sessions", "--approval takes yolo, auto or interactive, not '%s'", o->approval);
+    int rc;
+    if (id && (rc = sb_cli_id_check ("sessions", SB_CLI_SESSION, id)) != 0)
+        return rc;
+    if (update && o->config_opts == 0)
+        return sb_cli_usage ("sessions", "update needs at least one of --title, --provider, --model, "
+                             "--approval, --max-steps, --workspace, --mcp, --rule, --clear-rules, "
+                             "--approval-deadline, --target, --network");
+    if (o->has_max_steps && o->max_steps == 0)
+        return sb_cli_usage ("sessions", "--max-steps takes a number from 1 to 10000");
+    return 0;
+}
+
+//  sessions, with `rules` to hold the --rule values (the caller frees it).
+static int
+s_sessions (int argc, char **argv, zlistx_t *rules)
+{
+    opts_t o = { .limit = -1, .rules = rules };
+    int rc = s_sessions_parse (argc, argv, &o);
+    if (rc >= 0)
+        return rc;
     const char *sub = optind < argc? argv [optind++]: "list";
     static const char *const subs [] = { "list", "show", "new", "update", "close", "delete" };
     bool known = false;
@@ -723,40 +769,17 @@ s_sessions (int argc, char **argv, zlistx_t *rules)
     if (!known)
         return sb_cli_usage ("sessions", "unknown subcommand '%s' (list, show, new, update, close, delete)",
                              sub);
-    bool list = strcmp (sub, "list") == 0, create = strcmp (sub, "new") == 0;
-    bool update = strcmp (sub, "update") == 0;
+    bool list = strcmp (sub, "list") == 0;
     const char *id = NULL;
-    if (!list && !create) {
+    if (!list && strcmp (sub, "new") != 0) {
         if (optind >= argc)
             return sb_cli_usage ("sessions", "%s needs a session id", sub);
         id = argv [optind++];
     }
     if (optind < argc)
         return sb_cli_usage ("sessions", "unexpected argument '%s'", argv [optind]);
-    if (!list && (o.status || o.limit >= 0))
-        return sb_cli_usage ("sessions", "--status and --limit go with list only");
-    if (o.status && strcmp (o.status, "active") != 0 && strcmp (o.status, "closed") != 0)
-        return sb_cli_usage ("sessions", "--status takes active or closed, not '%s'", o.status);
-    if (!create && !update && o.config_opts)
-        return sb_cli_usage ("sessions", "--workspace, --title, --provider, --model, --approval, "
-                             "--max-steps, --mcp, --rule, --clear-rules, --approval-deadline, --target and "
-                             "--network go with new and update only");
-    if (create && o.clear_rules)
-        return sb_cli_usage ("sessions", "--clear-rules goes with update (a new session has no rules)");
-    if (o.target && strcmp (o.target, "local") != 0 && (strncmp (o.target, "worker:", 7) != 0 || !o.target [7]))
-        return sb_cli_usage ("sessions", "--target takes local or worker:POOL, not '%s'", o.target);
-    //  In update, an empty value clears the field, as for every string.
-    if (o.approval && !(update && !*o.approval) && strcmp (o.approval, "yolo") != 0
-    &&  strcmp (o.approval, "auto") != 0 && strcmp (o.approval, "interactive") != 0)
-        return sb_cli_usage ("sessions", "--approval takes yolo, auto or interactive, not '%s'", o.approval);
-    if (id && (rc = sb_cli_id_check ("sessions", SB_CLI_SESSION, id)) != 0)
+    if ((rc = s_sessions_check (&o, sub, id)) != 0)
         return rc;
-    if (update && o.config_opts == 0)
-        return sb_cli_usage ("sessions", "update needs at least one of --title, --provider, --model, "
-                             "--approval, --max-steps, --workspace, --mcp, --rule, --clear-rules, "
-                             "--approval-deadline, --target, --network");
-    if (o.has_max_steps && o.max_steps == 0)
-        return sb_cli_usage ("sessions", "--max-steps takes a number from 1 to 10000");
 
     sb_bus_t *bus = sb_cli_connect ("sessions", o.connect, o.data);
     if (!bus)

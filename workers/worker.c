@@ -239,8 +239,31 @@ s_claim (worker_t *w, sb_bus_t *bus)
     return NULL;
 }
 
-int
-sb_cmd_worker (int argc, char **argv)
+//  What the command line gives beyond the worker's own fields, and the
+//  buffers that those fields point into.
+typedef struct {
+    const char *connect, *data, *id, *cert, *server_key, *sandbox;
+    char wsbuf [PATH_MAX];
+    char ep [4200], sub [4200];
+} s_opts_t;
+
+//  One --capability K=V, checked. Returns -1, or the exit code.
+static int
+s_add_capability (worker_t *w, const char *kv)
+{
+    if (w->ncaps >= CAPS_MAX)
+        return sb_cli_usage ("worker", "at most %d --capability", CAPS_MAX);
+    if (!strchr (kv, '=') || kv [0] == '=' || strchr (kv, '=') - kv > 64
+    ||  strlen (strchr (kv, '=') + 1) > 256)
+        return sb_cli_usage ("worker", "--capability takes K=V (K 1 to 64 bytes), not '%s'", kv);
+    w->caps [w->ncaps++] = kv;
+    return -1;
+}
+
+//  The command line into *w and *o. Returns -1 to go on, or the exit code
+//  (0 after --help).
+static int
+s_parse (int argc, char **argv, worker_t *w, s_opts_t *o)
 {
     static struct option longopts [] = {
         { "connect", required_argument, 0, 'c' },
@@ -256,129 +279,120 @@ sb_cmd_worker (int argc, char **argv)
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
-    worker_t w = { .pool = "default", .lease_s = 30, .done_fd = -1 };
-    const char *connect = NULL, *data = NULL, *id = NULL, *cert = NULL, *server_key = NULL;
-    const char *sandbox = NULL;
-    char wsbuf [PATH_MAX];
-    int c;
+    int c, rc = -1;
     optind = 1;
-    while ((c = getopt_long (argc, argv, "h", longopts, NULL)) != -1) {
+    while (rc < 0 && (c = getopt_long (argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
-            case 'c': connect = optarg; break;
-            case 'd': data = optarg; break;
-            case 'i': id = optarg; break;
-            case 'p': w.pool = optarg; break;
+            case 'c': o->connect = optarg; break;
+            case 'd': o->data = optarg; break;
+            case 'i': o->id = optarg; break;
+            case 'p': w->pool = optarg; break;
             case 'w':
-                if (!realpath (optarg, wsbuf))
+                if (!realpath (optarg, o->wsbuf))
                     return sb_cli_usage ("worker", "--workspace %s: %s", optarg, strerror (errno));
-                w.workspace = wsbuf;
+                w->workspace = o->wsbuf;
                 break;
-            case 'k':
-                if (w.ncaps >= CAPS_MAX)
-                    return sb_cli_usage ("worker", "at most %d --capability", CAPS_MAX);
-                if (!strchr (optarg, '=') || optarg [0] == '=' || strchr (optarg, '=') - optarg > 64
-                ||  strlen (strchr (optarg, '=') + 1) > 256)
-                    return sb_cli_usage ("worker", "--capability takes K=V (K 1 to 64 bytes), not '%s'", optarg);
-                w.caps [w.ncaps++] = optarg;
-                break;
+            case 'k': rc = s_add_capability (w, optarg); break;
             case 'l': {
                 char *end;
                 errno = 0;
                 unsigned long long v = strtoull (optarg, &end, 10);
                 if (!*optarg || *end || errno || v < 3 || v > 3600)
                     return sb_cli_usage ("worker", "--lease takes seconds from 3 to 3600, not '%s'", optarg);
-                w.lease_s = v;
+                w->lease_s = v;
                 break;
             }
-            case 'C': cert = optarg; break;
-            case 'S': server_key = optarg; break;
-            case 'x': sandbox = optarg; break;
+            case 'C': o->cert = optarg; break;
+            case 'S': o->server_key = optarg; break;
+            case 'x': o->sandbox = optarg; break;
             case 'h': fputs (s_usage, stdout); return 0;
             default: return sb_cli_usage ("worker", "unknown option or missing value: %s", argv [optind - 1]);
         }
     }
+    if (rc >= 0)
+        return rc;
     if (optind < argc)
         return sb_cli_usage ("worker", "unexpected argument '%s'", argv [optind]);
-    if (!cert != !server_key)
+    if (!o->cert != !o->server_key)
         return sb_cli_usage ("worker", "--cert and --server-key go together");
-    if (sb_serve_sandbox_check ("worker", sandbox))
+    return -1;
+}
+
+//  The key pair, the sandbox, the worker's name and instance, and its
+//  endpoints. Returns -1 to go on, or the exit code.
+static int
+s_prepare (worker_t *w, s_opts_t *o)
+{
+    if (sb_serve_sandbox_check ("worker", o->sandbox))
         return 2;
-    if (cert) {
+    if (o->cert) {
         char cerr [512];
-        if (sb_curve_client_set (cert, server_key, cerr, sizeof cerr))
+        if (sb_curve_client_set (o->cert, o->server_key, cerr, sizeof cerr))
             return sb_cli_fail ("worker", "%s", cerr);
     }
     /* tools run in the same box as the server's, blind to the worker's
        key pair and the data folder it was pointed at (docs/sandbox.md) */
     char dir [4096], derr [512];
     const char *secrets [] = {
-        sb_cli_data_dir (data, dir, sizeof dir, derr, sizeof derr) == 0 ? dir : NULL, cert,
+        sb_cli_data_dir (o->data, dir, sizeof dir, derr, sizeof derr) == 0 ? dir : NULL, o->cert,
     };
-    if (sb_serve_sandbox ("worker", sandbox, NULL, secrets, 2))
+    if (sb_serve_sandbox ("worker", o->sandbox, NULL, secrets, 2))
         return 1;
-    gethostname (w.host, sizeof w.host - 1);
-    if (id)
-        snprintf (w.id, sizeof w.id, "%s", id);
+    gethostname (w->host, sizeof w->host - 1);
+    if (o->id)
+        snprintf (w->id, sizeof w->id, "%s", o->id);
     else
-        snprintf (w.id, sizeof w.id, "%.40s-%d", w.host, (int) getpid ());
+        snprintf (w->id, sizeof w->id, "%.40s-%d", w->host, (int) getpid ());
     char ulid [SB_ULID_LEN + 1];
     sb_ulid_new (ulid);
-    snprintf (w.instance, sizeof w.instance, "%s", ulid);
-    char ep [4200], err [512];
-    if (sb_cli_endpoint (connect, data, "cmd", ep, sizeof ep, err, sizeof err))
+    snprintf (w->instance, sizeof w->instance, "%s", ulid);
+    char err [512];
+    if (sb_cli_endpoint (o->connect, o->data, "cmd", o->ep, sizeof o->ep, err, sizeof err))
         return sb_cli_fail ("worker", "%s", err);
-    w.endpoint = ep;
-    char sub [4200];
-    w.sub_endpoint = sb_cli_endpoint (connect, data, "pub", sub, sizeof sub, err, sizeof err) == 0 ? sub : "";
+    w->endpoint = o->ep;
+    w->sub_endpoint = sb_cli_endpoint (o->connect, o->data, "pub", o->sub, sizeof o->sub, err, sizeof err) == 0
+                    ? o->sub : "";
     /* A worker key may not subscribe to the event plane over CURVE (it
        shows every session: docs/workers.md): an approval's answer is then
        learned by polling interact.get, once a second. */
-    if (cert && strncmp (ep, "tcp://", 6) == 0)
-        w.sub_endpoint = "";
+    if (o->cert && strncmp (o->ep, "tcp://", 6) == 0)
+        w->sub_endpoint = "";
+    return -1;
+}
 
-    /* as exec does: grandchildren a tool orphans come back here to be
-       killed and reaped, and tool calls get cgroups where they can */
-    sb_spawn_init_subreaper ();
-    /* czmq's own handler would take SIGINT and SIGTERM from us */
-    zsys_handler_set (NULL);
-    w.done_fd = eventfd (0, EFD_CLOEXEC);
-    sb_bus_t *bus = sb_bus_new (ep, w.id);
-    struct sigaction sa = { .sa_handler = s_on_signal };
-    sigaction (SIGINT, &sa, NULL);
-    sigaction (SIGTERM, &sa, NULL);
-    signal (SIGPIPE, SIG_IGN);
-    if (!bus || w.done_fd < 0) {
-        sb_bus_destroy (&bus);
-        return sb_cli_fail ("worker", "cannot connect to %s", ep);
-    }
-    int rc = 0;
+//  Registers the worker. Returns 0, or the exit code with the reason
+//  said: the server's refusal, or no answer and its likely cause.
+static int
+s_start (worker_t *w, sb_bus_t *bus, const s_opts_t *o)
+{
     char refused [64], why [600];
-    int reg = s_register (&w, bus, refused, sizeof refused, why, sizeof why);
+    const char *ep = o->ep;
+    int reg = s_register (w, bus, refused, sizeof refused, why, sizeof why);
     if (reg > 0)
-        rc = sb_cli_fail_code ("worker", refused, "the server at %s refused worker.register for id '%s': %s", ep,
-                               w.id, why);
-    else
-    if (reg < 0 && !cert && strncmp (ep, "tcp://", 6) == 0)
+        return sb_cli_fail_code ("worker", refused, "the server at %s refused worker.register for id '%s': %s", ep,
+                                 w->id, why);
+    if (reg < 0 && !o->cert && strncmp (ep, "tcp://", 6) == 0)
         /* a CURVE server never answers a plain client: the likely cause */
-        rc = sb_cli_fail_code ("worker", "unavailable", "no server answered worker.register at %s within 10 s. "
-                               "A tcp:// bus is served with CURVE (unless 'serve --insecure-tcp'), and it "
-                               "answers only a known key: make one on the server with 'switchboard keys new "
-                               "NAME' (it prints the secret file's path, DATA/certs/clients/NAME_secret), copy "
-                               "that file and DATA/certs/server here, and start the worker with --cert "
-                               "NAME_secret --server-key server (docs/workers.md)", ep);
-    else
+        return sb_cli_fail_code ("worker", "unavailable", "no server answered worker.register at %s within 10 s. "
+                                 "A tcp:// bus is served with CURVE (unless 'serve --insecure-tcp'), and it "
+                                 "answers only a known key: make one on the server with 'switchboard keys new "
+                                 "NAME' (it prints the secret file's path, DATA/certs/clients/NAME_secret), copy "
+                                 "that file and DATA/certs/server here, and start the worker with --cert "
+                                 "NAME_secret --server-key server (docs/workers.md)", ep);
     if (reg < 0)
-        rc = sb_cli_fail_code ("worker", "unavailable", "no server answered worker.register at %s within 10 s%s",
-                               ep, cert ? " (with --cert: is --server-key the server's DATA/certs/server, and "
-                               "the key in its DATA/certs/clients?)" : ": is the server running?");
-    if (reg) {
-        /* never started: the reason is the last word, no "stopped" after it */
-        sb_bus_destroy (&bus);
-        close (w.done_fd);
-        return rc;
-    }
+        return sb_cli_fail_code ("worker", "unavailable", "no server answered worker.register at %s within 10 s%s",
+                                 ep, o->cert ? " (with --cert: is --server-key the server's DATA/certs/server, and "
+                                 "the key in its DATA/certs/clients?)" : ": is the server running?");
+    return 0;
+}
+
+//  Claims runs and runs them, one at a time, until a signal stops it.
+static void
+s_serve (worker_t *w, sb_bus_t *bus)
+{
+    char refused [64], why [600];
     while (!s_stop) {
-        sb_msg_t *reply = s_claim (&w, bus);
+        sb_msg_t *reply = s_claim (w, bus);
         if (!reply)
             continue;
         if (sb_msg_is_error (reply)) {
@@ -387,7 +401,7 @@ sb_cmd_worker (int argc, char **argv)
                      sb_msg_error_message (reply));
             /* the server forgot us (it restarted): register again */
             if (code == SB_E_not_found)
-                s_register (&w, bus, refused, sizeof refused, why, sizeof why);
+                s_register (w, bus, refused, sizeof refused, why, sizeof why);
             else {
                 struct pollfd p = { -1, 0, 0 };
                 poll (&p, 0, 1000);     /* a refusal, not work: do not spin */
@@ -395,11 +409,47 @@ sb_cmd_worker (int argc, char **argv)
         }
         else
         if (sb_get_str (reply->body, "run_id"))
-            s_execute (&w, reply->body);
+            s_execute (w, reply->body);
         sb_msg_destroy (&reply);
     }
+}
+
+int
+sb_cmd_worker (int argc, char **argv)
+{
+    worker_t w = { .pool = "default", .lease_s = 30, .done_fd = -1 };
+    s_opts_t o = { 0 };
+    int rc = s_parse (argc, argv, &w, &o);
+    if (rc < 0)
+        rc = s_prepare (&w, &o);
+    if (rc >= 0)
+        return rc;
+
+    /* as exec does: grandchildren a tool orphans come back here to be
+       killed and reaped, and tool calls get cgroups where they can */
+    sb_spawn_init_subreaper ();
+    /* czmq's own handler would take SIGINT and SIGTERM from us */
+    zsys_handler_set (NULL);
+    w.done_fd = eventfd (0, EFD_CLOEXEC);
+    sb_bus_t *bus = sb_bus_new (o.ep, w.id);
+    struct sigaction sa = { .sa_handler = s_on_signal };
+    sigaction (SIGINT, &sa, NULL);
+    sigaction (SIGTERM, &sa, NULL);
+    signal (SIGPIPE, SIG_IGN);
+    if (!bus || w.done_fd < 0) {
+        sb_bus_destroy (&bus);
+        return sb_cli_fail ("worker", "cannot connect to %s", o.ep);
+    }
+    rc = s_start (&w, bus, &o);
+    if (rc) {
+        /* never started: the reason is the last word, no "stopped" after it */
+        sb_bus_destroy (&bus);
+        close (w.done_fd);
+        return rc;
+    }
+    s_serve (&w, bus);
     sb_info (ACTOR, "stopped worker=%s", w.id);
     sb_bus_destroy (&bus);
     close (w.done_fd);
-    return rc;
+    return 0;
 }

@@ -22,6 +22,7 @@
 */
 #include "actors/exec/agent.h"
 #include "actors/exec/context.h"
+#include "actors/exec/stream.h"
 #include "actors/exec/tools.h"
 #include "common/log.h"
 
@@ -206,6 +207,52 @@ typedef struct {
     uint64_t context;           //  the request's estimated size, in tokens
 } s_usage_t;
 
+//  What a summary stream gathers: its text, bounded by the tape entry
+//  that holds it, and its usage.
+typedef struct {
+    sb_exec_run_t *run;
+    char *out;
+    size_t len, cap;
+    s_usage_t *usage;
+} s_gather_t;
+
+//  One chunk of the summary stream (sb_exec_stream's hook): usage is
+//  counted, text appended. Returns 0, or -1 out of memory.
+static int
+s_gather_chunk (void *arg, const sb_val_t *chunk)
+{
+    s_gather_t *g = arg;
+    const char *kind = sb_get_str (chunk, "kind");
+    const char *text = sb_get_str (chunk, "text");
+    if (kind && strcmp (kind, "usage") == 0) {
+        g->usage->known = true;
+        g->usage->in += sb_get_uint (chunk, "input_tokens", 0);
+        g->usage->out += sb_get_uint (chunk, "output_tokens", 0);
+        return 0;
+    }
+    if (!kind || strcmp (kind, "text") != 0 || !text || !*text)
+        return 0;
+    size_t n = strlen (text);
+    if (g->len + n >= 1000 * 1000)
+        return 0;
+    if (g->len + n + 1 > g->cap) {
+        size_t ncap = g->cap ? g->cap * 2 : 4096;
+        while (ncap < g->len + n + 1)
+            ncap *= 2;
+        char *nb = realloc (g->out, ncap);
+        if (!nb) {
+            sb_exec_finish_with (g->run, "failed", "out of memory");
+            return -1;
+        }
+        g->out = nb;
+        g->cap = ncap;
+    }
+    memcpy (g->out + g->len, text, n);
+    g->len += n;
+    g->out [g->len] = 0;
+    return 0;
+}
+
 //  Streams one llm.stream request (no tools) and gathers its text into
 //  *out (malloc'd), and what it reports of its usage into *usage.
 //  Returns 0; -1 with the run's status set (failed or cancelled); -2 when
@@ -213,119 +260,26 @@ typedef struct {
 static int
 s_stream_text (sb_exec_run_t *run, const uint8_t *body, size_t blen, char **out, size_t *outlen, s_usage_t *usage)
 {
-    *out = NULL;
-    *outlen = 0;
-    char id [SB_ULID_LEN + 1];
-    if (sb_bus_send (run->bus, "llm.stream", run->session_id, NULL, body, blen, 0, id)) {
-        sb_exec_finish_with (run, "failed", "cannot send the summary request");
-        return -1;
-    }
-    atomic_store (&run->phase, 1);
-    char llm_instance [129] = "", stream_id [33] = "";
-    uint64_t expect = 1;
-    int64_t last_rx = sb_mono_ms ();
-    size_t cap = 0;
-    int rc = 1;
-    while (rc == 1) {
-        zmq_pollitem_t items [] = {
-            { sb_bus_socket (run->bus), 0, ZMQ_POLLIN, 0 },
-            { NULL, run->cancel_fd, ZMQ_POLLIN, 0 },
-        };
-        zmq_poll (items, 2, sb_bus_has_queued (run->bus) ? 0 : 500);
-        if ((items [1].revents & ZMQ_POLLIN) || sb_mono_ms () > run->deadline) {
-            if (stream_id [0]) {
-                sb_enc_t *c = sb_enc_new ();
-                sb_enc_map_open (c);
-                sb_enc_kstr (c, "stream_id", stream_id);
-                sb_enc_map_close (c);
-                size_t cl;
-                const uint8_t *cb = sb_enc_data (c, &cl);
-                sb_bus_send (run->bus, "llm.cancel", run->session_id, llm_instance, cb, cl, 0, NULL);
-                sb_enc_destroy (&c);
-            }
-            if (sb_mono_ms () > run->deadline)
-                sb_exec_finish_with (run, "failed", "timeout_s (%llu) exceeded while compacting",
-                                     (unsigned long long) run->timeout_s);
-            else
-                sb_exec_finish_with (run, "cancelled", "cancelled while compacting");
-            rc = -1;
-            break;
-        }
-        sb_msg_t *msg;
-        while (rc == 1 && (msg = sb_bus_recv (run->bus, 0))) {
-            if (strcmp (msg->h.corr, id) != 0) {
-                sb_msg_destroy (&msg);
-                continue;
-            }
-            last_rx = sb_mono_ms ();
-            if (sb_type_has_suffix (msg->h.type, ".chunk")) {
-                if (msg->h.seq != expect++) {
-                    sb_exec_finish_with (run, "failed", "the summary stream lost a chunk");
-                    rc = -1;
-                }
-                const char *kind = sb_get_str (msg->body, "kind");
-                const char *text = sb_get_str (msg->body, "text");
-                if (kind && strcmp (kind, "open") == 0) {
-                    snprintf (stream_id, sizeof stream_id, "%s", sb_get_str (msg->body, "stream_id"));
-                    snprintf (llm_instance, sizeof llm_instance, "%s", msg->h.from);
-                }
-                else
-                if (kind && strcmp (kind, "usage") == 0) {
-                    usage->known = true;
-                    usage->in += sb_get_uint (msg->body, "input_tokens", 0);
-                    usage->out += sb_get_uint (msg->body, "output_tokens", 0);
-                }
-                else
-                if (rc == 1 && kind && strcmp (kind, "text") == 0 && text && *text) {
-                    size_t n = strlen (text);
-                    //  The summary is bounded by the tape entry that holds it.
-                    if (*outlen + n < 1000 * 1000) {
-                        if (*outlen + n + 1 > cap) {
-                            size_t ncap = cap ? cap * 2 : 4096;
-                            while (ncap < *outlen + n + 1)
-                                ncap *= 2;
-                            char *nb = realloc (*out, ncap);
-                            if (!nb) {
-                                sb_exec_finish_with (run, "failed", "out of memory");
-                                rc = -1;
-                                break;
-                            }
-                            *out = nb;
-                            cap = ncap;
-                        }
-                        memcpy (*out + *outlen, text, n);
-                        *outlen += n;
-                        (*out) [*outlen] = 0;
-                    }
-                }
-            }
-            else
-            if (sb_msg_is_error (msg)) {
-                const char *code = sb_msg_error_code (msg);
-                snprintf (run->overflow_msg, sizeof run->overflow_msg, "%s", sb_msg_error_message (msg));
-                if (sb_err_from_name (code) == SB_E_context_overflow)
-                    rc = -2;
-                else {
-                    sb_exec_finish_with (run, "failed", "the summary call failed: %s: %s", code,
-                                         sb_msg_error_message (msg));
-                    rc = -1;
-                }
-            }
-            else
-                rc = 0;
-            sb_msg_destroy (&msg);
-        }
-        if (rc == 1 && sb_mono_ms () - last_rx > SB_EXEC_STREAM_IDLE_MS) {
-            sb_exec_finish_with (run, "failed", "the summary stream went silent");
-            rc = -1;
-        }
-    }
+    s_gather_t g = { run, NULL, 0, 0, usage };
+    sb_exec_stream_t s = { .what = "summary", .fail = "the summary call failed", .grace_ms = 0,
+                           .on_chunk = s_gather_chunk, .arg = &g };
+    int rc = sb_exec_stream (run, body, blen, &s);
     atomic_store (&run->phase, 0);
-    if (rc != 0) {
-        free (*out);
-        *out = NULL;
-        *outlen = 0;
+    if (rc == SB_EXEC_STREAM_CANCELLED) {
+        if (s.timed_out)
+            sb_exec_finish_with (run, "failed", "timeout_s (%llu) exceeded while compacting",
+                                 (unsigned long long) run->timeout_s);
+        else
+            sb_exec_finish_with (run, "cancelled", "cancelled while compacting");
+        rc = -1;
     }
+    if (rc != 0) {
+        free (g.out);
+        g.out = NULL;
+        g.len = 0;
+    }
+    *out = g.out;
+    *outlen = g.len;
     return rc;
 }
 

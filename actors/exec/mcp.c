@@ -812,6 +812,60 @@ s_format_result (json_t *result, bool *truncated)
     return out;
 }
 
+//  The tool of srv that the model knows as `name`, or NULL.
+static const s_tool_t *
+s_tool_of (const s_server_t *srv, const char *name)
+{
+    const s_tool_t *tool = NULL;
+    for (size_t k = 0; k < srv->ntools; k++)
+        if (strcmp (srv->tools [k].exposed, name) == 0)
+            tool = &srv->tools [k];
+    return tool;
+}
+
+//  Why a tools/call that did not succeed (rc from s_rpc, err its error)
+//  failed, into msg, with what it means for the server: a call that timed
+//  out or lost its server stops it, to be started again at its next call.
+static void
+s_call_failed (s_server_t *srv, int rc, int limit, const char *err, sb_tool_result_t *res, char *msg,
+               size_t msglen)
+{
+    if (rc == S_ERROR)
+        snprintf (msg, msglen, "the MCP server %s refused the call: %s", srv->conf->name, err);
+    else
+    if (rc == S_CANCELLED) {
+        res->cancelled = true;
+        snprintf (msg, msglen, "cancelled: the call was cancelled (the server was told)");
+    }
+    else
+    if (rc == S_TIMEOUT) {
+        res->timed_out = true;
+        snprintf (msg, msglen, "the MCP server %s did not answer within %d s; it was stopped, "
+                  "and is started again at its next call", srv->conf->name, limit / 1000);
+        s_fail (srv, "it did not answer a call within %d s", limit / 1000);
+    }
+    else
+    if (rc == S_AUTH || rc == S_FORGOTTEN || srv->state != S_READY) {
+        //  Refused before it ran (or the server could not be started
+        //  again after it forgot us): the call did not run
+        char why [300];
+        snprintf (why, sizeof why, "%s", srv->error [0] ? srv->error : "it is not running");
+        if (srv->state == S_READY)
+            s_fail (srv, "%s", why);
+        snprintf (msg, msglen, "the MCP server %s did not run the call: %s", srv->conf->name, why);
+    }
+    else {
+        char why [300];
+        snprintf (why, sizeof why, "%s", srv->error);
+        s_fail (srv, "it went away during a call%s%s", why [0] ? ": " : "", why);
+        char detail [310] = "";
+        if (why [0])
+            snprintf (detail, sizeof detail, " (%s)", why);
+        snprintf (msg, msglen, "the MCP server %s went away during the call%s; its effect is unknown, and "
+                  "it was not retried", srv->conf->name, detail);
+    }
+}
+
 int
 sb_mcp_set_call (sb_mcp_set_t *set, const char *name, const char *args_json, int cancel_fd, int timeout_ms,
                  sb_tool_result_t *res)
@@ -827,20 +881,14 @@ sb_mcp_set_call (sb_mcp_set_t *set, const char *name, const char *args_json, int
         s_result (res, set ? set->cfg : NULL, false, msg, start);
         return -1;
     }
-    const s_tool_t *tool = NULL;
-    for (size_t k = 0; k < srv->ntools; k++)
-        if (strcmp (srv->tools [k].exposed, name) == 0)
-            tool = &srv->tools [k];
+    const s_tool_t *tool = s_tool_of (srv, name);
     bool dead = srv->state != S_READY || (srv->proc && sb_spawn_proc_exited (srv->proc));
     if (dead && srv->restarts < 1) {
         //  A crashed server gets one more start per run.
         srv->restarts++;
         sb_info (ACTOR, "session=%s: restarting mcp server %s", set->session_id, srv->conf->name);
         s_start (srv, set->cwd, cancel_fd);
-        tool = NULL;
-        for (size_t k = 0; k < srv->ntools; k++)
-            if (strcmp (srv->tools [k].exposed, name) == 0)
-                tool = &srv->tools [k];
+        tool = s_tool_of (srv, name);
     }
     if (srv->state != S_READY) {
         snprintf (msg, sizeof msg, "the MCP server %s is not available: %s", srv->conf->name,
@@ -895,40 +943,7 @@ sb_mcp_set_call (sb_mcp_set_t *set, const char *name, const char *args_json, int
         free (text);
         return res->ok ? 0 : -1;
     }
-    if (rc == S_ERROR)
-        snprintf (msg, sizeof msg, "the MCP server %s refused the call: %s", srv->conf->name, err);
-    else
-    if (rc == S_CANCELLED) {
-        res->cancelled = true;
-        snprintf (msg, sizeof msg, "cancelled: the call was cancelled (the server was told)");
-    }
-    else
-    if (rc == S_TIMEOUT) {
-        res->timed_out = true;
-        snprintf (msg, sizeof msg, "the MCP server %s did not answer within %d s; it was stopped, "
-                  "and is started again at its next call", srv->conf->name, limit / 1000);
-        s_fail (srv, "it did not answer a call within %d s", limit / 1000);
-    }
-    else
-    if (rc == S_AUTH || rc == S_FORGOTTEN || srv->state != S_READY) {
-        //  Refused before it ran (or the server could not be started
-        //  again after it forgot us): the call did not run
-        char why [300];
-        snprintf (why, sizeof why, "%s", srv->error [0] ? srv->error : "it is not running");
-        if (srv->state == S_READY)
-            s_fail (srv, "%s", why);
-        snprintf (msg, sizeof msg, "the MCP server %s did not run the call: %s", srv->conf->name, why);
-    }
-    else {
-        char why [300];
-        snprintf (why, sizeof why, "%s", srv->error);
-        s_fail (srv, "it went away during a call%s%s", why [0] ? ": " : "", why);
-        char detail [310] = "";
-        if (why [0])
-            snprintf (detail, sizeof detail, " (%s)", why);
-        snprintf (msg, sizeof msg, "the MCP server %s went away during the call%s; its effect is unknown, and "
-                  "it was not retried", srv->conf->name, detail);
-    }
+    s_call_failed (srv, rc, limit, err, res, msg, sizeof msg);
     s_result (res, set->cfg, false, msg, start);
     return -1;
 }

@@ -6,6 +6,7 @@
 #include "actors/exec/context.h"
 #include "actors/exec/tools.h"
 #include "actors/exec/mcp.h"
+#include "actors/exec/stream.h"
 
 /* llm.stream takes at most this many tools (schemas/types_llm.c) */
 #define SB_EXEC_MODEL_TOOLS_MAX 256
@@ -164,26 +165,16 @@ s_on_chunk (sb_exec_run_t *run, sb_exec_step_t *step, const sb_val_t *c)
     }
 }
 
-/*  Streams one model call into `step`. Returns 0 when the stream ended
-    (step->stop set), -1 on failure (run status set), -2 when the provider
-    said the context overflows its window (run->overflow_msg set). */
-int
-sb_exec_model_call (sb_exec_run_t *run, sb_exec_step_t *step)
+/*  The instructions: ours, then the project's own (actors/exec/agents_md.h). */
+static void
+s_encode_instructions (sb_exec_run_t *run, sb_enc_t *e)
 {
-    sb_runtime_t *rt = run->runtime;
-    /* what this call sends, for the next call's estimate (compact.c) */
-    size_t sent_bytes = sb_context_bytes (rt->context);
-    sb_enc_t *e = sb_enc_new ();
-    sb_enc_map_open (e);
-    if (rt->provider) sb_enc_kstr (e, "provider", rt->provider);
-    if (rt->model) sb_enc_kstr (e, "model", rt->model);
     char base [8192];
     snprintf (base, sizeof base,
               "You are a coding agent working in the folder %s. Use the tools to look at and change "
               "files there; every path is relative to that folder. Work step by step, and end with a "
-              "short answer that says what you did.", rt->workspace);
+              "short answer that says what you did.", run->runtime->workspace);
     if (run->agents_md) {
-        /* the project's own instructions come after ours (actors/exec/agents_md.h) */
         size_t n = strlen (base) + 2 + strlen (run->agents_md) + 1;
         char *all = malloc (n);
         if (all) {
@@ -196,6 +187,20 @@ sb_exec_model_call (sb_exec_run_t *run, sb_exec_step_t *step)
     }
     else
         sb_enc_kstr (e, "instructions", base);
+}
+
+/*  The llm.stream request of one model call: the instructions, the
+    context's messages, the tools, and what remains of the run's output
+    budget. */
+static sb_enc_t *
+s_request (sb_exec_run_t *run)
+{
+    sb_runtime_t *rt = run->runtime;
+    sb_enc_t *e = sb_enc_new ();
+    sb_enc_map_open (e);
+    if (rt->provider) sb_enc_kstr (e, "provider", rt->provider);
+    if (rt->model) sb_enc_kstr (e, "model", rt->model);
+    s_encode_instructions (run, e);
     sb_enc_key (e, "messages");
     sb_context_encode (rt->context, e);
     sb_mcp_set_refresh (rt->mcp, run->cancel_fd);
@@ -208,108 +213,45 @@ sb_exec_model_call (sb_exec_run_t *run, sb_exec_step_t *step)
         sb_enc_map_close (e);
     }
     sb_enc_map_close (e);
+    return e;
+}
+
+/*  A chunk of the model's stream into the step (sb_exec_stream's hook). */
+typedef struct {
+    sb_exec_run_t *run;
+    sb_exec_step_t *step;
+} s_call_t;
+
+static int
+s_call_chunk (void *arg, const sb_val_t *chunk)
+{
+    s_call_t *call = arg;
+    s_on_chunk (call->run, call->step, chunk);
+    return 0;
+}
+
+/*  Streams one model call into `step`. Returns 0 when the stream ended
+    (step->stop set; "cancelled" when the run was cancelled or out of
+    time), -1 on failure (run status set), -2 when the provider said the
+    context overflows its window (run->overflow_msg set). */
+int
+sb_exec_model_call (sb_exec_run_t *run, sb_exec_step_t *step)
+{
+    sb_runtime_t *rt = run->runtime;
+    /* what this call sends, for the next call's estimate (compact.c) */
+    size_t sent_bytes = sb_context_bytes (rt->context);
+    sb_enc_t *e = s_request (run);
     size_t len;
     const uint8_t *b = sb_enc_data (e, &len);
-    char id [SB_ULID_LEN + 1];
-    int rc = sb_bus_send (run->bus, "llm.stream", run->session_id, NULL, b, len, 0, id);
+    s_call_t call = { run, step };
+    /* a cancelled stream may still end within a second, with what it had */
+    sb_exec_stream_t s = { .what = "model", .fail = "model call failed", .grace_ms = 1000,
+                           .on_chunk = s_call_chunk, .arg = &call };
+    int rc = sb_exec_stream (run, b, len, &s);
     sb_enc_destroy (&e);
-    if (rc) {
-        sb_exec_finish_with (run, "failed", "cannot send the model request");
-        return -1;
-    }
-    atomic_store (&run->phase, 1);
-    uint64_t expect = 1;
-    char llm_instance [129] = "";
-    char stream_id [33] = "";
-    bool cancel_sent = false;
-    int64_t last_rx = sb_mono_ms ();
-    int64_t cancel_at = 0;
-    while (true) {
-        zmq_pollitem_t items [] = {
-            { sb_bus_socket (run->bus), 0, ZMQ_POLLIN, 0 },
-            { NULL, run->cancel_fd, ZMQ_POLLIN, 0 },
-        };
-        long wait = (long) sb_exec_flush_wait (run);
-        if (sb_bus_has_queued (run->bus))
-            wait = 0;
-        zmq_poll (items, cancel_sent ? 1 : 2, wait);
-        if (!cancel_sent && (items [1].revents & ZMQ_POLLIN || sb_mono_ms () > run->deadline)) {
-            /* cancel the stream at the instance that holds it */
-            if (stream_id [0]) {
-                sb_enc_t *c = sb_enc_new ();
-                sb_enc_map_open (c);
-                sb_enc_kstr (c, "stream_id", stream_id);
-                sb_enc_map_close (c);
-                size_t cl;
-                const uint8_t *cb = sb_enc_data (c, &cl);
-                sb_bus_send (run->bus, "llm.cancel", run->session_id, llm_instance, cb, cl, 0, NULL);
-                sb_enc_destroy (&c);
-            }
-            cancel_sent = true;
-            cancel_at = sb_mono_ms ();
-        }
-        if (cancel_sent && (!stream_id [0] || sb_mono_ms () - cancel_at > 1000)) {
-            snprintf (step->stop, sizeof step->stop, "cancelled");
-            break;
-        }
-        sb_msg_t *msg;
-        bool ended = false;
-        while (!ended && (msg = sb_bus_recv (run->bus, 0))) {
-            if (strcmp (msg->h.corr, id) != 0) {
-                sb_msg_destroy (&msg);
-                continue;
-            }
-            last_rx = sb_mono_ms ();
-            if (sb_type_has_suffix (msg->h.type, ".chunk")) {
-                if (msg->h.seq != expect) {
-                    /* a gap means a lost chunk: a partial stream is not used */
-                    sb_exec_finish_with (run, "failed", "the model stream lost a chunk (expected %llu, got %llu)",
-                                   (unsigned long long) expect, (unsigned long long) msg->h.seq);
-                    sb_msg_destroy (&msg);
-                    return -1;
-                }
-                expect++;
-                const char *kind = sb_get_str (msg->body, "kind");
-                if (kind && strcmp (kind, "open") == 0) {
-                    snprintf (stream_id, sizeof stream_id, "%s", sb_get_str (msg->body, "stream_id"));
-                    snprintf (llm_instance, sizeof llm_instance, "%s", msg->h.from);
-                }
-                else
-                    s_on_chunk (run, step, msg->body);
-            }
-            else
-            if (sb_msg_is_error (msg)) {
-                sb_exec_flush_deltas (run, true);
-                /* too long for the model: the agent loop compacts and
-                   retries (actors/exec/compact.c) */
-                if (sb_err_from_name (sb_msg_error_code (msg)) == SB_E_context_overflow) {
-                    snprintf (run->overflow_msg, sizeof run->overflow_msg, "%s", sb_msg_error_message (msg));
-                    sb_msg_destroy (&msg);
-                    return -2;
-                }
-                sb_exec_finish_with (run, "failed", "model call failed: %s: %s", sb_msg_error_code (msg),
-                               sb_msg_error_message (msg));
-                sb_msg_destroy (&msg);
-                return -1;
-            }
-            else {
-                snprintf (step->stop, sizeof step->stop, "%s", sb_get_str (msg->body, "stop_reason"));
-                ended = true;
-            }
-            sb_msg_destroy (&msg);
-        }
-        if (sb_exec_flush_deltas (run, ended) != 0)
-            return -1;
-        if (ended)
-            break;
-        if (sb_mono_ms () - last_rx > SB_EXEC_STREAM_IDLE_MS) {
-            sb_exec_finish_with (run, "failed", "the model stream went silent");
-            return -1;
-        }
-    }
-    sb_exec_flush_deltas (run, true);
-    if (cancel_sent && strcmp (step->stop, "cancelled") != 0)
-        snprintf (step->stop, sizeof step->stop, "cancelled");
+    if (rc == SB_EXEC_STREAM_FAILED || rc == SB_EXEC_STREAM_OVERFLOW)
+        return rc;
+    snprintf (step->stop, sizeof step->stop, "%s", rc == SB_EXEC_STREAM_CANCELLED ? "cancelled" : s.stop);
     run->overflow = false;
     if (step->in_tokens) {
         rt->last_input_tokens = step->in_tokens;

@@ -141,13 +141,30 @@ s_splice (char *rest, size_t pos, const char *head)
     return 0;
 }
 
-int
-sb_path_resolve_n (const char *ws, const char *path, size_t pathlen, bool for_write,
-                   char *out, size_t outlen, char *err, size_t errlen)
-{
+//  A walk in progress: what remains of the model's path (rest, from pos)
+//  and the part resolved so far (res, rl bytes). Invariant: res is a
+//  symlink-free path, the workspace or below it.
+typedef struct {
+    const char *ws;
+    size_t wl;
+    bool for_write;
+    char rest [PATH_MAX];
+    size_t pos;
+    char res [PATH_MAX];
+    size_t rl;
+    int links;
+    char last_link [PATH_MAX];          //  last symlink followed, for messages
     char quoted [SB_PATH_QUOTE_MAX + 8];
+    char *err;
+    size_t errlen;
+} s_walk_t;
 
-    //  Every check on the input comes before any work on it.
+//  Every check on the input, before any work on it; then the walk starts
+//  at the workspace with the path in rest (an absolute path from below
+//  the workspace part). Returns 0, or -1 with err set.
+static int
+s_walk_start (s_walk_t *w, const char *ws, const char *path, size_t pathlen, char *err, size_t errlen)
+{
     if (!ws || ws [0] != '/')
         return s_fail (err, errlen, "internal error: workspace is not an absolute path");
     size_t wl = strnlen (ws, PATH_MAX);
@@ -158,124 +175,154 @@ sb_path_resolve_n (const char *ws, const char *path, size_t pathlen, bool for_wr
     if (pathlen >= PATH_MAX)
         return s_fail (err, errlen, "path too long (%zu bytes; the limit is %d)",
                        pathlen, PATH_MAX - 1);
-    s_quote (path, pathlen, quoted, sizeof quoted);
+    s_quote (path, pathlen, w->quoted, sizeof w->quoted);
     if (memchr (path, 0, pathlen))
-        return s_fail (err, errlen, "path contains a NUL byte: %s", quoted);
+        return s_fail (err, errlen, "path contains a NUL byte: %s", w->quoted);
 
-    char rest [PATH_MAX];
-    memcpy (rest, path, pathlen);
-    rest [pathlen] = 0;
-    size_t pos = 0;
-
-    if (rest [0] == '/') {
-        const char *below = s_below_workspace (ws, rest);
+    w->ws = ws;
+    w->wl = wl;
+    w->err = err;
+    w->errlen = errlen;
+    memcpy (w->rest, path, pathlen);
+    w->rest [pathlen] = 0;
+    w->pos = 0;
+    if (w->rest [0] == '/') {
+        const char *below = s_below_workspace (ws, w->rest);
         if (!below)
             return s_fail (err, errlen,
                            "path escapes the workspace: %s (absolute paths must lie inside %s)",
-                           quoted, ws);
-        pos = (size_t) (below - rest);
+                           w->quoted, ws);
+        w->pos = (size_t) (below - w->rest);
     }
+    memcpy (w->res, ws, wl + 1);
+    w->rl = wl;
+    w->links = 0;
+    w->last_link [0] = 0;
+    return 0;
+}
 
-    //  Invariant: res is a symlink-free path, the workspace or below it.
-    char res [PATH_MAX];
-    memcpy (res, ws, wl + 1);
-    size_t rl = wl;
-    int links = 0;
-    char last_link [PATH_MAX] = "";     //  last symlink followed, for messages
+//  A `..`: up one level, never above the workspace.
+static int
+s_walk_up (s_walk_t *w)
+{
+    if (w->rl == w->wl) {
+        if (w->last_link [0])
+            return s_fail (w->err, w->errlen, "path escapes the workspace: %s (through the symlink %s)",
+                           w->quoted, w->last_link);
+        return s_fail (w->err, w->errlen, "path escapes the workspace: %s", w->quoted);
+    }
+    while (w->rl > 0 && w->res [w->rl - 1] != '/')
+        w->rl--;
+    if (w->rl > 1)
+        w->rl--;                        //  drop the slash, except the root's
+    w->res [w->rl] = 0;
+    return 0;
+}
 
+//  Why lstat failed on the candidate, in the model's words.
+static int
+s_walk_lstat_fail (s_walk_t *w, int e)
+{
+    if (e == ENOENT)
+        return s_fail (w->err, w->errlen, "no such file or directory: %s", w->quoted);
+    if (e == ENOTDIR)
+        return s_fail (w->err, w->errlen, "not a directory: %s", w->quoted);
+    if (e == ENAMETOOLONG)
+        return s_fail (w->err, w->errlen, "file name too long: %s", w->quoted);
+    return s_fail (w->err, w->errlen, "cannot access %s: %s", w->quoted, strerror (e));
+}
+
+//  The candidate in res is a symlink: its target goes in front of what
+//  remains, and the walk goes on from the link's directory (from the
+//  workspace for an absolute target, which must lie inside it).
+static int
+s_walk_follow (s_walk_t *w)
+{
+    if (++w->links > SB_PATH_MAX_LINKS)
+        return s_fail (w->err, w->errlen, "too many levels of symbolic links: %s", w->quoted);
+    char target [PATH_MAX];
+    ssize_t tl = readlink (w->res, target, sizeof target - 1);
+    if (tl < 0)
+        return s_fail (w->err, w->errlen, "cannot read symlink in %s: %s", w->quoted, strerror (errno));
+    target [tl] = 0;
+    snprintf (w->last_link, sizeof w->last_link, "%s -> %s", sb_path_relative (w->ws, w->res), target);
+    w->res [w->rl] = 0;                 //  back to the link's directory
+    const char *head = target;
+    if (target [0] == '/') {
+        head = s_below_workspace (w->ws, target);
+        if (!head)
+            return s_fail (w->err, w->errlen, "path escapes the workspace: %s (through the symlink %s)",
+                           w->quoted, w->last_link);
+        memcpy (w->res, w->ws, w->wl + 1);
+        w->rl = w->wl;
+    }
+    if (s_splice (w->rest, w->pos, head) != 0)
+        return s_fail (w->err, w->errlen, "path too long after following symlinks: %s", w->quoted);
+    w->pos = 0;
+    return 0;
+}
+
+//  One component `c` (n bytes, neither `.` nor `..`): appended to res
+//  when it exists as a directory (or a file at the end), followed when it
+//  is a symlink, kept when it is missing and the path is for writing.
+static int
+s_walk_component (s_walk_t *w, const char *c, size_t n)
+{
+    size_t sep = (w->rl == 1) ? 0 : 1;
+    if (w->rl + sep + n >= sizeof w->res)
+        return s_fail (w->err, w->errlen, "path too long: %s", w->quoted);
+    if (sep)
+        w->res [w->rl] = '/';
+    memcpy (w->res + w->rl + sep, c, n);
+    size_t cand_len = w->rl + sep + n;
+    w->res [cand_len] = 0;
+
+    struct stat st;
+    if (lstat (w->res, &st) != 0) {
+        int e = errno;
+        if (e == ENOENT && w->for_write) {
+            w->rl = cand_len;           //  to be created; stays inside
+            return 0;
+        }
+        return s_walk_lstat_fail (w, e);
+    }
+    if (S_ISLNK (st.st_mode))
+        return s_walk_follow (w);
+    w->rl = cand_len;
+    if (!S_ISDIR (st.st_mode)) {
+        //  A file in the middle of a path: the kernel would say ENOTDIR.
+        size_t peek = w->pos;
+        const char *nc;
+        if (s_next (w->rest, &peek, &nc) != 0)
+            return s_fail (w->err, w->errlen, "not a directory: %s", w->quoted);
+    }
+    return 0;
+}
+
+int
+sb_path_resolve_n (const char *ws, const char *path, size_t pathlen, bool for_write,
+                   char *out, size_t outlen, char *err, size_t errlen)
+{
+    s_walk_t w;
+    w.for_write = for_write;
+    if (s_walk_start (&w, ws, path, pathlen, err, errlen) != 0)
+        return -1;
     while (true) {
         const char *c;
-        size_t n = s_next (rest, &pos, &c);
+        size_t n = s_next (w.rest, &w.pos, &c);
         if (n == 0)
             break;
         if (s_is_dot (c, n))
             continue;
-        if (s_is_dotdot (c, n)) {
-            if (rl == wl) {
-                if (last_link [0])
-                    return s_fail (err, errlen,
-                                   "path escapes the workspace: %s (through the symlink %s)",
-                                   quoted, last_link);
-                return s_fail (err, errlen, "path escapes the workspace: %s", quoted);
-            }
-            while (rl > 0 && res [rl - 1] != '/')
-                rl--;
-            if (rl > 1)
-                rl--;                   //  drop the slash, except the root's
-            res [rl] = 0;
-            continue;
-        }
-        size_t sep = (rl == 1) ? 0 : 1;
-        if (rl + sep + n >= sizeof res)
-            return s_fail (err, errlen, "path too long: %s", quoted);
-        if (sep)
-            res [rl] = '/';
-        memcpy (res + rl + sep, c, n);
-        size_t cand_len = rl + sep + n;
-        res [cand_len] = 0;
-
-        struct stat st;
-        if (lstat (res, &st) != 0) {
-            int e = errno;
-            if (e == ENOENT && for_write) {
-                rl = cand_len;          //  to be created; stays inside
-                continue;
-            }
-            if (e == ENOENT)
-                return s_fail (err, errlen, "no such file or directory: %s", quoted);
-            if (e == ENOTDIR)
-                return s_fail (err, errlen, "not a directory: %s", quoted);
-            if (e == ENAMETOOLONG)
-                return s_fail (err, errlen, "file name too long: %s", quoted);
-            return s_fail (err, errlen, "cannot access %s: %s", quoted, strerror (e));
-        }
-        if (S_ISLNK (st.st_mode)) {
-            if (++links > SB_PATH_MAX_LINKS)
-                return s_fail (err, errlen, "too many levels of symbolic links: %s", quoted);
-            char target [PATH_MAX];
-            ssize_t tl = readlink (res, target, sizeof target - 1);
-            if (tl < 0)
-                return s_fail (err, errlen, "cannot read symlink in %s: %s",
-                               quoted, strerror (errno));
-            target [tl] = 0;
-            snprintf (last_link, sizeof last_link, "%s -> %s",
-                      sb_path_relative (ws, res), target);
-            res [rl] = 0;               //  back to the link's directory
-            if (target [0] == '/') {
-                const char *below = s_below_workspace (ws, target);
-                if (!below)
-                    return s_fail (err, errlen,
-                                   "path escapes the workspace: %s (through the symlink %s)",
-                                   quoted, last_link);
-                memcpy (res, ws, wl + 1);
-                rl = wl;
-                if (s_splice (rest, pos, below) != 0)
-                    return s_fail (err, errlen, "path too long after following symlinks: %s",
-                                   quoted);
-            }
-            else
-            if (s_splice (rest, pos, target) != 0)
-                return s_fail (err, errlen, "path too long after following symlinks: %s",
-                               quoted);
-            pos = 0;
-            continue;
-        }
-        rl = cand_len;
-        if (!S_ISDIR (st.st_mode)) {
-            //  A file in the middle of a path: the kernel would say ENOTDIR.
-            size_t peek = pos;
-            const char *nc;
-            if (s_next (rest, &peek, &nc) != 0)
-                return s_fail (err, errlen, "not a directory: %s", quoted);
-        }
+        if ((s_is_dotdot (c, n) ? s_walk_up (&w) : s_walk_component (&w, c, n)) != 0)
+            return -1;
     }
-
     //  The walk keeps the invariant; check it anyway, it is what we promise.
-    if (!s_inside (ws, wl, res))
-        return s_fail (err, errlen, "path escapes the workspace: %s", quoted);
-    if (rl >= outlen)
-        return s_fail (err, errlen, "path too long: %s", quoted);
-    memcpy (out, res, rl + 1);
+    if (!s_inside (w.ws, w.wl, w.res))
+        return s_fail (err, errlen, "path escapes the workspace: %s", w.quoted);
+    if (w.rl >= outlen)
+        return s_fail (err, errlen, "path too long: %s", w.quoted);
+    memcpy (out, w.res, w.rl + 1);
     return 0;
 }
 

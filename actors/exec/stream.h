@@ -1,0 +1,38 @@
+/*  actors/exec/stream.h — one llm.stream request of a run, streamed until
+    it ends and cancelled at the instance that holds it: the loop that a
+    model call (model.c) and a summary call (compact.c) share.
+*/
+#ifndef SB_EXEC_STREAM_H
+#define SB_EXEC_STREAM_H
+
+#include "actors/exec/agent.h"
+
+//  How a stream ended.
+enum {
+    SB_EXEC_STREAM_ENDED = 0,       //  the final reply came: stop holds its stop_reason
+    SB_EXEC_STREAM_FAILED = -1,     //  the run's status says why
+    SB_EXEC_STREAM_OVERFLOW = -2,   //  the provider said the request overflows (run->overflow_msg)
+    SB_EXEC_STREAM_CANCELLED = 1,   //  the run was cancelled or passed its deadline (timed_out)
+};
+
+//  One stream: what the caller gives, then what the loop found.
+typedef struct {
+    const char *what;           //  "model", "summary": in the failure reasons
+    const char *fail;           //  the reason's lead when the reply is an error
+    int64_t grace_ms;           //  after llm.cancel, how long the stream may still end (0: stop at once)
+    //  Each chunk of content (all but the open one): 0, or -1 to fail the
+    //  stream with the run's status set.
+    int (*on_chunk) (void *arg, const sb_val_t *chunk);
+    void *arg;
+    char stop [32];             //  out: the final reply's stop_reason
+    bool timed_out;             //  out: cancelled because the run's deadline passed
+} sb_exec_stream_t;
+
+//  Sends `body` as llm.stream and hands each chunk to s->on_chunk until
+//  the stream ends, fails, overflows or is cancelled (one of the codes
+//  above). The text and thinking the chunks add to the run's coalescing
+//  buffers are flushed to the tape as they come due, and all of them at
+//  the end.
+int sb_exec_stream (sb_exec_run_t *run, const uint8_t *body, size_t len, sb_exec_stream_t *s);
+
+#endif

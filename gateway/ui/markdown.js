@@ -21,14 +21,19 @@ const QUOTE = /^ {0,3}> ?(.*)$/;
 const ITEM = /^( *)([-*+]|\d{1,9}[.)])(?:\s+(.*)|$)/;
 const TABLE_SEP = /^ *\|?(?: *:?-+:? *\|)+ *(?::?-+:? *)?\|? *$/;
 const SAFE_URL = /^(https?:\/\/|mailto:)/i;
+// Quotes and lists nest at most this deep; deeper markers stay as text.
+// Model text can open a level per character (a line of 1 MB of '>'), and
+// each level is a recursive call that copies the rest of its lines.
+const MAX_NEST = 32;
 
 export function renderMarkdown (text) {
   const root = document.createDocumentFragment ();
-  blocks (String (text ?? '').replace (/\r\n?/g, '\n').split ('\n'), root);
+  blocks (String (text ?? '').replace (/\r\n?/g, '\n').split ('\n'), root, 0);
   return root;
 }
 
-function blocks (lines, parent) {
+function blocks (lines, parent, depth) {
+  const nests = depth < MAX_NEST;   // at the bound, '>' and '- ' lines are paragraph text
   let i = 0;
   while (i < lines.length) {
     const line = lines [i];
@@ -69,19 +74,19 @@ function blocks (lines, parent) {
       i++;
       continue;
     }
-    if (QUOTE.test (line)) {
+    if (nests && QUOTE.test (line)) {
       const body = [];
       while (i < lines.length && lines [i].trim () && (m = QUOTE.exec (lines [i]) || [null, lines [i]])) {
         body.push (m [1]);
         i++;
       }
       const q = el ('blockquote');
-      blocks (body, q);
+      blocks (body, q, depth + 1);
       parent.appendChild (q);
       continue;
     }
-    if (ITEM.test (line)) {
-      i = list (lines, i, parent);
+    if (nests && ITEM.test (line)) {
+      i = list (lines, i, parent, depth);
       continue;
     }
     if (line.includes ('|') && i + 1 < lines.length && TABLE_SEP.test (lines [i + 1])) {
@@ -90,14 +95,14 @@ function blocks (lines, parent) {
     }
     const para = [];
     while (i < lines.length && lines [i].trim () && !FENCE.test (lines [i]) && !HEADING.test (lines [i])
-           && !RULE.test (lines [i]) && !QUOTE.test (lines [i])
-           && !(para.length && ITEM.test (lines [i]) && !/^ {4}/.test (lines [i])))
+           && !RULE.test (lines [i]) && !(nests && QUOTE.test (lines [i]))
+           && !(nests && para.length && ITEM.test (lines [i]) && !/^ {4}/.test (lines [i])))
       para.push (lines [i++].trim ());
     parent.appendChild (inline (el ('p'), para.join ('\n')));
   }
 }
 
-function list (lines, i, parent) {
+function list (lines, i, parent, depth) {
   const first = ITEM.exec (lines [i]);
   const indent = first [1].length;
   const ordered = /\d/.test (first [2]);
@@ -143,7 +148,7 @@ function list (lines, i, parent) {
     if (body.length === 1 || !body.some (b => !b.trim () || ITEM.test (b) || FENCE.test (b)))
       inline (li, body.join ('\n'));
     else
-      blocks (body, li);
+      blocks (body, li, depth + 1);
     node.appendChild (li);
     while (i < lines.length && !lines [i].trim () && i + 1 < lines.length) {
       const next = ITEM.exec (lines [i + 1]);
@@ -218,6 +223,8 @@ function parse (s, parent, depth) {
       parent.appendChild (document.createTextNode (buf));
     buf = '';
   };
+  const found = new Map ();   // closers searched for so far, by kind (see remembered)
+  let close = null;           // each '[' to its ']', made at the first '['
   let i = 0;
   while (i < s.length) {
     const c = s [i];
@@ -237,22 +244,14 @@ function parse (s, parent, depth) {
       while (s [i + n] === '`')
         n++;
       const tick = '`'.repeat (n);
-      let j = i + n;
-      let close = -1;
-      while ((j = s.indexOf (tick, j)) >= 0) {
-        if (s [j + n] !== '`' && s [j - 1] !== '`') {
-          close = j;
-          break;
-        }
-        j += n;
-      }
-      if (close >= 0) {
+      const end = remembered (found, tick, i + n, (from) => findTicks (s, from, tick));
+      if (end >= 0) {
         flush ();
-        let code = s.slice (i + n, close).replace (/\n/g, ' ');
+        let code = s.slice (i + n, end).replace (/\n/g, ' ');
         if (/^ .* $/.test (code))
           code = code.slice (1, -1);
         parent.appendChild (el ('code', code));
-        i = close + n;
+        i = end + n;
         continue;
       }
       buf += tick;
@@ -268,10 +267,10 @@ function parse (s, parent, depth) {
       const after = s [i + n] || ' ';
       const opens = !/\s/.test (after) && !(c === '_' && /[\p{L}\p{N}]/u.test (before)) && !(c === '~' && n !== 2);
       if (opens) {
-        const close = findClose (s, i + n, run, c);
-        if (close > i + n) {
+        const end = remembered (found, run, i + n + 1, (from) => findClose (s, from, run, c));
+        if (end > i + n) {
           flush ();
-          const inner = s.slice (i + n, close);
+          const inner = s.slice (i + n, end);
           let node;
           if (c === '~')
             node = el ('del');
@@ -281,7 +280,7 @@ function parse (s, parent, depth) {
             node = el (n === 2 ? 'strong' : 'em');
           parse (inner, node.firstChild && node.firstChild.nodeType === 1 ? node.firstChild : node, depth + 1);
           parent.appendChild (node);
-          i = close + n;
+          i = end + n;
           continue;
         }
       }
@@ -290,7 +289,8 @@ function parse (s, parent, depth) {
       continue;
     }
     if (c === '[') {
-      const link = parseLink (s, i);
+      close = close || brackets (s);
+      const link = parseLink (s, i, close);
       if (link) {
         flush ();
         if (SAFE_URL.test (link.url)) {
@@ -319,6 +319,33 @@ function parse (s, parent, depth) {
   flush ();
 }
 
+// The first closer of `kind` at or after `from`, found by search(from) or
+// remembered. parse asks with `from` only growing, and whether a position
+// closes depends on the text around it, not on the opener; so an earlier
+// answer at or after the new `from` still stands, and a failed search
+// fails for every later opener too. Each kind's text is then scanned about
+// once per paragraph, not once per opener (quadratic on 1 MB of "*a ").
+function remembered (found, kind, from, search) {
+  const last = found.get (kind);
+  if (last && from >= last.from && (last.at < 0 || last.at >= from))
+    return last.at;
+  const at = search (from);
+  found.set (kind, { from, at });
+  return at;
+}
+
+// The index of the next run of exactly tick.length backticks, or -1.
+function findTicks (s, from, tick) {
+  const n = tick.length;
+  let j = from;
+  while ((j = s.indexOf (tick, j)) >= 0) {
+    if (s [j + n] !== '`' && s [j - 1] !== '`')
+      return j;
+    j += n;
+  }
+  return -1;
+}
+
 // The index of the closing delimiter run, or -1. A closer is not preceded
 // by whitespace, and an underscore closer is not followed by a letter.
 function findClose (s, from, run, c) {
@@ -326,7 +353,7 @@ function findClose (s, from, run, c) {
   while ((j = s.indexOf (run, j)) >= 0) {
     const prev = s [j - 1];
     const next = s [j + run.length];
-    if (j > from && !/\s/.test (prev) && next !== c
+    if (!/\s/.test (prev) && next !== c
         && !(c === '_' && next && /[\p{L}\p{N}]/u.test (next)))
       return j;
     j += 1;
@@ -334,7 +361,33 @@ function findClose (s, from, run, c) {
   return -1;
 }
 
-function parseLink (s, i) {
+// For each '[' of s, the index of its ']' as matchBracket finds it, or -1;
+// UNSEEN where a backslash hid the '[' from this one pass. One pass with a
+// stack, instead of a scan to the end of the paragraph per '['. A
+// backslash skips the next character, whatever it is, as in matchBracket,
+// so from any '[' on the pass reads the text as a scan from it would.
+const UNSEEN = -2;
+
+function brackets (s) {
+  const close = new Int32Array (s.length).fill (UNSEEN);
+  const open = [];
+  for (let j = 0; j < s.length; j++) {
+    const c = s [j];
+    if (c === '\\')
+      j++;
+    else if (c === '[') {
+      close [j] = -1;
+      open.push (j);
+    } else if (c === ']' && open.length)
+      close [open.pop ()] = j;
+    else if (c === '\n' && s [j + 1] === '\n')
+      open.length = 0;   // a blank line ends every open bracket unmatched
+  }
+  return close;
+}
+
+// The scan brackets() stands for, from one '[': the index of its ']', or -1.
+function matchBracket (s, i) {
   let depth = 0;
   let j = i;
   for (; j < s.length; j++) {
@@ -347,9 +400,14 @@ function parseLink (s, i) {
     else if (s [j] === ']' && --depth === 0)
       break;
     else if (s [j] === '\n' && s [j + 1] === '\n')
-      return null;
+      return -1;
   }
-  if (j >= s.length || s [j + 1] !== '(')
+  return j < s.length ? j : -1;
+}
+
+function parseLink (s, i, close) {
+  const j = close [i] !== UNSEEN ? close [i] : matchBracket (s, i);
+  if (j < 0 || s [j + 1] !== '(')
     return null;
   const m = /^\(\s*<?([^\s()<>]*(?:\([^\s()]*\)[^\s()<>]*)*)>?(?:\s+"[^"]*")?\s*\)/.exec (s.slice (j + 1, j + 2048));
   if (!m)

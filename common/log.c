@@ -169,3 +169,15 @@ sb_mono_us (void)
     clock_gettime (CLOCK_MONOTONIC, &ts);
     return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
+
+int
+sb_fail (char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start (ap, fmt);
+        vsnprintf (err, errlen, fmt, ap);
+        va_end (ap);
+    }
+    return -1;
+}

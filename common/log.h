@@ -39,6 +39,11 @@ typedef struct {
 /*  True when a line may be printed now. */
 int sb_ratelimit_ok (sb_ratelimit_t *rl, uint32_t burst);
 
+//  Formats an error for the caller into err (errlen bytes, either may be
+//  0) and returns -1: the one line of every `return sb_fail (err, ...)`.
+int sb_fail (char *err, size_t errlen, const char *fmt, ...)
+    __attribute__ ((format (printf, 3, 4)));
+
 /*  Milliseconds: wall clock since the epoch, and monotonic. */
 uint64_t sb_now_ms (void);
 int64_t sb_mono_ms (void);

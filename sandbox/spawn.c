@@ -30,6 +30,7 @@
     is registered (under the registry lock, across posix_spawn) so that no other
     thread's sweep reaps it and steals its exit status.
 */
+#include "common/log.h"
 #include "sandbox/spawn.h"
 #include "sandbox/spawn_box.h"
 #include "sandbox/spawn_cgroup.h"
@@ -60,22 +61,6 @@
 #define SB_SPAWN_MAX_VALUE      (32 * 1024)
 #define SB_SPAWN_DRAIN_MS       500
 #define SB_SPAWN_DEFAULT_PATH   "/usr/local/bin:/usr/bin:/bin"
-
-static int
-s_fail (char *err, size_t errlen, const char *fmt, ...)
-    __attribute__ ((format (printf, 3, 4)));
-
-static int
-s_fail (char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start (ap, fmt);
-        vsnprintf (err, errlen, fmt, ap);
-        va_end (ap);
-    }
-    return -1;
-}
 
 static int64_t
 s_now_ms (void)
@@ -192,7 +177,7 @@ s_env_build (s_env_t *env, const char *const *extra, uint64_t serial, const sb_b
         size_t nlen = eq ? (size_t) (eq - extra [i]) : strlen (extra [i]);
         if (!s_env_name_ok (extra [i], nlen)) {
             s_env_clear (env);
-            return s_fail (err, errlen, "invalid environment extra: %.64s", extra [i]);
+            return sb_fail (err, errlen, "invalid environment extra: %.64s", extra [i]);
         }
         if (strncmp (extra [i], SB_SPAWN_TOKEN_VAR, nlen) == 0
             && nlen == strlen (SB_SPAWN_TOKEN_VAR))
@@ -200,7 +185,7 @@ s_env_build (s_env_t *env, const char *const *extra, uint64_t serial, const sb_b
         const char *v = eq ? eq + 1 : getenv (extra [i]);
         if (v && s_env_set (env, extra [i], nlen, v) != 0) {
             s_env_clear (env);
-            return s_fail (err, errlen, "too many environment extras, or a value too long");
+            return sb_fail (err, errlen, "too many environment extras, or a value too long");
         }
     }
     //  A command the box hands to another user gets that user's home.
@@ -217,7 +202,7 @@ s_env_build (s_env_t *env, const char *const *extra, uint64_t serial, const sb_b
     return 0;
 fail:
     s_env_clear (env);
-    return s_fail (err, errlen, "out of memory building the environment");
+    return sb_fail (err, errlen, "out of memory building the environment");
 }
 
 //  Look a program up in the child's PATH, not the server's.
@@ -423,7 +408,7 @@ s_box_of (const sb_spawn_opts_t *opts, bool long_lived, sb_box_t *box, char *err
 {
     int kind;
     if (sb_box_parse (opts->sandbox, &kind) != 0)
-        return s_fail (err, errlen, "unknown sandbox \"%.32s\" (known: auto, bwrap, landlock, none)",
+        return sb_fail (err, errlen, "unknown sandbox \"%.32s\" (known: auto, bwrap, landlock, none)",
                        opts->sandbox);
     *box = (sb_box_t) {
         .kind = kind < 0 ? sb_spawn_sandbox_kind () : (sb_box_kind_t) kind,
@@ -432,7 +417,7 @@ s_box_of (const sb_spawn_opts_t *opts, bool long_lived, sb_box_t *box, char *err
         .long_lived = long_lived,
     };
     if (box->kind == SB_BOX_BWRAP && access (box->bwrap_path, X_OK) != 0)
-        return s_fail (err, errlen, "sandbox \"bwrap\" requested but %s is not available (%s); "
+        return sb_fail (err, errlen, "sandbox \"bwrap\" requested but %s is not available (%s); "
                        "install bubblewrap. The command was not run.", box->bwrap_path, strerror (errno));
     return 0;
 }
@@ -443,11 +428,11 @@ s_check_opts (s_spawn_t *sp)
 {
     const sb_spawn_opts_t *opts = sp->opts;
     if (opts->timeout_ms < 0)
-        return s_fail (sp->err, sp->errlen, "invalid timeout");
+        return sb_fail (sp->err, sp->errlen, "invalid timeout");
     sp->cap_head = opts->cap_head ? opts->cap_head : SB_SPAWN_CAP_HEAD_DEFAULT;
     sp->cap_tail = opts->cap_tail ? opts->cap_tail : SB_SPAWN_CAP_TAIL_DEFAULT;
     if (sp->cap_head > SB_SPAWN_MAX_CAP || sp->cap_tail > SB_SPAWN_MAX_CAP)
-        return s_fail (sp->err, sp->errlen, "output cap too large");
+        return sb_fail (sp->err, sp->errlen, "output cap too large");
     return s_box_of (opts, false, &sp->box, sp->err, sp->errlen);
 }
 
@@ -461,16 +446,16 @@ s_prepare (s_spawn_t *sp)
     if (s_env_build (&sp->env, opts->env_extra, sp->serial, &sp->box, sp->err, sp->errlen) != 0)
         return -1;
     if (s_find_program (opts->argv [0], s_env_get (&sp->env, "PATH"), sp->prog, sizeof sp->prog) != 0)
-        return s_fail (sp->err, sp->errlen, "%.128s: command not found", opts->argv [0]);
+        return sb_fail (sp->err, sp->errlen, "%.128s: command not found", opts->argv [0]);
     sp->argv = s_build_argv (opts, sp->prog, &sp->box, sp->err, sp->errlen);
     if (!sp->argv)
         return -1;
     sp->cap = (s_capture_t) { .head_cap = sp->cap_head };
     sp->cap.head = malloc (sp->cap_head);
     if (!sp->cap.head || sb_ring_init (&sp->cap.tail, sp->cap_tail) != 0)
-        return s_fail (sp->err, sp->errlen, "out of memory");
+        return sb_fail (sp->err, sp->errlen, "out of memory");
     if (s_pipe_above_stdio (sp->fds) != 0)
-        return s_fail (sp->err, sp->errlen, "cannot create a pipe: %s", strerror (errno));
+        return sb_fail (sp->err, sp->errlen, "cannot create a pipe: %s", strerror (errno));
     fcntl (sp->fds [0], F_SETFL, O_NONBLOCK);
 
     //  adddup2 clears close-on-exec on the copies; closefrom(3) then drops
@@ -485,7 +470,7 @@ s_prepare (s_spawn_t *sp)
     sigdelset (&all, SIGKILL);
     sigdelset (&all, SIGSTOP);
     if (sb_box_wants_filter (&sp->box) && (sp->filter_fd = sb_box_filter_fd ()) < 0)
-        return s_fail (sp->err, sp->errlen, "cannot prepare the sandbox's filter: %s", strerror (errno));
+        return sb_fail (sp->err, sp->errlen, "cannot prepare the sandbox's filter: %s", strerror (errno));
     if (posix_spawn_file_actions_adddup2 (&sp->fa, sp->fds [1], 1)
         || posix_spawn_file_actions_adddup2 (&sp->fa, sp->fds [1], 2)
         || posix_spawn_file_actions_addopen (&sp->fa, 0, "/dev/null", O_RDONLY, 0)
@@ -497,7 +482,7 @@ s_prepare (s_spawn_t *sp)
         || posix_spawnattr_setpgroup (&sp->attr, 0)
         || posix_spawnattr_setsigmask (&sp->attr, &none)
         || posix_spawnattr_setsigdefault (&sp->attr, &all))
-        return s_fail (sp->err, sp->errlen, "cannot prepare the spawn");
+        return sb_fail (sp->err, sp->errlen, "cannot prepare the spawn");
     sb_spawn_cgroup_new (&sp->cg, sp->serial);      //  else the tree rules
     return 0;
 }
@@ -596,7 +581,7 @@ s_start (s_spawn_t *sp)
     sp->child = l.child;
     sp->pidfd = l.pidfd;
     if (rc != 0)
-        return s_fail (sp->err, sp->errlen, "cannot start %.128s in %.256s: %s", sp->argv [0],
+        return sb_fail (sp->err, sp->errlen, "cannot start %.128s in %.256s: %s", sp->argv [0],
                        sp->opts->cwd, l.box_err [0] ? l.box_err : strerror (l.e));
     return 0;
 }
@@ -737,7 +722,7 @@ int
 sb_spawn_run (const sb_spawn_opts_t *opts, sb_spawn_result_t *res, char *err, size_t errlen)
 {
     if (!opts || !res || !opts->argv || !opts->argv [0] || !opts->cwd)
-        return s_fail (err, errlen, "internal error: missing spawn options");
+        return sb_fail (err, errlen, "internal error: missing spawn options");
     memset (res, 0, sizeof *res);
     res->exit_code = -1;
     s_spawn_t sp = {
@@ -750,13 +735,13 @@ sb_spawn_run (const sb_spawn_opts_t *opts, sb_spawn_result_t *res, char *err, si
     if (opts->cancel_fd > 0 && s_readable (opts->cancel_fd)) {
         res->cancelled = true;
         res->output = strdup ("");
-        return res->output ? 0 : s_fail (err, errlen, "out of memory");
+        return res->output ? 0 : sb_fail (err, errlen, "out of memory");
     }
     int rc = -1;
     if (s_prepare (&sp) == 0 && s_start (&sp) == 0) {
         s_wait (&sp);
         s_clean_up (&sp);
-        rc = s_capture_finish (&sp.cap, res) == 0 ? 0 : s_fail (err, errlen, "out of memory");
+        rc = s_capture_finish (&sp.cap, res) == 0 ? 0 : sb_fail (err, errlen, "out of memory");
     }
     s_release (&sp);
     if (rc != 0)
@@ -804,12 +789,12 @@ sb_spawn_proc_t *
 sb_spawn_proc_start (const sb_spawn_opts_t *opts, char *err, size_t errlen)
 {
     if (!opts || !opts->argv || !opts->argv [0] || !opts->cwd) {
-        s_fail (err, errlen, "internal error: missing spawn options");
+        sb_fail (err, errlen, "internal error: missing spawn options");
         return NULL;
     }
     sb_spawn_proc_t *p = calloc (1, sizeof *p);
     if (!p) {
-        s_fail (err, errlen, "out of memory");
+        sb_fail (err, errlen, "out of memory");
         return NULL;
     }
     p->child = -1;
@@ -829,14 +814,14 @@ sb_spawn_proc_start (const sb_spawn_opts_t *opts, char *err, size_t errlen)
     if (s_env_build (&env, opts->env_extra, p->serial, &box, err, errlen) != 0)
         goto fail;
     if (s_find_program (opts->argv [0], s_env_get (&env, "PATH"), prog, sizeof prog) != 0) {
-        s_fail (err, errlen, "%.128s: command not found", opts->argv [0]);
+        sb_fail (err, errlen, "%.128s: command not found", opts->argv [0]);
         goto fail;
     }
     argv = s_build_argv (opts, prog, &box, err, errlen);
     if (!argv)
         goto fail;
     if (s_pipe_above_stdio (in) || s_pipe_above_stdio (out) || s_pipe_above_stdio (er)) {
-        s_fail (err, errlen, "cannot create a pipe: %s", strerror (errno));
+        sb_fail (err, errlen, "cannot create a pipe: %s", strerror (errno));
         goto fail;
     }
     fcntl (in [1], F_SETFL, O_NONBLOCK);
@@ -861,7 +846,7 @@ sb_spawn_proc_start (const sb_spawn_opts_t *opts, char *err, size_t errlen)
         || posix_spawnattr_setpgroup (&attr, 0)
         || posix_spawnattr_setsigmask (&attr, &none)
         || posix_spawnattr_setsigdefault (&attr, &all)) {
-        s_fail (err, errlen, "cannot prepare the spawn");
+        sb_fail (err, errlen, "cannot prepare the spawn");
         goto fail;
     }
     sb_spawn_cgroup_new (&p->cg, p->serial);
@@ -871,7 +856,7 @@ sb_spawn_proc_start (const sb_spawn_opts_t *opts, char *err, size_t errlen)
         .fa = &fa, .attr = &attr, .cg = &p->cg, .box = &box, .pidfd = -1,
     };
     if (s_launch (&l, &p->node, p->serial) != 0) {
-        s_fail (err, errlen, "cannot start %.128s in %.256s: %s", argv [0], opts->cwd,
+        sb_fail (err, errlen, "cannot start %.128s in %.256s: %s", argv [0], opts->cwd,
                 l.box_err [0] ? l.box_err : strerror (l.e));
         goto fail;
     }

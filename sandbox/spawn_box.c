@@ -3,6 +3,7 @@
     Landlock fallback. See spawn_box.h.
 */
 #include "sandbox/spawn_box.h"
+#include "common/log.h"
 #include "sandbox/spawn.h"
 
 #include <dirent.h>
@@ -30,22 +31,6 @@
 #include <unistd.h>
 
 #define S_ARGS_MAX      4096
-
-static int
-s_fail (char *err, size_t errlen, const char *fmt, ...)
-    __attribute__ ((format (printf, 3, 4)));
-
-static int
-s_fail (char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start (ap, fmt);
-        vsnprintf (err, errlen, fmt, ap);
-        va_end (ap);
-    }
-    return -1;
-}
 
 int
 sb_box_parse (const char *name, int *kind)
@@ -270,20 +255,20 @@ sb_box_argv (const sb_box_t *box, const char *prog, const char *const *args,
     size_t argc = 0;
     while (args && args [argc])
         if (++argc > S_ARGS_MAX) {
-            s_fail (err, errlen, "too many arguments");
+            sb_fail (err, errlen, "too many arguments");
             return NULL;
         }
     size_t nw = 0;
     while (box->writable && box->writable [nw])
         if (++nw > SB_BOX_WRITABLE_MAX) {
-            s_fail (err, errlen, "too many writable folders");
+            sb_fail (err, errlen, "too many writable folders");
             return NULL;
         }
     s_argv_t a = { .cap = 40 + 3 * SB_BOX_HIDE_MAX + 3 * nw + 12 + argc + 2 };
     //  One block: the pointers, then the struct that holds the id strings.
     a.argv = calloc (1, a.cap * sizeof *a.argv + sizeof a.ids);
     if (!a.argv) {
-        s_fail (err, errlen, "out of memory");
+        sb_fail (err, errlen, "out of memory");
         return NULL;
     }
     char (*ids) [48] = (char (*) [48]) (void *) (a.argv + a.cap);
@@ -513,7 +498,7 @@ sb_box_landlock_apply (const sb_box_t *box, char *err, size_t errlen)
 {
     int abi = sb_box_landlock_abi ();
     if (abi < 1)
-        return s_fail (err, errlen, "Landlock is not available in this kernel");
+        return sb_fail (err, errlen, "Landlock is not available in this kernel");
     struct s_ll_attr attr = { .handled_access_fs = s_ll_fs_all (abi) };
     size_t size = sizeof (uint64_t);
     if (abi >= 4) {
@@ -526,7 +511,7 @@ sb_box_landlock_apply (const sb_box_t *box, char *err, size_t errlen)
     }
     int rs = (int) syscall (SYS_landlock_create_ruleset, &attr, size, 0);
     if (rs < 0)
-        return s_fail (err, errlen, "cannot create a Landlock ruleset: %s", strerror (errno));
+        return sb_fail (err, errlen, "cannot create a Landlock ruleset: %s", strerror (errno));
     uint64_t all = attr.handled_access_fs;
     s_ll_grant (rs, "/", S_LL_READ, all, 0);
     static const char *const devs [] = { "/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/tmp" };
@@ -544,10 +529,10 @@ sb_box_landlock_apply (const sb_box_t *box, char *err, size_t errlen)
     int rc = 0;
     if (prctl (PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
         || syscall (SYS_landlock_restrict_self, rs, 0) != 0)
-        rc = s_fail (err, errlen, "cannot enter the Landlock sandbox: %s", strerror (errno));
+        rc = sb_fail (err, errlen, "cannot enter the Landlock sandbox: %s", strerror (errno));
     else
     if (!box->long_lived && s_no_unix_sockets () != 0)
-        rc = s_fail (err, errlen, "cannot forbid Unix sockets in the Landlock sandbox: %s",
+        rc = sb_fail (err, errlen, "cannot forbid Unix sockets in the Landlock sandbox: %s",
                      strerror (errno));
     close (rs);
     return rc;
@@ -615,25 +600,25 @@ sb_spawn_sandbox_init (const char *want, char *err, size_t errlen)
 {
     int kind;
     if (sb_box_parse (want, &kind) != 0)
-        return s_fail (err, errlen, "--sandbox takes auto, bwrap, landlock or none, not '%.32s'", want);
+        return sb_fail (err, errlen, "--sandbox takes auto, bwrap, landlock or none, not '%.32s'", want);
     char why [512] = "";
     if (kind == SB_BOX_NONE || (kind == SB_BOX_LANDLOCK && sb_box_landlock_abi () > 0)) {
         __atomic_store_n (&s_kind, (sb_box_kind_t) kind, __ATOMIC_RELEASE);
         return 0;
     }
     if (kind == SB_BOX_LANDLOCK)
-        return s_fail (err, errlen, "--sandbox landlock: this kernel has no Landlock");
+        return sb_fail (err, errlen, "--sandbox landlock: this kernel has no Landlock");
     if (s_probe_bwrap (why, sizeof why) == 0) {
         __atomic_store_n (&s_kind, SB_BOX_BWRAP, __ATOMIC_RELEASE);
         return 0;
     }
     if (kind == SB_BOX_BWRAP)
-        return s_fail (err, errlen, "--sandbox bwrap: bubblewrap cannot run here: %s", why);
+        return sb_fail (err, errlen, "--sandbox bwrap: bubblewrap cannot run here: %s", why);
     if (sb_box_landlock_abi () > 0) {
         __atomic_store_n (&s_kind, SB_BOX_LANDLOCK, __ATOMIC_RELEASE);
         return 0;
     }
-    return s_fail (err, errlen, "no sandbox can run here: bubblewrap cannot (%s), and the kernel "
+    return sb_fail (err, errlen, "no sandbox can run here: bubblewrap cannot (%s), and the kernel "
                    "has no Landlock. Tools would run as this server's user, seeing all it sees: "
                    "pass --sandbox none to accept that", why);
 }

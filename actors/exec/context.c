@@ -568,6 +568,23 @@ s_encode_msg (const s_msg_t *m, sb_enc_t *enc)
     sb_enc_map_close (enc);
 }
 
+//  The synthetic tool message of each call of `asst` that no result
+//  answered (SB_CONTEXT_INTERRUPTED), written at the end of its block of
+//  tool messages (context_impl.h).
+void
+sb_context_encode_interrupted (const s_msg_t *asst, sb_enc_t *enc)
+{
+    for (uint32_t k = 0; k < asst->ncalls; k++) {
+        if (asst->calls [k].answered)
+            continue;
+        sb_enc_map_open (enc);
+        sb_enc_kstr (enc, "role", "tool");
+        sb_enc_kstr (enc, "call_id", asst->calls [k].call_id);
+        sb_enc_kstr (enc, "content", SB_CONTEXT_INTERRUPTED);
+        sb_enc_map_close (enc);
+    }
+}
+
 void
 sb_context_encode (const sb_context_t *ctx, sb_enc_t *enc)
 {
@@ -584,15 +601,7 @@ sb_context_encode (const sb_context_t *ctx, sb_enc_t *enc)
             continue;
         if (i + 1 < ctx->count && ctx->msgs [i + 1].role == S_TOOL)
             continue;
-        for (uint32_t k = 0; k < asst->ncalls; k++) {
-            if (asst->calls [k].answered)
-                continue;
-            sb_enc_map_open (enc);
-            sb_enc_kstr (enc, "role", "tool");
-            sb_enc_kstr (enc, "call_id", asst->calls [k].call_id);
-            sb_enc_kstr (enc, "content", SB_CONTEXT_INTERRUPTED);
-            sb_enc_map_close (enc);
-        }
+        sb_context_encode_interrupted (asst, enc);
         asst = NULL;
     }
     sb_enc_array_close (enc);

@@ -311,15 +311,7 @@ sb_context_encode_head (const sb_context_t *ctx, size_t from, size_t cut, size_t
             continue;
         if (i + 1 < cut && ctx->msgs [i + 1].role == S_TOOL)
             continue;
-        for (uint32_t k = 0; k < asst->ncalls; k++) {
-            if (asst->calls [k].answered)
-                continue;
-            sb_enc_map_open (enc);
-            sb_enc_kstr (enc, "role", "tool");
-            sb_enc_kstr (enc, "call_id", asst->calls [k].call_id);
-            sb_enc_kstr (enc, "content", SB_CONTEXT_INTERRUPTED);
-            sb_enc_map_close (enc);
-        }
+        sb_context_encode_interrupted (asst, enc);
         asst = NULL;
     }
     sb_enc_map_open (enc);

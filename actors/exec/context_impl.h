@@ -117,4 +117,9 @@ s_close (sb_context_t *ctx)
     ctx->tail = 0;
 }
 
+//  Writes a tool message for each call of the assistant message `asst`
+//  that no result answered (context.c; the whole context and a head
+//  range alike close their blocks so).
+void sb_context_encode_interrupted (const s_msg_t *asst, sb_enc_t *enc);
+
 #endif

@@ -8,6 +8,7 @@
     model reads.
 */
 #include "actors/exec/path.h"
+#include "common/log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -42,18 +43,6 @@ s_quote (const char *src, size_t len, char *dst, size_t dstlen)
     }
     if (dstlen)
         dst [o < dstlen ? o : dstlen - 1] = 0;
-}
-
-static int
-s_fail (char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start (ap, fmt);
-        vsnprintf (err, errlen, fmt, ap);
-        va_end (ap);
-    }
-    return -1;
 }
 
 //  The next component of s from *pos: returns its length and start, or 0
@@ -166,18 +155,18 @@ static int
 s_walk_start (s_walk_t *w, const char *ws, const char *path, size_t pathlen, char *err, size_t errlen)
 {
     if (!ws || ws [0] != '/')
-        return s_fail (err, errlen, "internal error: workspace is not an absolute path");
+        return sb_fail (err, errlen, "internal error: workspace is not an absolute path");
     size_t wl = strnlen (ws, PATH_MAX);
     if (wl >= PATH_MAX)
-        return s_fail (err, errlen, "internal error: workspace path too long");
+        return sb_fail (err, errlen, "internal error: workspace path too long");
     if (!path || pathlen == 0)
-        return s_fail (err, errlen, "path is empty");
+        return sb_fail (err, errlen, "path is empty");
     if (pathlen >= PATH_MAX)
-        return s_fail (err, errlen, "path too long (%zu bytes; the limit is %d)",
+        return sb_fail (err, errlen, "path too long (%zu bytes; the limit is %d)",
                        pathlen, PATH_MAX - 1);
     s_quote (path, pathlen, w->quoted, sizeof w->quoted);
     if (memchr (path, 0, pathlen))
-        return s_fail (err, errlen, "path contains a NUL byte: %s", w->quoted);
+        return sb_fail (err, errlen, "path contains a NUL byte: %s", w->quoted);
 
     w->ws = ws;
     w->wl = wl;
@@ -189,7 +178,7 @@ s_walk_start (s_walk_t *w, const char *ws, const char *path, size_t pathlen, cha
     if (w->rest [0] == '/') {
         const char *below = s_below_workspace (ws, w->rest);
         if (!below)
-            return s_fail (err, errlen,
+            return sb_fail (err, errlen,
                            "path escapes the workspace: %s (absolute paths must lie inside %s)",
                            w->quoted, ws);
         w->pos = (size_t) (below - w->rest);
@@ -207,9 +196,9 @@ s_walk_up (s_walk_t *w)
 {
     if (w->rl == w->wl) {
         if (w->last_link [0])
-            return s_fail (w->err, w->errlen, "path escapes the workspace: %s (through the symlink %s)",
+            return sb_fail (w->err, w->errlen, "path escapes the workspace: %s (through the symlink %s)",
                            w->quoted, w->last_link);
-        return s_fail (w->err, w->errlen, "path escapes the workspace: %s", w->quoted);
+        return sb_fail (w->err, w->errlen, "path escapes the workspace: %s", w->quoted);
     }
     while (w->rl > 0 && w->res [w->rl - 1] != '/')
         w->rl--;
@@ -224,12 +213,12 @@ static int
 s_walk_lstat_fail (s_walk_t *w, int e)
 {
     if (e == ENOENT)
-        return s_fail (w->err, w->errlen, "no such file or directory: %s", w->quoted);
+        return sb_fail (w->err, w->errlen, "no such file or directory: %s", w->quoted);
     if (e == ENOTDIR)
-        return s_fail (w->err, w->errlen, "not a directory: %s", w->quoted);
+        return sb_fail (w->err, w->errlen, "not a directory: %s", w->quoted);
     if (e == ENAMETOOLONG)
-        return s_fail (w->err, w->errlen, "file name too long: %s", w->quoted);
-    return s_fail (w->err, w->errlen, "cannot access %s: %s", w->quoted, strerror (e));
+        return sb_fail (w->err, w->errlen, "file name too long: %s", w->quoted);
+    return sb_fail (w->err, w->errlen, "cannot access %s: %s", w->quoted, strerror (e));
 }
 
 //  The candidate in res is a symlink: its target goes in front of what
@@ -239,11 +228,11 @@ static int
 s_walk_follow (s_walk_t *w)
 {
     if (++w->links > SB_PATH_MAX_LINKS)
-        return s_fail (w->err, w->errlen, "too many levels of symbolic links: %s", w->quoted);
+        return sb_fail (w->err, w->errlen, "too many levels of symbolic links: %s", w->quoted);
     char target [PATH_MAX];
     ssize_t tl = readlink (w->res, target, sizeof target - 1);
     if (tl < 0)
-        return s_fail (w->err, w->errlen, "cannot read symlink in %s: %s", w->quoted, strerror (errno));
+        return sb_fail (w->err, w->errlen, "cannot read symlink in %s: %s", w->quoted, strerror (errno));
     target [tl] = 0;
     snprintf (w->last_link, sizeof w->last_link, "%s -> %s", sb_path_relative (w->ws, w->res), target);
     w->res [w->rl] = 0;                 //  back to the link's directory
@@ -251,13 +240,13 @@ s_walk_follow (s_walk_t *w)
     if (target [0] == '/') {
         head = s_below_workspace (w->ws, target);
         if (!head)
-            return s_fail (w->err, w->errlen, "path escapes the workspace: %s (through the symlink %s)",
+            return sb_fail (w->err, w->errlen, "path escapes the workspace: %s (through the symlink %s)",
                            w->quoted, w->last_link);
         memcpy (w->res, w->ws, w->wl + 1);
         w->rl = w->wl;
     }
     if (s_splice (w->rest, w->pos, head) != 0)
-        return s_fail (w->err, w->errlen, "path too long after following symlinks: %s", w->quoted);
+        return sb_fail (w->err, w->errlen, "path too long after following symlinks: %s", w->quoted);
     w->pos = 0;
     return 0;
 }
@@ -270,7 +259,7 @@ s_walk_component (s_walk_t *w, const char *c, size_t n)
 {
     size_t sep = (w->rl == 1) ? 0 : 1;
     if (w->rl + sep + n >= sizeof w->res)
-        return s_fail (w->err, w->errlen, "path too long: %s", w->quoted);
+        return sb_fail (w->err, w->errlen, "path too long: %s", w->quoted);
     if (sep)
         w->res [w->rl] = '/';
     memcpy (w->res + w->rl + sep, c, n);
@@ -294,7 +283,7 @@ s_walk_component (s_walk_t *w, const char *c, size_t n)
         size_t peek = w->pos;
         const char *nc;
         if (s_next (w->rest, &peek, &nc) != 0)
-            return s_fail (w->err, w->errlen, "not a directory: %s", w->quoted);
+            return sb_fail (w->err, w->errlen, "not a directory: %s", w->quoted);
     }
     return 0;
 }
@@ -319,9 +308,9 @@ sb_path_resolve_n (const char *ws, const char *path, size_t pathlen, bool for_wr
     }
     //  The walk keeps the invariant; check it anyway, it is what we promise.
     if (!s_inside (w.ws, w.wl, w.res))
-        return s_fail (err, errlen, "path escapes the workspace: %s", w.quoted);
+        return sb_fail (err, errlen, "path escapes the workspace: %s", w.quoted);
     if (w.rl >= outlen)
-        return s_fail (err, errlen, "path too long: %s", w.quoted);
+        return sb_fail (err, errlen, "path too long: %s", w.quoted);
     memcpy (out, w.res, w.rl + 1);
     return 0;
 }
@@ -375,10 +364,10 @@ sb_path_mkdirs (const char *workspace_real, const char *resolved_dir, char *err,
 {
     const char *rel = sb_path_relative (workspace_real, resolved_dir);
     if (!rel)
-        return s_fail (err, errlen, "directory is outside the workspace");
+        return sb_fail (err, errlen, "directory is outside the workspace");
     int fd = open (workspace_real, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
-        return s_fail (err, errlen, "cannot open the workspace: %s", strerror (errno));
+        return sb_fail (err, errlen, "cannot open the workspace: %s", strerror (errno));
     if (strcmp (rel, ".") == 0)
         return fd;
 
@@ -389,7 +378,7 @@ sb_path_mkdirs (const char *workspace_real, const char *resolved_dir, char *err,
         char name [NAME_MAX + 1];
         if (n > NAME_MAX || s_is_dot (c, n) || s_is_dotdot (c, n)) {
             close (fd);
-            return s_fail (err, errlen, "invalid directory name in %s", rel);
+            return sb_fail (err, errlen, "invalid directory name in %s", rel);
         }
         memcpy (name, c, n);
         name [n] = 0;
@@ -397,7 +386,7 @@ sb_path_mkdirs (const char *workspace_real, const char *resolved_dir, char *err,
         if (!made && errno != EEXIST) {
             int e = errno;
             close (fd);
-            return s_fail (err, errlen, "cannot create directory %.*s: %s",
+            return sb_fail (err, errlen, "cannot create directory %.*s: %s",
                            (int) (c - rel + n), rel, strerror (e));
         }
         //  A folder made for a tool belongs to its parent's owner (the
@@ -415,10 +404,10 @@ sb_path_mkdirs (const char *workspace_real, const char *resolved_dir, char *err,
         close (fd);
         if (next < 0) {
             if (e == ELOOP || e == ENOTDIR)
-                return s_fail (err, errlen, "cannot create directory %.*s: "
+                return sb_fail (err, errlen, "cannot create directory %.*s: "
                                "a file or symlink is in the way",
                                (int) (c - rel + n), rel);
-            return s_fail (err, errlen, "cannot open directory %.*s: %s",
+            return sb_fail (err, errlen, "cannot open directory %.*s: %s",
                            (int) (c - rel + n), rel, strerror (e));
         }
         fd = next;

@@ -76,21 +76,30 @@ s_free_item (void **item)
     *item = NULL;
 }
 
+/*  A byte count from the environment variable `name`, 0 when it is unset,
+    empty or not a count (which is said once, in the log). */
+static size_t
+s_env_bytes (const char *name)
+{
+    const char *env = getenv (name);
+    if (!env || !*env)
+        return 0;
+    char *end;
+    unsigned long long v = strtoull (env, &end, 10);
+    if (*end == 0)
+        return (size_t) v;
+    sb_warn (ACTOR, "ignoring %s=%s (want a byte count)", name, env);
+    return 0;
+}
+
 /*  The byte bound: the config's, else SWITCHBOARD_BUS_QUEUE_BYTES, else
     the default; never below the minimum. */
 static size_t
 s_queue_bytes (const sb_broker_config_t *config)
 {
     size_t bytes = config ? config->queue_bytes : 0;
-    const char *env = getenv ("SWITCHBOARD_BUS_QUEUE_BYTES");
-    if (!bytes && env && *env) {
-        char *end;
-        unsigned long long v = strtoull (env, &end, 10);
-        if (*end == 0)
-            bytes = (size_t) v;
-        else
-            sb_warn (ACTOR, "ignoring SWITCHBOARD_BUS_QUEUE_BYTES=%s (want a byte count)", env);
-    }
+    if (!bytes)
+        bytes = s_env_bytes ("SWITCHBOARD_BUS_QUEUE_BYTES");
     if (!bytes)
         bytes = SB_BROKER_QUEUE_BYTES;
     return bytes < SB_BROKER_QUEUE_BYTES_MIN ? SB_BROKER_QUEUE_BYTES_MIN : bytes;
@@ -103,15 +112,8 @@ static size_t
 s_queue_total (const sb_broker_config_t *config, size_t per_peer)
 {
     size_t bytes = config ? config->queue_total : 0;
-    const char *env = getenv ("SWITCHBOARD_BUS_QUEUE_TOTAL_BYTES");
-    if (!bytes && env && *env) {
-        char *end;
-        unsigned long long v = strtoull (env, &end, 10);
-        if (*end == 0)
-            bytes = (size_t) v;
-        else
-            sb_warn (ACTOR, "ignoring SWITCHBOARD_BUS_QUEUE_TOTAL_BYTES=%s (want a byte count)", env);
-    }
+    if (!bytes)
+        bytes = s_env_bytes ("SWITCHBOARD_BUS_QUEUE_TOTAL_BYTES");
     if (!bytes)
         bytes = per_peer * SB_BROKER_QUEUE_TOTAL_FACTOR;
     return bytes < per_peer ? per_peer : bytes;

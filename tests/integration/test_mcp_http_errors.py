@@ -11,6 +11,7 @@ errors (docs/mcp.md), each a defect found by trying switchboard:
 
 (Found by trying switchboard: each test fails on the code before its fix.)
 """
+import contextlib
 import json
 import os
 import sys
@@ -49,18 +50,32 @@ def mcp_config(servers):
     return path
 
 
-def test_http_mcp_server_requests_are_answered_during_a_call():
-    mcp = HttpMcp()
+@contextlib.contextmanager
+def http_run(mcp, name, steps, text="go"):
+    """serve with the HTTP MCP server as `h` and a model that plays
+    `steps`; one prompt run to completion. Yields (srv, sid, tape); stops
+    the server, the model and the MCP server after."""
     llm = LLM()
-    llm.script("ping", [calls(("c_ping", "mcp__h__ping_me", {}), ("c_ask", "mcp__h__ask", {})),
-                        {"text": "done"}])
-    srv = Server(args=llm_args(llm, "ping") + ["--mcp-config", mcp_config({"h": {"url": mcp.url}})],
-                 env=LLM_ENV).start()
+    llm.script(name, steps)
+    srv = None
     try:
+        srv = Server(args=llm_args(llm, name) + ["--mcp-config", mcp_config({"h": {"url": mcp.url}})],
+                     env=LLM_ENV).start()
         sid = new_session(srv, tmpdir(), approval_policy="yolo")
-        r = wait_run(srv, prompt(srv, sid, "ping"), timeout=40)
+        r = wait_run(srv, prompt(srv, sid, text), timeout=40)
         check(r["status"] == "completed", "the run ended %s: %s", r["status"], r.get("reason"))
-        res = results(tape(srv, sid))
+        yield srv, sid, tape(srv, sid)
+    finally:
+        if srv:
+            srv.stop()
+        llm.stop()
+        mcp.stop()
+
+
+def test_http_mcp_server_requests_are_answered_during_a_call():
+    steps = [calls(("c_ping", "mcp__h__ping_me", {}), ("c_ask", "mcp__h__ask", {})), {"text": "done"}]
+    with http_run(HttpMcp(), "ping", steps, "ping") as (srv, sid, entries):
+        res = results(entries)
         ping = res["c_ping"]
         check(ping["ok"] is True and 'ping answer {"jsonrpc": "2.0", "result": {}}' in ping["output"],
               "ping: %r", ping)
@@ -70,24 +85,13 @@ def test_http_mcp_server_requests_are_answered_during_a_call():
         for method in ("elicitation/create", "sampling/createMessage", "roots/list"):
             check("%s: -32601" % method in ask["output"], "%s not refused as unknown: %r", method, ask)
         print("  figure: ping answered in %d ms; %s" % (ms, ask["output"]))
-    finally:
-        srv.stop()
-        llm.stop()
-        mcp.stop()
 
 
 def test_http_mcp_session_forgotten_is_initialized_again_and_the_call_retried_once():
     mcp = HttpMcp()
-    llm = LLM()
-    llm.script("fg", [calls(("c_forget", "mcp__h__forget", {})), calls(("c_ok", "mcp__h__ok", {})),
-                      {"text": "done"}])
-    srv = Server(args=llm_args(llm, "fg") + ["--mcp-config", mcp_config({"h": {"url": mcp.url}})],
-                 env=LLM_ENV).start()
-    try:
-        sid = new_session(srv, tmpdir(), approval_policy="yolo")
-        r = wait_run(srv, prompt(srv, sid, "go"), timeout=40)
-        check(r["status"] == "completed", "the run ended %s: %s", r["status"], r.get("reason"))
-        res = results(tape(srv, sid))
+    steps = [calls(("c_forget", "mcp__h__forget", {})), calls(("c_ok", "mcp__h__ok", {})), {"text": "done"}]
+    with http_run(mcp, "fg", steps) as (srv, sid, entries):
+        res = results(entries)
         check(res["c_ok"]["ok"] is True and res["c_ok"]["output"] == "fine", "the call after the 404: %r",
               res["c_ok"])
         log = mcp.log()
@@ -96,33 +100,17 @@ def test_http_mcp_session_forgotten_is_initialized_again_and_the_call_retried_on
                and x["msg"]["params"]["name"] == "ok"]
         check(len(inits) == 2 and len(oks) == 2 and any(x.get("status") == 404 for x in log),
               "initialize %d times, ok sent %d times: %r", len(inits), len(oks), log[-6:])
-    finally:
-        srv.stop()
-        llm.stop()
-        mcp.stop()
 
 
 def test_http_mcp_server_that_needs_authorization_says_so():
-    mcp = HttpMcp(token="tok-7")
-    llm = LLM()
-    llm.script("au", [calls(("c_ok", "mcp__h__ok", {})), {"text": "done"}])
-    srv = Server(args=llm_args(llm, "au") + ["--mcp-config", mcp_config({"h": {"url": mcp.url}})],
-                 env=LLM_ENV).start()
-    try:
-        sid = new_session(srv, tmpdir(), approval_policy="yolo")
-        r = wait_run(srv, prompt(srv, sid, "go"), timeout=40)
-        check(r["status"] == "completed", "the run ended %s: %s", r["status"], r.get("reason"))
-        entries = tape(srv, sid)
+    steps = [calls(("c_ok", "mcp__h__ok", {})), {"text": "done"}]
+    with http_run(HttpMcp(token="tok-7"), "au", steps) as (srv, sid, entries):
         notes = [e["body"].get("text", "") for e in entries if e["kind"] == "note"]
         check(any("needs authorization" in n and "went away" not in n for n in notes), "the notes: %r", notes)
         out = results(entries)["c_ok"]["output"]
         check("needs authorization" in out and "went away" not in out, "the call: %r", out)
         rc, lst, err = cli(srv, "mcp", "list")
         check("needs authorization" in lst, "mcp list:\n%s", lst)
-    finally:
-        srv.stop()
-        llm.stop()
-        mcp.stop()
 
 
 def test_a_server_that_dies_during_a_call_is_named_in_a_sentence():

@@ -88,7 +88,7 @@ s_next_deadline (self_t *self)
     if (sb_txn_begin (self->store, &txn, false) != 0)
         return 0;
     sb_txn_iter_t it;
-    MDB_val k, v;
+    sb_datum_t k, v;
     sb_txn_iter_begin (&txn, &it, DBI_DEADLINES, "D", 1, NULL, 0);
     if (sb_txn_iter_next (&it, &k, &v))
         at = sb_key_read_u64 (&k, 1);
@@ -107,11 +107,11 @@ s_first_due (self_t *self, uint64_t now, char out [IA_ID_LEN + 1])
     if (sb_txn_begin (self->store, &txn, false) != 0)
         return false;
     sb_txn_iter_t it;
-    MDB_val k, v;
+    sb_datum_t k, v;
     sb_txn_iter_begin (&txn, &it, DBI_DEADLINES, "D", 1, NULL, 0);
-    if (sb_txn_iter_next (&it, &k, &v) && k.mv_size == 1 + 8 + IA_ID_LEN + 1
+    if (sb_txn_iter_next (&it, &k, &v) && k.size == 1 + 8 + IA_ID_LEN + 1
     &&  sb_key_read_u64 (&k, 1) <= now) {
-        memcpy (out, (const char *) k.mv_data + 9, IA_ID_LEN);
+        memcpy (out, (const char *) k.data + 9, IA_ID_LEN);
         out [IA_ID_LEN] = 0;
         due = true;
     }
@@ -143,7 +143,7 @@ s_expire_due (self_t *self)
             sb_txn_t txn;
             if (sb_txn_begin (self->store, &txn, true) == 0) {
                 sb_txn_iter_t it;
-                MDB_val k, v;
+                sb_datum_t k, v;
                 sb_txn_iter_begin (&txn, &it, DBI_DEADLINES, "D", 1, NULL, 0);
                 if (sb_txn_iter_next (&it, &k, &v))
                     sb_txn_iter_del (&it);
@@ -193,11 +193,11 @@ s_by_call (self_t *self, const char *run_id, const char *call_id, ia_t *ia)
     sb_txn_t txn;
     if (!sb_key_valid (&k) || sb_txn_begin (self->store, &txn, false) != 0)
         return -1;
-    MDB_val v;
+    sb_datum_t v;
     int rc = -1;
-    if (sb_txn_get (&txn, DBI_BYCALL, k.buf, k.len, &v) == 0 && v.mv_size == IA_ID_LEN) {
+    if (sb_txn_get (&txn, DBI_BYCALL, k.buf, k.len, &v) == 0 && v.size == IA_ID_LEN) {
         char id [IA_ID_LEN + 1];
-        memcpy (id, v.mv_data, IA_ID_LEN);
+        memcpy (id, v.data, IA_ID_LEN);
         id [IA_ID_LEN] = 0;
         rc = sb_ia_load_txn (&txn, id, ia);
     }
@@ -478,13 +478,13 @@ s_handle_list (self_t *self, sb_msg_t *msg)
     char last [IA_ID_LEN + 1] = "";
     bool more = false;
     sb_txn_iter_t it;
-    MDB_val k, v;
+    sb_datum_t k, v;
     sb_txn_iter_begin (&txn, &it, DBI_INDEX, p.buf, p.len, cursor ? start.buf : NULL, cursor ? start.len : 0);
     while (sb_txn_iter_next (&it, &k, &v)) {
-        if (k.mv_size != ulid_at + SB_ULID_LEN)
+        if (k.size != ulid_at + SB_ULID_LEN)
             continue;
         char id [IA_ID_LEN + 1] = IA_PREFIX;
-        const uint8_t *inv = (const uint8_t *) k.mv_data + ulid_at;
+        const uint8_t *inv = (const uint8_t *) k.data + ulid_at;
         for (size_t i = 0; i < SB_ULID_LEN; i++)
             id [IA_PREFIX_LEN + i] = (char) (255 - inv [i]);
         id [IA_ID_LEN] = 0;

@@ -744,8 +744,8 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
     /* the outbox numbering continues after the last entry */
     sb_txn_t txn;
     if (sb_txn_begin (self->store, &txn, false) == 0) {
-        MDB_val k, v;
-        if (sb_txn_last (&txn, DBI_OUTBOX, "O", 1, &k, &v) == 0 && k.mv_size == 9)
+        sb_datum_t k, v;
+        if (sb_txn_last (&txn, DBI_OUTBOX, "O", 1, &k, &v) == 0 && k.size == 9)
             self->outbox_next = sb_key_read_u64 (&k, 1) + 1;
         sb_txn_abort (&txn);
     }

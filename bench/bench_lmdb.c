@@ -18,7 +18,7 @@
       lmdb.store.batch64   64 per txn through sb_store_write, for the
                            wrapper's own overhead against lmdb.raw.batch64
 */
-#include "actors/store.h"
+#include "store/store.h"
 #include "bench/lmdb_raw.h"
 
 #include <lmdb.h>

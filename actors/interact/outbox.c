@@ -21,8 +21,8 @@ sb_ia_outbox_last (self_t *self)
     uint64_t last = 0;
     sb_txn_t txn;
     if (sb_txn_begin (self->store, &txn, false) == 0) {
-        MDB_val k;
-        if (sb_txn_last (&txn, DBI_OUTBOX, "O", 1, &k, NULL) == 0 && k.mv_size == 9)
+        sb_datum_t k;
+        if (sb_txn_last (&txn, DBI_OUTBOX, "O", 1, &k, NULL) == 0 && k.size == 9)
             last = sb_key_read_u64 (&k, 1);
         sb_txn_abort (&txn);
     }
@@ -39,14 +39,14 @@ s_oldest (self_t *self, uint64_t *n, size_t *len)
         return NULL;
     uint8_t *copy = NULL;
     sb_txn_iter_t it;
-    MDB_val k, v;
+    sb_datum_t k, v;
     sb_txn_iter_begin (&txn, &it, DBI_OUTBOX, "O", 1, NULL, 0);
-    if (sb_txn_iter_next (&it, &k, &v) && k.mv_size == 9) {
+    if (sb_txn_iter_next (&it, &k, &v) && k.size == 9) {
         *n = sb_key_read_u64 (&k, 1);
-        copy = malloc (v.mv_size ? v.mv_size : 1);
+        copy = malloc (v.size ? v.size : 1);
         if (copy) {
-            memcpy (copy, v.mv_data, v.mv_size);
-            *len = v.mv_size;
+            memcpy (copy, v.data, v.size);
+            *len = v.size;
         }
     }
     sb_txn_iter_end (&it);

@@ -195,10 +195,10 @@ sb_ia_load_txn (sb_txn_t *txn, const char *id, ia_t *ia)
     sb_key_t k;
     sb_key_init (&k, 'I');
     sb_key_str (&k, id);
-    MDB_val v;
+    sb_datum_t v;
     if (sb_txn_get (txn, DBI_INTERACTIONS, k.buf, k.len, &v) != 0)
         return -1;
-    return s_decode (id, v.mv_data, v.mv_size, ia);
+    return s_decode (id, v.data, v.size, ia);
 }
 
 int

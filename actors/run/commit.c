@@ -299,11 +299,11 @@ sb_run_kv_get (self_t *self, unsigned dbi, const void *key, size_t klen, uint8_t
     sb_txn_t txn;
     if (sb_txn_begin (self->store, &txn, false))
         return -1;
-    MDB_val v;
+    sb_datum_t v;
     int rc = -1;
-    if (sb_txn_get (&txn, dbi, key, klen, &v) == 0 && (*val_p = malloc (v.mv_size ? v.mv_size : 1))) {
-        memcpy (*val_p, v.mv_data, v.mv_size);
-        *len_p = v.mv_size;
+    if (sb_txn_get (&txn, dbi, key, klen, &v) == 0 && (*val_p = malloc (v.size ? v.size : 1))) {
+        memcpy (*val_p, v.data, v.size);
+        *len_p = v.size;
         rc = 0;
     }
     sb_txn_abort (&txn);
@@ -318,17 +318,17 @@ sb_run_kv_scan (self_t *self, unsigned dbi, const void *prefix, size_t plen, sb_
     if (sb_txn_begin (self->store, &txn, false))
         return -1;
     sb_txn_iter_t it;
-    MDB_val k, v;
+    sb_datum_t k, v;
     char hk [S_HKEY_MAX + 1];
     sb_txn_iter_begin (&txn, &it, dbi, prefix, plen, NULL, 0);
     while (sb_txn_iter_next (&it, &k, &v)) {
         if (overlay) {
             /* a pending row shadows the committed one; its puts come below */
-            s_hkey (dbi, k.mv_data, k.mv_size, hk);
+            s_hkey (dbi, k.data, k.size, hk);
             if (zhashx_lookup (self->pending, hk))
                 continue;
         }
-        fn (k.mv_data, k.mv_size, v.mv_data, v.mv_size, arg);
+        fn (k.data, k.size, v.data, v.size, arg);
     }
     sb_txn_iter_end (&it);
     int rc = txn.ret;

@@ -88,7 +88,7 @@ s_write (write_ctx_t *w)
         size_t flen;
         uint64_t fence = 0;
         if (sb_run_kv_get (self, DBI_FENCES, k.buf, k.len, &fv, &flen) == 0) {
-            MDB_val mv = { flen, fv };
+            sb_datum_t mv = { flen, fv };
             if (flen == 8)
                 fence = sb_key_read_u64 (&mv, 0);
             free (fv);
@@ -215,7 +215,7 @@ s_outbox_walk (self_t *self, s_entry_t *out, size_t max)
     if (!s_outbox_state (self) || sb_txn_begin (self->store, &txn, false))
         return 0;
     sb_txn_iter_t it;
-    MDB_val k, v;
+    sb_datum_t k, v;
     sb_key_t start;
     sb_key_init (&start, 'O');
     sb_key_u64 (&start, self->outbox_acked + 1);
@@ -224,7 +224,7 @@ s_outbox_walk (self_t *self, s_entry_t *out, size_t max)
     size_t scanned = 0;
     char nk [24];
     while (sb_txn_iter_next (&it, &k, &v)) {
-        if (k.mv_size != 9)
+        if (k.size != 9)
             continue;
         uint64_t n = sb_key_read_u64 (&k, 1);
         s_nkey (n, nk);
@@ -242,15 +242,15 @@ s_outbox_walk (self_t *self, s_entry_t *out, size_t max)
         }
         if (found < max && !zhashx_lookup (self->ob_inflight, nk)) {
             sb_verr_t err;
-            sb_doc_t *doc = sb_decode (v.mv_data, v.mv_size, NULL, 0, &err);
+            sb_doc_t *doc = sb_decode (v.data, v.size, NULL, 0, &err);
             const char *sid = doc ? sb_get_str (sb_doc_root (doc), "session_id") : NULL;
             s_entry_t *e = &out [found];
             s_copy (e->session, sizeof e->session, sid);
             sb_doc_destroy (&doc);
             if (!zhashx_lookup (self->ob_busy, e->session)
-            &&  (e->body = malloc (v.mv_size ? v.mv_size : 1))) {
-                memcpy (e->body, v.mv_data, v.mv_size);
-                e->len = v.mv_size;
+            &&  (e->body = malloc (v.size ? v.size : 1))) {
+                memcpy (e->body, v.data, v.size);
+                e->len = v.size;
                 e->n = n;
                 zhashx_insert (self->ob_inflight, nk, strdup (e->session));
                 zhashx_insert (self->ob_busy, e->session, "");

@@ -15,7 +15,7 @@
 #define SB_RUN_IMPL_H
 
 #include "actors/actor.h"
-#include "actors/store.h"
+#include "store/store.h"
 #include "bus/client.h"
 #include "common/log.h"
 #include "schemas/errors.h"

@@ -220,7 +220,7 @@ s_workers_load (self_t *self)
         return;
     sb_txn_iter_t it;
     sb_txn_iter_begin (&txn, &it, DBI_RUNS, "W", 1, NULL, 0);
-    MDB_val k, v;
+    sb_datum_t k, v;
     size_t n = 0;
     while (sb_txn_iter_next (&it, &k, &v)) {
         if (zhashx_size (self->workers) >= WORKERS_MAX) {
@@ -228,7 +228,7 @@ s_workers_load (self_t *self)
             break;
         }
         sb_verr_t err;
-        sb_doc_t *doc = v.mv_size <= WORKER_RECORD_MAX ? sb_decode (v.mv_data, v.mv_size, NULL, 0, &err) : NULL;
+        sb_doc_t *doc = v.size <= WORKER_RECORD_MAX ? sb_decode (v.data, v.size, NULL, 0, &err) : NULL;
         const sb_val_t *r = doc ? sb_doc_root (doc) : NULL;
         const char *id = sb_get_str (r, "worker_id");
         s_worker_t *sw = id && strlen (id) < sizeof sw->w.worker_id ? calloc (1, sizeof *sw) : NULL;

@@ -16,7 +16,7 @@
 #ifndef SB_SESSION_COMMITTER_H
 #define SB_SESSION_COMMITTER_H
 
-#include "actors/store.h"
+#include "store/store.h"
 
 #include <stdbool.h>
 

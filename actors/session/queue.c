@@ -109,7 +109,7 @@ s_steers_back (self_t *self, sb_txn_t *txn, req_t *req, record_t *r, qmeta_t *m,
     sb_key_t prefix;
     sb_queue_key (&prefix, 'W', r->session_id);
     sb_txn_iter_t it;
-    MDB_val k, v;
+    sb_datum_t k, v;
     sb_txn_iter_begin (txn, &it, DBI_QUEUE, prefix.buf, prefix.len, NULL, 0);
     while (sb_txn_iter_next (&it, &k, &v)) {
         if (!sb_session_reserve ((void **) &list, &cap, n, sizeof *list)) {
@@ -387,7 +387,7 @@ s_write_steer_take (self_t *self, sb_txn_t *txn, req_t *req, record_t *r, sb_enc
         sb_key_t prefix;
         sb_queue_key (&prefix, 'W', req->sid);
         sb_txn_iter_t it;
-        MDB_val k, v;
+        sb_datum_t k, v;
         sb_txn_iter_begin (txn, &it, DBI_QUEUE, prefix.buf, prefix.len, NULL, 0);
         while (sb_txn_iter_next (&it, &k, &v)) {
             qitem_t item;

@@ -41,7 +41,7 @@ void sb_queue_meta_save (sb_txn_t *txn, const char *sid, const qmeta_t *m);
 //  Writes one prompt under `tag` ('Q' or 'W') at `pos`.
 void sb_queue_item_put (sb_txn_t *txn, char tag, const char *sid, uint64_t pos, const qitem_t *it);
 //  A stored prompt into *it, its strings copied into the drain's arena.
-bool sb_queue_item_read (self_t *self, const MDB_val *v, qitem_t *it);
+bool sb_queue_item_read (self_t *self, const sb_datum_t *v, qitem_t *it);
 //  Finds prompt `id` under `tag` and removes it: true with *out filled.
 bool sb_queue_item_take (self_t *self, sb_txn_t *txn, char tag, const char *sid, const char *id, qitem_t *out);
 

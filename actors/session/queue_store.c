@@ -26,11 +26,11 @@ sb_queue_meta_load (sb_txn_t *txn, const char *sid, qmeta_t *m)
     m->steer_next = 1;
     sb_key_t k;
     sb_queue_key (&k, 'M', sid);
-    MDB_val v;
+    sb_datum_t v;
     if (sb_txn_get (txn, DBI_QUEUE, k.buf, k.len, &v) != 0)
         return;
     sb_verr_t verr;
-    sb_doc_t *doc = sb_decode (v.mv_data, v.mv_size, NULL, 0, &verr);
+    sb_doc_t *doc = sb_decode (v.data, v.size, NULL, 0, &verr);
     const sb_val_t *d = sb_doc_root (doc);
     if (d) {
         const char *reason = sb_get_str (d, "reason");
@@ -107,10 +107,10 @@ sb_queue_item_put (sb_txn_t *txn, char tag, const char *sid, uint64_t pos, const
 //  (the store's pages move under a write transaction). False when it
 //  does not decode.
 bool
-sb_queue_item_read (self_t *self, const MDB_val *v, qitem_t *it)
+sb_queue_item_read (self_t *self, const sb_datum_t *v, qitem_t *it)
 {
     sb_verr_t verr;
-    sb_doc_t *doc = sb_decode (v->mv_data, v->mv_size, NULL, 0, &verr);
+    sb_doc_t *doc = sb_decode (v->data, v->size, NULL, 0, &verr);
     const sb_val_t *d = sb_doc_root (doc);
     const sb_val_t *text = d? sb_get (d, "text"): NULL;
     const char *id = d? sb_get_str (d, "prompt_id"): NULL;
@@ -139,7 +139,7 @@ sb_queue_item_take (self_t *self, sb_txn_t *txn, char tag, const char *sid, cons
     sb_key_t prefix;
     sb_queue_key (&prefix, tag, sid);
     sb_txn_iter_t it;
-    MDB_val k, v;
+    sb_datum_t k, v;
     sb_txn_iter_begin (txn, &it, DBI_QUEUE, prefix.buf, prefix.len, NULL, 0);
     while (sb_txn_iter_next (&it, &k, &v)) {
         qitem_t item;
@@ -164,7 +164,7 @@ sb_session_queue_drop (sb_txn_t *txn, const char *sid)
         sb_key_t prefix;
         sb_queue_key (&prefix, tags [t], sid);
         sb_txn_iter_t it;
-        MDB_val k, v;
+        sb_datum_t k, v;
         sb_txn_iter_begin (txn, &it, DBI_QUEUE, prefix.buf, prefix.len, NULL, 0);
         while (sb_txn_iter_next (&it, &k, &v))
             sb_txn_iter_del (&it);
@@ -203,18 +203,18 @@ s_read_items (sb_txn_t *txn, sb_enc_t *enc, char tag, const char *sid, uint64_t 
     sb_queue_key (&start, tag, sid);
     sb_key_u64 (&start, from);
     sb_txn_iter_t it;
-    MDB_val k, v;
+    sb_datum_t k, v;
     sb_enc_array_open (enc);
     if (!pg->more)
         sb_txn_iter_begin (txn, &it, DBI_QUEUE, prefix.buf, prefix.len, start.buf, start.len);
     while (!pg->more && sb_txn_iter_next (&it, &k, &v)) {
-        if (pg->n == pg->limit || (pg->n > 0 && pg->bytes + v.mv_size > Q_PAGE_BYTES)) {
+        if (pg->n == pg->limit || (pg->n > 0 && pg->bytes + v.size > Q_PAGE_BYTES)) {
             pg->more = true;
             sb_txn_iter_end (&it);
             break;
         }
-        sb_enc_raw (enc, v.mv_data, v.mv_size);
-        pg->bytes += v.mv_size;
+        sb_enc_raw (enc, v.data, v.size);
+        pg->bytes += v.size;
         uint64_t pos = sb_key_read_u64 (&k, prefix.len);
         pg->last = tag == 'W' ? pos : pos - Q_BASE + Q_CURSOR_BASE;
         pg->n++;
@@ -225,7 +225,7 @@ s_read_items (sb_txn_t *txn, sb_enc_t *enc, char tag, const char *sid, uint64_t 
 void
 sb_session_queue_read (self_t *self, sb_txn_t *txn, req_t *req)
 {
-    MDB_val v;
+    sb_datum_t v;
     if (!sb_session_record_load (txn, req, req->sid, &v))
         return;
     qmeta_t m;
@@ -287,13 +287,13 @@ sb_session_queue_pump (self_t *self)
         if (zhashx_lookup (self->starting, sid))
             continue;
         sb_key_t rk;
-        MDB_val v;
+        sb_datum_t v;
         sb_key_init (&rk, 'S');
         sb_key_str (&rk, sid);
         if (sb_txn_get (&txn, DBI_SESSIONS, rk.buf, rk.len, &v) != 0)
             continue;
         sb_verr_t verr;
-        sb_doc_t *doc = sb_decode (v.mv_data, v.mv_size, sb_session_record_fields, 0, &verr);
+        sb_doc_t *doc = sb_decode (v.data, v.size, sb_session_record_fields, 0, &verr);
         const sb_val_t *rec = sb_doc_root (doc);
         const char *status = sb_get_str (rec, "status"), *turn = sb_get_str (rec, "turn_status");
         bool ready = status && turn && strcmp (status, "active") == 0 && strcmp (turn, "idle") == 0;
@@ -304,12 +304,12 @@ sb_session_queue_pump (self_t *self)
         sb_key_t prefix;
         sb_queue_key (&prefix, 'Q', sid);
         sb_txn_iter_t it;
-        MDB_val k;
+        sb_datum_t k;
         sb_txn_iter_begin (&txn, &it, DBI_QUEUE, prefix.buf, prefix.len, NULL, 0);
         if (!sb_txn_iter_next (&it, &k, &v))
             continue;
         sb_txn_iter_end (&it);
-        doc = sb_decode (v.mv_data, v.mv_size, NULL, 0, &verr);
+        doc = sb_decode (v.data, v.size, NULL, 0, &verr);
         const sb_val_t *item = sb_doc_root (doc);
         const char *id = sb_get_str (item, "prompt_id"), *text = sb_get_str (item, "text");
         if (id && text && !sb_session_prompt_start (self, sid, id, text, sb_get_str (item, "approval_policy")))
@@ -354,11 +354,11 @@ sb_session_queue_recover (self_t *self)
         sb_key_t prefix;
         sb_key_init (&prefix, 'M');
         sb_txn_iter_t it;
-        MDB_val k, v;
+        sb_datum_t k, v;
         sb_txn_iter_begin (&txn, &it, DBI_QUEUE, prefix.buf, prefix.len, NULL, 0);
         while (sb_txn_iter_next (&it, &k, &v))
-            if (k.mv_size >= 2 && ((const char *) k.mv_data) [k.mv_size - 1] == 0)
-                zlistx_add_end (sids, strndup ((const char *) k.mv_data + 1, k.mv_size - 2));
+            if (k.size >= 2 && ((const char *) k.data) [k.size - 1] == 0)
+                zlistx_add_end (sids, strndup ((const char *) k.data + 1, k.size - 2));
         sb_txn_abort (&txn);
     }
     size_t n = 0;
@@ -401,7 +401,7 @@ sb_session_queue_take_none (self_t *self, const sb_msg_t *msg)
     sb_queue_meta_load (&txn, sid, &m);
     sb_key_t k;
     sb_queue_key (&k, 'S', sid);
-    MDB_val v;
+    sb_datum_t v;
     bool known = sb_txn_get (&txn, DBI_SESSIONS, k.buf, k.len, &v) == 0;
     sb_txn_abort (&txn);
     if (!known || m.steers)

@@ -21,13 +21,13 @@ s_send_enc (self_t *self, req_t *req)
 static void
 s_read_get (self_t *self, sb_txn_t *txn, req_t *req)
 {
-    MDB_val v;
+    sb_datum_t v;
     if (!sb_session_record_load (txn, req, req->sid, &v))
         return;
     sb_enc_reset (self->enc);
     sb_enc_map_open (self->enc);
     sb_enc_key (self->enc, "session");
-    sb_enc_raw (self->enc, v.mv_data, v.mv_size);
+    sb_enc_raw (self->enc, v.data, v.size);
     sb_enc_map_close (self->enc);
     s_send_enc (self, req);
 }
@@ -75,7 +75,7 @@ s_read_list (self_t *self, sb_txn_t *txn, req_t *req)
     //  limit + 1 keys it passes in a ring and stops at the cursor: one pass
     //  over the keys, and no record is read but the page's. Pointers into
     //  a read transaction stay valid until it ends.
-    typedef struct { const char *sid; MDB_val val; } seen_t;
+    typedef struct { const char *sid; sb_datum_t val; } seen_t;
     size_t cap = (size_t) limit + 1;
     seen_t *ring = sb_session_alloc (self, cap * sizeof *ring);
     if (!ring) {
@@ -84,16 +84,16 @@ s_read_list (self_t *self, sb_txn_t *txn, req_t *req)
     }
     sb_txn_iter_t it;
     sb_txn_iter_begin (txn, &it, dbi, prefix.buf, prefix.len, NULL, 0);
-    MDB_val k, v;
+    sb_datum_t k, v;
     size_t seen = 0;
     while (sb_txn_iter_next (&it, &k, &v)) {
         //  The session id is the key's last field.
-        const char *sid = (const char *) k.mv_data + id_at;
+        const char *sid = (const char *) k.data + id_at;
         if (cursor && strcmp (sid, cursor) >= 0) {
             sb_txn_iter_end (&it);
             break;
         }
-        ring [seen++ % cap] = (seen_t) { sid, status? (MDB_val) { 0, NULL }: v };
+        ring [seen++ % cap] = (seen_t) { sid, status? (sb_datum_t) { 0, NULL }: v };
     }
     if (txn->ret)
         return;
@@ -114,12 +114,12 @@ s_read_list (self_t *self, sb_txn_t *txn, req_t *req)
             if (sb_txn_get (txn, DBI_SESSIONS, rk.buf, rk.len, &e->val) != 0)
                 continue;
         }
-        if (j > 0 && bytes + e->val.mv_size > LIST_BYTES_MAX) {
+        if (j > 0 && bytes + e->val.size > LIST_BYTES_MAX) {
             short_cursor = ring [(seen - j) % cap].sid;
             break;
         }
-        bytes += e->val.mv_size;
-        sb_enc_raw (self->enc, e->val.mv_data, e->val.mv_size);
+        bytes += e->val.size;
+        sb_enc_raw (self->enc, e->val.data, e->val.size);
     }
     if (txn->ret)
         return;
@@ -143,11 +143,11 @@ s_read_events (self_t *self, sb_txn_t *txn, req_t *req)
     const sb_val_t *b = req->msg->body;
     uint64_t after = sb_get_uint (b, "after_seq", 0);
     uint64_t limit = sb_get_uint (b, "limit", (uint64_t) sb_schema_default ("session.events", "limit"));
-    MDB_val v;
+    sb_datum_t v;
     if (!sb_session_record_load (txn, req, req->sid, &v))
         return;
     sb_verr_t verr;
-    sb_doc_t *doc = sb_decode (v.mv_data, v.mv_size, sb_session_record_fields, 0, &verr);
+    sb_doc_t *doc = sb_decode (v.data, v.size, sb_session_record_fields, 0, &verr);
     uint64_t head = sb_get_uint (sb_doc_root (doc), "last_seq", 0);
     sb_doc_destroy (&doc);
 
@@ -163,16 +163,16 @@ s_read_events (self_t *self, sb_txn_t *txn, req_t *req)
         s_key_tape (&start, req->sid, after + 1, true);
         sb_txn_iter_t it;
         sb_txn_iter_begin (txn, &it, DBI_TAPE, prefix.buf, prefix.len, start.buf, start.len);
-        MDB_val tk, tv;
+        sb_datum_t tk, tv;
         while (sb_txn_iter_next (&it, &tk, &tv)) {
             //  A page holds at least one entry, however large, so that a
             //  reader always moves on.
-            if (n == limit || (n > 0 && bytes + tv.mv_size > SB_SESSION_EVENTS_BYTES_MAX)) {
+            if (n == limit || (n > 0 && bytes + tv.size > SB_SESSION_EVENTS_BYTES_MAX)) {
                 sb_txn_iter_end (&it);
                 break;
             }
-            sb_enc_raw (self->enc, tv.mv_data, tv.mv_size);
-            bytes += tv.mv_size;
+            sb_enc_raw (self->enc, tv.data, tv.size);
+            bytes += tv.size;
             next_after = sb_key_read_u64 (&tk, prefix.len);
             n++;
         }

@@ -15,7 +15,7 @@
 
 #include "actors/session.h"
 #include "actors/session/committer.h"
-#include "actors/store.h"
+#include "store/store.h"
 #include "bus/client.h"
 #include "common/digest.h"
 #include "common/log.h"
@@ -27,7 +27,7 @@
 //  The longest last_prompt kept in a record, in bytes.
 #define LAST_PROMPT_MAX     200
 //  Caps on one drain. The entry cap also keeps a transaction far below
-//  LMDB's dirty-page limit (MDB_TXN_FULL).
+//  LMDB's dirty-page limit (SB_STORE_TXN_FULL).
 #define BATCH_MAX_MSGS      4096
 #define BATCH_MAX_ENTRIES   16384
 #define BATCH_MAX_BYTES     ((size_t) 64 << 20)
@@ -305,7 +305,7 @@ void sb_session_read (self_t *self, sb_txn_t *txn, req_t *req);
 void sb_session_record_encode (sb_enc_t *enc, const record_t *r);
 //  Session `sid`'s stored record into *v (valid until the txn ends).
 //  False with req failed (not_found) or with the txn's error set.
-bool sb_session_record_load (sb_txn_t *txn, req_t *req, const char *sid, MDB_val *v);
+bool sb_session_record_load (sb_txn_t *txn, req_t *req, const char *sid, sb_datum_t *v);
 //  The drain's copy of session `sid`, from the cache or the store. NULL
 //  with req failed (not_found, internal) or with the txn's error set.
 record_t *sb_session_record_get (self_t *self, sb_txn_t *txn, req_t *req, const char *sid);

@@ -76,7 +76,7 @@ sb_session_record_encode (sb_enc_t *enc, const record_t *r)
 //  set. Every request that names a session loads it here, so that a
 //  missing one is refused alike everywhere.
 bool
-sb_session_record_load (sb_txn_t *txn, req_t *req, const char *sid, MDB_val *v)
+sb_session_record_load (sb_txn_t *txn, req_t *req, const char *sid, sb_datum_t *v)
 {
     sb_key_t k;
     s_key_session (&k, sid);
@@ -98,11 +98,11 @@ sb_session_record_get (self_t *self, sb_txn_t *txn, req_t *req, const char *sid)
             sb_session_fail (req, SB_E_not_found, "no session %s", sid);
         return r->deleted? NULL: r;
     }
-    MDB_val v;
+    sb_datum_t v;
     if (!sb_session_record_load (txn, req, sid, &v))
         return NULL;
     sb_verr_t verr = { .code = SB_OK };
-    sb_doc_t *doc = sb_decode (v.mv_data, v.mv_size, sb_session_record_fields, 0, &verr);
+    sb_doc_t *doc = sb_decode (v.data, v.size, sb_session_record_fields, 0, &verr);
     r = sb_session_alloc (self, sizeof *r);
     if (!doc || !r || !sb_session_reserve ((void **) &self->recs, &self->recs_cap, self->nrecs, sizeof r)) {
         sb_doc_destroy (&doc);
@@ -218,7 +218,7 @@ sb_session_tape_put (self_t *self, sb_txn_t *txn, req_t *req, record_t *r, uint6
         //  entry on top of one we cannot account for.
         sb_error (ACTOR, "tape entry already exists session=%s seq=%llu; refusing the drain",
                   r->session_id, (unsigned long long) seq);
-        txn->ret = MDB_KEYEXIST;
+        txn->ret = SB_STORE_ORDER;
         return;
     }
     if (rc != 0)
@@ -273,7 +273,7 @@ sb_session_tape_purge (sb_txn_t *txn, const char *sid, size_t max, bool *done)
     *done = false;
     if (sb_txn_iter_begin (txn, &it, DBI_TAPE, prefix.buf, prefix.len, NULL, 0) != 0)
         return 0;
-    MDB_val k, v;
+    sb_datum_t k, v;
     while (true) {
         if (n == max) {
             sb_txn_iter_end (&it);
@@ -311,11 +311,11 @@ sb_session_command_replay (self_t *self, sb_txn_t *txn, req_t *req)
 {
     sb_key_t k;
     s_key_command (&k, req->cmd_sid, req->cmd_from, req->cmd);
-    MDB_val v;
+    sb_datum_t v;
     if (sb_txn_get (txn, DBI_COMMANDS, k.buf, k.len, &v) != 0)
         return false;
     sb_verr_t verr;
-    sb_doc_t *doc = sb_decode (v.mv_data, v.mv_size, NULL, 0, &verr);
+    sb_doc_t *doc = sb_decode (v.data, v.size, NULL, 0, &verr);
     const sb_val_t *m = sb_doc_root (doc);
     const char *type = sb_get_str (m, "type");
     uint64_t expires = sb_get_uint (m, "expires", 0);
@@ -398,7 +398,7 @@ s_sweep_fn (sb_txn_t *txn, void *arg)
     sb_key_init (&prefix, 'E');
     sb_txn_iter_t it;
     sb_txn_iter_begin (txn, &it, DBI_EXPIRY, prefix.buf, prefix.len, NULL, 0);
-    MDB_val k, v;
+    sb_datum_t k, v;
     while (sb_txn_iter_next (&it, &k, &v)) {
         uint64_t at = sb_key_read_u64 (&k, 1);
         if (at > sw->now || sw->removed == SWEEP_CHUNK) {
@@ -410,9 +410,9 @@ s_sweep_fn (sb_txn_t *txn, void *arg)
         //  the scoped layout and in the older global one alike.
         sb_key_t c;
         sb_key_init (&c, 'C');
-        if (k.mv_size > 9)
-            sb_key_bytes (&c, (const uint8_t *) k.mv_data + 9, k.mv_size - 9);
-        if (k.mv_size > 9 && sb_key_valid (&c))
+        if (k.size > 9)
+            sb_key_bytes (&c, (const uint8_t *) k.data + 9, k.size - 9);
+        if (k.size > 9 && sb_key_valid (&c))
             sb_txn_del (txn, DBI_COMMANDS, c.buf, c.len);
         sb_txn_iter_del (&it);
         sw->removed++;
@@ -452,10 +452,10 @@ s_purge_fn (sb_txn_t *txn, void *arg)
     sb_key_init (&prefix, 'P');
     sb_txn_iter_t it;
     sb_txn_iter_begin (txn, &it, DBI_PURGE, prefix.buf, prefix.len, NULL, 0);
-    MDB_val k, v;
+    sb_datum_t k, v;
     if (!sb_txn_iter_next (&it, &k, &v))
         return 0;
-    snprintf (p->sid, sizeof p->sid, "%.*s", (int) (k.mv_size - 2), (const char *) k.mv_data + 1);
+    snprintf (p->sid, sizeof p->sid, "%.*s", (int) (k.size - 2), (const char *) k.data + 1);
     bool done;
     p->removed = sb_session_tape_purge (txn, p->sid, PURGE_CHUNK, &done);
     if (done)
@@ -491,7 +491,7 @@ sb_session_recover (self_t *self)
     sb_key_init (&e, 'E');
     sb_key_init (&p, 'P');
     sb_txn_iter_t it;
-    MDB_val k, v;
+    sb_datum_t k, v;
     sb_txn_iter_begin (&txn, &it, DBI_EXPIRY, e.buf, e.len, NULL, 0);
     if (sb_txn_iter_next (&it, &k, &v)) {
         self->next_expiry = sb_key_read_u64 (&k, 1);

@@ -151,12 +151,12 @@ s_tape_is (sb_store_t *store, uint64_t n)
     sb_key_init (&prefix, 'T');
     sb_txn_iter_t it;
     sb_txn_iter_begin (&txn, &it, 0, prefix.buf, prefix.len, NULL, 0);
-    MDB_val k, v;
+    sb_datum_t k, v;
     uint64_t want = 1;
     bool ok = true;
     while (sb_txn_iter_next (&it, &k, &v)) {
         uint64_t seq = sb_key_read_u64 (&k, 1), stored;
-        memcpy (&stored, v.mv_data, sizeof stored);
+        memcpy (&stored, v.data, sizeof stored);
         if (seq != want || stored != seq)
             ok = false;
         want++;

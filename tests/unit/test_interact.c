@@ -155,7 +155,7 @@ Test (interact, save_and_load)
     sb_key_init (&k, 'T');
     sb_key_str (&k, "pending");
     sb_ia_key_inverted (&k, ulid, SB_ULID_LEN);
-    MDB_val v;
+    sb_datum_t v;
     cr_assert_eq (sb_txn_get (&txn, DBI_INDEX, k.buf, k.len, &v), SB_STORE_NOTFOUND);
     sb_key_init (&k, 'T');
     sb_key_str (&k, "rejected");

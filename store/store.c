@@ -1,6 +1,6 @@
-/*  actors/store.c — the LMDB wrapper used by every stateful actor.
+/*  store/store.c — the store on LMDB: the environment.
 
-    See store.h for the contract. The notes here are about how it is kept.
+    See store/store.h for the contract. The notes here are about how it is kept.
 
     Map growth. mdb_env_set_mapsize may only be called while this process
     has no txn open on the environment. Every txn therefore registers itself
@@ -15,7 +15,7 @@
     the middle of a memcpy; without it, it is an ENOSPC from write(2) that
     we can report as SB_STORE_DISK_FULL.
 */
-#include "actors/store/store_impl.h"
+#include "store/store_impl.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -50,10 +50,11 @@ sb_store_strerror (int code)
         case SB_STORE_DISK_FULL: return "disk full";
         case SB_STORE_INVALID:   return "invalid argument (dbi index, key length or key)";
         case SB_STORE_BUSY:      return "a write transaction is already open on this store";
+        case SB_STORE_ORDER:     return "an appended key does not sort after the last one";
+        case SB_STORE_TXN_FULL:  return "one transaction wrote more than LMDB holds in one";
+        case SB_STORE_BACKEND:   return "LMDB failed";
         default: break;
     }
-    if (code >= MDB_KEYEXIST && code <= MDB_LAST_ERRCODE)
-        return mdb_strerror (code);
     if (code < 0 && code > -4096)
         return strerror (-code);
     return "unknown store error";
@@ -155,10 +156,10 @@ static int
 s_check_fresh (sb_txn_t *txn, open_ctx_t *c)
 {
     MDB_dbi main_dbi;
-    int rc = mdb_dbi_open (txn->txn, NULL, 0, &main_dbi);
+    int rc = mdb_dbi_open (S_TXN (txn), NULL, 0, &main_dbi);
     MDB_cursor *cursor = NULL;
     if (rc == 0)
-        rc = mdb_cursor_open (txn->txn, main_dbi, &cursor);
+        rc = mdb_cursor_open (S_TXN (txn), main_dbi, &cursor);
     MDB_val k, v;
     bool foreign = false;
     if (rc == 0) {
@@ -191,13 +192,13 @@ s_open_fn (sb_txn_t *txn, void *arg)
     open_ctx_t *c = (open_ctx_t *) arg;
     sb_store_t *self = c->self;
 
-    int rc = mdb_dbi_open (txn->txn, META_NAME, MDB_CREATE, &self->meta);
+    int rc = mdb_dbi_open (S_TXN (txn), META_NAME, MDB_CREATE, &self->meta);
     if (rc != 0)
         return txn->ret = s_code (rc);
 
     MDB_val k = { strlen (META_VERSION), (void *) META_VERSION };
     MDB_val v;
-    rc = mdb_get (txn->txn, self->meta, &k, &v);
+    rc = mdb_get (S_TXN (txn), self->meta, &k, &v);
     if (rc == 0) {
         if (v.mv_size != 4) {
             s_err (c->err, c->errlen,
@@ -225,7 +226,7 @@ s_open_fn (sb_txn_t *txn, void *arg)
             (uint8_t) (c->version >> 8), (uint8_t) c->version
         };
         v = (MDB_val) { sizeof be, be };
-        rc = mdb_put (txn->txn, self->meta, &k, &v, 0);
+        rc = mdb_put (S_TXN (txn), self->meta, &k, &v, 0);
         if (rc != 0)
             return txn->ret = s_code (rc);
     }
@@ -233,7 +234,7 @@ s_open_fn (sb_txn_t *txn, void *arg)
         return txn->ret = s_code (rc);
 
     for (unsigned i = 0; i < self->ndbi; i++) {
-        rc = mdb_dbi_open (txn->txn, self->names [i], MDB_CREATE, &self->dbi [i]);
+        rc = mdb_dbi_open (S_TXN (txn), self->names [i], MDB_CREATE, &self->dbi [i]);
         if (rc != 0)
             return txn->ret = s_code (rc);
     }
@@ -421,7 +422,7 @@ sb_store_info (sb_store_t *self, sb_store_info_t *info)
     info->num_readers = ei.me_numreaders;
     info->ndbi = self->ndbi;
     for (unsigned i = 0; i < self->ndbi && txn.ret == 0; i++) {
-        int rc = mdb_stat (txn.txn, self->dbi [i], &st);
+        int rc = mdb_stat (S_TXN (&txn), self->dbi [i], &st);
         if (rc != 0)
             txn.ret = s_code (rc);
         else

@@ -1,8 +1,8 @@
-/*  actors/store/txn.c — the store's transactions (sticky error, see
-    actors/store.h) and its single-key operations. Every txn registers in
-    the store's open_txns before it calls into LMDB: see actors/store.c on
+/*  store/txn.c — the store's transactions (sticky error, see
+    store/store.h) and its single-key operations. Every txn registers in
+    the store's open_txns before it calls into LMDB: see store/store.c on
     map growth. */
-#include "actors/store/store_impl.h"
+#include "store/store_impl.h"
 
 //  --------------------------------------------------------------------------
 //  Transactions
@@ -27,7 +27,7 @@ sb_txn_begin (sb_store_t *store, sb_txn_t *txn, bool write)
     store->open_txns++;
     pthread_mutex_unlock (&store->lock);
 
-    int rc = mdb_txn_begin (store->env, NULL, write? 0: MDB_RDONLY, &txn->txn);
+    int rc = mdb_txn_begin (store->env, NULL, write? 0: MDB_RDONLY, (MDB_txn **) &txn->handle);
     if (rc == MDB_MAP_RESIZED) {
         //  Another process grew the map. Adopt its size, which LMDB allows
         //  only while we have no other txn open.
@@ -36,12 +36,12 @@ sb_txn_begin (sb_store_t *store, sb_txn_t *txn, bool write)
             MDB_envinfo info;
             mdb_env_info (store->env, &info);
             store->mapsize = info.me_mapsize;
-            rc = mdb_txn_begin (store->env, NULL, write? 0: MDB_RDONLY, &txn->txn);
+            rc = mdb_txn_begin (store->env, NULL, write? 0: MDB_RDONLY, (MDB_txn **) &txn->handle);
         }
         pthread_mutex_unlock (&store->lock);
     }
     if (rc != 0) {
-        txn->txn = NULL;
+        txn->handle = NULL;
         txn->ret = s_code (rc);
         pthread_mutex_lock (&store->lock);
         store->open_txns--;
@@ -57,7 +57,7 @@ static void
 s_txn_release (sb_txn_t *txn)
 {
     sb_store_t *store = txn->store;
-    txn->txn = NULL;
+    txn->handle = NULL;
     pthread_mutex_lock (&store->lock);
     store->open_txns--;
     pthread_mutex_unlock (&store->lock);
@@ -68,9 +68,9 @@ s_txn_release (sb_txn_t *txn)
 void
 sb_txn_abort (sb_txn_t *txn)
 {
-    if (!txn || !txn->txn)
+    if (!txn || !txn->handle)
         return;
-    mdb_txn_abort (txn->txn);
+    mdb_txn_abort (S_TXN (txn));
     if (txn->write)
         atomic_fetch_add_explicit (&txn->store->aborts, 1, memory_order_relaxed);
     s_txn_release (txn);
@@ -81,7 +81,7 @@ sb_txn_commit (sb_txn_t *txn)
 {
     if (!txn)
         return SB_STORE_INVALID;
-    if (!txn->txn)
+    if (!txn->handle)
         return txn->ret;
     if (txn->ret != 0) {
         sb_txn_abort (txn);
@@ -89,12 +89,12 @@ sb_txn_commit (sb_txn_t *txn)
     }
     if (!txn->write) {
         //  A read txn has nothing to commit; abort is how LMDB releases it.
-        mdb_txn_abort (txn->txn);
+        mdb_txn_abort (S_TXN (txn));
         s_txn_release (txn);
         return 0;
     }
     sb_store_t *store = txn->store;
-    int rc = s_code (mdb_txn_commit (txn->txn));
+    int rc = s_code (mdb_txn_commit (S_TXN (txn)));
     s_txn_release (txn);
     if (rc == 0)
         atomic_fetch_add_explicit (&store->commits, 1, memory_order_relaxed);
@@ -132,7 +132,7 @@ s_put (sb_txn_t *txn, unsigned dbi, const void *key, size_t klen,
         return txn->ret = SB_STORE_INVALID;
     MDB_val k = { klen, (void *) key };
     MDB_val v = { vlen, (void *) val };
-    int rc = mdb_put (txn->txn, txn->store->dbi [dbi], &k, &v, flags);
+    int rc = mdb_put (S_TXN (txn), txn->store->dbi [dbi], &k, &v, flags);
     if (rc == MDB_KEYEXIST && (flags & MDB_NOOVERWRITE))
         return SB_STORE_EXISTS;
     if (rc != 0) {
@@ -166,23 +166,23 @@ sb_txn_append (sb_txn_t *txn, unsigned dbi, const void *key, size_t klen,
 
 int
 sb_txn_get (sb_txn_t *txn, unsigned dbi, const void *key, size_t klen,
-            MDB_val *out)
+            sb_datum_t *out)
 {
     if (out)
-        *out = (MDB_val) { 0, NULL };
+        *out = (sb_datum_t) { 0, NULL };
     if (!txn)
         return SB_STORE_INVALID;
     if (!s_ready (txn, dbi) || !s_key_ok (txn, key, klen))
         return txn->ret;
     MDB_val k = { klen, (void *) key };
     MDB_val v;
-    int rc = mdb_get (txn->txn, txn->store->dbi [dbi], &k, &v);
+    int rc = mdb_get (S_TXN (txn), txn->store->dbi [dbi], &k, &v);
     if (rc == MDB_NOTFOUND)
         return SB_STORE_NOTFOUND;
     if (rc != 0)
         return txn->ret = s_code (rc);
     if (out)
-        *out = v;
+        *out = (sb_datum_t) { v.mv_size, v.mv_data };
     return 0;
 }
 
@@ -194,7 +194,7 @@ sb_txn_del (sb_txn_t *txn, unsigned dbi, const void *key, size_t klen)
     if (!s_ready (txn, dbi) || !s_key_ok (txn, key, klen))
         return txn->ret;
     MDB_val k = { klen, (void *) key };
-    int rc = mdb_del (txn->txn, txn->store->dbi [dbi], &k, NULL);
+    int rc = mdb_del (S_TXN (txn), txn->store->dbi [dbi], &k, NULL);
     if (rc == MDB_NOTFOUND)
         return SB_STORE_NOTFOUND;
     if (rc != 0)

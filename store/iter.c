@@ -1,6 +1,6 @@
-/*  actors/store/iter.c — reading by prefix: the last key under a prefix,
+/*  store/iter.c — reading by prefix: the last key under a prefix,
     cursors over a prefix, and foreach. */
-#include "actors/store/store_impl.h"
+#include "store/store_impl.h"
 
 #include <string.h>
 
@@ -40,19 +40,19 @@ s_prefix_ok (sb_txn_t *txn, const void *prefix, size_t plen)
 
 int
 sb_txn_last (sb_txn_t *txn, unsigned dbi, const void *prefix, size_t plen,
-             MDB_val *key, MDB_val *val)
+             sb_datum_t *key, sb_datum_t *val)
 {
     if (key)
-        *key = (MDB_val) { 0, NULL };
+        *key = (sb_datum_t) { 0, NULL };
     if (val)
-        *val = (MDB_val) { 0, NULL };
+        *val = (sb_datum_t) { 0, NULL };
     if (!txn)
         return SB_STORE_INVALID;
     if (!s_ready (txn, dbi) || !s_prefix_ok (txn, prefix, plen))
         return txn->ret;
 
     MDB_cursor *cursor;
-    int rc = mdb_cursor_open (txn->txn, txn->store->dbi [dbi], &cursor);
+    int rc = mdb_cursor_open (S_TXN (txn), txn->store->dbi [dbi], &cursor);
     if (rc != 0)
         return txn->ret = s_code (rc);
 
@@ -85,9 +85,9 @@ sb_txn_last (sb_txn_t *txn, unsigned dbi, const void *prefix, size_t plen,
     if (rc != 0)
         return txn->ret = s_code (rc);
     if (key)
-        *key = k;
+        *key = (sb_datum_t) { k.mv_size, k.mv_data };
     if (val)
-        *val = v;
+        *val = (sb_datum_t) { v.mv_size, v.mv_data };
     return 0;
 }
 
@@ -110,7 +110,7 @@ sb_txn_iter_begin (sb_txn_t *txn, sb_txn_iter_t *it, unsigned dbi,
     if ((start && slen == 0) || (!start && slen > 0) || slen > SB_STORE_KEY_MAX)
         return txn->ret = SB_STORE_INVALID;
 
-    int rc = mdb_cursor_open (txn->txn, txn->store->dbi [dbi], &it->cursor);
+    int rc = mdb_cursor_open (S_TXN (txn), txn->store->dbi [dbi], (MDB_cursor **) &it->cursor);
     if (rc != 0) {
         it->cursor = NULL;
         return txn->ret = s_code (rc);
@@ -124,11 +124,13 @@ sb_txn_iter_begin (sb_txn_t *txn, sb_txn_iter_t *it, unsigned dbi,
     MDB_val seek = { plen, it->prefix };
     if (start && s_cmp (start, slen, prefix, plen) > 0)
         seek = (MDB_val) { slen, (void *) start };
+    MDB_val val = { 0, NULL };
     if (seek.mv_size > 0)
-        rc = mdb_cursor_get (it->cursor, &seek, &it->val, MDB_SET_RANGE);
+        rc = mdb_cursor_get (it->cursor, &seek, &val, MDB_SET_RANGE);
     else
-        rc = mdb_cursor_get (it->cursor, &seek, &it->val, MDB_FIRST);
-    it->key = seek;
+        rc = mdb_cursor_get (it->cursor, &seek, &val, MDB_FIRST);
+    it->key = (sb_datum_t) { seek.mv_size, seek.mv_data };
+    it->val = (sb_datum_t) { val.mv_size, val.mv_data };
     it->first_rc = rc;
     it->started = false;
     if (rc != 0 && rc != MDB_NOTFOUND) {
@@ -139,12 +141,12 @@ sb_txn_iter_begin (sb_txn_t *txn, sb_txn_iter_t *it, unsigned dbi,
 }
 
 bool
-sb_txn_iter_next (sb_txn_iter_t *it, MDB_val *key, MDB_val *val)
+sb_txn_iter_next (sb_txn_iter_t *it, sb_datum_t *key, sb_datum_t *val)
 {
     if (!it || !it->cursor)
         return false;
     sb_txn_t *txn = it->txn;
-    if (txn->ret != 0 || !txn->txn) {
+    if (txn->ret != 0 || !txn->handle) {
         sb_txn_iter_end (it);
         return false;
     }
@@ -153,17 +155,17 @@ sb_txn_iter_next (sb_txn_iter_t *it, MDB_val *key, MDB_val *val)
     if (!it->started) {
         it->started = true;
         rc = it->first_rc;
-        k = it->key;
-        v = it->val;
+        k = (MDB_val) { it->key.size, (void *) it->key.data };
+        v = (MDB_val) { it->val.size, (void *) it->val.data };
     }
     else
         rc = mdb_cursor_get (it->cursor, &k, &v, MDB_NEXT);
 
     if (rc == 0 && s_has_prefix (&k, it->prefix, it->plen)) {
         if (key)
-            *key = k;
+            *key = (sb_datum_t) { k.mv_size, k.mv_data };
         if (val)
-            *val = v;
+            *val = (sb_datum_t) { v.mv_size, v.mv_data };
         return true;
     }
     if (rc != 0 && rc != MDB_NOTFOUND)
@@ -207,7 +209,7 @@ sb_txn_foreach (sb_txn_t *txn, unsigned dbi, const void *prefix, size_t plen,
     sb_txn_iter_t it;
     if (sb_txn_iter_begin (txn, &it, dbi, prefix, plen, start, slen) != 0)
         return txn->ret;
-    MDB_val k, v;
+    sb_datum_t k, v;
     while (sb_txn_iter_next (&it, &k, &v)) {
         int rc = cb (&k, &v, ctx);
         if (rc != 0) {

@@ -1,18 +1,20 @@
-/*  actors/store/store_impl.h — what the store's files share.
+/*  store/store_impl.h — what the LMDB store's files share.
 
-    Not a public header: actors/store.h is the API. Only actors/store.c and
-    the files under actors/store/ include it. The store is split along its
+    Not a public header: store/store.h is the API, and it names no LMDB
+    type. Only the files of store/ include this one. The store is split along its
     seams:
       store.c          the environment: open, schema version, map growth,
                        sb_store_write, info, error names
-      store/txn.c      transactions and single-key operations
-      store/iter.c     prefix iteration and the last key under a prefix
-      store/key.c      the key builder (sb_key_t)
+      txn.c            transactions and single-key operations
+      iter.c           prefix iteration and the last key under a prefix
+      key.c            the key builder (sb_key_t)
 */
 #ifndef SB_STORE_IMPL_H
 #define SB_STORE_IMPL_H
 
-#include "actors/store.h"
+#include "store/store.h"
+
+#include <lmdb.h>
 
 #include <errno.h>
 #include <pthread.h>
@@ -38,6 +40,9 @@ struct _sb_store_t {
     int stale_readers;
 };
 
+//  The LMDB txn of a store txn.
+#define S_TXN(t) ((MDB_txn *) (t)->handle)
+
 //  Maps an LMDB return (MDB_* codes, or a positive errno) to ours.
 static inline int
 s_code (int rc)
@@ -45,11 +50,12 @@ s_code (int rc)
     switch (rc) {
         case MDB_SUCCESS:   return 0;
         case MDB_NOTFOUND:  return SB_STORE_NOTFOUND;
-        case MDB_KEYEXIST:  return MDB_KEYEXIST;
+        case MDB_KEYEXIST:  return SB_STORE_ORDER;     //  only MDB_APPEND gets here
         case MDB_MAP_FULL:  return SB_STORE_MAP_FULL;
+        case MDB_TXN_FULL:  return SB_STORE_TXN_FULL;
         case ENOSPC:
         case EDQUOT:        return SB_STORE_DISK_FULL;
-        default:            return rc > 0? -rc: rc;
+        default:            return rc > 0? -rc: SB_STORE_BACKEND;
     }
 }
 
@@ -60,7 +66,7 @@ s_ready (sb_txn_t *txn, unsigned dbi)
 {
     if (txn->ret != 0)
         return false;
-    if (!txn->txn || dbi >= txn->store->ndbi) {
+    if (!txn->handle || dbi >= txn->store->ndbi) {
         txn->ret = SB_STORE_INVALID;
         return false;
     }

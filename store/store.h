@@ -1,7 +1,11 @@
-/*  actors/store.h — the LMDB wrapper used by every stateful actor.
+/*  store/store.h — the store every stateful actor keeps its state in.
 
-    One store is one LMDB environment in one folder (DATA/session, DATA/run,
-    DATA/interact), owned by one actor, which is its only writer. The store
+    The interface names what the actors need (ordered byte keys, point
+    reads and writes, prefix scans, transactions with a sticky error, the
+    group commit) and no type of the backend, so that a second
+    implementation can sit beside LMDB (docs/architecture.md,
+    "Persistence"). Today's implementation: one store is one LMDB
+    environment in one folder (DATA/session, DATA/run, DATA/interact), owned by one actor, which is its only writer. The store
     opens every named database ("dbi") once, at startup, and addresses them
     afterwards by their index in the name list given to sb_store_open.
 
@@ -19,15 +23,13 @@
     NUL-terminated strings (sb_key_t), so that byte order is numeric order
     and every prefix is unambiguous; iteration is by prefix.
 
-    Error codes: 0 is success, every failure is negative. The store's own
-    codes are the SB_STORE_* values below; anything else is either an LMDB
-    code (MDB_*, also negative) or a negated errno. sb_store_strerror
-    describes all three.
+    Error codes: 0 is success, every failure is negative: one of the
+    SB_STORE_* values below, or a negated errno. No backend's own codes
+    reach a caller; sb_store_strerror describes both.
 */
 #ifndef SB_STORE_H_INCLUDED
 #define SB_STORE_H_INCLUDED
 
-#include <lmdb.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -44,7 +46,17 @@ enum {
     SB_STORE_DISK_FULL = -32004,  //  the filesystem is full (ENOSPC, EDQUOT)
     SB_STORE_INVALID   = -32005,  //  bad argument: dbi index, key length, invalid sb_key_t
     SB_STORE_BUSY      = -32006,  //  a write txn is already open on this store
+    SB_STORE_ORDER     = -32007,  //  sb_txn_append: the key does not sort last; sticky
+    SB_STORE_TXN_FULL  = -32008,  //  one txn wrote more than the backend holds in one
+    SB_STORE_BACKEND   = -32009,  //  any other failure of the backend (logged where it happens)
 };
+
+//  A value or a key handed back by the store: bytes and their length,
+//  valid only as long as sb_txn_get says.
+typedef struct {
+    size_t size;
+    const void *data;
+} sb_datum_t;
 
 //  Limits. LMDB's default build caps keys at 511 bytes; the dbi cap keeps
 //  sb_store_info_t a fixed size.
@@ -60,7 +72,7 @@ typedef struct _sb_store_t sb_store_t;
 //  (or the return of sb_txn_commit) once, after a run of operations.
 typedef struct {
     sb_store_t *store;
-    MDB_txn *txn;
+    void *handle;           //  the backend's transaction; NULL once ended
     int ret;                //  first error, sticky; 0 while all is well
     bool write;
 } sb_txn_t;
@@ -97,7 +109,7 @@ const char *
 const char *
     sb_store_dbi_name (sb_store_t *self, unsigned index);
 
-//  Describes any code returned by this module: SB_STORE_*, MDB_*, -errno.
+//  Describes any code returned by this module: SB_STORE_* or -errno.
 //  The string is static.
 const char *
     sb_store_strerror (int code);
@@ -120,7 +132,7 @@ typedef struct {
 } sb_store_info_t;
 
 //  Fills `info`. Opens a short read txn, so it may be called from any thread
-//  (MDB_NOTLS), but not while the calling thread holds a write txn on a store
+//  , but not while the calling thread holds a write txn on a store
 //  whose map may grow. Returns 0 or an error code.
 int
     sb_store_info (sb_store_t *self, sb_store_info_t *info);
@@ -140,7 +152,7 @@ int
 //  `fn` must not begin, commit or abort a txn itself.
 typedef int (sb_store_write_fn) (sb_txn_t *txn, void *ctx);
 
-//  Runs `fn` in one write transaction and commits it durably. On MDB_MAP_FULL,
+//  Runs `fn` in one write transaction and commits it durably. On a full map,
 //  from any operation or from the commit, it aborts, doubles the map (only
 //  while no txn of this store is open) and runs `fn` again. Returns 0 once
 //  committed; SB_STORE_DISK_FULL when the filesystem is full (not retried);
@@ -153,7 +165,7 @@ int
 //  --------------------------------------------------------------------------
 //  Transactions
 
-//  Begins a txn. A read txn may be used on any thread (MDB_NOTLS); at most
+//  Begins a txn. A read txn may be used on any thread ; at most
 //  one write txn is open at a time, and a second sb_txn_begin(write) while
 //  one is open returns SB_STORE_BUSY instead of deadlocking. On failure
 //  txn->ret is set and commit/abort are still safe to call. Prefer
@@ -185,18 +197,18 @@ int
 
 //  As sb_txn_put, for a key known to sort after every key in the dbi (a
 //  tape's next seq). Cheaper than put; a key out of order is a sticky
-//  MDB_KEYEXIST, because it means the caller's idea of "last" is wrong.
+//  SB_STORE_ORDER, because it means the caller's idea of "last" is wrong.
 int
     sb_txn_append (sb_txn_t *txn, unsigned dbi, const void *key, size_t klen,
                    const void *val, size_t vlen);
 
 //  Looks `key` up. Returns 0 and fills `out`; SB_STORE_NOTFOUND (not sticky)
-//  when absent; or the sticky error. `out->mv_data` points into the map and
+//  when absent; or the sticky error. `out->data` points into the map and
 //  is valid only until the txn ends or, in a write txn, until the next write:
 //  callers MUST copy what they keep. `out` is zeroed on any failure.
 int
     sb_txn_get (sb_txn_t *txn, unsigned dbi, const void *key, size_t klen,
-                MDB_val *out);
+                sb_datum_t *out);
 
 //  Deletes `key`. Returns 0, SB_STORE_NOTFOUND (not sticky), or the sticky
 //  error.
@@ -209,7 +221,7 @@ int
 //  sticky error. The same lifetime rule as sb_txn_get applies.
 int
     sb_txn_last (sb_txn_t *txn, unsigned dbi, const void *prefix, size_t plen,
-                 MDB_val *key, MDB_val *val);
+                 sb_datum_t *key, sb_datum_t *val);
 
 //  --------------------------------------------------------------------------
 //  Prefix iteration
@@ -217,7 +229,7 @@ int
 //      sb_txn_iter_t it;
 //      sb_txn_iter_begin (&txn, &it, DBI_TAPE, prefix.buf, prefix.len,
 //                         start.buf, start.len);
-//      MDB_val k, v;
+//      sb_datum_t k, v;
 //      while (sb_txn_iter_next (&it, &k, &v)) {
 //          if (done_early) { sb_txn_iter_end (&it); break; }
 //      }
@@ -236,11 +248,11 @@ int
 //  nor the start key need outlive sb_txn_iter_begin.
 typedef struct {
     sb_txn_t *txn;
-    MDB_cursor *cursor;
+    void *cursor;           //  the backend's cursor
     int first_rc;           //  result of the positioning done by begin
     bool started;
     size_t plen;
-    MDB_val key, val;       //  the entry found by begin
+    sb_datum_t key, val;       //  the entry found by begin
     uint8_t prefix [SB_STORE_KEY_MAX];
 } sb_txn_iter_t;
 
@@ -250,7 +262,7 @@ int
                        const void *start, size_t slen);
 
 bool
-    sb_txn_iter_next (sb_txn_iter_t *it, MDB_val *key, MDB_val *val);
+    sb_txn_iter_next (sb_txn_iter_t *it, sb_datum_t *key, sb_datum_t *val);
 
 //  Deletes the entry the iterator last yielded; the next call to
 //  sb_txn_iter_next yields the entry after it. Write txns only.
@@ -263,7 +275,7 @@ void
 
 //  The callback form: calls `cb` for each entry as above, until it returns
 //  non-zero. Returns 0, `cb`'s non-zero value, or the sticky error.
-typedef int (sb_txn_foreach_fn) (const MDB_val *key, const MDB_val *val, void *ctx);
+typedef int (sb_txn_foreach_fn) (const sb_datum_t *key, const sb_datum_t *val, void *ctx);
 
 int
     sb_txn_foreach (sb_txn_t *txn, unsigned dbi, const void *prefix, size_t plen,
@@ -307,8 +319,8 @@ bool sb_key_valid (const sb_key_t *k);
 
 //  Reads a big-endian integer back out of a key at `offset`; 0 when the key
 //  is too short. For decoding keys met while iterating.
-uint64_t sb_key_read_u64 (const MDB_val *key, size_t offset);
-uint32_t sb_key_read_u32 (const MDB_val *key, size_t offset);
+uint64_t sb_key_read_u64 (const sb_datum_t *key, size_t offset);
+uint32_t sb_key_read_u32 (const sb_datum_t *key, size_t offset);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,7 @@
-/*  actors/store/key.c — the key builder: a table tag, then big-endian
+/*  store/key.c — the key builder: a table tag, then big-endian
     integers and NUL-terminated strings, so byte order is numeric order
-    (actors/store.h). */
-#include "actors/store/store_impl.h"
+    (store/store.h). */
+#include "store/store_impl.h"
 
 #include <string.h>
 
@@ -100,11 +100,11 @@ sb_key_valid (const sb_key_t *k)
 }
 
 uint64_t
-sb_key_read_u64 (const MDB_val *key, size_t offset)
+sb_key_read_u64 (const sb_datum_t *key, size_t offset)
 {
-    if (!key || offset > key->mv_size || key->mv_size - offset < 8)
+    if (!key || offset > key->size || key->size - offset < 8)
         return 0;
-    const uint8_t *p = (const uint8_t *) key->mv_data + offset;
+    const uint8_t *p = (const uint8_t *) key->data + offset;
     uint64_t v = 0;
     for (int i = 0; i < 8; i++)
         v = v << 8 | p [i];
@@ -112,11 +112,11 @@ sb_key_read_u64 (const MDB_val *key, size_t offset)
 }
 
 uint32_t
-sb_key_read_u32 (const MDB_val *key, size_t offset)
+sb_key_read_u32 (const sb_datum_t *key, size_t offset)
 {
-    if (!key || offset > key->mv_size || key->mv_size - offset < 4)
+    if (!key || offset > key->size || key->size - offset < 4)
         return 0;
-    const uint8_t *p = (const uint8_t *) key->mv_data + offset;
+    const uint8_t *p = (const uint8_t *) key->data + offset;
     return (uint32_t) p [0] << 24 | (uint32_t) p [1] << 16
          | (uint32_t) p [2] << 8 | p [3];
 }

@@ -222,38 +222,38 @@ static const sb_field_t s_exec_diff_ok [] = {
 };
 
 const sb_type_t sb_types_run [] = {
-    REQ ("run.request", s_run_request, false, "create a run (queued) and dispatch it (internal: clients prompt a session)"),
+    REQ ("run.request", s_run_request, SB_SCOPE_INTERNAL, "create a run (queued) and dispatch it (internal: clients prompt a session)"),
     REP ("run.request.ok", s_run_one, "the new run"),
-    REQ ("run.get", s_run_id, true, "one run"),
+    REQ ("run.get", s_run_id, SB_SCOPE_PUBLIC, "one run"),
     REP ("run.get.ok", s_run_one, "the run"),
-    REQ ("run.list", s_run_list, true, "runs, filtered"),
+    REQ ("run.list", s_run_list, SB_SCOPE_PUBLIC, "runs, filtered"),
     REP ("run.list.ok", s_run_list_ok, "runs"),
-    REQ ("run.cancel", s_run_id, true, "cancel a run: cancelling, then cancelled once the executor confirms"),
+    REQ ("run.cancel", s_run_id, SB_SCOPE_PUBLIC, "cancel a run: cancelling, then cancelled once the executor confirms"),
     REP ("run.cancel.ok", s_run_one, "the run"),
-    REQ ("run.resume", s_run_id, true, "a new run that continues a failed, cancelled, interrupted or expired one"),
+    REQ ("run.resume", s_run_id, SB_SCOPE_PUBLIC, "a new run that continues a failed, cancelled, interrupted or expired one"),
     REP ("run.resume.ok", s_run_one, "the new run"),
-    REQ ("run.heartbeat", s_run_heartbeat, false, "executor: extend the lease (internal)"),
+    REQ ("run.heartbeat", s_run_heartbeat, SB_SCOPE_WORKER, "executor: extend the lease (internal)"),
     REP ("run.heartbeat.ok", s_run_heartbeat_ok, "lease extended"),
-    REQ ("run.finish", s_run_finish, false, "executor: the run ended (internal)"),
+    REQ ("run.finish", s_run_finish, SB_SCOPE_INTERNAL, "executor: the run ended (internal)"),
     REP ("run.finish.ok", s_run_one, "the final run"),
-    REQ ("run.claim", s_run_claim, false, "worker: claim the oldest queued run of a pool (long-poll)"),
+    REQ ("run.claim", s_run_claim, SB_SCOPE_WORKER, "worker: claim the oldest queued run of a pool (long-poll)"),
     REP ("run.claim.ok", s_run_claim_ok, "a run and its lease, or {} when there is nothing to do"),
-    REQ ("run.complete", s_run_complete, false, "worker: the claimed run ended"),
+    REQ ("run.complete", s_run_complete, SB_SCOPE_WORKER, "worker: the claimed run ended"),
     REP ("run.complete.ok", s_run_one, "the final run"),
 };
 const size_t sb_types_run_count = sizeof sb_types_run / sizeof sb_types_run [0];
 
 const sb_type_t sb_types_exec [] = {
-    REQ ("exec.start", s_exec_start, false, "run actor -> executor: run the agent loop (internal)"),
+    REQ ("exec.start", s_exec_start, SB_SCOPE_INTERNAL, "run actor -> executor: run the agent loop (internal)"),
     REP ("exec.start.ok", s_exec_start_ok, "accepted"),
-    REQ ("exec.cancel", s_exec_cancel, false, "run actor -> owning executor: stop now (internal)"),
+    REQ ("exec.cancel", s_exec_cancel, SB_SCOPE_INTERNAL, "run actor -> owning executor: stop now (internal)"),
     REP ("exec.cancel.ok", s_exec_cancel_ok, "result"),
-    REQ ("exec.mcp.list", s_none, true, "the MCP servers of the executor: state and tools (docs/mcp.md)"),
+    REQ ("exec.mcp.list", s_none, SB_SCOPE_PUBLIC, "the MCP servers of the executor: state and tools (docs/mcp.md)"),
     REP ("exec.mcp.list.ok", s_exec_mcp_list_ok, "servers"),
-    REQ ("exec.info", s_none, true, "the executor's sandbox (the UI warns when it is none)"),
+    REQ ("exec.info", s_none, SB_SCOPE_PUBLIC, "the executor's sandbox (the UI warns when it is none)"),
     REP ("exec.info.ok", s_exec_info_ok, "its sandbox"),
-    REQ ("exec.diff", s_exec_diff, true,
+    REQ ("exec.diff", s_exec_diff, SB_SCOPE_PUBLIC,
          "the changes in a session's workspace since its first run (else against git HEAD), untracked files included (the UI's changes panel)"),
-    { "exec.diff.ok", SB_KIND_REPLY, true, s_exec_diff_ok, 8 MB, "each changed file with its diff" },
+    { "exec.diff.ok", SB_KIND_REPLY, SB_SCOPE_PUBLIC, s_exec_diff_ok, 8 MB, "each changed file with its diff" },
 };
 const size_t sb_types_exec_count = sizeof sb_types_exec / sizeof sb_types_exec [0];

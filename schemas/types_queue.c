@@ -66,7 +66,8 @@ static const sb_field_t s_steer_take_ok [] = {
 const sb_type_t sb_types_queue [] = {
     REQ ("session.queue.list", s_queue_list, SB_SCOPE_PUBLIC,
          "the prompts waiting in a session's queue, and its pending steers, a page at a time"),
-    { "session.queue.list.ok", SB_KIND_REPLY, SB_SCOPE_PUBLIC, s_queue_list_ok, 2 MB, "a page of the queue: steers, then prompts" },
+    { "session.queue.list.ok", SB_KIND_REPLY, SB_SCOPE_PUBLIC, s_queue_list_ok, 2 MB,
+      "a page of the queue: steers, then prompts" },
     REQ ("session.queue.remove", s_queue_remove, SB_SCOPE_PUBLIC, "remove a queued prompt or a steer not yet taken"),
     REP ("session.queue.remove.ok", s_queue_state_ok, "the queue after the removal"),
     REQ ("session.queue.resume", s_queue_id, SB_SCOPE_PUBLIC,

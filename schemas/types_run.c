@@ -222,15 +222,18 @@ static const sb_field_t s_exec_diff_ok [] = {
 };
 
 const sb_type_t sb_types_run [] = {
-    REQ ("run.request", s_run_request, SB_SCOPE_INTERNAL, "create a run (queued) and dispatch it (internal: clients prompt a session)"),
+    REQ ("run.request", s_run_request, SB_SCOPE_INTERNAL,
+         "create a run (queued) and dispatch it (internal: clients prompt a session)"),
     REP ("run.request.ok", s_run_one, "the new run"),
     REQ ("run.get", s_run_id, SB_SCOPE_PUBLIC, "one run"),
     REP ("run.get.ok", s_run_one, "the run"),
     REQ ("run.list", s_run_list, SB_SCOPE_PUBLIC, "runs, filtered"),
     REP ("run.list.ok", s_run_list_ok, "runs"),
-    REQ ("run.cancel", s_run_id, SB_SCOPE_PUBLIC, "cancel a run: cancelling, then cancelled once the executor confirms"),
+    REQ ("run.cancel", s_run_id, SB_SCOPE_PUBLIC,
+         "cancel a run: cancelling, then cancelled once the executor confirms"),
     REP ("run.cancel.ok", s_run_one, "the run"),
-    REQ ("run.resume", s_run_id, SB_SCOPE_PUBLIC, "a new run that continues a failed, cancelled, interrupted or expired one"),
+    REQ ("run.resume", s_run_id, SB_SCOPE_PUBLIC,
+         "a new run that continues a failed, cancelled, interrupted or expired one"),
     REP ("run.resume.ok", s_run_one, "the new run"),
     REQ ("run.heartbeat", s_run_heartbeat, SB_SCOPE_WORKER, "executor: extend the lease (internal)"),
     REP ("run.heartbeat.ok", s_run_heartbeat_ok, "lease extended"),

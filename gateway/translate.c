@@ -148,7 +148,9 @@ typedef enum { M_GET, M_POST } method_t;
 
 //  A route: METHOD /api/<a>[/{id}[/<c>]] -> type, the id's field, and
 //  which query arguments become which body fields (the rest pass as
-//  they are named).
+//  they are named). A route names a type and nothing more: whether the
+//  type may pass is its row's scope, which gw_translate reads for a
+//  routed call as for any other.
 typedef struct {
     method_t method;
     const char *a;              /* first segment */

@@ -10,6 +10,7 @@
 
 #include "actors/actor.h"
 #include "actors/session.h"
+#include "actors/session/session_impl.h"
 #include "schemas/schema.h"
 
 /*  An actor's table: sb_dispatch_t rows (actors/actor.h), or, for the
@@ -123,4 +124,28 @@ Test (dispatch, no_type_twice)
             for (size_t j = i + 1; s_type_at (&s_actors [a], j); j++)
                 cr_expect_str_neq (s_type_at (&s_actors [a], i), s_type_at (&s_actors [a], j),
                                    "the %s actor's table has a row twice", s_actors [a].service);
+}
+
+/*  The session actor's rows (actors/session.c): a request the drain takes
+    is a write or a read, never both nor neither; the actor's own ops are
+    writes, after every bus type, so the bus lookup never reaches them. */
+Test (dispatch, session_rows_name_one_way_to_run)
+{
+    bool internal = false;
+    for (size_t op = 0; op < OP__COUNT; op++) {
+        const op_row_t *r = &sb_session_ops [op];
+        if (!r->type)
+            internal = true;
+        else
+            cr_expect_not (internal, "op %zu (%s) comes after an internal op: the lookup cannot reach it", op,
+                           r->type);
+        if (r->take && !r->write && !r->read)
+            continue;           /* it takes the message itself (session.compact) */
+        cr_expect ((r->write != NULL) != (r->read != NULL), "op %zu (%s) names %s", op,
+                   r->type ? r->type : "internal", r->write ? "both a write and a read" : "neither a write nor a read");
+        if (!r->type)
+            cr_expect_not_null (r->write, "internal op %zu is not a write", op);
+    }
+    cr_expect (internal, "no internal op: the table has lost its end");
+    cr_expect_null (sb_session_ops [OP__COUNT].type);
 }

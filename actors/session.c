@@ -14,10 +14,12 @@
     it sends nothing and consumes nothing: everything it produces lives in
     buffers that each run resets.
 
-    The files: this one is the actor (its loop, its dispatch table, the
-    drain, the answers); actors/session/requests.c handles each request
-    type of the drain, actors/session/reads.c answers the reads after the
-    commit, actors/session/store.c keeps the layout of
+    The files: this one is the actor (its loop, its table of request
+    types, sb_session_ops, whose row names each type's prepare, write and
+    read functions, the drain, the answers); actors/session/requests.c
+    handles each request type of the drain, actors/session/reads.c
+    answers the reads after the commit, actors/session/queue.c and
+    queue_store.c the queue's requests, actors/session/store.c keeps the layout of
     DATA/session (docs/sessions.md), and actors/session/prompt.c forwards
     session.prompt to the run coordinator.
 

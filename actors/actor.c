@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 /*  zactor_new waits for the child's first signal but drops its status, so
     the status is also kept here. Actors start one at a time (serve waits
@@ -67,4 +68,24 @@ sb_actor_limit (const char *actor, uint64_t configured, const char *env, uint64_
         return def;
     }
     return n;
+}
+
+/*  A linear scan: the longest table has fifteen rows, and a strcmp fails
+    on the first bytes that differ. */
+size_t
+sb_dispatch_index (const void *rows, size_t stride, const char *type)
+{
+    size_t k = 0;
+    const char *row = rows;
+    for (const char *t; (t = *(const char *const *) (const void *) (row + k * stride)); k++)
+        if (strcmp (t, type) == 0)
+            break;
+    return k;
+}
+
+const sb_dispatch_t *
+sb_dispatch_find (const sb_dispatch_t *rows, const char *type)
+{
+    const sb_dispatch_t *row = &rows [sb_dispatch_index (rows, sizeof rows [0], type)];
+    return row->type ? row : NULL;
 }

@@ -53,25 +53,14 @@ typedef void (sb_actor_fn) (zsock_t *pipe, void *args);
 void sb_echo_actor (zsock_t *pipe, void *args);
 /*  The run coordinator: run.*, leases, fencing, recovery. */
 void sb_run_actor (zsock_t *pipe, void *args);
-/*  The run actor's dispatch table, type column (see below). */
-const char *sb_run_dispatch_type (size_t index);
-/*  The run actor's second table: worker.* (actors/run/workers.c). */
-const char *sb_worker_dispatch_type (size_t index);
 /*  The local executor: exec.start, exec.cancel; the agent loop. */
 void sb_exec_actor (zsock_t *pipe, void *args);
-/*  The exec actor's dispatch table, type column (see below). */
-const char *sb_exec_dispatch_type (size_t index);
 /*  Hooks: the person's commands run on tape events (actors/hooks.c). */
 void sb_hooks_actor (zsock_t *pipe, void *args);
-const char *sb_hooks_dispatch_type (size_t index);
 /*  Durable interactions (approvals): interact.*, deadlines, announcements. */
 void sb_interact_actor (zsock_t *pipe, void *args);
-/*  The interact actor's dispatch table, type column (see below). */
-const char *sb_interact_dispatch_type (size_t index);
 /*  The model broker: llm.stream, llm.cancel, llm.models. */
 void sb_llm_actor (zsock_t *pipe, void *args);
-/*  The llm actor's dispatch table, type by type (see below). */
-const char *sb_llm_dispatch_type (size_t index);
 
 /*  Signals the parent that startup succeeded (0) or failed (1). Use it
     instead of zsock_signal: zactor_new drops the status, and the parent
@@ -96,11 +85,40 @@ uint64_t sb_actor_limit (const char *actor, uint64_t configured, const char *env
                          uint64_t min, uint64_t max);
 
 /*  Dispatch tables. Each actor dispatches every message type it serves
-    from one static table of {type, handler} rows (its handler type takes
-    its own self_t), and exports the type column through a function
-    `const char *sb_<actor>_dispatch_type (size_t index)` that returns the
-    index-th row's type, or NULL past the end. tests/unit/test_dispatch.c
-    holds each exported column against the schema tables. */
-typedef const char *(sb_dispatch_type_fn) (size_t index);
+    from one table of sb_dispatch_t rows, {type, handler}, ended by a row
+    whose type is NULL, and exports it as `sb_<actor>_dispatch` so that
+    tests/unit/test_dispatch.c holds its type column against the schema
+    tables. A handler takes its own actor's self_t, so the row keeps it as
+    the generic sb_dispatch_fn (SB_DISPATCH casts it), and the actor casts
+    it back to its own handler type to call it: converting a function
+    pointer and back is defined C, calling it through another type is
+    not. */
+typedef void (sb_dispatch_fn) (void);
+typedef struct {
+    const char *type;
+    sb_dispatch_fn *fn;
+} sb_dispatch_t;
+#define SB_DISPATCH(type, fn) { (type), (sb_dispatch_fn *) (fn) }
+#define SB_DISPATCH_END       { NULL, NULL }
+
+/*  The row of `rows` for message type `type`, or NULL when the actor does
+    not serve it. */
+const sb_dispatch_t *sb_dispatch_find (const sb_dispatch_t *rows, const char *type);
+
+/*  The lookup under it, for a table of another row type whose rows each
+    begin with their type (a const char *), `stride` bytes apart, ended by
+    a NULL type (the session actor's, actors/session/session_impl.h): the
+    index of the row for `type`, or that of the end row. */
+size_t sb_dispatch_index (const void *rows, size_t stride, const char *type);
+
+/*  The actors' dispatch tables (see above); the run actor has a second
+    one, worker.* (actors/run/workers.c). */
+extern const sb_dispatch_t sb_echo_dispatch [];
+extern const sb_dispatch_t sb_run_dispatch [];
+extern const sb_dispatch_t sb_worker_dispatch [];
+extern const sb_dispatch_t sb_exec_dispatch [];
+extern const sb_dispatch_t sb_hooks_dispatch [];
+extern const sb_dispatch_t sb_interact_dispatch [];
+extern const sb_dispatch_t sb_llm_dispatch [];
 
 #endif

@@ -46,54 +46,74 @@ s_self_destroy (self_t **self_p)
 }
 
 static void
-s_handle_request (self_t *self, sb_msg_t *msg)
+s_handle_note (self_t *self, sb_msg_t *msg)
+{
+    self->notes++;
+}
+
+static void
+s_handle_ping (self_t *self, sb_msg_t *msg)
 {
     const char *text = sb_get_str (msg->body, "text");
-    if (strcmp (msg->h.type, "echo.note") == 0) {
-        self->notes++;
+    uint64_t sleep_ms = sb_get_uint (msg->body, "sleep_ms", 0);
+    if (sleep_ms)
+        zclock_sleep ((int) (sleep_ms > 10000 ? 10000 : sleep_ms));
+    sb_enc_reset (self->enc);
+    sb_enc_map_open (self->enc);
+    sb_enc_kstr_opt (self->enc, "text", text);
+    sb_enc_kstr (self->enc, "instance", self->instance);
+    sb_enc_map_close (self->enc);
+    size_t len;
+    const uint8_t *b = sb_enc_data (self->enc, &len);
+    sb_bus_reply (self->bus, msg, b, len);
+}
+
+static void
+s_handle_stream (self_t *self, sb_msg_t *msg)
+{
+    const char *text = sb_get_str (msg->body, "text");
+    uint64_t count = sb_get_uint (msg->body, "count", 0);
+    if (count > 100000) {
+        sb_bus_error (self->bus, msg, SB_E_invalid, "count %llu is over 100000",
+                      (unsigned long long) count);
         return;
     }
-    if (strcmp (msg->h.type, "echo.ping") == 0) {
-        uint64_t sleep_ms = sb_get_uint (msg->body, "sleep_ms", 0);
-        if (sleep_ms)
-            zclock_sleep ((int) (sleep_ms > 10000 ? 10000 : sleep_ms));
+    for (uint64_t k = 0; k < count; k++) {
         sb_enc_reset (self->enc);
         sb_enc_map_open (self->enc);
+        sb_enc_kuint (self->enc, "index", k);
         sb_enc_kstr_opt (self->enc, "text", text);
-        sb_enc_kstr (self->enc, "instance", self->instance);
         sb_enc_map_close (self->enc);
         size_t len;
         const uint8_t *b = sb_enc_data (self->enc, &len);
-        sb_bus_reply (self->bus, msg, b, len);
-        return;
+        sb_bus_chunk (self->bus, msg, k + 1, b, len);
     }
-    if (strcmp (msg->h.type, "echo.stream") == 0) {
-        uint64_t count = sb_get_uint (msg->body, "count", 0);
-        if (count > 100000) {
-            sb_bus_error (self->bus, msg, SB_E_invalid, "count %llu is over 100000",
-                          (unsigned long long) count);
-            return;
-        }
-        for (uint64_t k = 0; k < count; k++) {
-            sb_enc_reset (self->enc);
-            sb_enc_map_open (self->enc);
-            sb_enc_kuint (self->enc, "index", k);
-            sb_enc_kstr_opt (self->enc, "text", text);
-            sb_enc_map_close (self->enc);
-            size_t len;
-            const uint8_t *b = sb_enc_data (self->enc, &len);
-            sb_bus_chunk (self->bus, msg, k + 1, b, len);
-        }
-        sb_enc_reset (self->enc);
-        sb_enc_map_open (self->enc);
-        sb_enc_kuint (self->enc, "count", count);
-        sb_enc_map_close (self->enc);
-        size_t len;
-        const uint8_t *b = sb_enc_data (self->enc, &len);
-        sb_bus_reply (self->bus, msg, b, len);
-        return;
-    }
-    sb_bus_error (self->bus, msg, SB_E_unknown_type, "echo does not serve %s", msg->h.type);
+    sb_enc_reset (self->enc);
+    sb_enc_map_open (self->enc);
+    sb_enc_kuint (self->enc, "count", count);
+    sb_enc_map_close (self->enc);
+    size_t len;
+    const uint8_t *b = sb_enc_data (self->enc, &len);
+    sb_bus_reply (self->bus, msg, b, len);
+}
+
+typedef void (s_handler_fn) (self_t *self, sb_msg_t *msg);
+
+const sb_dispatch_t sb_echo_dispatch [] = {
+    SB_DISPATCH ("echo.ping", s_handle_ping),
+    SB_DISPATCH ("echo.stream", s_handle_stream),
+    SB_DISPATCH ("echo.note", s_handle_note),
+    SB_DISPATCH_END
+};
+
+static void
+s_handle_request (self_t *self, sb_msg_t *msg)
+{
+    const sb_dispatch_t *row = sb_dispatch_find (sb_echo_dispatch, msg->h.type);
+    if (row)
+        ((s_handler_fn *) row->fn) (self, msg);
+    else
+        sb_bus_error (self->bus, msg, SB_E_unknown_type, "echo does not serve %s", msg->h.type);
 }
 
 void

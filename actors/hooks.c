@@ -652,30 +652,19 @@ s_handle_stats (self_t *self, sb_msg_t *msg)
 
 typedef void (s_handler_fn) (self_t *self, sb_msg_t *msg);
 
-static const struct {
-    const char *type;
-    s_handler_fn *handler;
-} s_dispatch_table [] = {
-    { "hooks.stats", s_handle_stats },
+const sb_dispatch_t sb_hooks_dispatch [] = {
+    SB_DISPATCH ("hooks.stats", s_handle_stats),
+    SB_DISPATCH_END
 };
-
-#define S_DISPATCH_COUNT (sizeof s_dispatch_table / sizeof s_dispatch_table [0])
-
-const char *
-sb_hooks_dispatch_type (size_t index)
-{
-    return index < S_DISPATCH_COUNT ? s_dispatch_table [index].type : NULL;
-}
 
 static void
 s_dispatch (self_t *self, sb_msg_t *msg)
 {
-    for (size_t k = 0; k < S_DISPATCH_COUNT; k++)
-        if (strcmp (msg->h.type, s_dispatch_table [k].type) == 0) {
-            s_dispatch_table [k].handler (self, msg);
-            return;
-        }
-    sb_bus_error (self->bus, msg, SB_E_unknown_type, "hooks does not serve %s", msg->h.type);
+    const sb_dispatch_t *row = sb_dispatch_find (sb_hooks_dispatch, msg->h.type);
+    if (row)
+        ((s_handler_fn *) row->fn) (self, msg);
+    else
+        sb_bus_error (self->bus, msg, SB_E_unknown_type, "hooks does not serve %s", msg->h.type);
 }
 
 

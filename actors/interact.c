@@ -526,22 +526,13 @@ s_handle_list (self_t *self, sb_msg_t *msg)
 
 typedef void (s_handler_fn) (self_t *self, sb_msg_t *msg);
 
-static const struct {
-    const char *type;
-    s_handler_fn *fn;
-} s_handlers [] = {
-    { "interact.request", s_handle_request },
-    { "interact.get",     s_handle_get },
-    { "interact.list",    s_handle_list },
-    { "interact.resolve", s_handle_resolve },
+const sb_dispatch_t sb_interact_dispatch [] = {
+    SB_DISPATCH ("interact.request", s_handle_request),
+    SB_DISPATCH ("interact.get",     s_handle_get),
+    SB_DISPATCH ("interact.list",    s_handle_list),
+    SB_DISPATCH ("interact.resolve", s_handle_resolve),
+    SB_DISPATCH_END
 };
-#define S_HANDLERS (sizeof s_handlers / sizeof s_handlers [0])
-
-const char *
-sb_interact_dispatch_type (size_t index)
-{
-    return index < S_HANDLERS ? s_handlers [index].type : NULL;
-}
 
 static void
 s_handle_bus (self_t *self)
@@ -549,11 +540,9 @@ s_handle_bus (self_t *self)
     sb_msg_t *msg;
     while ((msg = sb_bus_recv (self->bus, 0))) {
         if (msg->route) {
-            size_t k = 0;
-            while (k < S_HANDLERS && strcmp (msg->h.type, s_handlers [k].type) != 0)
-                k++;
-            if (k < S_HANDLERS)
-                s_handlers [k].fn (self, msg);
+            const sb_dispatch_t *row = sb_dispatch_find (sb_interact_dispatch, msg->h.type);
+            if (row)
+                ((s_handler_fn *) row->fn) (self, msg);
             else
                 sb_bus_error (self->bus, msg, SB_E_unknown_type, "interact does not serve %s", msg->h.type);
         }

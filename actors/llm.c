@@ -206,23 +206,13 @@ s_handle_info (self_t *self, sb_msg_t *msg)
     against the schema tables. */
 typedef void (handler_fn) (self_t *self, sb_msg_t *msg);
 
-static const struct {
-    const char *type;
-    handler_fn *handler;
-} s_dispatch [] = {
-    { "llm.stream", s_handle_stream },
-    { "llm.cancel", s_handle_cancel },
-    { "llm.models", s_handle_models },
-    { "llm.info", s_handle_info },
+const sb_dispatch_t sb_llm_dispatch [] = {
+    SB_DISPATCH ("llm.stream", s_handle_stream),
+    SB_DISPATCH ("llm.cancel", s_handle_cancel),
+    SB_DISPATCH ("llm.models", s_handle_models),
+    SB_DISPATCH ("llm.info", s_handle_info),
+    SB_DISPATCH_END
 };
-
-#define DISPATCH_COUNT (sizeof s_dispatch / sizeof s_dispatch [0])
-
-const char *
-sb_llm_dispatch_type (size_t index)
-{
-    return index < DISPATCH_COUNT ? s_dispatch [index].type : NULL;
-}
 
 static void
 s_handle_bus (self_t *self)
@@ -230,11 +220,9 @@ s_handle_bus (self_t *self)
     sb_msg_t *msg;
     while ((msg = sb_bus_recv (self->bus, 0))) {
         if (msg->route) {
-            size_t k = 0;
-            while (k < DISPATCH_COUNT && strcmp (s_dispatch [k].type, msg->h.type) != 0)
-                k++;
-            if (k < DISPATCH_COUNT)
-                s_dispatch [k].handler (self, msg);
+            const sb_dispatch_t *row = sb_dispatch_find (sb_llm_dispatch, msg->h.type);
+            if (row)
+                ((handler_fn *) row->fn) (self, msg);
             else
                 sb_bus_error (self->bus, msg, SB_E_unknown_type, "llm does not serve %s", msg->h.type);
         }

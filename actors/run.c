@@ -597,27 +597,18 @@ s_handle_finish (self_t *self, sb_msg_t *msg)
 
 typedef void (s_handler_fn) (self_t *self, sb_msg_t *msg);
 
-static const struct {
-    const char *type;
-    s_handler_fn *fn;
-} s_handlers [] = {
-    { "run.request",   s_handle_request },
-    { "run.get",       s_handle_get },
-    { "run.list",      s_handle_list },
-    { "run.cancel",    s_handle_cancel },
-    { "run.resume",    s_handle_resume },
-    { "run.heartbeat", s_handle_heartbeat },
-    { "run.finish",    s_handle_finish },
-    { "run.claim",     sb_run_handle_claim },
-    { "run.complete",  s_handle_finish },
+const sb_dispatch_t sb_run_dispatch [] = {
+    SB_DISPATCH ("run.request",   s_handle_request),
+    SB_DISPATCH ("run.get",       s_handle_get),
+    SB_DISPATCH ("run.list",      s_handle_list),
+    SB_DISPATCH ("run.cancel",    s_handle_cancel),
+    SB_DISPATCH ("run.resume",    s_handle_resume),
+    SB_DISPATCH ("run.heartbeat", s_handle_heartbeat),
+    SB_DISPATCH ("run.finish",    s_handle_finish),
+    SB_DISPATCH ("run.claim",     sb_run_handle_claim),
+    SB_DISPATCH ("run.complete",  s_handle_finish),
+    SB_DISPATCH_END
 };
-#define S_HANDLERS (sizeof s_handlers / sizeof s_handlers [0])
-
-const char *
-sb_run_dispatch_type (size_t index)
-{
-    return index < S_HANDLERS ? s_handlers [index].type : NULL;
-}
 
 static void
 s_dispatch (self_t *self, sb_msg_t *msg)
@@ -627,11 +618,9 @@ s_dispatch (self_t *self, sb_msg_t *msg)
            pushes (exec.cancel) need no action */
         sb_run_call_reply (self, msg);
     else {
-        size_t k = 0;
-        while (k < S_HANDLERS && strcmp (msg->h.type, s_handlers [k].type) != 0)
-            k++;
-        if (k < S_HANDLERS)
-            s_handlers [k].fn (self, msg);
+        const sb_dispatch_t *row = sb_dispatch_find (sb_run_dispatch, msg->h.type);
+        if (row)
+            ((s_handler_fn *) row->fn) (self, msg);
         else
             sb_bus_error (self->bus, msg, SB_E_unknown_type, "run does not serve %s", msg->h.type);
     }

@@ -14,10 +14,12 @@
     it sends nothing and consumes nothing: everything it produces lives in
     buffers that each run resets.
 
-    The files: this one is the actor (its loop, its dispatch table, the
-    drain, the answers); actors/session/requests.c handles each request
-    type of the drain, actors/session/reads.c answers the reads after the
-    commit, actors/session/store.c keeps the layout of
+    The files: this one is the actor (its loop, its table of request
+    types, sb_session_ops, whose row names each type's prepare, write and
+    read functions, the drain, the answers); actors/session/requests.c
+    handles each request type of the drain, actors/session/reads.c
+    answers the reads after the commit, actors/session/queue.c and
+    queue_store.c the queue's requests, actors/session/store.c keeps the layout of
     DATA/session (docs/sessions.md), and actors/session/prompt.c forwards
     session.prompt to the run coordinator.
 
@@ -367,7 +369,8 @@ s_drain_finish (self_t *self, bool writes, bool reads, int rc, int64_t t_start, 
             req_t *req = &self->reqs [k];
             if (req->write || req->prep_err)
                 continue;
-            sb_session_read (self, &txn, req);
+            //  !req->write: its row names a read function (sb_session_ops).
+            sb_session_ops [req->op].read (self, &txn, req);
             if (!req->err && txn.ret)
                 sb_session_fail (req, SB_E_internal, "the store failed: %s", sb_store_strerror (txn.ret));
             if (req->err)
@@ -397,10 +400,10 @@ s_drain_full (self_t *self)
 
 //  Takes a request into the drain as `op`. The drain checks it, then runs
 //  it with the drain's other writes in one transaction, or answers it from
-//  a read transaction after the commit (actors/session/requests.c,
-//  actors/session/reads.c).
+//  a read transaction after the commit: its row in sb_session_ops says
+//  which, and names the functions.
 req_t *
-sb_session_take (self_t *self, sb_msg_t **msg_p, op_t op, bool write, bool addressed)
+sb_session_take (self_t *self, sb_msg_t **msg_p, op_t op)
 {
     sb_msg_t *msg = *msg_p;
     if (!sb_session_reserve ((void **) &self->reqs, &self->reqs_cap, self->nreqs, sizeof (req_t))) {
@@ -409,12 +412,13 @@ sb_session_take (self_t *self, sb_msg_t **msg_p, op_t op, bool write, bool addre
         sb_msg_destroy (msg_p);
         return NULL;
     }
+    bool write = sb_session_ops [op].write != NULL;
     req_t *req = &self->reqs [self->nreqs++];
     memset (req, 0, sizeof *req);
     req->msg = msg;
     req->op = op;
     req->write = write;
-    req->addressed = addressed;
+    req->addressed = sb_session_ops [op].addressed;
     req->internal = msg->route == NULL;
     self->drain_writes += write;
     if (op == OP_APPEND) {
@@ -428,140 +432,87 @@ sb_session_take (self_t *self, sb_msg_t **msg_p, op_t op, bool write, bool addre
     return req;
 }
 
+//  session.steer.take with nothing pending is answered at once, without
+//  a transaction; the rest goes into the drain.
 static void
-s_take (self_t *self, sb_msg_t **msg_p, op_t op, bool write, bool addressed)
+s_take_steer (self_t *self, sb_msg_t **msg_p)
 {
-    sb_session_take (self, msg_p, op, write, addressed);
+    if (!sb_session_queue_take_none (self, *msg_p))
+        sb_session_take (self, msg_p, OP_STEER_TAKE);
 }
 
-static void
-s_handle_create (self_t *self, sb_msg_t **msg_p)
-{
-    s_take (self, msg_p, OP_CREATE, true, false);
-}
-
-static void
-s_handle_get (self_t *self, sb_msg_t **msg_p)
-{
-    s_take (self, msg_p, OP_GET, false, true);
-}
-
-static void
-s_handle_list (self_t *self, sb_msg_t **msg_p)
-{
-    s_take (self, msg_p, OP_LIST, false, false);
-}
-
-static void
-s_handle_update (self_t *self, sb_msg_t **msg_p)
-{
-    s_take (self, msg_p, OP_UPDATE, true, true);
-}
-
-static void
-s_handle_close (self_t *self, sb_msg_t **msg_p)
-{
-    s_take (self, msg_p, OP_CLOSE, true, true);
-}
-
-static void
-s_handle_delete (self_t *self, sb_msg_t **msg_p)
-{
-    s_take (self, msg_p, OP_DELETE, true, true);
-}
-
-static void
-s_handle_append (self_t *self, sb_msg_t **msg_p)
-{
-    s_take (self, msg_p, OP_APPEND, true, true);
-}
-
-static void
-s_handle_events (self_t *self, sb_msg_t **msg_p)
-{
-    s_take (self, msg_p, OP_EVENTS, false, true);
-}
-
-static void
-s_handle_fence (self_t *self, sb_msg_t **msg_p)
-{
-    s_take (self, msg_p, OP_FENCE, true, true);
-}
-
+//  Every type the session service serves, one row each, indexed by op
+//  (session_impl.h, op_row_t): whether it names a session, and the
+//  functions that run it. The actor's own ops come last, without a type,
+//  so the lookup of a bus type ends at the first of them.
+//
 //  session.prompt decides in the drain whether the prompt starts a run
 //  (then it is forwarded to the run coordinator after the commit, which
 //  appends the prompt with its run: actors/session/prompt.c) or waits in
 //  the queue or as a steer (actors/session/queue.c).
-static void
-s_handle_prompt (self_t *self, sb_msg_t **msg_p)
-{
-    s_take (self, msg_p, OP_PROMPT, true, true);
-}
-
-static void
-s_handle_queue_list (self_t *self, sb_msg_t **msg_p)
-{
-    s_take (self, msg_p, OP_Q_LIST, false, true);
-}
-
-static void
-s_handle_queue_remove (self_t *self, sb_msg_t **msg_p)
-{
-    s_take (self, msg_p, OP_Q_REMOVE, true, true);
-}
-
-static void
-s_handle_queue_resume (self_t *self, sb_msg_t **msg_p)
-{
-    s_take (self, msg_p, OP_Q_RESUME, true, true);
-}
-
-static void
-s_handle_steer_take (self_t *self, sb_msg_t **msg_p)
-{
-    if (!sb_session_queue_take_none (self, *msg_p))
-        s_take (self, msg_p, OP_STEER_TAKE, true, true);
-}
-
-//  Every type the session service serves, and its handler. A handler
-//  takes the message.
-static const struct {
-    const char *type;
-    void (*handler) (self_t *self, sb_msg_t **msg_p);
-} s_dispatch [] = {
-    { "session.create", s_handle_create },
-    { "session.get",    s_handle_get },
-    { "session.list",   s_handle_list },
-    { "session.update", s_handle_update },
-    { "session.close",  s_handle_close },
-    { "session.delete", s_handle_delete },
-    { "session.append", s_handle_append },
-    { "session.events", s_handle_events },
-    { "session.fence",  s_handle_fence },
-    { "session.prompt", s_handle_prompt },
-    { "session.queue.list",   s_handle_queue_list },
-    { "session.queue.remove", s_handle_queue_remove },
-    { "session.queue.resume", s_handle_queue_resume },
-    { "session.steer.take",   s_handle_steer_take },
-    { "session.compact", sb_session_compact },
+#define P(fn) sb_session_prepare_##fn
+#define W(fn) sb_session_write_##fn
+#define R(fn) sb_session_read_##fn
+#define QP(fn) sb_session_queue_prepare_##fn
+#define QW(fn) sb_session_queue_write_##fn
+const op_row_t sb_session_ops [OP__COUNT + 1] = {
+    //                 type                    addressed take          prepare          write             read
+    [OP_CREATE]     = { "session.create",       false, NULL,          P (create),      W (create),       NULL },
+    [OP_GET]        = { "session.get",          true,  NULL,          NULL,            NULL,             R (get) },
+    [OP_LIST]       = { "session.list",         false, NULL,          NULL,            NULL,             R (list) },
+    [OP_UPDATE]     = { "session.update",       true,  NULL,          P (update),      W (update),       NULL },
+    [OP_CLOSE]      = { "session.close",        true,  NULL,          NULL,            W (close),        NULL },
+    [OP_DELETE]     = { "session.delete",       true,  NULL,          NULL,            W (delete),       NULL },
+    [OP_APPEND]     = { "session.append",       true,  NULL,          P (append),      W (append),       NULL },
+    [OP_EVENTS]     = { "session.events",       true,  NULL,          NULL,            NULL,             R (events) },
+    [OP_FENCE]      = { "session.fence",        true,  NULL,          NULL,            W (fence),        NULL },
+    [OP_PROMPT]     = { "session.prompt",       true,  NULL,          QP (prompt),     QW (prompt),      NULL },
+    [OP_Q_LIST]     = { "session.queue.list",   true,  NULL,          NULL,            NULL,             sb_session_queue_read },
+    [OP_Q_REMOVE]   = { "session.queue.remove", true,  NULL,          QP (remove),     QW (remove),      NULL },
+    [OP_Q_RESUME]   = { "session.queue.resume", true,  NULL,          NULL,            QW (resume),      NULL },
+    [OP_STEER_TAKE] = { "session.steer.take",   true,  s_take_steer,  QP (steer_take), QW (steer_take),  NULL },
+    //  forwarded to the run coordinator as a compact run (actors/session/compact.c)
+    [OP_COMPACT]    = { "session.compact",      true,  sb_session_compact, NULL,       NULL,             NULL },
+    //  the actor's own: a prompt's answer to remember, the queue's head
+    //  started or not, a queue held at restart (actors/session/prompt.c,
+    //  queue_store.c)
+    [OP_Q_REMEMBER]     = { NULL, true, NULL, QP (remember), QW (remember),     NULL },
+    [OP_Q_DEQUEUE]      = { NULL, true, NULL, NULL,          QW (dequeue),      NULL },
+    [OP_Q_START_FAILED] = { NULL, true, NULL, NULL,          QW (start_failed), NULL },
+    [OP_Q_RESTART]      = { NULL, true, NULL, NULL,          QW (restart),      NULL },
+    [OP__COUNT]         = { NULL },
 };
-#define NDISPATCH (sizeof s_dispatch / sizeof s_dispatch [0])
+#undef P
+#undef W
+#undef R
+#undef QP
+#undef QW
+
+//  The row of a bus type: sb_session_ops up to the first internal op.
+static size_t
+s_dispatch_row (const sb_msg_t *msg)
+{
+    return sb_dispatch_index (sb_session_ops, sizeof sb_session_ops [0], msg->h.type);
+}
 
 const char *
 sb_session_dispatch_type (size_t index)
 {
-    return index < NDISPATCH? s_dispatch [index].type: NULL;
+    for (size_t k = 0; k < index; k++)
+        if (!sb_session_ops [k].type)
+            return NULL;
+    return index < OP__COUNT? sb_session_ops [index].type: NULL;
 }
 
 //  Whether a message may be taken while a commit is in flight: a request
-//  whose handler only takes it into the drain. The replies to our own
-//  requests and the handlers that read the store or the forwards the
-//  write function reads (steer.take, compact) wait for the commit's end.
+//  the drain takes as it comes. The replies to our own requests and the
+//  rows that take a request themselves, which read the store or the
+//  forwards the write function reads (steer.take, compact), wait for the
+//  commit's end.
 static bool
 s_takes_during_commit (const sb_msg_t *msg, size_t row)
 {
-    return msg->route && row < NDISPATCH && s_dispatch [row].handler != s_handle_steer_take
-        && s_dispatch [row].handler != sb_session_compact;
+    return msg->route && sb_session_ops [row].type && !sb_session_ops [row].take;
 }
 
 static void
@@ -575,23 +526,18 @@ s_dispatch_msg (self_t *self, sb_msg_t **msg_p, size_t row)
         sb_msg_destroy (msg_p);
         return;
     }
-    if (row == NDISPATCH) {
+    const op_row_t *r = &sb_session_ops [row];
+    if (!r->type) {
         sb_bus_error (self->bus, msg, SB_E_unknown_type, "the session service does not serve %s",
                       msg->h.type);
         sb_msg_destroy (msg_p);
         return;
     }
-    s_dispatch [row].handler (self, msg_p);
+    if (r->take)
+        r->take (self, msg_p);
+    else
+        sb_session_take (self, msg_p, (op_t) row);
     sb_msg_destroy (msg_p);
-}
-
-static size_t
-s_dispatch_row (const sb_msg_t *msg)
-{
-    size_t row = 0;
-    while (row < NDISPATCH && strcmp (s_dispatch [row].type, msg->h.type) != 0)
-        row++;
-    return row;
 }
 
 //  Whether the loop should read the bus now: not while a message taken
@@ -613,7 +559,7 @@ s_drain_take (self_t *self)
         sb_msg_t *msg = sb_bus_recv (self->bus, 0);
         if (!msg)
             break;
-        size_t row = msg->route? s_dispatch_row (msg): NDISPATCH;
+        size_t row = msg->route? s_dispatch_row (msg): OP__COUNT;
         if (committing && !s_takes_during_commit (msg, row)) {
             self->held = msg;
             break;
@@ -639,7 +585,7 @@ s_commit_done (self_t *self)
     if (self->held) {
         sb_msg_t *msg = self->held;
         self->held = NULL;
-        s_dispatch_msg (self, &msg, msg->route? s_dispatch_row (msg): NDISPATCH);
+        s_dispatch_msg (self, &msg, msg->route? s_dispatch_row (msg): OP__COUNT);
     }
 }
 

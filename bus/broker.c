@@ -480,7 +480,7 @@ s_check_request (self_t *self, zmq_msg_t *f, const char *skey, sb_header_t *h, c
     const char *uid = self->ids ? zmq_msg_gets (&f [1], "User-Id") : NULL;
     if (uid && *uid) {
         char why [256];
-        sb_err_t refused = sb_curve_check (self->ids, uid, skey, h, t->is_public, body, blen, why, sizeof why);
+        sb_err_t refused = sb_curve_check (self->ids, uid, skey, h, t->scope, body, blen, why, sizeof why);
         if (refused) {
             brk_bad (self, M_KIND, sid, sidlen, why);
             if (t->kind == SB_KIND_REQUEST)

@@ -525,23 +525,7 @@ s_peer (sb_curve_ids_t *ids, const char *user_id)
 /* ------------------------------------------------------------------ */
 /*  The per-message check */
 
-static const char *s_worker_types [] = {
-    "worker.register", "run.claim", "run.heartbeat", "run.complete", "session.append", "session.get",
-    "session.events", "session.steer.take", "llm.stream", "llm.cancel", "llm.models", "llm.info",
-    "interact.request", "interact.get", "bus.heartbeat", NULL
-};
-
 #define S_FORBID(...) do { snprintf (why, whylen, __VA_ARGS__); return SB_E_forbidden; } while (0)
-
-/*  The tape kinds an executor writes (actors/exec/tape.c and its callers):
-    all a worker may append. The rest are the control plane's to write (a
-    prompt, a run's status, an approval and its answer, the queue's
-    entries), and a worker that wrote them could forge what a person said
-    or allowed. */
-static const char *s_worker_kinds [] = {
-    "turn.begin", "turn.end", "text.delta", "text.done", "thinking.delta", "reasoning.state", "tool.call",
-    "tool.output", "tool.result", "usage", "note", "context.compacted", "instructions.loaded", NULL
-};
 
 /*  Whether a worker key may serve `pool`: one it was made for (`keys new
     NAME --pool P`), or, for a key made without any, the default pool
@@ -560,14 +544,13 @@ s_pool_allowed (const s_id_t *id, const char *pool)
     return false;
 }
 
-/*  Whether a worker may append entries of `kind` (s_worker_kinds). */
+/*  Whether a worker may append entries of `kind`: the tape kinds an
+    executor writes, whose rows hold SB_SCOPE_WORKER (schemas/types.c).
+    The rest are the control plane's to write. */
 static bool
 s_kind_allowed (const char *kind)
 {
-    for (size_t k = 0; s_worker_kinds [k]; k++)
-        if (strcmp (s_worker_kinds [k], kind) == 0)
-            return true;
-    return false;
+    return sb_type_in_scope (sb_schema_tape_kind (kind), SB_SCOPE_WORKER);
 }
 
 /*  A msgpack array at p: its count, and where its first element starts. */
@@ -625,17 +608,15 @@ s_check_append (const s_id_t *id, s_peer_t *peer, const s_grant_t *g, const uint
     return SB_OK;
 }
 
-/*  A worker key's request: the worker protocol, for itself, within its
-    grants. */
+/*  A worker key's request: the worker protocol (the types whose rows
+    hold SB_SCOPE_WORKER), for itself, within its grants. */
 static sb_err_t
 s_check_worker (sb_curve_ids_t *ids, const s_id_t *id, const char *user_id, const char *route_hex,
-                const sb_header_t *h, const uint8_t *body, size_t blen, char *why, size_t whylen)
+                const sb_header_t *h, unsigned scope, const uint8_t *body, size_t blen, char *why, size_t whylen)
 {
     const char *type = h->type;
     size_t k = 0;
-    while (s_worker_types [k] && strcmp (s_worker_types [k], type) != 0)
-        k++;
-    if (!s_worker_types [k])
+    if (!(scope & SB_SCOPE_WORKER))
         S_FORBID ("worker key %s may call the worker protocol only, not %s", id->name, type);
     if (strcmp (type, "bus.heartbeat") == 0)
         return SB_OK;
@@ -695,7 +676,7 @@ s_check_worker (sb_curve_ids_t *ids, const s_id_t *id, const char *user_id, cons
 
 sb_err_t
 sb_curve_check (sb_curve_ids_t *ids, const char *user_id, const char *route_hex, const sb_header_t *h,
-                bool is_public, const uint8_t *body, size_t blen, char *why, size_t whylen)
+                unsigned scope, const uint8_t *body, size_t blen, char *why, size_t whylen)
 {
     s_id_t *id = s_ids_find (ids, user_id, false);
     if (!id)
@@ -703,11 +684,11 @@ sb_curve_check (sb_curve_ids_t *ids, const char *user_id, const char *route_hex,
     if (strcmp (id->role, "actor") == 0)
         return SB_OK;
     if (strcmp (id->role, "client") == 0) {
-        if (is_public)
+        if (scope & SB_SCOPE_PUBLIC)
             return SB_OK;
         S_FORBID ("a client key may call the public types only, not %s", h->type);
     }
-    return s_check_worker (ids, id, user_id, route_hex, h, body, blen, why, whylen);
+    return s_check_worker (ids, id, user_id, route_hex, h, scope, body, blen, why, whylen);
 }
 
 void

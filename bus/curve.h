@@ -83,11 +83,12 @@ sb_curve_ids_t *sb_curve_ids_new (const char *data_dir);
 void sb_curve_ids_destroy (sb_curve_ids_t **ids_p);
 
 /*  Whether the peer with public key `user_id` (Z85), whose route is
-    `route_hex`, may send the request `h` with the (validated) `body`:
+    `route_hex`, may send the request `h`, whose type's row has `scope`
+    (schemas/schema.h: SB_SCOPE_*), with the (validated) `body`:
     SB_OK, or the error to answer with and why [] filled. A request whose
     reply changes the key's grants is remembered for sb_curve_reply. */
 sb_err_t sb_curve_check (sb_curve_ids_t *ids, const char *user_id, const char *route_hex, const sb_header_t *h,
-                         bool is_public, const uint8_t *body, size_t blen, char *why, size_t whylen);
+                         unsigned scope, const uint8_t *body, size_t blen, char *why, size_t whylen);
 
 /*  The reply path: the broker forwards a (validated) reply, chunk or
     error of `type` to the request named `pkey` ("ROUTEHEX:ID"); a final

@@ -60,9 +60,9 @@ gw_translate (const char *type_name, const json_t *body, uint8_t **msgpack, size
         snprintf (message, message_len, "no message type '%.64s' (see docs/protocol.md)", type_name);
         return -1;
     }
-    /* the schema's is_public flag is the whole policy: a browser can
-       never append to a tape, claim a run or stream a model */
-    if (!type->is_public || (type->kind != SB_KIND_REQUEST && type->kind != SB_KIND_ONEWAY)) {
+    /* the scope column of the type's row is the whole policy: a browser
+       can never append to a tape, claim a run or stream a model */
+    if (!sb_type_in_scope (type, SB_SCOPE_PUBLIC) || (type->kind != SB_KIND_REQUEST && type->kind != SB_KIND_ONEWAY)) {
         snprintf (code, code_len, "forbidden");
         snprintf (message, message_len, "%s is internal: it does not pass the gateway", type->name);
         return -1;
@@ -148,7 +148,9 @@ typedef enum { M_GET, M_POST } method_t;
 
 //  A route: METHOD /api/<a>[/{id}[/<c>]] -> type, the id's field, and
 //  which query arguments become which body fields (the rest pass as
-//  they are named).
+//  they are named). A route names a type and nothing more: whether the
+//  type may pass is its row's scope, which gw_translate reads for a
+//  routed call as for any other.
 typedef struct {
     method_t method;
     const char *a;              /* first segment */

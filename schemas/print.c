@@ -63,12 +63,22 @@ s_fields (FILE *out, const sb_field_t *fields, const char *prefix, bool md, int 
     }
 }
 
+/*  The scope column, as printed after the kind: who besides the actors
+    may send the type (for a tape kind: who may append it). */
+static const char *
+s_scope (const sb_type_t *t)
+{
+    bool pub = (t->scope & SB_SCOPE_PUBLIC) && t->kind != SB_KIND_TAPE;
+    bool worker = t->scope & SB_SCOPE_WORKER;
+    return pub && worker ? ", public, worker" : pub ? ", public" : worker ? ", worker" : "";
+}
+
 static void
 s_type (FILE *out, const sb_type_t *t, bool md)
 {
     if (md) {
         fprintf (out, "### `%s`\n\n%s. Kind: %s%s.", t->name, t->doc, sb_kind_name (t->kind),
-                 t->is_public && t->kind != SB_KIND_TAPE ? ", public" : "");
+                 s_scope (t));
         if (t->max_bytes)
             fprintf (out, " Size limit: %u bytes.", t->max_bytes);
         fprintf (out, "\n\n");
@@ -82,7 +92,7 @@ s_type (FILE *out, const sb_type_t *t, bool md)
     }
     else {
         fprintf (out, "%s  (%s%s)  %s\n", t->name, sb_kind_name (t->kind),
-                 t->is_public && t->kind != SB_KIND_TAPE ? ", public" : "", t->doc);
+                 s_scope (t), t->doc);
         s_fields (out, t->fields, "", false, 0);
     }
 }
@@ -108,7 +118,10 @@ sb_schema_print (FILE *out, bool md)
                  "a strict client decodes: strings are UTF-8 without NUL, map keys are strings, "
                  "bytes travel only in `bin` fields, and no float is NaN or infinite; anything "
                  "else is refused with `invalid`. Tape bodies are replayed (`session.event`, "
-                 "`session.events.ok`) as they were stored.\n\n",
+                 "`session.events.ok`) as they were stored. A type marked *public* may pass the "
+                 "gateway and be sent with a client key; one marked *worker* may be sent with a "
+                 "worker key (docs/workers.md), and a tape kind marked *worker* appended with one; "
+                 "the rest only the actors send.\n\n",
                  SB_PROTOCOL_VERSION, SB_MAX_MSG_BYTES, SB_MAX_DEPTH, SB_DEFAULT_STR_MAX,
                  SB_DEFAULT_COUNT_MAX);
         fprintf (out, "## Header\n\n| field | type | required | limit | doc |\n|---|---|---|---|---|\n");

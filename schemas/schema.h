@@ -63,10 +63,22 @@ typedef enum {
     SB_KIND_TAPE        /* a tape entry kind (the body of session.append) */
 } sb_kind_t;
 
+/*  Who may send a message of a type, besides the actors: flags, since a
+    type can be both public and worker (session.get). The broker asks it
+    of every message a CURVE key sends (bus/curve.c), the gateway of
+    every message a browser sends (gateway/translate.c). On a tape kind,
+    SB_SCOPE_WORKER says that a worker key may append entries of that
+    kind. */
+typedef enum {
+    SB_SCOPE_INTERNAL = 0,        /* the actors only */
+    SB_SCOPE_PUBLIC = 1 << 0,     /* may pass the gateway; a client key may send it */
+    SB_SCOPE_WORKER = 1 << 1      /* a worker key may send it (docs/workers.md) */
+} sb_scope_t;
+
 typedef struct sb_type {
     const char *name;
     sb_kind_t kind;
-    bool is_public;               /* may pass the gateway */
+    unsigned scope;               /* sb_scope_t flags */
     const sb_field_t *fields;     /* NULL-name terminated */
     uint32_t max_bytes;           /* 0 = SB_MAX_MSG_BYTES */
     const char *doc;
@@ -108,6 +120,13 @@ const sb_type_t *sb_schema_tape_all (size_t *count);
 
 const char *sb_ftype_name (sb_ftype_t type);
 const char *sb_kind_name (sb_kind_t kind);
+
+/*  Whether type `t` holds all of the scope flags `scope`. */
+static inline bool
+sb_type_in_scope (const sb_type_t *t, unsigned scope)
+{
+    return t && (t->scope & scope) == scope;
+}
 
 /*  Prints the tables as text or Markdown (docs/protocol.md). */
 #include <stdio.h>

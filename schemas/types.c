@@ -96,21 +96,21 @@ static const sb_field_t s_echo_note [] = {
 
 
 static const sb_type_t s_types_bus [] = {
-    { "error", SB_KIND_REPLY, true, s_error, 0, "the failure reply to any request" },
+    { "error", SB_KIND_REPLY, SB_SCOPE_PUBLIC, s_error, 0, "the failure reply to any request" },
 
-    { "bus.ready", SB_KIND_REQUEST, false, s_bus_ready, 0, "an instance registers for a service" },
+    { "bus.ready", SB_KIND_REQUEST, SB_SCOPE_INTERNAL, s_bus_ready, 0, "an instance registers for a service" },
     REP ("bus.ready.ok", s_bus_ready_ok, "registration accepted"),
-    { "bus.heartbeat", SB_KIND_ONEWAY, false, s_empty, 0, "liveness, both ways, every second" },
-    { "bus.bye", SB_KIND_ONEWAY, false, s_empty, 0, "an instance leaves cleanly" },
-    REQ ("bus.stats", s_empty, false, "the broker's counters"),
+    { "bus.heartbeat", SB_KIND_ONEWAY, SB_SCOPE_WORKER, s_empty, 0, "liveness, both ways, every second" },
+    { "bus.bye", SB_KIND_ONEWAY, SB_SCOPE_INTERNAL, s_empty, 0, "an instance leaves cleanly" },
+    REQ ("bus.stats", s_empty, SB_SCOPE_INTERNAL, "the broker's counters"),
     REP ("bus.stats.ok", s_bus_stats_ok, "counters"),
 
-    REQ ("echo.ping", s_echo_ping, false, "test service: echo text back"),
+    REQ ("echo.ping", s_echo_ping, SB_SCOPE_INTERNAL, "test service: echo text back"),
     REP ("echo.ping.ok", s_echo_ping_ok, "the echo"),
-    REQ ("echo.stream", s_echo_stream, false, "test service: stream count chunks"),
-    { "echo.stream.chunk", SB_KIND_CHUNK, false, s_echo_stream_chunk, 0, "one chunk" },
+    REQ ("echo.stream", s_echo_stream, SB_SCOPE_INTERNAL, "test service: stream count chunks"),
+    { "echo.stream.chunk", SB_KIND_CHUNK, SB_SCOPE_INTERNAL, s_echo_stream_chunk, 0, "one chunk" },
     REP ("echo.stream.ok", s_echo_stream_ok, "end of stream"),
-    { "echo.note", SB_KIND_ONEWAY, false, s_echo_note, 0, "test service: one-way command" },
+    { "echo.note", SB_KIND_ONEWAY, SB_SCOPE_INTERNAL, s_echo_note, 0, "test service: one-way command" },
 
 };
 
@@ -232,35 +232,47 @@ static const sb_field_t s_tape_error [] = {
     { "message", SB_T_STR, true, 4 KB, NULL, "message" },
     END };
 
-#define TAPE(name, fields, doc) { name, SB_KIND_TAPE, true, fields, 0, doc }
+/*  A tape kind's scope says who may append it: SB_SCOPE_WORKER for what
+    an executor writes (actors/exec/tape.c and its callers), which a
+    worker key may append too (bus/curve.c); SB_SCOPE_INTERNAL for the
+    control plane's own entries (a prompt, a run's status, an approval
+    and its answer, the queue's entries), which a worker that wrote them
+    could use to forge what a person said or allowed. */
+#define TAPE(name, fields, scope, doc) { name, SB_KIND_TAPE, scope, fields, 0, doc }
 static const sb_type_t s_tape_kinds [] = {
-    TAPE ("session.created", s_tape_session, "the session was created"),
-    TAPE ("session.updated", s_tape_session, "the session's config changed"),
-    TAPE ("prompt", s_tape_text, "the person's prompt"),
-    TAPE ("run.status", s_tape_run_status, "a run changed status"),
-    TAPE ("turn.begin", s_tape_any, "a run's turn begins"),
-    TAPE ("turn.end", s_tape_any, "a run's turn ends"),
-    TAPE ("text.delta", s_tape_text, "model text, coalesced"),
-    TAPE ("text.done", s_tape_text, "the model's full text for one step"),
-    TAPE ("thinking.delta", s_tape_text, "model reasoning, coalesced"),
-    TAPE ("reasoning.state", s_tape_reasoning, "opaque provider state replayed to the same provider"),
-    TAPE ("tool.call", s_tape_tool_call, "the model called a tool"),
-    TAPE ("tool.output", s_tape_tool_output, "streamed tool output"),
-    TAPE ("tool.result", s_tape_tool_result, "a tool finished"),
-    TAPE ("approval.requested", s_tape_approval_requested, "a tool call waits for approval"),
-    TAPE ("approval.resolved", s_tape_approval_resolved, "an approval was answered or expired"),
-    TAPE ("prompt.queued", s_tape_prompt_queued, "a prompt waits for the running run: queued, or a steer"),
-    TAPE ("prompt.dequeued", s_tape_prompt_ref, "a queued prompt left the queue and started its run"),
-    TAPE ("prompt.removed", s_tape_prompt_ref, "a queued prompt was removed"),
-    TAPE ("prompt.steered", s_tape_prompt_steered, "a steer joined the running run at a step boundary"),
-    TAPE ("queue.paused", s_tape_queue_state, "the queue stopped starting runs until resumed"),
-    TAPE ("queue.resumed", s_tape_queue_state, "the queue starts runs again"),
-    TAPE ("context.compacted", s_tape_compacted, "older turns were elided or summarized for the model"),
-    TAPE ("instructions.loaded", s_tape_instructions, "AGENTS.md files added to the model's instructions"),
-    TAPE ("usage", s_tape_usage, "tokens used by one model call"),
-    TAPE ("error", s_tape_error, "an error the person should see"),
-    TAPE ("note", s_tape_any, "free-form note"),
-    TAPE ("tape.quota", s_tape_quota, "the session reached its tape quota; further appends are refused"),
+    TAPE ("session.created", s_tape_session, SB_SCOPE_INTERNAL, "the session was created"),
+    TAPE ("session.updated", s_tape_session, SB_SCOPE_INTERNAL, "the session's config changed"),
+    TAPE ("prompt", s_tape_text, SB_SCOPE_INTERNAL, "the person's prompt"),
+    TAPE ("run.status", s_tape_run_status, SB_SCOPE_INTERNAL, "a run changed status"),
+    TAPE ("turn.begin", s_tape_any, SB_SCOPE_WORKER, "a run's turn begins"),
+    TAPE ("turn.end", s_tape_any, SB_SCOPE_WORKER, "a run's turn ends"),
+    TAPE ("text.delta", s_tape_text, SB_SCOPE_WORKER, "model text, coalesced"),
+    TAPE ("text.done", s_tape_text, SB_SCOPE_WORKER, "the model's full text for one step"),
+    TAPE ("thinking.delta", s_tape_text, SB_SCOPE_WORKER, "model reasoning, coalesced"),
+    TAPE ("reasoning.state", s_tape_reasoning, SB_SCOPE_WORKER, "opaque provider state replayed to the same provider"),
+    TAPE ("tool.call", s_tape_tool_call, SB_SCOPE_WORKER, "the model called a tool"),
+    TAPE ("tool.output", s_tape_tool_output, SB_SCOPE_WORKER, "streamed tool output"),
+    TAPE ("tool.result", s_tape_tool_result, SB_SCOPE_WORKER, "a tool finished"),
+    TAPE ("approval.requested", s_tape_approval_requested, SB_SCOPE_INTERNAL, "a tool call waits for approval"),
+    TAPE ("approval.resolved", s_tape_approval_resolved, SB_SCOPE_INTERNAL, "an approval was answered or expired"),
+    TAPE ("prompt.queued", s_tape_prompt_queued, SB_SCOPE_INTERNAL,
+          "a prompt waits for the running run: queued, or a steer"),
+    TAPE ("prompt.dequeued", s_tape_prompt_ref, SB_SCOPE_INTERNAL,
+          "a queued prompt left the queue and started its run"),
+    TAPE ("prompt.removed", s_tape_prompt_ref, SB_SCOPE_INTERNAL, "a queued prompt was removed"),
+    TAPE ("prompt.steered", s_tape_prompt_steered, SB_SCOPE_INTERNAL,
+          "a steer joined the running run at a step boundary"),
+    TAPE ("queue.paused", s_tape_queue_state, SB_SCOPE_INTERNAL, "the queue stopped starting runs until resumed"),
+    TAPE ("queue.resumed", s_tape_queue_state, SB_SCOPE_INTERNAL, "the queue starts runs again"),
+    TAPE ("context.compacted", s_tape_compacted, SB_SCOPE_WORKER,
+          "older turns were elided or summarized for the model"),
+    TAPE ("instructions.loaded", s_tape_instructions, SB_SCOPE_WORKER,
+          "AGENTS.md files added to the model's instructions"),
+    TAPE ("usage", s_tape_usage, SB_SCOPE_WORKER, "tokens used by one model call"),
+    TAPE ("error", s_tape_error, SB_SCOPE_INTERNAL, "an error the person should see"),
+    TAPE ("note", s_tape_any, SB_SCOPE_WORKER, "free-form note"),
+    TAPE ("tape.quota", s_tape_quota, SB_SCOPE_INTERNAL,
+          "the session reached its tape quota; further appends are refused"),
 };
 
 #define NKINDS (sizeof s_tape_kinds / sizeof s_tape_kinds [0])

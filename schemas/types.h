@@ -18,8 +18,11 @@
 #define RANGE_TIME                    RANGE (0, SB_TIME_MS_MAX, 0)
 #define RANGE_COUNT                   RANGE (0, SB_COUNT_MAX, 0)
 #define RANGE_STEPS                   RANGE (1, SB_MAX_STEPS_MAX, 50)
-#define REQ(name, fields, pub, doc)   { name, SB_KIND_REQUEST, pub, fields, 0, doc }
-#define REP(name, fields, doc)        { name, SB_KIND_REPLY, true, fields, 0, doc }
+/*  A request row names its scope (schema.h: SB_SCOPE_*). REP replies are
+    public: the gateway still sends only requests and one-way commands,
+    and a worker key none but its own requests. */
+#define REQ(name, fields, scope, doc) { name, SB_KIND_REQUEST, scope, fields, 0, doc }
+#define REP(name, fields, doc)        { name, SB_KIND_REPLY, SB_SCOPE_PUBLIC, fields, 0, doc }
 
 #define SB_TYPE_FILES(X) \
     X (session) \

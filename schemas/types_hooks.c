@@ -16,7 +16,7 @@ static const sb_field_t s_hooks_stats_ok [] = {
 };
 
 const sb_type_t sb_types_hooks [] = {
-    REQ ("hooks.stats", s_hooks_stats, true, "the hooks' counters: fired, ok, failed, timed out, dropped"),
+    REQ ("hooks.stats", s_hooks_stats, SB_SCOPE_PUBLIC, "the hooks' counters: fired, ok, failed, timed out, dropped"),
     REP ("hooks.stats.ok", s_hooks_stats_ok, "counters"),
 };
 const size_t sb_types_hooks_count = sizeof sb_types_hooks / sizeof sb_types_hooks [0];

@@ -86,16 +86,16 @@ static const sb_field_t s_resolve [] = {
 };
 
 const sb_type_t sb_types_interact [] = {
-    { "interact.request", SB_KIND_REQUEST, false, s_request, 4 MB,
+    { "interact.request", SB_KIND_REQUEST, SB_SCOPE_WORKER, s_request, 4 MB,
       "executor: ask a person about a tool call; the same (run_id, call_id) gets the same interaction "
       "(internal)" },
-    { "interact.request.ok", SB_KIND_REPLY, false, s_request_ok, 4 MB, "the interaction" },
-    REQ ("interact.get", s_get, true, "one interaction"),
-    { "interact.get.ok", SB_KIND_REPLY, true, s_one, 4 MB, "the interaction" },
-    REQ ("interact.list", s_list, true, "interactions, newest first, filtered and paged"),
-    { "interact.list.ok", SB_KIND_REPLY, true, s_list_ok, 16 MB, "a page of interactions" },
-    REQ ("interact.resolve", s_resolve, true,
+    { "interact.request.ok", SB_KIND_REPLY, SB_SCOPE_INTERNAL, s_request_ok, 4 MB, "the interaction" },
+    REQ ("interact.get", s_get, SB_SCOPE_PUBLIC | SB_SCOPE_WORKER, "one interaction"),
+    { "interact.get.ok", SB_KIND_REPLY, SB_SCOPE_PUBLIC, s_one, 4 MB, "the interaction" },
+    REQ ("interact.list", s_list, SB_SCOPE_PUBLIC, "interactions, newest first, filtered and paged"),
+    { "interact.list.ok", SB_KIND_REPLY, SB_SCOPE_PUBLIC, s_list_ok, 16 MB, "a page of interactions" },
+    REQ ("interact.resolve", s_resolve, SB_SCOPE_PUBLIC,
          "answer a pending interaction; the first answer wins, a later one gets conflict naming it"),
-    { "interact.resolve.ok", SB_KIND_REPLY, true, s_one, 4 MB, "the resolved interaction" },
+    { "interact.resolve.ok", SB_KIND_REPLY, SB_SCOPE_PUBLIC, s_one, 4 MB, "the resolved interaction" },
 };
 const size_t sb_types_interact_count = sizeof sb_types_interact / sizeof sb_types_interact [0];

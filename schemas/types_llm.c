@@ -126,15 +126,17 @@ static const sb_field_t s_llm_info_ok [] = {
 };
 
 const sb_type_t sb_types_llm [] = {
-    { "llm.stream", SB_KIND_REQUEST, false, s_llm_stream, 32 MB,
+    { "llm.stream", SB_KIND_REQUEST, SB_SCOPE_WORKER, s_llm_stream, 32 MB,
       "stream a model call; answered by llm.stream.chunk ... llm.stream.ok (internal)" },
-    { "llm.stream.chunk", SB_KIND_CHUNK, false, s_llm_chunk, 8 MB, "one normalized chunk" },
+    { "llm.stream.chunk", SB_KIND_CHUNK, SB_SCOPE_INTERNAL, s_llm_chunk, 8 MB, "one normalized chunk" },
     REP ("llm.stream.ok", s_llm_stream_ok, "the stream ended"),
-    REQ ("llm.cancel", s_llm_cancel, false, "abort a stream within 100 ms (send to the instance that streams it)"),
+    REQ ("llm.cancel", s_llm_cancel, SB_SCOPE_WORKER,
+         "abort a stream within 100 ms (send to the instance that streams it)"),
     REP ("llm.cancel.ok", s_llm_cancel_ok, "cancel result"),
-    REQ ("llm.models", s_llm_models, true, "list a provider's models"),
+    REQ ("llm.models", s_llm_models, SB_SCOPE_PUBLIC | SB_SCOPE_WORKER, "list a provider's models"),
     REP ("llm.models.ok", s_llm_models_ok, "models"),
-    REQ ("llm.info", s_llm_info, true, "a model's context window and output reserve, from the configuration"),
+    REQ ("llm.info", s_llm_info, SB_SCOPE_PUBLIC | SB_SCOPE_WORKER,
+         "a model's context window and output reserve, from the configuration"),
     REP ("llm.info.ok", s_llm_info_ok, "the model's limits"),
 };
 const size_t sb_types_llm_count = sizeof sb_types_llm / sizeof sb_types_llm [0];

@@ -64,15 +64,16 @@ static const sb_field_t s_steer_take_ok [] = {
 };
 
 const sb_type_t sb_types_queue [] = {
-    REQ ("session.queue.list", s_queue_list, true,
+    REQ ("session.queue.list", s_queue_list, SB_SCOPE_PUBLIC,
          "the prompts waiting in a session's queue, and its pending steers, a page at a time"),
-    { "session.queue.list.ok", SB_KIND_REPLY, true, s_queue_list_ok, 2 MB, "a page of the queue: steers, then prompts" },
-    REQ ("session.queue.remove", s_queue_remove, true, "remove a queued prompt or a steer not yet taken"),
+    { "session.queue.list.ok", SB_KIND_REPLY, SB_SCOPE_PUBLIC, s_queue_list_ok, 2 MB,
+      "a page of the queue: steers, then prompts" },
+    REQ ("session.queue.remove", s_queue_remove, SB_SCOPE_PUBLIC, "remove a queued prompt or a steer not yet taken"),
     REP ("session.queue.remove.ok", s_queue_state_ok, "the queue after the removal"),
-    REQ ("session.queue.resume", s_queue_id, true,
+    REQ ("session.queue.resume", s_queue_id, SB_SCOPE_PUBLIC,
          "let a paused queue start its next prompt again (a cancel, a failure or a restart paused it)"),
     REP ("session.queue.resume.ok", s_queue_state_ok, "the queue after the call"),
-    REQ ("session.steer.take", s_steer_take, false,
+    REQ ("session.steer.take", s_steer_take, SB_SCOPE_WORKER,
          "executor, at a step boundary: append one prompt.steered per pending steer of the run (internal)"),
     REP ("session.steer.take.ok", s_steer_take_ok, "how many were taken"),
 };

@@ -47,11 +47,11 @@ static const sb_field_t s_worker_list_ok [] = {
 };
 
 const sb_type_t sb_types_worker [] = {
-    REQ ("worker.register", s_worker_register, false, "worker: announce itself (internal to workers)"),
+    REQ ("worker.register", s_worker_register, SB_SCOPE_WORKER, "worker: announce itself (internal to workers)"),
     REP ("worker.register.ok", s_worker_one, "registered"),
-    REQ ("worker.get", s_worker_id, true, "one worker and its status"),
+    REQ ("worker.get", s_worker_id, SB_SCOPE_PUBLIC, "one worker and its status"),
     REP ("worker.get.ok", s_worker_one, "the worker"),
-    REQ ("worker.list", s_worker_list, true, "the workers and their status"),
+    REQ ("worker.list", s_worker_list, SB_SCOPE_PUBLIC, "the workers and their status"),
     REP ("worker.list.ok", s_worker_list_ok, "workers"),
 };
 const size_t sb_types_worker_count = sizeof sb_types_worker / sizeof sb_types_worker [0];

@@ -426,21 +426,12 @@ s_handle_list (self_t *self, sb_msg_t *msg)
 
 typedef void (s_handler_fn) (self_t *self, sb_msg_t *msg);
 
-static const struct {
-    const char *type;
-    s_handler_fn *fn;
-} s_handlers [] = {
-    { "worker.register", s_handle_register },
-    { "worker.get",      s_handle_get },
-    { "worker.list",     s_handle_list },
+const sb_dispatch_t sb_worker_dispatch [] = {
+    SB_DISPATCH ("worker.register", s_handle_register),
+    SB_DISPATCH ("worker.get",      s_handle_get),
+    SB_DISPATCH ("worker.list",     s_handle_list),
+    SB_DISPATCH_END
 };
-#define S_HANDLERS (sizeof s_handlers / sizeof s_handlers [0])
-
-const char *
-sb_worker_dispatch_type (size_t index)
-{
-    return index < S_HANDLERS ? s_handlers [index].type : NULL;
-}
 
 void
 sb_run_handle_worker_bus (self_t *self)
@@ -448,11 +439,9 @@ sb_run_handle_worker_bus (self_t *self)
     sb_msg_t *msg;
     while ((msg = sb_bus_recv (self->wbus, 0))) {
         if (msg->route) {
-            size_t k = 0;
-            while (k < S_HANDLERS && strcmp (msg->h.type, s_handlers [k].type) != 0)
-                k++;
-            if (k < S_HANDLERS)
-                s_handlers [k].fn (self, msg);
+            const sb_dispatch_t *row = sb_dispatch_find (sb_worker_dispatch, msg->h.type);
+            if (row)
+                ((s_handler_fn *) row->fn) (self, msg);
             else
                 sb_bus_error (self->wbus, msg, SB_E_unknown_type, "worker does not serve %s", msg->h.type);
         }

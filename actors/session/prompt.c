@@ -148,7 +148,7 @@ s_internal (self_t *self, op_t op, const char *type, sb_enc_t *e)
         sb_error (ACTOR, "out of memory for an internal %s", type);
         return;
     }
-    sb_session_take (self, &msg, op, true, true);
+    sb_session_take (self, &msg, op);
 }
 
 //  A relayed error: the run coordinator's, as it said it.
@@ -172,7 +172,7 @@ s_prompt_answered (self_t *self, forward_t *f, const sb_msg_t *reply)
     if (sb_msg_is_error (reply)) {
         if (sb_err_from_name (sb_msg_error_code (reply)) == SB_E_conflict) {
             //  A run is active after all: the prompt waits like any other.
-            req_t *req = sb_session_take (self, &f->msg, OP_PROMPT, true, true);
+            req_t *req = sb_session_take (self, &f->msg, OP_PROMPT);
             if (req)
                 req->q_force_busy = true;
         }

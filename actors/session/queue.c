@@ -157,62 +157,94 @@ s_clean (const sb_val_t *body, const char *name)
 }
 
 void
-sb_session_queue_prepare (self_t *self, req_t *req)
+sb_session_queue_prepare_prompt (self_t *self, req_t *req)
 {
     const sb_val_t *b = req->msg->body;
-    if (req->op == OP_PROMPT) {
-        const char *mode = sb_get_str (b, "mode");
-        const char *text = sb_get_str (b, "text");
-        const char *policy = sb_get_str (b, "approval_policy");
-        if (mode && strcmp (mode, "queue") != 0 && strcmp (mode, "steer") != 0)
-            sb_session_fail (req, SB_E_invalid, "mode must be queue or steer, not '%.20s'", mode);
-        else
-        if (!text || !*text)
-            sb_session_fail (req, SB_E_invalid, "text must not be empty");
-        else
-        if (!s_clean (b, "text"))
-            sb_session_fail (req, SB_E_invalid, "text must not contain NUL bytes");
-        else
-        if (policy && !sb_policy_mode_ok (policy))
-            sb_session_fail (req, SB_E_invalid, "approval_policy must be yolo, auto or interactive, not '%.20s'",
-                             policy);
-    }
+    const char *mode = sb_get_str (b, "mode");
+    const char *text = sb_get_str (b, "text");
+    const char *policy = sb_get_str (b, "approval_policy");
+    if (mode && strcmp (mode, "queue") != 0 && strcmp (mode, "steer") != 0)
+        sb_session_fail (req, SB_E_invalid, "mode must be queue or steer, not '%.20s'", mode);
     else
-    if (req->op == OP_Q_REMOVE) {
-        const char *id = sb_get_str (b, "prompt_id");
-        if (!id || !*id || !s_clean (b, "prompt_id") || strlen (id) > PROMPT_ID_MAX)
-            sb_session_fail (req, SB_E_invalid, "prompt_id must be a prompt id (from session.queue.list)");
-    }
+    if (!text || !*text)
+        sb_session_fail (req, SB_E_invalid, "text must not be empty");
     else
-    if (req->op == OP_STEER_TAKE) {
-        const sb_val_t *fence = sb_get (b, "fence");
-        if (!s_clean (b, "run_id"))
-            sb_session_fail (req, SB_E_invalid, "run_id must not contain NUL bytes");
-        req->run_id = sb_get_str (b, "run_id");
-        req->has_fence = fence != NULL;
-        req->fence = fence? fence->v.u: 0;
-    }
+    if (!s_clean (b, "text"))
+        sb_session_fail (req, SB_E_invalid, "text must not contain NUL bytes");
     else
-    if (req->op == OP_Q_REMEMBER) {
-        size_t dlen = 0;
-        const char *digest = sb_get_bin (b, "digest", &dlen);
-        req->cmd = sb_get_str (b, "command_id");
-        req->cmd_sid = req->sid;
-        req->cmd_from = "";
-        if (!req->cmd || !digest || dlen != SB_DIGEST_LEN || !sb_get_bin (b, "reply", &dlen))
-            sb_session_fail (req, SB_E_internal, "a malformed command to remember");
-        else
-            memcpy (req->cmd_digest, digest, SB_DIGEST_LEN);
-    }
-    (void) self;
+    if (policy && !sb_policy_mode_ok (policy))
+        sb_session_fail (req, SB_E_invalid, "approval_policy must be yolo, auto or interactive, not '%.20s'",
+                         policy);
+}
+
+void
+sb_session_queue_prepare_remove (self_t *self, req_t *req)
+{
+    const sb_val_t *b = req->msg->body;
+    const char *id = sb_get_str (b, "prompt_id");
+    if (!id || !*id || !s_clean (b, "prompt_id") || strlen (id) > PROMPT_ID_MAX)
+        sb_session_fail (req, SB_E_invalid, "prompt_id must be a prompt id (from session.queue.list)");
+}
+
+void
+sb_session_queue_prepare_steer_take (self_t *self, req_t *req)
+{
+    const sb_val_t *b = req->msg->body;
+    const sb_val_t *fence = sb_get (b, "fence");
+    if (!s_clean (b, "run_id"))
+        sb_session_fail (req, SB_E_invalid, "run_id must not contain NUL bytes");
+    req->run_id = sb_get_str (b, "run_id");
+    req->has_fence = fence != NULL;
+    req->fence = fence? fence->v.u: 0;
+}
+
+//  The answer the run coordinator gave a session.prompt, to remember
+//  under its command_id (actors/session/prompt.c).
+void
+sb_session_queue_prepare_remember (self_t *self, req_t *req)
+{
+    const sb_val_t *b = req->msg->body;
+    size_t dlen = 0;
+    const char *digest = sb_get_bin (b, "digest", &dlen);
+    req->cmd = sb_get_str (b, "command_id");
+    req->cmd_sid = req->sid;
+    req->cmd_from = "";
+    if (!req->cmd || !digest || dlen != SB_DIGEST_LEN || !sb_get_bin (b, "reply", &dlen))
+        sb_session_fail (req, SB_E_internal, "a malformed command to remember");
+    else
+        memcpy (req->cmd_digest, digest, SB_DIGEST_LEN);
 }
 
 //  --------------------------------------------------------------------------
 //  Writes, inside the drain's transaction
 
-static void
-s_write_prompt (self_t *self, sb_txn_t *txn, req_t *req, record_t *r, sb_enc_t *e)
+//  What a queue write starts with: the session's record, and an encoder
+//  opened for the bodies of the entries it appends (s_entry reopens it
+//  after each). That is self->enc, the drain's own (swapped with it,
+//  actors/session.c): within the transaction nothing else uses it, and
+//  the drain's reads reset it after the commit. NULL with req failed or
+//  the txn's error set.
+static sb_enc_t *
+s_write_begin (self_t *self, sb_txn_t *txn, req_t *req, record_t **r)
 {
+    if (!(*r = sb_session_record_get (self, txn, req, req->sid)))
+        return NULL;
+    if (!self->enc) {
+        sb_session_fail (req, SB_E_internal, "out of memory");
+        return NULL;
+    }
+    sb_enc_reset (self->enc);
+    sb_enc_map_open (self->enc);
+    return self->enc;
+}
+
+void
+sb_session_queue_write_prompt (self_t *self, sb_txn_t *txn, req_t *req)
+{
+    record_t *r;
+    sb_enc_t *e = s_write_begin (self, txn, req, &r);
+    if (!e)
+        return;
     const sb_val_t *b = req->msg->body;
     if (strcmp (r->status, "closed") == 0) {
         sb_session_fail (req, SB_E_conflict, "session %s is closed; it takes no more prompts", req->sid);
@@ -303,9 +335,13 @@ s_write_prompt (self_t *self, sb_txn_t *txn, req_t *req, record_t *r, sb_enc_t *
     s_reply_close (self, req);
 }
 
-static void
-s_write_remove (self_t *self, sb_txn_t *txn, req_t *req, record_t *r, sb_enc_t *e)
+void
+sb_session_queue_write_remove (self_t *self, sb_txn_t *txn, req_t *req)
 {
+    record_t *r;
+    sb_enc_t *e = s_write_begin (self, txn, req, &r);
+    if (!e)
+        return;
     const char *id = sb_get_str (req->msg->body, "prompt_id");
     if (sb_session_prompt_starting (self, req->sid, id)) {
         sb_session_fail (req, SB_E_conflict, "prompt %s is starting its run now; cancel the run instead", id);
@@ -345,9 +381,13 @@ s_write_remove (self_t *self, sb_txn_t *txn, req_t *req, record_t *r, sb_enc_t *
     s_reply_close (self, req);
 }
 
-static void
-s_write_resume (self_t *self, sb_txn_t *txn, req_t *req, record_t *r, sb_enc_t *e)
+void
+sb_session_queue_write_resume (self_t *self, sb_txn_t *txn, req_t *req)
 {
+    record_t *r;
+    sb_enc_t *e = s_write_begin (self, txn, req, &r);
+    if (!e)
+        return;
     qmeta_t m;
     sb_queue_meta_load (txn, req->sid, &m);
     if (m.paused) {
@@ -369,9 +409,13 @@ s_write_resume (self_t *self, sb_txn_t *txn, req_t *req, record_t *r, sb_enc_t *
 //  that run joins it now, as prompt.steered entries (its context builder
 //  makes each a user message), and leaves the session's steers in the
 //  same transaction.
-static void
-s_write_steer_take (self_t *self, sb_txn_t *txn, req_t *req, record_t *r, sb_enc_t *e)
+void
+sb_session_queue_write_steer_take (self_t *self, sb_txn_t *txn, req_t *req)
 {
+    record_t *r;
+    sb_enc_t *e = s_write_begin (self, txn, req, &r);
+    if (!e)
+        return;
     if (req->has_fence && req->fence < r->fence) {
         sb_session_fail (req, SB_E_fenced, "fence %llu is older than the session's fence %llu",
                          (unsigned long long) req->fence, (unsigned long long) r->fence);
@@ -420,9 +464,13 @@ s_write_steer_take (self_t *self, sb_txn_t *txn, req_t *req, record_t *r, sb_enc
 
 //  The run coordinator made the run of the queue's head: it leaves the
 //  queue (prompt.dequeued, with the run).
-static void
-s_write_dequeue (self_t *self, sb_txn_t *txn, req_t *req, record_t *r, sb_enc_t *e)
+void
+sb_session_queue_write_dequeue (self_t *self, sb_txn_t *txn, req_t *req)
 {
+    record_t *r;
+    sb_enc_t *e = s_write_begin (self, txn, req, &r);
+    if (!e)
+        return;
     const char *id = sb_get_str (req->msg->body, "prompt_id");
     const char *run_id = sb_get_str (req->msg->body, "run_id");
     qmeta_t m;
@@ -446,9 +494,13 @@ s_write_dequeue (self_t *self, sb_txn_t *txn, req_t *req, record_t *r, sb_enc_t 
 //  The queue's head could not start. When the session is idle, nothing
 //  else will move the queue: pause it with the reason, for a person to
 //  see and resume. (When a run is active, its end tries again.)
-static void
-s_write_start_failed (self_t *self, sb_txn_t *txn, req_t *req, record_t *r, sb_enc_t *e)
+void
+sb_session_queue_write_start_failed (self_t *self, sb_txn_t *txn, req_t *req)
 {
+    record_t *r;
+    sb_enc_t *e = s_write_begin (self, txn, req, &r);
+    if (!e)
+        return;
     //  conflict: the run coordinator has a run of this session active,
     //  whose statuses are on their way to the tape; its end starts the
     //  head again.
@@ -465,9 +517,13 @@ s_write_start_failed (self_t *self, sb_txn_t *txn, req_t *req, record_t *r, sb_e
 //  A restart: whatever was running stopped, so the steers go back to the
 //  queue, and the queue waits for a person (a run the restart interrupted
 //  is not followed by surprise by the next prompt).
-static void
-s_write_restart (self_t *self, sb_txn_t *txn, req_t *req, record_t *r, sb_enc_t *e)
+void
+sb_session_queue_write_restart (self_t *self, sb_txn_t *txn, req_t *req)
 {
+    record_t *r;
+    sb_enc_t *e = s_write_begin (self, txn, req, &r);
+    if (!e)
+        return;
     qmeta_t m;
     sb_queue_meta_load (txn, req->sid, &m);
     s_steers_back (self, txn, req, r, &m, "server_restart: the run ended before taking the steer", e);
@@ -475,39 +531,16 @@ s_write_restart (self_t *self, sb_txn_t *txn, req_t *req, record_t *r, sb_enc_t 
     sb_queue_meta_save (txn, req->sid, &m);
 }
 
+//  The answer the run coordinator gave, remembered under the prompt's
+//  command_id by the drain (sb_session_command_remember).
 void
-sb_session_queue_write (self_t *self, sb_txn_t *txn, req_t *req)
+sb_session_queue_write_remember (self_t *self, sb_txn_t *txn, req_t *req)
 {
-    if (req->op == OP_Q_REMEMBER) {
-        //  The answer the run coordinator gave, remembered under the
-        //  prompt's command_id by the drain (sb_session_command_remember).
-        size_t len = 0;
-        const char *reply = sb_get_bin (req->msg->body, "reply", &len);
-        sb_enc_data (self->replies, &req->reply_off);
-        sb_enc_raw (self->replies, (const uint8_t *) reply, len);
-        req->reply_len = len;
-        return;
-    }
-    record_t *r = sb_session_record_get (self, txn, req, req->sid);
-    if (!r)
-        return;
-    sb_enc_t *e = sb_enc_new ();
-    if (!e) {
-        sb_session_fail (req, SB_E_internal, "out of memory");
-        return;
-    }
-    sb_enc_map_open (e);
-    switch (req->op) {
-        case OP_PROMPT:         s_write_prompt (self, txn, req, r, e); break;
-        case OP_Q_REMOVE:       s_write_remove (self, txn, req, r, e); break;
-        case OP_Q_RESUME:       s_write_resume (self, txn, req, r, e); break;
-        case OP_STEER_TAKE:     s_write_steer_take (self, txn, req, r, e); break;
-        case OP_Q_DEQUEUE:      s_write_dequeue (self, txn, req, r, e); break;
-        case OP_Q_START_FAILED: s_write_start_failed (self, txn, req, r, e); break;
-        case OP_Q_RESTART:      s_write_restart (self, txn, req, r, e); break;
-        default: break;
-    }
-    sb_enc_destroy (&e);
+    size_t len = 0;
+    const char *reply = sb_get_bin (req->msg->body, "reply", &len);
+    sb_enc_data (self->replies, &req->reply_off);
+    sb_enc_raw (self->replies, (const uint8_t *) reply, len);
+    req->reply_len = len;
 }
 
 void

@@ -373,7 +373,7 @@ sb_session_queue_recover (self_t *self)
         const uint8_t *b = sb_enc_data (e, &len);
         sb_msg_t *msg = sb_session_queue_msg ("session.queue.restart", b, len);
         sb_enc_destroy (&e);
-        if (msg && sb_session_take (self, &msg, OP_Q_RESTART, true, true))
+        if (msg && sb_session_take (self, &msg, OP_Q_RESTART))
             n++;
         sb_msg_destroy (&msg);
     }

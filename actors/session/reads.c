@@ -18,8 +18,8 @@ s_send_enc (self_t *self, req_t *req)
 }
 
 //  session.get: the stored record, as it is.
-static void
-s_read_get (self_t *self, sb_txn_t *txn, req_t *req)
+void
+sb_session_read_get (self_t *self, sb_txn_t *txn, req_t *req)
 {
     sb_datum_t v;
     if (!sb_session_record_load (txn, req, req->sid, &v))
@@ -34,8 +34,8 @@ s_read_get (self_t *self, sb_txn_t *txn, req_t *req)
 
 //  session.list: a page of records, newest first, by status or all,
 //  narrowed by an id prefix, below a cursor.
-static void
-s_read_list (self_t *self, sb_txn_t *txn, req_t *req)
+void
+sb_session_read_list (self_t *self, sb_txn_t *txn, req_t *req)
 {
     const sb_val_t *b = req->msg->body;
     const char *status = sb_get_str (b, "status");
@@ -137,8 +137,8 @@ s_read_list (self_t *self, sb_txn_t *txn, req_t *req)
 
 //  session.events: a page of the tape after after_seq, bounded by count
 //  and bytes.
-static void
-s_read_events (self_t *self, sb_txn_t *txn, req_t *req)
+void
+sb_session_read_events (self_t *self, sb_txn_t *txn, req_t *req)
 {
     const sb_val_t *b = req->msg->body;
     uint64_t after = sb_get_uint (b, "after_seq", 0);
@@ -187,18 +187,3 @@ s_read_events (self_t *self, sb_txn_t *txn, req_t *req)
     s_send_enc (self, req);
 }
 
-//  The reads see everything committed, the drain's own writes included.
-void
-sb_session_read (self_t *self, sb_txn_t *txn, req_t *req)
-{
-    if (req->op == OP_GET)
-        s_read_get (self, txn, req);
-    else
-    if (req->op == OP_LIST)
-        s_read_list (self, txn, req);
-    else
-    if (req->op == OP_Q_LIST)
-        sb_session_queue_read (self, txn, req);
-    else
-        s_read_events (self, txn, req);
-}

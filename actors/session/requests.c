@@ -10,7 +10,9 @@
          be re-runnable: it produces replies and entries into buffers that
          each run resets, and sends nothing;
       3. reads (get, list, events), from a read transaction after the
-         commit: actors/session/reads.c. */
+         commit: actors/session/reads.c.
+    Each request type's row in sb_session_ops (actors/session.c) names
+    the functions of its steps. */
 #include "actors/session/session_impl.h"
 #include "schemas/types.h"
 #include "schemas/run_status.h"
@@ -251,8 +253,8 @@ s_prepare_entry (self_t *self, req_t *req, long index, const char *kind, const s
     req->nspans++;
 }
 
-static void
-s_prepare_append (self_t *self, req_t *req)
+void
+sb_session_prepare_append (self_t *self, req_t *req)
 {
     const sb_val_t *b = req->msg->body;
     const char *kind = sb_get_str (b, "kind");
@@ -344,7 +346,27 @@ s_prepare_command (self_t *self, req_t *req)
     sb_digest_destroy (&digest);
 }
 
-//  Everything about a request that does not depend on the store. The
+//  session.create: a new id, and the config as given.
+void
+sb_session_prepare_create (self_t *self, req_t *req)
+{
+    char id [SB_ULID_LEN + 1];
+    sb_ulid_new (id);
+    if (!(req->sid = sb_session_strdup (self, id)))
+        sb_session_fail (req, SB_E_internal, "out of memory");
+    else
+        s_prepare_config (self, req, true);
+}
+
+//  session.update: the fields it changes.
+void
+sb_session_prepare_update (self_t *self, req_t *req)
+{
+    s_prepare_config (self, req, false);
+}
+
+//  Everything about a request that does not depend on the store: the
+//  checks every request has, then its row's (sb_session_ops). The
 //  failures found here are final: the write function skips the request.
 void
 sb_session_prepare (self_t *self, req_t *req)
@@ -364,25 +386,8 @@ sb_session_prepare (self_t *self, req_t *req)
         else
             req->sid = v->v.s;
     }
-    if (!req->err) {
-        if (req->op == OP_CREATE) {
-            char id [SB_ULID_LEN + 1];
-            sb_ulid_new (id);
-            if (!(req->sid = sb_session_strdup (self, id)))
-                sb_session_fail (req, SB_E_internal, "out of memory");
-            else
-                s_prepare_config (self, req, true);
-        }
-        else
-        if (req->op == OP_UPDATE)
-            s_prepare_config (self, req, false);
-        else
-        if (req->op == OP_APPEND)
-            s_prepare_append (self, req);
-        else
-        if (req->op >= OP_PROMPT)
-            sb_session_queue_prepare (self, req);
-    }
+    if (!req->err && sb_session_ops [req->op].prepare)
+        sb_session_ops [req->op].prepare (self, req);
     //  The actor's own requests carry their command's digest already.
     if (!req->err && req->cmd && req->write && !req->internal)
         s_prepare_command (self, req);
@@ -422,8 +427,8 @@ s_put_status (sb_txn_t *txn, const char *status, const char *sid, bool add)
         sb_txn_del (txn, DBI_STATUS, k.buf, k.len);
 }
 
-static void
-s_write_create (self_t *self, sb_txn_t *txn, req_t *req)
+void
+sb_session_write_create (self_t *self, sb_txn_t *txn, req_t *req)
 {
     const sb_val_t *b = req->msg->body;
     record_t *r = sb_session_record_new (self, req->sid);
@@ -472,8 +477,8 @@ s_update_str (const sb_val_t *b, const char *name, const char **field)
     return true;
 }
 
-static void
-s_write_update (self_t *self, sb_txn_t *txn, req_t *req)
+void
+sb_session_write_update (self_t *self, sb_txn_t *txn, req_t *req)
 {
     const sb_val_t *b = req->msg->body;
     record_t *r = sb_session_record_get (self, txn, req, req->sid);
@@ -551,8 +556,8 @@ s_write_update (self_t *self, sb_txn_t *txn, req_t *req)
     s_reply_record (self, req, r);
 }
 
-static void
-s_write_close (self_t *self, sb_txn_t *txn, req_t *req)
+void
+sb_session_write_close (self_t *self, sb_txn_t *txn, req_t *req)
 {
     record_t *r = sb_session_record_get (self, txn, req, req->sid);
     if (!r)
@@ -571,8 +576,8 @@ s_write_close (self_t *self, sb_txn_t *txn, req_t *req)
     s_reply_record (self, req, r);
 }
 
-static void
-s_write_delete (self_t *self, sb_txn_t *txn, req_t *req)
+void
+sb_session_write_delete (self_t *self, sb_txn_t *txn, req_t *req)
 {
     record_t *r = sb_session_record_get (self, txn, req, req->sid);
     if (!r)
@@ -607,8 +612,8 @@ s_write_delete (self_t *self, sb_txn_t *txn, req_t *req)
 //  The run actor raises a session's fence before it hands a run to an
 //  executor and before it announces a lapsed lease; from then on an
 //  append that carries an older fence is refused. Fences only go up.
-static void
-s_write_fence (self_t *self, sb_txn_t *txn, req_t *req)
+void
+sb_session_write_fence (self_t *self, sb_txn_t *txn, req_t *req)
 {
     record_t *r = sb_session_record_get (self, txn, req, req->sid);
     if (!r)
@@ -740,8 +745,8 @@ s_within_quota (self_t *self, sb_txn_t *txn, req_t *req, record_t *r)
     return false;
 }
 
-static void
-s_write_append (self_t *self, sb_txn_t *txn, req_t *req)
+void
+sb_session_write_append (self_t *self, sb_txn_t *txn, req_t *req)
 {
     record_t *r = sb_session_record_get (self, txn, req, req->sid);
     if (!r)
@@ -813,15 +818,8 @@ sb_session_drain_fn (sb_txn_t *txn, void *arg)
         req->replayed = req->changed = req->q_forward = false;
         if (req->cmd && sb_session_command_replay (self, txn, req))
             continue;
-        switch (req->op) {
-            case OP_CREATE: s_write_create (self, txn, req); break;
-            case OP_UPDATE: s_write_update (self, txn, req); break;
-            case OP_CLOSE:  s_write_close (self, txn, req); break;
-            case OP_DELETE: s_write_delete (self, txn, req); break;
-            case OP_APPEND: s_write_append (self, txn, req); break;
-            case OP_FENCE:  s_write_fence (self, txn, req); break;
-            default:        sb_session_queue_write (self, txn, req); break;
-        }
+        //  req->write: its row names a write function (sb_session_ops).
+        sb_session_ops [req->op].write (self, txn, req);
         //  A prompt that starts a run is remembered once the run
         //  coordinator has answered (actors/session/prompt.c).
         if (!req->err && req->cmd && !req->q_forward && txn->ret == 0)

@@ -54,12 +54,15 @@
 //  The dbis of DATA/session, in the order given to sb_store_open.
 enum { DBI_SESSIONS, DBI_TAPE, DBI_STATUS, DBI_COMMANDS, DBI_EXPIRY, DBI_PURGE, DBI_QUEUE };
 
-//  From OP_PROMPT on, the ops are the queue's (actors/session/queue.c);
-//  from OP_Q_REMEMBER on, internal ones the actor gives itself.
+//  What a request asks of the session actor: the index of its row in
+//  sb_session_ops (actors/session.c). From OP_PROMPT to OP_STEER_TAKE the
+//  ops are the queue's (actors/session/queue.c); from OP_Q_REMEMBER on,
+//  internal ones the actor gives itself, which no bus type names.
 typedef enum {
     OP_CREATE, OP_GET, OP_LIST, OP_UPDATE, OP_CLOSE, OP_DELETE, OP_APPEND, OP_EVENTS, OP_FENCE,
-    OP_PROMPT, OP_Q_LIST, OP_Q_REMOVE, OP_Q_RESUME, OP_STEER_TAKE,
-    OP_Q_REMEMBER, OP_Q_DEQUEUE, OP_Q_START_FAILED, OP_Q_RESTART
+    OP_PROMPT, OP_Q_LIST, OP_Q_REMOVE, OP_Q_RESUME, OP_STEER_TAKE, OP_COMPACT,
+    OP_Q_REMEMBER, OP_Q_DEQUEUE, OP_Q_START_FAILED, OP_Q_RESTART,
+    OP__COUNT
 } op_t;
 
 //  A bump allocator whose pointers stay put until it is reset: strings
@@ -266,6 +269,28 @@ s_key_purge (sb_key_t *k, const char *sid)
     sb_key_str (k, sid);
 }
 
+//  One row of the session actor's table, sb_session_ops (actors/session.c),
+//  indexed by op: everything about a request type in one place. A request
+//  the drain takes is checked by the common checks and then `prepare`
+//  before the transaction (NULL: nothing more to check); then either
+//  `write` runs it inside the drain's one transaction, on the committer's
+//  thread when it has one, or `read` answers it from a read transaction
+//  after the commit. A row with `take` is not taken into the drain as it
+//  comes: `take` decides (it may answer at once, or forward it), and it
+//  waits for a commit in flight to end.
+typedef void (op_take_fn) (self_t *self, sb_msg_t **msg_p);
+typedef void (op_prepare_fn) (self_t *self, req_t *req);
+typedef void (op_run_fn) (self_t *self, sb_txn_t *txn, req_t *req);
+typedef struct {
+    const char *type;           //  first (sb_dispatch_index); NULL: an internal op
+    bool addressed;             //  takes a session_id
+    op_take_fn *take;
+    op_prepare_fn *prepare;
+    op_run_fn *write;
+    op_run_fn *read;
+} op_row_t;
+extern const op_row_t sb_session_ops [OP__COUNT + 1];
+
 //  session.c: the drain's memory
 
 //  From the drain's arena: valid until the drain ends. NULL when out of
@@ -280,9 +305,20 @@ void sb_session_fail (req_t *req, sb_err_t code, const char *fmt, ...)
 
 //  session/requests.c
 
-//  Everything about a request that does not depend on the store; what
-//  fails here is final (req->prep_err).
+//  Everything about a request that does not depend on the store: the
+//  checks every request has, then its row's prepare. What fails here is
+//  final (req->prep_err).
 void sb_session_prepare (self_t *self, req_t *req);
+//  The rows' prepare and write functions for the session's own requests.
+void sb_session_prepare_create (self_t *self, req_t *req);
+void sb_session_prepare_update (self_t *self, req_t *req);
+void sb_session_prepare_append (self_t *self, req_t *req);
+void sb_session_write_create (self_t *self, sb_txn_t *txn, req_t *req);
+void sb_session_write_update (self_t *self, sb_txn_t *txn, req_t *req);
+void sb_session_write_close (self_t *self, sb_txn_t *txn, req_t *req);
+void sb_session_write_delete (self_t *self, sb_txn_t *txn, req_t *req);
+void sb_session_write_append (self_t *self, sb_txn_t *txn, req_t *req);
+void sb_session_write_fence (self_t *self, sb_txn_t *txn, req_t *req);
 
 //  actors/session/mcp_servers.c: the mcp_servers field of create and
 //  update. _ok fails req (invalid) on a name that no server could have;
@@ -294,11 +330,11 @@ const sb_val_t *sb_session_mcp_servers (const sb_val_t *names);
 //  drain, re-runnable from scratch.
 int sb_session_drain_fn (sb_txn_t *txn, void *arg);
 
-//  session/reads.c
-
-//  Answers a read (get, list, events) from `txn`; a failure is left in
-//  req->err for the caller to send.
-void sb_session_read (self_t *self, sb_txn_t *txn, req_t *req);
+//  session/reads.c: the rows' read functions. Each answers a read from
+//  `txn`; a failure is left in req->err for the caller to send.
+void sb_session_read_get (self_t *self, sb_txn_t *txn, req_t *req);
+void sb_session_read_list (self_t *self, sb_txn_t *txn, req_t *req);
+void sb_session_read_events (self_t *self, sb_txn_t *txn, req_t *req);
 
 //  session/store.c: records (through the drain's cache)
 
@@ -336,10 +372,11 @@ void sb_session_purge (self_t *self);
 //  What startup must know without scanning the tape.
 void sb_session_recover (self_t *self);
 
-//  session.c: takes a request into the drain (it owns the message from
-//  then on); NULL when out of memory (the message is then answered and
-//  freed). A message without a route is the actor's own (internal).
-req_t *sb_session_take (self_t *self, sb_msg_t **msg_p, op_t op, bool write, bool addressed);
+//  session.c: takes a request into the drain as `op` (it owns the
+//  message from then on); NULL when out of memory (the message is then
+//  answered and freed). A message without a route is the actor's own
+//  (internal).
+req_t *sb_session_take (self_t *self, sb_msg_t **msg_p, op_t op);
 
 //  session/prompt.c: run.request sent for a session.prompt or for the
 //  queue's next prompt, and their answers.
@@ -369,10 +406,21 @@ bool sb_session_prompt_due (self_t *self);
 #define SB_QUEUE_BYTES_DEFAULT      ((uint64_t) 16 << 20)
 //  A message of the actor to itself, with `body` (an encoded map).
 sb_msg_t *sb_session_queue_msg (const char *type, const uint8_t *body, size_t len);
-//  The checks of the queue's requests made before the transaction.
-void sb_session_queue_prepare (self_t *self, req_t *req);
-//  The queue's writes inside the drain.
-void sb_session_queue_write (self_t *self, sb_txn_t *txn, req_t *req);
+//  The rows' prepare functions of the queue's requests: the checks made
+//  before the transaction.
+void sb_session_queue_prepare_prompt (self_t *self, req_t *req);
+void sb_session_queue_prepare_remove (self_t *self, req_t *req);
+void sb_session_queue_prepare_steer_take (self_t *self, req_t *req);
+void sb_session_queue_prepare_remember (self_t *self, req_t *req);
+//  The rows' write functions of the queue's requests, inside the drain.
+void sb_session_queue_write_prompt (self_t *self, sb_txn_t *txn, req_t *req);
+void sb_session_queue_write_remove (self_t *self, sb_txn_t *txn, req_t *req);
+void sb_session_queue_write_resume (self_t *self, sb_txn_t *txn, req_t *req);
+void sb_session_queue_write_steer_take (self_t *self, sb_txn_t *txn, req_t *req);
+void sb_session_queue_write_remember (self_t *self, sb_txn_t *txn, req_t *req);
+void sb_session_queue_write_dequeue (self_t *self, sb_txn_t *txn, req_t *req);
+void sb_session_queue_write_start_failed (self_t *self, sb_txn_t *txn, req_t *req);
+void sb_session_queue_write_restart (self_t *self, sb_txn_t *txn, req_t *req);
 //  After an append: what its run.status entries mean for the queue.
 void sb_session_queue_on_append (self_t *self, sb_txn_t *txn, req_t *req, record_t *r);
 //  session.delete: forgets the queue with the session.

@@ -38,7 +38,7 @@ s_translate (const char *type, const json_t *body)
         return;
     }
     const sb_type_t *t = sb_schema_find (type, strlen (type));
-    if (!t || !t->is_public || t->kind != SB_KIND_REQUEST)
+    if (!t || !sb_type_in_scope (t, SB_SCOPE_PUBLIC) || t->kind != SB_KIND_REQUEST)
         s_die ("an internal or unknown type passed", type);
     sb_verr_t err;
     sb_doc_t *doc = sb_decode_type (t, mp, len, &err);
@@ -63,7 +63,7 @@ s_ws_frame (const char *buf, size_t len)
     size_t n;
     const sb_type_t *all = sb_schema_all (&n);
     for (size_t k = 0; k < n; k++)
-        if (all [k].is_public && all [k].kind == SB_KIND_REQUEST)
+        if (sb_type_in_scope (&all [k], SB_SCOPE_PUBLIC) && all [k].kind == SB_KIND_REQUEST)
             s_translate (all [k].name, body ? body : j);
     json_decref (j);
 }

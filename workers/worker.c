@@ -171,6 +171,9 @@ s_claim (worker_t *w, sb_bus_t *bus)
         return NULL;
     int64_t until = sb_mono_ms () + CLAIM_WAIT_MS + 5000;
     while (!s_stop && sb_mono_ms () < until) {
+        /* between runs too: what a tool orphaned exits later, a zombie
+           of ours until the host's sweep reaps it */
+        sb_exec_host_tick (w->runs);
         sb_msg_t *msg = sb_bus_recv (bus, 200);
         if (!msg)
             continue;
@@ -352,7 +355,6 @@ s_serve (worker_t *w, sb_bus_t *bus)
 {
     char refused [64], why [600];
     while (!s_stop) {
-        sb_exec_host_tick (w->runs);    /* zombies a tool orphaned, between runs too */
         sb_msg_t *reply = s_claim (w, bus);
         if (!reply)
             continue;

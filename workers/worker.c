@@ -3,7 +3,8 @@
 
     It registers with the run coordinator (worker.register), claims the
     oldest queued run of its pool (run.claim, a long-poll), and runs it
-    with exec's own agent loop (actors/exec/agent.c): the same context
+    on exec's own run host (actors/exec/host.h), which the exec actor
+    uses too: the same start-up and tear-down, agent loop, context
     builder, tools, coalescing and fenced appends. The model is reached
     through the bus's llm actor, so the worker holds no provider key. The
     run thread heartbeats every min(5 s, lease/3); the heartbeat's reply
@@ -13,8 +14,7 @@
     new registration. */
 #include "cli/cli.h"
 #include "cli/serve.h"
-#include "actors/exec/agent.h"
-#include "sandbox/spawn.h"
+#include "actors/exec/host.h"
 #include "bus/curve.h"
 #include "common/log.h"
 
@@ -26,7 +26,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #define ACTOR "worker"
@@ -84,7 +83,7 @@ typedef struct {
     const char *caps [CAPS_MAX];
     int ncaps;
     uint64_t lease_s;
-    int done_fd;
+    sb_exec_host_t *runs;       /* its runs, one at a time (actors/exec/host.h) */
 } worker_t;
 
 /*  Registers with the server: 0 when registered, -1 when no server
@@ -131,82 +130,25 @@ s_register (worker_t *w, sb_bus_t *bus, char *code, size_t codelen, char *why, s
     return rc;
 }
 
-static void
-s_run_ended (sb_exec_run_t *run)
-{
-    worker_t *w = run->owner;
-    eventfd_write (w->done_fd, 1);
-}
-
-static void
-s_run_free (sb_exec_run_t **run_p)
-{
-    sb_exec_run_free (run_p);   //  the AGENTS.md text too (actors/exec/agent.c)
-}
-
-/*  Runs one claimed run to its end (or to a stop), on exec's loop. */
+/*  Runs one claimed run to its end (or to a stop), on exec's run host
+    (actors/exec/host.h). The lease is the worker's: it sets the
+    heartbeat period, min(5 s, lease/3). */
 static void
 s_execute (worker_t *w, const sb_val_t *claim)
 {
-    sb_exec_run_t *run = calloc (1, sizeof *run);
-    if (!run)
-        return;
-    run->cancel_fd = run->hb_stop_fd = -1;
-    run->owner = w;
-    run->on_end = s_run_ended;
-    run->tool_tape.cap = SB_EXEC_TOOL_TAPE_DEFAULT;
-    const sb_val_t *config = sb_get_map (claim, "config");
-    snprintf (run->run_id, sizeof run->run_id, "%s", sb_get_str (claim, "run_id"));
-    snprintf (run->session_id, sizeof run->session_id, "%s", sb_get_str (claim, "session_id"));
-    const char *rf = sb_get_str (config, "resume_from");
-    snprintf (run->resume_from, sizeof run->resume_from, "%s", rf ? rf : "");
-    const char *kind = sb_get_str (config, "kind");
-    snprintf (run->kind, sizeof run->kind, "%s", kind && strcmp (kind, "compact") == 0 ? kind : "");
-    const char *pol = sb_get_str (config, "approval_policy");
-    snprintf (run->policy, sizeof run->policy, "%s", pol ? pol : "auto");
-    snprintf (run->endpoint, sizeof run->endpoint, "%s", w->endpoint);
-    /* the event plane, where an approval's answer is announced */
-    snprintf (run->sub_endpoint, sizeof run->sub_endpoint, "%s", w->sub_endpoint);
-    snprintf (run->instance, sizeof run->instance, "%s-%.8s", w->id, run->run_id + 18);
-    run->fence = sb_get_uint (claim, "fence", 0);
-    const sb_val_t *lim = sb_get_map (config, "limits");
-    run->max_steps = sb_get_uint (lim, "max_steps", 50);
-    run->timeout_s = sb_get_uint (lim, "timeout_s", 3600);
-    if (run->timeout_s > SB_RUN_TIMEOUT_MAX_S)
-        run->timeout_s = SB_RUN_TIMEOUT_MAX_S;
-    run->max_output_tokens = sb_get_uint (lim, "max_output_tokens", 0);
-    run->deadline = sb_mono_ms () + (int64_t) run->timeout_s * 1000;
-    snprintf (run->text.kind, sizeof run->text.kind, "text.delta");
-    snprintf (run->thinking.kind, sizeof run->thinking.kind, "thinking.delta");
-    run->workspace = w->workspace;
-    run->finish_type = "run.complete";
     uint64_t lease_ms = sb_get_uint (claim, "lease_ms", w->lease_s * 1000);
-    run->hb_ms = (int) (lease_ms / 3 < 5000 ? lease_ms / 3 : 5000);
-    run->cancel_fd = eventfd (0, EFD_CLOEXEC | EFD_NONBLOCK);
-    run->hb_stop_fd = eventfd (0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (run->cancel_fd < 0 || run->hb_stop_fd < 0
-    ||  pthread_create (&run->thread, NULL, sb_exec_run_thread, run) != 0) {
-        sb_error (ACTOR, "cannot start the run thread run=%s", run->run_id);
-        s_run_free (&run);
+    int hb_ms = (int) (lease_ms / 3 < 5000 ? lease_ms / 3 : 5000);
+    if (sb_exec_host_start (w->runs, claim, sb_get_map (claim, "config"), hb_ms) != 0)
         return;
-    }
-    sb_info (ACTOR, "run started run=%s session=%s fence=%llu lease_ms=%llu", run->run_id, run->session_id,
-             (unsigned long long) run->fence, (unsigned long long) lease_ms);
+    const char *run_id = sb_get_str (claim, "run_id");
+    sb_info (ACTOR, "run lease run=%s lease_ms=%llu heartbeat_ms=%d", run_id, (unsigned long long) lease_ms, hb_ms);
     bool cancelled = false;
-    while (true) {
-        struct pollfd p = { w->done_fd, POLLIN, 0 };
-        if (poll (&p, 1, 200) > 0)
-            break;
+    while (sb_exec_host_wait (w->runs, 200) > 0)
         if (s_stop && !cancelled) {
             /* stopping: the run is cancelled and reported, not abandoned */
-            eventfd_write (run->cancel_fd, 1);
+            sb_exec_host_cancel (w->runs, run_id);
             cancelled = true;
         }
-    }
-    eventfd_t v;
-    eventfd_read (w->done_fd, &v);
-    pthread_join (run->thread, NULL);
-    s_run_free (&run);
 }
 
 /*  One long-poll claim; returns its reply (or NULL: nothing, or stopped). */
@@ -229,6 +171,9 @@ s_claim (worker_t *w, sb_bus_t *bus)
         return NULL;
     int64_t until = sb_mono_ms () + CLAIM_WAIT_MS + 5000;
     while (!s_stop && sb_mono_ms () < until) {
+        /* between runs too: what a tool orphaned exits later, a zombie
+           of ours until the host's sweep reaps it */
+        sb_exec_host_tick (w->runs);
         sb_msg_t *msg = sb_bus_recv (bus, 200);
         if (!msg)
             continue;
@@ -386,6 +331,24 @@ s_start (worker_t *w, sb_bus_t *bus, const s_opts_t *o)
     return 0;
 }
 
+/*  exec's run host for the worker's runs: its own checkout (or the
+    session's folder), the final report run.complete, and neither a
+    runtime cache nor MCP servers (a worker runs one run at a time, and
+    reads no mcp.json). */
+static sb_exec_host_t *
+s_host_new (worker_t *w)
+{
+    sb_exec_host_opts_t opts = {
+        .actor = ACTOR,
+        .instance = w->id,
+        .endpoint = w->endpoint,
+        .sub_endpoint = w->sub_endpoint,
+        .workspace = w->workspace,
+        .finish_type = "run.complete",
+    };
+    return sb_exec_host_new (&opts);
+}
+
 //  Claims runs and runs them, one at a time, until a signal stops it.
 static void
 s_serve (worker_t *w, sb_bus_t *bus)
@@ -417,7 +380,7 @@ s_serve (worker_t *w, sb_bus_t *bus)
 int
 sb_cmd_worker (int argc, char **argv)
 {
-    worker_t w = { .pool = "default", .lease_s = 30, .done_fd = -1 };
+    worker_t w = { .pool = "default", .lease_s = 30 };
     s_opts_t o = { 0 };
     int rc = s_parse (argc, argv, &w, &o);
     if (rc < 0)
@@ -427,29 +390,29 @@ sb_cmd_worker (int argc, char **argv)
 
     /* as exec does: grandchildren a tool orphans come back here to be
        killed and reaped, and tool calls get cgroups where they can */
-    sb_spawn_init_subreaper ();
+    w.runs = s_host_new (&w);
     /* czmq's own handler would take SIGINT and SIGTERM from us */
     zsys_handler_set (NULL);
-    w.done_fd = eventfd (0, EFD_CLOEXEC);
     sb_bus_t *bus = sb_bus_new (o.ep, w.id);
     struct sigaction sa = { .sa_handler = s_on_signal };
     sigaction (SIGINT, &sa, NULL);
     sigaction (SIGTERM, &sa, NULL);
     signal (SIGPIPE, SIG_IGN);
-    if (!bus || w.done_fd < 0) {
+    if (!bus || !w.runs) {
         sb_bus_destroy (&bus);
+        sb_exec_host_destroy (&w.runs);
         return sb_cli_fail ("worker", "cannot connect to %s", o.ep);
     }
     rc = s_start (&w, bus, &o);
     if (rc) {
         /* never started: the reason is the last word, no "stopped" after it */
         sb_bus_destroy (&bus);
-        close (w.done_fd);
+        sb_exec_host_destroy (&w.runs);
         return rc;
     }
     s_serve (&w, bus);
     sb_info (ACTOR, "stopped worker=%s", w.id);
     sb_bus_destroy (&bus);
-    close (w.done_fd);
+    sb_exec_host_destroy (&w.runs);
     return 0;
 }

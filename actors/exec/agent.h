@@ -1,6 +1,7 @@
 /*  actors/exec/agent.h — one run of the exec actor, shared by its files.
 
-    The exec actor (actors/exec.c) owns the table of runs; each run is a
+    The run host (actors/exec/host.c, for the exec actor and the external
+    worker) owns the table of runs and fills each in; each run is a
     sb_exec_run_t worked on by a thread of its own (actors/exec/agent.c),
     which writes to the tape through actors/exec/tape.c and asks the model
     through actors/exec/model.c. Only the run thread touches a run's
@@ -54,13 +55,13 @@ typedef struct {
     sb_ring_t tail;             /* the ring, allocated once the head is full */
 } sb_exec_tool_tape_t;
 
-/*  One run. The actor thread fills it in before the run thread starts;
-    from then on only the run thread writes it, but for the atomics. */
+/*  One run. The host fills it in before the run thread starts; from
+    then on only the run thread writes it, but for the atomics. */
 struct sb_exec_run {
     /* called on the run thread as it ends: hands the run back to the
-       actor thread, which joins and frees it */
+       host's thread, which joins and frees it */
     void (*on_end) (sb_exec_run_t *run);
-    void *owner;                /* the actor's state, for on_end */
+    void *owner;                /* the host (actors/exec/host.c), for on_end */
     const char *sandbox;        /* NULL: the server's sandbox (sandbox/spawn.h) */
     bool network;               /* the session lets tools reach the network (docs/sandbox.md) */
     const char *data_dir;       /* the server's DATA, left out of the session's baseline, or NULL */
@@ -95,7 +96,7 @@ struct sb_exec_run {
     char *agents_md;            /* AGENTS.md instructions of this run, or NULL (actors/exec/agents_md.c) */
     char status [16];
     char reason [1024];
-    /* set by an external worker (workers/worker.c), NULL/0 in exec: */
+    /* the options of an external worker's host (workers/worker.c), NULL/0 in exec: */
     const char *workspace;      /* its own checkout instead of the session's folder */
     const char *finish_type;    /* the final report: run.complete (default run.finish) */
     int hb_ms;                  /* heartbeat period: min(5 s, lease/3) (default SB_EXEC_HEARTBEAT_MS) */
@@ -253,8 +254,8 @@ void *sb_exec_run_thread (void *arg);
 
 /*  Frees a run that has ended (or never started) and everything it owns:
     its eventfds, runtime, buffers, AGENTS.md text and approval state. The
-    one release for exec and for a worker (workers/worker.c), so neither
-    leaks what the other remembers to free. */
+    run host's one release (actors/exec/host.c), for exec and for a worker
+    alike. */
 void sb_exec_run_free (sb_exec_run_t **run_p);
 
 //  actors/exec/steer.c: at a step boundary, has the session append the

@@ -16,8 +16,8 @@
     a run that ends in a state the context cannot vouch for (a refused
     tape entry) destroys its runtime rather than putting it back.
 
-    Threads: only the exec actor's own thread touches the cache, so there
-    is no locking. A runtime that is checked out belongs to the one thread
+    Threads: only the run host's owner thread (the exec actor's, see
+    actors/exec/host.h) touches the cache, so there is no locking. A runtime that is checked out belongs to the one thread
     that took it.
 */
 #ifndef SB_EXEC_RUNTIME_H

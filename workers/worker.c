@@ -56,7 +56,7 @@ static const char *s_usage =
     "  --cert FILE       its CURVE key pair for a tcp:// endpoint (the secret\n"
     "                    file 'switchboard keys new NAME' printed)\n"
     "  --server-key FILE the server's public certificate (DATA/certs/server)\n"
-    "  --sandbox KIND    where tools and MCP servers run, as in serve: auto\n"
+    "  --sandbox KIND    where tools run, as in serve: auto\n"
     "                    (default), bwrap, landlock or none (docs/sandbox.md)\n"
     "  -h, --help        this help\n"
     "\n"

@@ -28,6 +28,11 @@ typedef enum {
     SB_POLICY__ACTIONS
 } sb_policy_action_t;
 
+//  The names of the modes and of the actions, in the enums' order,
+//  NULL-terminated: the tables the schema's ENUM rows name.
+extern const char *const sb_policy_modes [];
+extern const char *const sb_policy_actions [];
+
 //  The mode of a policy name; SB_POLICY__MODES for an unknown one. NULL
 //  (or "") is auto, the default of a session without one.
 sb_policy_mode_t sb_policy_mode_from_name (const char *name);

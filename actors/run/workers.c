@@ -310,14 +310,10 @@ s_handle_register (self_t *self, sb_msg_t *msg)
     if (!pool)
         pool = "default";
     if (!sync)
-        sync = "none";
+        sync = "none";          //  else same_path or none: the schema's ENUM row checked it
     if (!s_name_ok (id, 64) || !s_name_ok (instance, 64) || !s_name_ok (pool, 64)) {
         sb_bus_error (self->wbus, msg, SB_E_invalid,
                       "worker_id, instance_id and pool are 1 to 64 bytes of [A-Za-z0-9._-]");
-        return;
-    }
-    if (strcmp (sync, "same_path") != 0 && strcmp (sync, "none") != 0) {
-        sb_bus_error (self->wbus, msg, SB_E_invalid, "workspace_sync must be same_path or none, not '%.16s'", sync);
         return;
     }
     const sb_val_t *caps = sb_get_map (msg->body, "capabilities");

@@ -36,7 +36,7 @@
     when the answer names its run. This file holds the requests and the
     writes; queue_store.c the layout, the reads, the start and startup. */
 #include "actors/session/queue_impl.h"
-#include "schemas/approval_policy.h"
+#include "schemas/vocab.h"
 #include "schemas/run_status.h"
 #include "schemas/types.h"
 
@@ -161,21 +161,14 @@ sb_session_queue_prepare (self_t *self, req_t *req)
 {
     const sb_val_t *b = req->msg->body;
     if (req->op == OP_PROMPT) {
-        const char *mode = sb_get_str (b, "mode");
+        //  mode and approval_policy are names of their tables: the
+        //  schema's ENUM rows refused anything else.
         const char *text = sb_get_str (b, "text");
-        const char *policy = sb_get_str (b, "approval_policy");
-        if (mode && strcmp (mode, "queue") != 0 && strcmp (mode, "steer") != 0)
-            sb_session_fail (req, SB_E_invalid, "mode must be queue or steer, not '%.20s'", mode);
-        else
         if (!text || !*text)
             sb_session_fail (req, SB_E_invalid, "text must not be empty");
         else
         if (!s_clean (b, "text"))
             sb_session_fail (req, SB_E_invalid, "text must not contain NUL bytes");
-        else
-        if (policy && !sb_policy_mode_ok (policy))
-            sb_session_fail (req, SB_E_invalid, "approval_policy must be yolo, auto or interactive, not '%.20s'",
-                             policy);
     }
     else
     if (req->op == OP_Q_REMOVE) {

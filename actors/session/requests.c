@@ -169,12 +169,7 @@ s_prepare_config (self_t *self, req_t *req, bool creating)
         return;
     }
 
-    const char *policy = sb_get_str (b, "approval_policy");
-    if (policy && *policy && !sb_policy_mode_ok (policy)) {
-        sb_session_fail (req, SB_E_invalid, "approval_policy must be yolo, auto or interactive, not '%.20s'",
-                         policy);
-        return;
-    }
+    //  approval_policy is "" or a mode: the schema's ENUM row checked it.
     const char *target = sb_get_str (b, "target");
     if (target && *target && !s_target_ok (target)) {
         sb_session_fail (req, SB_E_invalid, "target must be local or worker:POOL, not '%.72s'", target);

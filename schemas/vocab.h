@@ -1,0 +1,59 @@
+/*  schemas/vocab.h — the small closed vocabularies of the protocol that
+    have no state machine of their own: where a run executes, what kind of
+    run it is, a session's status and turn, how a prompt was given, how a
+    context was compacted, a worker's workspace sync and status.
+
+    Each is one table of names, in the order of its C enum, NULL-terminated
+    so that a schema row can name it (ENUM (sb_executors)); the validator
+    then refuses any other name before a handler runs, and the actors
+    compare the enums these functions give. A name that is not in the
+    table maps to the enum's __COUNT. Run statuses live in run_status.h,
+    approval modes and rule actions in approval_policy.h, an interaction's
+    statuses, decisions, scopes and risks in interaction.h. */
+#ifndef SB_SCHEMAS_VOCAB_H
+#define SB_SCHEMAS_VOCAB_H
+
+/*  run.request target.executor: local | worker */
+typedef enum { SB_EXECUTOR_LOCAL, SB_EXECUTOR_WORKER, SB_EXECUTOR__COUNT } sb_executor_t;
+extern const char *const sb_executors [];
+sb_executor_t sb_executor_from_name (const char *name);
+
+/*  run.request kind: prompt (the agent loop; also absent or "") | compact */
+typedef enum { SB_RUN_KIND_PROMPT, SB_RUN_KIND_COMPACT, SB_RUN_KIND__COUNT } sb_run_kind_t;
+extern const char *const sb_run_kinds [];
+/*  NULL and "" are a prompt run, as an absent kind is. */
+sb_run_kind_t sb_run_kind_from_name (const char *name);
+
+/*  A session's status: active | closed */
+typedef enum { SB_SESSION_ACTIVE, SB_SESSION_CLOSED, SB_SESSION__COUNT } sb_session_status_t;
+extern const char *const sb_session_statuses [];
+sb_session_status_t sb_session_status_from_name (const char *name);
+
+/*  A session's turn_status: idle | running | cancelling */
+typedef enum { SB_TURN_IDLE, SB_TURN_RUNNING, SB_TURN_CANCELLING, SB_TURN__COUNT } sb_turn_status_t;
+extern const char *const sb_turn_statuses [];
+sb_turn_status_t sb_turn_status_from_name (const char *name);
+const char *sb_turn_status_name (sb_turn_status_t turn);
+
+/*  How a prompt was given (session.prompt mode, prompt.queued): queue | steer */
+typedef enum { SB_PROMPT_QUEUE, SB_PROMPT_STEER, SB_PROMPT__MODES } sb_prompt_mode_t;
+extern const char *const sb_prompt_modes [];
+sb_prompt_mode_t sb_prompt_mode_from_name (const char *name);
+const char *sb_prompt_mode_name (sb_prompt_mode_t mode);
+
+/*  context.compacted method: elide | summary */
+typedef enum { SB_COMPACT_ELIDE, SB_COMPACT_SUMMARY, SB_COMPACT__METHODS } sb_compact_method_t;
+extern const char *const sb_compact_methods [];
+sb_compact_method_t sb_compact_method_from_name (const char *name);
+
+/*  A worker's workspace_sync: same_path | none */
+typedef enum { SB_SYNC_SAME_PATH, SB_SYNC_NONE, SB_SYNC__COUNT } sb_workspace_sync_t;
+extern const char *const sb_workspace_syncs [];
+sb_workspace_sync_t sb_workspace_sync_from_name (const char *name);
+
+/*  A worker's status: idle | running | stale | offline */
+typedef enum { SB_WORKER_IDLE, SB_WORKER_RUNNING, SB_WORKER_STALE, SB_WORKER_OFFLINE, SB_WORKER__COUNT } sb_worker_status_t;
+extern const char *const sb_worker_statuses [];
+sb_worker_status_t sb_worker_status_from_name (const char *name);
+
+#endif

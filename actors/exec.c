@@ -19,6 +19,7 @@
 #include "sandbox/spawn.h"
 #include "bus/client.h"
 #include "common/log.h"
+#include "schemas/vocab.h"
 
 #include <poll.h>
 #include <pthread.h>
@@ -123,7 +124,7 @@ s_handle_start (self_t *self, sb_msg_t *msg)
         const char *rf = sb_get_str (msg->body, "resume_from");
         snprintf (run->resume_from, sizeof run->resume_from, "%s", rf ? rf : "");
         const char *kind = sb_get_str (msg->body, "kind");
-        snprintf (run->kind, sizeof run->kind, "%s", kind && strcmp (kind, "compact") == 0 ? kind : "");
+        snprintf (run->kind, sizeof run->kind, "%s", sb_run_kind_from_name (kind) == SB_RUN_KIND_COMPACT ? kind : "");
         const char *pol = sb_get_str (msg->body, "approval_policy");
         snprintf (run->policy, sizeof run->policy, "%s", pol ? pol : "auto");
         snprintf (run->endpoint, sizeof run->endpoint, "%s", self->endpoint);

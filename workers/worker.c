@@ -17,6 +17,7 @@
 #include "sandbox/spawn.h"
 #include "bus/curve.h"
 #include "common/log.h"
+#include "schemas/vocab.h"
 
 #include <czmq.h>
 #include <errno.h>
@@ -161,7 +162,7 @@ s_execute (worker_t *w, const sb_val_t *claim)
     const char *rf = sb_get_str (config, "resume_from");
     snprintf (run->resume_from, sizeof run->resume_from, "%s", rf ? rf : "");
     const char *kind = sb_get_str (config, "kind");
-    snprintf (run->kind, sizeof run->kind, "%s", kind && strcmp (kind, "compact") == 0 ? kind : "");
+    snprintf (run->kind, sizeof run->kind, "%s", sb_run_kind_from_name (kind) == SB_RUN_KIND_COMPACT ? kind : "");
     const char *pol = sb_get_str (config, "approval_policy");
     snprintf (run->policy, sizeof run->policy, "%s", pol ? pol : "auto");
     snprintf (run->endpoint, sizeof run->endpoint, "%s", w->endpoint);

@@ -15,6 +15,7 @@
 #include "actors/exec/policy.h"
 #include "actors/exec/tools.h"
 #include "common/log.h"
+#include "schemas/vocab.h"
 
 #include <poll.h>
 #include <string.h>
@@ -445,7 +446,7 @@ s_agent_loop (sb_exec_run_t *run)
         return;
     if (waiting && s_answer_waiting (run))
         return;
-    if (strcmp (run->kind, "compact") == 0)
+    if (sb_run_kind_from_name (run->kind) == SB_RUN_KIND_COMPACT)
         sb_exec_compact_run (run);
     while (!run->status [0] && !atomic_load (&run->lost)) {
         if (sb_exec_cancelled (run)) {

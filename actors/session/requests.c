@@ -15,6 +15,7 @@
 #include "schemas/types.h"
 #include "schemas/run_status.h"
 #include "schemas/approval_policy.h"
+#include "schemas/vocab.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -390,7 +391,7 @@ sb_session_prepare (self_t *self, req_t *req)
 static bool
 s_record_closed (const record_t *r)
 {
-    return strcmp (r->status, "closed") == 0;
+    return sb_session_status_from_name (r->status) == SB_SESSION_CLOSED;
 }
 
 static void
@@ -686,7 +687,7 @@ s_note_entry (self_t *self, record_t *r, const span_t *sp)
     //  summary rather than from seq 1 (docs/compaction.md).
     if (strcmp (sp->kind, "context.compacted") == 0) {
         const char *method = sb_get_str (sp->body, "method");
-        if (method && strcmp (method, "summary") == 0)
+        if (sb_compact_method_from_name (method) == SB_COMPACT_SUMMARY)
             r->compacted_seq = r->last_seq;
     }
 }

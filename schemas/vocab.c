@@ -12,6 +12,10 @@ const char *const sb_prompt_modes [SB_PROMPT__MODES + 1] = { "queue", "steer", N
 const char *const sb_compact_methods [SB_COMPACT__METHODS + 1] = { "elide", "summary", NULL };
 const char *const sb_workspace_syncs [SB_SYNC__COUNT + 1] = { "same_path", "none", NULL };
 const char *const sb_worker_statuses [SB_WORKER__COUNT + 1] = { "idle", "running", "stale", "offline", NULL };
+const char *const sb_llm_roles [SB_LLM_ROLE__COUNT + 1] = { "user", "assistant", "tool", NULL };
+const char *const sb_stop_reasons [SB_STOP__COUNT + 1] = {
+    "end", "tool_calls", "length", "content_filter", "cancelled", NULL
+};
 
 /*  The index of name in names (count of them), or count. */
 static int
@@ -81,4 +85,16 @@ sb_worker_status_t
 sb_worker_status_from_name (const char *name)
 {
     return (sb_worker_status_t) s_lookup (sb_worker_statuses, SB_WORKER__COUNT, name);
+}
+
+sb_llm_role_t
+sb_llm_role_from_name (const char *name)
+{
+    return (sb_llm_role_t) s_lookup (sb_llm_roles, SB_LLM_ROLE__COUNT, name);
+}
+
+sb_stop_reason_t
+sb_stop_reason_from_name (const char *name)
+{
+    return (sb_stop_reason_t) s_lookup (sb_stop_reasons, SB_STOP__COUNT, name);
 }

@@ -1,7 +1,8 @@
 /*  schemas/vocab.h — the small closed vocabularies of the protocol that
     have no state machine of their own: where a run executes, what kind of
     run it is, a session's status and turn, how a prompt was given, how a
-    context was compacted, a worker's workspace sync and status.
+    context was compacted, a worker's workspace sync and status, the role
+    of a message to a model and why a model stopped.
 
     Each is one table of names, in the order of its C enum, NULL-terminated
     so that a schema row can name it (ENUM (sb_executors)); the validator
@@ -55,5 +56,20 @@ sb_workspace_sync_t sb_workspace_sync_from_name (const char *name);
 typedef enum { SB_WORKER_IDLE, SB_WORKER_RUNNING, SB_WORKER_STALE, SB_WORKER_OFFLINE, SB_WORKER__COUNT } sb_worker_status_t;
 extern const char *const sb_worker_statuses [];
 sb_worker_status_t sb_worker_status_from_name (const char *name);
+
+/*  llm.stream messages[].role: user | assistant | tool (the llm actor's
+    normalized request, actors/llm/provider.h, holds this enum) */
+typedef enum { SB_LLM_ROLE_USER, SB_LLM_ROLE_ASSISTANT, SB_LLM_ROLE_TOOL } sb_llm_role_t;
+/*  Not a role, kept out of the enum: the providers switch over every role. */
+#define SB_LLM_ROLE__COUNT ((sb_llm_role_t) 3)
+extern const char *const sb_llm_roles [];
+sb_llm_role_t sb_llm_role_from_name (const char *name);
+
+/*  llm.stream.ok stop_reason: end | tool_calls | length | content_filter | cancelled */
+typedef enum {
+    SB_STOP_END, SB_STOP_TOOL_CALLS, SB_STOP_LENGTH, SB_STOP_CONTENT_FILTER, SB_STOP_CANCELLED, SB_STOP__COUNT
+} sb_stop_reason_t;
+extern const char *const sb_stop_reasons [];
+sb_stop_reason_t sb_stop_reason_from_name (const char *name);
 
 #endif

@@ -478,7 +478,8 @@ s_agent_loop (sb_exec_run_t *run)
                 continue;
             break;
         }
-        if (rc == 0 && strcmp (step.stop, "cancelled") != 0)
+        sb_stop_reason_t stop = sb_stop_reason_from_name (step.stop);
+        if (rc == 0 && stop != SB_STOP_CANCELLED)
             rc = sb_exec_record_step (run, &step);
         else
         if (rc == 0)
@@ -487,7 +488,7 @@ s_agent_loop (sb_exec_run_t *run)
             sb_exec_step_clear (&step);
             break;
         }
-        if (strcmp (step.stop, "cancelled") == 0 || sb_exec_cancelled (run)) {
+        if (stop == SB_STOP_CANCELLED || sb_exec_cancelled (run)) {
             sb_exec_finish_with (run, "cancelled", "cancelled");
             sb_exec_step_clear (&step);
             break;
@@ -498,7 +499,7 @@ s_agent_loop (sb_exec_run_t *run)
             break;
         }
         if (step.ncalls == 0) {
-            if (strcmp (step.stop, "length") == 0)
+            if (stop == SB_STOP_LENGTH)
                 sb_exec_finish_with (run, "failed", "the model hit its output limit (stop_reason length)");
             else
                 sb_exec_finish_with (run, "completed", "%s", step.stop [0] ? step.stop : "end");

@@ -25,8 +25,9 @@ sb_policy_mode_name (sb_policy_mode_t mode)
     return (unsigned) mode < SB_POLICY__MODES ? sb_policy_modes [mode] : "?";
 }
 
-//  The one check of a client's approval_policy (session.create and
-//  update, session.prompt, run.request): a mode's name, exactly.
+//  A mode's name, exactly: what the CLI checks of --approval before it
+//  sends it. The server's one check of a client's approval_policy is the
+//  schema's ENUM row (sb_policy_modes) of each request that takes one.
 bool
 sb_policy_mode_ok (const char *name)
 {

@@ -392,10 +392,8 @@ s_handle_list (self_t *self, sb_msg_t *msg)
     const char *cursor = sb_get_str (b, "cursor");
     const char *prefix = sb_get_str (b, "id_prefix");
     char upper [SB_ULID_LEN + 1] = "";
-    if (status && (f.status = sb_ia_status_from_name (status)) == IA__COUNT) {
-        sb_bus_error (self->bus, msg, SB_E_invalid, "status must be pending, approved, rejected or expired");
-        return;
-    }
+    if (status)                 /* a status's name: the schema's ENUM row */
+        f.status = sb_ia_status_from_name (status);
     if ((f.session_id && !sb_ulid_valid (f.session_id)) || (f.run_id && !sb_ulid_valid (f.run_id))) {
         sb_bus_error (self->bus, msg, SB_E_invalid, "session_id and run_id must be ids (26-character ULIDs)");
         return;

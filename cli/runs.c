@@ -235,7 +235,7 @@ s_print_run (const sb_val_t *run, bool json, bool one_line)
         sb_cli_text_cell (reason && !done ? reason : waiting ? waiting : input, 60, text, sizeof text);
         //  a run that waits for a person says so first (docs/approvals.md)
         const char *phase = sb_get_str (run, "phase");
-        if (phase && strcmp (phase, "waiting_approval") == 0) {
+        if (sb_run_phase_from_name (phase) == SB_PHASE_WAITING_APPROVAL) {
             char cell [256];
             snprintf (cell, sizeof cell, "waiting_approval: %s", text);
             sb_cli_text_cell (cell, 60, text, sizeof text);

@@ -81,7 +81,7 @@ static const sb_field_t s_run_list_ok [] = {
 static const sb_field_t s_run_heartbeat [] = {
     { "run_id", SB_T_STR, true, ID_MAX, NULL, "run id" },
     { "fence", SB_T_UINT, true, 0, NULL, "the executor's fencing token", RANGE_COUNT },
-    { "phase", SB_T_STR, false, 32, NULL, "model | tool | waiting_approval | idle" },
+    { "phase", SB_T_ENUM, false, 32, NULL, "what the run is doing", ENUM (sb_run_phases) },
     { "steps", SB_T_UINT, false, 0, NULL, "model calls so far", RANGE_COUNT },
     { "input_tokens", SB_T_UINT, false, 0, NULL, "tokens in so far", RANGE_COUNT },
     { "output_tokens", SB_T_UINT, false, 0, NULL, "tokens out so far", RANGE_COUNT },

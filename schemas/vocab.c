@@ -12,6 +12,7 @@ const char *const sb_prompt_modes [SB_PROMPT__MODES + 1] = { "queue", "steer", N
 const char *const sb_compact_methods [SB_COMPACT__METHODS + 1] = { "elide", "summary", NULL };
 const char *const sb_workspace_syncs [SB_SYNC__COUNT + 1] = { "same_path", "none", NULL };
 const char *const sb_worker_statuses [SB_WORKER__COUNT + 1] = { "idle", "running", "stale", "offline", NULL };
+const char *const sb_run_phases [SB_PHASE__COUNT + 1] = { "idle", "model", "tool", "waiting_approval", NULL };
 const char *const sb_llm_roles [SB_LLM_ROLE__COUNT + 1] = { "user", "assistant", "tool", NULL };
 const char *const sb_stop_reasons [SB_STOP__COUNT + 1] = {
     "end", "tool_calls", "length", "content_filter", "cancelled", NULL
@@ -97,4 +98,16 @@ sb_stop_reason_t
 sb_stop_reason_from_name (const char *name)
 {
     return (sb_stop_reason_t) s_lookup (sb_stop_reasons, SB_STOP__COUNT, name);
+}
+
+sb_run_phase_t
+sb_run_phase_from_name (const char *name)
+{
+    return (sb_run_phase_t) s_lookup (sb_run_phases, SB_PHASE__COUNT, name);
+}
+
+const char *
+sb_run_phase_name (sb_run_phase_t phase)
+{
+    return (unsigned) phase < SB_PHASE__COUNT ? sb_run_phases [phase] : "?";
 }

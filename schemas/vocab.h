@@ -2,7 +2,7 @@
     have no state machine of their own: where a run executes, what kind of
     run it is, a session's status and turn, how a prompt was given, how a
     context was compacted, a worker's workspace sync and status, the role
-    of a message to a model and why a model stopped.
+    of a message to a model and why a model stopped, a run's phase.
 
     Each is one table of names, in the order of its C enum, NULL-terminated
     so that a schema row can name it (ENUM (sb_executors)); the validator
@@ -56,6 +56,15 @@ sb_workspace_sync_t sb_workspace_sync_from_name (const char *name);
 typedef enum { SB_WORKER_IDLE, SB_WORKER_RUNNING, SB_WORKER_STALE, SB_WORKER_OFFLINE, SB_WORKER__COUNT } sb_worker_status_t;
 extern const char *const sb_worker_statuses [];
 sb_worker_status_t sb_worker_status_from_name (const char *name);
+
+/*  What a run is doing (run.heartbeat phase, the run record's): idle |
+    model | tool | waiting_approval. The executor holds it as this enum. */
+typedef enum {
+    SB_PHASE_IDLE, SB_PHASE_MODEL, SB_PHASE_TOOL, SB_PHASE_WAITING_APPROVAL, SB_PHASE__COUNT
+} sb_run_phase_t;
+extern const char *const sb_run_phases [];
+sb_run_phase_t sb_run_phase_from_name (const char *name);
+const char *sb_run_phase_name (sb_run_phase_t phase);
 
 /*  llm.stream messages[].role: user | assistant | tool (the llm actor's
     normalized request, actors/llm/provider.h, holds this enum) */

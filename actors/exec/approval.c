@@ -22,6 +22,7 @@
 #include "actors/exec/tools.h"
 #include "common/log.h"
 #include "schemas/interaction.h"
+#include "schemas/vocab.h"
 
 #include <fnmatch.h>
 #include <poll.h>
@@ -494,9 +495,9 @@ s_ask (sb_exec_run_t *run, const sb_exec_call_t *call, const sb_policy_key_t *ke
         sb_info (ACTOR, "waiting for approval run=%s call=%s interaction=%s", run->run_id, call->call_id,
                  v->interaction_id);
         int64_t t0 = sb_mono_ms ();
-        atomic_store (&run->phase, SB_EXEC_PHASE_WAITING);
+        atomic_store (&run->phase, SB_PHASE_WAITING_APPROVAL);
         w = s_wait (run, sub, v->interaction_id, &o);
-        atomic_store (&run->phase, 0);
+        atomic_store (&run->phase, SB_PHASE_IDLE);
         //  the run's timeout_s limits its work, not a person's thinking
         run->deadline += sb_mono_ms () - t0;
     }

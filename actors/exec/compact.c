@@ -265,7 +265,7 @@ s_stream_text (sb_exec_run_t *run, const uint8_t *body, size_t blen, char **out,
     sb_exec_stream_t s = { .what = "summary", .fail = "the summary call failed", .grace_ms = 0,
                            .on_chunk = s_gather_chunk, .arg = &g };
     int rc = sb_exec_stream (run, body, blen, &s);
-    atomic_store (&run->phase, 0);
+    atomic_store (&run->phase, SB_PHASE_IDLE);
     if (rc == SB_EXEC_STREAM_CANCELLED) {
         if (s.timed_out)
             sb_exec_finish_with (run, "failed", "timeout_s (%llu) exceeded while compacting",

@@ -30,6 +30,7 @@
 #include "bus/client.h"
 #include "common/log.h"
 #include "schemas/json.h"
+#include "schemas/run_status.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -550,7 +551,7 @@ s_fire (self_t *self, const sb_val_t *rec)
         const char *st = s_final (sb_get_str (sb_get_map (rec, "body"), "status"));
         if (st)
             s_enqueue (self, s_event_index ("run.finished"), rec);
-        if (st && strcmp (st, "failed") == 0)
+        if (sb_run_status_from_name (st) == SB_RUN_failed)
             s_enqueue (self, s_event_index ("run.failed"), rec);
     }
 }

@@ -10,7 +10,7 @@
     (actors/run/commit.c, docs/runs.md); leases live in memory only
     (actors/run/lease.c). */
 #include "actors/run/run_impl.h"
-#include "schemas/approval_policy.h"
+#include "schemas/vocab.h"
 
 static const char *s_dbis [] = { "runs", "active", "bysession", "outbox", "fences", "commands", NULL };
 
@@ -122,7 +122,7 @@ s_on_create_session (self_t *self, call_t *call, const sb_msg_t *sess)
         return;
     const sb_val_t *rec = sb_get_map (sess->body, "session");
     const char *status = sb_get_str (rec, "status");
-    if (status && strcmp (status, "active") != 0) {
+    if (status && sb_session_status_from_name (status) != SB_SESSION_ACTIVE) {
         sb_bus_error (self->bus, msg, SB_E_conflict, "session %s is %s", c->session_id, status);
         return;
     }
@@ -185,18 +185,13 @@ static void
 s_create (self_t *self, sb_msg_t *msg, const char *session_id, const char *input,
           const char *resume_from, const sb_val_t *target, const sb_val_t *limits, const char *policy)
 {
-    if (policy && !sb_policy_mode_ok (policy)) {
-        sb_bus_error (self->bus, msg, SB_E_invalid, "approval_policy must be yolo, auto or interactive");
-        return;
-    }
-    /* no target: the session's (session.target), read with the session */
+    /* approval_policy and target.executor are names of their tables: the
+       schema's ENUM rows checked run.request's, and run.resume passes the
+       stored run's, which were. No target: the session's (session.target),
+       read with the session. */
     const char *executor = target ? sb_get_str (target, "executor") : "";
     const char *pool = target ? sb_get_str (target, "pool") : NULL;
-    if (target && strcmp (executor, "local") != 0 && strcmp (executor, "worker") != 0) {
-        sb_bus_error (self->bus, msg, SB_E_invalid, "target.executor must be local or worker, not '%s'", executor);
-        return;
-    }
-    if (strcmp (executor, "worker") == 0 && (!pool || !*pool)) {
+    if (sb_executor_from_name (executor) == SB_EXECUTOR_WORKER && (!pool || !*pool)) {
         sb_bus_error (self->bus, msg, SB_E_invalid, "target {executor: worker} needs a pool");
         return;
     }
@@ -249,7 +244,7 @@ s_handle_request (self_t *self, sb_msg_t *msg)
     const char *input = sb_get_str (msg->body, "input");
     const char *resume = sb_get_str (msg->body, "resume_from");
     const char *kind = sb_get_str (msg->body, "kind");
-    if (kind && strcmp (kind, "compact") != 0) {
+    if (kind && sb_run_kind_from_name (kind) != SB_RUN_KIND_COMPACT) {
         sb_bus_error (self->bus, msg, SB_E_invalid, "kind must be compact (or absent for a prompt's run)");
         return;
     }
@@ -297,12 +292,8 @@ static void
 s_handle_list (self_t *self, sb_msg_t *msg)
 {
     const char *sid = sb_get_str (msg->body, "session_id");
-    const char *status_name = sb_get_str (msg->body, "status");
-    sb_run_status_t status = sb_run_status_from_name (status_name);
-    if (status_name && status == SB_RUN__COUNT) {
-        sb_bus_error (self->bus, msg, SB_E_invalid, "status must be one of %s", sb_run_status_names ());
-        return;
-    }
+    /* a status's name (the schema's ENUM row), or none: SB_RUN__COUNT */
+    sb_run_status_t status = sb_run_status_from_name (sb_get_str (msg->body, "status"));
     const char *id_prefix = sb_get_str (msg->body, "id_prefix");
     if (id_prefix && !sb_ulid_prefix_valid (id_prefix)) {
         sb_bus_error (self->bus, msg, SB_E_invalid, "id_prefix must be the start of a run id");
@@ -347,7 +338,7 @@ s_handle_list (self_t *self, sb_msg_t *msg)
     for (char *id = zlistx_last (ids); id && n < limit; id = zlistx_prev (ids)) {
         run_t r;
         if (sb_run_record_load (self, id, &r) == 0) {
-            if (!status_name || r.status == status) {
+            if (status == SB_RUN__COUNT || r.status == status) {
                 sb_run_record_encode (&r, zhashx_lookup (self->leases, r.run_id), e);
                 n++;
             }

@@ -27,6 +27,8 @@
 #include "cli/models.h"
 #include "cli/transcript.h"
 #include "common/log.h"
+#include "schemas/approval_policy.h"
+#include "schemas/vocab.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -334,7 +336,7 @@ s_resolve (chat_t *c, const char *decision, const char *scope, const char *feedb
         s_remember_answer (c, a.id);
     }
     else
-    if (strcmp (sb_msg_error_code (reply), "conflict") == 0) {
+    if (sb_err_from_name (sb_msg_error_code (reply)) == SB_E_conflict) {
         char line [1024];
         sb_interaction_conflict_line (reply, line, sizeof line);
         s_say (c, "too late: %s", line);
@@ -811,8 +813,7 @@ s_parse (int argc, char **argv, chat_opts_t *o)
     if (o->session && o->config_opts)
         return sb_cli_usage ("chat", "--workspace, --title, --provider, --model, --approval and --max-steps "
                              "make a new session; give them without SESSION");
-    if (o->approval && strcmp (o->approval, "yolo") && strcmp (o->approval, "auto")
-    &&  strcmp (o->approval, "interactive"))
+    if (o->approval && !sb_policy_mode_ok (o->approval))
         return sb_cli_usage ("chat", "--approval takes yolo, auto or interactive, not '%s'", o->approval);
     if (o->session)
         return sb_cli_id_check ("chat", SB_CLI_SESSION, o->session);
@@ -869,7 +870,7 @@ s_attach (chat_t *c)
     const sb_val_t *s = sb_get_map (reply->body, "session");
     const char *turn = sb_get_str (s, "turn_status");
     const char *last_run = sb_get_str (s, "last_run_id");
-    if (turn && strcmp (turn, "idle") != 0 && last_run)
+    if (turn && sb_turn_status_from_name (turn) != SB_TURN_IDLE && last_run)
         snprintf (c->attach_run, sizeof c->attach_run, "%s", last_run);
     else
         c->last_seq = sb_get_uint (s, "last_seq", 0);

@@ -2,6 +2,7 @@
     (docs/approvals.md, "The terminal"): what was queued or steered, taken,
     removed, paused or resumed, as a person reads it, never as JSON. */
 #include "cli/chat.h"
+#include "schemas/vocab.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -30,7 +31,7 @@ sb_chat_queue_words (const char *kind, const sb_val_t *body, const char *sid, ch
     const char *mode = sb_get_str (body, "mode");
     char what [80];
     sb_chat_clean (kind, 64, what, sizeof what);
-    if (strcmp (kind, "prompt.queued") == 0 && mode && strcmp (mode, "steer") == 0)
+    if (strcmp (kind, "prompt.queued") == 0 && sb_prompt_mode_from_name (mode) == SB_PROMPT_STEER)
         snprintf (out, n, "steering: the model reads it before its next step: %s", cut);
     else
     if (strcmp (kind, "prompt.queued") == 0 && reason)

@@ -5,6 +5,7 @@
 #include "cli/interactions.h"
 #include "common/log.h"
 #include "schemas/json.h"
+#include "schemas/interaction.h"
 
 #include <ctype.h>
 #include <getopt.h>
@@ -142,8 +143,8 @@ sb_interaction_conflict_line (const sb_msg_t *reply, char *out, size_t n)
     char when [32];
     sb_cli_time_cell (sb_get_uint (d, "resolved_at", 0), when, sizeof when);
     snprintf (out, n, "%s was already %s by %s at %s%s%s", sb_get_str (d, "interaction_id"), status, by, when,
-              strcmp (status, "expired") == 0 ? ", decision " : "",
-              strcmp (status, "expired") == 0 ? sb_get_str (d, "decision") : "");
+              sb_ia_status_from_name (status) == IA_EXPIRED ? ", decision " : "",
+              sb_ia_status_from_name (status) == IA_EXPIRED ? sb_get_str (d, "decision") : "");
 }
 
 /* ------------------------------------------------------------------ */
@@ -218,10 +219,9 @@ s_parse (const char *cmd, int argc, char **argv, opts_t *o, const char *usage, i
         return sb_cli_usage (cmd, "--session, --run, --status and --limit go with 'interactions'");
     if (answer && !(takes & OPT_RESOLVE))
         return sb_cli_usage (cmd, "--approve, --reject, --feedback and --scope go with 'resolve'");
-    if (o->status && strcmp (o->status, "pending") && strcmp (o->status, "approved")
-    &&  strcmp (o->status, "rejected") && strcmp (o->status, "expired"))
+    if (o->status && sb_ia_status_from_name (o->status) == IA__COUNT)
         return sb_cli_usage (cmd, "--status takes pending, approved, rejected or expired, not '%s'", o->status);
-    if (o->scope && strcmp (o->scope, "once") && strcmp (o->scope, "session") && strcmp (o->scope, "always"))
+    if (o->scope && sb_ia_scope_from_name (o->scope) == IA__SCOPES)
         return sb_cli_usage (cmd, "--scope takes once, session or always, not '%s'", o->scope);
     int rc;
     if (o->session && (rc = sb_cli_id_check (cmd, SB_CLI_SESSION, o->session)) != 0)
@@ -332,7 +332,7 @@ s_print_row (const sb_val_t *ia)
     sb_cli_time_cell (sb_get_uint (ia, "created_at", 0), created, sizeof created);
     const char *status = sb_get_str (ia, "status");
     const char *summary = sb_get_str (ia, "summary");
-    if (status && strcmp (status, "pending") != 0)
+    if (status && sb_ia_status_from_name (status) != IA_PENDING)
         snprintf (what, sizeof what, "%s by %s%s%s", status, sb_get_str (ia, "resolved_by"),
                   summary ? ": " : "", summary ? summary : "");
     else
@@ -349,7 +349,7 @@ s_print_one (const sb_val_t *ia)
     const char *status = sb_get_str (ia, "status");
     if (!status)
         status = "-";
-    bool pending = strcmp (status, "pending") == 0;
+    bool pending = sb_ia_status_from_name (status) == IA_PENDING;
     uint64_t deadline = sb_get_uint (ia, "deadline_at", 0);
     printf ("interaction %s\n", sb_get_str (ia, "interaction_id"));
     printf ("status      %s\n", status);
@@ -583,7 +583,7 @@ sb_cmd_resolve (int argc, char **argv)
         sb_cli_fail_code ("resolve", "timeout", "no reply to interact.resolve within %d ms: is the server running?",
                           CALL_MS);
     else
-    if (sb_msg_is_error (reply) && strcmp (sb_msg_error_code (reply), "conflict") == 0)
+    if (sb_msg_is_error (reply) && sb_err_from_name (sb_msg_error_code (reply)) == SB_E_conflict)
         s_print_conflict (reply);
     else
     if (sb_msg_is_error (reply))

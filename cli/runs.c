@@ -7,6 +7,8 @@
 #include "cli/queue.h"
 #include "common/log.h"
 #include "schemas/json.h"
+#include "schemas/approval_policy.h"
+#include "schemas/vocab.h"
 
 #include <getopt.h>
 #include <limits.h>
@@ -123,7 +125,7 @@ sb_cmd_run (int argc, char **argv)
         return sb_cli_usage ("run", "unexpected argument '%s'", argv [optind]);
     if (!o.goal || !*o.goal)
         return sb_cli_usage ("run", "--goal is required");
-    if (strcmp (o.approval, "yolo") && strcmp (o.approval, "auto") && strcmp (o.approval, "interactive"))
+    if (!sb_policy_mode_ok (o.approval))
         return sb_cli_usage ("run", "--approval takes yolo, auto or interactive, not '%s'", o.approval);
     if (sb_serve_sandbox_check ("run", so.sandbox))
         return 2;
@@ -183,9 +185,9 @@ s_parse_common (const char *cmd, int argc, char **argv, copts_t *o, const char *
             case 'S': o->status = optarg; break;
             case 'Q':
             case 'T':
-                if (o->mode && strcmp (o->mode, c == 'Q' ? "queue" : "steer") != 0)
+                if (o->mode && sb_prompt_mode_from_name (o->mode) != (c == 'Q' ? SB_PROMPT_QUEUE : SB_PROMPT_STEER))
                     return sb_cli_usage (cmd, "--queue and --steer exclude each other");
-                o->mode = c == 'Q' ? "queue" : "steer";
+                o->mode = sb_prompt_mode_name (c == 'Q' ? SB_PROMPT_QUEUE : SB_PROMPT_STEER);
                 break;
             case 'h': fputs (usage, stdout); return -1;
             default: return sb_cli_usage (cmd, "unknown option or missing value: %s", argv [optind - 1]);
@@ -233,7 +235,7 @@ s_print_run (const sb_val_t *run, bool json, bool one_line)
         sb_cli_text_cell (reason && !done ? reason : waiting ? waiting : input, 60, text, sizeof text);
         //  a run that waits for a person says so first (docs/approvals.md)
         const char *phase = sb_get_str (run, "phase");
-        if (phase && strcmp (phase, "waiting_approval") == 0) {
+        if (sb_run_phase_from_name (phase) == SB_PHASE_WAITING_APPROVAL) {
             char cell [256];
             snprintf (cell, sizeof cell, "waiting_approval: %s", text);
             sb_cli_text_cell (cell, 60, text, sizeof text);

@@ -16,6 +16,8 @@
 #include "cli/transcript.h"
 #include "common/log.h"
 #include "schemas/json.h"
+#include "schemas/approval_policy.h"
+#include "schemas/vocab.h"
 
 #include <czmq.h>
 #include <errno.h>
@@ -415,7 +417,7 @@ s_check_rule (const char *text)
     //  the server checks the globs' lengths (docs/approvals.md)
     if (!*tool || !*pattern)
         return sb_cli_usage ("sessions", "--rule '%s': the tool and the pattern must not be empty", text);
-    if (strcmp (action, "allow") != 0 && strcmp (action, "ask") != 0 && strcmp (action, "deny") != 0)
+    if (sb_policy_action_from_name (action) == SB_POLICY__ACTIONS)
         return sb_cli_usage ("sessions", "--rule '%s': the action must be allow, ask or deny", text);
     return 0;
 }
@@ -727,7 +729,7 @@ s_sessions_check (const opts_t *o, const char *sub, const char *id)
     bool update = strcmp (sub, "update") == 0;
     if (!list && (o->status || o->limit >= 0))
         return sb_cli_usage ("sessions", "--status and --limit go with list only");
-    if (o->status && strcmp (o->status, "active") != 0 && strcmp (o->status, "closed") != 0)
+    if (o->status && sb_session_status_from_name (o->status) == SB_SESSION__COUNT)
         return sb_cli_usage ("sessions", "--status takes active or closed, not '%s'", o->status);
     if (!create && !update && o->config_opts)
         return sb_cli_usage ("sessions", "--workspace, --title, --provider, --model, --approval, "
@@ -738,8 +740,7 @@ s_sessions_check (const opts_t *o, const char *sub, const char *id)
     if (o->target && strcmp (o->target, "local") != 0 && (strncmp (o->target, "worker:", 7) != 0 || !o->target [7]))
         return sb_cli_usage ("sessions", "--target takes local or worker:POOL, not '%s'", o->target);
     //  In update, an empty value clears the field, as for every string.
-    if (o->approval && !(update && !*o->approval) && strcmp (o->approval, "yolo") != 0
-    &&  strcmp (o->approval, "auto") != 0 && strcmp (o->approval, "interactive") != 0)
+    if (o->approval && !(update && !*o->approval) && !sb_policy_mode_ok (o->approval))
         return sb_cli_usage ("sessions", "--approval takes yolo, auto or interactive, not '%s'", o->approval);
     int rc;
     if (id && (rc = sb_cli_id_check ("sessions", SB_CLI_SESSION, id)) != 0)

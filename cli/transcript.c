@@ -6,6 +6,7 @@
 #include "common/log.h"
 #include "schemas/json.h"
 #include "schemas/schema.h"
+#include "schemas/vocab.h"
 
 #include <jansson.h>
 #include <stdlib.h>
@@ -569,7 +570,7 @@ sb_transcript_feed (sb_transcript_t *self, const sb_val_t *ev)
         s_endline (self);
         const char *method = sb_get_str (body, "method");
         printf ("%s[context compacted (%s): %llu → %llu tokens]%s\n", DIM (self),
-                method && strcmp (method, "summary") == 0 ? "summarized" : "old tool output elided",
+                sb_compact_method_from_name (method) == SB_COMPACT_SUMMARY ? "summarized" : "old tool output elided",
                 (unsigned long long) sb_get_uint (body, "tokens_before", 0),
                 (unsigned long long) sb_get_uint (body, "tokens_after", 0), OFF (self));
         self->at_bol = true;

@@ -448,7 +448,7 @@ s_dispatch_api (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss)
     int rc = gw_translate (type, jbody, &mp, &mp_len, code, sizeof code, message, sizeof message);
     json_decref (jbody);
     if (rc) {
-        if (strcmp (code, "forbidden") == 0)
+        if (sb_err_from_name (code) == SB_E_forbidden)
             atomic_fetch_add (&gw->stats.ws_forbidden, 1);
         s_respond_error (gw, wsi, pss, gw_http_status (code), code, message);
         return;

@@ -253,7 +253,7 @@ s_op_call (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *tx, jso
     uint8_t *mp;
     size_t mp_len;
     if (gw_translate (type, body, &mp, &mp_len, code, sizeof code, message, sizeof message)) {
-        if (strcmp (code, "forbidden") == 0)
+        if (sb_err_from_name (code) == SB_E_forbidden)
             atomic_fetch_add (&gw->stats.ws_forbidden, 1);
         s_error (gw, wsi, pss, tx, code, message);
         return;

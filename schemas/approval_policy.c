@@ -5,8 +5,8 @@
 #include <stddef.h>
 #include <string.h>
 
-static const char *s_modes [] = { "yolo", "auto", "interactive" };
-static const char *s_actions [] = { "allow", "ask", "deny" };
+const char *const sb_policy_modes [SB_POLICY__MODES + 1] = { "yolo", "auto", "interactive", NULL };
+const char *const sb_policy_actions [SB_POLICY__ACTIONS + 1] = { "allow", "ask", "deny", NULL };
 
 sb_policy_mode_t
 sb_policy_mode_from_name (const char *name)
@@ -14,7 +14,7 @@ sb_policy_mode_from_name (const char *name)
     if (!name || !*name)
         return SB_POLICY_AUTO;
     for (int k = 0; k < SB_POLICY__MODES; k++)
-        if (strcmp (name, s_modes [k]) == 0)
+        if (strcmp (name, sb_policy_modes [k]) == 0)
             return (sb_policy_mode_t) k;
     return SB_POLICY__MODES;
 }
@@ -22,11 +22,12 @@ sb_policy_mode_from_name (const char *name)
 const char *
 sb_policy_mode_name (sb_policy_mode_t mode)
 {
-    return (unsigned) mode < SB_POLICY__MODES ? s_modes [mode] : "?";
+    return (unsigned) mode < SB_POLICY__MODES ? sb_policy_modes [mode] : "?";
 }
 
-//  The one check of a client's approval_policy (session.create and
-//  update, session.prompt, run.request): a mode's name, exactly.
+//  A mode's name, exactly: what the CLI checks of --approval before it
+//  sends it. The server's one check of a client's approval_policy is the
+//  schema's ENUM row (sb_policy_modes) of each request that takes one.
 bool
 sb_policy_mode_ok (const char *name)
 {
@@ -37,7 +38,7 @@ sb_policy_action_t
 sb_policy_action_from_name (const char *name)
 {
     for (int k = 0; name && k < SB_POLICY__ACTIONS; k++)
-        if (strcmp (name, s_actions [k]) == 0)
+        if (strcmp (name, sb_policy_actions [k]) == 0)
             return (sb_policy_action_t) k;
     return SB_POLICY__ACTIONS;
 }
@@ -45,7 +46,7 @@ sb_policy_action_from_name (const char *name)
 const char *
 sb_policy_action_name (sb_policy_action_t action)
 {
-    return (unsigned) action < SB_POLICY__ACTIONS ? s_actions [action] : "?";
+    return (unsigned) action < SB_POLICY__ACTIONS ? sb_policy_actions [action] : "?";
 }
 
 //  What session.create and session.update check of each rule; the

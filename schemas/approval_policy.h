@@ -2,9 +2,10 @@
     (docs/approvals.md): a session's or run's approval_policy (its mode),
     the actions of its rules, and the check of a rule as a client gives it.
 
-    Every actor that reads these names includes this file: the session
-    and run actors check them when a client sends them, the executor
-    decides by them (actors/exec/policy.h). */
+    The schema's ENUM rows name the tables below, so the codec refuses a
+    mode or an action outside them before any handler runs; the executor
+    decides by the enums (actors/exec/policy.h), the CLI checks its flags
+    with the same functions. */
 #ifndef SB_SCHEMAS_APPROVAL_POLICY_H
 #define SB_SCHEMAS_APPROVAL_POLICY_H
 
@@ -28,12 +29,17 @@ typedef enum {
     SB_POLICY__ACTIONS
 } sb_policy_action_t;
 
+//  The names of the modes and of the actions, in the enums' order,
+//  NULL-terminated: the tables the schema's ENUM rows name.
+extern const char *const sb_policy_modes [];
+extern const char *const sb_policy_actions [];
+
 //  The mode of a policy name; SB_POLICY__MODES for an unknown one. NULL
 //  (or "") is auto, the default of a session without one.
 sb_policy_mode_t sb_policy_mode_from_name (const char *name);
 const char *sb_policy_mode_name (sb_policy_mode_t mode);
-//  Whether `name` is one of the modes' names (yolo, auto, interactive):
-//  what an approval_policy a client sends must be. False for NULL and "".
+//  Whether `name` is one of the modes' names (yolo, auto, interactive),
+//  as the CLI checks --approval. False for NULL and "".
 bool sb_policy_mode_ok (const char *name);
 
 //  allow | ask | deny; SB_POLICY__ACTIONS for anything else.

@@ -377,6 +377,7 @@ s_type_ok (sb_ftype_t want, const s_head_t *h)
     switch (want) {
         case SB_T_ANY:   return true;
         case SB_T_STR:   return h->type == SB_V_STR;
+        case SB_T_ENUM:  return h->type == SB_V_STR;
         case SB_T_BIN:   return h->type == SB_V_BIN || h->type == SB_V_STR;
         case SB_T_INT:   return h->type == SB_V_INT || (h->type == SB_V_UINT && h->u <= INT64_MAX);
         case SB_T_UINT:  return h->type == SB_V_UINT;
@@ -386,6 +387,21 @@ s_type_ok (sb_ftype_t want, const s_head_t *h)
         case SB_T_FLOAT: return h->type == SB_V_FLOAT || h->type == SB_V_INT || h->type == SB_V_UINT;
     }
     return false;
+}
+
+/*  An ENUM field's string is one of its names (or "" where the field
+    takes it): refused like an integer out of range, naming the field and
+    what it accepts, so no handler sees a name outside the vocabulary. */
+static int
+s_enum_check (s_rd_t *rd, const sb_field_t *field, const s_head_t *h)
+{
+    if ((h->len == 0 && field->empty_ok)
+    ||  sb_enum_index (field->values, (const char *) h->data, h->len) >= 0)
+        return 0;
+    char names [112];
+    sb_enum_join (field->values, names, sizeof names);
+    return s_fail (rd, SB_E_invalid, "'%.*s' is not one of %s%s", (int) (h->len > 24 ? 24 : h->len),
+                   (const char *) h->data, field->empty_ok ? "\"\" | " : "", names);
 }
 
 /*  Validates one value, against `field` when given. */
@@ -416,7 +432,9 @@ s_value (s_rd_t *rd, const sb_field_t *field, int depth)
                 return s_fail (rd, SB_E_too_large, "length %u is over the limit of %u", h.len, max);
             /* actors read typed strings as C strings: an embedded NUL
                would make them act on a different value than was checked */
-            if (field && field->type == SB_T_STR && s_text_check (rd, &h))
+            if (field && (field->type == SB_T_STR || field->type == SB_T_ENUM) && s_text_check (rd, &h))
+                return -1;
+            if (field && field->type == SB_T_ENUM && s_enum_check (rd, field, &h))
                 return -1;
             rd->stat.bytes += (size_t) h.len + 1;
             return 0;

@@ -8,7 +8,7 @@
 const char *
 sb_ftype_name (sb_ftype_t type)
 {
-    static const char *names [] = { "any", "str", "int", "uint", "bool", "bin", "map", "array", "float" };
+    static const char *names [] = { "any", "str", "int", "uint", "bool", "bin", "map", "array", "float", "enum" };
     return (unsigned) type < sizeof names / sizeof names [0] ? names [type] : "?";
 }
 
@@ -19,9 +19,28 @@ sb_kind_name (sb_kind_t kind)
     return (unsigned) kind < sizeof names / sizeof names [0] ? names [kind] : "?";
 }
 
+/*  An ENUM field's limit is its names; Markdown escapes the bars that
+    would end the table's cell. */
 static void
-s_limit (char *buf, size_t n, const sb_field_t *f)
+s_names (char *buf, size_t n, const sb_field_t *f, bool md)
 {
+    char names [160];
+    sb_enum_join (f->values, names, sizeof names);
+    size_t w = (size_t) snprintf (buf, n, "%s", f->empty_ok ? (md ? "\"\" \\| " : "\"\" | ") : "");
+    for (const char *p = names; *p && w + 2 < n; p++) {
+        if (md && *p == '|')
+            buf [w++] = '\\';
+        buf [w++] = *p;
+    }
+    buf [w < n ? w : n - 1] = 0;
+}
+
+static void
+s_limit (char *buf, size_t n, const sb_field_t *f, bool md)
+{
+    if (f->type == SB_T_ENUM)
+        s_names (buf, n, f, md);
+    else
     if (f->type == SB_T_STR || f->type == SB_T_BIN)
         snprintf (buf, n, "%u B", f->max ? f->max : SB_DEFAULT_STR_MAX);
     else
@@ -40,8 +59,8 @@ s_fields (FILE *out, const sb_field_t *fields, const char *prefix, bool md, int 
 {
     for (int k = 0; fields && fields [k].name && depth < 4; k++) {
         const sb_field_t *f = &fields [k];
-        char lim [80];
-        s_limit (lim, sizeof lim, f);
+        char lim [200];
+        s_limit (lim, sizeof lim, f, md);
         if (md)
             fprintf (out, "| `%s%s` | %s | %s | %s | %s |\n", prefix, f->name, sb_ftype_name (f->type),
                      f->required ? "yes" : "no", lim, f->doc ? f->doc : "");
@@ -112,7 +131,9 @@ sb_schema_print (FILE *out, bool md)
                  "nesting is at most %d deep. Strings and binaries without a stated limit are "
                  "capped at %d bytes, arrays and maps at %d items. An integer outside the range "
                  "its field states (`min..max, default d`) is refused with `invalid`, naming the "
-                 "field and the range; an absent one means the default. Times end in year 9999 "
+                 "field and the range; an absent one means the default. A field of type `enum` is a string, "
+                 "one of the names its limit lists; any other is refused with `invalid`, naming the field "
+                 "and the names. Times end in year 9999 "
                  "and seqs, fences, counts and tokens stay below 2^53, so a JSON client reads them "
                  "exactly. Free-form values (`any`, and maps without listed fields) hold only what "
                  "a strict client decodes: strings are UTF-8 without NUL, map keys are strings, "

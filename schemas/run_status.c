@@ -13,6 +13,13 @@ static const struct {
 #undef SB_RUN_STATUS_ROW
 };
 
+const char *const sb_run_statuses [SB_RUN__COUNT + 1] = {
+#define SB_RUN_STATUS_NAME(name, final, doc) #name,
+    SB_RUN_STATUS_TABLE (SB_RUN_STATUS_NAME)
+#undef SB_RUN_STATUS_NAME
+    NULL
+};
+
 /*  Every transition the run actor may write, and what causes it. A row
     that is not here is refused: the actor logs it and writes nothing.
     Final statuses have no rows; run.resume makes a new run instead. */

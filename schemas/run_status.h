@@ -29,6 +29,8 @@ typedef enum {
     SB_RUN__COUNT               /* also: not a status */
 } sb_run_status_t;
 
+/*  The wire names, in the enum's order, NULL-terminated (for ENUM rows). */
+extern const char *const sb_run_statuses [];
 /*  The status's wire name; "?" for SB_RUN__COUNT or out of range. */
 const char *sb_run_status_name (sb_run_status_t status);
 /*  Maps a wire name to its status; SB_RUN__COUNT when unknown or NULL. */

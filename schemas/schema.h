@@ -33,7 +33,8 @@ typedef enum {
     SB_T_BIN,
     SB_T_MAP,
     SB_T_ARRAY,
-    SB_T_FLOAT      /* a float or any integer */
+    SB_T_FLOAT,     /* a float or any integer */
+    SB_T_ENUM       /* a string on the wire, one of the field's `values` */
 } sb_ftype_t;
 
 typedef struct sb_field {
@@ -52,6 +53,15 @@ typedef struct sb_field {
     int64_t min_value;
     int64_t max_value;
     int64_t default_value;
+    /* ENUM fields: the accepted names, NULL-terminated (one table per
+       vocabulary, kept beside its C enum in schemas/), and whether ""
+       is accepted too (a field where "" clears a setting). The validator
+       refuses any other string with `invalid`, naming the field and the
+       names, before any handler runs; so a handler compares enums, not
+       strings, and checks nothing again. Rows write ENUM (names) or
+       ENUM_OR_EMPTY (names) (schemas/types.h). */
+    const char *const *values;
+    bool empty_ok;
 } sb_field_t;
 
 typedef enum {
@@ -93,6 +103,14 @@ const sb_type_t *sb_schema_all (size_t *count);
 /*  True when `f` declares a range (an INT or UINT field with min_value or
     max_value set). */
 bool sb_field_ranged (const sb_field_t *f);
+
+/*  The index of `name` (of `len` bytes) in the NULL-terminated `values`,
+    or -1. For the vocabularies' name <-> enum functions and the codec. */
+int sb_enum_index (const char *const *values, const char *name, size_t len);
+
+/*  Writes the names of `values` joined by " | " into out (n bytes, cut to
+    fit): for error messages, `switchboard schemas` and the docs. */
+void sb_enum_join (const char *const *values, char *out, size_t n);
 
 /*  Field `field` of message type `type` (e.g. "run.list", "limit"), for
     readers of its declared range such as the CLI; NULL when unknown. */

@@ -7,6 +7,7 @@
 #include "schemas/schema.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include "schemas/types.h"
 
@@ -122,7 +123,7 @@ static const sb_field_t s_tape_session [] = {
     { "session", SB_T_MAP, false, 0, sb_session_record_fields, "the session record" }, END };
 static const sb_field_t s_tape_run_status [] = {
     { "run_id", SB_T_STR, true, ID_MAX, NULL, "run" },
-    { "status", SB_T_STR, true, 16, NULL, "new status" },
+    { "status", SB_T_ENUM, true, 16, NULL, "new status", ENUM (sb_run_statuses) },
     { "reason", SB_T_STR, false, 1 KB, NULL, "why" },
     { "steps", SB_T_UINT, false, 0, NULL, "a final status: the model calls the run made", RANGE_COUNT },
     { "input_tokens", SB_T_UINT, false, 0, NULL, "a final status: tokens in (absent: unknown)", RANGE_COUNT },
@@ -175,24 +176,24 @@ static const sb_field_t s_tape_approval_requested [] = {
     { "arguments", SB_T_STR, true, 1 MB, NULL, "the call's JSON arguments" },
     { "summary", SB_T_STR, false, 4 KB, NULL, "one line for a person: the command, or the path" },
     { "diff", SB_T_STR, false, 1 MB, NULL, "write_file / edit_file: the unified diff the call would make" },
-    { "risk", SB_T_STR, false, 16, NULL, "low | medium | high" },
+    { "risk", SB_T_ENUM, false, 16, NULL, "how much the call may harm", ENUM (sb_ia_risks) },
     { "deadline_at", SB_T_UINT, false, 0, NULL, "ms since epoch when it resolves by itself; absent: never",
       RANGE_TIME },
-    { "default_outcome", SB_T_STR, false, 16, NULL, "approve | reject: the decision at the deadline" },
+    { "default_outcome", SB_T_ENUM, false, 16, NULL, "the decision at the deadline", ENUM (sb_ia_decisions) },
     END };
 static const sb_field_t s_tape_approval_resolved [] = {
     { "interaction_id", SB_T_STR, true, ID_MAX, NULL, "the interaction" },
     { "call_id", SB_T_STR, false, 128, NULL, "the tool call it answers" },
-    { "status", SB_T_STR, true, 16, NULL, "approved | rejected | expired" },
-    { "decision", SB_T_STR, true, 16, NULL, "approve | reject" },
-    { "scope", SB_T_STR, false, 16, NULL, "once | session | always" },
+    { "status", SB_T_ENUM, true, 16, NULL, "approved, rejected or expired", ENUM (sb_ia_statuses) },
+    { "decision", SB_T_ENUM, true, 16, NULL, "the answer", ENUM (sb_ia_decisions) },
+    { "scope", SB_T_ENUM, false, 16, NULL, "how far the answer reaches", ENUM (sb_ia_scopes) },
     { "resolved_by", SB_T_STR, true, 128, NULL, "who answered (a terminal, the CLI, a browser, \"deadline\")" },
     { "feedback", SB_T_STR, false, 16 KB, NULL, "the person's words to the model" },
     END };
 static const sb_field_t s_tape_prompt_queued [] = {
     { "prompt_id", SB_T_STR, true, ID_MAX, NULL, "the queued prompt" },
     { "text", SB_T_STR, true, 1 MB, NULL, "the prompt" },
-    { "mode", SB_T_STR, true, 16, NULL, "queue | steer" },
+    { "mode", SB_T_ENUM, true, 16, NULL, "how it waits", ENUM (sb_prompt_modes) },
     { "position", SB_T_UINT, false, 0, NULL, "queue: its place in the queue, from 1", RANGE_COUNT },
     { "reason", SB_T_STR, false, 1 KB, NULL, "a steer put back in the queue: why (the run ended without taking it)" },
     END };
@@ -215,7 +216,7 @@ static const sb_field_t s_tape_compacted [] = {
     { "summary", SB_T_STR, true, 1 MB, NULL, "what the model keeps of the older turns" },
     { "tokens_before", SB_T_UINT, true, 0, NULL, "estimated context tokens before", RANGE_COUNT },
     { "tokens_after", SB_T_UINT, true, 0, NULL, "estimated context tokens after", RANGE_COUNT },
-    { "method", SB_T_STR, true, 16, NULL, "elide | summary" },
+    { "method", SB_T_ENUM, true, 16, NULL, "how the older turns were shortened", ENUM (sb_compact_methods) },
     END };
 static const sb_field_t s_tape_paths [] = { { "", SB_T_STR, false, 4 KB, NULL, "path" } };
 static const sb_field_t s_tape_instructions [] = {
@@ -337,6 +338,24 @@ bool
 sb_field_ranged (const sb_field_t *f)
 {
     return f && (f->type == SB_T_INT || f->type == SB_T_UINT) && (f->min_value || f->max_value);
+}
+
+int
+sb_enum_index (const char *const *values, const char *name, size_t len)
+{
+    for (int k = 0; values && name && values [k]; k++)
+        if (strlen (values [k]) == len && memcmp (values [k], name, len) == 0)
+            return k;
+    return -1;
+}
+
+void
+sb_enum_join (const char *const *values, char *out, size_t n)
+{
+    size_t w = 0;
+    out [0] = 0;
+    for (int k = 0; values && values [k] && w < n; k++)
+        w += (size_t) snprintf (out + w, n - w, "%s%s", k ? " | " : "", values [k]);
 }
 
 const sb_field_t *

@@ -7,6 +7,9 @@
 #define SB_TYPES_H
 
 #include "schemas/schema.h"
+#include "schemas/approval_policy.h"
+#include "schemas/interaction.h"
+#include "schemas/vocab.h"
 
 #define END { NULL, 0, false, 0, NULL, NULL }
 #define ID_MAX 32               /* ULIDs are 26 characters */
@@ -18,6 +21,10 @@
 #define RANGE_TIME                    RANGE (0, SB_TIME_MS_MAX, 0)
 #define RANGE_COUNT                   RANGE (0, SB_COUNT_MAX, 0)
 #define RANGE_STEPS                   RANGE (1, SB_MAX_STEPS_MAX, 50)
+/*  The trailing member of an ENUM row: the names it accepts (a table of
+    schemas/, e.g. sb_policy_mode_names), with "" too for ENUM_OR_EMPTY. */
+#define ENUM(names)                   .values = names
+#define ENUM_OR_EMPTY(names)          .values = names, .empty_ok = true
 /*  A request row names its scope (schema.h: SB_SCOPE_*). REP replies are
     public: the gateway still sends only requests and one-way commands,
     and a worker key none but its own requests. */

@@ -44,11 +44,12 @@ static const sb_field_t s_request [] = {
     { "arguments", SB_T_STR, true, 1 MB, NULL, "the call's JSON arguments" },
     { "summary", SB_T_STR, false, 4 KB, NULL, "one line for a person: the command, or the path" },
     { "diff", SB_T_STR, false, 1 MB, NULL, "write_file / edit_file: the unified diff the call would make" },
-    { "risk", SB_T_STR, false, 16, NULL, "low | medium | high" },
+    { "risk", SB_T_ENUM, false, 16, NULL, "how much the call may harm", ENUM (sb_ia_risks) },
     { "deadline_s", SB_T_UINT, false, 0, NULL,
       "seconds until it resolves to default_outcome; 0: never; absent: the server's (serve --approval-deadline)",
       RANGE (0, DEADLINE_S_MAX, 900) },
-    { "default_outcome", SB_T_STR, false, 16, NULL, "approve | reject (default reject)" },
+    { "default_outcome", SB_T_ENUM, false, 16, NULL, "the decision at the deadline (default reject)",
+      ENUM (sb_ia_decisions) },
     END
 };
 static const sb_field_t s_request_ok [] = {
@@ -63,7 +64,7 @@ static const sb_field_t s_get [] = {
 static const sb_field_t s_list [] = {
     { "session_id", SB_T_STR, false, ID_MAX, NULL, "only this session's" },
     { "run_id", SB_T_STR, false, ID_MAX, NULL, "only this run's" },
-    { "status", SB_T_STR, false, 16, NULL, "only those in this status: pending | approved | rejected | expired" },
+    { "status", SB_T_ENUM, false, 16, NULL, "only those in this status", ENUM (sb_ia_statuses) },
     { "id_prefix", SB_T_STR, false, 64, NULL, "only those whose id starts with this" },
     { "limit", SB_T_UINT, false, 0, NULL, "page size", RANGE (1, 1000, 100) },
     { "cursor", SB_T_STR, false, 64, NULL, "next_cursor of the previous page" },
@@ -77,9 +78,9 @@ static const sb_field_t s_list_ok [] = {
 };
 static const sb_field_t s_resolve [] = {
     { "interaction_id", SB_T_STR, true, IA_ARG_MAX, NULL, "ia_<ulid>" },
-    { "decision", SB_T_STR, true, 16, NULL, "approve | reject" },
+    { "decision", SB_T_ENUM, true, 16, NULL, "the person's answer", ENUM (sb_ia_decisions) },
     { "feedback", SB_T_STR, false, 16 KB, NULL, "words for the model (a rejection's reason, say)" },
-    { "scope", SB_T_STR, false, 16, NULL, "once (default) | session | always" },
+    { "scope", SB_T_ENUM, false, 16, NULL, "how far the answer reaches (default once)", ENUM (sb_ia_scopes) },
     { "resolved_by", SB_T_STR, false, 128, NULL, "who answers (default \"api\")" },
     { "command_id", SB_T_STR, false, 64, NULL, "idempotency key: a retry of the winning resolve gets its reply" },
     END

@@ -9,7 +9,7 @@ static const sb_field_t s_tool_call [] = {
 };
 static const sb_field_t s_tool_call_item [] = { { "tool_call", SB_T_MAP, false, 0, s_tool_call, "a call" } };
 static const sb_field_t s_message [] = {
-    { "role", SB_T_STR, true, 16, NULL, "user | assistant | tool" },
+    { "role", SB_T_ENUM, true, 16, NULL, "who speaks", ENUM (sb_llm_roles) },
     { "content", SB_T_STR, false, 4 MB, NULL, "text" },
     { "tool_calls", SB_T_ARRAY, false, 256, s_tool_call_item, "assistant: the calls it made" },
     { "call_id", SB_T_STR, false, 256, NULL, "tool: the call this output answers" },

@@ -2,7 +2,7 @@
 #include "schemas/types.h"
 
 static const sb_field_t s_target [] = {
-    { "executor", SB_T_STR, true, 16, NULL, "local | worker" },
+    { "executor", SB_T_ENUM, true, 16, NULL, "where it runs", ENUM (sb_executors) },
     { "pool", SB_T_STR, false, 64, NULL, "worker pool (executor worker)" },
     END
 };
@@ -52,9 +52,11 @@ static const sb_field_t s_run_request [] = {
     { "input", SB_T_STR, false, 1 MB, NULL, "the prompt (appended to the tape as `prompt`)" },
     { "target", SB_T_MAP, false, 0, s_target, "default {executor: local}" },
     { "resume_from", SB_T_STR, false, ID_MAX, NULL, "continue this run (use run.resume)" },
-    { "kind", SB_T_STR, false, 16, NULL,
-      "prompt (default) | compact: a run that only compacts the session's context (needs no input)" },
-    { "approval_policy", SB_T_STR, false, 16, NULL, "override the session's policy for this run" },
+    { "kind", SB_T_ENUM, false, 16, NULL,
+      "absent: a prompt's run; compact: a run that only compacts the session's context (needs no input)",
+      ENUM (sb_run_kinds) },
+    { "approval_policy", SB_T_ENUM, false, 16, NULL, "override the session's policy for this run",
+      ENUM (sb_policy_modes) },
     { "limits", SB_T_MAP, false, 0, s_limits, "limits" },
     { "command_id", SB_T_STR, false, 64, NULL, "idempotency key" },
     END
@@ -67,7 +69,7 @@ static const sb_field_t s_run_id [] = {
 static const sb_field_t s_run_list [] = {
     { "session_id", SB_T_STR, false, ID_MAX, NULL, "only this session's runs" },
     { "id_prefix", SB_T_STR, false, ID_MAX, NULL, "only runs whose id starts with this" },
-    { "status", SB_T_STR, false, 16, NULL, "only runs in this status" },
+    { "status", SB_T_ENUM, false, 16, NULL, "only runs in this status", ENUM (sb_run_statuses) },
     { "limit", SB_T_UINT, false, 0, NULL, "at most this many runs", RANGE (1, 1000, 100) },
     END
 };
@@ -79,7 +81,7 @@ static const sb_field_t s_run_list_ok [] = {
 static const sb_field_t s_run_heartbeat [] = {
     { "run_id", SB_T_STR, true, ID_MAX, NULL, "run id" },
     { "fence", SB_T_UINT, true, 0, NULL, "the executor's fencing token", RANGE_COUNT },
-    { "phase", SB_T_STR, false, 32, NULL, "model | tool | waiting_approval | idle" },
+    { "phase", SB_T_ENUM, false, 32, NULL, "what the run is doing", ENUM (sb_run_phases) },
     { "steps", SB_T_UINT, false, 0, NULL, "model calls so far", RANGE_COUNT },
     { "input_tokens", SB_T_UINT, false, 0, NULL, "tokens in so far", RANGE_COUNT },
     { "output_tokens", SB_T_UINT, false, 0, NULL, "tokens out so far", RANGE_COUNT },

@@ -6,7 +6,7 @@
 static const sb_field_t s_rule [] = {
     { "tool", SB_T_STR, true, 128, NULL, "glob over tool names: shell, write_file, mcp__srv__*" },
     { "pattern", SB_T_STR, true, 1 KB, NULL, "glob over the shell command, or the path for file tools" },
-    { "action", SB_T_STR, true, 16, NULL, "allow | ask | deny" },
+    { "action", SB_T_ENUM, true, 16, NULL, "what the matching call gets", ENUM (sb_policy_actions) },
     END
 };
 static const sb_field_t s_rule_item [] = { { "rule", SB_T_MAP, false, 0, s_rule, "a rule" } };
@@ -57,7 +57,8 @@ static const sb_field_t s_session_create [] = {
     { "title", SB_T_STR, false, 256, NULL, "title" },
     { "provider", SB_T_STR, false, 64, NULL, "named LLM provider" },
     { "model", SB_T_STR, false, 128, NULL, "model name" },
-    { "approval_policy", SB_T_STR, false, 16, NULL, "yolo | auto | interactive" },
+    { "approval_policy", SB_T_ENUM, false, 16, NULL, "the approval mode of its runs (\"\": the default, auto)",
+      ENUM_OR_EMPTY (sb_policy_modes) },
     { "target", SB_T_STR, false, 72, NULL, "where its runs go: local | worker:POOL (default local)" },
     { "max_steps", SB_T_UINT, false, 0, NULL, "step limit per run", RANGE_STEPS },
     { "labels", SB_T_MAP, false, 32, NULL, "free-form string labels" },
@@ -80,7 +81,7 @@ static const sb_field_t s_session_id_only [] = {
     END
 };
 static const sb_field_t s_session_list [] = {
-    { "status", SB_T_STR, false, 16, NULL, "active | closed" },
+    { "status", SB_T_ENUM, false, 16, NULL, "only sessions in this status", ENUM (sb_session_statuses) },
     { "limit", SB_T_UINT, false, 0, NULL, "page size", RANGE (1, 1000, 100) },
     { "cursor", SB_T_STR, false, ID_MAX, NULL, "next_cursor of the previous page" },
     { "id_prefix", SB_T_STR, false, ID_MAX, NULL, "only sessions whose id starts with this" },
@@ -98,7 +99,8 @@ static const sb_field_t s_session_update [] = {
     { "workspace", SB_T_STR, false, 4 KB, NULL, "existing directory" },
     { "provider", SB_T_STR, false, 64, NULL, "named LLM provider" },
     { "model", SB_T_STR, false, 128, NULL, "model name" },
-    { "approval_policy", SB_T_STR, false, 16, NULL, "yolo | auto | interactive" },
+    { "approval_policy", SB_T_ENUM, false, 16, NULL, "the approval mode of its runs (\"\": the default, auto)",
+      ENUM_OR_EMPTY (sb_policy_modes) },
     { "target", SB_T_STR, false, 72, NULL, "where its runs go: local | worker:POOL (default local)" },
     { "max_steps", SB_T_UINT, false, 0, NULL, "step limit per run", RANGE_STEPS },
     { "labels", SB_T_MAP, false, 32, NULL, "free-form string labels" },
@@ -115,10 +117,11 @@ static const sb_field_t s_session_update [] = {
 static const sb_field_t s_session_prompt [] = {
     { "session_id", SB_T_STR, true, ID_MAX, NULL, "session id" },
     { "text", SB_T_STR, true, 1 MB, NULL, "the prompt" },
-    { "mode", SB_T_STR, false, 16, NULL,
+    { "mode", SB_T_ENUM, false, 16, NULL,
       "while a run is active: queue (default: the next run) or steer (joins the running run at its "
-      "next step); with none active both start a run (docs/queue.md)" },
-    { "approval_policy", SB_T_STR, false, 16, NULL, "override the session's policy for this run" },
+      "next step); with none active both start a run (docs/queue.md)", ENUM (sb_prompt_modes) },
+    { "approval_policy", SB_T_ENUM, false, 16, NULL, "override the session's policy for this run",
+      ENUM (sb_policy_modes) },
     { "command_id", SB_T_STR, false, 64, NULL, "idempotency key" },
     END
 };

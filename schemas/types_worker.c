@@ -29,7 +29,8 @@ static const sb_field_t s_worker_register [] = {
     { "hostname", SB_T_STR, false, 255, NULL, "host name" },
     { "pool", SB_T_STR, false, 64, NULL, "pool (default: default)" },
     { "capabilities", SB_T_MAP, false, 32, NULL, "free-form K=V strings" },
-    { "workspace_sync", SB_T_STR, false, 16, NULL, "same_path (a shared filesystem) | none (its own checkout); default none" },
+    { "workspace_sync", SB_T_ENUM, false, 16, NULL, "same_path: a shared filesystem; none: its own checkout (the default)",
+      ENUM (sb_workspace_syncs) },
     END
 };
 static const sb_field_t s_worker_id [] = {

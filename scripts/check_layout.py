@@ -10,9 +10,10 @@ when there is any. The rules (docs/architecture.md, "Layout rules"):
              header (actors/actor.h) and the libraries (bus/, common/,
              schemas/, sandbox/, store/); the libraries include no actor;
              the worker includes one exec header; the gateway no actor.
-  enums      no strcmp of a string against a literal that is a value of
-             an enum field of the schema tables: such values are decoded
-             to a C enum once (schemas/) and compared as enums.
+  enums      no strcmp of an enum field's value (a variable or member
+             named as the field, or sb_get_str of it) against one of the
+             names its enum accepts: such values are decoded to a C enum
+             once (schemas/) and compared as enums.
   sizes      no source file over 1,000 lines, no function over 120.
   imports    no integration test imports another test file: what tests
              share lives in a module that is not a test (sbtest.py...).
@@ -81,40 +82,86 @@ def check_includes(root):
     return problems
 
 
-# An enum field row: { "name", SB_T_ENUM, ..., ENUM (s_table) ... } and its
-# table: static const char *const s_table [] = { "a", "b", NULL };
-ENUM_TABLE = re.compile(r'const\s+char\s*\*\s*const\s+(\w+)\s*\[\s*\]\s*=\s*\{([^}]*)\}', re.S)
-ENUM_USE = re.compile(r'SB_T_ENUM[^}]*?ENUM\s*\(\s*(\w+)\s*\)')
-STRCMP_LITERAL = re.compile(r'\bstr(?:n)?cmp\s*\(([^;{]*?)"([^"\\]*)"')
+# An enum field row: { "role", SB_T_ENUM, ..., ENUM (sb_llm_roles) } and its
+# table: const char *const sb_llm_roles [N] = { "user", "assistant", NULL };
+ENUM_TABLE = re.compile(r'const\s+char\s*\*\s*const\s+(\w+)\s*\[[^\]]*\]\s*=\s*\{([^}]*)\}', re.S)
+ENUM_ROW = re.compile(r'\{\s*"(\w*)"\s*,\s*SB_T_ENUM\b[^}]*?ENUM(?:_OR_EMPTY)?\s*\(\s*(\w+)\s*\)', re.S)
+TYPE_ROW = re.compile(r'(?:\b[A-Z]+\s*\(\s*|\{\s*)"([a-z][a-z0-9_]*(?:\.[a-z0-9_]+)*)"\s*,\s*(?:SB_KIND_|s_|sb_|NULL)')
+STRCMP = re.compile(r'\bstr(?:n)?cmp\s*\(')
+LITERAL = re.compile(r'"((?:[^"\\]|\\.)*)"')
 
 
-def enum_values(root):
-    tables, used = {}, set()
+def enum_fields(root):
+    """{field name: set of the names its enum accepts}, and the message and
+    tape-entry type names (compared by dispatch, not enums)."""
+    tables, rows, types = {}, [], set()
     for rel in sources(root):
         if not rel.startswith("schemas/"):
             continue
         text = read(root, rel)
         for name, body in ENUM_TABLE.findall(text):
-            tables[name] = re.findall(r'"([^"\\]*)"', body)
-        used.update(ENUM_USE.findall(text))
-    values = set()
-    for name in used:
-        values.update(tables.get(name, []))
-    return values
+            tables[name] = set(LITERAL.findall(body))
+        rows += ENUM_ROW.findall(text)
+        types.update(TYPE_ROW.findall(text))
+    fields = {}
+    for field, table in rows:
+        fields.setdefault(field, set()).update(tables.get(table, ()))
+    return fields, types
+
+
+def strcmp_calls(line):
+    """(first argument, second argument) of each strcmp/strncmp on a line."""
+    for m in STRCMP.finditer(line):
+        depth, args, cur = 1, [], ""
+        for ch in line[m.end():]:
+            if ch == "(":
+                depth += 1
+            elif ch == ")":
+                depth -= 1
+                if depth == 0:
+                    break
+            if ch == "," and depth == 1:
+                args.append(cur)
+                cur = ""
+            else:
+                cur += ch
+        args.append(cur)
+        if len(args) >= 2:
+            yield args[0].strip(), args[1].strip()
+
+
+def s_subject(expr):
+    """What an argument names: the field of sb_get_str (b, "role") or the
+    last identifier of run->role; None for a literal."""
+    lits = LITERAL.findall(expr)
+    if expr.startswith('"'):
+        return None
+    if lits:
+        return lits[-1]
+    ids = re.findall(r'[A-Za-z_]\w*', expr)
+    return ids[-1] if ids else None
 
 
 def check_enums(root):
-    values = enum_values(root)
+    """A strcmp of a field's value (a variable or member of the field's
+    name, or sb_get_str of it) against one of its enum's names."""
+    fields, types = enum_fields(root)
     problems = []
     for rel in sources(root, (".c",)):
         if rel.startswith("schemas/"):
             continue        # the name tables themselves
         for n, line in enumerate(read(root, rel).splitlines(), 1):
-            for _, lit in STRCMP_LITERAL.findall(line):
-                if lit in values:
-                    problems.append(f"enums: {rel}:{n} compares with the enum value \"{lit}\": "
-                                    f"decode it (schemas/) and compare enums")
-    return problems, len(values)
+            for a, b in strcmp_calls(line):
+                for subj, other in ((a, b), (b, a)):
+                    lit = LITERAL.fullmatch(other)
+                    name = s_subject(subj)
+                    if not lit or not name or name not in fields:
+                        continue
+                    value = lit.group(1)
+                    if value in fields[name] and value not in types:
+                        problems.append(f"enums: {rel}:{n} compares {name} with its enum's name "
+                                        f"\"{value}\": decode it (schemas/) and compare enums")
+    return problems, sum(len(v) for v in fields.values())
 
 
 def functions(text):

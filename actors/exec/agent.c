@@ -15,14 +15,13 @@
 #include "actors/exec/policy.h"
 #include "actors/exec/tools.h"
 #include "common/log.h"
+#include "schemas/vocab.h"
 
 #include <poll.h>
 #include <string.h>
 #include <sys/eventfd.h>
 
 #define ACTOR "exec"
-
-static const char *s_phases [] = { "idle", "model", "tool", "waiting_approval" };
 
 /* ------------------------------------------------------------------ */
 /*  Heartbeats */
@@ -37,7 +36,7 @@ s_heartbeat (sb_exec_run_t *run, sb_bus_t *bus, sb_enc_t *e)
     sb_enc_map_open (e);
     sb_enc_kstr (e, "run_id", run->run_id);
     sb_enc_kuint (e, "fence", run->fence);
-    sb_enc_kstr (e, "phase", s_phases [atomic_load (&run->phase)]);
+    sb_enc_kstr (e, "phase", sb_run_phase_name ((sb_run_phase_t) atomic_load (&run->phase)));
     sb_enc_kuint (e, "steps", atomic_load (&run->steps));
     if (atomic_load (&run->usage_known)) {
         sb_enc_kuint (e, "input_tokens", atomic_load (&run->input_tokens));
@@ -314,7 +313,7 @@ s_run_tool (sb_exec_run_t *run, const sb_exec_call_t *call)
         res.output = strdup (refusal);
     }
     else {
-        atomic_store (&run->phase, 2);
+        atomic_store (&run->phase, SB_PHASE_TOOL);
         int64_t left_s = (run->deadline - sb_mono_ms ()) / 1000;
         sb_tool_ctx_t ctx = {
             .workspace = run->runtime->workspace,
@@ -333,7 +332,7 @@ s_run_tool (sb_exec_run_t *run, const sb_exec_call_t *call)
         else
             sb_tool_run (&ctx, call->name, call->arguments, &res);
         sb_exec_tool_output_end (run);
-        atomic_store (&run->phase, 0);
+        atomic_store (&run->phase, SB_PHASE_IDLE);
         /* the changes panel lists every file the agent wrote (changes.h) */
         if (res.ok)
             sb_exec_diff_note_write (run->runtime->workspace, run->session_id, call->name, call->arguments);
@@ -445,7 +444,7 @@ s_agent_loop (sb_exec_run_t *run)
         return;
     if (waiting && s_answer_waiting (run))
         return;
-    if (strcmp (run->kind, "compact") == 0)
+    if (sb_run_kind_from_name (run->kind) == SB_RUN_KIND_COMPACT)
         sb_exec_compact_run (run);
     while (!run->status [0] && !atomic_load (&run->lost)) {
         if (sb_exec_cancelled (run)) {
@@ -477,7 +476,8 @@ s_agent_loop (sb_exec_run_t *run)
                 continue;
             break;
         }
-        if (rc == 0 && strcmp (step.stop, "cancelled") != 0)
+        sb_stop_reason_t stop = sb_stop_reason_from_name (step.stop);
+        if (rc == 0 && stop != SB_STOP_CANCELLED)
             rc = sb_exec_record_step (run, &step);
         else
         if (rc == 0)
@@ -486,7 +486,7 @@ s_agent_loop (sb_exec_run_t *run)
             sb_exec_step_clear (&step);
             break;
         }
-        if (strcmp (step.stop, "cancelled") == 0 || sb_exec_cancelled (run)) {
+        if (stop == SB_STOP_CANCELLED || sb_exec_cancelled (run)) {
             sb_exec_finish_with (run, "cancelled", "cancelled");
             sb_exec_step_clear (&step);
             break;
@@ -497,7 +497,7 @@ s_agent_loop (sb_exec_run_t *run)
             break;
         }
         if (step.ncalls == 0) {
-            if (strcmp (step.stop, "length") == 0)
+            if (stop == SB_STOP_LENGTH)
                 sb_exec_finish_with (run, "failed", "the model hit its output limit (stop_reason length)");
             else
                 sb_exec_finish_with (run, "completed", "%s", step.stop [0] ? step.stop : "end");
@@ -513,7 +513,7 @@ s_agent_loop (sb_exec_run_t *run)
         }
         sb_exec_step_clear (&step);
     }
-    atomic_store (&run->phase, 0);
+    atomic_store (&run->phase, SB_PHASE_IDLE);
     if (!atomic_load (&run->lost) && !atomic_load (&run->shutdown)) {
         sb_exec_flush_deltas (run, true);
         sb_exec_append_one (run, "turn.end", NULL, NULL);

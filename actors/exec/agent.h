@@ -81,7 +81,7 @@ struct sb_exec_run {
     int hb_stop_fd;             /* readable = heartbeat thread ends */
     atomic_bool shutdown;       /* the server is stopping: exit without reporting */
     atomic_bool lost;           /* fenced or no longer ours: exit without reporting */
-    atomic_int phase;           /* 0 idle, 1 model, 2 tool, 3 waiting_approval */
+    atomic_int phase;           /* an sb_run_phase_t (schemas/vocab.h) */
     atomic_uint_fast64_t steps, input_tokens, output_tokens;
     atomic_bool usage_known;    /* a model call reported usage: else the tokens are unknown */
     bool counting;              /* the tape read before the loop: count this run's calls on it */

@@ -289,13 +289,14 @@ sb_agents_clear (sb_agents_t *a)
 
 #include "actors/exec/agent.h"
 #include "common/log.h"
+#include "schemas/vocab.h"
 
 int
 sb_exec_load_instructions (sb_exec_run_t *run)
 {
     free (run->agents_md);
     run->agents_md = NULL;
-    if (strcmp (run->kind, "compact") == 0)
+    if (sb_run_kind_from_name (run->kind) == SB_RUN_KIND_COMPACT)
         return 0;               /* a summary of the conversation needs none */
     sb_agents_t a;
     if (sb_agents_load (run->runtime->workspace, NULL, &a) != 0) {

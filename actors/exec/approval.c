@@ -21,6 +21,8 @@
 #include "actors/exec/policy.h"
 #include "actors/exec/tools.h"
 #include "common/log.h"
+#include "schemas/interaction.h"
+#include "schemas/vocab.h"
 
 #include <fnmatch.h>
 #include <poll.h>
@@ -269,7 +271,7 @@ s_outcome_take (s_outcome_t *o, const sb_val_t *m)
 static bool
 s_resolved (const s_outcome_t *o)
 {
-    return o->status [0] && strcmp (o->status, "pending") != 0;
+    return o->status [0] && sb_ia_status_from_name (o->status) != IA_PENDING;
 }
 
 //  interact.get: fills o when the interaction is resolved.
@@ -286,7 +288,7 @@ s_poll (sb_exec_run_t *run, const char *id, s_outcome_t *o)
     if (reply && !sb_msg_is_error (reply)) {
         const sb_val_t *ia = sb_get_map (reply->body, "interaction");
         const char *status = sb_get_str (ia, "status");
-        if (status && strcmp (status, "pending") != 0)
+        if (status && sb_ia_status_from_name (status) != IA_PENDING)
             s_outcome_take (o, ia);
     }
     sb_msg_destroy (&reply);
@@ -483,7 +485,8 @@ s_ask (sb_exec_run_t *run, const sb_exec_call_t *call, const sb_policy_key_t *ke
     const char *id = sb_get_str (reply->body, "interaction_id");
     snprintf (v->interaction_id, sizeof v->interaction_id, "%s", id ? id : "");
     const sb_val_t *ia = sb_get_map (reply->body, "interaction");
-    if (sb_get_str (ia, "status") && strcmp (sb_get_str (ia, "status"), "pending") != 0)
+    const char *status = sb_get_str (ia, "status");
+    if (status && sb_ia_status_from_name (status) != IA_PENDING)
         s_outcome_take (&o, ia);
     sb_msg_destroy (&reply);
 
@@ -492,9 +495,9 @@ s_ask (sb_exec_run_t *run, const sb_exec_call_t *call, const sb_policy_key_t *ke
         sb_info (ACTOR, "waiting for approval run=%s call=%s interaction=%s", run->run_id, call->call_id,
                  v->interaction_id);
         int64_t t0 = sb_mono_ms ();
-        atomic_store (&run->phase, SB_EXEC_PHASE_WAITING);
+        atomic_store (&run->phase, SB_PHASE_WAITING_APPROVAL);
         w = s_wait (run, sub, v->interaction_id, &o);
-        atomic_store (&run->phase, 0);
+        atomic_store (&run->phase, SB_PHASE_IDLE);
         //  the run's timeout_s limits its work, not a person's thinking
         run->deadline += sb_mono_ms () - t0;
     }
@@ -509,16 +512,17 @@ s_ask (sb_exec_run_t *run, const sb_exec_call_t *call, const sb_policy_key_t *ke
         s_refuse (v, SB_GATE_CANCELLED, "not run: the run was cancelled while this call waited for approval");
         return;
     }
-    bool approve = strcmp (o.decision, "approve") == 0;
-    if (strcmp (o.scope, "session") == 0 && strcmp (o.resolved_by, "deadline") != 0)
+    bool approve = sb_ia_decision_from_name (o.decision) == IA_APPROVE;
+    ia_scope_t scope = sb_ia_scope_from_name (o.scope);
+    if (scope == IA_SESSION && strcmp (o.resolved_by, "deadline") != 0)
         sb_policy_grant (run->runtime->policy, key, approve);
     else
-    if (strcmp (o.scope, "always") == 0 && strcmp (o.resolved_by, "deadline") != 0)
+    if (scope == IA_ALWAYS && strcmp (o.resolved_by, "deadline") != 0)
         s_remember_always (run, call->name, key, approve, v->interaction_id);
     if (approve)
         v->gate = SB_GATE_RUN;
     else
-    if (strcmp (o.status, "expired") == 0)
+    if (sb_ia_status_from_name (o.status) == IA_EXPIRED)
         s_refuse (v, SB_GATE_REFUSE,
                   "not run: the approval policy '%s' asks a person before %s runs; nobody answered before the "
                   "deadline, so the request expired and was rejected by default (resolved_by %s).%s%s Do not "

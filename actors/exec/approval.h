@@ -15,8 +15,6 @@
 
 //  How often the wait asks interact.get, in case an event was dropped.
 #define SB_APPROVAL_POLL_MS 1000
-//  The phase index of waiting_approval in the heartbeat's phases.
-#define SB_EXEC_PHASE_WAITING 3
 
 //  What the gate decided about one call.
 typedef enum {

@@ -25,6 +25,7 @@
 #include "actors/exec/stream.h"
 #include "actors/exec/tools.h"
 #include "common/log.h"
+#include "schemas/vocab.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -81,7 +82,7 @@ sb_exec_compact_seed (sb_exec_run_t *run, uint64_t compacted_seq)
     //  Anything else than the summary the record names, or one that
     //  claims to stand for entries after itself: read the tape from seq 1.
     uint64_t through = sb_get_uint (body, "through_seq", 0);
-    if (kind && strcmp (kind, "context.compacted") == 0 && method && strcmp (method, "summary") == 0
+    if (kind && strcmp (kind, "context.compacted") == 0 && sb_compact_method_from_name (method) == SB_COMPACT_SUMMARY
     &&  sb_get_uint (ev, "seq", 0) == compacted_seq && summary && summary->type == SB_V_STR
     &&  through < compacted_seq
     &&  sb_context_seed (ctx, through, summary->v.s, summary->len) == 0)
@@ -264,7 +265,7 @@ s_stream_text (sb_exec_run_t *run, const uint8_t *body, size_t blen, char **out,
     sb_exec_stream_t s = { .what = "summary", .fail = "the summary call failed", .grace_ms = 0,
                            .on_chunk = s_gather_chunk, .arg = &g };
     int rc = sb_exec_stream (run, body, blen, &s);
-    atomic_store (&run->phase, 0);
+    atomic_store (&run->phase, SB_PHASE_IDLE);
     if (rc == SB_EXEC_STREAM_CANCELLED) {
         if (s.timed_out)
             sb_exec_finish_with (run, "failed", "timeout_s (%llu) exceeded while compacting",

@@ -5,6 +5,7 @@
     summary. The context itself is built in actors/exec/context.c.
 */
 #include "actors/exec/context_impl.h"
+#include "schemas/vocab.h"
 
 //  A context.compacted entry names a cut by its through_seq: the messages
 //  before the first user or assistant message whose seq is above it. User
@@ -169,9 +170,10 @@ sb_context_compact_apply (sb_context_t *ctx, const sb_val_t *body)
         return -1;
     }
     size_t cut = s_cut_index (ctx, tv->v.u);
-    if (strcmp (method, "elide") == 0)
+    sb_compact_method_t how = sb_compact_method_from_name (method);
+    if (how == SB_COMPACT_ELIDE)
         return s_apply_elide (ctx, cut);
-    if (strcmp (method, "summary") == 0) {
+    if (how == SB_COMPACT_SUMMARY) {
         size_t slen = 0;
         const char *summary = s_str (body, "summary", &slen);
         if (!summary) {

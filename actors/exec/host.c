@@ -12,6 +12,7 @@
 #include "actors/exec/mcp.h"
 #include "actors/exec/runtime.h"
 #include "sandbox/spawn.h"
+#include "schemas/vocab.h"
 #include "common/log.h"
 
 #include <poll.h>
@@ -145,7 +146,7 @@ s_run_new (sb_exec_host_t *host, const sb_val_t *start, const sb_val_t *config, 
     const char *rf = sb_get_str (config, "resume_from");
     snprintf (run->resume_from, sizeof run->resume_from, "%s", rf ? rf : "");
     const char *kind = sb_get_str (config, "kind");
-    snprintf (run->kind, sizeof run->kind, "%s", kind && strcmp (kind, "compact") == 0 ? kind : "");
+    snprintf (run->kind, sizeof run->kind, "%s", sb_run_kind_from_name (kind) == SB_RUN_KIND_COMPACT ? kind : "");
     const char *pol = sb_get_str (config, "approval_policy");
     snprintf (run->policy, sizeof run->policy, "%s", pol ? pol : "auto");
     snprintf (run->endpoint, sizeof run->endpoint, "%s", o->endpoint);

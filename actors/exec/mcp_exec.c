@@ -6,6 +6,7 @@
 #include "actors/exec/agent.h"
 #include "actors/exec/mcp.h"
 #include "common/log.h"
+#include "schemas/vocab.h"
 
 #include <string.h>
 
@@ -23,7 +24,7 @@ int
 sb_exec_mcp_start (sb_exec_run_t *run)
 {
     sb_runtime_t *rt = run->runtime;
-    if (!rt->mcp || strcmp (run->kind, "compact") == 0)
+    if (!rt->mcp || sb_run_kind_from_name (run->kind) == SB_RUN_KIND_COMPACT)
         return 0;               /* a compaction-only run calls no tool */
     char notes [4096];
     sb_mcp_set_prepare (rt->mcp, rt->workspace, run->cancel_fd, notes, sizeof notes);

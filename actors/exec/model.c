@@ -11,6 +11,7 @@
 /* llm.stream takes at most this many tools (schemas/types_llm.c) */
 #define SB_EXEC_MODEL_TOOLS_MAX 256
 #include "common/log.h"
+#include "schemas/vocab.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -267,7 +268,7 @@ sb_exec_record_step (sb_exec_run_t *run, sb_exec_step_t *step)
 {
     /* a stream cancelled before it produced anything leaves nothing to
        record, and the session refuses an empty batch */
-    if (!step->text_len && !step->nstates && !step->usage && !step->ncalls && strcmp (step->stop, "cancelled") == 0)
+    if (!step->text_len && !step->nstates && !step->usage && !step->ncalls && sb_stop_reason_from_name (step->stop) == SB_STOP_CANCELLED)
         return 0;
     sb_enc_t *e = sb_enc_new ();
     sb_enc_array_open (e);

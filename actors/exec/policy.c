@@ -10,6 +10,7 @@
 #include "actors/exec/policy.h"
 
 #include "actors/exec/path.h"
+#include "schemas/interaction.h"
 
 #include <ctype.h>
 #include <fnmatch.h>
@@ -537,10 +538,10 @@ s_resolved (sb_policy_t *self, const sb_val_t *body)
         //  this call only
         const char *by = sb_get_str (body, "resolved_by");
         //  scope always that no rule can say counts for the session
-        bool session = scope && (strcmp (scope, "session") == 0
-                                 || (strcmp (scope, "always") == 0 && self->asked [k].no_rule));
+        ia_scope_t sc = sb_ia_scope_from_name (scope);
+        bool session = sc == IA_SESSION || (sc == IA_ALWAYS && self->asked [k].no_rule);
         if (session && decision && !(by && strcmp (by, "deadline") == 0))
-            rc = s_grant_digest (self, self->asked [k].digest, strcmp (decision, "approve") == 0);
+            rc = s_grant_digest (self, self->asked [k].digest, sb_ia_decision_from_name (decision) == IA_APPROVE);
         s_asked_free (&self->asked [k]);
         memmove (&self->asked [k], &self->asked [k + 1], (self->nasked - k - 1) * sizeof self->asked [0]);
         self->nasked--;

@@ -4,6 +4,7 @@
 */
 #include "actors/exec/stream.h"
 #include "common/log.h"
+#include "schemas/vocab.h"
 
 #include <string.h>
 
@@ -131,7 +132,7 @@ sb_exec_stream (sb_exec_run_t *run, const uint8_t *body, size_t len, sb_exec_str
         sb_exec_finish_with (run, "failed", "cannot send the %s request", s->what);
         return SB_EXEC_STREAM_FAILED;
     }
-    atomic_store (&run->phase, 1);
+    atomic_store (&run->phase, SB_PHASE_MODEL);
     st.last_rx = sb_mono_ms ();
     while (true) {
         if (s_wait (run, s, &st)) {

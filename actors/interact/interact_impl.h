@@ -3,8 +3,8 @@
     Not a public header: only actors/interact.c and the files of
     actors/interact/ include it. The actor is split along its seams:
       interact.c           the actor: its loop, its dispatch table, the requests
-      interact/record.c    the interaction record: names of its states,
-                           encoding, decoding, reads of DATA/interact, and the
+      interact/record.c    the interaction record (its vocabulary and
+                           transitions: schemas/interaction.h): encoding, decoding, reads of DATA/interact, and the
                            one write function that keeps the indexes in step
       interact/outbox.c    the tape announcements: pending session.append
                            bodies, sent one at a time without blocking the loop
@@ -32,6 +32,7 @@
 #include "bus/client.h"
 #include "common/log.h"
 #include "schemas/errors.h"
+#include "schemas/interaction.h"   /* states, their transitions, decisions, scopes */
 
 #include <string.h>
 
@@ -61,11 +62,6 @@
 /*  The dbis of DATA/interact, in the order given to sb_store_open. */
 enum { DBI_INTERACTIONS, DBI_BYCALL, DBI_INDEX, DBI_DEADLINES, DBI_OUTBOX };
 
-/*  States, and the transitions between them (record.c): pending is the
-    only state that moves, and it moves once. */
-typedef enum { IA_PENDING, IA_APPROVED, IA_REJECTED, IA_EXPIRED, IA__COUNT } ia_status_t;
-typedef enum { IA_APPROVE, IA_REJECT, IA__DECISIONS } ia_decision_t;
-typedef enum { IA_ONCE, IA_SESSION, IA_ALWAYS, IA__SCOPES } ia_scope_t;
 
 typedef struct {
     char interaction_id [IA_ID_LEN + 1];
@@ -114,15 +110,6 @@ s_copy (char *dst, size_t n, const char *src)
 }
 
 /*  interact/record.c */
-const char *sb_ia_status_name (ia_status_t s);
-/*  IA__COUNT when unknown. */
-ia_status_t sb_ia_status_from_name (const char *name);
-/*  True when the transition table has from -> to. */
-bool sb_ia_transition_ok (ia_status_t from, ia_status_t to);
-const char *sb_ia_decision_name (ia_decision_t d);
-ia_decision_t sb_ia_decision_from_name (const char *name);     /* IA__DECISIONS: unknown */
-const char *sb_ia_scope_name (ia_scope_t s);
-ia_scope_t sb_ia_scope_from_name (const char *name);           /* IA__SCOPES: unknown */
 /*  True when `id` has the shape of an interaction id: "ia_" and a ULID. */
 bool sb_ia_id_valid (const char *id);
 void sb_ia_free (ia_t *ia);

@@ -1,73 +1,11 @@
-/*  actors/interact/record.c — the interaction record: the names of its
-    states, decisions and scopes, its encoding, reads of DATA/interact,
-    and the one write that keeps the record, its indexes and its tape
+/*  actors/interact/record.c — the interaction record (its statuses,
+    decisions and scopes are schemas/interaction.h's): its encoding, reads
+    of DATA/interact, and the one write that keeps the record, its indexes and its tape
     announcement in step (interact_impl.h has the layout). */
 #include "common/digest.h"
 #include "actors/interact/interact_impl.h"
 
 #include <errno.h>
-
-static const char *s_status_names [IA__COUNT] = { "pending", "approved", "rejected", "expired" };
-static const char *s_decision_names [IA__DECISIONS] = { "approve", "reject" };
-static const char *s_scope_names [IA__SCOPES] = { "once", "session", "always" };
-
-/*  The transition table: a pending interaction is resolved once, by a
-    person (approved, rejected) or by its deadline (expired); a resolved
-    one never moves again, which is what makes the first writer win. */
-static const bool s_transitions [IA__COUNT][IA__COUNT] = {
-    [IA_PENDING] = { [IA_APPROVED] = true, [IA_REJECTED] = true, [IA_EXPIRED] = true },
-};
-
-const char *
-sb_ia_status_name (ia_status_t s)
-{
-    return s < IA__COUNT ? s_status_names [s] : "unknown";
-}
-
-static int
-s_lookup (const char *const *names, int n, const char *name)
-{
-    for (int k = 0; name && k < n; k++)
-        if (strcmp (names [k], name) == 0)
-            return k;
-    return n;
-}
-
-ia_status_t
-sb_ia_status_from_name (const char *name)
-{
-    return (ia_status_t) s_lookup (s_status_names, IA__COUNT, name);
-}
-
-bool
-sb_ia_transition_ok (ia_status_t from, ia_status_t to)
-{
-    return from < IA__COUNT && to < IA__COUNT && s_transitions [from][to];
-}
-
-const char *
-sb_ia_decision_name (ia_decision_t d)
-{
-    return d < IA__DECISIONS ? s_decision_names [d] : "unknown";
-}
-
-ia_decision_t
-sb_ia_decision_from_name (const char *name)
-{
-    return (ia_decision_t) s_lookup (s_decision_names, IA__DECISIONS, name);
-}
-
-const char *
-sb_ia_scope_name (ia_scope_t s)
-{
-    return s < IA__SCOPES ? s_scope_names [s] : "unknown";
-}
-
-ia_scope_t
-sb_ia_scope_from_name (const char *name)
-{
-    return (ia_scope_t) s_lookup (s_scope_names, IA__SCOPES, name);
-}
 
 bool
 sb_ia_id_valid (const char *id)

@@ -2,6 +2,7 @@
     accepts; each connection gets a detached thread that answers one
     request and closes. */
 #include "actors/llm/demo.h"
+#include "schemas/vocab.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -155,7 +156,7 @@ s_outputs (json_t *input, const char **out, size_t max)
     json_array_foreach (input, k, item) {
         const char *type = json_string_value (json_object_get (item, "type"));
         const char *role = json_string_value (json_object_get (item, "role"));
-        if (role && strcmp (role, "user") == 0)
+        if (sb_llm_role_from_name (role) == SB_LLM_ROLE_USER)
             n = 0;
         else
         if (type && strcmp (type, "function_call_output") == 0 && n < max) {

@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "actors/llm/sse.h"
+#include "schemas/vocab.h"
 
 typedef enum {
     SB_PROVIDER_RESPONSES,      // OpenAI Responses: POST {base}/responses
@@ -50,11 +51,7 @@ const char *
 //  ---------------------------------------------------------------------------
 //  Normalized request. Plain borrowed pointers: the caller owns every string.
 
-typedef enum {
-    SB_LLM_ROLE_USER,
-    SB_LLM_ROLE_ASSISTANT,
-    SB_LLM_ROLE_TOOL,
-} sb_llm_role_t;
+//  sb_llm_role_t (user, assistant, tool): schemas/vocab.h, with its names.
 
 typedef struct {
     const char *call_id;

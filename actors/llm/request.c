@@ -27,11 +27,10 @@ sb_llm_build_request (self_t *self, const sb_val_t *body, job_t *job, char *err,
     size_t used = 0;
     for (size_t k = 0; k < nm; k++) {
         const sb_val_t *v = sb_array_at (msgs, (uint32_t) k);
-        const char *role = sb_get_str (v, "role");
-        if (strcmp (role, "user") == 0) m [k].role = SB_LLM_ROLE_USER;
-        else if (strcmp (role, "assistant") == 0) m [k].role = SB_LLM_ROLE_ASSISTANT;
-        else if (strcmp (role, "tool") == 0) m [k].role = SB_LLM_ROLE_TOOL;
-        else {
+        //  the schema's ENUM row took only these names; the check stays
+        //  for callers that hand a request in without the bus
+        m [k].role = sb_llm_role_from_name (sb_get_str (v, "role"));
+        if (m [k].role == SB_LLM_ROLE__COUNT) {
             snprintf (err, errlen, "messages[%zu].role must be user, assistant or tool", k);
             goto done;
         }

@@ -5,6 +5,7 @@
     persisting each heartbeat would buy nothing but fsyncs
     (docs/runs.md, "Leases are not persisted"). */
 #include "actors/run/run_impl.h"
+#include "schemas/vocab.h"
 
 /*  Notes what a queued run waits for (run-info shows it), writing only
     when it changed. */
@@ -107,7 +108,7 @@ s_on_start_fence (self_t *self, call_t *call, const sb_msg_t *reply)
         sb_run_record_free (&r);
         return;
     }
-    if (strcmp (r.executor, "worker") == 0) {
+    if (sb_executor_from_name (r.executor) == SB_EXECUTOR_WORKER) {
         /* a worker's claim: the session has the fence, the worker gets it */
         job_t *j = sb_run_job (self, r.run_id);
         claim_t *claim = j ? j->claim : NULL;
@@ -176,7 +177,7 @@ sb_run_start (self_t *self, run_t *r)
 {
     if (sb_run_job (self, r->run_id))
         return;                 /* its start is under way */
-    if (strcmp (r->executor, "worker") == 0) {
+    if (sb_executor_from_name (r->executor) == SB_EXECUTOR_WORKER) {
         sb_run_offer (self, r);
         return;
     }
@@ -231,7 +232,7 @@ void
 sb_run_push_cancel (self_t *self, const run_t *r)
 {
     /* a worker learns of it from its next heartbeat's reply */
-    if (strcmp (r->executor, "worker") == 0)
+    if (sb_executor_from_name (r->executor) == SB_EXECUTOR_WORKER)
         return;
     sb_enc_t *e = sb_enc_new ();
     sb_enc_map_open (e);

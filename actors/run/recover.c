@@ -16,6 +16,7 @@
     tape, so the scan reads a window at the tail, widened until it holds
     the run's start (its prompt or turn.begin). */
 #include "actors/run/run_impl.h"
+#include "schemas/interaction.h"
 
 #define S_WINDOW_FIRST  1000    //  tape entries read first, back from the head
 #define S_WINDOW_GROWTH 8
@@ -88,7 +89,7 @@ s_entry (s_scan_t *s, const sb_val_t *ev)
         const char *decision = sb_get_str (body, "decision");
         if (c) {
             c->resolved = true;
-            c->rejected = decision && strcmp (decision, "reject") == 0;
+            c->rejected = sb_ia_decision_from_name (decision) == IA_REJECT;
         }
     }
 }

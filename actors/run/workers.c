@@ -21,6 +21,7 @@
     write of its own. A worker's current run is not kept: recovery
     interrupts (or re-queues) every run that was claimed or running. */
 #include "actors/run/run_impl.h"
+#include "schemas/vocab.h"
 
 #include <unistd.h>
 
@@ -310,14 +311,10 @@ s_handle_register (self_t *self, sb_msg_t *msg)
     if (!pool)
         pool = "default";
     if (!sync)
-        sync = "none";
+        sync = "none";          //  else same_path or none: the schema's ENUM row checked it
     if (!s_name_ok (id, 64) || !s_name_ok (instance, 64) || !s_name_ok (pool, 64)) {
         sb_bus_error (self->wbus, msg, SB_E_invalid,
                       "worker_id, instance_id and pool are 1 to 64 bytes of [A-Za-z0-9._-]");
-        return;
-    }
-    if (strcmp (sync, "same_path") != 0 && strcmp (sync, "none") != 0) {
-        sb_bus_error (self->wbus, msg, SB_E_invalid, "workspace_sync must be same_path or none, not '%.16s'", sync);
         return;
     }
     const sb_val_t *caps = sb_get_map (msg->body, "capabilities");
@@ -482,7 +479,8 @@ s_oldest_queued (self_t *self, const char *pool, char *out)
             continue;
         run_t r;
         if (sb_run_record_load (self, id, &r) == 0) {
-            if (r.status == SB_RUN_queued && strcmp (r.executor, "worker") == 0 && strcmp (r.pool, pool) == 0)
+            if (r.status == SB_RUN_queued && sb_executor_from_name (r.executor) == SB_EXECUTOR_WORKER
+            &&  strcmp (r.pool, pool) == 0)
                 s_copy (out, 33, id);
             sb_run_record_free (&r);
         }
@@ -585,8 +583,8 @@ sb_run_offer (self_t *self, run_t *r)
     for (worker_t *w = zhashx_first (self->workers); w; w = zhashx_next (self->workers))
         if (strcmp (w->pool, r->pool) == 0) {
             n++;
-            const char *st = s_worker_status (self, w);
-            if (strcmp (st, "idle") == 0 || strcmp (st, "running") == 0)
+            sb_worker_status_t st = sb_worker_status_from_name (s_worker_status (self, w));
+            if (st == SB_WORKER_IDLE || st == SB_WORKER_RUNNING)
                 live++;
         }
     char why [256];
@@ -668,7 +666,7 @@ sb_run_grant (self_t *self, run_t *r, claim_t *claim)
 void
 sb_run_worker_cancel_lease (self_t *self, const run_t *r)
 {
-    if (strcmp (r->executor, "worker") != 0)
+    if (sb_executor_from_name (r->executor) != SB_EXECUTOR_WORKER)
         return;
     lease_t *lease = zhashx_lookup (self->leases, r->run_id);
     if (!lease || lease->cancel_by)

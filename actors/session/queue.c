@@ -36,7 +36,8 @@
     when the answer names its run. This file holds the requests and the
     writes; queue_store.c the layout, the reads, the start and startup. */
 #include "actors/session/queue_impl.h"
-#include "schemas/approval_policy.h"
+#include "schemas/queue_state.h"
+#include "schemas/vocab.h"
 #include "schemas/run_status.h"
 #include "schemas/types.h"
 
@@ -79,6 +80,31 @@ s_reply_close (self_t *self, req_t *req)
     req->reply_len = end - req->reply_off;
 }
 
+//  Every move of a prompt between the queue's states is checked against
+//  the table (schemas/queue_state.h) before anything of it is written: a
+//  move the table lacks is a bug, logged here, and the caller writes
+//  nothing of it, as the run actor does with a run's illegal transition.
+static bool
+s_move (const char *sid, const char *prompt_id, sb_queue_state_t from, sb_queue_state_t to)
+{
+    if (sb_queue_can_move (from, to))
+        return true;
+    sb_error (ACTOR, "illegal queue move refused session=%s prompt=%s from=%s to=%s", sid,
+              prompt_id ? prompt_id : "-", sb_queue_state_name (from), sb_queue_state_name (to));
+    return false;
+}
+
+//  The same for a request's move: it fails, and writes nothing.
+static bool
+s_req_move (req_t *req, const char *prompt_id, sb_queue_state_t from, sb_queue_state_t to)
+{
+    if (s_move (req->sid, prompt_id, from, to))
+        return true;
+    sb_session_fail (req, SB_E_internal, "a prompt cannot move from %s to %s", sb_queue_state_name (from),
+                     sb_queue_state_name (to));
+    return false;
+}
+
 //  Pauses a queue that holds something; a paused one keeps its reason.
 static void
 s_pause (self_t *self, sb_txn_t *txn, req_t *req, record_t *r, qmeta_t *m, const char *reason, sb_enc_t *e)
@@ -102,7 +128,7 @@ static void
 s_steers_back (self_t *self, sb_txn_t *txn, req_t *req, record_t *r, qmeta_t *m, const char *why,
                sb_enc_t *e)
 {
-    if (!m->steers)
+    if (!m->steers || !s_move (r->session_id, NULL, SB_QUEUE_steer, SB_QUEUE_queued))
         return;
     qitem_t *list = NULL;
     size_t n = 0, cap = 0;
@@ -160,21 +186,14 @@ void
 sb_session_queue_prepare_prompt (self_t *self, req_t *req)
 {
     const sb_val_t *b = req->msg->body;
-    const char *mode = sb_get_str (b, "mode");
+    //  mode and approval_policy are names of their tables: the schema's
+    //  ENUM rows refused anything else.
     const char *text = sb_get_str (b, "text");
-    const char *policy = sb_get_str (b, "approval_policy");
-    if (mode && strcmp (mode, "queue") != 0 && strcmp (mode, "steer") != 0)
-        sb_session_fail (req, SB_E_invalid, "mode must be queue or steer, not '%.20s'", mode);
-    else
     if (!text || !*text)
         sb_session_fail (req, SB_E_invalid, "text must not be empty");
     else
     if (!s_clean (b, "text"))
         sb_session_fail (req, SB_E_invalid, "text must not contain NUL bytes");
-    else
-    if (policy && !sb_policy_mode_ok (policy))
-        sb_session_fail (req, SB_E_invalid, "approval_policy must be yolo, auto or interactive, not '%.20s'",
-                         policy);
 }
 
 void
@@ -246,13 +265,13 @@ sb_session_queue_write_prompt (self_t *self, sb_txn_t *txn, req_t *req)
     if (!e)
         return;
     const sb_val_t *b = req->msg->body;
-    if (strcmp (r->status, "closed") == 0) {
+    if (sb_session_status_from_name (r->status) == SB_SESSION_CLOSED) {
         sb_session_fail (req, SB_E_conflict, "session %s is closed; it takes no more prompts", req->sid);
         return;
     }
     qmeta_t m;
     sb_queue_meta_load (txn, req->sid, &m);
-    bool idle = strcmp (r->turn_status, "idle") == 0;
+    bool idle = sb_turn_status_from_name (r->turn_status) == SB_TURN_IDLE;
     bool starting = zhashx_lookup (self->starting, req->sid) != NULL;
     //  Nothing in the way: the prompt starts a run as it always did. A
     //  paused queue is not in the way: a person who prompts an idle
@@ -269,8 +288,8 @@ sb_session_queue_write_prompt (self_t *self, sb_txn_t *txn, req_t *req)
     }
     const sb_val_t *textv = sb_get (b, "text");
     const char *mode = sb_get_str (b, "mode");
-    bool steer = mode && strcmp (mode, "steer") == 0
-              && strcmp (r->turn_status, "running") == 0 && r->last_run_id;
+    bool steer = sb_prompt_mode_from_name (mode) == SB_PROMPT_STEER
+              && sb_turn_status_from_name (r->turn_status) == SB_TURN_RUNNING && r->last_run_id;
     if (r->tape_bytes + textv->len > self->tape_quota) {
         sb_session_fail (req, SB_E_too_large, "session %s reached its tape quota of %llu bytes", req->sid,
                          (unsigned long long) self->tape_quota);
@@ -302,6 +321,8 @@ sb_session_queue_write_prompt (self_t *self, sb_txn_t *txn, req_t *req)
         sb_session_fail (req, SB_E_internal, "out of memory");
         return;
     }
+    if (!s_req_move (req, it.prompt_id, SB_QUEUE_new, steer ? SB_QUEUE_steer : SB_QUEUE_queued))
+        return;
     uint64_t position = 0;
     if (steer) {
         sb_queue_item_put (txn, 'W', req->sid, m.steer_next++, &it);
@@ -350,9 +371,11 @@ sb_session_queue_write_remove (self_t *self, sb_txn_t *txn, req_t *req)
     qmeta_t m;
     sb_queue_meta_load (txn, req->sid, &m);
     qitem_t it;
-    bool queued = m.count && sb_queue_item_take (self, txn, 'Q', req->sid, id, &it);
-    bool steer = !queued && m.steers && sb_queue_item_take (self, txn, 'W', req->sid, id, &it);
-    if (txn->ret)
+    bool queued = m.count && s_req_move (req, id, SB_QUEUE_queued, SB_QUEUE_removed)
+               && sb_queue_item_take (self, txn, 'Q', req->sid, id, &it);
+    bool steer = !queued && !req->err && m.steers && s_req_move (req, id, SB_QUEUE_steer, SB_QUEUE_removed)
+              && sb_queue_item_take (self, txn, 'W', req->sid, id, &it);
+    if (txn->ret || req->err)
         return;
     if (!queued && !steer) {
         sb_session_fail (req, SB_E_not_found, "no prompt %s waits in session %s", id, req->sid);
@@ -425,6 +448,8 @@ sb_session_queue_write_steer_take (self_t *self, sb_txn_t *txn, req_t *req)
     qmeta_t m;
     sb_queue_meta_load (txn, req->sid, &m);
     size_t taken = 0;
+    if (m.steers && !s_req_move (req, NULL, SB_QUEUE_steer, SB_QUEUE_steered))
+        return;
     if (m.steers) {
         qitem_t *list = NULL;
         size_t cap = 0;
@@ -476,6 +501,8 @@ sb_session_queue_write_dequeue (self_t *self, sb_txn_t *txn, req_t *req)
     qmeta_t m;
     sb_queue_meta_load (txn, req->sid, &m);
     qitem_t it;
+    if (!s_move (req->sid, id, SB_QUEUE_queued, SB_QUEUE_dequeued))
+        return;
     if (!m.count || !sb_queue_item_take (self, txn, 'Q', req->sid, id, &it)) {
         if (txn->ret == 0)
             sb_warn (ACTOR, "started prompt no longer queued session=%s prompt=%s run=%s", req->sid, id,
@@ -505,7 +532,7 @@ sb_session_queue_write_start_failed (self_t *self, sb_txn_t *txn, req_t *req)
     //  whose statuses are on their way to the tape; its end starts the
     //  head again.
     const char *code = sb_get_str (req->msg->body, "code");
-    if (strcmp (r->turn_status, "idle") != 0 || (code && strcmp (code, "conflict") == 0))
+    if (sb_turn_status_from_name (r->turn_status) != SB_TURN_IDLE || (code && sb_err_from_name (code) == SB_E_conflict))
         return;
     qmeta_t m;
     sb_queue_meta_load (txn, req->sid, &m);

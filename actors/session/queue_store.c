@@ -4,6 +4,7 @@
     is idle, and what startup does with the queues it finds. */
 #include "actors/session/queue_impl.h"
 #include "schemas/types.h"
+#include "schemas/vocab.h"
 
 #include <errno.h>
 #include <string.h>
@@ -296,7 +297,8 @@ sb_session_queue_pump (self_t *self)
         sb_doc_t *doc = sb_decode (v.data, v.size, sb_session_record_fields, 0, &verr);
         const sb_val_t *rec = sb_doc_root (doc);
         const char *status = sb_get_str (rec, "status"), *turn = sb_get_str (rec, "turn_status");
-        bool ready = status && turn && strcmp (status, "active") == 0 && strcmp (turn, "idle") == 0;
+        bool ready = sb_session_status_from_name (status) == SB_SESSION_ACTIVE
+                  && sb_turn_status_from_name (turn) == SB_TURN_IDLE;
         sb_doc_destroy (&doc);
         qmeta_t m;
         if (!ready || (sb_queue_meta_load (&txn, sid, &m), m.paused || !m.count))

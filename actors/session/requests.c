@@ -17,6 +17,7 @@
 #include "schemas/types.h"
 #include "schemas/run_status.h"
 #include "schemas/approval_policy.h"
+#include "schemas/vocab.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -171,12 +172,7 @@ s_prepare_config (self_t *self, req_t *req, bool creating)
         return;
     }
 
-    const char *policy = sb_get_str (b, "approval_policy");
-    if (policy && *policy && !sb_policy_mode_ok (policy)) {
-        sb_session_fail (req, SB_E_invalid, "approval_policy must be yolo, auto or interactive, not '%.20s'",
-                         policy);
-        return;
-    }
+    //  approval_policy is "" or a mode: the schema's ENUM row checked it.
     const char *target = sb_get_str (b, "target");
     if (target && *target && !s_target_ok (target)) {
         sb_session_fail (req, SB_E_invalid, "target must be local or worker:POOL, not '%.72s'", target);
@@ -400,7 +396,7 @@ sb_session_prepare (self_t *self, req_t *req)
 static bool
 s_record_closed (const record_t *r)
 {
-    return strcmp (r->status, "closed") == 0;
+    return sb_session_status_from_name (r->status) == SB_SESSION_CLOSED;
 }
 
 static void
@@ -696,7 +692,7 @@ s_note_entry (self_t *self, record_t *r, const span_t *sp)
     //  summary rather than from seq 1 (docs/compaction.md).
     if (strcmp (sp->kind, "context.compacted") == 0) {
         const char *method = sb_get_str (sp->body, "method");
-        if (method && strcmp (method, "summary") == 0)
+        if (sb_compact_method_from_name (method) == SB_COMPACT_SUMMARY)
             r->compacted_seq = r->last_seq;
     }
 }

@@ -56,7 +56,8 @@ s_pick (uint8_t sel, uint32_t *max_bytes)
 /*  What a schema lets through is what any strict client decodes
     (docs/protocol.md): free-form values hold UTF-8 text without NUL,
     string keys and no bin; no float anywhere is NaN or infinite; every
-    ranged integer is inside its range. */
+    ranged integer is inside its range, and every enum string one of its
+    field's names. */
 static void
 s_check_strict (const sb_val_t *v, const sb_field_t *f)
 {
@@ -71,9 +72,12 @@ s_check_strict (const sb_val_t *v, const sb_field_t *f)
                 s_die ("a bin value passed where the schema declares none", NULL);
             break;
         case SB_V_STR:
-            if ((free || f->type == SB_T_STR)
+            if ((free || f->type == SB_T_STR || f->type == SB_T_ENUM)
             &&  (memchr (v->v.s, 0, v->len) || !sb_utf8_valid (v->v.s, v->len)))
                 s_die ("a string that is not text passed a schema", NULL);
+            if (f && f->type == SB_T_ENUM && !(f->empty_ok && v->len == 0)
+            &&  sb_enum_index (f->values, v->v.s, v->len) < 0)
+                s_die ("a string outside its enum's names passed a schema", NULL);
             break;
         case SB_V_INT:
         case SB_V_UINT:

@@ -72,10 +72,17 @@ def test_a_strcmp_against_an_enum_value_is_found():
            'static const sb_field_t s_zz [] = {\n'
            '    { "mode", SB_T_ENUM, false, 16, NULL, "zzalpha | zzbeta", ENUM (s_zz_names) },\n'
            '};\n')
-    _write(d, "actors/run/zz_cmp.c", 'int f (const char *m) { return strcmp (m, "zzbeta") == 0; }\n')
+    _write(d, "actors/run/zz_cmp.c",
+           'int f (const char *mode) { return strcmp (mode, "zzbeta") == 0; }\n'
+           'int g (const sb_val_t *b) { return strcmp (sb_get_str (b, "mode"), "zzalpha") == 0; }\n'
+           'int h (const char *sandbox) { return strcmp (sandbox, "zzbeta") == 0; }\n')
     rc, out = _check(d)
-    check(rc == 1 and 'actors/run/zz_cmp.c:1 compares with the enum value "zzbeta"' in out,
-          "a strcmp against an enum value passed:\n%s", out)
+    check(rc == 1, "a strcmp against an enum value passed:\n%s", out)
+    for want in ('actors/run/zz_cmp.c:1 compares mode with its enum\'s name "zzbeta"',
+                 'actors/run/zz_cmp.c:2 compares mode with its enum\'s name "zzalpha"'):
+        check(want in out, "the check missed %r:\n%s", want, out)
+    # another vocabulary that shares the word is not this enum
+    check("zz_cmp.c:3" not in out, "a variable of another name was taken for the enum:\n%s", out)
 
 
 if __name__ == "__main__":

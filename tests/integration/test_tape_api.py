@@ -136,7 +136,7 @@ def test_config_errors_name_the_field():
     err(api.call("session.create", {"workspace": ws + "/nope"}), "invalid", "workspace", "No such file")
     err(api.call("session.create", {"workspace": f}), "invalid", "workspace", "not a directory")
     err(api.call("session.create", {"workspace": ws, "approval_policy": "sometimes"}), "invalid",
-        "approval_policy must be yolo, auto or interactive")
+        "approval_policy: 'sometimes' is not one of", "yolo | auto | interactive")
     err(api.call("session.create", {"workspace": ws, "max_steps": 0}), "invalid", "max_steps")
     err(api.call("session.create", {"workspace": ws, "max_steps": 10001}), "invalid", "max_steps")
     err(api.call("session.create", {"workspace": ws, "labels": {"k": 5}}), "invalid", "labels.k")

@@ -340,6 +340,15 @@ s_gen (const sb_field_t *f, sb_val_t *out, unsigned seed)
             s_v_str (out, SB_V_STR, tmp, n);
             break;
         }
+        case SB_T_ENUM: {
+            /* one of its names, a different one per seed */
+            size_t n = 0;
+            while (f->values [n])
+                n++;
+            const char *name = f->values [seed % n];
+            s_v_str (out, SB_V_STR, name, strlen (name));
+            break;
+        }
         case SB_T_BIN: {
             uint8_t tmp [6] = { 0x00, 0xff, 0x80, 0x7f, (uint8_t) seed, 0xc1 };
             uint32_t max = f->max ? f->max : SB_DEFAULT_STR_MAX;
@@ -428,6 +437,7 @@ s_check_field (const char *type, const sb_field_t *f, const sb_val_t *want, cons
     cr_assert (sb_test_val_eq (want, got), "%s.%s: value differs after decode", type, f->name);
     switch (f->type) {
         case SB_T_STR:
+        case SB_T_ENUM:
             cr_assert_str_eq (sb_get_str (root, f->name), want->v.s, "%s.%s", type, f->name);
             break;
         case SB_T_BIN: {
@@ -656,6 +666,7 @@ s_wrong_value (const sb_field_t *f, sb_val_t *v)
 {
     switch (f->type) {
         case SB_T_STR:   s_v_uint (v, 1); return true;
+        case SB_T_ENUM:  s_v_uint (v, 1); return true;
         case SB_T_BIN:   s_v_bool (v, true); return true;
         case SB_T_INT:   s_v_uint (v, (uint64_t) INT64_MAX + 1); return true;
         case SB_T_UINT:  s_v_int (v, -1); return true;

@@ -20,6 +20,10 @@
                     'T' status ~ulid            -> "" by status
       deadlines     'D' deadline_at id          -> "" pending ones with a deadline
       outbox        'O' n                       -> a session.append body
+      commands      'C' id command_id           -> the resolve it named, and
+                                                   its reply; 'E' expires id
+                                                   command_id -> "" to sweep
+                                                   (actors/store/cmdid.h)
     ~ulid is the id's ULID with every byte inverted (255 - b): ULIDs sort by
     time, so the inverted ones sort newest first and a list is a forward
     walk from a prefix, and the inverted bytes of an id prefix are a prefix
@@ -59,7 +63,7 @@
 #define IA_LIST_BYTES_MAX (6u << 20)
 
 /*  The dbis of DATA/interact, in the order given to sb_store_open. */
-enum { DBI_INTERACTIONS, DBI_BYCALL, DBI_INDEX, DBI_DEADLINES, DBI_OUTBOX };
+enum { DBI_INTERACTIONS, DBI_BYCALL, DBI_INDEX, DBI_DEADLINES, DBI_OUTBOX, DBI_COMMANDS };
 
 /*  States, and the transitions between them (record.c): pending is the
     only state that moves, and it moves once. */
@@ -75,7 +79,8 @@ typedef struct {
     char tool [65];
     char risk [17];
     char resolved_by [129];
-    char command_id [65];       /* the winning resolve's; never in a reply */
+    char command_id [65];       /* the winning resolve's, for the record; never
+                                   in a reply (its replay: DBI_COMMANDS) */
     char *arguments;            /* heap, owned */
     char *summary;              /* heap or NULL */
     char *diff;                 /* heap or NULL */
@@ -103,6 +108,7 @@ typedef struct {
     int64_t outbox_backoff;     /* ms: the wait after the last retryable refusal */
     bool outbox_idle;           /* known to be empty: nothing to read */
     uint64_t next_deadline;     /* ms since epoch of the earliest deadline; 0: none */
+    uint64_t command_ttl_ms;    /* how long a resolve's command_id is remembered */
     uint64_t appended, expired, resolved, requested;
     bool terminated;
 } self_t;
@@ -137,6 +143,22 @@ int sb_ia_load (self_t *self, const char *id, ia_t *ia);
     its tape announcement in the outbox, in one durable transaction. 0, or
     a store error. */
 int sb_ia_save (self_t *self, ia_t *ia, bool is_new, ia_status_t old_status);
+/*  A resolve that names a command_id: remembered with its reply in the
+    transaction that saves its answer (actors/store/cmdid.h). */
+typedef struct {
+    const char *type;           /* the request's type */
+    const char *cmd;            /* its command_id */
+    const uint8_t *digest;      /* of its body, SB_DIGEST_LEN bytes */
+    const uint8_t *reply;       /* the reply it gets */
+    size_t reply_len;
+} ia_command_t;
+/*  sb_ia_save for a change (not a new record) made by a request with a
+    command_id; cmd NULL is sb_ia_save. Expired command_ids are swept, a
+    few, in the same transaction. */
+int sb_ia_save_command (self_t *self, ia_t *ia, ia_status_t old_status, const ia_command_t *cmd);
+/*  The key a resolve's command_id is remembered under: scoped to the
+    interaction. */
+void sb_ia_command_key (sb_key_t *k, const char *id, const char *cmd);
 /*  Appends an id's ULID, inverted, to k (newest-first order). */
 void sb_ia_key_inverted (sb_key_t *k, const char *ulid, size_t n);
 

@@ -630,6 +630,7 @@ s_self_destroy (self_t **self_p)
     if (!self)
         return;
     sb_bus_destroy (&self->bus);
+    sb_outbox_destroy (&self->outbox);
     sb_store_destroy (&self->store);
     sb_enc_destroy (&self->enc);
     free (self);
@@ -682,6 +683,10 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
     self->command_ttl_ms = sb_cmdid_ttl_ms (ACTOR);
     /* the outbox numbering continues after the last entry */
     self->outbox_next = sb_ia_outbox_last (self) + 1;
+    if (sb_ia_outbox_open (self) != 0) {
+        s_self_destroy (&self);
+        return NULL;
+    }
     return self;
 }
 

@@ -8,6 +8,7 @@
                            one write function that keeps the indexes in step
       interact/outbox.c    the tape announcements: pending session.append
                            bodies, sent one at a time without blocking the loop
+                           (the book is actors/store/outbox.h)
     Every function here runs on the actor's thread.
 
     The layout of DATA/interact (docs/approvals.md):
@@ -33,6 +34,7 @@
 
 #include "actors/actor.h"
 #include "actors/store.h"
+#include "actors/store/outbox.h"
 #include "bus/client.h"
 #include "common/log.h"
 #include "schemas/errors.h"
@@ -106,7 +108,7 @@ typedef struct {
     int64_t outbox_sent;        /* mono ms when sent */
     int64_t outbox_wait_until;  /* mono ms: no send before (after a refusal) */
     int64_t outbox_backoff;     /* ms: the wait after the last retryable refusal */
-    bool outbox_idle;           /* known to be empty: nothing to read */
+    sb_outbox_t *outbox;        /* the book of the appends (actors/store/outbox.h) */
     uint64_t next_deadline;     /* ms since epoch of the earliest deadline; 0: none */
     uint64_t command_ttl_ms;    /* how long a resolve's command_id is remembered */
     uint64_t appended, expired, resolved, requested;
@@ -177,5 +179,8 @@ bool sb_ia_outbox_reply (self_t *self, const sb_msg_t *reply);
 int64_t sb_ia_outbox_wait (self_t *self);
 /*  The number of the last entry in the outbox, 0 when empty. */
 uint64_t sb_ia_outbox_last (self_t *self);
+/*  Opens the outbox's book once outbox_next is known; 0, or -1 when out
+    of memory. */
+int sb_ia_outbox_open (self_t *self);
 
 #endif

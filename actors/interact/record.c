@@ -354,8 +354,7 @@ s_write_fn (sb_txn_t *txn, void *arg)
     s_encode_announcement (ia, e);
     data = sb_enc_data (e, &len);
     w->outbox_n = w->self->outbox_next;
-    sb_key_init (&k, 'O');
-    sb_key_u64 (&k, w->outbox_n);
+    sb_outbox_key (&k, w->outbox_n);
     sb_txn_put (txn, DBI_OUTBOX, k.buf, k.len, data, len);
     if (w->cmd) {
         const ia_command_t *c = w->cmd;
@@ -379,7 +378,8 @@ s_save (self_t *self, write_ctx_t *w)
         return rc;
     }
     self->outbox_next = w->outbox_n + 1;
-    self->outbox_idle = false;
+    if (self->outbox)
+        sb_outbox_durable (self->outbox, w->outbox_n);
     return 0;
 }
 

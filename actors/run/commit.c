@@ -27,7 +27,7 @@
     change nothing durable are answered at once, from memory.
 
     Outbox deletes are not urgent: an entry that landed is marked done in
-    memory (outbox_acked) and its delete rides in the next batch, or the
+    memory (the outbox's acked, actors/store/outbox.h) and its delete rides in the next batch, or the
     next tick's. A crash before that replays the append, which the session
     actor recognises by its command_id.
 
@@ -417,8 +417,8 @@ s_done (self_t *self, uint64_t n, int rc)
         self->commits++;
         self->commit_retry_at = 0;
         self->batch_durable = n;
-        if (self->inflight_outbox_max > self->outbox_committed)
-            self->outbox_committed = self->inflight_outbox_max;
+        if (self->inflight_outbox_max)
+            sb_outbox_durable (self->outbox, self->inflight_outbox_max);
         zlistx_t *keys = zhashx_keys (self->pending);
         for (const char *k = zlistx_first (keys); k; k = zlistx_next (keys)) {
             pend_t *p = zhashx_lookup (self->pending, k);

@@ -16,6 +16,7 @@
 
 #include "actors/actor.h"
 #include "actors/store.h"
+#include "actors/store/outbox.h"
 #include "bus/client.h"
 #include "common/log.h"
 #include "schemas/errors.h"
@@ -131,10 +132,7 @@ struct self_t {
     char instance [129];
     zhashx_t *leases;           /* run_id -> lease_t */
     uint64_t outbox_next;
-    uint64_t outbox_acked;      /* every entry up to this one has landed (or was dropped) */
-    zhashx_t *ob_inflight;      /* outbox entries in flight: number -> session (outbox.c) */
-    zhashx_t *ob_busy;          /* sessions with an append in flight */
-    zhashx_t *ob_landed;        /* entries past outbox_acked that landed */
+    sb_outbox_t *outbox;        /* the book of the appends: in flight, landed, acked */
     bool call_now;              /* the request being sent depends on no pending write */
     bool recovering;            /* startup: writes flush synchronously */
     zhashx_t *calls;            /* request id -> call_t */
@@ -160,7 +158,6 @@ struct self_t {
     uint64_t kv_need;           /* the batch of the last urgent write */
     bool kv_open_ops, kv_open_urgent;
     uint64_t open_outbox_max, inflight_outbox_max;  /* the last outbox entry of a batch */
-    uint64_t outbox_committed;  /* every outbox entry up to this one is on disk */
     uint64_t commits, commit_failures;
     int64_t commit_retry_at;    /* mono ms: after a failed commit, not before */
 };
@@ -253,6 +250,8 @@ sb_err_t sb_run_set_status (run_t *r, sb_run_status_t status, const char *reason
 /*  Sends the pending tape appends that may go (one per session at a
     time); each reply sends more. Never waits. */
 void sb_run_outbox_flush (self_t *self);
+/*  Opens the outbox's book once outbox_next is known; 0 or -1. */
+int sb_run_outbox_open (self_t *self);
 void sb_run_outbox_close (self_t *self);
 /*  Startup only (before the actor serves): sends every pending append and
     waits for each. */

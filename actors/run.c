@@ -791,7 +791,7 @@ sb_run_actor (zsock_t *pipe, void *args)
             { zsock_resolve (pipe), 0, ZMQ_POLLIN, 0 },
             { sb_bus_socket (self->bus), 0, ZMQ_POLLIN, 0 },
             { sb_bus_socket (self->wbus), 0, busy ? 0 : ZMQ_POLLIN, 0 },
-            { sb_run_commit_socket (self), 0, ZMQ_POLLIN, 0 },
+            { NULL, sb_run_commit_fd (self), ZMQ_POLLIN, 0 },
         };
         int64_t wait = sb_bus_tick (self->bus);
         int64_t wwait = sb_bus_tick (self->wbus);

@@ -6,16 +6,18 @@
       run/record.c   the run record: encoding, decoding, reads of DATA/run
       run/outbox.c   writes: each change with its outbox entry, the
                      outbox flush, and the session's fence
-      run/commit.c   the pending writes and the committer thread: one
-                     durable commit per batch, off the actor thread
+      run/commit.c   the pending writes and the committer thread
+                     (actors/store/committer.h): one durable commit per
+                     batch, off the actor thread
       run/lease.c    claims, leases, expiry and recovery at startup
-    Every function here runs on the actor's thread (the committer's own
-    loop in run/commit.c excepted). */
+    Every function here runs on the actor's thread (s_apply in
+    run/commit.c, which the committer's thread runs, excepted). */
 #ifndef SB_RUN_IMPL_H
 #define SB_RUN_IMPL_H
 
 #include "actors/actor.h"
 #include "actors/store.h"
+#include "actors/store/committer.h"
 #include "actors/store/outbox.h"
 #include "bus/client.h"
 #include "common/log.h"
@@ -151,7 +153,7 @@ struct self_t {
     /* run/commit.c: writes pending in memory, and the committer */
     zhashx_t *pending;          /* dbi+key -> the latest pending write */
     zlistx_t *deferred;         /* requests waiting for a batch to be durable */
-    zactor_t *committer;
+    sb_committer_t *committer;
     void *batch_inflight;       /* the batch the committer holds */
     uint64_t batch_open;        /* writes made now join this batch */
     uint64_t batch_durable;     /* every batch up to this one is on disk */
@@ -199,8 +201,9 @@ int sb_run_kv_scan (self_t *self, unsigned dbi, const void *prefix, size_t plen,
 /*  Hands the open batch to the committer when it is idle and the batch
     holds an urgent write (or anything, with force). */
 void sb_run_commit_submit (self_t *self, bool force);
-/*  The committer's socket, for the actor's poll. */
-void *sb_run_commit_socket (self_t *self);
+/*  The committer's fd, readable once a commit returned: for the
+    actor's poll. */
+int sb_run_commit_fd (self_t *self);
 /*  Reads the committer's answers; what waited for them goes out. */
 void sb_run_commit_ready (self_t *self);
 /*  Startup and shutdown: commits everything pending and waits. */

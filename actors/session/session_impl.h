@@ -14,7 +14,7 @@
 #define SB_SESSION_IMPL_H
 
 #include "actors/session.h"
-#include "actors/session/committer.h"
+#include "actors/store/committer.h"
 #include "actors/store.h"
 #include "actors/store/cmdid.h"
 #include "bus/client.h"
@@ -183,7 +183,7 @@ typedef struct self {
     bool drain_purge;           //  the drain left a tape to purge
     size_t nprepared;           //  requests of the drain checked already
 
-    //  The committer (actors/session/committer.c): while it commits one
+    //  The committer (actors/store/committer.c): while it commits one
     //  drain, `shadow` holds that drain (its fields above, and a copy of
     //  the rest that the write function only reads) and self takes the
     //  next one into the buffers the shadow held before.

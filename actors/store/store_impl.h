@@ -8,6 +8,11 @@
       store/txn.c      transactions and single-key operations
       store/iter.c     prefix iteration and the last key under a prefix
       store/key.c      the key builder (sb_key_t)
+    Beside them, with public headers of their own and using only the API
+    (docs/architecture.md, "State plumbing"):
+      store/cmdid.c    remembered command_ids: remember, replay, expire
+      store/outbox.c   the outbox's book: committed records to the tape
+      store/committer.c  the group committer thread
 */
 #ifndef SB_STORE_IMPL_H
 #define SB_STORE_IMPL_H

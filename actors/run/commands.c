@@ -13,7 +13,7 @@
     An id is remembered for SWITCHBOARD_COMMAND_TTL_S (24 h), as the
     session actor's are: past its `expires` it is not found (the request
     is carried out again), and the sweep deletes it. The expiry rows live
-    in DBI_COMMANDS with the commands ('E' before 'C' would, by tag). The
+    in DBI_COMMANDS with the commands (their tag, 'E', tells them apart). The
     actor's writes go through its pending table (run/commit.c), so the
     rows are built and judged here and written with sb_run_kv_put. */
 #include "actors/run/run_impl.h"
@@ -100,6 +100,55 @@ sb_run_command_remember (self_t *self, const sb_msg_t *msg, const run_t *r)
     sb_enc_destroy (&e);
 }
 
+/*  Rows written before the expiry rows: the commands of the older global
+    layout, and those of builds that kept the run id without an expiry
+    row. No expiry row leads the sweep to them, so the first sweeps after
+    startup scan the commands themselves, as the actor used to, deleting
+    those past their `expires` (or with none), at most SWEEP_MAX a sweep,
+    until a scan finds none left. */
+typedef struct {
+    uint64_t now;
+    zlistx_t *keys;             /* zchunk_t of the expired rows' keys */
+} legacy_t;
+
+static void
+s_legacy_one (const void *key, size_t klen, const void *val, size_t vlen, void *arg)
+{
+    legacy_t *l = arg;
+    if (zlistx_size (l->keys) >= SWEEP_MAX)
+        return;
+    sb_verr_t err;
+    sb_doc_t *doc = sb_decode (val, vlen, NULL, 0, &err);
+    uint64_t expires = doc ? sb_get_uint (sb_doc_root (doc), "expires", 0) : 0;
+    sb_doc_destroy (&doc);
+    if (expires <= l->now)
+        zlistx_add_end (l->keys, zchunk_new (key, klen));
+}
+
+static void
+s_chunk_free (void **item)
+{
+    zchunk_destroy ((zchunk_t **) item);
+}
+
+static size_t
+s_sweep_legacy (self_t *self)
+{
+    legacy_t l = { .now = sb_now_ms (), .keys = zlistx_new () };
+    if (!l.keys)
+        return 0;
+    zlistx_set_destructor (l.keys, s_chunk_free);
+    sb_key_t p;
+    sb_key_init (&p, 'C');
+    if (sb_run_kv_scan (self, DBI_COMMANDS, p.buf, p.len, s_legacy_one, &l) == 0 && !zlistx_size (l.keys))
+        self->legacy_swept = true;
+    for (zchunk_t *c = zlistx_first (l.keys); c; c = zlistx_next (l.keys))
+        sb_run_kv_del (self, DBI_COMMANDS, zchunk_data (c), zchunk_size (c), false);
+    size_t n = zlistx_size (l.keys);
+    zlistx_destroy (&l.keys);
+    return n;
+}
+
 /*  One expired row, found in a read txn: its deletes join the open batch
     (not urgent: nothing acknowledged waits for them). */
 static void
@@ -125,6 +174,8 @@ sb_run_commands_sweep (self_t *self)
     uint64_t next;
     size_t n = sb_cmdid_expired (&txn, DBI_COMMANDS, sb_now_ms (), SWEEP_MAX, &next, s_sweep_one, self);
     sb_txn_abort (&txn);
+    if (!self->legacy_swept)
+        n += s_sweep_legacy (self);
     if (n)
         sb_info (ACTOR, "forgot %zu expired command_ids", n);
 }

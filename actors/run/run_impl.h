@@ -148,6 +148,7 @@ struct self_t {
     uint64_t lease_ms;          /* a local run's lease (LEASE_MS, SWITCHBOARD_LEASE_S) */
     uint64_t command_ttl_ms;    /* how long a command_id is remembered (run/commands.c) */
     int64_t next_sweep;         /* mono ms of the next sweep of expired ones */
+    bool legacy_swept;          /* no command row without an expiry row is left */
     int64_t next_tick;
     bool terminated;
     /* run/commit.c: writes pending in memory, and the committer */

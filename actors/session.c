@@ -827,8 +827,8 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
         sb_info (ACTOR, "opened store=%s sessions=%llu entries=%llu commands=%llu map_bytes=%zu "
                  "command_ttl_s=%lld session_quota=%llu", dir, (unsigned long long) info.entries [DBI_SESSIONS],
                  (unsigned long long) info.entries [DBI_TAPE],
-                 (unsigned long long) info.entries [DBI_COMMANDS], info.mapsize, (long long) (self->command_ttl_ms / 1000),
-                 (unsigned long long) self->tape_quota);
+                 (unsigned long long) info.entries [DBI_COMMANDS], info.mapsize,
+                 (long long) (self->command_ttl_ms / 1000), (unsigned long long) self->tape_quota);
     return self;
 }
 

@@ -14,17 +14,19 @@
     This file is the actor and its requests; actors/interact/interact_impl.h
     says which seam each of the other files holds. */
 #include "actors/interact/interact_impl.h"
+#include "store/cmdid.h"
 
 #include <stdlib.h>
 #include <strings.h>
 
-static const char *s_dbis [] = { "interactions", "bycall", "index", "deadlines", "outbox", NULL };
+static const char *s_dbis [] = { "interactions", "bycall", "index", "deadlines", "outbox", "commands", NULL };
 
 /* ------------------------------------------------------------------ */
 /*  Replies */
 
-static void
-s_reply_one (self_t *self, const sb_msg_t *msg, const ia_t *ia, bool with_id)
+/*  The body of a reply about one interaction, in self->enc. */
+static const uint8_t *
+s_encode_one (self_t *self, const ia_t *ia, bool with_id, size_t *len)
 {
     sb_enc_t *e = self->enc;
     sb_enc_reset (e);
@@ -34,9 +36,37 @@ s_reply_one (self_t *self, const sb_msg_t *msg, const ia_t *ia, bool with_id)
     sb_enc_key (e, "interaction");
     sb_ia_encode (ia, e);
     sb_enc_map_close (e);
+    return sb_enc_data (e, len);
+}
+
+static void
+s_reply_one (self_t *self, const sb_msg_t *msg, const ia_t *ia, bool with_id)
+{
     size_t len;
-    const uint8_t *b = sb_enc_data (e, &len);
+    const uint8_t *b = s_encode_one (self, ia, with_id, &len);
     sb_bus_reply (self->bus, msg, b, len);
+}
+
+/*  A retry of the resolve that won, by its command_id: true when it got
+    that resolve's reply again (store/cmdid.h). Another request
+    under the same id is not a retry: it is told who won, as any later
+    answer is. */
+static bool
+s_replay (self_t *self, const sb_msg_t *msg, const char *id, const uint8_t digest [SB_DIGEST_LEN])
+{
+    sb_key_t k;
+    sb_ia_command_key (&k, id, sb_get_str (msg->body, "command_id"));
+    sb_txn_t txn;
+    if (sb_txn_begin (self->store, &txn, false) != 0)
+        return false;
+    sb_cmdid_found_t f;
+    bool replayed = sb_cmdid_find (&txn, DBI_COMMANDS, DBI_COMMANDS, &k, msg->h.type, digest, sb_now_ms (),
+                                   &f) == SB_CMDID_REPLAY;
+    if (replayed)
+        sb_bus_reply (self->bus, msg, f.reply, f.reply_len);
+    sb_cmdid_found_done (&f);
+    sb_txn_abort (&txn);
+    return replayed;
 }
 
 /*  `conflict` for an answer that came second, with the one that won in
@@ -287,6 +317,26 @@ s_handle_get (self_t *self, sb_msg_t *msg)
     sb_ia_free (&ia);
 }
 
+/*  The digest of a resolve as it is answered: its decision, scope, signer
+    and feedback, in that order, whatever the order of the body's fields
+    (a retry may well encode its map in another order). */
+static int
+s_resolve_digest (const sb_val_t *b, ia_decision_t d, ia_scope_t sc, uint8_t out [SB_DIGEST_LEN])
+{
+    sb_digest_t *digest = sb_digest_new ();
+    if (!digest)
+        return -1;
+    const char *by = sb_get_str (b, "resolved_by");
+    const char *feedback = sb_get_str (b, "feedback");
+    const char *fields [] = { sb_ia_decision_name (d), sb_ia_scope_name (sc), by ? by : "api",
+                              feedback ? feedback : "" };
+    for (size_t i = 0; i < sizeof fields / sizeof fields [0]; i++)
+        sb_digest_update (digest, fields [i], strlen (fields [i]) + 1);
+    sb_digest_final (digest, out);
+    sb_digest_destroy (&digest);
+    return 0;
+}
+
 static void
 s_handle_resolve (self_t *self, sb_msg_t *msg)
 {
@@ -315,11 +365,15 @@ s_handle_resolve (self_t *self, sb_msg_t *msg)
         return;
     }
     ia_status_t to = d == IA_APPROVE ? IA_APPROVED : IA_REJECTED;
+    uint8_t digest [SB_DIGEST_LEN];
+    if (cmd && s_resolve_digest (b, d, sc, digest) != 0) {
+        sb_bus_error (self->bus, msg, SB_E_internal, "out of memory");
+        sb_ia_free (&ia);
+        return;
+    }
     if (!sb_ia_transition_ok (ia.status, to)) {
         /* a retry of the answer that won gets that answer again */
-        if (cmd && strcmp (cmd, ia.command_id) == 0)
-            s_reply_one (self, msg, &ia, false);
-        else
+        if (!cmd || !s_replay (self, msg, ia.interaction_id, digest))
             s_reply_conflict (self, msg, &ia);
         sb_ia_free (&ia);
         return;
@@ -336,7 +390,10 @@ s_handle_resolve (self_t *self, sb_msg_t *msg)
         sb_ia_free (&ia);
         return;
     }
-    if (sb_ia_save (self, &ia, false, IA_PENDING) != 0) {
+    /* the reply is remembered with the answer, under the command_id */
+    ia_command_t c = { .type = msg->h.type, .cmd = cmd, .digest = digest };
+    c.reply = s_encode_one (self, &ia, false, &c.reply_len);
+    if (sb_ia_save_command (self, &ia, IA_PENDING, cmd ? &c : NULL) != 0) {
         sb_bus_error (self->bus, msg, SB_E_internal, "cannot store the answer");
         sb_ia_free (&ia);
         return;
@@ -345,7 +402,7 @@ s_handle_resolve (self_t *self, sb_msg_t *msg)
     sb_info (ACTOR, "interaction resolved id=%s session=%s run=%s status=%s scope=%s by=%s",
              ia.interaction_id, ia.session_id, ia.run_id, sb_ia_status_name (ia.status),
              sb_ia_scope_name (ia.scope), ia.resolved_by);
-    s_reply_one (self, msg, &ia, false);
+    sb_bus_reply (self->bus, msg, c.reply, c.reply_len);
     sb_ia_free (&ia);
     sb_ia_outbox_pump (self);
 }
@@ -540,6 +597,7 @@ s_self_destroy (self_t **self_p)
     if (!self)
         return;
     sb_bus_destroy (&self->bus);
+    sb_outbox_destroy (&self->outbox);
     sb_store_destroy (&self->store);
     sb_enc_destroy (&self->enc);
     free (self);
@@ -589,8 +647,13 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
         return NULL;
     }
     self->deadline_s = s_default_deadline (args->config);
+    self->command_ttl_ms = sb_cmdid_ttl_ms (ACTOR);
     /* the outbox numbering continues after the last entry */
     self->outbox_next = sb_ia_outbox_last (self) + 1;
+    if (sb_ia_outbox_open (self) != 0) {
+        s_self_destroy (&self);
+        return NULL;
+    }
     return self;
 }
 

@@ -722,23 +722,13 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
     zhashx_set_destructor (self->leases, s_free_lease);
     zhashx_set_destructor (self->jobs, s_free_lease);
     /* the outbox numbering continues after the last entry */
-    sb_txn_t txn;
-    if (sb_txn_begin (self->store, &txn, false) == 0) {
-        sb_datum_t k, v;
-        if (sb_txn_last (&txn, DBI_OUTBOX, "O", 1, &k, &v) == 0 && k.size == 9)
-            self->outbox_next = sb_key_read_u64 (&k, 1) + 1;
-        sb_txn_abort (&txn);
-    }
-    if (!self->outbox_next)
-        self->outbox_next = 1;
-    self->outbox_committed = self->outbox_next - 1;
-    if (sb_run_kv_open (self)) {
+    self->outbox_next = sb_outbox_last_stored (self->store, DBI_OUTBOX) + 1;
+    /* acked starts at 0, refined by the drain at startup (sb_run_recover) */
+    if (sb_run_outbox_open (self) || sb_run_kv_open (self)) {
         sb_error (ACTOR, "cannot start the run store's committer");
         s_self_destroy (&self);
         return NULL;
     }
-    /* refined by the drain at startup (sb_run_recover) */
-    self->outbox_acked = 0;
     return self;
 }
 
@@ -781,7 +771,7 @@ sb_run_actor (zsock_t *pipe, void *args)
             { zsock_resolve (pipe), 0, ZMQ_POLLIN, 0 },
             { sb_bus_socket (self->bus), 0, ZMQ_POLLIN, 0 },
             { sb_bus_socket (self->wbus), 0, busy ? 0 : ZMQ_POLLIN, 0 },
-            { sb_run_commit_socket (self), 0, ZMQ_POLLIN, 0 },
+            { NULL, sb_run_commit_fd (self), ZMQ_POLLIN, 0 },
         };
         int64_t wait = sb_bus_tick (self->bus);
         int64_t wwait = sb_bus_tick (self->wbus);

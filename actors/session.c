@@ -708,13 +708,7 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
         return NULL;
     self->pipe = pipe;
     snprintf (self->instance, sizeof self->instance, "%s", args->instance? args->instance: ACTOR);
-    const char *ttl = getenv ("SWITCHBOARD_COMMAND_TTL_S");
-    long long ttl_s = ttl && *ttl? atoll (ttl): COMMAND_TTL_S;
-    if (ttl_s <= 0) {
-        sb_warn (ACTOR, "ignoring SWITCHBOARD_COMMAND_TTL_S=%s (want seconds > 0)", ttl);
-        ttl_s = COMMAND_TTL_S;
-    }
-    self->command_ttl_ms = (uint64_t) ttl_s * 1000;
+    self->command_ttl_ms = sb_cmdid_ttl_ms (ACTOR);
     //  One session must not fill the disk: its tape has a quota
     //  (docs/operations.md).
     self->tape_quota = sb_actor_limit (ACTOR, args->config? args->config->session_quota: 0,
@@ -779,8 +773,8 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
         sb_info (ACTOR, "opened store=%s sessions=%llu entries=%llu commands=%llu map_bytes=%zu "
                  "command_ttl_s=%lld session_quota=%llu", dir, (unsigned long long) info.entries [DBI_SESSIONS],
                  (unsigned long long) info.entries [DBI_TAPE],
-                 (unsigned long long) info.entries [DBI_COMMANDS], info.mapsize, ttl_s,
-                 (unsigned long long) self->tape_quota);
+                 (unsigned long long) info.entries [DBI_COMMANDS], info.mapsize,
+                 (long long) (self->command_ttl_ms / 1000), (unsigned long long) self->tape_quota);
     return self;
 }
 

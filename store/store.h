@@ -17,7 +17,8 @@
     Writes go through sb_store_write, which runs a caller's function in one
     write transaction, commits durably, and grows the map and re-runs the
     function when the map is full. That is the group-commit primitive: an
-    actor drains every pending write it holds into one call.
+    actor drains every pending write it holds into one call, usually on the
+    committer thread (store/committer.h).
 
     Keys are a 1-byte table tag followed by big-endian integers and
     NUL-terminated strings (sb_key_t), so that byte order is numeric order

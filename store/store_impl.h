@@ -8,6 +8,11 @@
       txn.c            transactions and single-key operations
       iter.c           prefix iteration and the last key under a prefix
       key.c            the key builder (sb_key_t)
+    Beside them, with public headers of their own and using only the API
+    (docs/architecture.md, "State plumbing"):
+      cmdid.c          remembered command_ids: remember, replay, expire
+      outbox.c         the outbox's book: committed records to the tape
+      committer.c      the group committer thread
 */
 #ifndef SB_STORE_IMPL_H
 #define SB_STORE_IMPL_H

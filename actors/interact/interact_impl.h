@@ -8,6 +8,7 @@
                            one write function that keeps the indexes in step
       interact/outbox.c    the tape announcements: pending session.append
                            bodies, sent one at a time without blocking the loop
+                           (the book is store/outbox.h)
     Every function here runs on the actor's thread.
 
     The layout of DATA/interact (docs/approvals.md):
@@ -20,6 +21,10 @@
                     'T' status ~ulid            -> "" by status
       deadlines     'D' deadline_at id          -> "" pending ones with a deadline
       outbox        'O' n                       -> a session.append body
+      commands      'C' id command_id           -> the resolve it named, and
+                                                   its reply; 'E' expires id
+                                                   command_id -> "" to sweep
+                                                   (store/cmdid.h)
     ~ulid is the id's ULID with every byte inverted (255 - b): ULIDs sort by
     time, so the inverted ones sort newest first and a list is a forward
     walk from a prefix, and the inverted bytes of an id prefix are a prefix
@@ -29,6 +34,7 @@
 
 #include "actors/actor.h"
 #include "store/store.h"
+#include "store/outbox.h"
 #include "bus/client.h"
 #include "common/log.h"
 #include "schemas/errors.h"
@@ -60,7 +66,7 @@
 #define IA_LIST_BYTES_MAX (6u << 20)
 
 /*  The dbis of DATA/interact, in the order given to sb_store_open. */
-enum { DBI_INTERACTIONS, DBI_BYCALL, DBI_INDEX, DBI_DEADLINES, DBI_OUTBOX };
+enum { DBI_INTERACTIONS, DBI_BYCALL, DBI_INDEX, DBI_DEADLINES, DBI_OUTBOX, DBI_COMMANDS };
 
 
 typedef struct {
@@ -71,7 +77,8 @@ typedef struct {
     char tool [65];
     char risk [17];
     char resolved_by [129];
-    char command_id [65];       /* the winning resolve's; never in a reply */
+    char command_id [65];       /* the winning resolve's, for the record; never
+                                   in a reply (its replay: DBI_COMMANDS) */
     char *arguments;            /* heap, owned */
     char *summary;              /* heap or NULL */
     char *diff;                 /* heap or NULL */
@@ -97,8 +104,9 @@ typedef struct {
     int64_t outbox_sent;        /* mono ms when sent */
     int64_t outbox_wait_until;  /* mono ms: no send before (after a refusal) */
     int64_t outbox_backoff;     /* ms: the wait after the last retryable refusal */
-    bool outbox_idle;           /* known to be empty: nothing to read */
+    sb_outbox_t *outbox;        /* the book of the appends (store/outbox.h) */
     uint64_t next_deadline;     /* ms since epoch of the earliest deadline; 0: none */
+    uint64_t command_ttl_ms;    /* how long a resolve's command_id is remembered */
     uint64_t appended, expired, resolved, requested;
     bool terminated;
 } self_t;
@@ -124,6 +132,22 @@ int sb_ia_load (self_t *self, const char *id, ia_t *ia);
     its tape announcement in the outbox, in one durable transaction. 0, or
     a store error. */
 int sb_ia_save (self_t *self, ia_t *ia, bool is_new, ia_status_t old_status);
+/*  A resolve that names a command_id: remembered with its reply in the
+    transaction that saves its answer (store/cmdid.h). */
+typedef struct {
+    const char *type;           /* the request's type */
+    const char *cmd;            /* its command_id */
+    const uint8_t *digest;      /* of its body, SB_DIGEST_LEN bytes */
+    const uint8_t *reply;       /* the reply it gets */
+    size_t reply_len;
+} ia_command_t;
+/*  sb_ia_save for a change (not a new record) made by a request with a
+    command_id; cmd NULL is sb_ia_save. Expired command_ids are swept, a
+    few, in the same transaction. */
+int sb_ia_save_command (self_t *self, ia_t *ia, ia_status_t old_status, const ia_command_t *cmd);
+/*  The key a resolve's command_id is remembered under: scoped to the
+    interaction. */
+void sb_ia_command_key (sb_key_t *k, const char *id, const char *cmd);
 /*  Appends an id's ULID, inverted, to k (newest-first order). */
 void sb_ia_key_inverted (sb_key_t *k, const char *ulid, size_t n);
 
@@ -142,5 +166,8 @@ bool sb_ia_outbox_reply (self_t *self, const sb_msg_t *reply);
 int64_t sb_ia_outbox_wait (self_t *self);
 /*  The number of the last entry in the outbox, 0 when empty. */
 uint64_t sb_ia_outbox_last (self_t *self);
+/*  Opens the outbox's book once outbox_next is known; 0, or -1 when out
+    of memory. */
+int sb_ia_outbox_open (self_t *self);
 
 #endif

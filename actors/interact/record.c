@@ -4,6 +4,7 @@
     announcement in step (interact_impl.h has the layout). */
 #include "common/digest.h"
 #include "actors/interact/interact_impl.h"
+#include "store/cmdid.h"
 
 #include <errno.h>
 
@@ -212,8 +213,20 @@ typedef struct {
     const ia_t *ia;
     bool is_new;
     ia_status_t old_status;
+    const ia_command_t *cmd;
+    uint64_t now;
     uint64_t outbox_n;
 } write_ctx_t;
+
+/*  Expired command_ids swept by one save. Each resolve remembers one, so
+    a few more than one keeps the table at what the TTL holds. */
+#define IA_SWEEP_MAX 16
+
+void
+sb_ia_command_key (sb_key_t *k, const char *id, const char *cmd)
+{
+    sb_cmdid_key (k, &id, 1, cmd);
+}
 
 static void
 s_index_key (sb_key_t *k, char tag, const char *field, const ia_t *ia)
@@ -279,23 +292,45 @@ s_write_fn (sb_txn_t *txn, void *arg)
     s_encode_announcement (ia, e);
     data = sb_enc_data (e, &len);
     w->outbox_n = w->self->outbox_next;
-    sb_key_init (&k, 'O');
-    sb_key_u64 (&k, w->outbox_n);
+    sb_outbox_key (&k, w->outbox_n);
     sb_txn_put (txn, DBI_OUTBOX, k.buf, k.len, data, len);
+    if (w->cmd) {
+        const ia_command_t *c = w->cmd;
+        sb_ia_command_key (&k, ia->interaction_id, c->cmd);
+        if (sb_key_valid (&k))
+            sb_cmdid_remember (txn, DBI_COMMANDS, DBI_COMMANDS, &k, c->type, c->digest, c->reply,
+                               c->reply_len, w->now + w->self->command_ttl_ms, e);
+        uint64_t next;
+        sb_cmdid_sweep (txn, DBI_COMMANDS, DBI_COMMANDS, w->now, IA_SWEEP_MAX, &next);
+    }
     sb_enc_destroy (&e);
     return txn->ret;
+}
+
+static int
+s_save (self_t *self, write_ctx_t *w)
+{
+    int rc = sb_store_write (self->store, s_write_fn, w);
+    if (rc) {
+        sb_error (ACTOR, "cannot save interaction %s: %s", w->ia->interaction_id, sb_store_strerror (rc));
+        return rc;
+    }
+    self->outbox_next = w->outbox_n + 1;
+    if (self->outbox)
+        sb_outbox_durable (self->outbox, w->outbox_n);
+    return 0;
 }
 
 int
 sb_ia_save (self_t *self, ia_t *ia, bool is_new, ia_status_t old_status)
 {
     write_ctx_t w = { .self = self, .ia = ia, .is_new = is_new, .old_status = old_status };
-    int rc = sb_store_write (self->store, s_write_fn, &w);
-    if (rc) {
-        sb_error (ACTOR, "cannot save interaction %s: %s", ia->interaction_id, sb_store_strerror (rc));
-        return rc;
-    }
-    self->outbox_next = w.outbox_n + 1;
-    self->outbox_idle = false;
-    return 0;
+    return s_save (self, &w);
+}
+
+int
+sb_ia_save_command (self_t *self, ia_t *ia, ia_status_t old_status, const ia_command_t *cmd)
+{
+    write_ctx_t w = { .self = self, .ia = ia, .old_status = old_status, .cmd = cmd, .now = sb_now_ms () };
+    return s_save (self, &w);
 }

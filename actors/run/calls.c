@@ -190,7 +190,7 @@ void
 sb_run_reply_landed (self_t *self, sb_bus_t *bus, sb_msg_t *msg, const uint8_t *body, size_t len)
 {
     uint64_t barrier = self->outbox_next - 1;
-    if ((self->outbox_acked >= barrier && sb_run_commit_durable (self)) || self->recovering) {
+    if ((sb_outbox_acked (self->outbox) >= barrier && sb_run_commit_durable (self)) || self->recovering) {
         sb_bus_reply (bus, msg, body, len);
         return;
     }
@@ -218,7 +218,7 @@ sb_run_held_flush (self_t *self)
     held_t *h = zlistx_first (self->held);
     while (h) {
         /* never before its writes are durable, even when held long */
-        if (h->batch <= self->batch_durable && (h->barrier <= self->outbox_acked || h->expires < now)) {
+        if (h->batch <= self->batch_durable && (h->barrier <= sb_outbox_acked (self->outbox) || h->expires < now)) {
             zlistx_detach (self->held, zlistx_cursor (self->held));
             sb_bus_reply (h->bus, h->msg, h->body, h->len);
             s_held_free (&h);

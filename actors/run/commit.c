@@ -1,5 +1,6 @@
-/*  actors/run/commit.c — the run actor's writes: group commit on a
-    committer thread, and the pending writes the actor reads meanwhile.
+/*  actors/run/commit.c — the run actor's writes: group commit on the
+    committer thread (store/committer.h), and the pending writes the
+    actor reads meanwhile.
 
     Why. A durable LMDB commit is two syncs to disk (the pages, then the
     meta page), 3 to 10 ms each on a shared disk. The run actor used to
@@ -27,12 +28,13 @@
     change nothing durable are answered at once, from memory.
 
     Outbox deletes are not urgent: an entry that landed is marked done in
-    memory (outbox_acked) and its delete rides in the next batch, or the
+    memory (the outbox's acked, store/outbox.h) and its delete rides in the next batch, or the
     next tick's. A crash before that replays the append, which the session
     actor recognises by its command_id.
 
     The actor thread is the only writer of the pending table; the
-    committer thread only reads the copies it is handed. */
+    committer thread only reads the copies it is handed (a batch_t, the
+    committer's from sb_committer_start until sb_committer_finish). */
 #include "actors/run/run_impl.h"
 
 /*  A pending write: the latest value (or delete) of one key. */
@@ -121,7 +123,7 @@ s_hkey (unsigned dbi, const void *key, size_t klen, char *out)
 #define S_HKEY_MAX (2 + 2 * SB_STORE_KEY_MAX)
 
 /* ------------------------------------------------------------------ */
-/*  The committer thread */
+/*  On the committer's thread (store/committer.h) */
 
 static int
 s_apply (sb_txn_t *txn, void *arg)
@@ -137,34 +139,6 @@ s_apply (sb_txn_t *txn, void *arg)
     return txn->ret;
 }
 
-static void
-s_committer (zsock_t *pipe, void *arg)
-{
-    sb_store_t *store = arg;
-    zsock_signal (pipe, 0);
-    while (true) {
-        zmsg_t *m = zmsg_recv (pipe);
-        if (!m)
-            break;
-        char *cmd = zmsg_popstr (m);
-        bool term = !cmd || strcmp (cmd, "$TERM") == 0;
-        if (!term && strcmp (cmd, "COMMIT") == 0) {
-            zframe_t *f = zmsg_pop (m);
-            batch_t *b = NULL;
-            if (f && zframe_size (f) == sizeof b)
-                memcpy (&b, zframe_data (f), sizeof b);
-            zframe_destroy (&f);
-            int rc = b ? sb_store_write (store, s_apply, b) : SB_STORE_INVALID;
-            uint64_t n = b ? b->n : 0;
-            zsock_send (pipe, "8i", n, rc);
-        }
-        zstr_free (&cmd);
-        zmsg_destroy (&m);
-        if (term)
-            break;
-    }
-}
-
 /* ------------------------------------------------------------------ */
 /*  The pending table */
 
@@ -177,7 +151,7 @@ sb_run_kv_open (self_t *self)
         return -1;
     zhashx_set_destructor (self->pending, s_pend_free);
     self->batch_open = 1;
-    self->committer = zactor_new (s_committer, self->store);
+    self->committer = sb_committer_new (self->store);
     return self->committer ? 0 : -1;
 }
 
@@ -204,7 +178,7 @@ sb_run_kv_close (self_t *self)
 {
     if (self->committer) {
         sb_run_commit_wait (self);
-        zactor_destroy (&self->committer);
+        sb_committer_destroy (&self->committer);
     }
     if (self->deferred) {
         deferred_t *d;
@@ -375,10 +349,7 @@ s_submit (self_t *self)
         o->vlen = p->vlen;
         b->count++;
     }
-    if (zsock_send (zactor_sock (self->committer), "sb", "COMMIT", &b, sizeof b) != 0) {
-        s_batch_free (&b);
-        return;
-    }
+    sb_committer_start (self->committer, s_apply, b);
     self->batch_inflight = b;
     self->inflight_outbox_max = self->open_outbox_max;
     self->open_outbox_max = 0;
@@ -417,8 +388,8 @@ s_done (self_t *self, uint64_t n, int rc)
         self->commits++;
         self->commit_retry_at = 0;
         self->batch_durable = n;
-        if (self->inflight_outbox_max > self->outbox_committed)
-            self->outbox_committed = self->inflight_outbox_max;
+        if (self->inflight_outbox_max)
+            sb_outbox_durable (self->outbox, self->inflight_outbox_max);
         zlistx_t *keys = zhashx_keys (self->pending);
         for (const char *k = zlistx_first (keys); k; k = zlistx_next (keys)) {
             pend_t *p = zhashx_lookup (self->pending, k);
@@ -453,21 +424,17 @@ s_done (self_t *self, uint64_t n, int rc)
 static bool
 s_recv_done (self_t *self, bool block)
 {
-    zsock_t *sock = zactor_sock (self->committer);
-    if (!block && !(zsock_events (sock) & ZMQ_POLLIN))
+    if (!sb_committer_busy (self->committer) || (!block && !sb_committer_done (self->committer)))
         return false;
-    uint64_t n = 0;
-    int rc = 0;
-    if (zsock_recv (sock, "8i", &n, &rc) != 0)
-        return false;
-    s_done (self, n, rc);
+    int rc = sb_committer_finish (self->committer);
+    s_done (self, ((batch_t *) self->batch_inflight)->n, rc);
     return true;
 }
 
-void *
-sb_run_commit_socket (self_t *self)
+int
+sb_run_commit_fd (self_t *self)
 {
-    return zsock_resolve (zactor_sock (self->committer));
+    return sb_committer_fd (self->committer);
 }
 
 bool

@@ -183,7 +183,7 @@ sb_run_start (self_t *self, run_t *r)
     }
     uint64_t barrier = self->outbox_next - 1;
     sb_run_job_set (self, r->run_id, JOB_WAIT_OUTBOX, barrier);
-    if (self->outbox_acked >= barrier)
+    if (sb_outbox_acked (self->outbox) >= barrier)
         sb_run_start_fence (self, r->run_id);
     else
         sb_run_outbox_flush (self);
@@ -199,7 +199,7 @@ sb_run_jobs_advance (self_t *self)
         return;
     zlistx_set_destructor (ready, (czmq_destructor *) zstr_free);
     for (job_t *j = zhashx_first (self->jobs); j; j = zhashx_next (self->jobs))
-        if (j->stage == JOB_WAIT_OUTBOX && j->barrier <= self->outbox_acked)
+        if (j->stage == JOB_WAIT_OUTBOX && j->barrier <= sb_outbox_acked (self->outbox))
             zlistx_add_end (ready, strdup ((const char *) zhashx_cursor (self->jobs)));
     for (char *id = zlistx_first (ready); id; id = zlistx_next (ready))
         sb_run_start_fence (self, id);

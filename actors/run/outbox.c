@@ -7,7 +7,8 @@
     committed entries are sent, and the append carries a command_id
     stored with it, so a crash between the commit and the append neither
     loses nor doubles an entry: the outbox is replayed at startup and the
-    session actor drops the duplicate. */
+    session actor drops the duplicate. The delivery's book is the
+    store's outbox (store/outbox.h). */
 #include "common/digest.h"
 #include "actors/run/run_impl.h"
 
@@ -150,8 +151,7 @@ s_write (write_ctx_t *w)
         sb_enc_array_close (e);
         sb_enc_map_close (e);
         data = sb_enc_data (e, &len);
-        sb_key_init (&k, 'O');
-        sb_key_u64 (&k, w->outbox_n);
+        sb_outbox_key (&k, w->outbox_n);
         rc = sb_run_kv_put (self, DBI_OUTBOX, k.buf, k.len, data, len);
         if (!rc)
             self->open_outbox_max = w->outbox_n;
@@ -163,116 +163,24 @@ s_write (write_ctx_t *w)
 /*  The outbox sends up to OUTBOX_INFLIGHT_MAX appends at once, at most
     one per session: each session's entries still land in the order they
     were committed, and the sessions of 200 starting runs do not wait for
-    each other's appends one by one. A walk reads at most OUTBOX_SCAN_MAX
-    entries. */
+    each other's appends one by one. The book of what is in flight and
+    what landed is the store's outbox (store/outbox.h). */
 #define OUTBOX_INFLIGHT_MAX 32
-#define OUTBOX_SCAN_MAX 256
 
-typedef struct {
-    uint64_t n;
-    char session [40];
-    uint8_t *body;
-    size_t len;
-} s_entry_t;
-
-static void
-s_nkey (uint64_t n, char *out)
+int
+sb_run_outbox_open (self_t *self)
 {
-    snprintf (out, 24, "%llu", (unsigned long long) n);
-}
-
-static bool
-s_outbox_state (self_t *self)
-{
-    if (!self->ob_inflight && (self->ob_inflight = zhashx_new ()))
-        zhashx_set_destructor (self->ob_inflight, (czmq_destructor *) zstr_free);
-    if (!self->ob_busy)
-        self->ob_busy = zhashx_new ();
-    if (!self->ob_landed)
-        self->ob_landed = zhashx_new ();
-    return self->ob_inflight && self->ob_busy && self->ob_landed;
+    self->outbox = sb_outbox_new (self->store, DBI_OUTBOX, OUTBOX_INFLIGHT_MAX, false);
+    if (!self->outbox)
+        return -1;
+    sb_outbox_durable (self->outbox, self->outbox_next - 1);
+    return 0;
 }
 
 void
 sb_run_outbox_close (self_t *self)
 {
-    zhashx_destroy (&self->ob_inflight);
-    zhashx_destroy (&self->ob_busy);
-    zhashx_destroy (&self->ob_landed);
-}
-
-/*  Walks the committed outbox after outbox_acked: moves outbox_acked past
-    the entries that landed (their deletes may still be pending,
-    commit.c), and collects up to max entries to send: not in flight, of
-    a session with nothing in flight, in commit order. Committed entries
-    only: an entry of a batch still pending is not sent before it is on
-    disk. Returns how many it collected (each marked in flight). */
-static size_t
-s_outbox_walk (self_t *self, s_entry_t *out, size_t max)
-{
-    size_t found = 0;
-    sb_txn_t txn;
-    if (!s_outbox_state (self) || sb_txn_begin (self->store, &txn, false))
-        return 0;
-    sb_txn_iter_t it;
-    sb_datum_t k, v;
-    sb_key_t start;
-    sb_key_init (&start, 'O');
-    sb_key_u64 (&start, self->outbox_acked + 1);
-    sb_txn_iter_begin (&txn, &it, DBI_OUTBOX, "O", 1, start.buf, start.len);
-    bool blocked = false;       /* an entry that has not landed: acked stops before it */
-    size_t scanned = 0;
-    char nk [24];
-    while (sb_txn_iter_next (&it, &k, &v)) {
-        if (k.size != 9)
-            continue;
-        uint64_t n = sb_key_read_u64 (&k, 1);
-        s_nkey (n, nk);
-        if (zhashx_lookup (self->ob_landed, nk)) {
-            if (!blocked) {
-                self->outbox_acked = n;
-                zhashx_delete (self->ob_landed, nk);
-            }
-            continue;
-        }
-        if (!blocked) {
-            if (n - 1 > self->outbox_acked)
-                self->outbox_acked = n - 1;
-            blocked = true;
-        }
-        if (found < max && !zhashx_lookup (self->ob_inflight, nk)) {
-            sb_verr_t err;
-            sb_doc_t *doc = sb_decode (v.data, v.size, NULL, 0, &err);
-            const char *sid = doc ? sb_get_str (sb_doc_root (doc), "session_id") : NULL;
-            s_entry_t *e = &out [found];
-            s_copy (e->session, sizeof e->session, sid);
-            sb_doc_destroy (&doc);
-            if (!zhashx_lookup (self->ob_busy, e->session)
-            &&  (e->body = malloc (v.size ? v.size : 1))) {
-                memcpy (e->body, v.data, v.size);
-                e->len = v.size;
-                e->n = n;
-                zhashx_insert (self->ob_inflight, nk, strdup (e->session));
-                zhashx_insert (self->ob_busy, e->session, "");
-                found++;
-            }
-        }
-        if (++scanned >= OUTBOX_SCAN_MAX || (found == max && blocked))
-            break;
-    }
-    sb_txn_iter_end (&it);
-    sb_txn_abort (&txn);
-    /* every committed entry after acked landed */
-    if (!blocked && scanned < OUTBOX_SCAN_MAX && self->outbox_committed > self->outbox_acked)
-        self->outbox_acked = self->outbox_committed;
-    if (zhashx_size (self->ob_landed)) {
-        zlistx_t *keys = zhashx_keys (self->ob_landed);
-        for (const char *key = zlistx_first (keys); key; key = zlistx_next (keys))
-            if (strtoull (key, NULL, 10) <= self->outbox_acked)
-                zhashx_delete (self->ob_landed, key);
-        zlistx_destroy (&keys);
-    }
-    return found;
+    sb_outbox_destroy (&self->outbox);
 }
 
 /*  Deals with the answer to outbox entry n; true when the entry is done
@@ -281,31 +189,20 @@ s_outbox_walk (self_t *self, s_entry_t *out, size_t max)
 static bool
 s_outbox_answered (self_t *self, uint64_t n, const sb_msg_t *reply)
 {
-    char nk [24];
-    s_nkey (n, nk);
-    const char *sid = zhashx_lookup (self->ob_inflight, nk);
-    if (sid) {
-        zhashx_delete (self->ob_busy, sid);
-        zhashx_delete (self->ob_inflight, nk);     /* frees sid */
-    }
-    if (!reply)
-        return false;           /* the session actor is busy or away: retry on the next tick */
-    sb_err_t code = sb_msg_is_error (reply) ? sb_err_from_name (sb_msg_error_code (reply)) : SB_OK;
-    bool done = code == SB_OK || code == SB_E_not_found || code == SB_E_invalid || code == SB_E_conflict
-             || code == SB_E_too_large;
-    if (sb_msg_is_error (reply))
+    sb_err_t code = reply && sb_msg_is_error (reply) ? sb_err_from_name (sb_msg_error_code (reply)) : SB_OK;
+    /* no reply: the session actor is busy or away; retry on the next tick */
+    sb_outbox_fate_t fate = sb_outbox_answered (self->outbox, n, reply != NULL, code);
+    if (reply && sb_msg_is_error (reply))
         sb_warn (ACTOR, "tape append from the outbox failed code=%s message=\"%s\"%s",
-                 sb_msg_error_code (reply), sb_msg_error_message (reply), done ? " (dropped)" : "");
-    if (!done)
+                 sb_msg_error_code (reply), sb_msg_error_message (reply),
+                 fate != SB_OUTBOX_RETRY ? " (dropped)" : "");
+    if (fate == SB_OUTBOX_RETRY)
         return false;
     /* the delete rides with a later batch: a replay after a crash is
        recognised by the entry's command_id */
     sb_key_t k;
-    sb_key_init (&k, 'O');
-    sb_key_u64 (&k, n);
+    sb_outbox_key (&k, n);
     sb_run_kv_del (self, DBI_OUTBOX, k.buf, k.len, false);
-    if (n > self->outbox_acked)
-        zhashx_insert (self->ob_landed, nk, "");
     return true;
 }
 
@@ -319,19 +216,19 @@ s_outbox_reply (self_t *self, call_t *call, const sb_msg_t *reply)
     }
 }
 
-/*  Sends the pending appends that may go (s_outbox_walk); each append is
-    idempotent by its command_id, so a resend after a crash or a lost
-    reply cannot double an entry, and one at a time per session keeps
-    each session's entries in the order they were committed. */
+/*  Sends the pending appends that may go (sb_outbox_take: committed ones
+    only, so an entry of a batch still pending is not sent before it is on
+    disk); each append is idempotent by its command_id, so a resend after
+    a crash or a lost reply cannot double an entry, and one at a time per
+    session keeps each session's entries in the order they were
+    committed. */
 void
 sb_run_outbox_flush (self_t *self)
 {
-    if (self->recovering || !s_outbox_state (self))
+    if (self->recovering || !self->outbox)
         return;
-    size_t room = zhashx_size (self->ob_inflight) < OUTBOX_INFLIGHT_MAX
-                ? OUTBOX_INFLIGHT_MAX - zhashx_size (self->ob_inflight) : 0;
-    s_entry_t out [OUTBOX_INFLIGHT_MAX];
-    size_t n = s_outbox_walk (self, out, room);
+    sb_outbox_entry_t out [OUTBOX_INFLIGHT_MAX];
+    size_t n = sb_outbox_take (self->outbox, out, OUTBOX_INFLIGHT_MAX);
     for (size_t i = 0; i < n; i++) {
         sb_enc_t *e = sb_enc_new ();
         if (e) {
@@ -352,8 +249,8 @@ void
 sb_run_outbox_drain (self_t *self)
 {
     while (true) {
-        s_entry_t one;
-        if (s_outbox_walk (self, &one, 1) == 0)
+        sb_outbox_entry_t one;
+        if (sb_outbox_take (self->outbox, &one, 1) == 0)
             return;
         sb_msg_t *reply = sb_bus_call (self->bus, "session.append", NULL, one.body, one.len, CALL_MS);
         free (one.body);

@@ -6,16 +6,19 @@
       run/record.c   the run record: encoding, decoding, reads of DATA/run
       run/outbox.c   writes: each change with its outbox entry, the
                      outbox flush, and the session's fence
-      run/commit.c   the pending writes and the committer thread: one
-                     durable commit per batch, off the actor thread
+      run/commit.c   the pending writes and the committer thread
+                     (store/committer.h): one durable commit per
+                     batch, off the actor thread
       run/lease.c    claims, leases, expiry and recovery at startup
-    Every function here runs on the actor's thread (the committer's own
-    loop in run/commit.c excepted). */
+    Every function here runs on the actor's thread (s_apply in
+    run/commit.c, which the committer's thread runs, excepted). */
 #ifndef SB_RUN_IMPL_H
 #define SB_RUN_IMPL_H
 
 #include "actors/actor.h"
 #include "store/store.h"
+#include "store/committer.h"
+#include "store/outbox.h"
 #include "bus/client.h"
 #include "common/log.h"
 #include "schemas/errors.h"
@@ -131,10 +134,7 @@ struct self_t {
     char instance [129];
     zhashx_t *leases;           /* run_id -> lease_t */
     uint64_t outbox_next;
-    uint64_t outbox_acked;      /* every entry up to this one has landed (or was dropped) */
-    zhashx_t *ob_inflight;      /* outbox entries in flight: number -> session (outbox.c) */
-    zhashx_t *ob_busy;          /* sessions with an append in flight */
-    zhashx_t *ob_landed;        /* entries past outbox_acked that landed */
+    sb_outbox_t *outbox;        /* the book of the appends: in flight, landed, acked */
     bool call_now;              /* the request being sent depends on no pending write */
     bool recovering;            /* startup: writes flush synchronously */
     zhashx_t *calls;            /* request id -> call_t */
@@ -148,19 +148,19 @@ struct self_t {
     uint64_t lease_ms;          /* a local run's lease (LEASE_MS, SWITCHBOARD_LEASE_S) */
     uint64_t command_ttl_ms;    /* how long a command_id is remembered (run/commands.c) */
     int64_t next_sweep;         /* mono ms of the next sweep of expired ones */
+    bool legacy_swept;          /* no command row without an expiry row is left */
     int64_t next_tick;
     bool terminated;
     /* run/commit.c: writes pending in memory, and the committer */
     zhashx_t *pending;          /* dbi+key -> the latest pending write */
     zlistx_t *deferred;         /* requests waiting for a batch to be durable */
-    zactor_t *committer;
+    sb_committer_t *committer;
     void *batch_inflight;       /* the batch the committer holds */
     uint64_t batch_open;        /* writes made now join this batch */
     uint64_t batch_durable;     /* every batch up to this one is on disk */
     uint64_t kv_need;           /* the batch of the last urgent write */
     bool kv_open_ops, kv_open_urgent;
     uint64_t open_outbox_max, inflight_outbox_max;  /* the last outbox entry of a batch */
-    uint64_t outbox_committed;  /* every outbox entry up to this one is on disk */
     uint64_t commits, commit_failures;
     int64_t commit_retry_at;    /* mono ms: after a failed commit, not before */
 };
@@ -202,8 +202,9 @@ int sb_run_kv_scan (self_t *self, unsigned dbi, const void *prefix, size_t plen,
 /*  Hands the open batch to the committer when it is idle and the batch
     holds an urgent write (or anything, with force). */
 void sb_run_commit_submit (self_t *self, bool force);
-/*  The committer's socket, for the actor's poll. */
-void *sb_run_commit_socket (self_t *self);
+/*  The committer's fd, readable once a commit returned: for the
+    actor's poll. */
+int sb_run_commit_fd (self_t *self);
 /*  Reads the committer's answers; what waited for them goes out. */
 void sb_run_commit_ready (self_t *self);
 /*  Startup and shutdown: commits everything pending and waits. */
@@ -253,6 +254,8 @@ sb_err_t sb_run_set_status (run_t *r, sb_run_status_t status, const char *reason
 /*  Sends the pending tape appends that may go (one per session at a
     time); each reply sends more. Never waits. */
 void sb_run_outbox_flush (self_t *self);
+/*  Opens the outbox's book once outbox_next is known; 0 or -1. */
+int sb_run_outbox_open (self_t *self);
 void sb_run_outbox_close (self_t *self);
 /*  Startup only (before the actor serves): sends every pending append and
     waits for each. */

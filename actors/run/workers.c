@@ -501,7 +501,7 @@ s_assign (self_t *self, const char *run_id, claim_t *claim)
         return;
     }
     j->claim = claim;
-    if (self->outbox_acked >= barrier)
+    if (sb_outbox_acked (self->outbox) >= barrier)
         sb_run_start_fence (self, run_id);
     else
         sb_run_outbox_flush (self);

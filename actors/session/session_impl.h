@@ -14,8 +14,9 @@
 #define SB_SESSION_IMPL_H
 
 #include "actors/session.h"
-#include "actors/session/committer.h"
+#include "store/committer.h"
 #include "store/store.h"
+#include "store/cmdid.h"
 #include "bus/client.h"
 #include "common/digest.h"
 #include "common/log.h"
@@ -35,7 +36,6 @@
 #define PURGE_CHUNK         10000
 //  Expired command ids removed per transaction.
 #define SWEEP_CHUNK         256
-#define COMMAND_TTL_S       (24 * 3600)
 #define MAX_STEPS_MAX       10000
 #define LABEL_KEY_MAX       64
 #define LABEL_VALUE_MAX     1024
@@ -116,7 +116,7 @@ typedef struct {
     bool addressed;             //  takes a session_id
     const char *sid;            //  the session addressed (create: the new id)
     const char *cmd;            //  command_id, or NULL
-    //  With cmd: what the command is remembered under (see s_key_command)
+    //  With cmd: what the command is remembered under (store.c, s_command_key)
     //  and the digest of the request's body, which a retry must match.
     const char *cmd_sid, *cmd_from;
     uint8_t cmd_digest [SB_DIGEST_LEN];
@@ -186,7 +186,7 @@ typedef struct self {
     bool drain_purge;           //  the drain left a tape to purge
     size_t nprepared;           //  requests of the drain checked already
 
-    //  The committer (actors/session/committer.c): while it commits one
+    //  The committer (store/committer.c): while it commits one
     //  drain, `shadow` holds that drain (its fields above, and a copy of
     //  the rest that the write function only reads) and self takes the
     //  next one into the buffers the shadow held before.
@@ -231,36 +231,15 @@ s_key_status (sb_key_t *k, const char *status, const char *sid)
         sb_key_str (k, sid);
 }
 
-//  A remembered command: 'C' session_id from command_id. A command_id
-//  names a request within its scope, never across scopes: a request that
-//  addresses a session is scoped to that session (and `from` is empty,
-//  so that a writer that comes back under another name, such as the run
-//  actor after a restart, still finds its own commands); session.create,
-//  which has no session yet, is scoped to its requester's name (the
-//  header's `from`, with session_id empty). Keys of the older global
-//  layout ('C' command_id) hold one string, never three, so they are
-//  never found, only swept.
-static inline void
-s_key_command (sb_key_t *k, const char *sid, const char *from, const char *cmd)
-{
-    sb_key_init (k, 'C');
-    sb_key_str (k, sid);
-    sb_key_str (k, from);
-    sb_key_str (k, cmd);
-}
-
-//  'E' expires, then the command's key without its tag: the sweep
-//  rebuilds the command's key from the bytes after the expiry, whatever
-//  the layout that wrote them.
-static inline void
-s_key_expiry (sb_key_t *k, uint64_t at, const char *sid, const char *from, const char *cmd)
-{
-    sb_key_init (k, 'E');
-    sb_key_u64 (k, at);
-    sb_key_str (k, sid);
-    sb_key_str (k, from);
-    sb_key_str (k, cmd);
-}
+//  A remembered command (store/cmdid.h) is scoped by two strings:
+//  session_id, then from. A command_id names a request within its scope,
+//  never across scopes: a request that addresses a session is scoped to
+//  that session (and `from` is empty, so that a writer that comes back
+//  under another name, such as the run actor after a restart, still finds
+//  its own commands); session.create, which has no session yet, is scoped
+//  to its requester's name (the header's `from`, with session_id empty).
+//  Keys of the older global layout ('C' command_id) hold one string,
+//  never three, so they are never found, only swept.
 
 static inline void
 s_key_purge (sb_key_t *k, const char *sid)

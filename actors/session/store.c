@@ -7,8 +7,8 @@
                                           seq, ts, run_id?, kind, body}
       status    'I' status sid         -> "" (list by status)
       commands  'C' sid from command_id -> {type, expires, digest, reply}
-                                          (idempotency, scoped: see
-                                          s_key_command)
+                                          (idempotency, scoped:
+                                          store/cmdid.h)
       expiry    'E' expires sid from command_id -> "" (sweeping them)
       purge     'P' sid                -> "" (a deleted session's tape still
                                           being removed, in chunks)
@@ -302,56 +302,42 @@ s_reply_put (self_t *self, req_t *req, const uint8_t *data, size_t len)
     req->reply_len = len;
 }
 
+//  Where req's command_id is remembered: in its scope (session_impl.h).
+static void
+s_command_key (sb_key_t *k, const req_t *req)
+{
+    const char *scope [] = { req->cmd_sid, req->cmd_from };
+    sb_cmdid_key (k, scope, 2, req->cmd);
+}
+
 //  True when req is answered by a command_id remembered from before in
 //  its scope: its first reply when the request is the same (its type and
 //  the digest of its body), else `conflict`, never another request's
-//  reply.
+//  reply (store/cmdid.h).
 bool
 sb_session_command_replay (self_t *self, sb_txn_t *txn, req_t *req)
 {
     sb_key_t k;
-    s_key_command (&k, req->cmd_sid, req->cmd_from, req->cmd);
-    sb_datum_t v;
-    if (sb_txn_get (txn, DBI_COMMANDS, k.buf, k.len, &v) != 0)
-        return false;
-    sb_verr_t verr;
-    sb_doc_t *doc = sb_decode (v.data, v.size, NULL, 0, &verr);
-    const sb_val_t *m = sb_doc_root (doc);
-    const char *type = sb_get_str (m, "type");
-    uint64_t expires = sb_get_uint (m, "expires", 0);
-    size_t rlen = 0, dlen = 0;
-    const char *reply = sb_get_bin (m, "reply", &rlen);
-    const char *digest = sb_get_bin (m, "digest", &dlen);
-    bool answered = false;
-    if (!doc || !type || !reply || !digest || dlen != SB_DIGEST_LEN)
+    s_command_key (&k, req);
+    sb_cmdid_found_t f;
+    sb_cmdid_verdict_t verdict = sb_cmdid_find (txn, DBI_COMMANDS, DBI_EXPIRY, &k, req->msg->h.type,
+                                                req->cmd_digest, self->now, &f);
+    if (f.unreadable)
         sb_warn (ACTOR, "unreadable remembered command command_id=%s; treating it as new", req->cmd);
-    else
-    if (expires <= self->now) {
-        //  Expired but not yet swept: forget it now, and run the request.
-        sb_key_t e;
-        s_key_expiry (&e, expires, req->cmd_sid, req->cmd_from, req->cmd);
-        sb_txn_del (txn, DBI_EXPIRY, e.buf, e.len);
-        sb_txn_del (txn, DBI_COMMANDS, k.buf, k.len);
-    }
-    else
-    if (strcmp (type, req->msg->h.type) != 0) {
+    if (verdict == SB_CMDID_OTHER_TYPE)
         sb_session_fail (req, SB_E_conflict, "command_id %s was already used for a %s request",
-                         req->cmd, type);
-        answered = true;
-    }
+                         req->cmd, f.type);
     else
-    if (memcmp (digest, req->cmd_digest, SB_DIGEST_LEN) != 0) {
+    if (verdict == SB_CMDID_OTHER_BODY)
         sb_session_fail (req, SB_E_conflict, "command_id %s was already used for another %s request; "
-                         "a retry must repeat the request unchanged", req->cmd, type);
-        answered = true;
-    }
-    else {
-        s_reply_put (self, req, (const uint8_t *) reply, rlen);
+                         "a retry must repeat the request unchanged", req->cmd, f.type);
+    else
+    if (verdict == SB_CMDID_REPLAY) {
+        s_reply_put (self, req, f.reply, f.reply_len);
         req->replayed = true;
-        answered = true;
     }
-    sb_doc_destroy (&doc);
-    return answered;
+    sb_cmdid_found_done (&f);
+    return verdict != SB_CMDID_NEW;
 }
 
 void
@@ -360,21 +346,10 @@ sb_session_command_remember (self_t *self, sb_txn_t *txn, req_t *req)
     uint64_t expires = self->now + self->command_ttl_ms;
     size_t len;
     const uint8_t *replies = sb_enc_data (self->replies, &len);
-    sb_enc_reset (self->scratch);
-    sb_enc_map_open (self->scratch);
-    sb_enc_kstr (self->scratch, "type", req->msg->h.type);
-    sb_enc_kuint (self->scratch, "expires", expires);
-    sb_enc_key (self->scratch, "digest");
-    sb_enc_bin (self->scratch, req->cmd_digest, SB_DIGEST_LEN);
-    sb_enc_key (self->scratch, "reply");
-    sb_enc_bin (self->scratch, replies + req->reply_off, req->reply_len);
-    sb_enc_map_close (self->scratch);
-    const uint8_t *data = sb_enc_data (self->scratch, &len);
-    sb_key_t k, e;
-    s_key_command (&k, req->cmd_sid, req->cmd_from, req->cmd);
-    s_key_expiry (&e, expires, req->cmd_sid, req->cmd_from, req->cmd);
-    sb_txn_put (txn, DBI_COMMANDS, k.buf, k.len, data, len);
-    sb_txn_put (txn, DBI_EXPIRY, e.buf, e.len, NULL, 0);
+    sb_key_t k;
+    s_command_key (&k, req);
+    sb_cmdid_remember (txn, DBI_COMMANDS, DBI_EXPIRY, &k, req->msg->h.type, req->cmd_digest,
+                       replies + req->reply_off, req->reply_len, expires, self->scratch);
     if (!self->drain_min_expiry || expires < self->drain_min_expiry)
         self->drain_min_expiry = expires;
 }
@@ -392,31 +367,7 @@ static int
 s_sweep_fn (sb_txn_t *txn, void *arg)
 {
     sweep_t *sw = (sweep_t *) arg;
-    sw->removed = 0;
-    sw->next = 0;
-    sb_key_t prefix;
-    sb_key_init (&prefix, 'E');
-    sb_txn_iter_t it;
-    sb_txn_iter_begin (txn, &it, DBI_EXPIRY, prefix.buf, prefix.len, NULL, 0);
-    sb_datum_t k, v;
-    while (sb_txn_iter_next (&it, &k, &v)) {
-        uint64_t at = sb_key_read_u64 (&k, 1);
-        if (at > sw->now || sw->removed == SWEEP_CHUNK) {
-            sw->next = at;
-            sb_txn_iter_end (&it);
-            break;
-        }
-        //  The command's key is 'C' and the bytes after the expiry, in
-        //  the scoped layout and in the older global one alike.
-        sb_key_t c;
-        sb_key_init (&c, 'C');
-        if (k.size > 9)
-            sb_key_bytes (&c, (const uint8_t *) k.data + 9, k.size - 9);
-        if (k.size > 9 && sb_key_valid (&c))
-            sb_txn_del (txn, DBI_COMMANDS, c.buf, c.len);
-        sb_txn_iter_del (&it);
-        sw->removed++;
-    }
+    sw->removed = sb_cmdid_sweep (txn, DBI_COMMANDS, DBI_EXPIRY, sw->now, SWEEP_CHUNK, &sw->next);
     return 0;
 }
 

@@ -251,6 +251,28 @@ def test_command_id_is_idempotent():
               "defaults %r", r.body)
 
 
+def test_command_id_names_one_answer():
+    # the winner's command_id replays only the same answer (in any field
+    # order); another answer under it is told who won, as any later one is
+    with Server() as srv:
+        c = Client(srv.endpoint())
+        sid = new_session(c)
+        iid = ask(c, sid)["interaction_id"]
+        first = resolve(c, iid, "approve", scope="session", resolved_by="web:ann", command_id="cmd-9")
+        check(first.type == "interact.resolve.ok", "first: %r", first.body)
+        again = c.request("interact.resolve", {"command_id": "cmd-9", "resolved_by": "web:ann", "scope": "session",
+                                               "decision": "approve", "interaction_id": iid})
+        check(again.type == "interact.resolve.ok" and again.body == first.body, "reordered retry: %r", again.body)
+        for other in ({"decision": "reject"}, {"scope": "once"}, {"resolved_by": "web:bob"},
+                      {"feedback": "not this one"}):
+            body = dict(scope="session", resolved_by="web:ann", command_id="cmd-9")
+            body.update(other)
+            decision = body.pop("decision", "approve")
+            r = resolve(c, iid, decision, **body)
+            check(r.is_error() and r.code == "conflict" and r.body["detail"]["resolved_by"] == "web:ann",
+                  "%r: %r", other, r.body)
+
+
 def test_deadline_expires_to_the_default():
     with Server() as srv:
         c = Client(srv.endpoint())

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The session actor's committer thread (actors/session/committer.c).
+"""The session actor's committer thread (actors/store/committer.c).
 
 The actor hands each drain's write transaction and fsync to a committer
 thread and, meanwhile, takes and checks the next drain. What must hold:

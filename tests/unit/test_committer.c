@@ -1,5 +1,5 @@
-/*  tests/unit/test_committer.c — the session actor's committer thread
-    (actors/session/committer.c), against real LMDB in a mkdtemp folder.
+/*  tests/unit/test_committer.c — the group committer's thread
+    (store/committer.c), against real LMDB in a mkdtemp folder.
 
     What the actor relies on: each batch's write function runs on the
     committer's thread, one batch at a time and in the order handed over;
@@ -10,7 +10,7 @@
     A full disk is made by interposing pwrite and writev, as test_store
     does: liblmdb's calls resolve to these definitions, which fail with
     ENOSPC while g_fail is set. */
-#include "actors/session/committer.h"
+#include "store/committer.h"
 
 #include <criterion/criterion.h>
 #include <dlfcn.h>

@@ -1,4 +1,4 @@
-/*  actors/session/committer.c — the session actor's committer thread.
+/*  store/committer.c — the group committer's thread.
 
     See committer.h for the contract. The thread waits on a condition
     variable for a job, runs it through sb_store_write (which begins, runs,
@@ -6,10 +6,11 @@
     then writes to an eventfd, which the actor polls with its sockets. The
     whole write transaction stays on this one thread: LMDB's write lock is
     a mutex, which only the thread that took it may release. */
-#include "actors/session/committer.h"
+#include "store/committer.h"
 #include "common/log.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -121,6 +122,15 @@ sb_committer_start (sb_committer_t *self, sb_store_write_fn *fn, void *ctx)
     self->busy = true;
     pthread_cond_signal (&self->cond);
     pthread_mutex_unlock (&self->lock);
+}
+
+bool
+sb_committer_done (sb_committer_t *self)
+{
+    if (!self->busy)
+        return false;
+    struct pollfd p = { .fd = self->fd, .events = POLLIN };
+    return poll (&p, 1, 0) == 1 && (p.revents & POLLIN);
 }
 
 int

@@ -1,20 +1,29 @@
-/*  actors/session/committer.h — a thread that runs one write transaction
-    at a time, and its fsync, for the session actor.
+/*  store/committer.h — the group committer: a thread that runs one
+    write transaction at a time, and its fsync, for an actor.
 
-    The actor hands a batch's write function to the committer and, while
-    the transaction and its fsync run, reads, decodes and checks the next
-    batch. One commit at a time: LMDB allows one write transaction per
+    A durable LMDB commit is two syncs to disk, milliseconds each on a
+    shared disk; an actor that committed inline would make every message
+    that comes meanwhile wait. So an actor gathers its writes into a batch,
+    hands the batch's write function to the committer and, while the
+    transaction and its fsync run, goes on with the next messages, whose
+    writes form the next batch (group commit). The session actor's drain
+    and the run actor's pending writes (actors/run/commit.c) both commit
+    through it. One commit at a time: LMDB allows one write transaction per
     environment, and a batch's transaction reads what the previous one
     wrote, so batch N+1's transaction begins only after batch N's commit
-    has returned. The actor acknowledges and publishes a batch only after
+    has returned. The actor acknowledges what a batch holds only after
     sb_committer_finish has returned 0 for it: no ack before the fsync
     (docs/sessions.md, "Group commit").
 
+    An actor that writes seldom (the interaction actor: one transaction per
+    approval) calls sb_store_write inline instead: that is this committer
+    with a batch of one, run on the actor's own thread.
+
     Between sb_committer_start and sb_committer_finish, `ctx` belongs to
-    the committer's thread: the caller must not touch it, nor begin a
+    the committer's thread: the caller must not touch it, nor begin a write
     transaction on the store (a map grow needs every transaction closed). */
-#ifndef SB_SESSION_COMMITTER_H
-#define SB_SESSION_COMMITTER_H
+#ifndef SB_STORE_COMMITTER_H
+#define SB_STORE_COMMITTER_H
 
 #include "store/store.h"
 
@@ -38,6 +47,10 @@ bool sb_committer_busy (sb_committer_t *self);
 //  Runs sb_store_write (store, fn, ctx) on the committer's thread. Only
 //  when not busy.
 void sb_committer_start (sb_committer_t *self, sb_store_write_fn *fn, void *ctx);
+
+//  True when the commit in flight has returned (the fd is readable), so
+//  that sb_committer_finish returns at once. Never waits.
+bool sb_committer_done (sb_committer_t *self);
 
 //  Waits until the commit in flight has returned (at once when the fd is
 //  readable) and returns what sb_store_write returned; then the committer

@@ -20,7 +20,7 @@ sb_cmdid_ttl_ms (const char *actor)
     char *end;
     errno = 0;
     unsigned long long ttl_s = strtoull (ttl, &end, 10);
-    if (errno || *end || *ttl == '-' || ttl_s < 1 || ttl_s > SB_CMDID_TTL_S_MAX) {
+    if (errno || *end || *ttl < '0' || *ttl > '9' || ttl_s < 1 || ttl_s > SB_CMDID_TTL_S_MAX) {
         sb_warn (actor, "ignoring SWITCHBOARD_COMMAND_TTL_S=%s (want seconds from 1 to %d); using %d",
                  ttl, SB_CMDID_TTL_S_MAX, SB_CMDID_TTL_S_DEFAULT);
         ttl_s = SB_CMDID_TTL_S_DEFAULT;

@@ -153,3 +153,22 @@ Test (cmdid, sweep_shared_dbi)
 {
     s_sweep_case (DBI_C);
 }
+
+//  SWITCHBOARD_COMMAND_TTL_S has a declared range: 1 s to 365 days; a value
+//  outside it, or not a number, leaves the default.
+Test (cmdid, ttl_has_a_declared_range)
+{
+    const uint64_t def = (uint64_t) SB_CMDID_TTL_S_DEFAULT * 1000;
+    unsetenv ("SWITCHBOARD_COMMAND_TTL_S");
+    cr_assert_eq (sb_cmdid_ttl_ms ("test"), def);
+    setenv ("SWITCHBOARD_COMMAND_TTL_S", "60", 1);
+    cr_assert_eq (sb_cmdid_ttl_ms ("test"), 60000);
+    setenv ("SWITCHBOARD_COMMAND_TTL_S", "31536000", 1);
+    cr_assert_eq (sb_cmdid_ttl_ms ("test"), 31536000ull * 1000);
+    const char *bad [] = { "0", "-5", "31536001", "99999999999999999999", "12x", " 7" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad [0]; i++) {
+        setenv ("SWITCHBOARD_COMMAND_TTL_S", bad [i], 1);
+        cr_assert_eq (sb_cmdid_ttl_ms ("test"), def, "%s", bad [i]);
+    }
+    unsetenv ("SWITCHBOARD_COMMAND_TTL_S");
+}

@@ -47,26 +47,26 @@ s_reply_one (self_t *self, const sb_msg_t *msg, const ia_t *ia, bool with_id)
     sb_bus_reply (self->bus, msg, b, len);
 }
 
-/*  A retry of the resolve that won, by its command_id: true when it got
-    that resolve's reply again (store/cmdid.h). Another request
-    under the same id is not a retry: it is told who won, as any later
-    answer is. */
-static bool
+/*  A retry of the resolve that won, by its command_id: SB_CMDID_REPLAY
+    when it got that resolve's reply again (store/cmdid.h). Another
+    request under the same id is not a retry: it is told who won, as any
+    later answer is. SB_CMDID_NEW when the id is not remembered. */
+static sb_cmdid_verdict_t
 s_replay (self_t *self, const sb_msg_t *msg, const char *id, const uint8_t digest [SB_DIGEST_LEN])
 {
     sb_key_t k;
     sb_ia_command_key (&k, id, sb_get_str (msg->body, "command_id"));
     sb_txn_t txn;
     if (sb_txn_begin (self->store, &txn, false) != 0)
-        return false;
+        return SB_CMDID_NEW;
     sb_cmdid_found_t f;
-    bool replayed = sb_cmdid_find (&txn, DBI_COMMANDS, DBI_COMMANDS, &k, msg->h.type, digest, sb_now_ms (),
-                                   &f) == SB_CMDID_REPLAY;
-    if (replayed)
+    sb_cmdid_verdict_t verdict = sb_cmdid_find (&txn, DBI_COMMANDS, DBI_COMMANDS, &k, msg->h.type, digest,
+                                                sb_now_ms (), &f);
+    if (verdict == SB_CMDID_REPLAY)
         sb_bus_reply (self->bus, msg, f.reply, f.reply_len);
     sb_cmdid_found_done (&f);
     sb_txn_abort (&txn);
-    return replayed;
+    return verdict;
 }
 
 /*  `conflict` for an answer that came second, with the one that won in
@@ -372,8 +372,16 @@ s_handle_resolve (self_t *self, sb_msg_t *msg)
         return;
     }
     if (!sb_ia_transition_ok (ia.status, to)) {
-        /* a retry of the answer that won gets that answer again */
-        if (!cmd || !s_replay (self, msg, ia.interaction_id, digest))
+        /* a retry of the answer that won gets that answer again; one
+           resolved before the ids were remembered apart (its id only in
+           the record) is judged by the record: the same answer */
+        sb_cmdid_verdict_t v = cmd ? s_replay (self, msg, ia.interaction_id, digest) : SB_CMDID_NEW;
+        if (v == SB_CMDID_REPLAY)
+            ;
+        else
+        if (v == SB_CMDID_NEW && cmd && strcmp (cmd, ia.command_id) == 0 && ia.decision == d && ia.scope == sc)
+            s_reply_one (self, msg, &ia, false);
+        else
             s_reply_conflict (self, msg, &ia);
         sb_ia_free (&ia);
         return;

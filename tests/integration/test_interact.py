@@ -22,6 +22,7 @@ import os
 import random
 import signal
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import (Client, Server, check, cli, new_id, now_ms, run_tests, tmpdir,  # noqa: E402
@@ -271,6 +272,24 @@ def test_command_id_names_one_answer():
             r = resolve(c, iid, decision, **body)
             check(r.is_error() and r.code == "conflict" and r.body["detail"]["resolved_by"] == "web:ann",
                   "%r: %r", other, r.body)
+
+
+def test_a_forgotten_command_id_still_replays_the_same_answer():
+    # past SWITCHBOARD_COMMAND_TTL_S the id is forgotten; the record still
+    # names it, so a retry of the same answer gets the record, not conflict
+    # (also what a resolve from before the ids were remembered apart gets)
+    with Server(env={"SWITCHBOARD_COMMAND_TTL_S": "1"}) as srv:
+        c = Client(srv.endpoint())
+        sid = new_session(c)
+        iid = ask(c, sid)["interaction_id"]
+        first = resolve(c, iid, "approve", scope="session", resolved_by="web:ann", command_id="cmd-7")
+        check(first.type == "interact.resolve.ok", "first: %r", first.body)
+        time.sleep(1.2)     # the TTL, in seconds, is the unit under test
+        again = resolve(c, iid, "approve", scope="session", resolved_by="web:ann", command_id="cmd-7")
+        check(again.type == "interact.resolve.ok" and again.body["interaction"]["status"] == "approved"
+              and again.body["interaction"]["resolved_by"] == "web:ann", "retry after the TTL: %r", again.body)
+        other = resolve(c, iid, "reject", resolved_by="web:ann", command_id="cmd-7")
+        check(other.is_error() and other.code == "conflict", "another answer after the TTL: %r", other.body)
 
 
 def test_deadline_expires_to_the_default():

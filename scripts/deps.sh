@@ -44,13 +44,14 @@ tests_step() {
 PKGS=(
   build-essential pkg-config
   libzmq3-dev libczmq-dev libmsgpack-dev libcurl4-openssl-dev libsodium-dev
-  liblmdb-dev libwebsockets-dev libjansson-dev
+  liblmdb-dev libwebsockets-dev libjansson-dev libpq-dev
   libedit-dev
   bubblewrap util-linux git procps
 )
 # what only the tests (and the benchmarks) run
 TEST_PKGS=(
   clang libclang-rt-14-dev lmdb-utils libcriterion-dev
+  postgresql
   python3-zmq python3-msgpack python3-websocket
   nodejs
   chromium

@@ -109,6 +109,10 @@ const char *
 const char *
     sb_store_dbi_name (sb_store_t *self, unsigned index);
 
+//  The backend behind the store: "lmdb" or "postgresql". Static.
+const char *
+    sb_store_backend (sb_store_t *self);
+
 //  Describes any code returned by this module: SB_STORE_* or -errno.
 //  The string is static.
 const char *
@@ -129,6 +133,8 @@ typedef struct {
     uint64_t map_grows;     //  times the map was grown since open
     uint64_t disk_full;     //  writes that failed with SB_STORE_DISK_FULL
     int stale_readers;      //  stale reader slots cleared at open
+    uint64_t retries;       //  sb_store_write bodies run again after a
+                            //  conflict with another writer (PostgreSQL)
 } sb_store_info_t;
 
 //  Fills `info`. Opens a short read txn, so it may be called from any thread

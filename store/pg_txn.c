@@ -102,27 +102,36 @@ s_no_row (PGresult *res)
 //  --------------------------------------------------------------------------
 //  Transactions
 
+//  BEGIN on a connection of the pool, and once more on a new one when the
+//  pooled one turns out to be dead (the server restarted since it was
+//  last used): nothing was done in the txn yet, so that retry is safe.
 int
 sb_pg_txn_begin (sb_txn_t *txn)
 {
-    pg_txn_t *t = (pg_txn_t *) calloc (1, sizeof *t);
-    if (!t)
-        return -ENOMEM;
-    int rc = sb_pg_conn_take (txn->store, &t->conn);
-    if (rc != 0) {
-        free (t);
-        return rc;
-    }
-    txn->handle = t;
     const char *sql = txn->write
         ? "BEGIN ISOLATION LEVEL SERIALIZABLE"
         : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
-    rc = sb_pg_exec (txn, sql, 0, NULL, NULL, PGRES_COMMAND_OK, NULL);
-    if (rc == 0 && !txn->write)
-        rc = sb_pg_exec (txn, "SELECT 1", 0, NULL, NULL, PGRES_TUPLES_OK, NULL);
-    if (rc != 0) {
+    int rc = 0;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        pg_txn_t *t = (pg_txn_t *) calloc (1, sizeof *t);
+        if (!t)
+            return -ENOMEM;
+        rc = sb_pg_conn_take (txn->store, &t->conn);
+        if (rc != 0) {
+            free (t);
+            return rc;
+        }
+        txn->handle = t;
+        rc = sb_pg_exec (txn, sql, 0, NULL, NULL, PGRES_COMMAND_OK, NULL);
+        if (rc == 0 && !txn->write)
+            rc = sb_pg_exec (txn, "SELECT 1", 0, NULL, NULL, PGRES_TUPLES_OK, NULL);
+        if (rc == 0)
+            return 0;
+        bool lost = PQstatus (t->conn->conn) != CONNECTION_OK;
         sb_pg_txn_abort (txn);
         txn->handle = NULL;
+        if (!lost)
+            break;
     }
     return rc;
 }

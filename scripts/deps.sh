@@ -5,7 +5,8 @@
 #
 # Alone (make run, make deps): what building and running the server need,
 # nothing more. With --tests (make test, make asan) also what the tests
-# need: Criterion, clang, Chromium, Python's zmq, msgpack and websocket,
+# need: Criterion, clang, Chromium, PostgreSQL (the server, for the
+# store's tests on it), Python's zmq, msgpack and websocket,
 # Node.js, the browser test's playwright-core (tests/browser) and the
 # reference MCP server @modelcontextprotocol/server-everything (tests/mcp),
 # from npm (node_modules is git-ignored; the versions are pinned in each

@@ -102,15 +102,29 @@ s_no_row (PGresult *res)
 //  --------------------------------------------------------------------------
 //  Transactions
 
+//  Sends the BEGIN (and, for a read txn, the statement after it) as one
+//  simple query; the last result tells whether all went well.
+static int
+s_begin (sb_txn_t *txn, const char *sql)
+{
+    PGresult *res = PQexec (S_PGTXN (txn)->conn->conn, sql);
+    ExecStatusType want = txn->write? PGRES_COMMAND_OK: PGRES_TUPLES_OK;
+    int rc = res && PQresultStatus (res) == want? 0: s_failure (txn, res);
+    PQclear (res);
+    return rc;
+}
+
 //  BEGIN on a connection of the pool, and once more on a new one when the
 //  pooled one turns out to be dead (the server restarted since it was
 //  last used): nothing was done in the txn yet, so that retry is safe.
 int
 sb_pg_txn_begin (sb_txn_t *txn)
 {
+    //  A read txn's snapshot is taken by its first statement: the SELECT 1
+    //  takes it now, in the same round trip as the BEGIN.
     const char *sql = txn->write
         ? "BEGIN ISOLATION LEVEL SERIALIZABLE"
-        : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
+        : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT 1";
     int rc = 0;
     for (int attempt = 0; attempt < 2; attempt++) {
         pg_txn_t *t = (pg_txn_t *) calloc (1, sizeof *t);
@@ -122,9 +136,7 @@ sb_pg_txn_begin (sb_txn_t *txn)
             return rc;
         }
         txn->handle = t;
-        rc = sb_pg_exec (txn, sql, 0, NULL, NULL, PGRES_COMMAND_OK, NULL);
-        if (rc == 0 && !txn->write)
-            rc = sb_pg_exec (txn, "SELECT 1", 0, NULL, NULL, PGRES_TUPLES_OK, NULL);
+        rc = s_begin (txn, sql);
         if (rc == 0)
             return 0;
         bool lost = PQstatus (t->conn->conn) != CONNECTION_OK;

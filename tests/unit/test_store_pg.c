@@ -167,6 +167,47 @@ Test (store_pg, two_writers_conflict_and_both_commit, .timeout = 60)
     sb_store_destroy (&b);
 }
 
+typedef struct {
+    const char *url;
+    pthread_barrier_t *go;
+    sb_store_t *store;
+    char err [512];
+} opener_t;
+
+static void *
+s_opener (void *arg)
+{
+    opener_t *o = (opener_t *) arg;
+    pthread_barrier_wait (o->go);
+    o->store = sb_store_open (o->url, g_names, 1, 0, o->err, sizeof o->err);
+    return NULL;
+}
+
+Test (store_pg, hosts_that_start_at_once_all_open_a_fresh_schema, .timeout = 60)
+{
+    NEEDS_SERVER ();
+    //  Creating the schema and its tables races between them: whoever
+    //  loses runs the open again and finds them made.
+    char url [1024];
+    sbt_pg_where (url, sizeof url, "race");
+    enum { N = 4 };
+    pthread_barrier_t go;
+    pthread_barrier_init (&go, NULL, N);
+    opener_t o [N];
+    pthread_t t [N];
+    for (int i = 0; i < N; i++) {
+        o [i] = (opener_t) { url, &go, NULL, "" };
+        pthread_create (&t [i], NULL, s_opener, &o [i]);
+    }
+    for (int i = 0; i < N; i++)
+        pthread_join (t [i], NULL);
+    pthread_barrier_destroy (&go);
+    for (int i = 0; i < N; i++) {
+        cr_assert_not_null (o [i].store, "opener %d: %s", i, o [i].err);
+        sb_store_destroy (&o [i].store);
+    }
+}
+
 Test (store_pg, append_after_another_host_appended_is_out_of_order)
 {
     NEEDS_SERVER ();

@@ -3,6 +3,8 @@
     prefix's successor and checks that what is found is in range. */
 #include "store/lmdb_impl.h"
 
+#include <stddef.h>
+
 int
 sb_lmdb_last (sb_txn_t *txn, unsigned dbi,
               const void *prefix, size_t plen, const void *succ, size_t slen,
@@ -55,16 +57,18 @@ sb_lmdb_iter_begin (sb_txn_iter_t *it, unsigned dbi, const void *seek, size_t se
     return s_code (rc);
 }
 
+//  The hot loop of every scan: LMDB writes the entry straight into the
+//  front's datums, which have MDB_val's layout (checked here), instead of
+//  into MDB_vals that would be copied over.
+_Static_assert (sizeof (MDB_val) == sizeof (sb_datum_t)
+                && offsetof (MDB_val, mv_size) == offsetof (sb_datum_t, size)
+                && offsetof (MDB_val, mv_data) == offsetof (sb_datum_t, data),
+                "sb_datum_t has MDB_val's layout");
+
 int
 sb_lmdb_iter_next (sb_txn_iter_t *it, sb_datum_t *key, sb_datum_t *val)
 {
-    MDB_val k, v;
-    int rc = mdb_cursor_get (it->cursor, &k, &v, MDB_NEXT);
-    if (rc != 0)
-        return s_code (rc);
-    *key = (sb_datum_t) { k.mv_size, k.mv_data };
-    *val = (sb_datum_t) { v.mv_size, v.mv_data };
-    return 0;
+    return s_code (mdb_cursor_get (it->cursor, (MDB_val *) key, (MDB_val *) val, MDB_NEXT));
 }
 
 int

@@ -95,7 +95,7 @@ s_parse_url (sb_pg_t *pg, const char *url, char *err, size_t errlen)
     size_t schema_len = strlen (schema);
     for (const char *p = q? q + 1: NULL; p && *p; ) {
         size_t plen = strcspn (p, "&");
-        if (plen > 7 && strncmp (p, "schema=", 7) == 0) {
+        if (plen >= 7 && strncmp (p, "schema=", 7) == 0) {
             schema = p + 7;
             schema_len = plen - 7;
             if (!s_schema_ok (schema, schema_len)) {

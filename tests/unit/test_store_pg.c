@@ -69,6 +69,9 @@ Test (store_pg, bad_urls_and_names_are_refused_before_connecting)
     cr_assert_null (sb_store_open ("postgresql://127.0.0.1:1/x?schema=Bad-Name",
                                    g_names, 1, 0, g_err, sizeof g_err));
     cr_assert (strstr (g_err, "schema must be"), "%s", g_err);
+    cr_assert_null (sb_store_open ("postgresql://127.0.0.1:1/x?sslmode=disable&schema=",
+                                   g_names, 1, 0, g_err, sizeof g_err));
+    cr_assert (strstr (g_err, "schema must be"), "an empty schema: %s", g_err);
 
     //  PostgreSQL names are 63 bytes at most; a longer dbi name would be
     //  cut and could meet another one.

@@ -5,7 +5,8 @@
 #
 # Alone (make run, make deps): what building and running the server need,
 # nothing more. With --tests (make test, make asan) also what the tests
-# need: Criterion, clang, Chromium, Python's zmq, msgpack and websocket,
+# need: Criterion, clang, Chromium, PostgreSQL (the server, for the
+# store's tests on it), Python's zmq, msgpack and websocket,
 # Node.js, the browser test's playwright-core (tests/browser) and the
 # reference MCP server @modelcontextprotocol/server-everything (tests/mcp),
 # from npm (node_modules is git-ignored; the versions are pinned in each
@@ -44,13 +45,14 @@ tests_step() {
 PKGS=(
   build-essential pkg-config
   libzmq3-dev libczmq-dev libmsgpack-dev libcurl4-openssl-dev libsodium-dev
-  liblmdb-dev libwebsockets-dev libjansson-dev
+  liblmdb-dev libwebsockets-dev libjansson-dev libpq-dev
   libedit-dev
   bubblewrap util-linux git procps
 )
 # what only the tests (and the benchmarks) run
 TEST_PKGS=(
   clang libclang-rt-14-dev lmdb-utils libcriterion-dev
+  postgresql
   python3-zmq python3-msgpack python3-websocket
   nodejs
   chromium

@@ -1,5 +1,7 @@
-/*  store/iter.c — reading by prefix: the last key under a prefix,
-    cursors over a prefix, and foreach. */
+/*  store/iter.c — the front of reading by prefix: the last key under a
+    prefix, cursors over a prefix, and foreach. The prefix arithmetic (the
+    successor, the seek key, whether a key is still in range) is here,
+    once; a backend only seeks and steps. */
 #include "store/store_impl.h"
 
 #include <string.h>
@@ -8,14 +10,13 @@
 //  Prefix helpers
 
 static bool
-s_has_prefix (const MDB_val *key, const void *prefix, size_t plen)
+s_has_prefix (const sb_datum_t *key, const void *prefix, size_t plen)
 {
     return plen == 0
-        || (key->mv_size >= plen && memcmp (key->mv_data, prefix, plen) == 0);
+        || (key->size >= plen && memcmp (key->data, prefix, plen) == 0);
 }
 
-//  Byte order, as LMDB's default comparison sees it: a proper prefix sorts
-//  first.
+//  Byte order, as both backends see it: a proper prefix sorts first.
 static int
 s_cmp (const void *a, size_t alen, const void *b, size_t blen)
 {
@@ -29,9 +30,12 @@ s_cmp (const void *a, size_t alen, const void *b, size_t blen)
 //  A NULL prefix of length 0 means "the whole dbi"; a non-NULL one of
 //  length 0 is an overflowed sb_key_t and must not silently match all.
 static bool
-s_prefix_ok (sb_txn_t *txn, const void *prefix, size_t plen)
+s_prefix_ok (sb_txn_t *txn, unsigned dbi, const void *prefix, size_t plen)
 {
-    if ((prefix && plen == 0) || (!prefix && plen > 0) || plen > SB_STORE_KEY_MAX) {
+    if (txn->ret != 0)
+        return false;
+    if (!txn->handle || dbi >= txn->store->ndbi
+        || (prefix && plen == 0) || (!prefix && plen > 0) || plen > SB_STORE_KEY_MAX) {
         txn->ret = SB_STORE_INVALID;
         return false;
     }
@@ -48,13 +52,8 @@ sb_txn_last (sb_txn_t *txn, unsigned dbi, const void *prefix, size_t plen,
         *val = (sb_datum_t) { 0, NULL };
     if (!txn)
         return SB_STORE_INVALID;
-    if (!s_ready (txn, dbi) || !s_prefix_ok (txn, prefix, plen))
+    if (!s_prefix_ok (txn, dbi, prefix, plen))
         return txn->ret;
-
-    MDB_cursor *cursor;
-    int rc = mdb_cursor_open (S_TXN (txn), txn->store->dbi [dbi], &cursor);
-    if (rc != 0)
-        return txn->ret = s_code (rc);
 
     //  The last key with the prefix is the one just before the prefix's
     //  successor: the prefix with trailing 0xff bytes dropped and its last
@@ -66,28 +65,18 @@ sb_txn_last (sb_txn_t *txn, unsigned dbi, const void *prefix, size_t plen,
         memcpy (succ, prefix, plen);
     while (slen > 0 && succ [slen - 1] == 0xff)
         slen--;
-    MDB_val k, v;
-    if (slen == 0)
-        rc = mdb_cursor_get (cursor, &k, &v, MDB_LAST);
-    else {
+    if (slen > 0)
         succ [slen - 1]++;
-        k = (MDB_val) { slen, succ };
-        rc = mdb_cursor_get (cursor, &k, &v, MDB_SET_RANGE);
-        if (rc == 0)
-            rc = mdb_cursor_get (cursor, &k, &v, MDB_PREV);
-        else
-        if (rc == MDB_NOTFOUND)
-            rc = mdb_cursor_get (cursor, &k, &v, MDB_LAST);
-    }
-    mdb_cursor_close (cursor);
-    if (rc == MDB_NOTFOUND || (rc == 0 && !s_has_prefix (&k, prefix, plen)))
+    sb_datum_t k = { 0, NULL }, v = { 0, NULL };
+    int rc = txn->store->ops->last (txn, dbi, prefix, plen, succ, slen, &k, &v);
+    if (rc == SB_STORE_NOTFOUND || (rc == 0 && !s_has_prefix (&k, prefix, plen)))
         return SB_STORE_NOTFOUND;
     if (rc != 0)
-        return txn->ret = s_code (rc);
+        return txn->ret = rc;
     if (key)
-        *key = (sb_datum_t) { k.mv_size, k.mv_data };
+        *key = k;
     if (val)
-        *val = (sb_datum_t) { v.mv_size, v.mv_data };
+        *val = v;
     return 0;
 }
 
@@ -103,38 +92,30 @@ sb_txn_iter_begin (sb_txn_t *txn, sb_txn_iter_t *it, unsigned dbi,
         return SB_STORE_INVALID;
     memset (it, 0, offsetof (sb_txn_iter_t, prefix));
     it->txn = txn;
-    it->first_rc = MDB_NOTFOUND;
+    it->first_rc = SB_STORE_NOTFOUND;
     it->started = true;         //  until positioned: next yields nothing
-    if (!s_ready (txn, dbi) || !s_prefix_ok (txn, prefix, plen))
+    if (!s_prefix_ok (txn, dbi, prefix, plen))
         return txn->ret;
     if ((start && slen == 0) || (!start && slen > 0) || slen > SB_STORE_KEY_MAX)
         return txn->ret = SB_STORE_INVALID;
 
-    int rc = mdb_cursor_open (S_TXN (txn), txn->store->dbi [dbi], (MDB_cursor **) &it->cursor);
-    if (rc != 0) {
-        it->cursor = NULL;
-        return txn->ret = s_code (rc);
-    }
     it->plen = plen;
     if (plen > 0)
         memcpy (it->prefix, prefix, plen);
 
     //  Seek to whichever is later, the prefix or the start key: a start key
     //  before the prefix would otherwise begin outside the range.
-    MDB_val seek = { plen, it->prefix };
-    if (start && s_cmp (start, slen, prefix, plen) > 0)
-        seek = (MDB_val) { slen, (void *) start };
-    MDB_val val = { 0, NULL };
-    if (seek.mv_size > 0)
-        rc = mdb_cursor_get (it->cursor, &seek, &val, MDB_SET_RANGE);
-    else
-        rc = mdb_cursor_get (it->cursor, &seek, &val, MDB_FIRST);
-    it->key = (sb_datum_t) { seek.mv_size, seek.mv_data };
-    it->val = (sb_datum_t) { val.mv_size, val.mv_data };
+    const void *seek = it->prefix;
+    size_t seeklen = plen;
+    if (start && s_cmp (start, slen, prefix, plen) > 0) {
+        seek = start;
+        seeklen = slen;
+    }
+    int rc = txn->store->ops->iter_begin (it, dbi, seek, seeklen);
     it->first_rc = rc;
     it->started = false;
-    if (rc != 0 && rc != MDB_NOTFOUND) {
-        txn->ret = s_code (rc);
+    if (rc != 0 && rc != SB_STORE_NOTFOUND) {
+        txn->ret = rc;
         sb_txn_iter_end (it);
     }
     return txn->ret;
@@ -151,25 +132,31 @@ sb_txn_iter_next (sb_txn_iter_t *it, sb_datum_t *key, sb_datum_t *val)
         return false;
     }
     int rc;
-    MDB_val k, v;
+    sb_datum_t k, v;
     if (!it->started) {
         it->started = true;
         rc = it->first_rc;
-        k = (MDB_val) { it->key.size, (void *) it->key.data };
-        v = (MDB_val) { it->val.size, (void *) it->val.data };
+        k = it->key;
+        v = it->val;
     }
     else
-        rc = mdb_cursor_get (it->cursor, &k, &v, MDB_NEXT);
+        rc = txn->store->ops->iter_next (it, &k, &v);
 
     if (rc == 0 && s_has_prefix (&k, it->prefix, it->plen)) {
-        if (key)
-            *key = (sb_datum_t) { k.mv_size, k.mv_data };
-        if (val)
-            *val = (sb_datum_t) { v.mv_size, v.mv_data };
+        //  Field by field: the backend wrote each 8-byte half on its own,
+        //  and a 16-byte struct copy would wait on both stores.
+        if (key) {
+            key->size = k.size;
+            key->data = k.data;
+        }
+        if (val) {
+            val->size = v.size;
+            val->data = v.data;
+        }
         return true;
     }
-    if (rc != 0 && rc != MDB_NOTFOUND)
-        txn->ret = s_code (rc);
+    if (rc != 0 && rc != SB_STORE_NOTFOUND)
+        txn->ret = rc;
     sb_txn_iter_end (it);
     return false;
 }
@@ -182,11 +169,13 @@ sb_txn_iter_del (sb_txn_iter_t *it)
     sb_txn_t *txn = it->txn;
     if (txn->ret != 0)
         return txn->ret;
-    if (!it->cursor || !it->started)
+    if (!it->cursor || !it->started || !txn->handle)
         return txn->ret = SB_STORE_INVALID;
-    int rc = mdb_cursor_del (it->cursor, 0);
+    if (!txn->write)
+        return txn->ret = -EACCES;
+    int rc = txn->store->ops->iter_del (it);
     if (rc != 0)
-        txn->ret = s_code (rc);
+        txn->ret = rc;
     return txn->ret;
 }
 
@@ -194,7 +183,7 @@ void
 sb_txn_iter_end (sb_txn_iter_t *it)
 {
     if (it && it->cursor) {
-        mdb_cursor_close (it->cursor);
+        it->txn->store->ops->iter_end (it);
         it->cursor = NULL;
     }
 }

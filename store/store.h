@@ -4,10 +4,14 @@
     reads and writes, prefix scans, transactions with a sticky error, the
     group commit) and no type of the backend, so that a second
     implementation can sit beside LMDB (docs/architecture.md,
-    "Persistence"). Today's implementation: one store is one LMDB
-    environment in one folder (DATA/session, DATA/run, DATA/interact), owned by one actor, which is its only writer. The store
-    opens every named database ("dbi") once, at startup, and addresses them
-    afterwards by their index in the name list given to sb_store_open.
+    "Persistence"). Two implementations sit behind it, chosen by what is
+    given to sb_store_open: a folder is an LMDB environment (DATA/session,
+    DATA/run, DATA/interact, each owned by one actor, its only writer); a
+    postgres:// or postgresql:// URL is a schema of a PostgreSQL database,
+    which several handles, in one process or on several hosts, may write at
+    once. The store opens every named database ("dbi") once, at startup,
+    and addresses them afterwards by their index in the name list given to
+    sb_store_open.
 
     Transactions carry a sticky error, in the style of knot's knot_lmdb: the
     first failure is kept in txn.ret, every later operation on that txn does
@@ -15,8 +19,9 @@
     once, at the end.
 
     Writes go through sb_store_write, which runs a caller's function in one
-    write transaction, commits durably, and grows the map and re-runs the
-    function when the map is full. That is the group-commit primitive: an
+    write transaction, commits durably, and re-runs the function when the
+    backend asks (LMDB: the map was full and grew; PostgreSQL: the txn
+    conflicted with another writer). That is the group-commit primitive: an
     actor drains every pending write it holds into one call, usually on the
     committer thread (store/committer.h).
 
@@ -46,7 +51,8 @@ enum {
     SB_STORE_MAP_FULL  = -32003,  //  the map is full and could not grow
     SB_STORE_DISK_FULL = -32004,  //  the filesystem is full (ENOSPC, EDQUOT)
     SB_STORE_INVALID   = -32005,  //  bad argument: dbi index, key length, invalid sb_key_t
-    SB_STORE_BUSY      = -32006,  //  a write txn is already open on this store
+    SB_STORE_BUSY      = -32006,  //  a write txn is already open on this store; or
+                                  //  (PostgreSQL) a write that kept conflicting
     SB_STORE_ORDER     = -32007,  //  sb_txn_append: the key does not sort last; sticky
     SB_STORE_TXN_FULL  = -32008,  //  one txn wrote more than the backend holds in one
     SB_STORE_BACKEND   = -32009,  //  any other failure of the backend (logged where it happens)
@@ -82,14 +88,18 @@ typedef struct {
 //  Environment
 
 //  Opens (creating when needed) the environment in `dir`, making the folder
-//  and its parents with mode 0700. `dbi_names` is a NULL-terminated list of
+//  and its parents with mode 0700. A `dir` that starts with postgres:// or
+//  postgresql:// is a PostgreSQL database instead, as libpq takes it, plus
+//  `schema=NAME` (a-z, 0-9, _; default "switchboard"): the store is that
+//  schema, a table per dbi (names of at most 63 bytes there) and "meta",
+//  made when absent; an unreachable database is refused. `dbi_names` is a NULL-terminated list of
 //  database names (at most SB_STORE_DBI_MAX, unique, not "meta", which the
 //  store keeps for itself); each is opened once, here, and addressed later by
 //  its index in this list. `schema_version` is recorded in a fresh
 //  environment; an environment that records another version, or none, is
 //  refused. `initial_mapsize` 0 means SB_STORE_MAPSIZE_DEFAULT; the map grows
 //  on demand (see sb_store_write). Stale reader slots left by dead processes
-//  are cleared here.
+//  are cleared here. (PostgreSQL has no map: `initial_mapsize` is ignored.)
 //  Returns NULL on failure, with one clear line in `err` (which may be NULL).
 //  The caller owns the store; free it with sb_store_destroy.
 sb_store_t *
@@ -102,7 +112,7 @@ sb_store_t *
 void
     sb_store_destroy (sb_store_t **self_p);
 
-//  The folder given to sb_store_open. Owned by the store.
+//  The folder (or URL) given to sb_store_open. Owned by the store.
 const char *
     sb_store_dir (sb_store_t *self);
 
@@ -110,12 +120,17 @@ const char *
 const char *
     sb_store_dbi_name (sb_store_t *self, unsigned index);
 
+//  The backend behind the store: "lmdb" or "postgresql". Static.
+const char *
+    sb_store_backend (sb_store_t *self);
+
 //  Describes any code returned by this module: SB_STORE_* or -errno.
 //  The string is static.
 const char *
     sb_store_strerror (int code);
 
-//  Counters for `switchboard stats` and /metrics.
+//  Counters for `switchboard stats` and /metrics. On PostgreSQL the map,
+//  page and reader fields are 0, and entries are counted rows.
 typedef struct {
     size_t mapsize;         //  bytes currently mapped
     size_t page_size;
@@ -130,6 +145,8 @@ typedef struct {
     uint64_t map_grows;     //  times the map was grown since open
     uint64_t disk_full;     //  writes that failed with SB_STORE_DISK_FULL
     int stale_readers;      //  stale reader slots cleared at open
+    uint64_t retries;       //  sb_store_write bodies run again after a
+                            //  conflict with another writer (PostgreSQL)
 } sb_store_info_t;
 
 //  Fills `info`. Opens a short read txn, so it may be called from any thread
@@ -146,7 +163,8 @@ int
 //  positive codes to tell them apart from the store's negative ones).
 //
 //  It MUST be re-runnable: when the map fills up, the transaction is aborted,
-//  the map grows, and `fn` is called again from scratch with a fresh txn. So
+//  the map grows, and `fn` is called again from scratch with a fresh txn; so
+//  too on PostgreSQL after a conflict with another writer. So
 //  `fn` must derive everything it writes from `ctx` and the txn alone, and
 //  must not consume its input (pop a queue, free a buffer, bump a counter
 //  that is not recomputed) until sb_store_write has returned 0.
@@ -159,7 +177,10 @@ typedef int (sb_store_write_fn) (sb_txn_t *txn, void *ctx);
 //  committed; SB_STORE_DISK_FULL when the filesystem is full (not retried);
 //  SB_STORE_MAP_FULL when the map cannot grow (SB_STORE_MAPSIZE_MAX reached,
 //  or another txn of this store is still open); `fn`'s own non-zero return;
-//  or another error. Call it from the store's owning thread.
+//  or another error. On PostgreSQL, a serialization failure or a deadlock
+//  (from any operation or from the commit) runs `fn` again after a short
+//  random pause, counted in info.retries, up to 32 runs in all; then
+//  SB_STORE_BUSY. Call it from the store's owning thread.
 int
     sb_store_write (sb_store_t *self, sb_store_write_fn *fn, void *ctx);
 
@@ -170,7 +191,8 @@ int
 //  one write txn is open at a time, and a second sb_txn_begin(write) while
 //  one is open returns SB_STORE_BUSY instead of deadlocking. On failure
 //  txn->ret is set and commit/abort are still safe to call. Prefer
-//  sb_store_write for writes: a bare write txn does not grow the map.
+//  sb_store_write for writes: a bare write txn does not grow the map, nor
+//  run again after a conflict (PostgreSQL: its commit returns SB_STORE_BUSY).
 int
     sb_txn_begin (sb_store_t *store, sb_txn_t *txn, bool write);
 

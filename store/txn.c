@@ -1,7 +1,9 @@
-/*  store/txn.c — the store's transactions (sticky error, see
-    store/store.h) and its single-key operations. Every txn registers in
-    the store's open_txns before it calls into LMDB: see store/store.c on
-    map growth. */
+/*  store/txn.c — the front of transactions (the sticky error, see
+    store/store.h) and of the single-key operations: every check is made
+    here, once, and only a valid call on a live txn reaches the backend.
+
+    Every txn registers in the store's open_txns before it calls into the
+    backend: LMDB grows its map only while none is open (store/lmdb.c). */
 #include "store/store_impl.h"
 
 //  --------------------------------------------------------------------------
@@ -16,8 +18,10 @@ sb_txn_begin (sb_store_t *store, sb_txn_t *txn, bool write)
     if (!store)
         return txn->ret = SB_STORE_INVALID;
 
-    //  LMDB's writer lock is not recursive: a nested begin on the owning
-    //  thread would hang forever. Refuse it instead.
+    //  One write txn at a time: LMDB's writer lock is not recursive (a
+    //  nested begin on the owning thread would hang forever), and the
+    //  PostgreSQL store keeps one connection for its writer. Refuse a
+    //  second one instead.
     if (write) {
         bool expected = false;
         if (!atomic_compare_exchange_strong (&store->writing, &expected, true))
@@ -27,22 +31,10 @@ sb_txn_begin (sb_store_t *store, sb_txn_t *txn, bool write)
     store->open_txns++;
     pthread_mutex_unlock (&store->lock);
 
-    int rc = mdb_txn_begin (store->env, NULL, write? 0: MDB_RDONLY, (MDB_txn **) &txn->handle);
-    if (rc == MDB_MAP_RESIZED) {
-        //  Another process grew the map. Adopt its size, which LMDB allows
-        //  only while we have no other txn open.
-        pthread_mutex_lock (&store->lock);
-        if (store->open_txns == 1 && mdb_env_set_mapsize (store->env, 0) == 0) {
-            MDB_envinfo info;
-            mdb_env_info (store->env, &info);
-            store->mapsize = info.me_mapsize;
-            rc = mdb_txn_begin (store->env, NULL, write? 0: MDB_RDONLY, (MDB_txn **) &txn->handle);
-        }
-        pthread_mutex_unlock (&store->lock);
-    }
+    int rc = store->ops->txn_begin (txn);
     if (rc != 0) {
         txn->handle = NULL;
-        txn->ret = s_code (rc);
+        txn->ret = rc;
         pthread_mutex_lock (&store->lock);
         store->open_txns--;
         pthread_mutex_unlock (&store->lock);
@@ -52,7 +44,7 @@ sb_txn_begin (sb_store_t *store, sb_txn_t *txn, bool write)
     return txn->ret;
 }
 
-//  Forgets an ended txn: its LMDB handle is already freed.
+//  Forgets an ended txn: the backend freed its handle.
 static void
 s_txn_release (sb_txn_t *txn)
 {
@@ -70,7 +62,7 @@ sb_txn_abort (sb_txn_t *txn)
 {
     if (!txn || !txn->handle)
         return;
-    mdb_txn_abort (S_TXN (txn));
+    txn->store->ops->txn_abort (txn);
     if (txn->write)
         atomic_fetch_add_explicit (&txn->store->aborts, 1, memory_order_relaxed);
     s_txn_release (txn);
@@ -87,14 +79,14 @@ sb_txn_commit (sb_txn_t *txn)
         sb_txn_abort (txn);
         return txn->ret;
     }
+    sb_store_t *store = txn->store;
     if (!txn->write) {
-        //  A read txn has nothing to commit; abort is how LMDB releases it.
-        mdb_txn_abort (S_TXN (txn));
+        //  A read txn has nothing to commit; the backend releases it.
+        store->ops->txn_abort (txn);
         s_txn_release (txn);
         return 0;
     }
-    sb_store_t *store = txn->store;
-    int rc = s_code (mdb_txn_commit (S_TXN (txn)));
+    int rc = store->ops->txn_commit (txn);
     s_txn_release (txn);
     if (rc == 0)
         atomic_fetch_add_explicit (&store->commits, 1, memory_order_relaxed);
@@ -107,61 +99,83 @@ sb_txn_commit (sb_txn_t *txn)
     return rc;
 }
 
+//  --------------------------------------------------------------------------
+//  Checks shared by every operation
 
-//  A zero length is how an overflowed sb_key_t shows itself, and LMDB
-//  refuses keys over its maximum anyway: make both a clear INVALID.
+//  True when an operation may proceed; otherwise the txn holds (or now
+//  gets) the error that the operation returns. A zero length is how an
+//  overflowed sb_key_t shows itself, and no backend takes keys over the
+//  maximum: both are a clear INVALID. A write in a read txn is -EACCES,
+//  what LMDB has always said of it.
 static bool
-s_key_ok (sb_txn_t *txn, const void *key, size_t klen)
+s_ready (sb_txn_t *txn, unsigned dbi, const void *key, size_t klen, bool writes)
 {
-    if (!key || klen == 0 || klen > SB_STORE_KEY_MAX) {
+    if (txn->ret != 0)
+        return false;
+    if (!txn->handle || dbi >= txn->store->ndbi || !key || klen == 0 || klen > SB_STORE_KEY_MAX) {
         txn->ret = SB_STORE_INVALID;
+        return false;
+    }
+    if (writes && !txn->write) {
+        txn->ret = -EACCES;
         return false;
     }
     return true;
 }
 
+//  What a write's failure leaves: EXISTS is an answer, not an error; any
+//  other failure sticks.
 static int
-s_put (sb_txn_t *txn, unsigned dbi, const void *key, size_t klen,
-       const void *val, size_t vlen, unsigned flags)
+s_wrote (sb_txn_t *txn, int rc)
 {
-    if (!txn)
-        return SB_STORE_INVALID;
-    if (!s_ready (txn, dbi) || !s_key_ok (txn, key, klen))
-        return txn->ret;
-    if (!val && vlen > 0)
-        return txn->ret = SB_STORE_INVALID;
-    MDB_val k = { klen, (void *) key };
-    MDB_val v = { vlen, (void *) val };
-    int rc = mdb_put (S_TXN (txn), txn->store->dbi [dbi], &k, &v, flags);
-    if (rc == MDB_KEYEXIST && (flags & MDB_NOOVERWRITE))
-        return SB_STORE_EXISTS;
-    if (rc != 0) {
-        txn->ret = s_code (rc);
-        if (txn->ret == SB_STORE_DISK_FULL)
-            atomic_fetch_add_explicit (&txn->store->disk_full, 1, memory_order_relaxed);
-    }
-    return txn->ret;
+    if (rc == 0 || rc == SB_STORE_EXISTS)
+        return rc;
+    txn->ret = rc;
+    if (rc == SB_STORE_DISK_FULL)
+        atomic_fetch_add_explicit (&txn->store->disk_full, 1, memory_order_relaxed);
+    return rc;
 }
+
+//  --------------------------------------------------------------------------
+//  Single keys
 
 int
 sb_txn_put (sb_txn_t *txn, unsigned dbi, const void *key, size_t klen,
             const void *val, size_t vlen)
 {
-    return s_put (txn, dbi, key, klen, val, vlen, 0);
+    if (!txn)
+        return SB_STORE_INVALID;
+    if (!s_ready (txn, dbi, key, klen, true))
+        return txn->ret;
+    if (!val && vlen > 0)
+        return txn->ret = SB_STORE_INVALID;
+    return s_wrote (txn, txn->store->ops->put (txn, dbi, key, klen, val, vlen));
 }
 
 int
 sb_txn_insert (sb_txn_t *txn, unsigned dbi, const void *key, size_t klen,
                const void *val, size_t vlen)
 {
-    return s_put (txn, dbi, key, klen, val, vlen, MDB_NOOVERWRITE);
+    if (!txn)
+        return SB_STORE_INVALID;
+    if (!s_ready (txn, dbi, key, klen, true))
+        return txn->ret;
+    if (!val && vlen > 0)
+        return txn->ret = SB_STORE_INVALID;
+    return s_wrote (txn, txn->store->ops->insert (txn, dbi, key, klen, val, vlen));
 }
 
 int
 sb_txn_append (sb_txn_t *txn, unsigned dbi, const void *key, size_t klen,
                const void *val, size_t vlen)
 {
-    return s_put (txn, dbi, key, klen, val, vlen, MDB_APPEND);
+    if (!txn)
+        return SB_STORE_INVALID;
+    if (!s_ready (txn, dbi, key, klen, true))
+        return txn->ret;
+    if (!val && vlen > 0)
+        return txn->ret = SB_STORE_INVALID;
+    return s_wrote (txn, txn->store->ops->append (txn, dbi, key, klen, val, vlen));
 }
 
 int
@@ -172,17 +186,16 @@ sb_txn_get (sb_txn_t *txn, unsigned dbi, const void *key, size_t klen,
         *out = (sb_datum_t) { 0, NULL };
     if (!txn)
         return SB_STORE_INVALID;
-    if (!s_ready (txn, dbi) || !s_key_ok (txn, key, klen))
+    if (!s_ready (txn, dbi, key, klen, false))
         return txn->ret;
-    MDB_val k = { klen, (void *) key };
-    MDB_val v;
-    int rc = mdb_get (S_TXN (txn), txn->store->dbi [dbi], &k, &v);
-    if (rc == MDB_NOTFOUND)
-        return SB_STORE_NOTFOUND;
+    sb_datum_t v = { 0, NULL };
+    int rc = txn->store->ops->get (txn, dbi, key, klen, &v);
+    if (rc == SB_STORE_NOTFOUND)
+        return rc;
     if (rc != 0)
-        return txn->ret = s_code (rc);
+        return txn->ret = rc;
     if (out)
-        *out = (sb_datum_t) { v.mv_size, v.mv_data };
+        *out = v;
     return 0;
 }
 
@@ -191,13 +204,12 @@ sb_txn_del (sb_txn_t *txn, unsigned dbi, const void *key, size_t klen)
 {
     if (!txn)
         return SB_STORE_INVALID;
-    if (!s_ready (txn, dbi) || !s_key_ok (txn, key, klen))
+    if (!s_ready (txn, dbi, key, klen, true))
         return txn->ret;
-    MDB_val k = { klen, (void *) key };
-    int rc = mdb_del (S_TXN (txn), txn->store->dbi [dbi], &k, NULL);
-    if (rc == MDB_NOTFOUND)
-        return SB_STORE_NOTFOUND;
+    int rc = txn->store->ops->del (txn, dbi, key, klen);
+    if (rc == SB_STORE_NOTFOUND)
+        return rc;
     if (rc != 0)
-        txn->ret = s_code (rc);
+        txn->ret = rc;
     return txn->ret;
 }

@@ -1,0 +1,61 @@
+/*  store/lmdb_impl.h — what the LMDB backend's files share (store/lmdb.c,
+    lmdb_txn.c, lmdb_iter.c). Not a public header, and only the LMDB files
+    include it: nothing else in the tree names an LMDB type. */
+#ifndef SB_STORE_LMDB_IMPL_H
+#define SB_STORE_LMDB_IMPL_H
+
+#include "store/store_impl.h"
+
+#include <lmdb.h>
+
+typedef struct {
+    MDB_env *env;
+    MDB_dbi dbi [SB_STORE_DBI_MAX];
+    MDB_dbi meta;
+    size_t mapsize;             //  guarded by the store's lock
+    atomic_uint_fast64_t grows;
+    int stale_readers;
+} sb_lmdb_t;
+
+//  The LMDB state of a store, and the LMDB txn of a store txn.
+#define S_LMDB(store) ((sb_lmdb_t *) (store)->impl)
+#define S_TXN(t) ((MDB_txn *) (t)->handle)
+
+//  Maps an LMDB return (MDB_* codes, or a positive errno) to ours.
+static inline int
+s_code (int rc)
+{
+    switch (rc) {
+        case MDB_SUCCESS:   return 0;
+        case MDB_NOTFOUND:  return SB_STORE_NOTFOUND;
+        case MDB_KEYEXIST:  return SB_STORE_ORDER;     //  only MDB_APPEND gets here
+        case MDB_MAP_FULL:  return SB_STORE_MAP_FULL;
+        case MDB_TXN_FULL:  return SB_STORE_TXN_FULL;
+        case ENOSPC:
+        case EDQUOT:        return SB_STORE_DISK_FULL;
+        default:            return rc > 0? -rc: SB_STORE_BACKEND;
+    }
+}
+
+//  The ops of lmdb_txn.c and lmdb_iter.c, gathered in lmdb.c's table.
+int  sb_lmdb_txn_begin  (sb_txn_t *txn);
+int  sb_lmdb_txn_commit (sb_txn_t *txn);
+void sb_lmdb_txn_abort  (sb_txn_t *txn);
+int  sb_lmdb_put    (sb_txn_t *txn, unsigned dbi, const void *key, size_t klen,
+                     const void *val, size_t vlen);
+int  sb_lmdb_insert (sb_txn_t *txn, unsigned dbi, const void *key, size_t klen,
+                     const void *val, size_t vlen);
+int  sb_lmdb_append (sb_txn_t *txn, unsigned dbi, const void *key, size_t klen,
+                     const void *val, size_t vlen);
+int  sb_lmdb_get    (sb_txn_t *txn, unsigned dbi, const void *key, size_t klen,
+                     sb_datum_t *out);
+int  sb_lmdb_del    (sb_txn_t *txn, unsigned dbi, const void *key, size_t klen);
+int  sb_lmdb_last   (sb_txn_t *txn, unsigned dbi,
+                     const void *prefix, size_t plen, const void *succ, size_t slen,
+                     sb_datum_t *key, sb_datum_t *val);
+int  sb_lmdb_iter_begin (sb_txn_iter_t *it, unsigned dbi, const void *seek, size_t seeklen);
+int  sb_lmdb_iter_next  (sb_txn_iter_t *it, sb_datum_t *key, sb_datum_t *val);
+int  sb_lmdb_iter_del   (sb_txn_iter_t *it);
+void sb_lmdb_iter_end   (sb_txn_iter_t *it);
+
+#endif

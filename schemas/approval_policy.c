@@ -1,6 +1,7 @@
 /*  schemas/approval_policy.c — approval modes, rule actions and the rule
     check (schemas/approval_policy.h). */
 #include "schemas/approval_policy.h"
+#include "schemas/schema.h"
 
 #include <stddef.h>
 #include <string.h>
@@ -13,17 +14,10 @@ sb_policy_mode_from_name (const char *name)
 {
     if (!name || !*name)
         return SB_POLICY_AUTO;
-    for (int k = 0; k < SB_POLICY__MODES; k++)
-        if (strcmp (name, sb_policy_modes [k]) == 0)
-            return (sb_policy_mode_t) k;
-    return SB_POLICY__MODES;
+    return (sb_policy_mode_t) sb_enum_lookup (sb_policy_modes, SB_POLICY__MODES, name);
 }
 
-const char *
-sb_policy_mode_name (sb_policy_mode_t mode)
-{
-    return (unsigned) mode < SB_POLICY__MODES ? sb_policy_modes [mode] : "?";
-}
+SB_ENUM_NAME (sb_policy_mode_name, sb_policy_mode_t, sb_policy_modes, SB_POLICY__MODES, "?")
 
 //  A mode's name, exactly: what the CLI checks of --approval before it
 //  sends it. The server's one check of a client's approval_policy is the
@@ -34,20 +28,8 @@ sb_policy_mode_ok (const char *name)
     return name && *name && sb_policy_mode_from_name (name) != SB_POLICY__MODES;
 }
 
-sb_policy_action_t
-sb_policy_action_from_name (const char *name)
-{
-    for (int k = 0; name && k < SB_POLICY__ACTIONS; k++)
-        if (strcmp (name, sb_policy_actions [k]) == 0)
-            return (sb_policy_action_t) k;
-    return SB_POLICY__ACTIONS;
-}
-
-const char *
-sb_policy_action_name (sb_policy_action_t action)
-{
-    return (unsigned) action < SB_POLICY__ACTIONS ? sb_policy_actions [action] : "?";
-}
+SB_ENUM_FROM (sb_policy_action_from_name, sb_policy_action_t, sb_policy_actions, SB_POLICY__ACTIONS)
+SB_ENUM_NAME (sb_policy_action_name, sb_policy_action_t, sb_policy_actions, SB_POLICY__ACTIONS, "?")
 
 //  What session.create and session.update check of each rule; the
 //  executor reads only rules that passed it.

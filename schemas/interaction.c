@@ -17,24 +17,8 @@ static const bool s_transitions [IA__COUNT][IA__COUNT] = {
     [IA_PENDING] = { [IA_APPROVED] = true, [IA_REJECTED] = true, [IA_EXPIRED] = true },
 };
 
-static int
-s_lookup (const char *const *names, int n, const char *name)
-{
-    int k = name ? sb_enum_index (names, name, strlen (name)) : -1;
-    return k < 0 ? n : k;
-}
-
-const char *
-sb_ia_status_name (ia_status_t s)
-{
-    return (unsigned) s < IA__COUNT ? sb_ia_statuses [s] : "unknown";
-}
-
-ia_status_t
-sb_ia_status_from_name (const char *name)
-{
-    return (ia_status_t) s_lookup (sb_ia_statuses, IA__COUNT, name);
-}
+SB_ENUM_NAME (sb_ia_status_name, ia_status_t, sb_ia_statuses, IA__COUNT, "unknown")
+SB_ENUM_FROM (sb_ia_status_from_name, ia_status_t, sb_ia_statuses, IA__COUNT)
 
 bool
 sb_ia_transition_ok (ia_status_t from, ia_status_t to)
@@ -42,32 +26,8 @@ sb_ia_transition_ok (ia_status_t from, ia_status_t to)
     return (unsigned) from < IA__COUNT && (unsigned) to < IA__COUNT && s_transitions [from][to];
 }
 
-const char *
-sb_ia_decision_name (ia_decision_t d)
-{
-    return (unsigned) d < IA__DECISIONS ? sb_ia_decisions [d] : "unknown";
-}
-
-ia_decision_t
-sb_ia_decision_from_name (const char *name)
-{
-    return (ia_decision_t) s_lookup (sb_ia_decisions, IA__DECISIONS, name);
-}
-
-const char *
-sb_ia_scope_name (ia_scope_t s)
-{
-    return (unsigned) s < IA__SCOPES ? sb_ia_scopes [s] : "unknown";
-}
-
-ia_scope_t
-sb_ia_scope_from_name (const char *name)
-{
-    return (ia_scope_t) s_lookup (sb_ia_scopes, IA__SCOPES, name);
-}
-
-ia_risk_t
-sb_ia_risk_from_name (const char *name)
-{
-    return (ia_risk_t) s_lookup (sb_ia_risks, IA__RISKS, name);
-}
+SB_ENUM_NAME (sb_ia_decision_name, ia_decision_t, sb_ia_decisions, IA__DECISIONS, "unknown")
+SB_ENUM_FROM (sb_ia_decision_from_name, ia_decision_t, sb_ia_decisions, IA__DECISIONS)
+SB_ENUM_NAME (sb_ia_scope_name, ia_scope_t, sb_ia_scopes, IA__SCOPES, "unknown")
+SB_ENUM_FROM (sb_ia_scope_from_name, ia_scope_t, sb_ia_scopes, IA__SCOPES)
+SB_ENUM_FROM (sb_ia_risk_from_name, ia_risk_t, sb_ia_risks, IA__RISKS)

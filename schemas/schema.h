@@ -112,6 +112,17 @@ int sb_enum_index (const char *const *values, const char *name, size_t len);
     fit): for error messages, `switchboard schemas` and the docs. */
 void sb_enum_join (const char *const *values, char *out, size_t n);
 
+/*  A vocabulary's two functions, over its table of `count` names:
+    NAME_FROM (const char *) gives the value of a name, or `count` for
+    NULL and any other string; NAME_OF (value) gives the name, or
+    `unknown` out of range. One line per function in the vocabulary's .c. */
+int sb_enum_lookup (const char *const *values, int count, const char *name);
+const char *sb_enum_name (const char *const *values, int count, int value, const char *unknown);
+#define SB_ENUM_FROM(fn, type, values, count) \
+    type fn (const char *name) { return (type) sb_enum_lookup (values, count, name); }
+#define SB_ENUM_NAME(fn, type, values, count, unknown) \
+    const char *fn (type value) { return sb_enum_name (values, count, (int) value, unknown); }
+
 /*  Field `field` of message type `type` (e.g. "run.list", "limit"), for
     readers of its declared range such as the CLI; NULL when unknown. */
 const sb_field_t *sb_schema_field (const char *type, const char *field);

@@ -349,6 +349,19 @@ sb_enum_index (const char *const *values, const char *name, size_t len)
     return -1;
 }
 
+int
+sb_enum_lookup (const char *const *values, int count, const char *name)
+{
+    int k = name ? sb_enum_index (values, name, strlen (name)) : -1;
+    return k < 0 || k >= count ? count : k;
+}
+
+const char *
+sb_enum_name (const char *const *values, int count, int value, const char *unknown)
+{
+    return value >= 0 && value < count ? values [value] : unknown;
+}
+
 void
 sb_enum_join (const char *const *values, char *out, size_t n)
 {

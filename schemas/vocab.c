@@ -18,96 +18,25 @@ const char *const sb_stop_reasons [SB_STOP__COUNT + 1] = {
     "end", "tool_calls", "length", "content_filter", "cancelled", NULL
 };
 
-/*  The index of name in names (count of them), or count. */
-static int
-s_lookup (const char *const *names, int count, const char *name)
-{
-    int k = name ? sb_enum_index (names, name, strlen (name)) : -1;
-    return k < 0 ? count : k;
-}
-
-sb_executor_t
-sb_executor_from_name (const char *name)
-{
-    return (sb_executor_t) s_lookup (sb_executors, SB_EXECUTOR__COUNT, name);
-}
+SB_ENUM_FROM (sb_executor_from_name, sb_executor_t, sb_executors, SB_EXECUTOR__COUNT)
 
 sb_run_kind_t
 sb_run_kind_from_name (const char *name)
 {
     if (!name || !*name)
         return SB_RUN_KIND_PROMPT;
-    return (sb_run_kind_t) s_lookup (sb_run_kinds, SB_RUN_KIND__COUNT, name);
+    return (sb_run_kind_t) sb_enum_lookup (sb_run_kinds, SB_RUN_KIND__COUNT, name);
 }
 
-sb_session_status_t
-sb_session_status_from_name (const char *name)
-{
-    return (sb_session_status_t) s_lookup (sb_session_statuses, SB_SESSION__COUNT, name);
-}
-
-sb_turn_status_t
-sb_turn_status_from_name (const char *name)
-{
-    return (sb_turn_status_t) s_lookup (sb_turn_statuses, SB_TURN__COUNT, name);
-}
-
-const char *
-sb_turn_status_name (sb_turn_status_t turn)
-{
-    return (unsigned) turn < SB_TURN__COUNT ? sb_turn_statuses [turn] : "?";
-}
-
-sb_prompt_mode_t
-sb_prompt_mode_from_name (const char *name)
-{
-    return (sb_prompt_mode_t) s_lookup (sb_prompt_modes, SB_PROMPT__MODES, name);
-}
-
-const char *
-sb_prompt_mode_name (sb_prompt_mode_t mode)
-{
-    return (unsigned) mode < SB_PROMPT__MODES ? sb_prompt_modes [mode] : "?";
-}
-
-sb_compact_method_t
-sb_compact_method_from_name (const char *name)
-{
-    return (sb_compact_method_t) s_lookup (sb_compact_methods, SB_COMPACT__METHODS, name);
-}
-
-sb_workspace_sync_t
-sb_workspace_sync_from_name (const char *name)
-{
-    return (sb_workspace_sync_t) s_lookup (sb_workspace_syncs, SB_SYNC__COUNT, name);
-}
-
-sb_worker_status_t
-sb_worker_status_from_name (const char *name)
-{
-    return (sb_worker_status_t) s_lookup (sb_worker_statuses, SB_WORKER__COUNT, name);
-}
-
-sb_llm_role_t
-sb_llm_role_from_name (const char *name)
-{
-    return (sb_llm_role_t) s_lookup (sb_llm_roles, SB_LLM_ROLE__COUNT, name);
-}
-
-sb_stop_reason_t
-sb_stop_reason_from_name (const char *name)
-{
-    return (sb_stop_reason_t) s_lookup (sb_stop_reasons, SB_STOP__COUNT, name);
-}
-
-sb_run_phase_t
-sb_run_phase_from_name (const char *name)
-{
-    return (sb_run_phase_t) s_lookup (sb_run_phases, SB_PHASE__COUNT, name);
-}
-
-const char *
-sb_run_phase_name (sb_run_phase_t phase)
-{
-    return (unsigned) phase < SB_PHASE__COUNT ? sb_run_phases [phase] : "?";
-}
+SB_ENUM_FROM (sb_session_status_from_name, sb_session_status_t, sb_session_statuses, SB_SESSION__COUNT)
+SB_ENUM_FROM (sb_turn_status_from_name, sb_turn_status_t, sb_turn_statuses, SB_TURN__COUNT)
+SB_ENUM_NAME (sb_turn_status_name, sb_turn_status_t, sb_turn_statuses, SB_TURN__COUNT, "?")
+SB_ENUM_FROM (sb_prompt_mode_from_name, sb_prompt_mode_t, sb_prompt_modes, SB_PROMPT__MODES)
+SB_ENUM_NAME (sb_prompt_mode_name, sb_prompt_mode_t, sb_prompt_modes, SB_PROMPT__MODES, "?")
+SB_ENUM_FROM (sb_compact_method_from_name, sb_compact_method_t, sb_compact_methods, SB_COMPACT__METHODS)
+SB_ENUM_FROM (sb_workspace_sync_from_name, sb_workspace_sync_t, sb_workspace_syncs, SB_SYNC__COUNT)
+SB_ENUM_FROM (sb_worker_status_from_name, sb_worker_status_t, sb_worker_statuses, SB_WORKER__COUNT)
+SB_ENUM_FROM (sb_llm_role_from_name, sb_llm_role_t, sb_llm_roles, SB_LLM_ROLE__COUNT)
+SB_ENUM_FROM (sb_stop_reason_from_name, sb_stop_reason_t, sb_stop_reasons, SB_STOP__COUNT)
+SB_ENUM_FROM (sb_run_phase_from_name, sb_run_phase_t, sb_run_phases, SB_PHASE__COUNT)
+SB_ENUM_NAME (sb_run_phase_name, sb_run_phase_t, sb_run_phases, SB_PHASE__COUNT, "?")

@@ -331,6 +331,95 @@ Test (cluster, a_node_whose_lease_was_taken_is_fenced_and_takes_nothing_back)
     sb_store_destroy (&store);
 }
 
+//  The orders of a write and a takeover (docs/scale-out.md, "What the
+//  epoch fences"). Case 3: the guard holds the lease row FOR SHARE; a
+//  claim after the lease lapsed skips that row until the write ends.
+Test (cluster, a_takeover_waits_for_a_write_that_holds_the_lease_row)
+{
+    NEEDS_SERVER ();
+    char url [1024], got [64];
+    sbt_pg_where (url, sizeof url, "store");
+    sb_store_t *store = sb_store_open (url, g_names, 1, 0, g_err, sizeof g_err);
+    cr_assert_not_null (store, "%s", g_err);
+    sb_cluster_t *a = s_node ("na");
+    s_tick (a);
+    uint32_t shard = sb_cluster_shard_of ("ses_fenced");
+    write_ctx_t w = { .value = "slow write" };
+    cr_assert_eq (sb_cluster_guard (a, shard, &w.guard), 0);
+    sb_txn_t txn;
+    cr_assert_eq (sb_txn_begin (store, &txn, true), 0);
+    cr_assert_eq (s_guarded_put (&txn, &w), 0);
+    //  the lease lapses with the write still open: b takes every other shard
+    sb_cluster_t *b = s_node ("nb");
+    s_sleep_ms (LEASE_MS + 100);
+    s_tick (b);
+    cr_assert_eq (sb_cluster_held (b), ~0ull & ~(1ull << shard));
+    cr_assert_eq (sb_txn_commit (&txn), 0);
+    s_read_back (store, got, sizeof got);
+    cr_assert_str_eq (got, "slow write");
+    //  the write ended: the next round takes the shard, at a new epoch
+    s_tick (b);
+    cr_assert_eq (sb_cluster_held (b), ~0ull);
+    sb_guard_t g;
+    cr_assert_eq (sb_cluster_guard (b, shard, &g), 0);
+    cr_assert_gt (g.epoch, w.guard.epoch);
+    sb_cluster_destroy (&a);
+    sb_cluster_destroy (&b);
+    sb_store_destroy (&store);
+}
+
+//  Case 2: the write's snapshot is older than the takeover, its guard
+//  newer. Locking the changed row fails the SERIALIZABLE write, which
+//  sb_store_write runs again; that run sees the new epoch.
+typedef struct {
+    write_ctx_t w;
+    sb_cluster_t *b;
+    int runs;
+} race_write_t;
+
+static int
+s_read_then_guard (sb_txn_t *txn, void *arg)
+{
+    race_write_t *r = (race_write_t *) arg;
+    sb_key_t k;
+    sb_key_init (&k, 'T');
+    sb_key_str (&k, "ses_other");
+    sb_datum_t v;
+    sb_txn_get (txn, 0, k.buf, k.len, &v);     //  takes the snapshot
+    if (r->runs++ == 0) {
+        s_sleep_ms (LEASE_MS + 100);
+        s_tick (r->b);
+        cr_assert_eq (sb_cluster_held (r->b), ~0ull, "the takeover did not happen");
+    }
+    return s_guarded_put (txn, &r->w);
+}
+
+Test (cluster, a_write_whose_snapshot_predates_a_takeover_runs_again_and_is_fenced)
+{
+    NEEDS_SERVER ();
+    char url [1024], got [64];
+    sbt_pg_where (url, sizeof url, "store");
+    sb_store_t *store = sb_store_open (url, g_names, 1, 0, g_err, sizeof g_err);
+    cr_assert_not_null (store, "%s", g_err);
+    sb_cluster_t *a = s_node ("na");
+    sb_cluster_t *b = s_node ("nb");
+    cr_assert_eq (sb_cluster_leave (b), 0);    //  b waits outside until the takeover
+    s_tick (a);
+    cr_assert_eq (sb_cluster_held (a), ~0ull);
+    race_write_t r = { .w = { .value = "stale" }, .b = b };
+    cr_assert_eq (sb_cluster_guard (a, sb_cluster_shard_of ("ses_fenced"), &r.w.guard), 0);
+    cr_assert_eq (sb_store_write (store, s_read_then_guard, &r), SB_STORE_FENCED);
+    cr_assert_eq (r.runs, 2, "ran %d times", r.runs);
+    sb_store_info_t info;
+    cr_assert_eq (sb_store_info (store, &info), 0);
+    cr_assert_eq (info.retries, 1);
+    s_read_back (store, got, sizeof got);
+    cr_assert_str_eq (got, "");
+    sb_cluster_destroy (&a);
+    sb_cluster_destroy (&b);
+    sb_store_destroy (&store);
+}
+
 //  Two threads balance at once, released together by a barrier.
 typedef struct {
     sb_cluster_t *node;

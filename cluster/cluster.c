@@ -20,9 +20,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 //  --------------------------------------------------------------------------
 //  Settings
+
+static int64_t
+s_mono_ms (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 //  SWITCHBOARD_SHARD_LEASE_MS and _HEARTBEAT_MS: digits only, in range;
 //  anything else is ignored with a warning.
@@ -144,6 +153,7 @@ sb_cluster_open (const char *url, const sb_cluster_config_t *config, char *err, 
     if (s_settings (self, config, err, errlen) != 0
         || sb_cluster_db_open (&self->db, url, err, errlen) != 0)
         goto failed;
+    self->renewed_ms = s_mono_ms ();
     if (sb_cluster_db_begin (&self->db) != 0) {
         snprintf (err, errlen, "cluster: %s: cannot begin a transaction", self->db.where);
         goto failed;
@@ -264,6 +274,24 @@ s_renew (sb_cluster_t *self, uint64_t *kept)
     return rc;
 }
 
+//  A node that cannot renew (the database is down or out of reach) must
+//  not go on as the owner past its leases: they expire at the server's
+//  now() of the last renewal plus the lease, and that now() came after
+//  renewed_ms here. So once a lease has passed since then, everything is
+//  given up, with no word from the database needed.
+static uint64_t
+s_give_up_when_late (sb_cluster_t *self)
+{
+    if (s_mono_ms () - self->renewed_ms < (int64_t) self->lease_ms)
+        return 0;
+    pthread_mutex_lock (&self->lock);
+    uint64_t gone = self->held;
+    self->held = 0;
+    memset (self->owned, 0, sizeof self->owned);
+    pthread_mutex_unlock (&self->lock);
+    return gone;
+}
+
 int
 sb_cluster_heartbeat (sb_cluster_t *self, uint64_t *lost)
 {
@@ -272,6 +300,7 @@ sb_cluster_heartbeat (sb_cluster_t *self, uint64_t *lost)
     if (!self)
         return SB_STORE_INVALID;
     uint64_t kept = 0;
+    int64_t began = s_mono_ms ();
     int rc = sb_cluster_db_begin (&self->db);
     if (rc == 0)
         rc = s_renew (self, &kept);
@@ -279,22 +308,27 @@ sb_cluster_heartbeat (sb_cluster_t *self, uint64_t *lost)
         rc = s_refresh (self);
     if (rc == 0)
         rc = sb_cluster_db_commit (&self->db);
+    uint64_t gone;
     if (rc != 0) {
         sb_cluster_db_rollback (&self->db);
-        return rc;
+        gone = s_give_up_when_late (self);
     }
-    pthread_mutex_lock (&self->lock);
-    uint64_t gone = self->held & ~kept;
-    self->held &= kept;
-    pthread_mutex_unlock (&self->lock);
+    else {
+        self->renewed_ms = began;
+        pthread_mutex_lock (&self->lock);
+        gone = self->held & ~kept;
+        self->held &= kept;
+        pthread_mutex_unlock (&self->lock);
+    }
     if (gone) {
         char ranges [256];
         sb_cluster_ranges (gone, ranges, sizeof ranges);
-        sb_warn ("cluster", "node %s lost shards %s (their leases lapsed or moved)", self->node_id, ranges);
+        sb_warn ("cluster", "node %s lost shards %s (%s)", self->node_id, ranges,
+                 rc? "no renewal within a lease": "their leases lapsed or moved");
     }
     if (lost)
         *lost = gone;
-    return 0;
+    return rc;
 }
 
 //  --------------------------------------------------------------------------

@@ -127,7 +127,10 @@ void
 //  Renews the node's row and every lease it holds, in one transaction.
 //  Fills `lost` (may be NULL) with the shards it held whose epoch moved or
 //  whose lease lapsed: this node must stop writing them. Refreshes the
-//  owner cache. Returns 0 or an error (then nothing was renewed).
+//  owner cache. Returns 0 or an error: then nothing was renewed, and once
+//  no renewal has succeeded for a lease (by this host's monotonic clock,
+//  measured from before the last good one began, so never later than the
+//  database's expiry), every shard is given up and reported in `lost`.
 int
     sb_cluster_heartbeat (sb_cluster_t *self, uint64_t *lost);
 

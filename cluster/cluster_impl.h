@@ -33,6 +33,7 @@ struct _sb_cluster_t {
     char event_endpoint [SB_CLUSTER_EP_MAX + 1];
     char curve_public [SB_CLUSTER_KEY_MAX + 1];
     unsigned lease_ms, heartbeat_ms;
+    int64_t renewed_ms;         //  monotonic, before the last renewal began
 
     pthread_mutex_t lock;       //  guards what follows: the cache
     uint64_t held;              //  the shards this node holds

@@ -33,7 +33,8 @@ s_schema_ok (const char *s, size_t n)
 }
 
 //  The URL with its query split: schema= taken out, connect_timeout=10
-//  added unless given; `where` is the URL up to the query, less any
+//  and application_name=switchboard-cluster added unless given (the
+//  name tells the cluster's connections apart in pg_stat_activity); `where` is the URL up to the query, less any
 //  user:password@.
 static int
 s_parse (sb_cluster_db_t *db, const char *url, char *err, size_t errlen)
@@ -45,14 +46,14 @@ s_parse (sb_cluster_db_t *db, const char *url, char *err, size_t errlen)
     size_t len = strlen (url);
     const char *q = strchr (url, '?');
     size_t base = q? (size_t) (q - url): len;
-    char *out = (char *) malloc (len + 32);
+    char *out = (char *) malloc (len + 64);
     if (!out) {
         snprintf (err, errlen, "cluster: out of memory");
         return -1;
     }
     memcpy (out, url, base);
     size_t n = base;
-    bool timeout = false;
+    bool timeout = false, named = false;
     snprintf (db->schema, sizeof db->schema, "%s", SB_CLUSTER_SCHEMA_DEFAULT);
     for (const char *p = q? q + 1: NULL; p && *p; ) {
         size_t plen = strcspn (p, "&");
@@ -67,12 +68,15 @@ s_parse (sb_cluster_db_t *db, const char *url, char *err, size_t errlen)
         else
         if (plen > 0) {
             timeout = timeout || strncmp (p, "connect_timeout=", 16) == 0;
+            named = named || strncmp (p, "application_name=", 17) == 0;
             n += (size_t) sprintf (out + n, "%c%.*s", n == base? '?': '&', (int) plen, p);
         }
         p += plen + (p [plen] == '&');
     }
     if (!timeout)
         n += (size_t) sprintf (out + n, "%cconnect_timeout=10", n == base? '?': '&');
+    if (!named)
+        n += (size_t) sprintf (out + n, "%capplication_name=switchboard-cluster", n == base? '?': '&');
     db->conninfo = out;
     const char *host = strstr (url, "://") + 3;
     const char *at = memchr (host, '@', base - (size_t) (host - url));

@@ -11,7 +11,8 @@ PostgreSQL), then:
     lease was taken (SB_STORE_FENCED through sb_store_write and
     sb_txn_guard, nothing committed), no shard taken back by a node that
     returns, a takeover that waits for a write holding the lease row, a
-    write whose snapshot predates a takeover run again and fenced, one
+    write whose snapshot predates a takeover run again and fenced, a node
+    that cannot reach the database giving up its shards within a lease, one
     owner for a shard two nodes race for (100 rounds);
   - registers three nodes (the test binary's cluster_fixture test: two
     alive with 32 shards each, one dead) and lists them with
@@ -174,7 +175,7 @@ def with_postgres(body):
 
 def test_cluster_units():
     def body(pg):
-        text = run_unit(pg, "test_cluster", 12)
+        text = run_unit(pg, "test_cluster", 13)
         m = re.search(r"takeover of \d+ shards after (\d+) ms", text)
         check(m, "no takeover time printed: %s", text[-2000:])
         print("takeover after %s ms" % m.group(1))

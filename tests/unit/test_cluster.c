@@ -420,6 +420,56 @@ Test (cluster, a_write_whose_snapshot_predates_a_takeover_runs_again_and_is_fenc
     sb_store_destroy (&store);
 }
 
+//  A node that cannot renew gives everything up once a lease has passed
+//  since its last good renewal began, without a word from the database.
+//  The database is made unreachable for it by a lock on its table and a
+//  short statement_timeout in its URL: each beat fails after 100 ms.
+Test (cluster, a_node_that_cannot_renew_gives_up_its_shards_within_a_lease)
+{
+    NEEDS_SERVER ();
+    char url [1024];
+    sbt_pg_where (url, sizeof url, "cluster");
+    strcat (url, "&options=-c%20statement_timeout%3D100");
+    sb_cluster_config_t config = { .node_id = "cut", .lease_ms = LEASE_MS, .heartbeat_ms = BEAT_MS };
+    sb_cluster_t *c = sb_cluster_open (url, &config, g_err, sizeof g_err);
+    cr_assert_not_null (c, "%s", g_err);
+    s_tick (c);
+    cr_assert_eq (sb_cluster_heartbeat (c, NULL), 0);
+    int64_t t0 = s_now_ms ();
+    cr_assert_eq (sb_cluster_held (c), ~0ull);
+
+    PGconn *locker = PQconnectdb (sbt_pg_base ());
+    char sql [256];
+    snprintf (sql, sizeof sql, "BEGIN; LOCK TABLE %s.nodes IN ACCESS EXCLUSIVE MODE", sb_cluster_schema (c));
+    PGresult *res = PQexec (locker, sql);
+    cr_assert_eq (PQresultStatus (res), PGRES_COMMAND_OK, "%s", PQerrorMessage (locker));
+    PQclear (res);
+    uint64_t lost = 0;
+    int64_t gave_up = -1;
+    while (s_now_ms () - t0 < 3 * LEASE_MS) {
+        s_sleep_ms (BEAT_MS);
+        cr_assert_neq (sb_cluster_heartbeat (c, &lost), 0, "a beat got through the lock");
+        if (lost) {
+            gave_up = s_now_ms () - t0;
+            break;
+        }
+        cr_assert_eq (sb_cluster_held (c), ~0ull);
+    }
+    cr_assert_eq (lost, ~0ull);
+    cr_assert_eq (sb_cluster_held (c), 0);
+    sb_guard_t g;
+    cr_assert_eq (sb_cluster_guard (c, 1, &g), SB_STORE_FENCED);
+    //  given up after a lease, and by the next beat after that
+    cr_assert (gave_up >= LEASE_MS - 100 && gave_up <= LEASE_MS + BEAT_MS + 300, "gave up after %lld ms",
+               (long long) gave_up);
+    PQclear (PQexec (locker, "ROLLBACK"));
+    PQfinish (locker);
+    //  back in reach: it beats again and takes the shards anew
+    s_tick (c);
+    cr_assert_eq (sb_cluster_held (c), ~0ull);
+    sb_cluster_destroy (&c);
+}
+
 //  Two threads balance at once, released together by a barrier.
 typedef struct {
     sb_cluster_t *node;

@@ -21,9 +21,9 @@ static const char *s_usage =
     "shards it owns (count and ranges), then the shards nobody owns. A node that\n"
     "stopped without leaving stays listed, not alive, until it comes back.\n"
     "\n"
-    "  --store URL       postgresql://USER@HOST:PORT/DB[?schema=NAME]: the\n"
-    "                    cluster's database (default $SWITCHBOARD_STORE; the\n"
-    "                    schema defaults to switchboard_cluster)\n"
+    "  --store URL       postgresql://USER@HOST:PORT/DB[?schema=NAME], as serve\n"
+    "                    takes it (default $SWITCHBOARD_STORE); the cluster is\n"
+    "                    in the schema NAME_cluster (switchboard_cluster)\n"
     "  --json            one JSON document: {\"schema\", \"shards\", \"nodes\": [...],\n"
     "                    \"unowned\"}\n"
     "  -h, --help        this help\n";
@@ -97,18 +97,6 @@ s_json (const char *schema, const sb_cluster_info_t *list, size_t count, uint64_
     return 0;
 }
 
-//  The schema the URL names, as the cluster reads it.
-static void
-s_schema (const char *url, char *out, size_t size)
-{
-    const char *q = strchr (url, '?');
-    const char *p = q? strstr (q, "schema="): NULL;
-    if (p && (p [-1] == '?' || p [-1] == '&'))
-        snprintf (out, size, "%.*s", (int) strcspn (p + 7, "&"), p + 7);
-    else
-        snprintf (out, size, "switchboard_cluster");
-}
-
 int
 sb_cmd_nodes (int argc, char **argv)
 {
@@ -145,7 +133,7 @@ sb_cmd_nodes (int argc, char **argv)
         owned |= list [i].shards;
     uint64_t unowned = ~owned;
     char schema [64];
-    s_schema (url, schema, sizeof schema);
+    sb_cluster_url_schema (url, schema, sizeof schema);
     int rc = 0;
     if (json)
         rc = s_json (schema, list, count, unowned);

@@ -3,8 +3,9 @@
     "Shards and leases").
 
     PostgreSQL is the source of truth; there is no membership, consensus or
-    replication protocol of our own. A cluster is one schema of a database
-    (the URL's `schema=NAME`, default "switchboard_cluster") holding:
+    replication protocol of our own. The URL is the store's (store/store.h),
+    and a cluster is one schema of that database, NAME_cluster for the
+    URL's `schema=NAME` (so "switchboard_cluster" by default), holding:
       nodes          one row per node: its id, its bus and event endpoints,
                      its CURVE public key, its lease length, when it
                      started and when it last beat
@@ -179,6 +180,11 @@ const char *sb_cluster_schema (sb_cluster_t *self);
 const char *sb_cluster_node_id (sb_cluster_t *self);
 unsigned    sb_cluster_lease_ms (sb_cluster_t *self);
 unsigned    sb_cluster_heartbeat_ms (sb_cluster_t *self);
+
+//  The cluster schema a URL names (NAME_cluster), or SB_STORE_INVALID for
+//  a URL the cluster refuses.
+int
+    sb_cluster_url_schema (const char *url, char *out, size_t size);
 
 //  Writes a set of shards as ranges ("0-21,40"; "-" when empty) into out.
 void

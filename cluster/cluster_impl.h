@@ -14,7 +14,9 @@
 #include <libpq-fe.h>
 #include <pthread.h>
 
-#define SB_CLUSTER_SCHEMA_DEFAULT "switchboard_cluster"
+//  The cluster's schema: the URL's schema= (or this base) and the suffix.
+#define SB_CLUSTER_SCHEMA_BASE      "switchboard"
+#define SB_CLUSTER_SCHEMA_SUFFIX    "_cluster"
 
 //  A connection to the cluster's database, and the schema's name, plain
 //  (for guards) and escaped (for statements).

@@ -2,10 +2,12 @@
     statements with text parameters, and the tables.
 
     The URL is the store's (store/store.h): postgres:// or postgresql://
-    as libpq takes it, plus `schema=NAME` ([a-z0-9_], 1 to 63 bytes), here
-    defaulting to "switchboard_cluster". The cluster's tables live in a
-    schema of their own rather than beside a store's, because a store
-    refuses a schema that holds tables it did not make.
+    as libpq takes it, plus `schema=NAME` ([a-z0-9_], default
+    "switchboard"). The cluster's tables live in the schema NAME_cluster
+    ("switchboard_cluster" by default; so NAME has at most 55 bytes here),
+    so that one URL serves a node's stores and its cluster, and in a schema
+    of their own rather than beside a store's, because a store refuses a
+    schema that holds tables it did not make.
 
     Statements name the schema with '@' (no statement of ours has an '@'
     otherwise); it is replaced by the escaped name before the statement is
@@ -24,7 +26,7 @@
 static bool
 s_schema_ok (const char *s, size_t n)
 {
-    if (n == 0 || n > 63)
+    if (n == 0 || n + strlen (SB_CLUSTER_SCHEMA_SUFFIX) > 63)
         return false;
     for (size_t i = 0; i < n; i++)
         if (!((s [i] >= 'a' && s [i] <= 'z') || (s [i] >= '0' && s [i] <= '9') || s [i] == '_'))
@@ -54,16 +56,18 @@ s_parse (sb_cluster_db_t *db, const char *url, char *err, size_t errlen)
     memcpy (out, url, base);
     size_t n = base;
     bool timeout = false, named = false;
-    snprintf (db->schema, sizeof db->schema, "%s", SB_CLUSTER_SCHEMA_DEFAULT);
+    snprintf (db->schema, sizeof db->schema, "%s%s", SB_CLUSTER_SCHEMA_BASE, SB_CLUSTER_SCHEMA_SUFFIX);
     for (const char *p = q? q + 1: NULL; p && *p; ) {
         size_t plen = strcspn (p, "&");
         if (plen >= 7 && strncmp (p, "schema=", 7) == 0) {
             if (!s_schema_ok (p + 7, plen - 7)) {
-                snprintf (err, errlen, "cluster: schema must be 1 to 63 of a-z, 0-9 and _");
+                snprintf (err, errlen, "cluster: schema must be 1 to %zu of a-z, 0-9 and _",
+                          63 - strlen (SB_CLUSTER_SCHEMA_SUFFIX));
                 free (out);
                 return -1;
             }
-            snprintf (db->schema, sizeof db->schema, "%.*s", (int) (plen - 7), p + 7);
+            snprintf (db->schema, sizeof db->schema, "%.*s%s", (int) (plen - 7), p + 7,
+                      SB_CLUSTER_SCHEMA_SUFFIX);
         }
         else
         if (plen > 0) {
@@ -87,6 +91,19 @@ s_parse (sb_cluster_db_t *db, const char *url, char *err, size_t errlen)
         return -1;
     }
     return 0;
+}
+
+int
+sb_cluster_url_schema (const char *url, char *out, size_t size)
+{
+    sb_cluster_db_t db;
+    memset (&db, 0, sizeof db);
+    char err [128];
+    int rc = url && s_parse (&db, url, err, sizeof err) == 0? 0: SB_STORE_INVALID;
+    snprintf (out, size, "%s", rc == 0? db.schema: "");
+    free (db.conninfo);
+    free (db.where);
+    return rc;
 }
 
 //  --------------------------------------------------------------------------

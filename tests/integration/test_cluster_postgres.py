@@ -175,7 +175,7 @@ def with_postgres(body):
 
 def test_cluster_units():
     def body(pg):
-        text = run_unit(pg, "test_cluster", 13)
+        text = run_unit(pg, "test_cluster", 14)
         m = re.search(r"takeover of \d+ shards after (\d+) ms", text)
         check(m, "no takeover time printed: %s", text[-2000:])
         print("takeover after %s ms" % m.group(1))
@@ -206,7 +206,7 @@ def test_nodes_lists_a_cluster():
         rc, out, err = sb("nodes", "--store", url, "--json")
         check(rc == 0, "nodes --json: %d %s", rc, err)
         doc = json.loads(out)
-        check(doc["schema"] == "nodes_cli" and doc["shards"] == 64, "%s", out)
+        check(doc["schema"] == "nodes_cli_cluster" and doc["shards"] == 64, "%s", out)
         byid = {n["node_id"]: n for n in doc["nodes"]}
         check(sorted(byid) == ["n1", "n2", "n3"], "nodes: %s", out)
         for nid in ("n1", "n2"):

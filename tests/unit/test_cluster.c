@@ -151,6 +151,22 @@ Test (cluster, bad_ids_and_urls_are_refused_before_connecting)
     cr_assert_null (strstr (g_err, "hunter2"), "no password in the message: %s", g_err);
 }
 
+Test (cluster, the_cluster_schema_is_the_store_schema_and_cluster)
+{
+    char schema [64];
+    cr_assert_eq (sb_cluster_url_schema ("postgresql://h/db", schema, sizeof schema), 0);
+    cr_assert_str_eq (schema, "switchboard_cluster");
+    cr_assert_eq (sb_cluster_url_schema ("postgres://h/db?sslmode=disable&schema=prod", schema, sizeof schema), 0);
+    cr_assert_str_eq (schema, "prod_cluster");
+    char url [128];
+    snprintf (url, sizeof url, "postgresql://h/db?schema=%055d", 0);     //  55 + 8 = 63: fits
+    cr_assert_eq (sb_cluster_url_schema (url, schema, sizeof schema), 0);
+    cr_assert_eq (strlen (schema), 63);
+    snprintf (url, sizeof url, "postgresql://h/db?schema=%056d", 0);
+    cr_assert_eq (sb_cluster_url_schema (url, schema, sizeof schema), SB_STORE_INVALID);
+    cr_assert_eq (sb_cluster_url_schema ("/var/lib/sb", schema, sizeof schema), SB_STORE_INVALID);
+}
+
 //  What a fenced write writes: one key, after the guard.
 typedef struct {
     sb_guard_t guard;

@@ -44,13 +44,13 @@ struct _sb_cluster_t {
     sb_cluster_owner_t owner [SB_CLUSTER_SHARDS];
 };
 
-//  Splits off schema=NAME (default SB_CLUSTER_SCHEMA_DEFAULT) and adds a
+//  Splits off schema=NAME (the cluster is NAME_cluster) and adds a
 //  connect_timeout, then connects. Returns 0, or -1 with one line in err.
 int  sb_cluster_db_open (sb_cluster_db_t *db, const char *url, char *err, size_t errlen);
 void sb_cluster_db_close (sb_cluster_db_t *db);
 
-//  Runs one statement with text parameters; `sql` has %1$s where the
-//  escaped schema goes. Returns 0 and the result in *res (or clears it when
+//  Runs one statement with text parameters; every '@' in `sql` is where
+//  the escaped schema goes. Returns 0 and the result in *res (or clears it when
 //  res is NULL); SB_STORE_BUSY on a conflict (40001, 40P01);
 //  SB_STORE_BACKEND otherwise, logged. A broken connection is reset first.
 int  sb_cluster_db_exec (sb_cluster_db_t *db, const char *sql, int nparams,

@@ -221,12 +221,17 @@ s_refresh (sb_cluster_t *self)
 }
 
 //  The shards and epochs this node holds, as array literals.
+//  Sized for the worst: 64 shards of 2 digits, 64 epochs of 19.
+#define S_SHARDS_TEXT   (SB_CLUSTER_SHARDS * 3 + 3)
+#define S_EPOCHS_TEXT   (SB_CLUSTER_SHARDS * 21 + 3)
+
 static void
-s_held_arrays (sb_cluster_t *self, char *shards, char *epochs, size_t size)
+s_held_arrays (sb_cluster_t *self, char *shards, char *epochs)
 {
+    size_t size = S_EPOCHS_TEXT;
     pthread_mutex_lock (&self->lock);
     uint64_t held = self->held;
-    sb_cluster_array (held, shards, size);
+    sb_cluster_array (held, shards, S_SHARDS_TEXT);
     size_t n = (size_t) snprintf (epochs, size, "{");
     for (unsigned s = 0; s < SB_CLUSTER_SHARDS && n < size; s++)
         if (held & (1ull << s))
@@ -246,9 +251,9 @@ s_held_arrays (sb_cluster_t *self, char *shards, char *epochs, size_t size)
 static int
 s_renew (sb_cluster_t *self, uint64_t *kept)
 {
-    char lease [16], shards [512], epochs [1536];
+    char lease [16], shards [S_SHARDS_TEXT], epochs [S_EPOCHS_TEXT];
     snprintf (lease, sizeof lease, "%u", self->lease_ms);
-    s_held_arrays (self, shards, epochs, sizeof shards);
+    s_held_arrays (self, shards, epochs);
     const char *v [4] = { self->node_id, lease, shards, epochs };
     const char *row [5] = { self->node_id, self->bus_endpoint, self->event_endpoint,
                             self->curve_public, lease };

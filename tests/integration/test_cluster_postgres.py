@@ -175,7 +175,7 @@ def with_postgres(body):
 
 def test_cluster_units():
     def body(pg):
-        text = run_unit(pg, "test_cluster", 14)
+        text = run_unit(pg, "test_cluster", 15)
         m = re.search(r"takeover of \d+ shards after (\d+) ms", text)
         check(m, "no takeover time printed: %s", text[-2000:])
         print("takeover after %s ms" % m.group(1))

@@ -486,6 +486,25 @@ Test (cluster, a_node_that_cannot_renew_gives_up_its_shards_within_a_lease)
     sb_cluster_destroy (&c);
 }
 
+Test (cluster, every_lease_renews_at_epochs_of_nineteen_digits)
+{
+    NEEDS_SERVER ();
+    sb_cluster_t *c = s_node ("big");
+    char sql [256];
+    snprintf (sql, sizeof sql, "UPDATE %s.shard_leases SET epoch = 999999999999999990",
+              sb_cluster_schema (c));
+    cr_assert_eq (sbt_pg_exec (sql), 0);
+    s_tick (c);
+    cr_assert_eq (sb_cluster_held (c), ~0ull);
+    uint64_t lost;
+    cr_assert_eq (sb_cluster_heartbeat (c, &lost), 0);
+    cr_assert_eq (lost, 0);
+    sb_guard_t g;
+    cr_assert_eq (sb_cluster_guard (c, 63, &g), 0);
+    cr_assert_eq (g.epoch, 999999999999999991LL);
+    sb_cluster_destroy (&c);
+}
+
 //  Two threads balance at once, released together by a barrier.
 typedef struct {
     sb_cluster_t *node;

@@ -1,6 +1,6 @@
 # switchboard — build, test, bench, fuzz.
 # Sources are found by wildcard, so a new module needs no Makefile edit:
-#   library code : schemas/ bus/ common/ sandbox/ store/ actors/ actors/*/ cli/ (all but cli/main.c)
+#   library code : schemas/ bus/ common/ sandbox/ store/ cluster/ actors/ actors/*/ cli/ (all but cli/main.c)
 #   unit tests   : tests/unit/test_<module>.c  -> $(BUILD)/tests/test_<module>
 #   fuzz targets : tests/fuzz/fuzz_<name>.c    -> $(BUILD)/fuzz/fuzz_<name>
 #   benchmarks   : bench/bench_<name>.c        -> $(BUILD)/bench/bench_<name>
@@ -23,9 +23,9 @@ CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-re
 LDFLAGS += -fsanitize=address,undefined
 endif
 
-LIB_SRC  := $(filter-out cli/main.c,$(wildcard schemas/*.c bus/*.c common/*.c sandbox/*.c store/*.c actors/*.c actors/*/*.c cli/*.c gateway/*.c workers/*.c))
+LIB_SRC  := $(filter-out cli/main.c,$(wildcard schemas/*.c bus/*.c common/*.c sandbox/*.c store/*.c cluster/*.c actors/*.c actors/*/*.c cli/*.c gateway/*.c workers/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
-HDRS     := $(wildcard bench/*.h schemas/*.h bus/*.h common/*.h sandbox/*.h store/*.h actors/*.h actors/*/*.h cli/*.h gateway/*.h workers/*.h)
+HDRS     := $(wildcard bench/*.h schemas/*.h bus/*.h common/*.h sandbox/*.h store/*.h cluster/*.h actors/*.h actors/*/*.h cli/*.h gateway/*.h workers/*.h)
 TEST_HDRS:= $(wildcard tests/common/*.h)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)

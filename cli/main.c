@@ -2,6 +2,7 @@
 #include "cli/cli.h"
 #include "cli/chat.h"
 #include "cli/interactions.h"
+#include "cli/nodes.h"
 #include "cli/queue.h"
 #include "actors/llm/keys.h"
 #include "common/log.h"
@@ -28,6 +29,7 @@ static const sb_cmd_t s_commands [] = {
     { "sessions", sb_cmd_sessions, "list, show, create, update, close and delete sessions" },
     { "events", sb_cmd_events, "print a session's tape; --follow streams it live" },
     { "workers", sb_cmd_workers, "list the registered workers and their status" },
+    { "nodes", sb_cmd_nodes, "list a cluster's nodes on PostgreSQL: endpoints, heartbeat, shards owned" },
     { "worker-status", sb_cmd_worker_status, "show one worker" },
     { "worker", sb_cmd_worker, "run an external worker that claims a pool's runs" },
     { "keys", sb_cmd_keys, "make a client key pair for the bus's CURVE TCP endpoints" },

@@ -22,9 +22,9 @@ import os
 import re
 import sys
 
-SOURCE_DIRS = ("actors", "bus", "cli", "common", "gateway", "sandbox",
+SOURCE_DIRS = ("actors", "bus", "cli", "cluster", "common", "gateway", "sandbox",
                "schemas", "store", "workers")
-LIBRARIES = ("bus", "common", "schemas", "sandbox", "store")
+LIBRARIES = ("bus", "cluster", "common", "schemas", "sandbox", "store")
 FILE_MAX = 1000
 FUNCTION_MAX = 120
 

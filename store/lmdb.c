@@ -313,6 +313,7 @@ const sb_store_ops_t sb_store_lmdb_ops = {
     .append     = sb_lmdb_append,
     .get        = sb_lmdb_get,
     .del        = sb_lmdb_del,
+    .guard      = sb_lmdb_guard,
     .last       = sb_lmdb_last,
     .iter_begin = sb_lmdb_iter_begin,
     .iter_next  = sb_lmdb_iter_next,

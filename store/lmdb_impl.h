@@ -50,6 +50,7 @@ int  sb_lmdb_append (sb_txn_t *txn, unsigned dbi, const void *key, size_t klen,
 int  sb_lmdb_get    (sb_txn_t *txn, unsigned dbi, const void *key, size_t klen,
                      sb_datum_t *out);
 int  sb_lmdb_del    (sb_txn_t *txn, unsigned dbi, const void *key, size_t klen);
+int  sb_lmdb_guard  (sb_txn_t *txn, const sb_guard_t *guard);
 int  sb_lmdb_last   (sb_txn_t *txn, unsigned dbi,
                      const void *prefix, size_t plen, const void *succ, size_t slen,
                      sb_datum_t *key, sb_datum_t *val);

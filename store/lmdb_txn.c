@@ -96,3 +96,13 @@ sb_lmdb_del (sb_txn_t *txn, unsigned dbi, const void *key, size_t klen)
     MDB_val k = { klen, (void *) key };
     return s_code (mdb_del (S_TXN (txn), S_LMDB (txn->store)->dbi [dbi], &k, NULL));
 }
+
+//  --------------------------------------------------------------------------
+//  Fencing
+
+//  One host, one writer per environment: there is no lease to check.
+int
+sb_lmdb_guard (sb_txn_t *txn, const sb_guard_t *guard)
+{
+    return 0;
+}

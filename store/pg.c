@@ -529,6 +529,7 @@ const sb_store_ops_t sb_store_pg_ops = {
     .append     = sb_pg_append,
     .get        = sb_pg_get,
     .del        = sb_pg_del,
+    .guard      = sb_pg_guard,
     .last       = sb_pg_last,
     .iter_begin = sb_pg_iter_begin,
     .iter_next  = sb_pg_iter_next,

@@ -14,6 +14,7 @@
 */
 #include "store/pg_impl.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -265,6 +266,39 @@ sb_pg_del (sb_txn_t *txn, unsigned dbi, const void *key, size_t klen)
     if (rc != 0)
         return rc;
     rc = s_no_row (res)? SB_STORE_NOTFOUND: 0;
+    PQclear (res);
+    return rc;
+}
+
+//  --------------------------------------------------------------------------
+//  Fencing
+
+//  The lease row, read in this txn and locked FOR SHARE: a takeover's
+//  UPDATE waits until this txn ends, and a takeover that committed after
+//  this txn's snapshot makes the lock a serialization failure (BUSY: the
+//  body runs again, and then sees the new epoch). Text parameters: the
+//  shard and the epoch are cast by the server.
+int
+sb_pg_guard (sb_txn_t *txn, const sb_guard_t *guard)
+{
+    PGconn *conn = S_PGTXN (txn)->conn->conn;
+    char *schema = PQescapeIdentifier (conn, guard->schema, strlen (guard->schema));
+    if (!schema)
+        return -ENOMEM;
+    char sql [256];
+    snprintf (sql, sizeof sql, "SELECT 1 FROM %s.shard_leases WHERE shard = $1::int "
+              "AND owner = $2 AND epoch = $3::bigint AND expires_at > now() FOR SHARE", schema);
+    PQfreemem (schema);
+    char shard [16], epoch [24];
+    snprintf (shard, sizeof shard, "%u", (unsigned) guard->shard);
+    snprintf (epoch, sizeof epoch, "%lld", (long long) guard->epoch);
+    const char *values [3] = { shard, guard->owner, epoch };
+    PGresult *res = PQexecParams (conn, sql, 3, NULL, values, NULL, NULL, 0);
+    int rc;
+    if (!res || PQresultStatus (res) != PGRES_TUPLES_OK)
+        rc = s_failure (txn, res);
+    else
+        rc = PQntuples (res) == 1? 0: SB_STORE_FENCED;
     PQclear (res);
     return rc;
 }

@@ -44,6 +44,7 @@ sb_store_strerror (int code)
         case SB_STORE_ORDER:     return "an appended key does not sort after the last one";
         case SB_STORE_TXN_FULL:  return "one transaction wrote more than LMDB holds in one";
         case SB_STORE_BACKEND:   return "the store's backend failed (its message is in the log)";
+        case SB_STORE_FENCED:    return "fenced: this node no longer holds the shard's lease at that epoch";
         default: break;
     }
     if (code < 0 && code > -4096)

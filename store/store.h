@@ -56,6 +56,8 @@ enum {
     SB_STORE_ORDER     = -32007,  //  sb_txn_append: the key does not sort last; sticky
     SB_STORE_TXN_FULL  = -32008,  //  one txn wrote more than the backend holds in one
     SB_STORE_BACKEND   = -32009,  //  any other failure of the backend (logged where it happens)
+    SB_STORE_FENCED    = -32010,  //  sb_txn_guard: this node no longer holds the shard's
+                                  //  lease at that epoch; sticky, the write is not committed
 };
 
 //  A value or a key handed back by the store: bytes and their length,
@@ -245,6 +247,35 @@ int
 int
     sb_txn_last (sb_txn_t *txn, unsigned dbi, const void *prefix, size_t plen,
                  sb_datum_t *key, sb_datum_t *val);
+
+//  --------------------------------------------------------------------------
+//  Fencing
+//
+//  When several nodes share one PostgreSQL database, each session's writes
+//  belong to the node that holds its shard's lease (cluster/cluster.h). A
+//  node that lost its lease (it stalled, the lease lapsed, another node
+//  took the shard and moved its epoch) must not write any more, even if it
+//  has not noticed yet. So a write body calls sb_txn_guard first, with the
+//  lease it believes it holds: on PostgreSQL that reads the lease row in the
+//  same transaction, FOR SHARE (a takeover waits for this txn, or this txn
+//  conflicts with the takeover and runs again), and checks owner, epoch and
+//  that the lease has not expired by the database's clock. When it fails,
+//  the txn's sticky error becomes SB_STORE_FENCED and nothing the body wrote
+//  is committed. On LMDB (one host, no leases) it is a no-op.
+
+typedef struct {
+    const char *schema;     //  the cluster's schema ([a-z0-9_], 1 to 63 bytes)
+    uint32_t shard;
+    const char *owner;      //  this node's id
+    int64_t epoch;          //  the epoch of the lease this node holds
+} sb_guard_t;
+
+//  Checks the lease in `txn` (a write txn). Returns 0, or the sticky error:
+//  SB_STORE_FENCED when the lease is not held at that epoch, SB_STORE_BUSY
+//  when it conflicted with a takeover (sb_store_write runs the body again),
+//  SB_STORE_INVALID for a bad guard.
+int
+    sb_txn_guard (sb_txn_t *txn, const sb_guard_t *guard);
 
 //  --------------------------------------------------------------------------
 //  Prefix iteration

@@ -83,6 +83,9 @@ typedef struct {
     int  (*get)    (sb_txn_t *txn, unsigned dbi, const void *key, size_t klen,
                     sb_datum_t *out);
     int  (*del)    (sb_txn_t *txn, unsigned dbi, const void *key, size_t klen);
+    //  sb_txn_guard on a live write txn with a checked guard: 0 or
+    //  SB_STORE_FENCED (or the failure of the check itself).
+    int  (*guard)  (sb_txn_t *txn, const sb_guard_t *guard);
 
     //  The greatest key >= prefix and < the prefix's successor (`succ`,
     //  slen bytes; slen 0: no successor, up to the dbi's last key). The

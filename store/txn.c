@@ -6,6 +6,8 @@
     backend: LMDB grows its map only while none is open (store/lmdb.c). */
 #include "store/store_impl.h"
 
+#include <string.h>
+
 //  --------------------------------------------------------------------------
 //  Transactions
 
@@ -212,4 +214,40 @@ sb_txn_del (sb_txn_t *txn, unsigned dbi, const void *key, size_t klen)
     if (rc != 0)
         txn->ret = rc;
     return txn->ret;
+}
+
+//  --------------------------------------------------------------------------
+//  Fencing
+
+static bool
+s_guard_ok (const sb_guard_t *g)
+{
+    if (!g || !g->owner || !*g->owner || !g->schema)
+        return false;
+    size_t n = strlen (g->schema);
+    if (n == 0 || n > 63)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = g->schema [i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'))
+            return false;
+    }
+    return true;
+}
+
+int
+sb_txn_guard (sb_txn_t *txn, const sb_guard_t *guard)
+{
+    if (!txn)
+        return SB_STORE_INVALID;
+    if (txn->ret != 0)
+        return txn->ret;
+    if (!txn->handle || !s_guard_ok (guard))
+        return txn->ret = SB_STORE_INVALID;
+    if (!txn->write)
+        return txn->ret = -EACCES;
+    int rc = txn->store->ops->guard (txn, guard);
+    if (rc != 0)
+        txn->ret = rc;
+    return rc;
 }

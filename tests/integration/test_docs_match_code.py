@@ -25,7 +25,7 @@ SET_FOR_CHILDREN = {"SWITCHBOARD_EVENT", "SWITCHBOARD_SESSION_ID", "SWITCHBOARD_
 
 def _read_in_sources():
     names = {}
-    for d in ("actors", "bus", "cli", "common", "gateway", "sandbox", "schemas", "store", "workers"):
+    for d in ("actors", "bus", "cli", "cluster", "common", "gateway", "sandbox", "schemas", "store", "workers"):
         for path in glob.glob(os.path.join(ROOT, d, "**", "*.[ch]"), recursive=True):
             with open(path, encoding="utf-8", errors="replace") as f:
                 text = f.read()

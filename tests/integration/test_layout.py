@@ -29,7 +29,7 @@ def _write(root, rel, text):
 def _tree():
     """A copy of the tree's sources and tests, to break."""
     d = tmpdir()
-    for top in ("actors", "bus", "cli", "common", "gateway", "sandbox", "schemas", "store", "workers"):
+    for top in ("actors", "bus", "cli", "cluster", "common", "gateway", "sandbox", "schemas", "store", "workers"):
         if os.path.isdir(os.path.join(ROOT, top)):
             shutil.copytree(os.path.join(ROOT, top), os.path.join(d, top))
     shutil.copytree(os.path.join(ROOT, "tests", "integration"), os.path.join(d, "tests", "integration"),

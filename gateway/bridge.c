@@ -100,8 +100,7 @@ typedef struct {
 /*  Output */
 
 static void
-s_out_ws (gw_bridge_t *self, uint64_t conn, uint32_t sub_id, gw_buf_t *buf, bool live, bool page_end,
-          bool reply)
+s_out_ws (gw_bridge_t *self, uint64_t conn, uint32_t sub_id, gw_buf_t *buf, bool live, bool page_end)
 {
     if (!buf)
         return;
@@ -116,13 +115,14 @@ s_out_ws (gw_bridge_t *self, uint64_t conn, uint32_t sub_id, gw_buf_t *buf, bool
     out->buf = buf;
     out->live = live;
     out->page_end = page_end;
-    out->reply = reply;
     gw_to_lws (self->gw, out);
 }
 
 static void
 s_out_http (gw_bridge_t *self, uint64_t conn, int status, const char *ctype, gw_buf_t *buf)
 {
+    static const char full [] = "{\"error\":{\"code\":\"overloaded\",\"message\":\"the gateway's outbound "
+                                "bytes are at their bound (--http-out-total): ask again later\"}}";
     gw_out_t *out = calloc (1, sizeof *out);
     if (!out) {
         gw_buf_unref (&buf);
@@ -133,6 +133,12 @@ s_out_http (gw_bridge_t *self, uint64_t conn, int status, const char *ctype, gw_
     out->status = status;
     out->ctype = ctype;
     out->buf = buf ? buf : gw_buf_new ("", 0);
+    if (out->buf && !gw_handoff_charge (self->gw, out)) {
+        gw_buf_unref (&out->buf);
+        out->buf = gw_buf_new (full, sizeof full - 1);
+        out->status = 503;
+        out->ctype = "application/json";
+    }
     gw_to_lws (self->gw, out);
 }
 
@@ -219,6 +225,42 @@ s_error_json (const char *tx, bool http, const char *code, const char *message, 
     return buf;
 }
 
+//  Hands the lws thread the answer to a WebSocket call. An answer that
+//  would take the handoff past its bound (the lws thread is behind) is
+//  `overloaded` in its place, so that a bridge faster than the lws thread
+//  cannot pile replies up between them.
+static void
+s_out_reply (gw_bridge_t *self, uint64_t conn, const char *tx, gw_buf_t *buf)
+{
+    if (!buf)
+        return;
+    gw_out_t *out = calloc (1, sizeof *out);
+    out->tx = out ? strdup (tx ? tx : "null") : NULL;
+    if (!out || !out->tx) {
+        gw_out_free (out);
+        gw_buf_unref (&buf);
+        return;
+    }
+    out->kind = GW_OUT_WS;
+    out->conn = conn;
+    out->buf = buf;
+    out->reply = true;
+    if (!gw_handoff_charge (self->gw, out)) {
+        atomic_fetch_add (&self->gw->stats.ws_replies_dropped, 1);
+        char message [256];
+        snprintf (message, sizeof message, "a reply of %zu bytes was dropped: the gateway has %" PRIu64
+                  " bytes of answers on their way to its connections (bound %" PRIu64 "); ask again",
+                  buf->len, (uint64_t) atomic_load (&self->gw->stats.handoff_bytes), self->gw->out_total);
+        gw_buf_unref (&out->buf);
+        out->buf = s_error_json (tx, false, "overloaded", message, true, NULL);
+        if (!out->buf) {
+            gw_out_free (out);
+            return;
+        }
+    }
+    gw_to_lws (self->gw, out);
+}
+
 /* ------------------------------------------------------------------ */
 /*  Subscriptions */
 
@@ -280,7 +322,7 @@ s_replay (gw_bridge_t *self, bsub_t *s)
         free (p);
         /* the bus refused at once: tell the client to come back */
         s_out_ws (self, s->conn, s->sub_id, s_error_json (s->tx, false, "unavailable",
-                  "the bus did not take the replay; subscribe again", true, NULL), false, false, false);
+                  "the bus did not take the replay; subscribe again", true, NULL), false, false);
         return;
     }
     p->kind = P_REPLAY;
@@ -335,7 +377,7 @@ s_caught_up (gw_bridge_t *self, bsub_t *s)
             s_replay (self, s);
             return;
         }
-        s_out_ws (self, s->conn, s->sub_id, gw_buf_ref (s->held [k]), true, false, false);
+        s_out_ws (self, s->conn, s->sub_id, gw_buf_ref (s->held [k]), true, false);
         s->last = seq;
     }
     s_held_clear (s);
@@ -366,7 +408,7 @@ s_on_page (gw_bridge_t *self, bsub_t *s, sb_msg_t *reply)
                 buf->len = (size_t) snprintf (gw_buf_text (buf), n + 1,
                                               "{\"op\":\"reply\",\"tx\":%s,\"type\":\"subscribed\",\"body\":%s}",
                                               s->tx, text);
-            s_out_ws (self, s->conn, s->sub_id, buf, false, false, false);
+            s_out_ws (self, s->conn, s->sub_id, buf, false, false);
         }
         free (text);
         free (s->tx);
@@ -384,7 +426,7 @@ s_on_page (gw_bridge_t *self, bsub_t *s, sb_msg_t *reply)
         uint64_t seq = sb_get_uint (ev, "seq", 0);
         if (seq <= s->last)
             continue;
-        s_out_ws (self, s->conn, s->sub_id, s_event_frame (ev), false, more && k == last_index, false);
+        s_out_ws (self, s->conn, s->sub_id, s_event_frame (ev), false, more && k == last_index);
         s->last = seq;
     }
     if (more && last_index != UINT32_MAX) {
@@ -623,8 +665,7 @@ s_answer_error (gw_bridge_t *self, pending_t *p, const char *code, const char *m
         s_out_http (self, p->conn, gw_http_status (code), "application/json",
                     s_error_json (NULL, true, code, message, retryable, detail));
     else
-        s_out_ws (self, p->conn, 0, s_error_json (p->tx, false, code, message, retryable, detail),
-                  false, false, true);
+        s_out_reply (self, p->conn, p->tx, s_error_json (p->tx, false, code, message, retryable, detail));
 }
 
 static void
@@ -717,7 +758,7 @@ s_on_reply (gw_bridge_t *self, sb_msg_t *msg)
         free (text);
     }
     else
-        s_out_ws (self, p->conn, 0, s_reply_frame (p->tx, msg->h.type, msg->body), false, false, true);
+        s_out_reply (self, p->conn, p->tx, s_reply_frame (p->tx, msg->h.type, msg->body));
     free (p->tx);
     free (p);
 }

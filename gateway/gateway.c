@@ -119,6 +119,7 @@ gw_out_free (gw_out_t *out)
 {
     if (out) {
         gw_buf_unref (&out->buf);
+        free (out->tx);
         free (out);
     }
 }
@@ -145,6 +146,36 @@ gw_to_lws (sb_gateway_t *gw, gw_out_t *out)
         if (gw->context)
             lws_cancel_service (gw->context);
         pthread_mutex_unlock (&gw->start_lock);
+    }
+}
+
+//  Bridge thread: counts an answer's bytes in the handoff to the lws
+//  thread, when they fit out_total. A small answer (an error) always fits,
+//  uncounted, so that every call is still answered.
+bool
+gw_handoff_charge (sb_gateway_t *gw, gw_out_t *out)
+{
+    size_t len = out->buf ? out->buf->len : 0;
+    if (len <= SB_GW_HANDOFF_SMALL)
+        return true;
+    int_fast64_t now = atomic_load (&gw->stats.handoff_bytes);
+    if ((uint64_t) now + len > gw->out_total)
+        return false;
+    now = atomic_fetch_add (&gw->stats.handoff_bytes, (int_fast64_t) len) + (int_fast64_t) len;
+    out->handoff = len;
+    int_fast64_t peak = atomic_load (&gw->stats.handoff_peak);
+    while (now > peak && !atomic_compare_exchange_weak (&gw->stats.handoff_peak, &peak, now))
+        ;
+    return true;
+}
+
+//  lws thread: the answer has arrived.
+void
+gw_handoff_release (sb_gateway_t *gw, gw_out_t *out)
+{
+    if (out->handoff) {
+        atomic_fetch_sub (&gw->stats.handoff_bytes, (int_fast64_t) out->handoff);
+        out->handoff = 0;
     }
 }
 

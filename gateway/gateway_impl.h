@@ -82,6 +82,8 @@ typedef struct gw_out {
     int status;         /* HTTP */
     const char *ctype;  /* HTTP: content type (static string) */
     gw_buf_t *buf;
+    char *tx;           /* WS reply: the call's tx as JSON text, for an `overloaded` in its place */
+    size_t handoff;     /* bytes of buf counted in the gateway's handoff_bytes */
 } gw_out_t;
 
 /*  A locked singly linked FIFO of gw_in_t or gw_out_t. */
@@ -118,6 +120,9 @@ typedef struct {
     atomic_uint_fast64_t ws_replies_dropped;  /* replies over a bound, answered `overloaded` */
     atomic_uint_fast64_t ws_overflow_closed;  /* connections closed: not even an error fitted */
     atomic_int_fast64_t ws_queued_bytes;      /* now, over every WebSocket */
+    atomic_int_fast64_t handoff_bytes;        /* now: answers on their way from the bridge to
+                                                 the lws thread (bound: out_total) */
+    atomic_int_fast64_t handoff_peak;         /* the most handoff_bytes has been */
     atomic_uint_fast64_t auth_failures;
     atomic_uint_fast64_t host_refused;
     atomic_uint_fast64_t origin_refused;
@@ -188,6 +193,15 @@ void gw_to_lws (sb_gateway_t *gw, gw_out_t *out);
 /*  The same for a chain head..tail of n items linked by `next`, under one
     lock: how one event reaches all its watchers. */
 void gw_to_lws_chain (sb_gateway_t *gw, gw_out_t *head, gw_out_t *tail, size_t n);
+/*  The bytes of answers (replies, REST bodies) on their way from the
+    bridge to the lws thread are bounded by out_total: the bridge charges
+    an answer before it hands it over (false: it does not fit, and the
+    call is answered `overloaded` instead), the lws thread releases it when
+    it takes it. Answers of at most SB_GW_HANDOFF_SMALL bytes are not
+    counted, so an error always gets through. */
+#define SB_GW_HANDOFF_SMALL 4096
+bool gw_handoff_charge (sb_gateway_t *gw, gw_out_t *out);
+void gw_handoff_release (sb_gateway_t *gw, gw_out_t *out);
 
 /*  The lws thread's entry (gateway/http.c). */
 void *gw_lws_main (void *arg);

@@ -703,6 +703,7 @@ s_take_out (sb_gateway_t *gw)
 {
     for (gw_out_t *out = gw_queue_take (&gw->out); out; ) {
         gw_out_t *next = out->next;
+        gw_handoff_release (gw, out);
         struct lws *wsi = NULL;
         gw_pss_t *pss = s_conn_find (gw, out->conn, &wsi);
         if (!pss)

@@ -95,6 +95,8 @@ gw_metrics_render (sb_gateway_t *gw, const struct sb_msg *reply)
         { "ws_replies_dropped_total", "replies over the outbound bounds, answered overloaded", atomic_load (&st->ws_replies_dropped), false },
         { "ws_overflow_closed_total", "WebSockets closed: not even an error frame fitted their bound", atomic_load (&st->ws_overflow_closed), false },
         { "ws_queued_bytes", "bytes queued for every connection (WebSocket frames, HTTP answers)", (uint64_t) atomic_load (&st->ws_queued_bytes), true },
+        { "handoff_bytes", "bytes of answers on their way from the bus thread to the connections' thread", (uint64_t) atomic_load (&st->handoff_bytes), true },
+        { "handoff_peak_bytes", "the most handoff_bytes has been (bound: --http-out-total)", (uint64_t) atomic_load (&st->handoff_peak), true },
         { "auth_failures_total", "requests without the right token", atomic_load (&st->auth_failures), false },
         { "host_refused_total", "requests with a Host not served", atomic_load (&st->host_refused), false },
         { "origin_refused_total", "requests and WebSocket upgrades from another origin", atomic_load (&st->origin_refused), false },

@@ -691,17 +691,12 @@ static void
 s_reply_dropped (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, gw_out_t *out)
 {
     atomic_fetch_add (&gw->stats.ws_replies_dropped, 1);
-    json_t *j = json_loadb (gw_buf_text (out->buf), out->buf->len, 0, NULL);
-    json_t *txv = j ? json_object_get (j, "tx") : NULL;
-    char *tx = txv ? json_dumps (txv, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
     char message [256];
     snprintf (message, sizeof message, "a reply of %zu bytes was dropped: %zu bytes are queued for this "
               "connection (bound %" PRIu64 ") and %zu for all (bound %" PRIu64 "); read, then ask again",
               out->buf->len, pss->q_bytes, gw->out_max, gw->q_total, gw->out_total);
-    json_decref (j);
+    s_error (gw, wsi, pss, out->tx ? out->tx : "null", "overloaded", message);
     gw_out_free (out);
-    s_error (gw, wsi, pss, tx ? tx : "null", "overloaded", message);
-    free (tx);
 }
 
 void

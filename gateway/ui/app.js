@@ -209,19 +209,25 @@ class App {
   _uiSoon () {
     if (this.uiFrame)
       return;
-    this.uiFrame = requestAnimationFrame (() => {
-      this.uiFrame = 0;
-      const root = document.getElementById ('transcript');
-      if (this.transcript) {
-        root.dataset.lastSeq = this.transcript.lastSeq;
-        root.dataset.applied = this.transcript.applied;
-      }
-      this._head ();
-      this._composerState ();
-      this._connText ();
-      if (this.stick)
-        this._scrollSoon ();
-    });
+    this.uiFrame = requestAnimationFrame (() => this.flushUi ());
+  }
+
+  // Does now what _uiSoon would do at the next frame: so that whoever reads
+  // the page (a test, an extension) sees the header and the transcript's
+  // data-last-seq agree with the entries already in the DOM.
+  flushUi () {
+    cancelAnimationFrame (this.uiFrame);
+    this.uiFrame = 0;
+    const root = document.getElementById ('transcript');
+    if (this.transcript) {
+      root.dataset.lastSeq = this.transcript.lastSeq;
+      root.dataset.applied = this.transcript.applied;
+    }
+    this._head ();
+    this._composerState ();
+    this._connText ();
+    if (this.stick)
+      this._scrollSoon ();
   }
 
   // Runs fn once, ms after the last call with the same key.

@@ -47,7 +47,12 @@ const TURNS = [
 
 // What the transcript shows, for comparing two renderings of one tape.
 async function snapshot (page) {
-  await page.evaluate (() => window.sbApp.transcript && window.sbApp.transcript.flush ());
+  // the text blocks and what is kept up to date once a frame (the
+  // transcript's data-last-seq among them), brought up to date now
+  await page.evaluate (() => {
+    window.sbApp.transcript && window.sbApp.transcript.flush ();
+    window.sbApp.flushUi ();
+  });
   return page.evaluate (() => {
     const root = document.getElementById ('transcript');
     const seqs = [...root.querySelectorAll ('[data-seq]')].map (n => Number (n.dataset.seq));
@@ -248,11 +253,20 @@ async function main () {
     await page.click ('#queue-strip li button');
     await page.waitForSelector ('#transcript .user.queued.removed >> text=Also list the files', { timeout: STEP_MS });
     await page.waitForSelector ('#queue-strip', { state: 'hidden', timeout: STEP_MS });
+    // no frame is drawn while the steer arrives (a busy or hidden tab): what
+    // the page says of its tape must still agree with the entries shown
+    await page.evaluate (() => {
+      window.sbHeldRaf = window.requestAnimationFrame;
+      window.requestAnimationFrame = () => 0;
+    });
     await page.fill ('#composer-input', 'Keep the notes short');
     await page.click ('#steer-btn');
     await page.waitForSelector ('#transcript .user.queued.steer-wait >> text=Keep the notes short', { timeout: STEP_MS });
 
     const before = await snapshot (page);
+    await page.evaluate (() => { window.requestAnimationFrame = window.sbHeldRaf; });
+    const shown = await page.$eval ('#transcript .user.queued.steer-wait', (n) => Number (n.dataset.seq));
+    check (before.lastSeq >= shown, 'the page shows entry ' + shown + ' but says its tape ends at ' + before.lastSeq);
     checkExact (before, 'before the reload');
     await page.reload ();
     await page.waitForSelector ('#conn[data-state=live]', { timeout: STEP_MS });
@@ -260,7 +274,11 @@ async function main () {
       (await snapshot (page)).lastSeq >= before.lastSeq);
     const after = await snapshot (page);
     checkExact (after, 'after the reload');
-    check (after.lastSeq === before.lastSeq, 'the tape moved while the run waited: ' + before.lastSeq + ' -> ' + after.lastSeq);
+    if (after.lastSeq !== before.lastSeq) {
+      const moved = (await tape (data, sid)).filter (e => e.seq > before.lastSeq - 3);
+      check (false, 'the tape moved while the run waited: ' + before.lastSeq + ' -> ' + after.lastSeq + '; its last entries:\n'
+        + moved.map (e => JSON.stringify (e)).join ('\n'));
+    }
     check (after.text === before.text, 'the transcript differs after the reload:\n--- before\n' + before.text
       + '\n--- after\n' + after.text);
     check (JSON.stringify (after.seqs) === JSON.stringify (before.seqs), 'the blocks after the reload stand for other entries');
@@ -314,7 +332,14 @@ async function main () {
       { timeout: STEP_MS });
     await shot (page, '04-changes-panel');
     // one stated baseline, which the person switches (and back)
-    const stated = async () => page.innerText ('#pane-changes .changes-base');
+    const stated = async () => {
+      try {
+        return await page.innerText ('#pane-changes .changes-base', { timeout: STEP_MS });
+      } catch (e) {
+        throw new Error ('the changes panel states no baseline; it shows: '
+          + JSON.stringify (await page.innerText ('#pane-changes')));
+      }
+    };
     check ((await stated ()).includes ('Since the session\'s first run'), 'the panel does not state its baseline: '
       + await stated ());
     await page.click ('#pane-changes .changes-base button');

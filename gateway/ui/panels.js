@@ -8,6 +8,8 @@ import { toolIcon, callSummary } from './transcript.js';
 
 const INBOX_POLL_MS = 4000;     // the inbox asks again this often (events may come from unwatched sessions)
 const WORKERS_POLL_MS = 5000;
+const RETRY_MS = 2000;          // the changes panel asks again after a passing fault
+const TRANSIENT = new Set (['timeout', 'unavailable', 'overloaded', 'disconnected', 'busy']);
 
 // A reply that says the server has no such request (yet).
 export function missing (e) {
@@ -92,6 +94,10 @@ export class Changes {
       if (seq !== this.seq)
         return;
       this.render ({ error: e });
+      // a passing fault (the bus busy, the socket reconnecting) is asked
+      // again by itself; the Refresh button is there for the rest
+      if (TRANSIENT.has (e.code))
+        this.timer = setTimeout (() => seq === this.seq && this.refresh (), RETRY_MS);
     } finally {
       this.pane.removeAttribute ('aria-busy');
     }

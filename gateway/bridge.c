@@ -99,20 +99,29 @@ typedef struct {
 /* ------------------------------------------------------------------ */
 /*  Output */
 
+//  A new item for the lws thread, holding buf (NULL, buf released: out of
+//  memory, or no buf).
+static gw_out_t *
+s_out_new (gw_out_kind_t kind, uint64_t conn, gw_buf_t *buf)
+{
+    gw_out_t *out = buf ? calloc (1, sizeof *out) : NULL;
+    if (!out) {
+        gw_buf_unref (&buf);
+        return NULL;
+    }
+    out->kind = kind;
+    out->conn = conn;
+    out->buf = buf;
+    return out;
+}
+
 static void
 s_out_ws (gw_bridge_t *self, uint64_t conn, uint32_t sub_id, gw_buf_t *buf, bool live, bool page_end)
 {
-    if (!buf)
+    gw_out_t *out = s_out_new (GW_OUT_WS, conn, buf);
+    if (!out)
         return;
-    gw_out_t *out = calloc (1, sizeof *out);
-    if (!out) {
-        gw_buf_unref (&buf);
-        return;
-    }
-    out->kind = GW_OUT_WS;
-    out->conn = conn;
     out->sub_id = sub_id;
-    out->buf = buf;
     out->live = live;
     out->page_end = page_end;
     gw_to_lws (self->gw, out);
@@ -123,17 +132,12 @@ s_out_http (gw_bridge_t *self, uint64_t conn, int status, const char *ctype, gw_
 {
     static const char full [] = "{\"error\":{\"code\":\"overloaded\",\"message\":\"the gateway's outbound "
                                 "bytes are at their bound (--http-out-total): ask again later\"}}";
-    gw_out_t *out = calloc (1, sizeof *out);
-    if (!out) {
-        gw_buf_unref (&buf);
+    gw_out_t *out = s_out_new (GW_OUT_HTTP, conn, buf ? buf : gw_buf_new ("", 0));
+    if (!out)
         return;
-    }
-    out->kind = GW_OUT_HTTP;
-    out->conn = conn;
     out->status = status;
     out->ctype = ctype;
-    out->buf = buf ? buf : gw_buf_new ("", 0);
-    if (out->buf && !gw_handoff_charge (self->gw, out)) {
+    if (!gw_handoff_charge (self->gw, out)) {
         gw_buf_unref (&out->buf);
         out->buf = gw_buf_new (full, sizeof full - 1);
         out->status = 503;
@@ -232,19 +236,15 @@ s_error_json (const char *tx, bool http, const char *code, const char *message, 
 static void
 s_out_reply (gw_bridge_t *self, uint64_t conn, const char *tx, gw_buf_t *buf)
 {
-    if (!buf)
+    gw_out_t *out = s_out_new (GW_OUT_WS, conn, buf);
+    if (!out)
         return;
-    gw_out_t *out = calloc (1, sizeof *out);
-    out->tx = out ? strdup (tx ? tx : "null") : NULL;
-    if (!out || !out->tx) {
+    out->reply = true;
+    out->tx = strdup (tx ? tx : "null");
+    if (!out->tx) {
         gw_out_free (out);
-        gw_buf_unref (&buf);
         return;
     }
-    out->kind = GW_OUT_WS;
-    out->conn = conn;
-    out->buf = buf;
-    out->reply = true;
     if (!gw_handoff_charge (self->gw, out)) {
         atomic_fetch_add (&self->gw->stats.ws_replies_dropped, 1);
         char message [256];

@@ -146,89 +146,6 @@ s_out_http (gw_bridge_t *self, uint64_t conn, int status, const char *ctype, gw_
     gw_to_lws (self->gw, out);
 }
 
-//  "{\"op\":\"<op>\"," followed by the JSON of `map` without its opening
-//  brace: one copy, no re-parse.
-static gw_buf_t *
-s_frame_from_map (const char *prefix, const sb_val_t *map)
-{
-    char *text = sb_json_dump (map);
-    if (!text || text [0] != '{') {
-        free (text);
-        return NULL;
-    }
-    size_t plen = strlen (prefix), tlen = strlen (text + 1);
-    bool empty = strcmp (text, "{}") == 0;
-    gw_buf_t *buf = gw_buf_alloc (plen + tlen);
-    if (buf) {
-        memcpy (gw_buf_text (buf), prefix, plen);
-        memcpy (gw_buf_text (buf) + plen, text + 1, tlen);
-        if (empty) {        /* "...,}" -> "...}" */
-            gw_buf_text (buf) [plen - 1] = '}';
-            buf->len = plen;
-        }
-    }
-    free (text);
-    return buf;
-}
-
-static gw_buf_t *
-s_event_frame (const sb_val_t *event)
-{
-    return s_frame_from_map ("{\"op\":\"event\",", event);
-}
-
-static gw_buf_t *
-s_reply_frame (const char *tx, const char *type, const sb_val_t *body)
-{
-    char *text = sb_json_dump (body);
-    if (!text)
-        return NULL;
-    char head [200];
-    int hl = snprintf (head, sizeof head, "{\"op\":\"reply\",\"tx\":%s,\"type\":\"%s\",\"body\":",
-                       tx ? tx : "null", type);
-    size_t tl = strlen (text);
-    gw_buf_t *buf = hl > 0 && (size_t) hl < sizeof head ? gw_buf_alloc ((size_t) hl + tl + 1) : NULL;
-    if (buf) {
-        memcpy (gw_buf_text (buf), head, (size_t) hl);
-        memcpy (gw_buf_text (buf) + hl, text, tl);
-        gw_buf_text (buf) [hl + tl] = '}';
-    }
-    free (text);
-    return buf;
-}
-
-//  An error reply as a WS frame (with retryable and detail when set) or
-//  as REST's {error:{code,message}}.
-static gw_buf_t *
-s_error_json (const char *tx, bool http, const char *code, const char *message, bool retryable,
-              const sb_val_t *detail)
-{
-    json_t *e = json_object ();
-    json_object_set_new (e, "code", json_string (code));
-    json_object_set_new (e, "message", json_string (message ? message : ""));
-    if (retryable)
-        json_object_set_new (e, "retryable", json_true ());
-    if (detail) {
-        json_t *d = sb_json_from_val (detail);
-        if (d)
-            json_object_set_new (e, "detail", d);
-    }
-    json_t *j;
-    if (http)
-        j = json_pack ("{s:o}", "error", e);
-    else {
-        j = e;
-        json_t *txv = tx ? json_loads (tx, JSON_DECODE_ANY, NULL) : NULL;
-        json_object_set_new (j, "tx", txv ? txv : json_null ());
-        json_object_set_new (j, "op", json_string ("error"));
-    }
-    char *text = json_dumps (j, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    json_decref (j);
-    gw_buf_t *buf = text ? gw_buf_new (text, strlen (text)) : NULL;
-    free (text);
-    return buf;
-}
-
 //  Hands the lws thread the answer to a WebSocket call. An answer that
 //  would take the handoff past its bound (the lws thread is behind) is
 //  `overloaded` in its place, so that a bridge faster than the lws thread
@@ -252,7 +169,7 @@ s_out_reply (gw_bridge_t *self, uint64_t conn, const char *tx, gw_buf_t *buf)
                   " bytes of answers on their way to its connections (bound %" PRIu64 "); ask again",
                   buf->len, (uint64_t) atomic_load (&self->gw->stats.handoff_bytes), self->gw->out_total);
         gw_buf_unref (&out->buf);
-        out->buf = s_error_json (tx, false, "overloaded", message, true, NULL);
+        out->buf = gw_error_json (tx, false, "overloaded", message, true, NULL);
         if (!out->buf) {
             gw_out_free (out);
             return;
@@ -321,7 +238,7 @@ s_replay (gw_bridge_t *self, bsub_t *s)
                            sb_now_ms () + SB_GW_CALL_TIMEOUT_MS, id) != 0) {
         free (p);
         /* the bus refused at once: tell the client to come back */
-        s_out_ws (self, s->conn, s->sub_id, s_error_json (s->tx, false, "unavailable",
+        s_out_ws (self, s->conn, s->sub_id, gw_error_json (s->tx, false, "unavailable",
                   "the bus did not take the replay; subscribe again", true, NULL), false, false);
         return;
     }
@@ -340,7 +257,7 @@ s_sub_fail (gw_bridge_t *self, bsub_t *s, const char *code, const char *message)
 {
     gw_buf_t *buf = NULL;
     if (s->tx)
-        buf = s_error_json (s->tx, false, code, message, false, NULL);
+        buf = gw_error_json (s->tx, false, code, message, false, NULL);
     else {
         json_t *j = json_pack ("{s:s,s:s,s:s}", "op", "resync", "session_id", s->sid, "reason", code);
         char *text = j ? json_dumps (j, JSON_COMPACT) : NULL;
@@ -426,7 +343,7 @@ s_on_page (gw_bridge_t *self, bsub_t *s, sb_msg_t *reply)
         uint64_t seq = sb_get_uint (ev, "seq", 0);
         if (seq <= s->last)
             continue;
-        s_out_ws (self, s->conn, s->sub_id, s_event_frame (ev), false, more && k == last_index);
+        s_out_ws (self, s->conn, s->sub_id, gw_event_frame (ev), false, more && k == last_index);
         s->last = seq;
     }
     if (more && last_index != UINT32_MAX) {
@@ -503,7 +420,7 @@ s_on_event (gw_bridge_t *self, sb_msg_t *msg)
     for (bsub_t *s = zlistx_first (w->subs); s; s = zlistx_next (w->subs)) {
         if (seq <= s->last)
             continue;
-        if (!buf && !(buf = s_event_frame (msg->body)))
+        if (!buf && !(buf = gw_event_frame (msg->body)))
             break;
         if (s->state != S_LIVE)
             s_hold (self, s, seq, buf);
@@ -663,9 +580,9 @@ s_answer_error (gw_bridge_t *self, pending_t *p, const char *code, const char *m
 {
     if (p->http)
         s_out_http (self, p->conn, gw_http_status (code), "application/json",
-                    s_error_json (NULL, true, code, message, retryable, detail));
+                    gw_error_json (NULL, true, code, message, retryable, detail));
     else
-        s_out_reply (self, p->conn, p->tx, s_error_json (p->tx, false, code, message, retryable, detail));
+        s_out_reply (self, p->conn, p->tx, gw_error_json (p->tx, false, code, message, retryable, detail));
 }
 
 static void
@@ -758,7 +675,7 @@ s_on_reply (gw_bridge_t *self, sb_msg_t *msg)
         free (text);
     }
     else
-        s_out_reply (self, p->conn, p->tx, s_reply_frame (p->tx, msg->h.type, msg->body));
+        s_out_reply (self, p->conn, p->tx, gw_reply_frame (p->tx, msg->h.type, msg->body));
     free (p->tx);
     free (p);
 }

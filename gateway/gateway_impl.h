@@ -311,6 +311,16 @@ bool gw_total_fits (sb_gateway_t *gw, size_t len);
 struct sb_msg;
 gw_buf_t *gw_metrics_render (sb_gateway_t *gw, const struct sb_msg *reply);
 
+/*  The frames the bridge sends (gateway/translate.c), each a new buffer
+    (NULL: out of memory): an event {op:"event", ...the event's fields};
+    a reply {op:"reply", tx, type, body} (tx: JSON text, NULL for null);
+    an error with retryable and detail when set, as a WebSocket frame
+    {code, message, tx, op:"error"} or as REST's {error:{code, message}}. */
+struct sb_val;
+gw_buf_t *gw_event_frame (const struct sb_val *event);
+gw_buf_t *gw_reply_frame (const char *tx, const char *type, const struct sb_val *body);
+gw_buf_t *gw_error_json (const char *tx, bool http, const char *code, const char *message, bool retryable,
+                         const struct sb_val *detail);
 /*  The JSON of an error frame {op:"error", tx, code, message}: a new buffer. */
 gw_buf_t *gw_error_frame (const char *tx, const char *code, const char *message);
 /*  The HTTP status that fits an error code. */

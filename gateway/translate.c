@@ -110,6 +110,89 @@ gw_translate (const char *type_name, const json_t *body, uint8_t **msgpack, size
     return rc;
 }
 
+//  "{\"op\":\"<op>\"," followed by the JSON of `map` without its opening
+//  brace: one copy, no re-parse.
+static gw_buf_t *
+s_frame_from_map (const char *prefix, const sb_val_t *map)
+{
+    char *text = sb_json_dump (map);
+    if (!text || text [0] != '{') {
+        free (text);
+        return NULL;
+    }
+    size_t plen = strlen (prefix), tlen = strlen (text + 1);
+    bool empty = strcmp (text, "{}") == 0;
+    gw_buf_t *buf = gw_buf_alloc (plen + tlen);
+    if (buf) {
+        memcpy (gw_buf_text (buf), prefix, plen);
+        memcpy (gw_buf_text (buf) + plen, text + 1, tlen);
+        if (empty) {        /* "...,}" -> "...}" */
+            gw_buf_text (buf) [plen - 1] = '}';
+            buf->len = plen;
+        }
+    }
+    free (text);
+    return buf;
+}
+
+gw_buf_t *
+gw_event_frame (const sb_val_t *event)
+{
+    return s_frame_from_map ("{\"op\":\"event\",", event);
+}
+
+gw_buf_t *
+gw_reply_frame (const char *tx, const char *type, const sb_val_t *body)
+{
+    char *text = sb_json_dump (body);
+    if (!text)
+        return NULL;
+    char head [200];
+    int hl = snprintf (head, sizeof head, "{\"op\":\"reply\",\"tx\":%s,\"type\":\"%s\",\"body\":",
+                       tx ? tx : "null", type);
+    size_t tl = strlen (text);
+    gw_buf_t *buf = hl > 0 && (size_t) hl < sizeof head ? gw_buf_alloc ((size_t) hl + tl + 1) : NULL;
+    if (buf) {
+        memcpy (gw_buf_text (buf), head, (size_t) hl);
+        memcpy (gw_buf_text (buf) + hl, text, tl);
+        gw_buf_text (buf) [hl + tl] = '}';
+    }
+    free (text);
+    return buf;
+}
+
+//  An error reply as a WS frame (with retryable and detail when set) or
+//  as REST's {error:{code,message}}.
+gw_buf_t *
+gw_error_json (const char *tx, bool http, const char *code, const char *message, bool retryable,
+              const sb_val_t *detail)
+{
+    json_t *e = json_object ();
+    json_object_set_new (e, "code", json_string (code));
+    json_object_set_new (e, "message", json_string (message ? message : ""));
+    if (retryable)
+        json_object_set_new (e, "retryable", json_true ());
+    if (detail) {
+        json_t *d = sb_json_from_val (detail);
+        if (d)
+            json_object_set_new (e, "detail", d);
+    }
+    json_t *j;
+    if (http)
+        j = json_pack ("{s:o}", "error", e);
+    else {
+        j = e;
+        json_t *txv = tx ? json_loads (tx, JSON_DECODE_ANY, NULL) : NULL;
+        json_object_set_new (j, "tx", txv ? txv : json_null ());
+        json_object_set_new (j, "op", json_string ("error"));
+    }
+    char *text = json_dumps (j, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref (j);
+    gw_buf_t *buf = text ? gw_buf_new (text, strlen (text)) : NULL;
+    free (text);
+    return buf;
+}
+
 gw_buf_t *
 gw_error_frame (const char *tx, const char *code, const char *message)
 {

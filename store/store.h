@@ -157,6 +157,40 @@ typedef struct {
 int
     sb_store_info (sb_store_t *self, sb_store_info_t *info);
 
+//  Where an actor's store `role` ("session", "run", "interact") lives:
+//  with `store` NULL or empty, the folder DATA/role (LMDB, as always);
+//  with a postgres:// or postgresql:// URL (serve --store), that URL
+//  with its schema=NAME (default "switchboard") replaced by NAME_role,
+//  so that each actor has a schema of its own in one database, and with
+//  connect_timeout=SB_STORE_CONNECT_TIMEOUT_S unless the URL sets one.
+//  Returns 0, or -1 with one line in err (which names no password).
+#define SB_STORE_CONNECT_TIMEOUT_S  5
+int
+    sb_store_locate (const char *store, const char *data_dir, const char *role,
+                     char *out, size_t size, char *err, size_t errlen);
+
+//  True when `url` names a PostgreSQL database for sb_store_open.
+bool
+    sb_store_is_url (const char *url);
+
+//  One open store of this process, for `switchboard stats` and /metrics.
+typedef struct {
+    char name [64];         //  the folder's last part, or the schema
+    const char *backend;    //  "lmdb" or "postgresql", static
+    uint64_t writes;        //  sb_store_write calls committed since open
+    uint64_t commits;       //  write txns committed (writes and bare txns)
+    uint64_t retries;       //  bodies run again after a conflict
+    uint64_t write_p50_us;  //  one write's latency (body and durable commit),
+    uint64_t write_p99_us;  //  to within an eighth; 0 before any write
+} sb_store_stats_t;
+
+//  Calls `cb` for each store open in this process (newest first) until it
+//  returns non-zero; returns that value or 0. Any thread; no store may be
+//  opened or closed from inside `cb`.
+typedef int (sb_store_stats_fn) (const sb_store_stats_t *st, void *ctx);
+int
+    sb_store_stats_each (sb_store_stats_fn *cb, void *ctx);
+
 //  --------------------------------------------------------------------------
 //  Group commit
 

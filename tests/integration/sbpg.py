@@ -3,7 +3,8 @@
 Starts Debian's PostgreSQL server as an unprivileged user (nobody, when
 the test runs as root; the caller otherwise) in a fresh folder: initdb,
 then postgres on a free loopback port with its socket in that folder, and
-one database. `with_postgres(body)` runs body(pg) and stops the server
+one database; restart() stops it at once and starts it again on the same
+folder and port. `with_postgres(body)` runs body(pg) and stops the server
 after, passed or failed, showing the end of its log on a failure.
 Used by test_store_postgres.py and test_serve_postgres.py.
 """
@@ -71,6 +72,19 @@ class Postgres:
                              cwd=self.dir, capture_output=True, text=True, timeout=120)
         check(out.returncode == 0, "initdb failed: %s", (out.stdout + out.stderr)[-2000:])
         self.port = free_port()
+        self._launch()
+        out = subprocess.run([os.path.join(self.bindir, "createdb"), "-h", "127.0.0.1",
+                              "-p", str(self.port), "-U", SUPER, DB],
+                             capture_output=True, text=True, timeout=60)
+        check(out.returncode == 0, "createdb failed: %s", out.stderr)
+
+    def restart(self):
+        """Stops the server at once (as a crash would) and starts it again
+        on the same folder and port; returns once it accepts connections."""
+        self.stop()
+        self._launch()
+
+    def _launch(self):
         # fsync off: the test is about the store's logic, not the disk's;
         # the server's own log goes to a file of the test's folder
         log = open(self.log, "ab")
@@ -86,10 +100,6 @@ class Postgres:
             return subprocess.run([os.path.join(self.bindir, "pg_isready"), "-q", "-h", "127.0.0.1",
                                    "-p", str(self.port)]).returncode == 0
         wait_for(ready, 60, "postgres to accept connections", interval=0.1)
-        out = subprocess.run([os.path.join(self.bindir, "createdb"), "-h", "127.0.0.1",
-                              "-p", str(self.port), "-U", SUPER, DB],
-                             capture_output=True, text=True, timeout=60)
-        check(out.returncode == 0, "createdb failed: %s", out.stderr)
 
     def url(self):
         return "postgresql://%s@127.0.0.1:%d/%s" % (SUPER, self.port, DB)

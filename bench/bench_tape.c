@@ -287,8 +287,10 @@ s_server_start (server_t *s, const char *data, double *ready_ms)
     posix_spawn_file_actions_addopen (&fa, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0600);
     posix_spawn_file_actions_adddup2 (&fa, 1, 2);
     posix_spawn_file_actions_addopen (&fa, 0, "/dev/null", O_RDONLY, 0);
+    //  SB_BENCH_STORE=postgres://...: the state on PostgreSQL (bench_store.py)
+    char *store = getenv ("SB_BENCH_STORE");
     char *argv [] = { g_bin, "serve", "--data", (char *) data, "--http", "127.0.0.1:0",
-                      "--actors", "session", NULL };
+                      "--actors", "session", store && *store? "--store": NULL, store, NULL };
     double t0 = s_now ();
     if (posix_spawn (&s->pid, g_bin, &fa, NULL, argv, environ) != 0)
         s_die ("cannot start %s: %s", g_bin, strerror (errno));

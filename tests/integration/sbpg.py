@@ -44,8 +44,9 @@ class Postgres:
     """One PostgreSQL cluster in a temporary folder, owned by USER when the
     test runs as root (as CI does), by the caller otherwise."""
 
-    def __init__(self):
+    def __init__(self, durable=False):
         self.bindir = pg_bindir()
+        self.durable = durable
         self.dir = tmpdir()
         self.data = os.path.join(self.dir, "data")
         self.sock = os.path.join(self.dir, "sock")
@@ -85,13 +86,14 @@ class Postgres:
         self._launch()
 
     def _launch(self):
-        # fsync off: the test is about the store's logic, not the disk's;
+        # fsync off: the test is about the store's logic, not the disk's
+        # (durable: on, for a benchmark against LMDB's durable commits);
         # the server's own log goes to a file of the test's folder
         log = open(self.log, "ab")
         self.proc = subprocess.Popen(
             self._argv("postgres", "-D", self.data, "-k", self.sock,
                        "-c", "listen_addresses=127.0.0.1", "-p", str(self.port),
-                       "-c", "fsync=off", "-c", "max_connections=50"),
+                       "-c", "fsync=%s" % ("on" if self.durable else "off"), "-c", "max_connections=50"),
             cwd=self.dir, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log.close()
 

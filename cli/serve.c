@@ -673,6 +673,14 @@ sb_serve_run (const sb_serve_opts_t *o, sb_serve_hook_fn *hook, void *hook_arg)
     int rc = s_prepare_data (o, dir, sizeof dir, &lock_fd);
     if (rc)
         return rc;
+    /* on PostgreSQL, the schema is this server's alone, as DATA is; and an
+       unreachable database is one line here, before any actor starts */
+    char err [1024];
+    sb_store_lock_t *store_lock = o->store ? sb_store_lock (o->store, err, sizeof err) : NULL;
+    if (o->store && !store_lock) {
+        close (lock_fd);
+        return sb_cli_fail ("serve", "%s", err);
+    }
 
     /* Signals are taken by this thread alone, with sigtimedwait; every
        actor thread inherits the blocked mask. czmq's handler stays off. */
@@ -705,6 +713,7 @@ sb_serve_run (const sb_serve_opts_t *o, sb_serve_hook_fn *hook, void *hook_arg)
     zactor_t *broker = zactor_new (sb_broker_actor, &bcfg);
     if (!broker) {
         close (lock_fd);
+        sb_store_unlock (&store_lock);
         return sb_cli_fail ("serve", "the broker failed to start (see the log above)");
     }
     zactor_t *actors [NACTORS] = { 0 };
@@ -746,6 +755,7 @@ sb_serve_run (const sb_serve_opts_t *o, sb_serve_hook_fn *hook, void *hook_arg)
         }
     }
     s_stop_all (&gateway, actors, &broker, dir, http_port_path, lock_fd);
+    sb_store_unlock (&store_lock);
     sb_info ("serve", "stopped");
     return exit_code;
 }

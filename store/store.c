@@ -154,7 +154,6 @@ sb_store_locate (const char *store, const char *data_dir, const char *role,
     size_t base = q? (size_t) (q - store): strlen (store);
     const char *schema = "switchboard";
     size_t schema_len = strlen (schema);
-    bool timeout = false;
     size_t n = 0;
     int w = snprintf (out, size, "%.*s", (int) base, store);
     if (w < 0 || (size_t) w >= size)
@@ -168,7 +167,6 @@ sb_store_locate (const char *store, const char *data_dir, const char *role,
         }
         else
         if (plen > 0) {
-            timeout |= plen >= 16 && strncmp (p, "connect_timeout=", 16) == 0;
             w = snprintf (out + n, size - n, "%c%.*s", n == base? '?': '&', (int) plen, p);
             if (w < 0 || (size_t) w >= size - n)
                 goto too_long;
@@ -176,14 +174,7 @@ sb_store_locate (const char *store, const char *data_dir, const char *role,
         }
         p += plen + (p [plen] == '&');
     }
-    if (!timeout) {
-        w = snprintf (out + n, size - n, "%cconnect_timeout=%d", n == base? '?': '&',
-                      SB_STORE_CONNECT_TIMEOUT_S);
-        if (w < 0 || (size_t) w >= size - n)
-            goto too_long;
-        n += (size_t) w;
-    }
-    w = snprintf (out + n, size - n, "&schema=%.*s_%s", (int) schema_len, schema, role);
+    w = snprintf (out + n, size - n, "%cschema=%.*s_%s", n == base? '?': '&', (int) schema_len, schema, role);
     if (w < 0 || (size_t) w >= size - n)
         goto too_long;
     return 0;

@@ -19,6 +19,8 @@ PostgreSQL started by sbpg.py:
     a gap, the approval is still pending under its id, the queue holds
     both prompts (paused by the restart), and resolving and resuming runs
     each to completion;
+  - one serve per schema: a second one on the same schema is refused (an
+    advisory lock), one on another schema of the same database runs;
   - the clear errors: a database that refuses connections, one that
     accepts and never answers (connect_timeout), a wrong password, a
     schema of another version, a --store that is no URL: each one line
@@ -309,7 +311,7 @@ def _serve_fails(url, want, data=None, timeout=20):
     check(lines, "no line holds %r:\n%s", want, out[-2000:])
     check(SECRET not in out, "the password is in serve's output:\n%s", out[-2000:])
     check("Sanitizer" not in out and "runtime error" not in out, "serve crashed:\n%s", out[-2000:])
-    print("%.1f s: %s" % (took, lines[0][lines[0].find("error"):][:200]))
+    print("%.1f s, exit 1: %s" % (took, lines[0][-220:]))
     return took
 
 
@@ -345,6 +347,26 @@ def test_clear_errors():
         # not a URL: a usage error, exit 2
         rc, out, err = sb("serve", "--data", tmpdir(), "--store", "/tmp/somewhere")
         check(rc == 2 and "postgres://" in err, "--store /tmp/somewhere: %d %r", rc, err)
+    with_postgres(body)
+
+
+def test_one_server_per_schema():
+    def body(pg):
+        server = pg_serve(store_url(pg, "one"))
+        try:
+            # a second serve on the same schema (another data folder) is refused
+            _serve_fails(store_url(pg, "one"), ["another switchboard serve", '"one"'])
+            # on another schema of the same database it runs
+            other = pg_serve(store_url(pg, "two"))
+            sid = new_session(other, tmpdir())
+            check(call(other, "session.get", {"session_id": sid})["session"]["session_id"] == sid,
+                  "the second server's session")
+            other.stop()
+        finally:
+            server.stop()
+        # once the first has stopped, the schema is free again
+        again = pg_serve(store_url(pg, "one"))
+        again.stop()
     with_postgres(body)
 
 

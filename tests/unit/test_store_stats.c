@@ -19,15 +19,15 @@ Test (store_locate, lmdb_folder_when_no_url)
     cr_assert_str_eq (out, "/data/run");
 }
 
-Test (store_locate, url_gets_the_role_schema_and_a_timeout)
+Test (store_locate, url_gets_the_role_schema)
 {
     char out [256], err [256];
     cr_assert_eq (sb_store_locate ("postgres://u@h:5432/db", NULL, "session", out, sizeof out,
                                    err, sizeof err), 0);
-    cr_assert_str_eq (out, "postgres://u@h:5432/db?connect_timeout=5&schema=switchboard_session");
+    cr_assert_str_eq (out, "postgres://u@h:5432/db?schema=switchboard_session");
     cr_assert_eq (sb_store_locate ("postgresql://u:pw@h/db?schema=prod&sslmode=disable", NULL, "interact",
                                    out, sizeof out, err, sizeof err), 0);
-    cr_assert_str_eq (out, "postgresql://u:pw@h/db?sslmode=disable&connect_timeout=5&schema=prod_interact");
+    cr_assert_str_eq (out, "postgresql://u:pw@h/db?sslmode=disable&schema=prod_interact");
     cr_assert_eq (sb_store_locate ("postgresql://h/db?connect_timeout=2", NULL, "run",
                                    out, sizeof out, err, sizeof err), 0);
     cr_assert_str_eq (out, "postgresql://h/db?connect_timeout=2&schema=switchboard_run");

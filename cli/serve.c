@@ -92,10 +92,11 @@ static const char *s_usage =
     "  --store URL       keep the state on PostgreSQL (postgres://USER@HOST:PORT/DB,\n"
     "                    as libpq takes it, plus ?schema=NAME, default switchboard):\n"
     "                    the session, run and interact actors each use the schema\n"
-    "                    NAME_session, NAME_run, NAME_interact, made and migrated on\n"
-    "                    start (default $SWITCHBOARD_STORE; none: LMDB under DATA;\n"
-    "                    docs/scale-out.md). The password is best kept in ~/.pgpass\n"
-    "                    or PGPASSWORD; it is never logged\n"
+    "                    NAME_session, NAME_run, NAME_interact, made when absent and\n"
+    "                    version-checked on start (default $SWITCHBOARD_STORE; none:\n"
+    "                    LMDB under DATA; docs/scale-out.md). The password is best\n"
+    "                    kept in ~/.pgpass (hidden from tools) or PGPASSWORD; it is\n"
+    "                    never logged\n"
     "  -h, --help        this help\n"
     "\n"
     "Stop it with Ctrl-C (SIGINT) or SIGTERM; it shuts down cleanly.\n";
@@ -604,7 +605,17 @@ s_prepare_data (const sb_serve_opts_t *o, char *dir, size_t dirlen, int *lock_fd
         return sb_cli_fail ("serve", "cannot set mode 0700 on %s: %s", dir, strerror (errno));
     if (s_lock_data (dir, lock_fd))
         return 1;
-    const char *secrets [] = { dir, o->providers, o->mcp_config, o->hooks, o->tls_cert, o->tls_key };
+    /* libpq's password file, where the store's password best lives, is
+       no tool's business either */
+    char pgpass [4200] = "";
+    const char *pf = getenv ("PGPASSFILE"), *home = getenv ("HOME");
+    if (o->store && pf && *pf)
+        snprintf (pgpass, sizeof pgpass, "%s", pf);
+    else
+    if (o->store && home && *home)
+        snprintf (pgpass, sizeof pgpass, "%s/.pgpass", home);
+    const char *secrets [] = { dir, o->providers, o->mcp_config, o->hooks, o->tls_cert, o->tls_key,
+                               pgpass [0] && access (pgpass, F_OK) == 0 ? pgpass : NULL };
     if (sb_serve_sandbox ("serve", o->sandbox, o->providers, secrets, sizeof secrets / sizeof secrets [0])) {
         close (*lock_fd);
         return 1;

@@ -27,6 +27,7 @@ PostgreSQL started by sbpg.py:
     naming the URL without its password, exit code 1 (2 for the usage
     error), within seconds, and the password nowhere in the output;
   - a password in the URL reaches no log, no tape, no stats, no /metrics;
+    one in ~/.pgpass is used, and a tool that reads the file sees nothing;
   - PostgreSQL restarted under a running serve: serve stays up, writes
     refused during the outage are answered with an error (never
     acknowledged), and writes succeed again once the database is back,
@@ -37,10 +38,12 @@ installs the postgresql package).
 """
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -396,6 +399,44 @@ def test_password_reaches_no_log_tape_or_stats():
         finally:
             server.stop()
     with_postgres(body)
+
+
+def test_pgpass_is_used_and_hidden_from_tools():
+    def body(pg):
+        password_role(pg)
+        # not under /tmp, which tools see as a private folder of their own:
+        # a home like a real one, which they see read-only but for secrets
+        home = tempfile.mkdtemp(prefix="sbhome", dir="/var/tmp")
+        try:
+            _pgpass_run(pg, home)
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
+    with_postgres(body)
+
+
+def _pgpass_run(pg, home):
+    pgpass = os.path.join(home, ".pgpass")
+    with open(pgpass, "w") as f:
+        f.write("127.0.0.1:%d:*:%s:%s\n" % (pg.port, PW_USER, SECRET))
+    os.chmod(pgpass, 0o600)
+    llm = LLM()
+    ws = tmpdir()
+    llm.script("pgpass", [{"tool_calls": [tool("shell", "c_cat", command="cat %s; echo end" % pgpass)]},
+                          {"text": "done"}])
+    url = "postgresql://%s@127.0.0.1:%d/sbstore?schema=pgp" % (PW_USER, pg.port)
+    server = pg_serve(url, llm, "pgpass", env={"HOME": home, "SWITCHBOARD_STORE": ""})
+    try:
+        sid = new_session(server, ws, approval_policy="yolo")
+        run = wait_run(server, prompt(server, sid, "look"), timeout=30)
+        check(run["status"] == "completed", "run %r", run)
+        res = [e["body"] for e in tape(server, sid) if e["kind"] == "tool.result"]
+        check(res and "end" in res[0].get("output", ""), "the tool did not run: %r", res)
+        print("the tool read: %r" % res[0].get("output", "")[:200])
+        check(SECRET not in json.dumps(tape(server, sid)), "a tool read the password file: %r", res)
+        check(SECRET not in json.dumps(llm.requests("pgpass")), "the model was sent the password")
+    finally:
+        server.stop()
+        llm.stop()
 
 
 def test_postgres_restart_under_a_running_serve():

@@ -11,6 +11,8 @@ PostgreSQL started by sbpg.py:
     database; `stats` and /metrics show the store section (backend
     postgresql, writes, write p50 and p99); SWITCHBOARD_STORE does what
     --store does, and --store wins over it;
+  - without --store (and SWITCHBOARD_STORE empty) it is LMDB as before:
+    DATA/session, DATA/run, DATA/interact, and stats says lmdb;
   - the demo model on PostgreSQL, and a restart: the session and its tape
     are there after it;
   - kill -9 of serve while four clients append, with an approval pending
@@ -212,6 +214,25 @@ def test_demo_model_and_restart_from_the_environment():
         finally:
             server.stop()
     with_postgres(body)
+
+
+def test_without_store_it_is_lmdb():
+    server = Server(env={"SWITCHBOARD_STORE": ""}).start()
+    try:
+        sid = new_session(server, tmpdir())
+        check(wait_run(server, prompt(server, sid, "hello"), timeout=30)["status"] == "completed", "demo run")
+        for d in ("session", "run", "interact"):
+            check(os.path.isdir(os.path.join(server.data, d)), "no DATA/%s on LMDB", d)
+        st = server.stats()["store"]
+        check(set(st) == {"session", "run", "interact"} and all(v["backend"] == "lmdb" for v in st.values()),
+              "stats store on LMDB %r", st)
+        check(st["session"]["writes"] > 0 and st["session"]["write_p99_us"] > 0, "session store %r",
+              st["session"])
+        print("session store on LMDB: %d writes, p50 %.3f ms, p99 %.3f ms"
+              % (st["session"]["writes"], st["session"]["write_p50_us"] / 1000.0,
+                 st["session"]["write_p99_us"] / 1000.0))
+    finally:
+        server.stop()
 
 
 def _appender(server, sid, k, acked, stop_at, errors):

@@ -56,7 +56,8 @@
 
     Usage: bench_tape [SECONDS per timed run, default 1.5]
     Environment: SB_BENCH_QUICK=1 shrinks the 1,000,000 and 100,000 to a
-    tenth, for a quick look. */
+    tenth, for a quick look; SB_BENCH_STORE=postgres://... runs serve with
+    --store on that database (bench/bench_store.py). */
 #include "bench/lmdb_raw.h"
 #include "bench/redis_peer.h"
 #include "bus/client.h"

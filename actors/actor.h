@@ -36,6 +36,7 @@ typedef struct {
     const char *hooks;          /* --hooks FILE (NULL: DATA/hooks.json when present) */
     bool approval_deadline_set; /* --approval-deadline was given */
     uint64_t approval_deadline_s;   /* interact: an approval's default deadline (0: none) */
+    const char *store;          /* --store URL (postgres://...; NULL: LMDB under DATA) */
 } sb_server_config_t;
 
 typedef struct {

@@ -700,8 +700,11 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
     self->pipe = pipe;
     snprintf (self->instance, sizeof self->instance, "%s", args->instance ? args->instance : "run");
     char dir [4200], err [512];
-    snprintf (dir, sizeof dir, "%s/run", args->data_dir ? args->data_dir : ".");
-    self->store = sb_store_open (dir, s_dbis, 1, 0, err, sizeof err);
+    const char *url = args->config ? args->config->store : NULL;
+    if (sb_store_locate (url, args->data_dir, "run", dir, sizeof dir, err, sizeof err) == 0)
+        self->store = sb_store_open (dir, s_dbis, 1, 0, err, sizeof err);
+    else
+        self->store = NULL;
     if (!self->store) {
         sb_error (ACTOR, "cannot open the run store: %s", err);
         s_self_destroy (&self);

@@ -726,8 +726,11 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
     size_t mapsize = map && *map? (size_t) strtoull (map, NULL, 10): 0;
 
     char dir [4200], err [512];
-    snprintf (dir, sizeof dir, "%s/session", args->data_dir? args->data_dir: ".");
-    self->store = sb_store_open (dir, s_dbi_names, SB_SESSION_SCHEMA_VERSION, mapsize, err, sizeof err);
+    const char *url = args->config ? args->config->store : NULL;
+    if (sb_store_locate (url, args->data_dir, "session", dir, sizeof dir, err, sizeof err) == 0)
+        self->store = sb_store_open (dir, s_dbi_names, SB_SESSION_SCHEMA_VERSION, mapsize, err, sizeof err);
+    else
+        self->store = NULL;
     if (!self->store) {
         sb_error (ACTOR, "cannot open the store error=\"%s\"", err);
         s_self_destroy (&self);
@@ -769,9 +772,11 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
         }
     }
     sb_store_info_t info;
+    char shown [sizeof dir];
+    sb_log_redact_url (dir, shown, sizeof shown);
     if (sb_store_info (self->store, &info) == 0)
         sb_info (ACTOR, "opened store=%s sessions=%llu entries=%llu commands=%llu map_bytes=%zu "
-                 "command_ttl_s=%lld session_quota=%llu", dir, (unsigned long long) info.entries [DBI_SESSIONS],
+                 "command_ttl_s=%lld session_quota=%llu", shown, (unsigned long long) info.entries [DBI_SESSIONS],
                  (unsigned long long) info.entries [DBI_TAPE],
                  (unsigned long long) info.entries [DBI_COMMANDS], info.mapsize,
                  (long long) (self->command_ttl_ms / 1000), (unsigned long long) self->tape_quota);

@@ -56,7 +56,8 @@
 
     Usage: bench_tape [SECONDS per timed run, default 1.5]
     Environment: SB_BENCH_QUICK=1 shrinks the 1,000,000 and 100,000 to a
-    tenth, for a quick look. */
+    tenth, for a quick look; SB_BENCH_STORE=postgres://... runs serve with
+    --store on that database (bench/bench_store.py). */
 #include "bench/lmdb_raw.h"
 #include "bench/redis_peer.h"
 #include "bus/client.h"
@@ -287,8 +288,10 @@ s_server_start (server_t *s, const char *data, double *ready_ms)
     posix_spawn_file_actions_addopen (&fa, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0600);
     posix_spawn_file_actions_adddup2 (&fa, 1, 2);
     posix_spawn_file_actions_addopen (&fa, 0, "/dev/null", O_RDONLY, 0);
+    //  SB_BENCH_STORE=postgres://...: the state on PostgreSQL (bench_store.py)
+    char *store = getenv ("SB_BENCH_STORE");
     char *argv [] = { g_bin, "serve", "--data", (char *) data, "--http", "127.0.0.1:0",
-                      "--actors", "session", NULL };
+                      "--actors", "session", store && *store? "--store": NULL, store, NULL };
     double t0 = s_now ();
     if (posix_spawn (&s->pid, g_bin, &fa, NULL, argv, environ) != 0)
         s_die ("cannot start %s: %s", g_bin, strerror (errno));

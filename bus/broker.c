@@ -129,6 +129,7 @@ s_self_new (zsock_t *pipe, const sb_broker_config_t *config)
     self->ipc_dir = config && config->ipc_dir ? strdup (config->ipc_dir) : NULL;
     self->tcp = config && config->tcp ? strdup (config->tcp) : NULL;
     self->certs_data = config && config->certs_data ? strdup (config->certs_data) : NULL;
+    self->stats_extra = config ? config->stats_extra : NULL;
     self->instances = zhashx_new ();
     self->services = zhashx_new ();
     self->pending = zhashx_new ();

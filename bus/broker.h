@@ -10,6 +10,8 @@
 
 #include <czmq.h>
 
+struct sb_enc;
+
 #define SB_INPROC_CMD    "inproc://sb-cmd"
 #define SB_INPROC_PUB_IN "inproc://sb-pub-in"
 #define SB_INPROC_PUB    "inproc://sb-pub"
@@ -68,6 +70,10 @@ typedef struct {
     const char *certs_data;     /* CURVE on tcp with DATA/certs (bus/curve.h); NULL: plain tcp */
     size_t queue_bytes;         /* byte bound per plane; 0: the environment or the default */
     size_t queue_total;         /* command plane, all peers; 0: the environment or the default */
+    /* more sections of bus.stats, written by the process that runs the
+       broker (serve: the store's); called on the broker's thread with
+       the stats map open. NULL: none */
+    void (*stats_extra) (struct sb_enc *enc);
 } sb_broker_config_t;
 
 /*  zactor body: args is a sb_broker_config_t *, read at start.

@@ -64,6 +64,7 @@ typedef struct {
     char *ipc_dir;
     char *tcp;
     char *certs_data;           /* CURVE on tcp: DATA of DATA/certs */
+    void (*stats_extra) (struct sb_enc *enc);   /* sb_broker_config_t's */
     zactor_t *auth;             /* the ZAP handler (bus/curve.h), while CURVE is on */
     sb_curve_ids_t *ids;        /* the roles of the allowed keys, a worker key's grants */
     zhashx_t *instances;        /* key hex -> instance_t */

@@ -197,6 +197,8 @@ s_enc_stats (self_t *self, sb_enc_t *e)
     sb_enc_kuint (e, "tap", self->drop_tap);
     sb_enc_kuint (e, "tap_bytes", self->drop_tap_bytes);
     sb_enc_map_close (e);
+    if (self->stats_extra)
+        self->stats_extra (e);
     sb_enc_map_close (e);
 }
 

@@ -11,6 +11,8 @@
 #include "actors/llm/config.h"
 #include "actors/session.h"
 #include "bus/broker.h"
+#include "schemas/codec.h"
+#include "store/store.h"
 #include "common/log.h"
 #include "gateway/gateway.h"
 
@@ -37,7 +39,7 @@ static const char *s_usage =
     "                         [--providers FILE] [--sandbox auto|bwrap|landlock|none]\n"
     "                         [--tool-output-tape BYTES] [--session-quota BYTES]\n"
     "                         [--context-window TOKENS] [--mcp-config FILE] [--hooks FILE]\n"
-    "                         [--approval-deadline S]\n"
+    "                         [--approval-deadline S] [--store postgres://...]\n"
     "\n"
     "Runs the broker and the actors in one process, on DATA (default\n"
     "$SWITCHBOARD_DATA, else $XDG_STATE_HOME/switchboard, else\n"
@@ -87,6 +89,14 @@ static const char *s_usage =
     "                    resolves to its default (reject); 0: no deadline (default\n"
     "                    900, or $SWITCHBOARD_APPROVAL_DEADLINE); a session may set\n"
     "                    its own\n"
+    "  --store URL       keep the state on PostgreSQL (postgres://USER@HOST:PORT/DB,\n"
+    "                    as libpq takes it, plus ?schema=NAME, default switchboard):\n"
+    "                    the session, run and interact actors each use the schema\n"
+    "                    NAME_session, NAME_run, NAME_interact, made when absent and\n"
+    "                    version-checked on start (default $SWITCHBOARD_STORE; none:\n"
+    "                    LMDB under DATA; docs/scale-out.md). The password is best\n"
+    "                    kept in ~/.pgpass (hidden from tools) or PGPASSWORD; it is\n"
+    "                    never logged\n"
     "  -h, --help        this help\n"
     "\n"
     "Stop it with Ctrl-C (SIGINT) or SIGTERM; it shuts down cleanly.\n";
@@ -271,6 +281,7 @@ sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
         { "http-idle", required_argument, 0, 1009 },
         { "http-out-total", required_argument, 0, 1010 },
         { "approval-deadline", required_argument, 0, 'A' },
+        { "store", required_argument, 0, 1011 },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
@@ -292,6 +303,7 @@ sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
                     return rc;
                 break;
             case 'b': o->bus = optarg; break;
+            case 1011: o->store = optarg; break;
             case 'a': o->actors = optarg; break;
             case 'l': o->llm = optarg; break;
             case 'm': o->model = optarg; break;
@@ -311,6 +323,13 @@ sb_serve_parse (int argc, char **argv, sb_serve_opts_t *o)
     }
     if (optind < argc)
         return sb_cli_usage ("serve", "unexpected argument '%s'", argv [optind]);
+    if (!o->store && getenv ("SWITCHBOARD_STORE") && *getenv ("SWITCHBOARD_STORE"))
+        o->store = getenv ("SWITCHBOARD_STORE");
+    if (o->store && !*o->store)
+        o->store = NULL;
+    if (o->store && !sb_store_is_url (o->store))
+        return sb_cli_usage ("serve", "--store takes a postgres:// or postgresql:// URL "
+                             "(without --store the state is LMDB under the data folder)");
     return s_serve_check (o);
 }
 
@@ -475,9 +494,15 @@ s_banner (const sb_serve_opts_t *o, const char *dir)
     if (cfg)
         sb_llm_config_clear (cfg);
     free (cfg);
+    char store [1024];
+    if (o->store)
+        sb_log_redact_url (o->store, store, sizeof store);
+    else
+        snprintf (store, sizeof store, "LMDB in %s/{session,run,interact}", dir);
     printf ("switchboard %s is serving\n"
             "  binary   %s\n"
             "  data     %s\n"
+            "  store    %s\n"
             "  bus      ipc://%s/bus-cmd%s%s\n"
             "  model    %s\n"
             "  sandbox  %s\n"
@@ -488,7 +513,7 @@ s_banner (const sb_serve_opts_t *o, const char *dir)
             "  %s sessions              list sessions, newest first\n"
             "  %s tap                   watch every bus message live\n"
             "Stop with Ctrl-C.\n",
-            SB_VERSION, self, dir, dir, o->bus ? " and " : "", o->bus ? o->bus : "", model,
+            SB_VERSION, self, dir, store, dir, o->bus ? " and " : "", o->bus ? o->bus : "", model,
             strcmp (sb_spawn_sandbox_name (), "none") == 0
                 ? "NONE (--sandbox none): WARNING, tools run unsandboxed and see everything this server sees"
                 : strcmp (sb_spawn_sandbox_name (), "bwrap") == 0
@@ -496,6 +521,34 @@ s_banner (const sb_serve_opts_t *o, const char *dir)
                 : "landlock (bubblewrap cannot run here: tools see the host read-only but the secrets, the workspace writable)",
             say, say, say, say);
     fflush (stdout);
+}
+
+/*  bus.stats's "store" section: for each store of this process, its
+    backend and its writes' latency (store/stats.c). On the broker's
+    thread. */
+static int
+s_stats_store (const sb_store_stats_t *st, void *ctx)
+{
+    sb_enc_t *e = ctx;
+    sb_enc_key (e, st->name);
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "backend", st->backend);
+    sb_enc_kuint (e, "writes", st->writes);
+    sb_enc_kuint (e, "commits", st->commits);
+    sb_enc_kuint (e, "retries", st->retries);
+    sb_enc_kuint (e, "write_p50_us", st->write_p50_us);
+    sb_enc_kuint (e, "write_p99_us", st->write_p99_us);
+    sb_enc_map_close (e);
+    return 0;
+}
+
+static void
+s_stats_extra (sb_enc_t *e)
+{
+    sb_enc_key (e, "store");
+    sb_enc_map_open (e);
+    sb_store_stats_each (s_stats_store, e);
+    sb_enc_map_close (e);
 }
 
 int
@@ -552,7 +605,17 @@ s_prepare_data (const sb_serve_opts_t *o, char *dir, size_t dirlen, int *lock_fd
         return sb_cli_fail ("serve", "cannot set mode 0700 on %s: %s", dir, strerror (errno));
     if (s_lock_data (dir, lock_fd))
         return 1;
-    const char *secrets [] = { dir, o->providers, o->mcp_config, o->hooks, o->tls_cert, o->tls_key };
+    /* libpq's password file, where the store's password best lives, is
+       no tool's business either */
+    char pgpass [4200] = "";
+    const char *pf = getenv ("PGPASSFILE"), *home = getenv ("HOME");
+    if (o->store && pf && *pf)
+        snprintf (pgpass, sizeof pgpass, "%s", pf);
+    else
+    if (o->store && home && *home)
+        snprintf (pgpass, sizeof pgpass, "%s/.pgpass", home);
+    const char *secrets [] = { dir, o->providers, o->mcp_config, o->hooks, o->tls_cert, o->tls_key,
+                               pgpass [0] && access (pgpass, F_OK) == 0 ? pgpass : NULL };
     if (sb_serve_sandbox ("serve", o->sandbox, o->providers, secrets, sizeof secrets / sizeof secrets [0])) {
         close (*lock_fd);
         return 1;
@@ -621,6 +684,14 @@ sb_serve_run (const sb_serve_opts_t *o, sb_serve_hook_fn *hook, void *hook_arg)
     int rc = s_prepare_data (o, dir, sizeof dir, &lock_fd);
     if (rc)
         return rc;
+    /* on PostgreSQL, the schema is this server's alone, as DATA is; and an
+       unreachable database is one line here, before any actor starts */
+    char err [1024];
+    sb_store_lock_t *store_lock = o->store ? sb_store_lock (o->store, err, sizeof err) : NULL;
+    if (o->store && !store_lock) {
+        close (lock_fd);
+        return sb_cli_fail ("serve", "%s", err);
+    }
 
     /* Signals are taken by this thread alone, with sigtimedwait; every
        actor thread inherits the blocked mask. czmq's handler stays off. */
@@ -636,7 +707,8 @@ sb_serve_run (const sb_serve_opts_t *o, sb_serve_hook_fn *hook, void *hook_arg)
     zsys_init ();
 
     /* tcp is CURVE unless plain TCP was asked for by name (docs/workers.md) */
-    sb_broker_config_t bcfg = { .ipc_dir = dir, .tcp = o->bus, .certs_data = o->insecure_bus ? NULL : dir };
+    sb_broker_config_t bcfg = { .ipc_dir = dir, .tcp = o->bus, .certs_data = o->insecure_bus ? NULL : dir,
+                                .stats_extra = s_stats_extra };
     if (o->bus && o->insecure_bus)
         sb_warn ("serve", "the bus on %s is plain TCP without CURVE (--insecure-tcp): anyone who can "
                  "reach it can drive the agents", o->bus);
@@ -647,10 +719,12 @@ sb_serve_run (const sb_serve_opts_t *o, sb_serve_hook_fn *hook, void *hook_arg)
         .context_window = o->context_window,
         .mcp_config = o->mcp_config, .hooks = o->hooks,
         .approval_deadline_set = o->approval_deadline_set, .approval_deadline_s = o->approval_deadline_s,
+        .store = o->store,
     };
     zactor_t *broker = zactor_new (sb_broker_actor, &bcfg);
     if (!broker) {
         close (lock_fd);
+        sb_store_unlock (&store_lock);
         return sb_cli_fail ("serve", "the broker failed to start (see the log above)");
     }
     zactor_t *actors [NACTORS] = { 0 };
@@ -669,7 +743,10 @@ sb_serve_run (const sb_serve_opts_t *o, sb_serve_hook_fn *hook, void *hook_arg)
     if (!failed && o->http_enabled)
         gateway = sb_serve_http_start (o, dir, &failed);
     if (!failed) {
-        sb_info ("serve", "ready data=%s bus=ipc://%s/bus-cmd http_port=%d pid=%d", dir, dir,
+        char store [1024] = "lmdb";
+        if (o->store)
+            sb_log_redact_url (o->store, store, sizeof store);
+        sb_info ("serve", "ready data=%s store=%s bus=ipc://%s/bus-cmd http_port=%d pid=%d", dir, store, dir,
                  gateway ? sb_gateway_port (gateway) : 0, (int) getpid ());
         if (!hook)
             s_banner (o, dir);
@@ -689,6 +766,7 @@ sb_serve_run (const sb_serve_opts_t *o, sb_serve_hook_fn *hook, void *hook_arg)
         }
     }
     s_stop_all (&gateway, actors, &broker, dir, http_port_path, lock_fd);
+    sb_store_unlock (&store_lock);
     sb_info ("serve", "stopped");
     return exit_code;
 }

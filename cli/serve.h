@@ -39,6 +39,7 @@ typedef struct {
     uint32_t http_idle_s;       /* --http-idle: ping an idle WebSocket after this; 0: default */
     bool approval_deadline_set; /* --approval-deadline given (0 is a value: no deadline) */
     uint64_t approval_deadline_s;
+    const char *store;          /* --store URL, else $SWITCHBOARD_STORE; NULL: LMDB under DATA */
 } sb_serve_opts_t;
 
 /*  Parses --context-window's value (tokens, SB_LLM_WINDOW_MIN..MAX): 0, or

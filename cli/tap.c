@@ -144,7 +144,8 @@ static const char *s_stats_usage =
     "\n"
     "Prints the broker's counters: messages per plane and per type, live\n"
     "instances per service, malformed frames by kind, queue depths and\n"
-    "bytes, and what the byte bounds dropped per plane.\n";
+    "bytes, what the byte bounds dropped per plane, and each store's backend\n"
+    "(lmdb or postgresql) with its durable writes' latency, p50 and p99.\n";
 
 static void
 s_print_section (const char *title, const sb_val_t *map)
@@ -161,6 +162,26 @@ s_print_section (const char *title, const sb_val_t *map)
                     (unsigned long long) sb_get_uint (val, "live", 0), j ? j : "");
             free (j);
         }
+    }
+}
+
+//  One line per store: its backend, writes, and their latency.
+static void
+s_print_store (const sb_val_t *map)
+{
+    if (!map)
+        return;
+    printf ("store\n");
+    for (uint32_t k = 0; k < map->len; k++) {
+        const sb_val_t *key = sb_map_key (map, k), *val = sb_map_val (map, k);
+        if (key->type != SB_V_STR || val->type != SB_V_MAP)
+            continue;
+        const char *backend = sb_get_str (val, "backend");
+        printf ("  %-28s %s  writes %llu  write p50 %.3f ms  p99 %.3f ms  retries %llu\n", key->v.s,
+                backend ? backend : "-", (unsigned long long) sb_get_uint (val, "writes", 0),
+                (double) sb_get_uint (val, "write_p50_us", 0) / 1000.0,
+                (double) sb_get_uint (val, "write_p99_us", 0) / 1000.0,
+                (unsigned long long) sb_get_uint (val, "retries", 0));
     }
 }
 
@@ -191,6 +212,7 @@ sb_cmd_stats (int argc, char **argv)
             s_print_section ("malformed", sb_get_map (reply->body, "malformed"));
             s_print_section ("queues", sb_get_map (reply->body, "queues"));
             s_print_section ("dropped past the byte bounds", sb_get_map (reply->body, "dropped"));
+            s_print_store (sb_get_map (reply->body, "store"));
         }
         rc = 0;
     }

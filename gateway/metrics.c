@@ -67,6 +67,27 @@ s_metrics_bus (FILE *f, const char *field, const sb_val_t *v, const char *label)
     }
 }
 
+//  The one string of bus.stats that Prometheus needs: each store's backend,
+//  as a label of a gauge that is always 1 (the numbers of the "store"
+//  section come out as sb_bus_store_*{key="session"} above).
+static void
+s_metrics_store_backend (FILE *f, const sb_val_t *stores)
+{
+    for (uint32_t k = 0; stores && k < stores->len; k++) {
+        const sb_val_t *key = sb_map_key (stores, k), *val = sb_map_val (stores, k);
+        const char *backend = sb_get_str (val, "backend");
+        if (key->type != SB_V_STR || !backend)
+            continue;
+        bool plain = true;
+        for (const char *s = key->v.s; *s; s++)
+            plain &= isalnum ((unsigned char) *s) || *s == '_';
+        for (const char *s = backend; *s; s++)
+            plain &= isalnum ((unsigned char) *s) || *s == '_';
+        if (plain)
+            fprintf (f, "sb_store_backend{key=\"%s\",backend=\"%s\"} 1\n", key->v.s, backend);
+    }
+}
+
 gw_buf_t *
 gw_metrics_render (sb_gateway_t *gw, const struct sb_msg *reply)
 {
@@ -121,6 +142,7 @@ gw_metrics_render (sb_gateway_t *gw, const struct sb_msg *reply)
             if (key->type == SB_V_STR)
                 s_metrics_bus (f, key->v.s, sb_map_val (b, k), NULL);
         }
+        s_metrics_store_backend (f, sb_get_map (b, "store"));
     }
     else
         fprintf (f, "# bus.stats did not answer: %s\n", reply ? sb_msg_error_message (reply) : "timeout");

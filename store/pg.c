@@ -9,7 +9,8 @@
     "switchboard"): the schema that holds this store's tables, so that the
     stores of one server (session, run, interact) and of several servers
     can share a database. It is taken out before libpq sees the URL, and a
-    connect_timeout of 10 s is added unless the URL has one.
+    connect_timeout of SB_STORE_CONNECT_TIMEOUT_S (5 s) is added unless the
+    URL has one.
 
     Connections. libpq connections are not shared between txns: each txn
     takes one (an idle one, or a new one) and gives it back at its end, so
@@ -119,11 +120,12 @@ s_parse_url (sb_pg_t *pg, const char *url, char *err, size_t errlen)
             p++;
     }
     if (!timeout) {
-        const char *t = "connect_timeout=10";
+        char t [32];
+        int tl = snprintf (t, sizeof t, "connect_timeout=%d", SB_STORE_CONNECT_TIMEOUT_S);
         out [n] = n == base? '?': '&';
         n++;
-        memcpy (out + n, t, strlen (t));
-        n += strlen (t);
+        memcpy (out + n, t, (size_t) tl);
+        n += (size_t) tl;
     }
     out [n] = 0;
     pg->conninfo = out;
@@ -536,3 +538,72 @@ const sb_store_ops_t sb_store_pg_ops = {
     .iter_del   = sb_pg_iter_del,
     .iter_end   = sb_pg_iter_end,
 };
+
+//  --------------------------------------------------------------------------
+//  One server per schema
+
+struct _sb_store_lock_t {
+    PGconn *conn;
+};
+
+sb_store_lock_t *
+sb_store_lock (const char *url, char *err, size_t errlen)
+{
+    sb_store_err (err, errlen, "%s", "");
+    if (!sb_store_is_url (url)) {
+        sb_store_err (err, errlen, "store: not a postgres:// or postgresql:// URL");
+        return NULL;
+    }
+    sb_pg_t pg = { 0 };
+    char where [512];
+    sb_log_redact_url (url, where, sizeof where);
+    pg.where = where;
+    sb_store_lock_t *self = NULL;
+    if (s_parse_url (&pg, url, err, errlen) == 0) {
+        char why [256];
+        PGconn *conn = s_connect (&pg, why, sizeof why);
+        if (!conn)
+            sb_store_err (err, errlen, "%s: cannot connect to PostgreSQL: %s", pg.where, why);
+        else {
+            //  The key is the schema's name hashed by the server, so that
+            //  every build and every host agree on it.
+            const char *values [1] = { pg.schema };
+            PGresult *res = PQexecParams (conn, "SELECT pg_try_advisory_lock (hashtextextended "
+                                          "('switchboard serve ' || $1, 0))", 1, NULL, values,
+                                          NULL, NULL, 0);
+            bool ok = PQresultStatus (res) == PGRES_TUPLES_OK && PQntuples (res) == 1;
+            bool held = ok && strcmp (PQgetvalue (res, 0, 0), "t") == 0;
+            if (!ok) {
+                s_first_line (why, sizeof why, PQerrorMessage (conn));
+                sb_store_err (err, errlen, "%s: cannot take the server's lock: %s", pg.where, why);
+            }
+            else
+            if (!held)
+                sb_store_err (err, errlen, "%s: another switchboard serve uses schema \"%s\" of this "
+                              "database; give each server its own ?schema=NAME", pg.where, pg.schema);
+            PQclear (res);
+            self = held? (sb_store_lock_t *) calloc (1, sizeof *self): NULL;
+            if (self)
+                self->conn = conn;
+            else {
+                if (held)
+                    sb_store_err (err, errlen, "store: out of memory");
+                PQfinish (conn);
+            }
+        }
+    }
+    free (pg.conninfo);
+    free (pg.schema);
+    return self;
+}
+
+void
+sb_store_unlock (sb_store_lock_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    //  Closing the session releases the lock.
+    PQfinish ((*self_p)->conn);
+    free (*self_p);
+    *self_p = NULL;
+}

@@ -60,6 +60,7 @@ sb_store_write (sb_store_t *self, sb_store_write_fn *fn, void *ctx)
 {
     if (!self || !fn)
         return SB_STORE_INVALID;
+    uint64_t t0 = sb_store_clock_us ();
     for (unsigned attempt = 1; ; attempt++) {
         sb_txn_t txn;
         if (sb_txn_begin (self, &txn, true) != 0)
@@ -70,8 +71,10 @@ sb_store_write (sb_store_t *self, sb_store_write_fn *fn, void *ctx)
             return fn_rc;
         }
         int rc = sb_txn_commit (&txn);
-        if (rc == 0)
+        if (rc == 0) {
+            sb_store_lat_add (self, sb_store_clock_us () - t0);
             return 0;
+        }
         //  The txn is gone; the backend decides whether everything fn
         //  wrote is to be written again from scratch.
         rc = self->ops->again (self, rc, attempt);
@@ -116,13 +119,68 @@ s_check_names (const char *const *names, unsigned *count, char *err, size_t errl
     return 0;
 }
 
+bool
+sb_store_is_url (const char *url)
+{
+    return url && (strncmp (url, "postgres://", 11) == 0 || strncmp (url, "postgresql://", 13) == 0);
+}
+
 //  A URL names a PostgreSQL database; anything else is an LMDB folder.
 static const sb_store_ops_t *
 s_backend (const char *dir)
 {
-    if (strncmp (dir, "postgres://", 11) == 0 || strncmp (dir, "postgresql://", 13) == 0)
-        return &sb_store_pg_ops;
-    return &sb_store_lmdb_ops;
+    return sb_store_is_url (dir)? &sb_store_pg_ops: &sb_store_lmdb_ops;
+}
+
+int
+sb_store_locate (const char *store, const char *data_dir, const char *role,
+                 char *out, size_t size, char *err, size_t errlen)
+{
+    if (!store || !*store) {
+        int n = snprintf (out, size, "%s/%s", data_dir? data_dir: ".", role);
+        if (n < 0 || (size_t) n >= size) {
+            sb_store_err (err, errlen, "store: the data folder's path is too long");
+            return -1;
+        }
+        return 0;
+    }
+    if (!sb_store_is_url (store)) {
+        sb_store_err (err, errlen, "store: --store takes a postgres:// or postgresql:// URL");
+        return -1;
+    }
+    //  The URL's query, less schema=, then schema=NAME_role; the query's
+    //  pairs are copied as they are (libpq reads them).
+    const char *q = strchr (store, '?');
+    size_t base = q? (size_t) (q - store): strlen (store);
+    const char *schema = "switchboard";
+    size_t schema_len = strlen (schema);
+    size_t n = 0;
+    int w = snprintf (out, size, "%.*s", (int) base, store);
+    if (w < 0 || (size_t) w >= size)
+        goto too_long;
+    n = (size_t) w;
+    for (const char *p = q? q + 1: NULL; p && *p; ) {
+        size_t plen = strcspn (p, "&");
+        if (plen >= 7 && strncmp (p, "schema=", 7) == 0) {
+            schema = p + 7;
+            schema_len = plen - 7;
+        }
+        else
+        if (plen > 0) {
+            w = snprintf (out + n, size - n, "%c%.*s", n == base? '?': '&', (int) plen, p);
+            if (w < 0 || (size_t) w >= size - n)
+                goto too_long;
+            n += (size_t) w;
+        }
+        p += plen + (p [plen] == '&');
+    }
+    w = snprintf (out + n, size - n, "%cschema=%.*s_%s", n == base? '?': '&', (int) schema_len, schema, role);
+    if (w < 0 || (size_t) w >= size - n)
+        goto too_long;
+    return 0;
+too_long:
+    sb_store_err (err, errlen, "store: the store URL is too long");
+    return -1;
 }
 
 sb_store_t *
@@ -166,6 +224,9 @@ sb_store_open (const char *dir, const char *const *dbi_names,
     atomic_store (&self->commits, 0);
     atomic_store (&self->aborts, 0);
     atomic_store (&self->retries, 0);
+    for (unsigned k = 0; k < SB_STORE_LAT_BUCKETS; k++)
+        atomic_store (&self->lat [k], 0);
+    sb_store_register (self, true);
     return self;
 }
 
@@ -175,6 +236,7 @@ sb_store_destroy (sb_store_t **self_p)
     if (!self_p || !*self_p)
         return;
     sb_store_t *self = *self_p;
+    sb_store_register (self, false);
     self->ops->destroy (self);
     for (unsigned i = 0; i < self->ndbi; i++)
         free (self->names [i]);

@@ -75,6 +75,10 @@ typedef struct {
 #define SB_STORE_MAPSIZE_DEFAULT ((size_t) 64 * 1024 * 1024)
 #define SB_STORE_MAPSIZE_MAX    ((size_t) 1 << 40)
 
+//  PostgreSQL: libpq's connect_timeout, in seconds, where the URL names
+//  none; an unreachable or mute database is an error this soon.
+#define SB_STORE_CONNECT_TIMEOUT_S  5
+
 typedef struct _sb_store_t sb_store_t;
 
 //  A transaction. Stack-allocate it; sb_txn_begin fills it in. Check `ret`
@@ -94,7 +98,9 @@ typedef struct {
 //  postgresql:// is a PostgreSQL database instead, as libpq takes it, plus
 //  `schema=NAME` (a-z, 0-9, _; default "switchboard"): the store is that
 //  schema, a table per dbi (names of at most 63 bytes there) and "meta",
-//  made when absent; an unreachable database is refused. `dbi_names` is a NULL-terminated list of
+//  made when absent; an unreachable database is refused, within
+//  connect_timeout seconds (SB_STORE_CONNECT_TIMEOUT_S unless the URL sets
+//  one). `dbi_names` is a NULL-terminated list of
 //  database names (at most SB_STORE_DBI_MAX, unique, not "meta", which the
 //  store keeps for itself); each is opened once, here, and addressed later by
 //  its index in this list. `schema_version` is recorded in a fresh
@@ -156,6 +162,53 @@ typedef struct {
 //  whose map may grow. Returns 0 or an error code.
 int
     sb_store_info (sb_store_t *self, sb_store_info_t *info);
+
+//  Where an actor's store `role` ("session", "run", "interact") lives:
+//  with `store` NULL or empty, the folder DATA/role (LMDB, as always);
+//  with a postgres:// or postgresql:// URL (serve --store), that URL
+//  with its schema=NAME (default "switchboard") replaced by NAME_role,
+//  so that each actor has a schema of its own in one database.
+//  Returns 0, or -1 with one line in err (which names no password).
+int
+    sb_store_locate (const char *store, const char *data_dir, const char *role,
+                     char *out, size_t size, char *err, size_t errlen);
+
+//  True when `url` names a PostgreSQL database for sb_store_open.
+bool
+    sb_store_is_url (const char *url);
+
+//  Holds, for as long as it lives, PostgreSQL's advisory lock of the
+//  schema that `url` names (schema=NAME, default "switchboard"), so that
+//  a second `serve` on the same schema of the same database is refused, as
+//  the data folder's lock refuses a second one on LMDB: several nodes on
+//  one schema need the cluster's shard leases, which serve does not take
+//  yet (docs/scale-out.md). Its own connection holds the lock; a server
+//  restart ends that connection, and with it the lock. Returns NULL with
+//  one line in err (naming no password) when the database cannot be
+//  reached or another holds the lock. sb_store_unlock tolerates NULL.
+typedef struct _sb_store_lock_t sb_store_lock_t;
+sb_store_lock_t *
+    sb_store_lock (const char *url, char *err, size_t errlen);
+void
+    sb_store_unlock (sb_store_lock_t **self_p);
+
+//  One open store of this process, for `switchboard stats` and /metrics.
+typedef struct {
+    char name [64];         //  the folder's last part, or the schema
+    const char *backend;    //  "lmdb" or "postgresql", static
+    uint64_t writes;        //  sb_store_write calls committed since open
+    uint64_t commits;       //  write txns committed (writes and bare txns)
+    uint64_t retries;       //  bodies run again after a conflict
+    uint64_t write_p50_us;  //  one write's latency (body and durable commit),
+    uint64_t write_p99_us;  //  to within an eighth; 0 before any write
+} sb_store_stats_t;
+
+//  Calls `cb` for each store open in this process (newest first) until it
+//  returns non-zero; returns that value or 0. Any thread; no store may be
+//  opened or closed from inside `cb`.
+typedef int (sb_store_stats_fn) (const sb_store_stats_t *st, void *ctx);
+int
+    sb_store_stats_each (sb_store_stats_fn *cb, void *ctx);
 
 //  --------------------------------------------------------------------------
 //  Group commit

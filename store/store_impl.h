@@ -43,6 +43,10 @@
 #define SB_STORE_META_NAME      "meta"
 #define SB_STORE_META_VERSION   "schema_version"
 
+//  Buckets of the write latency histogram: eight per power of two, up to
+//  2^40 us.
+#define SB_STORE_LAT_BUCKETS    312
+
 //  The backend's operations. Each is called by the front only after the
 //  front's checks passed: the txn is live, txn->ret is 0, the dbi is in
 //  range, keys are 1..SB_STORE_KEY_MAX bytes, writes are in write txns.
@@ -126,7 +130,18 @@ struct _sb_store_t {
     atomic_uint_fast64_t aborts;
     atomic_uint_fast64_t disk_full;
     atomic_uint_fast64_t retries;
+
+    //  sb_store_write's latency, microseconds, log-linear (store/stats.c),
+    //  and the list of open stores that stats walks.
+    atomic_uint_fast64_t lat [SB_STORE_LAT_BUCKETS];
+    struct _sb_store_t *reg_next;
 };
+
+//  store/stats.c: a monotonic clock in microseconds; one write's latency
+//  into the histogram; the store into (on) or out of the process's list.
+uint64_t sb_store_clock_us (void);
+void     sb_store_lat_add (sb_store_t *self, uint64_t us);
+void     sb_store_register (sb_store_t *self, bool on);
 
 //  Formats one line into err (either may be 0).
 void

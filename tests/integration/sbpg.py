@@ -3,7 +3,8 @@
 Starts Debian's PostgreSQL server as an unprivileged user (nobody, when
 the test runs as root; the caller otherwise) in a fresh folder: initdb,
 then postgres on a free loopback port with its socket in that folder, and
-one database. `with_postgres(body)` runs body(pg) and stops the server
+one database; restart() stops it at once and starts it again on the same
+folder and port. `with_postgres(body)` runs body(pg) and stops the server
 after, passed or failed, showing the end of its log on a failure.
 Used by test_store_postgres.py and test_serve_postgres.py.
 """
@@ -43,8 +44,9 @@ class Postgres:
     """One PostgreSQL cluster in a temporary folder, owned by USER when the
     test runs as root (as CI does), by the caller otherwise."""
 
-    def __init__(self):
+    def __init__(self, durable=False):
         self.bindir = pg_bindir()
+        self.durable = durable
         self.dir = tmpdir()
         self.data = os.path.join(self.dir, "data")
         self.sock = os.path.join(self.dir, "sock")
@@ -71,13 +73,27 @@ class Postgres:
                              cwd=self.dir, capture_output=True, text=True, timeout=120)
         check(out.returncode == 0, "initdb failed: %s", (out.stdout + out.stderr)[-2000:])
         self.port = free_port()
-        # fsync off: the test is about the store's logic, not the disk's;
+        self._launch()
+        out = subprocess.run([os.path.join(self.bindir, "createdb"), "-h", "127.0.0.1",
+                              "-p", str(self.port), "-U", SUPER, DB],
+                             capture_output=True, text=True, timeout=60)
+        check(out.returncode == 0, "createdb failed: %s", out.stderr)
+
+    def restart(self):
+        """Stops the server at once (as a crash would) and starts it again
+        on the same folder and port; returns once it accepts connections."""
+        self.stop()
+        self._launch()
+
+    def _launch(self):
+        # fsync off: the test is about the store's logic, not the disk's
+        # (durable: on, for a benchmark against LMDB's durable commits);
         # the server's own log goes to a file of the test's folder
         log = open(self.log, "ab")
         self.proc = subprocess.Popen(
             self._argv("postgres", "-D", self.data, "-k", self.sock,
                        "-c", "listen_addresses=127.0.0.1", "-p", str(self.port),
-                       "-c", "fsync=off", "-c", "max_connections=50"),
+                       "-c", "fsync=%s" % ("on" if self.durable else "off"), "-c", "max_connections=50"),
             cwd=self.dir, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log.close()
 
@@ -86,10 +102,6 @@ class Postgres:
             return subprocess.run([os.path.join(self.bindir, "pg_isready"), "-q", "-h", "127.0.0.1",
                                    "-p", str(self.port)]).returncode == 0
         wait_for(ready, 60, "postgres to accept connections", interval=0.1)
-        out = subprocess.run([os.path.join(self.bindir, "createdb"), "-h", "127.0.0.1",
-                              "-p", str(self.port), "-U", SUPER, DB],
-                             capture_output=True, text=True, timeout=60)
-        check(out.returncode == 0, "createdb failed: %s", out.stderr)
 
     def url(self):
         return "postgresql://%s@127.0.0.1:%d/%s" % (SUPER, self.port, DB)

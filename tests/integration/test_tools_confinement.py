@@ -202,16 +202,17 @@ if os.fork() == 0:
     os.setsid()
     pid = os.fork()
     if pid == 0:
+        # w is not inherited: it closes when execve succeeds, and the
+        # reader sees EOF only once the process is `sleep 604` (a write
+        # before execve let the tool kill it while it was still python)
         os.close(r)
-        os.write(w, b"ok")
-        os.close(w)
         for fd in (0, 1, 2):
             os.close(fd)
         os.execve("/bin/sleep", ["sleep", "604"], {})
     open("daemon.pid", "w").write(str(pid))
     os._exit(0)
 os.close(w)
-os.read(r, 2)
+os.read(r, 1)
 os.wait()
 print("daemon started")
 '"""

@@ -5,10 +5,16 @@
     document or an SSE stream, in which it may also send requests of its
     own (a ping) before its answer. Those are answered by a POST of their
     own on a second handle, while the exchange's stream is still open.
+
+    A stream that ends before our answer came is resumed: if the server
+    gave its events ids, a GET with Last-Event-ID reopens it after the
+    server's `retry` delay, a bounded number of times (S_SSE_* in
+    mcp_impl.h), and the answer may come on the new stream.
 */
 #include "actors/exec/mcp_impl.h"
 #include "common/log.h"
 
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,14 +22,63 @@
 
 #define ACTOR "exec"
 
+typedef struct {
+    s_server_t *srv;
+    int64_t deadline;
+    int cancel_fd;
+    bool sse;
+    bool content_type_seen;
+    size_t bytes;
+    sb_mcp_lines_t body;        //  a JSON body is one "line"; SSE is many
+    //  Of the SSE stream, kept across its resumptions.
+    char last_id [S_SSE_ID_MAX + 1];
+    int retry_ms;               //  -1: the server gave none
+} s_http_t;
+
+//  The value of an SSE field line "NAME:VALUE" ("NAME: VALUE"), or NULL
+//  when the line is another field. *vlen receives its length.
+static const char *
+s_sse_field (const char *line, size_t len, const char *name, size_t *vlen)
+{
+    size_t n = strlen (name);
+    if (len <= n || strncmp (line, name, n) != 0 || line [n] != ':')
+        return NULL;
+    size_t skip = n + 1 + (len > n + 1 && line [n + 1] == ' ');
+    *vlen = len - skip;
+    return line + skip;
+}
+
 //  Streamable HTTP answers with SSE: each `data:` line of an event is one
-//  JSON-RPC message in practice (servers do not split them).
+//  JSON-RPC message in practice (servers do not split them). `id:` and
+//  `retry:` are kept for a resumption; an id with a NUL or over the bound
+//  is ignored (as SSE says of NUL), and so is a retry that is not digits.
 static void
 s_on_sse_line (const char *line, size_t len, void *arg)
 {
-    if (len > 5 && strncmp (line, "data:", 5) == 0) {
-        size_t skip = line [5] == ' ' ? 6 : 5;
-        sb_mcp_on_line (line + skip, len - skip, arg);
+    s_http_t *h = arg;
+    size_t vl;
+    const char *v;
+    if ((v = s_sse_field (line, len, "data", &vl)) != NULL) {
+        if (vl)
+            sb_mcp_on_line (v, vl, h->srv);
+    }
+    else
+    if ((v = s_sse_field (line, len, "id", &vl)) != NULL) {
+        if (vl <= S_SSE_ID_MAX && !memchr (v, 0, vl)) {
+            memcpy (h->last_id, v, vl);
+            h->last_id [vl] = 0;
+        }
+    }
+    else
+    if ((v = s_sse_field (line, len, "retry", &vl)) != NULL) {
+        long ms = 0;
+        size_t i = 0;
+        for (; i < vl && v [i] >= '0' && v [i] <= '9'; i++)
+            if (ms <= S_SSE_RETRY_MAX_MS)
+                ms = ms * 10 + (v [i] - '0');
+        if (i == vl && vl)
+            h->retry_ms = ms < S_SSE_RETRY_MIN_MS ? S_SSE_RETRY_MIN_MS
+                        : ms > S_SSE_RETRY_MAX_MS ? S_SSE_RETRY_MAX_MS : (int) ms;
     }
 }
 
@@ -34,24 +89,22 @@ s_discard (char *b, size_t size, size_t n, void *arg)
     return size * n;
 }
 
-typedef struct {
-    s_server_t *srv;
-    int64_t deadline;
-    int cancel_fd;
-    bool sse;
-    bool content_type_seen;
-    size_t bytes;
-    sb_mcp_lines_t body;        //  a JSON body is one "line"; SSE is many
-} s_http_t;
-
 //  The request headers of every POST to the server: ours, the session's
 //  and the configured ones. Returns the list (the caller frees it).
 static struct curl_slist *
-s_http_headers (s_server_t *srv)
+s_http_headers (s_server_t *srv, const char *last_id)
 {
     struct curl_slist *hl = NULL;
-    hl = curl_slist_append (hl, "Content-Type: application/json");
-    hl = curl_slist_append (hl, "Accept: application/json, text/event-stream");
+    if (last_id) {
+        char h [S_SSE_ID_MAX + 32];
+        snprintf (h, sizeof h, "Last-Event-ID: %s", last_id);
+        hl = curl_slist_append (hl, "Accept: text/event-stream");
+        hl = curl_slist_append (hl, h);
+    }
+    else {
+        hl = curl_slist_append (hl, "Content-Type: application/json");
+        hl = curl_slist_append (hl, "Accept: application/json, text/event-stream");
+    }
     hl = curl_slist_append (hl, "MCP-Protocol-Version: " S_PROTOCOL);
     if (srv->http_session [0]) {
         char sess [300];
@@ -94,7 +147,7 @@ s_http_write (char *b, size_t size, size_t n, void *arg)
     size_t len = size * n;
     h->bytes += len;
     if (h->sse)
-        sb_mcp_lines_feed (&h->body, b, len, s_on_sse_line, h->srv);
+        sb_mcp_lines_feed (&h->body, b, len, s_on_sse_line, h);
     else {
         //  One JSON document: held whole, within the line bound.
         if (h->body.len + len > h->body.max)
@@ -118,36 +171,79 @@ s_http_progress (void *arg, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t
     return sb_mcp_cancel_ready (h->cancel_fd) || sb_mono_ms () > h->deadline;
 }
 
-int
-sb_mcp_http_post (s_server_t *srv, const char *data, size_t len, int64_t deadline, int cancel_fd)
+//  One request of an exchange: the POST of `data`, or (data NULL) the GET
+//  that resumes its stream from h->last_id. Returns the curl code; the
+//  HTTP status into *status.
+static CURLcode
+s_http_perform (s_server_t *srv, s_http_t *h, const char *data, size_t len, long *status)
 {
-    if (!srv->curl && !(srv->curl = curl_easy_init ()))
-        return S_DEAD;
     CURL *c = srv->curl;
     curl_easy_reset (c);
-    struct curl_slist *hl = s_http_headers (srv);
-    s_http_t h = { .srv = srv, .deadline = deadline, .cancel_fd = cancel_fd };
-    sb_mcp_lines_init (&h.body, SB_MCP_LINE_MAX);
-    int64_t left = deadline - sb_mono_ms ();
+    struct curl_slist *hl = s_http_headers (srv, data ? NULL : h->last_id);
+    h->sse = h->content_type_seen = false;
+    int64_t left = h->deadline - sb_mono_ms ();
     curl_easy_setopt (c, CURLOPT_URL, srv->conf->url);
     curl_easy_setopt (c, CURLOPT_HTTPHEADER, hl);
-    curl_easy_setopt (c, CURLOPT_POSTFIELDS, data);
-    curl_easy_setopt (c, CURLOPT_POSTFIELDSIZE, (long) len);
+    if (data) {
+        curl_easy_setopt (c, CURLOPT_POSTFIELDS, data);
+        curl_easy_setopt (c, CURLOPT_POSTFIELDSIZE, (long) len);
+    }
     curl_easy_setopt (c, CURLOPT_HEADERFUNCTION, s_http_header);
-    curl_easy_setopt (c, CURLOPT_HEADERDATA, &h);
+    curl_easy_setopt (c, CURLOPT_HEADERDATA, h);
     curl_easy_setopt (c, CURLOPT_WRITEFUNCTION, s_http_write);
-    curl_easy_setopt (c, CURLOPT_WRITEDATA, &h);
+    curl_easy_setopt (c, CURLOPT_WRITEDATA, h);
     curl_easy_setopt (c, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt (c, CURLOPT_XFERINFOFUNCTION, s_http_progress);
-    curl_easy_setopt (c, CURLOPT_XFERINFODATA, &h);
+    curl_easy_setopt (c, CURLOPT_XFERINFODATA, h);
     curl_easy_setopt (c, CURLOPT_TIMEOUT_MS, (long) (left > 0 ? left : 1));
     curl_easy_setopt (c, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
     curl_easy_setopt (c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt (c, CURLOPT_PROTOCOLS_STR, "http,https");
     CURLcode rc = curl_easy_perform (c);
     curl_slist_free_all (hl);
+    *status = 0;
+    curl_easy_getinfo (c, CURLINFO_RESPONSE_CODE, status);
+    return rc;
+}
+
+//  Whether the stream that just ended may be resumed: it was SSE, gave an
+//  event id, had not brought our answer, resumptions are left. Waits the
+//  server's retry first (watching the deadline and cancel_fd): false when
+//  either comes first.
+static bool
+s_http_resumable (s_http_t *h, int resumes)
+{
+    if (h->srv->resp || !h->sse || !h->last_id [0] || resumes >= S_SSE_RESUMES)
+        return false;
+    int64_t until = sb_mono_ms () + (h->retry_ms >= 0 ? h->retry_ms : S_SSE_RETRY_DEFAULT_MS);
+    if (until >= h->deadline)
+        return false;
+    for (int64_t now; (now = sb_mono_ms ()) < until; ) {
+        struct pollfd p = { .fd = h->cancel_fd, .events = POLLIN };
+        if (poll (&p, h->cancel_fd > 0 ? 1 : 0, (int) (until - now)) > 0)
+            return false;
+    }
+    //  A partial line of the old stream is not the start of the new one.
+    sb_mcp_lines_clear (&h->body);
+    sb_info (ACTOR, "MCP server %s: resuming its stream after event %s", h->srv->conf->name, h->last_id);
+    return true;
+}
+
+int
+sb_mcp_http_post (s_server_t *srv, const char *data, size_t len, int64_t deadline, int cancel_fd)
+{
+    if (!srv->curl && !(srv->curl = curl_easy_init ()))
+        return S_DEAD;
+    s_http_t h = { .srv = srv, .deadline = deadline, .cancel_fd = cancel_fd, .retry_ms = -1 };
+    sb_mcp_lines_init (&h.body, SB_MCP_LINE_MAX);
     long status = 0;
-    curl_easy_getinfo (c, CURLINFO_RESPONSE_CODE, &status);
+    CURLcode rc = s_http_perform (srv, &h, data, len, &status);
+    //  A stream cut (the connection closed mid-body) is as resumable as
+    //  one the server ended.
+    for (int resumes = 0;
+         (rc == CURLE_OK || rc == CURLE_PARTIAL_FILE || rc == CURLE_RECV_ERROR) && status < 300
+         && s_http_resumable (&h, resumes); resumes++)
+        rc = s_http_perform (srv, &h, NULL, 0, &status);
     int out = S_OK;
     if (srv->resp)
         out = S_OK;
@@ -203,7 +299,7 @@ sb_mcp_http_reply (s_server_t *srv, json_t *msg)
     CURL *c = srv->reply_curl;
     if (c) {
         curl_easy_reset (c);
-        struct curl_slist *hl = s_http_headers (srv);
+        struct curl_slist *hl = s_http_headers (srv, NULL);
         curl_easy_setopt (c, CURLOPT_URL, srv->conf->url);
         curl_easy_setopt (c, CURLOPT_HTTPHEADER, hl);
         curl_easy_setopt (c, CURLOPT_POSTFIELDS, text);
@@ -243,14 +339,6 @@ sb_mcp_http_close (s_server_t *srv)
         curl_easy_setopt (srv->curl, CURLOPT_PROTOCOLS_STR, "http,https");
         curl_easy_perform (srv->curl);
         curl_slist_free_all (hl);
-    }
-    if (srv->curl) {
-        curl_easy_cleanup (srv->curl);
-        srv->curl = NULL;
-    }
-    if (srv->reply_curl) {
-        curl_easy_cleanup (srv->reply_curl);
-        srv->reply_curl = NULL;
     }
     if (srv->curl) {
         curl_easy_cleanup (srv->curl);

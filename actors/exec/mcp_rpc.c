@@ -1,5 +1,6 @@
 /*  actors/exec/mcp_rpc.c — newline-delimited JSON-RPC from an MCP server:
-    the bounded line reader and the message classifier (actors/exec/mcp.h).
+    the bounded line reader, the message classifier (actors/exec/mcp.h),
+    and our answers to the requests a server makes (mcp_impl.h).
 
     A server's stdout is outside bytes. The reader never holds more than
     one line of at most `max` bytes: a server that floods stdout without a
@@ -7,9 +8,10 @@
     (and count it), not grow. Lines are parsed by jansson, whose parser
     bounds nesting depth; a message that is not JSON-RPC 2.0 is ignored.
 */
-#include "actors/exec/mcp.h"
+#include "actors/exec/mcp_impl.h"
 
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -130,4 +132,55 @@ sb_mcp_msg_parse (const char *line, size_t len, void **json, int64_t *id)
     }
     *json = m;
     return kind;
+}
+
+
+#define S_ROOT_URI_MAX (3 * 4096 + 8)
+
+//  file://PATH with every byte outside the URI's unreserved set and '/'
+//  percent-encoded. False when it does not fit.
+static bool
+s_file_uri (const char *path, char *out, size_t size)
+{
+    static const char hex [] = "0123456789ABCDEF";
+    size_t n = snprintf (out, size, "file://");
+    for (const unsigned char *p = (const unsigned char *) path; *p; p++) {
+        bool plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')
+                  || strchr ("/-._~", *p);
+        if (n + (plain ? 1 : 3) >= size)
+            return false;
+        if (plain)
+            out [n++] = (char) *p;
+        else {
+            out [n++] = '%';
+            out [n++] = hex [*p >> 4];
+            out [n++] = hex [*p & 15];
+        }
+    }
+    out [n] = 0;
+    return true;
+}
+
+//  The answer to a request of the server: ping, roots/list (the
+//  session's workspace, the one root we declare), and an error for the
+//  rest. Sampling and elicitation are named as not supported, so the
+//  server's author sees why; anything else is an unknown method.
+json_t *
+sb_mcp_answer (json_t *m, const char *cwd)
+{
+    const char *method = json_string_value (json_object_get (m, "method"));
+    json_t *id = json_object_get (m, "id");
+    if (strcmp (method, "ping") == 0)
+        return json_pack ("{s:s, s:O, s:{}}", "jsonrpc", "2.0", "id", id, "result");
+    char uri [S_ROOT_URI_MAX];
+    if (strcmp (method, "roots/list") == 0 && cwd && cwd [0] && s_file_uri (cwd, uri, sizeof uri))
+        return json_pack ("{s:s, s:O, s:{s:[{s:s, s:s}]}}", "jsonrpc", "2.0", "id", id, "result", "roots",
+                          "uri", uri, "name", "workspace");
+    const char *why = strcmp (method, "sampling/createMessage") == 0
+                    ? "sampling is not supported: switchboard does not let MCP servers call its model"
+                    : strcmp (method, "elicitation/create") == 0
+                    ? "elicitation is not supported by this client yet"
+                    : strcmp (method, "roots/list") == 0 ? "no workspace" : NULL;
+    return json_pack ("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id, "error", "code", -32601,
+                      "message", why ? why : "Method not found");
 }

@@ -9,6 +9,8 @@ sb="${SB_BIN:?SB_BIN: the switchboard binary}"
 case "${MCP_CONFORMANCE_SCENARIO:-}" in
   tools_call) exec "$sb" mcp probe "$url" --call add_numbers --args '{"a":5,"b":3}' ;;
   sse-retry) exec "$sb" mcp probe "$url" --call test_reconnection ;;
-  elicitation-sep1034-client-defaults) exec "$sb" mcp probe "$url" --call test_client_elicitation_defaults ;;
-  *) exec "$sb" mcp probe "$url" ;;
+  # Not supported yet: the call gives up soon instead of at the suite's timeout.
+  elicitation-sep1034-client-defaults)
+    exec "$sb" mcp probe "$url" --call test_client_elicitation_defaults --timeout 5 ;;
+  *) exec "$sb" mcp probe "$url" --timeout 10 ;;
 esac

@@ -21,7 +21,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import ROOT, check, run, run_tests, skip, tmpdir  # noqa: E402
+from sbtest import ROOT, SB_BIN, check, run, run_tests, skip, tmpdir  # noqa: E402
 
 DIR = os.path.join(ROOT, "tests", "mcp-conformance")
 NODE = os.path.join(DIR, "node_modules", ".bin", "node")
@@ -79,7 +79,7 @@ def test_the_client_scenarios_of_the_conformance_suite():
     if not (os.access(NODE, os.X_OK) and os.path.exists(SUITE)):
         skip("the MCP conformance suite is not installed in tests/mcp-conformance (scripts/deps.sh --tests)")
     out = tmpdir()
-    env = {"PATH": os.path.dirname(NODE) + ":" + os.environ.get("PATH", "")}
+    env = {"PATH": os.path.dirname(NODE) + ":" + os.environ.get("PATH", ""), "SB_BIN": SB_BIN}
     rc, stdout, stderr = run([NODE, SUITE, "client", "--command", CLIENT, "--suite", "all", "--timeout", "20000",
                               "-o", out], timeout=110, env=env)
     results = scenario_results(out)

@@ -63,6 +63,18 @@ def scenario_results(out_dir):
     return found
 
 
+def sanitizer_reports(out_dir):
+    """The scenarios whose client (under make asan) reported to stderr."""
+    bad = []
+    for dirpath, dirs, files in os.walk(out_dir):
+        if "stderr.txt" in files:
+            with open(os.path.join(dirpath, "stderr.txt"), errors="replace") as f:
+                text = f.read()
+            if "Sanitizer" in text or "runtime error:" in text:
+                bad.append(os.path.relpath(dirpath, out_dir))
+    return bad
+
+
 def verdict(checks):
     """'pass' when some check succeeded and none failed, else 'fail' with
     the first failure's message."""
@@ -84,6 +96,8 @@ def test_the_client_scenarios_of_the_conformance_suite():
                               "-o", out], timeout=110, env=env)
     results = scenario_results(out)
     check(results, "the suite wrote no results (exit %d):\n%s\n%s", rc, stdout[-1500:], stderr[-1500:])
+    reports = sanitizer_reports(out)
+    check(not reports, "the client under test reported sanitizer errors in: %s", reports)
     verdicts = {name: verdict(checks) for name, checks in results.items()}
     unknown = sorted(set(verdicts) - set(PASS) - set(VACUOUS) - set(UNSUPPORTED))
     check(not unknown, "scenarios the test does not list (add each to PASS or UNSUPPORTED): %s", unknown)

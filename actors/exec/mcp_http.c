@@ -30,56 +30,19 @@ typedef struct {
     bool content_type_seen;
     size_t bytes;
     sb_mcp_lines_t body;        //  a JSON body is one "line"; SSE is many
-    //  Of the SSE stream, kept across its resumptions.
-    char last_id [S_SSE_ID_MAX + 1];
-    int retry_ms;               //  -1: the server gave none
+    sb_mcp_sse_t stream;        //  kept across its resumptions
 } s_http_t;
 
-//  The value of an SSE field line "NAME:VALUE" ("NAME: VALUE"), or NULL
-//  when the line is another field. *vlen receives its length.
-static const char *
-s_sse_field (const char *line, size_t len, const char *name, size_t *vlen)
-{
-    size_t n = strlen (name);
-    if (len <= n || strncmp (line, name, n) != 0 || line [n] != ':')
-        return NULL;
-    size_t skip = n + 1 + (len > n + 1 && line [n + 1] == ' ');
-    *vlen = len - skip;
-    return line + skip;
-}
-
 //  Streamable HTTP answers with SSE: each `data:` line of an event is one
-//  JSON-RPC message in practice (servers do not split them). `id:` and
-//  `retry:` are kept for a resumption; an id with a NUL or over the bound
-//  is ignored (as SSE says of NUL), and so is a retry that is not digits.
+//  JSON-RPC message in practice (servers do not split them).
 static void
 s_on_sse_line (const char *line, size_t len, void *arg)
 {
     s_http_t *h = arg;
-    size_t vl;
-    const char *v;
-    if ((v = s_sse_field (line, len, "data", &vl)) != NULL) {
-        if (vl)
-            sb_mcp_on_line (v, vl, h->srv);
-    }
-    else
-    if ((v = s_sse_field (line, len, "id", &vl)) != NULL) {
-        if (vl <= S_SSE_ID_MAX && !memchr (v, 0, vl)) {
-            memcpy (h->last_id, v, vl);
-            h->last_id [vl] = 0;
-        }
-    }
-    else
-    if ((v = s_sse_field (line, len, "retry", &vl)) != NULL) {
-        long ms = 0;
-        size_t i = 0;
-        for (; i < vl && v [i] >= '0' && v [i] <= '9'; i++)
-            if (ms <= S_SSE_RETRY_MAX_MS)
-                ms = ms * 10 + (v [i] - '0');
-        if (i == vl && vl)
-            h->retry_ms = ms < S_SSE_RETRY_MIN_MS ? S_SSE_RETRY_MIN_MS
-                        : ms > S_SSE_RETRY_MAX_MS ? S_SSE_RETRY_MAX_MS : (int) ms;
-    }
+    size_t n;
+    const char *data = sb_mcp_sse_line (&h->stream, line, len, &n);
+    if (data)
+        sb_mcp_on_line (data, n, h->srv);
 }
 
 
@@ -96,7 +59,7 @@ s_http_headers (s_server_t *srv, const char *last_id)
 {
     struct curl_slist *hl = NULL;
     if (last_id) {
-        char h [S_SSE_ID_MAX + 32];
+        char h [SB_MCP_SSE_ID_MAX + 32];
         snprintf (h, sizeof h, "Last-Event-ID: %s", last_id);
         hl = curl_slist_append (hl, "Accept: text/event-stream");
         hl = curl_slist_append (hl, h);
@@ -172,14 +135,14 @@ s_http_progress (void *arg, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t
 }
 
 //  One request of an exchange: the POST of `data`, or (data NULL) the GET
-//  that resumes its stream from h->last_id. Returns the curl code; the
+//  that resumes its stream from h->stream.last_id. Returns the curl code; the
 //  HTTP status into *status.
 static CURLcode
 s_http_perform (s_server_t *srv, s_http_t *h, const char *data, size_t len, long *status)
 {
     CURL *c = srv->curl;
     curl_easy_reset (c);
-    struct curl_slist *hl = s_http_headers (srv, data ? NULL : h->last_id);
+    struct curl_slist *hl = s_http_headers (srv, data ? NULL : h->stream.last_id);
     h->sse = h->content_type_seen = false;
     int64_t left = h->deadline - sb_mono_ms ();
     curl_easy_setopt (c, CURLOPT_URL, srv->conf->url);
@@ -213,9 +176,9 @@ s_http_perform (s_server_t *srv, s_http_t *h, const char *data, size_t len, long
 static bool
 s_http_resumable (s_http_t *h, int resumes)
 {
-    if (h->srv->resp || !h->sse || !h->last_id [0] || resumes >= S_SSE_RESUMES)
+    if (h->srv->resp || !h->sse || !h->stream.last_id [0] || resumes >= S_SSE_RESUMES)
         return false;
-    int64_t until = sb_mono_ms () + (h->retry_ms >= 0 ? h->retry_ms : S_SSE_RETRY_DEFAULT_MS);
+    int64_t until = sb_mono_ms () + (h->stream.retry_ms >= 0 ? h->stream.retry_ms : S_SSE_RETRY_DEFAULT_MS);
     if (until >= h->deadline)
         return false;
     for (int64_t now; (now = sb_mono_ms ()) < until; ) {
@@ -225,7 +188,7 @@ s_http_resumable (s_http_t *h, int resumes)
     }
     //  A partial line of the old stream is not the start of the new one.
     sb_mcp_lines_clear (&h->body);
-    sb_info (ACTOR, "MCP server %s: resuming its stream after event %s", h->srv->conf->name, h->last_id);
+    sb_info (ACTOR, "MCP server %s: resuming its stream after event %s", h->srv->conf->name, h->stream.last_id);
     return true;
 }
 
@@ -234,7 +197,8 @@ sb_mcp_http_post (s_server_t *srv, const char *data, size_t len, int64_t deadlin
 {
     if (!srv->curl && !(srv->curl = curl_easy_init ()))
         return S_DEAD;
-    s_http_t h = { .srv = srv, .deadline = deadline, .cancel_fd = cancel_fd, .retry_ms = -1 };
+    s_http_t h = { .srv = srv, .deadline = deadline, .cancel_fd = cancel_fd };
+    sb_mcp_sse_init (&h.stream);
     sb_mcp_lines_init (&h.body, SB_MCP_LINE_MAX);
     long status = 0;
     CURLcode rc = s_http_perform (srv, &h, data, len, &status);

@@ -23,14 +23,10 @@
 
 //  Resumable streams (streamable HTTP): an SSE stream that ends before
 //  our answer is reopened with GET and Last-Event-ID, after the server's
-//  `retry` (clamped to these bounds; the default when it sent none), at
-//  most S_SSE_RESUMES times per request. An event id longer than
-//  S_SSE_ID_MAX is not kept (the stream cannot be resumed from it).
-#define S_SSE_RETRY_MIN_MS     0
-#define S_SSE_RETRY_MAX_MS     10000
+//  `retry` (its bounds: sb_mcp_sse_t in mcp.h), or S_SSE_RETRY_DEFAULT_MS
+//  when it sent none, at most S_SSE_RESUMES times per request.
 #define S_SSE_RETRY_DEFAULT_MS 1000
 #define S_SSE_RESUMES          5
-#define S_SSE_ID_MAX           255
 
 //  S_FORGOTTEN: HTTP 404 on our session (the server restarted): the
 //  request never ran. S_AUTH: HTTP 401 or 403: it never ran either.

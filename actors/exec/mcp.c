@@ -6,8 +6,9 @@
     Every exchange is a blocking request on the run thread that owns the
     set, bounded by a deadline and watching the run's cancel eventfd. While
     it waits, whatever else the server says is handled: a tools/list_changed
-    notification marks its tools stale, a ping is answered, any other
-    request of the server is refused (we offer no client capabilities).
+    notification marks its tools stale, a ping is answered, roots/list is
+    answered with the session's workspace (the one client capability we
+    declare), any other request of the server is refused.
 */
 #include "actors/exec/mcp_impl.h"
 #include "sandbox/spawn.h"
@@ -89,15 +90,9 @@ s_on_message (s_server_t *srv, json_t *m, sb_mcp_msg_kind_t kind, int64_t id)
     }
     else
     if (kind == SB_MCP_MSG_REQUEST) {
-        //  We declare no client capabilities: a ping is answered, the
-        //  rest (sampling, roots, elicitation, ...) refused as unknown
-        //  methods, at once, on either transport: a server waits for the
+        //  Answered at once, on either transport: a server waits for the
         //  answer before it answers our call.
-        const char *method = json_string_value (json_object_get (m, "method"));
-        json_t *r = strcmp (method, "ping") == 0
-                  ? json_pack ("{s:s, s:O, s:{}}", "jsonrpc", "2.0", "id", json_object_get (m, "id"), "result")
-                  : json_pack ("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", json_object_get (m, "id"),
-                               "error", "code", -32601, "message", "Method not found");
+        json_t *r = sb_mcp_answer (m, srv->cwd);
         if (r && srv->proc)
             s_send (srv, r, s_now () + 1000, -1);
         else
@@ -489,8 +484,9 @@ s_start (s_server_t *srv, const char *cwd, int cancel_fd)
             return S_DEAD;
         }
     }
-    json_t *params = json_pack ("{s:s, s:{}, s:{s:s, s:s}}", "protocolVersion", S_PROTOCOL, "capabilities",
-                                "clientInfo", "name", "switchboard", "version", "1");
+    srv->cwd = cwd;
+    json_t *params = json_pack ("{s:s, s:{s:{s:b}}, s:{s:s, s:s}}", "protocolVersion", S_PROTOCOL, "capabilities",
+                                "roots", "listChanged", 0, "clientInfo", "name", "switchboard", "version", "1");
     json_t *res;
     char err [400];
     int rc = s_rpc (srv, "initialize", params, srv->conf->startup_ms, cancel_fd, &res, err, sizeof err);
@@ -595,7 +591,7 @@ sb_mcp_set_prepare (sb_mcp_set_t *set, const char *cwd, int cancel_fd, char *not
         }
         //  Not started yet, or failed or died since the last run: each run
         //  gives it a fresh start.
-        if (s_start (srv, cwd, cancel_fd) != S_OK && notes_len) {
+        if (s_start (srv, set->cwd, cancel_fd) != S_OK && notes_len) {
             size_t used = strlen (notes);
             char *red = sb_mcp_redact (set->cfg, srv->error);
             snprintf (notes + used, notes_len - used, "%sthe MCP server %s is not available: %s; its tools are not offered",

@@ -116,6 +116,28 @@ typedef enum {
 //  *id is its numeric id (-1 when it is not a non-negative integer).
 sb_mcp_msg_kind_t sb_mcp_msg_parse (const char *line, size_t len, void **json, int64_t *id);
 
+//  One line of a server's SSE stream (streamable HTTP), as the line
+//  reader gives it. The `data:` field is a JSON-RPC message; `id:` and
+//  `retry:` are what resuming the stream needs, kept in sb_mcp_sse_t:
+//  an id over SB_MCP_SSE_ID_MAX bytes or with a NUL is ignored (SSE
+//  ignores one with a NUL), a retry that is not all digits too, and a
+//  retry is clamped to [SB_MCP_SSE_RETRY_MIN_MS, SB_MCP_SSE_RETRY_MAX_MS].
+#define SB_MCP_SSE_ID_MAX         255
+#define SB_MCP_SSE_RETRY_MIN_MS   0
+#define SB_MCP_SSE_RETRY_MAX_MS   10000
+
+typedef struct {
+    char last_id [SB_MCP_SSE_ID_MAX + 1];   //  "" until an id came
+    int retry_ms;                           //  -1 until a retry came
+} sb_mcp_sse_t;
+
+void sb_mcp_sse_init (sb_mcp_sse_t *sse);
+
+//  Returns the value of a non-empty `data:` field (a pointer into line,
+//  its length in *data_len); NULL for any other line, after taking an
+//  `id:` or `retry:` into *sse.
+const char *sb_mcp_sse_line (sb_mcp_sse_t *sse, const char *line, size_t len, size_t *data_len);
+
 //  ---------------------------------------------------------------------
 //  A session's servers
 

@@ -5,34 +5,22 @@
     document or an SSE stream, in which it may also send requests of its
     own (a ping) before its answer. Those are answered by a POST of their
     own on a second handle, while the exchange's stream is still open.
+
+    A stream that ends before our answer came is resumed: if the server
+    gave its events ids, a GET with Last-Event-ID reopens it after the
+    server's `retry` delay, a bounded number of times (S_SSE_* in
+    mcp_impl.h), and the answer may come on the new stream.
 */
 #include "actors/exec/mcp_impl.h"
 #include "common/log.h"
 
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #define ACTOR "exec"
-
-//  Streamable HTTP answers with SSE: each `data:` line of an event is one
-//  JSON-RPC message in practice (servers do not split them).
-static void
-s_on_sse_line (const char *line, size_t len, void *arg)
-{
-    if (len > 5 && strncmp (line, "data:", 5) == 0) {
-        size_t skip = line [5] == ' ' ? 6 : 5;
-        sb_mcp_on_line (line + skip, len - skip, arg);
-    }
-}
-
-
-static size_t
-s_discard (char *b, size_t size, size_t n, void *arg)
-{
-    return size * n;
-}
 
 typedef struct {
     s_server_t *srv;
@@ -42,16 +30,44 @@ typedef struct {
     bool content_type_seen;
     size_t bytes;
     sb_mcp_lines_t body;        //  a JSON body is one "line"; SSE is many
+    sb_mcp_sse_t stream;        //  kept across its resumptions
 } s_http_t;
+
+//  Streamable HTTP answers with SSE: each `data:` line of an event is one
+//  JSON-RPC message in practice (servers do not split them).
+static void
+s_on_sse_line (const char *line, size_t len, void *arg)
+{
+    s_http_t *h = arg;
+    size_t n;
+    const char *data = sb_mcp_sse_line (&h->stream, line, len, &n);
+    if (data)
+        sb_mcp_on_line (data, n, h->srv);
+}
+
+
+static size_t
+s_discard (char *b, size_t size, size_t n, void *arg)
+{
+    return size * n;
+}
 
 //  The request headers of every POST to the server: ours, the session's
 //  and the configured ones. Returns the list (the caller frees it).
 static struct curl_slist *
-s_http_headers (s_server_t *srv)
+s_http_headers (s_server_t *srv, const char *last_id)
 {
     struct curl_slist *hl = NULL;
-    hl = curl_slist_append (hl, "Content-Type: application/json");
-    hl = curl_slist_append (hl, "Accept: application/json, text/event-stream");
+    if (last_id) {
+        char h [SB_MCP_SSE_ID_MAX + 32];
+        snprintf (h, sizeof h, "Last-Event-ID: %s", last_id);
+        hl = curl_slist_append (hl, "Accept: text/event-stream");
+        hl = curl_slist_append (hl, h);
+    }
+    else {
+        hl = curl_slist_append (hl, "Content-Type: application/json");
+        hl = curl_slist_append (hl, "Accept: application/json, text/event-stream");
+    }
     hl = curl_slist_append (hl, "MCP-Protocol-Version: " S_PROTOCOL);
     if (srv->http_session [0]) {
         char sess [300];
@@ -94,7 +110,7 @@ s_http_write (char *b, size_t size, size_t n, void *arg)
     size_t len = size * n;
     h->bytes += len;
     if (h->sse)
-        sb_mcp_lines_feed (&h->body, b, len, s_on_sse_line, h->srv);
+        sb_mcp_lines_feed (&h->body, b, len, s_on_sse_line, h);
     else {
         //  One JSON document: held whole, within the line bound.
         if (h->body.len + len > h->body.max)
@@ -118,39 +134,92 @@ s_http_progress (void *arg, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t
     return sb_mcp_cancel_ready (h->cancel_fd) || sb_mono_ms () > h->deadline;
 }
 
-int
-sb_mcp_http_post (s_server_t *srv, const char *data, size_t len, int64_t deadline, int cancel_fd)
+//  One request of an exchange: the POST of `data`, or (data NULL) the GET
+//  that resumes its stream from h->stream.last_id. Returns the curl code; the
+//  HTTP status into *status.
+static CURLcode
+s_http_perform (s_server_t *srv, s_http_t *h, const char *data, size_t len, long *status)
 {
-    if (!srv->curl && !(srv->curl = curl_easy_init ()))
-        return S_DEAD;
     CURL *c = srv->curl;
     curl_easy_reset (c);
-    struct curl_slist *hl = s_http_headers (srv);
-    s_http_t h = { .srv = srv, .deadline = deadline, .cancel_fd = cancel_fd };
-    sb_mcp_lines_init (&h.body, SB_MCP_LINE_MAX);
-    int64_t left = deadline - sb_mono_ms ();
+    struct curl_slist *hl = s_http_headers (srv, data ? NULL : h->stream.last_id);
+    h->sse = h->content_type_seen = false;
+    int64_t left = h->deadline - sb_mono_ms ();
     curl_easy_setopt (c, CURLOPT_URL, srv->conf->url);
     curl_easy_setopt (c, CURLOPT_HTTPHEADER, hl);
-    curl_easy_setopt (c, CURLOPT_POSTFIELDS, data);
-    curl_easy_setopt (c, CURLOPT_POSTFIELDSIZE, (long) len);
+    if (data) {
+        curl_easy_setopt (c, CURLOPT_POSTFIELDS, data);
+        curl_easy_setopt (c, CURLOPT_POSTFIELDSIZE, (long) len);
+    }
     curl_easy_setopt (c, CURLOPT_HEADERFUNCTION, s_http_header);
-    curl_easy_setopt (c, CURLOPT_HEADERDATA, &h);
+    curl_easy_setopt (c, CURLOPT_HEADERDATA, h);
     curl_easy_setopt (c, CURLOPT_WRITEFUNCTION, s_http_write);
-    curl_easy_setopt (c, CURLOPT_WRITEDATA, &h);
+    curl_easy_setopt (c, CURLOPT_WRITEDATA, h);
     curl_easy_setopt (c, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt (c, CURLOPT_XFERINFOFUNCTION, s_http_progress);
-    curl_easy_setopt (c, CURLOPT_XFERINFODATA, &h);
+    curl_easy_setopt (c, CURLOPT_XFERINFODATA, h);
     curl_easy_setopt (c, CURLOPT_TIMEOUT_MS, (long) (left > 0 ? left : 1));
     curl_easy_setopt (c, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
     curl_easy_setopt (c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt (c, CURLOPT_PROTOCOLS_STR, "http,https");
     CURLcode rc = curl_easy_perform (c);
     curl_slist_free_all (hl);
+    *status = 0;
+    curl_easy_getinfo (c, CURLINFO_RESPONSE_CODE, status);
+    return rc;
+}
+
+//  Whether the stream that just ended may be resumed: it was SSE, gave an
+//  event id, had not brought our answer, resumptions are left. Waits the
+//  server's retry first (watching the deadline and cancel_fd): false when
+//  either comes first.
+static bool
+s_http_resumable (s_http_t *h, int resumes)
+{
+    if (h->srv->resp || !h->sse || !h->stream.last_id [0] || resumes >= S_SSE_RESUMES)
+        return false;
+    int64_t until = sb_mono_ms () + (h->stream.retry_ms >= 0 ? h->stream.retry_ms : S_SSE_RETRY_DEFAULT_MS);
+    if (until >= h->deadline)
+        return false;
+    for (int64_t now; (now = sb_mono_ms ()) < until; ) {
+        struct pollfd p = { .fd = h->cancel_fd, .events = POLLIN };
+        if (poll (&p, h->cancel_fd > 0 ? 1 : 0, (int) (until - now)) > 0)
+            return false;
+    }
+    //  A partial line of the old stream is not the start of the new one.
+    sb_mcp_lines_clear (&h->body);
+    //  The id is the server's bytes: not logged.
+    sb_info (ACTOR, "MCP server %s: resuming its stream (resumption %d)", h->srv->conf->name, resumes + 1);
+    return true;
+}
+
+int
+sb_mcp_http_post (s_server_t *srv, const char *data, size_t len, int64_t deadline, int cancel_fd)
+{
+    if (!srv->curl && !(srv->curl = curl_easy_init ()))
+        return S_DEAD;
+    s_http_t h = { .srv = srv, .deadline = deadline, .cancel_fd = cancel_fd };
+    sb_mcp_sse_init (&h.stream);
+    sb_mcp_lines_init (&h.body, SB_MCP_LINE_MAX);
     long status = 0;
-    curl_easy_getinfo (c, CURLINFO_RESPONSE_CODE, &status);
+    CURLcode rc = s_http_perform (srv, &h, data, len, &status);
+    //  A stream cut (the connection closed mid-body) is as resumable as
+    //  one the server ended.
+    int resumes = 0;
+    for (; (rc == CURLE_OK || rc == CURLE_PARTIAL_FILE || rc == CURLE_RECV_ERROR) && status < 300
+           && s_http_resumable (&h, resumes); resumes++)
+        rc = s_http_perform (srv, &h, NULL, 0, &status);
     int out = S_OK;
     if (srv->resp)
         out = S_OK;
+    else
+    //  The POST was taken, so the request may have run: a refused
+    //  resumption (even a 404 or 401) is never a request to send again.
+    if (resumes && rc == CURLE_OK && status >= 300) {
+        snprintf (srv->error, sizeof srv->error, "HTTP %ld on resuming the stream (resumption %d)", status,
+                  resumes);
+        out = S_DEAD;
+    }
     else
     if (rc == CURLE_ABORTED_BY_CALLBACK)
         out = sb_mcp_cancel_ready (cancel_fd) ? S_CANCELLED : S_TIMEOUT;
@@ -203,7 +272,7 @@ sb_mcp_http_reply (s_server_t *srv, json_t *msg)
     CURL *c = srv->reply_curl;
     if (c) {
         curl_easy_reset (c);
-        struct curl_slist *hl = s_http_headers (srv);
+        struct curl_slist *hl = s_http_headers (srv, NULL);
         curl_easy_setopt (c, CURLOPT_URL, srv->conf->url);
         curl_easy_setopt (c, CURLOPT_HTTPHEADER, hl);
         curl_easy_setopt (c, CURLOPT_POSTFIELDS, text);
@@ -243,14 +312,6 @@ sb_mcp_http_close (s_server_t *srv)
         curl_easy_setopt (srv->curl, CURLOPT_PROTOCOLS_STR, "http,https");
         curl_easy_perform (srv->curl);
         curl_slist_free_all (hl);
-    }
-    if (srv->curl) {
-        curl_easy_cleanup (srv->curl);
-        srv->curl = NULL;
-    }
-    if (srv->reply_curl) {
-        curl_easy_cleanup (srv->reply_curl);
-        srv->reply_curl = NULL;
     }
     if (srv->curl) {
         curl_easy_cleanup (srv->curl);

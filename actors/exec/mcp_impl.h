@@ -4,7 +4,8 @@
       mcp.c        the set of a session's servers, the exchanges, stdio
       mcp_http.c   the Streamable HTTP transport
       mcp_status.c the table `switchboard mcp list` shows
-      mcp_rpc.c    the line reader and the JSON-RPC classifier
+      mcp_rpc.c    the line reader, the JSON-RPC classifier, the answers
+                   to the server's requests
       mcp_config.c the configuration file */
 #ifndef SB_MCP_IMPL_H
 #define SB_MCP_IMPL_H
@@ -19,6 +20,13 @@
 
 #define S_PROTOCOL "2025-06-18"
 #define S_STDERR_TAIL 1024
+
+//  Resumable streams (streamable HTTP): an SSE stream that ends before
+//  our answer is reopened with GET and Last-Event-ID, after the server's
+//  `retry` (its bounds: sb_mcp_sse_t in mcp.h), or S_SSE_RETRY_DEFAULT_MS
+//  when it sent none, at most S_SSE_RESUMES times per request.
+#define S_SSE_RETRY_DEFAULT_MS 1000
+#define S_SSE_RESUMES          5
 
 //  S_FORGOTTEN: HTTP 404 on our session (the server restarted): the
 //  request never ran. S_AUTH: HTTP 401 or 403: it never ran either.
@@ -55,11 +63,17 @@ typedef struct {
     json_t *resp;
     bool counted;               //  counted in the status table's sessions
     int64_t used;               //  mono ms of the last exchange
+    const char *cwd;            //  the session's workspace: what roots/list answers (the set's)
 } s_server_t;
 
 //  Handles one line of JSON-RPC from the server (a response, a
 //  notification or a request, which is answered). `arg` is the server.
 void sb_mcp_on_line (const char *line, size_t len, void *arg);
+
+//  The answer (owned by the caller) to `m`, a request the server made
+//  (actors/exec/mcp_rpc.c): ping, roots/list from `cwd` (the session's
+//  workspace; NULL: none), an error for the rest.
+json_t *sb_mcp_answer (json_t *m, const char *cwd);
 
 //  True when the cancel eventfd `fd` (0 or less: none) is readable.
 bool sb_mcp_cancel_ready (int fd);

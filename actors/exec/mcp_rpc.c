@@ -1,5 +1,7 @@
 /*  actors/exec/mcp_rpc.c — newline-delimited JSON-RPC from an MCP server:
-    the bounded line reader and the message classifier (actors/exec/mcp.h).
+    the bounded line reader, the message classifier and the SSE line
+    decoder (actors/exec/mcp.h), and our answers to the requests a server
+    makes (mcp_impl.h).
 
     A server's stdout is outside bytes. The reader never holds more than
     one line of at most `max` bytes: a server that floods stdout without a
@@ -7,9 +9,10 @@
     (and count it), not grow. Lines are parsed by jansson, whose parser
     bounds nesting depth; a message that is not JSON-RPC 2.0 is ignored.
 */
-#include "actors/exec/mcp.h"
+#include "actors/exec/mcp_impl.h"
 
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -130,4 +133,106 @@ sb_mcp_msg_parse (const char *line, size_t len, void **json, int64_t *id)
     }
     *json = m;
     return kind;
+}
+
+
+void
+sb_mcp_sse_init (sb_mcp_sse_t *sse)
+{
+    sse->last_id [0] = 0;
+    sse->retry_ms = -1;
+}
+
+//  The value of the SSE field line "NAME:VALUE" (one space after the
+//  colon is not part of it), or NULL when the line is another field.
+static const char *
+s_sse_field (const char *line, size_t len, const char *name, size_t *vlen)
+{
+    size_t n = strlen (name);
+    if (len <= n || memcmp (line, name, n) != 0 || line [n] != ':')
+        return NULL;
+    size_t skip = n + 1 + (len > n + 1 && line [n + 1] == ' ');
+    *vlen = len - skip;
+    return line + skip;
+}
+
+const char *
+sb_mcp_sse_line (sb_mcp_sse_t *sse, const char *line, size_t len, size_t *data_len)
+{
+    size_t vl;
+    const char *v;
+    if ((v = s_sse_field (line, len, "data", &vl)) != NULL) {
+        *data_len = vl;
+        return vl ? v : NULL;
+    }
+    if ((v = s_sse_field (line, len, "id", &vl)) != NULL) {
+        if (vl <= SB_MCP_SSE_ID_MAX && !memchr (v, 0, vl)) {
+            memcpy (sse->last_id, v, vl);
+            sse->last_id [vl] = 0;
+        }
+    }
+    else
+    if ((v = s_sse_field (line, len, "retry", &vl)) != NULL) {
+        //  Digits past the bound do not grow the value: it saturates.
+        long ms = 0;
+        size_t i = 0;
+        for (; i < vl && v [i] >= '0' && v [i] <= '9'; i++)
+            if (ms <= SB_MCP_SSE_RETRY_MAX_MS)
+                ms = ms * 10 + (v [i] - '0');
+        if (i == vl && vl)
+            sse->retry_ms = ms < SB_MCP_SSE_RETRY_MIN_MS ? SB_MCP_SSE_RETRY_MIN_MS
+                          : ms > SB_MCP_SSE_RETRY_MAX_MS ? SB_MCP_SSE_RETRY_MAX_MS : (int) ms;
+    }
+    return NULL;
+}
+
+
+#define S_ROOT_URI_MAX (3 * 4096 + 8)
+
+//  file://PATH with every byte outside the URI's unreserved set and '/'
+//  percent-encoded. False when it does not fit.
+static bool
+s_file_uri (const char *path, char *out, size_t size)
+{
+    static const char hex [] = "0123456789ABCDEF";
+    size_t n = snprintf (out, size, "file://");
+    for (const unsigned char *p = (const unsigned char *) path; *p; p++) {
+        bool plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')
+                  || strchr ("/-._~", *p);
+        if (n + (plain ? 1 : 3) >= size)
+            return false;
+        if (plain)
+            out [n++] = (char) *p;
+        else {
+            out [n++] = '%';
+            out [n++] = hex [*p >> 4];
+            out [n++] = hex [*p & 15];
+        }
+    }
+    out [n] = 0;
+    return true;
+}
+
+//  The answer to a request of the server: ping, roots/list (the
+//  session's workspace, the one root we declare), and an error for the
+//  rest. Sampling and elicitation are named as not supported, so the
+//  server's author sees why; anything else is an unknown method.
+json_t *
+sb_mcp_answer (json_t *m, const char *cwd)
+{
+    const char *method = json_string_value (json_object_get (m, "method"));
+    json_t *id = json_object_get (m, "id");
+    if (strcmp (method, "ping") == 0)
+        return json_pack ("{s:s, s:O, s:{}}", "jsonrpc", "2.0", "id", id, "result");
+    char uri [S_ROOT_URI_MAX];
+    if (strcmp (method, "roots/list") == 0 && cwd && cwd [0] && s_file_uri (cwd, uri, sizeof uri))
+        return json_pack ("{s:s, s:O, s:{s:[{s:s, s:s}]}}", "jsonrpc", "2.0", "id", id, "result", "roots",
+                          "uri", uri, "name", "workspace");
+    const char *why = strcmp (method, "sampling/createMessage") == 0
+                    ? "sampling is not supported: switchboard does not let MCP servers call its model"
+                    : strcmp (method, "elicitation/create") == 0
+                    ? "elicitation is not supported by this client yet"
+                    : strcmp (method, "roots/list") == 0 ? "no workspace" : NULL;
+    return json_pack ("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id, "error", "code", -32601,
+                      "message", why ? why : "Method not found");
 }

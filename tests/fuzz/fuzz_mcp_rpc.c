@@ -1,12 +1,13 @@
 /*  tests/fuzz/fuzz_mcp_rpc.c — the MCP JSON-RPC reader (actors/exec/mcp_rpc.c)
     on arbitrary bytes, split anywhere: what a hostile server writes on
-    its stdout.
+    its stdout, or in the SSE stream of streamable HTTP.
 
     Input: byte 0 gives the number of split points (low 3 bits), the next
     two bytes per split give its offset, and the rest is the stream. The
     lines and their classification must be the same whole and split; the
     reader must never hold more than its bound; every parsed message is a
-    JSON object of JSON-RPC 2.0.
+    JSON object of JSON-RPC 2.0. Each line is also an SSE line: its data
+    lies inside it, and the kept id and retry inside their bounds.
 */
 #include <jansson.h>
 #include <stdint.h>
@@ -34,6 +35,14 @@ s_on_line (const char *line, size_t len, void *arg)
     if (json && !json_is_object ((json_t *) json))
         abort ();
     json_decref (json);
+    static sb_mcp_sse_t sse = { .retry_ms = -1 };
+    size_t dn = 0;
+    const char *data = sb_mcp_sse_line (&sse, line, len, &dn);
+    if (data && (data < line || data + dn > line + len || dn == 0))
+        abort ();
+    if (strnlen (sse.last_id, sizeof sse.last_id) > SB_MCP_SSE_ID_MAX
+        || sse.retry_ms < -1 || sse.retry_ms > SB_MCP_SSE_RETRY_MAX_MS)
+        abort ();
     char k = (char) ('0' + kind);
     sb_test_rec_put_str (r, line, len);
     sb_test_rec_put (r, &k, 1);

@@ -17,7 +17,9 @@ server: the reference @modelcontextprotocol/server-everything from npm
     shows servers, state and tools;
   - hostile: a server that dies mid-call (a tool error, then restarted once
     for the next call of the run), one that hangs (timed out, the run goes
-    on), one that floods stdout (memory stays bounded).
+    on), one that floods stdout (memory stays bounded), one that asks the
+    client for ping, roots/list (the workspace) and sampling (refused as
+    not supported) during a call, over stdio.
   - the same echo over streamable HTTP.
 """
 import json
@@ -138,6 +140,27 @@ def test_server_dies_mid_call_then_restarts_once():
     llm.script("mcp4", [calls(("c_ok3", "mcp__h__ok", {})), {"text": "ok"}])
     run = run_one(server, sid)
     check(results(tape(server, sid))["c_ok3"]["ok"] is True, "the next run did not start it again")
+    server.stop()
+    llm.stop()
+
+
+def test_stdio_server_requests_ping_roots_sampling_are_answered():
+    llm = LLM()
+    llm.script("mcpask", [calls(("c_ask", "mcp__h__ask", {})), {"text": "ok"}])
+    server = serve_mcp(llm, "mcpask", config({"h": hostile()}))
+    ws = tmpdir()
+    sid = new_session(server, ws, approval_policy="yolo")
+    run = run_one(server, sid)
+    check(run["status"] == "completed", "the run: %r", run)
+    res = results(tape(server, sid))["c_ask"]
+    check(res["ok"] is True, "ask: %r", res)
+    got = json.loads(res["output"])
+    check(got["ping"] == {"result": {}}, "ping: %r", got["ping"])
+    roots = got["roots/list"].get("result", {}).get("roots")
+    check(roots == [{"uri": "file://" + os.path.realpath(ws), "name": "workspace"}]
+          or roots == [{"uri": "file://" + ws, "name": "workspace"}], "roots/list: %r (workspace %s)", roots, ws)
+    err = got["sampling/createMessage"].get("error", {})
+    check(err.get("code") == -32601 and "not supported" in err.get("message", ""), "sampling: %r", err)
     server.stop()
     llm.stop()
 

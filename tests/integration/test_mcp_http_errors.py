@@ -3,8 +3,11 @@
 errors (docs/mcp.md), each a defect found by trying switchboard:
 
   - a server that pings the client inside a tools/call gets its answer at
-    once, and its elicitation, sampling and roots requests get "method not
-    found";
+    once, its roots/list the session's workspace, and its elicitation and
+    sampling requests "method not found" with the reason;
+  - a call's SSE stream cut before its answer is resumed with
+    Last-Event-ID after the server's retry, and the call completes; one
+    whose resumption is refused (404) fails, and is never sent again;
   - a server that forgot our session (404) gets a new one and the call once
     more; one that wants authorization (401) says so; a server that dies
     during a call is named in a sentence that reads.
@@ -82,9 +85,38 @@ def test_http_mcp_server_requests_are_answered_during_a_call():
         ms = int(ping["output"].rsplit(" in ", 1)[1].split()[0])
         check(ms < 5000, "the ping took %d ms to be answered", ms)
         ask = res["c_ask"]
-        for method in ("elicitation/create", "sampling/createMessage", "roots/list"):
+        for method in ("elicitation/create", "sampling/createMessage"):
             check("%s: -32601" % method in ask["output"], "%s not refused as unknown: %r", method, ask)
+        check('roots/list: [{"uri": "file://' in ask["output"] and '"name": "workspace"' in ask["output"],
+              "roots/list not answered with the workspace: %r", ask)
         print("  figure: ping answered in %d ms; %s" % (ms, ask["output"]))
+
+
+def test_http_mcp_stream_cut_mid_call_is_resumed_and_the_call_completes():
+    mcp = HttpMcp()
+    steps = [calls(("c_cut", "mcp__h__cut", {})), {"text": "done"}]
+    with http_run(mcp, "cut", steps) as (srv, sid, entries):
+        res = results(entries)["c_cut"]
+        check(res["ok"] is True and res["output"] == "resumed", "the cut call: %r", res)
+        log = mcp.log()
+        cut = [x["cut"] for x in log if "cut" in x]
+        gets = [x for x in log if "get" in x]
+        check(len(cut) == 1 and len(gets) == 1 and gets[0]["get"] == "cut-1",
+              "one cut, one GET with Last-Event-ID cut-1: %r", log[-4:])
+        waited = gets[0]["ms"] - cut[0]
+        check(waited >= 250, "resumed %d ms after the cut, before the server's retry of 300 ms", waited)
+        print("  figure: resumed %d ms after the cut (retry: 300)" % waited)
+
+
+def test_http_mcp_stream_whose_resumption_is_refused_is_not_sent_again():
+    mcp = HttpMcp()
+    steps = [calls(("c_cut", "mcp__h__cut_forget", {})), {"text": "done"}]
+    with http_run(mcp, "cutf", steps) as (srv, sid, entries):
+        res = results(entries)["c_cut"]
+        check(res["ok"] is False and "HTTP 404 on resuming the stream" in res["output"]
+              and "not retried" in res["output"], "the call: %r", res)
+        sent = [x for x in mcp.log() if x.get("msg", {}).get("method") == "tools/call"]
+        check(len(sent) == 1, "tools/call sent %d times after a refused resumption", len(sent))
 
 
 def test_http_mcp_session_forgotten_is_initialized_again_and_the_call_retried_once():

@@ -4,7 +4,9 @@
 Tools: ok (answers "fine"), die (exits in the middle of the call), hang
 (never answers), flood (writes FLOOD_MB MiB without a newline, then a
 newline and its real answer), flood_forever (writes without end), big
-(answers with 1 MiB of text). With HOSTILE_CRASH_AT_START=1 it prints its
+(answers with 1 MiB of text), ask (asks the client for ping, roots/list
+and sampling/createMessage during the call, and answers with the JSON of
+what came back). With HOSTILE_CRASH_AT_START=1 it prints its
 environment to stderr and exits before answering initialize. With
 HOSTILE_LOG=FILE it appends every message it receives to FILE; with
 HOSTILE_PIDFILE=FILE, its pid at start.
@@ -13,7 +15,7 @@ import json
 import os
 import sys
 
-TOOLS = ["ok", "die", "hang", "flood", "flood_forever", "big"]
+TOOLS = ["ok", "die", "hang", "flood", "flood_forever", "big", "ask"]
 out = sys.stdout.buffer
 
 
@@ -30,6 +32,21 @@ if os.environ.get("HOSTILE_CRASH_AT_START") == "1":
 if os.environ.get("HOSTILE_PIDFILE"):
     with open(os.environ["HOSTILE_PIDFILE"], "a") as f:
         f.write("%d\n" % os.getpid())
+
+def ask(method, params):
+    """Sends one request to the client; returns its answer (the next
+    message with that id; others in between are dropped)."""
+    rid = "h-" + method
+    send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+    for ln in iter(sys.stdin.readline, ""):
+        try:
+            a = json.loads(ln)
+        except ValueError:
+            continue
+        if a.get("id") == rid and "method" not in a:
+            return {k: a[k] for k in a if k in ("result", "error")}
+    return None
+
 
 for line in sys.stdin:
     try:
@@ -69,6 +86,11 @@ for line in sys.stdin:
                     out.write(chunk)
             except BrokenPipeError:
                 os._exit(0)
+        elif name == "ask":
+            got = {meth: ask(meth, par) for meth, par in (("ping", {}), ("roots/list", {}),
+                                                          ("sampling/createMessage",
+                                                           {"messages": [], "maxTokens": 10}))}
+            send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": json.dumps(got)}]}})
         elif name == "big":
             send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": "B" * (1 << 20)}]}})
     elif mid is not None and method:

@@ -13,10 +13,17 @@ Tools:
             roots/list, one after the other, and answers with what came back
   forget    answers, then forgets every session: the next request that
             names one gets 404, as after a server restart
+  cut       opens the call's SSE stream with an event id and `retry: 300`,
+            then closes it before the answer (a stream cut mid-call); the
+            answer comes on the GET that resumes it with Last-Event-ID
+  cut_forget  the same, but forgets every session at the cut: the GET gets
+            404 (the call was taken: the client must not send it again)
 
 With --token T every request without "Authorization: Bearer T" gets 401.
 Every JSON-RPC message received is appended to --log as one JSON line
-{"session": ..., "msg": ...}; every 404 and 401 as {"status": N}.
+{"session": ..., "msg": ...}; every 404 and 401 as {"status": N}; the
+cut as {"cut": MS} and each GET as {"get": LAST_EVENT_ID, "ms": MS}
+(wall-clock milliseconds).
 """
 import argparse
 import json
@@ -26,10 +33,11 @@ import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-TOOLS = ["ok", "ping_me", "ask", "forget"]
+TOOLS = ["ok", "ping_me", "ask", "forget", "cut", "cut_forget"]
 lock = threading.Lock()
 sessions = set()
 waiting = {}                    # server request id -> [Event, answer]
+pending = {}                    # session -> the answer a resumed stream brings
 args = None
 
 
@@ -59,6 +67,24 @@ class Handler(BaseHTTPRequestHandler):
         with lock:
             sessions.discard(self.headers.get("Mcp-Session-Id"))
         self.answer(200)
+
+    def do_GET(self):
+        sid, last = self.headers.get("Mcp-Session-Id"), self.headers.get("Last-Event-ID")
+        log({"get": last, "ms": int(time.time() * 1000)})
+        with lock:
+            known = sid in sessions
+        if not known:
+            log({"status": 404})
+            return self.answer(404)
+        with lock:
+            answer = pending.pop(sid, None) if last == "cut-1" else None
+        if answer is None:
+            return self.answer(405)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        self.wfile.write(b"id: cut-2\n")
+        self.event(answer)
 
     def do_POST(self):
         if args.token and self.headers.get("Authorization") != "Bearer " + args.token:
@@ -98,7 +124,7 @@ class Handler(BaseHTTPRequestHandler):
                 {"name": t, "description": "test " + t, "inputSchema": {"type": "object", "properties": {}}}
                 for t in TOOLS]}})
         if method == "tools/call":
-            return self.call(mid, msg["params"]["name"])
+            return self.call(mid, msg["params"]["name"], sid)
         return self.answer(200, {"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "no"}})
 
     def event(self, msg):
@@ -118,9 +144,22 @@ class Handler(BaseHTTPRequestHandler):
             waiting.pop(rid, None)
         return w[1], int((time.monotonic() - t0) * 1000)
 
-    def call(self, mid, name):
+    def call(self, mid, name, sid):
         def result(text):
             return {"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": text}]}}
+        if name in ("cut", "cut_forget"):
+            with lock:
+                pending[sid] = result("resumed")
+                if name == "cut_forget":
+                    sessions.clear()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            self.wfile.write(b"id: cut-1\nretry: 300\ndata: \n\n")
+            self.wfile.flush()
+            log({"cut": int(time.time() * 1000)})
+            self.close_connection = True
+            return
         if name in ("ok", "forget"):
             self.answer(200, result("fine"))
             if name == "forget":
@@ -141,7 +180,8 @@ class Handler(BaseHTTPRequestHandler):
                                    ("roots/list", {})):
                 ans, ms = self.ask(method, params)
                 code = ans and ans.get("error", {}).get("code")
-                out.append("%s: %s in %d ms" % (method, code, ms))
+                roots = ans and ans.get("result", {}).get("roots")
+                out.append("%s: %s in %d ms" % (method, code or json.dumps(roots), ms))
             self.event(result("; ".join(out)))
 
 

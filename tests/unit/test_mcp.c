@@ -1,7 +1,8 @@
 /*  tests/unit/test_mcp.c — the MCP client's pieces that need no server:
     the mcpServers file (actors/exec/mcp_config.c), the redaction of its
-    secrets, the bounded line reader and the message classifier
-    (actors/exec/mcp_rpc.c), and AGENTS.md loading (actors/exec/agents_md.c).
+    secrets, the bounded line reader, the message classifier and the SSE
+    line decoder (actors/exec/mcp_rpc.c), and AGENTS.md loading
+    (actors/exec/agents_md.c).
 */
 #include "actors/exec/agents_md.h"
 #include "actors/exec/mcp.h"
@@ -251,4 +252,50 @@ Test (mcp, agents_md_nested_order_confinement_and_cap)
     const char *note = strstr (a.text, "\n[... AGENTS.md");
     cr_assert ((unsigned char) note [-1] != 0xc3, "the cut split a character");
     sb_agents_clear (&a);
+}
+
+
+//  The SSE line decoder of streamable HTTP: data out, id and retry kept
+//  within their bounds, anything malformed ignored.
+Test (mcp_sse, data_id_and_retry)
+{
+    sb_mcp_sse_t s;
+    sb_mcp_sse_init (&s);
+    size_t n = 0;
+    const char *d = sb_mcp_sse_line (&s, "data: {\"a\":1}", 13, &n);
+    cr_assert (d && n == 7 && memcmp (d, "{\"a\":1}", 7) == 0);
+    cr_assert_null (sb_mcp_sse_line (&s, "data:", 5, &n));
+    cr_assert_null (sb_mcp_sse_line (&s, "event: message", 14, &n));
+    cr_assert_null (sb_mcp_sse_line (&s, "id: event-1", 11, &n));
+    cr_assert_str_eq (s.last_id, "event-1");
+    cr_assert_null (sb_mcp_sse_line (&s, "retry: 500", 10, &n));
+    cr_assert_eq (s.retry_ms, 500);
+    sb_mcp_sse_line (&s, "retry: 5x", 9, &n);
+    sb_mcp_sse_line (&s, "retry:", 6, &n);
+    sb_mcp_sse_line (&s, "retry: -1", 9, &n);
+    cr_assert_eq (s.retry_ms, 500, "a retry that is not digits is ignored");
+    sb_mcp_sse_line (&s, "retry: 99999999999999999999999", 30, &n);
+    cr_assert_eq (s.retry_ms, SB_MCP_SSE_RETRY_MAX_MS, "clamped, without overflow");
+    sb_mcp_sse_line (&s, "ident: x", 8, &n);
+    cr_assert_str_eq (s.last_id, "event-1", "another field is not id");
+}
+
+Test (mcp_sse, ids_over_the_bound_or_with_nul_are_ignored)
+{
+    sb_mcp_sse_t s;
+    sb_mcp_sse_init (&s);
+    cr_assert_eq (s.retry_ms, -1);
+    cr_assert_str_eq (s.last_id, "");
+    char line [SB_MCP_SSE_ID_MAX + 8];
+    memcpy (line, "id:", 3);
+    memset (line + 3, 'x', SB_MCP_SSE_ID_MAX + 1);
+    size_t n;
+    sb_mcp_sse_line (&s, line, 3 + SB_MCP_SSE_ID_MAX + 1, &n);
+    cr_assert_str_eq (s.last_id, "", "an id over the bound is not kept");
+    sb_mcp_sse_line (&s, line, 3 + SB_MCP_SSE_ID_MAX, &n);
+    cr_assert_eq (strlen (s.last_id), SB_MCP_SSE_ID_MAX, "one at the bound is");
+    sb_mcp_sse_line (&s, "id: a\0b", 7, &n);
+    cr_assert_eq (strlen (s.last_id), SB_MCP_SSE_ID_MAX, "one with a NUL is not");
+    sb_mcp_sse_line (&s, "id:", 3, &n);
+    cr_assert_str_eq (s.last_id, "", "an empty id resets it, as SSE says");
 }

@@ -181,6 +181,23 @@ s_handle_info (self_t *self, sb_msg_t *msg)
     sb_enc_kuint (e, "context_window", l.context_window);
     sb_enc_kuint (e, "max_output_tokens", l.max_output_tokens);
     sb_enc_kstr (e, "source", l.source);
+    sb_price_t price;
+    if (sb_llm_model_price (prov, model, &price)) {
+        sb_enc_key (e, "prices");
+        sb_enc_map_open (e);
+        sb_enc_kuint (e, "input", price.input);
+        sb_enc_kuint (e, "cached_input", price.cached_input);
+        sb_enc_kuint (e, "output", price.output);
+        sb_enc_map_close (e);
+    }
+    if (sb_limits_seen_any (&prov->ratelimit)) {
+        sb_enc_key (e, "ratelimit");
+        sb_enc_map_open (e);
+        for (int k = 0; k < SB_RL_COUNT; k++)
+            if (prov->ratelimit.v [k] >= 0)
+                sb_enc_kuint (e, sb_limits_seen_key ((sb_limits_field_t) k), (uint64_t) prov->ratelimit.v [k]);
+        sb_enc_map_close (e);
+    }
     /* the providers a person may choose among (the UI's, the CLI's
        effective model of a session): names, kinds and default models, no
        more (keys and URLs stay here) */

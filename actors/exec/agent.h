@@ -129,6 +129,12 @@ typedef struct {
     int nstates;
     uint64_t in_tokens, out_tokens, cached_tokens, reasoning_tokens;
     bool usage;
+    /* what the usage chunk said beyond the counts (docs/usage.md): bit k
+       of known is count k (input, output, cached, reasoning); -1 unknown */
+    unsigned known;
+    char provider [64], model [128];
+    int64_t cost_microusd;
+    int64_t ratelimit [5];      /* SB_RATELIMIT_KEYS order */
     char stop [32];
 } sb_exec_step_t;
 

@@ -78,24 +78,48 @@ s_id_taken (sb_exec_run_t *run, const sb_exec_step_t *step, const sb_exec_call_t
 static const char *s_counts [4] = { "input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens" };
 static const char *s_ratelimit_keys [] = { SB_RATELIMIT_KEYS };
 
-static void
-s_call_usage (sb_exec_step_t *step, const sb_val_t *c)
+void
+sb_exec_usage_take (sb_exec_usage_t *u, const sb_val_t *c)
 {
-    uint64_t *slot [4] = { &step->in_tokens, &step->out_tokens, &step->cached_tokens, &step->reasoning_tokens };
-    step->usage = true;
     for (int k = 0; k < 4; k++)
         if (sb_get (c, s_counts [k])) {
-            *slot [k] += sb_get_uint (c, s_counts [k], 0);
-            step->known |= 1u << k;
+            u->count [k] += sb_get_uint (c, s_counts [k], 0);
+            u->known |= 1u << k;
         }
     const char *p = sb_get_str (c, "provider"), *m = sb_get_str (c, "model");
     if (p)
-        snprintf (step->provider, sizeof step->provider, "%s", p);
+        snprintf (u->provider, sizeof u->provider, "%s", p);
     if (m)
-        snprintf (step->model, sizeof step->model, "%s", m);
-    step->cost_microusd = sb_get (c, "cost_microusd") ? (int64_t) sb_get_uint (c, "cost_microusd", 0) : -1;
+        snprintf (u->model, sizeof u->model, "%s", m);
+    u->cost_microusd = sb_get (c, "cost_microusd") ? (int64_t) sb_get_uint (c, "cost_microusd", 0) : -1;
     for (int k = 0; k < SB_RATELIMIT_NKEYS; k++)
-        step->ratelimit [k] = sb_get (c, s_ratelimit_keys [k]) ? (int64_t) sb_get_uint (c, s_ratelimit_keys [k], 0) : -1;
+        u->ratelimit [k] = sb_get (c, s_ratelimit_keys [k]) ? (int64_t) sb_get_uint (c, s_ratelimit_keys [k], 0) : -1;
+}
+
+void
+sb_exec_usage_encode (const sb_exec_usage_t *u, sb_enc_t *e)
+{
+    for (int k = 0; k < 4; k++)
+        if (u->known & (1u << k))
+            sb_enc_kuint (e, s_counts [k], u->count [k]);
+    sb_enc_kstr_opt (e, "provider", u->provider [0] ? u->provider : NULL);
+    sb_enc_kstr_opt (e, "model", u->model [0] ? u->model : NULL);
+    if (u->cost_microusd >= 0)
+        sb_enc_kuint (e, "cost_microusd", (uint64_t) u->cost_microusd);
+    for (int k = 0; k < SB_RATELIMIT_NKEYS; k++)
+        if (u->ratelimit [k] >= 0)
+            sb_enc_kuint (e, s_ratelimit_keys [k], (uint64_t) u->ratelimit [k]);
+}
+
+static void
+s_call_usage (sb_exec_step_t *step, const sb_val_t *c)
+{
+    step->usage = true;
+    sb_exec_usage_take (&step->call_usage, c);
+    step->in_tokens = step->call_usage.count [0];
+    step->out_tokens = step->call_usage.count [1];
+    step->cached_tokens = step->call_usage.count [2];
+    step->reasoning_tokens = step->call_usage.count [3];
 }
 
 /*  Gives a call an id unique in the session: the provider's own when no
@@ -309,18 +333,7 @@ sb_exec_record_step (sb_exec_run_t *run, sb_exec_step_t *step)
            tokens only when the provider reported them (else unknown) */
         sb_exec_entry_open (e, "usage");
         if (step->usage) {
-            const uint64_t count [4] = { step->in_tokens, step->out_tokens, step->cached_tokens,
-                                         step->reasoning_tokens };
-            for (int k = 0; k < 4; k++)
-                if (step->known & (1u << k))
-                    sb_enc_kuint (e, s_counts [k], count [k]);
-            sb_enc_kstr_opt (e, "provider", step->provider [0] ? step->provider : NULL);
-            sb_enc_kstr_opt (e, "model", step->model [0] ? step->model : NULL);
-            if (step->cost_microusd >= 0)
-                sb_enc_kuint (e, "cost_microusd", (uint64_t) step->cost_microusd);
-            for (int k = 0; k < SB_RATELIMIT_NKEYS; k++)
-                if (step->ratelimit [k] >= 0)
-                    sb_enc_kuint (e, s_ratelimit_keys [k], (uint64_t) step->ratelimit [k]);
+            sb_exec_usage_encode (&step->call_usage, e);
             atomic_store (&run->usage_known, true);
         }
         if (run->runtime->context_window) {

@@ -237,6 +237,29 @@ def test_totals_survive_a_restart():
         llm.stop()
 
 
+def test_a_compaction_call_is_priced_and_counted():
+    llm = LLM()
+    llm.control({"op": "script", "name": "cp", "turns": [turn("one", 100, 10, 0, 0), turn("two", 200, 20, 0, 0)],
+                 "no_tools": {"text": "SUMMARY of the older turns", "usage": {"input_tokens": 40, "output_tokens": 12}}})
+    # a small window: the first turn is not within the recent context kept
+    srv = Server(args=["--providers", providers(llm, "cp"), "--context-window", "4000"], env=LLM_ENV).start()
+    try:
+        sid = new_session(srv, tmpdir())
+        run_prompt(srv, sid, "first " + "a" * 3000)
+        run_prompt(srv, sid, "second " + "b" * 3000)
+        rc, out, err = cli(srv, "compact", sid, "--json")
+        check(rc == 0, "compact exited %d: %s %s", rc, out, err)
+        ents = [e["body"] for e in tape(srv, sid) if e["kind"] == "usage"]
+        check(len(ents) == 3 and ents[-1].get("cost_microusd") == _cost(40, 12, 0)
+              and ents[-1].get("model") == "priced-1", "the entries: %r", ents)
+        t = usage(srv, session_id=sid)["totals"]
+        check(t["calls"] == 3 and t["input_tokens"] == 340 and t["output_tokens"] == 42
+              and t["cost_microusd"] == _cost(100, 10, 0) + _cost(200, 20, 0) + _cost(40, 12, 0), "totals: %r", t)
+    finally:
+        srv.stop()
+        llm.stop()
+
+
 def test_rate_limit_headers_are_recorded():
     llm = LLM()
     llm.script("rl", [turn("x", 10, 1, 0, 0)])

@@ -17,7 +17,9 @@
 #include "actors/session/session_impl.h"
 #include "schemas/types.h"
 
+#include <ctype.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define VALUE_LEN (1 + 11 * 8)
@@ -131,10 +133,13 @@ sb_session_usage_note (self_t *self, sb_txn_t *txn, const char *sid, const char 
 int64_t
 sb_session_usage_day (const char *s)
 {
-    int y, m, d;
-    char tail;
-    if (!s || strlen (s) != 10 || sscanf (s, "%4d-%2d-%2d%c", &y, &m, &d, &tail) != 3
-    ||  y < 1970 || y > 9999 || m < 1 || m > 12 || d < 1 || d > 31)
+    if (!s || strlen (s) != 10)
+        return -1;
+    for (int k = 0; k < 10; k++)
+        if (k == 4 || k == 7 ? s [k] != '-' : !isdigit ((unsigned char) s [k]))
+            return -1;
+    int y = atoi (s), m = atoi (s + 5), d = atoi (s + 8);
+    if (y < 1970 || y > 9999 || m < 1 || m > 12 || d < 1 || d > 31)
         return -1;
     //  days from civil (Howard Hinnant's algorithm)
     y -= m <= 2;

@@ -109,18 +109,19 @@ static const sb_field_t s_llm_info [] = {
     { "model", SB_T_STR, false, 128, NULL, "model (default: the provider's)" },
     END
 };
+static const sb_field_t s_ratelimit [] = {
+    RATELIMIT_FIELDS (""),
+    END
+};
 static const sb_field_t s_provider [] = {
     { "provider", SB_T_STR, true, 64, NULL, "its name, as session.create's provider takes it" },
     { "kind", SB_T_STR, true, 16, NULL, "responses | chat | anthropic | codex | demo" },
     { "model", SB_T_STR, true, 256, NULL, "its default model (\"\" when it has none)" },
+    { "ratelimit", SB_T_MAP, false, 0, s_ratelimit, "the latest rate-limit headers it sent (docs/usage.md)" },
     END
 };
 static const sb_field_t s_provider_item [] = {
     { "providers", SB_T_MAP, false, 0, s_provider, "a configured provider" }
-};
-static const sb_field_t s_ratelimit [] = {
-    RATELIMIT_FIELDS (""),
-    END
 };
 static const sb_field_t s_prices [] = {
     { "input", SB_T_UINT, true, 0, NULL, "micro-dollars per million input tokens", RANGE_COUNT },

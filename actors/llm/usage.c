@@ -85,7 +85,8 @@ sb_price_cost (const sb_price_t *price, int64_t input, int64_t cached, int64_t o
                            + (unsigned __int128) (uint64_t) cached * price->cached_input
                            + (unsigned __int128) (uint64_t) output * price->output;
     unsigned __int128 micro = (pico + 500000) / 1000000;
-    return micro > (unsigned __int128) INT64_MAX ? INT64_MAX : (int64_t) micro;
+    /* past 2^53 - 1 (the bus's bound on a count) it is no real call's cost */
+    return micro > (unsigned __int128) SB_COST_MAX ? -1 : (int64_t) micro;
 }
 
 static int

@@ -29,9 +29,12 @@ typedef struct {
     is "gpt-4o"); false when the model is not in the table. */
 bool sb_price_default (const char *model, sb_price_t *out);
 
+#define SB_COST_MAX 9007199254740991ll     /* 2^53 - 1 micro-dollars */
+
 /*  The cost in micro-dollars of a call with these tokens (input counts the
     cached input inside it, as OpenAI does; a negative count is unknown).
-    -1 when the cost is unknown: no price, or input or output unknown. An
+    -1 when the cost is unknown: no price, input or output unknown, or a
+    cost past SB_COST_MAX (counts no provider sends). An
     unknown cached count is priced as uncached input. */
 int64_t sb_price_cost (const sb_price_t *price, int64_t input, int64_t cached, int64_t output);
 

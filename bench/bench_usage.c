@@ -3,7 +3,7 @@
 
     Per call, the llm actor finds the model's price, computes the cost and
     reads the rate-limit headers of the response; the session actor adds
-    the usage entry to three totals (run, session, day) in the append's
+    the usage entry to its totals (run, session, day twice) in the append's
     transaction. Both are timed per call over 1,000 calls, in one write
     transaction as in the drain (its commit is the append's, paid anyway),
     in a fresh store under $TMPDIR (default /tmp). Figure, one JSON line:

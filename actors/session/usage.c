@@ -1,14 +1,16 @@
 /*  actors/session/usage.c — token and cost totals, kept as usage entries
     are appended (docs/usage.md).
 
-    The session actor adds each usage entry to three totals in the same
+    The session actor adds each usage entry to its totals in the same
     transaction as the entry, so that they never disagree with the tape and
     a restart needs no scan: its run's, its session's, and its session's on
-    the entry's UTC day. They live in the `usage` dbi:
+    the entry's UTC day (kept under two keys). They live in the `usage` dbi:
       'S' sid                -> the session's totals
       'R' sid run_id         -> a run's
       'D' day sid            -> a session's on one day (day: days since
-                                1970-01-01, big-endian u32)
+                                1970-01-01, big-endian u32), for all
+                                sessions by day
+      'd' sid day            -> the same totals, for one session by day
     A value is a version byte (1) and then 11 big-endian u64: calls, the
     five sums (input, output, cached input, reasoning tokens, cost in
     micro-dollars) and, for each sum, how many calls reported it. A sum is
@@ -123,9 +125,14 @@ sb_session_usage_note (self_t *self, sb_txn_t *txn, const char *sid, const char 
         sb_key_str (&k, run_id);
         s_bump (txn, &k, &call);
     }
+    uint32_t day = (uint32_t) (self->now / 86400000ull);
     sb_key_init (&k, 'D');
-    sb_key_u32 (&k, (uint32_t) (self->now / 86400000ull));
+    sb_key_u32 (&k, day);
     sb_key_str (&k, sid);
+    s_bump (txn, &k, &call);
+    sb_key_init (&k, 'd');
+    sb_key_str (&k, sid);
+    sb_key_u32 (&k, day);
     s_bump (txn, &k, &call);
 }
 
@@ -182,10 +189,14 @@ s_day_name (uint32_t day, char *out, size_t n)
 static void
 s_encode_days (sb_txn_t *txn, sb_enc_t *e, const char *sid, uint32_t since, totals_t *all)
 {
+    //  one session's days: 'd' sid day; every session's: 'D' day sid
     sb_key_t prefix, start;
-    sb_key_init (&prefix, 'D');
-    sb_key_init (&start, 'D');
+    sb_key_init (&prefix, sid ? 'd' : 'D');
+    if (sid)
+        sb_key_str (&prefix, sid);
+    start = prefix;
     sb_key_u32 (&start, since);
+    size_t day_at = prefix.len;
     sb_txn_iter_t it;
     sb_txn_iter_begin (txn, &it, DBI_USAGE, prefix.buf, prefix.len, start.buf, start.len);
     sb_datum_t k, v;
@@ -195,12 +206,10 @@ s_encode_days (sb_txn_t *txn, sb_enc_t *e, const char *sid, uint32_t since, tota
     sb_enc_key (e, "days");
     sb_enc_array_open (e);
     while (sb_txn_iter_next (&it, &k, &v)) {
-        const char *ksid = (const char *) k.data + 5;
         totals_t t;
-        if (k.size < 6 || ((const char *) k.data) [k.size - 1] != 0 || !s_decode (&v, &t)
-        ||  (sid && strcmp (ksid, sid) != 0))
+        if (k.size < day_at + 4 || !s_decode (&v, &t))
             continue;
-        uint32_t d = sb_key_read_u32 (&k, 1);
+        uint32_t d = sb_key_read_u32 (&k, day_at);
         if (cur >= 0 && d != cur && ndays < MAX_DAYS) {
             char name [16];
             s_day_name ((uint32_t) cur, name, sizeof name);

@@ -141,7 +141,11 @@ def test_since_counts_from_a_day():
         sid = new_session(srv, tmpdir())
         run_prompt(srv, sid, "one")
         run_prompt(srv, sid, "two")
+        other = new_session(srv, tmpdir())
+        run_prompt(srv, other, "three")
         today = datetime.datetime.now(datetime.timezone.utc).date()
+        u = usage(srv, since=today.isoformat())
+        check(u["totals"]["calls"] == 3 and u["days"][0]["totals"]["input_tokens"] == 30, "all since today: %r", u)
         tomorrow = (today + datetime.timedelta(days=1)).isoformat()
         u = usage(srv, session_id=sid, since=today.isoformat())
         check(u["totals"]["calls"] == 2 and u["totals"]["output_tokens"] == 40
@@ -152,7 +156,7 @@ def test_since_counts_from_a_day():
         rc, out, err = cli(srv, "usage", sid, "--since", tomorrow, "--json")
         check(rc == 0 and json.loads(out)["calls"] == 0, "usage --since tomorrow: %s %s", out, err)
         rc, out, err = cli(srv, "usage", "--since", today.isoformat())
-        check(rc == 0 and "calls                2" in out, "usage --since today:\n%s%s", out, err)
+        check(rc == 0 and "calls                3" in out, "usage --since today:\n%s%s", out, err)
         rc, out, err = cli(srv, "usage", "--since", "2026-13-01")
         check(rc != 0 and "YYYY-MM-DD" in err, "a bad date: %d %s %s", rc, out, err)
     finally:

@@ -10,11 +10,12 @@
 
 #define USD(x) ((uint64_t) ((x) * 1000000.0 + 0.5))
 
-/*  List prices in dollars per million tokens as of 2025-08-15, from the
-    providers' pricing pages of that day: input, cached input (a cache
-    read; Anthropic's cache writes are priced as input here), output.
-    They age: a providers file's "prices" wins over this table, and a
-    model in neither has no cost (docs/usage.md). */
+/*  List prices in dollars per million tokens as of 2025-08-15: input,
+    cached input (a cache read; Anthropic's cache writes are priced as
+    input here), output. They age and were not checked against the
+    providers' pages when this table was written down: a providers file's
+    "prices" wins over it, and a model in neither has no cost
+    (docs/usage.md). */
 static const struct {
     const char *model;
     double input, cached, output;

@@ -159,6 +159,21 @@ s_handle_models (self_t *self, sb_msg_t *msg)
 /*  A model's limits from the configuration alone: the executor asks
     before it builds a context (docs/compaction.md), so it must not wait
     on the provider's /models. */
+/*  The latest rate-limit headers a provider sent (docs/usage.md), when
+    it sent any. */
+static void
+s_encode_ratelimit (const sb_limits_seen_t *rl, sb_enc_t *e)
+{
+    if (!sb_limits_seen_any (rl))
+        return;
+    sb_enc_key (e, "ratelimit");
+    sb_enc_map_open (e);
+    for (int k = 0; k < SB_RL_COUNT; k++)
+        if (rl->v [k] >= 0)
+            sb_enc_kuint (e, sb_limits_seen_key ((sb_limits_field_t) k), (uint64_t) rl->v [k]);
+    sb_enc_map_close (e);
+}
+
 static void
 s_handle_info (self_t *self, sb_msg_t *msg)
 {
@@ -181,6 +196,16 @@ s_handle_info (self_t *self, sb_msg_t *msg)
     sb_enc_kuint (e, "context_window", l.context_window);
     sb_enc_kuint (e, "max_output_tokens", l.max_output_tokens);
     sb_enc_kstr (e, "source", l.source);
+    sb_price_t price;
+    if (sb_llm_model_price (prov, model, &price)) {
+        sb_enc_key (e, "prices");
+        sb_enc_map_open (e);
+        sb_enc_kuint (e, "input", price.input);
+        sb_enc_kuint (e, "cached_input", price.cached_input);
+        sb_enc_kuint (e, "output", price.output);
+        sb_enc_map_close (e);
+    }
+    s_encode_ratelimit (&prov->ratelimit, e);
     /* the providers a person may choose among (the UI's, the CLI's
        effective model of a session): names, kinds and default models, no
        more (keys and URLs stay here) */
@@ -192,6 +217,7 @@ s_handle_info (self_t *self, sb_msg_t *msg)
         sb_enc_kstr (e, "provider", p->name);
         sb_enc_kstr (e, "kind", p->demo ? "demo" : sb_provider_kind_name (p->kind));
         sb_enc_kstr (e, "model", p->model);
+        s_encode_ratelimit (&p->ratelimit, e);
         sb_enc_map_close (e);
     }
     sb_enc_array_close (e);

@@ -112,6 +112,7 @@ int sb_cmd_compact (int argc, char **argv);
 int sb_cmd_cancel (int argc, char **argv);
 int sb_cmd_resume (int argc, char **argv);
 int sb_cmd_runs (int argc, char **argv);
+int sb_cmd_usage (int argc, char **argv);
 int sb_cmd_run_info (int argc, char **argv);
 int sb_cmd_workers (int argc, char **argv);
 int sb_cmd_worker_status (int argc, char **argv);

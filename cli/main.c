@@ -19,6 +19,7 @@ static const sb_cmd_t s_commands [] = {
     { "queue", sb_cmd_queue, "a session's waiting prompts: list, rm, resume" },
     { "runs", sb_cmd_runs, "list runs" },
     { "run-info", sb_cmd_run_info, "show one run" },
+    { "usage", sb_cmd_usage, "tokens and cost of a session, its runs, or all, by day" },
     { "cancel", sb_cmd_cancel, "cancel a run" },
     { "resume", sb_cmd_resume, "continue a failed, cancelled or interrupted run" },
     { "tap", sb_cmd_tap, "print every bus message live" },

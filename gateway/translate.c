@@ -256,6 +256,8 @@ static const route_t s_routes [] = {
     { M_POST, "sessions", true, "compact", "session.compact", "session_id", NULL },
     { M_GET,  "sessions", true, "queue", "session.queue.list", "session_id", NULL },
     { M_GET,  "sessions", true, "diff", "exec.diff", "session_id", NULL },
+    { M_GET,  "sessions", true, "usage", "session.usage", "session_id", NULL },
+    { M_GET,  "usage", false, NULL, "session.usage", NULL, NULL },
     { M_GET,  "runs", false, NULL, "run.list", NULL, "session=session_id" },
     { M_GET,  "runs", true, NULL, "run.get", "run_id", NULL },
     { M_POST, "runs", true, "cancel", "run.cancel", "run_id", NULL },

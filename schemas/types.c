@@ -161,13 +161,19 @@ static const sb_field_t s_tape_tool_result [] = {
     { "interaction_id", SB_T_STR, false, ID_MAX, NULL, "the approval a person was asked for this call" },
     END };
 static const sb_field_t s_tape_usage [] = {
-    { "input_tokens", SB_T_UINT, false, 0, NULL, "", RANGE_COUNT },
-    { "output_tokens", SB_T_UINT, false, 0, NULL, "", RANGE_COUNT },
-    { "cached_tokens", SB_T_UINT, false, 0, NULL, "", RANGE_COUNT },
-    { "reasoning_tokens", SB_T_UINT, false, 0, NULL, "", RANGE_COUNT },
+    { "input_tokens", SB_T_UINT, false, 0, NULL, "as the provider reported (absent: unknown)", RANGE_COUNT },
+    { "output_tokens", SB_T_UINT, false, 0, NULL, "same, reasoning included", RANGE_COUNT },
+    { "cached_tokens", SB_T_UINT, false, 0, NULL, "input read from the provider's cache (part of input_tokens)",
+      RANGE_COUNT },
+    { "reasoning_tokens", SB_T_UINT, false, 0, NULL, "output spent reasoning (part of output_tokens)", RANGE_COUNT },
     { "context_tokens", SB_T_UINT, false, 0, NULL, "the executor's estimate of the context sent with this call",
       RANGE_COUNT },
     { "context_window", SB_T_UINT, false, 0, NULL, "the model's context window in tokens", RANGE_COUNT },
+    { "provider", SB_T_STR, false, 64, NULL, "the provider that answered" },
+    { "model", SB_T_STR, false, 128, NULL, "the model that answered" },
+    { "cost_microusd", SB_T_UINT, false, 0, NULL,
+      "the call's cost in micro-dollars from the model's price (absent: no price, unknown)", RANGE_COUNT },
+    RATELIMIT_FIELDS (""),
     END };
 static const sb_field_t s_tape_approval_requested [] = {
     { "interaction_id", SB_T_STR, true, ID_MAX, NULL, "the interaction (ia_<ulid>)" },

@@ -20,6 +20,20 @@
 /*  The common ranges (schema.h): a time, a count, a step limit. */
 #define RANGE_TIME                    RANGE (0, SB_TIME_MS_MAX, 0)
 #define RANGE_COUNT                   RANGE (0, SB_COUNT_MAX, 0)
+/*  The rate-limit headers a usage entry records (actors/llm/usage.h: a
+    fixed set, each an integer the header carried). */
+#define RANGE_RATELIMIT               RANGE (0, 1000000000000ll, 0)
+#define RATELIMIT_FIELDS(pre) \
+    { "ratelimit_requests_limit", SB_T_UINT, false, 0, NULL, pre "x-ratelimit-limit-requests", RANGE_RATELIMIT }, \
+    { "ratelimit_requests_remaining", SB_T_UINT, false, 0, NULL, pre "x-ratelimit-remaining-requests", \
+      RANGE_RATELIMIT }, \
+    { "ratelimit_tokens_limit", SB_T_UINT, false, 0, NULL, pre "x-ratelimit-limit-tokens", RANGE_RATELIMIT }, \
+    { "ratelimit_tokens_remaining", SB_T_UINT, false, 0, NULL, pre "x-ratelimit-remaining-tokens", \
+      RANGE_RATELIMIT }, \
+    { "retry_after_s", SB_T_UINT, false, 0, NULL, pre "retry-after, whole seconds", RANGE_RATELIMIT }
+#define SB_RATELIMIT_NKEYS 5
+#define SB_RATELIMIT_KEYS "ratelimit_requests_limit", "ratelimit_requests_remaining", \
+    "ratelimit_tokens_limit", "ratelimit_tokens_remaining", "retry_after_s"
 #define RANGE_STEPS                   RANGE (1, SB_MAX_STEPS_MAX, 50)
 /*  The trailing member of an ENUM row: the names it accepts (a table of
     schemas/, e.g. sb_policy_mode_names), with "" too for ENUM_OR_EMPTY. */

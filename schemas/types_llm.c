@@ -57,6 +57,11 @@ static const sb_field_t s_llm_chunk [] = {
     { "output_tokens", SB_T_UINT, false, 0, NULL, "usage" },
     { "cached_tokens", SB_T_UINT, false, 0, NULL, "usage" },
     { "reasoning_tokens", SB_T_UINT, false, 0, NULL, "usage" },
+    { "provider", SB_T_STR, false, 64, NULL, "usage: the provider that answered" },
+    { "model", SB_T_STR, false, 128, NULL, "usage: the model that answered" },
+    { "cost_microusd", SB_T_UINT, false, 0, NULL, "usage: the call's cost in micro-dollars (absent: no price)",
+      RANGE_COUNT },
+    RATELIMIT_FIELDS ("usage: "),
     { "data", SB_T_STR, false, 4 MB, NULL, "reasoning_state: opaque JSON to give back next call" },
     { "code", SB_T_STR, false, 64, NULL, "error: e.g. invalid_arguments" },
     { "message", SB_T_STR, false, 4 KB, NULL, "error: for people" },
@@ -104,14 +109,25 @@ static const sb_field_t s_llm_info [] = {
     { "model", SB_T_STR, false, 128, NULL, "model (default: the provider's)" },
     END
 };
+static const sb_field_t s_ratelimit [] = {
+    RATELIMIT_FIELDS (""),
+    END
+};
 static const sb_field_t s_provider [] = {
     { "provider", SB_T_STR, true, 64, NULL, "its name, as session.create's provider takes it" },
     { "kind", SB_T_STR, true, 16, NULL, "responses | chat | anthropic | codex | demo" },
     { "model", SB_T_STR, true, 256, NULL, "its default model (\"\" when it has none)" },
+    { "ratelimit", SB_T_MAP, false, 0, s_ratelimit, "the latest rate-limit headers it sent (docs/usage.md)" },
     END
 };
 static const sb_field_t s_provider_item [] = {
     { "providers", SB_T_MAP, false, 0, s_provider, "a configured provider" }
+};
+static const sb_field_t s_prices [] = {
+    { "input", SB_T_UINT, true, 0, NULL, "micro-dollars per million input tokens", RANGE_COUNT },
+    { "cached_input", SB_T_UINT, true, 0, NULL, "same, cached input", RANGE_COUNT },
+    { "output", SB_T_UINT, true, 0, NULL, "same, output", RANGE_COUNT },
+    END
 };
 static const sb_field_t s_llm_info_ok [] = {
     { "provider", SB_T_STR, true, 64, NULL, "the provider" },
@@ -119,6 +135,8 @@ static const sb_field_t s_llm_info_ok [] = {
     { "context_window", SB_T_UINT, true, 0, NULL, "tokens the model takes, input and output", RANGE_COUNT },
     { "max_output_tokens", SB_T_UINT, true, 0, NULL, "tokens it may write in one answer", RANGE_COUNT },
     { "source", SB_T_STR, true, 16, NULL, "configured | flag | family | default (docs/compaction.md)" },
+    { "prices", SB_T_MAP, false, 0, s_prices, "the model's price (absent: none known, cost unknown)" },
+    { "ratelimit", SB_T_MAP, false, 0, s_ratelimit, "the latest rate-limit headers the provider sent" },
     { "providers", SB_T_ARRAY, false, 32, s_provider_item,
       "every configured provider, in the configuration's order; without a provider asked, `provider` "
       "is the default one (what a session without its own uses)" },

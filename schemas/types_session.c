@@ -93,6 +93,40 @@ static const sb_field_t s_session_list_ok [] = {
     { "next_cursor", SB_T_STR, false, ID_MAX, NULL, "cursor for the next (older) page; absent at the end" },
     END
 };
+static const sb_field_t s_usage_totals [] = {
+    { "calls", SB_T_UINT, true, 0, NULL, "usage entries (model calls) counted", RANGE_COUNT },
+    { "input_tokens", SB_T_UINT, false, 0, NULL, "absent: some call did not report it (unknown)", RANGE_COUNT },
+    { "output_tokens", SB_T_UINT, false, 0, NULL, "same", RANGE_COUNT },
+    { "cached_input_tokens", SB_T_UINT, false, 0, NULL, "same", RANGE_COUNT },
+    { "reasoning_tokens", SB_T_UINT, false, 0, NULL, "same", RANGE_COUNT },
+    { "cost_microusd", SB_T_UINT, false, 0, NULL, "micro-dollars; absent: some call had no price", RANGE_COUNT },
+    END
+};
+static const sb_field_t s_usage_run [] = {
+    { "run_id", SB_T_STR, true, ID_MAX, NULL, "the run" },
+    { "totals", SB_T_MAP, true, 0, s_usage_totals, "its totals" },
+    END
+};
+static const sb_field_t s_usage_run_item [] = { { "runs", SB_T_MAP, false, 0, s_usage_run, "a run" } };
+static const sb_field_t s_usage_day [] = {
+    { "day", SB_T_STR, true, 10, NULL, "YYYY-MM-DD (UTC)" },
+    { "totals", SB_T_MAP, true, 0, s_usage_totals, "that day's totals" },
+    END
+};
+static const sb_field_t s_usage_day_item [] = { { "days", SB_T_MAP, false, 0, s_usage_day, "a day" } };
+static const sb_field_t s_session_usage [] = {
+    { "session_id", SB_T_STR, false, ID_MAX, NULL, "one session (absent: all)" },
+    { "since", SB_T_STR, false, 10, NULL, "only from this UTC day on, YYYY-MM-DD" },
+    END
+};
+static const sb_field_t s_session_usage_ok [] = {
+    { "session_id", SB_T_STR, false, ID_MAX, NULL, "the session asked" },
+    { "since", SB_T_STR, false, 10, NULL, "the day asked" },
+    { "totals", SB_T_MAP, true, 0, s_usage_totals, "the totals" },
+    { "runs", SB_T_ARRAY, false, 1000, s_usage_run_item, "the session's runs, oldest first (with session_id)" },
+    { "days", SB_T_ARRAY, false, 1000, s_usage_day_item, "by day, oldest first" },
+    END
+};
 static const sb_field_t s_session_update [] = {
     { "session_id", SB_T_STR, true, ID_MAX, NULL, "session id" },
     { "title", SB_T_STR, false, 256, NULL, "title" },
@@ -205,6 +239,9 @@ const sb_type_t sb_types_session [] = {
     REP ("session.create.ok", s_session_one, "the new session"),
     REQ ("session.get", s_session_id_only, SB_SCOPE_PUBLIC | SB_SCOPE_WORKER, "get one session"),
     REP ("session.get.ok", s_session_one, "the session"),
+    REQ ("session.usage", s_session_usage, SB_SCOPE_PUBLIC,
+         "tokens and cost of a session (and its runs) or of all, by day (docs/usage.md)"),
+    REP ("session.usage.ok", s_session_usage_ok, "the totals"),
     REQ ("session.list", s_session_list, SB_SCOPE_PUBLIC, "list sessions, paged"),
     REP ("session.list.ok", s_session_list_ok, "a page of sessions"),
     REQ ("session.update", s_session_update, SB_SCOPE_PUBLIC, "change a session's config"),

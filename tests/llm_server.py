@@ -53,6 +53,9 @@ Parameters (path segments; "+" joins several values):
     status=NNN       answer every request with HTTP NNN and an error body of the format
     retry_after_ms=N with variant 429: also send retry-after-ms: N
     models=a+b       ids for GET .../models (default test-model-1+test-model-2)
+    ratelimit=K      streamed replies carry rate-limit headers: x-ratelimit-* (anthropic-
+                     ratelimit-* on .../messages) with limits 1000 requests and 200000 tokens,
+                     K requests and K*100 tokens remaining, and retry-after: 7
     tag=X            anything; makes the scenario distinct (see "State")
     refresh=fail     on .../oauth/token: refuse the refresh with 400 invalid_grant
     window=BYTES     a context window: a streamed request whose body is longer gets the
@@ -95,7 +98,8 @@ turn and streams it in the format of that endpoint:
                                            # encrypted_content "enc-<n>" / signature "sig-<n>"
      "tool_calls": [{"name": "write_file", "arguments": {"path": "a.txt"},  # object or string
                      "call_id": "call_1"}],                                 # optional
-     "usage": {"input_tokens": 10, "output_tokens": 5},   # false: chat streams send none
+     "usage": {"input_tokens": 10, "output_tokens": 5},   # false: chat streams send none;
+                                           # responses also takes cached_tokens, reasoning_tokens
      "variant": "cut",                     # optional, as above, for this turn only
      "status": 500, "retry_after": 1,      # optional: fail this turn with HTTP status instead
      "overflow": true}                     # optional: fail it with the context overflow error
@@ -340,8 +344,9 @@ def gen_responses(turn):
     inp, out = turn.tokens()
     yield True, sse("response.completed", {"type": "response.completed", "response": {
         "id": rid, "object": "response", "status": "completed",
-        "usage": {"input_tokens": inp, "input_tokens_details": {"cached_tokens": 0},
-                  "output_tokens": out, "output_tokens_details": {"reasoning_tokens": 0},
+        "usage": {"input_tokens": inp, "input_tokens_details": {"cached_tokens": turn.usage.get("cached_tokens", 0)},
+                  "output_tokens": out,
+                  "output_tokens_details": {"reasoning_tokens": turn.usage.get("reasoning_tokens", 0)},
                   "total_tokens": inp + out}}})
 
 
@@ -694,6 +699,7 @@ class Handler(BaseHTTPRequestHandler):
             return self.fail(fmt, scenario, params, body, 400, code="no_scenario",
                              message="llm_server: say fixture=, script= or gen= in the base URL")
         self.record(endpoint, scenario, params, body, 200)
+        self.ratelimit = (fmt, params.get("ratelimit"))
         self.stream(events, variants, delay, int(params.get("batch", 1)))
 
     def overflow(self, fmt, scenario, params, body, window):
@@ -751,12 +757,29 @@ class Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
 
+    def ratelimit_headers(self):
+        """ratelimit=K: the rate-limit headers of the endpoint's provider, K requests left."""
+        fmt, left = getattr(self, "ratelimit", (None, None))
+        if left is None:
+            return
+        left = int(left)
+        if fmt == "anthropic":
+            names = ("anthropic-ratelimit-requests-limit", "anthropic-ratelimit-requests-remaining",
+                     "anthropic-ratelimit-tokens-limit", "anthropic-ratelimit-tokens-remaining")
+        else:
+            names = ("x-ratelimit-limit-requests", "x-ratelimit-remaining-requests",
+                     "x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens")
+        for name, value in zip(names, (1000, left, 200000, left * 100)):
+            self.send_header(name, str(value))
+        self.send_header("retry-after", "7")
+
     def stream(self, events, variants, delay, batch):
         self.started = True
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
+        self.ratelimit_headers()
         self.end_headers()
         self.wfile.flush()
         eol = b"\r\n" if "crlf" in variants else b"\r" if "cr" in variants else None

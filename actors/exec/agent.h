@@ -119,6 +119,24 @@ typedef struct {
     char *arguments;            /* NULL: the provider sent unusable arguments */
 } sb_exec_call_t;
 
+//  What a model call's usage chunk said (docs/usage.md): the counts the
+//  provider reported (bit k of known: count k, in the order input,
+//  output, cached, reasoning), who answered, the cost and the rate-limit
+//  headers (-1: unknown). actors/exec/model.c.
+typedef struct {
+    uint64_t count [4];
+    unsigned known;
+    char provider [64], model [128];
+    int64_t cost_microusd;
+    int64_t ratelimit [5];      /* SB_RATELIMIT_KEYS order */
+} sb_exec_usage_t;
+
+//  Adds a usage chunk to *u (zeroed before a call's first chunk).
+void sb_exec_usage_take (sb_exec_usage_t *u, const sb_val_t *chunk);
+
+//  The usage entry's fields of *u (its map already open).
+void sb_exec_usage_encode (const sb_exec_usage_t *u, sb_enc_t *e);
+
 //  What one model call produced.
 typedef struct {
     sb_exec_call_t calls [64];
@@ -129,6 +147,7 @@ typedef struct {
     int nstates;
     uint64_t in_tokens, out_tokens, cached_tokens, reasoning_tokens;
     bool usage;
+    sb_exec_usage_t call_usage; /* the usage chunk as the tape entry says it */
     char stop [32];
 } sb_exec_step_t;
 

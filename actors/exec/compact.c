@@ -206,6 +206,7 @@ typedef struct {
     bool known;
     uint64_t in, out;
     uint64_t context;           //  the request's estimated size, in tokens
+    sb_exec_usage_t call;       //  the chunk as the tape entry says it
 } s_usage_t;
 
 //  What a summary stream gathers: its text, bounded by the tape entry
@@ -227,8 +228,9 @@ s_gather_chunk (void *arg, const sb_val_t *chunk)
     const char *text = sb_get_str (chunk, "text");
     if (kind && strcmp (kind, "usage") == 0) {
         g->usage->known = true;
-        g->usage->in += sb_get_uint (chunk, "input_tokens", 0);
-        g->usage->out += sb_get_uint (chunk, "output_tokens", 0);
+        sb_exec_usage_take (&g->usage->call, chunk);
+        g->usage->in = g->usage->call.count [0];
+        g->usage->out = g->usage->call.count [1];
         return 0;
     }
     if (!kind || strcmp (kind, "text") != 0 || !text || !*text)
@@ -379,10 +381,8 @@ s_append_compacted (sb_exec_run_t *run, uint64_t through_seq, const char *method
     sb_enc_array_open (e);
     if (usage) {
         sb_exec_entry_open (e, "usage");
-        if (usage->known) {
-            sb_enc_kuint (e, "input_tokens", usage->in);
-            sb_enc_kuint (e, "output_tokens", usage->out);
-        }
+        if (usage->known)
+            sb_exec_usage_encode (&usage->call, e);
         sb_enc_kuint (e, "context_tokens", usage->context);
         sb_enc_kuint (e, "context_window", run->runtime->context_window);
         sb_exec_entry_close (e);
@@ -501,7 +501,7 @@ sb_exec_compact (sb_exec_run_t *run, sb_compact_mode_t mode, bool *did)
     if (!plan.summarizable)
         return 0;
     bool overflow;
-    s_usage_t usage = { false, 0, 0, 0 };
+    s_usage_t usage = { 0 };
     char *text = s_summarize (run, &plan, budget, &overflow, &usage);
     if (!text) {
         if (overflow)

@@ -11,6 +11,7 @@
 /* llm.stream takes at most this many tools (schemas/types_llm.c) */
 #define SB_EXEC_MODEL_TOOLS_MAX 256
 #include "common/log.h"
+#include "schemas/types.h"
 #include "schemas/vocab.h"
 
 #include <stdlib.h>
@@ -70,6 +71,55 @@ s_id_taken (sb_exec_run_t *run, const sb_exec_step_t *step, const sb_exec_call_t
         if (strcmp (c->call_id, call->call_id) == 0)
             return true;
     return false;
+}
+
+/*  The usage chunk of a model call: the counts the provider reported (an
+    absent one stays unknown), who answered, the cost, the rate limits. */
+static const char *s_counts [4] = { "input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens" };
+static const char *s_ratelimit_keys [] = { SB_RATELIMIT_KEYS };
+
+void
+sb_exec_usage_take (sb_exec_usage_t *u, const sb_val_t *c)
+{
+    for (int k = 0; k < 4; k++)
+        if (sb_get (c, s_counts [k])) {
+            u->count [k] += sb_get_uint (c, s_counts [k], 0);
+            u->known |= 1u << k;
+        }
+    const char *p = sb_get_str (c, "provider"), *m = sb_get_str (c, "model");
+    if (p)
+        snprintf (u->provider, sizeof u->provider, "%s", p);
+    if (m)
+        snprintf (u->model, sizeof u->model, "%s", m);
+    u->cost_microusd = sb_get (c, "cost_microusd") ? (int64_t) sb_get_uint (c, "cost_microusd", 0) : -1;
+    for (int k = 0; k < SB_RATELIMIT_NKEYS; k++)
+        u->ratelimit [k] = sb_get (c, s_ratelimit_keys [k]) ? (int64_t) sb_get_uint (c, s_ratelimit_keys [k], 0) : -1;
+}
+
+void
+sb_exec_usage_encode (const sb_exec_usage_t *u, sb_enc_t *e)
+{
+    for (int k = 0; k < 4; k++)
+        if (u->known & (1u << k))
+            sb_enc_kuint (e, s_counts [k], u->count [k]);
+    sb_enc_kstr_opt (e, "provider", u->provider [0] ? u->provider : NULL);
+    sb_enc_kstr_opt (e, "model", u->model [0] ? u->model : NULL);
+    if (u->cost_microusd >= 0)
+        sb_enc_kuint (e, "cost_microusd", (uint64_t) u->cost_microusd);
+    for (int k = 0; k < SB_RATELIMIT_NKEYS; k++)
+        if (u->ratelimit [k] >= 0)
+            sb_enc_kuint (e, s_ratelimit_keys [k], (uint64_t) u->ratelimit [k]);
+}
+
+static void
+s_call_usage (sb_exec_step_t *step, const sb_val_t *c)
+{
+    step->usage = true;
+    sb_exec_usage_take (&step->call_usage, c);
+    step->in_tokens = step->call_usage.count [0];
+    step->out_tokens = step->call_usage.count [1];
+    step->cached_tokens = step->call_usage.count [2];
+    step->reasoning_tokens = step->call_usage.count [3];
 }
 
 /*  Gives a call an id unique in the session: the provider's own when no
@@ -151,13 +201,8 @@ s_on_chunk (sb_exec_run_t *run, sb_exec_step_t *step, const sb_val_t *c)
         call->arguments = NULL;
     }
     else
-    if (strcmp (kind, "usage") == 0) {
-        step->usage = true;
-        step->in_tokens += sb_get_uint (c, "input_tokens", 0);
-        step->out_tokens += sb_get_uint (c, "output_tokens", 0);
-        step->cached_tokens += sb_get_uint (c, "cached_tokens", 0);
-        step->reasoning_tokens += sb_get_uint (c, "reasoning_tokens", 0);
-    }
+    if (strcmp (kind, "usage") == 0)
+        s_call_usage (step, c);
     else
     if (strcmp (kind, "reasoning_state") == 0 && step->nstates < 16) {
         const char *d = sb_get_str (c, "data");
@@ -288,10 +333,7 @@ sb_exec_record_step (sb_exec_run_t *run, sb_exec_step_t *step)
            tokens only when the provider reported them (else unknown) */
         sb_exec_entry_open (e, "usage");
         if (step->usage) {
-            sb_enc_kuint (e, "input_tokens", step->in_tokens);
-            sb_enc_kuint (e, "output_tokens", step->out_tokens);
-            sb_enc_kuint (e, "cached_tokens", step->cached_tokens);
-            sb_enc_kuint (e, "reasoning_tokens", step->reasoning_tokens);
+            sb_exec_usage_encode (&step->call_usage, e);
             atomic_store (&run->usage_known, true);
         }
         if (run->runtime->context_window) {

@@ -53,6 +53,7 @@ s_defaults (sb_llm_provider_t *p)
     p->idle_timeout_s = 300;
     p->connect_timeout_ms = 10000;
     p->backoff_base_ms = 500;
+    sb_limits_seen_clear (&p->ratelimit);
     const char *idle = getenv ("SWITCHBOARD_LLM_IDLE_TIMEOUT_S");
     if (idle && atoi (idle) > 0)
         p->idle_timeout_s = atoi (idle);
@@ -234,18 +235,21 @@ s_entries_from_json (sb_llm_config_t *cfg, json_t *list, char *entry, size_t ent
         s_copy (p->client_id, sizeof p->client_id, json_string_value (json_object_get (o, "client_id")));
         if ((rc = s_limits_from_json (o, &p->context_window, &p->max_output_tokens, err, errlen)))
             break;
+        if (json_object_get (o, "prices")
+        &&  (rc = sb_price_from_json (json_object_get (o, "prices"), &p->price, err, errlen)))
+            break;
         json_t *models = json_object_get (o, "models");
         size_t m;
         json_t *mv;
         json_array_foreach (models, m, mv) {
             if (p->nmodels >= SB_LLM_MAX_MODELS)
                 break;
-            //  A model is a name, or {"name", "context_window"?, "max_output_tokens"?}.
+            //  A model is a name, or {"name", "context_window"?, "max_output_tokens"?, "prices"?}.
             const char *id = json_is_string (mv) ? json_string_value (mv)
                            : json_string_value (json_object_get (mv, "name"));
             if (!id) {
                 snprintf (err, errlen, "models[%zu] must be a name or "
-                          "{\"name\", \"context_window\", \"max_output_tokens\"}", m);
+                          "{\"name\", \"context_window\", \"max_output_tokens\", \"prices\"}", m);
                 rc = -1;
                 break;
             }
@@ -254,6 +258,13 @@ s_entries_from_json (sb_llm_config_t *cfg, json_t *list, char *entry, size_t ent
             if (json_is_object (mv)
             &&  (rc = s_limits_from_json (mv, &p->model_window [i], &p->model_output [i], err, errlen)))
                 break;
+            if (json_object_get (mv, "prices")
+            &&  (rc = sb_price_from_json (json_object_get (mv, "prices"), &p->model_price [i], err, errlen))) {
+                char what [300];
+                snprintf (what, sizeof what, "%s", err);
+                snprintf (err, errlen, "model %.128s: %s", id, what);
+                break;
+            }
             p->nmodels++;
         }
         if (rc)
@@ -476,4 +487,22 @@ sb_llm_model_limits (const sb_llm_config_t *cfg, const sb_llm_provider_t *p, con
                            : fam_output ? fam_output : SB_LLM_DEFAULT_OUTPUT;
     if (out->max_output_tokens > out->context_window)
         out->max_output_tokens = out->context_window;
+}
+
+bool
+sb_llm_model_price (const sb_llm_provider_t *p, const char *model, sb_price_t *out)
+{
+    if ((!model || !*model) && p)
+        model = p->model;
+    if (p && model)
+        for (int i = 0; i < p->nmodels; i++)
+            if (p->model_price [i].set && strcmp (p->models [i], model) == 0) {
+                *out = p->model_price [i];
+                return true;
+            }
+    if (p && p->price.set) {
+        *out = p->price;
+        return true;
+    }
+    return sb_price_default (model, out);
 }

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "actors/llm/provider.h"
+#include "actors/llm/usage.h"
 
 #define SB_LLM_MAX_PROVIDERS 32
 #define SB_LLM_MAX_MODELS 16
@@ -30,7 +31,9 @@ typedef struct {
     char models [SB_LLM_MAX_MODELS][128];   /* configured model list (llm.models fallback) */
     uint64_t model_window [SB_LLM_MAX_MODELS];  /* per model: context window (0: not set) */
     uint64_t model_output [SB_LLM_MAX_MODELS];  /* per model: max output tokens (0: not set) */
+    sb_price_t model_price [SB_LLM_MAX_MODELS]; /* per model: "prices" (set false: not given) */
     int nmodels;
+    sb_price_t price;           /* "prices" of the provider: any model of it */
     uint64_t context_window;    /* for any model of this provider (0: not set) */
     uint64_t max_output_tokens; /* same, output reserve */
     char *api_key;              /* secret: never log it */
@@ -42,6 +45,7 @@ typedef struct {
     int idle_timeout_s;         /* between bytes */
     int connect_timeout_ms;
     int backoff_base_ms;        /* first retry delay without a server hint */
+    sb_limits_seen_t ratelimit;   /* the latest rate-limit headers it sent (llm.info) */
 } sb_llm_provider_t;
 
 typedef struct {
@@ -68,6 +72,12 @@ typedef struct {
 #define SB_LLM_DEFAULT_OUTPUT 16384
 void sb_llm_model_limits (const sb_llm_config_t *cfg, const sb_llm_provider_t *p,
                           const char *model, sb_llm_limits_t *out);
+
+/*  The price of `model` at provider p (NULL or empty: p's default model):
+    the model's row in the providers file, then the provider's "prices",
+    then the table of well-known models (usage.c). false: no price, so the
+    call's cost is unknown. */
+bool sb_llm_model_price (const sb_llm_provider_t *p, const char *model, sb_price_t *out);
 
 /*  Builds the configuration. kind: --llm (NULL: demo unless --providers),
     url: --llm-url, model: --model, file: --providers. Reads keys from the

@@ -148,6 +148,7 @@ sb_llm_job_new (self_t *self, job_kind_t kind, const sb_msg_t *req)
         return NULL;
     job->kind = kind;
     job->self = self;
+    sb_limits_seen_clear (&job->rl);
     if (req) {
         snprintf (job->id, sizeof job->id, "%s", req->h.id);
         job->req = req->h;

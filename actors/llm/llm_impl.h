@@ -49,6 +49,7 @@ typedef struct job {
     size_t errlen;
     char retry_after [64];
     char retry_after_ms [64];
+    sb_limits_seen_t rl;          /* rate-limit headers of the last response */
     long status;
     bool status_known;
     bool json_body;             /* Content-Type application/json: an answer, not an event stream */
@@ -100,6 +101,8 @@ struct self {
 void sb_llm_send (self_t *self, job_t *job, const char *type, uint64_t seq);
 /*  Sends an error reply; the message never holds the provider's key or
     the job's token. */
+void sb_llm_encode_tokens (const sb_llm_usage_t *u, sb_enc_t *e);
+void sb_llm_encode_usage (job_t *job, const sb_llm_usage_t *u, sb_enc_t *e);
 void sb_llm_send_error (self_t *self, job_t *job, sb_err_t code, bool retryable, int64_t retry_after_ms,
                         const char *provider_code, long http_status, const char *fmt, ...)
     __attribute__ ((format (printf, 8, 9)));

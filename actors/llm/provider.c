@@ -419,6 +419,7 @@ sb_mapper_new (sb_provider_kind_t kind)
     self->on_event = fn;
     self->last_index = -1;
     self->error.retry_after_ms = -1;
+    self->usage = (sb_llm_usage_t) { -1, -1, -1, -1 };
     return self;
 }
 
@@ -550,6 +551,18 @@ sb_mapper_finish_error (sb_mapper_t *self, const char *code, const char *type,
     self->finished = true;
     self->has_error = true;
     sb_provider_error_fill (&self->error, 0, code, type, message);
+}
+
+/*  A usage count: absent or not a number is unknown (-1), never 0, so that
+    a provider that does not say is not taken to have said none. */
+int64_t
+sb_provider_jcount (json_t *obj, const char *key)
+{
+    json_t *v = json_object_get (obj, key);
+    if (!json_is_number (v))
+        return -1;
+    int64_t n = sb_provider_jint (obj, key);
+    return n < 0 ? 0 : n;
 }
 
 int

@@ -250,13 +250,14 @@ s_usage (sb_mapper_t *self, json_t *usage, bool start)
         return;
     self->has_usage = true;
     if (start || json_object_get (usage, "input_tokens")) {
-        int64_t cached = sb_provider_jint (usage, "cache_read_input_tokens");
-        self->usage.input_tokens = sb_provider_jint (usage, "input_tokens") + cached
-                                 + sb_provider_jint (usage, "cache_creation_input_tokens");
+        int64_t input = sb_provider_jcount (usage, "input_tokens");
+        int64_t cached = sb_provider_jcount (usage, "cache_read_input_tokens");
+        int64_t created = sb_provider_jcount (usage, "cache_creation_input_tokens");
+        self->usage.input_tokens = input < 0 ? -1 : input + (cached > 0 ? cached : 0) + (created > 0 ? created : 0);
         self->usage.cached_tokens = cached;
     }
     if (json_object_get (usage, "output_tokens"))
-        self->usage.output_tokens = sb_provider_jint (usage, "output_tokens");
+        self->usage.output_tokens = sb_provider_jcount (usage, "output_tokens");
 }
 
 static int

@@ -292,12 +292,12 @@ sb_provider_chat_map (sb_mapper_t *self, const char *event, json_t *data, const 
     if (json_is_object (usage)) {
         //  Kept and emitted once at [DONE]: vLLM can repeat it on every chunk.
         self->has_usage = true;
-        self->usage.input_tokens = sb_provider_jint (usage, "prompt_tokens");
-        self->usage.output_tokens = sb_provider_jint (usage, "completion_tokens");
+        self->usage.input_tokens = sb_provider_jcount (usage, "prompt_tokens");
+        self->usage.output_tokens = sb_provider_jcount (usage, "completion_tokens");
         self->usage.cached_tokens =
-            sb_provider_jint (json_object_get (usage, "prompt_tokens_details"), "cached_tokens");
+            sb_provider_jcount (json_object_get (usage, "prompt_tokens_details"), "cached_tokens");
         self->usage.reasoning_tokens =
-            sb_provider_jint (json_object_get (usage, "completion_tokens_details"), "reasoning_tokens");
+            sb_provider_jcount (json_object_get (usage, "completion_tokens_details"), "reasoning_tokens");
     }
     return 0;
 }

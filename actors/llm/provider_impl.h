@@ -126,6 +126,7 @@ size_t sb_provider_utf8_seq (const unsigned char *s, size_t n);
 //  JSON helpers.
 const char *sb_provider_jstr (json_t *obj, const char *key);        // NULL unless a string
 int64_t sb_provider_jint (json_t *obj, const char *key);            // 0 unless a number
+int64_t sb_provider_jcount (json_t *obj, const char *key);          // a token count; -1 when absent (unknown)
 //  A JSON string from C text; invalid UTF-8 becomes U+FFFD, since tool
 //  output is whatever a command printed. NULL only when out of memory.
 json_t *sb_provider_jtext (const char *s);

@@ -214,12 +214,12 @@ s_usage (sb_mapper_t *self, json_t *response)
     if (!json_is_object (usage))
         return;
     self->has_usage = true;
-    self->usage.input_tokens = sb_provider_jint (usage, "input_tokens");
-    self->usage.output_tokens = sb_provider_jint (usage, "output_tokens");
+    self->usage.input_tokens = sb_provider_jcount (usage, "input_tokens");
+    self->usage.output_tokens = sb_provider_jcount (usage, "output_tokens");
     self->usage.cached_tokens =
-        sb_provider_jint (json_object_get (usage, "input_tokens_details"), "cached_tokens");
+        sb_provider_jcount (json_object_get (usage, "input_tokens_details"), "cached_tokens");
     self->usage.reasoning_tokens =
-        sb_provider_jint (json_object_get (usage, "output_tokens_details"), "reasoning_tokens");
+        sb_provider_jcount (json_object_get (usage, "output_tokens_details"), "reasoning_tokens");
 }
 
 //  response.completed or response.incomplete: calls whose item never

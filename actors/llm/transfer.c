@@ -13,6 +13,38 @@
 /* ------------------------------------------------------------------ */
 /*  curl callbacks */
 
+/*  The counts the provider reported; an unknown one is left out. */
+void
+sb_llm_encode_tokens (const sb_llm_usage_t *u, sb_enc_t *e)
+{
+    if (u->input_tokens >= 0) sb_enc_kuint (e, "input_tokens", (uint64_t) u->input_tokens);
+    if (u->output_tokens >= 0) sb_enc_kuint (e, "output_tokens", (uint64_t) u->output_tokens);
+    if (u->cached_tokens >= 0) sb_enc_kuint (e, "cached_tokens", (uint64_t) u->cached_tokens);
+    if (u->reasoning_tokens >= 0) sb_enc_kuint (e, "reasoning_tokens", (uint64_t) u->reasoning_tokens);
+}
+
+/*  A usage chunk: the counts, who answered, the cost when the model has a
+    price (docs/usage.md), and the rate-limit headers of this response. The
+    latest headers are also kept per provider, for llm.info. */
+void
+sb_llm_encode_usage (job_t *job, const sb_llm_usage_t *u, sb_enc_t *e)
+{
+    sb_llm_encode_tokens (u, e);
+    sb_enc_kstr (e, "provider", job->prov->name);
+    sb_enc_kstr (e, "model", job->model [0] ? job->model : job->prov->model);
+    sb_price_t price;
+    if (sb_llm_model_price (job->prov, job->model, &price)) {
+        int64_t cost = sb_price_cost (&price, u->input_tokens, u->cached_tokens, u->output_tokens);
+        if (cost >= 0)
+            sb_enc_kuint (e, "cost_microusd", (uint64_t) cost);
+    }
+    for (int k = 0; k < SB_RL_COUNT; k++)
+        if (job->rl.v [k] >= 0)
+            sb_enc_kuint (e, sb_limits_seen_key ((sb_limits_field_t) k), (uint64_t) job->rl.v [k]);
+    if (sb_limits_seen_any (&job->rl))
+        job->prov->ratelimit = job->rl;
+}
+
 static int
 s_on_chunk (const sb_chunk_t *c, void *arg)
 {
@@ -35,10 +67,7 @@ s_on_chunk (const sb_chunk_t *c, void *arg)
             sb_enc_strn (e, c->arguments ? c->arguments : "", c->arguments ? c->arguments_len : 0);
             break;
         case SB_CHUNK_USAGE:
-            sb_enc_kuint (e, "input_tokens", (uint64_t) (c->usage.input_tokens > 0 ? c->usage.input_tokens : 0));
-            sb_enc_kuint (e, "output_tokens", (uint64_t) (c->usage.output_tokens > 0 ? c->usage.output_tokens : 0));
-            sb_enc_kuint (e, "cached_tokens", (uint64_t) (c->usage.cached_tokens > 0 ? c->usage.cached_tokens : 0));
-            sb_enc_kuint (e, "reasoning_tokens", (uint64_t) (c->usage.reasoning_tokens > 0 ? c->usage.reasoning_tokens : 0));
+            sb_llm_encode_usage (job, &c->usage, e);
             break;
         case SB_CHUNK_REASONING_STATE:
             sb_enc_key (e, "data");
@@ -117,6 +146,7 @@ s_header_cb (char *ptr, size_t size, size_t nmemb, void *arg)
     else
     if (v > 15 && strncasecmp (ptr, "retry-after-ms:", 15) == 0)
         snprintf (job->retry_after_ms, sizeof job->retry_after_ms, "%.*s", (int) (v - 15), ptr + 15);
+    sb_limits_seen_header (&job->rl, ptr, v);
     if (v > 13 && strncasecmp (ptr, "content-type:", 13) == 0)
         job->json_body = strcasestr (ptr, "application/json") != NULL && strcasestr (ptr, "event-stream") == NULL;
     /* the status line of each attempt comes first: reset per response */
@@ -124,6 +154,7 @@ s_header_cb (char *ptr, size_t size, size_t nmemb, void *arg)
         job->status_known = false;
         job->json_body = false;
         job->retry_after [0] = job->retry_after_ms [0] = 0;
+        sb_limits_seen_clear (&job->rl);
     }
     return n;
 }
@@ -355,10 +386,7 @@ s_stream_done (self_t *self, job_t *job, CURLcode res)
             if (sb_mapper_usage (job->mapper, &u)) {
                 sb_enc_key (e, "usage");
                 sb_enc_map_open (e);
-                sb_enc_kuint (e, "input_tokens", (uint64_t) (u.input_tokens > 0 ? u.input_tokens : 0));
-                sb_enc_kuint (e, "output_tokens", (uint64_t) (u.output_tokens > 0 ? u.output_tokens : 0));
-                sb_enc_kuint (e, "cached_tokens", (uint64_t) (u.cached_tokens > 0 ? u.cached_tokens : 0));
-                sb_enc_kuint (e, "reasoning_tokens", (uint64_t) (u.reasoning_tokens > 0 ? u.reasoning_tokens : 0));
+                sb_llm_encode_tokens (&u, e);
                 sb_enc_map_close (e);
             }
             sb_enc_kstr (e, "provider", job->prov->name);

@@ -767,6 +767,8 @@ sb_session_write_append (self_t *self, sb_txn_t *txn, req_t *req)
         const span_t *sp = &self->spans [req->span0 + k];
         sb_session_tape_put (self, txn, req, r, ++r->last_seq, sp->kind, prep + sp->off, sp->len);
         s_note_entry (self, r, sp);
+        if (strcmp (sp->kind, "usage") == 0)
+            sb_session_usage_note (self, txn, req->sid, req->run_id, sp->body);
         //  Counted with the entries, so the record written in the same
         //  transaction holds the tape's count.
         r->tape_bytes += sp->len;

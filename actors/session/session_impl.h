@@ -52,7 +52,7 @@
 #define GATHER_MAX_US       2000
 
 //  The dbis of DATA/session, in the order given to sb_store_open.
-enum { DBI_SESSIONS, DBI_TAPE, DBI_STATUS, DBI_COMMANDS, DBI_EXPIRY, DBI_PURGE, DBI_QUEUE };
+enum { DBI_SESSIONS, DBI_TAPE, DBI_STATUS, DBI_COMMANDS, DBI_EXPIRY, DBI_PURGE, DBI_QUEUE, DBI_USAGE };
 
 //  What a request asks of the session actor: the index of its row in
 //  sb_session_ops (actors/session.c). From OP_PROMPT to OP_STEER_TAKE the
@@ -60,7 +60,7 @@ enum { DBI_SESSIONS, DBI_TAPE, DBI_STATUS, DBI_COMMANDS, DBI_EXPIRY, DBI_PURGE, 
 //  internal ones the actor gives itself, which no bus type names.
 typedef enum {
     OP_CREATE, OP_GET, OP_LIST, OP_UPDATE, OP_CLOSE, OP_DELETE, OP_APPEND, OP_EVENTS, OP_FENCE,
-    OP_PROMPT, OP_Q_LIST, OP_Q_REMOVE, OP_Q_RESUME, OP_STEER_TAKE, OP_COMPACT,
+    OP_PROMPT, OP_Q_LIST, OP_Q_REMOVE, OP_Q_RESUME, OP_STEER_TAKE, OP_COMPACT, OP_USAGE,
     OP_Q_REMEMBER, OP_Q_DEQUEUE, OP_Q_START_FAILED, OP_Q_RESTART,
     OP__COUNT
 } op_t;
@@ -314,6 +314,13 @@ int sb_session_drain_fn (sb_txn_t *txn, void *arg);
 void sb_session_read_get (self_t *self, sb_txn_t *txn, req_t *req);
 void sb_session_read_list (self_t *self, sb_txn_t *txn, req_t *req);
 void sb_session_read_events (self_t *self, sb_txn_t *txn, req_t *req);
+
+//  actors/session/usage.c: a usage entry of session sid (run run_id, or
+//  NULL) added to the totals, in the append's transaction; session.usage.
+void sb_session_usage_note (self_t *self, sb_txn_t *txn, const char *sid, const char *run_id,
+                            const sb_val_t *body);
+void sb_session_read_usage (self_t *self, sb_txn_t *txn, req_t *req);
+int64_t sb_session_usage_day (const char *date);
 
 //  session/store.c: records (through the drain's cache)
 

@@ -3,6 +3,15 @@
 // WebSocket only (docs/gateway.md for the protocol).
 
 import { el, clear, append, fmtTokens, shortId } from './dom.js';
+
+// a total's cost: dollars from micro-dollars, or "cost unknown" when some
+// call had no price (docs/usage.md)
+function fmtCost (t) {
+  if (t.cost_microusd === undefined)
+    return 'cost unknown';
+  const usd = t.cost_microusd / 1e6;
+  return '$' + usd.toFixed (usd < 0.01 ? 4 : 2);
+}
 import { Conn } from './conn.js';
 import { Transcript } from './transcript.js';
 import { Sidebar, sessionTitle } from './sidebar.js';
@@ -172,6 +181,8 @@ class App {
     this._loadSession ();
     this.changes.refresh ();
     this._queueRefresh ();
+    this.usage = null;
+    this._usageRefresh ();
     this._connText ();
   }
 
@@ -263,6 +274,8 @@ class App {
         this._later ('list', 600, () => this.sidebar.refresh ());
       }
     }
+    if (what === 'usage')
+      this._later ('usage', 400, () => this._usageRefresh ());
     if (what === 'prompt' && this.session && ev.body && ev.body.text)
       this.session.last_prompt = (ev.body.text.split ('\n').find (l => l.trim ()) || '').slice (0, 200);
     if ((what === 'session.updated' || what === 'session.created') && this.transcript.session)
@@ -310,6 +323,32 @@ class App {
     usage.textContent = t ? (t.tokensKnown ? fmtTokens (t.input) + ' in · ' + fmtTokens (t.output) + ' out · '
       : 'tokens unknown · ') + t.steps + (t.steps === 1 ? ' step' : ' steps')
       + (t.window ? ' · context ' + Math.round (100 * t.context / t.window) + '%' : '') : '';
+    // the totals the server keeps (session.usage, docs/usage.md): the
+    // session's cost, then the current (latest) run's tokens and cost
+    const u = this.usage;
+    if (u && u.totals && u.totals.calls) {
+      const runs = u.runs || [];
+      const run = runs.length ? runs [runs.length - 1].totals : null;
+      usage.textContent += (usage.textContent ? ' · ' : '') + fmtCost (u.totals)
+        + (run ? ' · run ' + (run.input_tokens !== undefined ? fmtTokens (run.input_tokens) + ' in · ' : 'tokens unknown · ')
+          + (run.output_tokens !== undefined ? fmtTokens (run.output_tokens) + ' out · ' : '') + fmtCost (run) : '');
+    }
+  }
+
+  // session.usage for the open session; shown by _head
+  async _usageRefresh () {
+    const sid = this.current;
+    if (!sid)
+      return;
+    try {
+      const r = await this.conn.call ('session.usage', { session_id: sid });
+      if (sid !== this.current)
+        return;
+      this.usage = r;
+    } catch (e) {
+      this.usage = null;
+    }
+    this._head ();
   }
 
   async _update (field, value, more) {

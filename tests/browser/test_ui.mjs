@@ -318,6 +318,10 @@ async function main () {
     check (await page.isHidden ('#jump'), '"Jump to live" still shows after jumping');
     const usage = await page.innerText ('#head-usage');
     check (usage.includes ('4.4k in') && usage.includes ('3 steps'), 'the header does not show the usage: ' + usage);
+    // the server's totals: the model has no price, so the cost is unknown, and
+    // the run's tokens are the session's (one run)
+    await waitFor ('the header to show the totals', async () =>
+      (await page.innerText ('#head-usage')).includes ('cost unknown · run 4.4k in · 230 out'), 5000);
 
     // 8. the changes panel shows the diff of the file the agent wrote
     await page.click ('#tab-changes');

@@ -24,8 +24,10 @@ from sbllm import FIXTURES, LlmServer, check_chunks, provider, serve_llm, stream
 # the fixtures: what each must give, whatever the delivery
 
 def usage(i, o, cached=0, reasoning=0):
-    return {"kind": "usage", "input_tokens": i, "output_tokens": o,
-            "cached_tokens": cached, "reasoning_tokens": reasoning}
+    """None: the provider did not say (unknown), so the chunk leaves it out."""
+    u = {"kind": "usage", "input_tokens": i, "output_tokens": o,
+         "cached_tokens": cached, "reasoning_tokens": reasoning}
+    return {k: v for k, v in u.items() if v is not None}
 
 
 # file -> (provider kind, chunks, final). final is ("ok", stop_reason) or
@@ -69,7 +71,7 @@ EXPECT = {
         {"kind": "text", "text": "Hello"},
         {"kind": "text", "text": ", world."},
         {"kind": "text", "text": " Plain too."},
-        usage(21, 19),
+        usage(21, 19, None, None),
     ], ("ok", "end")),
     "anthropic-thinking-tool.sse": ("anthropic", [
         {"kind": "thinking", "text": "The user wants the tests run."},
@@ -79,7 +81,7 @@ EXPECT = {
         {"kind": "text", "text": "Running the tests now."},
         {"kind": "tool_call", "call_id": "toolu_01Ab", "name": "shell",
          "arguments": '{"command": "make test"}'},
-        usage(465, 88),
+        usage(465, 88, 0, None),
     ], ("ok", "tool_calls")),
 }
 
@@ -125,6 +127,11 @@ def run_fixture(name):
             final = client.wait_reply(rid, 15)
             got = check_chunks(rid, final)
             what = "%s / %s" % (name, variant)
+            # a usage chunk names who answered (docs/usage.md); no price here
+            for c in got:
+                if c["kind"] == "usage":
+                    check(c.pop("provider", None) == tag and c.pop("model", None) == "fx-model"
+                          and "cost_microusd" not in c, "%s: usage chunk %r", what, c)
             sent = llm.requests(kind, tag)
             if cut:
                 # the chunks before the terminal event, then a retryable

@@ -50,10 +50,15 @@ sink_cb (const sb_chunk_t *c, void *ctx)
             json_object_set_new (o, "arguments", json_stringn (c->arguments, c->arguments_len));
             break;
         case SB_CHUNK_USAGE:
-            json_object_set_new (o, "input_tokens", json_integer (c->usage.input_tokens));
-            json_object_set_new (o, "output_tokens", json_integer (c->usage.output_tokens));
-            json_object_set_new (o, "cached_tokens", json_integer (c->usage.cached_tokens));
-            json_object_set_new (o, "reasoning_tokens", json_integer (c->usage.reasoning_tokens));
+            //  an unknown count (-1) is left out, as on the bus
+            if (c->usage.input_tokens >= 0)
+                json_object_set_new (o, "input_tokens", json_integer (c->usage.input_tokens));
+            if (c->usage.output_tokens >= 0)
+                json_object_set_new (o, "output_tokens", json_integer (c->usage.output_tokens));
+            if (c->usage.cached_tokens >= 0)
+                json_object_set_new (o, "cached_tokens", json_integer (c->usage.cached_tokens));
+            if (c->usage.reasoning_tokens >= 0)
+                json_object_set_new (o, "reasoning_tokens", json_integer (c->usage.reasoning_tokens));
             break;
         case SB_CHUNK_REASONING_STATE: {
             json_t *data = json_loadb (c->data, c->data_len, 0, NULL);
@@ -192,7 +197,7 @@ static const fixture_t s_fixtures [] = {
       " {\"kind\":\"text\",\"text\":\"Running the tests now.\"},"
       " {\"kind\":\"tool_call\",\"call_id\":\"toolu_01Ab\",\"name\":\"shell\","
       "   \"arguments\":\"{\\\"command\\\": \\\"make test\\\"}\"},"
-      " {\"kind\":\"usage\",\"input_tokens\":465,\"output_tokens\":88,\"cached_tokens\":0,\"reasoning_tokens\":0},"
+      " {\"kind\":\"usage\",\"input_tokens\":465,\"output_tokens\":88,\"cached_tokens\":0},"
       " {\"kind\":\"done\",\"stop_reason\":\"tool_calls\"}]" },
 };
 
@@ -297,7 +302,7 @@ Test (provider, responses_calls_without_item_done_flushed_in_order)
     assert_chunks (got,
         "[{\"kind\":\"tool_call\",\"call_id\":\"ca\",\"name\":\"na\",\"arguments\":\"{}\"},"
         " {\"kind\":\"tool_call\",\"call_id\":\"cb\",\"name\":\"nb\",\"arguments\":\"{\\\"x\\\":1}\"},"
-        " {\"kind\":\"usage\",\"input_tokens\":5,\"output_tokens\":2,\"cached_tokens\":3,\"reasoning_tokens\":0},"
+        " {\"kind\":\"usage\",\"input_tokens\":5,\"output_tokens\":2,\"cached_tokens\":3},"
         " {\"kind\":\"done\",\"stop_reason\":\"tool_calls\"}]", "flush");
     json_decref (got);
 }
@@ -376,7 +381,7 @@ Test (provider, chat_variants_of_compatible_servers)
         "[{\"kind\":\"thinking\",\"text\":\"hm\"}, {\"kind\":\"thinking\",\"text\":\" ok\"},"
         " {\"kind\":\"tool_call\",\"call_id\":\"a\",\"name\":\"f\",\"arguments\":\"{\\\"x\\\":1}\"},"
         " {\"kind\":\"tool_call\",\"call_id\":\"b\",\"name\":\"g\",\"arguments\":\"{\\\"y\\\":2}\"},"
-        " {\"kind\":\"usage\",\"input_tokens\":9,\"output_tokens\":4,\"cached_tokens\":0,\"reasoning_tokens\":2},"
+        " {\"kind\":\"usage\",\"input_tokens\":9,\"output_tokens\":4,\"reasoning_tokens\":2},"
         " {\"kind\":\"done\",\"stop_reason\":\"tool_calls\"}]", "chat compat");
     json_decref (got);
 }
@@ -427,7 +432,7 @@ Test (provider, anthropic_edge_cases)
         "[{\"kind\":\"reasoning_state\",\"data\":{\"type\":\"redacted_thinking\",\"data\":\"EmwKAhgB\"}},"
         " {\"kind\":\"tool_call\",\"call_id\":\"t1\",\"name\":\"git_status\",\"arguments\":\"{}\"},"
         " {\"kind\":\"error\",\"call_id\":\"t2\",\"name\":\"shell\",\"arguments\":\"{\\\"command\\\": \\\"ls\",\"code\":\"invalid_arguments\"},"
-        " {\"kind\":\"usage\",\"input_tokens\":105,\"output_tokens\":50,\"cached_tokens\":90,\"reasoning_tokens\":0},"
+        " {\"kind\":\"usage\",\"input_tokens\":105,\"output_tokens\":50,\"cached_tokens\":90},"
         " {\"kind\":\"done\",\"stop_reason\":\"length\"}]", "anthropic edges");
     json_decref (got);
 }
@@ -736,7 +741,7 @@ Test (provider, anthropic_thinking_without_signature_leaves_the_field_out)
     assert_chunks (got,
         "[{\"kind\":\"thinking\",\"text\":\"hm\"},"
         " {\"kind\":\"reasoning_state\",\"data\":{\"type\":\"thinking\",\"thinking\":\"hm\"}},"
-        " {\"kind\":\"usage\",\"input_tokens\":3,\"output_tokens\":2,\"cached_tokens\":0,\"reasoning_tokens\":0},"
+        " {\"kind\":\"usage\",\"input_tokens\":3,\"output_tokens\":2},"
         " {\"kind\":\"done\",\"stop_reason\":\"end\"}]", "no signature");
     json_decref (got);
 

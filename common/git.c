@@ -148,29 +148,11 @@ s_neutralise (const char *ws, char **envp, const char **argv, int *argc, int cap
     return rc;
 }
 
-/*  Runs `git -C WS ARGS...` with GIT_INDEX_FILE=index when index is set.
-    Its stdout goes to *out (NUL-terminated, caller frees), stderr to
-    /dev/null. Returns git's exit status, or -1. */
-int
-sb_git_run (const char *ws, const char *index, const char *const *args, char **out)
+/*  Runs `git -C WS ARGS...` with envp, the repository's programs
+    neutralised first. */
+static int
+s_git_exec (const char *ws, char **envp, const char *const *args, char **out)
 {
-    size_t nenv = 0;
-    while (environ [nenv])
-        nenv++;
-    char **envp = calloc (nenv + 2, sizeof *envp);
-    char index_var [160];
-    if (!envp)
-        return -1;
-    size_t w = 0;
-    for (size_t k = 0; k < nenv; k++)
-        if (strncmp (environ [k], "GIT_INDEX_FILE=", 15) != 0)
-            envp [w++] = environ [k];
-    if (index) {
-        snprintf (index_var, sizeof index_var, "GIT_INDEX_FILE=%s", index);
-        envp [w++] = index_var;
-    }
-    envp [w] = NULL;
-
     enum { CAP = 3 + 2 * SB_GIT_OVERRIDES_MAX + 24 };
     const char **argv = calloc (CAP, sizeof *argv);
     char **owned = NULL;
@@ -195,8 +177,61 @@ sb_git_run (const char *ws, const char *index, const char *const *args, char **o
         free (owned [k]);
     free (owned);
     free (argv);
+    return rc;
+}
+
+/*  Runs `git -C WS ARGS...` with GIT_INDEX_FILE=index when index is set.
+    Its stdout goes to *out (NUL-terminated, caller frees), stderr to
+    /dev/null. Returns git's exit status, or -1. */
+int
+sb_git_run (const char *ws, const char *index, const char *const *args, char **out)
+{
+    size_t nenv = 0;
+    while (environ [nenv])
+        nenv++;
+    char **envp = calloc (nenv + 2, sizeof *envp);
+    char index_var [160];
+    if (!envp)
+        return -1;
+    size_t w = 0;
+    for (size_t k = 0; k < nenv; k++)
+        if (strncmp (environ [k], "GIT_INDEX_FILE=", 15) != 0)
+            envp [w++] = environ [k];
+    if (index) {
+        snprintf (index_var, sizeof index_var, "GIT_INDEX_FILE=%s", index);
+        envp [w++] = index_var;
+    }
+    envp [w] = NULL;
+    int rc = s_git_exec (ws, envp, args, out);
     free (envp);
     return rc;
+}
+
+/*  The server's environment holds its keys (provider API keys, a
+    PostgreSQL URL), and a tool's environment is the model's to shape:
+    neither reaches this git. It sees PATH, a fixed locale, no system or
+    global config, and the caller's `vars`. */
+int
+sb_git_run_env (const char *ws, const char *const *vars, const char *const *args, char **out)
+{
+    enum { BASE = 5 };
+    const char *envp [BASE + SB_GIT_ENV_MAX + 1];
+    size_t w = 0;
+    const char *path = getenv ("PATH");
+    char path_var [4200];
+    snprintf (path_var, sizeof path_var, "PATH=%s", path && strlen (path) < 4000 ? path : "/usr/bin:/bin");
+    envp [w++] = path_var;
+    envp [w++] = "LC_ALL=C";
+    envp [w++] = "GIT_CONFIG_NOSYSTEM=1";
+    envp [w++] = "GIT_CONFIG_GLOBAL=/dev/null";
+    envp [w++] = "GIT_TERMINAL_PROMPT=0";
+    for (size_t k = 0; vars && vars [k]; k++) {
+        if (k >= SB_GIT_ENV_MAX)
+            return -1;
+        envp [w++] = vars [k];
+    }
+    envp [w] = NULL;
+    return s_git_exec (ws, (char **) envp, args, out);
 }
 
 static int
@@ -283,8 +318,8 @@ sb_git_stage_tree (sb_git_stage_t *self, char *tree, size_t n)
     return tree [0] ? 0 : -1;
 }
 
-static int
-s_copy (const char *from, const char *to)
+int
+sb_git_copy_file (const char *from, const char *to)
 {
     int in = open (from, O_RDONLY | O_CLOEXEC);
     if (in < 0)
@@ -365,7 +400,7 @@ sb_git_stage_open (sb_git_stage_t *self, const char *workspace, const char *excl
         return -1;
     }
     snprintf (self->index, sizeof self->index, "%s/index", self->tmpdir);
-    return s_copy (real, self->index);
+    return sb_git_copy_file (real, self->index);
 }
 
 void

@@ -35,6 +35,17 @@ extern const char *const sb_git_always [];
     Returns git's exit status, or -1. */
 int sb_git_run (const char *ws, const char *index, const char *const *args, char **out);
 
+#define SB_GIT_ENV_MAX 8       /* variables sb_git_run_env passes, at most */
+
+/*  As sb_git_run, in an environment of its own: PATH, LC_ALL=C, no system
+    or global git config, and `vars` (KEY=VALUE, NULL-terminated, at most
+    SB_GIT_ENV_MAX), and nothing of the server's environment. */
+int sb_git_run_env (const char *ws, const char *const *vars, const char *const *args, char **out);
+
+/*  Copies the file `from` to `to` (mode 0600): 0, also when `from` does
+    not exist (nothing is written then); -1 on error. */
+int sb_git_copy_file (const char *from, const char *to);
+
 typedef struct {
     char workspace [4096];
     char exclude [4200];        /* a pathspec to leave out (":(exclude)DATA"), or "" */

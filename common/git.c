@@ -149,9 +149,10 @@ s_neutralise (const char *ws, char **envp, const char **argv, int *argc, int cap
 }
 
 /*  Runs `git -C WS ARGS...` with envp, the repository's programs
-    neutralised first. */
+    neutralised first: listed now, or the overrides `ov` holds (listed
+    by its first use). */
 static int
-s_git_exec (const char *ws, char **envp, const char *const *args, char **out)
+s_git_exec (const char *ws, char **envp, const char *const *args, char **out, sb_git_overrides_t *ov)
 {
     enum { CAP = 3 + 2 * SB_GIT_OVERRIDES_MAX + 24 };
     const char **argv = calloc (CAP, sizeof *argv);
@@ -166,7 +167,21 @@ s_git_exec (const char *ws, char **envp, const char *const *args, char **out)
             argv [argc++] = "-c";
             argv [argc++] = sb_git_always [k];
         }
-        if (s_neutralise (ws, envp, argv, &argc, CAP - 24, &owned) == 0) {
+        int nrc = 0;
+        if (ov && ov->ready)
+            for (size_t k = 0; ov->kv && ov->kv [k] && argc < CAP - 26; k++) {
+                argv [argc++] = "-c";
+                argv [argc++] = ov->kv [k];
+            }
+        else {
+            nrc = s_neutralise (ws, envp, argv, &argc, CAP - 24, &owned);
+            if (nrc == 0 && ov) {
+                ov->kv = owned;         /* the overrides' now */
+                ov->ready = true;
+                owned = NULL;
+            }
+        }
+        if (nrc == 0) {
             for (int k = 0; args [k] && argc < CAP - 1; k++)
                 argv [argc++] = args [k];
             argv [argc] = NULL;
@@ -202,7 +217,7 @@ sb_git_run (const char *ws, const char *index, const char *const *args, char **o
         envp [w++] = index_var;
     }
     envp [w] = NULL;
-    int rc = s_git_exec (ws, envp, args, out);
+    int rc = s_git_exec (ws, envp, args, out, NULL);
     free (envp);
     return rc;
 }
@@ -213,6 +228,23 @@ sb_git_run (const char *ws, const char *index, const char *const *args, char **o
     global config, and the caller's `vars`. */
 int
 sb_git_run_env (const char *ws, const char *const *vars, const char *const *args, char **out)
+{
+    return sb_git_run_cached (NULL, ws, vars, args, out);
+}
+
+void
+sb_git_overrides_clear (sb_git_overrides_t *self)
+{
+    for (size_t k = 0; self->kv && self->kv [k]; k++)
+        free (self->kv [k]);
+    free (self->kv);
+    self->kv = NULL;
+    self->ready = false;
+}
+
+int
+sb_git_run_cached (sb_git_overrides_t *ov, const char *ws, const char *const *vars, const char *const *args,
+                   char **out)
 {
     enum { BASE = 5 };
     const char *envp [BASE + SB_GIT_ENV_MAX + 1];
@@ -231,7 +263,7 @@ sb_git_run_env (const char *ws, const char *const *vars, const char *const *args
         envp [w++] = vars [k];
     }
     envp [w] = NULL;
-    return s_git_exec (ws, (char **) envp, args, out);
+    return s_git_exec (ws, (char **) envp, args, out, ov);
 }
 
 static int

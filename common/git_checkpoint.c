@@ -20,6 +20,7 @@ typedef struct {
     const char *vars [SB_GIT_ENV_MAX + 1];
     char index [4200];
     char pathspec [4300];       //  the pathspec file when files are skipped
+    sb_git_overrides_t ov;      //  the config is listed once a checkpoint
 } s_ctx_t;
 
 static const char *const s_identity [] = {
@@ -52,7 +53,7 @@ sb_ckpt_ref (const char *sid, char *ref, size_t n)
 static int
 s_git (s_ctx_t *self, const char *const *args, char **out)
 {
-    return sb_git_run_env (self->ws, self->vars, args, out);
+    return sb_git_run_cached (&self->ov, self->ws, self->vars, args, out);
 }
 
 //  The first line of a git command's output, in `id` (an object id).
@@ -122,13 +123,17 @@ s_open (s_ctx_t *self, const char *ws, const char *dir, const char *sid, char *e
         if (stat (repo, &st) != 0) {
             const char *init [] = { "init", "-q", "--bare", repo, NULL };
             s_ctx_t bare = { .ws = dir, .vars = { NULL } };
-            if (s_git (&bare, init, NULL) != 0)
+            int rc = s_git (&bare, init, NULL);
+            sb_git_overrides_clear (&bare.ov);
+            if (rc != 0)
                 return s_fail (err, errlen, "cannot make the shadow repository");
         }
         snprintf (self->dir_var, sizeof self->dir_var, "GIT_DIR=%s", repo);
         snprintf (self->tree_var, sizeof self->tree_var, "GIT_WORK_TREE=%s", ws);
         self->vars [nv++] = self->dir_var;
         self->vars [nv++] = self->tree_var;
+        /* listed again with GIT_DIR set: the shadow's config is the one */
+        sb_git_overrides_clear (&self->ov);
     }
     else {
         /* the first checkpoint starts from a copy of the real index, whose
@@ -154,7 +159,7 @@ s_open (s_ctx_t *self, const char *ws, const char *dir, const char *sid, char *e
     return 0;
 }
 
-//  Appends `len` bytes of `s` and a NUL to the pathspec file.
+//  Appends `magic`, `s` and a NUL to the pathspec file.
 static bool
 s_spec (FILE *f, const char *magic, const char *s)
 {
@@ -274,6 +279,9 @@ s_changed (s_ctx_t *self, const char *a, const char *b, sb_ckpt_t *out, char *er
     return rc;
 }
 
+static int s_record (s_ctx_t *ctx, const char *ref, const char *message, sb_ckpt_t *out, char *err,
+                     size_t errlen);
+
 int
 sb_ckpt_take (const char *ws, const char *dir, const char *sid, const char *exclude, int64_t max_file,
               const char *message, sb_ckpt_t *out, char *err, size_t errlen)
@@ -284,23 +292,35 @@ sb_ckpt_take (const char *ws, const char *dir, const char *sid, const char *excl
         return s_fail (err, errlen, "not a valid session id");
     if (exclude && !exclude [0])
         exclude = NULL;
-    s_ctx_t ctx;
-    if (s_open (&ctx, ws, dir, sid, err, errlen) != 0)
-        return -1;
-    out->shadow = ctx.dir_var [0] != 0;
-    int rc = s_find_large (&ctx, exclude, max_file, out, err, errlen);
+    s_ctx_t *ctx = calloc (1, sizeof *ctx);
+    if (!ctx)
+        return s_fail (err, errlen, "out of memory");
+    int rc = s_open (ctx, ws, dir, sid, err, errlen);
+    if (rc == 0) {
+        out->shadow = ctx->dir_var [0] != 0;
+        rc = s_find_large (ctx, exclude, max_file, out, err, errlen);
+    }
     if (rc == 0)
-        rc = s_stage (&ctx, exclude, out, err, errlen);
-    if (ctx.pathspec [0])
-        unlink (ctx.pathspec);
-    if (rc != 0)
-        return -1;
+        rc = s_stage (ctx, exclude, out, err, errlen);
+    if (ctx->pathspec [0])
+        unlink (ctx->pathspec);
+    if (rc == 0)
+        rc = s_record (ctx, ref, message, out, err, errlen);
+    sb_git_overrides_clear (&ctx->ov);
+    free (ctx);
+    return rc;
+}
 
+/*  Commits the tree on the session's chain and lists what changed since
+    the chain's last one. */
+static int
+s_record (s_ctx_t *ctx, const char *ref, const char *message, sb_ckpt_t *out, char *err, size_t errlen)
+{
     /* the previous checkpoint: its commit and its tree */
     char fmt [] = "--format=%(objectname) %(tree)";
     const char *head [] = { "for-each-ref", fmt, ref, NULL };
     char *line = NULL, parent [80] = "", prev [80] = "";
-    if (s_git (&ctx, head, &line) != 0) {
+    if (s_git (ctx, head, &line) != 0) {
         free (line);
         return s_fail (err, errlen, "git for-each-ref failed");
     }
@@ -308,16 +328,16 @@ sb_ckpt_take (const char *ws, const char *dir, const char *sid, const char *excl
         parent [0] = prev [0] = 0;
     free (line);
     out->first = !parent [0];
-    if (!out->first && s_changed (&ctx, prev, out->tree, out, err, errlen) != 0)
+    if (!out->first && s_changed (ctx, prev, out->tree, out, err, errlen) != 0)
         return -1;
 
     const char *commit_first [] = { "commit-tree", out->tree, "-m", message, NULL };
     const char *commit_next [] = { "commit-tree", out->tree, "-p", parent, "-m", message, NULL };
-    if (s_git_id (&ctx, out->first ? commit_first : commit_next, out->commit, sizeof out->commit) != 0)
+    if (s_git_id (ctx, out->first ? commit_first : commit_next, out->commit, sizeof out->commit) != 0)
         return s_fail (err, errlen, "git commit-tree failed");
     /* the old value given: two writers cannot both move the chain */
     const char *update [] = { "update-ref", ref, out->commit, parent, NULL };
-    if (s_git (&ctx, update, NULL) != 0)
+    if (s_git (ctx, update, NULL) != 0)
         return s_fail (err, errlen, "git update-ref failed");
     return 0;
 }

@@ -12,6 +12,8 @@ each driven by a scripted model through the real server:
   - a workspace outside git goes to the shadow repository in DATA;
   - a file over SWITCHBOARD_CHECKPOINT_MAX_FILE is in no tree and the
     entry names it with its size;
+  - a worker's run checkpoints its git workspace too (the kind is one a
+    worker key may append), its private index in the git dir;
   - `switchboard checkpoints` lists them, as text and as JSON.
 """
 import json
@@ -21,7 +23,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import Server, check, cli, run_tests, tmpdir  # noqa: E402
-from sbagent import LLM, LLM_ENV, git_repo, llm_args, new_session, prompt, shell, tape, tool, wait_run  # noqa: E402
+from sbagent import (LLM, LLM_ENV, git_repo, llm_args, new_session, prompt, session_prompt, shell,  # noqa: E402
+                     start_worker, tape, tool, wait_run)
 
 
 def git(ws, *args, env=None, git_dir=None):
@@ -194,6 +197,26 @@ def test_a_large_file_is_recorded_by_size_only():
     check("big.bin" not in names(ws, b["tree"]) and "small.txt" in names(ws, b["tree"]), "%r", names(ws, b["tree"]))
     rc, out, err = cli(server, "checkpoints", sid)
     check(rc == 0 and "skipped big.bin (10000 bytes)" in out, "listing: %d %r %s", rc, out, err)
+    server.stop()
+
+
+def test_a_worker_run_checkpoints_its_workspace():
+    ws = git_workspace()
+    llm = LLM()
+    llm.script("wk", edit_run_turns())
+    server = Server(args=llm_args(llm, "wk"), env=LLM_ENV).start()
+    w = start_worker(server, "wc")
+    sid = new_session(server, ws, approval_policy="yolo", target="worker:p")
+    run = wait_run(server, session_prompt(server, sid, "go"), timeout=30)
+    check(run["status"] == "completed" and run["worker_id"] == "wc", "run: %r\nworker log:\n%s", run, w.log())
+    bodies = [c["body"] for c in checkpoints(tape(server, sid))]
+    check(len(bodies) == 4 and all(b["store"] == "repository" for b in bodies), "checkpoints: %r", bodies)
+    check(sorted(bodies[3]["changed"]) == ["moved.txt", "new.txt", "notes.txt"], "after the shell: %r", bodies[3])
+    check(bodies[3]["tree"] == disk_tree(ws), "the last checkpoint is not the work tree")
+    check(os.path.exists(os.path.join(ws, ".git", "switchboard", "checkpoints-%s.index" % sid)),
+          "no private index in the git dir")
+    check(git(ws, "rev-parse", "refs/switchboard/checkpoints/" + sid).strip() == bodies[3]["commit"], "the ref")
+    w.stop()
     server.stop()
 
 

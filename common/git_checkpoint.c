@@ -1,9 +1,11 @@
 /*  common/git_checkpoint.c — see git_checkpoint.h. */
 #include "common/git_checkpoint.h"
+#include "common/digest.h"
 #include "common/git.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +23,8 @@ typedef struct {
     char index [4200];
     char pathspec [4300];       //  the pathspec file when files are skipped
     sb_git_overrides_t ov;      //  the config is listed once a checkpoint
+    char *hashes;               //  the last checkpoint's skipped files: records "HEX SIZE MTIME INO\0PATH\0"
+    size_t hashes_len;
 } s_ctx_t;
 
 static const char *const s_identity [] = {
@@ -159,6 +163,111 @@ s_open (s_ctx_t *self, const char *ws, const char *dir, const char *sid, char *e
     return 0;
 }
 
+/* ------------------------------------------------------------------ */
+/*  The skipped files' hashes: a large file is hashed again only when its
+    stat data changed since the last checkpoint, as git's index spares
+    the files it tracks. The cache is our own file under DATA (or the git
+    dir), still read as bytes from outside: bounded and validated. */
+
+static void
+s_hashes_path (const s_ctx_t *self, char *path, size_t n)
+{
+    snprintf (path, n, "%s.hashes", self->index);
+}
+
+static void
+s_hashes_load (s_ctx_t *self)
+{
+    char path [4400];
+    s_hashes_path (self, path, sizeof path);
+    int fd = open (path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0)
+        return;
+    if (fstat (fd, &st) == 0 && st.st_size > 0 && st.st_size <= SB_CKPT_HASHES_MAX_BYTES
+    &&  (self->hashes = malloc ((size_t) st.st_size + 2))) {
+        ssize_t r = read (fd, self->hashes, (size_t) st.st_size);
+        self->hashes_len = r == st.st_size ? (size_t) r : 0;
+        self->hashes [self->hashes_len] = self->hashes [self->hashes_len + 1] = 0;
+    }
+    close (fd);
+}
+
+//  The cached hash of `p` when its stat data are those of `st`.
+static bool
+s_hashes_find (const s_ctx_t *self, const char *p, const struct stat *st, char hash [65])
+{
+    const char *end = self->hashes ? self->hashes + self->hashes_len : NULL;
+    for (const char *r = self->hashes; r && r < end; ) {
+        const char *rp = r + strnlen (r, (size_t) (end - r)) + 1;
+        if (rp >= end)
+            break;
+        size_t plen = strnlen (rp, (size_t) (end - rp));
+        char hex [65];
+        int64_t size, mtime;
+        uint64_t ino;
+        if (sscanf (r, "%64[0-9a-f] %" SCNd64 " %" SCNd64 " %" SCNu64, hex, &size, &mtime, &ino) == 4
+        &&  strlen (hex) == 64 && strcmp (rp, p) == 0 && size == st->st_size && ino == (uint64_t) st->st_ino
+        &&  mtime == (int64_t) st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec) {
+            memcpy (hash, hex, 65);
+            return true;
+        }
+        r = rp + plen + 1;
+    }
+    return false;
+}
+
+static void
+s_hash_file (int dirfd, const char *p, char hash [65])
+{
+    hash [0] = 0;
+    int fd = openat (dirfd, p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    enum { CHUNK = 1 << 16 };
+    uint8_t *buf = fd >= 0 ? malloc (CHUNK) : NULL;
+    sb_digest_t *d = buf ? sb_digest_new () : NULL;
+    ssize_t r = d ? 0 : -1;
+    while (d && (r = read (fd, buf, CHUNK)) > 0)
+        sb_digest_update (d, buf, (size_t) r);
+    if (d && r == 0) {
+        uint8_t out [SB_DIGEST_LEN];
+        sb_digest_final (d, out);
+        for (int k = 0; k < SB_DIGEST_LEN; k++)
+            snprintf (hash + 2 * k, 3, "%02x", out [k]);
+    }
+    sb_digest_destroy (&d);
+    free (buf);
+    if (fd >= 0)
+        close (fd);
+}
+
+//  Writes this checkpoint's skipped files as the next one's cache.
+static void
+s_hashes_save (const s_ctx_t *self, int dirfd, const sb_ckpt_t *out)
+{
+    char path [4400], tmp [4500];
+    s_hashes_path (self, path, sizeof path);
+    if (out->nskipped == 0) {
+        unlink (path);
+        return;
+    }
+    snprintf (tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen (tmp, "we");
+    bool ok = f != NULL;
+    for (size_t k = 0; ok && k < out->nskipped; k++) {
+        const sb_ckpt_skip_t *s = &out->skipped [k];
+        struct stat st;
+        if (!s->hash [0] || fstatat (dirfd, s->path, &st, AT_SYMLINK_NOFOLLOW) != 0)
+            continue;
+        ok = fprintf (f, "%s %" PRId64 " %" PRId64 " %" PRIu64, s->hash, (int64_t) st.st_size,
+                      (int64_t) st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec, (uint64_t) st.st_ino) > 0
+          && fputc (0, f) == 0 && fwrite (s->path, 1, strlen (s->path) + 1, f) == strlen (s->path) + 1;
+    }
+    if (f && fclose (f) != 0)
+        ok = false;
+    if (!ok || rename (tmp, path) != 0)
+        unlink (tmp);
+}
+
 //  Appends `magic`, `s` and a NUL to the pathspec file.
 static bool
 s_spec (FILE *f, const char *magic, const char *s)
@@ -182,6 +291,7 @@ s_find_large (s_ctx_t *self, const char *exclude, int64_t max_file, sb_ckpt_t *o
     FILE *spec = NULL;
     size_t files = 0;
     int rc = dirfd < 0 ? s_fail (err, errlen, "cannot open the workspace") : 0;
+    s_hashes_load (self);
     for (char *p = list; rc == 0 && *p; p += strlen (p) + 1) {
         if (++files > SB_CKPT_FILES_MAX) {
             rc = s_fail (err, errlen, "the work tree holds too many files to record");
@@ -214,11 +324,15 @@ s_find_large (s_ctx_t *self, const char *exclude, int64_t max_file, sb_ckpt_t *o
                 break;
             }
             s->size = st.st_size;
+            if (!s_hashes_find (self, p, &st, s->hash))
+                s_hash_file (dirfd, p, s->hash);
             out->nskipped++;
         }
     }
     if (spec && fclose (spec) != 0 && rc == 0)
         rc = s_fail (err, errlen, "cannot write the pathspec file");
+    if (rc == 0 && dirfd >= 0)
+        s_hashes_save (self, dirfd, out);
     if (dirfd >= 0)
         close (dirfd);
     free (list);
@@ -307,6 +421,7 @@ sb_ckpt_take (const char *ws, const char *dir, const char *sid, const char *excl
     if (rc == 0)
         rc = s_record (ctx, ref, message, out, err, errlen);
     sb_git_overrides_clear (&ctx->ov);
+    free (ctx->hashes);
     free (ctx);
     return rc;
 }

@@ -31,9 +31,12 @@
 #define SB_CKPT_MAX_FILE_MIN     1024ll
 #define SB_CKPT_MAX_FILE_MAX     (1ll << 40)
 
+#define SB_CKPT_HASHES_MAX_BYTES (1u << 20)  /* the skipped files' hash cache, at most */
+
 typedef struct {
     char *path;
     int64_t size;
+    char hash [65];             /* BLAKE2b-256 of its content, hex; "" when it could not be read */
 } sb_ckpt_skip_t;
 
 typedef struct {
@@ -54,7 +57,9 @@ typedef struct {
     repositories (DATA/checkpoints, made if missing), or NULL: then only a
     git work tree is recorded, its index in its git dir. exclude: a
     pathspec to leave out (":(exclude)DATA"), or NULL. Files over max_file
-    bytes are left out of the tree and listed in `out->skipped`. message:
+    bytes are left out of the tree and listed in `out->skipped`, with
+    their size and hash (hashed again only when their size, mtime or inode
+    changed: the last hashes are kept beside the index). message:
     the commit's message. Returns 0 and fills *out (clear it with
     sb_ckpt_clear either way), or -1 with a reason in err. */
 int sb_ckpt_take (const char *workspace, const char *dir, const char *session_id, const char *exclude,

@@ -229,6 +229,7 @@ static const sb_field_t s_tape_instructions [] = {
 static const sb_field_t s_tape_skip_fields [] = {
     { "path", SB_T_STR, true, 4 KB, NULL, "the file, relative to the repository's top (or the workspace)" },
     { "size", SB_T_UINT, true, 0, NULL, "its size in bytes", RANGE_COUNT },
+    { "blake2b", SB_T_STR, false, 64, NULL, "BLAKE2b-256 of its content, hex; absent when it could not be read" },
     END };
 static const sb_field_t s_tape_skip [] = { { "file", SB_T_MAP, false, 0, s_tape_skip_fields, "a skipped file" } };
 static const sb_field_t s_tape_checkpoint [] = {
@@ -241,7 +242,7 @@ static const sb_field_t s_tape_checkpoint [] = {
     { "changed", SB_T_ARRAY, true, 256, s_tape_paths, "paths changed since the previous checkpoint" },
     { "files", SB_T_UINT, false, 0, NULL, "how many paths changed in all", RANGE_COUNT },
     { "truncated", SB_T_BOOL, false, 0, NULL, "true when changed lists only the first 256" },
-    { "skipped", SB_T_ARRAY, false, 64, s_tape_skip, "files over max_file: in no tree, recorded by size" },
+    { "skipped", SB_T_ARRAY, false, 64, s_tape_skip, "files over max_file: in no tree, recorded by size and hash" },
     { "skipped_truncated", SB_T_BOOL, false, 0, NULL, "true when more files were skipped than listed" },
     { "max_file", SB_T_UINT, false, 0, NULL, "SWITCHBOARD_CHECKPOINT_MAX_FILE: bytes a recorded file may have",
       RANGE (1024, 1ll << 40, 16 << 20) },

@@ -66,6 +66,8 @@ s_encode (sb_enc_t *e, const sb_exec_run_t *run, const sb_ckpt_t *c, int64_t ms)
         sb_enc_map_open (e);
         sb_enc_kstr (e, "path", c->skipped [k].path);
         sb_enc_kuint (e, "size", (uint64_t) c->skipped [k].size);
+        if (c->skipped [k].hash [0])
+            sb_enc_kstr (e, "blake2b", c->skipped [k].hash);
         sb_enc_map_close (e);
     }
     sb_enc_array_close (e);

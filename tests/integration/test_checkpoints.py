@@ -11,11 +11,12 @@ each driven by a scripted model through the real server:
     all, and the person's index is untouched;
   - a workspace outside git goes to the shadow repository in DATA;
   - a file over SWITCHBOARD_CHECKPOINT_MAX_FILE is in no tree and the
-    entry names it with its size;
+    entry names it with its size and hash;
   - a worker's run checkpoints its git workspace too (the kind is one a
     worker key may append), its private index in the git dir;
   - `switchboard checkpoints` lists them, as text and as JSON.
 """
+import hashlib
 import json
 import os
 import subprocess
@@ -184,7 +185,7 @@ def test_a_workspace_outside_git_goes_to_the_shadow_repository():
     server.stop()
 
 
-def test_a_large_file_is_recorded_by_size_only():
+def test_a_large_file_is_recorded_by_size_and_hash():
     ws = git_workspace()
     turns = [{"tool_calls": [shell("head -c 10000 /dev/zero > big.bin && echo small > small.txt", "c_big")]},
              {"text": "done"}]
@@ -192,7 +193,9 @@ def test_a_large_file_is_recorded_by_size_only():
     bodies = [c["body"] for c in checkpoints(entries)]
     check(len(bodies) == 2, "checkpoints: %r", bodies)
     b = bodies[1]
-    check(b["skipped"] == [{"path": "big.bin", "size": 10000}] and b["max_file"] == 4096, "skipped: %r", b)
+    blake = hashlib.blake2b(b"\0" * 10000, digest_size=32).hexdigest()
+    check(b["skipped"] == [{"path": "big.bin", "size": 10000, "blake2b": blake}] and b["max_file"] == 4096,
+          "skipped: %r", b)
     check(b["changed"] == ["small.txt"], "changed: %r", b)
     check("big.bin" not in names(ws, b["tree"]) and "small.txt" in names(ws, b["tree"]), "%r", names(ws, b["tree"]))
     rc, out, err = cli(server, "checkpoints", sid)

@@ -115,6 +115,25 @@ Test (git_checkpoint, a_file_over_the_cap_is_listed_not_stored)
     s_take (ws, data, 4096, &c);
     cr_assert_eq (c.nskipped, 2);
     cr_assert_eq (c.skipped [0].size, 4999);
+    cr_assert_eq (strlen (c.skipped [0].hash), 64);
+    char first [65];
+    memcpy (first, c.skipped [1].hash, 65);
+    cr_assert_str_eq (c.skipped [0].hash, first, "the same bytes, the same hash");
+    sb_ckpt_clear (&c);
+    //  unchanged: the cached hash; rewritten with other bytes of the same
+    //  size (another inode, as an editor's rename makes): hashed again
+    s_take (ws, data, 4096, &c);
+    cr_assert_str_eq (c.skipped [1].hash, first);
+    sb_ckpt_clear (&c);
+    char path [200], tmp [210];
+    snprintf (path, sizeof path, "%s/bigger.bin", ws);
+    snprintf (tmp, sizeof tmp, "%s/bigger.tmp", ws);
+    big [0] = 'c';
+    s_write (ws, "bigger.tmp", big);
+    cr_assert_eq (rename (tmp, path), 0);
+    s_take (ws, data, 4096, &c);
+    cr_assert_str_eq (c.skipped [1].path, "bigger.bin");
+    cr_assert_str_neq (c.skipped [1].hash, first);
     sb_ckpt_clear (&c);
     //  shrunk under the cap, it is recorded again (and only it: the
     //  literal pathspec of "big*.bin" did not leave "bigger.bin" out)

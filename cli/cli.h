@@ -102,6 +102,7 @@ int sb_cmd_actor (int argc, char **argv);
 int sb_cmd_call (int argc, char **argv);
 int sb_cmd_sessions (int argc, char **argv);
 int sb_cmd_events (int argc, char **argv);
+int sb_cmd_checkpoints (int argc, char **argv);
 int sb_cmd_mcp (int argc, char **argv);
 int sb_cmd_mcp_probe (int argc, char **argv);   //  cli/mcp_probe.c
 /*  cli/mcp.c: checks --mcp A,B (or all, none); true after a usage error. */

@@ -148,6 +148,53 @@ s_neutralise (const char *ws, char **envp, const char **argv, int *argc, int cap
     return rc;
 }
 
+/*  Runs `git -C WS ARGS...` with envp, the repository's programs
+    neutralised first: listed now, or the overrides `ov` holds (listed
+    by its first use). */
+static int
+s_git_exec (const char *ws, char **envp, const char *const *args, char **out, sb_git_overrides_t *ov)
+{
+    enum { CAP = 3 + 2 * SB_GIT_OVERRIDES_MAX + 24 };
+    const char **argv = calloc (CAP, sizeof *argv);
+    char **owned = NULL;
+    int argc = 0, rc = -1;
+    if (argv) {
+        argv [argc++] = "git";
+        argv [argc++] = "-C";
+        argv [argc++] = ws;
+        argv [argc++] = "--no-pager";
+        for (int k = 0; sb_git_always [k]; k++) {
+            argv [argc++] = "-c";
+            argv [argc++] = sb_git_always [k];
+        }
+        int nrc = 0;
+        if (ov && ov->ready)
+            for (size_t k = 0; ov->kv && ov->kv [k] && argc < CAP - 26; k++) {
+                argv [argc++] = "-c";
+                argv [argc++] = ov->kv [k];
+            }
+        else {
+            nrc = s_neutralise (ws, envp, argv, &argc, CAP - 24, &owned);
+            if (nrc == 0 && ov) {
+                ov->kv = owned;         /* the overrides' now */
+                ov->ready = true;
+                owned = NULL;
+            }
+        }
+        if (nrc == 0) {
+            for (int k = 0; args [k] && argc < CAP - 1; k++)
+                argv [argc++] = args [k];
+            argv [argc] = NULL;
+            rc = s_capture (argv, envp, SB_GIT_OUT_MAX, out, NULL);
+        }
+    }
+    for (size_t k = 0; owned && owned [k]; k++)
+        free (owned [k]);
+    free (owned);
+    free (argv);
+    return rc;
+}
+
 /*  Runs `git -C WS ARGS...` with GIT_INDEX_FILE=index when index is set.
     Its stdout goes to *out (NUL-terminated, caller frees), stderr to
     /dev/null. Returns git's exit status, or -1. */
@@ -170,33 +217,53 @@ sb_git_run (const char *ws, const char *index, const char *const *args, char **o
         envp [w++] = index_var;
     }
     envp [w] = NULL;
-
-    enum { CAP = 3 + 2 * SB_GIT_OVERRIDES_MAX + 24 };
-    const char **argv = calloc (CAP, sizeof *argv);
-    char **owned = NULL;
-    int argc = 0, rc = -1;
-    if (argv) {
-        argv [argc++] = "git";
-        argv [argc++] = "-C";
-        argv [argc++] = ws;
-        argv [argc++] = "--no-pager";
-        for (int k = 0; sb_git_always [k]; k++) {
-            argv [argc++] = "-c";
-            argv [argc++] = sb_git_always [k];
-        }
-        if (s_neutralise (ws, envp, argv, &argc, CAP - 24, &owned) == 0) {
-            for (int k = 0; args [k] && argc < CAP - 1; k++)
-                argv [argc++] = args [k];
-            argv [argc] = NULL;
-            rc = s_capture (argv, envp, SB_GIT_OUT_MAX, out, NULL);
-        }
-    }
-    for (size_t k = 0; owned && owned [k]; k++)
-        free (owned [k]);
-    free (owned);
-    free (argv);
+    int rc = s_git_exec (ws, envp, args, out, NULL);
     free (envp);
     return rc;
+}
+
+/*  The server's environment holds its keys (provider API keys, a
+    PostgreSQL URL), and a tool's environment is the model's to shape:
+    neither reaches this git. It sees PATH, a fixed locale, no system or
+    global config, and the caller's `vars`. */
+int
+sb_git_run_env (const char *ws, const char *const *vars, const char *const *args, char **out)
+{
+    return sb_git_run_cached (NULL, ws, vars, args, out);
+}
+
+void
+sb_git_overrides_clear (sb_git_overrides_t *self)
+{
+    for (size_t k = 0; self->kv && self->kv [k]; k++)
+        free (self->kv [k]);
+    free (self->kv);
+    self->kv = NULL;
+    self->ready = false;
+}
+
+int
+sb_git_run_cached (sb_git_overrides_t *ov, const char *ws, const char *const *vars, const char *const *args,
+                   char **out)
+{
+    enum { BASE = 5 };
+    const char *envp [BASE + SB_GIT_ENV_MAX + 1];
+    size_t w = 0;
+    const char *path = getenv ("PATH");
+    char path_var [4200];
+    snprintf (path_var, sizeof path_var, "PATH=%s", path && strlen (path) < 4000 ? path : "/usr/bin:/bin");
+    envp [w++] = path_var;
+    envp [w++] = "LC_ALL=C";
+    envp [w++] = "GIT_CONFIG_NOSYSTEM=1";
+    envp [w++] = "GIT_CONFIG_GLOBAL=/dev/null";
+    envp [w++] = "GIT_TERMINAL_PROMPT=0";
+    for (size_t k = 0; vars && vars [k]; k++) {
+        if (k >= SB_GIT_ENV_MAX)
+            return -1;
+        envp [w++] = vars [k];
+    }
+    envp [w] = NULL;
+    return s_git_exec (ws, (char **) envp, args, out, ov);
 }
 
 static int
@@ -283,8 +350,8 @@ sb_git_stage_tree (sb_git_stage_t *self, char *tree, size_t n)
     return tree [0] ? 0 : -1;
 }
 
-static int
-s_copy (const char *from, const char *to)
+int
+sb_git_copy_file (const char *from, const char *to)
 {
     int in = open (from, O_RDONLY | O_CLOEXEC);
     if (in < 0)
@@ -365,7 +432,7 @@ sb_git_stage_open (sb_git_stage_t *self, const char *workspace, const char *excl
         return -1;
     }
     snprintf (self->index, sizeof self->index, "%s/index", self->tmpdir);
-    return s_copy (real, self->index);
+    return sb_git_copy_file (real, self->index);
 }
 
 void

@@ -9,6 +9,7 @@
 #ifndef SB_COMMON_GIT_H
 #define SB_COMMON_GIT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define SB_GIT_OUT_MAX            (64u << 20)     /* bytes read from one git command */
@@ -34,6 +35,32 @@ extern const char *const sb_git_always [];
     config that cannot be neutralised is not run (-1).
     Returns git's exit status, or -1. */
 int sb_git_run (const char *ws, const char *index, const char *const *args, char **out);
+
+#define SB_GIT_ENV_MAX 8       /* variables sb_git_run_env passes, at most */
+
+/*  As sb_git_run, in an environment of its own: PATH, LC_ALL=C, no system
+    or global git config, and `vars` (KEY=VALUE, NULL-terminated, at most
+    SB_GIT_ENV_MAX), and nothing of the server's environment. */
+int sb_git_run_env (const char *ws, const char *const *vars, const char *const *args, char **out);
+
+/*  The `-c` overrides of one listing of a repository's config, for a
+    series of commands on the same repository in the same environment
+    that nothing else changes meanwhile (a checkpoint between two steps):
+    each git then costs one process instead of two. Zero it to start;
+    clear it when done. */
+typedef struct {
+    char **kv;                  /* KEY=VALUE, NULL-terminated; NULL: none */
+    bool ready;                 /* listed */
+} sb_git_overrides_t;
+/*  As sb_git_run_env, the config listed only by the first call with `ov`
+    (NULL: every time). */
+int sb_git_run_cached (sb_git_overrides_t *ov, const char *ws, const char *const *vars, const char *const *args,
+                       char **out);
+void sb_git_overrides_clear (sb_git_overrides_t *ov);
+
+/*  Copies the file `from` to `to` (mode 0600): 0, also when `from` does
+    not exist (nothing is written then); -1 on error. */
+int sb_git_copy_file (const char *from, const char *to);
 
 typedef struct {
     char workspace [4096];

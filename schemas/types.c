@@ -230,6 +230,30 @@ static const sb_field_t s_tape_instructions [] = {
     { "bytes", SB_T_UINT, true, 0, NULL, "bytes added to the instructions", RANGE_COUNT },
     { "truncated", SB_T_BOOL, false, 0, NULL, "true when the cap cut them" },
     END };
+/*  The bounds match common/git_checkpoint.h: SB_CKPT_CHANGED_MAX paths,
+    SB_CKPT_SKIPPED_MAX skipped files, SB_CKPT_PATH_MAX bytes a path. */
+static const sb_field_t s_tape_skip_fields [] = {
+    { "path", SB_T_STR, true, 4 KB, NULL, "the file, relative to the repository's top (or the workspace)" },
+    { "size", SB_T_UINT, true, 0, NULL, "its size in bytes", RANGE_COUNT },
+    { "blake2b", SB_T_STR, false, 64, NULL, "BLAKE2b-256 of its content, hex; absent when it could not be read" },
+    END };
+static const sb_field_t s_tape_skip [] = { { "file", SB_T_MAP, false, 0, s_tape_skip_fields, "a skipped file" } };
+static const sb_field_t s_tape_checkpoint [] = {
+    { "seq_of", SB_T_UINT, true, 0, NULL, "the seq of the last entry of the step it follows", RANGE_COUNT },
+    { "run_id", SB_T_STR, true, ID_MAX, NULL, "the run" },
+    { "tree", SB_T_STR, true, 64, NULL, "the git tree object of the work tree" },
+    { "commit", SB_T_STR, false, 64, NULL, "its commit on refs/switchboard/checkpoints/<session>" },
+    { "store", SB_T_ENUM, false, 16, NULL, "where the objects are", ENUM (sb_ckpt_stores) },
+    { "first", SB_T_BOOL, false, 0, NULL, "the session's first checkpoint: nothing to compare with" },
+    { "changed", SB_T_ARRAY, true, 256, s_tape_paths, "paths changed since the previous checkpoint" },
+    { "files", SB_T_UINT, false, 0, NULL, "how many paths changed in all", RANGE_COUNT },
+    { "truncated", SB_T_BOOL, false, 0, NULL, "true when changed lists only the first 256" },
+    { "skipped", SB_T_ARRAY, false, 64, s_tape_skip, "files over max_file: in no tree, recorded by size and hash" },
+    { "skipped_truncated", SB_T_BOOL, false, 0, NULL, "true when more files were skipped than listed" },
+    { "max_file", SB_T_UINT, false, 0, NULL, "SWITCHBOARD_CHECKPOINT_MAX_FILE: bytes a recorded file may have",
+      RANGE (1024, 1ll << 40, 16 << 20) },
+    { "duration_ms", SB_T_UINT, false, 0, NULL, "what recording it cost", RANGE_COUNT },
+    END };
 static const sb_field_t s_tape_reasoning [] = {
     { "provider", SB_T_STR, true, 32, NULL, "provider kind that emitted it (responses, anthropic, ...)" },
     { "data", SB_T_STR, true, 4 MB, NULL, "opaque JSON to give back to the same provider" },
@@ -276,6 +300,8 @@ static const sb_type_t s_tape_kinds [] = {
     TAPE ("instructions.loaded", s_tape_instructions, SB_SCOPE_WORKER,
           "AGENTS.md files added to the model's instructions"),
     TAPE ("usage", s_tape_usage, SB_SCOPE_WORKER, "tokens used by one model call"),
+    TAPE ("checkpoint", s_tape_checkpoint, SB_SCOPE_WORKER,
+          "the work tree recorded as a git tree after a step (docs/checkpoints.md)"),
     TAPE ("error", s_tape_error, SB_SCOPE_INTERNAL, "an error the person should see"),
     TAPE ("note", s_tape_any, SB_SCOPE_WORKER, "free-form note"),
     TAPE ("tape.quota", s_tape_quota, SB_SCOPE_INTERNAL,

@@ -10,6 +10,7 @@ const char *const sb_session_statuses [SB_SESSION__COUNT + 1] = { "active", "clo
 const char *const sb_turn_statuses [SB_TURN__COUNT + 1] = { "idle", "running", "cancelling", NULL };
 const char *const sb_prompt_modes [SB_PROMPT__MODES + 1] = { "queue", "steer", NULL };
 const char *const sb_compact_methods [SB_COMPACT__METHODS + 1] = { "elide", "summary", NULL };
+const char *const sb_ckpt_stores [SB_CKPT__STORES + 1] = { "repository", "shadow", NULL };
 const char *const sb_workspace_syncs [SB_SYNC__COUNT + 1] = { "same_path", "none", NULL };
 const char *const sb_worker_statuses [SB_WORKER__COUNT + 1] = { "idle", "running", "stale", "offline", NULL };
 const char *const sb_run_phases [SB_PHASE__COUNT + 1] = { "idle", "model", "tool", "waiting_approval", NULL };
@@ -40,3 +41,4 @@ SB_ENUM_FROM (sb_llm_role_from_name, sb_llm_role_t, sb_llm_roles, SB_LLM_ROLE__C
 SB_ENUM_FROM (sb_stop_reason_from_name, sb_stop_reason_t, sb_stop_reasons, SB_STOP__COUNT)
 SB_ENUM_FROM (sb_run_phase_from_name, sb_run_phase_t, sb_run_phases, SB_PHASE__COUNT)
 SB_ENUM_NAME (sb_run_phase_name, sb_run_phase_t, sb_run_phases, SB_PHASE__COUNT, "?")
+SB_ENUM_NAME (sb_ckpt_store_name, sb_ckpt_store_t, sb_ckpt_stores, SB_CKPT__STORES, "unknown")

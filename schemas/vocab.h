@@ -47,6 +47,12 @@ typedef enum { SB_COMPACT_ELIDE, SB_COMPACT_SUMMARY, SB_COMPACT__METHODS } sb_co
 extern const char *const sb_compact_methods [];
 sb_compact_method_t sb_compact_method_from_name (const char *name);
 
+/*  Where a checkpoint's objects are (checkpoint store): the workspace's
+    own repository, or the shadow repository of a workspace outside git */
+typedef enum { SB_CKPT_REPOSITORY, SB_CKPT_SHADOW, SB_CKPT__STORES } sb_ckpt_store_t;
+extern const char *const sb_ckpt_stores [];
+const char *sb_ckpt_store_name (sb_ckpt_store_t store);
+
 /*  A worker's workspace_sync: same_path | none */
 typedef enum { SB_SYNC_SAME_PATH, SB_SYNC_NONE, SB_SYNC__COUNT } sb_workspace_sync_t;
 extern const char *const sb_workspace_syncs [];

@@ -333,6 +333,8 @@ s_run_tool (sb_exec_run_t *run, const sb_exec_call_t *call)
             sb_tool_run (&ctx, call->name, call->arguments, &res);
         sb_exec_tool_output_end (run);
         atomic_store (&run->phase, SB_PHASE_IDLE);
+        if (mutating)
+            run->touched = true;        /* the step ends with a checkpoint */
         /* the changes panel lists every file the agent wrote (changes.h) */
         if (res.ok)
             sb_exec_diff_note_write (run->runtime->workspace, run->session_id, call->name, call->arguments);
@@ -442,9 +444,16 @@ s_agent_loop (sb_exec_run_t *run)
         return;
     if (run->resume_from [0] && s_close_unanswered (run))
         return;
+    /* the work tree as the run found it, the person's edits since the
+       last run included (actors/exec/checkpoint.c) */
+    bool compact = sb_run_kind_from_name (run->kind) == SB_RUN_KIND_COMPACT;
+    if (!compact)
+        sb_exec_checkpoint (run);
     if (waiting && s_answer_waiting (run))
         return;
-    if (sb_run_kind_from_name (run->kind) == SB_RUN_KIND_COMPACT)
+    if (run->touched)
+        sb_exec_checkpoint (run);
+    if (compact)
         sb_exec_compact_run (run);
     while (!run->status [0] && !atomic_load (&run->lost)) {
         if (sb_exec_cancelled (run)) {
@@ -511,6 +520,8 @@ s_agent_loop (sb_exec_run_t *run)
             }
             s_run_tool (run, &step.calls [k]);
         }
+        if (run->touched)
+            sb_exec_checkpoint (run);
         sb_exec_step_clear (&step);
     }
     atomic_store (&run->phase, SB_PHASE_IDLE);

@@ -105,6 +105,9 @@ struct sb_exec_run {
     uint64_t compacted_after;   /* tokens_after of the run's last compaction (0: none) */
     bool overflow;              /* this call was retried after context_overflow */
     char overflow_msg [512];    /* what the provider said */
+    uint64_t last_seq;          /* the seq of the run's last append (a checkpoint's seq_of) */
+    bool touched;               /* a tool that is not read-only ran since the last checkpoint */
+    int64_t ckpt_max_file;      /* files over this many bytes are recorded by size (actors/exec/checkpoint.c) */
 };
 
 //  The tape's bounds on a call's id and name (schemas/types.c, tool.call).
@@ -150,6 +153,16 @@ typedef struct {
     sb_exec_usage_t call_usage; /* the usage chunk as the tape entry says it */
     char stop [32];
 } sb_exec_step_t;
+
+//  ---------------------------------------------------------------------
+//  actors/exec/checkpoint.c: the work tree recorded as a git tree
+
+//  Records the run's workspace and appends a `checkpoint` entry for the
+//  step that ended at run->last_seq (docs/checkpoints.md). A workspace
+//  that cannot be recorded is logged and the run goes on.
+void sb_exec_checkpoint (sb_exec_run_t *run);
+//  SWITCHBOARD_CHECKPOINT_MAX_FILE, in its declared range, or the default.
+int64_t sb_exec_checkpoint_max_file (void);
 
 //  ---------------------------------------------------------------------
 //  actors/exec/tape.c: what a run writes, always with its fence

@@ -93,8 +93,8 @@ s_section_has (const char *sec, size_t len, const char *line)
 
 //  The server's own files are not the session's changes: a pathspec that
 //  leaves DATA out when it lies inside the workspace.
-static void
-s_exclude (const char *workspace, const char *data_dir, char *exclude, size_t n)
+void
+sb_exec_diff_exclude (const char *workspace, const char *data_dir, char *exclude, size_t n)
 {
     size_t wl = strlen (workspace);
     exclude [0] = 0;
@@ -106,7 +106,7 @@ void
 sb_exec_diff_baseline (const char *workspace, const char *data_dir, const char *session_id)
 {
     char exclude [4200];
-    s_exclude (workspace, data_dir, exclude, sizeof exclude);
+    sb_exec_diff_exclude (workspace, data_dir, exclude, sizeof exclude);
     if (sb_git_baseline_save (workspace, exclude, session_id) != 0)
         sb_debug (ACTOR, "no baseline for session=%s (outside git or over the caps)", session_id);
 }
@@ -253,7 +253,7 @@ sb_exec_diff_encode (const char *workspace, const char *data_dir, const char *se
                      sb_enc_t *enc)
 {
     char exclude [4200];
-    s_exclude (workspace, data_dir, exclude, sizeof exclude);
+    sb_exec_diff_exclude (workspace, data_dir, exclude, sizeof exclude);
     sb_git_stage_t stage;
     char after [128], base [128] = "";
     const char *against = "head";

@@ -52,6 +52,9 @@ void sb_exec_diff_note_write (const char *workspace, const char *session_id, con
 /*  Run thread, as a run starts: saves the session's baseline unless it
     has one (common/git.h), so that the changes panel shows what the
     session's runs changed, not edits that were there before it. */
+/*  The pathspec that leaves the server's DATA out of the workspace's
+    files when it lies inside it (":(exclude)REL"), or "" in exclude. */
+void sb_exec_diff_exclude (const char *workspace, const char *data_dir, char *exclude, size_t n);
 void sb_exec_diff_baseline (const char *workspace, const char *data_dir, const char *session_id);
 
 #endif

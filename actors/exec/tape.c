@@ -76,6 +76,11 @@ sb_exec_append (sb_exec_run_t *run, sb_enc_t *entries)
                            reply ? sb_msg_error_message (reply) : "");
         rc = -1;
     }
+    else {
+        uint64_t seq = sb_get_uint (reply->body, "last_seq", sb_get_uint (reply->body, "seq", 0));
+        if (seq > run->last_seq)
+            run->last_seq = seq;
+    }
     sb_msg_destroy (&reply);
     return rc;
 }

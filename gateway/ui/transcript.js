@@ -639,6 +639,19 @@ export class Transcript {
       ' · ' + (Number (body.bytes) || 0) + ' bytes', body.truncated ? ' (truncated at the cap)' : '');
   }
 
+  // The work tree recorded after a step (docs/checkpoints.md): one quiet
+  // line, the first few paths named; the rest are in `switchboard
+  // checkpoints`.
+  _checkpoint (ev, body) {
+    const changed = Array.isArray (body.changed) ? body.changed : [];
+    const n = Number (body.files) || changed.length;
+    const skipped = Array.isArray (body.skipped) ? body.skipped.length : 0;
+    const what = body.first ? 'start' : n + (n === 1 ? ' file' : ' files');
+    this._quiet (ev, 'checkpoint · ' + what,
+      ...changed.slice (0, 3).flatMap ((p, k) => [k ? ', ' : ' · ', el ('code', String (p))]),
+      n > 3 ? ', …' : '', skipped ? ' · ' + skipped + ' too large to record' : '');
+  }
+
   _error (ev, body) {
     this._add (ev, el ('div.tape-error', { role: 'alert' },
       el ('strong', body.code || 'error'), ': ', body.message || ''));
@@ -679,6 +692,7 @@ const HANDLERS = {
   'queue.resumed': function (ev, b) { this._queueState (ev, b, false); },
   'context.compacted': Transcript.prototype._compacted,
   'instructions.loaded': Transcript.prototype._instructions,
+  'checkpoint': Transcript.prototype._checkpoint,
   'usage': Transcript.prototype._usage,
   'error': Transcript.prototype._error,
   'tape.quota': Transcript.prototype._quota,

@@ -303,6 +303,10 @@ async function main () {
     check (await page.evaluate (() => !window.pwned && !document.querySelector ('#transcript img, #transcript a[href^=javascript]')),
       'model text became markup');
     check (await page.$ ('#transcript .assistant .code button.copy'), 'the code block has no copy button');
+    // the write_file's step left a checkpoint: one quiet line naming the file
+    const ckpt = await page.waitForSelector ('#transcript .quiet >> text=checkpoint · 1 file', { timeout: STEP_MS });
+    check ((await ckpt.innerText ()).includes ('notes.md'), 'the checkpoint line does not name notes.md: '
+      + await ckpt.innerText ());
     // the view followed the run to its end; scrolled up, it offers the way back
     const gap = () => page.evaluate (() => {
       const s = document.getElementById ('scroll');

@@ -21,7 +21,8 @@ static const char *s_worker_types [] = {
 /*  What an executor writes to a tape, all a worker key may append. */
 static const char *s_worker_kinds [] = {
     "turn.begin", "turn.end", "text.delta", "text.done", "thinking.delta", "reasoning.state", "tool.call",
-    "tool.output", "tool.result", "usage", "note", "context.compacted", "instructions.loaded", NULL
+    "tool.output", "tool.result", "usage", "note", "context.compacted", "instructions.loaded", "checkpoint",
+    NULL
 };
 
 static bool

@@ -1,0 +1,470 @@
+/*  common/git_checkpoint.c — see git_checkpoint.h. */
+#include "common/git_checkpoint.h"
+#include "common/digest.h"
+#include "common/git.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+//  Where one checkpoint's git runs: the work tree, and the variables that
+//  point git at the private index (and the shadow repository).
+typedef struct {
+    const char *ws;
+    char index_var [4300];
+    char dir_var [4300];
+    char tree_var [4200];
+    const char *vars [SB_GIT_ENV_MAX + 1];
+    char index [4200];
+    char pathspec [4300];       //  the pathspec file when files are skipped
+    sb_git_overrides_t ov;      //  the config is listed once a checkpoint
+    char *hashes;               //  the last checkpoint's skipped files: records "HEX SIZE MTIME INO\0PATH\0"
+    size_t hashes_len;
+} s_ctx_t;
+
+static const char *const s_identity [] = {
+    "GIT_AUTHOR_NAME=switchboard", "GIT_AUTHOR_EMAIL=switchboard@localhost",
+    "GIT_COMMITTER_NAME=switchboard", "GIT_COMMITTER_EMAIL=switchboard@localhost",
+};
+
+static int
+s_fail (char *err, size_t n, const char *what)
+{
+    snprintf (err, n, "%s", what);
+    return -1;
+}
+
+int
+sb_ckpt_ref (const char *sid, char *ref, size_t n)
+{
+    size_t len = sid ? strlen (sid) : 0;
+    if (len == 0 || len > 64)
+        return -1;
+    for (size_t k = 0; k < len; k++) {
+        char c = sid [k];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '-'))
+            return -1;
+    }
+    int w = snprintf (ref, n, "refs/switchboard/checkpoints/%s", sid);
+    return w > 0 && (size_t) w < n ? 0 : -1;
+}
+
+static int
+s_git (s_ctx_t *self, const char *const *args, char **out)
+{
+    return sb_git_run_cached (&self->ov, self->ws, self->vars, args, out);
+}
+
+//  The first line of a git command's output, in `id` (an object id).
+static int
+s_git_id (s_ctx_t *self, const char *const *args, char *id, size_t n)
+{
+    char *out = NULL;
+    int rc = s_git (self, args, &out);
+    if (rc == 0) {
+        out [strcspn (out, "\n")] = 0;
+        size_t len = strlen (out);
+        rc = (len == 40 || len == 64) && strspn (out, "0123456789abcdef") == len ? 0 : -1;
+        if (rc == 0)
+            snprintf (id, n, "%s", out);
+    }
+    free (out);
+    return rc;
+}
+
+/*  Points the context at the private index and, outside git, at the
+    shadow repository (made on first use). */
+static int
+s_open (s_ctx_t *self, const char *ws, const char *dir, const char *sid, char *err, size_t errlen)
+{
+    static const char *inside [] = { "rev-parse", "--is-inside-work-tree", NULL };
+    memset (self, 0, sizeof *self);
+    self->ws = ws;
+    size_t nv = 0;
+    char *out = NULL;
+    bool git = s_git (self, inside, &out) == 0 && strncmp (out, "true", 4) == 0;
+    free (out);
+    out = NULL;
+    if (dir && mkdir (dir, 0700) != 0 && errno != EEXIST)
+        return s_fail (err, errlen, "cannot make the checkpoints folder");
+    if (dir)
+        snprintf (self->index, sizeof self->index, "%s/%s.index", dir, sid);
+    else
+    if (git) {
+        char rel [128];
+        snprintf (rel, sizeof rel, "switchboard/checkpoints-%s.index", sid);
+        const char *args [] = { "rev-parse", "--git-path", rel, NULL };
+        if (s_git (self, args, &out) != 0) {
+            free (out);
+            return s_fail (err, errlen, "git rev-parse failed");
+        }
+        out [strcspn (out, "\n")] = 0;
+        int w = out [0] == '/' ? snprintf (self->index, sizeof self->index, "%s", out)
+                               : snprintf (self->index, sizeof self->index, "%s/%s", ws, out);
+        free (out);
+        out = NULL;
+        if (w <= 0 || (size_t) w >= sizeof self->index)
+            return s_fail (err, errlen, "the git dir's path is too long");
+        char *slash = strrchr (self->index, '/');
+        *slash = 0;
+        if (mkdir (self->index, 0700) != 0 && errno != EEXIST)
+            return s_fail (err, errlen, "cannot make the git dir's switchboard folder");
+        *slash = '/';
+    }
+    else
+        return s_fail (err, errlen, "not a git work tree, and no data folder for a shadow repository");
+    snprintf (self->index_var, sizeof self->index_var, "GIT_INDEX_FILE=%s", self->index);
+    self->vars [nv++] = self->index_var;
+    if (!git) {
+        char repo [4200];
+        snprintf (repo, sizeof repo, "%s/%s.git", dir, sid);
+        struct stat st;
+        if (stat (repo, &st) != 0) {
+            const char *init [] = { "init", "-q", "--bare", repo, NULL };
+            s_ctx_t bare = { .ws = dir, .vars = { NULL } };
+            int rc = s_git (&bare, init, NULL);
+            sb_git_overrides_clear (&bare.ov);
+            if (rc != 0)
+                return s_fail (err, errlen, "cannot make the shadow repository");
+        }
+        snprintf (self->dir_var, sizeof self->dir_var, "GIT_DIR=%s", repo);
+        snprintf (self->tree_var, sizeof self->tree_var, "GIT_WORK_TREE=%s", ws);
+        self->vars [nv++] = self->dir_var;
+        self->vars [nv++] = self->tree_var;
+        /* listed again with GIT_DIR set: the shadow's config is the one */
+        sb_git_overrides_clear (&self->ov);
+    }
+    else {
+        /* the first checkpoint starts from a copy of the real index, whose
+           stat cache spares hashing the files nobody touched */
+        struct stat st;
+        static const char *real [] = { "rev-parse", "--git-path", "index", NULL };
+        if (stat (self->index, &st) != 0 && s_git (self, real, &out) == 0) {
+            out [strcspn (out, "\n")] = 0;
+            char path [8300];
+            snprintf (path, sizeof path, out [0] == '/' ? "%s%s" : "%s/%s", out [0] == '/' ? "" : ws, out);
+            sb_git_copy_file (path, self->index);
+        }
+        free (out);
+    }
+    for (size_t k = 0; k < sizeof s_identity / sizeof s_identity [0]; k++)
+        self->vars [nv++] = s_identity [k];
+    self->vars [nv] = NULL;
+    /* one checkpoint of a session at a time: a lock left behind is a
+       crash's */
+    char lock [4300];
+    snprintf (lock, sizeof lock, "%s.lock", self->index);
+    unlink (lock);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/*  The skipped files' hashes: a large file is hashed again only when its
+    stat data changed since the last checkpoint, as git's index spares
+    the files it tracks. The cache is our own file under DATA (or the git
+    dir), still read as bytes from outside: bounded and validated. */
+
+static void
+s_hashes_path (const s_ctx_t *self, char *path, size_t n)
+{
+    snprintf (path, n, "%s.hashes", self->index);
+}
+
+static void
+s_hashes_load (s_ctx_t *self)
+{
+    char path [4400];
+    s_hashes_path (self, path, sizeof path);
+    int fd = open (path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0)
+        return;
+    if (fstat (fd, &st) == 0 && st.st_size > 0 && st.st_size <= SB_CKPT_HASHES_MAX_BYTES
+    &&  (self->hashes = malloc ((size_t) st.st_size + 2))) {
+        ssize_t r = read (fd, self->hashes, (size_t) st.st_size);
+        self->hashes_len = r == st.st_size ? (size_t) r : 0;
+        self->hashes [self->hashes_len] = self->hashes [self->hashes_len + 1] = 0;
+    }
+    close (fd);
+}
+
+//  The cached hash of `p` when its stat data are those of `st`.
+static bool
+s_hashes_find (const s_ctx_t *self, const char *p, const struct stat *st, char hash [65])
+{
+    const char *end = self->hashes ? self->hashes + self->hashes_len : NULL;
+    for (const char *r = self->hashes; r && r < end; ) {
+        const char *rp = r + strnlen (r, (size_t) (end - r)) + 1;
+        if (rp >= end)
+            break;
+        size_t plen = strnlen (rp, (size_t) (end - rp));
+        char hex [65];
+        int64_t size, mtime;
+        uint64_t ino;
+        if (sscanf (r, "%64[0-9a-f] %" SCNd64 " %" SCNd64 " %" SCNu64, hex, &size, &mtime, &ino) == 4
+        &&  strlen (hex) == 64 && strcmp (rp, p) == 0 && size == st->st_size && ino == (uint64_t) st->st_ino
+        &&  mtime == (int64_t) st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec) {
+            memcpy (hash, hex, 65);
+            return true;
+        }
+        r = rp + plen + 1;
+    }
+    return false;
+}
+
+static void
+s_hash_file (int dirfd, const char *p, char hash [65])
+{
+    hash [0] = 0;
+    int fd = openat (dirfd, p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    enum { CHUNK = 1 << 16 };
+    uint8_t *buf = fd >= 0 ? malloc (CHUNK) : NULL;
+    sb_digest_t *d = buf ? sb_digest_new () : NULL;
+    ssize_t r = d ? 0 : -1;
+    while (d && (r = read (fd, buf, CHUNK)) > 0)
+        sb_digest_update (d, buf, (size_t) r);
+    if (d && r == 0) {
+        uint8_t out [SB_DIGEST_LEN];
+        sb_digest_final (d, out);
+        for (int k = 0; k < SB_DIGEST_LEN; k++)
+            snprintf (hash + 2 * k, 3, "%02x", out [k]);
+    }
+    sb_digest_destroy (&d);
+    free (buf);
+    if (fd >= 0)
+        close (fd);
+}
+
+//  Writes this checkpoint's skipped files as the next one's cache.
+static void
+s_hashes_save (const s_ctx_t *self, int dirfd, const sb_ckpt_t *out)
+{
+    char path [4400], tmp [4500];
+    s_hashes_path (self, path, sizeof path);
+    if (out->nskipped == 0) {
+        unlink (path);
+        return;
+    }
+    snprintf (tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen (tmp, "we");
+    bool ok = f != NULL;
+    for (size_t k = 0; ok && k < out->nskipped; k++) {
+        const sb_ckpt_skip_t *s = &out->skipped [k];
+        struct stat st;
+        if (!s->hash [0] || fstatat (dirfd, s->path, &st, AT_SYMLINK_NOFOLLOW) != 0)
+            continue;
+        ok = fprintf (f, "%s %" PRId64 " %" PRId64 " %" PRIu64, s->hash, (int64_t) st.st_size,
+                      (int64_t) st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec, (uint64_t) st.st_ino) > 0
+          && fputc (0, f) == 0 && fwrite (s->path, 1, strlen (s->path) + 1, f) == strlen (s->path) + 1;
+    }
+    if (f && fclose (f) != 0)
+        ok = false;
+    if (!ok || rename (tmp, path) != 0)
+        unlink (tmp);
+}
+
+//  Appends `magic`, `s` and a NUL to the pathspec file.
+static bool
+s_spec (FILE *f, const char *magic, const char *s)
+{
+    return fputs (magic, f) >= 0 && fwrite (s, 1, strlen (s) + 1, f) == strlen (s) + 1;
+}
+
+/*  Lists the files over max_file (tracked in the private index, or
+    untracked and not ignored) into out->skipped, and when there are any
+    writes the pathspec file that leaves them out. */
+static int
+s_find_large (s_ctx_t *self, const char *exclude, int64_t max_file, sb_ckpt_t *out, char *err, size_t errlen)
+{
+    const char *ls [] = { "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", ".", exclude, NULL };
+    char *list = NULL;
+    if (s_git (self, ls, &list) != 0) {
+        free (list);
+        return s_fail (err, errlen, "git ls-files failed");
+    }
+    int dirfd = open (self->ws, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    FILE *spec = NULL;
+    size_t files = 0;
+    int rc = dirfd < 0 ? s_fail (err, errlen, "cannot open the workspace") : 0;
+    s_hashes_load (self);
+    for (char *p = list; rc == 0 && *p; p += strlen (p) + 1) {
+        if (++files > SB_CKPT_FILES_MAX) {
+            rc = s_fail (err, errlen, "the work tree holds too many files to record");
+            break;
+        }
+        struct stat st;
+        if (fstatat (dirfd, p, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG (st.st_mode) || st.st_size <= max_file)
+            continue;
+        if (!spec) {
+            snprintf (self->pathspec, sizeof self->pathspec, "%s.skip", self->index);
+            spec = fopen (self->pathspec, "we");
+            if (!spec || !s_spec (spec, "", ".") || (exclude && !s_spec (spec, "", exclude))) {
+                rc = s_fail (err, errlen, "cannot write the pathspec file");
+                break;
+            }
+        }
+        if (!s_spec (spec, ":(exclude,literal)", p)) {
+            rc = s_fail (err, errlen, "cannot write the pathspec file");
+            break;
+        }
+        out->skipped_total++;
+        if (out->nskipped < SB_CKPT_SKIPPED_MAX && strlen (p) <= SB_CKPT_PATH_MAX) {
+            if (!out->skipped && !(out->skipped = calloc (SB_CKPT_SKIPPED_MAX, sizeof *out->skipped))) {
+                rc = s_fail (err, errlen, "out of memory");
+                break;
+            }
+            sb_ckpt_skip_t *s = &out->skipped [out->nskipped];
+            if (!(s->path = strdup (p))) {
+                rc = s_fail (err, errlen, "out of memory");
+                break;
+            }
+            s->size = st.st_size;
+            if (!s_hashes_find (self, p, &st, s->hash))
+                s_hash_file (dirfd, p, s->hash);
+            out->nskipped++;
+        }
+    }
+    if (spec && fclose (spec) != 0 && rc == 0)
+        rc = s_fail (err, errlen, "cannot write the pathspec file");
+    if (rc == 0 && dirfd >= 0)
+        s_hashes_save (self, dirfd, out);
+    if (dirfd >= 0)
+        close (dirfd);
+    free (list);
+    return rc;
+}
+
+/*  Stages the work tree into the private index and writes the tree. A
+    skipped file is also dropped from the index, where an earlier
+    checkpoint or the real index may have it. */
+static int
+s_stage (s_ctx_t *self, const char *exclude, sb_ckpt_t *out, char *err, size_t errlen)
+{
+    char from [4400];
+    snprintf (from, sizeof from, "--pathspec-from-file=%s", self->pathspec);
+    const char *add_all [] = { "add", "-A", "--", ".", exclude, NULL };
+    const char *add_some [] = { "add", "-A", from, "--pathspec-file-nul", NULL };
+    if (s_git (self, self->pathspec [0] ? add_some : add_all, NULL) != 0)
+        return s_fail (err, errlen, "git add failed");
+    for (size_t k = 0; k < out->nskipped; k++) {
+        char lit [SB_CKPT_PATH_MAX + 16];
+        snprintf (lit, sizeof lit, ":(literal)%s", out->skipped [k].path);
+        const char *rm [] = { "rm", "-q", "--cached", "--ignore-unmatch", "--", lit, NULL };
+        if (s_git (self, rm, NULL) != 0)
+            return s_fail (err, errlen, "git rm --cached failed");
+    }
+    static const char *write_tree [] = { "write-tree", NULL };
+    if (s_git_id (self, write_tree, out->tree, sizeof out->tree) != 0)
+        return s_fail (err, errlen, "git write-tree failed");
+    return 0;
+}
+
+//  The paths that differ between the trees `a` and `b`, NUL-separated.
+static int
+s_changed (s_ctx_t *self, const char *a, const char *b, sb_ckpt_t *out, char *err, size_t errlen)
+{
+    const char *diff [] = { "diff-tree", "-r", "-z", "--name-only", "--no-renames", a, b, NULL };
+    char *list = NULL;
+    if (s_git (self, diff, &list) != 0) {
+        free (list);
+        return s_fail (err, errlen, "git diff-tree failed");
+    }
+    int rc = 0;
+    for (char *p = list; *p; p += strlen (p) + 1) {
+        out->changed_total++;
+        if (out->nchanged >= SB_CKPT_CHANGED_MAX || strlen (p) > SB_CKPT_PATH_MAX)
+            continue;
+        if (!out->changed && !(out->changed = calloc (SB_CKPT_CHANGED_MAX, sizeof *out->changed))) {
+            rc = s_fail (err, errlen, "out of memory");
+            break;
+        }
+        if (!(out->changed [out->nchanged] = strdup (p))) {
+            rc = s_fail (err, errlen, "out of memory");
+            break;
+        }
+        out->nchanged++;
+    }
+    free (list);
+    return rc;
+}
+
+static int s_record (s_ctx_t *ctx, const char *ref, const char *message, sb_ckpt_t *out, char *err,
+                     size_t errlen);
+
+int
+sb_ckpt_take (const char *ws, const char *dir, const char *sid, const char *exclude, int64_t max_file,
+              const char *message, sb_ckpt_t *out, char *err, size_t errlen)
+{
+    memset (out, 0, sizeof *out);
+    char ref [128];
+    if (sb_ckpt_ref (sid, ref, sizeof ref) != 0)
+        return s_fail (err, errlen, "not a valid session id");
+    if (exclude && !exclude [0])
+        exclude = NULL;
+    s_ctx_t *ctx = calloc (1, sizeof *ctx);
+    if (!ctx)
+        return s_fail (err, errlen, "out of memory");
+    int rc = s_open (ctx, ws, dir, sid, err, errlen);
+    if (rc == 0) {
+        out->shadow = ctx->dir_var [0] != 0;
+        rc = s_find_large (ctx, exclude, max_file, out, err, errlen);
+    }
+    if (rc == 0)
+        rc = s_stage (ctx, exclude, out, err, errlen);
+    if (ctx->pathspec [0])
+        unlink (ctx->pathspec);
+    if (rc == 0)
+        rc = s_record (ctx, ref, message, out, err, errlen);
+    sb_git_overrides_clear (&ctx->ov);
+    free (ctx->hashes);
+    free (ctx);
+    return rc;
+}
+
+/*  Commits the tree on the session's chain and lists what changed since
+    the chain's last one. */
+static int
+s_record (s_ctx_t *ctx, const char *ref, const char *message, sb_ckpt_t *out, char *err, size_t errlen)
+{
+    /* the previous checkpoint: its commit and its tree */
+    char fmt [] = "--format=%(objectname) %(tree)";
+    const char *head [] = { "for-each-ref", fmt, ref, NULL };
+    char *line = NULL, parent [80] = "", prev [80] = "";
+    if (s_git (ctx, head, &line) != 0) {
+        free (line);
+        return s_fail (err, errlen, "git for-each-ref failed");
+    }
+    if (sscanf (line, "%79[0-9a-f] %79[0-9a-f]", parent, prev) != 2)
+        parent [0] = prev [0] = 0;
+    free (line);
+    out->first = !parent [0];
+    if (!out->first && s_changed (ctx, prev, out->tree, out, err, errlen) != 0)
+        return -1;
+
+    const char *commit_first [] = { "commit-tree", out->tree, "-m", message, NULL };
+    const char *commit_next [] = { "commit-tree", out->tree, "-p", parent, "-m", message, NULL };
+    if (s_git_id (ctx, out->first ? commit_first : commit_next, out->commit, sizeof out->commit) != 0)
+        return s_fail (err, errlen, "git commit-tree failed");
+    /* the old value given: two writers cannot both move the chain */
+    const char *update [] = { "update-ref", ref, out->commit, parent, NULL };
+    if (s_git (ctx, update, NULL) != 0)
+        return s_fail (err, errlen, "git update-ref failed");
+    return 0;
+}
+
+void
+sb_ckpt_clear (sb_ckpt_t *self)
+{
+    for (size_t k = 0; k < self->nchanged; k++)
+        free (self->changed [k]);
+    free (self->changed);
+    for (size_t k = 0; k < self->nskipped; k++)
+        free (self->skipped [k].path);
+    free (self->skipped);
+    memset (self, 0, sizeof *self);
+}

@@ -1,0 +1,74 @@
+/*  common/git_checkpoint.h — a workspace recorded as a git tree, for the
+    executor's checkpoints (actors/exec/checkpoint.c, docs/checkpoints.md).
+
+    A checkpoint is the work tree as `git add -A` would stage it (tracked
+    and untracked files, .gitignore honoured) written as a tree object.
+    Inside a git work tree it goes to the repository's own object store
+    through a private index; elsewhere to a shadow repository
+    DIR/<session>.git. The private index (DIR/<session>.index, or inside
+    the git dir when there is no DIR) is kept between checkpoints, so git
+    hashes only the files whose stat data changed. Each tree is committed
+    on the ref refs/switchboard/checkpoints/<session>, a chain that keeps
+    them reachable, so `git gc` does not prune them.
+
+    git runs in an environment of its own (sb_git_run_env): nothing of the
+    server's or the model's environment reaches it, and no program the
+    repository's config names runs. Paths from git are read NUL-separated
+    and treated as bytes from outside. Any thread; one checkpoint of a
+    session at a time. */
+#ifndef SB_COMMON_GIT_CHECKPOINT_H
+#define SB_COMMON_GIT_CHECKPOINT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SB_CKPT_CHANGED_MAX      256        /* changed paths kept in a checkpoint */
+#define SB_CKPT_SKIPPED_MAX      64         /* skipped files listed in a checkpoint */
+#define SB_CKPT_PATH_MAX         4096       /* bytes of one path kept */
+#define SB_CKPT_FILES_MAX        1000000    /* files a work tree may hold to be recorded */
+#define SB_CKPT_MAX_FILE_DEFAULT (16ll << 20)
+#define SB_CKPT_MAX_FILE_MIN     1024ll
+#define SB_CKPT_MAX_FILE_MAX     (1ll << 40)
+
+#define SB_CKPT_HASHES_MAX_BYTES (1u << 20)  /* the skipped files' hash cache, at most */
+
+typedef struct {
+    char *path;
+    int64_t size;
+    char hash [65];             /* BLAKE2b-256 of its content, hex; "" when it could not be read */
+} sb_ckpt_skip_t;
+
+typedef struct {
+    char tree [80];             /* the tree object's id */
+    char commit [80];           /* its commit on the session's ref */
+    bool shadow;                /* in DIR/<session>.git: the workspace is not a git work tree */
+    bool first;                 /* the session's first checkpoint: nothing to compare with */
+    char **changed;             /* paths that differ from the previous checkpoint, at most SB_CKPT_CHANGED_MAX */
+    size_t nchanged;
+    size_t changed_total;       /* how many differ in all */
+    sb_ckpt_skip_t *skipped;    /* files over max_file, recorded by size only, at most SB_CKPT_SKIPPED_MAX */
+    size_t nskipped;
+    size_t skipped_total;
+} sb_ckpt_t;
+
+/*  Records `workspace` for session `session_id` ([0-9A-Za-z_-], at most 64
+    characters). dir: the folder for the private index and the shadow
+    repositories (DATA/checkpoints, made if missing), or NULL: then only a
+    git work tree is recorded, its index in its git dir. exclude: a
+    pathspec to leave out (":(exclude)DATA"), or NULL. Files over max_file
+    bytes are left out of the tree and listed in `out->skipped`, with
+    their size and hash (hashed again only when their size, mtime or inode
+    changed: the last hashes are kept beside the index). message:
+    the commit's message. Returns 0 and fills *out (clear it with
+    sb_ckpt_clear either way), or -1 with a reason in err. */
+int sb_ckpt_take (const char *workspace, const char *dir, const char *session_id, const char *exclude,
+                  int64_t max_file, const char *message, sb_ckpt_t *out, char *err, size_t errlen);
+
+void sb_ckpt_clear (sb_ckpt_t *ckpt);
+
+/*  The ref that holds a session's checkpoints, in `ref` (n bytes): 0, or
+    -1 when the session id is not a valid name. */
+int sb_ckpt_ref (const char *session_id, char *ref, size_t n);
+
+#endif

@@ -1,0 +1,204 @@
+/*  tests/unit/test_git_checkpoint.c — the work tree recorded as a git tree
+    (common/git_checkpoint.h): hostile file names, the bounds, files over
+    the size cap, and git's environment kept apart from ours. */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/git_checkpoint.h"
+
+static void
+s_write (const char *dir, const char *name, const char *text)
+{
+    char path [8192];
+    snprintf (path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen (path, "w");
+    cr_assert (f, "cannot write %s", path);
+    fputs (text, f);
+    fclose (f);
+}
+
+static char *
+s_tmpdir (char *buf, size_t n, const char *tag)
+{
+    snprintf (buf, n, "/tmp/sb-ckpt-%s-XXXXXX", tag);
+    cr_assert (mkdtemp (buf));
+    return buf;
+}
+
+static void
+s_rmrf (const char *dir)
+{
+    char cmd [8300];
+    snprintf (cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_assert (system (cmd) == 0);
+}
+
+static bool
+s_has (const sb_ckpt_t *c, const char *path)
+{
+    for (size_t k = 0; k < c->nchanged; k++)
+        if (strcmp (c->changed [k], path) == 0)
+            return true;
+    return false;
+}
+
+static void
+s_take (const char *ws, const char *dir, int64_t max, sb_ckpt_t *c)
+{
+    char err [256] = "";
+    int rc = sb_ckpt_take (ws, dir, "sess_1", NULL, max, "test", c, err, sizeof err);
+    cr_assert_eq (rc, 0, "take: %s", err);
+    cr_assert_eq (strlen (c->tree), 40);
+    cr_assert_eq (strlen (c->commit), 40);
+}
+
+Test (git_checkpoint, hostile_names_come_back_exactly)
+{
+    char ws [64], data [64];
+    s_tmpdir (ws, sizeof ws, "ws");
+    s_tmpdir (data, sizeof data, "data");
+    s_write (ws, "plain.txt", "p\n");
+    sb_ckpt_t c;
+    s_take (ws, data, SB_CKPT_MAX_FILE_DEFAULT, &c);
+    cr_assert (c.first && c.shadow && c.nchanged == 0);
+    sb_ckpt_clear (&c);
+    const char *hostile [] = { "new\nline", "-dash", "sp ace", "quo\"te", "star*", "\xff\xfe", ":(exclude)x" };
+    for (size_t k = 0; k < sizeof hostile / sizeof hostile [0]; k++)
+        s_write (ws, hostile [k], "h\n");
+    s_take (ws, data, SB_CKPT_MAX_FILE_DEFAULT, &c);
+    cr_assert (!c.first);
+    cr_assert_eq (c.changed_total, sizeof hostile / sizeof hostile [0]);
+    for (size_t k = 0; k < sizeof hostile / sizeof hostile [0]; k++)
+        cr_assert (s_has (&c, hostile [k]), "missing %s", hostile [k]);
+    sb_ckpt_clear (&c);
+    s_rmrf (ws);
+    s_rmrf (data);
+}
+
+Test (git_checkpoint, changed_paths_are_bounded)
+{
+    char ws [64], data [64];
+    s_tmpdir (ws, sizeof ws, "ws");
+    s_tmpdir (data, sizeof data, "data");
+    sb_ckpt_t c;
+    s_take (ws, data, SB_CKPT_MAX_FILE_DEFAULT, &c);
+    sb_ckpt_clear (&c);
+    for (int k = 0; k < SB_CKPT_CHANGED_MAX + 44; k++) {
+        char name [32];
+        snprintf (name, sizeof name, "f%03d", k);
+        s_write (ws, name, name);
+    }
+    s_take (ws, data, SB_CKPT_MAX_FILE_DEFAULT, &c);
+    cr_assert_eq (c.nchanged, SB_CKPT_CHANGED_MAX);
+    cr_assert_eq (c.changed_total, SB_CKPT_CHANGED_MAX + 44);
+    sb_ckpt_clear (&c);
+    s_rmrf (ws);
+    s_rmrf (data);
+}
+
+Test (git_checkpoint, a_file_over_the_cap_is_listed_not_stored)
+{
+    char ws [64], data [64];
+    s_tmpdir (ws, sizeof ws, "ws");
+    s_tmpdir (data, sizeof data, "data");
+    char big [5000];
+    memset (big, 'b', sizeof big - 1);
+    big [sizeof big - 1] = 0;
+    s_write (ws, "big*.bin", big);
+    s_write (ws, "bigger.bin", big);
+    sb_ckpt_t c;
+    s_take (ws, data, 4096, &c);
+    cr_assert_eq (c.nskipped, 2);
+    cr_assert_eq (c.skipped [0].size, 4999);
+    cr_assert_eq (strlen (c.skipped [0].hash), 64);
+    char first [65];
+    memcpy (first, c.skipped [1].hash, 65);
+    cr_assert_str_eq (c.skipped [0].hash, first, "the same bytes, the same hash");
+    sb_ckpt_clear (&c);
+    //  unchanged: the cached hash; rewritten with other bytes of the same
+    //  size (another inode, as an editor's rename makes): hashed again
+    s_take (ws, data, 4096, &c);
+    cr_assert_str_eq (c.skipped [1].hash, first);
+    sb_ckpt_clear (&c);
+    char path [200], tmp [210];
+    snprintf (path, sizeof path, "%s/bigger.bin", ws);
+    snprintf (tmp, sizeof tmp, "%s/bigger.tmp", ws);
+    big [0] = 'c';
+    s_write (ws, "bigger.tmp", big);
+    cr_assert_eq (rename (tmp, path), 0);
+    s_take (ws, data, 4096, &c);
+    cr_assert_str_eq (c.skipped [1].path, "bigger.bin");
+    cr_assert_str_neq (c.skipped [1].hash, first);
+    sb_ckpt_clear (&c);
+    //  shrunk under the cap, it is recorded again (and only it: the
+    //  literal pathspec of "big*.bin" did not leave "bigger.bin" out)
+    s_write (ws, "big*.bin", "small\n");
+    s_take (ws, data, 4096, &c);
+    cr_assert_eq (c.nskipped, 1);
+    cr_assert_str_eq (c.skipped [0].path, "bigger.bin");
+    cr_assert (c.nchanged == 1 && strcmp (c.changed [0], "big*.bin") == 0);
+    sb_ckpt_clear (&c);
+    s_rmrf (ws);
+    s_rmrf (data);
+}
+
+Test (git_checkpoint, our_git_variables_do_not_reach_git)
+{
+    char ws [64], data [64];
+    s_tmpdir (ws, sizeof ws, "ws");
+    s_tmpdir (data, sizeof data, "data");
+    s_write (ws, "a.txt", "a\n");
+    //  were they passed on, git would write elsewhere or fail
+    setenv ("GIT_DIR", "/nonexistent/git", 1);
+    setenv ("GIT_INDEX_FILE", "/nonexistent/index", 1);
+    setenv ("GIT_WORK_TREE", "/", 1);
+    sb_ckpt_t c;
+    s_take (ws, data, SB_CKPT_MAX_FILE_DEFAULT, &c);
+    unsetenv ("GIT_DIR");
+    unsetenv ("GIT_INDEX_FILE");
+    unsetenv ("GIT_WORK_TREE");
+    cr_assert (c.shadow);
+    sb_ckpt_clear (&c);
+    char path [200];
+    snprintf (path, sizeof path, "%s/sess_1.git/HEAD", data);
+    cr_assert_eq (access (path, F_OK), 0);
+    s_rmrf (ws);
+    s_rmrf (data);
+}
+
+Test (git_checkpoint, a_session_id_is_a_name)
+{
+    char ref [128], err [256];
+    sb_ckpt_t c;
+    cr_assert_eq (sb_ckpt_ref ("../x", ref, sizeof ref), -1);
+    cr_assert_eq (sb_ckpt_ref ("", ref, sizeof ref), -1);
+    cr_assert_eq (sb_ckpt_ref ("s_01", ref, sizeof ref), 0);
+    cr_assert_str_eq (ref, "refs/switchboard/checkpoints/s_01");
+    cr_assert_eq (sb_ckpt_take ("/tmp", "/tmp", "a/b", NULL, 1 << 20, "m", &c, err, sizeof err), -1);
+    sb_ckpt_clear (&c);
+}
+
+Test (git_checkpoint, in_git_without_a_data_folder_the_index_is_in_the_git_dir)
+{
+    char ws [64];
+    s_tmpdir (ws, sizeof ws, "repo");
+    char cmd [300];
+    snprintf (cmd, sizeof cmd, "git -C '%s' init -q", ws);
+    cr_assert (system (cmd) == 0);
+    s_write (ws, "a.txt", "a\n");
+    sb_ckpt_t c;
+    s_take (ws, NULL, SB_CKPT_MAX_FILE_DEFAULT, &c);
+    cr_assert (!c.shadow && c.first);
+    sb_ckpt_clear (&c);
+    char path [200];
+    snprintf (path, sizeof path, "%s/.git/switchboard/checkpoints-sess_1.index", ws);
+    cr_assert_eq (access (path, F_OK), 0);
+    snprintf (path, sizeof path, "%s/.git/refs/switchboard/checkpoints/sess_1", ws);
+    cr_assert_eq (access (path, F_OK), 0);
+    s_rmrf (ws);
+}

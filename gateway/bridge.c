@@ -88,13 +88,22 @@ struct gw_bridge {
     sb_enc_t *enc;
     zsock_t *tap;               /* SUB on the broker's tap; subscribed while taps exist */
     zlistx_t *taps;             /* btap_t * (owned) */
+    bool tap_live;              /* a tap message came since the subscription was made */
+    int64_t tap_since;          /* when it was made (mono ms) */
 };
 
 typedef struct {
     uint64_t conn;
     uint32_t id;
     char filter [65];
+    gw_buf_t *ack;              /* the `tapping` reply, held until the tap is live */
 } btap_t;
+
+//  The `tapping` reply waits for the first tap message after a new
+//  subscription (the bus's heartbeats bring one every few ms), at most
+//  this long: a subscription reaches the broker some time after it is made,
+//  and a call made right after `tapping` must be on the tap.
+#define SB_GW_TAP_ACK_MS 2000
 
 /* ------------------------------------------------------------------ */
 /*  Output */
@@ -504,21 +513,57 @@ s_close_conn (gw_bridge_t *self, uint64_t conn)
 /*  The bus tap: every message on both planes, rendered as `switchboard
     tap --json` renders it, for the connections that asked with op tap. */
 
+//  Sends t's `tapping` reply, if it still has one.
+static void
+s_tap_ack (gw_bridge_t *self, btap_t *t)
+{
+    if (t->ack) {
+        s_out_ws (self, t->conn, 0, t->ack, false, false);
+        t->ack = NULL;
+    }
+}
+
+//  The tap is live: every reply held for it goes.
+static void
+s_tap_confirm (gw_bridge_t *self)
+{
+    self->tap_live = true;
+    for (btap_t *t = zlistx_first (self->taps); t; t = zlistx_next (self->taps))
+        s_tap_ack (self, t);
+}
+
 static void
 s_tap_add (gw_bridge_t *self, gw_in_t *in)
 {
     btap_t *t = calloc (1, sizeof *t);
-    if (!t)
+    json_t *txv = in->tx ? json_loads (in->tx, JSON_DECODE_ANY, NULL) : NULL;
+    json_t *j = t ? json_pack ("{s:s,s:o,s:s,s:{s:s}}", "op", "reply", "tx", txv ? txv : json_null (),
+                               "type", "tapping", "body", "filter", in->type) : NULL;
+    if (!j)
+        json_decref (txv);
+    char *text = j ? json_dumps (j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref (j);
+    if (!text) {
+        free (t);
         return;
+    }
+    t->ack = gw_buf_new (text, strlen (text));
+    free (text);
     t->conn = in->conn;
     t->id = in->sub_id;
     snprintf (t->filter, sizeof t->filter, "%s", in->type);
-    if (zlistx_size (self->taps) == 0)
+    if (zlistx_size (self->taps) == 0) {
         zsock_set_subscribe (self->tap, "");
+        self->tap_live = false;
+        self->tap_since = sb_mono_ms ();
+    }
     zlistx_add_end (self->taps, t);
+    if (self->tap_live)
+        s_tap_ack (self, t);
 }
 
-//  Drops conn's tap `id`, or all of conn's taps when id is 0.
+//  Drops conn's tap `id`, or all of conn's taps when id is 0 (a reply
+//  still held goes first: every op is answered).
 static void
 s_tap_remove (gw_bridge_t *self, uint64_t conn, uint32_t id)
 {
@@ -528,21 +573,28 @@ s_tap_remove (gw_bridge_t *self, uint64_t conn, uint32_t id)
         again = false;
         for (btap_t *t = zlistx_first (self->taps); t; t = zlistx_next (self->taps))
             if (t->conn == conn && (id == 0 || t->id == id)) {
+                s_tap_ack (self, t);
                 zlistx_delete (self->taps, zlistx_cursor (self->taps));
                 free (t);
                 again = true;
                 break;
             }
     }
-    if (before > 0 && zlistx_size (self->taps) == 0)
+    if (before > 0 && zlistx_size (self->taps) == 0) {
         zsock_set_unsubscribe (self->tap, "");
+        self->tap_live = false;
+    }
 }
 
 static void
 s_on_tap (gw_bridge_t *self, zmsg_t *msg)
 {
     sb_tap_msg_t tm;
-    if (zlistx_size (self->taps) == 0 || sb_tap_parse (msg, &tm) || sb_tap_is_heartbeat (tm.h.type))
+    if (zlistx_size (self->taps) == 0)
+        return;
+    if (!self->tap_live)
+        s_tap_confirm (self);
+    if (sb_tap_parse (msg, &tm) || sb_tap_is_heartbeat (tm.h.type))
         return;
     gw_buf_t *buf = NULL;
     gw_out_t *head = NULL, *tail = NULL;
@@ -685,6 +737,8 @@ static void
 s_tick (gw_bridge_t *self)
 {
     int64_t now = sb_mono_ms ();
+    if (!self->tap_live && zlistx_size (self->taps) > 0 && now - self->tap_since >= SB_GW_TAP_ACK_MS)
+        s_tap_confirm (self);
     zlistx_t *late = NULL;
     for (pending_t *p = zhashx_first (self->pending); p; p = zhashx_next (self->pending))
         if (now >= p->deadline) {
@@ -916,8 +970,10 @@ gw_bridge_stop (gw_bridge_t **self_p)
         zhashx_destroy (&self->pending);
     }
     if (self->taps) {
-        for (btap_t *t = zlistx_first (self->taps); t; t = zlistx_next (self->taps))
+        for (btap_t *t = zlistx_first (self->taps); t; t = zlistx_next (self->taps)) {
+            gw_buf_unref (&t->ack);
             free (t);
+        }
         zlistx_destroy (&self->taps);
     }
     zsock_destroy (&self->tap);

@@ -60,7 +60,7 @@ typedef struct gw_in {
     char type [65];     /* CALL: the message type */
     char sid [64];      /* SUB: the session */
     uint64_t after;     /* SUB: after_seq */
-    char *tx;           /* CALL, SUB, UNSUB: the client's tx as JSON text (owned) */
+    char *tx;           /* CALL, SUB, UNSUB, TAP: the client's tx as JSON text (owned) */
     uint8_t *body;      /* CALL: msgpack (owned) */
     size_t body_len;
 } gw_in_t;

@@ -415,8 +415,14 @@ s_op_tap (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *tx, json
     in->conn = pss->conn;
     in->sub_id = pss->tap_id;
     snprintf (in->type, sizeof in->type, "%s", filter);
+    in->tx = strdup (tx);
+    if (!in->tx) {
+        gw_in_free (in);
+        s_error (gw, wsi, pss, tx, "internal", "out of memory");
+        return;
+    }
+    /* the bridge says `tapping` once its subscription is in force */
     gw_to_bridge (gw, in);
-    s_reply (gw, wsi, pss, tx, "tapping", json_pack ("{s:s}", "filter", filter));
 }
 
 static void

@@ -101,6 +101,23 @@ def test_tap_filter():
         check(r["op"] == "error" and r["code"] == "invalid", "filter %r: %r", bad, r)
 
 
+def test_tapping_means_the_tap_is_live():
+    """The `tapping` reply comes once the gateway's subscription to the
+    broker's tap is in force: a call made right after it is on the tap,
+    every time, also when no one tapped before (the subscription is made
+    then) and after the last tap ended (it was dropped)."""
+    gw = Gateway()
+    w = gw.ws()
+    for k in range(20):
+        r = w.call_op("tap", {"filter": "session.list"})
+        check(r["op"] == "reply" and r["type"] == "tapping", "tap: %r", r)
+        w.call("session.list", {"limit": 100 + k})
+        _taps(w, lambda f: f["header"]["type"] == "session.list" and f["body"] == {"limit": 100 + k},
+              timeout=5, what="the call made right after `tapping` (round %d)" % k)
+        r = w.call_op("untap", {})
+        check(r["type"] == "untapped", "untap: %r", r)
+
+
 def test_tap_needs_the_token():
     gw = Gateway()
     for token in (None, "f" * 64):

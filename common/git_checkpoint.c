@@ -565,10 +565,9 @@ s_remove_added (s_ctx_t *ctx, const char *prefix, const char *target, const char
     for (char *p = list; rc == 0 && *p; p += strlen (p) + 1) {
         if (strncmp (p, prefix, plen) != 0 || s_kept (keep, p))
             continue;
-        if (s_remove_beneath (wsfd, p + plen) != 0)
-            out->refused++;
-        else
-        if (s_list_add (&out->removed, &out->nremoved, &out->removed_total, p) != 0)
+        bool gone = s_remove_beneath (wsfd, p + plen) == 0;
+        if (gone ? s_list_add (&out->removed, &out->nremoved, &out->removed_total, p)
+                 : s_list_add (&out->refused, &out->nrefused, &out->refused_total, p))
             rc = s_fail (err, errlen, "out of memory");
     }
     if (wsfd >= 0)
@@ -645,5 +644,8 @@ sb_ckpt_restore_clear (sb_ckpt_restore_t *self)
     for (size_t k = 0; k < self->nremoved; k++)
         free (self->removed [k]);
     free (self->removed);
+    for (size_t k = 0; k < self->nrefused; k++)
+        free (self->refused [k]);
+    free (self->refused);
     memset (self, 0, sizeof *self);
 }

@@ -77,7 +77,8 @@ typedef struct {
     size_t nrestored, restored_total;
     char **removed;
     size_t nremoved, removed_total;
-    size_t refused;             /* paths not removed: `..`, or under a symlink */
+    char **refused;             /* paths not removed: a `..`, or a symlink on the way */
+    size_t nrefused, refused_total;
 } sb_ckpt_restore_t;
 
 /*  Puts the work tree of `workspace` back to the tree `target`, a

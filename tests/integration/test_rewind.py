@@ -13,8 +13,10 @@ server:
   - a seq between checkpoints takes the latest at or before it;
   - a seq before the first checkpoint is invalid, naming the first;
   - refused (conflict) while a run is active; --undo refused after a
-    prompt; code: false (the conversation only) refused.
+    prompt; code: false (the conversation only) refused; a worker's
+    session refused; the REST route.
 """
+import http.client
 import json
 import os
 import subprocess
@@ -77,6 +79,20 @@ def start(turns, ws, script="rw"):
     server = Server(args=llm_args(llm, script), env=LLM_ENV).start()
     sid = new_session(server, ws, approval_policy="yolo")
     return server, sid
+
+
+def rest_post(srv, path, body):
+    with open(os.path.join(srv.data, "http.port")) as f:
+        port = int(f.read().strip())
+    with open(os.path.join(srv.data, "token")) as f:
+        token = f.read().strip()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("POST", path, body=json.dumps(body), headers={
+        "Host": "127.0.0.1:%d" % port, "Authorization": "Bearer " + token, "Content-Type": "application/json"})
+    r = conn.getresponse()
+    out = (r.status, json.loads(r.read()))
+    conn.close()
+    return out
 
 
 def json_lines(out):
@@ -153,6 +169,16 @@ def test_a_seq_before_the_first_checkpoint_is_invalid():
     check(rc == 1 and "no rewind to undo" in out + err, "undo without a rewind: %d %r %r", rc, out, err)
     rc, out, err = cli(server, "rewind", sid)
     check(rc == 2, "no --to nor --undo: %d", rc)
+    # the REST route starts the same run
+    status, body = rest_post(server, "/api/sessions/%s/rewind" % sid, {"to_seq": first})
+    check(status == 200 and body.get("run_id"), "POST rewind: %d %r", status, body)
+    run = wait_run(server, body["run_id"], timeout=30)
+    check(run["status"] == "completed" and not os.path.exists(os.path.join(ws, "x.txt")), "REST rewind: %r", run)
+    # a worker's session: its workspace is on the worker
+    wsid = new_session(server, git_workspace(), approval_policy="yolo", target="worker:p")
+    m = server.control().request("session.rewind", {"session_id": wsid, "to_seq": 1})
+    check(m.type == "error" and m.body.get("code") == "invalid" and "worker" in m.body.get("message", ""),
+          "a worker session: %r", m.body)
     rc, out, err = cli(server, "rewind", "--help")
     check(rc == 0 and "--undo" in out, "help: %r", out)
     server.stop()

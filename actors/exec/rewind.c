@@ -211,7 +211,8 @@ s_encode (sb_enc_t *e, sb_exec_run_t *run, const s_scan_t *s, uint64_t to_seq, c
     for (size_t k = 0; k < r->nrefused && listed < SB_CKPT_SKIPPED_MAX; k++, listed++) {
         sb_enc_map_open (e);
         sb_enc_kstr (e, "path", r->refused [k]);
-        sb_enc_kstr (e, "why", "made after the checkpoint, not removed: a symlink or `..` on its way, or it is a folder now");
+        sb_enc_kstr (e, "why", "made after the checkpoint, not removed: a symlink or `..` on its way, "
+                     "or it is a folder now");
         sb_enc_map_close (e);
     }
     sb_enc_array_close (e);

@@ -152,6 +152,15 @@ s_on_create_session (self_t *self, call_t *call, const sb_msg_t *sess)
     s_copy (r.resume_from, sizeof r.resume_from, c->resume_from);
     /* a compaction-only run (session.compact, docs/compaction.md) */
     s_copy (r.kind, sizeof r.kind, sb_get_str (msg->body, "kind"));
+    r.rewind_to = sb_get_uint (msg->body, "rewind_to", 0);
+    r.undo = sb_get_bool (msg->body, "undo", false);
+    /* a worker's workspace is on the worker, and its rewind is not built */
+    if (sb_run_kind_from_name (r.kind) == SB_RUN_KIND_REWIND
+    &&  sb_executor_from_name (r.executor) == SB_EXECUTOR_WORKER) {
+        sb_bus_error (self->bus, msg, SB_E_invalid, "session %s runs on a worker (pool %s): a worker's workspace "
+                      "is on the worker, and rewinding it is not built yet", c->session_id, r.pool);
+        return;
+    }
     const char *spolicy = sb_get_str (rec, "approval_policy");
     s_copy (r.approval_policy, sizeof r.approval_policy,
             c->policy [0] ? c->policy : spolicy ? spolicy : "auto");
@@ -244,12 +253,13 @@ s_handle_request (self_t *self, sb_msg_t *msg)
     const char *input = sb_get_str (msg->body, "input");
     const char *resume = sb_get_str (msg->body, "resume_from");
     const char *kind = sb_get_str (msg->body, "kind");
-    if (kind && sb_run_kind_from_name (kind) != SB_RUN_KIND_COMPACT) {
-        sb_bus_error (self->bus, msg, SB_E_invalid, "kind must be compact (or absent for a prompt's run)");
+    sb_run_kind_t k = kind ? sb_run_kind_from_name (kind) : SB_RUN_KIND_PROMPT;
+    if (kind && k != SB_RUN_KIND_COMPACT && k != SB_RUN_KIND_REWIND) {
+        sb_bus_error (self->bus, msg, SB_E_invalid, "kind must be compact or rewind (or absent for a prompt's run)");
         return;
     }
     if (kind && ((input && *input) || resume)) {
-        sb_bus_error (self->bus, msg, SB_E_invalid, "a compact run takes no input and resumes nothing");
+        sb_bus_error (self->bus, msg, SB_E_invalid, "a %s run takes no input and resumes nothing", kind);
         return;
     }
     if ((!input || !*input) && !resume && !kind) {

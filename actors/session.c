@@ -473,6 +473,8 @@ const op_row_t sb_session_ops [OP__COUNT + 1] = {
     [OP_STEER_TAKE] = { "session.steer.take",   true,  s_take_steer,  QP (steer_take), QW (steer_take),  NULL },
     //  forwarded to the run coordinator as a compact run (actors/session/compact.c)
     [OP_COMPACT]    = { "session.compact",      true,  sb_session_compact, NULL,       NULL,             NULL },
+    //  forwarded the same way as a rewind run (actors/exec/rewind.c)
+    [OP_REWIND]     = { "session.rewind",       true,  sb_session_compact, NULL,       NULL,             NULL },
     //  totals kept as usage entries are appended (actors/session/usage.c)
     [OP_USAGE]      = { "session.usage",        false, NULL,          NULL,            NULL,             R (usage) },
     //  the actor's own: a prompt's answer to remember, the queue's head

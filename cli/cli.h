@@ -110,6 +110,7 @@ bool sb_cli_mcp_names_check (const char *cmd, const char *list);
 int sb_cmd_run (int argc, char **argv);
 int sb_cmd_prompt (int argc, char **argv);
 int sb_cmd_compact (int argc, char **argv);
+int sb_cmd_rewind (int argc, char **argv);
 int sb_cmd_cancel (int argc, char **argv);
 int sb_cmd_resume (int argc, char **argv);
 int sb_cmd_runs (int argc, char **argv);

@@ -35,6 +35,7 @@ static const sb_cmd_t s_commands [] = {
     { "worker-status", sb_cmd_worker_status, "show one worker" },
     { "worker", sb_cmd_worker, "run an external worker that claims a pool's runs" },
     { "keys", sb_cmd_keys, "make a client key pair for the bus's CURVE TCP endpoints" },
+    { "rewind", sb_cmd_rewind, "put a session's work tree back to a checkpoint (or --undo the last rewind)" },
     { "compact", sb_cmd_compact, "compact a session's model context now (summarize older turns)" },
     { "mcp", sb_cmd_mcp, "list the MCP tool servers: state and tools" },
     { "interactions", sb_cmd_interactions, "list the approvals runs ask for" },

@@ -486,6 +486,29 @@ s_on_approval (sb_transcript_t *self, const char *kind, const sb_val_t *body)
     self->at_bol = true;
 }
 
+/*  What a rewind did, and what it could not undo (docs/checkpoints.md). */
+static void
+s_on_rewound (sb_transcript_t *self, const sb_val_t *body)
+{
+    s_endline (self);
+    const sb_val_t *nr = sb_get_array (body, "not_restored"), *fx = sb_get_array (body, "effects");
+    printf ("%s[%s to the checkpoint after seq %llu: %llu restored, %llu removed", DIM (self),
+            sb_get_bool (body, "undo", false) ? "rewind undone, back" : "rewound",
+            (unsigned long long) sb_get_uint (body, "checkpoint_seq", 0),
+            (unsigned long long) sb_get_uint (body, "restored_total", 0),
+            (unsigned long long) sb_get_uint (body, "removed_total", 0));
+    for (uint32_t k = 0; nr && k < nr->len; k++)
+        printf ("; not restored: %s (%s)", sb_get_str (sb_array_at (nr, k), "path"),
+                sb_get_str (sb_array_at (nr, k), "why"));
+    if (fx && fx->len)
+        printf ("; %u tool call(s) after seq %llu may have had effects outside the workspace that were not "
+                "undone:", (unsigned) fx->len, (unsigned long long) sb_get_uint (body, "to_seq", 0));
+    for (uint32_t k = 0; fx && k < fx->len && k < 8; k++)
+        printf (" %s", sb_get_str (sb_array_at (fx, k), "tool"));
+    printf ("]%s\n", OFF (self));
+    self->at_bol = true;
+}
+
 int
 sb_transcript_feed (sb_transcript_t *self, const sb_val_t *ev)
 {
@@ -575,6 +598,9 @@ sb_transcript_feed (sb_transcript_t *self, const sb_val_t *ev)
                 (unsigned long long) sb_get_uint (body, "tokens_after", 0), OFF (self));
         self->at_bol = true;
     }
+    else
+    if (strcmp (kind, "session.rewound") == 0)
+        s_on_rewound (self, body);
     else
     if (strncmp (kind, "approval.", 9) == 0)
         s_on_approval (self, kind, body);

@@ -468,3 +468,184 @@ sb_ckpt_clear (sb_ckpt_t *self)
     free (self->skipped);
     memset (self, 0, sizeof *self);
 }
+
+/* ------------------------------------------------------------------ */
+/*  Restoring a checkpoint (the rewind) */
+
+#define S_DEPTH_MAX 256         /* folders on one removed path's way, at most */
+
+//  Appends a path to a bounded list: the total always counts.
+static int
+s_list_add (char ***list, size_t *n, size_t *total, const char *p)
+{
+    (*total)++;
+    if (*n >= SB_CKPT_RESTORE_MAX || strlen (p) > SB_CKPT_PATH_MAX)
+        return 0;
+    if (!*list && !(*list = calloc (SB_CKPT_RESTORE_MAX, sizeof **list)))
+        return -1;
+    if (!((*list) [*n] = strdup (p)))
+        return -1;
+    (*n)++;
+    return 0;
+}
+
+/*  Unlinks `rel` (relative to the folder wsfd) itself. Every folder on
+    the way is opened with O_NOFOLLOW, so a symlink the model planted
+    (`dir -> /elsewhere`) stops the walk instead of leading out of the
+    workspace; a component `..` or `.` is refused. The folders emptied
+    by the removal go too. 0 removed or already gone, -1 refused. */
+static int
+s_remove_beneath (int wsfd, const char *rel)
+{
+    char buf [SB_CKPT_PATH_MAX + 1];
+    size_t len = strlen (rel);
+    if (len == 0 || len > SB_CKPT_PATH_MAX || rel [0] == '/')
+        return -1;
+    memcpy (buf, rel, len + 1);
+    char *comp [S_DEPTH_MAX + 1];
+    size_t n = 0;
+    for (char *p = buf, *save = NULL, *c = strtok_r (p, "/", &save); c; c = strtok_r (NULL, "/", &save)) {
+        if (strcmp (c, "..") == 0 || strcmp (c, ".") == 0 || n >= S_DEPTH_MAX)
+            return -1;
+        comp [n++] = c;
+    }
+    if (n == 0)
+        return -1;
+    int fds [S_DEPTH_MAX + 1];
+    fds [0] = wsfd;
+    size_t opened = 0, k;
+    int rc = 0;
+    for (k = 0; k + 1 < n; k++) {
+        int fd = openat (fds [k], comp [k], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) {
+            rc = errno == ENOENT ? 0 : -1;
+            break;
+        }
+        fds [k + 1] = fd;
+        opened++;
+    }
+    if (k + 1 == n) {
+        if (unlinkat (fds [k], comp [k], 0) != 0 && errno != ENOENT)
+            rc = -1;
+        /* the folders it leaves empty, deepest first; one that is not
+           empty stops it */
+        while (rc == 0 && k > 0 && unlinkat (fds [k - 1], comp [k - 1], AT_REMOVEDIR) == 0)
+            k--;
+    }
+    for (size_t j = 1; j <= opened; j++)
+        close (fds [j]);
+    return rc;
+}
+
+static bool
+s_kept (const char *const *keep, const char *p)
+{
+    for (size_t k = 0; keep && keep [k]; k++)
+        if (strcmp (keep [k], p) == 0)
+            return true;
+    return false;
+}
+
+//  Removes the paths in `now` and not in `target` (the workspace's own
+//  part of them: paths are relative to the repository's top).
+static int
+s_remove_added (s_ctx_t *ctx, const char *prefix, const char *target, const char *now, const char *const *keep,
+                sb_ckpt_restore_t *out, char *err, size_t errlen)
+{
+    const char *diff [] = { "diff-tree", "-r", "-z", "--name-only", "--no-renames", "--diff-filter=A",
+                            target, now, NULL };
+    char *list = NULL;
+    if (s_git (ctx, diff, &list) != 0) {
+        free (list);
+        return s_fail (err, errlen, "git diff-tree failed");
+    }
+    int wsfd = open (ctx->ws, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int rc = wsfd < 0 ? s_fail (err, errlen, "cannot open the workspace") : 0;
+    size_t plen = strlen (prefix);
+    for (char *p = list; rc == 0 && *p; p += strlen (p) + 1) {
+        if (strncmp (p, prefix, plen) != 0 || s_kept (keep, p))
+            continue;
+        bool gone = s_remove_beneath (wsfd, p + plen) == 0;
+        if (gone ? s_list_add (&out->removed, &out->nremoved, &out->removed_total, p)
+                 : s_list_add (&out->refused, &out->nrefused, &out->refused_total, p))
+            rc = s_fail (err, errlen, "out of memory");
+    }
+    if (wsfd >= 0)
+        close (wsfd);
+    free (list);
+    return rc;
+}
+
+int
+sb_ckpt_restore (const char *ws, const char *dir, const char *sid, const char *target, const char *now,
+                 const char *const *keep, sb_ckpt_restore_t *out, char *err, size_t errlen)
+{
+    memset (out, 0, sizeof *out);
+    char ref [128];
+    if (sb_ckpt_ref (sid, ref, sizeof ref) != 0)
+        return s_fail (err, errlen, "not a valid session id");
+    size_t tl = target ? strlen (target) : 0, nl = now ? strlen (now) : 0;
+    if ((tl != 40 && tl != 64) || strspn (target, "0123456789abcdef") != tl
+    ||  (nl != 40 && nl != 64) || strspn (now, "0123456789abcdef") != nl)
+        return s_fail (err, errlen, "not a tree id");
+    s_ctx_t *ctx = calloc (1, sizeof *ctx);
+    if (!ctx)
+        return s_fail (err, errlen, "out of memory");
+    int rc = s_open (ctx, ws, dir, sid, err, errlen);
+    char prefix [SB_CKPT_PATH_MAX + 2] = "";
+    if (rc == 0 && !ctx->dir_var [0]) {
+        static const char *show [] = { "rev-parse", "--show-prefix", NULL };
+        char *p = NULL;
+        if (s_git (ctx, show, &p) != 0 || strlen (p) > SB_CKPT_PATH_MAX)
+            rc = s_fail (err, errlen, "git rev-parse failed");
+        else {
+            p [strcspn (p, "\n")] = 0;
+            snprintf (prefix, sizeof prefix, "%s", p);
+        }
+        free (p);
+    }
+    const char *cat [] = { "cat-file", "-e", target, NULL };
+    if (rc == 0 && s_git (ctx, cat, NULL) != 0)
+        rc = s_fail (err, errlen, "the checkpoint's tree is gone from the object store");
+    /* what comes back: changed or deleted since the target */
+    const char *diff [] = { "diff-tree", "-r", "-z", "--name-only", "--no-renames", "--diff-filter=DMT",
+                            target, now, NULL };
+    char *list = NULL;
+    if (rc == 0 && s_git (ctx, diff, &list) != 0)
+        rc = s_fail (err, errlen, "git diff-tree failed");
+    size_t plen = strlen (prefix);
+    for (char *p = list; rc == 0 && *p; p += strlen (p) + 1)
+        if (strncmp (p, prefix, plen) == 0
+        &&  s_list_add (&out->restored, &out->nrestored, &out->restored_total, p) != 0)
+            rc = s_fail (err, errlen, "out of memory");
+    free (list);
+    if (rc == 0)
+        rc = s_remove_added (ctx, prefix, target, now, keep, out, err, errlen);
+    /* the target into the private index, then every file of it written
+       (-u: the index keeps their stat data for the next checkpoint) */
+    const char *read [] = { "read-tree", target, NULL };
+    const char *checkout [] = { "checkout-index", "-a", "-f", "-u", NULL };
+    if (rc == 0 && s_git (ctx, read, NULL) != 0)
+        rc = s_fail (err, errlen, "git read-tree failed");
+    if (rc == 0 && s_git (ctx, checkout, NULL) != 0)
+        rc = s_fail (err, errlen, "git checkout-index failed");
+    sb_git_overrides_clear (&ctx->ov);
+    free (ctx->hashes);
+    free (ctx);
+    return rc;
+}
+
+void
+sb_ckpt_restore_clear (sb_ckpt_restore_t *self)
+{
+    for (size_t k = 0; k < self->nrestored; k++)
+        free (self->restored [k]);
+    free (self->restored);
+    for (size_t k = 0; k < self->nremoved; k++)
+        free (self->removed [k]);
+    free (self->removed);
+    for (size_t k = 0; k < self->nrefused; k++)
+        free (self->refused [k]);
+    free (self->refused);
+    memset (self, 0, sizeof *self);
+}

@@ -67,6 +67,37 @@ int sb_ckpt_take (const char *workspace, const char *dir, const char *session_id
 
 void sb_ckpt_clear (sb_ckpt_t *ckpt);
 
+#define SB_CKPT_RESTORE_MAX 256     /* restored and removed paths listed by sb_ckpt_restore */
+
+/*  What sb_ckpt_restore did: the paths it wrote back (changed or deleted
+    since the target) and the ones it removed (made since), at most
+    SB_CKPT_RESTORE_MAX each, with how many in all. */
+typedef struct {
+    char **restored;
+    size_t nrestored, restored_total;
+    char **removed;
+    size_t nremoved, removed_total;
+    char **refused;             /* paths not removed: a `..`, or a symlink on the way */
+    size_t nrefused, refused_total;
+} sb_ckpt_restore_t;
+
+/*  Puts the work tree of `workspace` back to the tree `target`, a
+    checkpoint of the session, from `now`, the checkpoint just taken (so
+    that the restore can be undone by restoring `now`). Files in `now`
+    and not in `target` are removed, unless named in `keep` (the target's
+    skipped files, NULL-terminated, or NULL); every other file of the
+    target is written back. Only the private index is used: the person's
+    index and HEAD are untouched. A path is removed by unlinking it
+    itself, with every folder on its way opened without following a
+    symlink, so nothing outside the workspace is touched; a path with a
+    `..` component is refused. dir and sid as for sb_ckpt_take. Returns 0
+    and fills *out (clear with sb_ckpt_restore_clear either way), or -1
+    with a reason in err. */
+int sb_ckpt_restore (const char *workspace, const char *dir, const char *session_id, const char *target,
+                     const char *now, const char *const *keep, sb_ckpt_restore_t *out, char *err, size_t errlen);
+
+void sb_ckpt_restore_clear (sb_ckpt_restore_t *r);
+
 /*  The ref that holds a session's checkpoints, in `ref` (n bytes): 0, or
     -1 when the session id is not a valid name. */
 int sb_ckpt_ref (const char *session_id, char *ref, size_t n);

@@ -254,6 +254,38 @@ static const sb_field_t s_tape_checkpoint [] = {
       RANGE (1024, 1ll << 40, 16 << 20) },
     { "duration_ms", SB_T_UINT, false, 0, NULL, "what recording it cost", RANGE_COUNT },
     END };
+/*  The bounds match common/git_checkpoint.h (SB_CKPT_RESTORE_MAX paths)
+    and actors/exec/rewind.c (SB_EXEC_REWIND_EFFECTS_MAX calls). */
+static const sb_field_t s_tape_not_restored_fields [] = {
+    { "path", SB_T_STR, true, 4 KB, NULL, "the file" },
+    { "why", SB_T_STR, true, 256, NULL, "why it was left as it is" },
+    END };
+static const sb_field_t s_tape_not_restored [] = {
+    { "file", SB_T_MAP, false, 0, s_tape_not_restored_fields, "a file left alone" } };
+static const sb_field_t s_tape_effect_fields [] = {
+    { "call_id", SB_T_STR, true, 256, NULL, "the tool call" },
+    { "tool", SB_T_STR, true, 128, NULL, "its tool" },
+    { "seq", SB_T_UINT, false, 0, NULL, "the seq of its tool.call entry", RANGE_COUNT },
+    END };
+static const sb_field_t s_tape_effect [] = { { "call", SB_T_MAP, false, 0, s_tape_effect_fields, "a call" } };
+static const sb_field_t s_tape_rewound [] = {
+    { "to_seq", SB_T_UINT, true, 0, NULL, "the seq asked for", RANGE_COUNT },
+    { "checkpoint_seq", SB_T_UINT, true, 0, NULL, "seq_of of the checkpoint put back (the latest at or before to_seq)",
+      RANGE_COUNT },
+    { "undo", SB_T_BOOL, false, 0, NULL, "true: this undid the session's previous rewind" },
+    { "tree_before", SB_T_STR, true, 64, NULL, "the work tree before the rewind (a checkpoint of it, so it can be undone)" },
+    { "tree_after", SB_T_STR, true, 64, NULL, "the work tree after it" },
+    { "restored", SB_T_ARRAY, true, 256, s_tape_paths, "paths written back (changed or deleted since the checkpoint)" },
+    { "restored_total", SB_T_UINT, false, 0, NULL, "how many in all", RANGE_COUNT },
+    { "removed", SB_T_ARRAY, true, 256, s_tape_paths, "paths made after the checkpoint, removed" },
+    { "removed_total", SB_T_UINT, false, 0, NULL, "how many in all", RANGE_COUNT },
+    { "truncated", SB_T_BOOL, false, 0, NULL, "true when restored or removed lists only the first 256" },
+    { "not_restored", SB_T_ARRAY, true, 64, s_tape_not_restored,
+      "files left as they are: the checkpoint skipped them (too large), or removing them was refused" },
+    { "effects", SB_T_ARRAY, true, 256, s_tape_effect,
+      "calls of tools that are not read-only after to_seq: what they did outside the workspace was not undone" },
+    { "effects_truncated", SB_T_BOOL, false, 0, NULL, "true when more calls than listed" },
+    END };
 static const sb_field_t s_tape_reasoning [] = {
     { "provider", SB_T_STR, true, 32, NULL, "provider kind that emitted it (responses, anthropic, ...)" },
     { "data", SB_T_STR, true, 4 MB, NULL, "opaque JSON to give back to the same provider" },
@@ -302,6 +334,8 @@ static const sb_type_t s_tape_kinds [] = {
     TAPE ("usage", s_tape_usage, SB_SCOPE_WORKER, "tokens used by one model call"),
     TAPE ("checkpoint", s_tape_checkpoint, SB_SCOPE_WORKER,
           "the work tree recorded as a git tree after a step (docs/checkpoints.md)"),
+    TAPE ("session.rewound", s_tape_rewound, SB_SCOPE_INTERNAL,
+          "the work tree was put back to a checkpoint by a rewind run (docs/checkpoints.md)"),
     TAPE ("error", s_tape_error, SB_SCOPE_INTERNAL, "an error the person should see"),
     TAPE ("note", s_tape_any, SB_SCOPE_WORKER, "free-form note"),
     TAPE ("tape.quota", s_tape_quota, SB_SCOPE_INTERNAL,

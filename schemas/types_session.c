@@ -173,6 +173,21 @@ static const sb_field_t s_session_compact_ok [] = {
     { "run", SB_T_MAP, true, 0, NULL, "the run record (see run.get)" },
     END
 };
+static const sb_field_t s_session_rewind [] = {
+    { "session_id", SB_T_STR, true, ID_MAX, NULL, "session" },
+    { "to_seq", SB_T_UINT, false, 0, NULL,
+      "put the work tree back to the latest checkpoint at or before this seq (required unless undo)", RANGE_COUNT },
+    { "undo", SB_T_BOOL, false, 0, NULL, "put back the work tree as the session's last rewind found it" },
+    { "code", SB_T_BOOL, false, 0, NULL, "rewind the work tree (default true; false, the conversation only, "
+      "is not built yet and is refused)" },
+    { "command_id", SB_T_STR, false, ID_MAX, NULL, "idempotency key" },
+    END
+};
+static const sb_field_t s_session_rewind_ok [] = {
+    { "run_id", SB_T_STR, true, ID_MAX, NULL, "the rewind's run (kind rewind); its session.rewound entry says what it did" },
+    { "run", SB_T_MAP, true, 0, NULL, "the run record (see run.get)" },
+    END
+};
 static const sb_field_t s_session_fence [] = {
     { "session_id", SB_T_STR, true, ID_MAX, NULL, "session id" },
     { "fence", SB_T_UINT, true, 0, NULL, "the new fence; a lower one than the session's changes nothing",
@@ -258,6 +273,10 @@ const sb_type_t sb_types_session [] = {
          "compact the session's model context now (docs/compaction.md): a run of kind compact; "
          "conflict while a run is active, cancellable as any run"),
     REP ("session.compact.ok", s_session_compact_ok, "the compaction's run"),
+    REQ ("session.rewind", s_session_rewind, SB_SCOPE_PUBLIC,
+         "put the session's work tree back to a checkpoint (docs/checkpoints.md): a run of kind rewind; "
+         "conflict while a run is active"),
+    REP ("session.rewind.ok", s_session_rewind_ok, "the rewind's run"),
     REQ ("session.fence", s_session_fence, SB_SCOPE_INTERNAL,
          "run actor: raise the session's fencing token; appends with an older fence are refused (internal)"),
     REP ("session.fence.ok", s_session_fence_ok, "the session's fence now"),

@@ -5,7 +5,7 @@
 #include <string.h>
 
 const char *const sb_executors [SB_EXECUTOR__COUNT + 1] = { "local", "worker", NULL };
-const char *const sb_run_kinds [SB_RUN_KIND__COUNT + 1] = { "prompt", "compact", NULL };
+const char *const sb_run_kinds [SB_RUN_KIND__COUNT + 1] = { "prompt", "compact", "rewind", NULL };
 const char *const sb_session_statuses [SB_SESSION__COUNT + 1] = { "active", "closed", NULL };
 const char *const sb_turn_statuses [SB_TURN__COUNT + 1] = { "idle", "running", "cancelling", NULL };
 const char *const sb_prompt_modes [SB_PROMPT__MODES + 1] = { "queue", "steer", NULL };

@@ -19,8 +19,8 @@ typedef enum { SB_EXECUTOR_LOCAL, SB_EXECUTOR_WORKER, SB_EXECUTOR__COUNT } sb_ex
 extern const char *const sb_executors [];
 sb_executor_t sb_executor_from_name (const char *name);
 
-/*  run.request kind: prompt (the agent loop; also absent or "") | compact */
-typedef enum { SB_RUN_KIND_PROMPT, SB_RUN_KIND_COMPACT, SB_RUN_KIND__COUNT } sb_run_kind_t;
+/*  run.request kind: prompt (the agent loop; also absent or "") | compact | rewind */
+typedef enum { SB_RUN_KIND_PROMPT, SB_RUN_KIND_COMPACT, SB_RUN_KIND_REWIND, SB_RUN_KIND__COUNT } sb_run_kind_t;
 extern const char *const sb_run_kinds [];
 /*  NULL and "" are a prompt run, as an absent kind is. */
 sb_run_kind_t sb_run_kind_from_name (const char *name);

@@ -437,6 +437,11 @@ s_agent_loop (sb_exec_run_t *run)
     s_count_done (run);
     if (prc)
         return;
+    /* a rewind runs no model and no tool: it only puts the work tree back */
+    if (sb_run_kind_from_name (run->kind) == SB_RUN_KIND_REWIND) {
+        sb_exec_rewind_run (run);
+        return;
+    }
     /* calls of this very run without results: it waited for an approval */
     bool waiting = sb_policy_unanswered (run->runtime->policy, run->run_id, NULL, 0) > 0;
     if ((!waiting && sb_exec_append_one (run, "turn.begin", NULL, NULL))

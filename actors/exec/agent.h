@@ -14,6 +14,7 @@
 #include "actors/exec/runtime.h"
 #include "actors/exec/tools.h"
 #include "bus/client.h"
+#include "common/git_checkpoint.h"
 #include "common/ring.h"
 
 #include <pthread.h>
@@ -100,7 +101,9 @@ struct sb_exec_run {
     const char *workspace;      /* its own checkout instead of the session's folder */
     const char *finish_type;    /* the final report: run.complete (default run.finish) */
     int hb_ms;                  /* heartbeat period: min(5 s, lease/3) (default SB_EXEC_HEARTBEAT_MS) */
-    char kind [16];             /* "" : a prompt's run; "compact": compaction only */
+    char kind [16];             /* "" : a prompt's run; "compact": compaction only; "rewind" */
+    uint64_t rewind_to;         /* rewind: the seq to go back to (actors/exec/rewind.c) */
+    bool undo;                  /* rewind: undo the session's last rewind */
     uint64_t ctx_estimate;      /* context tokens estimated for the current call */
     uint64_t compacted_after;   /* tokens_after of the run's last compaction (0: none) */
     bool overflow;              /* this call was retried after context_overflow */
@@ -163,6 +166,10 @@ typedef struct {
 void sb_exec_checkpoint (sb_exec_run_t *run);
 //  SWITCHBOARD_CHECKPOINT_MAX_FILE, in its declared range, or the default.
 int64_t sb_exec_checkpoint_max_file (void);
+/*  Takes a checkpoint of the run's workspace without appending an entry
+    (the rewind's before and after): 0 and *c filled (clear it with
+    sb_ckpt_clear either way), or -1 with a reason in err. */
+int sb_exec_checkpoint_take (sb_exec_run_t *run, const char *message, sb_ckpt_t *c, char *err, size_t errlen);
 
 //  ---------------------------------------------------------------------
 //  actors/exec/tape.c: what a run writes, always with its fence
@@ -253,6 +260,10 @@ int sb_exec_compact_overflow (sb_exec_run_t *run);
 //  The whole of a compaction-only run (kind "compact"): a summary of what
 //  precedes the newest turn; sets the run's status.
 void sb_exec_compact_run (sb_exec_run_t *run);
+
+//  actors/exec/rewind.c: a rewind run puts the work tree back to a
+//  checkpoint and appends session.rewound (docs/checkpoints.md)
+void sb_exec_rewind_run (sb_exec_run_t *run);
 
 //  Reads the tape after what the context has seen (actors/exec/agent.c).
 int sb_exec_catch_up (sb_exec_run_t *run);

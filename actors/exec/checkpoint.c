@@ -79,6 +79,25 @@ s_encode (sb_enc_t *e, const sb_exec_run_t *run, const sb_ckpt_t *c, int64_t ms)
     sb_enc_array_close (e);
 }
 
+int
+sb_exec_checkpoint_take (sb_exec_run_t *run, const char *message, sb_ckpt_t *c, char *err, size_t errlen)
+{
+    memset (c, 0, sizeof *c);
+    const char *ws = run->runtime ? run->runtime->workspace : NULL;
+    if (!ws) {
+        snprintf (err, errlen, "the run has no workspace");
+        return -1;
+    }
+    if (!run->ckpt_max_file)
+        run->ckpt_max_file = sb_exec_checkpoint_max_file ();
+    char dir [4200] = "", exclude [4300];
+    if (run->data_dir)
+        snprintf (dir, sizeof dir, "%s/checkpoints", run->data_dir);
+    sb_exec_diff_exclude (ws, run->data_dir, exclude, sizeof exclude);
+    return sb_ckpt_take (ws, dir [0] ? dir : NULL, run->session_id, exclude, run->ckpt_max_file, message,
+                         c, err, errlen);
+}
+
 void
 sb_exec_checkpoint (sb_exec_run_t *run)
 {
@@ -86,17 +105,11 @@ sb_exec_checkpoint (sb_exec_run_t *run)
     const char *ws = run->runtime ? run->runtime->workspace : NULL;
     if (!ws || atomic_load (&run->lost) || atomic_load (&run->shutdown))
         return;
-    if (!run->ckpt_max_file)
-        run->ckpt_max_file = sb_exec_checkpoint_max_file ();
-    char dir [4200] = "", exclude [4300], message [160], err [256] = "";
-    if (run->data_dir)
-        snprintf (dir, sizeof dir, "%s/checkpoints", run->data_dir);
-    sb_exec_diff_exclude (ws, run->data_dir, exclude, sizeof exclude);
+    char message [160], err [256] = "";
     snprintf (message, sizeof message, "checkpoint after seq %" PRIu64 " of run %s", run->last_seq, run->run_id);
     int64_t t0 = sb_mono_ms ();
     sb_ckpt_t c;
-    int rc = sb_ckpt_take (ws, dir [0] ? dir : NULL, run->session_id, exclude, run->ckpt_max_file, message,
-                           &c, err, sizeof err);
+    int rc = sb_exec_checkpoint_take (run, message, &c, err, sizeof err);
     int64_t ms = sb_mono_ms () - t0;
     if (rc != 0)
         sb_warn (ACTOR, "no checkpoint run=%s session=%s: %s", run->run_id, run->session_id, err);

@@ -146,7 +146,10 @@ s_run_new (sb_exec_host_t *host, const sb_val_t *start, const sb_val_t *config, 
     const char *rf = sb_get_str (config, "resume_from");
     snprintf (run->resume_from, sizeof run->resume_from, "%s", rf ? rf : "");
     const char *kind = sb_get_str (config, "kind");
-    snprintf (run->kind, sizeof run->kind, "%s", sb_run_kind_from_name (kind) == SB_RUN_KIND_COMPACT ? kind : "");
+    sb_run_kind_t rk = sb_run_kind_from_name (kind);
+    snprintf (run->kind, sizeof run->kind, "%s", rk == SB_RUN_KIND_COMPACT || rk == SB_RUN_KIND_REWIND ? kind : "");
+    run->rewind_to = sb_get_uint (config, "rewind_to", 0);
+    run->undo = sb_get_bool (config, "undo", false);
     const char *pol = sb_get_str (config, "approval_policy");
     snprintf (run->policy, sizeof run->policy, "%s", pol ? pol : "auto");
     snprintf (run->endpoint, sizeof run->endpoint, "%s", o->endpoint);

@@ -39,6 +39,8 @@ sb_run_record_encode (const run_t *r, const lease_t *lease, sb_enc_t *e)
     sb_enc_map_close (e);
     if (r->resume_from [0]) sb_enc_kstr (e, "resume_from", r->resume_from);
     if (r->kind [0]) sb_enc_kstr (e, "kind", r->kind);
+    if (r->rewind_to) sb_enc_kuint (e, "rewind_to", r->rewind_to);
+    if (r->undo) sb_enc_kbool (e, "undo", true);
     sb_enc_kuint (e, "fence", r->fence);
     if (r->owner [0]) sb_enc_kstr (e, "owner", r->owner);
     if (r->approval_policy [0]) sb_enc_kstr (e, "approval_policy", r->approval_policy);
@@ -85,6 +87,8 @@ s_run_decode (const void *data, size_t len, run_t *r)
     s_copy (r->worker_id, sizeof r->worker_id, sb_get_str (v, "worker_id"));
     s_copy (r->instance_id, sizeof r->instance_id, sb_get_str (v, "instance_id"));
     s_copy (r->kind, sizeof r->kind, sb_get_str (v, "kind"));
+    r->rewind_to = sb_get_uint (v, "rewind_to", 0);
+    r->undo = sb_get_bool (v, "undo", false);
     const char *input = sb_get_str (v, "input");
     r->input = input ? strdup (input) : NULL;
     r->fence = sb_get_uint (v, "fence", 0);

@@ -52,7 +52,9 @@ typedef struct {
     char waiting_for [256];
     char worker_id [65];
     char instance_id [65];
-    char kind [16];             /* "": a prompt's run; "compact": compaction only */
+    char kind [16];             /* "": a prompt's run; "compact": compaction only; "rewind" */
+    uint64_t rewind_to;         /* rewind: the seq to go back to */
+    bool undo;                  /* rewind: undo the session's last rewind */
     char *input;
     uint64_t fence, created_at, updated_at, started_at, ended_at;
     uint64_t steps, input_tokens, output_tokens;

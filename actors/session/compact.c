@@ -7,7 +7,11 @@
     fence, `cancel` stops it, and its status is on the tape. The session
     actor therefore forwards session.compact as run.request {kind:
     "compact"} and relays the answer, never blocking on it, as it does
-    with session.prompt (actors/session/prompt.c). */
+    with session.prompt (actors/session/prompt.c).
+
+    session.rewind goes the same way, as a run of kind rewind: the
+    executor that holds the workspace puts it back between no two steps
+    of another run, because there is none (docs/checkpoints.md). */
 #include "actors/session/session_impl.h"
 
 #include <string.h>
@@ -17,7 +21,8 @@
 typedef struct {
     uint8_t *route;
     size_t route_len;
-    sb_header_t req;            /* the session.compact request, to answer */
+    sb_header_t req;            /* the session.compact or session.rewind request, to answer */
+    bool rewind;
     int64_t expires;            /* mono ms */
 } compact_fwd_t;
 
@@ -41,11 +46,22 @@ sb_session_compacts_new (void)
     return table;
 }
 
-/*  Forwards one session.compact; takes the message. */
+/*  Forwards one session.compact or session.rewind; takes the message. */
 void
 sb_session_compact (self_t *self, sb_msg_t **msg_p)
 {
     sb_msg_t *msg = *msg_p;
+    bool rewind = strcmp (msg->h.type, "session.rewind") == 0;
+    bool undo = rewind && sb_get_bool (msg->body, "undo", false);
+    const char *why = !rewind ? NULL
+                    : !sb_get_bool (msg->body, "code", true) ? "code: false (the conversation only) is not built yet"
+                    : !undo && !sb_get (msg->body, "to_seq") ? "to_seq is required (or undo)"
+                    : undo && sb_get (msg->body, "to_seq") ? "undo takes no to_seq" : NULL;
+    if (why) {
+        sb_bus_error (self->bus, msg, SB_E_invalid, "%s", why);
+        sb_msg_destroy (msg_p);
+        return;
+    }
     compact_fwd_t *f = calloc (1, sizeof *f);
     sb_enc_t *e = sb_enc_new ();
     if (!f || !e || !(f->route = malloc (msg->route_len ? msg->route_len : 1))) {
@@ -58,10 +74,15 @@ sb_session_compact (self_t *self, sb_msg_t **msg_p)
     memcpy (f->route, msg->route, msg->route_len);
     f->route_len = msg->route_len;
     f->req = msg->h;
+    f->rewind = rewind;
     f->expires = sb_mono_ms () + COMPACT_TTL_MS;
     sb_enc_map_open (e);
     sb_enc_kstr (e, "session_id", sb_get_str (msg->body, "session_id"));
-    sb_enc_kstr (e, "kind", "compact");
+    sb_enc_kstr (e, "kind", rewind ? "rewind" : "compact");
+    if (rewind && !undo)
+        sb_enc_kuint (e, "rewind_to", sb_get_uint (msg->body, "to_seq", 0));
+    if (undo)
+        sb_enc_kbool (e, "undo", true);
     sb_enc_kstr_opt (e, "command_id", sb_get_str (msg->body, "command_id"));
     sb_enc_map_close (e);
     size_t len;
@@ -96,7 +117,7 @@ sb_session_compact_reply (self_t *self, const sb_msg_t *reply)
             sb_enc_kstr (e, "run_id", sb_get_str (run, "run_id"));
             sb_enc_kval (e, "run", run);
             sb_enc_map_close (e);
-            type = "session.compact.ok";
+            type = f->rewind ? "session.rewind.ok" : "session.compact.ok";
         }
         size_t len;
         const uint8_t *b = sb_enc_data (e, &len);

@@ -220,8 +220,11 @@ s_prepare_entry (self_t *self, req_t *req, long index, const char *kind, const s
         return;
     }
     //  The session's own entries are its record's history; nobody else
-    //  may write them.
-    if (strncmp (kind, "session.", 8) == 0 || strcmp (kind, "tape.quota") == 0) {
+    //  may write them. session.rewound is not: the executor that put the
+    //  work tree back writes it (actors/exec/rewind.c), and its scope
+    //  keeps it from a worker's key.
+    if ((strncmp (kind, "session.", 8) == 0 && strcmp (kind, "session.rewound") != 0)
+    ||  strcmp (kind, "tape.quota") == 0) {
         sb_session_fail (req, SB_E_invalid, "%skind: %s entries are written by the session service only",
                          where, kind);
         return;

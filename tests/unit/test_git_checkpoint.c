@@ -202,3 +202,212 @@ Test (git_checkpoint, in_git_without_a_data_folder_the_index_is_in_the_git_dir)
     cr_assert_eq (access (path, F_OK), 0);
     s_rmrf (ws);
 }
+
+static bool
+s_in (char *const *list, size_t n, const char *path)
+{
+    for (size_t k = 0; k < n; k++)
+        if (strcmp (list [k], path) == 0)
+            return true;
+    return false;
+}
+
+static char *
+s_read (const char *dir, const char *name, char *buf, size_t n)
+{
+    char path [8192];
+    snprintf (path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen (path, "r");
+    if (!f)
+        return NULL;
+    size_t got = fread (buf, 1, n - 1, f);
+    buf [got] = 0;
+    fclose (f);
+    return buf;
+}
+
+//  Written, edited, deleted and made after a checkpoint: the restore puts
+//  back what it held, removes what came after, and leaves a planted
+//  symlink's target outside the workspace alone.
+static void
+s_restore_case (bool in_git)
+{
+    char ws [64], data [64], out [64], cmd [400], buf [64], err [256] = "";
+    s_tmpdir (ws, sizeof ws, "rws");
+    s_tmpdir (data, sizeof data, "rdata");
+    s_tmpdir (out, sizeof out, "rout");
+    if (in_git) {
+        snprintf (cmd, sizeof cmd, "git -C '%s' init -q", ws);
+        cr_assert (system (cmd) == 0);
+    }
+    s_write (ws, "keep.txt", "keep\n");
+    s_write (ws, "edit.txt", "before\n");
+    s_write (ws, "gone.txt", "gone\n");
+    s_write (out, "victim.txt", "outside\n");
+    sb_ckpt_t then, now;
+    s_take (ws, data, SB_CKPT_MAX_FILE_DEFAULT, &then);
+    s_write (ws, "edit.txt", "after\n");
+    snprintf (cmd, sizeof cmd, "%s/gone.txt", ws);
+    cr_assert_eq (unlink (cmd), 0);
+    snprintf (cmd, sizeof cmd, "%s/sub", ws);
+    cr_assert_eq (mkdir (cmd, 0700), 0);
+    s_write (ws, "sub/new.txt", "new\n");
+    //  a link out of the workspace: the link goes, not what it points at
+    snprintf (cmd, sizeof cmd, "%s/escape", ws);
+    cr_assert_eq (symlink (out, cmd), 0);
+    s_take (ws, data, SB_CKPT_MAX_FILE_DEFAULT, &now);
+    sb_ckpt_restore_t r;
+    int rc = sb_ckpt_restore (ws, data, "sess_1", then.tree, now.tree, NULL, &r, err, sizeof err);
+    cr_assert_eq (rc, 0, "restore: %s", err);
+    cr_assert_str_eq (s_read (ws, "edit.txt", buf, sizeof buf), "before\n");
+    cr_assert_str_eq (s_read (ws, "gone.txt", buf, sizeof buf), "gone\n");
+    cr_assert_str_eq (s_read (ws, "keep.txt", buf, sizeof buf), "keep\n");
+    cr_assert_null (s_read (ws, "sub/new.txt", buf, sizeof buf));
+    snprintf (cmd, sizeof cmd, "%s/sub", ws);
+    cr_assert_neq (access (cmd, F_OK), 0, "the emptied folder goes too");
+    struct stat st;
+    snprintf (cmd, sizeof cmd, "%s/escape", ws);
+    cr_assert_neq (lstat (cmd, &st), 0);
+    cr_assert_str_eq (s_read (out, "victim.txt", buf, sizeof buf), "outside\n");
+    cr_assert (s_in (r.restored, r.nrestored, "edit.txt") && s_in (r.restored, r.nrestored, "gone.txt"));
+    cr_assert_eq (r.restored_total, 2);
+    cr_assert (s_in (r.removed, r.nremoved, "sub/new.txt") && s_in (r.removed, r.nremoved, "escape"));
+    cr_assert_eq (r.removed_total, 2);
+    sb_ckpt_restore_clear (&r);
+    //  and back: the restore of `now` undoes it
+    rc = sb_ckpt_restore (ws, data, "sess_1", now.tree, then.tree, NULL, &r, err, sizeof err);
+    cr_assert_eq (rc, 0, "undo: %s", err);
+    cr_assert_str_eq (s_read (ws, "sub/new.txt", buf, sizeof buf), "new\n");
+    cr_assert_str_eq (s_read (ws, "edit.txt", buf, sizeof buf), "after\n");
+    cr_assert_null (s_read (ws, "gone.txt", buf, sizeof buf));
+    snprintf (cmd, sizeof cmd, "%s/escape", ws);
+    cr_assert_eq (lstat (cmd, &st), 0);
+    cr_assert (S_ISLNK (st.st_mode));
+    sb_ckpt_restore_clear (&r);
+    sb_ckpt_clear (&then);
+    sb_ckpt_clear (&now);
+    s_rmrf (ws);
+    s_rmrf (data);
+    s_rmrf (out);
+}
+
+Test (git_checkpoint, a_restore_puts_the_tree_back_in_a_shadow)
+{
+    s_restore_case (false);
+}
+
+Test (git_checkpoint, a_restore_puts_the_tree_back_in_git)
+{
+    s_restore_case (true);
+}
+
+//  A path under a folder the model replaced with a symlink is refused:
+//  the walk does not follow it out of the workspace.
+Test (git_checkpoint, a_removal_does_not_follow_a_symlinked_folder)
+{
+    char ws [64], data [64], out [64], path [300], buf [64], err [256] = "";
+    s_tmpdir (ws, sizeof ws, "lws");
+    s_tmpdir (data, sizeof data, "ldata");
+    s_tmpdir (out, sizeof out, "lout");
+    s_write (ws, "a.txt", "a\n");
+    s_write (out, "x.txt", "outside\n");
+    sb_ckpt_t then, now;
+    s_take (ws, data, SB_CKPT_MAX_FILE_DEFAULT, &then);
+    snprintf (path, sizeof path, "%s/d", ws);
+    cr_assert_eq (mkdir (path, 0700), 0);
+    s_write (ws, "d/x.txt", "inside\n");
+    s_take (ws, data, SB_CKPT_MAX_FILE_DEFAULT, &now);
+    //  after the checkpoint of now, d becomes a link to the outside
+    s_write (ws, "d/x.txt", "");
+    snprintf (path, sizeof path, "%s/d/x.txt", ws);
+    cr_assert_eq (unlink (path), 0);
+    snprintf (path, sizeof path, "%s/d", ws);
+    cr_assert_eq (rmdir (path), 0);
+    cr_assert_eq (symlink (out, path), 0);
+    sb_ckpt_restore_t r;
+    int rc = sb_ckpt_restore (ws, data, "sess_1", then.tree, now.tree, NULL, &r, err, sizeof err);
+    cr_assert_eq (rc, 0, "restore: %s", err);
+    cr_assert_str_eq (s_read (out, "x.txt", buf, sizeof buf), "outside\n");
+    cr_assert (r.nrefused == 1 && strcmp (r.refused [0], "d/x.txt") == 0);
+    cr_assert_eq (r.nremoved, 0);
+    sb_ckpt_restore_clear (&r);
+    cr_assert_eq (sb_ckpt_restore (ws, data, "sess_1", "../x", now.tree, NULL, &r, err, sizeof err), -1);
+    sb_ckpt_restore_clear (&r);
+    sb_ckpt_clear (&then);
+    sb_ckpt_clear (&now);
+    s_rmrf (ws);
+    s_rmrf (data);
+    s_rmrf (out);
+}
+
+//  A folder of the checkpoint that the model replaced with a symlink out
+//  of the workspace: git writes the folder back, never through the link.
+Test (git_checkpoint, a_restore_does_not_write_through_a_symlinked_folder)
+{
+    char ws [64], data [64], out [64], path [300], buf [64], err [256] = "";
+    s_tmpdir (ws, sizeof ws, "wws");
+    s_tmpdir (data, sizeof data, "wdata");
+    s_tmpdir (out, sizeof out, "wout");
+    snprintf (path, sizeof path, "%s/d", ws);
+    cr_assert_eq (mkdir (path, 0700), 0);
+    s_write (ws, "d/x.txt", "inside\n");
+    sb_ckpt_t then, now;
+    s_take (ws, data, SB_CKPT_MAX_FILE_DEFAULT, &then);
+    snprintf (path, sizeof path, "%s/d/x.txt", ws);
+    cr_assert_eq (unlink (path), 0);
+    snprintf (path, sizeof path, "%s/d", ws);
+    cr_assert_eq (rmdir (path), 0);
+    cr_assert_eq (symlink (out, path), 0);
+    s_take (ws, data, SB_CKPT_MAX_FILE_DEFAULT, &now);
+    sb_ckpt_restore_t r;
+    int rc = sb_ckpt_restore (ws, data, "sess_1", then.tree, now.tree, NULL, &r, err, sizeof err);
+    cr_assert_eq (rc, 0, "restore: %s", err);
+    cr_assert_null (s_read (out, "x.txt", buf, sizeof buf), "written through the link");
+    cr_assert_str_eq (s_read (ws, "d/x.txt", buf, sizeof buf), "inside\n");
+    struct stat st;
+    cr_assert (lstat (path, &st) == 0 && S_ISDIR (st.st_mode));
+    sb_ckpt_restore_clear (&r);
+    sb_ckpt_clear (&then);
+    sb_ckpt_clear (&now);
+    s_rmrf (ws);
+    s_rmrf (data);
+    s_rmrf (out);
+}
+
+//  A workspace that is a folder of a repository: the files of the
+//  repository outside it are neither written nor removed.
+Test (git_checkpoint, a_restore_stays_inside_a_workspace_below_the_top)
+{
+    char top [64], ws [128], data [64], cmd [400], buf [64], err [256] = "";
+    s_tmpdir (top, sizeof top, "top");
+    s_tmpdir (data, sizeof data, "tdata");
+    snprintf (cmd, sizeof cmd, "git -C '%s' init -q", top);
+    cr_assert (system (cmd) == 0);
+    snprintf (ws, sizeof ws, "%s/w", top);
+    cr_assert_eq (mkdir (ws, 0700), 0);
+    s_write (top, "outer.txt", "outer one\n");
+    s_write (ws, "in.txt", "in one\n");
+    //  tracked: in the index the private one starts from, so in every
+    //  tree, and a checkout of the whole index would write it back
+    snprintf (cmd, sizeof cmd, "git -C '%s' add outer.txt", top);
+    cr_assert (system (cmd) == 0);
+    sb_ckpt_t then, now;
+    s_take (ws, data, SB_CKPT_MAX_FILE_DEFAULT, &then);
+    s_write (top, "outer.txt", "outer two\n");
+    s_write (top, "outer_new.txt", "new outside\n");
+    s_write (ws, "in.txt", "in two\n");
+    s_write (ws, "in_new.txt", "new inside\n");
+    s_take (ws, data, SB_CKPT_MAX_FILE_DEFAULT, &now);
+    sb_ckpt_restore_t r;
+    int rc = sb_ckpt_restore (ws, data, "sess_1", then.tree, now.tree, NULL, &r, err, sizeof err);
+    cr_assert_eq (rc, 0, "restore: %s", err);
+    cr_assert_str_eq (s_read (ws, "in.txt", buf, sizeof buf), "in one\n");
+    cr_assert_null (s_read (ws, "in_new.txt", buf, sizeof buf));
+    cr_assert_str_eq (s_read (top, "outer.txt", buf, sizeof buf), "outer two\n");
+    cr_assert_str_eq (s_read (top, "outer_new.txt", buf, sizeof buf), "new outside\n");
+    sb_ckpt_restore_clear (&r);
+    sb_ckpt_clear (&then);
+    sb_ckpt_clear (&now);
+    s_rmrf (top);
+    s_rmrf (data);
+}

@@ -1,0 +1,217 @@
+#!/usr/bin/python3
+"""Rewind of a session's work tree to a checkpoint (issue 24,
+docs/checkpoints.md), each driven by a scripted model through the real
+server:
+
+  - after a run that wrote (write_file), edited (edit_file), deleted,
+    renamed and made files and a symlink out of the workspace (the
+    shell), `rewind --to SEQ` puts back the first checkpoint's tree:
+    changed and deleted files come back, later ones go, the symlink goes
+    and what it pointed at stays; the session.rewound entry lists it
+    all, and the calls that may have had effects outside; the person's
+    index and HEAD are untouched; `--undo` puts the work tree back;
+  - a seq between checkpoints takes the latest at or before it;
+  - a seq before the first checkpoint is invalid, naming the first;
+  - refused (conflict) while a run is active; --undo refused after a
+    prompt; code: false (the conversation only) refused; a worker's
+    session refused; the REST route.
+"""
+import http.client
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sbtest import Server, check, cli, run_tests, tmpdir, wait_for  # noqa: E402
+from sbagent import (LLM, LLM_ENV, call, git_repo, llm_args, new_session, prompt, shell, tape,  # noqa: E402
+                     tool, wait_run)
+
+
+def git(ws, *args, env=None):
+    e = {"PATH": os.environ["PATH"], "GIT_CONFIG_NOSYSTEM": "1", "HOME": ws}
+    e.update(env or {})
+    r = subprocess.run(["git", "-C", ws] + list(args), capture_output=True, env=e)
+    check(r.returncode == 0, "git %s: %s", " ".join(args), r.stderr.decode(errors="replace"))
+    return r.stdout.decode()
+
+
+def disk_tree(ws):
+    """The work tree as `git add -A` stages it, through a throwaway index."""
+    env = {"GIT_INDEX_FILE": os.path.join(tmpdir(), "index")}
+    git(ws, "add", "-A", env=env)
+    return git(ws, "write-tree", env=env).strip()
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
+def git_workspace():
+    ws = git_repo()
+    write(os.path.join(ws, ".gitignore"), "ignored.log\n")
+    write(os.path.join(ws, "a.txt"), "alpha\n")
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e"}
+    git(ws, "add", ".gitignore", "a.txt")
+    git(ws, "commit", "-qm", "a", env=env)
+    write(os.path.join(ws, "notes.txt"), "the person's untracked notes\n")
+    write(os.path.join(ws, "ignored.log"), "ignored\n")
+    return ws
+
+
+def checkpoints(entries):
+    return [e["body"] for e in entries if e["kind"] == "checkpoint"]
+
+
+def rewound(entries):
+    return [e["body"] for e in entries if e["kind"] == "session.rewound"]
+
+
+def start(turns, ws, script="rw"):
+    llm = LLM()
+    llm.script(script, turns)
+    server = Server(args=llm_args(llm, script), env=LLM_ENV).start()
+    sid = new_session(server, ws, approval_policy="yolo")
+    return server, sid
+
+
+def rest_post(srv, path, body):
+    with open(os.path.join(srv.data, "http.port")) as f:
+        port = int(f.read().strip())
+    with open(os.path.join(srv.data, "token")) as f:
+        token = f.read().strip()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("POST", path, body=json.dumps(body), headers={
+        "Host": "127.0.0.1:%d" % port, "Authorization": "Bearer " + token, "Content-Type": "application/json"})
+    r = conn.getresponse()
+    out = (r.status, json.loads(r.read()))
+    conn.close()
+    return out
+
+
+def json_lines(out):
+    return [json.loads(x) for x in out.splitlines() if x.startswith("{")]
+
+
+def test_rewind_puts_the_first_checkpoint_back_and_undo_returns():
+    ws, outside = git_workspace(), tmpdir()
+    write(os.path.join(outside, "victim.txt"), "outside\n")
+    turns = [
+        {"tool_calls": [tool("write_file", "c_write", path="new.txt", content="one\n")]},
+        {"tool_calls": [tool("edit_file", "c_edit", path="a.txt", old="alpha", new="omega")]},
+        {"tool_calls": [shell("rm notes.txt && mv new.txt moved.txt && mkdir sub && echo s > sub/s.txt"
+                              " && ln -s %s escape" % outside, "c_shell")]},
+        {"tool_calls": [tool("read_file", "c_read", path="a.txt")]},
+        {"text": "done"},
+    ]
+    server, sid = start(turns, ws)
+    head, index = git(ws, "rev-parse", "HEAD"), git(ws, "ls-files", "-s")
+    run = wait_run(server, prompt(server, sid, "go"), timeout=30)
+    check(run["status"] == "completed", "run %r", run)
+    cps = checkpoints(tape(server, sid))
+    check(len(cps) == 4, "checkpoints: %r", cps)
+    now = disk_tree(ws)
+
+    rc, out, err = cli(server, "rewind", sid, "--to", str(cps[0]["seq_of"]), "--json")
+    check(rc == 0, "rewind: %d %s %s", rc, out, err)
+    rows = [r for r in json_lines(out) if r.get("kind") == "session.rewound"]
+    check(len(rows) == 1, "--json gives the session.rewound entry: %r", out)
+    body = rows[0]["body"]
+    check(body["checkpoint_seq"] == cps[0]["seq_of"] and body["to_seq"] == cps[0]["seq_of"], "%r", body)
+    check(read(os.path.join(ws, "a.txt")) == "alpha\n", "a.txt not restored")
+    check(read(os.path.join(ws, "notes.txt")) == "the person's untracked notes\n", "notes.txt not restored")
+    for p in ("new.txt", "moved.txt", "sub", "escape"):
+        check(not os.path.lexists(os.path.join(ws, p)), "%s is still there", p)
+    check(read(os.path.join(outside, "victim.txt")) == "outside\n", "the symlink was followed")
+    check(read(os.path.join(ws, "ignored.log")) == "ignored\n", "an ignored file was touched")
+    check(disk_tree(ws) == cps[0]["tree"], "the work tree is not the checkpoint's")
+    check(sorted(body["restored"]) == ["a.txt", "notes.txt"], "restored: %r", body)
+    check(sorted(body["removed"]) == ["escape", "moved.txt", "sub/s.txt"], "removed: %r", body)
+    check(body["not_restored"] == [], "not restored: %r", body)
+    check(body["tree_before"] == now and body["tree_after"] == cps[0]["tree"], "trees: %r", body)
+    check([f["call_id"] for f in body["effects"]] == ["c_write", "c_edit", "c_shell"], "effects: %r", body)
+    check(git(ws, "rev-parse", "HEAD") == head and git(ws, "ls-files", "-s") == index, "the index or HEAD moved")
+    # nothing is deleted from the tape
+    check(len(checkpoints(tape(server, sid))) == 4, "checkpoints went")
+
+    rc, out, err = cli(server, "rewind", sid, "--undo")
+    check(rc == 0, "undo: %d %s %s", rc, out, err)
+    check("rewind undone" in out, "undo text: %r", out)
+    check(disk_tree(ws) == now, "undo did not put the work tree back")
+    check(os.path.islink(os.path.join(ws, "escape")) and read(os.path.join(ws, "moved.txt")) == "one\n", "undo")
+
+    # between checkpoints: the latest at or before
+    rc, out, err = cli(server, "rewind", sid, "--to", str(cps[1]["seq_of"] + 1))
+    check(rc == 0, "rewind: %d %s %s", rc, out, err)
+    check("rewound to the checkpoint after seq %d" % cps[1]["seq_of"] in out, "text: %r", out)
+    check(disk_tree(ws) == cps[1]["tree"], "not the second checkpoint's tree")
+    check(git(ws, "rev-parse", "HEAD") == head and git(ws, "ls-files", "-s") == index, "the index or HEAD moved")
+    server.stop()
+
+
+def test_a_seq_before_the_first_checkpoint_is_invalid():
+    ws = git_workspace()
+    server, sid = start([{"tool_calls": [tool("write_file", "c1", path="x.txt", content="x\n")]},
+                         {"text": "done"}], ws)
+    wait_run(server, prompt(server, sid, "go"), timeout=30)
+    first = checkpoints(tape(server, sid))[0]["seq_of"]
+    rc, out, err = cli(server, "rewind", sid, "--to", "1")
+    check(rc == 1, "rewind --to 1: %d %s %s", rc, out, err)
+    check("invalid" in out + err and "first valid seq is %d" % first in out + err, "message: %r %r", out, err)
+    check(os.path.exists(os.path.join(ws, "x.txt")), "the work tree changed")
+    rc, out, err = cli(server, "rewind", sid, "--undo")
+    check(rc == 1 and "no rewind to undo" in out + err, "undo without a rewind: %d %r %r", rc, out, err)
+    rc, out, err = cli(server, "rewind", sid)
+    check(rc == 2, "no --to nor --undo: %d", rc)
+    # the REST route starts the same run
+    status, body = rest_post(server, "/api/sessions/%s/rewind" % sid, {"to_seq": first})
+    check(status == 200 and body.get("run_id"), "POST rewind: %d %r", status, body)
+    run = wait_run(server, body["run_id"], timeout=30)
+    check(run["status"] == "completed" and not os.path.exists(os.path.join(ws, "x.txt")), "REST rewind: %r", run)
+    # a worker's session: its workspace is on the worker
+    wsid = new_session(server, git_workspace(), approval_policy="yolo", target="worker:p")
+    m = server.control().request("session.rewind", {"session_id": wsid, "to_seq": 1})
+    check(m.type == "error" and m.body.get("code") == "invalid" and "worker" in m.body.get("message", ""),
+          "a worker session: %r", m.body)
+    rc, out, err = cli(server, "rewind", "--help")
+    check(rc == 0 and "--undo" in out, "help: %r", out)
+    server.stop()
+
+
+def test_refused_while_a_run_is_active_and_undo_after_a_prompt():
+    ws = git_workspace()
+    server, sid = start([{"tool_calls": [tool("write_file", "c1", path="x.txt", content="x\n")]},
+                         {"text": "one"},
+                         {"tool_calls": [shell("sleep 30", "c_sleep")]},
+                         {"text": "two"},
+                         {"text": "three"}], ws)
+    wait_run(server, prompt(server, sid, "go"), timeout=30)
+    first = checkpoints(tape(server, sid))[0]["seq_of"]
+    rid = prompt(server, sid, "sleep")
+    wait_for(lambda: any(e["kind"] == "tool.call" for e in tape(server, sid) if e.get("run_id") == rid), 20,
+             "the sleep to start")
+    m = server.control().request("session.rewind", {"session_id": sid, "to_seq": first})
+    check(m.type == "error" and m.body.get("code") == "conflict" and rid in m.body.get("message", ""),
+          "while a run is active: %s %r", m.type, m.body)
+    call(server, "run.cancel", {"run_id": rid})
+    wait_run(server, rid, timeout=30)
+    rc, out, err = cli(server, "rewind", sid, "--to", str(first))
+    check(rc == 0 and not os.path.exists(os.path.join(ws, "x.txt")), "rewind: %d %s %s", rc, out, err)
+    wait_run(server, prompt(server, sid, "after"), timeout=30)
+    rc, out, err = cli(server, "rewind", sid, "--undo")
+    check(rc == 1 and "prompt was sent after the rewind" in out + err, "undo after a prompt: %d %r %r", rc, out, err)
+    # the conversation-only rewind is not built: refused
+    m = server.control().request("session.rewind", {"session_id": sid, "to_seq": first, "code": False})
+    check(m.type == "error" and m.body.get("code") == "invalid", "code false: %r", m.body)
+    check(len(rewound(tape(server, sid))) == 1, "one rewind on the tape")
+    server.stop()
+
+
+if __name__ == "__main__":
+    run_tests(globals())

@@ -18,6 +18,7 @@
 
     usage: bench_checkpoint [ROUNDS]   (default 40)
 */
+#include "bench/bench_util.h"
 #include "common/git_checkpoint.h"
 
 #include <stdio.h>
@@ -33,37 +34,7 @@
 static double
 s_now_ms (void)
 {
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (double) ts.tv_sec * 1e3 + (double) ts.tv_nsec / 1e6;
-}
-
-static double
-s_load (void)
-{
-    double l = -1;
-    FILE *f = fopen ("/proc/loadavg", "r");
-    if (f) {
-        if (fscanf (f, "%lf", &l) != 1)
-            l = -1;
-        fclose (f);
-    }
-    return l;
-}
-
-static int
-s_cmp (const void *a, const void *b)
-{
-    double x = *(const double *) a, y = *(const double *) b;
-    return x < y ? -1 : x > y;
-}
-
-static double
-s_pct (double *v, int n, double p)
-{
-    qsort (v, (size_t) n, sizeof *v, s_cmp);
-    int k = (int) (p * (n - 1) + 0.5);
-    return v [k < n ? k : n - 1];
+    return sb_bench_now_us () / 1e3;
 }
 
 static int
@@ -128,7 +99,7 @@ s_store (const char *root, const char *store, bool git, int rounds)
     if (s_take (ws, data, &first) != 0)
         return -1;
     printf ("{\"bench\":\"checkpoint.%s.first\",\"value\":%.1f,\"unit\":\"ms\",\"files\":%d,\"load\":%.2f}\n",
-            store, first, FOLDERS * PER_FOLDER, s_load ());
+            store, first, FOLDERS * PER_FOLDER, sb_bench_load ());
     static const int changed [] = { 0, 1, 100 };
     double base = 0, *t = calloc ((size_t) rounds, sizeof *t);
     unsigned round = 1;
@@ -141,13 +112,13 @@ s_store (const char *root, const char *store, bool git, int rounds)
             if (s_take (ws, data, &t [r]) != 0)
                 return -1;
         }
-        double p99 = s_pct (t, rounds, 0.99), med = s_pct (t, rounds, 0.5);
+        double p99 = sb_bench_pct (t, rounds, 0.99), med = sb_bench_pct (t, rounds, 0.5);
         if (changed [c] == 0)
             base = med;
         printf ("{\"bench\":\"checkpoint.%s.changed%d\",\"value\":%.1f,\"unit\":\"ms\",\"p99\":%.1f,"
                 "\"baseline\":%.1f,\"ratio\":%.2f,\"files\":%d,\"runs\":%d,\"load\":%.2f}\n",
                 store, changed [c], med, p99, base, base > 0 ? med / base : 0, FOLDERS * PER_FOLDER, rounds,
-                s_load ());
+                sb_bench_load ());
         fflush (stdout);
     }
     free (t);

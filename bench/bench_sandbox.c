@@ -11,6 +11,7 @@
 
     usage: bench_sandbox [RUNS]   (default 200)
 */
+#include "bench/bench_util.h"
 #include "sandbox/spawn.h"
 
 #include <stdio.h>
@@ -19,35 +20,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-static double
-s_now_us (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (double) ts.tv_sec * 1e6 + (double) ts.tv_nsec / 1e3;
-}
-
-//  The machine's 1-minute load: the figures depend on it.
-static double
-s_load (void)
-{
-    double l = -1;
-    FILE *f = fopen ("/proc/loadavg", "r");
-    if (f) {
-        if (fscanf (f, "%lf", &l) != 1)
-            l = -1;
-        fclose (f);
-    }
-    return l;
-}
-
-static int
-s_cmp (const void *a, const void *b)
-{
-    double x = *(const double *) a, y = *(const double *) b;
-    return x < y ? -1 : x > y;
-}
 
 //  The median and p90 of `runs` calls of `true` in the sandbox `kind`;
 //  -1 when that sandbox cannot run here.
@@ -66,17 +38,17 @@ s_measure (const char *kind, const char *ws, int runs, double *median, double *p
     sb_spawn_opts_t o = { .argv = argv, .cwd = ws, .cancel_fd = -1 };
     for (int i = 0; i < runs; i++) {
         sb_spawn_result_t r;
-        double t0 = s_now_us ();
+        double t0 = sb_bench_now_us ();
         if (sb_spawn_run (&o, &r, err, sizeof err) != 0 || r.exit_code != 0) {
             fprintf (stderr, "bench_sandbox: %s: run %d failed: %s (exit %d)\n", kind, i, err, r.exit_code);
             sb_spawn_result_clear (&r);
             free (t);
             return -1;
         }
-        t [i] = s_now_us () - t0;
+        t [i] = sb_bench_now_us () - t0;
         sb_spawn_result_clear (&r);
     }
-    qsort (t, (size_t) runs, sizeof *t, s_cmp);
+    qsort (t, (size_t) runs, sizeof *t, sb_bench_cmp);
     *median = t [runs / 2];
     *p90 = t [runs * 9 / 10];
     free (t);
@@ -105,7 +77,7 @@ main (int argc, char **argv)
         rc = 1;
     else
         printf ("{\"bench\":\"sandbox.spawn.none\",\"value\":%.0f,\"unit\":\"us\",\"p90\":%.0f,\"runs\":%d,"
-                "\"load1\":%.2f}\n", none, p90, runs, s_load ());
+                "\"load1\":%.2f}\n", none, p90, runs, sb_bench_load ());
     const char *kinds [] = { "bwrap", "landlock" };
     for (size_t k = 0; k < 2 && rc == 0; k++) {
         double med;
@@ -113,7 +85,7 @@ main (int argc, char **argv)
             continue;               //  not available here: said on stderr
         printf ("{\"bench\":\"sandbox.spawn.%s\",\"value\":%.0f,\"unit\":\"us\",\"p90\":%.0f,"
                 "\"baseline\":%.0f,\"ratio\":%.2f,\"runs\":%d,\"load1\":%.2f}\n",
-                kinds [k], med, p90, none, none > 0 ? med / none : 0, runs, s_load ());
+                kinds [k], med, p90, none, none > 0 ? med / none : 0, runs, sb_bench_load ());
         fflush (stdout);
     }
     rmdir (ws);

@@ -127,17 +127,11 @@ sb_cmd_checkpoints (int argc, char **argv)
     }
     if (argc - optind != 1)
         return sb_cli_usage ("checkpoints", "give one SESSION");
-    int rc = sb_cli_id_check ("checkpoints", SB_CLI_SESSION, argv [optind]);
-    if (rc)
-        return rc;
-    sb_bus_t *bus = sb_cli_connect ("checkpoints", connect, data);
-    if (!bus)
-        return 1;
+    int rc;
     char sid [SB_ULID_LEN + 1];
-    if ((rc = sb_cli_resolve ("checkpoints", bus, SB_CLI_SESSION, argv [optind], sid)) != 0) {
-        sb_bus_destroy (&bus);
+    sb_bus_t *bus = sb_cli_session_open ("checkpoints", argv [optind], connect, data, sid, &rc);
+    if (!bus)
         return rc;
-    }
     rc = sb_follow (bus, NULL, sid, 0, false, s_each, NULL, &list) < 0 ? 1 : 0;
     if (rc == 0 && !list.json && list.count == 0)
         printf ("no checkpoints\n");

@@ -85,6 +85,12 @@ int sb_cli_id_check (const char *cmd, sb_cli_id_kind_t kind, const char *arg);
 int sb_cli_resolve (const char *cmd, sb_bus_t *bus, sb_cli_id_kind_t kind, const char *arg,
                     char out [SB_ULID_LEN + 1]);
 
+/*  What a command on one SESSION argument does first: checks `arg`,
+    connects, and resolves it into sid. Returns the bus, or NULL with *rc
+    set (2 a usage error, 1 no server or no such session; printed). */
+sb_bus_t *sb_cli_session_open (const char *cmd, const char *arg, const char *connect, const char *data,
+                               char sid [SB_ULID_LEN + 1], int *rc);
+
 /*  List cells, alike in every list: a time as "YYYY-MM-DD HH:MM" (local),
     a text as its first line cut at `max` bytes with "..."; "-" when
     absent. */

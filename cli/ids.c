@@ -116,3 +116,19 @@ sb_cli_resolve (const char *cmd, sb_bus_t *bus, sb_cli_id_kind_t kind, const cha
     sb_msg_destroy (&reply);
     return rc;
 }
+
+sb_bus_t *
+sb_cli_session_open (const char *cmd, const char *arg, const char *connect, const char *data,
+                     char sid [SB_ULID_LEN + 1], int *rc)
+{
+    if ((*rc = sb_cli_id_check (cmd, SB_CLI_SESSION, arg)) != 0)
+        return NULL;
+    sb_bus_t *bus = sb_cli_connect (cmd, connect, data);
+    if (!bus) {
+        *rc = 1;
+        return NULL;
+    }
+    if ((*rc = sb_cli_resolve (cmd, bus, SB_CLI_SESSION, arg, sid)) != 0)
+        sb_bus_destroy (&bus);
+    return bus;
+}

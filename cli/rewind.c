@@ -91,16 +91,10 @@ sb_cmd_rewind (int argc, char **argv)
     int rest = 0, rc = s_parse (argc, argv, &o, &rest);
     if (rc)
         return rc < 0 ? 0 : rc;
-    if ((rc = sb_cli_id_check ("rewind", SB_CLI_SESSION, argv [rest])) != 0)
-        return rc;
-    sb_bus_t *bus = sb_cli_connect ("rewind", o.connect, o.data);
-    if (!bus)
-        return 1;
     char id [SB_ULID_LEN + 1];
-    if ((rc = sb_cli_resolve ("rewind", bus, SB_CLI_SESSION, argv [rest], id)) != 0) {
-        sb_bus_destroy (&bus);
+    sb_bus_t *bus = sb_cli_session_open ("rewind", argv [rest], o.connect, o.data, id, &rc);
+    if (!bus)
         return rc;
-    }
     sb_enc_t *e = sb_enc_new ();
     sb_enc_map_open (e);
     sb_enc_kstr (e, "session_id", id);

@@ -435,16 +435,10 @@ sb_cmd_compact (int argc, char **argv)
         return rc < 0 ? 0 : rc;
     if (argc - rest != 1)
         return sb_cli_usage ("compact", "give one SESSION");
-    if ((rc = sb_cli_id_check ("compact", SB_CLI_SESSION, argv [rest])) != 0)
-        return rc;
-    sb_bus_t *bus = sb_cli_connect ("compact", o.connect, o.data);
-    if (!bus)
-        return 1;
     char id [SB_ULID_LEN + 1];
-    if ((rc = sb_cli_resolve ("compact", bus, SB_CLI_SESSION, argv [rest], id)) != 0) {
-        sb_bus_destroy (&bus);
+    sb_bus_t *bus = sb_cli_session_open ("compact", argv [rest], o.connect, o.data, id, &rc);
+    if (!bus)
         return rc;
-    }
     sb_enc_t *e = sb_enc_new ();
     sb_enc_map_open (e);
     sb_enc_kstr (e, "session_id", id);

@@ -19,35 +19,13 @@ each driven by a scripted model through the real server:
 import hashlib
 import json
 import os
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import Server, check, cli, run_tests, tmpdir  # noqa: E402
-from sbagent import (LLM, LLM_ENV, git_repo, llm_args, new_session, prompt, session_prompt, shell,  # noqa: E402
+from sbgit import disk_tree, git, git_workspace, names, write  # noqa: E402
+from sbagent import (LLM, LLM_ENV, llm_args, new_session, prompt, session_prompt, shell,  # noqa: E402
                      start_worker, tape, tool, wait_run)
-
-
-def git(ws, *args, env=None, git_dir=None):
-    e = {"PATH": os.environ["PATH"], "GIT_CONFIG_NOSYSTEM": "1", "HOME": ws}
-    if git_dir:
-        e.update(GIT_DIR=git_dir, GIT_WORK_TREE=ws)
-    e.update(env or {})
-    r = subprocess.run(["git", "-C", ws] + list(args), capture_output=True, env=e)
-    check(r.returncode == 0, "git %s: %s", " ".join(args), r.stderr.decode(errors="replace"))
-    return r.stdout.decode()
-
-
-def disk_tree(ws, git_dir=None):
-    """The work tree as `git add -A` stages it, through a throwaway index."""
-    idx = os.path.join(tmpdir(), "index")
-    env = {"GIT_INDEX_FILE": idx}
-    git(ws, "add", "-A", env=env, git_dir=git_dir)
-    return git(ws, "write-tree", env=env, git_dir=git_dir).strip()
-
-
-def names(ws, tree, git_dir=None):
-    return sorted(git(ws, "ls-tree", "-r", "-z", "--name-only", tree, git_dir=git_dir).split("\0")[:-1])
 
 
 def checkpoints(entries):
@@ -64,11 +42,6 @@ def scripted(turns, ws, env=None, script="ckpt"):
     return server, sid, run, tape(server, sid)
 
 
-def write(path, text):
-    with open(path, "w") as f:
-        f.write(text)
-
-
 def edit_run_turns():
     return [
         {"tool_calls": [tool("write_file", "c_write", path="new.txt", content="one\n")]},
@@ -77,18 +50,6 @@ def edit_run_turns():
         {"tool_calls": [tool("read_file", "c_read", path="a.txt")]},
         {"text": "done"},
     ]
-
-
-def git_workspace():
-    ws = git_repo()
-    write(os.path.join(ws, ".gitignore"), "ignored.log\n")
-    write(os.path.join(ws, "a.txt"), "alpha\n")
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e"}
-    git(ws, "add", ".gitignore", "a.txt")
-    git(ws, "commit", "-qm", "a", env=env)
-    write(os.path.join(ws, "notes.txt"), "the person's untracked notes\n")
-    write(os.path.join(ws, "ignored.log"), "ignored\n")
-    return ws
 
 
 def test_a_run_in_git_leaves_a_checkpoint_per_changing_step():

@@ -19,50 +19,13 @@ server:
 import http.client
 import json
 import os
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import Server, check, cli, run_tests, tmpdir, wait_for  # noqa: E402
-from sbagent import (LLM, LLM_ENV, call, git_repo, llm_args, new_session, prompt, shell, tape,  # noqa: E402
+from sbgit import disk_tree, git, git_workspace, read, write  # noqa: E402
+from sbagent import (LLM, LLM_ENV, call, llm_args, new_session, prompt, shell, tape,  # noqa: E402
                      tool, wait_run)
-
-
-def git(ws, *args, env=None):
-    e = {"PATH": os.environ["PATH"], "GIT_CONFIG_NOSYSTEM": "1", "HOME": ws}
-    e.update(env or {})
-    r = subprocess.run(["git", "-C", ws] + list(args), capture_output=True, env=e)
-    check(r.returncode == 0, "git %s: %s", " ".join(args), r.stderr.decode(errors="replace"))
-    return r.stdout.decode()
-
-
-def disk_tree(ws):
-    """The work tree as `git add -A` stages it, through a throwaway index."""
-    env = {"GIT_INDEX_FILE": os.path.join(tmpdir(), "index")}
-    git(ws, "add", "-A", env=env)
-    return git(ws, "write-tree", env=env).strip()
-
-
-def write(path, text):
-    with open(path, "w") as f:
-        f.write(text)
-
-
-def read(path):
-    with open(path) as f:
-        return f.read()
-
-
-def git_workspace():
-    ws = git_repo()
-    write(os.path.join(ws, ".gitignore"), "ignored.log\n")
-    write(os.path.join(ws, "a.txt"), "alpha\n")
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e"}
-    git(ws, "add", ".gitignore", "a.txt")
-    git(ws, "commit", "-qm", "a", env=env)
-    write(os.path.join(ws, "notes.txt"), "the person's untracked notes\n")
-    write(os.path.join(ws, "ignored.log"), "ignored\n")
-    return ws
 
 
 def checkpoints(entries):

@@ -1,0 +1,54 @@
+"""sbgit — git workspaces for the checkpoint and rewind tests: git run
+with no system config and a HOME of its own, the tree `git add -A` makes
+of a work tree (through a throwaway index, the real one untouched), and
+a repository with tracked, untracked and ignored files."""
+import os
+import subprocess
+
+from sbagent import git_repo
+from sbtest import check, tmpdir
+
+
+def git(ws, *args, env=None, git_dir=None):
+    e = {"PATH": os.environ["PATH"], "GIT_CONFIG_NOSYSTEM": "1", "HOME": ws}
+    if git_dir:
+        e.update(GIT_DIR=git_dir, GIT_WORK_TREE=ws)
+    e.update(env or {})
+    r = subprocess.run(["git", "-C", ws] + list(args), capture_output=True, env=e)
+    check(r.returncode == 0, "git %s: %s", " ".join(args), r.stderr.decode(errors="replace"))
+    return r.stdout.decode()
+
+
+def disk_tree(ws, git_dir=None):
+    """The work tree as `git add -A` stages it, through a throwaway index."""
+    env = {"GIT_INDEX_FILE": os.path.join(tmpdir(), "index")}
+    git(ws, "add", "-A", env=env, git_dir=git_dir)
+    return git(ws, "write-tree", env=env, git_dir=git_dir).strip()
+
+
+def names(ws, tree, git_dir=None):
+    return sorted(git(ws, "ls-tree", "-r", "-z", "--name-only", tree, git_dir=git_dir).split("\0")[:-1])
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
+def git_workspace():
+    """A repository with a.txt and .gitignore committed, the person's
+    untracked notes.txt, and an ignored ignored.log."""
+    ws = git_repo()
+    write(os.path.join(ws, ".gitignore"), "ignored.log\n")
+    write(os.path.join(ws, "a.txt"), "alpha\n")
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e"}
+    git(ws, "add", ".gitignore", "a.txt")
+    git(ws, "commit", "-qm", "a", env=env)
+    write(os.path.join(ws, "notes.txt"), "the person's untracked notes\n")
+    write(os.path.join(ws, "ignored.log"), "ignored\n")
+    return ws

@@ -91,6 +91,12 @@ int sb_cli_resolve (const char *cmd, sb_bus_t *bus, sb_cli_id_kind_t kind, const
 sb_bus_t *sb_cli_session_open (const char *cmd, const char *arg, const char *connect, const char *data,
                                char sid [SB_ULID_LEN + 1], int *rc);
 
+/*  Follows to its end the run a reply named (its run map: session_id,
+    run_id), as `prompt --follow` prints it; Ctrl-C cancels the run when
+    cancel_on_interrupt. Returns the command's exit status (cli/runs.c). */
+int sb_cli_follow_run (const char *cmd, sb_bus_t *bus, const char *connect, const char *data, const sb_val_t *run,
+                       bool json, bool cancel_on_interrupt);
+
 /*  List cells, alike in every list: a time as "YYYY-MM-DD HH:MM" (local),
     a text as its first line cut at `max` bytes with "..."; "-" when
     absent. */

@@ -5,7 +5,6 @@
     `compact` follows a compaction, and its session.rewound entry says
     what was restored, removed and left alone. */
 #include "cli/cli.h"
-#include "cli/follow.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -109,15 +108,7 @@ sb_cmd_rewind (int argc, char **argv)
     sb_enc_destroy (&e);
     rc = 1;
     if (reply) {
-        char ep [4200], err [512], rid [33];
-        snprintf (rid, sizeof rid, "%s", sb_get_str (sb_get_map (reply->body, "run"), "run_id"));
-        if (sb_cli_endpoint (o.connect, o.data, "pub", ep, sizeof ep, err, sizeof err))
-            rc = sb_cli_fail ("rewind", "%s", err);
-        else {
-            sb_watch_t w = { .bus = bus, .sub_endpoint = ep, .session_id = id, .run_id = rid,
-                             .json = o.json, .cancel_on_interrupt = true };
-            rc = sb_follow_run (&w);
-        }
+        rc = sb_cli_follow_run ("rewind", bus, o.connect, o.data, sb_get_map (reply->body, "run"), o.json, true);
         sb_msg_destroy (&reply);
     }
     sb_bus_destroy (&bus);

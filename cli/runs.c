@@ -269,19 +269,6 @@ s_print_run (const sb_val_t *run, bool json, bool one_line)
     if (sb_get_str (run, "input")) printf ("input       %s\n", sb_get_str (run, "input"));
 }
 
-static int
-s_follow_run (sb_bus_t *bus, const copts_t *o, const sb_val_t *run)
-{
-    char ep [4200], err [512];
-    if (sb_cli_endpoint (o->connect, o->data, "pub", ep, sizeof ep, err, sizeof err))
-        return sb_cli_fail ("prompt", "%s", err);
-    char sid [33], rid [33];
-    snprintf (sid, sizeof sid, "%s", sb_get_str (run, "session_id"));
-    snprintf (rid, sizeof rid, "%s", sb_get_str (run, "run_id"));
-    sb_watch_t w = { .bus = bus, .sub_endpoint = ep, .session_id = sid, .run_id = rid, .json = o->json };
-    return sb_follow_run (&w);
-}
-
 //  The AGENTS.md files a run read, from its instructions.loaded entry on
 //  the session's tape (actors/exec/agents_md.c): read forward page by
 //  page, bounded, as the tape has no index by run.
@@ -357,7 +344,7 @@ s_run_call (const char *cmd, const copts_t *o, const char *type, sb_enc_t *e, co
             rc = sb_queue_prompt_waits (bus, o->connect, o->data, o->json, follow, id, reply->body);
         else
         if (follow)
-            rc = s_follow_run (bus, o, run);
+            rc = sb_cli_follow_run ("prompt", bus, o->connect, o->data, run, o->json, false);
         else {
             s_print_run (run, o->json, false);
             if (!o->json && strcmp (type, "run.get") == 0)
@@ -449,17 +436,7 @@ sb_cmd_compact (int argc, char **argv)
     sb_enc_destroy (&e);
     rc = 1;
     if (reply) {
-        char ep [4200], err [512];
-        const sb_val_t *run = sb_get_map (reply->body, "run");
-        char rid [33];
-        snprintf (rid, sizeof rid, "%s", sb_get_str (run, "run_id"));
-        if (sb_cli_endpoint (o.connect, o.data, "pub", ep, sizeof ep, err, sizeof err))
-            rc = sb_cli_fail ("compact", "%s", err);
-        else {
-            sb_watch_t w = { .bus = bus, .sub_endpoint = ep, .session_id = id, .run_id = rid,
-                             .json = o.json, .cancel_on_interrupt = true };
-            rc = sb_follow_run (&w);
-        }
+        rc = sb_cli_follow_run ("compact", bus, o.connect, o.data, sb_get_map (reply->body, "run"), o.json, true);
         sb_msg_destroy (&reply);
     }
     sb_bus_destroy (&bus);
@@ -570,4 +547,19 @@ sb_cmd_runs (int argc, char **argv)
     sb_bus_destroy (&bus);
     sb_enc_destroy (&e);
     return rc;
+}
+
+int
+sb_cli_follow_run (const char *cmd, sb_bus_t *bus, const char *connect, const char *data, const sb_val_t *run,
+                   bool json, bool cancel_on_interrupt)
+{
+    char ep [4200], err [512];
+    if (sb_cli_endpoint (connect, data, "pub", ep, sizeof ep, err, sizeof err))
+        return sb_cli_fail (cmd, "%s", err);
+    char sid [33], rid [33];
+    snprintf (sid, sizeof sid, "%s", sb_get_str (run, "session_id"));
+    snprintf (rid, sizeof rid, "%s", sb_get_str (run, "run_id"));
+    sb_watch_t w = { .bus = bus, .sub_endpoint = ep, .session_id = sid, .run_id = rid, .json = json,
+                     .cancel_on_interrupt = cancel_on_interrupt };
+    return sb_follow_run (&w);
 }

@@ -4,6 +4,7 @@
 #include "common/log.h"
 
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,40 @@ int
 sb_actor_last_status (void)
 {
     return atomic_load (&s_last_status);
+}
+
+/*  czmq's actor threads are detached: zactor_destroy returns once the
+    handler has returned, while the thread may still be running its
+    thread-local destructors. OpenSSL's (libcurl's and libpq's TLS) would
+    then race the process's exit, whose OPENSSL_cleanup frees the same
+    per-thread state: a double free that ASan saw at serve's end. So the
+    handler's thread gives that state back itself, before czmq says the
+    actor is done. */
+typedef struct {
+    zactor_fn *fn;
+    void *args;
+} s_shim_t;
+
+static void
+s_shim (zsock_t *pipe, void *arg)
+{
+    s_shim_t shim = *(s_shim_t *) arg;
+    free (arg);
+    shim.fn (pipe, shim.args);
+    OPENSSL_thread_stop ();
+}
+
+zactor_t *
+sb_actor_start (zactor_fn *fn, void *args)
+{
+    s_shim_t *shim = malloc (sizeof *shim);
+    if (!shim)
+        return NULL;
+    *shim = (s_shim_t) { fn, args };
+    zactor_t *actor = zactor_new (s_shim, shim);
+    if (!actor)
+        free (shim);
+    return actor;
 }
 
 int

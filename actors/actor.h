@@ -69,6 +69,11 @@ void sb_llm_actor (zsock_t *pipe, void *args);
 void sb_actor_signal (zsock_t *pipe, int status);
 int sb_actor_last_status (void);
 
+/*  zactor_new (fn, args), with the thread's OpenSSL state released when
+    fn returns (actors/actor.c says why): how serve and `switchboard
+    actor` start every actor. */
+zactor_t *sb_actor_start (zactor_fn *fn, void *args);
+
 /*  Reads one command from the actor's pipe: true when it is $TERM (or the
     pipe is gone), so the actor should stop. */
 bool sb_actor_pipe_term (zsock_t *pipe);

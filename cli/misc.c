@@ -191,7 +191,7 @@ sb_cmd_actor (int argc, char **argv)
         sub_ep [0] = 0;
     sb_actor_args_t args = { .cmd_endpoint = ep, .sub_endpoint = sub_ep [0] ? sub_ep : NULL, .instance = instance,
                              .config = &o.cfg };
-    zactor_t *actor = zactor_new (entry->fn, &args);
+    zactor_t *actor = sb_actor_start (entry->fn, &args);
     if (actor && sb_actor_last_status () != 0)
         zactor_destroy (&actor);
     if (!actor)

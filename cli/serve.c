@@ -642,7 +642,7 @@ s_start_actors (const sb_serve_opts_t *o, const char *dir, const sb_server_confi
             .instance = names [k],
             .config = scfg,
         };
-        actors [k] = zactor_new (s_actor_table [k].fn, &args [k]);
+        actors [k] = sb_actor_start (s_actor_table [k].fn, &args [k]);
         if (actors [k] && sb_actor_last_status () != 0)
             zactor_destroy (&actors [k]);
         if (!actors [k]) {

@@ -150,6 +150,29 @@ def prompt(server, sid, text, **kw):
     return call(server, "run.request", body)["run"]["run_id"]
 
 
+def prompt_call(server, sid, text, **kw):
+    """session.prompt: the raw reply message."""
+    body = {"session_id": sid, "text": text}
+    body.update(kw)
+    return server.control().request("session.prompt", body, timeout=15)
+
+
+def prompt_ok(server, sid, text, **kw):
+    """session.prompt, which must be accepted: the reply's body."""
+    m = prompt_call(server, sid, text, **kw)
+    check(m.type == "session.prompt.ok", "session.prompt answered %s %r", m.type, m.body)
+    return m.body
+
+
+def queue_list(server, sid):
+    return call(server, "session.queue.list", {"session_id": sid})
+
+
+def runs_of(server, sid):
+    """The session's runs, oldest first."""
+    return list(reversed(call(server, "run.list", {"session_id": sid})["runs"]))
+
+
 def kinds(entries):
     return [e["kind"] for e in entries]
 

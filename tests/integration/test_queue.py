@@ -32,7 +32,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import SB_BIN, Instance, Server, check, cli, run_tests, tmpdir, wait_for  # noqa: E402
-from sbagent import LLM, call, kinds, llm_server, new_session, tape, wait_run  # noqa: E402
+from sbagent import (LLM, call, kinds, llm_server, new_session, prompt_call, prompt_ok, queue_list,  # noqa: E402
+                     runs_of, tape, wait_run)
 
 
 def gate(name, mark=None):
@@ -53,28 +54,6 @@ def open_gate(ws, name):
 
 def wait_file(ws, name, timeout=20):
     wait_for(lambda: os.path.exists(os.path.join(ws, name)), timeout, "%s in the workspace" % name)
-
-
-def prompt_call(server, sid, text, **kw):
-    """session.prompt: the raw reply message."""
-    body = {"session_id": sid, "text": text}
-    body.update(kw)
-    return server.control().request("session.prompt", body, timeout=15)
-
-
-def prompt_ok(server, sid, text, **kw):
-    m = prompt_call(server, sid, text, **kw)
-    check(m.type == "session.prompt.ok", "session.prompt answered %s %r", m.type, m.body)
-    return m.body
-
-
-def queue_list(server, sid):
-    return call(server, "session.queue.list", {"session_id": sid})
-
-
-def runs_of(server, sid):
-    """The session's runs, oldest first."""
-    return list(reversed(call(server, "run.list", {"session_id": sid})["runs"]))
 
 
 def user_texts(items):

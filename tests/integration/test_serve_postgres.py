@@ -41,7 +41,6 @@ installs the postgresql package).
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -51,8 +50,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import SB_BIN, Client, Proc, Server, check, cli, run_tests, sb, skip, tmpdir, wait_for  # noqa: E402
-from sbagent import (LLM, LLM_ENV, call, kinds, llm_args, new_session, pending, prompt, resolve,  # noqa: E402
-                     tape, tool, wait_run)
+from sbagent import (LLM, LLM_ENV, call, kinds, llm_args, new_session, pending, prompt, prompt_ok,  # noqa: E402
+                     queue_list, resolve, runs_of, tape, tool, wait_run)
 from sbpg import pg_bindir, with_postgres  # noqa: E402
 from gwtest import Gateway  # noqa: E402
 
@@ -70,26 +69,6 @@ def pg_serve(url, llm=None, script=None, data=None, env=None):
     e = dict(LLM_ENV)
     e.update(env or {})
     return Server(data=data, args=args, env=e).start(timeout=30)
-
-
-def prompt_msg(server, sid, text, **kw):
-    body = {"session_id": sid, "text": text}
-    body.update(kw)
-    return server.control().request("session.prompt", body, timeout=15)
-
-
-def prompt_ok(server, sid, text, **kw):
-    m = prompt_msg(server, sid, text, **kw)
-    check(m.type == "session.prompt.ok", "session.prompt answered %s %r", m.type, m.body)
-    return m.body
-
-
-def queue_list(server, sid):
-    return call(server, "session.queue.list", {"session_id": sid})
-
-
-def runs_of(server, sid):
-    return list(reversed(call(server, "run.list", {"session_id": sid})["runs"]))
 
 
 def schemas(pg, prefix):

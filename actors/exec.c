@@ -182,6 +182,9 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
         }
         if (self->mcp)
             sb_info (ACTOR, "MCP servers: %zu from %s", self->mcp->n, self->mcp->source);
+        /* OAuth tokens of HTTP servers (mcp login's) are kept in DATA/mcp-oauth */
+        if (self->mcp && args->data_dir)
+            self->mcp->data_dir = strdup (args->data_dir);
     }
     /* SWITCHBOARD_RUNTIME_CACHE: sessions whose prepared runtime is kept (256) */
     const char *cap = getenv ("SWITCHBOARD_RUNTIME_CACHE");

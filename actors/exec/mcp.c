@@ -562,6 +562,7 @@ sb_mcp_set_destroy (sb_mcp_set_t **set_p)
         bool was = srv->proc || srv->curl;
         s_stop (srv);
         s_tools_free (srv);
+        sb_mcp_oauth_destroy (&srv->oauth);
         if (was) {
             srv->state = S_NEW;
             sb_mcp_status_note (srv);

@@ -269,6 +269,10 @@ static const route_t s_routes [] = {
     { M_GET,  "workers", false, NULL, "worker.list", NULL, NULL },
     { M_GET,  "workers", true, NULL, "worker.get", "worker_id", NULL },
     { M_GET,  "models", false, NULL, "llm.models", NULL, NULL },
+    { M_GET,  "mcp", false, NULL, "exec.mcp.list", NULL, NULL },
+    { M_POST, "mcp", true, "login", "exec.mcp.login", "server", NULL },
+    /* the authorization server's redirect: /oauth/callback (gateway/http.c) */
+    { M_GET,  "oauth", false, NULL, "exec.mcp.oauth_callback", NULL, NULL },
 };
 
 //  The body field a query argument names under a route's renames.

@@ -36,6 +36,8 @@
 #define SB_EXEC_MCP_OAUTH_H
 
 #include "actors/exec/mcp.h"
+#include "common/digest.h"
+#include "schemas/errors.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -81,8 +83,41 @@ const char *sb_mcp_oauth_header (sb_mcp_oauth_t *self, int64_t deadline);
 int sb_mcp_oauth_challenge (sb_mcp_oauth_t *self, long status, const char *www_auth, int64_t deadline,
                             char *err, size_t errlen);
 
+/*  A person's login (mcp login, the UI's Connect; actors/exec/mcp_login.c):
+    asks the server for its challenge (an initialize without a token),
+    discovers, registers, and puts the URL to open into *url (the caller
+    frees it) and the state it carries into `state`. A client_credentials
+    server is authorized at once (*url stays NULL). 0, or -1 with err.   */
+int sb_mcp_oauth_login_begin (sb_mcp_oauth_t *self, const char *redirect_uri, int64_t deadline, char **url,
+                              char state [SB_NONCE_HEX + 1], char *err, size_t errlen);
+
+/*  The second half: `redirected`, the URL the authorization server sent
+    the browser back to (or just its query: "?code=...&state=..."); its
+    state must be the login's; its code is exchanged for tokens, saved.   */
+int sb_mcp_oauth_redirected (sb_mcp_oauth_t *self, const char *redirected, int64_t deadline, char *err,
+                             size_t errlen);
+
 /*  Whether the object holds a token (for mcp login's result).            */
 bool sb_mcp_oauth_authorized (const sb_mcp_oauth_t *self);
+
+//  ---------------------------------------------------------------------
+//  Logins in progress, in the executor (actors/exec/mcp_login.c).
+
+typedef struct sb_mcp_logins sb_mcp_logins_t;
+
+sb_mcp_logins_t *sb_mcp_logins_new (const sb_mcp_config_t *cfg);
+void sb_mcp_logins_destroy (sb_mcp_logins_t **self_p);
+
+/*  exec.mcp.login: the URL the person opens into *url (the caller frees
+    it); NULL when the server was authorized at once (client
+    credentials). -1 with *code and err when it cannot start.             */
+int sb_mcp_logins_start (sb_mcp_logins_t *self, const char *server, const char *redirect_uri, char **url,
+                         sb_err_t *code, char *err, size_t errlen);
+
+/*  exec.mcp.oauth_callback: the redirect's state, code and error (NULL
+    when absent). The server's name into `server`; 0 when authorized.     */
+int sb_mcp_logins_finish (sb_mcp_logins_t *self, const char *state, const char *code_, const char *error,
+                          char *server, size_t server_len, sb_err_t *code, char *err, size_t errlen);
 
 //  ---------------------------------------------------------------------
 //  The parts, exposed for the unit tests.

@@ -30,7 +30,8 @@ static const char *s_usage =
     "with \"grant\": \"client_credentials\" is authorized at once.\n"
     "\n"
     "  --redirect-uri URL  the gateway's callback as the browser reaches it\n"
-    "                      (default http://127.0.0.1:8080/oauth/callback)\n"
+    "                      (default http://127.0.0.1:PORT/oauth/callback, PORT\n"
+    "                      the gateway's, from DATA/http.port; else 8080)\n"
     "  --wait S            how long to wait for the approval (default 600)\n"
     "  --no-wait           print the URL and return\n"
     "  --connect EP        the server's command endpoint (default: ipc in DATA)\n"
@@ -64,7 +65,8 @@ sb_cmd_mcp_login (int argc, char **argv)
         { "no-wait", no_argument, 0, 'n' }, { "connect", required_argument, 0, 'c' },
         { "data", required_argument, 0, 'd' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 }
     };
-    const char *redirect = "http://127.0.0.1:8080/oauth/callback", *connect = NULL, *data = NULL;
+    const char *redirect = NULL, *connect = NULL, *data = NULL;
+    char dflt [300], dir [4096], err [512];
     long wait_s = 600;
     bool no_wait = false;
     int c;
@@ -99,6 +101,22 @@ sb_cmd_mcp_login (int argc, char **argv)
     if (optind + 1 != argc)
         return sb_cli_usage ("mcp", "mcp login takes one SERVER (a name in mcp list)");
     const char *server = argv [optind];
+    if (!redirect) {
+        //  The gateway of the server in DATA, on loopback (DATA/http.port).
+        int port = 8080;
+        if (sb_cli_data_dir (data, dir, sizeof dir, err, sizeof err) == 0) {
+            char path [4200];
+            snprintf (path, sizeof path, "%s/http.port", dir);
+            FILE *f = fopen (path, "r");
+            if (f) {
+                if (fscanf (f, "%d", &port) != 1 || port < 1 || port > 65535)
+                    port = 8080;
+                fclose (f);
+            }
+        }
+        snprintf (dflt, sizeof dflt, "http://127.0.0.1:%d/oauth/callback", port);
+        redirect = dflt;
+    }
     if (strncmp (redirect, "http://", 7) != 0 && strncmp (redirect, "https://", 8) != 0)
         return sb_cli_usage ("mcp", "--redirect-uri takes an http:// or https:// URL");
     sb_bus_t *bus = sb_cli_connect ("mcp", connect, data);

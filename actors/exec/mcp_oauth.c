@@ -57,6 +57,8 @@ s_save (sb_mcp_oauth_t *self)
     if (doc)
         json_object_set_new (doc, "expires_at", json_integer (self->expires_at));
     if (doc)
+        json_object_set_new (doc, "lifetime_ms", json_integer (self->lifetime_ms));
+    if (doc)
         json_object_set_new (doc, "saved_at", json_integer (sb_oauth_wall_ms ()));
     char *text = doc ? json_dumps (doc, JSON_COMPACT) : NULL;
     json_decref (doc);
@@ -104,6 +106,8 @@ s_load (sb_mcp_oauth_t *self)
     sb_oauth_set (&self->refresh, sb_oauth_str (doc, "refresh_token", SB_OAUTH_TOKEN_MAX));
     json_int_t at = json_integer_value (json_object_get (doc, "expires_at"));
     self->expires_at = at > 0 ? (int64_t) at : 0;
+    json_int_t life = json_integer_value (json_object_get (doc, "lifetime_ms"));
+    self->lifetime_ms = life > 0 && life <= SB_OAUTH_EXPIRES_MAX * 1000 ? (int64_t) life : 0;
     json_decref (doc);
     return newer;
 }
@@ -157,6 +161,28 @@ sb_mcp_oauth_begin (sb_mcp_oauth_t *self)
     if (self) {
         self->attempts = 0;
         self->refreshed = false;
+    }
+}
+
+void
+sb_mcp_oauth_redact (const sb_mcp_oauth_t *self, char *text)
+{
+    const char *secrets [] = { self ? self->access : NULL, self ? self->refresh : NULL };
+    for (size_t k = 0; text && k < 2; k++) {
+        const char *sec = secrets [k];
+        size_t sl = sec ? strlen (sec) : 0;
+        if (sl < 6)
+            continue;           //  "***" must not be longer
+        char *w = text, *r = text, *hit;
+        while ((hit = strstr (r, sec))) {
+            size_t pre = (size_t) (hit - r);
+            memmove (w, r, pre);
+            w += pre;
+            memcpy (w, "***", 3);
+            w += 3;
+            r = hit + sl;
+        }
+        memmove (w, r, strlen (r) + 1);
     }
 }
 
@@ -221,6 +247,7 @@ s_token (sb_mcp_oauth_t *self, sb_oauth_form_t *form, int64_t deadline, char *er
     if (in > SB_OAUTH_EXPIRES_MAX)
         in = SB_OAUTH_EXPIRES_MAX;
     self->expires_at = exp ? sb_oauth_wall_ms () + (int64_t) in * 1000 : 0;
+    self->lifetime_ms = (int64_t) in * 1000;
     json_decref (doc);
     sb_oauth_wipe (&self->header);
     s_save (self);
@@ -434,8 +461,11 @@ s_choose_scope (sb_mcp_oauth_t *self, const char *challenge, bool step_up)
         s_scope_union (s, sizeof s, step_up ? self->scope : NULL, challenge);
     else
         snprintf (s, sizeof s, "%s", self->prm_scopes ? self->prm_scopes : "");
-    if (s [0] && self->as_offline && !self->conf->oauth.client_credentials)
-        s_scope_union (s, sizeof s, s, "offline_access");
+    char with [S_SCOPE_MAX];
+    if (s [0] && self->as_offline && !self->conf->oauth.client_credentials) {
+        s_scope_union (with, sizeof with, s, "offline_access");
+        snprintf (s, sizeof s, "%s", with);
+    }
     sb_oauth_set (&self->scope, s [0] ? s : NULL);
 }
 
@@ -446,7 +476,12 @@ sb_mcp_oauth_header (sb_mcp_oauth_t *self, int64_t deadline)
 {
     if (!self || !self->access)
         return NULL;
-    if (self->expires_at && sb_oauth_wall_ms () + SB_OAUTH_REFRESH_EARLY_MS > self->expires_at && self->refresh
+    //  SB_OAUTH_REFRESH_EARLY_MS before expiry, or a quarter of the
+    //  lifetime for short-lived tokens (not at every request).
+    int64_t early = SB_OAUTH_REFRESH_EARLY_MS;
+    if (self->lifetime_ms && self->lifetime_ms / 4 < early)
+        early = self->lifetime_ms / 4;
+    if (self->expires_at && sb_oauth_wall_ms () + early > self->expires_at && self->refresh
     &&  !self->refreshed) {
         char err [256];
         s_refresh (self, deadline, err, sizeof err);
@@ -457,6 +492,20 @@ sb_mcp_oauth_header (sb_mcp_oauth_t *self, int64_t deadline)
             snprintf (self->header, n, "Authorization: Bearer %s", self->access);
     }
     return self->header;
+}
+
+//  Takes the saved state when it holds another access token than ours.
+static bool
+s_newer_saved (sb_mcp_oauth_t *self)
+{
+    char *ours = self->access ? strdup (self->access) : NULL;
+    bool newer = s_load (self) && self->access && (!ours || strcmp (ours, self->access) != 0);
+    if (ours) {
+        sodium_memzero (ours, strlen (ours));
+        free (ours);
+    }
+    sb_oauth_wipe (&self->header);
+    return newer;
 }
 
 int
@@ -472,35 +521,33 @@ sb_mcp_oauth_challenge (sb_mcp_oauth_t *self, long status, const char *www, int6
         return sb_oauth_err (err, errlen, "HTTP 403: %s refused the request (not for a missing scope)", name);
     if (!self->curl && !(self->curl = curl_easy_init ()))
         return sb_oauth_err (err, errlen, "out of memory");
-    if (!step_up && self->access) {
-        //  The token we sent expired or was revoked: a refresh first, then
-        //  what another process may have saved since (mcp login).
-        char why [256];
-        if (self->refresh && !self->refreshed && s_refresh (self, deadline, why, sizeof why) == 0)
-            return 0;
-        char *failed = self->access;
-        self->access = NULL;
-        bool newer = s_load (self) && (!failed || !self->access || strcmp (failed, self->access) != 0);
-        if (failed) {
-            sodium_memzero (failed, strlen (failed));
-            free (failed);
-        }
-        sb_oauth_wipe (&self->header);
-        if (newer)
-            return 0;
-        sb_oauth_wipe (&self->access);
-    }
-    else
-    if (!step_up && s_load (self)) {
-        sb_oauth_wipe (&self->header);
+    //  The token we sent expired or was revoked: a refresh first.
+    char why [256];
+    if (!step_up && self->access && self->refresh && !self->refreshed
+    &&  s_refresh (self, deadline, why, sizeof why) == 0)
         return 0;
-    }
+    //  Then what was saved since by another process (mcp login), for a
+    //  step-up too: the person may have granted the wider scope.
+    if (s_newer_saved (self))
+        return 0;
+    if (!step_up)
+        sb_oauth_wipe (&self->access);
     if (self->attempts >= S_OAUTH_ATTEMPTS)
         return sb_oauth_err (err, errlen, "%s still refuses after %d authorizations (it asks for scope \"%.200s\")", name,
                       self->attempts, scope);
     bool cc = self->conf->oauth.client_credentials;
-    if (!cc && !s_authorizer)
+    if (!cc && !s_authorizer) {
+        if (step_up) {
+            //  The person's next login asks for what the server wants now.
+            char want [S_SCOPE_MAX];
+            s_scope_union (want, sizeof want, self->scope, scope);
+            sb_oauth_set (&self->scope, want);
+            s_save (self);
+            return sb_oauth_err (err, errlen, "%s needs authorization for more scope (%.200s): run switchboard "
+                                 "mcp login %s", name, scope, name);
+        }
         return sb_oauth_err (err, errlen, "%s needs authorization: run switchboard mcp login %s", name, name);
+    }
     json_t *meta = NULL;
     if (sb_oauth_discover (self, www, deadline, &meta, err, errlen))
         return -1;
@@ -567,8 +614,9 @@ sb_mcp_oauth_login_begin (sb_mcp_oauth_t *self, const char *redirect, int64_t de
     json_decref (meta);
     if (rc)
         return -1;
+    //  With what was asked before (a step-up the server wanted, saved).
     sb_mcp_oauth_param (www, "scope", scope, sizeof scope);
-    s_choose_scope (self, scope, false);
+    s_choose_scope (self, scope, true);
     if (self->conf->oauth.client_credentials)
         return s_client_credentials (self, deadline, err, errlen);
     if (s_code_url (self, redirect, url, err, errlen))

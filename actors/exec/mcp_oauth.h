@@ -46,7 +46,7 @@
 #define SB_OAUTH_TOKEN_MAX   8192           //  an access or refresh token, in bytes
 #define SB_OAUTH_BODY_MAX    (256u << 10)   //  a metadata or token response
 #define SB_OAUTH_EXPIRES_MAX (400LL * 86400) //  expires_in is clamped to this (s)
-#define SB_OAUTH_REFRESH_EARLY_MS 60000     //  refreshed this long before expiry
+#define SB_OAUTH_REFRESH_EARLY_MS 60000     //  refreshed this long before expiry (at most a quarter of its life)
 
 typedef struct sb_mcp_oauth sb_mcp_oauth_t;
 
@@ -96,6 +96,10 @@ int sb_mcp_oauth_login_begin (sb_mcp_oauth_t *self, const char *redirect_uri, in
     state must be the login's; its code is exchanged for tokens, saved.   */
 int sb_mcp_oauth_redirected (sb_mcp_oauth_t *self, const char *redirected, int64_t deadline, char *err,
                              size_t errlen);
+
+/*  Replaces, in place, the object's access and refresh tokens in `text`
+    by "***" (a server's answer that echoes them). NULLs tolerated.       */
+void sb_mcp_oauth_redact (const sb_mcp_oauth_t *self, char *text);
 
 /*  Whether the object holds a token (for mcp login's result).            */
 bool sb_mcp_oauth_authorized (const sb_mcp_oauth_t *self);

@@ -41,6 +41,7 @@ struct sb_mcp_oauth {
     //  The tokens.
     char *access, *refresh;
     int64_t expires_at;         //  wall ms; 0: not said
+    int64_t lifetime_ms;        //  its expires_in
     char *scope;                //  what was asked for last
     char *header;               //  "Authorization: Bearer ..."
     //  An authorization-code grant in progress (PKCE).

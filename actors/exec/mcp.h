@@ -97,6 +97,10 @@ void sb_mcp_config_destroy (sb_mcp_config_t **cfg_p);
 //  caller frees it. NULL only when out of memory.
 char *sb_mcp_redact (const sb_mcp_config_t *cfg, const char *text);
 
+//  Replaces, in place, every `secret` in text by "***" (a secret shorter
+//  than 6 bytes is left: "1" or "true" would blank out half a result).
+void sb_mcp_blank (char *text, const char *secret);
+
 //  Whether a tool name is an MCP tool's (mcp__...).
 bool sb_mcp_is_tool (const char *name);
 

@@ -410,27 +410,31 @@ sb_mcp_config_load (const char *path, bool required, char *err, size_t errlen)
     return cfg;
 }
 
+void
+sb_mcp_blank (char *text, const char *secret)
+{
+    size_t sl = secret ? strlen (secret) : 0;
+    char *hit = text && sl >= S_SECRET_MIN ? strstr (text, secret) : NULL;
+    if (!hit)
+        return;
+    //  "***" is never longer than a secret (S_SECRET_MIN), so in place.
+    char *w = text, *r = text;
+    while ((hit = strstr (r, secret))) {
+        size_t pre = (size_t) (hit - r);
+        memmove (w, r, pre);
+        w += pre;
+        memcpy (w, "***", 3);
+        w += 3;
+        r = hit + sl;
+    }
+    memmove (w, r, strlen (r) + 1);
+}
+
 char *
 sb_mcp_redact (const sb_mcp_config_t *cfg, const char *text)
 {
     char *out = strdup (text ? text : "");
-    for (size_t k = 0; out && cfg && k < cfg->nsecrets; k++) {
-        const char *sec = cfg->secrets [k];
-        size_t sl = strlen (sec);
-        char *hit = strstr (out, sec);
-        if (!hit)
-            continue;
-        //  "***" is never longer than a secret (S_SECRET_MIN), so in place.
-        char *w = out, *r = out;
-        while ((hit = strstr (r, sec))) {
-            size_t pre = (size_t) (hit - r);
-            memmove (w, r, pre);
-            w += pre;
-            memcpy (w, "***", 3);
-            w += 3;
-            r = hit + sl;
-        }
-        memmove (w, r, strlen (r) + 1);
-    }
+    for (size_t k = 0; out && cfg && k < cfg->nsecrets; k++)
+        sb_mcp_blank (out, cfg->secrets [k]);
     return out;
 }

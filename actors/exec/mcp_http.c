@@ -89,27 +89,11 @@ s_http_header (char *b, size_t size, size_t n, void *arg)
 {
     s_http_t *h = arg;
     size_t len = size * n;
-    if (len > 14 && strncasecmp (b, "mcp-session-id:", 15) == 0) {
-        const char *v = b + 15;
-        while (*v == ' ')
-            v++;
-        size_t vl = (size_t) (b + len - v);
-        while (vl && (v [vl - 1] == '\r' || v [vl - 1] == '\n' || v [vl - 1] == ' '))
-            vl--;
-        if (vl < sizeof h->srv->http_session) {
-            memcpy (h->srv->http_session, v, vl);
-            h->srv->http_session [vl] = 0;
-        }
-    }
-    if (len > 17 && strncasecmp (b, "www-authenticate:", 17) == 0) {
-        size_t vl = len - 17;
-        while (vl && (b [17 + vl - 1] == '\r' || b [17 + vl - 1] == '\n'))
-            vl--;
-        if (vl >= sizeof h->srv->www_auth)
-            vl = sizeof h->srv->www_auth - 1;
-        memcpy (h->srv->www_auth, b + 17, vl);
-        h->srv->www_auth [vl] = 0;
-    }
+    sb_mcp_header_value (b, len, "mcp-session-id", h->srv->http_session, sizeof h->srv->http_session);
+    //  Cut when longer: only its parameters are read.
+    if (!sb_mcp_header_value (b, len, "www-authenticate", h->srv->www_auth, sizeof h->srv->www_auth)
+    &&  len > 17 && strncasecmp (b, "www-authenticate:", 17) == 0)
+        snprintf (h->srv->www_auth, sizeof h->srv->www_auth, "%.*s", (int) (sizeof h->srv->www_auth - 1), b + 17);
     if (len > 13 && strncasecmp (b, "content-type:", 13) == 0) {
         h->content_type_seen = true;
         h->sse = strstr (b, "text/event-stream") != NULL;

@@ -167,22 +167,9 @@ sb_mcp_oauth_begin (sb_mcp_oauth_t *self)
 void
 sb_mcp_oauth_redact (const sb_mcp_oauth_t *self, char *text)
 {
-    const char *secrets [] = { self ? self->access : NULL, self ? self->refresh : NULL };
-    for (size_t k = 0; text && k < 2; k++) {
-        const char *sec = secrets [k];
-        size_t sl = sec ? strlen (sec) : 0;
-        if (sl < 6)
-            continue;           //  "***" must not be longer
-        char *w = text, *r = text, *hit;
-        while ((hit = strstr (r, sec))) {
-            size_t pre = (size_t) (hit - r);
-            memmove (w, r, pre);
-            w += pre;
-            memcpy (w, "***", 3);
-            w += 3;
-            r = hit + sl;
-        }
-        memmove (w, r, strlen (r) + 1);
+    if (self) {
+        sb_mcp_blank (text, self->access);
+        sb_mcp_blank (text, self->refresh);
     }
 }
 

@@ -126,6 +126,11 @@ int sb_mcp_logins_finish (sb_mcp_logins_t *self, const char *state, const char *
 //  ---------------------------------------------------------------------
 //  The parts, exposed for the unit tests.
 
+/*  When the raw header line (len bytes, CRLF included) is header `name`
+    (case-insensitive), its value, trimmed, into out. False otherwise, and
+    when the value does not fit (then out is left as it was).            */
+bool sb_mcp_header_value (const char *line, size_t len, const char *name, char *out, size_t size);
+
 /*  The value of parameter `name` in a WWW-Authenticate Bearer challenge
     (quoted or token form) into out; false when absent or too long.       */
 bool sb_mcp_oauth_param (const char *www_auth, const char *name, char *out, size_t size);

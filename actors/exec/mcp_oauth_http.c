@@ -122,14 +122,40 @@ sb_oauth_form_add (sb_oauth_form_t *f, CURL *c, const char *key, const char *val
     curl_free (ev);
 }
 
+//  Frees `len` bytes at *p after wiping them.
+static void
+s_free_wiped (char **p, size_t len)
+{
+    if (*p) {
+        sodium_memzero (*p, len);
+        free (*p);
+    }
+    *p = NULL;
+}
+
 void
 sb_oauth_form_free (sb_oauth_form_t *f)
 {
-    if (f->s) {
-        sodium_memzero (f->s, f->len);
-        free (f->s);
-    }
-    f->s = NULL;
+    s_free_wiped (&f->s, f->len);
+}
+
+bool
+sb_mcp_header_value (const char *line, size_t len, const char *name, char *out, size_t size)
+{
+    size_t nl = strlen (name);
+    if (len <= nl || strncasecmp (line, name, nl) != 0 || line [nl] != ':')
+        return false;
+    const char *v = line + nl + 1;
+    while (v < line + len && *v == ' ')
+        v++;
+    size_t vl = (size_t) (line + len - v);
+    while (vl && (v [vl - 1] == '\r' || v [vl - 1] == '\n' || v [vl - 1] == ' '))
+        vl--;
+    if (vl >= size)
+        return false;           //  too long to be kept whole: not kept
+    memcpy (out, v, vl);
+    out [vl] = 0;
+    return true;
 }
 
 bool
@@ -257,38 +283,15 @@ s_on_header (char *b, size_t size, size_t n, void *arg)
 {
     sb_oauth_resp_t *r = arg;
     size_t len = size * n;
-    if (len > 17 && strncasecmp (b, "www-authenticate:", 17) == 0) {
-        size_t vl = len - 17;
-        while (vl && (b [17 + vl - 1] == '\r' || b [17 + vl - 1] == '\n'))
-            vl--;
-        if (vl >= sizeof r->www)
-            vl = sizeof r->www - 1;
-        memcpy (r->www, b + 17, vl);
-        r->www [vl] = 0;
-    }
-    if (len > 9 && strncasecmp (b, "location:", 9) == 0) {
-        const char *v = b + 9;
-        while (*v == ' ')
-            v++;
-        size_t vl = (size_t) (b + len - v);
-        while (vl && (v [vl - 1] == '\r' || v [vl - 1] == '\n' || v [vl - 1] == ' '))
-            vl--;
-        if (vl < sizeof r->location) {
-            memcpy (r->location, v, vl);
-            r->location [vl] = 0;
-        }
-    }
+    sb_mcp_header_value (b, len, "www-authenticate", r->www, sizeof r->www);
+    sb_mcp_header_value (b, len, "location", r->location, sizeof r->location);
     return len;
 }
 
 void
 sb_oauth_resp_free (sb_oauth_resp_t *r)
 {
-    if (r->body) {
-        sodium_memzero (r->body, r->len);
-        free (r->body);
-    }
-    r->body = NULL;
+    s_free_wiped (&r->body, r->len);
 }
 
 //  One request: a GET (form NULL) or a form POST, with `hl` added to its

@@ -135,11 +135,16 @@ def test_mcp_login_connects_a_server_and_tokens_are_refreshed_before_they_expire
         print("  figure: %d token requests (%s) for 2 calls over %d s" % (len(grants), ", ".join(grants), 3))
 
 
+def logged_in_then(srv, sid, mcp, what):
+    """mcp login, a first call that passes, then the server's `what`."""
+    login(srv, mcp)
+    check(run_call(srv, sid, 0)["ok"], "the first call failed")
+    mcp.admin(what)
+
+
 def test_a_revoked_token_fails_the_call_until_the_person_logs_in_again():
     with oauth_serve("revoke", 3) as (srv, sid, mcp):
-        login(srv, mcp)
-        check(run_call(srv, sid, 0)["ok"], "the first call failed")
-        mcp.admin("revoke")
+        logged_in_then(srv, sid, mcp, "revoke")
         revoked = run_call(srv, sid, 1)
         check(not revoked["ok"] and "needs authorization: run switchboard mcp login o" in revoked["output"]
               and "went away" not in revoked["output"], "the call with a revoked token: %r", revoked)
@@ -153,9 +158,7 @@ def test_a_revoked_token_fails_the_call_until_the_person_logs_in_again():
 
 def test_a_step_up_in_the_middle_of_a_session_asks_for_the_wider_scope():
     with oauth_serve("stepup", 3) as (srv, sid, mcp):
-        login(srv, mcp)
-        check(run_call(srv, sid, 0)["ok"], "the first call failed")
-        mcp.admin("step-up")
+        logged_in_then(srv, sid, mcp, "step-up")
         refused = run_call(srv, sid, 1)
         check(not refused["ok"] and "more scope (mcp:read mcp:write)" in refused["output"]
               and "mcp login o" in refused["output"], "the call the server wants more scope for: %r", refused)

@@ -29,7 +29,9 @@ import secrets
 import threading
 import time
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
+
+from jsonhttp import JsonHandler
 
 lock = threading.Lock()
 clients = {}                    # client_id -> redirect_uris
@@ -55,22 +57,7 @@ def issue(scope):
     return {"access_token": a, "token_type": "Bearer", "expires_in": args.ttl, "refresh_token": r, "scope": scope}
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.0"
-
-    def log_message(self, *a):
-        pass
-
-    def answer(self, status, body=None, headers=()):
-        data = json.dumps(body).encode() if body is not None else b""
-        self.send_response(status)
-        if body is not None:
-            self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for k, v in headers:
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(data)
+class Handler(JsonHandler):
 
     def body(self):
         n = int(self.headers.get("Content-Length") or 0)

@@ -74,9 +74,7 @@ s_follow (void *arg, const char *server, const char *url, const char *redirect_u
     curl_easy_setopt (c, CURLOPT_URL, url);
     curl_easy_setopt (c, CURLOPT_NOBODY, 0L);
     curl_easy_setopt (c, CURLOPT_WRITEFUNCTION, s_discard);
-    curl_easy_setopt (c, CURLOPT_TIMEOUT_MS, 10000L);
-    curl_easy_setopt (c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt (c, CURLOPT_PROTOCOLS_STR, "http,https");
+    sb_mcp_curl_bounds (c, 10000L);
     CURLcode rc = curl_easy_perform (c);
     curl_easy_getinfo (c, CURLINFO_RESPONSE_CODE, &status);
     curl_easy_getinfo (c, CURLINFO_REDIRECT_URL, &location);

@@ -157,10 +157,7 @@ s_http_perform (s_server_t *srv, s_http_t *h, const char *data, size_t len, long
     curl_easy_setopt (c, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt (c, CURLOPT_XFERINFOFUNCTION, s_http_progress);
     curl_easy_setopt (c, CURLOPT_XFERINFODATA, h);
-    curl_easy_setopt (c, CURLOPT_TIMEOUT_MS, (long) (left > 0 ? left : 1));
-    curl_easy_setopt (c, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-    curl_easy_setopt (c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt (c, CURLOPT_PROTOCOLS_STR, "http,https");
+    sb_mcp_curl_bounds (c, (long) left);
     CURLcode rc = curl_easy_perform (c);
     curl_slist_free_all (hl);
     *status = 0;
@@ -314,10 +311,7 @@ sb_mcp_http_reply (s_server_t *srv, json_t *msg)
         curl_easy_setopt (c, CURLOPT_POSTFIELDS, text);
         curl_easy_setopt (c, CURLOPT_POSTFIELDSIZE, (long) strlen (text));
         curl_easy_setopt (c, CURLOPT_WRITEFUNCTION, s_discard);
-        curl_easy_setopt (c, CURLOPT_TIMEOUT_MS, 5000L);
-        curl_easy_setopt (c, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
-        curl_easy_setopt (c, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt (c, CURLOPT_PROTOCOLS_STR, "http,https");
+        sb_mcp_curl_bounds (c, 5000L);
         CURLcode rc = curl_easy_perform (c);
         if (rc != CURLE_OK)
             sb_warn (ACTOR, "MCP server %s: cannot answer its request: %s", srv->conf->name, curl_easy_strerror (rc));
@@ -345,10 +339,8 @@ sb_mcp_http_close (s_server_t *srv)
         curl_easy_setopt (srv->curl, CURLOPT_URL, srv->conf->url);
         curl_easy_setopt (srv->curl, CURLOPT_CUSTOMREQUEST, "DELETE");
         curl_easy_setopt (srv->curl, CURLOPT_HTTPHEADER, hl);
-        curl_easy_setopt (srv->curl, CURLOPT_TIMEOUT_MS, 1000L);
-        curl_easy_setopt (srv->curl, CURLOPT_NOSIGNAL, 1L);
         curl_easy_setopt (srv->curl, CURLOPT_WRITEFUNCTION, s_discard);
-        curl_easy_setopt (srv->curl, CURLOPT_PROTOCOLS_STR, "http,https");
+        sb_mcp_curl_bounds (srv->curl, 1000L);
         curl_easy_perform (srv->curl);
         curl_slist_free_all (hl);
     }

@@ -126,6 +126,11 @@ int sb_mcp_logins_finish (sb_mcp_logins_t *self, const char *state, const char *
 //  ---------------------------------------------------------------------
 //  The parts, exposed for the unit tests.
 
+/*  The options every libcurl request of the MCP client sets (`curl` is a
+    CURL *): the whole request within timeout_ms, the connection within
+    the smaller of that and 10 s, no signals (threads), http(s) only.    */
+void sb_mcp_curl_bounds (void *curl, long timeout_ms);
+
 /*  When the raw header line (len bytes, CRLF included) is header `name`
     (case-insensitive), its value, trimmed, into out. False otherwise, and
     when the value does not fit (then out is left as it was).            */

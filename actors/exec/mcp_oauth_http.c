@@ -139,6 +139,16 @@ sb_oauth_form_free (sb_oauth_form_t *f)
     s_free_wiped (&f->s, f->len);
 }
 
+void
+sb_mcp_curl_bounds (void *curl, long timeout_ms)
+{
+    CURL *c = curl;
+    curl_easy_setopt (c, CURLOPT_TIMEOUT_MS, timeout_ms > 0 ? timeout_ms : 1L);
+    curl_easy_setopt (c, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms > 0 && timeout_ms < 10000 ? timeout_ms : 10000L);
+    curl_easy_setopt (c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt (c, CURLOPT_PROTOCOLS_STR, "http,https");
+}
+
 bool
 sb_mcp_header_value (const char *line, size_t len, const char *name, char *out, size_t size)
 {
@@ -321,10 +331,7 @@ sb_oauth_request (sb_mcp_oauth_t *self, const char *url, const char *form, struc
     curl_easy_setopt (c, CURLOPT_WRITEDATA, r);
     curl_easy_setopt (c, CURLOPT_HEADERFUNCTION, s_on_header);
     curl_easy_setopt (c, CURLOPT_HEADERDATA, r);
-    curl_easy_setopt (c, CURLOPT_TIMEOUT_MS, (long) (left > 0 ? left : 1));
-    curl_easy_setopt (c, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-    curl_easy_setopt (c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt (c, CURLOPT_PROTOCOLS_STR, "http,https");
+    sb_mcp_curl_bounds (c, (long) left);
     CURLcode rc = curl_easy_perform (c);
     curl_easy_getinfo (c, CURLINFO_RESPONSE_CODE, &r->status);
     curl_slist_free_all (hl);

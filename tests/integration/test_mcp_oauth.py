@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -107,6 +108,21 @@ def login(srv, mcp):
     return answer, printed
 
 
+def callback(srv, query):
+    """GET /oauth/callback QUERY on the gateway, without its token: (status, JSON)."""
+    with open(os.path.join(srv.data, "http.port")) as f:
+        url = "http://127.0.0.1:%s/oauth/callback%s" % (f.read().strip(), query)
+    try:
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def last_state(mcp):
+    return [x["authorize"]["state"] for x in mcp.log() if "authorize" in x][-1]
+
+
 def test_mcp_login_connects_a_server_and_tokens_are_refreshed_before_they_expire():
     with oauth_serve("refresh", 3, ttl=2) as (srv, sid, mcp):
         before = run_call(srv, sid, 0)
@@ -115,6 +131,10 @@ def test_mcp_login_connects_a_server_and_tokens_are_refreshed_before_they_expire
         answer, printed = login(srv, mcp)
         check(answer == {"server": "o", "authorized": True}, "the callback answered %r", answer)
         check("waiting for the approval" in printed, "mcp login shows its progress:\n%s", printed)
+        # The callback's state is used once; parameters the authorization
+        # server adds are dropped, not refused.
+        code, body = callback(srv, "?state=%s&code=again&session_state=x" % last_state(mcp))
+        check(code == 404 and body["error"]["code"] == "not_found", "a used state: %d %r", code, body)
         rc, lst, err = cli(srv, "mcp", "list")
         check(rc == 0 and "authorized (OAuth tokens stored)" in lst, "mcp list:\n%s%s", lst, err)
         first = run_call(srv, sid, 1)

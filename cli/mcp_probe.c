@@ -28,7 +28,8 @@ static const char *s_usage =
     "usage: switchboard mcp probe URL [--call TOOL [--args JSON]] [--root DIR] [--timeout S]\n"
     "                             [--oauth-auto] [--client-id ID] [--client-secret S]\n"
     "                             [--private-key PEM] [--client-credentials] [--scope S]\n"
-    "                             [--client-metadata-url URL]\n"
+    "                             [--client-metadata-url URL] [--jwt-bearer --idp-token-endpoint URL\n"
+    "                             --id-token-file FILE [--idp-client-id ID]]\n"
     "\n"
     "Connects switchboard's MCP client to the streamable HTTP server at URL,\n"
     "as a session's run would: initialize, tools/list, and with --call one\n"
@@ -52,6 +53,10 @@ static const char *s_usage =
     "  --client-credentials  the client_credentials grant (needs --client-id)\n"
     "  --scope S         the scope to ask for\n"
     "  --client-metadata-url URL  our client ID metadata document\n"
+    "  --jwt-bearer      enterprise-managed authorization: the ID token in\n"
+    "                    --id-token-file is exchanged at --idp-token-endpoint\n"
+    "                    (as --idp-client-id) for an ID-JAG, the JWT bearer grant\n"
+    "                    at the server's authorization server (needs --client-id)\n"
     "\n"
     "Exit status: 0 success, 1 the server could not be used or the call\n"
     "failed, 2 usage error.\n";
@@ -97,7 +102,8 @@ s_follow (void *arg, const char *server, const char *url, const char *redirect_u
 
 typedef struct {
     const char *client_id, *client_secret, *private_key, *scope, *metadata_url;
-    bool client_credentials;
+    const char *idp_token_endpoint, *idp_client_id, *id_token_file;
+    bool client_credentials, jwt_bearer;
 } s_oauth_opts_t;
 
 static sb_mcp_config_t *
@@ -117,7 +123,9 @@ s_config (const char *url, int timeout_s, const s_oauth_opts_t *o, char *err, si
     const struct { const char *k, *v; } f [] = {
         { "client_id", o->client_id }, { "client_secret", o->client_secret }, { "private_key_file", o->private_key },
         { "scope", o->scope }, { "client_metadata_url", o->metadata_url },
-        { "grant", o->client_credentials ? "client_credentials" : NULL },
+        { "grant", o->client_credentials ? "client_credentials" : o->jwt_bearer ? "jwt_bearer" : NULL },
+        { "idp_token_endpoint", o->idp_token_endpoint }, { "idp_client_id", o->idp_client_id },
+        { "id_token_file", o->id_token_file },
         //  Never opened: --oauth-auto takes the code from the redirect.
         { "redirect_uri", "http://127.0.0.1/oauth/callback" },
     };
@@ -180,7 +188,9 @@ sb_cmd_mcp_probe (int argc, char **argv)
         { "oauth-auto", no_argument, 0, 'A' }, { "client-id", required_argument, 0, 'i' },
         { "client-secret", required_argument, 0, 's' }, { "private-key", required_argument, 0, 'k' },
         { "client-credentials", no_argument, 0, 'C' }, { "scope", required_argument, 0, 'S' },
-        { "client-metadata-url", required_argument, 0, 'M' },
+        { "client-metadata-url", required_argument, 0, 'M' }, { "jwt-bearer", no_argument, 0, 'J' },
+        { "idp-token-endpoint", required_argument, 0, 'I' }, { "idp-client-id", required_argument, 0, 'D' },
+        { "id-token-file", required_argument, 0, 'T' },
         { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 }
     };
     const char *call = NULL, *args = "{}", *root = NULL;
@@ -219,6 +229,18 @@ sb_cmd_mcp_probe (int argc, char **argv)
         if (c == 'M')
             oauth.metadata_url = optarg;
         else
+        if (c == 'J')
+            oauth.jwt_bearer = true;
+        else
+        if (c == 'I')
+            oauth.idp_token_endpoint = optarg;
+        else
+        if (c == 'D')
+            oauth.idp_client_id = optarg;
+        else
+        if (c == 'T')
+            oauth.id_token_file = optarg;
+        else
         if (c == 't') {
             char *end;
             long v = strtol (optarg, &end, 10);
@@ -248,8 +270,10 @@ sb_cmd_mcp_probe (int argc, char **argv)
     if (!root)
         root = getcwd (cwd, sizeof cwd) ? cwd : "/";
     char err [512];
-    if (oauth.client_credentials && !oauth.client_id)
-        return sb_cli_usage ("mcp", "--client-credentials needs --client-id");
+    if ((oauth.client_credentials || oauth.jwt_bearer) && !oauth.client_id)
+        return sb_cli_usage ("mcp", "--client-credentials and --jwt-bearer need --client-id");
+    if (oauth.jwt_bearer && (!oauth.idp_token_endpoint || !oauth.id_token_file))
+        return sb_cli_usage ("mcp", "--jwt-bearer needs --idp-token-endpoint and --id-token-file");
     if (automatic)
         sb_mcp_oauth_set_authorizer (s_follow, NULL);
     sb_mcp_config_t *cfg = s_config (url, timeout_s, &oauth, err, sizeof err);

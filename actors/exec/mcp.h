@@ -66,6 +66,14 @@ typedef struct {
     char *client_metadata_url;  //  a client ID metadata document of ours
     char *redirect_uri;         //  default http://127.0.0.1:8080/oauth/callback
     bool client_credentials;    //  "grant": "client_credentials" (no person)
+    //  "grant": "jwt_bearer": enterprise-managed authorization (SEP-990):
+    //  the person's ID token from the identity provider is exchanged there
+    //  for an ID-JAG, itself the JWT bearer grant at the server's
+    //  authorization server (no person at that time).
+    bool jwt_bearer;
+    char *idp_token_endpoint;   //  the identity provider's token endpoint
+    char *idp_client_id;        //  our client there
+    char *id_token_file;        //  the person's ID token (a secret)
 } sb_mcp_oauth_conf_t;
 
 typedef struct {

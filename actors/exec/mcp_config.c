@@ -61,6 +61,9 @@ sb_mcp_config_destroy (sb_mcp_config_t **cfg_p)
         free (o->scope);
         free (o->client_metadata_url);
         free (o->redirect_uri);
+        free (o->idp_token_endpoint);
+        free (o->idp_client_id);
+        free (o->id_token_file);
     }
     free (cfg->servers);
     for (size_t k = 0; k < cfg->nsecrets; k++)
@@ -235,6 +238,8 @@ s_oauth (sb_mcp_config_t *cfg, sb_mcp_oauth_conf_t *o, json_t *obj, const char *
         { "client_id", &o->client_id, false }, { "client_secret", &o->client_secret, false },
         { "private_key_file", &o->private_key_file, false }, { "scope", &o->scope, false },
         { "client_metadata_url", &o->client_metadata_url, true }, { "redirect_uri", &o->redirect_uri, true },
+        { "idp_token_endpoint", &o->idp_token_endpoint, true }, { "idp_client_id", &o->idp_client_id, false },
+        { "id_token_file", &o->id_token_file, false },
     };
     const char *k;
     json_t *v;
@@ -252,12 +257,14 @@ s_oauth (sb_mcp_config_t *cfg, sb_mcp_oauth_conf_t *o, json_t *obj, const char *
             return -1;
         }
         if (i == sizeof f / sizeof f [0]) {
-            if (strcmp (s, "client_credentials") != 0 && strcmp (s, "authorization_code") != 0) {
-                s_fail (err, errlen, "mcpServers.%s.oauth.grant is \"authorization_code\" or \"client_credentials\"",
-                        name);
+            if (strcmp (s, "client_credentials") != 0 && strcmp (s, "authorization_code") != 0
+            &&  strcmp (s, "jwt_bearer") != 0) {
+                s_fail (err, errlen, "mcpServers.%s.oauth.grant is \"authorization_code\", \"client_credentials\" "
+                        "or \"jwt_bearer\"", name);
                 return -1;
             }
             o->client_credentials = strcmp (s, "client_credentials") == 0;
+            o->jwt_bearer = strcmp (s, "jwt_bearer") == 0;
             continue;
         }
         if (f [i].url && strncmp (s, "http://", 7) != 0 && strncmp (s, "https://", 8) != 0) {
@@ -269,8 +276,14 @@ s_oauth (sb_mcp_config_t *cfg, sb_mcp_oauth_conf_t *o, json_t *obj, const char *
             return -1;
         }
     }
-    if (o->client_credentials && !o->client_id) {
-        s_fail (err, errlen, "mcpServers.%s.oauth: the client_credentials grant needs a client_id", name);
+    if ((o->client_credentials || o->jwt_bearer) && !o->client_id) {
+        s_fail (err, errlen, "mcpServers.%s.oauth: the %s grant needs a client_id", name,
+                o->jwt_bearer ? "jwt_bearer" : "client_credentials");
+        return -1;
+    }
+    if (o->jwt_bearer && (!o->idp_token_endpoint || !o->id_token_file)) {
+        s_fail (err, errlen, "mcpServers.%s.oauth: the jwt_bearer grant needs idp_token_endpoint and id_token_file",
+                name);
         return -1;
     }
     return 0;

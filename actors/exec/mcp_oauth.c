@@ -400,6 +400,93 @@ s_client_credentials (sb_mcp_oauth_t *self, int64_t deadline, char *err, size_t 
     return rc;
 }
 
+//  The person's ID token (a file of at most SB_OAUTH_TOKEN_MAX bytes, one
+//  line), or NULL.
+static char *
+s_id_token (const char *file)
+{
+    FILE *f = fopen (file, "r");
+    char *buf = f ? malloc (SB_OAUTH_TOKEN_MAX + 2) : NULL;
+    size_t n = buf ? fread (buf, 1, SB_OAUTH_TOKEN_MAX + 1, f) : 0;
+    if (f)
+        fclose (f);
+    while (n && (buf [n - 1] == '\n' || buf [n - 1] == '\r' || buf [n - 1] == ' '))
+        n--;
+    if (!buf || n == 0 || n > SB_OAUTH_TOKEN_MAX || memchr (buf, 0, n) || memchr (buf, '\n', n)) {
+        if (buf)
+            sodium_memzero (buf, SB_OAUTH_TOKEN_MAX + 2);
+        free (buf);
+        return NULL;
+    }
+    buf [n] = 0;
+    return buf;
+}
+
+//  Enterprise-managed authorization (SEP-990): the ID token is exchanged
+//  at the identity provider (RFC 8693) for an ID-JAG naming the
+//  authorization server and the resource; the ID-JAG is the assertion of
+//  a JWT bearer grant (RFC 7523) at the authorization server.
+static int
+s_jwt_bearer (sb_mcp_oauth_t *self, int64_t deadline, char *err, size_t errlen)
+{
+    const sb_mcp_oauth_conf_t *oc = &self->conf->oauth;
+    char *id_token = s_id_token (oc->id_token_file);
+    if (!id_token)
+        return sb_oauth_err (err, errlen, "cannot read the ID token of %s (oauth.id_token_file: one line of at "
+                             "most %d bytes)", self->conf->name, SB_OAUTH_TOKEN_MAX);
+    sb_oauth_form_t x = { 0 };
+    sb_oauth_form_add (&x, self->curl, "grant_type", "urn:ietf:params:oauth:grant-type:token-exchange");
+    sb_oauth_form_add (&x, self->curl, "requested_token_type", "urn:ietf:params:oauth:token-type:id-jag");
+    sb_oauth_form_add (&x, self->curl, "subject_token", id_token);
+    sb_oauth_form_add (&x, self->curl, "subject_token_type", "urn:ietf:params:oauth:token-type:id_token");
+    sb_oauth_form_add (&x, self->curl, "audience", self->issuer);
+    sb_oauth_form_add (&x, self->curl, "resource", self->resource);
+    sb_oauth_form_add (&x, self->curl, "scope", self->scope);
+    sb_oauth_form_add (&x, self->curl, "client_id", oc->idp_client_id);
+    sodium_memzero (id_token, strlen (id_token));
+    free (id_token);
+    sb_oauth_resp_t r;
+    int rc = x.failed ? sb_oauth_err (err, errlen, "out of memory")
+                      : sb_oauth_request (self, oc->idp_token_endpoint, x.s, NULL, deadline, &r, err, errlen);
+    sb_oauth_form_free (&x);
+    if (rc)
+        return -1;
+    json_t *doc = r.body ? json_loadb (r.body, r.len, 0, NULL) : NULL;
+    long status = r.status;
+    sb_oauth_resp_free (&r);
+    const char *jag = sb_oauth_str (doc, "access_token", SB_OAUTH_TOKEN_MAX);
+    const char *type = json_string_value (json_object_get (doc, "issued_token_type"));
+    if (status != 200 || !jag || !type || strcmp (type, "urn:ietf:params:oauth:token-type:id-jag") != 0) {
+        json_decref (doc);
+        return sb_oauth_err (err, errlen, "the identity provider of %s refused the token exchange (HTTP %ld)",
+                             self->conf->name, status);
+    }
+    sb_oauth_form_t form = { 0 };
+    sb_oauth_form_add (&form, self->curl, "grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer");
+    sb_oauth_form_add (&form, self->curl, "assertion", jag);
+    sb_oauth_form_add (&form, self->curl, "scope", self->scope);
+    sb_oauth_form_add (&form, self->curl, "resource", self->resource);
+    json_decref (doc);
+    rc = s_token (self, &form, deadline, err, errlen);
+    sb_oauth_form_free (&form);
+    return rc;
+}
+
+//  A grant without the person: client credentials, or the JWT bearer
+//  grant of an enterprise-managed authorization.
+static bool
+s_unattended (const sb_mcp_oauth_t *self)
+{
+    return self->conf->oauth.client_credentials || self->conf->oauth.jwt_bearer;
+}
+
+static int
+s_unattended_grant (sb_mcp_oauth_t *self, int64_t deadline, char *err, size_t errlen)
+{
+    return self->conf->oauth.jwt_bearer ? s_jwt_bearer (self, deadline, err, errlen)
+                                        : s_client_credentials (self, deadline, err, errlen);
+}
+
 /* ------------------------------------------------------------------ */
 /*  Scopes */
 
@@ -449,7 +536,7 @@ s_choose_scope (sb_mcp_oauth_t *self, const char *challenge, bool step_up)
     else
         snprintf (s, sizeof s, "%s", self->prm_scopes ? self->prm_scopes : "");
     char with [S_SCOPE_MAX];
-    if (s [0] && self->as_offline && !self->conf->oauth.client_credentials) {
+    if (s [0] && self->as_offline && !s_unattended (self)) {
         s_scope_union (with, sizeof with, s, "offline_access");
         snprintf (s, sizeof s, "%s", with);
     }
@@ -522,7 +609,7 @@ sb_mcp_oauth_challenge (sb_mcp_oauth_t *self, long status, const char *www, int6
     if (self->attempts >= S_OAUTH_ATTEMPTS)
         return sb_oauth_err (err, errlen, "%s still refuses after %d authorizations (it asks for scope \"%.200s\")", name,
                       self->attempts, scope);
-    bool cc = self->conf->oauth.client_credentials;
+    bool cc = s_unattended (self);
     if (!cc && !s_authorizer) {
         if (step_up) {
             //  The person's next login asks for what the server wants now.
@@ -548,9 +635,10 @@ sb_mcp_oauth_challenge (sb_mcp_oauth_t *self, long status, const char *www, int6
         return -1;
     s_choose_scope (self, scope, step_up);
     self->attempts++;
-    sb_info (ACTOR, "MCP server %s: authorizing (%s%s, attempt %d)", name, cc ? "client credentials" : "authorization code",
+    sb_info (ACTOR, "MCP server %s: authorizing (%s%s, attempt %d)", name,
+             self->conf->oauth.jwt_bearer ? "JWT bearer" : cc ? "client credentials" : "authorization code",
              step_up ? ", step-up" : "", self->attempts);
-    return cc ? s_client_credentials (self, deadline, err, errlen)
+    return cc ? s_unattended_grant (self, deadline, err, errlen)
               : s_authorize_code (self, redirect, deadline, err, errlen);
 }
 
@@ -592,7 +680,7 @@ sb_mcp_oauth_login_begin (sb_mcp_oauth_t *self, const char *redirect, int64_t de
     int asked = s_ask_challenge (self, deadline, www, sizeof www, err, errlen);
     if (asked < 0)
         return -1;
-    if (asked == 1 && !self->conf->oauth.client_credentials)
+    if (asked == 1 && !s_unattended (self))
         return sb_oauth_err (err, errlen, "%s needs no authorization (it answered initialize)", self->conf->name);
     json_t *meta = NULL;
     if (sb_oauth_discover (self, www [0] ? www : NULL, deadline, &meta, err, errlen))
@@ -604,8 +692,8 @@ sb_mcp_oauth_login_begin (sb_mcp_oauth_t *self, const char *redirect, int64_t de
     //  With what was asked before (a step-up the server wanted, saved).
     sb_mcp_oauth_param (www, "scope", scope, sizeof scope);
     s_choose_scope (self, scope, true);
-    if (self->conf->oauth.client_credentials)
-        return s_client_credentials (self, deadline, err, errlen);
+    if (s_unattended (self))
+        return s_unattended_grant (self, deadline, err, errlen);
     if (s_code_url (self, redirect, url, err, errlen))
         return -1;
     snprintf (state, SB_NONCE_HEX + 1, "%s", self->state);

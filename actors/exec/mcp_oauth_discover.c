@@ -119,7 +119,8 @@ sb_oauth_discover (sb_mcp_oauth_t *self, const char *www, int64_t deadline, json
             return sb_oauth_err (err, errlen, "the authorization server of %s (%s) gives no valid token endpoint", name,
                           issuer);
         }
-        if (json_is_array (methods) && !sb_oauth_has (methods, "S256") && !self->conf->oauth.client_credentials) {
+        if (json_is_array (methods) && !sb_oauth_has (methods, "S256") && !self->conf->oauth.client_credentials
+        &&  !self->conf->oauth.jwt_bearer) {
             json_decref (meta);
             return sb_oauth_err (err, errlen, "the authorization server of %s does not support PKCE S256: refused", name);
         }

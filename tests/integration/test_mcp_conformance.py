@@ -34,15 +34,13 @@ PASS = ["initialize", "tools_call", "sse-retry"] + ["auth/" + _name for _name in
     "scope-step-up", "scope-retry-limit", "token-endpoint-auth-basic", "token-endpoint-auth-post",
     "token-endpoint-auth-none", "pre-registration", "2025-03-26-oauth-metadata-backcompat",
     "2025-03-26-oauth-endpoint-fallback", "offline-access-scope", "offline-access-not-supported",
-    "client-credentials-jwt", "client-credentials-basic", "resource-mismatch")]
+    "client-credentials-jwt", "client-credentials-basic", "resource-mismatch", "cross-app-access-complete-flow")]
 
 VACUOUS = {}
 
 UNSUPPORTED = {
     "elicitation-sep1034-client-defaults": "no elicitation yet (refused as not supported); the scenario's server "
                                            "also sends it on the standalone GET stream, which the client never opens",
-    "auth/cross-app-access-complete-flow": "no enterprise-managed authorization (SEP-990: token exchange at the "
-                                           "IdP, then the JWT bearer grant) yet",
 }
 
 

@@ -33,6 +33,13 @@ case "${MCP_CONFORMANCE_SCENARIO:-}" in
     ctx private_key_pem > "$dir/key.pem"
     "$sb" mcp probe "$url" --timeout 10 --client-credentials --client-id "$(ctx client_id)" \
       --private-key "$dir/key.pem" ;;
+  auth/cross-app-access-complete-flow)
+    dir=$(mktemp -d)
+    trap 'rm -rf "$dir"' EXIT
+    ctx idp_id_token > "$dir/id_token"
+    "$sb" mcp probe "$url" --timeout 10 --jwt-bearer --client-id "$(ctx client_id)" \
+      --client-secret "$(ctx client_secret)" --idp-token-endpoint "$(ctx idp_token_endpoint)" \
+      --idp-client-id "$(ctx idp_client_id)" --id-token-file "$dir/id_token" ;;
   auth/*) exec "$sb" mcp probe "$url" --oauth-auto --timeout 10 ;;
   *) exec "$sb" mcp probe "$url" --timeout 10 ;;
 esac

@@ -155,8 +155,10 @@ Test (mcp_oauth, oauth_config_entry_is_checked_and_its_secret_redacted)
         "{\"mcpServers\":{\"d\":{\"url\":\"http://h/mcp\",\"oauth\":{\"grant\":\"client_credentials\"}}}}",
         "{\"mcpServers\":{\"d\":{\"url\":\"http://h/mcp\",\"oauth\":{\"redirect_uri\":\"javascript:x\"}}}}",
         "{\"mcpServers\":{\"d\":{\"url\":\"http://h/mcp\",\"oauth\":[1]}}}",
+        "{\"mcpServers\":{\"d\":{\"url\":\"http://h/mcp\",\"oauth\":{\"grant\":\"jwt_bearer\",\"client_id\":\"c\"}}}}",
     };
-    const char *why [] = { "unknown key", "grant is", "needs a client_id", "must be an http", "must be an object" };
+    const char *why [] = { "unknown key", "grant is", "needs a client_id", "must be an http", "must be an object",
+                           "needs idp_token_endpoint and id_token_file" };
     for (size_t k = 0; k < sizeof bad / sizeof bad [0]; k++) {
         f = fopen (path, "w");
         fputs (bad [k], f);

@@ -241,10 +241,27 @@ s_token (sb_mcp_oauth_t *self, sb_oauth_form_t *form, int64_t deadline, char *er
     return 0;
 }
 
+static bool s_newer_saved (sb_mcp_oauth_t *self);
+
+//  Whether the access token expires within SB_OAUTH_REFRESH_EARLY_MS, or
+//  a quarter of its lifetime for short-lived ones (not at every request).
+static bool
+s_expiring (const sb_mcp_oauth_t *self)
+{
+    int64_t early = SB_OAUTH_REFRESH_EARLY_MS;
+    if (self->lifetime_ms && self->lifetime_ms / 4 < early)
+        early = self->lifetime_ms / 4;
+    return self->expires_at && sb_oauth_wall_ms () + early > self->expires_at;
+}
+
 static int
 s_refresh (sb_mcp_oauth_t *self, int64_t deadline, char *err, size_t errlen)
 {
     self->refreshed = true;
+    //  Every session has its copy of the server: another may have
+    //  refreshed already, and a rotating refresh token of ours is spent.
+    if (s_newer_saved (self) && !s_expiring (self))
+        return 0;
     if (!self->refresh || !self->token_ep || !self->client_id)
         return sb_oauth_err (err, errlen, "no refresh token");
     sb_oauth_form_t form = { 0 };
@@ -256,9 +273,9 @@ s_refresh (sb_mcp_oauth_t *self, int64_t deadline, char *err, size_t errlen)
     int rc = s_token (self, &form, deadline, err, errlen);
     sb_oauth_form_free (&form);
     if (rc) {
-        //  A refused refresh token is not tried again.
+        //  A refused refresh token is not tried again (by this copy; the
+        //  saved state is left to the copy that may have a newer one).
         sb_oauth_wipe (&self->refresh);
-        s_save (self);
         sb_info (ACTOR, "MCP server %s: the token refresh failed: %s", self->conf->name, err);
     }
     else
@@ -550,13 +567,7 @@ sb_mcp_oauth_header (sb_mcp_oauth_t *self, int64_t deadline)
 {
     if (!self || !self->access)
         return NULL;
-    //  SB_OAUTH_REFRESH_EARLY_MS before expiry, or a quarter of the
-    //  lifetime for short-lived tokens (not at every request).
-    int64_t early = SB_OAUTH_REFRESH_EARLY_MS;
-    if (self->lifetime_ms && self->lifetime_ms / 4 < early)
-        early = self->lifetime_ms / 4;
-    if (self->expires_at && sb_oauth_wall_ms () + early > self->expires_at && self->refresh
-    &&  !self->refreshed) {
+    if (s_expiring (self) && self->refresh && !self->refreshed) {
         char err [256];
         s_refresh (self, deadline, err, sizeof err);
     }

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
 
@@ -368,8 +369,12 @@ s_jwt (sb_mcp_oauth_t *self, char *err, size_t errlen)
 {
     const char *file = self->conf->oauth.private_key_file;
     FILE *f = fopen (file, "r");
-    if (!f) {
-        sb_oauth_err (err, errlen, "cannot read the private key file of %s", self->conf->name);
+    struct stat st;
+    if (!f || fstat (fileno (f), &st) != 0 || st.st_size > S_KEY_FILE_MAX) {
+        if (f)
+            fclose (f);
+        sb_oauth_err (err, errlen, "cannot read the private key file of %s (a PEM file of at most %u KiB)",
+                      self->conf->name, S_KEY_FILE_MAX >> 10);
         return NULL;
     }
     EVP_PKEY *key = PEM_read_PrivateKey (f, NULL, NULL, NULL);

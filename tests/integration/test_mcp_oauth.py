@@ -155,6 +155,22 @@ def test_mcp_login_connects_a_server_and_tokens_are_refreshed_before_they_expire
         print("  figure: %d token requests (%s) for 2 calls over %d s" % (len(grants), ", ".join(grants), 3))
 
 
+def test_sessions_sharing_a_server_take_the_token_another_one_refreshed():
+    # Each session has its copy of the server; refresh tokens rotate, so
+    # the second session must take what the first saved, not spend its own.
+    with oauth_serve("shared", 4, ttl=2) as (srv, sid, mcp):
+        other = new_session(srv, tmpdir(), approval_policy="yolo")
+        login(srv, mcp)
+        check(run_call(srv, sid, 0)["ok"] and run_call(srv, other, 1)["ok"], "the first calls failed")
+        time.sleep(2.5)
+        check(run_call(srv, sid, 2)["ok"], "the first session's call after expiry failed")
+        check(run_call(srv, other, 3)["ok"], "the second session's call after the first one refreshed failed")
+        log = mcp.log()
+        check(not any(x.get("refused_refresh") for x in log), "a spent refresh token was sent: %r", log[-6:])
+        check([x["token"] for x in log if "token" in x] == ["authorization_code", "refresh_token"],
+              "token requests: %r", [x for x in log if "token" in x])
+
+
 def logged_in_then(srv, sid, mcp, what):
     """mcp login, a first call that passes, then the server's `what`."""
     login(srv, mcp)

@@ -9,7 +9,7 @@ Authorization server (RFC 8414 metadata, RFC 7591 registration, PKCE S256
 checked, RFC 8707 resource checked): /authorize approves at once and
 redirects to the redirect_uri with a code (the person's approval is the
 test's GET of the URL). Tokens live --ttl seconds (default 3600); refresh
-tokens rotate. The MCP server at /mcp wants a valid bearer token with the
+tokens rotate (a used one is refused, and logged). The MCP server at /mcp wants a valid bearer token with the
 scope `mcp:read` (401 with resource_metadata otherwise), and, once
 /admin/step-up was posted, `mcp:write` too for tools/call (403
 insufficient_scope). POST /admin/revoke revokes every token.
@@ -118,6 +118,7 @@ class Handler(JsonHandler):
                 with lock:
                     scope = refresh.pop(f.get("refresh_token", ""), None)
                 if scope is None:
+                    log({"refused_refresh": True})
                     return self.answer(400, {"error": "invalid_grant", "error_description": "revoked"})
                 return self.answer(200, issue(scope))
             return self.answer(400, {"error": "unsupported_grant_type"})

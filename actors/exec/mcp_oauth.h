@@ -164,7 +164,4 @@ int sb_mcp_oauth_store_save (const char *data_dir, const char *name, const char 
     or not readable (tampered, another key).                               */
 char *sb_mcp_oauth_store_load (const char *data_dir, const char *name, const char *url);
 
-/*  Removes the saved tokens of server `name`. 0, or -1 when there were none. */
-int sb_mcp_oauth_store_remove (const char *data_dir, const char *name);
-
 #endif

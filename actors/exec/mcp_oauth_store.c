@@ -194,11 +194,3 @@ sb_mcp_oauth_store_load (const char *data_dir, const char *name, const char *url
     doc [dl] = 0;
     return doc;
 }
-
-int
-sb_mcp_oauth_store_remove (const char *data_dir, const char *name)
-{
-    char path [PATH_MAX];
-    s_path (path, sizeof path, data_dir, name);
-    return unlink (path);
-}

@@ -111,8 +111,6 @@ Test (mcp_oauth, store_round_trips_encrypted_and_bound_to_name_and_url)
     cr_assert_eq (pwrite (fd, buf, (size_t) n, 0), n);
     close (fd);
     cr_assert_null (sb_mcp_oauth_store_load (s_dir, "docs", "http://h/mcp"));
-    cr_assert_eq (sb_mcp_oauth_store_remove (s_dir, "docs"), 0);
-    cr_assert_neq (sb_mcp_oauth_store_remove (s_dir, "docs"), 0);
 }
 
 Test (mcp_oauth, store_refuses_a_key_others_can_read_and_an_oversized_file)

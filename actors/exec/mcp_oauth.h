@@ -101,7 +101,7 @@ int sb_mcp_oauth_redirected (sb_mcp_oauth_t *self, const char *redirected, int64
     by "***" (a server's answer that echoes them). NULLs tolerated.       */
 void sb_mcp_oauth_redact (const sb_mcp_oauth_t *self, char *text);
 
-/*  Whether the object holds a token (for mcp login's result).            */
+/*  Whether the object holds an access token (loaded or obtained).       */
 bool sb_mcp_oauth_authorized (const sb_mcp_oauth_t *self);
 
 //  ---------------------------------------------------------------------

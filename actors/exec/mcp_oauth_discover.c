@@ -144,7 +144,6 @@ sb_oauth_discover (sb_mcp_oauth_t *self, const char *www, int64_t deadline, json
     else
         return sb_oauth_err (err, errlen, "cannot read the metadata of the authorization server of %s (%s)", name, issuer);
     sb_oauth_set (&self->issuer, issuer);
-    self->discovered = true;
     *meta_p = meta ? meta : json_object ();
     return 0;
 }

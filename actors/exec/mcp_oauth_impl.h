@@ -34,7 +34,6 @@ struct sb_mcp_oauth {
     char *authz_ep, *token_ep, *reg_ep;
     char *prm_scopes;           //  the resource's scopes_supported, space-separated
     bool as_offline;            //  the authorization server lists offline_access
-    bool discovered;
     //  The client.
     char *client_id, *client_secret;
     char method [32];           //  none, client_secret_basic, client_secret_post, private_key_jwt

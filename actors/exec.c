@@ -14,6 +14,7 @@
 #include "actors/actor.h"
 #include "actors/exec/host.h"
 #include "actors/exec/mcp.h"
+#include "actors/exec/mcp_oauth.h"
 #include "actors/exec/changes.h"
 #include "actors/exec/runtime.h"
 #include "sandbox/spawn.h"
@@ -34,6 +35,7 @@ typedef struct {
     const sb_server_config_t *config;
     sb_exec_host_t *host;       /* the runs and the runtime cache (actors/exec/host.h) */
     sb_mcp_config_t *mcp;       /* MCP servers (actors/exec/mcp.h), or NULL; read-only once loaded */
+    sb_mcp_logins_t *logins;    /* OAuth logins waiting for the person (actors/exec/mcp_login.c) */
     sb_exec_diffs_t *diffs;     /* exec.diff jobs (actors/exec/diff.c) */
     bool terminated;
 } self_t;
@@ -90,6 +92,62 @@ s_handle_mcp_list (self_t *self, sb_msg_t *msg)
     sb_bus_reply (self->bus, msg, b, len);
 }
 
+/*  A person connects an OAuth MCP server: the URL to open. The flow
+    (discovery, registration) blocks this thread for its HTTP requests,
+    at most 30 s; runs go on on their own threads. */
+static void
+s_handle_mcp_login (self_t *self, sb_msg_t *msg)
+{
+    const char *server = sb_get_str (msg->body, "server");
+    char *url = NULL, err [512];
+    sb_err_t code;
+    if (!self->logins && !(self->logins = sb_mcp_logins_new (self->mcp))) {
+        sb_bus_error (self->bus, msg, SB_E_internal, "out of memory");
+        return;
+    }
+    if (sb_mcp_logins_start (self->logins, server, sb_get_str (msg->body, "redirect_uri"), &url, &code, err,
+                             sizeof err)) {
+        sb_bus_error (self->bus, msg, code, "%s", err);
+        return;
+    }
+    sb_enc_t *e = self->enc;
+    sb_enc_reset (e);
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "server", server);
+    if (url) {
+        sb_enc_kstr (e, "url", url);
+        sb_enc_kuint (e, "expires_in_s", 600);
+    }
+    sb_enc_map_close (e);
+    free (url);
+    size_t len;
+    const uint8_t *b = sb_enc_data (e, &len);
+    sb_bus_reply (self->bus, msg, b, len);
+}
+
+/*  The browser came back to the gateway's /oauth/callback. */
+static void
+s_handle_mcp_oauth_callback (self_t *self, sb_msg_t *msg)
+{
+    char server [SB_MCP_NAME_MAX + 1], err [512];
+    sb_err_t code = SB_E_not_found;
+    if (!self->logins || sb_mcp_logins_finish (self->logins, sb_get_str (msg->body, "state"),
+                                               sb_get_str (msg->body, "code"), sb_get_str (msg->body, "error"),
+                                               server, sizeof server, &code, err, sizeof err)) {
+        sb_bus_error (self->bus, msg, code, "%s", self->logins ? err : "no login is waiting (mcp login)");
+        return;
+    }
+    sb_enc_t *e = self->enc;
+    sb_enc_reset (e);
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "server", server);
+    sb_enc_kbool (e, "authorized", true);
+    sb_enc_map_close (e);
+    size_t len;
+    const uint8_t *b = sb_enc_data (e, &len);
+    sb_bus_reply (self->bus, msg, b, len);
+}
+
 /*  The sandbox tools run in (the UI warns when there is none). */
 static void
 s_handle_info (self_t *self, sb_msg_t *msg)
@@ -119,6 +177,8 @@ const sb_dispatch_t sb_exec_dispatch [] = {
     SB_DISPATCH ("exec.start", s_handle_start),
     SB_DISPATCH ("exec.cancel", s_handle_cancel),
     SB_DISPATCH ("exec.mcp.list", s_handle_mcp_list),
+    SB_DISPATCH ("exec.mcp.login", s_handle_mcp_login),
+    SB_DISPATCH ("exec.mcp.oauth_callback", s_handle_mcp_oauth_callback),
     SB_DISPATCH ("exec.diff", s_handle_diff),
     SB_DISPATCH ("exec.info", s_handle_info),
     SB_DISPATCH_END
@@ -146,6 +206,7 @@ s_self_destroy (self_t **self_p)
     /* stops every run without reporting, then every MCP server; the
        runs borrow the MCP config, so it goes after them */
     sb_exec_host_destroy (&self->host);
+    sb_mcp_logins_destroy (&self->logins);
     sb_mcp_config_destroy (&self->mcp);
     sb_exec_diffs_destroy (&self->diffs);
     sb_bus_destroy (&self->bus);
@@ -182,6 +243,9 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
         }
         if (self->mcp)
             sb_info (ACTOR, "MCP servers: %zu from %s", self->mcp->n, self->mcp->source);
+        /* OAuth tokens of HTTP servers (mcp login's) are kept in DATA/mcp-oauth */
+        if (self->mcp && args->data_dir)
+            self->mcp->data_dir = strdup (args->data_dir);
     }
     /* SWITCHBOARD_RUNTIME_CACHE: sessions whose prepared runtime is kept (256) */
     const char *cap = getenv ("SWITCHBOARD_RUNTIME_CACHE");

@@ -9,6 +9,7 @@
 static const char *s_usage =
     "usage: switchboard mcp [list] [--json] [--connect EP] [--data DIR]\n"
     "       switchboard mcp probe URL [--call TOOL [--args JSON]] (mcp probe --help)\n"
+    "       switchboard mcp login SERVER (connects an OAuth server; mcp login --help)\n"
     "\n"
     "Lists the MCP tool servers the server was configured with (serve\n"
     "--mcp-config FILE, or DATA/mcp.json): for each its transport, its state\n"
@@ -49,6 +50,8 @@ sb_cmd_mcp (int argc, char **argv)
 {
     if (argc > 1 && strcmp (argv [1], "probe") == 0)
         return sb_cmd_mcp_probe (argc - 1, argv + 1);
+    if (argc > 1 && strcmp (argv [1], "login") == 0)
+        return sb_cmd_mcp_login (argc - 1, argv + 1);
     sb_cli_opts_t o;
     int parsed = sb_cli_parse_opts (argc, argv, "mcp", s_usage, &o);
     if (parsed >= 0)
@@ -84,6 +87,8 @@ sb_cmd_mcp (int argc, char **argv)
             if (sessions)
                 printf (" (%llu session%s)", (unsigned long long) sessions, sessions == 1 ? "" : "s");
             printf ("  %s\n", where ? where : "");
+            if (sb_get_bool (s, "authorized", false))
+                printf ("  authorized (OAuth tokens stored)\n");
             if (sb_get_str (s, "error"))
                 printf ("  error: %s\n", sb_get_str (s, "error"));
             const sb_val_t *tools = sb_get_array (s, "tools");

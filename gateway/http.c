@@ -552,6 +552,15 @@ s_http (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *uri)
         s_respond (gw, wsi, pss, 200, "text/plain", gw_buf_new ("ok\n", 3), NULL);
         return 0;
     }
+    if (get && strcmp (pss->path, "/oauth/callback") == 0) {
+        /* An MCP authorization server sends the browser back here, cross-site,
+           without our cookie (docs/mcp.md): the query's state, 128 random bits
+           naming one pending login for 10 minutes, is the capability. */
+        pss->no_store = true;
+        snprintf (pss->path, sizeof pss->path, "/api/oauth");
+        s_dispatch_api (gw, wsi, pss);
+        return 0;
+    }
     bool api = strncmp (pss->path, "/api/", 5) == 0 || strcmp (pss->path, "/api") == 0;
     bool metrics = strcmp (pss->path, "/metrics") == 0;
     if (!api && !metrics && get && gw_arg (pss, "token")) {

@@ -242,6 +242,7 @@ typedef struct {
     const char *type;
     const char *id_field;
     const char *renames;        /* "query=field,..." */
+    bool known_only;            /* query arguments the type has no field for are dropped */
 } route_t;
 
 static const route_t s_routes [] = {
@@ -269,6 +270,11 @@ static const route_t s_routes [] = {
     { M_GET,  "workers", false, NULL, "worker.list", NULL, NULL },
     { M_GET,  "workers", true, NULL, "worker.get", "worker_id", NULL },
     { M_GET,  "models", false, NULL, "llm.models", NULL, NULL },
+    { M_GET,  "mcp", false, NULL, "exec.mcp.list", NULL, NULL },
+    { M_POST, "mcp", true, "login", "exec.mcp.login", "server", NULL },
+    /* the authorization server's redirect: /oauth/callback (gateway/http.c);
+       it may add parameters of its own (session_state...) */
+    { M_GET,  "oauth", false, NULL, "exec.mcp.oauth_callback", NULL, NULL, true },
 };
 
 //  The body field a query argument names under a route's renames.
@@ -357,6 +363,8 @@ gw_rest_route (const char *method, const char *path, const gw_arg_t *args, size_
         for (size_t i = 0; i < nargs; i++) {
             char field [64];
             s_rename (r->renames, args [i].name, field, sizeof field);
+            if (r->known_only && !sb_schema_field (r->type, field))
+                continue;
             json_object_set_new (j, field, s_arg_value (sb_schema_field (r->type, field), args [i].value));
         }
         snprintf (type, type_len, "%s", r->type);

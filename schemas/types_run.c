@@ -184,12 +184,41 @@ static const sb_field_t s_mcp_server [] = {
     { "error", SB_T_STR, false, 1 KB, NULL, "failed: why (secrets redacted)" },
     { "updated_at", SB_T_UINT, false, 0, NULL, "ms since epoch of the last change" },
     { "tools", SB_T_ARRAY, false, 256, s_mcp_tool_item, "its tools, as last listed" },
+    { "authorized", SB_T_BOOL, false, 0, NULL, "http: OAuth tokens are stored for it (mcp login)" },
+    { "authorized_at", SB_T_UINT, false, 0, NULL, "ms since epoch the stored tokens were last saved" },
     END
 };
 static const sb_field_t s_mcp_server_item [] = { { "server", SB_T_MAP, false, 0, s_mcp_server, "a server" } };
 static const sb_field_t s_exec_mcp_list_ok [] = {
     { "config", SB_T_STR, false, 4 KB, NULL, "the file the servers come from (empty: none)" },
     { "servers", SB_T_ARRAY, true, 64, s_mcp_server_item, "configured servers" },
+    END
+};
+/* exec.mcp.login, exec.mcp.oauth_callback: a person connects an OAuth
+   MCP server (actors/exec/mcp_login.c, docs/mcp.md) */
+static const sb_field_t s_exec_mcp_login [] = {
+    { "server", SB_T_STR, true, 64, NULL, "the server's name in mcpServers" },
+    { "redirect_uri", SB_T_STR, true, 4 KB, NULL, "the gateway's /oauth/callback URL the browser comes back to" },
+    END
+};
+static const sb_field_t s_exec_mcp_login_ok [] = {
+    { "server", SB_T_STR, true, 64, NULL, "the server" },
+    { "url", SB_T_STR, false, 16 KB, NULL, "the authorization URL the person opens (absent: authorized already, "
+      "client credentials)" },
+    { "expires_in_s", SB_T_UINT, false, 0, NULL, "how long the login waits for the callback" },
+    END
+};
+static const sb_field_t s_exec_mcp_oauth_callback [] = {
+    { "state", SB_T_STR, true, 64, NULL, "the state of the pending login" },
+    { "code", SB_T_STR, false, 4 KB, NULL, "the authorization code" },
+    { "error", SB_T_STR, false, 256, NULL, "the authorization server's refusal" },
+    { "error_description", SB_T_STR, false, 1 KB, NULL, "its description (not kept)" },
+    { "iss", SB_T_STR, false, 4 KB, NULL, "the issuer (RFC 9207; not used)" },
+    END
+};
+static const sb_field_t s_exec_mcp_oauth_callback_ok [] = {
+    { "server", SB_T_STR, true, 64, NULL, "the server now authorized" },
+    { "authorized", SB_T_BOOL, true, 0, NULL, "true" },
     END
 };
 static const sb_field_t s_none [] = { END };
@@ -263,6 +292,12 @@ const sb_type_t sb_types_exec [] = {
     REP ("exec.cancel.ok", s_exec_cancel_ok, "result"),
     REQ ("exec.mcp.list", s_none, SB_SCOPE_PUBLIC, "the MCP servers of the executor: state and tools (docs/mcp.md)"),
     REP ("exec.mcp.list.ok", s_exec_mcp_list_ok, "servers"),
+    REQ ("exec.mcp.login", s_exec_mcp_login, SB_SCOPE_PUBLIC,
+         "start connecting an OAuth MCP server: the URL for the person's browser (docs/mcp.md)"),
+    REP ("exec.mcp.login.ok", s_exec_mcp_login_ok, "the URL to open"),
+    REQ ("exec.mcp.oauth_callback", s_exec_mcp_oauth_callback, SB_SCOPE_PUBLIC,
+         "the authorization server's redirect, from the gateway's /oauth/callback: ends a login"),
+    REP ("exec.mcp.oauth_callback.ok", s_exec_mcp_oauth_callback_ok, "authorized"),
     REQ ("exec.info", s_none, SB_SCOPE_PUBLIC, "the executor's sandbox (the UI warns when it is none)"),
     REP ("exec.info.ok", s_exec_info_ok, "its sandbox"),
     REQ ("exec.diff", s_exec_diff, SB_SCOPE_PUBLIC,

@@ -562,6 +562,7 @@ sb_mcp_set_destroy (sb_mcp_set_t **set_p)
         bool was = srv->proc || srv->curl;
         s_stop (srv);
         s_tools_free (srv);
+        sb_mcp_oauth_destroy (&srv->oauth);
         if (was) {
             srv->state = S_NEW;
             sb_mcp_status_note (srv);
@@ -936,6 +937,8 @@ sb_mcp_set_call (sb_mcp_set_t *set, const char *name, const char *args_json, int
             text = t2;
         }
         s_result (res, set->cfg, !is_error, text ? text : "out of memory", start);
+        //  A server that echoes its OAuth token does not show it.
+        sb_mcp_oauth_redact (srv->oauth, res->output);
         free (text);
         return res->ok ? 0 : -1;
     }

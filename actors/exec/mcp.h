@@ -55,12 +55,34 @@
 //  ---------------------------------------------------------------------
 //  Configuration
 
+//  "oauth" of an HTTP server (actors/exec/mcp_oauth.h): all optional.
+//  Without any, a server that answers 401 is still authorized, with a
+//  client registered dynamically.
+typedef struct {
+    char *client_id;            //  a pre-registered client
+    char *client_secret;        //  its secret (a secret: redacted)
+    char *private_key_file;     //  PEM, for private_key_jwt
+    char *scope;                //  asked for instead of what the server says
+    char *client_metadata_url;  //  a client ID metadata document of ours
+    char *redirect_uri;         //  default http://127.0.0.1:8080/oauth/callback
+    bool client_credentials;    //  "grant": "client_credentials" (no person)
+    //  "grant": "jwt_bearer": enterprise-managed authorization (SEP-990):
+    //  the person's ID token from the identity provider is exchanged there
+    //  for an ID-JAG, itself the JWT bearer grant at the server's
+    //  authorization server (no person at that time).
+    bool jwt_bearer;
+    char *idp_token_endpoint;   //  the identity provider's token endpoint
+    char *idp_client_id;        //  our client there
+    char *id_token_file;        //  the person's ID token (a secret)
+} sb_mcp_oauth_conf_t;
+
 typedef struct {
     char name [SB_MCP_NAME_MAX + 1];
     char **argv;                //  stdio: command and args, NULL-terminated
     char **env;                 //  stdio: "NAME=VALUE", NULL-terminated
     char *url;                  //  http: the endpoint
     char **headers;             //  http: "Name: value", NULL-terminated
+    sb_mcp_oauth_conf_t oauth;  //  http
     int startup_ms, call_ms;
 } sb_mcp_server_conf_t;
 
@@ -70,6 +92,7 @@ typedef struct {
     char *source;               //  the file it came from
     char **secrets;             //  env and header values, longest first
     size_t nsecrets;
+    char *data_dir;             //  where OAuth tokens are kept (NULL: in memory only)
 } sb_mcp_config_t;
 
 /*  Loads `path`. A missing file is an error when `required`, else an
@@ -81,6 +104,10 @@ void sb_mcp_config_destroy (sb_mcp_config_t **cfg_p);
 //  A copy of text with every secret of the config replaced by "***"; the
 //  caller frees it. NULL only when out of memory.
 char *sb_mcp_redact (const sb_mcp_config_t *cfg, const char *text);
+
+//  Replaces, in place, every `secret` in text by "***" (a secret shorter
+//  than 6 bytes is left: "1" or "true" would blank out half a result).
+void sb_mcp_blank (char *text, const char *secret);
 
 //  Whether a tool name is an MCP tool's (mcp__...).
 bool sb_mcp_is_tool (const char *name);

@@ -54,12 +54,23 @@ sb_mcp_config_destroy (sb_mcp_config_t **cfg_p)
         s_strv_free (cfg->servers [k].env);
         s_strv_free (cfg->servers [k].headers);
         free (cfg->servers [k].url);
+        sb_mcp_oauth_conf_t *o = &cfg->servers [k].oauth;
+        free (o->client_id);
+        free (o->client_secret);
+        free (o->private_key_file);
+        free (o->scope);
+        free (o->client_metadata_url);
+        free (o->redirect_uri);
+        free (o->idp_token_endpoint);
+        free (o->idp_client_id);
+        free (o->id_token_file);
     }
     free (cfg->servers);
     for (size_t k = 0; k < cfg->nsecrets; k++)
         free (cfg->secrets [k]);
     free (cfg->secrets);
     free (cfg->source);
+    free (cfg->data_dir);
     free (cfg);
     *cfg_p = NULL;
 }
@@ -214,6 +225,70 @@ s_pairs (sb_mcp_config_t *cfg, json_t *obj, const char *sep, const char *what, c
     return v;
 }
 
+//  "oauth": {"client_id", "client_secret", "private_key_file", "scope",
+//  "client_metadata_url", "redirect_uri", "grant"}, all optional strings.
+static int
+s_oauth (sb_mcp_config_t *cfg, sb_mcp_oauth_conf_t *o, json_t *obj, const char *name, char *err, size_t errlen)
+{
+    if (!json_is_object (obj)) {
+        s_fail (err, errlen, "mcpServers.%s.oauth must be an object", name);
+        return -1;
+    }
+    struct { const char *key; char **field; bool url; } f [] = {
+        { "client_id", &o->client_id, false }, { "client_secret", &o->client_secret, false },
+        { "private_key_file", &o->private_key_file, false }, { "scope", &o->scope, false },
+        { "client_metadata_url", &o->client_metadata_url, true }, { "redirect_uri", &o->redirect_uri, true },
+        { "idp_token_endpoint", &o->idp_token_endpoint, true }, { "idp_client_id", &o->idp_client_id, false },
+        { "id_token_file", &o->id_token_file, false },
+    };
+    const char *k;
+    json_t *v;
+    json_object_foreach (obj, k, v) {
+        size_t i = 0;
+        while (i < sizeof f / sizeof f [0] && strcmp (f [i].key, k) != 0)
+            i++;
+        if (i == sizeof f / sizeof f [0] && strcmp (k, "grant") != 0) {
+            s_fail (err, errlen, "mcpServers.%s.oauth: unknown key \"%.40s\"", name, k);
+            return -1;
+        }
+        const char *s = json_string_value (v);
+        if (!s || !*s || strlen (s) > 4096 || strpbrk (s, "\r\n")) {
+            s_fail (err, errlen, "mcpServers.%s.oauth.%s must be a one-line string", name, k);
+            return -1;
+        }
+        if (i == sizeof f / sizeof f [0]) {
+            if (strcmp (s, "client_credentials") != 0 && strcmp (s, "authorization_code") != 0
+            &&  strcmp (s, "jwt_bearer") != 0) {
+                s_fail (err, errlen, "mcpServers.%s.oauth.grant is \"authorization_code\", \"client_credentials\" "
+                        "or \"jwt_bearer\"", name);
+                return -1;
+            }
+            o->client_credentials = strcmp (s, "client_credentials") == 0;
+            o->jwt_bearer = strcmp (s, "jwt_bearer") == 0;
+            continue;
+        }
+        if (f [i].url && strncmp (s, "http://", 7) != 0 && strncmp (s, "https://", 8) != 0) {
+            s_fail (err, errlen, "mcpServers.%s.oauth.%s must be an http:// or https:// URL", name, k);
+            return -1;
+        }
+        if (!(*f [i].field = strdup (s)) || (f [i].field == &o->client_secret && s_add_secret (cfg, s) != 0)) {
+            s_fail (err, errlen, "out of memory");
+            return -1;
+        }
+    }
+    if ((o->client_credentials || o->jwt_bearer) && !o->client_id) {
+        s_fail (err, errlen, "mcpServers.%s.oauth: the %s grant needs a client_id", name,
+                o->jwt_bearer ? "jwt_bearer" : "client_credentials");
+        return -1;
+    }
+    if (o->jwt_bearer && (!o->idp_token_endpoint || !o->id_token_file)) {
+        s_fail (err, errlen, "mcpServers.%s.oauth: the jwt_bearer grant needs idp_token_endpoint and id_token_file",
+                name);
+        return -1;
+    }
+    return 0;
+}
+
 static int
 s_server (sb_mcp_config_t *cfg, sb_mcp_server_conf_t *s, const char *name, json_t *srv, char *err, size_t errlen)
 {
@@ -283,6 +358,9 @@ s_server (sb_mcp_config_t *cfg, sb_mcp_server_conf_t *s, const char *name, json_
         json_t *h = json_object_get (srv, "headers");
         if (h && !(s->headers = s_pairs (cfg, h, ": ", "headers", name, err, errlen)))
             return -1;
+        json_t *o = json_object_get (srv, "oauth");
+        if (o && s_oauth (cfg, &s->oauth, o, name, err, errlen))
+            return -1;
     }
     return 0;
 }
@@ -345,27 +423,31 @@ sb_mcp_config_load (const char *path, bool required, char *err, size_t errlen)
     return cfg;
 }
 
+void
+sb_mcp_blank (char *text, const char *secret)
+{
+    size_t sl = secret ? strlen (secret) : 0;
+    char *hit = text && sl >= S_SECRET_MIN ? strstr (text, secret) : NULL;
+    if (!hit)
+        return;
+    //  "***" is never longer than a secret (S_SECRET_MIN), so in place.
+    char *w = text, *r = text;
+    while ((hit = strstr (r, secret))) {
+        size_t pre = (size_t) (hit - r);
+        memmove (w, r, pre);
+        w += pre;
+        memcpy (w, "***", 3);
+        w += 3;
+        r = hit + sl;
+    }
+    memmove (w, r, strlen (r) + 1);
+}
+
 char *
 sb_mcp_redact (const sb_mcp_config_t *cfg, const char *text)
 {
     char *out = strdup (text ? text : "");
-    for (size_t k = 0; out && cfg && k < cfg->nsecrets; k++) {
-        const char *sec = cfg->secrets [k];
-        size_t sl = strlen (sec);
-        char *hit = strstr (out, sec);
-        if (!hit)
-            continue;
-        //  "***" is never longer than a secret (S_SECRET_MIN), so in place.
-        char *w = out, *r = out;
-        while ((hit = strstr (r, sec))) {
-            size_t pre = (size_t) (hit - r);
-            memmove (w, r, pre);
-            w += pre;
-            memcpy (w, "***", 3);
-            w += 3;
-            r = hit + sl;
-        }
-        memmove (w, r, strlen (r) + 1);
-    }
+    for (size_t k = 0; out && cfg && k < cfg->nsecrets; k++)
+        sb_mcp_blank (out, cfg->secrets [k]);
     return out;
 }

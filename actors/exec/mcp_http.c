@@ -55,7 +55,7 @@ s_discard (char *b, size_t size, size_t n, void *arg)
 //  The request headers of every POST to the server: ours, the session's
 //  and the configured ones. Returns the list (the caller frees it).
 static struct curl_slist *
-s_http_headers (s_server_t *srv, const char *last_id)
+s_http_headers (s_server_t *srv, const char *last_id, int64_t deadline)
 {
     struct curl_slist *hl = NULL;
     if (last_id) {
@@ -76,6 +76,11 @@ s_http_headers (s_server_t *srv, const char *last_id)
     }
     for (size_t k = 0; srv->conf->headers && srv->conf->headers [k]; k++)
         hl = curl_slist_append (hl, srv->conf->headers [k]);
+    //  The OAuth token, when the server asked for one (refreshed first
+    //  when it is about to expire).
+    const char *auth = sb_mcp_oauth_header (srv->oauth, deadline);
+    if (auth)
+        hl = curl_slist_append (hl, auth);
     return hl;
 }
 
@@ -84,18 +89,11 @@ s_http_header (char *b, size_t size, size_t n, void *arg)
 {
     s_http_t *h = arg;
     size_t len = size * n;
-    if (len > 14 && strncasecmp (b, "mcp-session-id:", 15) == 0) {
-        const char *v = b + 15;
-        while (*v == ' ')
-            v++;
-        size_t vl = (size_t) (b + len - v);
-        while (vl && (v [vl - 1] == '\r' || v [vl - 1] == '\n' || v [vl - 1] == ' '))
-            vl--;
-        if (vl < sizeof h->srv->http_session) {
-            memcpy (h->srv->http_session, v, vl);
-            h->srv->http_session [vl] = 0;
-        }
-    }
+    sb_mcp_header_value (b, len, "mcp-session-id", h->srv->http_session, sizeof h->srv->http_session);
+    //  Cut when longer: only its parameters are read.
+    if (!sb_mcp_header_value (b, len, "www-authenticate", h->srv->www_auth, sizeof h->srv->www_auth)
+    &&  len > 17 && strncasecmp (b, "www-authenticate:", 17) == 0)
+        snprintf (h->srv->www_auth, sizeof h->srv->www_auth, "%.*s", (int) (sizeof h->srv->www_auth - 1), b + 17);
     if (len > 13 && strncasecmp (b, "content-type:", 13) == 0) {
         h->content_type_seen = true;
         h->sse = strstr (b, "text/event-stream") != NULL;
@@ -142,8 +140,9 @@ s_http_perform (s_server_t *srv, s_http_t *h, const char *data, size_t len, long
 {
     CURL *c = srv->curl;
     curl_easy_reset (c);
-    struct curl_slist *hl = s_http_headers (srv, data ? NULL : h->stream.last_id);
+    struct curl_slist *hl = s_http_headers (srv, data ? NULL : h->stream.last_id, h->deadline);
     h->sse = h->content_type_seen = false;
+    srv->www_auth [0] = 0;
     int64_t left = h->deadline - sb_mono_ms ();
     curl_easy_setopt (c, CURLOPT_URL, srv->conf->url);
     curl_easy_setopt (c, CURLOPT_HTTPHEADER, hl);
@@ -158,10 +157,7 @@ s_http_perform (s_server_t *srv, s_http_t *h, const char *data, size_t len, long
     curl_easy_setopt (c, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt (c, CURLOPT_XFERINFOFUNCTION, s_http_progress);
     curl_easy_setopt (c, CURLOPT_XFERINFODATA, h);
-    curl_easy_setopt (c, CURLOPT_TIMEOUT_MS, (long) (left > 0 ? left : 1));
-    curl_easy_setopt (c, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-    curl_easy_setopt (c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt (c, CURLOPT_PROTOCOLS_STR, "http,https");
+    sb_mcp_curl_bounds (c, (long) left);
     CURLcode rc = curl_easy_perform (c);
     curl_slist_free_all (hl);
     *status = 0;
@@ -193,16 +189,18 @@ s_http_resumable (s_http_t *h, int resumes)
     return true;
 }
 
-int
-sb_mcp_http_post (s_server_t *srv, const char *data, size_t len, int64_t deadline, int cancel_fd)
+//  One exchange: the POST, and the resumptions of its stream. Returns
+//  S_OK, S_AUTH (the status into *status, the request never ran), or an
+//  error with srv->error set.
+static int
+s_http_exchange (s_server_t *srv, const char *data, size_t len, int64_t deadline, int cancel_fd, long *status_p)
 {
-    if (!srv->curl && !(srv->curl = curl_easy_init ()))
-        return S_DEAD;
     s_http_t h = { .srv = srv, .deadline = deadline, .cancel_fd = cancel_fd };
     sb_mcp_sse_init (&h.stream);
     sb_mcp_lines_init (&h.body, SB_MCP_LINE_MAX);
     long status = 0;
     CURLcode rc = s_http_perform (srv, &h, data, len, &status);
+    *status_p = status;
     //  A stream cut (the connection closed mid-body) is as resumable as
     //  one the server ended.
     int resumes = 0;
@@ -238,8 +236,7 @@ sb_mcp_http_post (s_server_t *srv, const char *data, size_t len, int64_t deadlin
     }
     else
     if (status == 401 || status == 403) {
-        snprintf (srv->error, sizeof srv->error, "HTTP %ld: this server needs authorization (give its "
-                  "credentials in the server's \"headers\" in the MCP config)", status);
+        snprintf (srv->error, sizeof srv->error, "HTTP %ld: this server needs authorization", status);
         out = S_AUTH;
     }
     else
@@ -252,6 +249,42 @@ sb_mcp_http_post (s_server_t *srv, const char *data, size_t len, int64_t deadlin
         sb_mcp_on_line (h.body.buf, h.body.len, srv);
     sb_mcp_lines_clear (&h.body);
     return out;
+}
+
+int
+sb_mcp_http_post (s_server_t *srv, const char *data, size_t len, int64_t deadline, int cancel_fd)
+{
+    if (!srv->curl && !(srv->curl = curl_easy_init ()))
+        return S_DEAD;
+    //  Made at the first request, so that tokens saved before (mcp login)
+    //  go with it.
+    if (!srv->oauth)
+        srv->oauth = sb_mcp_oauth_new (srv->conf, srv->cfg ? srv->cfg->data_dir : NULL);
+    sb_mcp_oauth_begin (srv->oauth);
+    for (;;) {
+        long status = 0;
+        int out = s_http_exchange (srv, data, len, deadline, cancel_fd, &status);
+        if (out != S_AUTH)
+            return out;
+        //  Refused before it ran: authorized (actors/exec/mcp_oauth.c),
+        //  then sent again. A server configured with its own
+        //  Authorization header is not ours to authorize.
+        bool own = false;
+        for (size_t k = 0; srv->conf->headers && srv->conf->headers [k]; k++)
+            own = own || strncasecmp (srv->conf->headers [k], "authorization:", 14) == 0;
+        if (own) {
+            snprintf (srv->error, sizeof srv->error, "HTTP %ld: the server refused the Authorization header "
+                      "given in its \"headers\"", status);
+            return S_AUTH;
+        }
+        if (!srv->oauth)
+            return S_AUTH;
+        char err [sizeof srv->error];
+        if (sb_mcp_oauth_challenge (srv->oauth, status, srv->www_auth, deadline, err, sizeof err) != 0) {
+            snprintf (srv->error, sizeof srv->error, "HTTP %ld: %s", status, err);
+            return S_AUTH;
+        }
+    }
 }
 
 
@@ -272,16 +305,13 @@ sb_mcp_http_reply (s_server_t *srv, json_t *msg)
     CURL *c = srv->reply_curl;
     if (c) {
         curl_easy_reset (c);
-        struct curl_slist *hl = s_http_headers (srv, NULL);
+        struct curl_slist *hl = s_http_headers (srv, NULL, sb_mono_ms () + 5000);
         curl_easy_setopt (c, CURLOPT_URL, srv->conf->url);
         curl_easy_setopt (c, CURLOPT_HTTPHEADER, hl);
         curl_easy_setopt (c, CURLOPT_POSTFIELDS, text);
         curl_easy_setopt (c, CURLOPT_POSTFIELDSIZE, (long) strlen (text));
         curl_easy_setopt (c, CURLOPT_WRITEFUNCTION, s_discard);
-        curl_easy_setopt (c, CURLOPT_TIMEOUT_MS, 5000L);
-        curl_easy_setopt (c, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
-        curl_easy_setopt (c, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt (c, CURLOPT_PROTOCOLS_STR, "http,https");
+        sb_mcp_curl_bounds (c, 5000L);
         CURLcode rc = curl_easy_perform (c);
         if (rc != CURLE_OK)
             sb_warn (ACTOR, "MCP server %s: cannot answer its request: %s", srv->conf->name, curl_easy_strerror (rc));
@@ -302,14 +332,15 @@ sb_mcp_http_close (s_server_t *srv)
         hl = curl_slist_append (hl, sess);
         for (size_t k = 0; srv->conf->headers && srv->conf->headers [k]; k++)
             hl = curl_slist_append (hl, srv->conf->headers [k]);
+        const char *auth = sb_mcp_oauth_header (srv->oauth, sb_mono_ms () + 1000);
+        if (auth)
+            hl = curl_slist_append (hl, auth);
         curl_easy_reset (srv->curl);
         curl_easy_setopt (srv->curl, CURLOPT_URL, srv->conf->url);
         curl_easy_setopt (srv->curl, CURLOPT_CUSTOMREQUEST, "DELETE");
         curl_easy_setopt (srv->curl, CURLOPT_HTTPHEADER, hl);
-        curl_easy_setopt (srv->curl, CURLOPT_TIMEOUT_MS, 1000L);
-        curl_easy_setopt (srv->curl, CURLOPT_NOSIGNAL, 1L);
         curl_easy_setopt (srv->curl, CURLOPT_WRITEFUNCTION, s_discard);
-        curl_easy_setopt (srv->curl, CURLOPT_PROTOCOLS_STR, "http,https");
+        sb_mcp_curl_bounds (srv->curl, 1000L);
         curl_easy_perform (srv->curl);
         curl_slist_free_all (hl);
     }

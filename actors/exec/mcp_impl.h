@@ -11,6 +11,7 @@
 #define SB_MCP_IMPL_H
 
 #include "actors/exec/mcp.h"
+#include "actors/exec/mcp_oauth.h"
 #include "sandbox/spawn.h"
 
 #include <curl/curl.h>
@@ -51,6 +52,8 @@ typedef struct {
     CURL *curl;
     CURL *reply_curl;           //  answers to the server's requests, sent during an exchange
     char http_session [256];
+    sb_mcp_oauth_t *oauth;      //  made at the first request; kept across restarts
+    char www_auth [2048];       //  the last refusal's WWW-Authenticate
     sb_mcp_lines_t lines;
     int64_t next_id;
     bool stale;                 //  its tools must be listed again

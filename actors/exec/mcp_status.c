@@ -4,6 +4,8 @@
 */
 #include "actors/exec/mcp_impl.h"
 
+#include <sodium.h>
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,6 +116,18 @@ sb_mcp_status_encode (const sb_mcp_config_t *cfg, sb_enc_t *e)
             snprintf (url, sizeof url, "%s", c->url);
             url [strcspn (url, "?#")] = 0;
             sb_enc_kstr (e, "url", url);
+            //  Whether mcp login left tokens (they open with the key).
+            char *doc = cfg->data_dir ? sb_mcp_oauth_store_load (cfg->data_dir, c->name, c->url) : NULL;
+            sb_enc_kbool (e, "authorized", doc != NULL);
+            json_t *j = doc ? json_loads (doc, 0, NULL) : NULL;
+            json_int_t at = json_integer_value (json_object_get (j, "saved_at"));
+            if (at > 0)
+                sb_enc_kuint (e, "authorized_at", (uint64_t) at);
+            json_decref (j);
+            if (doc) {
+                sodium_memzero (doc, strlen (doc));
+                free (doc);
+            }
         }
         const char *state = !st ? "not started" : st->sessions > 0 ? "running" : s_state_names [st->state];
         sb_enc_kstr (e, "state", state);

@@ -18,6 +18,7 @@ import { Sidebar, sessionTitle } from './sidebar.js';
 import { Tabs, Changes, Inbox, Workers, missing } from './panels.js';
 import { Bus } from './bus.js';
 import { Models } from './models.js';
+import { McpConnect } from './mcp.js';
 
 const NARROW = window.matchMedia ('(max-width: 800px)');
 const MEDIUM = window.matchMedia ('(max-width: 1200px)');
@@ -48,6 +49,7 @@ class App {
     this.changes = new Changes (this);
     this.inbox = new Inbox (this);
     this.workers = new Workers (this);
+    this.mcp = new McpConnect (this);
     this.tabs.onShow.changes = () => this.changes.refresh ();
     this.tabs.onShow.approvals = () => this.inbox.refresh ();
     this.bus = new Bus (this);
@@ -80,6 +82,7 @@ class App {
     this.sidebar.refresh ();
     this.inbox.refresh ();
     this.workers.probe ();
+    this.mcp.refresh ();
     this.models.load ().catch (() => {});
     this.conn.call ('exec.info', {}).then ((r) => this._sandbox (r.sandbox)).catch (() => {});
     if (this.current) {

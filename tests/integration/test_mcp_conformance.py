@@ -28,25 +28,20 @@ NODE = os.path.join(DIR, "node_modules", ".bin", "node")
 SUITE = os.path.join(DIR, "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js")
 CLIENT = os.path.join(DIR, "client.sh")
 
-PASS = ["initialize", "tools_call", "sse-retry"]
+PASS = ["initialize", "tools_call", "sse-retry"] + ["auth/" + _name for _name in (
+    "metadata-default", "metadata-var1", "metadata-var2", "metadata-var3", "basic-cimd",
+    "scope-from-www-authenticate", "scope-from-scopes-supported", "scope-omitted-when-undefined",
+    "scope-step-up", "scope-retry-limit", "token-endpoint-auth-basic", "token-endpoint-auth-post",
+    "token-endpoint-auth-none", "pre-registration", "2025-03-26-oauth-metadata-backcompat",
+    "2025-03-26-oauth-endpoint-fallback", "offline-access-scope", "offline-access-not-supported",
+    "client-credentials-jwt", "client-credentials-basic", "resource-mismatch", "cross-app-access-complete-flow")]
 
-VACUOUS = {
-    "auth/resource-mismatch": "the client must refuse a server whose protected-resource metadata names another "
-                              "resource; it refuses every authorization, having no OAuth",
-}
+VACUOUS = {}
 
-_OAUTH = "no OAuth yet (issue 26): a 401 leaves the server unusable"
 UNSUPPORTED = {
     "elicitation-sep1034-client-defaults": "no elicitation yet (refused as not supported); the scenario's server "
                                            "also sends it on the standalone GET stream, which the client never opens",
 }
-for _name in ("metadata-default", "metadata-var1", "metadata-var2", "metadata-var3", "basic-cimd",
-              "scope-from-www-authenticate", "scope-from-scopes-supported", "scope-omitted-when-undefined",
-              "scope-step-up", "scope-retry-limit", "token-endpoint-auth-basic", "token-endpoint-auth-post",
-              "token-endpoint-auth-none", "pre-registration", "2025-03-26-oauth-metadata-backcompat",
-              "2025-03-26-oauth-endpoint-fallback", "offline-access-scope", "offline-access-not-supported",
-              "client-credentials-jwt", "client-credentials-basic", "cross-app-access-complete-flow"):
-    UNSUPPORTED["auth/" + _name] = _OAUTH
 
 
 def scenario_results(out_dir):

@@ -31,7 +31,9 @@ import os
 import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
+
+from jsonhttp import JsonHandler
 
 TOOLS = ["ok", "ping_me", "ask", "forget", "cut", "cut_forget"]
 lock = threading.Lock()
@@ -46,22 +48,7 @@ def log(rec):
         f.write(json.dumps(rec) + "\n")
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.0"   # the body ends when we close
-
-    def log_message(self, *a):
-        pass
-
-    def answer(self, status, body=None, headers=()):
-        data = json.dumps(body).encode() if body is not None else b""
-        self.send_response(status)
-        if body is not None:
-            self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for k, v in headers:
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(data)
+class Handler(JsonHandler):
 
     def do_DELETE(self):
         with lock:

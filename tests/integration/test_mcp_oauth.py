@@ -1,0 +1,254 @@
+#!/usr/bin/python3
+"""OAuth for HTTP MCP servers, through serve (docs/mcp.md, "Authorization"):
+`switchboard mcp login` with the person's browser (here: urllib, which
+follows the authorization server's redirect to the gateway's
+/oauth/callback), against tests/mcp/oauth_server.py (an authorization
+server and a protected MCP server on loopback). What the conformance
+suite does not cover: tokens that expire and are refreshed during a
+session, a revoked token, a step-up in the middle of a session, and
+tokens that reach no log, tape, tap or file of the data folder.
+"""
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sbtest import ROOT, SB_BIN, Proc, Server, check, cli, read_jsonl, run_tests, tmpdir, wait_for  # noqa: E402
+from sbagent import LLM, LLM_ENV, TapCli, calls, llm_args, new_session, prompt, results, tape, wait_run  # noqa: E402
+
+OAUTH_MCP = os.path.join(ROOT, "tests", "mcp", "oauth_server.py")
+
+
+class OAuthMcp:
+    """tests/mcp/oauth_server.py on an ephemeral loopback port."""
+
+    def __init__(self, ttl=3600):
+        d = tmpdir()
+        self.portfile, self.logfile = os.path.join(d, "port"), os.path.join(d, "oauth.jsonl")
+        self.proc = Proc(["/usr/bin/python3", OAUTH_MCP, "--portfile", self.portfile, "--log", self.logfile,
+                          "--ttl", str(ttl)], os.path.join(d, "oauth.log"))
+        wait_for(lambda: os.path.exists(self.portfile), 10, "the OAuth MCP server to listen")
+        with open(self.portfile) as f:
+            self.base = "http://127.0.0.1:%s" % f.read().strip()
+        self.url = self.base + "/mcp"
+
+    def log(self):
+        return read_jsonl(self.logfile) if os.path.exists(self.logfile) else []
+
+    def admin(self, what):
+        urllib.request.urlopen(urllib.request.Request(self.base + "/admin/" + what, data=b"{}"), timeout=5).read()
+
+    def tokens(self):
+        return [t for rec in self.log() for t in rec.get("issued", [])]
+
+    def stop(self):
+        self.proc.stop()
+
+
+@contextlib.contextmanager
+def oauth_serve(name, runs, ttl=3600):
+    """serve with the OAuth MCP server as `o`, a session, and a model that
+    plays one whoami call per run (`runs` of them). Yields (srv, sid, mcp)."""
+    mcp, llm = OAuthMcp(ttl), LLM()
+    steps = []
+    for k in range(runs):
+        steps += [calls(("c%d" % k, "mcp__o__whoami", {})), {"text": "done %d" % k}]
+    llm.script(name, steps)
+    cfg = os.path.join(tmpdir(), "mcp.json")
+    with open(cfg, "w") as f:
+        json.dump({"mcpServers": {"o": {"url": mcp.url}}}, f)
+    srv = None
+    try:
+        srv = Server(args=llm_args(llm, name) + ["--mcp-config", cfg], env=LLM_ENV).start()
+        yield srv, new_session(srv, tmpdir(), approval_policy="yolo"), mcp
+    finally:
+        if srv:
+            srv.stop()
+        llm.stop()
+        mcp.stop()
+
+
+def run_call(srv, sid, k):
+    """Run k of the session (its whoami call): the call's result."""
+    r = wait_run(srv, prompt(srv, sid, "run %d" % k), timeout=40)
+    check(r["status"] == "completed", "run %d ended %s: %s", k, r["status"], r.get("reason"))
+    return results(tape(srv, sid))["c%d" % k]
+
+
+def login(srv, mcp):
+    """`mcp login o`, with urllib as the person's browser: opens the URL it
+    prints, follows the redirect to the gateway's /oauth/callback. Returns
+    (what the callback answered, what mcp login printed)."""
+    p = subprocess.Popen([SB_BIN, "mcp", "login", "o", "--data", srv.data, "--wait", "20"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out = []
+    try:
+        for line in p.stdout:
+            out.append(line)
+            if line.startswith("  http"):
+                break
+        url = out[-1].strip() if out else ""
+        check(url.startswith(mcp.base + "/authorize?"), "mcp login printed no authorization URL: %r %s", out,
+              p.stderr.read() if p.poll() is not None else "")
+        with urllib.request.urlopen(url, timeout=15) as resp:
+            answer = json.loads(resp.read())
+        rest, err = p.communicate(timeout=20)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    printed = "".join(out) + rest
+    check(p.returncode == 0 and "o is authorized" in printed, "mcp login exited %s:\n%s%s", p.returncode,
+          printed, err)
+    return answer, printed
+
+
+def callback(srv, query):
+    """GET /oauth/callback QUERY on the gateway, without its token: (status, JSON)."""
+    with open(os.path.join(srv.data, "http.port")) as f:
+        url = "http://127.0.0.1:%s/oauth/callback%s" % (f.read().strip(), query)
+    try:
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def last_state(mcp):
+    return [x["authorize"]["state"] for x in mcp.log() if "authorize" in x][-1]
+
+
+def test_mcp_login_connects_a_server_and_tokens_are_refreshed_before_they_expire():
+    with oauth_serve("refresh", 3, ttl=2) as (srv, sid, mcp):
+        before = run_call(srv, sid, 0)
+        check(not before["ok"] and "run switchboard mcp login o" in before["output"],
+              "before the login the call says what to do: %r", before)
+        answer, printed = login(srv, mcp)
+        check(answer == {"server": "o", "authorized": True}, "the callback answered %r", answer)
+        check("waiting for the approval" in printed, "mcp login shows its progress:\n%s", printed)
+        # The callback's state is used once; parameters the authorization
+        # server adds are dropped, not refused.
+        code, body = callback(srv, "?state=%s&code=again&session_state=x" % last_state(mcp))
+        check(code == 404 and body["error"]["code"] == "not_found", "a used state: %d %r", code, body)
+        rc, lst, err = cli(srv, "mcp", "list")
+        check(rc == 0 and "authorized (OAuth tokens stored)" in lst, "mcp list:\n%s%s", lst, err)
+        first = run_call(srv, sid, 1)
+        check(first["ok"] and first["output"].endswith(" ok"), "the call after the login: %r", first)
+        time.sleep(2.5)         # the access token (2 s) has expired
+        second = run_call(srv, sid, 2)
+        check(second["ok"], "the call after the token expired: %r", second)
+        log = mcp.log()
+        grants = [x["token"] for x in log if "token" in x]
+        check(grants[0] == "authorization_code" and "refresh_token" in grants,
+              "the token requests: %r", grants)
+        check(all(x.get("resource") == mcp.url for x in log if "token" in x),
+              "every token request names the resource: %r", [x for x in log if "token" in x])
+        expired = [x for x in log if x.get("refused") == 401 and x.get("expired")]
+        check(not expired, "an expired token was sent instead of refreshed first: %r", expired)
+        regs = [x for x in log if "registered" in x]
+        check(len(regs) == 1 and "refresh_token" in regs[0]["grant_types"], "registrations: %r", regs)
+        print("  figure: %d token requests (%s) for 2 calls over %d s" % (len(grants), ", ".join(grants), 3))
+
+
+def test_sessions_sharing_a_server_take_the_token_another_one_refreshed():
+    # Each session has its copy of the server; refresh tokens rotate, so
+    # the second session must take what the first saved, not spend its own.
+    with oauth_serve("shared", 4, ttl=2) as (srv, sid, mcp):
+        other = new_session(srv, tmpdir(), approval_policy="yolo")
+        login(srv, mcp)
+        check(run_call(srv, sid, 0)["ok"] and run_call(srv, other, 1)["ok"], "the first calls failed")
+        time.sleep(2.5)
+        check(run_call(srv, sid, 2)["ok"], "the first session's call after expiry failed")
+        check(run_call(srv, other, 3)["ok"], "the second session's call after the first one refreshed failed")
+        log = mcp.log()
+        check(not any(x.get("refused_refresh") for x in log), "a spent refresh token was sent: %r", log[-6:])
+        check([x["token"] for x in log if "token" in x] == ["authorization_code", "refresh_token"],
+              "token requests: %r", [x for x in log if "token" in x])
+
+
+def logged_in_then(srv, sid, mcp, what):
+    """mcp login, a first call that passes, then the server's `what`."""
+    login(srv, mcp)
+    check(run_call(srv, sid, 0)["ok"], "the first call failed")
+    mcp.admin(what)
+
+
+def test_a_revoked_token_fails_the_call_until_the_person_logs_in_again():
+    with oauth_serve("revoke", 3) as (srv, sid, mcp):
+        logged_in_then(srv, sid, mcp, "revoke")
+        revoked = run_call(srv, sid, 1)
+        check(not revoked["ok"] and "needs authorization: run switchboard mcp login o" in revoked["output"]
+              and "went away" not in revoked["output"], "the call with a revoked token: %r", revoked)
+        log = mcp.log()
+        after = log[[i for i, x in enumerate(log) if x.get("revoked")][0]:]
+        check(any(x.get("token") == "refresh_token" for x in after), "no refresh was tried: %r", after)
+        login(srv, mcp)
+        again = run_call(srv, sid, 2)
+        check(again["ok"], "the call after logging in again: %r", again)
+
+
+def test_a_step_up_in_the_middle_of_a_session_asks_for_the_wider_scope():
+    with oauth_serve("stepup", 3) as (srv, sid, mcp):
+        logged_in_then(srv, sid, mcp, "step-up")
+        refused = run_call(srv, sid, 1)
+        check(not refused["ok"] and "more scope (mcp:read mcp:write)" in refused["output"]
+              and "mcp login o" in refused["output"], "the call the server wants more scope for: %r", refused)
+        login(srv, mcp)
+        scopes = [x["authorize"].get("scope", "") for x in mcp.log() if "authorize" in x]
+        check(len(scopes) == 2 and "mcp:write" not in scopes[0] and
+              {"mcp:read", "mcp:write"} <= set(scopes[1].split()), "the scopes asked for: %r", scopes)
+        again = run_call(srv, sid, 2)
+        check(again["ok"], "the call after the step-up: %r", again)
+        print("  figure: scopes asked for: %s" % " | ".join(scopes))
+
+
+def test_tokens_reach_no_log_tape_tap_or_file_of_the_data_folder():
+    mcp, llm = OAuthMcp(), LLM()
+    llm.script("leak", [calls(("c0", "mcp__o__whoami", {}), ("c1", "mcp__o__leak", {})), {"text": "done"}])
+    cfg = os.path.join(tmpdir(), "mcp.json")
+    with open(cfg, "w") as f:
+        json.dump({"mcpServers": {"o": {"url": mcp.url}}}, f)
+    srv = tap = None
+    try:
+        srv = Server(args=llm_args(llm, "leak") + ["--mcp-config", cfg], env=LLM_ENV).start()
+        tap = TapCli(srv)
+        sid = new_session(srv, tmpdir(), approval_policy="yolo")
+        login(srv, mcp)
+        r = wait_run(srv, prompt(srv, sid, "go"), timeout=40)
+        check(r["status"] == "completed", "the run ended %s", r["status"])
+        entries = tape(srv, sid)
+        res = results(entries)
+        check(res["c0"]["ok"] and res["c1"]["output"] == "Bearer ***", "the results: %r", res)
+        tap.mark()
+        tokens = mcp.tokens()
+        check(len(tokens) >= 2, "the authorization server issued %r", tokens)
+        places = {"the tape": json.dumps(entries), "the tap": tap.text()}
+        for dirpath, dirs, files in os.walk(srv.data):
+            for name in files:
+                path = os.path.join(dirpath, name)
+                if os.path.isfile(path):
+                    with open(path, "rb") as f:
+                        places[os.path.relpath(path, srv.data)] = f.read().decode("latin-1")
+        found = ["%s in %s" % (t[:6], where) for t in tokens for where, text in places.items() if t in text]
+        check(not found, "tokens found: %s", found)
+        key = os.path.join(srv.data, "mcp-oauth", "key")
+        check(os.stat(key).st_mode & 0o777 == 0o600 and os.path.exists(os.path.join(srv.data, "mcp-oauth", "o")),
+              "the store: key %o", os.stat(key).st_mode)
+        print("  figure: %d tokens, absent from %d places (tape, tap, %d files of DATA)"
+              % (len(tokens), len(places), len(places) - 2))
+    finally:
+        if tap:
+            tap.close()
+        if srv:
+            srv.stop()
+        llm.stop()
+        mcp.stop()
+
+
+if __name__ == "__main__":
+    run_tests(globals())

@@ -276,7 +276,8 @@ s_on_requested (chat_t *c, const sb_val_t *body)
     sb_screen_newline (c->screen);
     FILE *out = sb_screen_out (c->screen);
     bool color = sb_screen_color (c->screen);
-    fprintf (out, "%sapproval needed%s  %s (%s)\n", color ? "\033[1m" : "", color ? "\033[0m" : "", id, when);
+    fprintf (out, "%s%s%s  %s (%s)\n", color ? "\033[1m" : "",
+             sb_interaction_is_budget (body) ? "budget reached" : "approval needed", color ? "\033[0m" : "", id, when);
     sb_interaction_print_call (out, body);
     sb_screen_flush (c->screen);
     if (c->nasked < ASKED_MAX) {
@@ -318,11 +319,11 @@ s_resolve (chat_t *c, const char *decision, const char *scope, const char *feedb
     char cmd [40], ulid [SB_ULID_LEN + 1];
     sb_ulid_new (ulid);
     snprintf (cmd, sizeof cmd, "chat-%s", ulid);
-    sb_msg_t *reply = sb_interaction_resolve (c->bus, a.id, decision, scope, feedback, c->who, cmd);
+    sb_msg_t *reply = sb_interaction_resolve (c->bus, a.id, decision, scope, feedback, c->who, cmd, 0);
     /* a retry under the same command_id is safe: the first answer's
        reply comes back if it was taken */
     if (!reply)
-        reply = sb_interaction_resolve (c->bus, a.id, decision, scope, feedback, c->who, cmd);
+        reply = sb_interaction_resolve (c->bus, a.id, decision, scope, feedback, c->who, cmd, 0);
     c->want_feedback = false;
     if (!reply) {
         s_say (c, "no reply to interact.resolve: is the server running? (answer again)");

@@ -20,6 +20,7 @@
 
 static const char *s_run_usage =
     "usage: switchboard run --goal TEXT [--repo DIR] [--max-steps N] [--approval yolo|auto|interactive]\n"
+    "                       [--budget-tokens N] [--budget-usd X] [--budget-steps N] [--budget-minutes N]\n"
     "                       [--llm PROVIDER] [--model M] [--llm-url URL] [--providers FILE]\n"
     "                       [--context-window TOKENS] [--mcp-config FILE] [--hooks FILE]\n"
     "                       [--sandbox auto|bwrap|landlock|none]\n"
@@ -38,6 +39,7 @@ static const char *s_run_usage =
     "  --approval P       yolo: every tool; auto (default): read-only tools run,\n"
     "                     the others wait for a person (switchboard resolve);\n"
     "                     interactive: every tool waits for a person\n"
+    SB_CLI_BUDGET_HELP
     "  --llm PROVIDER     the kind of model server, when no server runs: responses\n"
     "                     (OpenAI's Responses API), chat (any OpenAI-style chat\n"
     "                     completions server: Ollama, llama.cpp, vLLM), anthropic,\n"
@@ -83,6 +85,7 @@ sb_cmd_run (int argc, char **argv)
         { "mcp-config", required_argument, 0, 'C' },
         { "hooks", required_argument, 0, 'K' },
         { "sandbox", required_argument, 0, 'S' },
+        SB_CLI_BUDGET_OPTS (1000),
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
@@ -117,6 +120,13 @@ sb_cmd_run (int argc, char **argv)
             case 'C': so.mcp_config = optarg; break;
             case 'K': so.hooks = optarg; break;
             case 'S': so.sandbox = optarg; break;
+            case 1000 + IA_BUDGET_TOKENS:
+            case 1000 + IA_BUDGET_COST:
+            case 1000 + IA_BUDGET_STEPS:
+            case 1000 + IA_BUDGET_MINUTES:
+                if (sb_cli_budget_opt ("run", c - 1000, optarg, &o.budget))
+                    return 2;
+                break;
             case 'h': fputs (s_run_usage, stdout); return 0;
             default: return sb_cli_usage ("run", "unknown option or missing value: %s", argv [optind - 1]);
         }

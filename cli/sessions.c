@@ -11,6 +11,7 @@
     dropped, an event past the next one means a gap, filled from the tape,
     and a quiet second asks the tape too, in case the last events of a
     burst were the ones dropped. */
+#include "cli/budget.h"
 #include "cli/cli.h"
 #include "cli/models.h"
 #include "cli/transcript.h"
@@ -30,6 +31,7 @@
 #include <unistd.h>
 
 #define CALL_TIMEOUT_MS 10000
+#define S_OPT_BUDGET    1000    //  the --budget-* options' getopt vals (cli/budget.h)
 #define CALL_TRIES      3
 
 static const char *s_sessions_usage =
@@ -38,12 +40,15 @@ static const char *s_sessions_usage =
     "       switchboard sessions new [--workspace DIR] [--title T] [--provider P] [--model M]\n"
     "                                [--approval yolo|auto|interactive] [--max-steps N] [--mcp A,B]\n"
     "                                [--rule TOOL:PATTERN:ACTION]... [--approval-deadline S]\n"
-    "                                [--target local|worker:POOL] [--network on|off] [--json]\n"
+    "                                [--target local|worker:POOL] [--network on|off]\n"
+    "                                [--budget-tokens N] [--budget-usd X] [--budget-steps N]\n"
+    "                                [--budget-minutes N] [--json]\n"
     "       switchboard sessions update ID [--title T] [--provider P] [--model M]\n"
     "                                [--approval P] [--max-steps N] [--workspace DIR] [--mcp A,B]\n"
     "                                [--clear-rules] [--rule TOOL:PATTERN:ACTION]...\n"
     "                                [--approval-deadline S] [--target local|worker:POOL]\n"
-    "                                [--network on|off] [--json]\n"
+    "                                [--network on|off] [--budget-tokens N] [--budget-usd X]\n"
+    "                                [--budget-steps N] [--budget-minutes N] [--json]\n"
     "       switchboard sessions close ID [--json]\n"
     "       switchboard sessions delete ID [--json]\n"
     "\n"
@@ -81,6 +86,7 @@ static const char *s_sessions_usage =
     "                    worker:POOL (a worker of POOL claims them; docs/workers.md)\n"
     "  --network on|off  whether its tools may reach the network from the sandbox\n"
     "                    (default off: loopback only; docs/sandbox.md)\n"
+    SB_CLI_BUDGET_HELP
     "  --json            one JSON document (list: one JSON object per line)\n"
     "  --connect EP      the server's command endpoint (default: ipc in DATA)\n"
     "  --data DIR        the server's data folder\n"
@@ -211,6 +217,11 @@ s_print_record (const sb_val_t *r, const sb_cli_models_t *m)
         printf ("max_steps  %llu\n", (unsigned long long) sb_get_uint (r, "max_steps", 0));
     else
         printf ("max_steps  -\n");
+    char budget [256];
+    sb_cli_budget_line (r, budget, sizeof budget);
+    printf ("budget     %s (per run)\n", budget);
+    if (sb_get_str (r, "budget_notice"))
+        printf ("           NOT ENFORCED: %s\n", sb_get_str (r, "budget_notice"));
     const sb_val_t *labels = sb_get_map (r, "labels");
     const sb_val_t *mcp = sb_get_array (r, "mcp_servers");
     printf ("mcp        %s", mcp ? "" : "all");
@@ -361,6 +372,7 @@ typedef struct {
     bool has_deadline;
     unsigned long long deadline;
     zlistx_t *rules;            //  --rule values, as given
+    sb_cli_budget_t budget;     //  --budget-*
     int config_opts;            //  how many new/update options were given
 } opts_t;
 
@@ -462,6 +474,7 @@ s_enc_config (sb_enc_t *enc, const opts_t *o, const char *workspace)
         sb_enc_kuint (enc, "approval_deadline_s", o->deadline);
     if (o->network)
         sb_enc_kbool (enc, "network", strcmp (o->network, "on") == 0);
+    sb_cli_budget_encode (enc, &o->budget);
     if (o->mcp) {
         //  "all" is ["*"] on the wire, "none" an empty list
         sb_enc_key (enc, "mcp_servers");
@@ -656,6 +669,7 @@ s_sessions_parse (int argc, char **argv, opts_t *o)
         { "approval-deadline", required_argument, 0, 'D' },
         { "mcp", required_argument, 0, 'M' },
         { "network", required_argument, 0, 'N' },
+        SB_CLI_BUDGET_OPTS (S_OPT_BUDGET),
         { "json", no_argument, 0, 'j' },
         { "connect", required_argument, 0, 'c' },
         { "data", required_argument, 0, 'd' },
@@ -710,6 +724,14 @@ s_sessions_parse (int argc, char **argv, opts_t *o)
                 o->network = optarg;
                 o->config_opts++;
                 break;
+            case S_OPT_BUDGET + IA_BUDGET_TOKENS:
+            case S_OPT_BUDGET + IA_BUDGET_COST:
+            case S_OPT_BUDGET + IA_BUDGET_STEPS:
+            case S_OPT_BUDGET + IA_BUDGET_MINUTES:
+                if (sb_cli_budget_opt ("sessions", c - S_OPT_BUDGET, optarg, &o->budget))
+                    return 2;
+                o->config_opts++;
+                break;
             case 'j': o->json = true; break;
             case 'c': o->connect = optarg; break;
             case 'd': o->data = optarg; break;
@@ -733,8 +755,8 @@ s_sessions_check (const opts_t *o, const char *sub, const char *id)
         return sb_cli_usage ("sessions", "--status takes active or closed, not '%s'", o->status);
     if (!create && !update && o->config_opts)
         return sb_cli_usage ("sessions", "--workspace, --title, --provider, --model, --approval, "
-                             "--max-steps, --mcp, --rule, --clear-rules, --approval-deadline, --target and "
-                             "--network go with new and update only");
+                             "--max-steps, --mcp, --rule, --clear-rules, --approval-deadline, --target, "
+                             "--network and --budget-* go with new and update only");
     if (create && o->clear_rules)
         return sb_cli_usage ("sessions", "--clear-rules goes with update (a new session has no rules)");
     if (o->target && strcmp (o->target, "local") != 0 && (strncmp (o->target, "worker:", 7) != 0 || !o->target [7]))
@@ -748,7 +770,7 @@ s_sessions_check (const opts_t *o, const char *sub, const char *id)
     if (update && o->config_opts == 0)
         return sb_cli_usage ("sessions", "update needs at least one of --title, --provider, --model, "
                              "--approval, --max-steps, --workspace, --mcp, --rule, --clear-rules, "
-                             "--approval-deadline, --target, --network");
+                             "--approval-deadline, --target, --network, --budget-*");
     if (o->has_max_steps && o->max_steps == 0)
         return sb_cli_usage ("sessions", "--max-steps takes a number from 1 to 10000");
     return 0;

@@ -3,6 +3,7 @@
 #include "schemas/run_status.h"
 #include "cli/transcript.h"
 #include "cli/chat.h"
+#include "cli/budget.h"
 #include "common/log.h"
 #include "schemas/json.h"
 #include "schemas/schema.h"
@@ -461,6 +462,19 @@ s_on_approval (sb_transcript_t *self, const char *kind, const sb_val_t *body)
 {
     const char *id = sb_get_str (body, "interaction_id");
     s_endline (self);
+    const char *ia_kind = sb_get_str (body, "kind");
+    if (strcmp (kind, "approval.requested") == 0 && ia_kind && sb_ia_kind_from_name (ia_kind) == IA_KIND_BUDGET) {
+        ia_budget_t b = sb_ia_budget_from_name (sb_get_str (body, "budget"));
+        char spent [64], limit [64];
+        sb_cli_budget_format (b, sb_get_uint (body, "spent", 0), spent, sizeof spent);
+        sb_cli_budget_format (b, sb_get_uint (body, "limit", 0), limit, sizeof limit);
+        printf ("%s? budget reached: %s spent %s of %s; the run waits before its next model call%s\n", BOLD (self),
+                b < IA__BUDGETS ? sb_ia_budget_name (b) : "?", spent, limit, OFF (self));
+        printf ("%s  answer: switchboard resolve ", DIM (self));
+        s_field (self, id);
+        printf (" --approve [--raise AMOUNT] | --reject%s\n", OFF (self));
+    }
+    else
     if (strcmp (kind, "approval.requested") == 0) {
         char what [160];
         s_describe_call (sb_get_str (body, "tool"), sb_get_str (body, "arguments"), what, sizeof what);
@@ -604,6 +618,23 @@ sb_transcript_feed (sb_transcript_t *self, const sb_val_t *ev)
     else
     if (strncmp (kind, "approval.", 9) == 0)
         s_on_approval (self, kind, body);
+    else
+    if (strcmp (kind, "budget.warning") == 0 || strcmp (kind, "budget.raised") == 0) {
+        /* a run's budgets (docs/usage.md) */
+        s_endline (self);
+        ia_budget_t b = sb_ia_budget_from_name (sb_get_str (body, "budget"));
+        char spent [64], limit [64];
+        sb_cli_budget_format (b, sb_get_uint (body, "spent", 0), spent, sizeof spent);
+        sb_cli_budget_format (b, sb_get_uint (body, "limit", 0), limit, sizeof limit);
+        if (strcmp (kind, "budget.warning") == 0)
+            printf ("%s[budget: %llu %% of the %s budget spent, %s of %s]%s\n", BOLD (self),
+                    (unsigned long long) sb_get_uint (body, "percent", 0), b < IA__BUDGETS ? sb_ia_budget_name (b) : "?",
+                    spent, limit, OFF (self));
+        else
+            printf ("%s[budget: %s raised to %s (spent %s)]%s\n", DIM (self),
+                    b < IA__BUDGETS ? sb_ia_budget_name (b) : "?", limit, spent, OFF (self));
+        self->at_bol = true;
+    }
     else
     if (strncmp (kind, "prompt.", 7) == 0 || strncmp (kind, "queue.", 6) == 0) {
         /* the queue in words, as the chat says it (cli/chat_words.c) */

@@ -394,7 +394,8 @@ sb_session_usage_budget_check (self_t *self, record_t *r, const sb_val_t *body)
     char notice [512];
     if (r->budget [IA_BUDGET_TOKENS] && (!sb_get (body, "input_tokens") || !sb_get (body, "output_tokens")))
         snprintf (notice, sizeof notice, "the token budget cannot be enforced: %s%s%s reports no token counts "
-                  "for its calls", provider ? provider : "the provider", model ? " model " : "", model ? model : "");
+                  "for its calls", provider ? provider : r->provider ? r->provider : "the provider",
+                  model ? " model " : "", model ? model : "");
     else
     if (r->budget [IA_BUDGET_COST] && !sb_get (body, "cost_microusd"))
         snprintf (notice, sizeof notice, "the cost budget cannot be enforced: %s%s%s has no price or reports "

@@ -240,7 +240,7 @@ def test_a_provider_without_token_counts_cannot_enforce_a_token_budget():
         check(run["status"] == "completed", "the run: %r", run)
         rec = call(srv, "session.get", {"session_id": sid})["session"]
         notice = rec.get("budget_notice", "")
-        check("token budget cannot be enforced" in notice and "fx" in notice, "the record: %r", rec)
+        check("token budget cannot be enforced" in notice, "the record: %r", rec)
         check(call(srv, "session.usage", {"session_id": sid}).get("budget_notice") == notice, "session.usage")
         rc, out, err = cli(srv, "usage", sid)
         check(rc == 0 and "NOT ENFORCED: the token budget cannot be enforced" in out, "usage:\n%s%s", out, err)

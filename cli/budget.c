@@ -2,7 +2,6 @@
 #include "cli/budget.h"
 #include "cli/cli.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,12 +48,9 @@ sb_cli_budget_parse (const char *cmd, const char *opt, ia_budget_t b, const char
                                  "not '%s'", opt, text);
         return 0;
     }
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull (text, &end, 10);
-    if (!*text || *end || errno || text [0] == '-' || v > s_max [b])
-        return sb_cli_usage (cmd, "%s takes a number of %s from 0 to %" PRIu64 ", not '%s'", opt,
-                             sb_ia_budget_name (b), s_max [b], text);
+    unsigned long long v;
+    if (sb_cli_parse_uint (cmd, opt, text, s_max [b], &v))
+        return 2;
     *out = v;
     return 0;
 }
@@ -119,4 +115,14 @@ sb_cli_budget_line (const sb_val_t *record, char *out, size_t n)
     }
     if (!out [0])
         snprintf (out, n, "-");
+}
+
+void
+sb_cli_budget_print (const sb_val_t *record)
+{
+    char line [256];
+    sb_cli_budget_line (record, line, sizeof line);
+    printf ("budget     %s (per run)\n", line);
+    if (sb_get_str (record, "budget_notice"))
+        printf ("           NOT ENFORCED: %s\n", sb_get_str (record, "budget_notice"));
 }

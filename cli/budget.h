@@ -48,7 +48,9 @@ bool sb_cli_budget_any (const sb_cli_budget_t *budget);
 void sb_cli_budget_encode (sb_enc_t *e, const sb_cli_budget_t *budget);
 //  An amount of budget b for people: "1200 tokens", "$2.500000", "3 steps".
 void sb_cli_budget_format (ia_budget_t b, uint64_t v, char *out, size_t n);
-//  The record's budgets in one line ("tokens 1000, usd 2.000000"), or "-".
+//  The record's budgets in one line ("1000 tokens, $2.000000"), or "-".
 void sb_cli_budget_line (const sb_val_t *record, char *out, size_t n);
+//  sessions show's budget line, and the notice of one not enforced.
+void sb_cli_budget_print (const sb_val_t *record);
 
 #endif

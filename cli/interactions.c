@@ -250,7 +250,7 @@ s_parse (const char *cmd, int argc, char **argv, opts_t *o, const char *usage, i
         return sb_cli_usage (cmd, "--session, --run, --status and --limit go with 'interactions'");
     if (answer && !(takes & OPT_RESOLVE))
         return sb_cli_usage (cmd, "--approve, --reject, --feedback, --scope and --raise go with 'resolve'");
-    if (o->raise && o->decision && strcmp (o->decision, "approve") != 0)
+    if (o->raise && o->decision && sb_ia_decision_from_name (o->decision) != IA_APPROVE)
         return sb_cli_usage (cmd, "--raise goes with --approve (a rejected budget is not raised)");
     if (o->status && sb_ia_status_from_name (o->status) == IA__COUNT)
         return sb_cli_usage (cmd, "--status takes pending, approved, rejected or expired, not '%s'", o->status);

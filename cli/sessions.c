@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #define CALL_TIMEOUT_MS 10000
-#define S_OPT_BUDGET    1000    //  the --budget-* options' getopt vals (cli/budget.h)
+#define S_OPT_BUDGET    1000    //  --budget-*'s getopt vals (cli/budget.h)
 #define CALL_TRIES      3
 
 static const char *s_sessions_usage =
@@ -41,14 +41,13 @@ static const char *s_sessions_usage =
     "                                [--approval yolo|auto|interactive] [--max-steps N] [--mcp A,B]\n"
     "                                [--rule TOOL:PATTERN:ACTION]... [--approval-deadline S]\n"
     "                                [--target local|worker:POOL] [--network on|off]\n"
-    "                                [--budget-tokens N] [--budget-usd X] [--budget-steps N]\n"
-    "                                [--budget-minutes N] [--json]\n"
+    "                                [--budget-tokens|-usd|-steps|-minutes N]... [--json]\n"
     "       switchboard sessions update ID [--title T] [--provider P] [--model M]\n"
     "                                [--approval P] [--max-steps N] [--workspace DIR] [--mcp A,B]\n"
     "                                [--clear-rules] [--rule TOOL:PATTERN:ACTION]...\n"
     "                                [--approval-deadline S] [--target local|worker:POOL]\n"
-    "                                [--network on|off] [--budget-tokens N] [--budget-usd X]\n"
-    "                                [--budget-steps N] [--budget-minutes N] [--json]\n"
+    "                                [--network on|off] [--budget-tokens|-usd|-steps|-minutes N]...\n"
+    "                                [--json]\n"
     "       switchboard sessions close ID [--json]\n"
     "       switchboard sessions delete ID [--json]\n"
     "\n"
@@ -217,11 +216,7 @@ s_print_record (const sb_val_t *r, const sb_cli_models_t *m)
         printf ("max_steps  %llu\n", (unsigned long long) sb_get_uint (r, "max_steps", 0));
     else
         printf ("max_steps  -\n");
-    char budget [256];
-    sb_cli_budget_line (r, budget, sizeof budget);
-    printf ("budget     %s (per run)\n", budget);
-    if (sb_get_str (r, "budget_notice"))
-        printf ("           NOT ENFORCED: %s\n", sb_get_str (r, "budget_notice"));
+    sb_cli_budget_print (r);
     const sb_val_t *labels = sb_get_map (r, "labels");
     const sb_val_t *mcp = sb_get_array (r, "mcp_servers");
     printf ("mcp        %s", mcp ? "" : "all");
@@ -375,19 +370,6 @@ typedef struct {
     sb_cli_budget_t budget;     //  --budget-*
     int config_opts;            //  how many new/update options were given
 } opts_t;
-
-static int
-s_parse_uint (const char *cmd, const char *opt, const char *text, unsigned long long max,
-              unsigned long long *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull (text, &end, 10);
-    if (!*text || *end || errno || text [0] == '-' || v > max)
-        return sb_cli_usage (cmd, "%s takes a number from 0 to %llu, not '%s'", opt, max, text);
-    *out = v;
-    return 0;
-}
 
 //  The workspace as the server will see it: a relative path is made
 //  absolute here, because the server's working folder is not ours.
@@ -680,10 +662,16 @@ s_sessions_parse (int argc, char **argv, opts_t *o)
     int c;
     optind = 1;
     while ((c = getopt_long (argc, argv, "h", longopts, NULL)) != -1) {
+        if (c >= S_OPT_BUDGET && c < S_OPT_BUDGET + IA__BUDGETS) {
+            if (sb_cli_budget_opt ("sessions", c - S_OPT_BUDGET, optarg, &o->budget))
+                return 2;
+            o->config_opts++;
+            continue;
+        }
         switch (c) {
             case 's': o->status = optarg; break;
             case 'n':
-                if (s_parse_uint ("sessions", "--limit", optarg, LLONG_MAX, &v))
+                if (sb_cli_parse_uint ("sessions", "--limit", optarg, LLONG_MAX, &v))
                     return 2;
                 o->limit = (long long) v;
                 break;
@@ -694,7 +682,7 @@ s_sessions_parse (int argc, char **argv, opts_t *o)
             case 'a': o->approval = optarg; o->config_opts++; break;
             case 'T': o->target = optarg; o->config_opts++; break;
             case 'x':
-                if (s_parse_uint ("sessions", "--max-steps", optarg, 10000, &o->max_steps))
+                if (sb_cli_parse_uint ("sessions", "--max-steps", optarg, 10000, &o->max_steps))
                     return 2;
                 o->has_max_steps = true;
                 o->config_opts++;
@@ -707,7 +695,7 @@ s_sessions_parse (int argc, char **argv, opts_t *o)
                 break;
             case 'R': o->clear_rules = true; o->config_opts++; break;
             case 'D':
-                if (s_parse_uint ("sessions", "--approval-deadline", optarg, 604800, &o->deadline))
+                if (sb_cli_parse_uint ("sessions", "--approval-deadline", optarg, 604800, &o->deadline))
                     return 2;
                 o->has_deadline = true;
                 o->config_opts++;
@@ -722,14 +710,6 @@ s_sessions_parse (int argc, char **argv, opts_t *o)
                 if (strcmp (optarg, "on") != 0 && strcmp (optarg, "off") != 0)
                     return sb_cli_usage ("sessions", "--network takes on or off, not '%s'", optarg);
                 o->network = optarg;
-                o->config_opts++;
-                break;
-            case S_OPT_BUDGET + IA_BUDGET_TOKENS:
-            case S_OPT_BUDGET + IA_BUDGET_COST:
-            case S_OPT_BUDGET + IA_BUDGET_STEPS:
-            case S_OPT_BUDGET + IA_BUDGET_MINUTES:
-                if (sb_cli_budget_opt ("sessions", c - S_OPT_BUDGET, optarg, &o->budget))
-                    return 2;
                 o->config_opts++;
                 break;
             case 'j': o->json = true; break;
@@ -937,7 +917,7 @@ sb_cmd_events (int argc, char **argv)
         switch (c) {
             case 's': sid = optarg; break;
             case 'a':
-                if (s_parse_uint ("events", "--after", optarg, UINT64_MAX, &after))
+                if (sb_cli_parse_uint ("events", "--after", optarg, UINT64_MAX, &after))
                     return 2;
                 break;
             case 'f': follow = true; break;

@@ -500,6 +500,37 @@ s_on_approval (sb_transcript_t *self, const char *kind, const sb_val_t *body)
     self->at_bol = true;
 }
 
+/*  One line: the summary itself is for the model (docs/compaction.md). */
+static void
+s_on_compacted (sb_transcript_t *self, const sb_val_t *body)
+{
+    s_endline (self);
+    const char *method = sb_get_str (body, "method");
+    printf ("%s[context compacted (%s): %llu → %llu tokens]%s\n", DIM (self),
+            sb_compact_method_from_name (method) == SB_COMPACT_SUMMARY ? "summarized" : "old tool output elided",
+            (unsigned long long) sb_get_uint (body, "tokens_before", 0),
+            (unsigned long long) sb_get_uint (body, "tokens_after", 0), OFF (self));
+    self->at_bol = true;
+}
+
+/*  A run's budget.warning and budget.raised (docs/usage.md). */
+static void
+s_on_budget (sb_transcript_t *self, const char *kind, const sb_val_t *body)
+{
+    s_endline (self);
+    ia_budget_t b = sb_ia_budget_from_name (sb_get_str (body, "budget"));
+    const char *name = b < IA__BUDGETS ? sb_ia_budget_name (b) : "?";
+    char spent [64], limit [64];
+    sb_cli_budget_format (b, sb_get_uint (body, "spent", 0), spent, sizeof spent);
+    sb_cli_budget_format (b, sb_get_uint (body, "limit", 0), limit, sizeof limit);
+    if (strcmp (kind, "budget.warning") == 0)
+        printf ("%s[budget: %llu %% of the %s budget spent, %s of %s]%s\n", BOLD (self),
+                (unsigned long long) sb_get_uint (body, "percent", 0), name, spent, limit, OFF (self));
+    else
+        printf ("%s[budget: %s raised to %s (spent %s)]%s\n", DIM (self), name, limit, spent, OFF (self));
+    self->at_bol = true;
+}
+
 /*  What a rewind did, and what it could not undo (docs/checkpoints.md). */
 static void
 s_on_rewound (sb_transcript_t *self, const sb_val_t *body)
@@ -602,16 +633,8 @@ sb_transcript_feed (sb_transcript_t *self, const sb_val_t *ev)
     if (strcmp (kind, "session.created") == 0 || strcmp (kind, "session.updated") == 0)
         s_on_session (self, kind, body);
     else
-    if (strcmp (kind, "context.compacted") == 0) {
-        /* one line, the summary itself is for the model (docs/compaction.md) */
-        s_endline (self);
-        const char *method = sb_get_str (body, "method");
-        printf ("%s[context compacted (%s): %llu → %llu tokens]%s\n", DIM (self),
-                sb_compact_method_from_name (method) == SB_COMPACT_SUMMARY ? "summarized" : "old tool output elided",
-                (unsigned long long) sb_get_uint (body, "tokens_before", 0),
-                (unsigned long long) sb_get_uint (body, "tokens_after", 0), OFF (self));
-        self->at_bol = true;
-    }
+    if (strcmp (kind, "context.compacted") == 0)
+        s_on_compacted (self, body);
     else
     if (strcmp (kind, "session.rewound") == 0)
         s_on_rewound (self, body);
@@ -619,22 +642,8 @@ sb_transcript_feed (sb_transcript_t *self, const sb_val_t *ev)
     if (strncmp (kind, "approval.", 9) == 0)
         s_on_approval (self, kind, body);
     else
-    if (strcmp (kind, "budget.warning") == 0 || strcmp (kind, "budget.raised") == 0) {
-        /* a run's budgets (docs/usage.md) */
-        s_endline (self);
-        ia_budget_t b = sb_ia_budget_from_name (sb_get_str (body, "budget"));
-        char spent [64], limit [64];
-        sb_cli_budget_format (b, sb_get_uint (body, "spent", 0), spent, sizeof spent);
-        sb_cli_budget_format (b, sb_get_uint (body, "limit", 0), limit, sizeof limit);
-        if (strcmp (kind, "budget.warning") == 0)
-            printf ("%s[budget: %llu %% of the %s budget spent, %s of %s]%s\n", BOLD (self),
-                    (unsigned long long) sb_get_uint (body, "percent", 0), b < IA__BUDGETS ? sb_ia_budget_name (b) : "?",
-                    spent, limit, OFF (self));
-        else
-            printf ("%s[budget: %s raised to %s (spent %s)]%s\n", DIM (self),
-                    b < IA__BUDGETS ? sb_ia_budget_name (b) : "?", limit, spent, OFF (self));
-        self->at_bol = true;
-    }
+    if (strncmp (kind, "budget.", 7) == 0)
+        s_on_budget (self, kind, body);
     else
     if (strncmp (kind, "prompt.", 7) == 0 || strncmp (kind, "queue.", 6) == 0) {
         /* the queue in words, as the chat says it (cli/chat_words.c) */

@@ -44,7 +44,7 @@ def serve(llm, script, data=None, env=None, **kw):
 
 def step(n, inp, out, **extra):
     """A model call that reads a file (the run goes on) and reports usage."""
-    t = {"tool_calls": [tool("read_file", "c%d" % n, path=".")], "usage": {"input_tokens": inp, "output_tokens": out}}
+    t = {"tool_calls": [tool("list_dir", "c%d" % n, path=".")], "usage": {"input_tokens": inp, "output_tokens": out}}
     t.update(extra)
     return t
 
@@ -231,7 +231,7 @@ def test_sigkill_while_a_budget_question_waits_then_approve_makes_no_call_twice(
 
 def test_a_provider_without_token_counts_cannot_enforce_a_token_budget():
     llm = LLM()
-    llm.script("nou", [{"tool_calls": [tool("read_file", "c1", path=".")], "usage": False},
+    llm.script("nou", [{"tool_calls": [tool("list_dir", "c1", path=".")], "usage": False},
                        {"text": "done", "usage": False}])
     srv = serve(llm, "nou", kind="chat")
     try:

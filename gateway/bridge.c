@@ -36,10 +36,13 @@
 #define VERIFY_AFTER_MS    300          /* re-read a new topic's tape once after this */
 #define PENDING_MAX        100000       /* calls waiting on the bus, all connections */
 
-typedef enum { P_CALL, P_REPLAY, P_METRICS } pend_kind_t;
+/*  A /metrics scrape is two calls: bus.stats (P_METRICS), then llm.info
+    for the providers' latest rate limits (P_METRICS_LLM). */
+typedef enum { P_CALL, P_REPLAY, P_METRICS, P_METRICS_LLM } pend_kind_t;
 
 typedef struct {
     pend_kind_t kind;
+    sb_msg_t *stats;            /* P_METRICS_LLM: the bus.stats answer, or NULL */
     uint64_t conn;
     uint32_t sub_id;
     bool http;
@@ -691,16 +694,42 @@ s_metrics_request (gw_bridge_t *self, gw_in_t *in)
 }
 
 static void
-s_metrics_answer (gw_bridge_t *self, pending_t *p, sb_msg_t *reply)
+s_metrics_answer (gw_bridge_t *self, pending_t *p, sb_msg_t *llm)
 {
-    gw_buf_t *buf = gw_metrics_render (self->gw, reply);
+    gw_buf_t *buf = gw_metrics_render (self->gw, p->stats, llm);
     if (buf)
         s_out_http (self, p->conn, 200, "text/plain; version=0.0.4", buf);
 }
 
+/*  bus.stats answered (or not, *stats_p NULL): keeps it and asks llm.info,
+    whose rate limits the page adds; answers at once when the bus does not
+    take that. */
 static void
-s_on_reply (gw_bridge_t *self, sb_msg_t *msg)
+s_metrics_llm (gw_bridge_t *self, pending_t *p, sb_msg_t **stats_p)
 {
+    p->stats = *stats_p;
+    *stats_p = NULL;
+    p->kind = P_METRICS_LLM;
+    sb_enc_reset (self->enc);
+    sb_enc_map_open (self->enc);
+    sb_enc_map_close (self->enc);
+    size_t len;
+    const uint8_t *body = sb_enc_data (self->enc, &len);
+    char id [40];
+    if (sb_bus_send (self->bus, "llm.info", NULL, NULL, body, len, sb_now_ms () + 5000, id) != 0) {
+        s_metrics_answer (self, p, NULL);
+        sb_msg_destroy (&p->stats);
+        free (p);
+        return;
+    }
+    p->deadline = sb_mono_ms () + 10000;
+    zhashx_insert (self->pending, id, p);
+}
+
+static void
+s_on_reply (gw_bridge_t *self, sb_msg_t **msg_p)
+{
+    sb_msg_t *msg = *msg_p;
     if (sb_type_has_suffix (msg->h.type, ".chunk"))
         return;                 /* no public type streams; a stream's end is its reply */
     pending_t *p = zhashx_lookup (self->pending, msg->h.corr);
@@ -714,7 +743,12 @@ s_on_reply (gw_bridge_t *self, sb_msg_t *msg)
             s_on_page (self, s, msg);
     }
     else
-    if (p->kind == P_METRICS)
+    if (p->kind == P_METRICS) {
+        s_metrics_llm (self, p, msg_p);
+        return;
+    }
+    else
+    if (p->kind == P_METRICS_LLM)
         s_metrics_answer (self, p, msg);
     else
     if (sb_msg_is_error (msg))
@@ -728,6 +762,7 @@ s_on_reply (gw_bridge_t *self, sb_msg_t *msg)
     }
     else
         s_out_reply (self, p->conn, p->tx, gw_reply_frame (p->tx, msg->h.type, msg->body));
+    sb_msg_destroy (&p->stats);
     free (p->tx);
     free (p);
 }
@@ -758,10 +793,11 @@ s_tick (gw_bridge_t *self)
                 s_sub_fail (self, s, "timeout", "the tape did not answer in time");
         }
         else
-        if (p->kind == P_METRICS)
+        if (p->kind == P_METRICS || p->kind == P_METRICS_LLM)
             s_metrics_answer (self, p, NULL);
         else
             s_answer_error (self, p, "timeout", "no reply in time", true, NULL);
+        sb_msg_destroy (&p->stats);
         free (p->tx);
         free (p);
     }
@@ -837,7 +873,7 @@ s_main (void *arg)
             if (!msg)
                 break;
             if (msg->h.corr [0])
-                s_on_reply (self, msg);
+                s_on_reply (self, &msg);
             sb_msg_destroy (&msg);
         }
         for (int k = 0; k < 1000; k++) {
@@ -868,6 +904,7 @@ s_pending_free (void **item)
 {
     pending_t *p = *item;
     if (p) {
+        sb_msg_destroy (&p->stats);
         free (p->tx);
         free (p);
         *item = NULL;

@@ -48,7 +48,7 @@ def usage(srv, **body):
     return call(srv, "session.usage", body)
 
 
-def rest(srv, path):
+def rest(srv, path, raw=False):
     with open(os.path.join(srv.data, "http.port")) as f:
         port = int(f.read().strip())
     with open(os.path.join(srv.data, "token")) as f:
@@ -56,7 +56,8 @@ def rest(srv, path):
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     conn.request("GET", path, headers={"Host": "127.0.0.1:%d" % port, "Authorization": "Bearer " + token})
     r = conn.getresponse()
-    out = (r.status, json.loads(r.read()))
+    data = r.read()
+    out = (r.status, data.decode() if raw else json.loads(data))
     conn.close()
     return out
 
@@ -279,6 +280,13 @@ def test_rate_limit_headers_are_recorded():
         info = call(srv, "llm.info", {})
         check(info.get("ratelimit") == want and info["providers"][0].get("ratelimit") == want,
               "llm.info: %r", info)
+        # and on /metrics, per provider (a second call of the scrape)
+        status, text = rest(srv, "/metrics", raw=True)
+        lines = [x for x in text.splitlines() if x.startswith("sb_llm_ratelimit{")]
+        got = {x.split('field="')[1].split('"')[0]: int(x.rsplit(" ", 1)[1]) for x in lines
+               if 'provider="fx"' in x}
+        check(status == 200 and got == want and "sb_gateway_http_requests_total" in text, "/metrics: %d %s",
+              status, "\n".join(lines) or text[-2000:])
     finally:
         srv.stop()
         llm.stop()

@@ -772,3 +772,33 @@ def hostile_dealer(endpoint):
 
 def type_count(srv, name):
     return srv.stats().get("types", {}).get(name, 0)
+
+
+# ---------------------------------------------------------------------------
+# hooks: a hook that records the events it is given (docs/hooks.md)
+
+# Writes stdin and the environment to OUT/<event>.<unique>.{json,env}
+# (renamed into place, the .env last, so that a reader sees whole files).
+# Not $$: each hook has a PID namespace of its own, where pids repeat.
+RECORD = ['/bin/sh', '-c', 'f=$(mktemp -u "$OUT/$SWITCHBOARD_EVENT.XXXXXXXX"); cat > "$f.t"; env > "$f.e"; '
+          'mv "$f.t" "$f.json"; mv "$f.e" "$f.env"']
+
+
+def hooks_file(hooks):
+    path = os.path.join(tmpdir(), "hooks.json")
+    with open(path, "w") as f:
+        json.dump({"hooks": hooks}, f)
+    return path
+
+
+def recorded(out, event):
+    """[(event json, env text)] recorded for `event`."""
+    got = []
+    for name in sorted(os.listdir(out)):
+        if name.startswith(event + ".") and name.endswith(".env"):
+            base = os.path.join(out, name[:-4])
+            with open(base + ".json") as f:
+                body = f.read()
+            with open(base + ".env") as f:
+                got.append((json.loads(body), f.read()))
+    return got

@@ -19,8 +19,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import Server, check, cli, run_tests, tmpdir, wait_for  # noqa: E402
-from sbagent import (LLM, LLM_ENV, call, get_run, new_session, pending, prompt_ok, queue_list,  # noqa: E402
-                     resolve, session_prompt, stop, tape, tool, wait_run)
+from sbagent import (LLM, LLM_ENV, RECORD, call, get_run, hooks_file, new_session, pending, prompt_ok,  # noqa: E402
+                     queue_list, recorded, resolve, session_prompt, stop, tape, tool, wait_run)
 
 PRICES = {"input": 2.5, "output": 10}
 
@@ -36,10 +36,10 @@ def providers(llm, script, kind="responses", prices=PRICES):
     return path
 
 
-def serve(llm, script, data=None, env=None, **kw):
+def serve(llm, script, data=None, env=None, extra=(), **kw):
     e = dict(LLM_ENV)
     e.update(env or {})
-    return Server(data=data, args=["--providers", providers(llm, script, **kw)], env=e).start()
+    return Server(data=data, args=["--providers", providers(llm, script, **kw)] + list(extra), env=e).start()
 
 
 def step(n, inp, out, **extra):
@@ -105,7 +105,11 @@ def test_tokens_warn_at_50_and_80_then_ask_and_approve_raises_by_the_amount():
 def test_steps_reject_ends_the_run_with_reason_budget_and_pauses_the_queue():
     llm = LLM()
     llm.script("st", [step(1, 10, 10), step(2, 10, 10), step(3, 10, 10), done()])
-    srv = serve(llm, "st")
+    # the hooks' approval.requested fires for a budget question too
+    hooked = tmpdir()
+    hooks = hooks_file({"approval.requested": [{"command": RECORD, "timeout_s": 10, "env": {"OUT": hooked},
+                                                "writable": [hooked]}]})
+    srv = serve(llm, "st", extra=["--hooks", hooks])
     try:
         sid = new_session(srv, tmpdir())
         rc, out, err = cli(srv, "sessions", "update", sid, "--budget-steps", "2", "--json")
@@ -116,6 +120,10 @@ def test_steps_reject_ends_the_run_with_reason_budget_and_pauses_the_queue():
         check(queued.get("queued") == 1, "the second prompt: %r", queued)
         ia = pending(srv, sid)
         check(ia["budget"] == "steps" and ia["spent"] == 2 and ia["limit"] == 2, "the question: %r", ia)
+        wait_for(lambda: recorded(hooked, "approval.requested"), 10, "the approval.requested hook")
+        ev = recorded(hooked, "approval.requested")[0][0]
+        check(ev["body"].get("kind") == "budget" and ev["body"].get("budget") == "steps"
+              and ev["body"]["interaction_id"] == ia["interaction_id"] and ev["run_id"] == rid, "the hook's event: %r", ev)
         rc, out, err = cli(srv, "resolve", ia["interaction_id"], "--reject", "--feedback", "enough")
         check(rc == 0, "resolve: %s %s", out, err)
         run = wait_run(srv, rid)

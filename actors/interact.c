@@ -255,8 +255,10 @@ s_handle_request (self_t *self, sb_msg_t *msg)
     ia_decision_t dflt = outcome ? sb_ia_decision_from_name (outcome) : IA_REJECT;
     /* a budget question names its budget and limit (docs/usage.md) */
     ia_kind_t kind = sb_get_str (b, "kind") ? sb_ia_kind_from_name (sb_get_str (b, "kind")) : IA_KIND_APPROVAL;
-    if (kind == IA_KIND_BUDGET && (!sb_get_str (b, "budget") || !sb_get (b, "limit") || !sb_get (b, "spent"))) {
-        sb_bus_error (self->bus, msg, SB_E_invalid, "an interaction of kind budget needs budget, spent and limit");
+    if (kind == IA_KIND_BUDGET
+    &&  (!sb_get_str (b, "budget") || !sb_get (b, "budget_limit") || !sb_get (b, "spent"))) {
+        sb_bus_error (self->bus, msg, SB_E_invalid,
+                      "an interaction of kind budget needs budget, spent and budget_limit");
         return;
     }
     ia_t ia;
@@ -294,7 +296,7 @@ s_handle_request (self_t *self, sb_msg_t *msg)
     if (kind == IA_KIND_BUDGET) {
         ia.budget = sb_ia_budget_from_name (sb_get_str (b, "budget"));
         ia.spent = sb_get_uint (b, "spent", 0);
-        ia.limit = sb_get_uint (b, "limit", 0);
+        ia.limit = sb_get_uint (b, "budget_limit", 0);
     }
     ia.created_at = sb_now_ms ();
     /* the schema's range already refused a deadline past a week */

@@ -60,7 +60,8 @@ static const sb_field_t s_request [] = {
       "and its limit, tool is \"budget\")", ENUM (sb_ia_kinds) },
     { "budget", SB_T_ENUM, false, 16, NULL, "kind budget: the budget reached", ENUM (sb_ia_budgets) },
     { "spent", SB_T_UINT, false, 0, NULL, "kind budget: what the run used", RANGE_COUNT },
-    { "limit", SB_T_UINT, false, 0, NULL, "kind budget: its limit", RANGE_COUNT },
+    { "budget_limit", SB_T_UINT, false, 0, NULL, "kind budget: its limit (the record's `limit`; a request's "
+      "`limit` is a page size)", RANGE_COUNT },
     END
 };
 static const sb_field_t s_request_ok [] = {

@@ -228,7 +228,7 @@ s_ask (sb_exec_run_t *run, int k, uint64_t spent)
     sb_enc_kstr (e, "kind", "budget");
     sb_enc_kstr (e, "budget", name);
     sb_enc_kuint (e, "spent", spent);
-    sb_enc_kuint (e, "limit", b->limit [k]);
+    sb_enc_kuint (e, "budget_limit", b->limit [k]);
     sb_enc_kstr (e, "default_outcome", "reject");
     if (sb_exec_approval_deadline (run) >= 0)
         sb_enc_kuint (e, "deadline_s", (uint64_t) sb_exec_approval_deadline (run));

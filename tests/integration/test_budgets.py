@@ -20,7 +20,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import Server, check, cli, run_tests, tmpdir, wait_for  # noqa: E402
 from sbagent import (LLM, LLM_ENV, RECORD, call, get_run, hooks_file, new_session, pending, prompt_ok,  # noqa: E402
-                     queue_list, recorded, resolve, session_prompt, stop, tape, tool, wait_run)
+                     queue_list, recorded, resolve, rest, session_prompt, stop, tape, tool, wait_run)
 
 PRICES = {"input": 2.5, "output": 10}
 
@@ -205,7 +205,7 @@ def test_minutes_budget_asks_and_the_deadline_rejects():
 
 def test_sigkill_while_a_budget_question_waits_then_approve_makes_no_call_twice():
     llm = LLM()
-    llm.script("kill", [step(1, 10, 10), step(2, 10, 10), done()])
+    llm.script("kill", [step(1, 10, 10), step(2, 10, 10), step(3, 10, 10), done()])
     srv = serve(llm, "kill")
     try:
         sid = new_session(srv, tmpdir(), budget={"steps": 2})
@@ -223,14 +223,17 @@ def test_sigkill_while_a_budget_question_waits_then_approve_makes_no_call_twice(
         again = pending(srv, sid)
         check(again["interaction_id"] == ia["interaction_id"], "asked anew: %r vs %r", again, ia)
         check(len(llm.requests("kill")) == 2, "calls after the restart: %d", len(llm.requests("kill")))
-        resolve(srv, ia["interaction_id"])
+        # answered over REST, with a raise of 3 steps: the limit goes from 2 to 5
+        status, body = rest(srv, "/api/interactions/%s/resolve" % ia["interaction_id"], method="POST",
+                            body={"decision": "approve", "raise": 3, "resolved_by": "rest"})
+        check(status == 200 and body["interaction"]["raise"] == 3, "REST resolve: %d %r", status, body)
         run = wait_run(srv, rid, timeout=30)
         check(run["status"] == "completed", "the run: %r", run)
-        check(len(llm.requests("kill")) == 3, "model calls: %d", len(llm.requests("kill")))
+        check(len(llm.requests("kill")) == 4, "model calls: %d", len(llm.requests("kill")))
         entries = tape(srv, sid)
         check(sum(1 for e in entries if e["kind"] == "approval.requested") == 1, "announced twice")
         check(sum(1 for e in entries if e["kind"] == "turn.begin") == 1, "the run began twice")
-        check([e["body"]["limit"] for e in entries if e["kind"] == "budget.raised"] == [4], "raised: %r",
+        check([e["body"]["limit"] for e in entries if e["kind"] == "budget.raised"] == [5], "raised: %r",
               [e["body"] for e in entries if e["kind"] == "budget.raised"])
     finally:
         stop(srv)

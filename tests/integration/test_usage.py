@@ -7,14 +7,13 @@ session.usage, `switchboard usage` and REST report; a provider that
 reports no usage leaves the totals unknown, not 0; rate-limit headers are
 recorded on the entry and in llm.info."""
 import datetime
-import http.client
 import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import Server, check, cli, run_tests, tmpdir  # noqa: E402
-from sbagent import LLM, LLM_ENV, call, new_session, prompt, tape, wait_run  # noqa: E402
+from sbagent import LLM, LLM_ENV, call, new_session, prompt, rest, tape, wait_run  # noqa: E402
 
 # dollars per million tokens; the exact micro-dollars each call costs are
 # worked out by hand below (a call is rounded once, half up)
@@ -46,20 +45,6 @@ def run_prompt(srv, sid, text):
 
 def usage(srv, **body):
     return call(srv, "session.usage", body)
-
-
-def rest(srv, path, raw=False):
-    with open(os.path.join(srv.data, "http.port")) as f:
-        port = int(f.read().strip())
-    with open(os.path.join(srv.data, "token")) as f:
-        token = f.read().strip()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    conn.request("GET", path, headers={"Host": "127.0.0.1:%d" % port, "Authorization": "Bearer " + token})
-    r = conn.getresponse()
-    data = r.read()
-    out = (r.status, data.decode() if raw else json.loads(data))
-    conn.close()
-    return out
 
 
 def turn(text, inp, out, cached, reasoning):

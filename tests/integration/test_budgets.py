@@ -18,9 +18,9 @@ import signal
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import Server, check, cli, run_tests, tmpdir, wait_for  # noqa: E402
+from sbtest import SB_BIN, Proc, Server, check, cli, run_tests, sb, tmpdir, wait_for  # noqa: E402
 from sbagent import (LLM, LLM_ENV, RECORD, call, get_run, hooks_file, new_session, pending, prompt_ok,  # noqa: E402
-                     queue_list, recorded, resolve, rest, session_prompt, stop, tape, tool, wait_run)
+                     Term, queue_list, recorded, resolve, rest, session_prompt, stop, tape, tool, wait_run)
 
 PRICES = {"input": 2.5, "output": 10}
 
@@ -236,6 +236,65 @@ def test_sigkill_while_a_budget_question_waits_then_approve_makes_no_call_twice(
         check([e["body"]["limit"] for e in entries if e["kind"] == "budget.raised"] == [5], "raised: %r",
               [e["body"] for e in entries if e["kind"] == "budget.raised"])
     finally:
+        stop(srv)
+        llm.stop()
+
+
+def test_the_one_shot_run_takes_budgets():
+    rc, out, err = sb("run", "--goal", "x", "--budget-usd", "two")
+    check(rc == 2 and "--budget-usd takes dollars" in err, "a bad --budget-usd: %d %s", rc, err)
+    rc, out, err = sb("run", "--help")
+    check(rc == 0 and "--budget-tokens N" in out and "--budget-minutes N" in out, "run --help: %s", out)
+    llm = LLM()
+    llm.script("one", [step(1, 10, 10), step(2, 10, 10), done()])
+    srv = serve(llm, "one")
+    try:
+        log = os.path.join(tmpdir(), "run.log")
+        p = Proc([SB_BIN, "run", "--goal", "list the folder", "--repo", tmpdir(), "--budget-steps", "1",
+                  "--data", srv.data], log)
+        box = {}
+
+        def asked():
+            r = call(srv, "interact.list", {"status": "pending"})["interactions"]
+            box["ia"] = r[0] if r else None
+            return bool(r)
+        wait_for(asked, 20, "the one-shot's run to ask at its budget")
+        ia = box["ia"]
+        rec = call(srv, "session.get", {"session_id": ia["session_id"]})["session"]
+        check(rec.get("budget") == {"steps": 1} and ia["budget"] == "steps" and ia["limit"] == 1,
+              "the one-shot's session %r, question %r", rec, ia)
+        resolve(srv, ia["interaction_id"], "reject")
+        code = p.wait(20)
+        with open(log) as f:
+            text = f.read()
+        check(code == 1 and "budget" in text, "the one-shot exited %r:\n%s", code, text)
+    finally:
+        stop(srv)
+        llm.stop()
+
+
+def test_chat_asks_the_budget_question_and_y_goes_on():
+    llm = LLM()
+    llm.script("chat", [step(1, 200, 100), step(2, 200, 100), {"text": "finished reading",
+                                                                "usage": {"input_tokens": 1, "output_tokens": 1}}])
+    srv = serve(llm, "chat")
+    sid = new_session(srv, tmpdir(), budget={"tokens": 500})
+    t = Term(srv, sid)
+    try:
+        t.expect(r"> ")
+        t.type("read it all\r")
+        t.expect(r"budget reached\s+(ia_\w+)")
+        t.expect(r"tokens: the run spent 600 tokens of its 500 tokens")
+        t.type("y")
+        t.expect(r"approved ia_\w+")
+        t.expect(r"finished reading")
+        t.expect(r"completed")
+        raised = bodies(srv, sid, "budget.raised")
+        check([r["limit"] for r in raised] == [1000], "raised: %r", raised)
+        t.type(b"\x04")
+        check(t.wait_exit() == 0, "exit %r", t.code)
+    finally:
+        t.kill()
         stop(srv)
         llm.stop()
 

@@ -276,6 +276,19 @@ s_call (const char *cmd, sb_bus_t *bus, const char *type, sb_enc_t *e)
     return sb_cli_call (cmd, bus, type, b, len, CALL_MS);
 }
 
+/*  interact.get of `id`: the reply, or NULL (the error said). */
+static sb_msg_t *
+s_get (const char *cmd, sb_bus_t *bus, const char *id)
+{
+    sb_enc_t *e = sb_enc_new ();
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "interaction_id", id);
+    sb_enc_map_close (e);
+    sb_msg_t *reply = s_call (cmd, bus, "interact.get", e);
+    sb_enc_destroy (&e);
+    return reply;
+}
+
 /*  An interaction as people name it, into out: the full id (used as it
     is, whatever it holds: the server says whether it exists), any unique
     prefix of one, with or without "ia_", in either case, or `last` (the
@@ -531,12 +544,7 @@ sb_cmd_interaction (int argc, char **argv)
         sb_bus_destroy (&bus);
         return rc;
     }
-    sb_enc_t *e = sb_enc_new ();
-    sb_enc_map_open (e);
-    sb_enc_kstr (e, "interaction_id", id);
-    sb_enc_map_close (e);
-    sb_msg_t *reply = s_call ("interaction", bus, "interact.get", e);
-    sb_enc_destroy (&e);
+    sb_msg_t *reply = s_get ("interaction", bus, id);
     rc = 1;
     if (reply) {
         const sb_val_t *ia = sb_get_map (reply->body, "interaction");
@@ -576,12 +584,7 @@ s_print_conflict (const sb_msg_t *reply)
 static int
 s_raise_amount (sb_bus_t *bus, const char *id, const char *text, uint64_t *out)
 {
-    sb_enc_t *e = sb_enc_new ();
-    sb_enc_map_open (e);
-    sb_enc_kstr (e, "interaction_id", id);
-    sb_enc_map_close (e);
-    sb_msg_t *reply = s_call ("resolve", bus, "interact.get", e);
-    sb_enc_destroy (&e);
+    sb_msg_t *reply = s_get ("resolve", bus, id);
     if (!reply)
         return 1;
     const sb_val_t *ia = sb_get_map (reply->body, "interaction");

@@ -25,8 +25,6 @@
 #include "common/log.h"
 #include "schemas/interaction.h"
 
-#include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 
 #define ACTOR "exec"
@@ -40,31 +38,14 @@ static const char *s_keys [IA__BUDGETS] = { "tokens", "cost_microusd", "steps", 
 static const char *s_units [IA__BUDGETS] = { "tokens", "micro-dollars", "model calls", "minutes" };
 static const unsigned s_percents [2] = { 50, 80 };
 
-//  A minute, in ms: SWITCHBOARD_BUDGET_MINUTE_MS lets a test make it short
-//  (10 to 60000; docs/testing.md); anything else is a minute.
-static int64_t
-s_minute_ms (void)
-{
-    const char *v = getenv ("SWITCHBOARD_BUDGET_MINUTE_MS");
-    if (!v || !*v)
-        return S_MINUTE_MS;
-    char *end = NULL;
-    errno = 0;
-    long long n = strtoll (v, &end, 10);
-    if (errno || *end || n < S_MINUTE_MS_MIN || n > S_MINUTE_MS_MAX) {
-        sb_warn (ACTOR, "SWITCHBOARD_BUDGET_MINUTE_MS=%.32s is not from %d to %d; a minute is 60000 ms", v,
-                 S_MINUTE_MS_MIN, S_MINUTE_MS_MAX);
-        return S_MINUTE_MS;
-    }
-    return n;
-}
-
 void
 sb_exec_budget_configure (sb_exec_run_t *run, const sb_val_t *session)
 {
     sb_exec_budget_t *b = &run->budget;
     const sb_val_t *budget = sb_get_map (session, "budget");
-    b->minute_ms = s_minute_ms ();
+    //  a minute, in ms: SWITCHBOARD_BUDGET_MINUTE_MS lets a test make it
+    //  short (docs/testing.md)
+    b->minute_ms = sb_env_int (ACTOR, "SWITCHBOARD_BUDGET_MINUTE_MS", S_MINUTE_MS_MIN, S_MINUTE_MS_MAX, S_MINUTE_MS);
     for (int k = 0; k < IA__BUDGETS; k++) {
         b->original [k] = sb_get_uint (budget, s_keys [k], 0);
         //  a raise read from the tape already stays
@@ -162,44 +143,30 @@ s_reached (const sb_exec_run_t *run, int k, uint64_t spent, int64_t elapsed_ms, 
     return (unsigned __int128) spent * 100 >= (unsigned __int128) limit * pct;
 }
 
+//  Appends budget.warning (pct 50 or 80, of the session's budget) or,
+//  with pct 0, budget.raised (the new limit, after interaction_id).
 static int
-s_warn (sb_exec_run_t *run, int k, unsigned pct, uint64_t spent)
+s_note (sb_exec_run_t *run, int k, unsigned pct, uint64_t spent, uint64_t limit, const char *interaction_id)
 {
     sb_enc_t *e = sb_enc_new ();
     if (!e)
         return -1;
     sb_enc_array_open (e);
-    sb_exec_entry_open (e, "budget.warning");
+    sb_exec_entry_open (e, pct ? "budget.warning" : "budget.raised");
     sb_enc_kstr (e, "budget", sb_ia_budget_name ((ia_budget_t) k));
-    sb_enc_kuint (e, "percent", pct);
+    if (pct)
+        sb_enc_kuint (e, "percent", pct);
     sb_enc_kuint (e, "spent", spent);
-    sb_enc_kuint (e, "limit", run->budget.original [k]);
-    sb_exec_entry_close (e);
-    sb_enc_array_close (e);
-    int rc = sb_exec_append (run, e);
-    sb_enc_destroy (&e);
-    sb_info (ACTOR, "budget warning run=%s budget=%s percent=%u spent=%llu limit=%llu", run->run_id,
-             sb_ia_budget_name ((ia_budget_t) k), pct, (unsigned long long) spent,
-             (unsigned long long) run->budget.original [k]);
-    return rc;
-}
-
-static int
-s_raised (sb_exec_run_t *run, int k, uint64_t limit, uint64_t spent, const char *interaction_id)
-{
-    sb_enc_t *e = sb_enc_new ();
-    if (!e)
-        return -1;
-    sb_enc_array_open (e);
-    sb_exec_entry_open (e, "budget.raised");
-    sb_enc_kstr (e, "budget", sb_ia_budget_name ((ia_budget_t) k));
     sb_enc_kuint (e, "limit", limit);
-    sb_enc_kuint (e, "spent", spent);
-    sb_enc_kstr (e, "interaction_id", interaction_id);
+    if (interaction_id)
+        sb_enc_kstr (e, "interaction_id", interaction_id);
     sb_exec_entry_close (e);
     sb_enc_array_close (e);
     int rc = sb_exec_append (run, e);
     sb_enc_destroy (&e);
+    sb_info (ACTOR, "budget %s run=%s budget=%s percent=%u spent=%llu limit=%llu", pct ? "warning" : "raised",
+             run->run_id, sb_ia_budget_name ((ia_budget_t) k), pct, (unsigned long long) spent,
+             (unsigned long long) limit);
     return rc;
 }
 
@@ -266,12 +233,9 @@ s_ask (sb_exec_run_t *run, int k, uint64_t spent)
         if (k == IA_BUDGET_MINUTES && s_spent (run, k, &now_spent, &elapsed_ms) && now_spent > base)
             base = now_spent;
         uint64_t limit = base + amount;
-        rc = s_raised (run, k, limit, spent, o.interaction_id);
-        if (rc == 0) {
+        rc = s_note (run, k, 0, spent, limit, o.interaction_id);
+        if (rc == 0)
             b->limit [k] = limit;
-            sb_info (ACTOR, "budget raised run=%s budget=%s limit=%llu by=%s", run->run_id, name,
-                     (unsigned long long) limit, o.resolved_by);
-        }
     }
     sb_exec_answer_clear (&o);
     return rc;
@@ -295,7 +259,7 @@ sb_exec_budget_check (sb_exec_run_t *run)
                 if (!b->warned [k][p] && b->limit [k] == b->original [k]
                 &&  s_reached (run, k, spent, elapsed_ms, b->original [k], s_percents [p])
                 &&  !s_reached (run, k, spent, elapsed_ms, b->original [k], 100)) {
-                    if (s_warn (run, k, s_percents [p], spent))
+                    if (s_note (run, k, s_percents [p], spent, b->original [k], NULL))
                         return -1;
                     b->warned [k][p] = true;
                 }

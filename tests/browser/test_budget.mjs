@@ -10,28 +10,16 @@
 // an amount; raised by 1000 from the card, the run goes on, the transcript
 // says the new limit (1500), and the run completes.
 
-import { existsSync, readFileSync } from 'node:fs';
-import path from 'node:path';
 import { chromium } from 'playwright-core';
-import { ROOT, SB_BIN, CHROMIUM, OUT, PY, STEP_MS, log, check, tmp, start, run, waitFor, shot,
-         startServe, stopServe, runTest } from './lib.mjs';
+import { SB_BIN, CHROMIUM, STEP_MS, check, tmp, run, waitFor, shot, startLlm, startServe, stopServe,
+         runTest } from './lib.mjs';
 
 const read = (n) => ({ tool_calls: [{ name: 'list_dir', arguments: { path: '.' }, call_id: 'c' + n }],
                        usage: { input_tokens: 200, output_tokens: 100 } });
 const TURNS = [read (1), read (2), read (3), { text: 'All read.', usage: { input_tokens: 200, output_tokens: 100 } }];
 
 async function main () {
-  const llmDir = tmp ('sb-browser-llm-');
-  const llm = start ([PY, path.join (ROOT, 'tests', 'llm_server.py'), '--port', '0',
-                      '--portfile', path.join (llmDir, 'port'), '--log', path.join (llmDir, 'requests.jsonl'),
-                      '--fixtures', path.join (ROOT, 'tests', 'fixtures', 'llm')], path.join (OUT, 'llm_server.log'));
-  const llmPort = await waitFor ('llm_server to listen', () => {
-    check (llm.exitCode === null, 'llm_server exited: ' + llm.logText ());
-    return existsSync (path.join (llmDir, 'port')) && Number (readFileSync (path.join (llmDir, 'port'), 'utf8'));
-  });
-  const ctl = await fetch ('http://127.0.0.1:' + llmPort + '/_control', {
-    method: 'POST', body: JSON.stringify ({ op: 'script', name: 'budget', turns: TURNS }) });
-  check (ctl.ok, 'llm_server refused the script');
+  const { port: llmPort } = await startLlm ('budget', TURNS, 'llm_server_budget');
   const url = 'http://127.0.0.1:' + llmPort + '/script=budget/v1';
   const { serve, data, token, base } = await startServe (['--llm', 'responses', '--model', 'test-model',
                                                         '--llm-url', url], 'serve-budget');

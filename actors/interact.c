@@ -332,8 +332,9 @@ s_handle_get (self_t *self, sb_msg_t *msg)
 }
 
 /*  The digest of a resolve as it is answered: its decision, scope, signer
-    and feedback, in that order, whatever the order of the body's fields
-    (a retry may well encode its map in another order). */
+    and feedback (and a budget question's raise), in that order, whatever
+    the order of the body's fields (a retry may well encode its map in
+    another order). */
 static int
 s_resolve_digest (const sb_val_t *b, ia_decision_t d, ia_scope_t sc, uint8_t out [SB_DIGEST_LEN])
 {
@@ -346,6 +347,12 @@ s_resolve_digest (const sb_val_t *b, ia_decision_t d, ia_scope_t sc, uint8_t out
                               feedback ? feedback : "" };
     for (size_t i = 0; i < sizeof fields / sizeof fields [0]; i++)
         sb_digest_update (digest, fields [i], strlen (fields [i]) + 1);
+    /* a budget question's raise is part of the answer (absent: as before) */
+    char raise [32];
+    if (sb_get (b, "raise")) {
+        snprintf (raise, sizeof raise, "raise=%llu", (unsigned long long) sb_get_uint (b, "raise", 0));
+        sb_digest_update (digest, raise, strlen (raise) + 1);
+    }
     sb_digest_final (digest, out);
     sb_digest_destroy (&digest);
     return 0;

@@ -140,6 +140,26 @@ def test_steps_reject_ends_the_run_with_reason_budget_and_pauses_the_queue():
         llm.stop()
 
 
+def test_a_cancel_while_the_question_waits_ends_the_run_and_answers_it():
+    llm = LLM()
+    llm.script("cx", [step(1, 10, 10), done()])
+    srv = serve(llm, "cx")
+    try:
+        sid = new_session(srv, tmpdir(), budget={"steps": 1})
+        rid = session_prompt(srv, sid, "go")
+        waiting_budget(srv, rid)
+        ia = pending(srv, sid)
+        call(srv, "run.cancel", {"run_id": rid})
+        run = wait_run(srv, rid)
+        check(run["status"] == "cancelled" and "budget" in run["reason"], "the run: %r", run)
+        ia = call(srv, "interact.get", {"interaction_id": ia["interaction_id"]})["interaction"]
+        check(ia["status"] == "rejected" and ia["resolved_by"] == "cancel", "the question after the cancel: %r", ia)
+        check(len(llm.requests("cx")) == 1, "model calls: %d", len(llm.requests("cx")))
+    finally:
+        stop(srv)
+        llm.stop()
+
+
 def test_usd_budget_from_the_cli_and_a_raise_amount():
     llm = LLM()
     # 1000 in x 2.5 + 500 out x 10 = 7500 micro-dollars a call, against $0.01

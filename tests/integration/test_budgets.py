@@ -19,8 +19,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import SB_BIN, Proc, Server, check, cli, run_tests, sb, tmpdir, wait_for  # noqa: E402
-from sbagent import (LLM, LLM_ENV, RECORD, call, get_run, hooks_file, new_session, pending, prompt_ok,  # noqa: E402
-                     Term, queue_list, recorded, resolve, rest, session_prompt, stop, tape, tool, wait_run)
+from sbagent import (LLM, LLM_ENV, RECORD, SUMMARY, WINDOW, call, compactions, get_run, hooks_file,  # noqa: E402
+                     new_session, pending, prompt_ok, Term, queue_list, recorded, resolve, rest, session_prompt,
+                     stop, tape, tool, wait_run, workspace)
 
 PRICES = {"input": 2.5, "output": 10}
 
@@ -155,6 +156,36 @@ def test_a_cancel_while_the_question_waits_ends_the_run_and_answers_it():
         ia = call(srv, "interact.get", {"interaction_id": ia["interaction_id"]})["interaction"]
         check(ia["status"] == "rejected" and ia["resolved_by"] == "cancel", "the question after the cancel: %r", ia)
         check(len(llm.requests("cx")) == 1, "model calls: %d", len(llm.requests("cx")))
+    finally:
+        stop(srv)
+        llm.stop()
+
+
+def test_a_summary_call_inside_the_run_counts_against_its_token_budget():
+    llm = LLM()
+    ws = workspace(12)
+    # twelve reads of 30 kB fill a 150 kB window: the run summarizes on its
+    # way; its calls report 20 tokens each, the summary 100,000
+    turns = [{"text": "Reading file %d. " % i, "tool_calls": [tool("read_file", "r%d" % i, path="f%02d.txt" % i)],
+              "usage": {"input_tokens": 10, "output_tokens": 10}} for i in range(12)]
+    turns += [step(100, 10, 10), step(101, 10, 10), done()]
+    llm.control({"op": "script", "name": "cpb", "turns": turns,
+                 "no_tools": {"text": SUMMARY, "usage": {"input_tokens": 100000, "output_tokens": 10}}})
+    url = "http://127.0.0.1:%d/script=cpb/window=%d/v1" % (llm.port, WINDOW)
+    srv = Server(args=["--llm", "responses", "--llm-url", url, "--model", "m", "--context-window", str(WINDOW // 4)],
+                 env=LLM_ENV).start()
+    try:
+        sid = new_session(srv, ws, approval_policy="yolo", budget={"tokens": 5000})
+        rid = session_prompt(srv, sid, "read every file")
+        ia = pending(srv, sid, timeout=60)
+        check(ia["budget"] == "tokens" and ia["spent"] >= 100000, "the question: %r", ia)
+        entries = tape(srv, sid)
+        summary = [e["seq"] for e in compactions(entries) if e["body"]["method"] == "summary"]
+        asked = [e["seq"] for e in entries if e["kind"] == "approval.requested"]
+        check(summary and asked and summary[0] < asked[0], "the summary %r and the question %r", summary, asked)
+        resolve(srv, ia["interaction_id"], "reject")
+        run = wait_run(srv, rid, timeout=30)
+        check(run["status"] == "failed" and run["reason"].startswith("budget:"), "the run: %r", run)
     finally:
         stop(srv)
         llm.stop()

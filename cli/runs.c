@@ -244,10 +244,12 @@ s_print_run (const sb_val_t *run, bool json, bool one_line)
             input = "(compact)";
         sb_cli_text_cell (reason && !done ? reason : waiting ? waiting : input, 60, text, sizeof text);
         //  a run that waits for a person says so first (docs/approvals.md)
+        //  (a tool call's approval, or whether to go on past a budget)
         const char *phase = sb_get_str (run, "phase");
-        if (sb_run_phase_from_name (phase) == SB_PHASE_WAITING_APPROVAL) {
+        sb_run_phase_t ph = sb_run_phase_from_name (phase);
+        if (ph == SB_PHASE_WAITING_APPROVAL || ph == SB_PHASE_WAITING_BUDGET) {
             char cell [256];
-            snprintf (cell, sizeof cell, "waiting_approval: %s", text);
+            snprintf (cell, sizeof cell, "%s: %s", phase, text);
             sb_cli_text_cell (cell, 60, text, sizeof text);
         }
         printf (RUN_ROW_FORMAT, sb_get_str (run, "run_id"), sb_get_str (run, "status"),

@@ -117,6 +117,8 @@ def test_steps_reject_ends_the_run_with_reason_budget_and_pauses_the_queue():
         check(rc == 0 and json.loads(out)["budget"] == {"steps": 2}, "update: %s %s", out, err)
         rid = session_prompt(srv, sid, "first")
         waiting_budget(srv, rid)
+        rc, out, err = cli(srv, "runs", "--session", sid)
+        check(rc == 0 and "waiting_budget: " in out, "runs: %s %s", out, err)
         queued = prompt_ok(srv, sid, "second")
         check(queued.get("queued") == 1, "the second prompt: %r", queued)
         ia = pending(srv, sid)

@@ -377,5 +377,23 @@ def test_a_provider_without_token_counts_cannot_enforce_a_token_budget():
         llm.stop()
 
 
+def test_a_model_without_a_price_cannot_enforce_a_cost_budget():
+    llm = LLM()
+    llm.script("np", [step(1, 1000, 1000), done()])
+    srv = serve(llm, "np", prices=None)
+    try:
+        sid = new_session(srv, tmpdir(), budget={"cost_microusd": 1})
+        run = wait_run(srv, session_prompt(srv, sid, "go"))
+        check(run["status"] == "completed", "the run: %r", run)
+        notice = call(srv, "session.get", {"session_id": sid})["session"].get("budget_notice", "")
+        check("cost budget cannot be enforced" in notice and "priced-1" in notice, "the notice: %r", notice)
+        # a change of the budgets clears it, to be judged again
+        rec = call(srv, "session.update", {"session_id": sid, "budget": {"steps": 9}})["session"]
+        check("budget_notice" not in rec, "after an update: %r", rec)
+    finally:
+        stop(srv)
+        llm.stop()
+
+
 if __name__ == "__main__":
     run_tests(globals())

@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import SB_BIN, Proc, Server, check, cli, run_tests, sb, tmpdir, wait_for  # noqa: E402
 from sbagent import (LLM, LLM_ENV, RECORD, SUMMARY, WINDOW, call, compactions, get_run, hooks_file,  # noqa: E402
                      new_session, pending, prompt_ok, Term, queue_list, recorded, resolve, rest, session_prompt,
-                     stop, tape, tool, wait_run, workspace)
+                     start_worker, stop, tape, tool, wait_run, workspace)
 
 PRICES = {"input": 2.5, "output": 10}
 
@@ -373,6 +373,30 @@ def test_a_provider_without_token_counts_cannot_enforce_a_token_budget():
         check(rc == 0 and "NOT ENFORCED" in out, "sessions show:\n%s", out)
         check(not bodies(srv, sid, "approval.requested"), "asked about a budget it cannot measure")
     finally:
+        stop(srv)
+        llm.stop()
+
+
+def test_a_workers_run_keeps_its_budgets_too():
+    llm = LLM()
+    llm.script("wk", [step(1, 200, 100), step(2, 200, 100), done()])
+    srv = serve(llm, "wk")
+    w = start_worker(srv, "wb")
+    try:
+        sid = new_session(srv, tmpdir(), budget={"tokens": 500}, target="worker:p")
+        rid = session_prompt(srv, sid, "go")
+        ia = pending(srv, sid)
+        check(ia["budget"] == "tokens" and ia["spent"] == 600 and ia["limit"] == 500, "the question: %r", ia)
+        waiting_budget(srv, rid)    # the worker's heartbeats say it
+        # the worker's key appended the warning (a kind an executor writes)
+        check([w["percent"] for w in bodies(srv, sid, "budget.warning")] == [50], "warnings")
+        resolve(srv, ia["interaction_id"])
+        run = wait_run(srv, rid, timeout=30)
+        check(run["status"] == "completed" and run.get("worker_id") == "wb", "the run: %r\n%s", run, w.log())
+        check([r["limit"] for r in bodies(srv, sid, "budget.raised")] == [1000], "raised")
+    finally:
+        w.send_signal(signal.SIGTERM)
+        w.wait(10)
         stop(srv)
         llm.stop()
 

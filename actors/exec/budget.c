@@ -245,8 +245,10 @@ int
 sb_exec_budget_check (sb_exec_run_t *run)
 {
     sb_exec_budget_t *b = &run->budget;
-    //  one answer may leave another budget reached: ask about each in turn
-    for (int rounds = 0; rounds < 2 * IA__BUDGETS + 1; rounds++) {
+    //  one answer may leave another budget reached, or this one (a raise
+    //  smaller than what was spent past it): ask again, each time at a
+    //  higher limit, until none is reached; every round waits for a person
+    for (;;) {
         int reached = -1;
         uint64_t reached_spent = 0;
         for (int k = 0; k < IA__BUDGETS; k++) {
@@ -273,5 +275,4 @@ sb_exec_budget_check (sb_exec_run_t *run)
         if (s_ask (run, reached, reached_spent))
             return -1;
     }
-    return 0;
 }

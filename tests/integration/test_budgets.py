@@ -103,6 +103,33 @@ def test_tokens_warn_at_50_and_80_then_ask_and_approve_raises_by_the_amount():
         llm.stop()
 
 
+def test_a_raise_below_what_was_spent_asks_again_at_the_new_limit():
+    llm = LLM()
+    llm.script("small", [step(1, 200, 100), done()])
+    srv = serve(llm, "small")
+    try:
+        sid = new_session(srv, tmpdir(), budget={"tokens": 100})
+        rid = session_prompt(srv, sid, "go")
+        limits, seen = [], set()
+
+        def fresh():
+            r = call(srv, "interact.list", {"session_id": sid, "status": "pending"})["interactions"]
+            return r[0] if r and r[0]["interaction_id"] not in seen else None
+        for raise_by in (50, None, 1000):       # 100 -> 150 -> 250 (its own amount) -> 1250
+            ia = wait_for(fresh, 15, "the next question")
+            seen.add(ia["interaction_id"])
+            limits.append(ia["limit"])
+            resolve(srv, ia["interaction_id"], **({"raise": raise_by} if raise_by else {}))
+        run = wait_run(srv, rid)
+        check(run["status"] == "completed", "the run: %r", run)
+        check(limits == [100, 150, 250], "the limits asked at: %r", limits)
+        check([r["limit"] for r in bodies(srv, sid, "budget.raised")] == [150, 250, 1250], "raised")
+        check(len(llm.requests("small")) == 2, "model calls: %d", len(llm.requests("small")))
+    finally:
+        stop(srv)
+        llm.stop()
+
+
 def test_steps_reject_ends_the_run_with_reason_budget_and_pauses_the_queue():
     llm = LLM()
     llm.script("st", [step(1, 10, 10), step(2, 10, 10), step(3, 10, 10), done()])

@@ -56,10 +56,13 @@
 #define PROMPT_RUNNING  "queue> "
 #define PROMPT_CHOICES  "[y]es / [n]o / [a]lways / [s]ession / [f]eedback > "
 #define PROMPT_FEEDBACK "feedback for the model > "
+/*  A budget question (docs/usage.md): yes raises the budget by its amount */
+#define PROMPT_BUDGET   "go on past the budget? [y]es / [n]o, stop the run > "
 
 typedef struct {
     char id [40];
     char tool [65];
+    bool budget;                /* a budget question, not a tool call's */
     bool asked;                 /* the question is on the screen */
 } asked_t;
 
@@ -186,7 +189,7 @@ s_update_prompt (chat_t *c)
 {
     bool asking = c->nasked && c->asked [0].asked;
     const char *p = c->want_feedback ? PROMPT_FEEDBACK
-                  : asking ? PROMPT_CHOICES
+                  : asking ? (c->asked [0].budget ? PROMPT_BUDGET : PROMPT_CHOICES)
                   : c->run [0] ? PROMPT_RUNNING : PROMPT_IDLE;
     if (!asking)
         c->command_line = false;
@@ -285,6 +288,7 @@ s_on_requested (chat_t *c, const sb_val_t *body)
         memset (a, 0, sizeof *a);
         snprintf (a->id, sizeof a->id, "%s", id);
         snprintf (a->tool, sizeof a->tool, "%s", sb_get_str (body, "tool") ? sb_get_str (body, "tool") : "?");
+        a->budget = sb_interaction_is_budget (body);
     }
     s_ask_next (c);
 }

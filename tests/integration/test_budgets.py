@@ -365,6 +365,7 @@ def test_chat_asks_the_budget_question_and_y_goes_on():
         t.type("read it all\r")
         t.expect(r"budget reached\s+(ia_\w+)")
         t.expect(r"tokens: the run spent 600 tokens of its 500 tokens")
+        t.expect(r"go on past the budget\? \[y\]es / \[n\]o, stop the run > ")
         t.type("y")
         t.expect(r"approved ia_\w+")
         t.expect(r"finished reading")

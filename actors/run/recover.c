@@ -63,6 +63,8 @@ s_entry (s_scan_t *s, const sb_val_t *ev)
         return;
     if (strcmp (kind, "turn.begin") == 0 || strcmp (kind, "prompt") == 0)
         s->started = true;
+    //  a budget question stays the run's last word until its next model
+    //  call, tool call or raise
     if (strcmp (kind, "usage") == 0 || strcmp (kind, "tool.call") == 0 || strcmp (kind, "budget.raised") == 0)
         s->budget_asked = false;
     if (strcmp (kind, "approval.requested") == 0 && sb_get_str (body, "kind")
@@ -71,9 +73,6 @@ s_entry (s_scan_t *s, const sb_val_t *ev)
         s_copy (s->budget_interaction, sizeof s->budget_interaction, sb_get_str (body, "interaction_id"));
         return;
     }
-    if (strcmp (kind, "turn.begin") == 0 || strcmp (kind, "prompt") == 0)
-        ;
-    else
     if (strcmp (kind, "tool.call") == 0) {
         if (s->n == S_CALLS_MAX) {
             s->overflow = true;

@@ -253,6 +253,14 @@ s_handle_request (self_t *self, sb_msg_t *msg)
     /* default_outcome and risk are names of their tables: the schema's
        ENUM rows refused any other before this ran */
     ia_decision_t dflt = outcome ? sb_ia_decision_from_name (outcome) : IA_REJECT;
+    /* a budget question names its budget and limit (docs/usage.md) */
+    ia_kind_t kind = sb_get_str (b, "kind") ? sb_ia_kind_from_name (sb_get_str (b, "kind")) : IA_KIND_APPROVAL;
+    if (kind == IA_KIND_BUDGET
+    &&  (!sb_get_str (b, "budget") || !sb_get (b, "budget_limit") || !sb_get (b, "spent"))) {
+        sb_bus_error (self->bus, msg, SB_E_invalid,
+                      "an interaction of kind budget needs budget, spent and budget_limit");
+        return;
+    }
     ia_t ia;
     /* idempotent by (run, call): an executor that restarts asks again and
        waits for the same interaction, whatever it has become */
@@ -284,6 +292,12 @@ s_handle_request (self_t *self, sb_msg_t *msg)
     }
     ia.status = IA_PENDING;
     ia.default_outcome = dflt;
+    ia.kind = kind;
+    if (kind == IA_KIND_BUDGET) {
+        ia.budget = sb_ia_budget_from_name (sb_get_str (b, "budget"));
+        ia.spent = sb_get_uint (b, "spent", 0);
+        ia.limit = sb_get_uint (b, "budget_limit", 0);
+    }
     ia.created_at = sb_now_ms ();
     /* the schema's range already refused a deadline past a week */
     uint64_t deadline_s = sb_get (b, "deadline_s") ? sb_get_uint (b, "deadline_s", 0) : self->deadline_s;
@@ -318,8 +332,9 @@ s_handle_get (self_t *self, sb_msg_t *msg)
 }
 
 /*  The digest of a resolve as it is answered: its decision, scope, signer
-    and feedback, in that order, whatever the order of the body's fields
-    (a retry may well encode its map in another order). */
+    and feedback (and a budget question's raise), in that order, whatever
+    the order of the body's fields (a retry may well encode its map in
+    another order). */
 static int
 s_resolve_digest (const sb_val_t *b, ia_decision_t d, ia_scope_t sc, uint8_t out [SB_DIGEST_LEN])
 {
@@ -332,6 +347,12 @@ s_resolve_digest (const sb_val_t *b, ia_decision_t d, ia_scope_t sc, uint8_t out
                               feedback ? feedback : "" };
     for (size_t i = 0; i < sizeof fields / sizeof fields [0]; i++)
         sb_digest_update (digest, fields [i], strlen (fields [i]) + 1);
+    /* a budget question's raise is part of the answer (absent: as before) */
+    char raise [32];
+    if (sb_get (b, "raise")) {
+        snprintf (raise, sizeof raise, "raise=%llu", (unsigned long long) sb_get_uint (b, "raise", 0));
+        sb_digest_update (digest, raise, strlen (raise) + 1);
+    }
     sb_digest_final (digest, out);
     sb_digest_destroy (&digest);
     return 0;
@@ -365,6 +386,14 @@ s_handle_resolve (self_t *self, sb_msg_t *msg)
         return;
     }
     ia_status_t to = d == IA_APPROVE ? IA_APPROVED : IA_REJECTED;
+    /* a raise is an answer to a budget question, and only a yes */
+    uint64_t raise = sb_get_uint (b, "raise", 0);
+    if (sb_get (b, "raise") && (ia.kind != IA_KIND_BUDGET || d != IA_APPROVE)) {
+        sb_bus_error (self->bus, msg, SB_E_invalid, "raise answers an approved budget question; %s is %s",
+                      ia.interaction_id, ia.kind != IA_KIND_BUDGET ? "a tool call's approval" : "rejected by this answer");
+        sb_ia_free (&ia);
+        return;
+    }
     uint8_t digest [SB_DIGEST_LEN];
     if (cmd && s_resolve_digest (b, d, sc, digest) != 0) {
         sb_bus_error (self->bus, msg, SB_E_internal, "out of memory");
@@ -392,6 +421,7 @@ s_handle_resolve (self_t *self, sb_msg_t *msg)
     ia.resolved_at = sb_now_ms ();
     s_copy (ia.resolved_by, sizeof ia.resolved_by, by ? by : "api");
     s_copy (ia.command_id, sizeof ia.command_id, cmd);
+    ia.raise = raise;
     const char *feedback = sb_get_str (b, "feedback");
     if (feedback && *feedback && !(ia.feedback = strdup (feedback))) {
         sb_bus_error (self->bus, msg, SB_E_internal, "out of memory");

@@ -6,11 +6,17 @@
     the usage entry to its totals (run, session, day twice) in the append's
     transaction. Both are timed per call over 1,000 calls, in one write
     transaction as in the drain (its commit is the append's, paid anyway),
-    in a fresh store under $TMPDIR (default /tmp). Figure, one JSON line:
-      usage.accounting   median ns per call (p99 beside), llm and session
-                         parts apart; baseline: one 150-byte tape-shaped
-                         put timed alike, the write every call makes anyway
+    in a fresh store under $TMPDIR (default /tmp). The budgets add, per
+    call, the executor's note of the call's usage and its check of four
+    budgets before the next call (none reached: the check that asks is a
+    person's time), and the session actor's look at whether a budget can
+    be enforced. Figure, one JSON line:
+      usage.accounting   median ns per call (p99 beside), llm, session and
+                         budget parts apart; baseline: one 150-byte
+                         tape-shaped put timed alike, the write every call
+                         makes anyway
 */
+#include "actors/exec/agent.h"
 #include "actors/llm/usage.h"
 #include "actors/session/session_impl.h"
 #include "schemas/codec.h"
@@ -92,7 +98,16 @@ main (void)
         return 1;
     }
     static self_t self;
-    static int64_t llm [CALLS], session [CALLS], total [CALLS], base [CALLS];
+    static int64_t llm [CALLS], session [CALLS], budget [CALLS], total [CALLS], base [CALLS];
+    //  a run with all four budgets, far from reached, and its session
+    static sb_exec_run_t run;
+    static record_t rec = { .session_id = "01M8VDQ43QCF4KQ50SGEHCZN7X",
+                            .budget = { 1000000000000ull, 1000000000000ull, 10000, 10080 } };
+    for (int b = 0; b < 4; b++)
+        run.budget.original [b] = run.budget.limit [b] = rec.budget [b];
+    run.budget.minute_ms = 60000;
+    run.budget.started_ms = sb_now_ms ();
+    sb_exec_usage_t u = { .count = { 12345, 678, 9000, 64 }, .known = 15, .cost_microusd = 2345 };
     uint8_t value [150];
     memset (value, 'v', sizeof value);
     sb_txn_t txn;
@@ -100,8 +115,8 @@ main (void)
     int64_t cost_sum = 0;
     for (int k = 0; k < CALLS; k++) {
         self.now = 1796216688768ull + (uint64_t) k * 60000;
-        char run [27];
-        snprintf (run, sizeof run, "01M8VDQ4400V0894%010d", k / 10);
+        char run_id [27];
+        snprintf (run_id, sizeof run_id, "01M8VDQ4400V0894%010d", k / 10);
         int64_t t0 = s_ns ();
         sb_price_t price;
         sb_limits_seen_t rl;
@@ -111,8 +126,18 @@ main (void)
         if (sb_price_default ("gpt-4.1-mini-2025-04-14", &price))
             cost_sum += sb_price_cost (&price, 12345, 9000, 678 + k);
         int64_t t1 = s_ns ();
-        sb_session_usage_note (&self, &txn, "01M8VDQ43QCF4KQ50SGEHCZN7X", run, body);
+        sb_session_usage_note (&self, &txn, "01M8VDQ43QCF4KQ50SGEHCZN7X", run_id, body);
         int64_t t2 = s_ns ();
+        atomic_fetch_add (&run.steps, 1);
+        atomic_fetch_add (&run.input_tokens, 12345);
+        atomic_fetch_add (&run.output_tokens, 678);
+        sb_exec_budget_note (&run, &u, true);
+        sb_session_usage_budget_check (&self, &rec, body);
+        if (sb_exec_budget_check (&run) != 0 || rec.budget_notice) {
+            fprintf (stderr, "bench_usage: a budget far from reached stopped the run\n");
+            return 1;
+        }
+        int64_t t2b = s_ns ();
         sb_key_t key;
         sb_key_init (&key, 'T');
         sb_key_str (&key, "01M8VDQ43QCF4KQ50SGEHCZN7X");
@@ -121,8 +146,9 @@ main (void)
         int64_t t3 = s_ns ();
         llm [k] = t1 - t0;
         session [k] = t2 - t1;
-        total [k] = t2 - t0;
-        base [k] = t3 - t2;
+        budget [k] = t2b - t2;
+        total [k] = t2b - t0;
+        base [k] = t3 - t2b;
     }
     int rc = sb_txn_commit (&txn);
     if (rc || cost_sum <= 0) {
@@ -130,11 +156,13 @@ main (void)
         return 1;
     }
     int64_t med_llm = s_pct (llm, CALLS, 50), med_session = s_pct (session, CALLS, 50);
+    int64_t med_budget = s_pct (budget, CALLS, 50);
     int64_t med_base = s_pct (base, CALLS, 50);
     int64_t med = s_pct (total, CALLS, 50), p99 = s_pct (total, CALLS, 99);
     printf ("{\"bench\":\"usage.accounting\",\"value\":%lld,\"unit\":\"ns/call\",\"p99\":%lld,"
-            "\"llm_ns\":%lld,\"session_ns\":%lld,\"baseline\":%lld,\"ratio\":%.2f,\"calls\":%d}\n",
-            (long long) med, (long long) p99, (long long) med_llm, (long long) med_session,
+            "\"llm_ns\":%lld,\"session_ns\":%lld,\"budget_ns\":%lld,\"baseline\":%lld,\"ratio\":%.2f,"
+            "\"calls\":%d}\n",
+            (long long) med, (long long) p99, (long long) med_llm, (long long) med_session, (long long) med_budget,
             (long long) med_base, med_base ? (double) med / (double) med_base : 0.0, CALLS);
     sb_doc_destroy (&doc);
     sb_enc_destroy (&e);

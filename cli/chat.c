@@ -56,10 +56,13 @@
 #define PROMPT_RUNNING  "queue> "
 #define PROMPT_CHOICES  "[y]es / [n]o / [a]lways / [s]ession / [f]eedback > "
 #define PROMPT_FEEDBACK "feedback for the model > "
+/*  A budget question (docs/usage.md): yes raises the budget by its amount */
+#define PROMPT_BUDGET   "go on past the budget? [y]es / [n]o, stop the run > "
 
 typedef struct {
     char id [40];
     char tool [65];
+    bool budget;                /* a budget question, not a tool call's */
     bool asked;                 /* the question is on the screen */
 } asked_t;
 
@@ -186,7 +189,7 @@ s_update_prompt (chat_t *c)
 {
     bool asking = c->nasked && c->asked [0].asked;
     const char *p = c->want_feedback ? PROMPT_FEEDBACK
-                  : asking ? PROMPT_CHOICES
+                  : asking ? (c->asked [0].budget ? PROMPT_BUDGET : PROMPT_CHOICES)
                   : c->run [0] ? PROMPT_RUNNING : PROMPT_IDLE;
     if (!asking)
         c->command_line = false;
@@ -276,7 +279,8 @@ s_on_requested (chat_t *c, const sb_val_t *body)
     sb_screen_newline (c->screen);
     FILE *out = sb_screen_out (c->screen);
     bool color = sb_screen_color (c->screen);
-    fprintf (out, "%sapproval needed%s  %s (%s)\n", color ? "\033[1m" : "", color ? "\033[0m" : "", id, when);
+    fprintf (out, "%s%s%s  %s (%s)\n", color ? "\033[1m" : "",
+             sb_interaction_is_budget (body) ? "budget reached" : "approval needed", color ? "\033[0m" : "", id, when);
     sb_interaction_print_call (out, body);
     sb_screen_flush (c->screen);
     if (c->nasked < ASKED_MAX) {
@@ -284,6 +288,7 @@ s_on_requested (chat_t *c, const sb_val_t *body)
         memset (a, 0, sizeof *a);
         snprintf (a->id, sizeof a->id, "%s", id);
         snprintf (a->tool, sizeof a->tool, "%s", sb_get_str (body, "tool") ? sb_get_str (body, "tool") : "?");
+        a->budget = sb_interaction_is_budget (body);
     }
     s_ask_next (c);
 }
@@ -318,11 +323,11 @@ s_resolve (chat_t *c, const char *decision, const char *scope, const char *feedb
     char cmd [40], ulid [SB_ULID_LEN + 1];
     sb_ulid_new (ulid);
     snprintf (cmd, sizeof cmd, "chat-%s", ulid);
-    sb_msg_t *reply = sb_interaction_resolve (c->bus, a.id, decision, scope, feedback, c->who, cmd);
+    sb_msg_t *reply = sb_interaction_resolve (c->bus, a.id, decision, scope, feedback, c->who, cmd, 0);
     /* a retry under the same command_id is safe: the first answer's
        reply comes back if it was taken */
     if (!reply)
-        reply = sb_interaction_resolve (c->bus, a.id, decision, scope, feedback, c->who, cmd);
+        reply = sb_interaction_resolve (c->bus, a.id, decision, scope, feedback, c->who, cmd, 0);
     c->want_feedback = false;
     if (!reply) {
         s_say (c, "no reply to interact.resolve: is the server running? (answer again)");

@@ -32,6 +32,10 @@ int sb_cli_fail (const char *cmd, const char *fmt, ...) __attribute__ ((format (
 /*  As sb_cli_fail with a given code (an error code of schemas/errors.h). */
 int sb_cli_fail_code (const char *cmd, const char *code, const char *fmt, ...)
     __attribute__ ((format (printf, 3, 4)));
+/*  A whole decimal number from 0 to max in text into *out: 0, or the
+    usage error (2) naming cmd, the option and the text. */
+int sb_cli_parse_uint (const char *cmd, const char *opt, const char *text, unsigned long long max,
+                       unsigned long long *out);
 /*  Prints an error reply of the server, with its code. */
 void sb_cli_print_error (const char *cmd, const sb_msg_t *reply);
 

@@ -45,6 +45,19 @@ sb_cli_usage (const char *cmd, const char *fmt, ...)
 }
 
 int
+sb_cli_parse_uint (const char *cmd, const char *opt, const char *text, unsigned long long max,
+                   unsigned long long *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull (text, &end, 10);
+    if (!*text || *end || errno || text [0] == '-' || v > max)
+        return sb_cli_usage (cmd, "%s takes a number from 0 to %llu, not '%s'", opt, max, text);
+    *out = v;
+    return 0;
+}
+
+int
 sb_cli_fail (const char *cmd, const char *fmt, ...)
 {
     va_list ap;

@@ -1,6 +1,7 @@
 /*  cli/interactions.c — `interactions`, `interaction ID` and `resolve ID`:
     the approvals that runs wait for, listed, shown and answered
     (docs/approvals.md). */
+#include "cli/budget.h"
 #include "cli/cli.h"
 #include "cli/interactions.h"
 #include "common/log.h"
@@ -67,9 +68,34 @@ s_lines (FILE *out, const char *prefix, const char *text, int max_lines)
     }
 }
 
+/*  A budget question: which budget, what was spent, its limit. */
+static void
+s_print_budget (FILE *out, const sb_val_t *ia)
+{
+    ia_budget_t b = sb_ia_budget_from_name (sb_get_str (ia, "budget"));
+    char spent [64], limit [64];
+    sb_cli_budget_format (b, sb_get_uint (ia, "spent", 0), spent, sizeof spent);
+    sb_cli_budget_format (b, sb_get_uint (ia, "limit", 0), limit, sizeof limit);
+    fprintf (out, "  budget    %s: the run spent %s of its %s; it waits before its next model call\n",
+             b < IA__BUDGETS ? sb_ia_budget_name (b) : "?", spent, limit);
+    fprintf (out, "  approve to go on (the budget is raised by its amount, or by --raise),\n"
+                  "  reject to end the run (reason budget; the session's queue pauses)\n");
+}
+
+bool
+sb_interaction_is_budget (const sb_val_t *ia)
+{
+    const char *kind = sb_get_str (ia, "kind");
+    return kind && sb_ia_kind_from_name (kind) == IA_KIND_BUDGET;
+}
+
 void
 sb_interaction_print_call (FILE *out, const sb_val_t *ia)
 {
+    if (sb_interaction_is_budget (ia)) {
+        s_print_budget (out, ia);
+        return;
+    }
     const char *tool = sb_get_str (ia, "tool");
     const char *args = sb_get_str (ia, "arguments");
     const char *diff = sb_get_str (ia, "diff");
@@ -109,7 +135,7 @@ sb_interaction_print_call (FILE *out, const sb_val_t *ia)
 
 sb_msg_t *
 sb_interaction_resolve (sb_bus_t *bus, const char *id, const char *decision, const char *scope,
-                        const char *feedback, const char *resolved_by, const char *command_id)
+                        const char *feedback, const char *resolved_by, const char *command_id, uint64_t raise)
 {
     sb_enc_t *e = sb_enc_new ();
     if (!e)
@@ -122,6 +148,8 @@ sb_interaction_resolve (sb_bus_t *bus, const char *id, const char *decision, con
         sb_enc_kstr (e, "feedback", feedback);
     sb_enc_kstr_opt (e, "resolved_by", resolved_by);
     sb_enc_kstr_opt (e, "command_id", command_id);
+    if (raise)
+        sb_enc_kuint (e, "raise", raise);
     sb_enc_map_close (e);
     size_t len;
     const uint8_t *b = sb_enc_data (e, &len);
@@ -154,6 +182,7 @@ typedef struct {
     const char *connect, *data;
     const char *session, *run, *status;
     const char *decision, *feedback, *scope;
+    const char *raise;          //  --raise AMOUNT, read once the budget is known
     long long limit;
     bool json;
 } opts_t;
@@ -175,6 +204,7 @@ s_parse (const char *cmd, int argc, char **argv, opts_t *o, const char *usage, i
         { "reject", no_argument, 0, 'N' },
         { "feedback", required_argument, 0, 'f' },
         { "scope", required_argument, 0, 'o' },
+        { "raise", required_argument, 0, 'R' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
@@ -211,6 +241,7 @@ s_parse (const char *cmd, int argc, char **argv, opts_t *o, const char *usage, i
             }
             case 'f': o->feedback = optarg; answer = true; break;
             case 'o': o->scope = optarg; answer = true; break;
+            case 'R': o->raise = optarg; answer = true; break;
             case 'h': fputs (usage, stdout); return -1;
             default: return sb_cli_usage (cmd, "unknown option or missing value: %s", argv [optind - 1]);
         }
@@ -218,7 +249,9 @@ s_parse (const char *cmd, int argc, char **argv, opts_t *o, const char *usage, i
     if (filter && !(takes & OPT_FILTERS))
         return sb_cli_usage (cmd, "--session, --run, --status and --limit go with 'interactions'");
     if (answer && !(takes & OPT_RESOLVE))
-        return sb_cli_usage (cmd, "--approve, --reject, --feedback and --scope go with 'resolve'");
+        return sb_cli_usage (cmd, "--approve, --reject, --feedback, --scope and --raise go with 'resolve'");
+    if (o->raise && o->decision && sb_ia_decision_from_name (o->decision) != IA_APPROVE)
+        return sb_cli_usage (cmd, "--raise goes with --approve (a rejected budget is not raised)");
     if (o->status && sb_ia_status_from_name (o->status) == IA__COUNT)
         return sb_cli_usage (cmd, "--status takes pending, approved, rejected or expired, not '%s'", o->status);
     if (o->scope && sb_ia_scope_from_name (o->scope) == IA__SCOPES)
@@ -241,6 +274,19 @@ s_call (const char *cmd, sb_bus_t *bus, const char *type, sb_enc_t *e)
     size_t len;
     const uint8_t *b = sb_enc_data (e, &len);
     return sb_cli_call (cmd, bus, type, b, len, CALL_MS);
+}
+
+/*  interact.get of `id`: the reply, or NULL (the error said). */
+static sb_msg_t *
+s_get (const char *cmd, sb_bus_t *bus, const char *id)
+{
+    sb_enc_t *e = sb_enc_new ();
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "interaction_id", id);
+    sb_enc_map_close (e);
+    sb_msg_t *reply = s_call (cmd, bus, "interact.get", e);
+    sb_enc_destroy (&e);
+    return reply;
 }
 
 /*  An interaction as people name it, into out: the full id (used as it
@@ -380,8 +426,8 @@ s_print_one (const sb_val_t *ia)
     printf ("\n");
     sb_interaction_print_call (stdout, ia);
     if (pending)
-        printf ("\nanswer with: switchboard resolve %s --approve|--reject [--feedback TEXT]\n",
-                sb_get_str (ia, "interaction_id"));
+        printf ("\nanswer with: switchboard resolve %s --approve|--reject [--feedback TEXT]%s\n",
+                sb_get_str (ia, "interaction_id"), sb_interaction_is_budget (ia) ? " [--raise AMOUNT]" : "");
 }
 
 /* ------------------------------------------------------------------ */
@@ -498,12 +544,7 @@ sb_cmd_interaction (int argc, char **argv)
         sb_bus_destroy (&bus);
         return rc;
     }
-    sb_enc_t *e = sb_enc_new ();
-    sb_enc_map_open (e);
-    sb_enc_kstr (e, "interaction_id", id);
-    sb_enc_map_close (e);
-    sb_msg_t *reply = s_call ("interaction", bus, "interact.get", e);
-    sb_enc_destroy (&e);
+    sb_msg_t *reply = s_get ("interaction", bus, id);
     rc = 1;
     if (reply) {
         const sb_val_t *ia = sb_get_map (reply->body, "interaction");
@@ -538,19 +579,46 @@ s_print_conflict (const sb_msg_t *reply)
     json_decref (o);
 }
 
+/*  --raise AMOUNT in the unit of the budget interaction `id` asks about
+    (interact.get tells which), into *out. 0, or the exit code. */
+static int
+s_raise_amount (sb_bus_t *bus, const char *id, const char *text, uint64_t *out)
+{
+    sb_msg_t *reply = s_get ("resolve", bus, id);
+    if (!reply)
+        return 1;
+    const sb_val_t *ia = sb_get_map (reply->body, "interaction");
+    int rc = 0;
+    if (!sb_interaction_is_budget (ia))
+        rc = sb_cli_usage ("resolve", "--raise answers a budget question; %s asks about a %s call", id,
+                           sb_get_str (ia, "tool") ? sb_get_str (ia, "tool") : "tool");
+    else
+    if (sb_cli_budget_parse ("resolve", "--raise", sb_ia_budget_from_name (sb_get_str (ia, "budget")), text, out))
+        rc = 2;
+    else
+    if (*out == 0)
+        rc = sb_cli_usage ("resolve", "--raise takes an amount above 0");
+    sb_msg_destroy (&reply);
+    return rc;
+}
+
 int
 sb_cmd_resolve (int argc, char **argv)
 {
     static const char *usage =
-        "usage: switchboard resolve ID --approve|--reject [--feedback TEXT]\n"
+        "usage: switchboard resolve ID --approve|--reject [--feedback TEXT] [--raise AMOUNT]\n"
         "                          [--scope once|session|always] [--json] [--connect EP] [--data DIR]\n\n"
         "Answers an interaction that a run waits for. The first answer wins: when\n"
         "someone (another terminal, a browser, the deadline) answered first, this\n"
         "prints who did and exits 1 (conflict). The answer is signed cli:USER@HOST.\n"
         ID_HELP
         "\n"
-        "  --approve        let the tool call run\n"
-        "  --reject         refuse it; the model is told, with the feedback\n"
+        "  --approve        let the tool call run (a budget question: the run goes on)\n"
+        "  --reject         refuse it; the model is told, with the feedback (a budget\n"
+        "                   question: the run ends, reason budget)\n"
+        "  --raise AMOUNT   a budget question approved: raise the budget by AMOUNT in\n"
+        "                   its unit (tokens, dollars such as 2.50, steps, minutes;\n"
+        "                   default: the budget's own amount again)\n"
         "  --feedback TEXT  words for the model (why, or what to do instead)\n"
         "  --scope S        once (default): this call only; session: identical calls\n"
         "                   in this session too; always: stored as a rule on the session\n"
@@ -577,7 +645,12 @@ sb_cmd_resolve (int argc, char **argv)
     char ulid [SB_ULID_LEN + 1];
     sb_ulid_new (ulid);
     snprintf (cmd_id, sizeof cmd_id, "cli-%s", ulid);
-    sb_msg_t *reply = sb_interaction_resolve (bus, id, o.decision, o.scope, o.feedback, who, cmd_id);
+    uint64_t raise = 0;
+    if (o.raise && (rc = s_raise_amount (bus, id, o.raise, &raise)) != 0) {
+        sb_bus_destroy (&bus);
+        return rc;
+    }
+    sb_msg_t *reply = sb_interaction_resolve (bus, id, o.decision, o.scope, o.feedback, who, cmd_id, raise);
     rc = 1;
     if (!reply)
         sb_cli_fail_code ("resolve", "timeout", "no reply to interact.resolve within %d ms: is the server running?",

@@ -68,6 +68,7 @@ s_drive (sb_oneshot_t *o, sb_bus_t *bus, const char *pub, const char *data_dir)
     sb_enc_kstr (e, "approval_policy", o->approval);
     if (o->max_steps)
         sb_enc_kuint (e, "max_steps", o->max_steps);
+    sb_cli_budget_encode (e, &o->budget);
     sb_enc_map_close (e);
     sb_msg_t *sess = s_call (bus, "session.create", e);
     int rc = 1;

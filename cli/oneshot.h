@@ -11,6 +11,7 @@
 #define SB_CLI_ONESHOT_H
 
 #include <stdbool.h>
+#include "cli/budget.h"
 #include "cli/serve.h"
 
 typedef struct {
@@ -18,6 +19,7 @@ typedef struct {
     char repo [4096];           /* the workspace, a real path */
     const char *approval;
     unsigned long max_steps;    /* 0: the session's default */
+    sb_cli_budget_t budget;     /* --budget-*: the run's session's budgets */
     bool json;
     bool ephemeral;
 } sb_oneshot_t;

@@ -20,6 +20,7 @@
 
 static const char *s_run_usage =
     "usage: switchboard run --goal TEXT [--repo DIR] [--max-steps N] [--approval yolo|auto|interactive]\n"
+    "                       [--budget-tokens N] [--budget-usd X] [--budget-steps N] [--budget-minutes N]\n"
     "                       [--llm PROVIDER] [--model M] [--llm-url URL] [--providers FILE]\n"
     "                       [--context-window TOKENS] [--mcp-config FILE] [--hooks FILE]\n"
     "                       [--sandbox auto|bwrap|landlock|none]\n"
@@ -38,6 +39,7 @@ static const char *s_run_usage =
     "  --approval P       yolo: every tool; auto (default): read-only tools run,\n"
     "                     the others wait for a person (switchboard resolve);\n"
     "                     interactive: every tool waits for a person\n"
+    SB_CLI_BUDGET_HELP
     "  --llm PROVIDER     the kind of model server, when no server runs: responses\n"
     "                     (OpenAI's Responses API), chat (any OpenAI-style chat\n"
     "                     completions server: Ollama, llama.cpp, vLLM), anthropic,\n"
@@ -83,6 +85,7 @@ sb_cmd_run (int argc, char **argv)
         { "mcp-config", required_argument, 0, 'C' },
         { "hooks", required_argument, 0, 'K' },
         { "sandbox", required_argument, 0, 'S' },
+        SB_CLI_BUDGET_OPTS (1000),
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
@@ -117,6 +120,13 @@ sb_cmd_run (int argc, char **argv)
             case 'C': so.mcp_config = optarg; break;
             case 'K': so.hooks = optarg; break;
             case 'S': so.sandbox = optarg; break;
+            case 1000 + IA_BUDGET_TOKENS:
+            case 1000 + IA_BUDGET_COST:
+            case 1000 + IA_BUDGET_STEPS:
+            case 1000 + IA_BUDGET_MINUTES:
+                if (sb_cli_budget_opt ("run", c - 1000, optarg, &o.budget))
+                    return 2;
+                break;
             case 'h': fputs (s_run_usage, stdout); return 0;
             default: return sb_cli_usage ("run", "unknown option or missing value: %s", argv [optind - 1]);
         }
@@ -234,10 +244,12 @@ s_print_run (const sb_val_t *run, bool json, bool one_line)
             input = "(compact)";
         sb_cli_text_cell (reason && !done ? reason : waiting ? waiting : input, 60, text, sizeof text);
         //  a run that waits for a person says so first (docs/approvals.md)
+        //  (a tool call's approval, or whether to go on past a budget)
         const char *phase = sb_get_str (run, "phase");
-        if (sb_run_phase_from_name (phase) == SB_PHASE_WAITING_APPROVAL) {
+        sb_run_phase_t ph = sb_run_phase_from_name (phase);
+        if (ph == SB_PHASE_WAITING_APPROVAL || ph == SB_PHASE_WAITING_BUDGET) {
             char cell [256];
-            snprintf (cell, sizeof cell, "waiting_approval: %s", text);
+            snprintf (cell, sizeof cell, "%s: %s", phase, text);
             sb_cli_text_cell (cell, 60, text, sizeof text);
         }
         printf (RUN_ROW_FORMAT, sb_get_str (run, "run_id"), sb_get_str (run, "status"),

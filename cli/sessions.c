@@ -11,6 +11,7 @@
     dropped, an event past the next one means a gap, filled from the tape,
     and a quiet second asks the tape too, in case the last events of a
     burst were the ones dropped. */
+#include "cli/budget.h"
 #include "cli/cli.h"
 #include "cli/models.h"
 #include "cli/transcript.h"
@@ -30,6 +31,7 @@
 #include <unistd.h>
 
 #define CALL_TIMEOUT_MS 10000
+#define S_OPT_BUDGET    1000    //  --budget-*'s getopt vals (cli/budget.h)
 #define CALL_TRIES      3
 
 static const char *s_sessions_usage =
@@ -38,12 +40,14 @@ static const char *s_sessions_usage =
     "       switchboard sessions new [--workspace DIR] [--title T] [--provider P] [--model M]\n"
     "                                [--approval yolo|auto|interactive] [--max-steps N] [--mcp A,B]\n"
     "                                [--rule TOOL:PATTERN:ACTION]... [--approval-deadline S]\n"
-    "                                [--target local|worker:POOL] [--network on|off] [--json]\n"
+    "                                [--target local|worker:POOL] [--network on|off]\n"
+    "                                [--budget-tokens|-usd|-steps|-minutes N]... [--json]\n"
     "       switchboard sessions update ID [--title T] [--provider P] [--model M]\n"
     "                                [--approval P] [--max-steps N] [--workspace DIR] [--mcp A,B]\n"
     "                                [--clear-rules] [--rule TOOL:PATTERN:ACTION]...\n"
     "                                [--approval-deadline S] [--target local|worker:POOL]\n"
-    "                                [--network on|off] [--json]\n"
+    "                                [--network on|off] [--budget-tokens|-usd|-steps|-minutes N]...\n"
+    "                                [--json]\n"
     "       switchboard sessions close ID [--json]\n"
     "       switchboard sessions delete ID [--json]\n"
     "\n"
@@ -81,6 +85,7 @@ static const char *s_sessions_usage =
     "                    worker:POOL (a worker of POOL claims them; docs/workers.md)\n"
     "  --network on|off  whether its tools may reach the network from the sandbox\n"
     "                    (default off: loopback only; docs/sandbox.md)\n"
+    SB_CLI_BUDGET_HELP
     "  --json            one JSON document (list: one JSON object per line)\n"
     "  --connect EP      the server's command endpoint (default: ipc in DATA)\n"
     "  --data DIR        the server's data folder\n"
@@ -211,6 +216,7 @@ s_print_record (const sb_val_t *r, const sb_cli_models_t *m)
         printf ("max_steps  %llu\n", (unsigned long long) sb_get_uint (r, "max_steps", 0));
     else
         printf ("max_steps  -\n");
+    sb_cli_budget_print (r);
     const sb_val_t *labels = sb_get_map (r, "labels");
     const sb_val_t *mcp = sb_get_array (r, "mcp_servers");
     printf ("mcp        %s", mcp ? "" : "all");
@@ -361,21 +367,9 @@ typedef struct {
     bool has_deadline;
     unsigned long long deadline;
     zlistx_t *rules;            //  --rule values, as given
+    sb_cli_budget_t budget;     //  --budget-*
     int config_opts;            //  how many new/update options were given
 } opts_t;
-
-static int
-s_parse_uint (const char *cmd, const char *opt, const char *text, unsigned long long max,
-              unsigned long long *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull (text, &end, 10);
-    if (!*text || *end || errno || text [0] == '-' || v > max)
-        return sb_cli_usage (cmd, "%s takes a number from 0 to %llu, not '%s'", opt, max, text);
-    *out = v;
-    return 0;
-}
 
 //  The workspace as the server will see it: a relative path is made
 //  absolute here, because the server's working folder is not ours.
@@ -462,6 +456,7 @@ s_enc_config (sb_enc_t *enc, const opts_t *o, const char *workspace)
         sb_enc_kuint (enc, "approval_deadline_s", o->deadline);
     if (o->network)
         sb_enc_kbool (enc, "network", strcmp (o->network, "on") == 0);
+    sb_cli_budget_encode (enc, &o->budget);
     if (o->mcp) {
         //  "all" is ["*"] on the wire, "none" an empty list
         sb_enc_key (enc, "mcp_servers");
@@ -656,6 +651,7 @@ s_sessions_parse (int argc, char **argv, opts_t *o)
         { "approval-deadline", required_argument, 0, 'D' },
         { "mcp", required_argument, 0, 'M' },
         { "network", required_argument, 0, 'N' },
+        SB_CLI_BUDGET_OPTS (S_OPT_BUDGET),
         { "json", no_argument, 0, 'j' },
         { "connect", required_argument, 0, 'c' },
         { "data", required_argument, 0, 'd' },
@@ -666,10 +662,16 @@ s_sessions_parse (int argc, char **argv, opts_t *o)
     int c;
     optind = 1;
     while ((c = getopt_long (argc, argv, "h", longopts, NULL)) != -1) {
+        if (c >= S_OPT_BUDGET && c < S_OPT_BUDGET + IA__BUDGETS) {
+            if (sb_cli_budget_opt ("sessions", c - S_OPT_BUDGET, optarg, &o->budget))
+                return 2;
+            o->config_opts++;
+            continue;
+        }
         switch (c) {
             case 's': o->status = optarg; break;
             case 'n':
-                if (s_parse_uint ("sessions", "--limit", optarg, LLONG_MAX, &v))
+                if (sb_cli_parse_uint ("sessions", "--limit", optarg, LLONG_MAX, &v))
                     return 2;
                 o->limit = (long long) v;
                 break;
@@ -680,7 +682,7 @@ s_sessions_parse (int argc, char **argv, opts_t *o)
             case 'a': o->approval = optarg; o->config_opts++; break;
             case 'T': o->target = optarg; o->config_opts++; break;
             case 'x':
-                if (s_parse_uint ("sessions", "--max-steps", optarg, 10000, &o->max_steps))
+                if (sb_cli_parse_uint ("sessions", "--max-steps", optarg, 10000, &o->max_steps))
                     return 2;
                 o->has_max_steps = true;
                 o->config_opts++;
@@ -693,7 +695,7 @@ s_sessions_parse (int argc, char **argv, opts_t *o)
                 break;
             case 'R': o->clear_rules = true; o->config_opts++; break;
             case 'D':
-                if (s_parse_uint ("sessions", "--approval-deadline", optarg, 604800, &o->deadline))
+                if (sb_cli_parse_uint ("sessions", "--approval-deadline", optarg, 604800, &o->deadline))
                     return 2;
                 o->has_deadline = true;
                 o->config_opts++;
@@ -733,8 +735,8 @@ s_sessions_check (const opts_t *o, const char *sub, const char *id)
         return sb_cli_usage ("sessions", "--status takes active or closed, not '%s'", o->status);
     if (!create && !update && o->config_opts)
         return sb_cli_usage ("sessions", "--workspace, --title, --provider, --model, --approval, "
-                             "--max-steps, --mcp, --rule, --clear-rules, --approval-deadline, --target and "
-                             "--network go with new and update only");
+                             "--max-steps, --mcp, --rule, --clear-rules, --approval-deadline, --target, "
+                             "--network and --budget-* go with new and update only");
     if (create && o->clear_rules)
         return sb_cli_usage ("sessions", "--clear-rules goes with update (a new session has no rules)");
     if (o->target && strcmp (o->target, "local") != 0 && (strncmp (o->target, "worker:", 7) != 0 || !o->target [7]))
@@ -748,7 +750,7 @@ s_sessions_check (const opts_t *o, const char *sub, const char *id)
     if (update && o->config_opts == 0)
         return sb_cli_usage ("sessions", "update needs at least one of --title, --provider, --model, "
                              "--approval, --max-steps, --workspace, --mcp, --rule, --clear-rules, "
-                             "--approval-deadline, --target, --network");
+                             "--approval-deadline, --target, --network, --budget-*");
     if (o->has_max_steps && o->max_steps == 0)
         return sb_cli_usage ("sessions", "--max-steps takes a number from 1 to 10000");
     return 0;
@@ -915,7 +917,7 @@ sb_cmd_events (int argc, char **argv)
         switch (c) {
             case 's': sid = optarg; break;
             case 'a':
-                if (s_parse_uint ("events", "--after", optarg, UINT64_MAX, &after))
+                if (sb_cli_parse_uint ("events", "--after", optarg, UINT64_MAX, &after))
                     return 2;
                 break;
             case 'f': follow = true; break;

@@ -3,6 +3,7 @@
 #include "schemas/run_status.h"
 #include "cli/transcript.h"
 #include "cli/chat.h"
+#include "cli/budget.h"
 #include "common/log.h"
 #include "schemas/json.h"
 #include "schemas/schema.h"
@@ -461,6 +462,19 @@ s_on_approval (sb_transcript_t *self, const char *kind, const sb_val_t *body)
 {
     const char *id = sb_get_str (body, "interaction_id");
     s_endline (self);
+    const char *ia_kind = sb_get_str (body, "kind");
+    if (strcmp (kind, "approval.requested") == 0 && ia_kind && sb_ia_kind_from_name (ia_kind) == IA_KIND_BUDGET) {
+        ia_budget_t b = sb_ia_budget_from_name (sb_get_str (body, "budget"));
+        char spent [64], limit [64];
+        sb_cli_budget_format (b, sb_get_uint (body, "spent", 0), spent, sizeof spent);
+        sb_cli_budget_format (b, sb_get_uint (body, "limit", 0), limit, sizeof limit);
+        printf ("%s? budget reached: %s spent %s of %s; the run waits before its next model call%s\n", BOLD (self),
+                b < IA__BUDGETS ? sb_ia_budget_name (b) : "?", spent, limit, OFF (self));
+        printf ("%s  answer: switchboard resolve ", DIM (self));
+        s_field (self, id);
+        printf (" --approve [--raise AMOUNT] | --reject%s\n", OFF (self));
+    }
+    else
     if (strcmp (kind, "approval.requested") == 0) {
         char what [160];
         s_describe_call (sb_get_str (body, "tool"), sb_get_str (body, "arguments"), what, sizeof what);
@@ -483,6 +497,37 @@ s_on_approval (sb_transcript_t *self, const char *kind, const sb_val_t *body)
         }
         printf ("%s\n", OFF (self));
     }
+    self->at_bol = true;
+}
+
+/*  One line: the summary itself is for the model (docs/compaction.md). */
+static void
+s_on_compacted (sb_transcript_t *self, const sb_val_t *body)
+{
+    s_endline (self);
+    const char *method = sb_get_str (body, "method");
+    printf ("%s[context compacted (%s): %llu → %llu tokens]%s\n", DIM (self),
+            sb_compact_method_from_name (method) == SB_COMPACT_SUMMARY ? "summarized" : "old tool output elided",
+            (unsigned long long) sb_get_uint (body, "tokens_before", 0),
+            (unsigned long long) sb_get_uint (body, "tokens_after", 0), OFF (self));
+    self->at_bol = true;
+}
+
+/*  A run's budget.warning and budget.raised (docs/usage.md). */
+static void
+s_on_budget (sb_transcript_t *self, const char *kind, const sb_val_t *body)
+{
+    s_endline (self);
+    ia_budget_t b = sb_ia_budget_from_name (sb_get_str (body, "budget"));
+    const char *name = b < IA__BUDGETS ? sb_ia_budget_name (b) : "?";
+    char spent [64], limit [64];
+    sb_cli_budget_format (b, sb_get_uint (body, "spent", 0), spent, sizeof spent);
+    sb_cli_budget_format (b, sb_get_uint (body, "limit", 0), limit, sizeof limit);
+    if (strcmp (kind, "budget.warning") == 0)
+        printf ("%s[budget: %llu %% of the %s budget spent, %s of %s]%s\n", BOLD (self),
+                (unsigned long long) sb_get_uint (body, "percent", 0), name, spent, limit, OFF (self));
+    else
+        printf ("%s[budget: %s raised to %s (spent %s)]%s\n", DIM (self), name, limit, spent, OFF (self));
     self->at_bol = true;
 }
 
@@ -588,22 +633,17 @@ sb_transcript_feed (sb_transcript_t *self, const sb_val_t *ev)
     if (strcmp (kind, "session.created") == 0 || strcmp (kind, "session.updated") == 0)
         s_on_session (self, kind, body);
     else
-    if (strcmp (kind, "context.compacted") == 0) {
-        /* one line, the summary itself is for the model (docs/compaction.md) */
-        s_endline (self);
-        const char *method = sb_get_str (body, "method");
-        printf ("%s[context compacted (%s): %llu → %llu tokens]%s\n", DIM (self),
-                sb_compact_method_from_name (method) == SB_COMPACT_SUMMARY ? "summarized" : "old tool output elided",
-                (unsigned long long) sb_get_uint (body, "tokens_before", 0),
-                (unsigned long long) sb_get_uint (body, "tokens_after", 0), OFF (self));
-        self->at_bol = true;
-    }
+    if (strcmp (kind, "context.compacted") == 0)
+        s_on_compacted (self, body);
     else
     if (strcmp (kind, "session.rewound") == 0)
         s_on_rewound (self, body);
     else
     if (strncmp (kind, "approval.", 9) == 0)
         s_on_approval (self, kind, body);
+    else
+    if (strncmp (kind, "budget.", 7) == 0)
+        s_on_budget (self, kind, body);
     else
     if (strncmp (kind, "prompt.", 7) == 0 || strncmp (kind, "queue.", 6) == 0) {
         /* the queue in words, as the chat says it (cli/chat_words.c) */

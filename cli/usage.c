@@ -2,10 +2,12 @@
     (docs/usage.md). */
 #include "cli/cli.h"
 #include "schemas/codec.h"
+#include "schemas/json.h"
 
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *s_fields [] = { "input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens" };
@@ -63,6 +65,11 @@ s_print_json (const sb_val_t *body)
     if (sb_get_array (body, "runs"))
         s_json_list (sb_get_array (body, "runs"), "runs", "run_id");
     s_json_list (sb_get_array (body, "days"), "days", "day");
+    //  a budget of the session its calls cannot be measured against
+    char *notice = sb_get (body, "budget_notice") ? sb_json_dump (sb_get (body, "budget_notice")) : NULL;
+    if (notice)
+        printf (",\"budget_notice\":%s", notice);
+    free (notice);
     printf ("}\n");
 }
 
@@ -95,6 +102,8 @@ s_print_text (const sb_val_t *body)
     }
     s_cell (t, "cost_microusd", cell, sizeof cell);
     printf ("%-20s %s\n", "cost_usd", cell);
+    if (sb_get_str (body, "budget_notice"))
+        printf ("%-20s NOT ENFORCED: %s\n", "budget", sb_get_str (body, "budget_notice"));
     const sb_val_t *runs = sb_get_array (body, "runs");
     if (runs && runs->len) {
         printf ("\n%-26s  %5s  %12s  %12s  %12s\n", "RUN", "CALLS", "INPUT", "OUTPUT", "COST_USD");
@@ -122,6 +131,8 @@ sb_cmd_usage (int argc, char **argv)
         "  --json        one JSON object: calls, input_tokens, output_tokens, cached_input_tokens,\n"
         "                reasoning_tokens, cost_usd (null: unknown), runs, days\n"
         "A total is \"unknown\" when some call did not report it, or when some model had no price.\n"
+        "With a SESSION whose budget cannot be enforced (no token counts, no price), a budget\n"
+        "line (--json: budget_notice) says so.\n"
         "Exit status: 0 success, 1 the operation failed, 2 usage error.\n";
     static struct option longopts [] = {
         { "connect", required_argument, 0, 'c' },

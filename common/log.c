@@ -1,6 +1,7 @@
 /*  common/log.c — the log line format, URL redaction and rate limiting. */
 #include "common/log.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -144,6 +145,23 @@ sb_ratelimit_ok (sb_ratelimit_t *rl, uint32_t burst)
     }
     rl->suppressed++;
     return 0;
+}
+
+int64_t
+sb_env_int (const char *actor, const char *name, int64_t min, int64_t max, int64_t dflt)
+{
+    const char *v = getenv (name);
+    if (!v || !*v)
+        return dflt;
+    char *end = NULL;
+    errno = 0;
+    long long n = strtoll (v, &end, 10);
+    if (errno || *end || n < min || n > max) {
+        sb_warn (actor, "%s=%.32s is not a whole number from %lld to %lld; using %lld", name, v, (long long) min,
+                 (long long) max, (long long) dflt);
+        return dflt;
+    }
+    return n;
 }
 
 uint64_t

@@ -45,6 +45,11 @@ int sb_fail (char *err, size_t errlen, const char *fmt, ...)
     __attribute__ ((format (printf, 3, 4)));
 
 /*  Milliseconds: wall clock since the epoch, and monotonic. */
+/*  An integer setting from the environment: variable `name` when it is a
+    whole number from min to max, else dflt (a value that is not one is
+    logged by `actor`, naming the range, and not guessed at). */
+int64_t sb_env_int (const char *actor, const char *name, int64_t min, int64_t max, int64_t dflt);
+
 uint64_t sb_now_ms (void);
 int64_t sb_mono_ms (void);
 int64_t sb_mono_us (void);

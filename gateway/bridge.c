@@ -15,7 +15,7 @@
     A live event is turned into JSON once and shared by every connection
     that watches the session. Everything here runs on the bridge thread;
     only the queues in gateway_impl.h cross to the lws thread. */
-#include "gateway/gateway_impl.h"
+#include "gateway/bridge_impl.h"
 #include "bus/broker.h"
 #include "bus/client.h"
 #include "bus/envelope.h"
@@ -30,80 +30,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#define REPLAY_PAGE        500          /* tape entries per session.events */
-#define LIVE_BUFFER_MAX    4096         /* live events held during a replay */
-#define VERIFY_AFTER_MS    300          /* re-read a new topic's tape once after this */
-#define PENDING_MAX        100000       /* calls waiting on the bus, all connections */
-
-typedef enum { P_CALL, P_REPLAY, P_METRICS } pend_kind_t;
-
-typedef struct {
-    pend_kind_t kind;
-    uint64_t conn;
-    uint32_t sub_id;
-    bool http;
-    char *tx;
-    int64_t deadline;           /* mono ms */
-} pending_t;
-
-typedef enum { S_REPLAYING, S_PAGE_WAIT, S_LIVE } sub_state_t;
-
-typedef struct watch watch_t;
-
-typedef struct {
-    char key [40];
-    uint64_t conn;
-    uint32_t sub_id;
-    char sid [32];
-    char *tx;                   /* the subscribe's tx until "subscribed" is sent */
-    uint64_t after;             /* the cursor the client asked for */
-    uint64_t last;              /* the last seq delivered */
-    sub_state_t state;
-    bool more;                  /* S_PAGE_WAIT: the tape has more after this page */
-    gw_buf_t **held;            /* live events buffered during a replay */
-    uint64_t *held_seq;
-    size_t nheld;
-    size_t held_bytes;
-    bool overflow;
-    int64_t verify_at;          /* mono ms; 0: no verification due */
-    watch_t *watch;
-} bsub_t;
-
-struct watch {
-    char sid [32];
-    zlistx_t *subs;             /* bsub_t *, not owned */
-};
-
-struct gw_bridge {
-    sb_gateway_t *gw;
-    pthread_t thread;
-    bool started;
-    atomic_bool stop;
-    sb_bus_t *bus;
-    sb_sub_t *sub;
-    zhashx_t *pending;          /* request id -> pending_t */
-    zhashx_t *subs;             /* "conn:sub_id" -> bsub_t (owned) */
-    zhashx_t *watches;          /* session id -> watch_t (owned) */
-    sb_enc_t *enc;
-    zsock_t *tap;               /* SUB on the broker's tap; subscribed while taps exist */
-    zlistx_t *taps;             /* btap_t * (owned) */
-    bool tap_live;              /* a tap message came since the subscription was made */
-    int64_t tap_since;          /* when it was made (mono ms) */
-};
-
-typedef struct {
-    uint64_t conn;
-    uint32_t id;
-    char filter [65];
-    gw_buf_t *ack;              /* the `tapping` reply, held until the tap is live */
-} btap_t;
-
-//  The `tapping` reply waits for the first tap message after a new
-//  subscription (the bus's heartbeats bring one every few ms), at most
-//  this long: a subscription reaches the broker some time after it is made,
-//  and a call made right after `tapping` must be on the tap.
-#define SB_GW_TAP_ACK_MS 2000
 
 /* ------------------------------------------------------------------ */
 /*  Output */
@@ -124,8 +50,8 @@ s_out_new (gw_out_kind_t kind, uint64_t conn, gw_buf_t *buf)
     return out;
 }
 
-static void
-s_out_ws (gw_bridge_t *self, uint64_t conn, uint32_t sub_id, gw_buf_t *buf, bool live, bool page_end)
+void
+gw_bridge_out_ws (gw_bridge_t *self, uint64_t conn, uint32_t sub_id, gw_buf_t *buf, bool live, bool page_end)
 {
     gw_out_t *out = s_out_new (GW_OUT_WS, conn, buf);
     if (!out)
@@ -247,7 +173,7 @@ s_replay (gw_bridge_t *self, bsub_t *s)
                            sb_now_ms () + SB_GW_CALL_TIMEOUT_MS, id) != 0) {
         free (p);
         /* the bus refused at once: tell the client to come back */
-        s_out_ws (self, s->conn, s->sub_id, gw_error_json (s->tx, false, "unavailable",
+        gw_bridge_out_ws (self, s->conn, s->sub_id, gw_error_json (s->tx, false, "unavailable",
                   "the bus did not take the replay; subscribe again", true, NULL), false, false);
         return;
     }
@@ -303,7 +229,7 @@ s_caught_up (gw_bridge_t *self, bsub_t *s)
             s_replay (self, s);
             return;
         }
-        s_out_ws (self, s->conn, s->sub_id, gw_buf_ref (s->held [k]), true, false);
+        gw_bridge_out_ws (self, s->conn, s->sub_id, gw_buf_ref (s->held [k]), true, false);
         s->last = seq;
     }
     s_held_clear (s);
@@ -334,7 +260,7 @@ s_on_page (gw_bridge_t *self, bsub_t *s, sb_msg_t *reply)
                 buf->len = (size_t) snprintf (gw_buf_text (buf), n + 1,
                                               "{\"op\":\"reply\",\"tx\":%s,\"type\":\"subscribed\",\"body\":%s}",
                                               s->tx, text);
-            s_out_ws (self, s->conn, s->sub_id, buf, false, false);
+            gw_bridge_out_ws (self, s->conn, s->sub_id, buf, false, false);
         }
         free (text);
         free (s->tx);
@@ -352,7 +278,7 @@ s_on_page (gw_bridge_t *self, bsub_t *s, sb_msg_t *reply)
         uint64_t seq = sb_get_uint (ev, "seq", 0);
         if (seq <= s->last)
             continue;
-        s_out_ws (self, s->conn, s->sub_id, gw_event_frame (ev), false, more && k == last_index);
+        gw_bridge_out_ws (self, s->conn, s->sub_id, gw_event_frame (ev), false, more && k == last_index);
         s->last = seq;
     }
     if (more && last_index != UINT32_MAX) {
@@ -368,8 +294,8 @@ s_on_page (gw_bridge_t *self, bsub_t *s, sb_msg_t *reply)
 
 /*  Appends a live frame for (conn, sub_id) to the chain handed to the lws
     thread in one go; false when out of memory. */
-static bool
-s_chain_live (gw_out_t **head, gw_out_t **tail, size_t *n, uint64_t conn, uint32_t sub_id, gw_buf_t *buf)
+bool
+gw_bridge_chain_live (gw_out_t **head, gw_out_t **tail, size_t *n, uint64_t conn, uint32_t sub_id, gw_buf_t *buf)
 {
     gw_out_t *out = calloc (1, sizeof *out);
     if (!out)
@@ -435,7 +361,7 @@ s_on_event (gw_bridge_t *self, sb_msg_t *msg)
             s_hold (self, s, seq, buf);
         else
         if (seq == s->last + 1) {
-            if (!s_chain_live (&head, &tail, &n, s->conn, s->sub_id, buf))
+            if (!gw_bridge_chain_live (&head, &tail, &n, s->conn, s->sub_id, buf))
                 continue;       /* the next event shows the gap; the tape fills it */
             s->last = seq;
         }
@@ -510,120 +436,6 @@ s_close_conn (gw_bridge_t *self, uint64_t conn)
 }
 
 /* ------------------------------------------------------------------ */
-/*  The bus tap: every message on both planes, rendered as `switchboard
-    tap --json` renders it, for the connections that asked with op tap. */
-
-//  Sends t's `tapping` reply, if it still has one.
-static void
-s_tap_ack (gw_bridge_t *self, btap_t *t)
-{
-    if (t->ack) {
-        s_out_ws (self, t->conn, 0, t->ack, false, false);
-        t->ack = NULL;
-    }
-}
-
-//  The tap is live: every reply held for it goes.
-static void
-s_tap_confirm (gw_bridge_t *self)
-{
-    self->tap_live = true;
-    for (btap_t *t = zlistx_first (self->taps); t; t = zlistx_next (self->taps))
-        s_tap_ack (self, t);
-}
-
-static void
-s_tap_add (gw_bridge_t *self, gw_in_t *in)
-{
-    btap_t *t = calloc (1, sizeof *t);
-    json_t *txv = in->tx ? json_loads (in->tx, JSON_DECODE_ANY, NULL) : NULL;
-    json_t *j = t ? json_pack ("{s:s,s:o,s:s,s:{s:s}}", "op", "reply", "tx", txv ? txv : json_null (),
-                               "type", "tapping", "body", "filter", in->type) : NULL;
-    if (!j)
-        json_decref (txv);
-    char *text = j ? json_dumps (j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-    json_decref (j);
-    if (!text) {
-        free (t);
-        return;
-    }
-    t->ack = gw_buf_new (text, strlen (text));
-    free (text);
-    t->conn = in->conn;
-    t->id = in->sub_id;
-    snprintf (t->filter, sizeof t->filter, "%s", in->type);
-    if (zlistx_size (self->taps) == 0) {
-        zsock_set_subscribe (self->tap, "");
-        self->tap_live = false;
-        self->tap_since = sb_mono_ms ();
-    }
-    zlistx_add_end (self->taps, t);
-    if (self->tap_live)
-        s_tap_ack (self, t);
-}
-
-//  Drops conn's tap `id`, or all of conn's taps when id is 0 (a reply
-//  still held goes first: every op is answered).
-static void
-s_tap_remove (gw_bridge_t *self, uint64_t conn, uint32_t id)
-{
-    size_t before = zlistx_size (self->taps);
-    bool again = true;
-    while (again) {
-        again = false;
-        for (btap_t *t = zlistx_first (self->taps); t; t = zlistx_next (self->taps))
-            if (t->conn == conn && (id == 0 || t->id == id)) {
-                s_tap_ack (self, t);
-                zlistx_delete (self->taps, zlistx_cursor (self->taps));
-                free (t);
-                again = true;
-                break;
-            }
-    }
-    if (before > 0 && zlistx_size (self->taps) == 0) {
-        zsock_set_unsubscribe (self->tap, "");
-        self->tap_live = false;
-    }
-}
-
-static void
-s_on_tap (gw_bridge_t *self, zmsg_t *msg)
-{
-    sb_tap_msg_t tm;
-    if (zlistx_size (self->taps) == 0)
-        return;
-    if (!self->tap_live)
-        s_tap_confirm (self);
-    if (sb_tap_parse (msg, &tm) || sb_tap_is_heartbeat (tm.h.type))
-        return;
-    gw_buf_t *buf = NULL;
-    gw_out_t *head = NULL, *tail = NULL;
-    size_t n = 0;
-    for (btap_t *t = zlistx_first (self->taps); t; t = zlistx_next (self->taps)) {
-        if (t->filter [0] && !sb_tap_matches (&tm, t->filter))
-            continue;
-        if (!buf) {
-            json_t *extra = json_pack ("{s:s,s:I,s:I}", "op", "tap", "size", (json_int_t) zframe_size (tm.body),
-                                       "ts", (json_int_t) zclock_time ());
-            char *line = extra ? sb_tap_json (&tm, extra) : NULL;
-            json_decref (extra);
-            size_t len = line ? strlen (line) : 0;
-            buf = line ? gw_buf_alloc (len) : NULL;
-            if (buf) {
-                memcpy (gw_buf_text (buf), line, len);
-                buf->len = len;
-            }
-            free (line);
-            if (!buf)
-                break;
-        }
-        s_chain_live (&head, &tail, &n, t->conn, t->id, buf);
-    }
-    gw_to_lws_chain (self->gw, head, tail, n);
-    gw_buf_unref (&buf);
-}
-
-/* ------------------------------------------------------------------ */
 /*  Calls */
 
 static void
@@ -666,41 +478,64 @@ s_call (gw_bridge_t *self, gw_in_t *in)
     zhashx_insert (self->pending, id, p);
 }
 
-static void
-s_metrics_request (gw_bridge_t *self, gw_in_t *in)
+/*  Sends `type`, with an empty body, for the scrape p: false when the bus
+    did not take it. */
+static bool
+s_metrics_send (gw_bridge_t *self, pending_t *p, const char *type)
 {
-    pending_t *p = calloc (1, sizeof *p);
-    char id [40];
-    if (!p)
-        return;
-    p->kind = P_METRICS;
-    p->conn = in->conn;
-    p->http = true;
     sb_enc_reset (self->enc);
     sb_enc_map_open (self->enc);
     sb_enc_map_close (self->enc);
     size_t len;
     const uint8_t *body = sb_enc_data (self->enc, &len);
-    if (sb_bus_send (self->bus, "bus.stats", NULL, NULL, body, len, sb_now_ms () + 5000, id) != 0) {
-        s_answer_error (self, p, "unavailable", "the broker did not take bus.stats", true, NULL);
-        free (p);
-        return;
-    }
+    char id [40];
+    if (sb_bus_send (self->bus, type, NULL, NULL, body, len, sb_now_ms () + 5000, id) != 0)
+        return false;
     p->deadline = sb_mono_ms () + 10000;
     zhashx_insert (self->pending, id, p);
+    return true;
 }
 
 static void
-s_metrics_answer (gw_bridge_t *self, pending_t *p, sb_msg_t *reply)
+s_metrics_request (gw_bridge_t *self, gw_in_t *in)
 {
-    gw_buf_t *buf = gw_metrics_render (self->gw, reply);
+    pending_t *p = calloc (1, sizeof *p);
+    if (!p)
+        return;
+    *p = (pending_t) { .kind = P_METRICS, .conn = in->conn, .http = true };
+    if (!s_metrics_send (self, p, "bus.stats")) {
+        s_answer_error (self, p, "unavailable", "the broker did not take bus.stats", true, NULL);
+        free (p);
+    }
+}
+
+static void
+s_metrics_answer (gw_bridge_t *self, pending_t *p, sb_msg_t *llm)
+{
+    gw_buf_t *buf = gw_metrics_render (self->gw, p->stats, llm);
     if (buf)
         s_out_http (self, p->conn, 200, "text/plain; version=0.0.4", buf);
 }
 
+/*  bus.stats answered: keeps the answer and asks llm.info, whose rate
+    limits the page adds; answers at once when the bus does not take it. */
 static void
-s_on_reply (gw_bridge_t *self, sb_msg_t *msg)
+s_metrics_llm (gw_bridge_t *self, pending_t *p, sb_msg_t **stats_p)
 {
+    p->stats = *stats_p;
+    *stats_p = NULL;
+    p->kind = P_METRICS_LLM;
+    if (!s_metrics_send (self, p, "llm.info")) {
+        s_metrics_answer (self, p, NULL);
+        sb_msg_destroy (&p->stats);
+        free (p);
+    }
+}
+
+static void
+s_on_reply (gw_bridge_t *self, sb_msg_t **msg_p)
+{
+    sb_msg_t *msg = *msg_p;
     if (sb_type_has_suffix (msg->h.type, ".chunk"))
         return;                 /* no public type streams; a stream's end is its reply */
     pending_t *p = zhashx_lookup (self->pending, msg->h.corr);
@@ -714,7 +549,12 @@ s_on_reply (gw_bridge_t *self, sb_msg_t *msg)
             s_on_page (self, s, msg);
     }
     else
-    if (p->kind == P_METRICS)
+    if (p->kind == P_METRICS) {
+        s_metrics_llm (self, p, msg_p);
+        return;
+    }
+    else
+    if (p->kind == P_METRICS_LLM)
         s_metrics_answer (self, p, msg);
     else
     if (sb_msg_is_error (msg))
@@ -728,6 +568,7 @@ s_on_reply (gw_bridge_t *self, sb_msg_t *msg)
     }
     else
         s_out_reply (self, p->conn, p->tx, gw_reply_frame (p->tx, msg->h.type, msg->body));
+    sb_msg_destroy (&p->stats);
     free (p->tx);
     free (p);
 }
@@ -738,7 +579,7 @@ s_tick (gw_bridge_t *self)
 {
     int64_t now = sb_mono_ms ();
     if (!self->tap_live && zlistx_size (self->taps) > 0 && now - self->tap_since >= SB_GW_TAP_ACK_MS)
-        s_tap_confirm (self);
+        gw_bridge_tap_confirm (self);
     zlistx_t *late = NULL;
     for (pending_t *p = zhashx_first (self->pending); p; p = zhashx_next (self->pending))
         if (now >= p->deadline) {
@@ -758,10 +599,11 @@ s_tick (gw_bridge_t *self)
                 s_sub_fail (self, s, "timeout", "the tape did not answer in time");
         }
         else
-        if (p->kind == P_METRICS)
+        if (p->kind == P_METRICS || p->kind == P_METRICS_LLM)
             s_metrics_answer (self, p, NULL);
         else
             s_answer_error (self, p, "timeout", "no reply in time", true, NULL);
+        sb_msg_destroy (&p->stats);
         free (p->tx);
         free (p);
     }
@@ -801,10 +643,10 @@ s_take_in (gw_bridge_t *self)
             }
             case GW_IN_CLOSE:
                 s_close_conn (self, in->conn);
-                s_tap_remove (self, in->conn, 0);
+                gw_bridge_tap_remove (self, in->conn, 0);
                 break;
-            case GW_IN_TAP: s_tap_add (self, in); break;
-            case GW_IN_UNTAP: s_tap_remove (self, in->conn, in->sub_id); break;
+            case GW_IN_TAP: gw_bridge_tap_add (self, in); break;
+            case GW_IN_UNTAP: gw_bridge_tap_remove (self, in->conn, in->sub_id); break;
             case GW_IN_METRICS: s_metrics_request (self, in); break;
         }
         gw_in_free (in);
@@ -837,7 +679,7 @@ s_main (void *arg)
             if (!msg)
                 break;
             if (msg->h.corr [0])
-                s_on_reply (self, msg);
+                s_on_reply (self, &msg);
             sb_msg_destroy (&msg);
         }
         for (int k = 0; k < 1000; k++) {
@@ -851,7 +693,7 @@ s_main (void *arg)
             zmsg_t *msg = zmsg_recv (self->tap);        /* rcvtimeo 0: never waits */
             if (!msg)
                 break;
-            s_on_tap (self, msg);
+            gw_bridge_on_tap (self, msg);
             zmsg_destroy (&msg);
         }
         if (sb_mono_ms () >= next_tick) {
@@ -868,6 +710,7 @@ s_pending_free (void **item)
 {
     pending_t *p = *item;
     if (p) {
+        sb_msg_destroy (&p->stats);
         free (p->tx);
         free (p);
         *item = NULL;

@@ -309,7 +309,7 @@ bool gw_total_fits (sb_gateway_t *gw, size_t len);
     bus.stats reply (NULL or an error: a comment says so). A new buffer,
     NULL when out of memory (gateway/metrics.c). */
 struct sb_msg;
-gw_buf_t *gw_metrics_render (sb_gateway_t *gw, const struct sb_msg *reply);
+gw_buf_t *gw_metrics_render (sb_gateway_t *gw, const struct sb_msg *stats, const struct sb_msg *llm);
 
 /*  The frames the bridge sends (gateway/translate.c), each a new buffer
     (NULL: out of memory): an event {op:"event", ...the event's fields};

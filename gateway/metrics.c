@@ -88,8 +88,47 @@ s_metrics_store_backend (FILE *f, const sb_val_t *stores)
     }
 }
 
+//  A label value Prometheus reads as it is: no quote, backslash or
+//  newline to escape (a provider's name is configured, but not checked).
+static bool
+s_label_ok (const sb_val_t *v)
+{
+    if (!v || v->type != SB_V_STR || !v->len || v->len > 64)
+        return false;
+    for (uint32_t i = 0; i < v->len; i++)
+        if (!isalnum ((unsigned char) v->v.s [i]) && !strchr ("_-.:", v->v.s [i]))
+            return false;
+    return true;
+}
+
+//  The latest rate-limit headers of each provider, from llm.info's
+//  providers (docs/usage.md).
+static void
+s_metrics_ratelimits (FILE *f, const struct sb_msg *llm)
+{
+    if (!llm || sb_msg_is_error (llm)) {
+        fprintf (f, "# llm.info did not answer: %s\n", llm ? sb_msg_error_message (llm) : "timeout");
+        return;
+    }
+    const sb_val_t *provs = sb_get_array (llm->body, "providers");
+    fprintf (f, "# HELP sb_llm_ratelimit the latest rate-limit header values a provider sent (docs/usage.md)\n"
+                "# TYPE sb_llm_ratelimit gauge\n");
+    for (uint32_t k = 0; provs && k < provs->len; k++) {
+        const sb_val_t *p = sb_array_at (provs, k);
+        const sb_val_t *rl = sb_get_map (p, "ratelimit");
+        if (!rl || !s_label_ok (sb_get (p, "provider")))
+            continue;
+        for (uint32_t i = 0; i < rl->len; i++) {
+            const sb_val_t *key = sb_map_key (rl, i), *val = sb_map_val (rl, i);
+            if (s_label_ok (key) && val->type == SB_V_UINT)
+                fprintf (f, "sb_llm_ratelimit{provider=\"%s\",field=\"%s\"} %" PRIu64 "\n",
+                         sb_get_str (p, "provider"), key->v.s, val->v.u);
+        }
+    }
+}
+
 gw_buf_t *
-gw_metrics_render (sb_gateway_t *gw, const struct sb_msg *reply)
+gw_metrics_render (sb_gateway_t *gw, const struct sb_msg *reply, const struct sb_msg *llm)
 {
     char *text = NULL;
     size_t len = 0;
@@ -146,6 +185,7 @@ gw_metrics_render (sb_gateway_t *gw, const struct sb_msg *reply)
     }
     else
         fprintf (f, "# bus.stats did not answer: %s\n", reply ? sb_msg_error_message (reply) : "timeout");
+    s_metrics_ratelimits (f, llm);
     fclose (f);
     gw_buf_t *buf = gw_buf_new (text, len);
     free (text);

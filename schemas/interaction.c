@@ -9,6 +9,8 @@ const char *const sb_ia_statuses [IA__COUNT + 1] = { "pending", "approved", "rej
 const char *const sb_ia_decisions [IA__DECISIONS + 1] = { "approve", "reject", NULL };
 const char *const sb_ia_scopes [IA__SCOPES + 1] = { "once", "session", "always", NULL };
 const char *const sb_ia_risks [IA__RISKS + 1] = { "low", "medium", "high", NULL };
+const char *const sb_ia_kinds [IA__KINDS + 1] = { "approval", "budget", NULL };
+const char *const sb_ia_budgets [IA__BUDGETS + 1] = { "tokens", "cost", "steps", "minutes", NULL };
 
 /*  The transition table: a pending interaction is resolved once, by a
     person (approved, rejected) or by its deadline (expired); a resolved
@@ -31,3 +33,7 @@ SB_ENUM_FROM (sb_ia_decision_from_name, ia_decision_t, sb_ia_decisions, IA__DECI
 SB_ENUM_NAME (sb_ia_scope_name, ia_scope_t, sb_ia_scopes, IA__SCOPES, "unknown")
 SB_ENUM_FROM (sb_ia_scope_from_name, ia_scope_t, sb_ia_scopes, IA__SCOPES)
 SB_ENUM_FROM (sb_ia_risk_from_name, ia_risk_t, sb_ia_risks, IA__RISKS)
+SB_ENUM_NAME (sb_ia_kind_name, ia_kind_t, sb_ia_kinds, IA__KINDS, "unknown")
+SB_ENUM_FROM (sb_ia_kind_from_name, ia_kind_t, sb_ia_kinds, IA__KINDS)
+SB_ENUM_NAME (sb_ia_budget_name, ia_budget_t, sb_ia_budgets, IA__BUDGETS, "unknown")
+SB_ENUM_FROM (sb_ia_budget_from_name, ia_budget_t, sb_ia_budgets, IA__BUDGETS)

@@ -186,6 +186,10 @@ static const sb_field_t s_tape_approval_requested [] = {
     { "deadline_at", SB_T_UINT, false, 0, NULL, "ms since epoch when it resolves by itself; absent: never",
       RANGE_TIME },
     { "default_outcome", SB_T_ENUM, false, 16, NULL, "the decision at the deadline", ENUM (sb_ia_decisions) },
+    { "kind", SB_T_ENUM, false, 16, NULL, "approval (absent) | budget", ENUM (sb_ia_kinds) },
+    { "budget", SB_T_ENUM, false, 16, NULL, "kind budget: the budget reached", ENUM (sb_ia_budgets) },
+    { "spent", SB_T_UINT, false, 0, NULL, "kind budget: what the run used", RANGE_COUNT },
+    { "limit", SB_T_UINT, false, 0, NULL, "kind budget: its limit", RANGE_COUNT },
     END };
 static const sb_field_t s_tape_approval_resolved [] = {
     { "interaction_id", SB_T_STR, true, ID_MAX, NULL, "the interaction" },
@@ -195,6 +199,22 @@ static const sb_field_t s_tape_approval_resolved [] = {
     { "scope", SB_T_ENUM, false, 16, NULL, "how far the answer reaches", ENUM (sb_ia_scopes) },
     { "resolved_by", SB_T_STR, true, 128, NULL, "who answered (a terminal, the CLI, a browser, \"deadline\")" },
     { "feedback", SB_T_STR, false, 16 KB, NULL, "the person's words to the model" },
+    { "kind", SB_T_ENUM, false, 16, NULL, "approval (absent) | budget", ENUM (sb_ia_kinds) },
+    { "raise", SB_T_UINT, false, 0, NULL, "kind budget: the raise the person asked for", RANGE_COUNT },
+    END };
+/*  A run's budgets (docs/usage.md): spent and limit in the budget's unit
+    (tokens, micro-dollars, steps, minutes). */
+static const sb_field_t s_tape_budget_warning [] = {
+    { "budget", SB_T_ENUM, true, 16, NULL, "the budget", ENUM (sb_ia_budgets) },
+    { "percent", SB_T_UINT, true, 0, NULL, "50 or 80: the share of the budget spent", RANGE (50, 80, 50) },
+    { "spent", SB_T_UINT, true, 0, NULL, "what the run used", RANGE_COUNT },
+    { "limit", SB_T_UINT, true, 0, NULL, "the budget", RANGE_COUNT },
+    END };
+static const sb_field_t s_tape_budget_raised [] = {
+    { "budget", SB_T_ENUM, true, 16, NULL, "the budget", ENUM (sb_ia_budgets) },
+    { "limit", SB_T_UINT, true, 0, NULL, "its new limit for the rest of the run", RANGE_COUNT },
+    { "spent", SB_T_UINT, true, 0, NULL, "what the run had used", RANGE_COUNT },
+    { "interaction_id", SB_T_STR, true, ID_MAX, NULL, "the budget question a person approved" },
     END };
 static const sb_field_t s_tape_prompt_queued [] = {
     { "prompt_id", SB_T_STR, true, ID_MAX, NULL, "the queued prompt" },
@@ -318,6 +338,10 @@ static const sb_type_t s_tape_kinds [] = {
     TAPE ("tool.result", s_tape_tool_result, SB_SCOPE_WORKER, "a tool finished"),
     TAPE ("approval.requested", s_tape_approval_requested, SB_SCOPE_INTERNAL, "a tool call waits for approval"),
     TAPE ("approval.resolved", s_tape_approval_resolved, SB_SCOPE_INTERNAL, "an approval was answered or expired"),
+    TAPE ("budget.warning", s_tape_budget_warning, SB_SCOPE_WORKER,
+          "a run spent 50 % or 80 % of one of its budgets (docs/usage.md)"),
+    TAPE ("budget.raised", s_tape_budget_raised, SB_SCOPE_WORKER,
+          "a person approved going on past a budget: the run's new limit"),
     TAPE ("prompt.queued", s_tape_prompt_queued, SB_SCOPE_INTERNAL,
           "a prompt waits for the running run: queued, or a steer"),
     TAPE ("prompt.dequeued", s_tape_prompt_ref, SB_SCOPE_INTERNAL,

@@ -30,6 +30,12 @@ static const sb_field_t s_record [] = {
     { "deadline_at", SB_T_UINT, false, 0, NULL, "ms since epoch when it resolves by itself; absent: never",
       RANGE_TIME },
     { "default_outcome", SB_T_STR, true, 16, NULL, "approve | reject: the decision at the deadline" },
+    { "kind", SB_T_STR, false, 16, NULL, "approval (a tool call, the default) | budget (a run reached a budget)" },
+    { "budget", SB_T_STR, false, 16, NULL, "kind budget: tokens | cost | steps | minutes" },
+    { "spent", SB_T_UINT, false, 0, NULL, "kind budget: what the run used (cost in micro-dollars)", RANGE_COUNT },
+    { "limit", SB_T_UINT, false, 0, NULL, "kind budget: the limit it reached", RANGE_COUNT },
+    { "raise", SB_T_UINT, false, 0, NULL, "kind budget, approved: the amount the answer raised it by "
+      "(absent: the session's budget, its original amount)", RANGE_COUNT },
     END
 };
 static const sb_field_t s_one [] = {
@@ -50,6 +56,12 @@ static const sb_field_t s_request [] = {
       RANGE (0, DEADLINE_S_MAX, 900) },
     { "default_outcome", SB_T_ENUM, false, 16, NULL, "the decision at the deadline (default reject)",
       ENUM (sb_ia_decisions) },
+    { "kind", SB_T_ENUM, false, 16, NULL, "what is asked (default approval; budget: call_id names the budget "
+      "and its limit, tool is \"budget\")", ENUM (sb_ia_kinds) },
+    { "budget", SB_T_ENUM, false, 16, NULL, "kind budget: the budget reached", ENUM (sb_ia_budgets) },
+    { "spent", SB_T_UINT, false, 0, NULL, "kind budget: what the run used", RANGE_COUNT },
+    { "budget_limit", SB_T_UINT, false, 0, NULL, "kind budget: its limit (the record's `limit`; a request's "
+      "`limit` is a page size)", RANGE_COUNT },
     END
 };
 static const sb_field_t s_request_ok [] = {
@@ -83,6 +95,8 @@ static const sb_field_t s_resolve [] = {
     { "scope", SB_T_ENUM, false, 16, NULL, "how far the answer reaches (default once)", ENUM (sb_ia_scopes) },
     { "resolved_by", SB_T_STR, false, 128, NULL, "who answers (default \"api\")" },
     { "command_id", SB_T_STR, false, 64, NULL, "idempotency key: a retry of the winning resolve gets its reply" },
+    { "raise", SB_T_UINT, false, 0, NULL, "a budget question approved: raise the budget by this much (tokens, "
+      "micro-dollars, steps or minutes; default its original amount)", RANGE (1, SB_BUDGET_TOKENS_MAX, 1) },
     END
 };
 

@@ -19,7 +19,7 @@ static const sb_field_t s_run_record [] = {
     { "run_id", SB_T_STR, true, ID_MAX, NULL, "run id" },
     { "session_id", SB_T_STR, true, ID_MAX, NULL, "session" },
     { "status", SB_T_STR, true, 16, NULL, "queued | claimed | running | cancelling | completed | failed | cancelled | expired | interrupted" },
-    { "phase", SB_T_STR, false, 32, NULL, "what the run is doing: model | tool | waiting_approval | idle" },
+    { "phase", SB_T_STR, false, 32, NULL, "what the run is doing: model | tool | waiting_approval | waiting_budget | idle" },
     { "reason", SB_T_STR, false, 1 KB, NULL, "why it reached its status" },
     { "input", SB_T_STR, false, 1 MB, NULL, "the prompt text" },
     { "target", SB_T_MAP, false, 0, s_target, "where it runs" },

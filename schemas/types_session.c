@@ -16,6 +16,21 @@ static const sb_field_t s_mcp_name [] = { { "", SB_T_STR, false, 32, NULL, "an M
 #define NETWORK_DOC "whether its tools may reach the network from the sandbox (absent: false, loopback only; docs/sandbox.md)"
 #define MCP_SERVERS_DOC "the MCP servers the session uses, by name (absent: all; [] none; [\"*\"] in an update: all again)"
 
+/*  Budgets (docs/usage.md): each one is per run; 0 in an update removes
+    it. The names are sb_ia_budgets', cost in micro-dollars. */
+static const sb_field_t s_budget [] = {
+    { "tokens", SB_T_UINT, false, 0, NULL, "input + output tokens of the run's model calls, compaction's included",
+      RANGE (0, SB_BUDGET_TOKENS_MAX, 0) },
+    { "cost_microusd", SB_T_UINT, false, 0, NULL, "the run's cost in micro-dollars (1000000 = $1)",
+      RANGE (0, SB_BUDGET_COST_MAX, 0) },
+    { "steps", SB_T_UINT, false, 0, NULL, "model calls of the run, compaction's included",
+      RANGE (0, SB_BUDGET_STEPS_MAX, 0) },
+    { "minutes", SB_T_UINT, false, 0, NULL, "the run's wall time, from its turn.begin",
+      RANGE (0, SB_BUDGET_MINUTES_MAX, 0) },
+    END
+};
+#define BUDGET_DOC "budgets per run: reaching one pauses the run and asks a person (docs/usage.md)"
+
 const sb_field_t sb_session_record_fields [] = {
     { "session_id", SB_T_STR, true, ID_MAX, NULL, "session id" },
     { "created_at", SB_T_UINT, true, 0, NULL, "ms since epoch", RANGE_TIME },
@@ -35,6 +50,9 @@ const sb_field_t sb_session_record_fields [] = {
       "absent: the server's, serve --approval-deadline)", RANGE (0, SB_APPROVAL_DEADLINE_MAX_S, 900) },
     { "mcp_servers", SB_T_ARRAY, false, 64, s_mcp_name, MCP_SERVERS_DOC },
     { "network", SB_T_BOOL, false, 0, NULL, NETWORK_DOC },
+    { "budget", SB_T_MAP, false, 0, s_budget, BUDGET_DOC },
+    { "budget_notice", SB_T_STR, false, 512, NULL,
+      "a budget that cannot be enforced, and why (a provider that reports no usage)" },
     { "last_seq", SB_T_UINT, true, 0, NULL, "tape head", RANGE_COUNT },
     { "last_run_id", SB_T_STR, false, ID_MAX, NULL, "most recent run" },
     { "turn_status", SB_T_STR, true, 16, NULL, "idle | running | cancelling" },
@@ -68,6 +86,7 @@ static const sb_field_t s_session_create [] = {
       "absent: the server's, serve --approval-deadline)", RANGE (0, SB_APPROVAL_DEADLINE_MAX_S, 900) },
     { "mcp_servers", SB_T_ARRAY, false, 64, s_mcp_name, MCP_SERVERS_DOC },
     { "network", SB_T_BOOL, false, 0, NULL, NETWORK_DOC },
+    { "budget", SB_T_MAP, false, 0, s_budget, BUDGET_DOC " (an update changes only the budgets it names)" },
     { "command_id", SB_T_STR, false, 64, NULL, "idempotency key" },
     END
 };
@@ -125,6 +144,7 @@ static const sb_field_t s_session_usage_ok [] = {
     { "totals", SB_T_MAP, true, 0, s_usage_totals, "the totals" },
     { "runs", SB_T_ARRAY, false, 1000, s_usage_run_item, "the session's runs, oldest first (with session_id)" },
     { "days", SB_T_ARRAY, false, 1000, s_usage_day_item, "by day, oldest first" },
+    { "budget_notice", SB_T_STR, false, 512, NULL, "with session_id: a budget of it that cannot be enforced" },
     END
 };
 static const sb_field_t s_session_update [] = {
@@ -145,6 +165,7 @@ static const sb_field_t s_session_update [] = {
       RANGE (0, SB_APPROVAL_DEADLINE_MAX_S, 900) },
     { "mcp_servers", SB_T_ARRAY, false, 64, s_mcp_name, MCP_SERVERS_DOC },
     { "network", SB_T_BOOL, false, 0, NULL, NETWORK_DOC },
+    { "budget", SB_T_MAP, false, 0, s_budget, BUDGET_DOC " (an update changes only the budgets it names)" },
     { "command_id", SB_T_STR, false, 64, NULL, "idempotency key" },
     END
 };

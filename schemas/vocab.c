@@ -13,7 +13,9 @@ const char *const sb_compact_methods [SB_COMPACT__METHODS + 1] = { "elide", "sum
 const char *const sb_ckpt_stores [SB_CKPT__STORES + 1] = { "repository", "shadow", NULL };
 const char *const sb_workspace_syncs [SB_SYNC__COUNT + 1] = { "same_path", "none", NULL };
 const char *const sb_worker_statuses [SB_WORKER__COUNT + 1] = { "idle", "running", "stale", "offline", NULL };
-const char *const sb_run_phases [SB_PHASE__COUNT + 1] = { "idle", "model", "tool", "waiting_approval", NULL };
+const char *const sb_run_phases [SB_PHASE__COUNT + 1] = {
+    "idle", "model", "tool", "waiting_approval", "waiting_budget", NULL
+};
 const char *const sb_llm_roles [SB_LLM_ROLE__COUNT + 1] = { "user", "assistant", "tool", NULL };
 const char *const sb_stop_reasons [SB_STOP__COUNT + 1] = {
     "end", "tool_calls", "length", "content_filter", "cancelled", NULL

@@ -64,9 +64,12 @@ extern const char *const sb_worker_statuses [];
 sb_worker_status_t sb_worker_status_from_name (const char *name);
 
 /*  What a run is doing (run.heartbeat phase, the run record's): idle |
-    model | tool | waiting_approval. The executor holds it as this enum. */
+    model | tool | waiting_approval | waiting_budget (a budget was reached
+    and a person is asked whether to go on, docs/usage.md). The executor
+    holds it as this enum. */
 typedef enum {
-    SB_PHASE_IDLE, SB_PHASE_MODEL, SB_PHASE_TOOL, SB_PHASE_WAITING_APPROVAL, SB_PHASE__COUNT
+    SB_PHASE_IDLE, SB_PHASE_MODEL, SB_PHASE_TOOL, SB_PHASE_WAITING_APPROVAL, SB_PHASE_WAITING_BUDGET,
+    SB_PHASE__COUNT
 } sb_run_phase_t;
 extern const char *const sb_run_phases [];
 sb_run_phase_t sb_run_phase_from_name (const char *name);

@@ -97,6 +97,11 @@ s_count_call (sb_exec_run_t *run, const sb_val_t *ev)
     run->tape_out += sb_get_uint (body, "output_tokens", 0);
     if (sb_get (body, "input_tokens"))
         atomic_store (&run->usage_known, true);
+    //  its cost, for the budgets (actors/exec/budget.c)
+    sb_exec_usage_t u;
+    memset (&u, 0, sizeof u);
+    sb_exec_usage_take (&u, body);
+    sb_exec_budget_note (run, &u, u.known != 0);
 }
 
 /*  Takes what the tape says the run made before, when that is more than
@@ -138,6 +143,8 @@ s_catch_up (sb_exec_run_t *run)
         for (uint32_t k = 0; events && k < events->len; k++) {
             if (run->counting)
                 s_count_call (run, sb_array_at (events, k));
+            /* the run's budget warnings, raises and questions (budget.c) */
+            sb_exec_budget_feed (run, sb_array_at (events, k));
             /* approvals and unanswered calls, as the tape says (actors/exec/policy.h) */
             sb_policy_feed (run->runtime->policy, sb_array_at (events, k), run->runtime->workspace);
             if (sb_context_add (ctx, sb_array_at (events, k)) != 0) {
@@ -210,6 +217,7 @@ s_prepare (sb_exec_run_t *run)
         return -1;
     }
     sb_exec_mcp_attach (run, rec);
+    sb_exec_budget_configure (run, rec);
     sb_msg_destroy (&reply);
     return s_catch_up (run);
 }
@@ -442,9 +450,11 @@ s_agent_loop (sb_exec_run_t *run)
         sb_exec_rewind_run (run);
         return;
     }
-    /* calls of this very run without results: it waited for an approval */
+    /* calls of this very run without results: it waited for an approval;
+       or its last word is a budget question (actors/exec/budget.c) */
     bool waiting = sb_policy_unanswered (run->runtime->policy, run->run_id, NULL, 0) > 0;
-    if ((!waiting && sb_exec_append_one (run, "turn.begin", NULL, NULL))
+    bool at_budget = run->budget.asked;
+    if ((!waiting && !at_budget && sb_exec_append_one (run, "turn.begin", NULL, NULL))
     ||  sb_exec_load_instructions (run) || sb_exec_mcp_start (run) || s_catch_up (run))
         return;
     if (run->resume_from [0] && s_close_unanswered (run))
@@ -473,6 +483,9 @@ s_agent_loop (sb_exec_run_t *run)
             sb_exec_finish_with (run, "failed", "timeout_s (%llu) exceeded", (unsigned long long) run->timeout_s);
             break;
         }
+        /* the budgets, before the next model call: may ask a person */
+        if (sb_exec_budget_check (run))
+            break;
         /* a step boundary: steers join here (actors/exec/steer.c); then the
            context is kept within the model's window (actors/exec/compact.c) */
         bool compacted;

@@ -33,6 +33,20 @@
 
 typedef struct sb_exec_run sb_exec_run_t;
 
+/*  A run's budgets (actors/exec/budget.c, docs/usage.md), in ia_budget_t
+    order: tokens, cost (micro-dollars), steps, minutes. */
+typedef struct {
+    uint64_t original [4];      /* the session's; 0: no such budget */
+    uint64_t limit [4];         /* the current limit: raised by budget.raised */
+    bool warned [4][2];         /* budget.warning at 50 % and 80 % written */
+    uint64_t cost;              /* micro-dollars of the run's calls */
+    bool cost_unknown;          /* a call had no cost: the cost is not known */
+    bool tokens_unknown;        /* a call reported no tokens */
+    bool asked;                 /* the tape's last word on the run is a budget question */
+    uint64_t started_ms;        /* wall ms of the run's first turn.begin; 0: not seen yet */
+    int64_t minute_ms;          /* a minute (SWITCHBOARD_BUDGET_MINUTE_MS, for tests) */
+} sb_exec_budget_t;
+
 /*  What a coalescing buffer holds: text or thinking deltas, or one tool's
     output. */
 typedef struct {
@@ -111,6 +125,7 @@ struct sb_exec_run {
     uint64_t last_seq;          /* the seq of the run's last append (a checkpoint's seq_of) */
     bool touched;               /* a tool that is not read-only ran since the last checkpoint */
     int64_t ckpt_max_file;      /* files over this many bytes are recorded by size (actors/exec/checkpoint.c) */
+    sb_exec_budget_t budget;    /* the session's budgets, for this run (actors/exec/budget.c) */
 };
 
 //  The tape's bounds on a call's id and name (schemas/types.c, tool.call).
@@ -156,6 +171,22 @@ typedef struct {
     sb_exec_usage_t call_usage; /* the usage chunk as the tape entry says it */
     char stop [32];
 } sb_exec_step_t;
+
+//  ---------------------------------------------------------------------
+//  actors/exec/budget.c: budgets that pause the run and ask (docs/usage.md)
+
+//  The session record's budgets, at the run's start.
+void sb_exec_budget_configure (sb_exec_run_t *run, const sb_val_t *session);
+//  A tape entry read by the catch-up: the run's warnings, raises, start
+//  and pending question.
+void sb_exec_budget_feed (sb_exec_run_t *run, const sb_val_t *ev);
+//  One model call's usage, as written to the tape (reported: the provider
+//  sent counts).
+void sb_exec_budget_note (sb_exec_run_t *run, const sb_exec_usage_t *u, bool reported);
+//  At a step boundary, before the next model call: writes the warnings
+//  due, and when a budget is reached asks a person and waits. Returns 0
+//  to go on, -1 when the run stops (status set, or lost).
+int sb_exec_budget_check (sb_exec_run_t *run);
 
 //  ---------------------------------------------------------------------
 //  actors/exec/checkpoint.c: the work tree recorded as a git tree

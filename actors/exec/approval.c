@@ -109,6 +109,12 @@ sb_exec_approval_configure (sb_exec_run_t *run, const sb_val_t *session)
     return 0;
 }
 
+int64_t
+sb_exec_approval_deadline (const sb_exec_run_t *run)
+{
+    return run->approval && run->approval->has_deadline ? (int64_t) run->approval->deadline_s : -1;
+}
+
 bool
 sb_exec_approval_read_denied (const char *path, void *arg)
 {
@@ -247,16 +253,8 @@ s_denied (sb_exec_run_t *run, const sb_exec_call_t *call, const sb_policy_key_t 
 //  ---------------------------------------------------------------------
 //  Ask and wait
 
-typedef struct {
-    char status [16];           //  approved | rejected | expired
-    char decision [16];         //  approve | reject
-    char scope [16];            //  once | session | always
-    char resolved_by [129];
-    char *feedback;
-} s_outcome_t;
-
 static void
-s_outcome_take (s_outcome_t *o, const sb_val_t *m)
+s_outcome_take (sb_exec_answer_t *o, const sb_val_t *m)
 {
     snprintf (o->status, sizeof o->status, "%s", sb_get_str (m, "status") ? sb_get_str (m, "status") : "");
     snprintf (o->decision, sizeof o->decision, "%s", sb_get_str (m, "decision") ? sb_get_str (m, "decision") : "");
@@ -266,17 +264,25 @@ s_outcome_take (s_outcome_t *o, const sb_val_t *m)
     free (o->feedback);
     const char *fb = sb_get_str (m, "feedback");
     o->feedback = fb && *fb ? strdup (fb) : NULL;
+    o->raise = sb_get_uint (m, "raise", 0);
+}
+
+void
+sb_exec_answer_clear (sb_exec_answer_t *a)
+{
+    free (a->feedback);
+    memset (a, 0, sizeof *a);
 }
 
 static bool
-s_resolved (const s_outcome_t *o)
+s_resolved (const sb_exec_answer_t *o)
 {
     return o->status [0] && sb_ia_status_from_name (o->status) != IA_PENDING;
 }
 
 //  interact.get: fills o when the interaction is resolved.
 static void
-s_poll (sb_exec_run_t *run, const char *id, s_outcome_t *o)
+s_poll (sb_exec_run_t *run, const char *id, sb_exec_answer_t *o)
 {
     sb_enc_t *e = sb_enc_new ();
     sb_enc_map_open (e);
@@ -298,7 +304,7 @@ s_poll (sb_exec_run_t *run, const char *id, s_outcome_t *o)
 typedef enum { S_WAIT_RESOLVED, S_WAIT_CANCELLED, S_WAIT_GONE } s_wait_t;
 
 static s_wait_t
-s_wait (sb_exec_run_t *run, sb_sub_t *sub, const char *id, s_outcome_t *o)
+s_wait (sb_exec_run_t *run, sb_sub_t *sub, const char *id, sb_exec_answer_t *o)
 {
     int64_t next_poll = sb_mono_ms () + SB_APPROVAL_POLL_MS;
     while (!s_resolved (o)) {
@@ -341,7 +347,7 @@ s_resolve_cancelled (sb_exec_run_t *run, const char *id)
     sb_enc_kstr (e, "interaction_id", id);
     sb_enc_kstr (e, "decision", "reject");
     sb_enc_kstr (e, "resolved_by", "cancel");
-    sb_enc_kstr (e, "feedback", "the run was cancelled while this call waited for approval");
+    sb_enc_kstr (e, "feedback", "the run was cancelled while it waited for this answer");
     char cmd [80];
     snprintf (cmd, sizeof cmd, "cancel-%s", id);
     sb_enc_kstr (e, "command_id", cmd);
@@ -352,6 +358,55 @@ s_resolve_cancelled (sb_exec_run_t *run, const char *id)
                  id, reply ? sb_msg_error_code (reply) : "timeout");
     sb_msg_destroy (&reply);
     sb_enc_destroy (&e);
+}
+
+sb_sub_t *
+sb_exec_ask_subscribe (sb_exec_run_t *run)
+{
+    sb_sub_t *sub = run->sub_endpoint [0] ? sb_sub_new (run->sub_endpoint) : NULL;
+    if (sub) {
+        char topic [64];
+        snprintf (topic, sizeof topic, "session/%s", run->session_id);
+        sb_sub_subscribe (sub, topic);
+    }
+    return sub;
+}
+
+sb_ask_t
+sb_exec_ask (sb_exec_run_t *run, sb_enc_t *request, sb_sub_t *sub, sb_run_phase_t phase, sb_exec_answer_t *o)
+{
+    sb_msg_t *reply = s_call (run, "interact.request", request);
+    if (!reply || sb_msg_is_error (reply)) {
+        o->code = reply ? sb_err_from_name (sb_msg_error_code (reply)) : SB_E_timeout;
+        snprintf (o->error, sizeof o->error, "%s", reply ? sb_msg_error_message (reply) : "no reply");
+        sb_msg_destroy (&reply);
+        return atomic_load (&run->shutdown) || atomic_load (&run->lost) ? SB_ASK_GONE : SB_ASK_FAILED;
+    }
+    const char *id = sb_get_str (reply->body, "interaction_id");
+    snprintf (o->interaction_id, sizeof o->interaction_id, "%s", id ? id : "");
+    const sb_val_t *ia = sb_get_map (reply->body, "interaction");
+    const char *status = sb_get_str (ia, "status");
+    if (status && sb_ia_status_from_name (status) != IA_PENDING)
+        s_outcome_take (o, ia);
+    sb_msg_destroy (&reply);
+    s_wait_t w = S_WAIT_RESOLVED;
+    if (!s_resolved (o)) {
+        sb_info (ACTOR, "waiting for a person run=%s interaction=%s phase=%s", run->run_id, o->interaction_id,
+                 sb_run_phase_name (phase));
+        int64_t t0 = sb_mono_ms ();
+        atomic_store (&run->phase, phase);
+        w = s_wait (run, sub, o->interaction_id, o);
+        atomic_store (&run->phase, SB_PHASE_IDLE);
+        //  the run's timeout_s limits its work, not a person's thinking
+        run->deadline += sb_mono_ms () - t0;
+    }
+    if (w == S_WAIT_GONE)
+        return SB_ASK_GONE;
+    if (w == S_WAIT_CANCELLED) {
+        s_resolve_cancelled (run, o->interaction_id);
+        return SB_ASK_CANCELLED;
+    }
+    return SB_ASK_RESOLVED;
 }
 
 //  Scope always: a rule on the session that matches exactly this call.
@@ -433,12 +488,7 @@ static void
 s_ask (sb_exec_run_t *run, const sb_exec_call_t *call, const sb_policy_key_t *key, sb_gate_verdict_t *v)
 {
     //  subscribed before asking, so the resolution cannot slip past
-    sb_sub_t *sub = run->sub_endpoint [0] ? sb_sub_new (run->sub_endpoint) : NULL;
-    if (sub) {
-        char topic [64];
-        snprintf (topic, sizeof topic, "session/%s", run->session_id);
-        sb_sub_subscribe (sub, topic);
-    }
+    sb_sub_t *sub = sb_exec_ask_subscribe (run);
     char *summary = s_summary (run, call, key);
     //  what allows this call from now on, should it be refused
     s_allow_fix (run, call->name, key, v->fix, sizeof v->fix);
@@ -461,15 +511,13 @@ s_ask (sb_exec_run_t *run, const sb_exec_call_t *call, const sb_policy_key_t *ke
     sb_enc_map_close (e);
     free (summary);
     free (diff);
-    sb_msg_t *reply = s_call (run, "interact.request", e);
+    sb_exec_answer_t o = { { 0 } };
+    sb_ask_t asked = sb_exec_ask (run, e, sub, SB_PHASE_WAITING_APPROVAL, &o);
     sb_enc_destroy (&e);
-    s_outcome_t o = { { 0 } };
-    if (!reply || sb_msg_is_error (reply)) {
-        sb_err_t code = reply ? sb_err_from_name (sb_msg_error_code (reply)) : SB_E_timeout;
-        if (atomic_load (&run->shutdown) || atomic_load (&run->lost))
-            v->gate = SB_GATE_GONE;
-        else
-        if (code == SB_E_no_service || code == SB_E_unknown_type)
+    sb_sub_destroy (&sub);
+    snprintf (v->interaction_id, sizeof v->interaction_id, "%s", o.interaction_id);
+    if (asked == SB_ASK_FAILED) {
+        if (o.code == SB_E_no_service || o.code == SB_E_unknown_type)
             s_refuse (v, SB_GATE_REFUSE,
                       "not run: the approval policy '%s' asks a person before %s runs, but no approval "
                       "service (interact) is running to ask. Tell the person; to allow it they can run: %s",
@@ -477,39 +525,18 @@ s_ask (sb_exec_run_t *run, const sb_exec_call_t *call, const sb_policy_key_t *ke
         else
             s_refuse (v, SB_GATE_REFUSE, "not run: the approval policy '%s' asks a person before %s runs, and "
                       "the request failed (%s: %s). Tell the person; to allow it they can run: %s", run->policy,
-                      call->name, sb_err_name (code), reply ? sb_msg_error_message (reply) : "no reply", v->fix);
-        sb_msg_destroy (&reply);
-        sb_sub_destroy (&sub);
+                      call->name, sb_err_name (o.code), o.error, v->fix);
+        sb_exec_answer_clear (&o);
         return;
     }
-    const char *id = sb_get_str (reply->body, "interaction_id");
-    snprintf (v->interaction_id, sizeof v->interaction_id, "%s", id ? id : "");
-    const sb_val_t *ia = sb_get_map (reply->body, "interaction");
-    const char *status = sb_get_str (ia, "status");
-    if (status && sb_ia_status_from_name (status) != IA_PENDING)
-        s_outcome_take (&o, ia);
-    sb_msg_destroy (&reply);
-
-    s_wait_t w = S_WAIT_RESOLVED;
-    if (!s_resolved (&o)) {
-        sb_info (ACTOR, "waiting for approval run=%s call=%s interaction=%s", run->run_id, call->call_id,
-                 v->interaction_id);
-        int64_t t0 = sb_mono_ms ();
-        atomic_store (&run->phase, SB_PHASE_WAITING_APPROVAL);
-        w = s_wait (run, sub, v->interaction_id, &o);
-        atomic_store (&run->phase, SB_PHASE_IDLE);
-        //  the run's timeout_s limits its work, not a person's thinking
-        run->deadline += sb_mono_ms () - t0;
-    }
-    sb_sub_destroy (&sub);
-    if (w == S_WAIT_GONE) {
+    if (asked == SB_ASK_GONE) {
         v->gate = SB_GATE_GONE;
-        free (o.feedback);
+        sb_exec_answer_clear (&o);
         return;
     }
-    if (w == S_WAIT_CANCELLED) {
-        s_resolve_cancelled (run, v->interaction_id);
+    if (asked == SB_ASK_CANCELLED) {
         s_refuse (v, SB_GATE_CANCELLED, "not run: the run was cancelled while this call waited for approval");
+        sb_exec_answer_clear (&o);
         return;
     }
     bool approve = sb_ia_decision_from_name (o.decision) == IA_APPROVE;
@@ -535,7 +562,7 @@ s_ask (sb_exec_run_t *run, const sb_exec_call_t *call, const sb_policy_key_t *ke
                   run->policy, call->name, o.resolved_by,
                   o.feedback ? "Their feedback: \"" : "They gave no feedback.", o.feedback ? o.feedback : "",
                   o.feedback ? "\"." : "");
-    free (o.feedback);
+    sb_exec_answer_clear (&o);
 }
 
 //  ---------------------------------------------------------------------

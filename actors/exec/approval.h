@@ -12,6 +12,7 @@
 #define SB_EXEC_APPROVAL_H
 
 #include "actors/exec/agent.h"
+#include "schemas/vocab.h"
 
 //  How often the wait asks interact.get, in case an event was dropped.
 #define SB_APPROVAL_POLL_MS 1000
@@ -31,9 +32,44 @@ typedef struct {
     char interaction_id [64];   //  when a person was asked
 } sb_gate_verdict_t;
 
+//  A person's answer to an interaction, as the waiting executor learns
+//  it (its approval.resolved, or interact.get).
+typedef struct {
+    char interaction_id [64];
+    char status [16];           //  approved | rejected | expired
+    char decision [16];         //  approve | reject
+    char scope [16];            //  once | session | always
+    char resolved_by [129];
+    char *feedback;             //  owned, or NULL
+    uint64_t raise;             //  a budget question's raise; 0: none asked
+    sb_err_t code;              //  SB_ASK_FAILED: the request's error
+    char error [256];
+} sb_exec_answer_t;
+
+typedef enum {
+    SB_ASK_RESOLVED,            //  answered (a person or the deadline)
+    SB_ASK_CANCELLED,           //  the run was cancelled: the question is resolved rejected by "cancel"
+    SB_ASK_GONE,                //  the run is lost or the server stops
+    SB_ASK_FAILED               //  interact.request failed (code, error)
+} sb_ask_t;
+
+//  Sends interact.request `request` (an encoded map), and unless it is
+//  resolved already waits for its answer in `phase` (its heartbeats say
+//  it), on `sub` (subscribed to the session's topic before the request,
+//  or NULL: poll only). The same request after a restart finds the same
+//  interaction. Clear `o` with sb_exec_answer_clear.
+sb_ask_t sb_exec_ask (sb_exec_run_t *run, sb_enc_t *request, sb_sub_t *sub, sb_run_phase_t phase,
+                      sb_exec_answer_t *o);
+void sb_exec_answer_clear (sb_exec_answer_t *a);
+//  A subscription to the session's topic on the event plane, or NULL.
+sb_sub_t *sb_exec_ask_subscribe (sb_exec_run_t *run);
+
 //  The session's approval config, read from its record at each run's
 //  start (s_prepare). Returns 0, or -1 when out of memory.
 int sb_exec_approval_configure (sb_exec_run_t *run, const sb_val_t *session);
+
+//  The session's approval_deadline_s, or -1: the server's default.
+int64_t sb_exec_approval_deadline (const sb_exec_run_t *run);
 
 //  Decides `call` and, when the policy asks, waits for the answer. Fills
 //  v (free its output with sb_exec_verdict_clear).

@@ -17,7 +17,6 @@
 #include "common/log.h"
 #include "schemas/vocab.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,18 +27,8 @@
 int64_t
 sb_exec_checkpoint_max_file (void)
 {
-    const char *v = getenv ("SWITCHBOARD_CHECKPOINT_MAX_FILE");
-    if (!v || !*v)
-        return SB_CKPT_MAX_FILE_DEFAULT;
-    char *end = NULL;
-    errno = 0;
-    long long n = strtoll (v, &end, 10);
-    if (errno || *end || n < SB_CKPT_MAX_FILE_MIN || n > SB_CKPT_MAX_FILE_MAX) {
-        sb_warn (ACTOR, "SWITCHBOARD_CHECKPOINT_MAX_FILE=%.32s is not a size from %lld to %lld bytes; "
-                 "using %lld", v, SB_CKPT_MAX_FILE_MIN, SB_CKPT_MAX_FILE_MAX, SB_CKPT_MAX_FILE_DEFAULT);
-        return SB_CKPT_MAX_FILE_DEFAULT;
-    }
-    return n;
+    return sb_env_int (ACTOR, "SWITCHBOARD_CHECKPOINT_MAX_FILE", SB_CKPT_MAX_FILE_MIN, SB_CKPT_MAX_FILE_MAX,
+                       SB_CKPT_MAX_FILE_DEFAULT);
 }
 
 static void

@@ -402,6 +402,7 @@ s_append_compacted (sb_exec_run_t *run, uint64_t through_seq, const char *method
     if (usage) {
         atomic_fetch_add (&run->input_tokens, usage->in);
         atomic_fetch_add (&run->output_tokens, usage->out);
+        sb_exec_budget_note (run, &usage->call, usage->known);
     }
     run->compacted_after = after_estimate;
     //  The provider's count was for the context before: no longer a base.

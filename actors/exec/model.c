@@ -356,5 +356,6 @@ sb_exec_record_step (sb_exec_run_t *run, sb_exec_step_t *step)
     sb_enc_destroy (&e);
     atomic_fetch_add (&run->input_tokens, step->in_tokens);
     atomic_fetch_add (&run->output_tokens, step->out_tokens);
+    sb_exec_budget_note (run, &step->call_usage, step->usage);
     return rc;
 }

@@ -88,6 +88,10 @@ typedef struct {
     ia_scope_t scope;           /* once resolved */
     ia_decision_t default_outcome;
     uint64_t created_at, resolved_at, deadline_at;  /* ms since epoch; 0: none */
+    ia_kind_t kind;             /* approval, or budget (docs/usage.md) */
+    ia_budget_t budget;         /* kind budget: which one, what was spent, */
+    uint64_t spent, limit;      /* and the limit reached */
+    uint64_t raise;             /* kind budget, approved: the raise asked; 0: its original amount */
 } ia_t;
 
 typedef struct {

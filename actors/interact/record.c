@@ -66,6 +66,14 @@ s_encode (const ia_t *ia, sb_enc_t *e, bool stored)
     if (ia->deadline_at)
         sb_enc_kuint (e, "deadline_at", ia->deadline_at);
     sb_enc_kstr (e, "default_outcome", sb_ia_decision_name (ia->default_outcome));
+    if (ia->kind == IA_KIND_BUDGET) {
+        sb_enc_kstr (e, "kind", sb_ia_kind_name (ia->kind));
+        sb_enc_kstr (e, "budget", sb_ia_budget_name (ia->budget));
+        sb_enc_kuint (e, "spent", ia->spent);
+        sb_enc_kuint (e, "limit", ia->limit);
+        if (ia->raise)
+            sb_enc_kuint (e, "raise", ia->raise);
+    }
     if (stored && ia->command_id [0])
         sb_enc_kstr (e, "command_id", ia->command_id);
     sb_enc_map_close (e);
@@ -115,7 +123,17 @@ s_decode (const char *id, const void *data, size_t len, ia_t *ia)
     ia->created_at = sb_get_uint (m, "created_at", 0);
     ia->resolved_at = sb_get_uint (m, "resolved_at", 0);
     ia->deadline_at = sb_get_uint (m, "deadline_at", 0);
+    ia->kind = sb_get_str (m, "kind") ? sb_ia_kind_from_name (sb_get_str (m, "kind")) : IA_KIND_APPROVAL;
+    ia->budget = sb_ia_budget_from_name (sb_get_str (m, "budget"));
+    ia->spent = sb_get_uint (m, "spent", 0);
+    ia->limit = sb_get_uint (m, "limit", 0);
+    ia->raise = sb_get_uint (m, "raise", 0);
     sb_doc_destroy (&doc);
+    if (ia->kind == IA__KINDS || (ia->kind == IA_KIND_BUDGET && ia->budget == IA__BUDGETS)) {
+        sb_error (ACTOR, "interaction record id=%s has an unknown kind or budget", id);
+        sb_ia_free (ia);
+        return -1;
+    }
     if (!ia->arguments || strcmp (ia->interaction_id, id) != 0 || ia->status == IA__COUNT
     ||  ia->default_outcome == IA__DECISIONS
     ||  (ia->status != IA_PENDING && (ia->decision == IA__DECISIONS || ia->scope == IA__SCOPES))) {
@@ -196,6 +214,12 @@ s_encode_announcement (const ia_t *ia, sb_enc_t *e)
         if (ia->deadline_at)
             sb_enc_kuint (e, "deadline_at", ia->deadline_at);
         sb_enc_kstr (e, "default_outcome", sb_ia_decision_name (ia->default_outcome));
+        if (ia->kind == IA_KIND_BUDGET) {
+            sb_enc_kstr (e, "kind", sb_ia_kind_name (ia->kind));
+            sb_enc_kstr (e, "budget", sb_ia_budget_name (ia->budget));
+            sb_enc_kuint (e, "spent", ia->spent);
+            sb_enc_kuint (e, "limit", ia->limit);
+        }
     }
     else {
         sb_enc_kstr (e, "status", sb_ia_status_name (ia->status));
@@ -203,6 +227,11 @@ s_encode_announcement (const ia_t *ia, sb_enc_t *e)
         sb_enc_kstr (e, "scope", sb_ia_scope_name (ia->scope));
         sb_enc_kstr (e, "resolved_by", ia->resolved_by);
         sb_enc_kstr_opt (e, "feedback", ia->feedback);
+        if (ia->kind == IA_KIND_BUDGET) {
+            sb_enc_kstr (e, "kind", sb_ia_kind_name (ia->kind));
+            if (ia->raise)
+                sb_enc_kuint (e, "raise", ia->raise);
+        }
     }
     sb_enc_map_close (e);
     sb_enc_map_close (e);

@@ -33,6 +33,10 @@ typedef struct {
     s_call_t calls [S_CALLS_MAX];
     size_t n;
     bool overflow;
+    //  the run's last word is a budget question (actors/exec/budget.c):
+    //  it stopped before its next model call, which it has not made
+    bool budget_asked;
+    char budget_interaction [64];
     bool started;               //  the window holds the run's prompt or turn.begin
 } s_scan_t;
 
@@ -59,7 +63,16 @@ s_entry (s_scan_t *s, const sb_val_t *ev)
         return;
     if (strcmp (kind, "turn.begin") == 0 || strcmp (kind, "prompt") == 0)
         s->started = true;
-    else
+    //  a budget question stays the run's last word until its next model
+    //  call, tool call or raise
+    if (strcmp (kind, "usage") == 0 || strcmp (kind, "tool.call") == 0 || strcmp (kind, "budget.raised") == 0)
+        s->budget_asked = false;
+    if (strcmp (kind, "approval.requested") == 0 && sb_get_str (body, "kind")
+    &&  sb_ia_kind_from_name (sb_get_str (body, "kind")) == IA_KIND_BUDGET) {
+        s->budget_asked = true;
+        s_copy (s->budget_interaction, sizeof s->budget_interaction, sb_get_str (body, "interaction_id"));
+        return;
+    }
     if (strcmp (kind, "tool.call") == 0) {
         if (s->n == S_CALLS_MAX) {
             s->overflow = true;
@@ -121,7 +134,12 @@ s_read (self_t *self, const run_t *r, uint64_t after, s_scan_t *s)
             //  one appended without the entry's run_id still counts
             const char *run_id = sb_get_str (ev, "run_id");
             const char *kind = sb_get_str (ev, "kind");
-            if ((run_id && strcmp (run_id, r->run_id) == 0) || (kind && strncmp (kind, "approval.", 9) == 0))
+            bool ours = run_id && strcmp (run_id, r->run_id) == 0;
+            bool approval = kind && strncmp (kind, "approval.", 9) == 0;
+            //  a budget question is always the run's own (run_id set)
+            const char *ia_kind = sb_get_str (sb_get_map (ev, "body"), "kind");
+            bool budget = approval && ia_kind && sb_ia_kind_from_name (ia_kind) == IA_KIND_BUDGET;
+            if (ours || (approval && !budget))
                 s_entry (s, ev);
         }
         bool more = sb_get_bool (reply->body, "more", false) && events && events->len;
@@ -166,6 +184,15 @@ sb_run_recover_waiting (self_t *self, const run_t *r, char *interaction_id, size
             break;
         if (!s->started && from > 0)
             continue;
+        //  a run stopped at a budget question, every call answered
+        bool open_call = false;
+        for (size_t k = 0; k < s->n; k++)
+            open_call |= !s->calls [k].answered;
+        if (s->budget_asked && !open_call && !s->overflow) {
+            s_copy (interaction_id, size, s->budget_interaction);
+            waiting = true;
+            break;
+        }
         //  the first call without a result is the one the run was in
         for (size_t k = 0; k < s->n && !s->overflow; k++) {
             const s_call_t *c = &s->calls [k];

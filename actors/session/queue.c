@@ -612,7 +612,12 @@ sb_session_queue_on_append (self_t *self, sb_txn_t *txn, req_t *req, record_t *r
             char reason [REASON_MAX];
             snprintf (reason, sizeof reason, "the run ended %s before taking the steer", status);
             s_steers_back (self, txn, req, r, &m, reason, e);
-            s_pause (self, txn, req, r, &m, why && strcmp (why, "server_restart") == 0? why: status, e);
+            //  a run a person did not let past its budget pauses with
+            //  that reason (docs/usage.md)
+            const char *pause = why && strcmp (why, "server_restart") == 0? why: status;
+            if (why && strncmp (why, "budget:", 7) == 0)
+                pause = "budget";
+            s_pause (self, txn, req, r, &m, pause, e);
         }
     }
     sb_enc_destroy (&e);

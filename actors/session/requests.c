@@ -454,6 +454,7 @@ sb_session_write_create (self_t *self, sb_txn_t *txn, req_t *req)
     r->approval_deadline_s = deadline? deadline->v.u: 0;
     r->mcp_servers = sb_session_mcp_servers (sb_get_array (b, "mcp_servers"));
     r->network = sb_get_bool (b, "network", false);
+    sb_session_budget_take (r, sb_get_map (b, "budget"));
     r->config_version = 1;
     r->last_activity_at = self->now;
     s_put_status (txn, "active", r->session_id, true);
@@ -544,6 +545,10 @@ sb_session_write_update (self_t *self, sb_txn_t *txn, req_t *req)
     if (net && sb_get_bool (b, "network", false) != r->network) {
         r->network = !r->network;
         changed [n++] = "network";
+    }
+    if (sb_session_budget_take (r, sb_get_map (b, "budget"))) {
+        r->budget_notice = NULL;    //  judged again by the next call
+        changed [n++] = "budget";
     }
     //  An update that changes nothing writes nothing.
     if (n) {
@@ -770,8 +775,10 @@ sb_session_write_append (self_t *self, sb_txn_t *txn, req_t *req)
         const span_t *sp = &self->spans [req->span0 + k];
         sb_session_tape_put (self, txn, req, r, ++r->last_seq, sp->kind, prep + sp->off, sp->len);
         s_note_entry (self, r, sp);
-        if (strcmp (sp->kind, "usage") == 0)
+        if (strcmp (sp->kind, "usage") == 0) {
             sb_session_usage_note (self, txn, req->sid, req->run_id, sp->body);
+            sb_session_usage_budget_check (self, r, sp->body);
+        }
         //  Counted with the entries, so the record written in the same
         //  transaction holds the tape's count.
         r->tape_bytes += sp->len;

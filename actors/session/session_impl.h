@@ -92,6 +92,8 @@ typedef struct {
     uint64_t tape_bytes;        //  bytes of appended entry bodies (the quota's measure)
     uint64_t quota_noted;       //  the quota a tape.quota entry was written for; 0: none
     uint64_t compacted_seq;     //  the newest summarizing context.compacted; 0: none
+    uint64_t budget [4];        //  per run, in ia_budget_t order (schemas/interaction.h); 0: none
+    const char *budget_notice;  //  a budget that cannot be enforced, and why; NULL: none
     bool dirty, deleted;
     bool q_forward;             //  a prompt of this drain starts a run (queue.c)
 } record_t;
@@ -319,6 +321,13 @@ void sb_session_read_events (self_t *self, sb_txn_t *txn, req_t *req);
 //  NULL) added to the totals, in the append's transaction; session.usage.
 void sb_session_usage_note (self_t *self, sb_txn_t *txn, const char *sid, const char *run_id,
                             const sb_val_t *body);
+//  A usage entry that leaves a budget of r unenforceable (no token counts,
+//  no price) sets r's budget_notice, once.
+void sb_session_usage_budget_check (self_t *self, record_t *r, const sb_val_t *body);
+//  session.create / session.update's budget map into r (only the budgets
+//  it names; 0 removes one). True when one changed.
+bool sb_session_budget_take (record_t *r, const sb_val_t *budget);
+void sb_session_budget_encode (sb_enc_t *enc, const record_t *r);
 void sb_session_read_usage (self_t *self, sb_txn_t *txn, req_t *req);
 int64_t sb_session_usage_day (const char *date);
 

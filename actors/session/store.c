@@ -54,6 +54,8 @@ sb_session_record_encode (sb_enc_t *enc, const record_t *r)
         sb_enc_kval (enc, "mcp_servers", r->mcp_servers);
     if (r->network)
         sb_enc_kbool (enc, "network", true);
+    sb_session_budget_encode (enc, r);
+    sb_enc_kstr_opt (enc, "budget_notice", r->budget_notice);
     sb_enc_kuint (enc, "last_seq", r->last_seq);
     sb_enc_kstr_opt (enc, "last_run_id", r->last_run_id);
     sb_enc_kstr (enc, "turn_status", r->turn_status);
@@ -141,7 +143,9 @@ sb_session_record_get (self_t *self, sb_txn_t *txn, req_t *req, const char *sid)
         .tape_bytes = sb_get_uint (m, "tape_bytes", 0),
         .quota_noted = sb_get_uint (m, "quota_noted", 0),
         .compacted_seq = sb_get_uint (m, "compacted_seq", 0),
+        .budget_notice = sb_get_str (m, "budget_notice"),
     };
+    sb_session_budget_take (r, sb_get_map (m, "budget"));
     self->recs [self->nrecs++] = r;
     zhashx_insert (self->rec_index, r->session_id, r);
     return r;

@@ -321,8 +321,16 @@ sb_session_read_usage (self_t *self, sb_txn_t *txn, req_t *req)
         memset (&all, 0, sizeof all);
         s_sum_sessions (txn, &all);
     }
-    if (sid)
+    if (sid) {
         s_encode_runs (txn, e, sid);
+        //  a budget of the session its calls cannot be measured against
+        sb_verr_t verr;
+        sb_doc_t *doc = sb_decode (rec.data, rec.size, sb_session_record_fields, 0, &verr);
+        const char *notice = sb_get_str (sb_doc_root (doc), "budget_notice");
+        if (notice)
+            sb_enc_kstr (e, "budget_notice", notice);
+        sb_doc_destroy (&doc);
+    }
     sb_enc_key (e, "totals");
     s_encode_totals (e, &all);
     sb_enc_map_close (e);
@@ -333,4 +341,69 @@ sb_session_read_usage (self_t *self, sb_txn_t *txn, req_t *req)
     size_t len;
     const uint8_t *data = sb_enc_data (e, &len);
     sb_bus_reply (self->bus, req->msg, data, len);
+}
+
+//  --------------------------------------------------------------------------
+//  Budgets (docs/usage.md). The session record holds them; the executor
+//  enforces them per run. What the session actor adds is the notice: a
+//  budget its calls cannot be measured against is said on the record, not
+//  left to look enforced.
+
+static const char *s_budget_keys [IA__BUDGETS] = { "tokens", "cost_microusd", "steps", "minutes" };
+
+bool
+sb_session_budget_take (record_t *r, const sb_val_t *budget)
+{
+    bool changed = false;
+    for (int k = 0; budget && k < IA__BUDGETS; k++) {
+        //  the schema's ranges held each value within its budget's bound
+        if (!sb_get (budget, s_budget_keys [k]))
+            continue;
+        uint64_t v = sb_get_uint (budget, s_budget_keys [k], 0);
+        if (v != r->budget [k]) {
+            r->budget [k] = v;
+            changed = true;
+        }
+    }
+    return changed;
+}
+
+void
+sb_session_budget_encode (sb_enc_t *enc, const record_t *r)
+{
+    bool any = false;
+    for (int k = 0; k < IA__BUDGETS; k++)
+        any |= r->budget [k] != 0;
+    if (!any)
+        return;
+    sb_enc_key (enc, "budget");
+    sb_enc_map_open (enc);
+    for (int k = 0; k < IA__BUDGETS; k++)
+        if (r->budget [k])
+            sb_enc_kuint (enc, s_budget_keys [k], r->budget [k]);
+    sb_enc_map_close (enc);
+}
+
+void
+sb_session_usage_budget_check (self_t *self, record_t *r, const sb_val_t *body)
+{
+    if (r->budget_notice)
+        return;                 //  said once; an update of the budgets clears it
+    const char *provider = sb_get_str (body, "provider");
+    const char *model = sb_get_str (body, "model");
+    char notice [512];
+    if (r->budget [IA_BUDGET_TOKENS] && (!sb_get (body, "input_tokens") || !sb_get (body, "output_tokens")))
+        snprintf (notice, sizeof notice, "the token budget cannot be enforced: %s%s%s reports no token counts "
+                  "for its calls", provider ? provider : r->provider ? r->provider : "the provider",
+                  model ? " model " : "", model ? model : "");
+    else
+    if (r->budget [IA_BUDGET_COST] && !sb_get (body, "cost_microusd"))
+        snprintf (notice, sizeof notice, "the cost budget cannot be enforced: %s%s%s has no price or reports "
+                  "no token counts (docs/usage.md, Prices)", provider ? provider : "the provider",
+                  model ? " model " : "", model ? model : "");
+    else
+        return;
+    r->budget_notice = sb_session_strdup (self, notice);
+    r->dirty = true;
+    sb_warn (ACTOR, "budget not enforced session=%s: %s", r->session_id, notice);
 }

@@ -19,6 +19,7 @@ import { Tabs, Changes, Inbox, Workers, missing } from './panels.js';
 import { Bus } from './bus.js';
 import { Models } from './models.js';
 import { McpConnect } from './mcp.js';
+import { budgetLine } from './budget.js';
 
 const NARROW = window.matchMedia ('(max-width: 800px)');
 const MEDIUM = window.matchMedia ('(max-width: 1200px)');
@@ -170,7 +171,7 @@ class App {
     root.dataset.session = sid;
     this.stick = true;
     this.transcript = new Transcript (root, {
-      resolve: (ia, d, fb, scope) => this.resolve (ia, d, fb, scope),
+      resolve: (ia, d, fb, scope, raise) => this.resolve (ia, d, fb, scope, raise),
       removeQueued: (pid) => this.removeQueued (pid),
       resumeQueue: () => this.resumeQueue (),
       onChange: (what, ev) => this._onTranscript (what, ev),
@@ -321,6 +322,11 @@ class App {
     if (document.activeElement !== steps)
       steps.value = s && s.max_steps ? s.max_steps : '';
     steps.placeholder = '50';
+    const budget = document.getElementById ('head-budget');
+    if (budget) {
+      budget.textContent = budgetLine (s);
+      budget.classList.toggle ('not-enforced', !!(s && s.budget_notice));
+    }
     const t = this.transcript ? this.transcript.totals : null;
     const usage = document.getElementById ('head-usage');
     usage.textContent = t ? (t.tokensKnown ? fmtTokens (t.input) + ' in · ' + fmtTokens (t.output) + ' out · '
@@ -497,9 +503,11 @@ class App {
     }
   }
 
-  async resolve (ia, decision, feedback, scope) {
+  async resolve (ia, decision, feedback, scope, raise) {
     const body = { interaction_id: ia, decision, resolved_by: 'browser',
                    command_id: 'ui-' + ia + '-' + Date.now ().toString (36) };
+    if (raise)
+      body.raise = raise;               // a budget question's (budget.js)
     if (feedback)
       body.feedback = feedback;
     if (scope && scope !== 'once')

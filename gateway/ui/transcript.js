@@ -12,6 +12,7 @@ import { el, append, clear, fmtTokens, fmtDuration, fmtTime, shortId, cut, parse
 import { renderMarkdown } from './markdown.js';
 import { renderDiff, diffFromCall } from './diff.js';
 import { icon, toolIconName } from './icons.js';
+import { budgetCard, budgetEntry, budgetAmount } from './budget.js';
 
 const OUTPUT_LINES = 20;        // live output shows this many lines until "show all"
 const OUTPUT_KEEP = 512 * 1024; // characters of one call's output kept in the page
@@ -404,6 +405,8 @@ export class Transcript {
   // ---- approvals ----------------------------------------------------
 
   _approvalRequested (ev, body) {
+    if (body.kind === 'budget')
+      return this._budgetRequested (ev, body);
     const args = parseJson (body.arguments);
     const feedback = el ('textarea.feedback', { rows: 2, placeholder: 'Feedback for the model (optional)',
                                                 'aria-label': 'Feedback for the model' });
@@ -473,6 +476,18 @@ export class Transcript {
     }
   }
 
+  // a run that reached a budget asks whether it goes on (budget.js)
+  _budgetRequested (ev, body) {
+    const a = budgetCard (ev, body,
+      (decision, raise) => this.hooks.resolve (body.interaction_id, decision, '', 'once', raise));
+    this.approvals.set (a.id, a);
+    this._add (ev, a.card);
+  }
+
+  _budgetNote (ev, body) {
+    this._add (ev, budgetEntry (ev.kind, body));
+  }
+
   _approvalResolved (ev, body) {
     const a = this.approvals.get (body.interaction_id);
     if (!a)
@@ -502,6 +517,7 @@ export class Transcript {
       ' by ', el ('strong.who', who),
       r.resolved_at ? ' at ' + fmtTime (r.resolved_at) : '',
       r.scope && r.scope !== 'once' ? ' · scope ' + r.scope : '',
+      r.raise ? ' · raised by ' + budgetAmount (a.body.budget, r.raise) : '',
       r.feedback ? el ('div.fb', '“' + r.feedback + '”') : null,
     ]);
     const deadline = a.card.querySelector ('.deadline');
@@ -509,7 +525,7 @@ export class Transcript {
       deadline.remove ();
     const badge = a.card.querySelector ('.badge');
     if (badge)
-      badge.textContent = 'Approval';
+      badge.textContent = a.body && a.body.kind === 'budget' ? 'Budget' : 'Approval';
   }
 
   pendingApprovals () {
@@ -684,6 +700,8 @@ const HANDLERS = {
   'tool.result': Transcript.prototype._toolResult,
   'approval.requested': Transcript.prototype._approvalRequested,
   'approval.resolved': Transcript.prototype._approvalResolved,
+  'budget.warning': Transcript.prototype._budgetNote,
+  'budget.raised': Transcript.prototype._budgetNote,
   'prompt.queued': Transcript.prototype._promptQueued,
   'prompt.dequeued': function (ev, b) { this._promptGone (ev, b, 'dequeued'); },
   'prompt.removed': function (ev, b) { this._promptGone (ev, b, 'removed'); },

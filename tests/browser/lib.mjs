@@ -95,6 +95,24 @@ export async function shot (page, name) {
   log ('screenshot', file);
 }
 
+// tests/llm_server.py on a free loopback port, scripting `turns` as `script`;
+// resolves with {port, dir} (dir holds its requests.jsonl), logging to
+// OUT/<name>.log.
+export async function startLlm (script, turns, name = 'llm_server') {
+  const dir = tmp ('sb-browser-llm-');
+  const llm = start ([PY, path.join (ROOT, 'tests', 'llm_server.py'), '--port', '0',
+                      '--portfile', path.join (dir, 'port'), '--log', path.join (dir, 'requests.jsonl'),
+                      '--fixtures', path.join (ROOT, 'tests', 'fixtures', 'llm')], path.join (OUT, name + '.log'));
+  const port = await waitFor ('llm_server to listen', () => {
+    check (llm.exitCode === null, 'llm_server exited: ' + llm.logText ());
+    return existsSync (path.join (dir, 'port')) && Number (readFileSync (path.join (dir, 'port'), 'utf8'));
+  });
+  const ctl = await fetch ('http://127.0.0.1:' + port + '/_control', {
+    method: 'POST', body: JSON.stringify ({ op: 'script', name: script, turns }) });
+  check (ctl.ok, 'llm_server refused the script');
+  return { port, dir };
+}
+
 // serve on a fresh data folder with the gateway on a free port; resolves
 // with {serve, data, base, token} once DATA/http.port is written.
 export async function startServe (args = [], name = 'serve') {

@@ -16,11 +16,11 @@
 //     (session.delete), and is gone from the server and the list.
 // Every check is made, and the failures are listed together at the end.
 
-import { writeFileSync, existsSync, readFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
-import { ROOT, SB_BIN, CHROMIUM, OUT, PY, STEP_MS, log, check, tmp, start, run, waitFor, shot,
-         startServe, stopServe, runTest } from './lib.mjs';
+import { SB_BIN, CHROMIUM, STEP_MS, log, check, tmp, run, waitFor, shot, startLlm, startServe, stopServe,
+         runTest } from './lib.mjs';
 
 const LONG = 'x'.repeat (40) + ' ' + 'the-long-line-'.repeat (40) + 'END';
 const TURNS = [
@@ -49,17 +49,7 @@ async function options (page, sel) {
 }
 
 async function main () {
-  const llmDir = tmp ('sb-firstday-llm-');
-  const llm = start ([PY, path.join (ROOT, 'tests', 'llm_server.py'), '--port', '0',
-                      '--portfile', path.join (llmDir, 'port'), '--log', path.join (llmDir, 'requests.jsonl'),
-                      '--fixtures', path.join (ROOT, 'tests', 'fixtures', 'llm')], path.join (OUT, 'firstday_llm.log'));
-  const llmPort = await waitFor ('llm_server to listen', () => {
-    check (llm.exitCode === null, 'llm_server exited: ' + llm.logText ());
-    return existsSync (path.join (llmDir, 'port')) && Number (readFileSync (path.join (llmDir, 'port'), 'utf8'));
-  });
-  const ctl = await fetch ('http://127.0.0.1:' + llmPort + '/_control', {
-    method: 'POST', body: JSON.stringify ({ op: 'script', name: 'fd', turns: TURNS }) });
-  check (ctl.ok, 'llm_server refused the script');
+  const { port: llmPort, dir: llmDir } = await startLlm ('fd', TURNS, 'firstday_llm');
 
   const providers = path.join (llmDir, 'providers.json');
   writeFileSync (providers, JSON.stringify ({ default: 'scripted', providers: [

@@ -10,6 +10,7 @@ llm_server(); call() is one request on the control client; new_session,
 prompt, wait_run and tape are the usual steps of a run."""
 
 import fcntl
+import http.client
 import json
 import os
 import pty
@@ -106,6 +107,27 @@ def call(server, type, body, timeout=10):
     m = server.control().request(type, body, timeout=timeout)
     check(m.type == type + ".ok", "%s answered %s %r", type, m.type, m.body)
     return m.body
+
+
+def rest(server, path, raw=False, method="GET", body=None):
+    """One request to the server's gateway with its token: (status, JSON
+    answer, or the text when raw)."""
+    with open(os.path.join(server.data, "http.port")) as f:
+        port = int(f.read().strip())
+    with open(os.path.join(server.data, "token")) as f:
+        token = f.read().strip()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    headers = {"Host": "127.0.0.1:%d" % port, "Authorization": "Bearer " + token}
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        headers["Content-Type"] = "application/json"
+    conn.request(method, path, body=data, headers=headers)
+    r = conn.getresponse()
+    text = r.read()
+    out = (r.status, text.decode() if raw else json.loads(text))
+    conn.close()
+    return out
 
 
 def new_session(server, workspace, **kw):
@@ -772,3 +794,33 @@ def hostile_dealer(endpoint):
 
 def type_count(srv, name):
     return srv.stats().get("types", {}).get(name, 0)
+
+
+# ---------------------------------------------------------------------------
+# hooks: a hook that records the events it is given (docs/hooks.md)
+
+# Writes stdin and the environment to OUT/<event>.<unique>.{json,env}
+# (renamed into place, the .env last, so that a reader sees whole files).
+# Not $$: each hook has a PID namespace of its own, where pids repeat.
+RECORD = ['/bin/sh', '-c', 'f=$(mktemp -u "$OUT/$SWITCHBOARD_EVENT.XXXXXXXX"); cat > "$f.t"; env > "$f.e"; '
+          'mv "$f.t" "$f.json"; mv "$f.e" "$f.env"']
+
+
+def hooks_file(hooks):
+    path = os.path.join(tmpdir(), "hooks.json")
+    with open(path, "w") as f:
+        json.dump({"hooks": hooks}, f)
+    return path
+
+
+def recorded(out, event):
+    """[(event json, env text)] recorded for `event`."""
+    got = []
+    for name in sorted(os.listdir(out)):
+        if name.startswith(event + ".") and name.endswith(".env"):
+            base = os.path.join(out, name[:-4])
+            with open(base + ".json") as f:
+                body = f.read()
+            with open(base + ".env") as f:
+                got.append((json.loads(body), f.read()))
+    return got

@@ -17,14 +17,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import Server, check, run_tests, tmpdir, wait_for  # noqa: E402
-from sbagent import LLM, LLM_ENV, call, llm_args, new_session, pid_gone, prompt, wait_run  # noqa: E402
-
-# Writes stdin and the environment to OUT/<event>.<unique>.{json,env}
-# (renamed into place, the .env last, so that a reader sees whole files).
-# Not $$: each hook has a PID namespace of its own, where pids repeat.
-RECORD = ['/bin/sh', '-c', 'f=$(mktemp -u "$OUT/$SWITCHBOARD_EVENT.XXXXXXXX"); cat > "$f.t"; env > "$f.e"; '
-          'mv "$f.t" "$f.json"; mv "$f.e" "$f.env"']
-
+from sbagent import (LLM, LLM_ENV, RECORD, call, hooks_file, llm_args, new_session, pid_gone, prompt,  # noqa: E402
+                     recorded, wait_run)
 
 def procs_with_env(var):
     """Host pids of live processes whose environment holds `var` (NAME=VALUE).
@@ -40,26 +34,6 @@ def procs_with_env(var):
         except OSError:
             pass
     return found
-
-
-def hooks_file(hooks):
-    path = os.path.join(tmpdir(), "hooks.json")
-    with open(path, "w") as f:
-        json.dump({"hooks": hooks}, f)
-    return path
-
-
-def recorded(out, event):
-    """[(event json, env text)] recorded for `event`."""
-    got = []
-    for name in sorted(os.listdir(out)):
-        if name.startswith(event + ".") and name.endswith(".env"):
-            base = os.path.join(out, name[:-4])
-            with open(base + ".json") as f:
-                body = f.read()
-            with open(base + ".env") as f:
-                got.append((json.loads(body), f.read()))
-    return got
 
 
 def read_pid(path):

@@ -7,14 +7,13 @@ session.usage, `switchboard usage` and REST report; a provider that
 reports no usage leaves the totals unknown, not 0; rate-limit headers are
 recorded on the entry and in llm.info."""
 import datetime
-import http.client
 import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import Server, check, cli, run_tests, tmpdir  # noqa: E402
-from sbagent import LLM, LLM_ENV, call, new_session, prompt, tape, wait_run  # noqa: E402
+from sbagent import LLM, LLM_ENV, call, new_session, prompt, rest, tape, wait_run  # noqa: E402
 
 # dollars per million tokens; the exact micro-dollars each call costs are
 # worked out by hand below (a call is rounded once, half up)
@@ -46,19 +45,6 @@ def run_prompt(srv, sid, text):
 
 def usage(srv, **body):
     return call(srv, "session.usage", body)
-
-
-def rest(srv, path):
-    with open(os.path.join(srv.data, "http.port")) as f:
-        port = int(f.read().strip())
-    with open(os.path.join(srv.data, "token")) as f:
-        token = f.read().strip()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    conn.request("GET", path, headers={"Host": "127.0.0.1:%d" % port, "Authorization": "Bearer " + token})
-    r = conn.getresponse()
-    out = (r.status, json.loads(r.read()))
-    conn.close()
-    return out
 
 
 def turn(text, inp, out, cached, reasoning):
@@ -279,6 +265,13 @@ def test_rate_limit_headers_are_recorded():
         info = call(srv, "llm.info", {})
         check(info.get("ratelimit") == want and info["providers"][0].get("ratelimit") == want,
               "llm.info: %r", info)
+        # and on /metrics, per provider (a second call of the scrape)
+        status, text = rest(srv, "/metrics", raw=True)
+        lines = [x for x in text.splitlines() if x.startswith("sb_llm_ratelimit{")]
+        got = {x.split('field="')[1].split('"')[0]: int(x.rsplit(" ", 1)[1]) for x in lines
+               if 'provider="fx"' in x}
+        check(status == 200 and got == want and "sb_gateway_http_requests_total" in text, "/metrics: %d %s",
+              status, "\n".join(lines) or text[-2000:])
     finally:
         srv.stop()
         llm.stop()

@@ -158,11 +158,15 @@ def test_mcp_login_connects_a_server_and_tokens_are_refreshed_before_they_expire
 def test_sessions_sharing_a_server_take_the_token_another_one_refreshed():
     # Each session has its copy of the server; refresh tokens rotate, so
     # the second session must take what the first saved, not spend its own.
-    with oauth_serve("shared", 4, ttl=2) as (srv, sid, mcp):
+    # A lifetime of 6 s refreshes in its last 1.5 s: the first calls come
+    # well before that, the third in it, and the fourth within 4.5 s of the
+    # refresh, even on a loaded machine (with 2 s, a slow fourth call
+    # rightly refreshed a second time).
+    with oauth_serve("shared", 4, ttl=6) as (srv, sid, mcp):
         other = new_session(srv, tmpdir(), approval_policy="yolo")
         login(srv, mcp)
         check(run_call(srv, sid, 0)["ok"] and run_call(srv, other, 1)["ok"], "the first calls failed")
-        time.sleep(2.5)
+        time.sleep(5.0)
         check(run_call(srv, sid, 2)["ok"], "the first session's call after expiry failed")
         check(run_call(srv, other, 3)["ok"], "the second session's call after the first one refreshed failed")
         log = mcp.log()

@@ -98,6 +98,23 @@ int sb_ckpt_restore (const char *workspace, const char *dir, const char *session
 
 void sb_ckpt_restore_clear (sb_ckpt_restore_t *r);
 
+/*  Makes `dest` (absolute; absent or an empty folder) a work tree holding
+    the checkpoint `commit` (its tree `tree`) of session sid: inside git, a
+    worktree of the workspace's repository detached at that commit;
+    outside git, the checkpoint's files from the shadow repository (dest
+    gets no .git). The person's index and HEAD are not touched. out_ws
+    receives the folder that stands for the workspace: dest, or below it
+    when the workspace is below its repository's top. Returns 0, or -1
+    with a reason in err. dir as for sb_ckpt_take. */
+int sb_ckpt_materialize (const char *workspace, const char *dir, const char *session_id, const char *commit,
+                         const char *tree, const char *dest, char *out_ws, size_t n, char *err, size_t errlen);
+
+/*  Forgets session sid's checkpoints: its ref in the workspace's
+    repository (ws may be NULL or gone), the private index and its
+    hashes, and the shadow repository under dir (may be NULL). Returns 0,
+    or -1 when something could not be removed (what could, was). */
+int sb_ckpt_forget (const char *workspace, const char *dir, const char *session_id);
+
 /*  The ref that holds a session's checkpoints, in `ref` (n bytes): 0, or
     -1 when the session id is not a valid name. */
 int sb_ckpt_ref (const char *session_id, char *ref, size_t n);

@@ -16,24 +16,15 @@ server:
     prompt; code: false (the conversation only) refused; a worker's
     session refused; the REST route.
 """
-import http.client
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import Server, check, cli, run_tests, tmpdir, wait_for  # noqa: E402
-from sbgit import disk_tree, git, git_workspace, read, write  # noqa: E402
+from sbgit import (checkpoints, disk_tree, git, git_workspace, json_lines, read, rest_post,  # noqa: E402
+                   rewound, write)
 from sbagent import (LLM, LLM_ENV, call, llm_args, new_session, prompt, shell, tape,  # noqa: E402
                      tool, wait_run)
-
-
-def checkpoints(entries):
-    return [e["body"] for e in entries if e["kind"] == "checkpoint"]
-
-
-def rewound(entries):
-    return [e["body"] for e in entries if e["kind"] == "session.rewound"]
 
 
 def start(turns, ws, script="rw"):
@@ -42,24 +33,6 @@ def start(turns, ws, script="rw"):
     server = Server(args=llm_args(llm, script), env=LLM_ENV).start()
     sid = new_session(server, ws, approval_policy="yolo")
     return server, sid
-
-
-def rest_post(srv, path, body):
-    with open(os.path.join(srv.data, "http.port")) as f:
-        port = int(f.read().strip())
-    with open(os.path.join(srv.data, "token")) as f:
-        token = f.read().strip()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    conn.request("POST", path, body=json.dumps(body), headers={
-        "Host": "127.0.0.1:%d" % port, "Authorization": "Bearer " + token, "Content-Type": "application/json"})
-    r = conn.getresponse()
-    out = (r.status, json.loads(r.read()))
-    conn.close()
-    return out
-
-
-def json_lines(out):
-    return [json.loads(x) for x in out.splitlines() if x.startswith("{")]
 
 
 def test_rewind_puts_the_first_checkpoint_back_and_undo_returns():

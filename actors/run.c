@@ -154,6 +154,8 @@ s_on_create_session (self_t *self, call_t *call, const sb_msg_t *sess)
     s_copy (r.kind, sizeof r.kind, sb_get_str (msg->body, "kind"));
     r.rewind_to = sb_get_uint (msg->body, "rewind_to", 0);
     r.undo = sb_get_bool (msg->body, "undo", false);
+    r.no_code = !sb_get_bool (msg->body, "code", true);
+    r.no_conversation = !sb_get_bool (msg->body, "conversation", true);
     /* a worker's workspace is on the worker, and its rewind is not built */
     if (sb_run_kind_from_name (r.kind) == SB_RUN_KIND_REWIND
     &&  sb_executor_from_name (r.executor) == SB_EXECUTOR_WORKER) {

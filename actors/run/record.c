@@ -41,6 +41,8 @@ sb_run_record_encode (const run_t *r, const lease_t *lease, sb_enc_t *e)
     if (r->kind [0]) sb_enc_kstr (e, "kind", r->kind);
     if (r->rewind_to) sb_enc_kuint (e, "rewind_to", r->rewind_to);
     if (r->undo) sb_enc_kbool (e, "undo", true);
+    if (r->no_code) sb_enc_kbool (e, "code", false);
+    if (r->no_conversation) sb_enc_kbool (e, "conversation", false);
     sb_enc_kuint (e, "fence", r->fence);
     if (r->owner [0]) sb_enc_kstr (e, "owner", r->owner);
     if (r->approval_policy [0]) sb_enc_kstr (e, "approval_policy", r->approval_policy);
@@ -89,6 +91,8 @@ s_run_decode (const void *data, size_t len, run_t *r)
     s_copy (r->kind, sizeof r->kind, sb_get_str (v, "kind"));
     r->rewind_to = sb_get_uint (v, "rewind_to", 0);
     r->undo = sb_get_bool (v, "undo", false);
+    r->no_code = !sb_get_bool (v, "code", true);
+    r->no_conversation = !sb_get_bool (v, "conversation", true);
     const char *input = sb_get_str (v, "input");
     r->input = input ? strdup (input) : NULL;
     r->fence = sb_get_uint (v, "fence", 0);

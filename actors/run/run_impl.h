@@ -55,6 +55,8 @@ typedef struct {
     char kind [16];             /* "": a prompt's run; "compact": compaction only; "rewind" */
     uint64_t rewind_to;         /* rewind: the seq to go back to */
     bool undo;                  /* rewind: undo the session's last rewind */
+    bool no_code;               /* rewind: leave the work tree (code: false) */
+    bool no_conversation;       /* rewind: leave the model's context (conversation: false) */
     char *input;
     uint64_t fence, created_at, updated_at, started_at, ended_at;
     uint64_t steps, input_tokens, output_tokens;

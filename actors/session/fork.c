@@ -115,9 +115,10 @@ sb_session_cut_scan (sb_txn_t *txn, const char *sid, uint64_t at, sb_session_cut
         const sb_val_t *ev = doc ? sb_doc_root (doc) : NULL;
         const char *kind = sb_get_str (ev, "kind");
         //  Past `at`, only the checkpoints of the step `at` ends (they
-        //  follow it) are still wanted, and the next boundary when `at`
-        //  is not one.
-        bool done = seq > at && (cut->valid || cut->valid_after) && !(kind && s_is (kind, "checkpoint"));
+        //  follow it) are still wanted, the next boundary when `at` is
+        //  not one, and the first checkpoint when none came before.
+        bool done = seq > at && (cut->valid || cut->valid_after) && cut->first_ckpt
+                 && !(kind && s_is (kind, "checkpoint"));
         if (kind && !done) {
             if (s_is (kind, "checkpoint"))
                 s_take_checkpoint (cut, sb_get_map (ev, "body"), at);

@@ -28,6 +28,7 @@
     at the end of each drain. */
 #include "actors/session/session_impl.h"
 #include "actors/actor.h"
+#include "common/git_checkpoint.h"
 
 #include <errno.h>
 #include <malloc.h>
@@ -150,6 +151,21 @@ s_answer_error (self_t *self, req_t *req)
         sb_bus_error (self->bus, req->msg, req->err, "%s", req->errmsg);
 }
 
+//  After a session is deleted: its checkpoint ref, private index and
+//  shadow repository go too (docs/checkpoints.md). The tape named every
+//  tree; nothing names them now. git runs here, after the commit, as a
+//  fork's does before it.
+static void
+s_forget_checkpoints (self_t *self, const req_t *req)
+{
+    char dir [4200] = "";
+    if (self->data_dir [0])
+        snprintf (dir, sizeof dir, "%s/checkpoints", self->data_dir);
+    if (sb_ckpt_forget (req->workspace, dir [0]? dir: NULL, req->sid) != 0)
+        sb_warn (ACTOR, "deleted session=%s: some of its checkpoints could not be removed (workspace=%s)",
+                 req->sid, req->workspace? req->workspace: "-");
+}
+
 //  After the commit: acknowledges a write, or refuses it.
 static void
 s_answer_write (self_t *self, req_t *req)
@@ -167,6 +183,9 @@ s_answer_write (self_t *self, req_t *req)
     }
     if (req->internal)
         return;
+    //  Gone before the reply says so.
+    if (req->op == OP_DELETE && !req->replayed)
+        s_forget_checkpoints (self, req);
     size_t len;
     const uint8_t *replies = sb_enc_data (self->replies, &len);
     sb_bus_reply (self->bus, req->msg, replies + req->reply_off, req->reply_len);

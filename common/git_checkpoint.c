@@ -810,3 +810,41 @@ sb_ckpt_forget (const char *ws, const char *dir, const char *sid)
     }
     return rc;
 }
+
+int
+sb_ckpt_seed (const char *ws, const char *dir, const char *from_sid, const char *sid, const char *commit,
+              bool shadow, char *err, size_t errlen)
+{
+    char ref [128], from [128];
+    size_t cl = commit ? strlen (commit) : 0;
+    if (sb_ckpt_ref (sid, ref, sizeof ref) != 0 || sb_ckpt_ref (from_sid, from, sizeof from) != 0)
+        return s_fail (err, errlen, "not a valid session id");
+    if ((cl != 40 && cl != 64) || strspn (commit, "0123456789abcdef") != cl)
+        return s_fail (err, errlen, "not a commit id");
+    if (!shadow) {
+        //  One object store: the new ref is enough to keep the trees.
+        const char *upd [] = { "update-ref", ref, commit, "", NULL };
+        return sb_git_run_env (ws, NULL, upd, NULL) == 0 ? 0 : s_fail (err, errlen, "git update-ref failed");
+    }
+    if (!dir)
+        return s_fail (err, errlen, "no data folder for a shadow repository");
+    //  Outside git each session has a shadow repository of its own: the
+    //  source's chain is fetched into the new one (git copies its
+    //  objects), and the new ref set to the commit.
+    char repo [4200], src [4200], git_dir [4300], spec [300];
+    snprintf (repo, sizeof repo, "%s/%s.git", dir, sid);
+    snprintf (src, sizeof src, "%s/%s.git", dir, from_sid);
+    snprintf (git_dir, sizeof git_dir, "GIT_DIR=%s", repo);
+    snprintf (spec, sizeof spec, "%s:%s", from, ref);
+    const char *vars [] = { git_dir, NULL };
+    const char *init [] = { "init", "-q", "--bare", repo, NULL };
+    const char *fetch [] = { "fetch", "-q", "--no-tags", src, spec, NULL };
+    const char *upd [] = { "update-ref", ref, commit, NULL };
+    if (sb_git_run_env (dir, NULL, init, NULL) != 0)
+        return s_fail (err, errlen, "cannot make the shadow repository");
+    if (sb_git_run_env (dir, vars, fetch, NULL) != 0)
+        return s_fail (err, errlen, "git fetch from the source's shadow repository failed");
+    if (sb_git_run_env (dir, vars, upd, NULL) != 0)
+        return s_fail (err, errlen, "git update-ref failed");
+    return 0;
+}

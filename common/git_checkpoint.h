@@ -109,6 +109,15 @@ void sb_ckpt_restore_clear (sb_ckpt_restore_t *r);
 int sb_ckpt_materialize (const char *workspace, const char *dir, const char *session_id, const char *commit,
                          const char *tree, const char *dest, char *out_ws, size_t n, char *err, size_t errlen);
 
+/*  Starts session sid's chain of checkpoints at `commit`, a checkpoint
+    of session from_sid (a fork: its copied checkpoint entries name the
+    source's trees, and its next checkpoint follows that commit). Inside
+    git (shadow false) the ref is made in the workspace's repository;
+    outside, the source's shadow repository under dir is fetched into
+    sid's. Returns 0, or -1 with a reason in err. */
+int sb_ckpt_seed (const char *workspace, const char *dir, const char *from_sid, const char *session_id,
+                  const char *commit, bool shadow, char *err, size_t errlen);
+
 /*  Forgets session sid's checkpoints: its ref in the workspace's
     repository (ws may be NULL or gone), the private index and its
     hashes, and the shadow repository under dir (may be NULL). Returns 0,

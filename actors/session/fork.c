@@ -18,10 +18,11 @@
     streamed. Anything else is refused with invalid and the nearest seqs
     that are boundaries (the error's detail {valid_before, valid_after}).
 
-    With a workspace, the work tree at the checkpoint of `at` is made
-    before the request enters the drain (sb_ckpt_materialize): git runs
-    on the actor's thread, once, for a fork, never inside a transaction,
-    which may run more than once. */
+    Before the request enters the drain, the fork's chain of checkpoints
+    is started at the checkpoint of `at` (sb_ckpt_seed) and, with a
+    workspace, the work tree there is made (sb_ckpt_materialize): git
+    runs on the actor's thread, once for a fork, never inside a
+    transaction, which may run more than once. */
 #include "actors/session/session_impl.h"
 #include "common/git_checkpoint.h"
 #include "schemas/run_status.h"
@@ -213,11 +214,15 @@ sb_session_prepare_fork (self_t *self, req_t *req)
         sb_session_fail (req, SB_E_internal, "out of memory");
 }
 
-//  The work tree of a fork with a workspace, made before the drain runs
-//  it. A retry of a fork that was made (its command_id remembered) makes
-//  nothing: the drain answers it with the first reply.
+//  The git side of a fork, before the drain runs it: its chain of
+//  checkpoints starts at the checkpoint of `at` (sb_ckpt_seed), so the
+//  checkpoints it copies stay reachable and its own follow them, and with
+//  a workspace the work tree there is made. A retry of a fork that was
+//  made (its command_id remembered) does nothing: the drain answers it
+//  with the first reply. Nothing here is done for a worker's session:
+//  its work tree is on the worker.
 static void
-s_make_workspace (self_t *self, req_t *req, const char *dest)
+s_fork_git (self_t *self, req_t *req, const char *dest)
 {
     sb_txn_t txn;
     sb_txn_begin (self->store, &txn, false);
@@ -239,20 +244,24 @@ s_make_workspace (self_t *self, req_t *req, const char *dest)
     && !(doc = sb_decode (v.data, v.size, sb_session_record_fields, 0, &verr)))
         sb_session_fail (req, SB_E_internal, "the record of session %s cannot be read", req->sid);
     const sb_val_t *rec = doc ? sb_doc_root (doc) : NULL;
-    const char *target = sb_get_str (rec, "target");
+    const char *target = sb_get_str (rec, "target"), *ws = sb_get_str (rec, "workspace");
+    bool worker = target && strncmp (target, "worker:", 7) == 0;
     uint64_t at = sb_get_uint (req->msg->body, "at", 0);
     sb_session_cut_t cut;
-    if (!rec)
+    char dir [4200] = "", err [256] = "";
+    if (self->data_dir [0])
+        snprintf (dir, sizeof dir, "%s/checkpoints", self->data_dir);
+    if (!rec || (worker && !dest))
         ;
     else
-    if (target && strncmp (target, "worker:", 7) == 0)
+    if (worker)
         sb_session_fail (req, SB_E_invalid, "session %s runs on a worker (%s): its work tree is there, so a fork "
                          "with a workspace cannot be made here; fork it without one", req->sid, target);
     else
     if (s_check_cut (&txn, req, sb_get_uint (rec, "last_seq", 0), at, &cut) != 0)
         ;
     else
-    if (!cut.ckpt_seq || !cut.commit [0]) {
+    if (dest && (!cut.ckpt_seq || !cut.commit [0])) {
         if (cut.first_ckpt)
             sb_session_fail (req, SB_E_invalid, "no checkpoint of the work tree at or before seq %llu to make "
                              "the fork's workspace from: the first is at seq %llu", (unsigned long long) at,
@@ -261,21 +270,27 @@ s_make_workspace (self_t *self, req_t *req, const char *dest)
             sb_session_fail (req, SB_E_invalid, "session %s has no checkpoint of its work tree to make the "
                              "fork's workspace from (fork it without --workspace)", req->sid);
     }
-    else {
-        char dir [4200] = "", ws [SB_CKPT_PATH_MAX + 2], err [256] = "";
-        if (self->data_dir [0])
-            snprintf (dir, sizeof dir, "%s/checkpoints", self->data_dir);
+    else
+    if (dest) {
+        char made [SB_CKPT_PATH_MAX + 2];
         int64_t t0 = sb_mono_ms ();
-        if (sb_ckpt_materialize (sb_get_str (rec, "workspace"), dir [0] ? dir : NULL, req->sid, cut.commit,
-                                 cut.tree, dest, ws, sizeof ws, err, sizeof err) != 0)
+        if (sb_ckpt_materialize (ws, dir [0] ? dir : NULL, req->sid, cut.commit, cut.tree, dest, made,
+                                 sizeof made, err, sizeof err) != 0)
             sb_session_fail (req, SB_E_invalid, "cannot make the fork's workspace %s: %s", dest, err);
         else
-        if (!(req->workspace = sb_session_strdup (self, ws)))
+        if (!(req->workspace = sb_session_strdup (self, made)))
             sb_session_fail (req, SB_E_internal, "out of memory");
         else
-            sb_info (ACTOR, "fork workspace=%s session=%s checkpoint_seq=%llu duration_ms=%lld", ws, req->sid,
+            sb_info (ACTOR, "fork workspace=%s session=%s checkpoint_seq=%llu duration_ms=%lld", made, req->sid,
                      (unsigned long long) cut.ckpt_seq, (long long) (sb_mono_ms () - t0));
     }
+    if (!req->err && rec && !worker && cut.commit [0]
+    &&  sb_ckpt_seed (ws, dir [0] ? dir : NULL, req->sid, req->fork_sid, cut.commit, cut.shadow, err,
+                      sizeof err) != 0)
+        //  The fork works all the same; a rewind of it to a copied
+        //  checkpoint may then find its tree gone after a git gc.
+        sb_warn (ACTOR, "fork session=%s cannot start its checkpoint chain at %s: %s", req->fork_sid,
+                 cut.commit, err);
     sb_doc_destroy (&doc);
     sb_txn_commit (&txn);
 }
@@ -285,12 +300,12 @@ sb_session_fork_take (self_t *self, sb_msg_t **msg_p)
 {
     const char *dest = sb_get_str ((*msg_p)->body, "workspace");
     req_t *req = sb_session_take (self, msg_p, OP_FORK);
-    if (!req || !dest)
+    if (!req)
         return;
     sb_session_prepare (self, req);
     if (req->err)
         return;
-    s_make_workspace (self, req, dest);
+    s_fork_git (self, req, dest);
     req->prep_err = req->err;
 }
 

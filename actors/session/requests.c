@@ -597,6 +597,9 @@ sb_session_write_delete (self_t *self, sb_txn_t *txn, req_t *req)
     }
     sb_session_queue_drop (txn, r->session_id);
     r->deleted = true;
+    //  Its checkpoints are forgotten after the commit (session.c); a
+    //  worker's are on the worker.
+    req->workspace = r->target && strncmp (r->target, "worker:", 7) == 0? NULL: r->workspace;
     sb_enc_data (self->replies, &req->reply_off);
     sb_enc_map_open (self->replies);
     sb_enc_kstr (self->replies, "session_id", r->session_id);

@@ -14,7 +14,11 @@ scripted model through the real server:
   - a cut inside a tool call or with an approval pending is refused
     (invalid) with the nearest valid seqs, on the bus and over REST; a
     seq past the tape is invalid; a retry with the same command_id gives
-    the same fork.
+    the same fork;
+  - deleting a session removes its checkpoint ref, private index and
+    shadow repository; a fork's chain starts at the checkpoint of its seq,
+    so it still rewinds to the checkpoints it copied once its source is
+    gone, in git and outside it.
 """
 import json
 import os
@@ -228,6 +232,62 @@ def test_fork_with_a_workspace_makes_the_checkpoint_s_work_tree():
           "the copy lacks the checkpoint's files")
     check(not os.path.exists(os.path.join(pdest, ".git")), "the copy got a .git")
     check(not os.path.exists(os.path.join(plain, "p.txt")), "the source was touched")
+    server.stop()
+    llm.stop()
+
+
+def test_deleting_a_session_removes_its_checkpoints_and_a_fork_keeps_its_own():
+    ws = git_workspace()
+    llm, server = start([{"tool_calls": [tool("write_file", "c_write", path="new.txt", content="one\n")]},
+                         {"text": "one"},
+                         {"tool_calls": [shell("echo two > new.txt && rm a.txt", "c_shell")]},
+                         {"text": "two"}])
+    sid = new_session(server, ws, approval_policy="yolo")
+    r1 = prompt(server, sid, "go")
+    wait_run(server, r1, timeout=30)
+    wait_run(server, prompt(server, sid, "more"), timeout=30)
+    src = tape(server, sid)
+    at = last_of_run(src, r1)
+    cp = [c for c in checkpoints(src) if c["seq_of"] <= at][-1]
+    ref = "refs/switchboard/checkpoints/"
+    index = os.path.join(server.data, "checkpoints", sid + ".index")
+    check(git(ws, "rev-parse", ref + sid).strip() and os.path.exists(index), "no ref or index before the delete")
+    m = fork(server, sid, at)
+    check(m.type == "session.fork.ok", "fork: %r", m.body)
+    fid = m.body["session"]["session_id"]
+    check(git(ws, "rev-parse", ref + fid).strip() == cp["commit"], "the fork's chain does not start at the "
+          "checkpoint of its seq")
+    call(server, "session.delete", {"session_id": sid})
+    refs = git(ws, "for-each-ref", "--format=%(refname)", ref)
+    check(ref + sid not in refs and ref + fid in refs, "refs after the delete: %r", refs)
+    check(not os.path.exists(index), "the private index is still there")
+    # the fork rewinds to a checkpoint it copied, its source gone
+    rc, out, err = cli(server, "rewind", fid, "--to", str(cp["seq_of"]))
+    check(rc == 0 and read(os.path.join(ws, "new.txt")) == "one\n" and os.path.exists(os.path.join(ws, "a.txt")),
+          "the fork's rewind: %d %s %s", rc, out, err)
+    call(server, "session.delete", {"session_id": fid})
+    check(ref + fid not in git(ws, "for-each-ref", "--format=%(refname)", ref), "the fork's ref is still there")
+
+    # outside git: the shadow repository goes
+    plain = tmpdir()
+    write(os.path.join(plain, "p.txt"), "plain\n")
+    llm.script("fk", [{"tool_calls": [tool("write_file", "c_p", path="q.txt", content="q\n")]}, {"text": "ok"}])
+    psid = new_session(server, plain, approval_policy="yolo")
+    wait_run(server, prompt(server, psid, "go"), timeout=30)
+    shadow = os.path.join(server.data, "checkpoints", psid + ".git")
+    check(os.path.isdir(shadow), "no shadow repository")
+    pat = tape(server, psid)[-1]["seq"]
+    m = fork(server, psid, pat)
+    pfid = m.body["session"]["session_id"]
+    call(server, "session.delete", {"session_id": psid})
+    check(not os.path.exists(shadow) and not os.path.exists(os.path.join(server.data, "checkpoints", psid + ".index")),
+          "the shadow repository or index is still there")
+    check(os.path.isdir(os.path.join(server.data, "checkpoints", pfid + ".git")), "the fork's shadow went too")
+    os.unlink(os.path.join(plain, "q.txt"))
+    first = checkpoints(tape(server, pfid))[-1]["seq_of"]
+    rc, out, err = cli(server, "rewind", pfid, "--to", str(first))
+    check(rc == 0 and read(os.path.join(plain, "q.txt")) == "q\n", "the fork's rewind outside git: %d %s %s",
+          rc, out, err)
     server.stop()
     llm.stop()
 

@@ -346,7 +346,7 @@ static const sb_type_t s_tape_kinds [] = {
     TAPE ("usage", s_tape_usage, SB_SCOPE_WORKER, "tokens used by one model call"),
     TAPE ("checkpoint", s_tape_checkpoint, SB_SCOPE_WORKER,
           "the work tree recorded as a git tree after a step (docs/checkpoints.md)"),
-    TAPE ("session.rewound", s_tape_rewound, SB_SCOPE_INTERNAL,
+    TAPE ("session.rewound", s_tape_rewound, SB_SCOPE_WORKER,
           "the work tree was put back to a checkpoint by a rewind run (docs/checkpoints.md)"),
     TAPE ("error", s_tape_error, SB_SCOPE_INTERNAL, "an error the person should see"),
     TAPE ("note", s_tape_any, SB_SCOPE_WORKER, "free-form note"),

@@ -131,10 +131,7 @@ s_on_start_fence (self_t *self, call_t *call, const sb_msg_t *reply)
     sb_enc_kuint (e, "fence", r.fence);
     if (r.resume_from [0]) sb_enc_kstr (e, "resume_from", r.resume_from);
     if (r.kind [0]) sb_enc_kstr (e, "kind", r.kind);
-    if (r.rewind_to) sb_enc_kuint (e, "rewind_to", r.rewind_to);
-    if (r.undo) sb_enc_kbool (e, "undo", true);
-    if (r.no_code) sb_enc_kbool (e, "code", false);
-    if (r.no_conversation) sb_enc_kbool (e, "conversation", false);
+    sb_run_rewind_encode (&r, e);
     if (r.approval_policy [0]) sb_enc_kstr (e, "approval_policy", r.approval_policy);
     sb_run_limits_encode (&r, e);
     /* what the run made before (it waited for an approval across a

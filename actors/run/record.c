@@ -10,6 +10,15 @@ sb_run_record_free (run_t *r)
 }
 
 void
+sb_run_rewind_encode (const run_t *r, sb_enc_t *e)
+{
+    if (r->rewind_to) sb_enc_kuint (e, "rewind_to", r->rewind_to);
+    if (r->undo) sb_enc_kbool (e, "undo", true);
+    if (r->no_code) sb_enc_kbool (e, "code", false);
+    if (r->no_conversation) sb_enc_kbool (e, "conversation", false);
+}
+
+void
 sb_run_limits_encode (const run_t *r, sb_enc_t *e)
 {
     sb_enc_key (e, "limits");
@@ -39,10 +48,7 @@ sb_run_record_encode (const run_t *r, const lease_t *lease, sb_enc_t *e)
     sb_enc_map_close (e);
     if (r->resume_from [0]) sb_enc_kstr (e, "resume_from", r->resume_from);
     if (r->kind [0]) sb_enc_kstr (e, "kind", r->kind);
-    if (r->rewind_to) sb_enc_kuint (e, "rewind_to", r->rewind_to);
-    if (r->undo) sb_enc_kbool (e, "undo", true);
-    if (r->no_code) sb_enc_kbool (e, "code", false);
-    if (r->no_conversation) sb_enc_kbool (e, "conversation", false);
+    sb_run_rewind_encode (r, e);
     sb_enc_kuint (e, "fence", r->fence);
     if (r->owner [0]) sb_enc_kstr (e, "owner", r->owner);
     if (r->approval_policy [0]) sb_enc_kstr (e, "approval_policy", r->approval_policy);

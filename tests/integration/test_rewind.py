@@ -13,7 +13,9 @@ server:
   - a seq between checkpoints takes the latest at or before it;
   - a seq before the first checkpoint is invalid, naming the first;
   - refused (conflict) while a run is active; --undo refused after a
-    prompt; a worker's session refused; the REST route;
+    prompt; the REST route;
+  - a session bound to a worker pool rewinds on the worker (a real
+    `switchboard worker` process), where its workspace is;
   - `--conversation`: the work tree untouched, the next model request
     (as the fixture server saw it) ends at SEQ and the prompt, also after
     a restart; `--undo` before the next prompt brings the cut entries
@@ -29,8 +31,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import Server, check, cli, run_tests, tmpdir, wait_for  # noqa: E402
 from sbgit import (checkpoints, disk_tree, git, git_workspace, json_lines, read, rest_post,  # noqa: E402
                    rewound, write)
-from sbagent import (LLM, LLM_ENV, call, llm_args, new_session, prompt, shell, tape,  # noqa: E402
-                     tool, wait_run)
+from sbagent import (LLM, LLM_ENV, call, llm_args, new_session, prompt, session_prompt, shell,  # noqa: E402
+                     start_worker, tape, tool, wait_run)
 
 
 def start(turns, ws, script="rw"):
@@ -262,6 +264,36 @@ def test_rewinding_both_and_bad_seqs_are_invalid_at_once():
     rc, out, err = cli(server, "rewind", sid, "--to", str(cp["seq_of"]), "--code", "--json")
     body = [r for r in json_lines(out) if r.get("kind") == "session.rewound"][0]["body"]
     check(rc == 0 and "conversation" not in body, "--code: %d %r", rc, body)
+    server.stop()
+    llm.stop()
+
+
+def test_a_worker_session_rewinds_on_the_worker():
+    ws = git_workspace()
+    llm = LLM()
+    llm.script("wk", [{"tool_calls": [tool("write_file", "c1", path="x.txt", content="x\n")]},
+                      {"text": "one"},
+                      {"tool_calls": [shell("echo y > x.txt && rm a.txt", "c2")]},
+                      {"text": "two"}])
+    server = Server(args=llm_args(llm, "wk"), env=LLM_ENV).start()
+    w = start_worker(server, "wr")
+    sid = new_session(server, ws, approval_policy="yolo", target="worker:p")
+    r1 = session_prompt(server, sid, "go")
+    check(wait_run(server, r1, timeout=30)["worker_id"] == "wr", "run 1 was not the worker's")
+    wait_run(server, session_prompt(server, sid, "more"), timeout=30)
+    at = max(e["seq"] for e in tape(server, sid) if e.get("run_id") == r1)
+    cp = [c for c in checkpoints(tape(server, sid)) if c["seq_of"] <= at][-1]
+    check(read(os.path.join(ws, "x.txt")) == "y\n" and not os.path.exists(os.path.join(ws, "a.txt")), "run 2")
+    m = server.control().request("session.rewind", {"session_id": sid, "to_seq": at})
+    check(m.type == "session.rewind.ok", "rewind: %r", m.body)
+    run = wait_run(server, m.body["run_id"], timeout=30)
+    check(run["status"] == "completed" and run["worker_id"] == "wr", "the rewind did not run on the worker: %r\n%s",
+          run, w.log())
+    check(disk_tree(ws) == cp["tree"] and read(os.path.join(ws, "x.txt")) == "x\n", "the work tree")
+    body = rewound(tape(server, sid))[-1]
+    check(body.get("conversation") is True and body["checkpoint_seq"] == cp["seq_of"], "%r", body)
+    check(call(server, "session.get", {"session_id": sid})["session"]["context_cuts"][0]["after"] == at, "no cut")
+    w.stop()
     server.stop()
     llm.stop()
 

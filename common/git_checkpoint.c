@@ -848,3 +848,37 @@ sb_ckpt_seed (const char *ws, const char *dir, const char *from_sid, const char 
         return s_fail (err, errlen, "git update-ref failed");
     return 0;
 }
+
+int
+sb_ckpt_find (const char *ws, const char *dir, const char *sid, const char *message, char *tree, size_t n)
+{
+    char ref [128];
+    tree [0] = 0;
+    if (sb_ckpt_ref (sid, ref, sizeof ref) != 0 || !message || strchr (message, '\n'))
+        return -1;
+    s_ctx_t *ctx = calloc (1, sizeof *ctx);
+    if (!ctx)
+        return -1;
+    char err [256], grep [400];
+    snprintf (grep, sizeof grep, "--grep=%s", message);
+    int rc = s_open (ctx, ws, dir, sid, err, sizeof err);
+    //  The newest commit of the chain whose message holds it (a fixed
+    //  string): a rewind run looks for its own.
+    const char *args [] = { "log", "-F", grep, "--format=%T", "-n", "1", ref, NULL };
+    char *out = NULL;
+    if (rc == 0)
+        rc = s_git (ctx, args, &out) == 0 ? 0 : -1;
+    if (rc == 0) {
+        out [strcspn (out, "\n")] = 0;
+        size_t len = strlen (out);
+        if ((len == 40 || len == 64) && strspn (out, "0123456789abcdef") == len && len < n)
+            memcpy (tree, out, len + 1);
+        else
+            rc = -1;
+    }
+    free (out);
+    sb_git_overrides_clear (&ctx->ov);
+    free (ctx->hashes);
+    free (ctx);
+    return rc;
+}

@@ -118,6 +118,13 @@ int sb_ckpt_materialize (const char *workspace, const char *dir, const char *ses
 int sb_ckpt_seed (const char *workspace, const char *dir, const char *from_sid, const char *session_id,
                   const char *commit, bool shadow, char *err, size_t errlen);
 
+/*  The tree of the newest checkpoint on session sid's chain whose commit
+    message holds `message` (one line), into tree (n bytes): 0, or -1 when
+    there is none. A rewind run started again after a crash finds the
+    work tree its first attempt found. */
+int sb_ckpt_find (const char *workspace, const char *dir, const char *session_id, const char *message, char *tree,
+                  size_t n);
+
 /*  Forgets session sid's checkpoints: its ref in the workspace's
     repository (ws may be NULL or gone), the private index and its
     hashes, and the shadow repository under dir (may be NULL). Returns 0,

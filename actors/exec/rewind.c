@@ -297,20 +297,26 @@ static int
 s_restore (sb_exec_run_t *run, s_scan_t *scan, uint64_t to_seq, const char *target, char *before, char *after,
            sb_ckpt_restore_t *r)
 {
-    char message [160], err [256] = "";
+    char message [160], err [256] = "", dir [4200] = "", first [S_TREE_MAX + 1] = "", cur [S_TREE_MAX + 1];
+    if (run->data_dir)
+        snprintf (dir, sizeof dir, "%s/checkpoints", run->data_dir);
     snprintf (message, sizeof message, "before the rewind to seq %" PRIu64 " (run %s)", to_seq, run->run_id);
+    //  A rewind started again after a crash (recovery queues it again:
+    //  actors/run/lease.c) finds the work tree half put back; the tree its
+    //  first attempt found is what an undo must give back.
+    sb_ckpt_find (run->runtime->workspace, dir [0] ? dir : NULL, run->session_id, message, first, sizeof first);
     sb_ckpt_t now;
     int rc = sb_exec_checkpoint_take (run, message, &now, err, sizeof err);
-    snprintf (before, S_TREE_MAX + 1, "%s", now.tree);
+    snprintf (cur, sizeof cur, "%s", now.tree);
+    snprintf (before, S_TREE_MAX + 1, "%s", first [0] ? first : now.tree);
     sb_ckpt_clear (&now);
     if (rc != 0) {
         sb_exec_finish_with (run, "failed", "cannot take a checkpoint of the work tree first: %s", err);
         return -1;
     }
-    char dir [4200] = "";
-    if (run->data_dir)
-        snprintf (dir, sizeof dir, "%s/checkpoints", run->data_dir);
-    rc = sb_ckpt_restore (run->runtime->workspace, dir [0] ? dir : NULL, run->session_id, target, before,
+    if (first [0])
+        sb_info (ACTOR, "rewind run=%s started again: the work tree before it was tree %s", run->run_id, first);
+    rc = sb_ckpt_restore (run->runtime->workspace, dir [0] ? dir : NULL, run->session_id, target, cur,
                           (const char *const *) scan->keep, r, err, sizeof err);
     if (rc == 0) {
         snprintf (message, sizeof message, "after the rewind to seq %" PRIu64 " (run %s)", to_seq, run->run_id);

@@ -21,10 +21,14 @@ server:
     a restart; `--undo` before the next prompt brings the cut entries
     back; `events` still returns everything;
   - both by default, `--code` the work tree only; a seq of 0, past the
-    tape or before the first checkpoint is invalid at once (no run).
+    tape or before the first checkpoint is invalid at once (no run);
+  - SIGKILL during a rewind: after the restart the rewind runs again to
+    its end, and the tape (session.rewound, tree_before) and the work
+    tree agree.
 """
 import json
 import os
+import signal
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -33,6 +37,9 @@ from sbgit import (checkpoints, disk_tree, git, git_workspace, json_lines, read,
                    rewound, write)
 from sbagent import (LLM, LLM_ENV, call, llm_args, new_session, prompt, session_prompt, shell,  # noqa: E402
                      start_worker, tape, tool, wait_run)
+
+
+MANY = 5000      # files the run makes and the rewind removes
 
 
 def start(turns, ws, script="rw"):
@@ -294,6 +301,48 @@ def test_a_worker_session_rewinds_on_the_worker():
     check(body.get("conversation") is True and body["checkpoint_seq"] == cp["seq_of"], "%r", body)
     check(call(server, "session.get", {"session_id": sid})["session"]["context_cuts"][0]["after"] == at, "no cut")
     w.stop()
+    server.stop()
+    llm.stop()
+
+
+def test_sigkill_during_a_rewind_leaves_the_tape_and_the_work_tree_agreeing():
+    ws = git_workspace()
+    llm = LLM()
+    # a run that makes many files, so that putting the tree back takes a
+    # while and the kill lands inside it
+    llm.script("kill", [{"tool_calls": [tool("write_file", "c1", path="x.txt", content="x\n")]},
+                        {"text": "one"},
+                        {"tool_calls": [shell("mkdir many && cd many && seq 1 %d | xargs touch" % MANY, "c2")]},
+                        {"text": "two"}])
+    server = Server(args=llm_args(llm, "kill"), env=LLM_ENV).start()
+    sid = new_session(server, ws, approval_policy="yolo")
+    r1 = prompt(server, sid, "go")
+    wait_run(server, r1, timeout=30)
+    wait_run(server, prompt(server, sid, "many"), timeout=60)
+    at = max(e["seq"] for e in tape(server, sid) if e.get("run_id") == r1)
+    cp = [c for c in checkpoints(tape(server, sid)) if c["seq_of"] <= at][-1]
+    now = disk_tree(ws)
+    m = server.control().request("session.rewind", {"session_id": sid, "to_seq": at})
+    check(m.type == "session.rewind.ok", "rewind: %r", m.body)
+    rid = m.body["run_id"]
+    ref = "refs/switchboard/checkpoints/" + sid
+    wait_for(lambda: "before the rewind" in git(ws, "log", "-n1", "--format=%s", ref), 30, "the rewind to start")
+    server.stop(sig=signal.SIGKILL)
+    left = len(os.listdir(os.path.join(ws, "many"))) if os.path.isdir(os.path.join(ws, "many")) else 0
+    print("  killed with %d of %d files left to remove" % (left, MANY))
+    server = Server(data=server.data, args=llm_args(llm, "kill"), env=LLM_ENV).start()
+    run = wait_run(server, rid, timeout=60)
+    check(run["status"] == "completed", "the rewind after the restart: %r", run)
+    check("rewind run=%s started again" % rid in server.log(), "the rewind was not run again after the kill "
+          "(it ended before it: make MANY larger)")
+    body = rewound(tape(server, sid))
+    check(len(body) == 1 and body[0]["tree_before"] == now and body[0]["tree_after"] == cp["tree"],
+          "session.rewound after the restart: %r (before %s, checkpoint %s)", body, now, cp["tree"])
+    check(disk_tree(ws) == cp["tree"] and not os.path.exists(os.path.join(ws, "many")), "the work tree does not "
+          "agree with the tape")
+    # the undo gives back the tree the rewind found, not a half one
+    rc, out, err = cli(server, "rewind", sid, "--undo")
+    check(rc == 0 and disk_tree(ws) == now, "undo after the restart: %d %s %s", rc, out, err)
     server.stop()
     llm.stop()
 

@@ -59,16 +59,11 @@ s_parse (int argc, char **argv, s_opts_t *o, int *rest)
     int c;
     while ((c = getopt_long (argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
-            case 'a': {
-                char *end = NULL;
-                errno = 0;
-                unsigned long long v = strtoull (optarg, &end, 10);
-                if (errno || !*optarg || *end || optarg [0] == '-' || v == 0)
-                    return sb_cli_usage ("fork", "--at takes a seq (a number from 1): %s", optarg);
-                o->at = v;
+            case 'a':
+                if (sb_cli_seq_arg ("fork", "--at", optarg, 1, &o->at))
+                    return 2;
                 o->has_at = true;
                 break;
-            }
             case 'w': o->workspace = optarg; break;
             case 'j': o->json = true; break;
             case 'c': o->connect = optarg; break;

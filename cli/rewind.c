@@ -65,16 +65,11 @@ s_parse (int argc, char **argv, s_opts_t *o, int *rest)
     int c;
     while ((c = getopt_long (argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
-            case 't': {
-                char *end = NULL;
-                errno = 0;
-                unsigned long long v = strtoull (optarg, &end, 10);
-                if (errno || !*optarg || *end || optarg [0] == '-')
-                    return sb_cli_usage ("rewind", "--to takes a seq (a number): %s", optarg);
-                o->to = v;
+            case 't':
+                if (sb_cli_seq_arg ("rewind", "--to", optarg, 1, &o->to))
+                    return 2;
                 o->has_to = true;
                 break;
-            }
             case 'u': o->undo = true; break;
             case 'C': o->code_only = true; break;
             case 'V': o->conversation_only = true; break;

@@ -598,6 +598,25 @@ s_remove_added (s_ctx_t *ctx, const char *prefix, const char *target, const char
     return rc;
 }
 
+//  The workspace's folder below its repository's top ("" at the top, else
+//  ending in '/'), as git names paths in trees.
+static int
+s_prefix (s_ctx_t *ctx, char *prefix, size_t n, char *err, size_t errlen)
+{
+    static const char *show [] = { "rev-parse", "--show-prefix", NULL };
+    char *p = NULL;
+    int rc = 0;
+    prefix [0] = 0;
+    if (s_git (ctx, show, &p) != 0 || strlen (p) > SB_CKPT_PATH_MAX || strlen (p) >= n)
+        rc = s_fail (err, errlen, "git rev-parse failed");
+    else {
+        p [strcspn (p, "\n")] = 0;
+        snprintf (prefix, n, "%s", p);
+    }
+    free (p);
+    return rc;
+}
+
 int
 sb_ckpt_restore (const char *ws, const char *dir, const char *sid, const char *target, const char *now,
                  const char *const *keep, const char **only, sb_ckpt_restore_t *out, char *err, size_t errlen)
@@ -621,17 +640,8 @@ sb_ckpt_restore (const char *ws, const char *dir, const char *sid, const char *t
         ctx->only = only;
     }
     char prefix [SB_CKPT_PATH_MAX + 2] = "";
-    if (rc == 0 && !ctx->dir_var [0]) {
-        static const char *show [] = { "rev-parse", "--show-prefix", NULL };
-        char *p = NULL;
-        if (s_git (ctx, show, &p) != 0 || strlen (p) > SB_CKPT_PATH_MAX)
-            rc = s_fail (err, errlen, "git rev-parse failed");
-        else {
-            p [strcspn (p, "\n")] = 0;
-            snprintf (prefix, sizeof prefix, "%s", p);
-        }
-        free (p);
-    }
+    if (rc == 0 && !ctx->dir_var [0])
+        rc = s_prefix (ctx, prefix, sizeof prefix, err, errlen);
     const char *cat [] = { "cat-file", "-e", target, NULL };
     if (rc == 0 && s_git (ctx, cat, NULL) != 0)
         rc = s_fail (err, errlen, "the checkpoint's tree is gone from the object store");
@@ -748,20 +758,14 @@ sb_ckpt_materialize (const char *ws, const char *dir, const char *sid, const cha
         //  checkpoint's commit, whose tree is the work tree as recorded
         //  (untracked files included). A workspace below the top of the
         //  repository is the same folder below the new worktree's top.
-        static const char *show [] = { "rev-parse", "--show-prefix", NULL };
-        char *p = NULL;
-        if (s_git (ctx, show, &p) != 0 || strlen (p) > SB_CKPT_PATH_MAX)
-            rc = s_fail (err, errlen, "git rev-parse failed");
-        else {
-            p [strcspn (p, "\n")] = 0;
-            int w = snprintf (out_ws, n, "%s%s%s", dest, *p ? "/" : "", p);
-            if (w <= 0 || (size_t) w >= n)
-                rc = s_fail (err, errlen, "the new workspace's path is too long");
-            size_t len = strlen (out_ws);
-            if (rc == 0 && len > 1 && out_ws [len - 1] == '/')
-                out_ws [len - 1] = 0;
-        }
-        free (p);
+        char p [SB_CKPT_PATH_MAX + 2];
+        rc = s_prefix (ctx, p, sizeof p, err, errlen);
+        int w = snprintf (out_ws, n, "%s%s%s", dest, *p ? "/" : "", p);
+        if (rc == 0 && (w <= 0 || (size_t) w >= n))
+            rc = s_fail (err, errlen, "the new workspace's path is too long");
+        size_t len = strlen (out_ws);
+        if (rc == 0 && len > 1 && out_ws [len - 1] == '/')
+            out_ws [len - 1] = 0;
         /* the person's own index is not used: worktree add checks out
            into the new worktree's own */
         const char *vars [SB_GIT_ENV_MAX + 1] = { NULL };

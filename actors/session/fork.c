@@ -153,10 +153,7 @@ sb_session_fork_refuse (self_t *self, const sb_msg_t *msg, const char *message, 
 {
     sb_enc_t *e = self->scratch;
     sb_enc_reset (e);
-    sb_enc_map_open (e);
-    sb_enc_kstr (e, "code", sb_err_name (SB_E_invalid));
-    sb_enc_kstr (e, "message", message);
-    sb_enc_kbool (e, "retryable", false);
+    sb_enc_error_open (e, SB_E_invalid, message, false);
     sb_enc_key (e, "detail");
     sb_enc_map_open (e);
     if (before)
@@ -396,6 +393,17 @@ s_copy_tape (self_t *self, sb_txn_t *txn, req_t *req, record_t *src, record_t *r
     }
 }
 
+//  The forked_from field, in the session.forked entry and the reply.
+static void
+s_forked_from (sb_enc_t *e, const char *sid, uint64_t at)
+{
+    sb_enc_key (e, "forked_from");
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "session_id", sid);
+    sb_enc_kuint (e, "seq", at);
+    sb_enc_map_close (e);
+}
+
 void
 sb_session_write_fork (self_t *self, sb_txn_t *txn, req_t *req)
 {
@@ -461,11 +469,7 @@ sb_session_write_fork (self_t *self, sb_txn_t *txn, req_t *req)
     r->last_seq = 1;
     sb_enc_key (self->scratch, "session");
     sb_session_record_encode (self->scratch, r);
-    sb_enc_key (self->scratch, "forked_from");
-    sb_enc_map_open (self->scratch);
-    sb_enc_kstr (self->scratch, "session_id", src->session_id);
-    sb_enc_kuint (self->scratch, "seq", at);
-    sb_enc_map_close (self->scratch);
+    s_forked_from (self->scratch, src->session_id, at);
     sb_enc_map_close (self->scratch);
     size_t len;
     const uint8_t *body = sb_enc_data (self->scratch, &len);
@@ -483,11 +487,7 @@ sb_session_write_fork (self_t *self, sb_txn_t *txn, req_t *req)
     sb_enc_map_open (self->replies);
     sb_enc_key (self->replies, "session");
     sb_session_record_encode (self->replies, r);
-    sb_enc_key (self->replies, "forked_from");
-    sb_enc_map_open (self->replies);
-    sb_enc_kstr (self->replies, "session_id", src->session_id);
-    sb_enc_kuint (self->replies, "seq", at);
-    sb_enc_map_close (self->replies);
+    s_forked_from (self->replies, src->session_id, at);
     sb_enc_map_close (self->replies);
     size_t end;
     sb_enc_data (self->replies, &end);

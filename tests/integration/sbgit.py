@@ -8,8 +8,8 @@ import json
 import os
 import subprocess
 
-from sbagent import git_repo
-from sbtest import check, tmpdir
+from sbagent import LLM, LLM_ENV, git_repo, llm_args, new_session, prompt, tape, wait_run
+from sbtest import Server, check, tmpdir
 
 
 def git(ws, *args, env=None, git_dir=None):
@@ -85,3 +85,18 @@ def rest_post(srv, path, body):
     out = (r.status, json.loads(r.read()))
     conn.close()
     return out
+
+
+def two_runs(script, turns, ws, first="first prompt", second="second prompt"):
+    """A server whose model is `turns` (the script `script`) and a yolo
+    session on ws with two completed runs: (llm, server, sid, at), at the
+    seq of the first run's last entry (a step boundary)."""
+    llm = LLM()
+    llm.script(script, turns)
+    server = Server(args=llm_args(llm, script), env=LLM_ENV).start()
+    sid = new_session(server, ws, approval_policy="yolo")
+    r1 = prompt(server, sid, first)
+    check(wait_run(server, r1, timeout=30)["status"] == "completed", "run 1")
+    check(wait_run(server, prompt(server, sid, second), timeout=30)["status"] == "completed", "run 2")
+    at = max(e["seq"] for e in tape(server, sid) if e.get("run_id") == r1)
+    return llm, server, sid, at

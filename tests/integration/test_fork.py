@@ -26,7 +26,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import Server, check, cli, run_tests, tmpdir  # noqa: E402
-from sbgit import checkpoints, disk_tree, git, git_workspace, read, rest_post, write  # noqa: E402
+from sbgit import checkpoints, disk_tree, git, git_workspace, read, rest_post, two_runs, write  # noqa: E402
 from sbagent import (LLM, LLM_ENV, call, llm_args, new_session, pending, prompt, shell, tape,  # noqa: E402
                      tool, wait_run)
 
@@ -181,16 +181,11 @@ def test_a_cut_inside_a_step_is_refused_with_the_nearest_valid_seqs():
 
 def test_fork_with_a_workspace_makes_the_checkpoint_s_work_tree():
     ws = git_workspace()
-    llm, server = start([{"tool_calls": [tool("write_file", "c_write", path="new.txt", content="one\n")]},
+    llm, server, sid, at = two_runs("fk", [{"tool_calls": [tool("write_file", "c_write", path="new.txt", content="one\n")]},
                          {"text": "one"},
                          {"tool_calls": [shell("mv new.txt moved.txt && echo changed > a.txt", "c_shell")]},
-                         {"text": "two"}])
-    sid = new_session(server, ws, approval_policy="yolo")
-    r1 = prompt(server, sid, "go")
-    wait_run(server, r1, timeout=30)
-    wait_run(server, prompt(server, sid, "more"), timeout=30)
+                         {"text": "two"}], ws)
     src = tape(server, sid)
-    at = last_of_run(src, r1)
     cp = [c for c in checkpoints(src) if c["seq_of"] <= at][-1]
     head = git(ws, "rev-parse", "HEAD")
     now = disk_tree(ws)
@@ -238,18 +233,13 @@ def test_fork_with_a_workspace_makes_the_checkpoint_s_work_tree():
 
 def test_deleting_a_session_removes_its_checkpoints_and_a_fork_keeps_its_own():
     ws = git_workspace()
-    llm, server = start([{"tool_calls": [tool("write_file", "c_write", path="new.txt", content="one\n")]},
+    llm, server, sid, at = two_runs("fk", [{"tool_calls": [tool("write_file", "c_write", path="new.txt", content="one\n")]},
                          {"text": "one"},
                          {"tool_calls": [shell("echo two > new.txt && rm a.txt", "c_shell")]},
                          {"text": "two"},
                          {"tool_calls": [shell("echo fork > new.txt && echo f > f.txt", "c_fork")]},
-                         {"text": "the fork's"}])
-    sid = new_session(server, ws, approval_policy="yolo")
-    r1 = prompt(server, sid, "go")
-    wait_run(server, r1, timeout=30)
-    wait_run(server, prompt(server, sid, "more"), timeout=30)
+                         {"text": "the fork's"}], ws)
     src = tape(server, sid)
-    at = last_of_run(src, r1)
     cp = [c for c in checkpoints(src) if c["seq_of"] <= at][-1]
     ref = "refs/switchboard/checkpoints/"
     index = os.path.join(server.data, "checkpoints", sid + ".index")

@@ -36,7 +36,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import Server, check, cli, run_tests, tmpdir, wait_for  # noqa: E402
 from sbgit import (checkpoints, disk_tree, git, git_workspace, json_lines, read, rest_post,  # noqa: E402
-                   rewound, write)
+                   rewound, two_runs, write)
 from sbagent import (LLM, LLM_ENV, call, llm_args, new_session, prompt, session_prompt, shell,  # noqa: E402
                      start_worker, tape, tool, wait_run)
 
@@ -163,28 +163,20 @@ def inputs(llm, script):
     return [json.dumps(r["json"].get("input")) for r in llm.requests(script) if r.get("json")]
 
 
-def two_runs(ws, more):
-    """A session with two runs, the first writing new.txt, the second
-    renaming it and deleting a.txt; the model's turns go on with `more`."""
-    llm = LLM()
-    llm.script("cv", [
+def cv_runs(ws, more):
+    """Two runs, the first writing new.txt, the second renaming it and
+    deleting a.txt; the model's turns go on with `more`."""
+    return two_runs("cv", [
         {"tool_calls": [tool("write_file", "c_write", path="new.txt", content="one\n")]},
         {"text": "first answer"},
         {"tool_calls": [shell("mv new.txt moved.txt && rm a.txt", "c_shell")]},
         {"text": "second answer"},
-    ] + more)
-    server = Server(args=llm_args(llm, "cv"), env=LLM_ENV).start()
-    sid = new_session(server, ws, approval_policy="yolo")
-    r1 = prompt(server, sid, "first prompt")
-    check(wait_run(server, r1, timeout=30)["status"] == "completed", "run 1")
-    check(wait_run(server, prompt(server, sid, "second prompt"), timeout=30)["status"] == "completed", "run 2")
-    at = max(e["seq"] for e in tape(server, sid) if e.get("run_id") == r1)
-    return llm, server, sid, at
+    ] + more, ws)
 
 
 def test_a_conversation_rewind_cuts_the_next_context_and_undo_brings_it_back():
     ws = git_workspace()
-    llm, server, sid, at = two_runs(ws, [{"text": "after the undo"}, {"text": "after the cut"},
+    llm, server, sid, at = cv_runs(ws, [{"text": "after the undo"}, {"text": "after the cut"},
                                          {"text": "after the restart"}])
     now, n = disk_tree(ws), len(tape(server, sid))
     rc, out, err = cli(server, "rewind", sid, "--to", str(at), "--conversation", "--json")
@@ -242,7 +234,7 @@ def test_a_conversation_rewind_cuts_the_next_context_and_undo_brings_it_back():
 
 def test_rewinding_both_and_bad_seqs_are_invalid_at_once():
     ws = git_workspace()
-    llm, server, sid, at = two_runs(ws, [{"text": "after both"}])
+    llm, server, sid, at = cv_runs(ws, [{"text": "after both"}])
     cp = [c for c in checkpoints(tape(server, sid)) if c["seq_of"] <= at][-1]
     last = tape(server, sid)[-1]["seq"]
     runs = len(call(server, "run.list", {"session_id": sid}).get("runs", []))

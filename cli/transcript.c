@@ -427,8 +427,14 @@ s_on_session (sb_transcript_t *self, const char *kind, const sb_val_t *body)
 {
     const sb_val_t *s = sb_get_map (body, "session");
     s_endline (self);
-    if (strcmp (kind, "session.created") == 0) {
-        printf ("%s[session created: workspace ", DIM (self));
+    if (strcmp (kind, "session.created") == 0 || strcmp (kind, "session.forked") == 0) {
+        const sb_val_t *from = sb_get_map (body, "forked_from");
+        if (from)
+            printf ("%s[session forked from %s at seq %llu: workspace ", DIM (self),
+                    sb_get_str (from, "session_id") ? sb_get_str (from, "session_id") : "?",
+                    (unsigned long long) sb_get_uint (from, "seq", 0));
+        else
+            printf ("%s[session created: workspace ", DIM (self));
         s_field (self, sb_get_str (s, "workspace"));
         fputs (", approval ", stdout);
         s_field (self, sb_get_str (s, "approval_policy") ? sb_get_str (s, "approval_policy") : "default");
@@ -592,7 +598,8 @@ sb_transcript_feed (sb_transcript_t *self, const sb_val_t *ev)
         s_endline (self);
     }
     else
-    if (strcmp (kind, "session.created") == 0 || strcmp (kind, "session.updated") == 0)
+    if (strcmp (kind, "session.created") == 0 || strcmp (kind, "session.updated") == 0
+    ||  strcmp (kind, "session.forked") == 0)
         s_on_session (self, kind, body);
     else
     if (strcmp (kind, "context.compacted") == 0) {

@@ -96,6 +96,8 @@ def test_fork_copies_the_history_up_to_seq_and_the_context_ends_there():
     rc, out, err = cli(server, "events", "--session", fid, "--json")
     lines = [json.loads(x) for x in out.splitlines() if x.strip()]
     check(rc == 0 and [x["seq"] for x in lines] == list(range(1, at + 1)), "events of the fork: %d %r", rc, err)
+    rc, out, err = cli(server, "events", "--session", fid)
+    check(rc == 0 and "session.forked" in out and "workspace=%s" % os.path.realpath(ws) in out, "events: %r", out[:300])
     # nothing queued, no usage
     q = call(server, "session.queue.list", {"session_id": fid})
     check(not q.get("prompts"), "the fork's queue: %r", q)

@@ -80,10 +80,7 @@ s_reply_conflict (self_t *self, const sb_msg_t *msg, const ia_t *ia)
               sb_ia_status_name (ia->status), sb_ia_decision_name (ia->decision), ia->resolved_by);
     sb_enc_t *e = self->enc;
     sb_enc_reset (e);
-    sb_enc_map_open (e);
-    sb_enc_kstr (e, "code", sb_err_name (SB_E_conflict));
-    sb_enc_kstr (e, "message", message);
-    sb_enc_kbool (e, "retryable", false);
+    sb_enc_error_open (e, SB_E_conflict, message, false);
     sb_enc_key (e, "detail");
     sb_enc_map_open (e);
     sb_enc_kstr (e, "interaction_id", ia->interaction_id);

@@ -64,6 +64,10 @@ typedef struct {
     (--help), 2 after a usage error. */
 int sb_cli_parse_opts (int argc, char **argv, const char *cmd, const char *usage, sb_cli_opts_t *o);
 
+/*  A seq given to option `opt` (a decimal number, at least min): 0 with
+    *out set, or 2 after printing a usage error. */
+int sb_cli_seq_arg (const char *cmd, const char *opt, const char *arg, uint64_t min, uint64_t *out);
+
 /*  Calls `type` and prints an error reply as one line. Returns the reply
     (.ok) or NULL (after printing) on error or timeout. */
 sb_msg_t *sb_cli_call (const char *cmd, sb_bus_t *bus, const char *type,
@@ -128,6 +132,7 @@ int sb_cmd_run (int argc, char **argv);
 int sb_cmd_prompt (int argc, char **argv);
 int sb_cmd_compact (int argc, char **argv);
 int sb_cmd_rewind (int argc, char **argv);
+int sb_cmd_fork (int argc, char **argv);
 int sb_cmd_cancel (int argc, char **argv);
 int sb_cmd_resume (int argc, char **argv);
 int sb_cmd_runs (int argc, char **argv);

@@ -173,6 +173,18 @@ sb_cli_endpoint (const char *connect, const char *data, const char *which,
 }
 
 int
+sb_cli_seq_arg (const char *cmd, const char *opt, const char *arg, uint64_t min, uint64_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull (arg, &end, 10);
+    if (errno || !*arg || *end || arg [0] == '-' || v < min || v > (unsigned long long) SB_COUNT_MAX)
+        return sb_cli_usage (cmd, "%s takes a seq (a number from %llu): %s", opt, (unsigned long long) min, arg);
+    *out = v;
+    return 0;
+}
+
+int
 sb_cli_parse_opts (int argc, char **argv, const char *cmd, const char *usage, sb_cli_opts_t *o)
 {
     static struct option longopts [] = {

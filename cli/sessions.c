@@ -276,7 +276,8 @@ s_summary (const char *kind, const sb_val_t *body, char *out, size_t n)
 {
     char a [256], b [256];
     const char *text = sb_get_str (body, "text");
-    if (strcmp (kind, "session.created") == 0 || strcmp (kind, "session.updated") == 0) {
+    if (strcmp (kind, "session.created") == 0 || strcmp (kind, "session.updated") == 0
+    ||  strcmp (kind, "session.forked") == 0) {
         const sb_val_t *s = sb_get_map (body, "session");
         const sb_val_t *changed = sb_get_array (body, "changed");
         size_t w = (size_t) snprintf (out, n, "%s", changed? "changed": "");

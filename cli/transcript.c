@@ -428,8 +428,14 @@ s_on_session (sb_transcript_t *self, const char *kind, const sb_val_t *body)
 {
     const sb_val_t *s = sb_get_map (body, "session");
     s_endline (self);
-    if (strcmp (kind, "session.created") == 0) {
-        printf ("%s[session created: workspace ", DIM (self));
+    if (strcmp (kind, "session.created") == 0 || strcmp (kind, "session.forked") == 0) {
+        const sb_val_t *from = sb_get_map (body, "forked_from");
+        if (from)
+            printf ("%s[session forked from %s at seq %llu: workspace ", DIM (self),
+                    sb_get_str (from, "session_id") ? sb_get_str (from, "session_id") : "?",
+                    (unsigned long long) sb_get_uint (from, "seq", 0));
+        else
+            printf ("%s[session created: workspace ", DIM (self));
         s_field (self, sb_get_str (s, "workspace"));
         fputs (", approval ", stdout);
         s_field (self, sb_get_str (s, "approval_policy") ? sb_get_str (s, "approval_policy") : "default");
@@ -537,11 +543,18 @@ s_on_rewound (sb_transcript_t *self, const sb_val_t *body)
 {
     s_endline (self);
     const sb_val_t *nr = sb_get_array (body, "not_restored"), *fx = sb_get_array (body, "effects");
-    printf ("%s[%s to the checkpoint after seq %llu: %llu restored, %llu removed", DIM (self),
-            sb_get_bool (body, "undo", false) ? "rewind undone, back" : "rewound",
-            (unsigned long long) sb_get_uint (body, "checkpoint_seq", 0),
-            (unsigned long long) sb_get_uint (body, "restored_total", 0),
-            (unsigned long long) sb_get_uint (body, "removed_total", 0));
+    bool undo = sb_get_bool (body, "undo", false), conversation = sb_get_bool (body, "conversation", false);
+    printf ("%s[%s", DIM (self), undo ? "rewind undone" : "rewound");
+    if (sb_get_bool (body, "code", true))
+        printf ("%s to the checkpoint after seq %llu: %llu restored, %llu removed", undo ? ", back" : "",
+                (unsigned long long) sb_get_uint (body, "checkpoint_seq", 0),
+                (unsigned long long) sb_get_uint (body, "restored_total", 0),
+                (unsigned long long) sb_get_uint (body, "removed_total", 0));
+    if (conversation && undo)
+        printf ("; the conversation's cut is lifted");
+    else
+    if (conversation)
+        printf ("; the conversation ends at seq %llu", (unsigned long long) sb_get_uint (body, "to_seq", 0));
     for (uint32_t k = 0; nr && k < nr->len; k++)
         printf ("; not restored: %s (%s)", sb_get_str (sb_array_at (nr, k), "path"),
                 sb_get_str (sb_array_at (nr, k), "why"));
@@ -630,7 +643,8 @@ sb_transcript_feed (sb_transcript_t *self, const sb_val_t *ev)
         s_endline (self);
     }
     else
-    if (strcmp (kind, "session.created") == 0 || strcmp (kind, "session.updated") == 0)
+    if (strcmp (kind, "session.created") == 0 || strcmp (kind, "session.updated") == 0
+    ||  strcmp (kind, "session.forked") == 0)
         s_on_session (self, kind, body);
     else
     if (strcmp (kind, "context.compacted") == 0)

@@ -955,6 +955,15 @@ void sb_enc_kstr (sb_enc_t *enc, const char *key, const char *s) { sb_enc_key (e
 void sb_enc_kuint (sb_enc_t *enc, const char *key, uint64_t v) { sb_enc_key (enc, key); sb_enc_uint (enc, v); }
 void sb_enc_kint (sb_enc_t *enc, const char *key, int64_t v) { sb_enc_key (enc, key); sb_enc_int (enc, v); }
 void sb_enc_kbool (sb_enc_t *enc, const char *key, bool v) { sb_enc_key (enc, key); sb_enc_bool (enc, v); }
+
+void
+sb_enc_error_open (sb_enc_t *enc, sb_err_t code, const char *message, bool retryable)
+{
+    sb_enc_map_open (enc);
+    sb_enc_kstr (enc, "code", sb_err_name (code));
+    sb_enc_kstr (enc, "message", message);
+    sb_enc_kbool (enc, "retryable", retryable);
+}
 void sb_enc_kval (sb_enc_t *enc, const char *key, const sb_val_t *val) { sb_enc_key (enc, key); sb_enc_val (enc, val); }
 
 void

@@ -130,6 +130,10 @@ void sb_enc_kstr_opt (sb_enc_t *enc, const char *key, const char *s);
 void sb_enc_kuint (sb_enc_t *enc, const char *key, uint64_t v);
 void sb_enc_kint (sb_enc_t *enc, const char *key, int64_t v);
 void sb_enc_kbool (sb_enc_t *enc, const char *key, bool v);
+/*  Opens the body of an `error` reply: {code, message, retryable, ...};
+    the caller adds what else it says (detail, retry_after_ms) and closes
+    the map. */
+void sb_enc_error_open (sb_enc_t *enc, sb_err_t code, const char *message, bool retryable);
 void sb_enc_kval (sb_enc_t *enc, const char *key, const sb_val_t *val);
 
 /*  True when the n bytes at s are well-formed UTF-8 (no overlong forms,

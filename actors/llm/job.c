@@ -75,10 +75,7 @@ sb_llm_send_error (self_t *self, job_t *job, sb_err_t code, bool retryable, int6
     s_scrub (message, sizeof message, job->access_token);
     sb_enc_t *e = self->enc;
     sb_enc_reset (e);
-    sb_enc_map_open (e);
-    sb_enc_kstr (e, "code", sb_err_name (code));
-    sb_enc_kstr (e, "message", message);
-    sb_enc_kbool (e, "retryable", retryable);
+    sb_enc_error_open (e, code, message, retryable);
     if (retry_after_ms >= 0)
         sb_enc_kuint (e, "retry_after_ms", (uint64_t) retry_after_ms);
     if (provider_code || http_status) {

@@ -1,12 +1,15 @@
 """sbgit — git workspaces for the checkpoint and rewind tests: git run
 with no system config and a HOME of its own, the tree `git add -A` makes
 of a work tree (through a throwaway index, the real one untouched), and
-a repository with tracked, untracked and ignored files."""
+a repository with tracked, untracked and ignored files; the checkpoint
+and rewound entries of a tape, and a POST to the REST gateway."""
+import http.client
+import json
 import os
 import subprocess
 
-from sbagent import git_repo
-from sbtest import check, tmpdir
+from sbagent import LLM, LLM_ENV, git_repo, llm_args, new_session, prompt, tape, wait_run
+from sbtest import Server, check, tmpdir
 
 
 def git(ws, *args, env=None, git_dir=None):
@@ -52,3 +55,48 @@ def git_workspace():
     write(os.path.join(ws, "notes.txt"), "the person's untracked notes\n")
     write(os.path.join(ws, "ignored.log"), "ignored\n")
     return ws
+
+
+def checkpoints(entries):
+    """The bodies of a tape's checkpoint entries."""
+    return [e["body"] for e in entries if e["kind"] == "checkpoint"]
+
+
+def rewound(entries):
+    """The bodies of a tape's session.rewound entries."""
+    return [e["body"] for e in entries if e["kind"] == "session.rewound"]
+
+
+def json_lines(out):
+    return [json.loads(x) for x in out.splitlines() if x.startswith("{")]
+
+
+def rest_post(srv, path, body):
+    """POST a JSON body to the server's REST gateway with its token:
+    (status, parsed reply)."""
+    with open(os.path.join(srv.data, "http.port")) as f:
+        port = int(f.read().strip())
+    with open(os.path.join(srv.data, "token")) as f:
+        token = f.read().strip()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("POST", path, body=json.dumps(body), headers={
+        "Host": "127.0.0.1:%d" % port, "Authorization": "Bearer " + token, "Content-Type": "application/json"})
+    r = conn.getresponse()
+    out = (r.status, json.loads(r.read()))
+    conn.close()
+    return out
+
+
+def two_runs(script, turns, ws, first="first prompt", second="second prompt"):
+    """A server whose model is `turns` (the script `script`) and a yolo
+    session on ws with two completed runs: (llm, server, sid, at), at the
+    seq of the first run's last entry (a step boundary)."""
+    llm = LLM()
+    llm.script(script, turns)
+    server = Server(args=llm_args(llm, script), env=LLM_ENV).start()
+    sid = new_session(server, ws, approval_policy="yolo")
+    r1 = prompt(server, sid, first)
+    check(wait_run(server, r1, timeout=30)["status"] == "completed", "run 1")
+    check(wait_run(server, prompt(server, sid, second), timeout=30)["status"] == "completed", "run 2")
+    at = max(e["seq"] for e in tape(server, sid) if e.get("run_id") == r1)
+    return llm, server, sid, at

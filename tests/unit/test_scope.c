@@ -22,7 +22,7 @@ static const char *s_worker_types [] = {
 static const char *s_worker_kinds [] = {
     "turn.begin", "turn.end", "text.delta", "text.done", "thinking.delta", "reasoning.state", "tool.call",
     "tool.output", "tool.result", "usage", "note", "context.compacted", "instructions.loaded", "checkpoint",
-    "budget.warning", "budget.raised", NULL
+    "budget.warning", "budget.raised", "session.rewound", NULL
 };
 
 static bool

@@ -1,5 +1,8 @@
 /*  actors/exec/changes.h — exec.diff: the changes in a session's workspace,
-    for the UI's changes panel (docs/gateway.md).
+    for the UI's changes panel (docs/gateway.md); and exec.checkpoint_diff:
+    the diff between two of the session's checkpoints, whose trees are in
+    the workspace's object store or the shadow repository in DATA
+    (docs/checkpoints.md). Both are answered by the same jobs.
 
     git runs off the actor thread: each request gets a short-lived thread
     with its own bus socket (it asks session.get for the workspace), and

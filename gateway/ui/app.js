@@ -18,6 +18,8 @@ import { Sidebar, sessionTitle } from './sidebar.js';
 import { Tabs, Changes, Inbox, Workers, missing } from './panels.js';
 import { Bus } from './bus.js';
 import { Models } from './models.js';
+import { Rewinder } from './rewind.js';
+import { CheckpointDiff } from './ckdiff.js';
 
 const NARROW = window.matchMedia ('(max-width: 800px)');
 const MEDIUM = window.matchMedia ('(max-width: 1200px)');
@@ -48,6 +50,8 @@ class App {
     this.changes = new Changes (this);
     this.inbox = new Inbox (this);
     this.workers = new Workers (this);
+    this.rewinder = new Rewinder (this);
+    this.ckdiff = new CheckpointDiff (this);
     this.tabs.onShow.changes = () => this.changes.refresh ();
     this.tabs.onShow.approvals = () => this.inbox.refresh ();
     this.bus = new Bus (this);
@@ -171,7 +175,12 @@ class App {
       removeQueued: (pid) => this.removeQueued (pid),
       resumeQueue: () => this.resumeQueue (),
       onChange: (what, ev) => this._onTranscript (what, ev),
+      rewind: (seq, kind) => this.rewinder.confirm (seq, kind),
+      undo: () => this.rewinder.undo (),
+      fork: (seq) => this.rewinder.fork (seq),
+      reveal: (callId) => this.rewinder.revealCall (callId),
     });
+    this.ckdiff.refresh ();
     this.sidebar.render ();
     this._head ();
     this._composerState ();
@@ -194,6 +203,7 @@ class App {
         return;
       this.session = r.session;
       this.sidebar.upsert (r.session, { full: true });
+      this.rewinder.showOrigin (r.session);
       this._head ();
     } catch (e) {
       if (e.code === 'not_found') {
@@ -237,6 +247,10 @@ class App {
     this._head ();
     this._composerState ();
     this._connText ();
+    if (this.transcript) {
+      this.transcript.history.setActive (!!this._activeRun ());
+      this.rewinder.reveal ();
+    }
     if (this.stick)
       this._scrollSoon ();
   }
@@ -276,6 +290,10 @@ class App {
     }
     if (what === 'usage')
       this._later ('usage', 400, () => this._usageRefresh ());
+    if (what === 'checkpoint')
+      this._later ('ckdiff', 300, () => this.ckdiff.refresh ());
+    if (what === 'session.rewound')
+      this.changes.soon ();
     if (what === 'prompt' && this.session && ev.body && ev.body.text)
       this.session.last_prompt = (ev.body.text.split ('\n').find (l => l.trim ()) || '').slice (0, 200);
     if ((what === 'session.updated' || what === 'session.created') && this.transcript.session)

@@ -12,6 +12,7 @@ import { el, append, clear, fmtTokens, fmtDuration, fmtTime, shortId, cut, parse
 import { renderMarkdown } from './markdown.js';
 import { renderDiff, diffFromCall } from './diff.js';
 import { icon, toolIconName } from './icons.js';
+import { History } from './rewind.js';
 
 const OUTPUT_LINES = 20;        // live output shows this many lines until "show all"
 const OUTPUT_KEEP = 512 * 1024; // characters of one call's output kept in the page
@@ -42,7 +43,8 @@ function mcpName (name) {
 
 export class Transcript {
   // root: the element to fill; hooks: {resolve(ia, decision, feedback, scope),
-  // removeQueued(prompt_id), resumeQueue(), onChange(what, ev)}
+  // removeQueued(prompt_id), resumeQueue(), onChange(what, ev), and
+  // rewind(seq, kind), undo(), fork(seq), reveal(call_id) for rewind.js}
   constructor (root, hooks) {
     this.root = root;
     this.hooks = hooks;
@@ -59,6 +61,7 @@ export class Transcript {
     this.totals = { input: 0, output: 0, steps: 0, context: 0, window: 0, tokensKnown: false };
     this.activeRun = null;
     this.loose = null;                  // the last block not in a run
+    this.history = new History (this, hooks);   // checkpoints, rewind and fork (rewind.js)
   }
 
   // ---- structure ----------------------------------------------------
@@ -193,6 +196,7 @@ export class Transcript {
         r.startTs ? ' · ' + fmtDuration (ev.ts - r.startTs) : '',
         r.reason && r.status !== 'completed' ? el ('span.reason', ' — ' + r.reason) : null);
       r.node.appendChild (line);
+      this.history.onRunEnd (r, ev, line);
       r.text = r.thinking = null;
       // a call still open when its run ended will not get a result
       for (const c of this.calls.values ())
@@ -519,7 +523,8 @@ export class Transcript {
   // ---- prompts and the queue ----------------------------------------
 
   _prompt (ev, body) {
-    this._add (ev, el ('div.user', el ('div.bubble', body.text || '')));
+    const node = this._add (ev, el ('div.user', el ('div.bubble', body.text || '')));
+    this.history.onPrompt (ev, node);
   }
 
   _promptQueued (ev, body) {
@@ -643,6 +648,7 @@ export class Transcript {
   // line, the first few paths named; the rest are in `switchboard
   // checkpoints`.
   _checkpoint (ev, body) {
+    this.history.onCheckpoint (ev, body);
     const changed = Array.isArray (body.changed) ? body.changed : [];
     const n = Number (body.files) || changed.length;
     const skipped = Array.isArray (body.skipped) ? body.skipped.length : 0;
@@ -693,6 +699,7 @@ const HANDLERS = {
   'context.compacted': Transcript.prototype._compacted,
   'instructions.loaded': Transcript.prototype._instructions,
   'checkpoint': Transcript.prototype._checkpoint,
+  'session.rewound': function (ev, b) { this.history.onRewound (ev, b); },
   'usage': Transcript.prototype._usage,
   'error': Transcript.prototype._error,
   'tape.quota': Transcript.prototype._quota,

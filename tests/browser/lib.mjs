@@ -4,7 +4,7 @@
 // "N passed, N failed" line.
 
 import { spawn, execFile } from 'node:child_process';
-import { mkdtempSync, mkdirSync, readFileSync, existsSync, rmSync, createWriteStream } from 'node:fs';
+import { mkdtempSync, mkdirSync, readFileSync, writeFileSync, existsSync, rmSync, createWriteStream } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -133,4 +133,35 @@ export async function runTest (main) {
       rmSync (d, { recursive: true, force: true });
   console.log ((code ? 0 : 1) + ' passed, ' + code + ' failed');
   process.exit (code);
+}
+
+// tests/llm_server.py on a free loopback port, scripted with `turns` under
+// `name`; resolves with its port.
+export async function startLlm (name, turns, logName = 'llm_server') {
+  const dir = tmp ('sb-browser-llm-');
+  const llm = start ([PY, path.join (ROOT, 'tests', 'llm_server.py'), '--port', '0',
+                      '--portfile', path.join (dir, 'port'), '--log', path.join (dir, 'requests.jsonl'),
+                      '--fixtures', path.join (ROOT, 'tests', 'fixtures', 'llm')], path.join (OUT, logName + '.log'));
+  const port = await waitFor ('llm_server to listen', () => {
+    check (llm.exitCode === null, 'llm_server exited: ' + llm.logText ());
+    return existsSync (path.join (dir, 'port')) && Number (readFileSync (path.join (dir, 'port'), 'utf8'));
+  });
+  const ctl = await fetch ('http://127.0.0.1:' + port + '/_control', {
+    method: 'POST', body: JSON.stringify ({ op: 'script', name, turns }) });
+  check (ctl.ok, 'llm_server refused the script');
+  return port;
+}
+
+// A temporary git repository with `files` ({path: text}) in one commit.
+export async function gitRepo (prefix, files) {
+  const repo = tmp (prefix);
+  for (const args of [['init', '-q'], ['config', 'user.email', 't@example.com'], ['config', 'user.name', 't']]) {
+    const r = await run (['git', '-C', repo, ...args]);
+    check (r.code === 0, 'git ' + args.join (' ') + ': ' + r.stderr);
+  }
+  for (const [p, text] of Object.entries (files))
+    writeFileSync (path.join (repo, p), text);
+  check ((await run (['git', '-C', repo, 'add', '.'])).code === 0, 'git add');
+  check ((await run (['git', '-C', repo, 'commit', '-qm', 'init'])).code === 0, 'git commit');
+  return repo;
 }

@@ -179,6 +179,7 @@ class App {
       undo: () => this.rewinder.undo (),
       fork: (seq) => this.rewinder.fork (seq),
       reveal: (callId) => this.rewinder.revealCall (callId),
+      origin: (from) => this.rewinder.originNode (from),
     });
     this.ckdiff.refresh ();
     this.sidebar.render ();

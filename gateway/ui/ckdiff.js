@@ -16,11 +16,12 @@ export class CheckpointDiff {
     this.to = el ('select#ckdiff-to', { 'aria-label': 'Compare to checkpoint' });
     this.go = el ('button#ckdiff-go.small', { type: 'button' }, 'Compare');
     this.result = el ('div#ckdiff-result', { 'aria-live': 'polite' });
+    this.hint = el ('p.empty.ckdiff-hint');
     this.open = new Set ();
     this.node = el ('section.ckdiff', { 'aria-labelledby': 'ckdiff-title' },
       el ('h3#ckdiff-title', 'Compare checkpoints'),
       el ('div.ckdiff-pick', el ('label', 'from ', this.from), el ('label', 'to ', this.to), this.go),
-      this.result);
+      this.hint, this.result);
     this.go.addEventListener ('click', () => this.compare ());
     this.count = -1;
     this.session = null;
@@ -54,10 +55,9 @@ export class CheckpointDiff {
       this.to.value = fresh || !keep [1] ? String (list [list.length - 1].seq_of) : keep [1];
     }
     this.go.disabled = list.length < 2;
-    if (list.length < 2 && !this.result.firstChild)
-      this.result.appendChild (el ('p.empty', list.length
-        ? 'One checkpoint so far: a second comes after the next step that writes.'
-        : 'No checkpoints yet: the work tree is recorded at each run\'s start and after each step that writes.'));
+    this.hint.hidden = list.length >= 2;
+    this.hint.textContent = list.length ? 'One checkpoint so far: a second comes after the next step that writes.'
+      : 'No checkpoints yet: the work tree is recorded at each run\'s start and after each step that writes.';
   }
 
   async compare () {

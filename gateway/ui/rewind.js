@@ -27,7 +27,8 @@ function plural (n, one, many) {
 }
 
 export class History {
-  // t: the Transcript; hooks: {rewind(seq, what), undo(), fork(seq), reveal(call_id)}
+  // t: the Transcript; hooks: {rewind(seq, kind), undo(), fork(seq), reveal(call_id),
+  // origin(forked_from) -> the "forked from" line}
   constructor (t, hooks) {
     this.t = t;
     this.hooks = hooks || {};
@@ -159,6 +160,22 @@ export class History {
     const seq = Number (ev.seq);
     this.waiting.delete (r.id);
     line.appendChild (this._row ('run', seq, seq).node);
+  }
+
+  // ---- session.forked -----------------------------------------------
+
+  // A fork's first entry: where it came from, first in its transcript
+  // (in place of the line the session record gave, if that came first).
+  onForked (ev, body) {
+    const from = body.forked_from;
+    if (!from || !from.session_id || !this.hooks.origin)
+      return;
+    const old = this.t.root.querySelector (':scope > .forked-from');
+    if (old)
+      old.remove ();
+    const node = this.hooks.origin (from);
+    node.dataset.seq = ev.seq;
+    this.t.root.appendChild (node);
   }
 
   // ---- session.rewound ----------------------------------------------
@@ -452,15 +469,18 @@ export class Rewinder {
   }
 
   // A session that is a fork says where it came from, first in its
-  // transcript, with a link back to the source at that seq.
+  // transcript, with a link back to the source at that seq: from its
+  // session.forked entry (History.onForked), or from its record until
+  // that entry is read.
   showOrigin (session) {
     const root = document.getElementById ('transcript');
-    const old = root.querySelector (':scope > .forked-from');
-    if (old)
-      old.remove ();
     const from = session && session.forked_from;
-    if (!from || !from.session_id)
+    if (!from || !from.session_id || root.querySelector (':scope > .forked-from'))
       return;
+    root.prepend (this.originNode (from));
+  }
+
+  originNode (from) {
     const src = this.app.sidebar.sessions.find (s => s.session_id === from.session_id);
     const link = el ('a.forked-link', { href: '#s=' + encodeURIComponent (from.session_id),
                                         dataset: { session: from.session_id, seq: from.seq } },
@@ -470,8 +490,8 @@ export class Rewinder {
       this.pendingSeq = Number (from.seq);
       this.app.select (from.session_id);
     });
-    root.prepend (el ('div.forked-from', { role: 'note' }, 'Forked from ', link,
-      ': its history up to there is this session\'s; what follows is this session\'s own.'));
+    return el ('div.forked-from', { role: 'note' }, 'Forked from ', link,
+      ': its history up to there is this session\'s; what follows is this session\'s own.');
   }
 
   // Called after entries were applied: brings the seq a "forked from" link

@@ -700,6 +700,10 @@ const HANDLERS = {
   'instructions.loaded': Transcript.prototype._instructions,
   'checkpoint': Transcript.prototype._checkpoint,
   'session.rewound': function (ev, b) { this.history.onRewound (ev, b); },
+  'session.forked': function (ev, b) {
+    this._session (ev, b, true);
+    this.history.onForked (ev, b);
+  },
   'usage': Transcript.prototype._usage,
   'error': Transcript.prototype._error,
   'tape.quota': Transcript.prototype._quota,

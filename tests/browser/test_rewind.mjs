@@ -179,6 +179,7 @@ async function main () {
     check (shown [0].text.includes ('+two') && shown [1].text.includes ('+b'), 'the diffs are not shown: ' + JSON.stringify (shown));
     check ((await page.innerText ('#ckdiff-result .ckdiff-sum')).includes ('#' + firstSeq + ' → #' + shellCk.seq_of),
       'the comparison does not say which checkpoints');
+    check (!(await page.isVisible ('#pane-changes .ckdiff-hint')), 'the picker still says there are too few checkpoints');
     await shot (page, 'rewind-04-checkpoint-diff');
 
     // 6. back to the first run's end; a prompt then ends the undo's time

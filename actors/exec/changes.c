@@ -419,6 +419,52 @@ s_job_free (job_t *job)
 }
 
 /* ------------------------------------------------------------------ */
+/*  Reading a tape */
+
+int
+sb_exec_tape_read (sb_bus_t *bus, const char *sid, int timeout_ms, sb_exec_tape_fn *fn, void *arg, sb_err_t *code,
+                   char *why, size_t n)
+{
+    uint64_t after = 0;
+    sb_enc_t *e = sb_enc_new ();
+    while (e) {
+        sb_enc_reset (e);
+        sb_enc_map_open (e);
+        sb_enc_kstr (e, "session_id", sid);
+        sb_enc_kuint (e, "after_seq", after);
+        sb_enc_kuint (e, "limit", 5000);
+        sb_enc_map_close (e);
+        size_t len;
+        const uint8_t *b = sb_enc_data (e, &len);
+        sb_msg_t *reply = sb_bus_call (bus, "session.events", sid, b, len, timeout_ms);
+        if (!reply || sb_msg_is_error (reply)) {
+            *code = reply ? sb_err_from_name (sb_msg_error_code (reply)) : SB_E_unavailable;
+            snprintf (why, n, "%s", reply ? sb_msg_error_message (reply) : "the session actor did not answer");
+            sb_msg_destroy (&reply);
+            sb_enc_destroy (&e);
+            return -1;
+        }
+        const sb_val_t *events = sb_get_array (reply->body, "events");
+        for (uint32_t k = 0; events && k < events->len; k++) {
+            const sb_val_t *ev = sb_array_at (events, k);
+            uint64_t seq = sb_get_uint (ev, "seq", 0);
+            if (seq > after)
+                after = seq;
+            fn (ev, arg);
+        }
+        bool more = sb_get_bool (reply->body, "more", false) && events && events->len;
+        sb_msg_destroy (&reply);
+        if (!more) {
+            sb_enc_destroy (&e);
+            return 0;
+        }
+    }
+    *code = SB_E_internal;
+    snprintf (why, n, "out of memory");
+    return -1;
+}
+
+/* ------------------------------------------------------------------ */
 /*  Between two checkpoints (exec.checkpoint_diff) */
 
 #define S_TREE_MAX 64
@@ -444,58 +490,25 @@ s_side_take (s_side_t *side, const sb_val_t *body)
     side->shadow = store && strcmp (store, sb_ckpt_store_name (SB_CKPT_SHADOW)) == 0;
 }
 
-//  Reads the tape a page at a time for the two checkpoints; the session's
-//  first checkpoint's seq_of in *first (0: none). 0, or -1 with the job's
-//  error set.
-static int
-s_scan_checkpoints (sb_bus_t *bus, job_t *job, s_side_t *from, s_side_t *to, uint64_t *first)
+//  Keeps the two checkpoints and the session's first one from each entry.
+typedef struct {
+    s_side_t *from, *to;
+    uint64_t first;             /* seq_of of the session's first checkpoint; 0: none */
+} s_scan_t;
+
+static void
+s_scan_entry (const sb_val_t *ev, void *arg)
 {
-    uint64_t after = 0;
-    *first = 0;
-    while (true) {
-        sb_enc_t *e = sb_enc_new ();
-        if (!e)
-            break;
-        sb_enc_map_open (e);
-        sb_enc_kstr (e, "session_id", job->sid);
-        sb_enc_kuint (e, "after_seq", after);
-        sb_enc_kuint (e, "limit", 5000);
-        sb_enc_map_close (e);
-        size_t len;
-        const uint8_t *b = sb_enc_data (e, &len);
-        sb_msg_t *reply = sb_bus_call (bus, "session.events", job->sid, b, len, 10000);
-        sb_enc_destroy (&e);
-        if (!reply || sb_msg_is_error (reply)) {
-            job->code = reply ? sb_err_from_name (sb_msg_error_code (reply)) : SB_E_unavailable;
-            snprintf (job->message, sizeof job->message, "cannot read the tape: %s",
-                      reply ? sb_msg_error_message (reply) : "the session actor did not answer");
-            sb_msg_destroy (&reply);
-            return -1;
-        }
-        const sb_val_t *events = sb_get_array (reply->body, "events");
-        for (uint32_t k = 0; events && k < events->len; k++) {
-            const sb_val_t *ev = sb_array_at (events, k);
-            const char *kind = sb_get_str (ev, "kind");
-            uint64_t seq = sb_get_uint (ev, "seq", 0);
-            if (seq > after)
-                after = seq;
-            if (!kind || strcmp (kind, "checkpoint") != 0)
-                continue;
-            const sb_val_t *body = sb_get_map (ev, "body");
-            uint64_t seq_of = sb_get_uint (body, "seq_of", 0);
-            if (!*first || seq_of < *first)
-                *first = seq_of;
-            s_side_take (from, body);
-            s_side_take (to, body);
-        }
-        bool more = sb_get_bool (reply->body, "more", false) && events && events->len;
-        sb_msg_destroy (&reply);
-        if (!more)
-            return 0;
-    }
-    job->code = SB_E_internal;
-    snprintf (job->message, sizeof job->message, "out of memory");
-    return -1;
+    s_scan_t *scan = arg;
+    const char *kind = sb_get_str (ev, "kind");
+    if (!kind || strcmp (kind, "checkpoint") != 0)
+        return;
+    const sb_val_t *body = sb_get_map (ev, "body");
+    uint64_t seq_of = sb_get_uint (body, "seq_of", 0);
+    if (!scan->first || seq_of < scan->first)
+        scan->first = seq_of;
+    s_side_take (scan->from, body);
+    s_side_take (scan->to, body);
 }
 
 static void
@@ -515,9 +528,13 @@ static int
 s_checkpoint_diff (sb_bus_t *bus, job_t *job, const char *ws, const char *data_dir, sb_enc_t *enc)
 {
     s_side_t from = { .want = job->from_seq }, to = { .want = job->to_seq };
-    uint64_t first;
-    if (s_scan_checkpoints (bus, job, &from, &to, &first) != 0)
+    s_scan_t scan = { &from, &to, 0 };
+    char why [200];
+    if (sb_exec_tape_read (bus, job->sid, 10000, s_scan_entry, &scan, &job->code, why, sizeof why) != 0) {
+        snprintf (job->message, sizeof job->message, "cannot read the tape: %s", why);
         return -1;
+    }
+    uint64_t first = scan.first;
     if (!first) {
         job->code = SB_E_not_found;
         snprintf (job->message, sizeof job->message, "the session has no checkpoint");

@@ -60,4 +60,13 @@ void sb_exec_diff_note_write (const char *workspace, const char *session_id, con
 void sb_exec_diff_exclude (const char *workspace, const char *data_dir, char *exclude, size_t n);
 void sb_exec_diff_baseline (const char *workspace, const char *data_dir, const char *session_id);
 
+/*  Reads session `sid`'s tape from its start over `bus` (session.events,
+    a page of 5000 at a time, each call waiting at most timeout_ms) and
+    gives each entry to fn, in seq order. Returns 0, or -1 with the error
+    in *code and why (n bytes): the error reply's, or unavailable when
+    nothing answered. For exec.checkpoint_diff and the rewind run. */
+typedef void (sb_exec_tape_fn) (const sb_val_t *ev, void *arg);
+int sb_exec_tape_read (sb_bus_t *bus, const char *sid, int timeout_ms, sb_exec_tape_fn *fn, void *arg, sb_err_t *code,
+                       char *why, size_t n);
+
 #endif

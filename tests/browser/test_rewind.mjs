@@ -26,9 +26,8 @@
 
 import { readFileSync, existsSync } from 'node:fs';
 import path from 'node:path';
-import { chromium } from 'playwright-core';
-import { SB_BIN, CHROMIUM, STEP_MS, log, check, run, waitFor, shot, startServe, stopServe, runTest,
-         startLlm, gitRepo } from './lib.mjs';
+import { SB_BIN, STEP_MS, log, check, run, waitFor, shot, startServe, stopServe, runTest,
+         startLlm, gitRepo, launch, openUi } from './lib.mjs';
 
 const TURNS = [
   { tool_calls: [{ name: 'write_file', arguments: { path: 'a.txt', content: 'one\n' }, call_id: 'c_write' }] },
@@ -54,13 +53,9 @@ async function main () {
   const { serve, data, token, base } = await startServe (['--llm', 'responses', '--model', 'test-model',
     '--llm-url', 'http://127.0.0.1:' + port + '/script=rw/v1'], 'rewind_serve');
 
-  const browser = await chromium.launch ({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-gpu'] });
+  const browser = await launch ();
   try {
-    const page = await browser.newPage ({ viewport: { width: 1440, height: 900 } });
-    const problems = [];
-    page.on ('pageerror', (e) => problems.push ('page error: ' + e.message));
-    await page.goto (base + '/?token=' + token);
-    await page.waitForSelector ('#conn[data-state=live]', { timeout: STEP_MS });
+    const { page, problems } = await openUi (browser, base, token);
 
     // a session on the repository, every tool allowed
     await page.click ('#new-session-btn');

@@ -21,8 +21,10 @@
 //   - a reload renders the same cards and folds;
 //   - "Fork from here" on the first run's end opens the new session, which
 //     says where it came from and links back to the source at that seq.
-//     This part needs session.fork (issue 24's fork): on a server without
-//     it the fork step is reported as skipped, with the server's answer.
+//     A cut inside a tool call is refused, and the banner's nearest valid
+//     seq forks. This part needs session.fork (issue 24's fork): on a
+//     server without it the fork step is reported as skipped, with the
+//     server's answer.
 
 import { readFileSync, existsSync } from 'node:fs';
 import path from 'node:path';
@@ -67,15 +69,19 @@ async function main () {
     const sid = await page.evaluate (() => window.sbApp.current);
 
     const ends = () => page.$$eval ('#transcript .run-end', (ns) => ns.length);
-    const send = async (text, runs) => {
+    // sends a prompt; wait: also for its run to end (every run's end
+    // line counts, the rewinds' too)
+    const send = async (text, wait) => {
+      const before = await ends ();
       await page.fill ('#composer-input', text);
       await page.press ('#composer-input', 'Enter');
-      if (runs)
-        await waitFor ('run ' + runs + ' to end', async () => (await ends ()) >= runs);
+      if (wait)
+        await waitFor ('the run of "' + text + '" to end', async () => (await ends ()) > before
+          && page.evaluate (() => !window.sbApp.transcript.activeRun));
     };
 
     // 1. the first run makes a.txt; its message and its end offer both actions
-    await send ('make the file', 1);
+    await send ('make the file', true);
     check (file (repo, 'a.txt') === 'one\n', 'the first run did not write a.txt');
     const rows = await page.$$eval ('#transcript .entry-actions', (ns) => ns.map (n => ({
       kind: n.dataset.kind, text: n.textContent, inUser: !!n.closest ('.user'), inEnd: !!n.closest ('.run-end') })));
@@ -89,7 +95,7 @@ async function main () {
       && document.activeElement.getAttribute ('aria-disabled') === null), 'Rewind to here is not focusable and enabled');
 
     // 2. the second run: while its shell sleeps, both are disabled with the reason
-    await send ('change it', 0);
+    await send ('change it', false);
     await page.waitForSelector ('#transcript .tool.running[data-call=c_shell]', { timeout: STEP_MS });
     await page.evaluate (() => window.sbApp.flushUi ());
     const off = await page.$$eval ('#transcript .entry-actions button', (bs) => bs.map (b => [b.getAttribute ('aria-disabled'), b.title]));
@@ -184,7 +190,8 @@ async function main () {
     await waitFor ('the third card', async () => (await page.$$ ('#transcript .rewound-card')).length === 3);
     await waitFor ('a.txt back to one, b.txt gone', () => file (repo, 'a.txt') === 'one\n' && file (repo, 'b.txt') === null);
     check (await page.isVisible ('#transcript .rewound-card >> nth=2 >> .undo-rewind'), 'the third card has no Undo');
-    await send ('after the rewind', 4);
+    await send ('after the rewind', true);
+    await page.waitForSelector ('#transcript .user >> text=after the rewind', { timeout: STEP_MS });
     const last = await page.$$eval ('#transcript .rewound-card', (cs) => {
       const c = cs [cs.length - 1];
       return { undo: !!c.querySelector ('.undo-rewind'), why: c.querySelector ('.rw-actions .why').textContent };
@@ -221,6 +228,7 @@ async function main () {
     } else {
       check (outcome.forked, 'the fork failed: ' + outcome.error);
       const fid = outcome.forked;
+      // (the cut the server refuses is tried below, from the source again)
       const link = await page.waitForSelector ('#transcript .forked-from a', { timeout: STEP_MS });
       const to = await link.evaluate ((a) => ({ session: a.dataset.session, seq: Number (a.dataset.seq), text: a.textContent }));
       check (to.session === sid && to.seq === forkAt, 'the fork does not say where it came from: ' + JSON.stringify (to));
@@ -234,6 +242,25 @@ async function main () {
       await link.click ();
       await waitFor ('the source again', () => page.evaluate ((s) => window.sbApp.current === s, sid));
       await page.waitForSelector ('#transcript .flash', { timeout: STEP_MS });
+
+      // a cut inside a tool call is refused; the banner offers the nearest
+      // valid seqs, and one of them forks
+      await waitFor ('the source\'s transcript', () => page.$ ('#transcript .tool[data-call=c_edit]'));
+      const inside = Number (await page.$eval ('#transcript .tool[data-call=c_edit]', (n) => n.dataset.seq));
+      const n = await page.$$eval ('#banners .banner', (bs) => bs.length);
+      await page.evaluate ((seq) => window.sbApp.rewinder.fork (seq), inside);
+      const near = await waitFor ('the refusal with the nearest valid seqs', () => page.evaluate ((n) => {
+        const bs = [...document.querySelectorAll ('#banners .banner')];
+        return bs.length > n && [...bs [bs.length - 1].querySelectorAll ('.fork-near')].map (b => b.textContent);
+      }, n));
+      check (near.length >= 1 && near.every (t => /^fork at #\d+$/.test (t)), 'the refusal offers no valid seq: ' + JSON.stringify (near));
+      const nearSeq = Number (near [0].slice ('fork at #'.length));
+      check (nearSeq !== inside, 'the nearest valid seq is the refused one');
+      await page.click ('#banners .banner .fork-near >> nth=0');
+      const second = await waitFor ('the second fork to open', () => page.evaluate (([a, b]) =>
+        ![a, b].includes (window.sbApp.current) && window.sbApp.current, [sid, fid]));
+      const rec2 = JSON.parse ((await cli (data, 'sessions', 'show', second, '--json')).stdout || '{}');
+      check (rec2.forked_from && rec2.forked_from.seq === nearSeq, 'the fork at the offered seq: ' + JSON.stringify (rec2.forked_from));
     }
     check (!problems.length, problems.join ('\n'));
   } finally {

@@ -142,6 +142,10 @@ async function main () {
     check (file (repo, 'a.txt') === 'one\n' && file (repo, 'b.txt') === null,
       'the workspace was not rewound: a.txt=' + JSON.stringify (file (repo, 'a.txt')) + ' b.txt=' + JSON.stringify (file (repo, 'b.txt')));
 
+    // the Changes panel follows the work tree put back
+    await waitFor ('Changes to show the rewound work tree', () => page.$$eval ('#pane-changes > .files .file',
+      (fs) => fs.map (f => f.dataset.path).join () === 'a.txt'));
+
     // the stretch the rewind took back: folded, greyed once shown
     const fold = await page.waitForSelector ('#transcript .rewind-fold', { timeout: STEP_MS });
     check (!(await page.isVisible ('#transcript .tool[data-call=c_edit]')), 'the rewound tool call is not folded');

@@ -439,13 +439,56 @@ export class Rewinder {
     }
   }
 
-  // "Fork from here": a new session whose history is this one's up to seq;
-  // the page goes to it. A cut the server refuses (inside a tool call, an
-  // approval pending) comes back with the nearest valid seqs, offered here.
-  async fork (seq) {
+  // "Fork from here": a small dialog, the workspace being the one choice
+  // (shared, or a new folder made at the checkpoint of seq), then the fork.
+  _forkDialog () {
+    if (this.forkBox)
+      return this.forkBox;
+    const title = el ('h2#fork-title');
+    const what = el ('p#fork-what');
+    const ws = el ('input#fork-workspace', { type: 'text', autocomplete: 'off',
+                                              placeholder: 'empty: share this session\'s workspace' });
+    const cancel = el ('button#fork-cancel', { type: 'button' }, 'Cancel');
+    const ok = el ('button#fork-confirm.primary', { type: 'submit' }, 'Fork');
+    const form = el ('form#fork-form', { method: 'dialog' }, title, what,
+      el ('label', 'Its own work tree in a new folder ', el ('span.hint', '(optional: a git worktree, or a copy '
+        + 'outside git, at the checkpoint of this point)'), ws),
+      el ('div.dialog-actions', cancel, ok));
+    const d = el ('dialog#fork-dialog', { 'aria-labelledby': 'fork-title' }, form);
+    cancel.addEventListener ('click', () => d.close ());
+    form.addEventListener ('submit', (e) => {
+      e.preventDefault ();
+      d.close ();
+      this._fork (this.forkBox.seq, ws.value.trim ());
+    });
+    document.body.appendChild (d);
+    this.forkBox = { d, title, what, ws, ok };
+    return this.forkBox;
+  }
+
+  fork (seq) {
+    if (!this.app.current)
+      return;
+    const g = this._forkDialog ();
+    g.seq = seq;
+    g.title.textContent = 'Fork from #' + seq + '?';
+    g.what.textContent = 'A new session whose history is this one\'s up to #' + seq + ': it starts idle, with an '
+      + 'empty queue and its counters at zero. This session is not changed.';
+    g.ws.value = '';
+    g.d.showModal ();
+    g.ok.focus ();
+  }
+
+  // The fork itself; the page goes to the new session. A cut the server
+  // refuses (inside a tool call, an approval pending) comes back with the
+  // nearest valid seqs (the error's detail), each offered as a button.
+  async _fork (seq, workspace) {
     const src = this.app.current;
+    const body = { session_id: src, at: seq, command_id: this._command () };
+    if (workspace)
+      body.workspace = workspace;
     try {
-      const r = await this.app.conn.call ('session.fork', { session_id: src, at: seq, command_id: this._command () });
+      const r = await this.app.conn.call ('session.fork', body);
       const s = r.session || {};
       if (!s.session_id)
         throw { code: 'internal', message: 'session.fork answered without a session' };
@@ -454,17 +497,15 @@ export class Rewinder {
       this.app.sidebar.refresh ();
     } catch (e) {
       const d = e.detail || {};
-      const near = [d.valid_before, d.valid_after].filter (v => Number.isInteger (v));
+      const near = [d.valid_before, d.valid_after].filter (v => Number.isInteger (v) && v > 0);
       this.app.error ({ code: e.code, message: (e.message || '') + (near.length ? ' — nearest valid: ' : '') });
-      if (near.length) {
-        const banner = document.getElementById ('banners').lastElementChild;
-        const msg = banner && banner.querySelector ('.msg');
-        for (const v of near)
-          msg.appendChild (el ('button.link.fork-near', { type: 'button', onclick: () => {
-            banner.remove ();
-            this.fork (v);
-          } }, 'fork at #' + v));
-      }
+      const banner = document.getElementById ('banners').lastElementChild;
+      const msg = banner && banner.querySelector ('.msg');
+      for (const v of near.length && msg ? near : [])
+        msg.appendChild (el ('button.link.fork-near', { type: 'button', onclick: () => {
+          banner.remove ();
+          this._fork (v, workspace);
+        } }, 'fork at #' + v));
     }
   }
 

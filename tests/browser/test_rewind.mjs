@@ -19,8 +19,9 @@
 //     gives them;
 //   - a rewind to the first run's end, then a prompt: the undo is gone;
 //   - a reload renders the same cards and folds;
-//   - "Fork from here" on the first run's end opens the new session, which
-//     says where it came from and links back to the source at that seq.
+//   - "Fork from here" on the first run's end, into a new folder, opens
+//     the new session, whose work tree is the first run's, which says
+//     where it came from and links back to the source at that seq.
 //     A cut inside a tool call is refused, and the banner's nearest valid
 //     seq forks. This part needs session.fork (issue 24's fork): on a
 //     server without it the fork step is reported as skipped, with the
@@ -28,7 +29,7 @@
 
 import { readFileSync, existsSync } from 'node:fs';
 import path from 'node:path';
-import { SB_BIN, STEP_MS, log, check, run, waitFor, shot, startServe, stopServe, runTest,
+import { SB_BIN, STEP_MS, log, check, run, tmp, waitFor, shot, startServe, stopServe, runTest,
          startLlm, gitRepo, launch, openUi } from './lib.mjs';
 
 const TURNS = [
@@ -221,6 +222,11 @@ async function main () {
     const forkAt = Number (await page.$eval ('#transcript .run-end', (n) => n.dataset.seq));
     const bannersBefore = await page.$$eval ('#banners .banner', (bs) => bs.length);
     await page.click ('#transcript .run-end .fork-here >> nth=0');
+    await page.waitForSelector ('#fork-dialog[open]', { timeout: STEP_MS });
+    check ((await page.innerText ('#fork-title')) === 'Fork from #' + forkAt + '?', 'the fork dialog\'s title');
+    const forkWs = path.join (tmp ('sb-rewind-fork-'), 'tree');  // a new folder: its own work tree
+    await page.fill ('#fork-workspace', forkWs);
+    await page.click ('#fork-confirm');
     const outcome = await waitFor ('the fork to open or be refused', () => page.evaluate (([sid, n]) => {
       if (window.sbApp.current !== sid)
         return { forked: window.sbApp.current };
@@ -240,6 +246,10 @@ async function main () {
       const rec = JSON.parse ((await cli (data, 'sessions', 'show', fid, '--json')).stdout || '{}');
       check (rec.forked_from && rec.forked_from.session_id === sid && rec.forked_from.seq === forkAt,
         'the fork\'s record: ' + JSON.stringify (rec.forked_from));
+      // its own work tree, as the first run left it; the source's untouched
+      check (rec.workspace === forkWs && file (forkWs, 'a.txt') === 'one\n' && file (forkWs, 'b.txt') === null,
+        'the fork\'s work tree: ' + rec.workspace + ' a.txt=' + JSON.stringify (file (forkWs, 'a.txt')));
+      check (file (repo, 'a.txt') === 'one\n', 'the fork changed the source\'s work tree');
       await waitFor ('the fork\'s history', async () => (await page.innerText ('#transcript')).includes ('make the file'));
       check (!(await page.innerText ('#transcript')).includes ('change it'), 'the fork holds what came after its seq');
       await shot (page, 'rewind-05-fork');
@@ -253,6 +263,8 @@ async function main () {
       const inside = Number (await page.$eval ('#transcript .tool[data-call=c_edit]', (n) => n.dataset.seq));
       const n = await page.$$eval ('#banners .banner', (bs) => bs.length);
       await page.evaluate ((seq) => window.sbApp.rewinder.fork (seq), inside);
+      await page.waitForSelector ('#fork-dialog[open]', { timeout: STEP_MS });
+      await page.keyboard.press ('Enter');       // Fork has the focus; no folder: the workspace is shared
       const near = await waitFor ('the refusal with the nearest valid seqs', () => page.evaluate ((n) => {
         const bs = [...document.querySelectorAll ('#banners .banner')];
         return bs.length > n && [...bs [bs.length - 1].querySelectorAll ('.fork-near')].map (b => b.textContent);
@@ -264,7 +276,8 @@ async function main () {
       const second = await waitFor ('the second fork to open', () => page.evaluate (([a, b]) =>
         ![a, b].includes (window.sbApp.current) && window.sbApp.current, [sid, fid]));
       const rec2 = JSON.parse ((await cli (data, 'sessions', 'show', second, '--json')).stdout || '{}');
-      check (rec2.forked_from && rec2.forked_from.seq === nearSeq, 'the fork at the offered seq: ' + JSON.stringify (rec2.forked_from));
+      check (rec2.forked_from && rec2.forked_from.seq === nearSeq && rec2.workspace === repo,
+        'the fork at the offered seq, sharing the workspace: ' + JSON.stringify (rec2));
     }
     check (!problems.length, problems.join ('\n'));
   } finally {

@@ -33,7 +33,8 @@ export class History {
     this.t = t;
     this.hooks = hooks || {};
     this.ckpts = [];                    // {seq, seq_of, run_id, ts, files, changed, first}, in seq order
-    this.actions = [];                  // every action row: {rewind, fork, target(), forkAt}
+    this.first = 0;                     // the smallest seq_of: no rewind goes before it
+    this.actions = [];                  // every action row: {kind, node, rewind, fork, why, rewindTo, forkAt}
     this.waiting = new Map ();          // run_id -> the action row of its prompt, until its first checkpoint
     this.folds = [];                    // rewound stretches, oldest first
     this.lastCard = null;               // the latest session.rewound card that can be undone
@@ -47,6 +48,9 @@ export class History {
                 ts: ev.ts, files: Number (body.files) || 0, first: !!body.first,
                 changed: Array.isArray (body.changed) ? body.changed.map (String) : [] };
     this.ckpts.push (c);
+    const earlier = !this.first || c.seq_of < this.first;
+    if (earlier)
+      this.first = c.seq_of;
     // a prompt's rewind point is the work tree as its run found it
     const row = this.waiting.get (c.run_id);
     if (row) {
@@ -55,7 +59,7 @@ export class History {
       this._state (row);
     }
     // the first checkpoint makes every earlier run end a point to go back to
-    if (this.ckpts.length === 1)
+    if (earlier)
       for (const a of this.actions)
         this._state (a);
   }
@@ -98,7 +102,7 @@ export class History {
   _why (row, rewind) {
     if (this.active)
       return WHY_ACTIVE;
-    if (rewind && (!row.rewindTo || !this.checkpointAt (row.rewindTo)))
+    if (rewind && (!row.rewindTo || !this.first || row.rewindTo < this.first))
       return WHY_NO_CHECKPOINT;
     return '';
   }
@@ -189,7 +193,7 @@ export class History {
       const f = this.folds [this.folds.length - 1];
       if (f) {
         f.undone = !f.undone;
-        f.label.textContent = f.undone ? 'rewound, then undone at #' + seq : f.text;
+        f.label.textContent = f.undone ? f.text + ', then undone at #' + seq : f.text;
         f.node.classList.toggle ('undone', f.undone);
         for (const n of f.nodes)
           this._paint (n);

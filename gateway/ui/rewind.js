@@ -434,10 +434,11 @@ export class Rewinder {
     return r;
   }
 
-  // The undo of the last rewind: one click, no question (it is the way back).
+  // The undo of the last rewind: one click, no question (it is the way
+  // back). It takes no code or conversation: it undoes what that rewind did.
   async undo () {
     try {
-      await this._rewind ({ undo: true, code: true, conversation: true });
+      await this._rewind ({ undo: true });
     } catch (e) {
       this.app.error (e);
     }

@@ -154,13 +154,8 @@ s_on_create_session (self_t *self, call_t *call, const sb_msg_t *sess)
     s_copy (r.kind, sizeof r.kind, sb_get_str (msg->body, "kind"));
     r.rewind_to = sb_get_uint (msg->body, "rewind_to", 0);
     r.undo = sb_get_bool (msg->body, "undo", false);
-    /* a worker's workspace is on the worker, and its rewind is not built */
-    if (sb_run_kind_from_name (r.kind) == SB_RUN_KIND_REWIND
-    &&  sb_executor_from_name (r.executor) == SB_EXECUTOR_WORKER) {
-        sb_bus_error (self->bus, msg, SB_E_invalid, "session %s runs on a worker (pool %s): a worker's workspace "
-                      "is on the worker, and rewinding it is not built yet", c->session_id, r.pool);
-        return;
-    }
+    r.no_code = !sb_get_bool (msg->body, "code", true);
+    r.no_conversation = !sb_get_bool (msg->body, "conversation", true);
     const char *spolicy = sb_get_str (rec, "approval_policy");
     s_copy (r.approval_policy, sizeof r.approval_policy,
             c->policy [0] ? c->policy : spolicy ? spolicy : "auto");

@@ -28,6 +28,7 @@
     at the end of each drain. */
 #include "actors/session/session_impl.h"
 #include "actors/actor.h"
+#include "common/git_checkpoint.h"
 
 #include <errno.h>
 #include <malloc.h>
@@ -144,7 +145,25 @@ s_answer_error (self_t *self, req_t *req)
     if (req->err == SB_E_invalid && sb_ratelimit_ok (&self->rl, 10))
         sb_info (ACTOR, "refused %s code=%s error=\"%s\"", req->msg->h.type,
                  sb_err_name (req->err), req->errmsg);
-    sb_bus_error (self->bus, req->msg, req->err, "%s", req->errmsg);
+    if (req->cut_refused)
+        sb_session_fork_refuse (self, req->msg, req->errmsg, req->valid_before, req->valid_after);
+    else
+        sb_bus_error (self->bus, req->msg, req->err, "%s", req->errmsg);
+}
+
+//  After a session is deleted: its checkpoint ref, private index and
+//  shadow repository go too (docs/checkpoints.md). The tape named every
+//  tree; nothing names them now. git runs here, after the commit, as a
+//  fork's does before it.
+static void
+s_forget_checkpoints (self_t *self, const req_t *req)
+{
+    char dir [4200] = "";
+    if (self->data_dir [0])
+        snprintf (dir, sizeof dir, "%s/checkpoints", self->data_dir);
+    if (sb_ckpt_forget (req->workspace, dir [0]? dir: NULL, req->sid) != 0)
+        sb_warn (ACTOR, "deleted session=%s: some of its checkpoints could not be removed (workspace=%s)",
+                 req->sid, req->workspace? req->workspace: "-");
 }
 
 //  After the commit: acknowledges a write, or refuses it.
@@ -164,6 +183,9 @@ s_answer_write (self_t *self, req_t *req)
     }
     if (req->internal)
         return;
+    //  Gone before the reply says so.
+    if (req->op == OP_DELETE && !req->replayed)
+        s_forget_checkpoints (self, req);
     size_t len;
     const uint8_t *replies = sb_enc_data (self->replies, &len);
     sb_bus_reply (self->bus, req->msg, replies + req->reply_off, req->reply_len);
@@ -171,6 +193,10 @@ s_answer_write (self_t *self, req_t *req)
         return;
     if (req->op == OP_CREATE)
         sb_info (ACTOR, "created session=%s workspace=%s", req->sid, req->workspace);
+    else
+    if (req->op == OP_FORK)
+        sb_info (ACTOR, "forked session=%s from=%s at=%llu", req->fork_sid, req->sid,
+                 (unsigned long long) sb_get_uint (req->msg->body, "at", 0));
     else
     if (req->op == OP_DELETE)
         sb_info (ACTOR, "deleted session=%s entries=%llu", req->sid,
@@ -427,6 +453,10 @@ sb_session_take (self_t *self, sb_msg_t **msg_p, op_t op)
         self->drain_bytes += s_val_bytes (msg->body);
     }
     else
+    if (op == OP_FORK)
+        //  It copies up to `at` entries (bounded by FORK_ENTRIES_MAX).
+        self->drain_entries += sb_get_uint (msg->body, "at", 1);
+    else
         self->drain_entries++;
     *msg_p = NULL;              //  the drain owns it now
     return req;
@@ -475,6 +505,9 @@ const op_row_t sb_session_ops [OP__COUNT + 1] = {
     [OP_COMPACT]    = { "session.compact",      true,  sb_session_compact, NULL,       NULL,             NULL },
     //  forwarded the same way as a rewind run (actors/exec/rewind.c)
     [OP_REWIND]     = { "session.rewind",       true,  sb_session_compact, NULL,       NULL,             NULL },
+    //  a new session with a copy of the source's tape up to a seq
+    //  (actors/session/fork.c); its take makes the work tree first
+    [OP_FORK]       = { "session.fork",         true,  sb_session_fork_take, P (fork), W (fork),         NULL },
     //  totals kept as usage entries are appended (actors/session/usage.c)
     [OP_USAGE]      = { "session.usage",        false, NULL,          NULL,            NULL,             R (usage) },
     //  the actor's own: a prompt's answer to remember, the queue's head
@@ -713,6 +746,7 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
     self->pipe = pipe;
     snprintf (self->instance, sizeof self->instance, "%s", args->instance? args->instance: ACTOR);
     self->command_ttl_ms = sb_cmdid_ttl_ms (ACTOR);
+    snprintf (self->data_dir, sizeof self->data_dir, "%s", args->data_dir? args->data_dir: "");
     //  One session must not fill the disk: its tape has a quota
     //  (docs/operations.md).
     self->tape_quota = sb_actor_limit (ACTOR, args->config? args->config->session_quota: 0,

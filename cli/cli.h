@@ -123,6 +123,7 @@ int sb_cmd_run (int argc, char **argv);
 int sb_cmd_prompt (int argc, char **argv);
 int sb_cmd_compact (int argc, char **argv);
 int sb_cmd_rewind (int argc, char **argv);
+int sb_cmd_fork (int argc, char **argv);
 int sb_cmd_cancel (int argc, char **argv);
 int sb_cmd_resume (int argc, char **argv);
 int sb_cmd_runs (int argc, char **argv);

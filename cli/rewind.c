@@ -1,5 +1,6 @@
 /*  cli/rewind.c — `switchboard rewind SESSION --to SEQ | --undo`: the
-    session's work tree put back to a checkpoint (docs/checkpoints.md).
+    session's work tree put back to a checkpoint, and its model context
+    cut at SEQ (docs/checkpoints.md).
 
     session.rewind starts a run of kind rewind; the command follows it as
     `compact` follows a compaction, and its session.rewound entry says
@@ -13,9 +14,12 @@
 #include <string.h>
 
 static const char *s_usage =
-    "usage: switchboard rewind SESSION --to SEQ [--json] [--connect EP] [--data DIR]\n"
+    "usage: switchboard rewind SESSION --to SEQ [--code | --conversation] [--json] [--connect EP] [--data DIR]\n"
     "       switchboard rewind SESSION --undo [--json] [--connect EP] [--data DIR]\n\n"
-    "Puts the session's work tree back to the latest checkpoint at or before SEQ\n"
+    "Puts the session back as it was at SEQ: its work tree and its conversation\n"
+    "(both by default). The conversation: the context the model sees at its next\n"
+    "run ends at SEQ; the entries after it stay on the tape ('events' shows them)\n"
+    "but no model reads them again. The work tree: the latest checkpoint at or before SEQ\n"
     "('switchboard checkpoints SESSION' lists them): files changed or deleted\n"
     "since are written back, files made since are removed (a symlink is removed\n"
     "itself, never followed). Files the checkpoint skipped as too large are left\n"
@@ -24,10 +28,12 @@ static const char *s_usage =
     "have had effects outside the workspace: those are not undone. Your git index\n"
     "and HEAD are not touched. It runs as a run of its own: refused while another\n"
     "run of the session is active.\n"
-    "--undo puts back the work tree as the last rewind found it, unless a prompt\n"
-    "was sent since.\n"
+    "--undo puts back what the last rewind undid (the work tree as it found it,\n"
+    "the entries it cut from the conversation), unless a prompt was sent since.\n"
     "SESSION is a session id, any unique prefix of one, or 'last' (the newest).\n\n"
     "  --to SEQ       the seq to go back to (a checkpoint's seq, or any later one)\n"
+    "  --code         the work tree only: the conversation goes on with everything\n"
+    "  --conversation the conversation only: the work tree is not touched\n"
     "  --undo         undo the session's last rewind\n"
     "  --json         the run's tape entries as JSON lines\n"
     "  --connect EP   the server's bus endpoint (as $SWITCHBOARD_BUS)\n"
@@ -36,7 +42,7 @@ static const char *s_usage =
 
 typedef struct {
     const char *connect, *data;
-    bool json, undo, has_to;
+    bool json, undo, has_to, code_only, conversation_only;
     uint64_t to;
 } s_opts_t;
 
@@ -46,6 +52,8 @@ s_parse (int argc, char **argv, s_opts_t *o, int *rest)
     static struct option longopts [] = {
         { "to", required_argument, 0, 't' },
         { "undo", no_argument, 0, 'u' },
+        { "code", no_argument, 0, 'C' },
+        { "conversation", no_argument, 0, 'V' },
         { "json", no_argument, 0, 'j' },
         { "connect", required_argument, 0, 'c' },
         { "data", required_argument, 0, 'd' },
@@ -68,6 +76,8 @@ s_parse (int argc, char **argv, s_opts_t *o, int *rest)
                 break;
             }
             case 'u': o->undo = true; break;
+            case 'C': o->code_only = true; break;
+            case 'V': o->conversation_only = true; break;
             case 'j': o->json = true; break;
             case 'c': o->connect = optarg; break;
             case 'd': o->data = optarg; break;
@@ -77,6 +87,10 @@ s_parse (int argc, char **argv, s_opts_t *o, int *rest)
     }
     if (o->undo == o->has_to)
         return sb_cli_usage ("rewind", "give --to SEQ or --undo (one of them)");
+    if (o->code_only && o->conversation_only)
+        return sb_cli_usage ("rewind", "--code and --conversation exclude each other (give neither for both)");
+    if (o->undo && (o->code_only || o->conversation_only))
+        return sb_cli_usage ("rewind", "--undo undoes what the last rewind did: it takes no --code or --conversation");
     if (argc - optind != 1)
         return sb_cli_usage ("rewind", "give one SESSION");
     *rest = optind;
@@ -99,8 +113,13 @@ sb_cmd_rewind (int argc, char **argv)
     sb_enc_kstr (e, "session_id", id);
     if (o.undo)
         sb_enc_kbool (e, "undo", true);
-    else
+    else {
         sb_enc_kuint (e, "to_seq", o.to);
+        if (o.code_only)
+            sb_enc_kbool (e, "conversation", false);
+        if (o.conversation_only)
+            sb_enc_kbool (e, "code", false);
+    }
     sb_enc_map_close (e);
     size_t len;
     const uint8_t *b = sb_enc_data (e, &len);

@@ -492,11 +492,18 @@ s_on_rewound (sb_transcript_t *self, const sb_val_t *body)
 {
     s_endline (self);
     const sb_val_t *nr = sb_get_array (body, "not_restored"), *fx = sb_get_array (body, "effects");
-    printf ("%s[%s to the checkpoint after seq %llu: %llu restored, %llu removed", DIM (self),
-            sb_get_bool (body, "undo", false) ? "rewind undone, back" : "rewound",
-            (unsigned long long) sb_get_uint (body, "checkpoint_seq", 0),
-            (unsigned long long) sb_get_uint (body, "restored_total", 0),
-            (unsigned long long) sb_get_uint (body, "removed_total", 0));
+    bool undo = sb_get_bool (body, "undo", false), conversation = sb_get_bool (body, "conversation", false);
+    printf ("%s[%s", DIM (self), undo ? "rewind undone" : "rewound");
+    if (sb_get_bool (body, "code", true))
+        printf ("%s to the checkpoint after seq %llu: %llu restored, %llu removed", undo ? ", back" : "",
+                (unsigned long long) sb_get_uint (body, "checkpoint_seq", 0),
+                (unsigned long long) sb_get_uint (body, "restored_total", 0),
+                (unsigned long long) sb_get_uint (body, "removed_total", 0));
+    if (conversation && undo)
+        printf ("; the conversation's cut is lifted");
+    else
+    if (conversation)
+        printf ("; the conversation ends at seq %llu", (unsigned long long) sb_get_uint (body, "to_seq", 0));
     for (uint32_t k = 0; nr && k < nr->len; k++)
         printf ("; not restored: %s (%s)", sb_get_str (sb_array_at (nr, k), "path"),
                 sb_get_str (sb_array_at (nr, k), "why"));

@@ -3,7 +3,9 @@
 #include "common/digest.h"
 #include "common/git.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <ftw.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -705,5 +707,236 @@ sb_ckpt_diff (const char *ws, const char *dir, const char *sid, bool shadow, con
         free (*numstat);
         *numstat = NULL;
     }
+    return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/*  A checkpoint made into a new work tree (a fork's --workspace) */
+
+//  Whether `dest` is absent or an empty folder: a fork never writes
+//  over anything a person has.
+static bool
+s_dest_free (const char *dest)
+{
+    struct stat st;
+    if (lstat (dest, &st) != 0)
+        return errno == ENOENT;
+    if (!S_ISDIR (st.st_mode))
+        return false;
+    int fd = open (dest, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+    if (fd < 0)
+        return false;
+    DIR *d = fdopendir (fd);
+    if (!d) {
+        close (fd);
+        return false;
+    }
+    bool empty = true;
+    struct dirent *e;
+    while (empty && (e = readdir (d)))
+        empty = strcmp (e->d_name, ".") == 0 || strcmp (e->d_name, "..") == 0;
+    closedir (d);
+    return empty;
+}
+
+int
+sb_ckpt_materialize (const char *ws, const char *dir, const char *sid, const char *commit, const char *tree,
+                     const char *dest, char *out_ws, size_t n, char *err, size_t errlen)
+{
+    size_t cl = commit ? strlen (commit) : 0, tl = tree ? strlen (tree) : 0;
+    if ((cl != 40 && cl != 64) || strspn (commit, "0123456789abcdef") != cl
+    ||  (tl != 40 && tl != 64) || strspn (tree, "0123456789abcdef") != tl)
+        return s_fail (err, errlen, "the checkpoint names no commit and tree");
+    if (!dest || dest [0] != '/' || strlen (dest) > SB_CKPT_PATH_MAX)
+        return s_fail (err, errlen, "the new workspace must be an absolute path");
+    if (!s_dest_free (dest))
+        return s_fail (err, errlen, "the new workspace exists and is not an empty folder");
+    s_ctx_t *ctx = calloc (1, sizeof *ctx);
+    if (!ctx)
+        return s_fail (err, errlen, "out of memory");
+    int rc = s_open (ctx, ws, dir, sid, err, errlen);
+    if (rc == 0 && !ctx->dir_var [0]) {
+        //  Inside git: a worktree of the same repository, detached at the
+        //  checkpoint's commit, whose tree is the work tree as recorded
+        //  (untracked files included). A workspace below the top of the
+        //  repository is the same folder below the new worktree's top.
+        static const char *show [] = { "rev-parse", "--show-prefix", NULL };
+        char *p = NULL;
+        if (s_git (ctx, show, &p) != 0 || strlen (p) > SB_CKPT_PATH_MAX)
+            rc = s_fail (err, errlen, "git rev-parse failed");
+        else {
+            p [strcspn (p, "\n")] = 0;
+            int w = snprintf (out_ws, n, "%s%s%s", dest, *p ? "/" : "", p);
+            if (w <= 0 || (size_t) w >= n)
+                rc = s_fail (err, errlen, "the new workspace's path is too long");
+            size_t len = strlen (out_ws);
+            if (rc == 0 && len > 1 && out_ws [len - 1] == '/')
+                out_ws [len - 1] = 0;
+        }
+        free (p);
+        /* the person's own index is not used: worktree add checks out
+           into the new worktree's own */
+        const char *vars [SB_GIT_ENV_MAX + 1] = { NULL };
+        for (size_t k = 0, j = 0; ctx->vars [k]; k++)
+            if (strncmp (ctx->vars [k], "GIT_INDEX_FILE=", 15) != 0)
+                vars [j++] = ctx->vars [k];
+        const char *add [] = { "worktree", "add", "-q", "--detach", dest, commit, NULL };
+        if (rc == 0 && sb_git_run_cached (&ctx->ov, ws, vars, add, NULL) != 0)
+            rc = s_fail (err, errlen, "git worktree add failed");
+    }
+    else
+    if (rc == 0) {
+        //  Outside git: the checkpoint's files are written into dest from
+        //  the shadow repository through an index of their own, removed
+        //  after; dest gets no .git.
+        if (mkdir (dest, 0755) != 0 && errno != EEXIST)
+            rc = s_fail (err, errlen, "cannot make the new workspace");
+        int w = snprintf (out_ws, n, "%s", dest);
+        if (rc == 0 && (w <= 0 || (size_t) w >= n))
+            rc = s_fail (err, errlen, "the new workspace's path is too long");
+        char index [4300], index_var [4400], tree_var [4400];
+        snprintf (index, sizeof index, "%s.fork-%ld", ctx->index, (long) getpid ());
+        snprintf (index_var, sizeof index_var, "GIT_INDEX_FILE=%s", index);
+        snprintf (tree_var, sizeof tree_var, "GIT_WORK_TREE=%s", dest);
+        const char *vars [SB_GIT_ENV_MAX + 1] = { index_var, ctx->dir_var, tree_var, NULL };
+        const char *read [] = { "read-tree", tree, NULL };
+        const char *checkout [] = { "checkout-index", "-a", "-f", NULL };
+        if (rc == 0 && sb_git_run_cached (&ctx->ov, dest, vars, read, NULL) != 0)
+            rc = s_fail (err, errlen, "git read-tree failed (is the checkpoint's tree gone?)");
+        if (rc == 0 && sb_git_run_cached (&ctx->ov, dest, vars, checkout, NULL) != 0)
+            rc = s_fail (err, errlen, "git checkout-index failed");
+        unlink (index);
+    }
+    sb_git_overrides_clear (&ctx->ov);
+    free (ctx->hashes);
+    free (ctx);
+    return rc;
+}
+
+static int
+s_unlink_one (const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void) st, (void) ftw;
+    return flag == FTW_DP ? rmdir (path) : unlink (path);
+}
+
+int
+sb_ckpt_forget (const char *ws, const char *dir, const char *sid)
+{
+    char ref [128];
+    if (sb_ckpt_ref (sid, ref, sizeof ref) != 0)
+        return -1;
+    int rc = 0;
+    //  The ref, in the workspace's repository: its trees become
+    //  unreachable and git gc prunes them in time.
+    if (ws) {
+        static const char *inside [] = { "rev-parse", "--is-inside-work-tree", NULL };
+        char *out = NULL;
+        bool git = sb_git_run_env (ws, NULL, inside, &out) == 0 && strncmp (out, "true", 4) == 0;
+        free (out);
+        const char *del [] = { "update-ref", "-d", ref, NULL };
+        if (git && sb_git_run_env (ws, NULL, del, NULL) != 0)
+            rc = -1;
+        //  A worker's private index is in the git dir.
+        char rel [128];
+        snprintf (rel, sizeof rel, "switchboard/checkpoints-%s.index", sid);
+        const char *path [] = { "rev-parse", "--git-path", rel, NULL };
+        out = NULL;
+        if (git && sb_git_run_env (ws, NULL, path, &out) == 0) {
+            out [strcspn (out, "\n")] = 0;
+            char file [8400];
+            snprintf (file, sizeof file, out [0] == '/' ? "%s%s" : "%s/%s", out [0] == '/' ? "" : ws, out);
+            unlink (file);
+            strncat (file, ".hashes", sizeof file - strlen (file) - 1);
+            unlink (file);
+        }
+        free (out);
+    }
+    //  The private index, its hashes and the shadow repository under DATA.
+    if (dir) {
+        char path [4400];
+        const char *tails [] = { ".index", ".index.hashes", ".index.lock" };
+        for (size_t k = 0; k < sizeof tails / sizeof tails [0]; k++) {
+            snprintf (path, sizeof path, "%s/%s%s", dir, sid, tails [k]);
+            if (unlink (path) != 0 && errno != ENOENT)
+                rc = -1;
+        }
+        snprintf (path, sizeof path, "%s/%s.git", dir, sid);
+        struct stat st;
+        if (lstat (path, &st) == 0 && nftw (path, s_unlink_one, 16, FTW_DEPTH | FTW_PHYS) != 0)
+            rc = -1;
+    }
+    return rc;
+}
+
+int
+sb_ckpt_seed (const char *ws, const char *dir, const char *from_sid, const char *sid, const char *commit,
+              bool shadow, char *err, size_t errlen)
+{
+    char ref [128], from [128];
+    size_t cl = commit ? strlen (commit) : 0;
+    if (sb_ckpt_ref (sid, ref, sizeof ref) != 0 || sb_ckpt_ref (from_sid, from, sizeof from) != 0)
+        return s_fail (err, errlen, "not a valid session id");
+    if ((cl != 40 && cl != 64) || strspn (commit, "0123456789abcdef") != cl)
+        return s_fail (err, errlen, "not a commit id");
+    if (!shadow) {
+        //  One object store: the new ref is enough to keep the trees.
+        const char *upd [] = { "update-ref", ref, commit, "", NULL };
+        return sb_git_run_env (ws, NULL, upd, NULL) == 0 ? 0 : s_fail (err, errlen, "git update-ref failed");
+    }
+    if (!dir)
+        return s_fail (err, errlen, "no data folder for a shadow repository");
+    //  Outside git each session has a shadow repository of its own: the
+    //  source's chain is fetched into the new one (git copies its
+    //  objects), and the new ref set to the commit.
+    char repo [4200], src [4200], git_dir [4300], spec [300];
+    snprintf (repo, sizeof repo, "%s/%s.git", dir, sid);
+    snprintf (src, sizeof src, "%s/%s.git", dir, from_sid);
+    snprintf (git_dir, sizeof git_dir, "GIT_DIR=%s", repo);
+    snprintf (spec, sizeof spec, "%s:%s", from, ref);
+    const char *vars [] = { git_dir, NULL };
+    const char *init [] = { "init", "-q", "--bare", repo, NULL };
+    const char *fetch [] = { "fetch", "-q", "--no-tags", src, spec, NULL };
+    const char *upd [] = { "update-ref", ref, commit, NULL };
+    if (sb_git_run_env (dir, NULL, init, NULL) != 0)
+        return s_fail (err, errlen, "cannot make the shadow repository");
+    if (sb_git_run_env (dir, vars, fetch, NULL) != 0)
+        return s_fail (err, errlen, "git fetch from the source's shadow repository failed");
+    if (sb_git_run_env (dir, vars, upd, NULL) != 0)
+        return s_fail (err, errlen, "git update-ref failed");
+    return 0;
+}
+
+int
+sb_ckpt_find (const char *ws, const char *dir, const char *sid, const char *message, char *tree, size_t n)
+{
+    char ref [128];
+    tree [0] = 0;
+    if (sb_ckpt_ref (sid, ref, sizeof ref) != 0 || !message || strchr (message, '\n'))
+        return -1;
+    s_ctx_t *ctx = calloc (1, sizeof *ctx);
+    if (!ctx)
+        return -1;
+    char err [256], grep [400];
+    snprintf (grep, sizeof grep, "--grep=%s", message);
+    int rc = s_open (ctx, ws, dir, sid, err, sizeof err);
+    //  The newest commit of the chain whose message holds it (a fixed
+    //  string): a rewind run looks for its own.
+    const char *args [] = { "log", "-F", grep, "--format=%T", "-n", "1", ref, NULL };
+    char *out = NULL;
+    if (rc == 0)
+        rc = s_git (ctx, args, &out) == 0 ? 0 : -1;
+    if (rc == 0) {
+        out [strcspn (out, "\n")] = 0;
+        size_t len = strlen (out);
+        if ((len == 40 || len == 64) && strspn (out, "0123456789abcdef") == len && len < n)
+            memcpy (tree, out, len + 1);
+        else
+            rc = -1;
+    }
+    free (out);
+    sb_git_overrides_clear (&ctx->ov);
+    free (ctx->hashes);
+    free (ctx);
     return rc;
 }

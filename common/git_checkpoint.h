@@ -98,6 +98,39 @@ int sb_ckpt_restore (const char *workspace, const char *dir, const char *session
 
 void sb_ckpt_restore_clear (sb_ckpt_restore_t *r);
 
+/*  Makes `dest` (absolute; absent or an empty folder) a work tree holding
+    the checkpoint `commit` (its tree `tree`) of session sid: inside git, a
+    worktree of the workspace's repository detached at that commit;
+    outside git, the checkpoint's files from the shadow repository (dest
+    gets no .git). The person's index and HEAD are not touched. out_ws
+    receives the folder that stands for the workspace: dest, or below it
+    when the workspace is below its repository's top. Returns 0, or -1
+    with a reason in err. dir as for sb_ckpt_take. */
+int sb_ckpt_materialize (const char *workspace, const char *dir, const char *session_id, const char *commit,
+                         const char *tree, const char *dest, char *out_ws, size_t n, char *err, size_t errlen);
+
+/*  Starts session sid's chain of checkpoints at `commit`, a checkpoint
+    of session from_sid (a fork: its copied checkpoint entries name the
+    source's trees, and its next checkpoint follows that commit). Inside
+    git (shadow false) the ref is made in the workspace's repository;
+    outside, the source's shadow repository under dir is fetched into
+    sid's. Returns 0, or -1 with a reason in err. */
+int sb_ckpt_seed (const char *workspace, const char *dir, const char *from_sid, const char *session_id,
+                  const char *commit, bool shadow, char *err, size_t errlen);
+
+/*  The tree of the newest checkpoint on session sid's chain whose commit
+    message holds `message` (one line), into tree (n bytes): 0, or -1 when
+    there is none. A rewind run started again after a crash finds the
+    work tree its first attempt found. */
+int sb_ckpt_find (const char *workspace, const char *dir, const char *session_id, const char *message, char *tree,
+                  size_t n);
+
+/*  Forgets session sid's checkpoints: its ref in the workspace's
+    repository (ws may be NULL or gone), the private index and its
+    hashes, and the shadow repository under dir (may be NULL). Returns 0,
+    or -1 when something could not be removed (what could, was). */
+int sb_ckpt_forget (const char *workspace, const char *dir, const char *session_id);
+
 /*  The ref that holds a session's checkpoints, in `ref` (n bytes): 0, or
     -1 when the session id is not a valid name. */
 int sb_ckpt_ref (const char *session_id, char *ref, size_t n);

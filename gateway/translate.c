@@ -255,6 +255,7 @@ static const route_t s_routes [] = {
     { M_POST, "sessions", true, "delete", "session.delete", "session_id", NULL },
     { M_POST, "sessions", true, "compact", "session.compact", "session_id", NULL },
     { M_POST, "sessions", true, "rewind", "session.rewind", "session_id", NULL },
+    { M_POST, "sessions", true, "fork", "session.fork", "session_id", NULL },
     { M_GET,  "sessions", true, "queue", "session.queue.list", "session_id", NULL },
     { M_GET,  "sessions", true, "diff", "exec.diff", "session_id", NULL },
     { M_GET,  "sessions", true, "checkpoint_diff", "exec.checkpoint_diff", "session_id", "from=from_seq,to=to_seq" },

@@ -121,6 +121,11 @@ static const sb_field_t s_tape_text [] = {
 static const sb_field_t s_tape_any [] = { END };
 static const sb_field_t s_tape_session [] = {
     { "session", SB_T_MAP, false, 0, sb_session_record_fields, "the session record" }, END };
+static const sb_field_t s_tape_forked [] = {
+    { "session", SB_T_MAP, false, 0, sb_session_record_fields, "the fork's record as made" },
+    { "forked_from", SB_T_MAP, true, 0, sb_forked_from_fields,
+      "the source: the entries after this one are its entries 2..seq, at the same seqs" },
+    END };
 static const sb_field_t s_tape_run_status [] = {
     { "run_id", SB_T_STR, true, ID_MAX, NULL, "run" },
     { "status", SB_T_ENUM, true, 16, NULL, "new status", ENUM (sb_run_statuses) },
@@ -270,11 +275,16 @@ static const sb_field_t s_tape_effect_fields [] = {
 static const sb_field_t s_tape_effect [] = { { "call", SB_T_MAP, false, 0, s_tape_effect_fields, "a call" } };
 static const sb_field_t s_tape_rewound [] = {
     { "to_seq", SB_T_UINT, true, 0, NULL, "the seq asked for", RANGE_COUNT },
-    { "checkpoint_seq", SB_T_UINT, true, 0, NULL, "seq_of of the checkpoint put back (the latest at or before to_seq)",
+    { "checkpoint_seq", SB_T_UINT, false, 0, NULL, "code: seq_of of the checkpoint put back (the latest at or before to_seq)",
       RANGE_COUNT },
     { "undo", SB_T_BOOL, false, 0, NULL, "true: this undid the session's previous rewind" },
-    { "tree_before", SB_T_STR, true, 64, NULL, "the work tree before the rewind (a checkpoint of it, so it can be undone)" },
-    { "tree_after", SB_T_STR, true, 64, NULL, "the work tree after it" },
+    { "code", SB_T_BOOL, false, 0, NULL, "false: the work tree was left alone (absent: true)" },
+    { "conversation", SB_T_BOOL, false, 0, NULL,
+      "true: the model's context skips the entries after to_seq and before this one (an undo: the cut "
+      "of the rewind it undid is lifted)" },
+    { "tree_before", SB_T_STR, false, 64, NULL,
+      "code: the work tree before the rewind (a checkpoint of it, so it can be undone)" },
+    { "tree_after", SB_T_STR, false, 64, NULL, "code: the work tree after it" },
     { "restored", SB_T_ARRAY, true, 256, s_tape_paths, "paths written back (changed or deleted since the checkpoint)" },
     { "restored_total", SB_T_UINT, false, 0, NULL, "how many in all", RANGE_COUNT },
     { "removed", SB_T_ARRAY, true, 256, s_tape_paths, "paths made after the checkpoint, removed" },
@@ -305,6 +315,8 @@ static const sb_field_t s_tape_error [] = {
 static const sb_type_t s_tape_kinds [] = {
     TAPE ("session.created", s_tape_session, SB_SCOPE_INTERNAL, "the session was created"),
     TAPE ("session.updated", s_tape_session, SB_SCOPE_INTERNAL, "the session's config changed"),
+    TAPE ("session.forked", s_tape_forked, SB_SCOPE_INTERNAL,
+          "the first entry of a fork, in place of session.created (session.fork, docs/checkpoints.md)"),
     TAPE ("prompt", s_tape_text, SB_SCOPE_INTERNAL, "the person's prompt"),
     TAPE ("run.status", s_tape_run_status, SB_SCOPE_INTERNAL, "a run changed status"),
     TAPE ("turn.begin", s_tape_any, SB_SCOPE_WORKER, "a run's turn begins"),
@@ -334,7 +346,7 @@ static const sb_type_t s_tape_kinds [] = {
     TAPE ("usage", s_tape_usage, SB_SCOPE_WORKER, "tokens used by one model call"),
     TAPE ("checkpoint", s_tape_checkpoint, SB_SCOPE_WORKER,
           "the work tree recorded as a git tree after a step (docs/checkpoints.md)"),
-    TAPE ("session.rewound", s_tape_rewound, SB_SCOPE_INTERNAL,
+    TAPE ("session.rewound", s_tape_rewound, SB_SCOPE_WORKER,
           "the work tree was put back to a checkpoint by a rewind run (docs/checkpoints.md)"),
     TAPE ("error", s_tape_error, SB_SCOPE_INTERNAL, "an error the person should see"),
     TAPE ("note", s_tape_any, SB_SCOPE_WORKER, "free-form note"),

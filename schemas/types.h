@@ -62,5 +62,6 @@ SB_TYPE_FILES (SB_DECLARE)
 #undef SB_DECLARE
 
 extern const sb_field_t sb_session_record_fields [];
+extern const sb_field_t sb_forked_from_fields [];
 
 #endif

@@ -16,6 +16,17 @@ static const sb_field_t s_mcp_name [] = { { "", SB_T_STR, false, 32, NULL, "an M
 #define NETWORK_DOC "whether its tools may reach the network from the sandbox (absent: false, loopback only; docs/sandbox.md)"
 #define MCP_SERVERS_DOC "the MCP servers the session uses, by name (absent: all; [] none; [\"*\"] in an update: all again)"
 
+const sb_field_t sb_forked_from_fields [] = {
+    { "session_id", SB_T_STR, true, ID_MAX, NULL, "the source session" },
+    { "seq", SB_T_UINT, true, 0, NULL, "the source's last entry the fork holds", RANGE_COUNT },
+    END
+};
+static const sb_field_t s_cut [] = {
+    { "after", SB_T_UINT, true, 0, NULL, "the seq the conversation was rewound to", RANGE_COUNT },
+    { "before", SB_T_UINT, true, 0, NULL, "the session.rewound entry that cut it", RANGE_COUNT },
+    END
+};
+static const sb_field_t s_cut_item [] = { { "cut", SB_T_MAP, false, 0, s_cut, "a cut" } };
 const sb_field_t sb_session_record_fields [] = {
     { "session_id", SB_T_STR, true, ID_MAX, NULL, "session id" },
     { "created_at", SB_T_UINT, true, 0, NULL, "ms since epoch", RANGE_TIME },
@@ -50,6 +61,11 @@ const sb_field_t sb_session_record_fields [] = {
     { "compacted_seq", SB_T_UINT, false, 0, NULL,
       "the newest context.compacted entry that summarized: the model's context starts from it "
       "(docs/compaction.md)", RANGE_COUNT },
+    { "context_cuts", SB_T_ARRAY, false, 64, s_cut_item,
+      "the conversation's cuts in force (session.rewind): the model's context skips the entries after `after` "
+      "and before `before`, oldest first" },
+    { "forked_from", SB_T_MAP, false, 0, sb_forked_from_fields,
+      "a fork: the session and seq its history was copied from (session.fork, docs/checkpoints.md)" },
     END
 };
 static const sb_field_t s_session_create [] = {
@@ -178,14 +194,31 @@ static const sb_field_t s_session_rewind [] = {
     { "to_seq", SB_T_UINT, false, 0, NULL,
       "put the work tree back to the latest checkpoint at or before this seq (required unless undo)", RANGE_COUNT },
     { "undo", SB_T_BOOL, false, 0, NULL, "put back the work tree as the session's last rewind found it" },
-    { "code", SB_T_BOOL, false, 0, NULL, "rewind the work tree (default true; false, the conversation only, "
-      "is not built yet and is refused)" },
+    { "code", SB_T_BOOL, false, 0, NULL, "put the work tree back (default true)" },
+    { "conversation", SB_T_BOOL, false, 0, NULL,
+      "cut the model's context at to_seq: the next run does not see the entries after it (default true)" },
     { "command_id", SB_T_STR, false, ID_MAX, NULL, "idempotency key" },
     END
 };
 static const sb_field_t s_session_rewind_ok [] = {
     { "run_id", SB_T_STR, true, ID_MAX, NULL, "the rewind's run (kind rewind); its session.rewound entry says what it did" },
     { "run", SB_T_MAP, true, 0, NULL, "the run record (see run.get)" },
+    END
+};
+static const sb_field_t s_session_fork [] = {
+    { "session_id", SB_T_STR, true, ID_MAX, NULL, "the source session" },
+    { "at", SB_T_UINT, true, 0, NULL,
+      "the source's last entry the fork keeps: a step boundary (not inside a tool call, no approval pending)",
+      RANGE (1, SB_COUNT_MAX, 1) },
+    { "workspace", SB_T_STR, false, 4 KB, NULL,
+      "a new folder (absent, or empty) for the fork's own work tree at the checkpoint of `at`: a git worktree "
+      "inside git, a copy outside it; absent: the fork shares the source's workspace" },
+    { "command_id", SB_T_STR, false, ID_MAX, NULL, "idempotency key" },
+    END
+};
+static const sb_field_t s_session_fork_ok [] = {
+    { "session", SB_T_MAP, true, 0, sb_session_record_fields, "the new session (idle, queue empty, counters zero)" },
+    { "forked_from", SB_T_MAP, true, 0, sb_forked_from_fields, "where its history comes from" },
     END
 };
 static const sb_field_t s_session_fence [] = {
@@ -274,9 +307,13 @@ const sb_type_t sb_types_session [] = {
          "conflict while a run is active, cancellable as any run"),
     REP ("session.compact.ok", s_session_compact_ok, "the compaction's run"),
     REQ ("session.rewind", s_session_rewind, SB_SCOPE_PUBLIC,
-         "put the session's work tree back to a checkpoint (docs/checkpoints.md): a run of kind rewind; "
-         "conflict while a run is active"),
+         "put the session's work tree back to a checkpoint and cut its model context there "
+         "(docs/checkpoints.md): a run of kind rewind; conflict while a run is active"),
     REP ("session.rewind.ok", s_session_rewind_ok, "the rewind's run"),
+    REQ ("session.fork", s_session_fork, SB_SCOPE_PUBLIC,
+         "a new session whose history is the source's up to a seq (docs/checkpoints.md); invalid, with "
+         "detail {valid_before, valid_after}, for a cut that is not a step boundary"),
+    REP ("session.fork.ok", s_session_fork_ok, "the fork"),
     REQ ("session.fence", s_session_fence, SB_SCOPE_INTERNAL,
          "run actor: raise the session's fencing token; appends with an older fence are refused (internal)"),
     REP ("session.fence.ok", s_session_fence_ok, "the session's fence now"),

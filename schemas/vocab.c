@@ -42,3 +42,4 @@ SB_ENUM_FROM (sb_stop_reason_from_name, sb_stop_reason_t, sb_stop_reasons, SB_ST
 SB_ENUM_FROM (sb_run_phase_from_name, sb_run_phase_t, sb_run_phases, SB_PHASE__COUNT)
 SB_ENUM_NAME (sb_run_phase_name, sb_run_phase_t, sb_run_phases, SB_PHASE__COUNT, "?")
 SB_ENUM_NAME (sb_ckpt_store_name, sb_ckpt_store_t, sb_ckpt_stores, SB_CKPT__STORES, "unknown")
+SB_ENUM_FROM (sb_ckpt_store_from_name, sb_ckpt_store_t, sb_ckpt_stores, SB_CKPT__STORES)

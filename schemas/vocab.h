@@ -52,6 +52,7 @@ sb_compact_method_t sb_compact_method_from_name (const char *name);
 typedef enum { SB_CKPT_REPOSITORY, SB_CKPT_SHADOW, SB_CKPT__STORES } sb_ckpt_store_t;
 extern const char *const sb_ckpt_stores [];
 const char *sb_ckpt_store_name (sb_ckpt_store_t store);
+sb_ckpt_store_t sb_ckpt_store_from_name (const char *name);
 
 /*  A worker's workspace_sync: same_path | none */
 typedef enum { SB_SYNC_SAME_PATH, SB_SYNC_NONE, SB_SYNC__COUNT } sb_workspace_sync_t;

@@ -113,6 +113,25 @@ s_count_done (sb_exec_run_t *run)
         atomic_store (&run->output_tokens, run->tape_out);
 }
 
+/*  A digest of the session record's context_cuts (0: none): a cached
+    context built under other cuts is built again, since a cut (or its
+    undo) changes entries it has taken in already. */
+static uint64_t
+s_cuts_sig (const sb_val_t *cuts, uint64_t *after, uint64_t *before, size_t *n)
+{
+    uint64_t h = 0;
+    *n = 0;
+    for (uint32_t k = 0; cuts && k < cuts->len && *n < SB_CONTEXT_CUTS_MAX; k++) {
+        const sb_val_t *c = sb_array_at (cuts, k);
+        after [*n] = sb_get_uint (c, "after", 0);
+        before [*n] = sb_get_uint (c, "before", 0);
+        h = (h ^ after [*n]) * 1099511628211ull;
+        h = (h ^ before [*n]) * 1099511628211ull;
+        (*n)++;
+    }
+    return *n ? h | 1 : 0;
+}
+
 /*  Reads the tape after what the context has seen. */
 static int
 s_catch_up (sb_exec_run_t *run)
@@ -138,8 +157,10 @@ s_catch_up (sb_exec_run_t *run)
         for (uint32_t k = 0; events && k < events->len; k++) {
             if (run->counting)
                 s_count_call (run, sb_array_at (events, k));
-            /* approvals and unanswered calls, as the tape says (actors/exec/policy.h) */
-            sb_policy_feed (run->runtime->policy, sb_array_at (events, k), run->runtime->workspace);
+            /* approvals and unanswered calls, as the tape says (actors/exec/policy.h);
+               not those a rewind cut from the conversation */
+            if (!sb_context_is_cut (ctx, sb_get_uint (sb_array_at (events, k), "seq", 0)))
+                sb_policy_feed (run->runtime->policy, sb_array_at (events, k), run->runtime->workspace);
             if (sb_context_add (ctx, sb_array_at (events, k)) != 0) {
                 sb_exec_finish_with (run, "failed", "the conversation is too large for the model context");
                 sb_msg_destroy (&reply);
@@ -178,8 +199,11 @@ s_prepare (sb_exec_run_t *run)
     const sb_val_t *rec = sb_get_map (reply->body, "session");
     const char *ws = run->workspace ? run->workspace : sb_get_str (rec, "workspace");
     uint64_t version = sb_get_uint (rec, "config_version", 0);
-    if (run->runtime && !sb_runtime_matches (run->runtime, ws, version))
-        sb_runtime_destroy (&run->runtime);     /* the workspace or config changed */
+    uint64_t cut_after [SB_CONTEXT_CUTS_MAX], cut_before [SB_CONTEXT_CUTS_MAX];
+    size_t ncuts;
+    uint64_t cuts = s_cuts_sig (sb_get_array (rec, "context_cuts"), cut_after, cut_before, &ncuts);
+    if (run->runtime && (!sb_runtime_matches (run->runtime, ws, version) || run->runtime->cuts_sig != cuts))
+        sb_runtime_destroy (&run->runtime);     /* the workspace, config or conversation's cuts changed */
     if (!run->runtime) {
         run->runtime = sb_runtime_new (run->session_id);
         if (!run->runtime) {
@@ -189,6 +213,8 @@ s_prepare (sb_exec_run_t *run)
         }
     }
     sb_runtime_t *rt = run->runtime;
+    if (!sb_context_last_seq (rt->context) && sb_context_set_cuts (rt->context, cut_after, cut_before, ncuts) == 0)
+        rt->cuts_sig = cuts;
     if (!rt->workspace && sb_runtime_set_workspace (rt, ws) != 0) {
         sb_exec_finish_with (run, "failed", "the workspace %s is not usable", ws ? ws : "(none)");
         sb_msg_destroy (&reply);

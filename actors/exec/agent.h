@@ -104,6 +104,8 @@ struct sb_exec_run {
     char kind [16];             /* "" : a prompt's run; "compact": compaction only; "rewind" */
     uint64_t rewind_to;         /* rewind: the seq to go back to (actors/exec/rewind.c) */
     bool undo;                  /* rewind: undo the session's last rewind */
+    bool no_code;               /* rewind: leave the work tree alone */
+    bool no_conversation;       /* rewind: leave the model's context alone */
     uint64_t ctx_estimate;      /* context tokens estimated for the current call */
     uint64_t compacted_after;   /* tokens_after of the run's last compaction (0: none) */
     bool overflow;              /* this call was retried after context_overflow */

@@ -44,6 +44,30 @@ sb_context_set_max_bytes (sb_context_t *ctx, size_t max_bytes)
     ctx->max_bytes = max_bytes ? max_bytes : SB_CONTEXT_MAX_BYTES;
 }
 
+int
+sb_context_set_cuts (sb_context_t *ctx, const uint64_t *after, const uint64_t *before, size_t n)
+{
+    if (ctx->count || ctx->last_seq || n > SB_CONTEXT_CUTS_MAX) {
+        errno = EINVAL;
+        return -1;
+    }
+    for (size_t k = 0; k < n; k++) {
+        ctx->cut_after [k] = after [k];
+        ctx->cut_before [k] = before [k];
+    }
+    ctx->ncuts = n;
+    return 0;
+}
+
+bool
+sb_context_is_cut (const sb_context_t *ctx, uint64_t seq)
+{
+    for (size_t k = 0; k < ctx->ncuts; k++)
+        if (seq > ctx->cut_after [k] && seq < ctx->cut_before [k])
+            return true;
+    return false;
+}
+
 uint64_t
 sb_context_last_seq (const sb_context_t *ctx)
 {
@@ -486,6 +510,12 @@ sb_context_add (sb_context_t *ctx, const sb_val_t *event)
     uint64_t seq = seqv->v.u;
     if (seq <= ctx->last_seq)
         return 0;
+    //  Rewound away: the model never sees it again (its seq is noted, so
+    //  the context still follows the tape).
+    if (sb_context_is_cut (ctx, seq)) {
+        ctx->last_seq = seq;
+        return 0;
+    }
     const sb_val_t *body = sb_get_map (event, "body");
     ctx->cur_seq = seq;
 

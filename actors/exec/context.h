@@ -100,6 +100,19 @@ void sb_context_set_max_bytes (sb_context_t *ctx, size_t max_bytes);
 //  context no longer follows the tape: the caller stops using it.
 int sb_context_add (sb_context_t *ctx, const sb_val_t *event);
 
+//  The conversation's cuts (session.rewind, docs/checkpoints.md): every
+//  entry whose seq is above after [k] and below before [k] (the
+//  session.rewound entry that made the cut) is skipped as if it were not
+//  on the tape: its seq is noted, nothing of it is held. Set on an empty
+//  context only, before the first entry is fed; the session record's
+//  context_cuts. Returns 0, or -1 with errno (EINVAL: not empty, or more
+//  than SB_CONTEXT_CUTS_MAX).
+#define SB_CONTEXT_CUTS_MAX 64
+int sb_context_set_cuts (sb_context_t *ctx, const uint64_t *after, const uint64_t *before, size_t n);
+
+//  Whether the entry at `seq` is inside one of the cuts.
+bool sb_context_is_cut (const sb_context_t *ctx, uint64_t seq);
+
 //  The seq of the last entry fed (0 for none).
 uint64_t sb_context_last_seq (const sb_context_t *ctx);
 

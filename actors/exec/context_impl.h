@@ -58,6 +58,10 @@ struct sb_context {
     size_t bytes;
     size_t max_bytes;
     zhashx_t *ids;              //  every call_id held, for uniqueness
+    //  The conversation's cuts (sb_context_set_cuts): entries after
+    //  cut_after [k] and before cut_before [k] are skipped.
+    uint64_t cut_after [SB_CONTEXT_CUTS_MAX], cut_before [SB_CONTEXT_CUTS_MAX];
+    size_t ncuts;
 };
 
 //  What each message and call costs beyond its strings: map keys and

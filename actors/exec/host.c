@@ -150,6 +150,8 @@ s_run_new (sb_exec_host_t *host, const sb_val_t *start, const sb_val_t *config, 
     snprintf (run->kind, sizeof run->kind, "%s", rk == SB_RUN_KIND_COMPACT || rk == SB_RUN_KIND_REWIND ? kind : "");
     run->rewind_to = sb_get_uint (config, "rewind_to", 0);
     run->undo = sb_get_bool (config, "undo", false);
+    run->no_code = !sb_get_bool (config, "code", true);
+    run->no_conversation = !sb_get_bool (config, "conversation", true);
     const char *pol = sb_get_str (config, "approval_policy");
     snprintf (run->policy, sizeof run->policy, "%s", pol ? pol : "auto");
     snprintf (run->endpoint, sizeof run->endpoint, "%s", o->endpoint);

@@ -45,6 +45,7 @@ typedef struct {
     uint64_t rewound_seq;       /* the last session.rewound; 0: none */
     char before [S_TREE_MAX + 1];              /* its tree_before */
     uint64_t prompt_after;      /* the seq of a prompt after it; 0: none */
+    bool cut;                   /* it cut the conversation (and was no undo) */
     s_effect_t *effects;
     size_t neffects, effects_total;
 } s_scan_t;
@@ -128,6 +129,7 @@ s_take_entry (s_scan_t *s, const sb_val_t *ev, uint64_t to_seq)
         s->rewound_seq = seq;
         s_copy_tree (s->before, sb_get_str (body, "tree_before"));
         s->prompt_after = 0;
+        s->cut = sb_get_bool (body, "conversation", false) && !sb_get_bool (body, "undo", false);
     }
     else
     if (strcmp (kind, "prompt") == 0 && s->rewound_seq && !s->prompt_after)
@@ -172,16 +174,22 @@ s_paths (sb_enc_t *e, const char *key, char *const *list, size_t n)
 
 static void
 s_encode (sb_enc_t *e, sb_exec_run_t *run, const s_scan_t *s, uint64_t to_seq, const char *before,
-          const char *after, const sb_ckpt_restore_t *r)
+          const char *after, const sb_ckpt_restore_t *r, bool code, bool conversation)
 {
     sb_enc_array_open (e);
     sb_exec_entry_open (e, "session.rewound");
     sb_enc_kuint (e, "to_seq", to_seq);
-    sb_enc_kuint (e, "checkpoint_seq", s->ckpt_seq);
     if (run->undo)
         sb_enc_kbool (e, "undo", true);
-    sb_enc_kstr (e, "tree_before", before);
-    sb_enc_kstr (e, "tree_after", after);
+    if (!code)
+        sb_enc_kbool (e, "code", false);
+    else {
+        sb_enc_kuint (e, "checkpoint_seq", s->ckpt_seq);
+        sb_enc_kstr (e, "tree_before", before);
+        sb_enc_kstr (e, "tree_after", after);
+    }
+    if (conversation)
+        sb_enc_kbool (e, "conversation", true);
     s_paths (e, "restored", r->restored, r->nrestored);
     sb_enc_kuint (e, "restored_total", r->restored_total);
     s_paths (e, "removed", r->removed, r->nremoved);
@@ -220,21 +228,26 @@ s_encode (sb_enc_t *e, sb_exec_run_t *run, const s_scan_t *s, uint64_t to_seq, c
     sb_enc_array_close (e);
 }
 
-//  The tree to put back: the chosen checkpoint's, or the undo's. NULL
-//  after the run was finished with the reason.
-static const char *
-s_target (sb_exec_run_t *run, s_scan_t *s, uint64_t *to_seq)
+//  What the rewind does, from the tape: *code, the tree to put back (the
+//  chosen checkpoint's, or the undo's), and *conversation, whether the
+//  model's context is cut at to_seq (an undo: whether the cut of the
+//  rewind it undoes is lifted). False after the run was finished with
+//  the reason.
+static bool
+s_plan (sb_exec_run_t *run, s_scan_t *s, uint64_t *to_seq, const char **tree, bool *conversation)
 {
+    *tree = NULL;
+    *conversation = false;
     if (run->undo) {
-        if (!s->rewound_seq || !s->before [0]) {
+        if (!s->rewound_seq || (!s->before [0] && !s->cut)) {
             sb_exec_finish_with (run, "failed", "invalid: the session has no rewind to undo");
-            return NULL;
+            return false;
         }
         if (s->prompt_after) {
             sb_exec_finish_with (run, "failed", "conflict: a prompt was sent after the rewind at seq %" PRIu64
                                  " (at seq %" PRIu64 "); rewind to a checkpoint instead", s->rewound_seq,
                                  s->prompt_after);
-            return NULL;
+            return false;
         }
         /* what the undone rewind found, with nothing of the checkpoint's
            skipped files to keep: the undo names a tree, not a checkpoint */
@@ -245,18 +258,65 @@ s_target (sb_exec_run_t *run, s_scan_t *s, uint64_t *to_seq)
         s->neffects = s->effects_total = 0;
         s->ckpt_seq = s->rewound_seq;
         *to_seq = s->rewound_seq;
-        return s->before;
+        *tree = s->before [0] ? s->before : NULL;
+        *conversation = s->cut;
+        return true;
     }
+    *conversation = !run->no_conversation;
+    if (run->no_code)
+        return true;
     if (!s->first_ckpt) {
         sb_exec_finish_with (run, "failed", "invalid: the session has no checkpoint to rewind to");
-        return NULL;
+        return false;
     }
     if (!s->ckpt_seq || !s->tree [0]) {
         sb_exec_finish_with (run, "failed", "invalid: seq %" PRIu64 " is before the session's first checkpoint; "
                              "the first valid seq is %" PRIu64, *to_seq, s->first_ckpt);
-        return NULL;
+        return false;
     }
-    return s->tree;
+    *tree = s->tree;
+    return true;
+}
+
+//  Puts the work tree back to `target`: the checkpoints before and after
+//  in *before and *after, what was done in *r. 0, or -1 after the run was
+//  finished with the reason.
+static int
+s_restore (sb_exec_run_t *run, s_scan_t *scan, uint64_t to_seq, const char *target, char *before, char *after,
+           sb_ckpt_restore_t *r)
+{
+    char message [160], err [256] = "", dir [4200] = "", first [S_TREE_MAX + 1] = "", cur [S_TREE_MAX + 1];
+    if (run->data_dir)
+        snprintf (dir, sizeof dir, "%s/checkpoints", run->data_dir);
+    snprintf (message, sizeof message, "before the rewind to seq %" PRIu64 " (run %s)", to_seq, run->run_id);
+    //  A rewind started again after a crash (recovery queues it again:
+    //  actors/run/lease.c) finds the work tree half put back; the tree its
+    //  first attempt found is what an undo must give back.
+    sb_ckpt_find (run->runtime->workspace, dir [0] ? dir : NULL, run->session_id, message, first, sizeof first);
+    sb_ckpt_t now;
+    int rc = sb_exec_checkpoint_take (run, message, &now, err, sizeof err);
+    snprintf (cur, sizeof cur, "%s", now.tree);
+    snprintf (before, S_TREE_MAX + 1, "%s", first [0] ? first : now.tree);
+    sb_ckpt_clear (&now);
+    if (rc != 0) {
+        sb_exec_finish_with (run, "failed", "cannot take a checkpoint of the work tree first: %s", err);
+        return -1;
+    }
+    if (first [0])
+        sb_info (ACTOR, "rewind run=%s started again: the work tree before it was tree %s", run->run_id, first);
+    rc = sb_ckpt_restore (run->runtime->workspace, dir [0] ? dir : NULL, run->session_id, target, cur,
+                          (const char *const *) scan->keep, r, err, sizeof err);
+    if (rc == 0) {
+        snprintf (message, sizeof message, "after the rewind to seq %" PRIu64 " (run %s)", to_seq, run->run_id);
+        sb_ckpt_t done;
+        rc = sb_exec_checkpoint_take (run, message, &done, err, sizeof err);
+        snprintf (after, S_TREE_MAX + 1, "%s", done.tree);
+        sb_ckpt_clear (&done);
+    }
+    if (rc != 0)
+        sb_exec_finish_with (run, "failed", "the rewind to seq %" PRIu64 " failed: %s (the work tree before it "
+                             "is tree %s)", to_seq, err, before);
+    return rc;
 }
 
 void
@@ -265,54 +325,39 @@ sb_exec_rewind_run (sb_exec_run_t *run)
     uint64_t to_seq = run->rewind_to;
     s_scan_t scan;
     memset (&scan, 0, sizeof scan);
-    if (s_scan (run, run->undo ? UINT64_MAX : to_seq, &scan) != 0) {
+    const char *target = NULL;
+    bool conversation = false;
+    if (s_scan (run, run->undo ? UINT64_MAX : to_seq, &scan) != 0
+    || !s_plan (run, &scan, &to_seq, &target, &conversation)) {
         s_scan_clear (&scan);
         return;
     }
-    const char *target = s_target (run, &scan, &to_seq);
-    if (!target) {
-        s_scan_clear (&scan);
-        return;
-    }
-    char message [160], err [256] = "", before [S_TREE_MAX + 1], after [S_TREE_MAX + 1];
-    snprintf (message, sizeof message, "before the rewind to seq %" PRIu64 " (run %s)", to_seq, run->run_id);
-    sb_ckpt_t now;
-    int rc = sb_exec_checkpoint_take (run, message, &now, err, sizeof err);
-    snprintf (before, sizeof before, "%s", now.tree);
-    sb_ckpt_clear (&now);
-    if (rc != 0) {
-        sb_exec_finish_with (run, "failed", "cannot take a checkpoint of the work tree first: %s", err);
-        s_scan_clear (&scan);
-        return;
-    }
-    char dir [4200] = "";
-    if (run->data_dir)
-        snprintf (dir, sizeof dir, "%s/checkpoints", run->data_dir);
+    char before [S_TREE_MAX + 1] = "", after [S_TREE_MAX + 1] = "";
     sb_ckpt_restore_t r;
-    rc = sb_ckpt_restore (run->runtime->workspace, dir [0] ? dir : NULL, run->session_id, target, before,
-                          (const char *const *) scan.keep, &r, err, sizeof err);
+    memset (&r, 0, sizeof r);
+    int rc = target ? s_restore (run, &scan, to_seq, target, before, after, &r) : 0;
     if (rc == 0) {
-        snprintf (message, sizeof message, "after the rewind to seq %" PRIu64 " (run %s)", to_seq, run->run_id);
-        sb_ckpt_t done;
-        rc = sb_exec_checkpoint_take (run, message, &done, err, sizeof err);
-        snprintf (after, sizeof after, "%s", done.tree);
-        sb_ckpt_clear (&done);
-    }
-    if (rc != 0)
-        sb_exec_finish_with (run, "failed", "the rewind to seq %" PRIu64 " failed: %s (the work tree before it "
-                             "is tree %s)", to_seq, err, before);
-    else {
         sb_enc_t *e = sb_enc_new ();
         if (e) {
-            s_encode (e, run, &scan, to_seq, before, after, &r);
+            s_encode (e, run, &scan, to_seq, before, after, &r, target != NULL, conversation);
             rc = sb_exec_append (run, e);
         }
         sb_enc_destroy (&e);
-        if (!run->status [0])
+        if (!run->status [0] && run->undo)
+            sb_exec_finish_with (run, "completed", "rewind undone:%s%s", target ? " the work tree put back" : "",
+                                 conversation ? (target ? ", the conversation's cut lifted" : " the conversation's "
+                                                 "cut lifted") : "");
+        else
+        if (!run->status [0] && target)
             sb_exec_finish_with (run, "completed", "rewound to the checkpoint after seq %" PRIu64 ": %zu restored, "
-                                 "%zu removed", scan.ckpt_seq, r.restored_total, r.removed_total);
-        sb_info (ACTOR, "rewind run=%s session=%s to=%" PRIu64 " tree=%s", run->run_id, run->session_id,
-                 scan.ckpt_seq, target);
+                                 "%zu removed%s", scan.ckpt_seq, r.restored_total, r.removed_total,
+                                 conversation ? "; the conversation ends at that seq too" : "");
+        else
+        if (!run->status [0])
+            sb_exec_finish_with (run, "completed", "the conversation rewound to seq %" PRIu64 ": the next run's "
+                                 "context ends there; the work tree is untouched", to_seq);
+        sb_info (ACTOR, "rewind run=%s session=%s to=%" PRIu64 " tree=%s conversation=%d", run->run_id,
+                 run->session_id, to_seq, target ? target : "-", conversation);
     }
     sb_ckpt_restore_clear (&r);
     s_scan_clear (&scan);

@@ -42,6 +42,7 @@ struct sb_runtime {
     char *approval_policy;      //  NULL: the executor's default
     uint32_t max_steps;         //  0: the executor's default
     bool baseline_checked;      //  the changes panel's baseline was saved, or found (exec/changes.h)
+    uint64_t cuts_sig;          //  the conversation's cuts the context was built with (agent.c); 0: none
     sb_context_t *context;      //  never NULL; owned
     //  The model's limits (llm.info, asked once per config) and the size
     //  the provider reported for the last call, which calibrates the

@@ -131,8 +131,7 @@ s_on_start_fence (self_t *self, call_t *call, const sb_msg_t *reply)
     sb_enc_kuint (e, "fence", r.fence);
     if (r.resume_from [0]) sb_enc_kstr (e, "resume_from", r.resume_from);
     if (r.kind [0]) sb_enc_kstr (e, "kind", r.kind);
-    if (r.rewind_to) sb_enc_kuint (e, "rewind_to", r.rewind_to);
-    if (r.undo) sb_enc_kbool (e, "undo", true);
+    sb_run_rewind_encode (&r, e);
     if (r.approval_policy [0]) sb_enc_kstr (e, "approval_policy", r.approval_policy);
     sb_run_limits_encode (&r, e);
     /* what the run made before (it waited for an approval across a
@@ -328,7 +327,8 @@ s_recover_waiting (self_t *self, const run_t *r, char *reason, size_t size)
 
 /*  Every run that was claimed or running when the server stopped is
     stale: no executor of this process survived. One that was waiting for
-    an approval is queued again with a new fence. Any other becomes interrupted;
+    an approval is queued again with a new fence, and so is a rewind
+    (putting a tree back is done again whole). Any other becomes interrupted;
     nothing it was doing is re-run, and run.resume continues it from the
     tape. A run that was cancelling is cancelled. Queued runs stay queued
     and are dispatched. */
@@ -351,6 +351,16 @@ sb_run_recover (self_t *self)
         if ((r.status == SB_RUN_claimed || r.status == SB_RUN_running)
         &&  s_recover_waiting (self, &r, reason, sizeof reason))
             to = SB_RUN_queued;
+        else
+        //  A rewind half done would leave the work tree as no checkpoint
+        //  and no entry says; putting the same tree back again is
+        //  harmless, so it is run again, to its end (actors/exec/rewind.c
+        //  finds the tree its first attempt found).
+        if ((r.status == SB_RUN_claimed || r.status == SB_RUN_running)
+        &&  sb_run_kind_from_name (r.kind) == SB_RUN_KIND_REWIND) {
+            to = SB_RUN_queued;
+            snprintf (reason, sizeof reason, "server_restart: a rewind is run again to its end");
+        }
         if (r.status != SB_RUN_queued && sb_run_transition_ok (r.status, to)) {
             /* the session hears of a fence only once it is durable */
             if (sb_run_save_new_fence (self, &r) == 0) {

@@ -10,6 +10,15 @@ sb_run_record_free (run_t *r)
 }
 
 void
+sb_run_rewind_encode (const run_t *r, sb_enc_t *e)
+{
+    if (r->rewind_to) sb_enc_kuint (e, "rewind_to", r->rewind_to);
+    if (r->undo) sb_enc_kbool (e, "undo", true);
+    if (r->no_code) sb_enc_kbool (e, "code", false);
+    if (r->no_conversation) sb_enc_kbool (e, "conversation", false);
+}
+
+void
 sb_run_limits_encode (const run_t *r, sb_enc_t *e)
 {
     sb_enc_key (e, "limits");
@@ -39,8 +48,7 @@ sb_run_record_encode (const run_t *r, const lease_t *lease, sb_enc_t *e)
     sb_enc_map_close (e);
     if (r->resume_from [0]) sb_enc_kstr (e, "resume_from", r->resume_from);
     if (r->kind [0]) sb_enc_kstr (e, "kind", r->kind);
-    if (r->rewind_to) sb_enc_kuint (e, "rewind_to", r->rewind_to);
-    if (r->undo) sb_enc_kbool (e, "undo", true);
+    sb_run_rewind_encode (r, e);
     sb_enc_kuint (e, "fence", r->fence);
     if (r->owner [0]) sb_enc_kstr (e, "owner", r->owner);
     if (r->approval_policy [0]) sb_enc_kstr (e, "approval_policy", r->approval_policy);
@@ -89,6 +97,8 @@ s_run_decode (const void *data, size_t len, run_t *r)
     s_copy (r->kind, sizeof r->kind, sb_get_str (v, "kind"));
     r->rewind_to = sb_get_uint (v, "rewind_to", 0);
     r->undo = sb_get_bool (v, "undo", false);
+    r->no_code = !sb_get_bool (v, "code", true);
+    r->no_conversation = !sb_get_bool (v, "conversation", true);
     const char *input = sb_get_str (v, "input");
     r->input = input ? strdup (input) : NULL;
     r->fence = sb_get_uint (v, "fence", 0);

@@ -55,6 +55,8 @@ typedef struct {
     char kind [16];             /* "": a prompt's run; "compact": compaction only; "rewind" */
     uint64_t rewind_to;         /* rewind: the seq to go back to */
     bool undo;                  /* rewind: undo the session's last rewind */
+    bool no_code;               /* rewind: leave the work tree (code: false) */
+    bool no_conversation;       /* rewind: leave the model's context (conversation: false) */
     char *input;
     uint64_t fence, created_at, updated_at, started_at, ended_at;
     uint64_t steps, input_tokens, output_tokens;
@@ -231,6 +233,9 @@ void sb_run_record_free (run_t *r);
 /*  Encodes `limits` and the run's limits map (in the record and in
     exec.start alike). */
 void sb_run_limits_encode (const run_t *r, sb_enc_t *e);
+//  A rewind's fields (rewind_to, undo, code, conversation), for the run
+//  record, exec.start and a worker's claim.
+void sb_run_rewind_encode (const run_t *r, sb_enc_t *e);
 /*  Encodes the record as the wire shows it; a live lease gives the phase,
     the counters and lease_expires_at. */
 void sb_run_record_encode (const run_t *r, const lease_t *lease, sb_enc_t *e);

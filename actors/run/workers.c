@@ -646,6 +646,8 @@ sb_run_grant (self_t *self, run_t *r, claim_t *claim)
     sb_enc_map_open (e);
     if (r->resume_from [0]) sb_enc_kstr (e, "resume_from", r->resume_from);
     if (r->kind [0]) sb_enc_kstr (e, "kind", r->kind);
+    /* a rewind runs where the workspace is: on the worker */
+    sb_run_rewind_encode (r, e);
     if (r->approval_policy [0]) sb_enc_kstr (e, "approval_policy", r->approval_policy);
     sb_run_limits_encode (r, e);
     sb_enc_map_close (e);

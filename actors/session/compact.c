@@ -15,6 +15,7 @@
 #include "actors/session/session_impl.h"
 
 #include <string.h>
+#include "schemas/types.h"
 
 #define COMPACT_TTL_MS 20000
 
@@ -46,6 +47,75 @@ sb_session_compacts_new (void)
     return table;
 }
 
+/*  Whether a session.rewind may start its run: a seq the tape cannot hold
+    is refused here, with the reason, rather than by a run that fails (the
+    session's tape is this actor's to read). What only the executor can
+    tell (whether an undo has anything to undo, a prompt since) it tells
+    by failing the run. Answers the refusal itself. */
+static bool
+s_rewind_ok (self_t *self, const sb_msg_t *msg)
+{
+    const sb_val_t *b = msg->body;
+    const char *sid = sb_get_str (b, "session_id");
+    bool undo = sb_get_bool (b, "undo", false), code = sb_get_bool (b, "code", true);
+    bool conversation = sb_get_bool (b, "conversation", true);
+    uint64_t to = sb_get_uint (b, "to_seq", 0);
+    const char *why = !undo && !sb_get (b, "to_seq") ? "to_seq is required (or undo)"
+                    : undo && sb_get (b, "to_seq") ? "undo takes no to_seq"
+                    : undo && (sb_get (b, "code") || sb_get (b, "conversation"))
+                      ? "undo undoes what the last rewind did: it takes no code or conversation"
+                    : !undo && !code && !conversation ? "code and conversation are both false: nothing to rewind"
+                    : !undo && to == 0 ? "to_seq must be at least 1" : NULL;
+    if (why) {
+        sb_bus_error (self->bus, msg, SB_E_invalid, "%s", why);
+        return false;
+    }
+    if (undo)
+        return true;
+    sb_txn_t txn;
+    sb_txn_begin (self->store, &txn, false);
+    req_t req = { .msg = (sb_msg_t *) msg, .sid = sid };
+    sb_datum_t v;
+    sb_verr_t verr;
+    sb_doc_t *doc = NULL;
+    if (sb_session_record_load (&txn, &req, sid, &v)
+    && !(doc = sb_decode (v.data, v.size, sb_session_record_fields, 0, &verr)))
+        sb_session_fail (&req, SB_E_internal, "the record of session %s cannot be read", sid);
+    const sb_val_t *rec = doc ? sb_doc_root (doc) : NULL;
+    uint64_t last = sb_get_uint (rec, "last_seq", 0);
+    const sb_val_t *cuts = sb_get_array (rec, "context_cuts");
+    sb_session_cut_t cut = { 0 };
+    if (!rec)
+        ;
+    else
+    if (to > last)
+        sb_session_fail (&req, SB_E_invalid, "to_seq %llu is beyond the tape of session %s: its last seq is %llu",
+                         (unsigned long long) to, sid, (unsigned long long) last);
+    else
+    if (conversation && cuts && cuts->len >= SB_SESSION_CUTS_MAX)
+        sb_session_fail (&req, SB_E_invalid, "session %s has %d rewinds of its conversation in force, the most "
+                         "it keeps: fork it at seq %llu instead (switchboard fork)", sid, SB_SESSION_CUTS_MAX,
+                         (unsigned long long) to);
+    else
+    if (code) {
+        sb_session_cut_scan (&txn, sid, to, &cut);
+        if (!cut.first_ckpt)
+            sb_session_fail (&req, SB_E_invalid, "session %s has no checkpoint of its work tree to rewind to "
+                             "(rewind the conversation only: --conversation)", sid);
+        else
+        if (!cut.ckpt_seq)
+            sb_session_fail (&req, SB_E_invalid, "to_seq %llu is before the session's first checkpoint; the first "
+                             "valid seq is %llu", (unsigned long long) to, (unsigned long long) cut.first_ckpt);
+    }
+    if (!req.err && txn.ret)
+        sb_session_fail (&req, SB_E_internal, "the store failed: %s", sb_store_strerror (txn.ret));
+    sb_doc_destroy (&doc);
+    sb_txn_commit (&txn);
+    if (req.err)
+        sb_bus_error (self->bus, msg, req.err, "%s", req.errmsg);
+    return !req.err;
+}
+
 /*  Forwards one session.compact or session.rewind; takes the message. */
 void
 sb_session_compact (self_t *self, sb_msg_t **msg_p)
@@ -53,12 +123,7 @@ sb_session_compact (self_t *self, sb_msg_t **msg_p)
     sb_msg_t *msg = *msg_p;
     bool rewind = strcmp (msg->h.type, "session.rewind") == 0;
     bool undo = rewind && sb_get_bool (msg->body, "undo", false);
-    const char *why = !rewind ? NULL
-                    : !sb_get_bool (msg->body, "code", true) ? "code: false (the conversation only) is not built yet"
-                    : !undo && !sb_get (msg->body, "to_seq") ? "to_seq is required (or undo)"
-                    : undo && sb_get (msg->body, "to_seq") ? "undo takes no to_seq" : NULL;
-    if (why) {
-        sb_bus_error (self->bus, msg, SB_E_invalid, "%s", why);
+    if (rewind && !s_rewind_ok (self, msg)) {
         sb_msg_destroy (msg_p);
         return;
     }
@@ -83,6 +148,10 @@ sb_session_compact (self_t *self, sb_msg_t **msg_p)
         sb_enc_kuint (e, "rewind_to", sb_get_uint (msg->body, "to_seq", 0));
     if (undo)
         sb_enc_kbool (e, "undo", true);
+    if (rewind && !undo && !sb_get_bool (msg->body, "code", true))
+        sb_enc_kbool (e, "code", false);
+    if (rewind && !undo && !sb_get_bool (msg->body, "conversation", true))
+        sb_enc_kbool (e, "conversation", false);
     sb_enc_kstr_opt (e, "command_id", sb_get_str (msg->body, "command_id"));
     sb_enc_map_close (e);
     size_t len;

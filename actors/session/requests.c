@@ -597,6 +597,9 @@ sb_session_write_delete (self_t *self, sb_txn_t *txn, req_t *req)
     }
     sb_session_queue_drop (txn, r->session_id);
     r->deleted = true;
+    //  Its checkpoints are forgotten after the commit (session.c); a
+    //  worker's are on the worker.
+    req->workspace = r->target && strncmp (r->target, "worker:", 7) == 0? NULL: r->workspace;
     sb_enc_data (self->replies, &req->reply_off);
     sb_enc_map_open (self->replies);
     sb_enc_kstr (self->replies, "session_id", r->session_id);
@@ -675,16 +678,16 @@ s_first_line (self_t *self, const char *text)
 //  What one appended entry changes in its session's record. A prompt and
 //  each status of a run are the session's activity, which lists show; the
 //  record is written in the append's own transaction, at no extra cost.
-static void
-s_note_entry (self_t *self, record_t *r, const span_t *sp)
+void
+sb_session_note_entry (self_t *self, record_t *r, const char *kind, const sb_val_t *body)
 {
-    if (strcmp (sp->kind, "run.status") == 0) {
-        r->turn_status = s_turn_status (sb_get_str (sp->body, "status"), r->turn_status);
+    if (strcmp (kind, "run.status") == 0) {
+        r->turn_status = s_turn_status (sb_get_str (body, "status"), r->turn_status);
         r->last_activity_at = self->now;
     }
     else
-    if (strcmp (sp->kind, "prompt") == 0) {
-        const char *text = sb_get_str (sp->body, "text");
+    if (strcmp (kind, "prompt") == 0) {
+        const char *text = sb_get_str (body, "text");
         const char *line = text? s_first_line (self, text): NULL;
         if (line)
             r->last_prompt = *line? line: NULL;
@@ -693,10 +696,33 @@ s_note_entry (self_t *self, record_t *r, const span_t *sp)
     else
     //  An executor rebuilding the model's context starts from the newest
     //  summary rather than from seq 1 (docs/compaction.md).
-    if (strcmp (sp->kind, "context.compacted") == 0) {
-        const char *method = sb_get_str (sp->body, "method");
+    if (strcmp (kind, "context.compacted") == 0) {
+        const char *method = sb_get_str (body, "method");
         if (sb_compact_method_from_name (method) == SB_COMPACT_SUMMARY)
             r->compacted_seq = r->last_seq;
+    }
+    else
+    //  A rewind of the conversation: the model's context skips what came
+    //  after to_seq, up to this entry; its undo lifts the newest cut
+    //  (the exec marks an undo with conversation only when the rewind it
+    //  undid made one). A summary made after the cut's seq summarized
+    //  what is now cut: the context is rebuilt from seq 1 instead.
+    if (strcmp (kind, "session.rewound") == 0 && sb_get_bool (body, "conversation", false)) {
+        if (sb_get_bool (body, "undo", false)) {
+            if (r->ncuts)
+                r->ncuts--;
+        }
+        else
+        if (r->ncuts < SB_SESSION_CUTS_MAX) {
+            uint64_t to = sb_get_uint (body, "to_seq", 0);
+            r->cut_after [r->ncuts] = to;
+            r->cut_before [r->ncuts++] = r->last_seq;
+            if (r->compacted_seq > to)
+                r->compacted_seq = 0;
+        }
+        else
+            sb_warn (ACTOR, "session=%s has %d conversation cuts already; the one at seq %llu is not kept",
+                     r->session_id, SB_SESSION_CUTS_MAX, (unsigned long long) r->last_seq);
     }
 }
 
@@ -769,7 +795,7 @@ sb_session_write_append (self_t *self, sb_txn_t *txn, req_t *req)
     for (size_t k = 0; k < req->nspans && txn->ret == 0; k++) {
         const span_t *sp = &self->spans [req->span0 + k];
         sb_session_tape_put (self, txn, req, r, ++r->last_seq, sp->kind, prep + sp->off, sp->len);
-        s_note_entry (self, r, sp);
+        sb_session_note_entry (self, r, sp->kind, sp->body);
         if (strcmp (sp->kind, "usage") == 0)
             sb_session_usage_note (self, txn, req->sid, req->run_id, sp->body);
         //  Counted with the entries, so the record written in the same

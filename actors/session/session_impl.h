@@ -50,6 +50,12 @@
 #define ARENA_CHUNK         (64 * 1024)
 //  The longest a drain waits for more writes to share its commit.
 #define GATHER_MAX_US       2000
+//  Conversation cuts one session keeps (rewinds of its conversation that
+//  are in force); a rewind past them is refused: fork the session instead.
+#define SB_SESSION_CUTS_MAX 64
+//  Entries and bytes a fork copies in its one transaction, at most.
+#define FORK_ENTRIES_MAX    BATCH_MAX_ENTRIES
+#define FORK_BYTES_MAX      BATCH_MAX_BYTES
 
 //  The dbis of DATA/session, in the order given to sb_store_open.
 enum { DBI_SESSIONS, DBI_TAPE, DBI_STATUS, DBI_COMMANDS, DBI_EXPIRY, DBI_PURGE, DBI_QUEUE, DBI_USAGE };
@@ -60,7 +66,7 @@ enum { DBI_SESSIONS, DBI_TAPE, DBI_STATUS, DBI_COMMANDS, DBI_EXPIRY, DBI_PURGE, 
 //  internal ones the actor gives itself, which no bus type names.
 typedef enum {
     OP_CREATE, OP_GET, OP_LIST, OP_UPDATE, OP_CLOSE, OP_DELETE, OP_APPEND, OP_EVENTS, OP_FENCE,
-    OP_PROMPT, OP_Q_LIST, OP_Q_REMOVE, OP_Q_RESUME, OP_STEER_TAKE, OP_COMPACT, OP_REWIND, OP_USAGE,
+    OP_PROMPT, OP_Q_LIST, OP_Q_REMOVE, OP_Q_RESUME, OP_STEER_TAKE, OP_COMPACT, OP_REWIND, OP_FORK, OP_USAGE,
     OP_Q_REMEMBER, OP_Q_DEQUEUE, OP_Q_START_FAILED, OP_Q_RESTART,
     OP__COUNT
 } op_t;
@@ -92,6 +98,13 @@ typedef struct {
     uint64_t tape_bytes;        //  bytes of appended entry bodies (the quota's measure)
     uint64_t quota_noted;       //  the quota a tape.quota entry was written for; 0: none
     uint64_t compacted_seq;     //  the newest summarizing context.compacted; 0: none
+    const char *forked_sid;     //  a fork: its source, and the source's seq it was cut at
+    uint64_t forked_seq;
+    //  The conversation's cuts (docs/checkpoints.md): the model's context
+    //  skips the entries after cut_after [k] and before cut_before [k], the
+    //  session.rewound entry that made the cut. Oldest first.
+    uint64_t cut_after [SB_SESSION_CUTS_MAX], cut_before [SB_SESSION_CUTS_MAX];
+    uint32_t ncuts;
     bool dirty, deleted;
     bool q_forward;             //  a prompt of this drain starts a run (queue.c)
 } record_t;
@@ -139,6 +152,11 @@ typedef struct {
     bool internal;              //  given by the actor itself: no reply
     bool q_forward;             //  session.prompt: forwarded as run.request after the commit
     bool q_force_busy;          //  session.prompt the run coordinator refused: queue it
+    //  session.fork: the new session's id; a refused cut's nearest valid
+    //  seqs (0: none), sent as the error's detail
+    const char *fork_sid;
+    uint64_t valid_before, valid_after;
+    bool cut_refused;
 } req_t;
 
 typedef struct self {
@@ -150,6 +168,7 @@ typedef struct self {
     bool terminated;
     uint64_t command_ttl_ms;
     uint64_t tape_quota;        //  bytes of tape one session may hold
+    char data_dir [4096];       //  DATA: its checkpoints/ folder is a fork's and a delete's to use
 
     //  The current drain
     uint64_t now;               //  its timestamp: every entry's ts
@@ -341,6 +360,9 @@ void sb_session_cache_flush (self_t *self, sb_txn_t *txn);
 //  Writes entry `seq` of r's tape and queues it for publishing.
 void sb_session_tape_put (self_t *self, sb_txn_t *txn, req_t *req, record_t *r, uint64_t seq,
                           const char *kind, const uint8_t *body, size_t body_len);
+//  Writes the entry encoded in self->tape from `off` to its end as entry
+//  `seq` of r's tape, and queues it: 0, or -1 with the txn's error set.
+int sb_session_tape_put_raw (self_t *self, sb_txn_t *txn, req_t *req, record_t *r, uint64_t seq, size_t off);
 //  Appends a session.created / session.updated entry holding the record.
 void sb_session_tape_put_record (self_t *self, sb_txn_t *txn, req_t *req, record_t *r,
                                  const char *kind, const char *const *changed, size_t nchanged);
@@ -422,6 +444,31 @@ void sb_session_queue_pump (self_t *self);
 //  something (pause it, steers back to the front). Returns how many.
 size_t sb_session_queue_recover (self_t *self);
 
+//  session/requests.c: what one entry appended (or copied by a fork)
+//  changes in its session's record; r->last_seq is the entry's seq.
+void sb_session_note_entry (self_t *self, record_t *r, const char *kind, const sb_val_t *body);
+
+//  session/fork.c: session.fork (docs/checkpoints.md).
+void sb_session_fork_take (self_t *self, sb_msg_t **msg_p);
+void sb_session_prepare_fork (self_t *self, req_t *req);
+void sb_session_write_fork (self_t *self, sb_txn_t *txn, req_t *req);
+//  An error reply for a cut that is not a step boundary, with the nearest
+//  valid seqs in its detail.
+void sb_session_fork_refuse (self_t *self, const sb_msg_t *msg, const char *message, uint64_t before,
+                             uint64_t after);
+//  What a tape says about seq `at` (fork.c): whether it is a step
+//  boundary, the nearest ones, and the checkpoint of the work tree there.
+typedef struct {
+    bool valid;
+    const char *inside;         //  !valid: what the cut is inside
+    uint64_t valid_before, valid_after;     //  0: none
+    uint64_t ckpt_seq;          //  seq_of of the checkpoint at or before at; 0: none
+    uint64_t first_ckpt;        //  seq_of of the session's first checkpoint; 0: none
+    char commit [80], tree [80];
+    bool shadow;
+} sb_session_cut_t;
+//  Reads sid's tape in txn from seq 1 to what it needs past `at`.
+void sb_session_cut_scan (sb_txn_t *txn, const char *sid, uint64_t at, sb_session_cut_t *cut);
 //  session/compact.c: session.compact forwarded as a compact run.
 zhashx_t *sb_session_compacts_new (void);
 void sb_session_compact (self_t *self, sb_msg_t **msg_p);

@@ -68,6 +68,24 @@ sb_session_record_encode (sb_enc_t *enc, const record_t *r)
         sb_enc_kuint (enc, "quota_noted", r->quota_noted);
     if (r->compacted_seq)
         sb_enc_kuint (enc, "compacted_seq", r->compacted_seq);
+    if (r->forked_sid) {
+        sb_enc_key (enc, "forked_from");
+        sb_enc_map_open (enc);
+        sb_enc_kstr (enc, "session_id", r->forked_sid);
+        sb_enc_kuint (enc, "seq", r->forked_seq);
+        sb_enc_map_close (enc);
+    }
+    if (r->ncuts) {
+        sb_enc_key (enc, "context_cuts");
+        sb_enc_array_open (enc);
+        for (uint32_t k = 0; k < r->ncuts; k++) {
+            sb_enc_map_open (enc);
+            sb_enc_kuint (enc, "after", r->cut_after [k]);
+            sb_enc_kuint (enc, "before", r->cut_before [k]);
+            sb_enc_map_close (enc);
+        }
+        sb_enc_array_close (enc);
+    }
     sb_enc_map_close (enc);
 }
 
@@ -141,7 +159,15 @@ sb_session_record_get (self_t *self, sb_txn_t *txn, req_t *req, const char *sid)
         .tape_bytes = sb_get_uint (m, "tape_bytes", 0),
         .quota_noted = sb_get_uint (m, "quota_noted", 0),
         .compacted_seq = sb_get_uint (m, "compacted_seq", 0),
+        .forked_sid = sb_get_str (sb_get_map (m, "forked_from"), "session_id"),
+        .forked_seq = sb_get_uint (sb_get_map (m, "forked_from"), "seq", 0),
     };
+    const sb_val_t *cuts = sb_get_array (m, "context_cuts");
+    for (uint32_t k = 0; cuts && k < cuts->len && r->ncuts < SB_SESSION_CUTS_MAX; k++) {
+        const sb_val_t *c = sb_array_at (cuts, k);
+        r->cut_after [r->ncuts] = sb_get_uint (c, "after", 0);
+        r->cut_before [r->ncuts++] = sb_get_uint (c, "before", 0);
+    }
     self->recs [self->nrecs++] = r;
     zhashx_insert (self->rec_index, r->session_id, r);
     return r;
@@ -207,6 +233,12 @@ sb_session_tape_put (self_t *self, sb_txn_t *txn, req_t *req, record_t *r, uint6
     sb_enc_key (self->tape, "body");
     sb_enc_raw (self->tape, body, body_len);
     sb_enc_map_close (self->tape);
+    sb_session_tape_put_raw (self, txn, req, r, seq, off);
+}
+
+int
+sb_session_tape_put_raw (self_t *self, sb_txn_t *txn, req_t *req, record_t *r, uint64_t seq, size_t off)
+{
     size_t end;
     const uint8_t *data = sb_enc_data (self->tape, &end);
 
@@ -219,13 +251,13 @@ sb_session_tape_put (self_t *self, sb_txn_t *txn, req_t *req, record_t *r, uint6
         sb_error (ACTOR, "tape entry already exists session=%s seq=%llu; refusing the drain",
                   r->session_id, (unsigned long long) seq);
         txn->ret = SB_STORE_ORDER;
-        return;
+        return -1;
     }
     if (rc != 0)
-        return;
+        return -1;
     if (!sb_session_reserve ((void **) &self->pubs, &self->pubs_cap, self->npubs, sizeof (pub_t))) {
         txn->ret = -ENOMEM;
-        return;
+        return -1;
     }
     self->pubs [self->npubs++] = (pub_t) { r->session_id, off, end - off };
     req->npubs++;
@@ -233,6 +265,7 @@ sb_session_tape_put (self_t *self, sb_txn_t *txn, req_t *req, record_t *r, uint6
         req->first_seq = seq;
     req->last_seq = seq;
     r->dirty = true;
+    return 0;
 }
 
 //  Appends a session.created / session.updated entry carrying the record

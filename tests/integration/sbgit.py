@@ -1,7 +1,10 @@
 """sbgit — git workspaces for the checkpoint and rewind tests: git run
 with no system config and a HOME of its own, the tree `git add -A` makes
 of a work tree (through a throwaway index, the real one untouched), and
-a repository with tracked, untracked and ignored files."""
+a repository with tracked, untracked and ignored files; the checkpoint
+and rewound entries of a tape, and a POST to the REST gateway."""
+import http.client
+import json
 import os
 import subprocess
 
@@ -52,3 +55,33 @@ def git_workspace():
     write(os.path.join(ws, "notes.txt"), "the person's untracked notes\n")
     write(os.path.join(ws, "ignored.log"), "ignored\n")
     return ws
+
+
+def checkpoints(entries):
+    """The bodies of a tape's checkpoint entries."""
+    return [e["body"] for e in entries if e["kind"] == "checkpoint"]
+
+
+def rewound(entries):
+    """The bodies of a tape's session.rewound entries."""
+    return [e["body"] for e in entries if e["kind"] == "session.rewound"]
+
+
+def json_lines(out):
+    return [json.loads(x) for x in out.splitlines() if x.startswith("{")]
+
+
+def rest_post(srv, path, body):
+    """POST a JSON body to the server's REST gateway with its token:
+    (status, parsed reply)."""
+    with open(os.path.join(srv.data, "http.port")) as f:
+        port = int(f.read().strip())
+    with open(os.path.join(srv.data, "token")) as f:
+        token = f.read().strip()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("POST", path, body=json.dumps(body), headers={
+        "Host": "127.0.0.1:%d" % port, "Authorization": "Bearer " + token, "Content-Type": "application/json"})
+    r = conn.getresponse()
+    out = (r.status, json.loads(r.read()))
+    conn.close()
+    return out

@@ -23,13 +23,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import Server, check, cli, run_tests, tmpdir  # noqa: E402
-from sbgit import disk_tree, git, git_workspace, names, write  # noqa: E402
+from sbgit import checkpoints, disk_tree, git, git_workspace, names, write  # noqa: E402
 from sbagent import (LLM, LLM_ENV, llm_args, new_session, prompt, session_prompt, shell,  # noqa: E402
                      start_worker, tape, tool, wait_run)
-
-
-def checkpoints(entries):
-    return [e for e in entries if e["kind"] == "checkpoint"]
 
 
 def scripted(turns, ws, env=None, script="ckpt"):
@@ -56,7 +52,7 @@ def test_a_run_in_git_leaves_a_checkpoint_per_changing_step():
     ws = git_workspace()
     index_before = git(ws, "ls-files", "-s")
     server, sid, run, entries = scripted(edit_run_turns(), ws)
-    cps = checkpoints(entries)
+    cps = [e for e in entries if e["kind"] == "checkpoint"]
     check(len(cps) == 4, "checkpoints: %r", [c["body"] for c in cps])
     bodies = [c["body"] for c in cps]
     check(bodies[0].get("first") is True and bodies[0]["changed"] == [], "first: %r", bodies[0])
@@ -118,7 +114,7 @@ def test_a_second_run_records_the_persons_edits_between_runs():
     wait_run(server, prompt(server, sid, "one"), timeout=30)
     write(os.path.join(ws, "mine.txt"), "the person wrote this between runs\n")
     r2 = wait_run(server, prompt(server, sid, "two"), timeout=30)
-    cps = [c["body"] for c in checkpoints(tape(server, sid))]
+    cps = checkpoints(tape(server, sid))
     check(len(cps) == 3, "checkpoints: %r", cps)
     check(cps[2]["run_id"] == r2["run_id"] and cps[2]["changed"] == ["mine.txt"], "second run's first: %r", cps[2])
     server.stop()
@@ -133,7 +129,7 @@ def test_a_workspace_outside_git_goes_to_the_shadow_repository():
              {"tool_calls": [shell("rm keep.txt", "c_rm")]},
              {"text": "done"}]
     server, sid, run, entries = scripted(turns, ws, script="shadow")
-    bodies = [c["body"] for c in checkpoints(entries)]
+    bodies = checkpoints(entries)
     check(len(bodies) == 3, "checkpoints: %r", bodies)
     check(all(b["store"] == "shadow" for b in bodies), "%r", bodies)
     shadow = os.path.join(server.data, "checkpoints", sid + ".git")
@@ -151,7 +147,7 @@ def test_a_large_file_is_recorded_by_size_and_hash():
     turns = [{"tool_calls": [shell("head -c 10000 /dev/zero > big.bin && echo small > small.txt", "c_big")]},
              {"text": "done"}]
     server, sid, run, entries = scripted(turns, ws, env={"SWITCHBOARD_CHECKPOINT_MAX_FILE": "4096"}, script="big")
-    bodies = [c["body"] for c in checkpoints(entries)]
+    bodies = checkpoints(entries)
     check(len(bodies) == 2, "checkpoints: %r", bodies)
     b = bodies[1]
     blake = hashlib.blake2b(b"\0" * 10000, digest_size=32).hexdigest()
@@ -173,7 +169,7 @@ def test_a_worker_run_checkpoints_its_workspace():
     sid = new_session(server, ws, approval_policy="yolo", target="worker:p")
     run = wait_run(server, session_prompt(server, sid, "go"), timeout=30)
     check(run["status"] == "completed" and run["worker_id"] == "wc", "run: %r\nworker log:\n%s", run, w.log())
-    bodies = [c["body"] for c in checkpoints(tape(server, sid))]
+    bodies = checkpoints(tape(server, sid))
     check(len(bodies) == 4 and all(b["store"] == "repository" for b in bodies), "checkpoints: %r", bodies)
     check(sorted(bodies[3]["changed"]) == ["moved.txt", "new.txt", "notes.txt"], "after the shell: %r", bodies[3])
     check(bodies[3]["tree"] == disk_tree(ws), "the last checkpoint is not the work tree")

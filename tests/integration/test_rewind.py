@@ -13,27 +13,33 @@ server:
   - a seq between checkpoints takes the latest at or before it;
   - a seq before the first checkpoint is invalid, naming the first;
   - refused (conflict) while a run is active; --undo refused after a
-    prompt; code: false (the conversation only) refused; a worker's
-    session refused; the REST route.
+    prompt; the REST route;
+  - a session bound to a worker pool rewinds on the worker (a real
+    `switchboard worker` process), where its workspace is;
+  - `--conversation`: the work tree untouched, the next model request
+    (as the fixture server saw it) ends at SEQ and the prompt, also after
+    a restart; `--undo` before the next prompt brings the cut entries
+    back; `events` still returns everything;
+  - both by default, `--code` the work tree only; a seq of 0, past the
+    tape or before the first checkpoint is invalid at once (no run);
+  - SIGKILL during a rewind: after the restart the rewind runs again to
+    its end, and the tape (session.rewound, tree_before) and the work
+    tree agree.
 """
-import http.client
 import json
 import os
+import signal
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import Server, check, cli, run_tests, tmpdir, wait_for  # noqa: E402
-from sbgit import disk_tree, git, git_workspace, read, write  # noqa: E402
-from sbagent import (LLM, LLM_ENV, call, llm_args, new_session, prompt, shell, tape,  # noqa: E402
-                     tool, wait_run)
+from sbgit import (checkpoints, disk_tree, git, git_workspace, json_lines, read, rest_post,  # noqa: E402
+                   rewound, write)
+from sbagent import (LLM, LLM_ENV, call, llm_args, new_session, prompt, session_prompt, shell,  # noqa: E402
+                     start_worker, tape, tool, wait_run)
 
 
-def checkpoints(entries):
-    return [e["body"] for e in entries if e["kind"] == "checkpoint"]
-
-
-def rewound(entries):
-    return [e["body"] for e in entries if e["kind"] == "session.rewound"]
+MANY = 5000      # files the run makes and the rewind removes
 
 
 def start(turns, ws, script="rw"):
@@ -42,24 +48,6 @@ def start(turns, ws, script="rw"):
     server = Server(args=llm_args(llm, script), env=LLM_ENV).start()
     sid = new_session(server, ws, approval_policy="yolo")
     return server, sid
-
-
-def rest_post(srv, path, body):
-    with open(os.path.join(srv.data, "http.port")) as f:
-        port = int(f.read().strip())
-    with open(os.path.join(srv.data, "token")) as f:
-        token = f.read().strip()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    conn.request("POST", path, body=json.dumps(body), headers={
-        "Host": "127.0.0.1:%d" % port, "Authorization": "Bearer " + token, "Content-Type": "application/json"})
-    r = conn.getresponse()
-    out = (r.status, json.loads(r.read()))
-    conn.close()
-    return out
-
-
-def json_lines(out):
-    return [json.loads(x) for x in out.splitlines() if x.startswith("{")]
 
 
 def test_rewind_puts_the_first_checkpoint_back_and_undo_returns():
@@ -137,11 +125,6 @@ def test_a_seq_before_the_first_checkpoint_is_invalid():
     check(status == 200 and body.get("run_id"), "POST rewind: %d %r", status, body)
     run = wait_run(server, body["run_id"], timeout=30)
     check(run["status"] == "completed" and not os.path.exists(os.path.join(ws, "x.txt")), "REST rewind: %r", run)
-    # a worker's session: its workspace is on the worker
-    wsid = new_session(server, git_workspace(), approval_policy="yolo", target="worker:p")
-    m = server.control().request("session.rewind", {"session_id": wsid, "to_seq": 1})
-    check(m.type == "error" and m.body.get("code") == "invalid" and "worker" in m.body.get("message", ""),
-          "a worker session: %r", m.body)
     rc, out, err = cli(server, "rewind", "--help")
     check(rc == 0 and "--undo" in out, "help: %r", out)
     server.stop()
@@ -169,11 +152,199 @@ def test_refused_while_a_run_is_active_and_undo_after_a_prompt():
     wait_run(server, prompt(server, sid, "after"), timeout=30)
     rc, out, err = cli(server, "rewind", sid, "--undo")
     check(rc == 1 and "prompt was sent after the rewind" in out + err, "undo after a prompt: %d %r %r", rc, out, err)
-    # the conversation-only rewind is not built: refused
-    m = server.control().request("session.rewind", {"session_id": sid, "to_seq": first, "code": False})
-    check(m.type == "error" and m.body.get("code") == "invalid", "code false: %r", m.body)
     check(len(rewound(tape(server, sid))) == 1, "one rewind on the tape")
     server.stop()
+
+
+def inputs(llm, script):
+    """The conversation each model request of `script` sent, as one text."""
+    return [json.dumps(r["json"].get("input")) for r in llm.requests(script) if r.get("json")]
+
+
+def two_runs(ws, more):
+    """A session with two runs, the first writing new.txt, the second
+    renaming it and deleting a.txt; the model's turns go on with `more`."""
+    llm = LLM()
+    llm.script("cv", [
+        {"tool_calls": [tool("write_file", "c_write", path="new.txt", content="one\n")]},
+        {"text": "first answer"},
+        {"tool_calls": [shell("mv new.txt moved.txt && rm a.txt", "c_shell")]},
+        {"text": "second answer"},
+    ] + more)
+    server = Server(args=llm_args(llm, "cv"), env=LLM_ENV).start()
+    sid = new_session(server, ws, approval_policy="yolo")
+    r1 = prompt(server, sid, "first prompt")
+    check(wait_run(server, r1, timeout=30)["status"] == "completed", "run 1")
+    check(wait_run(server, prompt(server, sid, "second prompt"), timeout=30)["status"] == "completed", "run 2")
+    at = max(e["seq"] for e in tape(server, sid) if e.get("run_id") == r1)
+    return llm, server, sid, at
+
+
+def test_a_conversation_rewind_cuts_the_next_context_and_undo_brings_it_back():
+    ws = git_workspace()
+    llm, server, sid, at = two_runs(ws, [{"text": "after the undo"}, {"text": "after the cut"},
+                                         {"text": "after the restart"}])
+    now, n = disk_tree(ws), len(tape(server, sid))
+    rc, out, err = cli(server, "rewind", sid, "--to", str(at), "--conversation", "--json")
+    check(rc == 0, "rewind --conversation: %d %s %s", rc, out, err)
+    body = [r for r in json_lines(out) if r.get("kind") == "session.rewound"][0]["body"]
+    check(body["to_seq"] == at and body.get("code") is False and body.get("conversation") is True, "%r", body)
+    check("tree_before" not in body and body["restored"] == [] and body["removed"] == [], "%r", body)
+    check([f["call_id"] for f in body["effects"]] == ["c_shell"], "effects: %r", body["effects"])
+    check(disk_tree(ws) == now, "--conversation touched the work tree")
+    rec = call(server, "session.get", {"session_id": sid})["session"]
+    cut_at = rewound(tape(server, sid))[-1]
+    cut_seq = [e["seq"] for e in tape(server, sid) if e["kind"] == "session.rewound"][-1]
+    check(rec.get("context_cuts") == [{"after": at, "before": cut_seq}], "record: %r %r", rec, cut_at)
+
+    # the undo, before any prompt: the cut is lifted
+    rc, out, err = cli(server, "rewind", sid, "--undo", "--json")
+    check(rc == 0, "undo: %d %s %s", rc, out, err)
+    ub = [r for r in json_lines(out) if r.get("kind") == "session.rewound"][0]["body"]
+    check(ub.get("undo") is True and ub.get("conversation") is True and ub.get("code") is False, "undo: %r", ub)
+    check(disk_tree(ws) == now, "the undo touched the work tree")
+    check(not call(server, "session.get", {"session_id": sid})["session"].get("context_cuts"), "cut not lifted")
+    before = len(inputs(llm, "cv"))
+    check(wait_run(server, prompt(server, sid, "third prompt"), timeout=30)["status"] == "completed", "run 3")
+    sent = inputs(llm, "cv")[before]
+    check("second prompt" in sent and "second answer" in sent and "third prompt" in sent,
+          "after the undo the context lacks run 2: %s", sent[:300])
+
+    # cut again: the next request ends at `at`, then the prompt
+    rc, out, err = cli(server, "rewind", sid, "--to", str(at), "--conversation")
+    check(rc == 0, "rewind --conversation: %d %s %s", rc, out, err)
+    before = len(inputs(llm, "cv"))
+    check(wait_run(server, prompt(server, sid, "fourth prompt"), timeout=30)["status"] == "completed", "run 4")
+    sent = inputs(llm, "cv")[before]
+    check("first prompt" in sent and "first answer" in sent and "fourth prompt" in sent, "context: %s", sent[:300])
+    for gone in ("second prompt", "second answer", "c_shell", "third prompt", "after the undo"):
+        check(gone not in sent, "the context still holds %r after the cut: %s", gone, sent[:600])
+    rc, out, err = cli(server, "rewind", sid, "--undo")
+    check(rc == 1 and "prompt was sent after the rewind" in out + err, "undo after a prompt: %d %r", rc, out + err)
+    # nothing was deleted: events still return everything
+    entries = tape(server, sid)
+    check(len(entries) > n and [e["seq"] for e in entries] == list(range(1, len(entries) + 1)), "the tape lost entries")
+    check(any(e["kind"] == "prompt" and e["body"]["text"] == "second prompt" for e in entries), "run 2 went")
+    # a restarted server (no cached context) builds the same cut context
+    data = server.data
+    server.stop()
+    server = Server(data=data, args=llm_args(llm, "cv"), env=LLM_ENV).start()
+    before = len(inputs(llm, "cv"))
+    check(wait_run(server, prompt(server, sid, "fifth prompt"), timeout=30)["status"] == "completed", "run 5")
+    sent = inputs(llm, "cv")[before]
+    check("fourth prompt" in sent and "first answer" in sent and "second prompt" not in sent,
+          "after a restart: %s", sent[:600])
+    server.stop()
+    llm.stop()
+
+
+def test_rewinding_both_and_bad_seqs_are_invalid_at_once():
+    ws = git_workspace()
+    llm, server, sid, at = two_runs(ws, [{"text": "after both"}])
+    cp = [c for c in checkpoints(tape(server, sid)) if c["seq_of"] <= at][-1]
+    last = tape(server, sid)[-1]["seq"]
+    runs = len(call(server, "run.list", {"session_id": sid}).get("runs", []))
+    for body, words in (({"to_seq": 0}, "at least 1"), ({"to_seq": last + 10}, "beyond the tape"),
+                        ({"to_seq": 1}, "first valid seq is"),
+                        ({"to_seq": at, "code": False, "conversation": False}, "nothing to rewind"),
+                        ({"undo": True, "code": False}, "takes no code")):
+        body["session_id"] = sid
+        m = server.control().request("session.rewind", body)
+        check(m.type == "error" and m.body.get("code") == "invalid" and words in m.body.get("message", ""),
+              "%r: %r", body, m.body)
+    check(len(call(server, "run.list", {"session_id": sid}).get("runs", [])) == runs, "a refused rewind made a run")
+    # --conversation alone on seq 1 is fine: no checkpoint is needed
+    rc, out, err = cli(server, "rewind", sid, "--to", str(at), "--code", "--conversation")
+    check(rc == 2, "--code with --conversation: %d", rc)
+    # the default rewinds both
+    rc, out, err = cli(server, "rewind", sid, "--to", str(at), "--json")
+    check(rc == 0, "rewind: %d %s %s", rc, out, err)
+    body = [r for r in json_lines(out) if r.get("kind") == "session.rewound"][0]["body"]
+    check(body.get("conversation") is True and body.get("code", True) and body["checkpoint_seq"] == cp["seq_of"],
+          "%r", body)
+    check(disk_tree(ws) == cp["tree"] and read(os.path.join(ws, "new.txt")) == "one\n", "the work tree")
+    before = len(inputs(llm, "cv"))
+    wait_run(server, prompt(server, sid, "next"), timeout=30)
+    sent = inputs(llm, "cv")[before]
+    check("first answer" in sent and "second prompt" not in sent, "the context after both: %s", sent[:400])
+    # --code keeps the conversation
+    rc, out, err = cli(server, "rewind", sid, "--to", str(cp["seq_of"]), "--code", "--json")
+    body = [r for r in json_lines(out) if r.get("kind") == "session.rewound"][0]["body"]
+    check(rc == 0 and "conversation" not in body, "--code: %d %r", rc, body)
+    server.stop()
+    llm.stop()
+
+
+def test_a_worker_session_rewinds_on_the_worker():
+    ws = git_workspace()
+    llm = LLM()
+    llm.script("wk", [{"tool_calls": [tool("write_file", "c1", path="x.txt", content="x\n")]},
+                      {"text": "one"},
+                      {"tool_calls": [shell("echo y > x.txt && rm a.txt", "c2")]},
+                      {"text": "two"}])
+    server = Server(args=llm_args(llm, "wk"), env=LLM_ENV).start()
+    w = start_worker(server, "wr")
+    sid = new_session(server, ws, approval_policy="yolo", target="worker:p")
+    r1 = session_prompt(server, sid, "go")
+    check(wait_run(server, r1, timeout=30)["worker_id"] == "wr", "run 1 was not the worker's")
+    wait_run(server, session_prompt(server, sid, "more"), timeout=30)
+    at = max(e["seq"] for e in tape(server, sid) if e.get("run_id") == r1)
+    cp = [c for c in checkpoints(tape(server, sid)) if c["seq_of"] <= at][-1]
+    check(read(os.path.join(ws, "x.txt")) == "y\n" and not os.path.exists(os.path.join(ws, "a.txt")), "run 2")
+    m = server.control().request("session.rewind", {"session_id": sid, "to_seq": at})
+    check(m.type == "session.rewind.ok", "rewind: %r", m.body)
+    run = wait_run(server, m.body["run_id"], timeout=30)
+    check(run["status"] == "completed" and run["worker_id"] == "wr", "the rewind did not run on the worker: %r\n%s",
+          run, w.log())
+    check(disk_tree(ws) == cp["tree"] and read(os.path.join(ws, "x.txt")) == "x\n", "the work tree")
+    body = rewound(tape(server, sid))[-1]
+    check(body.get("conversation") is True and body["checkpoint_seq"] == cp["seq_of"], "%r", body)
+    check(call(server, "session.get", {"session_id": sid})["session"]["context_cuts"][0]["after"] == at, "no cut")
+    w.stop()
+    server.stop()
+    llm.stop()
+
+
+def test_sigkill_during_a_rewind_leaves_the_tape_and_the_work_tree_agreeing():
+    ws = git_workspace()
+    llm = LLM()
+    # a run that makes many files, so that putting the tree back takes a
+    # while and the kill lands inside it
+    llm.script("kill", [{"tool_calls": [tool("write_file", "c1", path="x.txt", content="x\n")]},
+                        {"text": "one"},
+                        {"tool_calls": [shell("mkdir many && cd many && seq 1 %d | xargs touch" % MANY, "c2")]},
+                        {"text": "two"}])
+    server = Server(args=llm_args(llm, "kill"), env=LLM_ENV).start()
+    sid = new_session(server, ws, approval_policy="yolo")
+    r1 = prompt(server, sid, "go")
+    wait_run(server, r1, timeout=30)
+    wait_run(server, prompt(server, sid, "many"), timeout=60)
+    at = max(e["seq"] for e in tape(server, sid) if e.get("run_id") == r1)
+    cp = [c for c in checkpoints(tape(server, sid)) if c["seq_of"] <= at][-1]
+    now = disk_tree(ws)
+    m = server.control().request("session.rewind", {"session_id": sid, "to_seq": at})
+    check(m.type == "session.rewind.ok", "rewind: %r", m.body)
+    rid = m.body["run_id"]
+    ref = "refs/switchboard/checkpoints/" + sid
+    wait_for(lambda: "before the rewind" in git(ws, "log", "-n1", "--format=%s", ref), 30, "the rewind to start")
+    server.stop(sig=signal.SIGKILL)
+    left = len(os.listdir(os.path.join(ws, "many"))) if os.path.isdir(os.path.join(ws, "many")) else 0
+    print("  killed with %d of %d files left to remove" % (left, MANY))
+    server = Server(data=server.data, args=llm_args(llm, "kill"), env=LLM_ENV).start()
+    run = wait_run(server, rid, timeout=60)
+    check(run["status"] == "completed", "the rewind after the restart: %r", run)
+    check("rewind run=%s started again" % rid in server.log(), "the rewind was not run again after the kill "
+          "(it ended before it: make MANY larger)")
+    body = rewound(tape(server, sid))
+    check(len(body) == 1 and body[0]["tree_before"] == now and body[0]["tree_after"] == cp["tree"],
+          "session.rewound after the restart: %r (before %s, checkpoint %s)", body, now, cp["tree"])
+    check(disk_tree(ws) == cp["tree"] and not os.path.exists(os.path.join(ws, "many")), "the work tree does not "
+          "agree with the tape")
+    # the undo gives back the tree the rewind found, not a half one
+    rc, out, err = cli(server, "rewind", sid, "--undo")
+    check(rc == 0 and disk_tree(ws) == now, "undo after the restart: %d %s %s", rc, out, err)
+    server.stop()
+    llm.stop()
 
 
 if __name__ == "__main__":

@@ -198,7 +198,9 @@ export class History {
         for (const n of f.nodes)
           this._paint (n);
       }
-    } else {
+    } else if (body.conversation === true) {
+      // the conversation was taken back too: the model no longer sees that
+      // stretch, so neither does the page at first glance
       this._fold (ev, Number (body.to_seq) || 0, seq);
     }
     if (this.lastCard) {
@@ -234,7 +236,7 @@ export class History {
     const node = el ('div.rewound-card', { dataset: { seq: ev.seq, toSeq: body.to_seq }, role: 'group',
                                            'aria-label': body.undo ? 'Rewind undone' : 'Rewind' },
       el ('div.rw-head', head, ' ', el ('span.when', fmtTime (ev.ts))),
-      el ('div.rw-counts',
+      body.code === false ? el ('div.rw-counts', 'The work tree was left as it is.') : el ('div.rw-counts',
         el ('span.restored-count', plural (nr, 'file') + ' restored'), ' · ',
         el ('span.removed-count', plural (nm, 'file') + ' removed')),
       nr ? el ('div.rw-list', 'Restored: ', paths (restored, nr, 'restored')) : null,
@@ -412,21 +414,7 @@ export class Rewinder {
 
   async _rewind (fields) {
     const body = { session_id: this.app.current, command_id: this._command (), ...fields };
-    if (this.workTreeOnly && body.code !== false)
-      delete body.conversation;
-    let r;
-    try {
-      r = await this.app.conn.call ('session.rewind', body);
-    } catch (e) {
-      // a server whose rewind puts back the work tree only (no
-      // `conversation` field yet): asked again without it; the result
-      // card then says "the work tree", from the entry
-      if (e.code !== 'invalid' || !/no field 'conversation'/.test (e.message || '') || body.code === false)
-        throw e;
-      this.workTreeOnly = true;
-      delete body.conversation;
-      r = await this.app.conn.call ('session.rewind', body);
-    }
+    const r = await this.app.conn.call ('session.rewind', body);
     const t = this.app.transcript;
     if (r.run_id && t)
       t.activeRun = t.activeRun || r.run_id;

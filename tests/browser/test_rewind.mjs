@@ -17,15 +17,14 @@
 //   - the Changes panel compares the first checkpoint with the last: a.txt
 //     and b.txt, with their diffs, as `switchboard checkpoints --diff`
 //     gives them;
-//   - a rewind to the first run's end, then a prompt: the undo is gone;
+//   - a rewind of the work tree only to the first run's end (no fold: the
+//     conversation goes on), then a prompt: the undo is gone;
 //   - a reload renders the same cards and folds;
 //   - "Fork from here" on the first run's end, into a new folder, opens
 //     the new session, whose work tree is the first run's, which says
 //     where it came from and links back to the source at that seq.
 //     A cut inside a tool call is refused, and the banner's nearest valid
-//     seq forks. This part needs session.fork (issue 24's fork): on a
-//     server without it the fork step is reported as skipped, with the
-//     server's answer.
+//     seq forks.
 
 import { readFileSync, existsSync } from 'node:fs';
 import path from 'node:path';
@@ -131,11 +130,13 @@ async function main () {
     const card = await page.waitForSelector ('#transcript .rewound-card', { timeout: STEP_MS });
     check (!(await page.evaluate (() => document.getElementById ('rewind-dialog').open)), 'the dialog stayed open');
     const result = await card.evaluate ((c) => ({
+      head: c.querySelector ('.rw-head strong').textContent,
       restored: c.querySelector ('.restored-count').textContent, removed: c.querySelector ('.removed-count').textContent,
       effects: [...c.querySelectorAll ('.effects li')].map (li => li.dataset.call),
       say: c.querySelector ('.effects') ? c.querySelector ('.effects').textContent : '',
       undo: !!c.querySelector ('.undo-rewind') }));
     check (result.restored === '1 file restored' && result.removed === '1 file removed', 'counts: ' + JSON.stringify (result));
+    check (/^Rewound the work tree and the conversation to #\d+$/.test (result.head), 'the card\'s head: ' + result.head);
     check (JSON.stringify (result.effects) === '["c_edit","c_shell"]'
       && result.say.includes ('These calls had effects outside the workspace that were not undone'),
       'the effects are not shown: ' + JSON.stringify (result));
@@ -188,11 +189,16 @@ async function main () {
     check (!(await page.isVisible ('#pane-changes .ckdiff-hint')), 'the picker still says there are too few checkpoints');
     await shot (page, 'rewind-04-checkpoint-diff');
 
-    // 6. back to the first run's end; a prompt then ends the undo's time
+    // 6. the work tree only, back to the first run's end: no fold (the
+    // conversation goes on); a prompt then ends the undo's time
     await page.click ('#transcript .run-end .rewind-here >> nth=0');
     await page.waitForSelector ('#rewind-dialog[open]', { timeout: STEP_MS });
+    await page.uncheck ('#rewind-conversation');
     await page.click ('#rewind-confirm');
     await waitFor ('the third card', async () => (await page.$$ ('#transcript .rewound-card')).length === 3);
+    const third = await page.$$eval ('#transcript .rewound-card', (cs) => cs [2].querySelector ('.rw-head strong').textContent);
+    check (/^Rewound the work tree to #\d+/.test (third), 'a work-tree-only rewind\'s head: ' + third);
+    check ((await page.$$ ('#transcript .rewind-fold')).length === 1, 'a work-tree-only rewind folded the transcript');
     await waitFor ('a.txt back to one, b.txt gone', () => file (repo, 'a.txt') === 'one\n' && file (repo, 'b.txt') === null);
     check (await page.isVisible ('#transcript .rewound-card >> nth=2 >> .undo-rewind'), 'the third card has no Undo');
     await send ('after the rewind', true);
@@ -233,52 +239,47 @@ async function main () {
       const bs = [...document.querySelectorAll ('#banners .banner')];
       return bs.length > n ? { error: bs [bs.length - 1].textContent } : null;
     }, [sid, bannersBefore]));
-    if (outcome.error && /unknown_type|no_service/.test (outcome.error)) {
-      log ('SKIPPED the fork step: this server has no session.fork (' + outcome.error.trim () + ')');
-    } else {
-      check (outcome.forked, 'the fork failed: ' + outcome.error);
-      const fid = outcome.forked;
-      // (the cut the server refuses is tried below, from the source again)
-      const link = await page.waitForSelector ('#transcript .forked-from a', { timeout: STEP_MS });
-      const to = await link.evaluate ((a) => ({ session: a.dataset.session, seq: Number (a.dataset.seq), text: a.textContent }));
-      check (to.session === sid && to.seq === forkAt, 'the fork does not say where it came from: ' + JSON.stringify (to));
-      check (await page.isVisible (`#sessions [data-session="${fid}"]`), 'the fork is not in the sessions list');
-      const rec = JSON.parse ((await cli (data, 'sessions', 'show', fid, '--json')).stdout || '{}');
-      check (rec.forked_from && rec.forked_from.session_id === sid && rec.forked_from.seq === forkAt,
-        'the fork\'s record: ' + JSON.stringify (rec.forked_from));
-      // its own work tree, as the first run left it; the source's untouched
-      check (rec.workspace === forkWs && file (forkWs, 'a.txt') === 'one\n' && file (forkWs, 'b.txt') === null,
-        'the fork\'s work tree: ' + rec.workspace + ' a.txt=' + JSON.stringify (file (forkWs, 'a.txt')));
-      check (file (repo, 'a.txt') === 'one\n', 'the fork changed the source\'s work tree');
-      await waitFor ('the fork\'s history', async () => (await page.innerText ('#transcript')).includes ('make the file'));
-      check (!(await page.innerText ('#transcript')).includes ('change it'), 'the fork holds what came after its seq');
-      await shot (page, 'rewind-05-fork');
-      await link.click ();
-      await waitFor ('the source again', () => page.evaluate ((s) => window.sbApp.current === s, sid));
-      await page.waitForSelector ('#transcript .flash', { timeout: STEP_MS });
+    check (outcome.forked, 'the fork failed: ' + outcome.error);
+    const fid = outcome.forked;
+    const link = await page.waitForSelector ('#transcript .forked-from a', { timeout: STEP_MS });
+    const to = await link.evaluate ((a) => ({ session: a.dataset.session, seq: Number (a.dataset.seq), text: a.textContent }));
+    check (to.session === sid && to.seq === forkAt, 'the fork does not say where it came from: ' + JSON.stringify (to));
+    check (await page.isVisible (`#sessions [data-session="${fid}"]`), 'the fork is not in the sessions list');
+    const rec = JSON.parse ((await cli (data, 'sessions', 'show', fid, '--json')).stdout || '{}');
+    check (rec.forked_from && rec.forked_from.session_id === sid && rec.forked_from.seq === forkAt,
+      'the fork\'s record: ' + JSON.stringify (rec.forked_from));
+    // its own work tree, as the first run left it; the source's untouched
+    check (rec.workspace === forkWs && file (forkWs, 'a.txt') === 'one\n' && file (forkWs, 'b.txt') === null,
+      'the fork\'s work tree: ' + rec.workspace + ' a.txt=' + JSON.stringify (file (forkWs, 'a.txt')));
+    check (file (repo, 'a.txt') === 'one\n', 'the fork changed the source\'s work tree');
+    await waitFor ('the fork\'s history', async () => (await page.innerText ('#transcript')).includes ('make the file'));
+    check (!(await page.innerText ('#transcript')).includes ('change it'), 'the fork holds what came after its seq');
+    await shot (page, 'rewind-05-fork');
+    await link.click ();
+    await waitFor ('the source again', () => page.evaluate ((s) => window.sbApp.current === s, sid));
+    await page.waitForSelector ('#transcript .flash', { timeout: STEP_MS });
 
-      // a cut inside a tool call is refused; the banner offers the nearest
-      // valid seqs, and one of them forks
-      await waitFor ('the source\'s transcript', () => page.$ ('#transcript .tool[data-call=c_edit]'));
-      const inside = Number (await page.$eval ('#transcript .tool[data-call=c_edit]', (n) => n.dataset.seq));
-      const n = await page.$$eval ('#banners .banner', (bs) => bs.length);
-      await page.evaluate ((seq) => window.sbApp.rewinder.fork (seq), inside);
-      await page.waitForSelector ('#fork-dialog[open]', { timeout: STEP_MS });
-      await page.keyboard.press ('Enter');       // Fork has the focus; no folder: the workspace is shared
-      const near = await waitFor ('the refusal with the nearest valid seqs', () => page.evaluate ((n) => {
-        const bs = [...document.querySelectorAll ('#banners .banner')];
-        return bs.length > n && [...bs [bs.length - 1].querySelectorAll ('.fork-near')].map (b => b.textContent);
-      }, n));
-      check (near.length >= 1 && near.every (t => /^fork at #\d+$/.test (t)), 'the refusal offers no valid seq: ' + JSON.stringify (near));
-      const nearSeq = Number (near [0].slice ('fork at #'.length));
-      check (nearSeq !== inside, 'the nearest valid seq is the refused one');
-      await page.click ('#banners .banner .fork-near >> nth=0');
-      const second = await waitFor ('the second fork to open', () => page.evaluate (([a, b]) =>
-        ![a, b].includes (window.sbApp.current) && window.sbApp.current, [sid, fid]));
-      const rec2 = JSON.parse ((await cli (data, 'sessions', 'show', second, '--json')).stdout || '{}');
-      check (rec2.forked_from && rec2.forked_from.seq === nearSeq && rec2.workspace === repo,
-        'the fork at the offered seq, sharing the workspace: ' + JSON.stringify (rec2));
-    }
+    // a cut inside a tool call is refused; the banner offers the nearest
+    // valid seqs, and one of them forks
+    await waitFor ('the source\'s transcript', () => page.$ ('#transcript .tool[data-call=c_edit]'));
+    const inside = Number (await page.$eval ('#transcript .tool[data-call=c_edit]', (n) => n.dataset.seq));
+    const n = await page.$$eval ('#banners .banner', (bs) => bs.length);
+    await page.evaluate ((seq) => window.sbApp.rewinder.fork (seq), inside);
+    await page.waitForSelector ('#fork-dialog[open]', { timeout: STEP_MS });
+    await page.keyboard.press ('Enter');       // Fork has the focus; no folder: the workspace is shared
+    const near = await waitFor ('the refusal with the nearest valid seqs', () => page.evaluate ((n) => {
+      const bs = [...document.querySelectorAll ('#banners .banner')];
+      return bs.length > n && [...bs [bs.length - 1].querySelectorAll ('.fork-near')].map (b => b.textContent);
+    }, n));
+    check (near.length >= 1 && near.every (t => /^fork at #\d+$/.test (t)), 'the refusal offers no valid seq: ' + JSON.stringify (near));
+    const nearSeq = Number (near [0].slice ('fork at #'.length));
+    check (nearSeq !== inside, 'the nearest valid seq is the refused one');
+    await page.click ('#banners .banner .fork-near >> nth=0');
+    const second = await waitFor ('the second fork to open', () => page.evaluate (([a, b]) =>
+      ![a, b].includes (window.sbApp.current) && window.sbApp.current, [sid, fid]));
+    const rec2 = JSON.parse ((await cli (data, 'sessions', 'show', second, '--json')).stdout || '{}');
+    check (rec2.forked_from && rec2.forked_from.seq === nearSeq && rec2.workspace === repo,
+      'the fork at the offered seq, sharing the workspace: ' + JSON.stringify (rec2));
     check (!problems.length, problems.join ('\n'));
   } finally {
     await browser.close ();

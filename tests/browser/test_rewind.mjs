@@ -275,9 +275,9 @@ async function main () {
     const nearSeq = Number (near [0].slice ('fork at #'.length));
     check (nearSeq !== inside, 'the nearest valid seq is the refused one');
     await page.click ('#banners .banner .fork-near >> nth=0');
-    const second = await waitFor ('the second fork to open', () => page.evaluate (([a, b]) =>
+    const fid2 = await waitFor ('the second fork to open', () => page.evaluate (([a, b]) =>
       ![a, b].includes (window.sbApp.current) && window.sbApp.current, [sid, fid]));
-    const rec2 = JSON.parse ((await cli (data, 'sessions', 'show', second, '--json')).stdout || '{}');
+    const rec2 = JSON.parse ((await cli (data, 'sessions', 'show', fid2, '--json')).stdout || '{}');
     check (rec2.forked_from && rec2.forked_from.seq === nearSeq && rec2.workspace === repo,
       'the fork at the offered seq, sharing the workspace: ' + JSON.stringify (rec2));
     check (!problems.length, problems.join ('\n'));

@@ -44,7 +44,8 @@ function mcpName (name) {
 export class Transcript {
   // root: the element to fill; hooks: {resolve(ia, decision, feedback, scope),
   // removeQueued(prompt_id), resumeQueue(), onChange(what, ev), and
-  // rewind(seq, kind), undo(), fork(seq), reveal(call_id) for rewind.js}
+  // rewind(seq, kind), undo(), fork(seq), reveal(call_id), origin(forked_from)
+  // for rewind.js}
   constructor (root, hooks) {
     this.root = root;
     this.hooks = hooks;

@@ -23,25 +23,30 @@ export class CheckpointDiff {
       el ('div.ckdiff-pick', el ('label', 'from ', this.from), el ('label', 'to ', this.to), this.go),
       this.hint, this.result);
     this.go.addEventListener ('click', () => this.compare ());
+    // until the person picks, the lists follow the first and the newest
+    this.picked = false;
+    for (const sel of [this.from, this.to])
+      sel.addEventListener ('change', () => { this.picked = true; });
     this.count = -1;
     this.session = null;
     this.seq = 0;
   }
 
   // The transcript's checkpoints as options; the person's choice is kept,
-  // and a fresh list starts at the first and the last.
+  // else the first and the newest are chosen.
   refresh () {
     const t = this.app.transcript;
     const list = t ? t.history.ckpts : [];
     if (this.session !== this.app.current) {
       this.session = this.app.current;
       this.count = -1;
+      this.picked = false;
       clear (this.result);
     }
     if (list.length === this.count)
       return;
     const keep = [this.from.value, this.to.value];
-    const fresh = this.count <= 0;
+    const fresh = !this.picked;
     this.count = list.length;
     for (const s of [this.from, this.to]) {
       clear (s);

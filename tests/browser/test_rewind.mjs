@@ -174,6 +174,11 @@ async function main () {
     await page.click ('#tab-changes');
     await waitFor ('the checkpoints in the picker', async () =>
       (await page.$$eval ('#ckdiff-from option', (os) => os.map (o => Number (o.value)))).includes (shellCk.seq_of));
+    // unpicked, the lists follow the first checkpoint and the newest
+    const newest = String (listed [listed.length - 1].seq_of);
+    await waitFor ('the picker at the first and the newest checkpoint', () => page.evaluate (([a, b]) =>
+      document.getElementById ('ckdiff-from').value === a && document.getElementById ('ckdiff-to').value === b,
+    [String (firstSeq), newest]));
     await page.selectOption ('#ckdiff-from', String (firstSeq));
     await page.selectOption ('#ckdiff-to', String (shellCk.seq_of));
     await page.click ('#ckdiff-go');

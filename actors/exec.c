@@ -121,6 +121,7 @@ const sb_dispatch_t sb_exec_dispatch [] = {
     SB_DISPATCH ("exec.mcp.list", s_handle_mcp_list),
     SB_DISPATCH ("exec.diff", s_handle_diff),
     SB_DISPATCH ("exec.checkpoint_diff", s_handle_diff),
+    SB_DISPATCH ("exec.checkpoints", s_handle_diff),
     SB_DISPATCH ("exec.info", s_handle_info),
     SB_DISPATCH_END
 };

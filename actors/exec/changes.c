@@ -391,8 +391,9 @@ typedef struct job {
     size_t route_len;
     char sid [64];
     char base [16];             /* "session", "head" or "" (the session's when it has one) */
-    bool checkpoints;           /* exec.checkpoint_diff: from_seq and to_seq */
-    uint64_t from_seq, to_seq;
+    enum { S_DIFF, S_CKPT_DIFF, S_CKPT_LIST } kind;     /* exec.diff, .checkpoint_diff, .checkpoints */
+    uint64_t from_seq, to_seq;  /* exec.checkpoint_diff */
+    uint64_t after_seq, limit;  /* exec.checkpoints */
     uint8_t *body;              /* the exec.diff.ok body, or NULL after an error */
     size_t len;
     sb_err_t code;
@@ -422,10 +423,9 @@ s_job_free (job_t *job)
 /*  Reading a tape */
 
 int
-sb_exec_tape_read (sb_bus_t *bus, const char *sid, int timeout_ms, sb_exec_tape_fn *fn, void *arg, sb_err_t *code,
-                   char *why, size_t n)
+sb_exec_tape_read (sb_bus_t *bus, const char *sid, uint64_t after, int timeout_ms, sb_exec_tape_fn *fn, void *arg,
+                   sb_err_t *code, char *why, size_t n)
 {
-    uint64_t after = 0;
     sb_enc_t *e = sb_enc_new ();
     while (e) {
         sb_enc_reset (e);
@@ -445,14 +445,15 @@ sb_exec_tape_read (sb_bus_t *bus, const char *sid, int timeout_ms, sb_exec_tape_
             return -1;
         }
         const sb_val_t *events = sb_get_array (reply->body, "events");
-        for (uint32_t k = 0; events && k < events->len; k++) {
+        bool go = true;
+        for (uint32_t k = 0; go && events && k < events->len; k++) {
             const sb_val_t *ev = sb_array_at (events, k);
             uint64_t seq = sb_get_uint (ev, "seq", 0);
             if (seq > after)
                 after = seq;
-            fn (ev, arg);
+            go = fn (ev, arg);
         }
-        bool more = sb_get_bool (reply->body, "more", false) && events && events->len;
+        bool more = go && sb_get_bool (reply->body, "more", false) && events && events->len;
         sb_msg_destroy (&reply);
         if (!more) {
             sb_enc_destroy (&e);
@@ -468,6 +469,7 @@ sb_exec_tape_read (sb_bus_t *bus, const char *sid, int timeout_ms, sb_exec_tape_
 /*  Between two checkpoints (exec.checkpoint_diff) */
 
 #define S_TREE_MAX 64
+#define S_TAPE_MS 10000                 /* one page of the tape, at most */
 
 //  One side of the comparison: the latest checkpoint at or before `want`.
 typedef struct {
@@ -496,19 +498,20 @@ typedef struct {
     uint64_t first;             /* seq_of of the session's first checkpoint; 0: none */
 } s_scan_t;
 
-static void
+static bool
 s_scan_entry (const sb_val_t *ev, void *arg)
 {
     s_scan_t *scan = arg;
     const char *kind = sb_get_str (ev, "kind");
     if (!kind || strcmp (kind, "checkpoint") != 0)
-        return;
+        return true;
     const sb_val_t *body = sb_get_map (ev, "body");
     uint64_t seq_of = sb_get_uint (body, "seq_of", 0);
     if (!scan->first || seq_of < scan->first)
         scan->first = seq_of;
     s_side_take (scan->from, body);
     s_side_take (scan->to, body);
+    return true;
 }
 
 static void
@@ -530,7 +533,7 @@ s_checkpoint_diff (sb_bus_t *bus, job_t *job, const char *ws, const char *data_d
     s_side_t from = { .want = job->from_seq }, to = { .want = job->to_seq };
     s_scan_t scan = { &from, &to, 0 };
     char why [200];
-    if (sb_exec_tape_read (bus, job->sid, 10000, s_scan_entry, &scan, &job->code, why, sizeof why) != 0) {
+    if (sb_exec_tape_read (bus, job->sid, 0, S_TAPE_MS, s_scan_entry, &scan, &job->code, why, sizeof why) != 0) {
         snprintf (job->message, sizeof job->message, "cannot read the tape: %s", why);
         return -1;
     }
@@ -576,6 +579,65 @@ s_checkpoint_diff (sb_bus_t *bus, job_t *job, const char *ws, const char *data_d
     return 0;
 }
 
+/* ------------------------------------------------------------------ */
+/*  The list of a session's checkpoints (exec.checkpoints) */
+
+typedef struct {
+    sb_enc_t *enc;
+    uint64_t limit, n, last;
+    bool more;
+} s_list_t;
+
+//  Each checkpoint entry as {seq, ts, run_id, checkpoint}, until the
+//  limit or SB_EXEC_CKPT_LIST_BYTES are reached (then `more`).
+static bool
+s_list_entry (const sb_val_t *ev, void *arg)
+{
+    s_list_t *l = arg;
+    const char *kind = sb_get_str (ev, "kind");
+    const sb_val_t *body = sb_get_map (ev, "body");
+    if (!kind || strcmp (kind, "checkpoint") != 0 || !body)
+        return true;
+    size_t len;
+    sb_enc_data (l->enc, &len);
+    if (l->n == l->limit || len > SB_EXEC_CKPT_LIST_BYTES) {
+        l->more = true;
+        return false;
+    }
+    l->last = sb_get_uint (ev, "seq", 0);
+    sb_enc_map_open (l->enc);
+    sb_enc_kuint (l->enc, "seq", l->last);
+    sb_enc_kuint (l->enc, "ts", sb_get_uint (ev, "ts", 0));
+    sb_enc_kstr_opt (l->enc, "run_id", sb_get_str (ev, "run_id"));
+    sb_enc_key (l->enc, "checkpoint");
+    sb_enc_val (l->enc, body);
+    sb_enc_map_close (l->enc);
+    l->n++;
+    return true;
+}
+
+//  The exec.checkpoints.ok body in enc: 0, or -1 with the job's error set.
+static int
+s_checkpoint_list (sb_bus_t *bus, job_t *job, sb_enc_t *enc)
+{
+    s_list_t l = { .enc = enc, .limit = job->limit };
+    char why [200];
+    sb_enc_map_open (enc);
+    sb_enc_key (enc, "checkpoints");
+    sb_enc_array_open (enc);
+    if (sb_exec_tape_read (bus, job->sid, job->after_seq, S_TAPE_MS, s_list_entry, &l, &job->code, why, sizeof why)
+        != 0) {
+        snprintf (job->message, sizeof job->message, "cannot read the tape: %s", why);
+        return -1;
+    }
+    sb_enc_array_close (enc);
+    sb_enc_kbool (enc, "more", l.more);
+    if (l.more)
+        sb_enc_kuint (enc, "next_after", l.last);
+    sb_enc_map_close (enc);
+    return 0;
+}
+
 static void *
 s_job_main (void *arg)
 {
@@ -596,10 +658,11 @@ s_job_main (void *arg)
     }
     const char *ws = reply && !sb_msg_is_error (reply)
                    ? sb_get_str (sb_get_map (reply->body, "session"), "workspace") : NULL;
-    if (ws && job->checkpoints) {
+    if (ws && job->kind != S_DIFF) {
         sb_enc_reset (enc);
-        if (s_checkpoint_diff (bus, job, ws, self->data_dir [0] ? self->data_dir : NULL, enc) == 0
-        && !(job->body = sb_enc_release (enc, &job->len))) {
+        int rc = job->kind == S_CKPT_LIST ? s_checkpoint_list (bus, job, enc)
+               : s_checkpoint_diff (bus, job, ws, self->data_dir [0] ? self->data_dir : NULL, enc);
+        if (rc == 0 && !(job->body = sb_enc_release (enc, &job->len))) {
             job->code = SB_E_internal;
             snprintf (job->message, sizeof job->message, "out of memory");
         }
@@ -705,9 +768,14 @@ sb_exec_diffs_start (sb_exec_diffs_t *self, sb_bus_t *bus, const sb_msg_t *req)
     job->h = req->h;
     job->owner = self;
     snprintf (job->sid, sizeof job->sid, "%s", sid);
-    job->checkpoints = strcmp (req->h.type, "exec.checkpoint_diff") == 0;
+    job->kind = strcmp (req->h.type, "exec.checkpoint_diff") == 0 ? S_CKPT_DIFF
+              : strcmp (req->h.type, "exec.checkpoints") == 0 ? S_CKPT_LIST : S_DIFF;
     job->from_seq = sb_get_uint (req->body, "from_seq", 0);
     job->to_seq = sb_get_uint (req->body, "to_seq", 0);
+    job->after_seq = sb_get_uint (req->body, "after_seq", 0);
+    job->limit = sb_get_uint (req->body, "limit", SB_EXEC_CKPT_LIST_MAX);
+    if (job->limit == 0 || job->limit > SB_EXEC_CKPT_LIST_MAX)
+        job->limit = SB_EXEC_CKPT_LIST_MAX;
     const char *base = sb_get_str (req->body, "base");
     snprintf (job->base, sizeof job->base, "%s", base && strcmp (base, "head") == 0 ? "head"
                                                  : base && strcmp (base, "session") == 0 ? "session" : "");

@@ -141,11 +141,12 @@ typedef struct {
     uint64_t to_seq;
 } s_reader_t;
 
-static void
+static bool
 s_read_entry (const sb_val_t *ev, void *arg)
 {
     s_reader_t *r = arg;
     s_take_entry (r->scan, ev, r->to_seq);
+    return true;
 }
 
 //  Reads the whole tape (actors/exec/changes.h).
@@ -155,7 +156,8 @@ s_scan (sb_exec_run_t *run, uint64_t to_seq, s_scan_t *s)
     s_reader_t r = { s, to_seq };
     sb_err_t code;
     char why [256];
-    if (sb_exec_tape_read (run->bus, run->session_id, SB_EXEC_CALL_MS, s_read_entry, &r, &code, why, sizeof why) != 0) {
+    if (sb_exec_tape_read (run->bus, run->session_id, 0, SB_EXEC_CALL_MS, s_read_entry, &r, &code, why, sizeof why)
+        != 0) {
         sb_exec_finish_with (run, "failed", "cannot read the tape: %s", why);
         return -1;
     }

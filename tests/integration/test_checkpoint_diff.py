@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """The diff between two checkpoints of a session (exec.checkpoint_diff,
-docs/checkpoints.md), through the real server and a scripted model:
+docs/checkpoints.md) and their list (exec.checkpoints), through the real
+server and a scripted model:
 
   - after a run that wrote (write_file), edited (edit_file) and renamed
     and deleted (the shell) in a git work tree, the diff between its
@@ -13,7 +14,10 @@ docs/checkpoints.md), through the real server and a scripted model:
   - a workspace outside git is compared in its shadow repository;
   - a seq before the first checkpoint is invalid, naming the first; a
     tree no longer in the store is not_found; a session without
-    checkpoints is not_found; the CLI's usage errors.
+    checkpoints is not_found; the CLI's usage errors;
+  - exec.checkpoints lists the checkpoint entries as the tape holds them,
+    in pages (limit, after_seq, more, next_after), over the bus and GET
+    /api/sessions/{id}/checkpoints.
 """
 import json
 import os
@@ -139,6 +143,32 @@ def test_the_diff_in_a_shadow_repository_and_a_tree_gone():
     shutil.rmtree(os.path.join(server.data, "checkpoints", sid + ".git"))
     kind, body = diff_call(server, sid, cps[0]["seq_of"], cps[1]["seq_of"])
     check(kind == "error" and body["code"] == "not_found" and cps[0]["tree"] in body["message"], "%s %r", kind, body)
+    server.stop()
+
+
+def test_the_list_of_checkpoints_in_pages():
+    ws = git_workspace()
+    server, sid = scripted(TURNS, ws, "cl")
+    entries = [e for e in tape(server, sid) if e["kind"] == "checkpoint"]
+    check(len(entries) == 4, "checkpoints: %r", entries)
+    want = [{"seq": e["seq"], "ts": e["ts"], "run_id": e["run_id"], "checkpoint": e["body"]} for e in entries]
+    m = server.control().request("exec.checkpoints", {"session_id": sid}, timeout=20)
+    check(m.type == "exec.checkpoints.ok" and m.body["checkpoints"] == want and m.body["more"] is False,
+          "all: %s %r", m.type, m.body)
+    # pages of three: the next one starts after next_after
+    m = server.control().request("exec.checkpoints", {"session_id": sid, "limit": 3}, timeout=20)
+    check(m.body["checkpoints"] == want[:3] and m.body["more"] is True and m.body["next_after"] == want[2]["seq"],
+          "page 1: %r", m.body)
+    m = server.control().request("exec.checkpoints", {"session_id": sid, "limit": 3,
+                                                      "after_seq": m.body["next_after"]}, timeout=20)
+    check(m.body["checkpoints"] == want[3:] and m.body["more"] is False, "page 2: %r", m.body)
+    status, answer = rest(server, "GET", "/api/sessions/%s/checkpoints?after=%d" % (sid, want[0]["seq"]))
+    check(status == 200 and answer["checkpoints"] == want[1:], "REST: %d %r", status, answer)
+    for bad in ({"session_id": sid, "limit": 0}, {"session_id": sid, "limit": 1001}, {"session_id": sid, "after_seq": -1}):
+        m = server.control().request("exec.checkpoints", bad, timeout=20)
+        check(m.type == "error" and m.body["code"] == "invalid", "%r: %s %r", bad, m.type, m.body)
+    m = server.control().request("exec.checkpoints", {"session_id": "01JZZZZZZZZZZZZZZZZZZZZZZZ"}, timeout=20)
+    check(m.type == "error" and m.body["code"] == "not_found", "unknown session: %s %r", m.type, m.body)
     server.stop()
 
 

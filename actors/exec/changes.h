@@ -2,7 +2,8 @@
     for the UI's changes panel (docs/gateway.md); and exec.checkpoint_diff:
     the diff between two of the session's checkpoints, whose trees are in
     the workspace's object store or the shadow repository in DATA
-    (docs/checkpoints.md). Both are answered by the same jobs.
+    (docs/checkpoints.md); and exec.checkpoints, their list from the tape.
+    All three are answered by the same jobs.
 
     git runs off the actor thread: each request gets a short-lived thread
     with its own bus socket (it asks session.get for the workspace), and

@@ -16,6 +16,15 @@
     a copy of the repository's index, or hashes everything in a shadow) is
     printed once as checkpoint.*.first.
 
+    Then the rewind: rounds of take a checkpoint, change 100 files (50
+    edited, 25 deleted, 25 made, one per folder), and put the checkpoint
+    back as a rewind run does: a checkpoint of the tree as it is
+    (tree_before), sb_ckpt_restore, a checkpoint of the result
+    (tree_after). Its median and p99, with the restore alone beside:
+
+        {"bench":"checkpoint.git.rewind100","value":MEDIAN,"unit":"ms","p99":P99,
+         "restore":RESTORE_MEDIAN,"restore_p99":P99,"files":10000,"changed":100,"runs":R}
+
     usage: bench_checkpoint [ROUNDS]   (default 40)
 */
 #include "bench/bench_util.h"
@@ -85,6 +94,82 @@ s_take (const char *ws, const char *data, double *ms)
     return rc;
 }
 
+//  Changes 100 files of the tree, one per folder: k % 4 == 0 deleted,
+//  k % 4 == 1 a new file beside, the rest edited.
+static int
+s_change100 (const char *ws, unsigned round)
+{
+    for (int k = 0; k < 100; k++) {
+        int file = (int) (round % PER_FOLDER);
+        char path [4200];
+        if (k % 4 == 0) {
+            snprintf (path, sizeof path, "%s/d%03d/f%03d.txt", ws, k, file);
+            if (unlink (path) != 0)
+                return -1;
+        }
+        else
+        if (k % 4 == 1) {
+            snprintf (path, sizeof path, "%s/d%03d/new%u.txt", ws, k, round);
+            FILE *f = fopen (path, "w");
+            if (!f || fputs ("new\n", f) < 0 || fclose (f) != 0)
+                return -1;
+        }
+        else
+        if (s_write (ws, k, file, round) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+//  What a rewind run does to the work tree, timed (actors/exec/rewind.c).
+static int
+s_rewind (const char *ws, const char *data, const char *store, int rounds, unsigned round)
+{
+    double *t = calloc ((size_t) rounds, sizeof *t), *tr = calloc ((size_t) rounds, sizeof *tr);
+    int rc = t && tr ? 0 : -1;
+    for (int r = 0; rc == 0 && r < rounds; r++, round++) {
+        sb_ckpt_t target, now, after;
+        char err [256] = "", tree [80];
+        rc = sb_ckpt_take (ws, data, "bench", NULL, SB_CKPT_MAX_FILE_DEFAULT, "target", &target, err, sizeof err);
+        snprintf (tree, sizeof tree, "%s", target.tree);
+        sb_ckpt_clear (&target);
+        if (rc == 0)
+            rc = s_change100 (ws, round);
+        double t0 = s_now_ms ();
+        if (rc == 0)
+            rc = sb_ckpt_take (ws, data, "bench", NULL, SB_CKPT_MAX_FILE_DEFAULT, "before", &now, err, sizeof err);
+        double t1 = s_now_ms ();
+        sb_ckpt_restore_t res = { 0 };
+        if (rc == 0)
+            rc = sb_ckpt_restore (ws, data, "bench", tree, now.tree, NULL, &res, err, sizeof err);
+        double t2 = s_now_ms ();
+        if (rc == 0)
+            rc = sb_ckpt_take (ws, data, "bench", NULL, SB_CKPT_MAX_FILE_DEFAULT, "after", &after, err, sizeof err);
+        t [r] = s_now_ms () - t0;
+        tr [r] = t2 - t1;
+        if (rc == 0 && (strcmp (after.tree, tree) != 0 || res.restored_total + res.removed_total != 100)) {
+            snprintf (err, sizeof err, "the rewind put back %zu and removed %zu files, tree %s, not 100 and %s",
+                      res.restored_total, res.removed_total, after.tree, tree);
+            rc = -1;
+        }
+        if (rc == 0)
+            sb_ckpt_clear (&after);
+        sb_ckpt_clear (&now);
+        sb_ckpt_restore_clear (&res);
+        if (rc != 0)
+            fprintf (stderr, "bench_checkpoint: rewind: %s\n", err);
+    }
+    if (rc == 0)
+        printf ("{\"bench\":\"checkpoint.%s.rewind100\",\"value\":%.1f,\"unit\":\"ms\",\"p99\":%.1f,"
+                "\"restore\":%.1f,\"restore_p99\":%.1f,\"files\":%d,\"changed\":100,\"runs\":%d,"
+                "\"load\":%.2f}\n", store, sb_bench_pct (t, rounds, 0.5), sb_bench_pct (t, rounds, 0.99),
+                sb_bench_pct (tr, rounds, 0.5), sb_bench_pct (tr, rounds, 0.99), FOLDERS * PER_FOLDER, rounds,
+                sb_bench_load ());
+    free (t);
+    free (tr);
+    return rc;
+}
+
 static int
 s_store (const char *root, const char *store, bool git, int rounds)
 {
@@ -122,7 +207,7 @@ s_store (const char *root, const char *store, bool git, int rounds)
         fflush (stdout);
     }
     free (t);
-    return 0;
+    return s_rewind (ws, data, store, rounds, round);
 }
 
 int

@@ -615,22 +615,39 @@ sb_ckpt_restore (const char *ws, const char *dir, const char *sid, const char *t
     char *list = NULL;
     if (rc == 0 && s_git (ctx, diff, &list) != 0)
         rc = s_fail (err, errlen, "git diff-tree failed");
+    /* those paths, within the workspace, as a pathspec file: only they
+       are written back, every other file holds the target's content
+       already (and keeps its stat data in the private index, so the
+       checkpoint after costs what any does) */
     size_t plen = strlen (prefix);
-    for (char *p = list; rc == 0 && *p; p += strlen (p) + 1)
-        if (strncmp (p, prefix, plen) == 0
-        &&  s_list_add (&out->restored, &out->nrestored, &out->restored_total, p) != 0)
+    snprintf (ctx->pathspec, sizeof ctx->pathspec, "%s.restore", ctx->index);
+    FILE *spec = rc == 0 ? fopen (ctx->pathspec, "we") : NULL;
+    if (rc == 0 && !spec)
+        rc = s_fail (err, errlen, "cannot write the pathspec file");
+    for (char *p = list; rc == 0 && *p; p += strlen (p) + 1) {
+        if (strncmp (p, prefix, plen) != 0)
+            continue;
+        if (s_list_add (&out->restored, &out->nrestored, &out->restored_total, p) != 0)
             rc = s_fail (err, errlen, "out of memory");
+        else
+        if (!s_spec (spec, ":(top,literal)", p))
+            rc = s_fail (err, errlen, "cannot write the pathspec file");
+    }
     free (list);
+    if (spec && fclose (spec) != 0 && rc == 0)
+        rc = s_fail (err, errlen, "cannot write the pathspec file");
     if (rc == 0)
         rc = s_remove_added (ctx, prefix, target, now, keep, out, err, errlen);
-    /* the target into the private index, then every file of it written
-       (-u: the index keeps their stat data for the next checkpoint) */
-    const char *read [] = { "read-tree", target, NULL };
-    const char *checkout [] = { "checkout-index", "-a", "-f", "-u", NULL };
-    if (rc == 0 && s_git (ctx, read, NULL) != 0)
-        rc = s_fail (err, errlen, "git read-tree failed");
-    if (rc == 0 && s_git (ctx, checkout, NULL) != 0)
-        rc = s_fail (err, errlen, "git checkout-index failed");
+    /* the target's version of each, into the private index and the work
+       tree (git checkout TREE -- PATHS: it adds and updates, removes
+       nothing; the removals were made above) */
+    char from [4400];
+    snprintf (from, sizeof from, "--pathspec-from-file=%s", ctx->pathspec);
+    const char *checkout [] = { "checkout", "-q", "-f", target, from, "--pathspec-file-nul", NULL };
+    if (rc == 0 && out->restored_total && s_git (ctx, checkout, NULL) != 0)
+        rc = s_fail (err, errlen, "git checkout of the target's files failed");
+    if (ctx->pathspec [0])
+        unlink (ctx->pathspec);
     sb_git_overrides_clear (&ctx->ov);
     free (ctx->hashes);
     free (ctx);

@@ -1101,3 +1101,36 @@ Test (context, seeding_from_the_newest_summary_equals_replaying_all)
     sb_context_destroy (&seeded);
     s_no_leak ();
 }
+
+//  A conversation rewind's cuts (docs/checkpoints.md): entries inside a
+//  cut are skipped, their seqs noted; nested cuts leave the history as it
+//  was at the inner seq; cuts are set on an empty context only.
+Test (context, cuts_skip_the_entries_they_hold)
+{
+    sb_context_t *ctx = sb_context_new ();
+    uint64_t after [] = { 2, 6 }, before [] = { 5, 9 };
+    cr_assert_eq (sb_context_set_cuts (ctx, after, before, 2), 0);
+    cr_assert_eq (s_feed (ctx, 1, "prompt", "text", "kept one", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 2, "text.done", "text", "kept answer", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 3, "prompt", "text", "cut prompt", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 4, "text.done", "text", "cut answer", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 5, "note", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 6, "prompt", "text", "kept two", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 7, "prompt", "text", "cut again", NULL), 0);
+    cr_assert_eq (s_feed (ctx, 9, "prompt", "text", "kept three", NULL), 0);
+    cr_assert_eq (sb_context_last_seq (ctx), 9);
+    cr_assert (sb_context_is_cut (ctx, 3) && sb_context_is_cut (ctx, 8));
+    cr_assert (!sb_context_is_cut (ctx, 2) && !sb_context_is_cut (ctx, 5) && !sb_context_is_cut (ctx, 9));
+    const sb_val_t *msgs;
+    sb_doc_t *doc = s_decode (ctx, &msgs);
+    cr_assert_eq (msgs->len, 4, "messages: %u", msgs->len);
+    const char *want [] = { "kept one", "kept answer", "kept two", "kept three" };
+    for (uint32_t k = 0; k < 4; k++)
+        cr_assert_str_eq (sb_get_str (sb_array_at (msgs, k), "content"), want [k]);
+    sb_doc_destroy (&doc);
+    errno = 0;
+    cr_assert_eq (sb_context_set_cuts (ctx, after, before, 1), -1, "cuts set on a context in use");
+    cr_assert_eq (errno, EINVAL);
+    sb_context_destroy (&ctx);
+    s_no_leak ();
+}

@@ -157,6 +157,9 @@ async function main () {
     check (await page.$eval ('#transcript .tool[data-call=c_shell]', (n) => !!n.closest ('.rewound-away')),
       'the rewound stretch is not greyed');
     await shot (page, 'rewind-03-rewound');
+    await page.emulateMedia ({ colorScheme: 'dark' });
+    await shot (page, 'rewind-03b-rewound-dark');
+    await page.emulateMedia ({ colorScheme: 'light' });
 
     // 4. Undo: one click, the files are back
     await page.click ('#transcript .undo-rewind');

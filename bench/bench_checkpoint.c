@@ -141,7 +141,7 @@ s_rewind (const char *ws, const char *data, const char *store, int rounds, unsig
         double t1 = s_now_ms ();
         sb_ckpt_restore_t res = { 0 };
         if (rc == 0)
-            rc = sb_ckpt_restore (ws, data, "bench", tree, now.tree, NULL, &res, err, sizeof err);
+            rc = sb_ckpt_restore (ws, data, "bench", tree, now.tree, NULL, NULL, &res, err, sizeof err);
         double t2 = s_now_ms ();
         if (rc == 0)
             rc = sb_ckpt_take (ws, data, "bench", NULL, SB_CKPT_MAX_FILE_DEFAULT, "after", &after, err, sizeof err);

@@ -27,6 +27,8 @@ typedef struct {
     sb_git_overrides_t ov;      //  the config is listed once a checkpoint
     char *hashes;               //  the last checkpoint's skipped files: records "HEX SIZE MTIME INO\0PATH\0"
     size_t hashes_len;
+    const char *const *only;    //  a restore: the paths it may touch, sorted (NULL: all)
+    size_t nonly;
 } s_ctx_t;
 
 static const char *const s_identity [] = {
@@ -539,6 +541,24 @@ s_remove_beneath (int wsfd, const char *rel)
     return rc;
 }
 
+static int
+s_cmp_path (const void *a, const void *b)
+{
+    return strcmp (*(const char *const *) a, *(const char *const *) b);
+}
+
+//  Whether a restore may touch path p: a path outside `only` is the
+//  person's, and is left as it is (listed in out->left).
+static bool
+s_wanted (s_ctx_t *ctx, const char *p, sb_ckpt_restore_t *out, int *rc, char *err, size_t errlen)
+{
+    if (!ctx->only || bsearch (&p, ctx->only, ctx->nonly, sizeof *ctx->only, s_cmp_path))
+        return true;
+    if (s_list_add (&out->left, &out->nleft, &out->left_total, p) != 0)
+        *rc = s_fail (err, errlen, "out of memory");
+    return false;
+}
+
 static bool
 s_kept (const char *const *keep, const char *p)
 {
@@ -565,7 +585,7 @@ s_remove_added (s_ctx_t *ctx, const char *prefix, const char *target, const char
     int rc = wsfd < 0 ? s_fail (err, errlen, "cannot open the workspace") : 0;
     size_t plen = strlen (prefix);
     for (char *p = list; rc == 0 && *p; p += strlen (p) + 1) {
-        if (strncmp (p, prefix, plen) != 0 || s_kept (keep, p))
+        if (strncmp (p, prefix, plen) != 0 || s_kept (keep, p) || !s_wanted (ctx, p, out, &rc, err, errlen))
             continue;
         bool gone = s_remove_beneath (wsfd, p + plen) == 0;
         if (gone ? s_list_add (&out->removed, &out->nremoved, &out->removed_total, p)
@@ -580,7 +600,7 @@ s_remove_added (s_ctx_t *ctx, const char *prefix, const char *target, const char
 
 int
 sb_ckpt_restore (const char *ws, const char *dir, const char *sid, const char *target, const char *now,
-                 const char *const *keep, sb_ckpt_restore_t *out, char *err, size_t errlen)
+                 const char *const *keep, const char **only, sb_ckpt_restore_t *out, char *err, size_t errlen)
 {
     memset (out, 0, sizeof *out);
     char ref [128];
@@ -594,6 +614,12 @@ sb_ckpt_restore (const char *ws, const char *dir, const char *sid, const char *t
     if (!ctx)
         return s_fail (err, errlen, "out of memory");
     int rc = s_open (ctx, ws, dir, sid, err, errlen);
+    if (only) {
+        while (only [ctx->nonly])
+            ctx->nonly++;
+        qsort (only, ctx->nonly, sizeof *only, s_cmp_path);
+        ctx->only = only;
+    }
     char prefix [SB_CKPT_PATH_MAX + 2] = "";
     if (rc == 0 && !ctx->dir_var [0]) {
         static const char *show [] = { "rev-parse", "--show-prefix", NULL };
@@ -625,7 +651,7 @@ sb_ckpt_restore (const char *ws, const char *dir, const char *sid, const char *t
     if (rc == 0 && !spec)
         rc = s_fail (err, errlen, "cannot write the pathspec file");
     for (char *p = list; rc == 0 && *p; p += strlen (p) + 1) {
-        if (strncmp (p, prefix, plen) != 0)
+        if (strncmp (p, prefix, plen) != 0 || !s_wanted (ctx, p, out, &rc, err, errlen))
             continue;
         if (s_list_add (&out->restored, &out->nrestored, &out->restored_total, p) != 0)
             rc = s_fail (err, errlen, "out of memory");
@@ -666,6 +692,9 @@ sb_ckpt_restore_clear (sb_ckpt_restore_t *self)
     for (size_t k = 0; k < self->nrefused; k++)
         free (self->refused [k]);
     free (self->refused);
+    for (size_t k = 0; k < self->nleft; k++)
+        free (self->left [k]);
+    free (self->left);
     memset (self, 0, sizeof *self);
 }
 

@@ -79,6 +79,8 @@ typedef struct {
     size_t nremoved, removed_total;
     char **refused;             /* paths not removed: a `..`, or a symlink on the way */
     size_t nrefused, refused_total;
+    char **left;                /* paths that differ, left as they are: not in `only` */
+    size_t nleft, left_total;
 } sb_ckpt_restore_t;
 
 /*  Puts the work tree of `workspace` back to the tree `target`, a
@@ -90,11 +92,15 @@ typedef struct {
     index and HEAD are untouched. A path is removed by unlinking it
     itself, with every folder on its way opened without following a
     symlink, so nothing outside the workspace is touched; a path with a
-    `..` component is refused. dir and sid as for sb_ckpt_take. Returns 0
-    and fills *out (clear with sb_ckpt_restore_clear either way), or -1
-    with a reason in err. */
+    `..` component is refused. `only` (NULL-terminated, sorted here in
+    place; NULL: every path) names the paths the restore may touch: any
+    other that differs is left as it is and listed in out->left (a rewind
+    leaves the person's own edits alone this way). dir and sid as for
+    sb_ckpt_take. Returns 0 and fills *out (clear with
+    sb_ckpt_restore_clear either way), or -1 with a reason in err. */
 int sb_ckpt_restore (const char *workspace, const char *dir, const char *session_id, const char *target,
-                     const char *now, const char *const *keep, sb_ckpt_restore_t *out, char *err, size_t errlen);
+                     const char *now, const char *const *keep, const char **only, sb_ckpt_restore_t *out,
+                     char *err, size_t errlen);
 
 void sb_ckpt_restore_clear (sb_ckpt_restore_t *r);
 

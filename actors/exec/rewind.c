@@ -48,13 +48,26 @@ typedef struct {
     bool cut;                   /* it cut the conversation (and was no undo) */
     s_effect_t *effects;
     size_t neffects, effects_total;
+    //  The paths the agent's steps changed after to_seq: every checkpoint
+    //  after it but the first of each run, whose changes are the person's
+    //  (made between runs). NULL-terminated; `all` when they cannot be
+    //  told (a list cut at 256, too many): then the whole tree goes back.
+    char **agent;
+    size_t nagent, agent_cap;
+    bool all;
+    char last_run [SB_ULID_LEN + 8];            /* the run of the previous checkpoint */
 } s_scan_t;
+
+#define S_AGENT_PATHS_MAX 65536     /* paths told apart, at most: past them, the whole tree */
 
 static void
 s_scan_clear (s_scan_t *s)
 {
     for (size_t k = 0; k < s->nkeep; k++)
         free (s->keep [k]);
+    for (size_t k = 0; k < s->nagent; k++)
+        free (s->agent [k]);
+    free (s->agent);
     free (s->effects);
     memset (s, 0, sizeof *s);
 }
@@ -67,6 +80,41 @@ s_copy_tree (char *dst, const char *src)
         n = 0;
     memcpy (dst, n ? src : "", n);
     dst [n] = 0;
+}
+
+//  A checkpoint after to_seq: its changes are the agent's unless it is
+//  its run's first (taken before the run's first step).
+static void
+s_take_changes (s_scan_t *s, const sb_val_t *body, const char *run_id)
+{
+    bool first_of_run = !run_id || strcmp (run_id, s->last_run) != 0;
+    snprintf (s->last_run, sizeof s->last_run, "%s", run_id ? run_id : "");
+    if (first_of_run || s->all)
+        return;
+    const sb_val_t *changed = sb_get_array (body, "changed");
+    if (sb_get_bool (body, "truncated", false) || !changed) {
+        s->all = true;
+        return;
+    }
+    for (uint32_t k = 0; k < changed->len && !s->all; k++) {
+        const char *p = sb_array_at (changed, k)->type == SB_V_STR ? sb_array_at (changed, k)->v.s : NULL;
+        if (!p || strlen (p) > SB_CKPT_PATH_MAX)
+            continue;
+        if (s->nagent + 1 >= s->agent_cap) {
+            size_t cap = s->agent_cap ? s->agent_cap * 2 : 256;
+            char **a = cap <= S_AGENT_PATHS_MAX ? realloc (s->agent, cap * sizeof *a) : NULL;
+            if (!a) {
+                s->all = true;
+                break;
+            }
+            s->agent = a;
+            s->agent_cap = cap;
+        }
+        if (!(s->agent [s->nagent] = strdup (p)))
+            s->all = true;
+        else
+            s->agent [++s->nagent] = NULL;
+    }
 }
 
 static void
@@ -119,8 +167,13 @@ s_take_entry (s_scan_t *s, const sb_val_t *ev, uint64_t to_seq)
     uint64_t seq = sb_get_uint (ev, "seq", 0);
     if (!kind)
         return;
-    if (strcmp (kind, "checkpoint") == 0)
+    if (strcmp (kind, "checkpoint") == 0) {
         s_take_checkpoint (s, body, to_seq);
+        if (sb_get_uint (body, "seq_of", 0) > to_seq)
+            s_take_changes (s, body, sb_get_str (body, "run_id"));
+        else
+            snprintf (s->last_run, sizeof s->last_run, "%s", sb_get_str (body, "run_id") ? sb_get_str (body, "run_id") : "");
+    }
     else
     if (strcmp (kind, "tool.call") == 0 && seq > to_seq)
         s_take_call (s, body, seq);
@@ -211,6 +264,13 @@ s_encode (sb_enc_t *e, sb_exec_run_t *run, const s_scan_t *s, uint64_t to_seq, c
         sb_enc_kstr (e, "path", r->refused [k]);
         sb_enc_kstr (e, "why", "made after the checkpoint, not removed: a symlink or `..` on its way, "
                      "or it is a folder now");
+        sb_enc_map_close (e);
+    }
+    for (size_t k = 0; k < r->nleft && listed < SB_CKPT_SKIPPED_MAX; k++, listed++) {
+        sb_enc_map_open (e);
+        sb_enc_kstr (e, "path", r->left [k]);
+        sb_enc_kstr (e, "why", "changed after the seq outside the agent's steps (the person's own edit): left as "
+                     "it is");
         sb_enc_map_close (e);
     }
     sb_enc_array_close (e);
@@ -306,8 +366,13 @@ s_restore (sb_exec_run_t *run, s_scan_t *scan, uint64_t to_seq, const char *targ
     }
     if (first [0])
         sb_info (ACTOR, "rewind run=%s started again: the work tree before it was tree %s", run->run_id, first);
+    //  Only what the agent's steps changed after to_seq goes back (an
+    //  undo: the whole tree as the rewind found it); with no agent's
+    //  change there is nothing to write, and the empty list says so.
+    static const char *none [] = { NULL };
+    const char **only = run->undo || scan->all ? NULL : scan->agent ? (const char **) scan->agent : none;
     rc = sb_ckpt_restore (run->runtime->workspace, dir [0] ? dir : NULL, run->session_id, target, cur,
-                          (const char *const *) scan->keep, r, err, sizeof err);
+                          (const char *const *) scan->keep, only, r, err, sizeof err);
     if (rc == 0) {
         snprintf (message, sizeof message, "after the rewind to seq %" PRIu64 " (run %s)", to_seq, run->run_id);
         sb_ckpt_t done;

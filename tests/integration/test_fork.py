@@ -241,7 +241,9 @@ def test_deleting_a_session_removes_its_checkpoints_and_a_fork_keeps_its_own():
     llm, server = start([{"tool_calls": [tool("write_file", "c_write", path="new.txt", content="one\n")]},
                          {"text": "one"},
                          {"tool_calls": [shell("echo two > new.txt && rm a.txt", "c_shell")]},
-                         {"text": "two"}])
+                         {"text": "two"},
+                         {"tool_calls": [shell("echo fork > new.txt && echo f > f.txt", "c_fork")]},
+                         {"text": "the fork's"}])
     sid = new_session(server, ws, approval_policy="yolo")
     r1 = prompt(server, sid, "go")
     wait_run(server, r1, timeout=30)
@@ -261,17 +263,22 @@ def test_deleting_a_session_removes_its_checkpoints_and_a_fork_keeps_its_own():
     refs = git(ws, "for-each-ref", "--format=%(refname)", ref)
     check(ref + sid not in refs and ref + fid in refs, "refs after the delete: %r", refs)
     check(not os.path.exists(index), "the private index is still there")
-    # the fork rewinds to a checkpoint it copied, its source gone
+    # the fork's own run in the shared workspace, then a rewind to a
+    # checkpoint it copied, its source gone: its own changes go back (what
+    # the source's second run did is not on the fork's tape: left alone)
+    wait_run(server, prompt(server, fid, "in the fork"), timeout=30)
     rc, out, err = cli(server, "rewind", fid, "--to", str(cp["seq_of"]))
-    check(rc == 0 and read(os.path.join(ws, "new.txt")) == "one\n" and os.path.exists(os.path.join(ws, "a.txt")),
+    check(rc == 0 and read(os.path.join(ws, "new.txt")) == "one\n" and not os.path.exists(os.path.join(ws, "f.txt")),
           "the fork's rewind: %d %s %s", rc, out, err)
+    check(not os.path.exists(os.path.join(ws, "a.txt")), "the source's change was undone by the fork")
     call(server, "session.delete", {"session_id": fid})
     check(ref + fid not in git(ws, "for-each-ref", "--format=%(refname)", ref), "the fork's ref is still there")
 
     # outside git: the shadow repository goes
     plain = tmpdir()
     write(os.path.join(plain, "p.txt"), "plain\n")
-    llm.script("fk", [{"tool_calls": [tool("write_file", "c_p", path="q.txt", content="q\n")]}, {"text": "ok"}])
+    llm.script("fk", [{"tool_calls": [tool("write_file", "c_p", path="q.txt", content="q\n")]}, {"text": "ok"},
+                      {"tool_calls": [shell("rm q.txt", "c_rm")]}, {"text": "ok"}])
     psid = new_session(server, plain, approval_policy="yolo")
     wait_run(server, prompt(server, psid, "go"), timeout=30)
     shadow = os.path.join(server.data, "checkpoints", psid + ".git")
@@ -283,8 +290,9 @@ def test_deleting_a_session_removes_its_checkpoints_and_a_fork_keeps_its_own():
     check(not os.path.exists(shadow) and not os.path.exists(os.path.join(server.data, "checkpoints", psid + ".index")),
           "the shadow repository or index is still there")
     check(os.path.isdir(os.path.join(server.data, "checkpoints", pfid + ".git")), "the fork's shadow went too")
-    os.unlink(os.path.join(plain, "q.txt"))
-    first = checkpoints(tape(server, pfid))[-1]["seq_of"]
+    wait_run(server, prompt(server, pfid, "rm"), timeout=30)
+    check(not os.path.exists(os.path.join(plain, "q.txt")), "the fork's run did not remove q.txt")
+    first = [c for c in checkpoints(tape(server, pfid)) if c["seq_of"] <= pat][-1]["seq_of"]
     rc, out, err = cli(server, "rewind", pfid, "--to", str(first))
     check(rc == 0 and read(os.path.join(plain, "q.txt")) == "q\n", "the fork's rewind outside git: %d %s %s",
           rc, out, err)

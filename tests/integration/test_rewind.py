@@ -22,6 +22,8 @@ server:
     back; `events` still returns everything;
   - both by default, `--code` the work tree only; a seq of 0, past the
     tape or before the first checkpoint is invalid at once (no run);
+  - the person's own edits (between runs, and after the last one) are
+    left alone and named, the agent's after SEQ go back;
   - SIGKILL during a rewind: after the restart the rewind runs again to
     its end, and the tape (session.rewound, tree_before) and the work
     tree agree.
@@ -301,6 +303,43 @@ def test_a_worker_session_rewinds_on_the_worker():
     check(body.get("conversation") is True and body["checkpoint_seq"] == cp["seq_of"], "%r", body)
     check(call(server, "session.get", {"session_id": sid})["session"]["context_cuts"][0]["after"] == at, "no cut")
     w.stop()
+    server.stop()
+    llm.stop()
+
+
+def test_the_person_s_own_edits_beside_the_agent_s_are_left_alone():
+    ws = git_workspace()
+    llm = LLM()
+    llm.script("own", [{"tool_calls": [tool("write_file", "c1", path="new.txt", content="one\n")]},
+                       {"text": "one"},
+                       {"tool_calls": [shell("echo agent > new.txt && echo made > agent2.txt && rm notes.txt",
+                                             "c2")]},
+                       {"text": "two"}])
+    server = Server(args=llm_args(llm, "own"), env=LLM_ENV).start()
+    sid = new_session(server, ws, approval_policy="yolo")
+    r1 = prompt(server, sid, "go")
+    wait_run(server, r1, timeout=30)
+    at = max(e["seq"] for e in tape(server, sid) if e.get("run_id") == r1)
+    # the person, between the runs and after the last one
+    write(os.path.join(ws, "a.txt"), "the person's alpha\n")
+    write(os.path.join(ws, "mine.txt"), "mine\n")
+    wait_run(server, prompt(server, sid, "more"), timeout=30)
+    write(os.path.join(ws, "late.txt"), "late\n")
+    now = disk_tree(ws)
+    rc, out, err = cli(server, "rewind", sid, "--to", str(at), "--json")
+    check(rc == 0, "rewind: %d %s %s", rc, out, err)
+    body = [r for r in json_lines(out) if r.get("kind") == "session.rewound"][0]["body"]
+    # the agent's changes after `at` go back
+    check(read(os.path.join(ws, "new.txt")) == "one\n" and not os.path.exists(os.path.join(ws, "agent2.txt"))
+          and read(os.path.join(ws, "notes.txt")) == "the person's untracked notes\n", "the agent's changes")
+    check(sorted(body["restored"]) == ["new.txt", "notes.txt"] and body["removed"] == ["agent2.txt"], "%r", body)
+    # the person's stay, and are named
+    check(read(os.path.join(ws, "a.txt")) == "the person's alpha\n" and read(os.path.join(ws, "mine.txt")) == "mine\n"
+          and read(os.path.join(ws, "late.txt")) == "late\n", "the person's edits were undone")
+    left = sorted(n["path"] for n in body["not_restored"] if "person" in n["why"])
+    check(left == ["a.txt", "late.txt", "mine.txt"], "not_restored: %r", body["not_restored"])
+    rc, out, err = cli(server, "rewind", sid, "--undo")
+    check(rc == 0 and disk_tree(ws) == now, "undo: %d %s %s", rc, out, err)
     server.stop()
     llm.stop()
 

@@ -257,7 +257,7 @@ s_restore_case (bool in_git)
     cr_assert_eq (symlink (out, cmd), 0);
     s_take (ws, data, SB_CKPT_MAX_FILE_DEFAULT, &now);
     sb_ckpt_restore_t r;
-    int rc = sb_ckpt_restore (ws, data, "sess_1", then.tree, now.tree, NULL, &r, err, sizeof err);
+    int rc = sb_ckpt_restore (ws, data, "sess_1", then.tree, now.tree, NULL, NULL, &r, err, sizeof err);
     cr_assert_eq (rc, 0, "restore: %s", err);
     cr_assert_str_eq (s_read (ws, "edit.txt", buf, sizeof buf), "before\n");
     cr_assert_str_eq (s_read (ws, "gone.txt", buf, sizeof buf), "gone\n");
@@ -275,7 +275,7 @@ s_restore_case (bool in_git)
     cr_assert_eq (r.removed_total, 2);
     sb_ckpt_restore_clear (&r);
     //  and back: the restore of `now` undoes it
-    rc = sb_ckpt_restore (ws, data, "sess_1", now.tree, then.tree, NULL, &r, err, sizeof err);
+    rc = sb_ckpt_restore (ws, data, "sess_1", now.tree, then.tree, NULL, NULL, &r, err, sizeof err);
     cr_assert_eq (rc, 0, "undo: %s", err);
     cr_assert_str_eq (s_read (ws, "sub/new.txt", buf, sizeof buf), "new\n");
     cr_assert_str_eq (s_read (ws, "edit.txt", buf, sizeof buf), "after\n");
@@ -325,13 +325,13 @@ Test (git_checkpoint, a_removal_does_not_follow_a_symlinked_folder)
     cr_assert_eq (rmdir (path), 0);
     cr_assert_eq (symlink (out, path), 0);
     sb_ckpt_restore_t r;
-    int rc = sb_ckpt_restore (ws, data, "sess_1", then.tree, now.tree, NULL, &r, err, sizeof err);
+    int rc = sb_ckpt_restore (ws, data, "sess_1", then.tree, now.tree, NULL, NULL, &r, err, sizeof err);
     cr_assert_eq (rc, 0, "restore: %s", err);
     cr_assert_str_eq (s_read (out, "x.txt", buf, sizeof buf), "outside\n");
     cr_assert (r.nrefused == 1 && strcmp (r.refused [0], "d/x.txt") == 0);
     cr_assert_eq (r.nremoved, 0);
     sb_ckpt_restore_clear (&r);
-    cr_assert_eq (sb_ckpt_restore (ws, data, "sess_1", "../x", now.tree, NULL, &r, err, sizeof err), -1);
+    cr_assert_eq (sb_ckpt_restore (ws, data, "sess_1", "../x", now.tree, NULL, NULL, &r, err, sizeof err), -1);
     sb_ckpt_restore_clear (&r);
     sb_ckpt_clear (&then);
     sb_ckpt_clear (&now);
@@ -360,7 +360,7 @@ Test (git_checkpoint, a_restore_does_not_write_through_a_symlinked_folder)
     cr_assert_eq (symlink (out, path), 0);
     s_take (ws, data, SB_CKPT_MAX_FILE_DEFAULT, &now);
     sb_ckpt_restore_t r;
-    int rc = sb_ckpt_restore (ws, data, "sess_1", then.tree, now.tree, NULL, &r, err, sizeof err);
+    int rc = sb_ckpt_restore (ws, data, "sess_1", then.tree, now.tree, NULL, NULL, &r, err, sizeof err);
     cr_assert_eq (rc, 0, "restore: %s", err);
     cr_assert_null (s_read (out, "x.txt", buf, sizeof buf), "written through the link");
     cr_assert_str_eq (s_read (ws, "d/x.txt", buf, sizeof buf), "inside\n");
@@ -399,7 +399,7 @@ Test (git_checkpoint, a_restore_stays_inside_a_workspace_below_the_top)
     s_write (ws, "in_new.txt", "new inside\n");
     s_take (ws, data, SB_CKPT_MAX_FILE_DEFAULT, &now);
     sb_ckpt_restore_t r;
-    int rc = sb_ckpt_restore (ws, data, "sess_1", then.tree, now.tree, NULL, &r, err, sizeof err);
+    int rc = sb_ckpt_restore (ws, data, "sess_1", then.tree, now.tree, NULL, NULL, &r, err, sizeof err);
     cr_assert_eq (rc, 0, "restore: %s", err);
     cr_assert_str_eq (s_read (ws, "in.txt", buf, sizeof buf), "in one\n");
     cr_assert_null (s_read (ws, "in_new.txt", buf, sizeof buf));

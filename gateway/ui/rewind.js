@@ -415,8 +415,11 @@ export class Rewinder {
   async _rewind (fields) {
     const body = { session_id: this.app.current, command_id: this._command (), ...fields };
     const r = await this.app.conn.call ('session.rewind', body);
+    // the run is active until its end comes, unless that came first (a
+    // rewind is quick, and the tape's entries race the reply)
     const t = this.app.transcript;
-    if (r.run_id && t)
+    const seen = t && t.runs.get (r.run_id);
+    if (r.run_id && t && !(seen && seen.endTs))
       t.activeRun = t.activeRun || r.run_id;
     this.app.flushUi ();
     return r;

@@ -163,7 +163,10 @@ async function main () {
 
     // 4. Undo: one click, the files are back
     await page.click ('#transcript .undo-rewind');
-    await waitFor ('the undo\'s card', async () => (await page.$$ ('#transcript .rewound-card')).length === 2);
+    await waitFor ('the undo\'s card', async () => (await page.$$ ('#transcript .rewound-card')).length === 2)
+      .catch (async (e) => check (false, e.message + '; banners: ' + await page.innerText ('#banners')
+        + '; active: ' + await page.evaluate (() => window.sbApp.transcript.activeRun)
+        + '; last run end: ' + await page.evaluate (() => [...document.querySelectorAll ('#transcript .run-end')].pop ().textContent)));
     await waitFor ('the undo on disk', () => file (repo, 'a.txt') === 'two\n' && file (repo, 'b.txt') === 'b\n');
     check (await page.$eval ('#transcript .rewind-fold', (f) => f.classList.contains ('undone')), 'the fold is not marked undone');
     check (!(await page.$eval ('#transcript .tool[data-call=c_shell]', (n) => !!n.closest ('.rewound-away'))),

@@ -180,6 +180,8 @@ const sb_dispatch_t sb_exec_dispatch [] = {
     SB_DISPATCH ("exec.mcp.login", s_handle_mcp_login),
     SB_DISPATCH ("exec.mcp.oauth_callback", s_handle_mcp_oauth_callback),
     SB_DISPATCH ("exec.diff", s_handle_diff),
+    SB_DISPATCH ("exec.checkpoint_diff", s_handle_diff),
+    SB_DISPATCH ("exec.checkpoints", s_handle_diff),
     SB_DISPATCH ("exec.info", s_handle_info),
     SB_DISPATCH_END
 };

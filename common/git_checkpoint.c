@@ -709,6 +709,64 @@ sb_ckpt_restore_clear (sb_ckpt_restore_t *self)
 }
 
 /* ------------------------------------------------------------------ */
+/*  The diff between two checkpoints */
+
+static bool
+s_tree_id (const char *id)
+{
+    size_t n = id ? strlen (id) : 0;
+    return (n == 40 || n == 64) && strspn (id, "0123456789abcdef") == n;
+}
+
+int
+sb_ckpt_diff (const char *ws, const char *dir, const char *sid, bool shadow, const char *from, const char *to,
+              char **numstat, char **diff, char *err, size_t errlen)
+{
+    *numstat = *diff = NULL;
+    char ref [128], repo [4300], dir_var [4400];
+    if (sb_ckpt_ref (sid, ref, sizeof ref) != 0)
+        return s_fail (err, errlen, "not a session id");
+    if (!s_tree_id (from) || !s_tree_id (to))
+        return s_fail (err, errlen, "a checkpoint entry names no valid tree");
+    s_ctx_t ctx = { .ws = ws, .vars = { NULL } };
+    if (shadow) {
+        if (!dir)
+            return s_fail (err, errlen, "a shadow repository needs the data folder (a worker has none)");
+        snprintf (repo, sizeof repo, "%s/%s.git", dir, sid);
+        snprintf (dir_var, sizeof dir_var, "GIT_DIR=%s", repo);
+        ctx.ws = dir;
+        ctx.vars [0] = dir_var;
+        ctx.vars [1] = NULL;
+    }
+    int rc = 0;
+    const char *trees [] = { from, to };
+    for (size_t k = 0; k < 2 && rc == 0; k++) {
+        char spec [96];
+        snprintf (spec, sizeof spec, "%s^{tree}", trees [k]);
+        const char *exists [] = { "cat-file", "-e", spec, NULL };
+        if (s_git (&ctx, exists, NULL) != 0) {
+            snprintf (err, errlen, "tree %s is not in the %s's object store (pruned, or taken on a worker)",
+                      trees [k], shadow ? "shadow repository" : "workspace repository");
+            rc = -2;
+        }
+    }
+    const char *ns [] = { "diff", "--numstat", "-z", "-M", from, to, NULL };
+    const char *df [] = { "diff", "--no-color", "--no-ext-diff", "-M", from, to, NULL };
+    if (rc == 0 && s_git (&ctx, ns, numstat) != 0)
+        rc = s_fail (err, errlen, "git diff failed");
+    if (rc == 0 && s_git (&ctx, df, diff) != 0) {
+        free (*diff);
+        *diff = NULL;           /* over SB_GIT_OUT_MAX: the files without their text */
+    }
+    sb_git_overrides_clear (&ctx.ov);
+    if (rc != 0) {
+        free (*numstat);
+        *numstat = NULL;
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------------ */
 /*  A checkpoint made into a new work tree (a fork's --workspace) */
 
 //  Whether `dest` is absent or an empty folder: a fork never writes

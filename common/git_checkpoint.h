@@ -141,4 +141,17 @@ int sb_ckpt_forget (const char *workspace, const char *dir, const char *session_
     -1 when the session id is not a valid name. */
 int sb_ckpt_ref (const char *session_id, char *ref, size_t n);
 
+/*  The difference between two checkpoint trees of a session, `from` and
+    `to` (hex ids from its checkpoint entries), as git gives it: the
+    `diff --numstat -z -M` records in *numstat and the full unified diff
+    in *diff (NULL when it is over SB_GIT_OUT_MAX: the files without
+    their text). Paths are relative to the repository's top. shadow: the
+    trees are in the shadow repository DIR/<session>.git (dir must be
+    given), else in the workspace's own object store. Reads only: no
+    index, no ref, no work tree is touched. Returns 0 (free both either
+    way), -1 with a reason in err, or -2 when a tree is not in the store
+    (pruned, or taken on a worker whose repository this is not). */
+int sb_ckpt_diff (const char *workspace, const char *dir, const char *session_id, bool shadow, const char *from,
+                  const char *to, char **numstat, char **diff, char *err, size_t errlen);
+
 #endif

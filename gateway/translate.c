@@ -259,6 +259,8 @@ static const route_t s_routes [] = {
     { M_POST, "sessions", true, "fork", "session.fork", "session_id", NULL },
     { M_GET,  "sessions", true, "queue", "session.queue.list", "session_id", NULL },
     { M_GET,  "sessions", true, "diff", "exec.diff", "session_id", NULL },
+    { M_GET,  "sessions", true, "checkpoints", "exec.checkpoints", "session_id", "after=after_seq" },
+    { M_GET,  "sessions", true, "checkpoint_diff", "exec.checkpoint_diff", "session_id", "from=from_seq,to=to_seq" },
     { M_GET,  "sessions", true, "usage", "session.usage", "session_id", NULL },
     { M_GET,  "usage", false, NULL, "session.usage", NULL, NULL },
     { M_GET,  "runs", false, NULL, "run.list", NULL, "session=session_id" },

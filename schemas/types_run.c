@@ -265,6 +265,47 @@ static const sb_field_t s_exec_diff_ok [] = {
       "files the session's agent wrote that show no change against the base (never hidden)" },
     END
 };
+static const sb_field_t s_exec_checkpoints [] = {
+    { "session_id", SB_T_STR, true, ID_MAX, NULL, "session" },
+    { "after_seq", SB_T_UINT, false, 0, NULL, "checkpoint entries with seq > after_seq", RANGE_COUNT },
+    { "limit", SB_T_UINT, false, 0, NULL, "checkpoints in the page", RANGE (1, 1000, 1000) },
+    END
+};
+static const sb_field_t s_ckpt_listed [] = {
+    { "seq", SB_T_UINT, true, 0, NULL, "the checkpoint entry's seq" },
+    { "ts", SB_T_UINT, true, 0, NULL, "ms since epoch" },
+    { "run_id", SB_T_STR, false, ID_MAX, NULL, "the run that took it" },
+    { "checkpoint", SB_T_MAP, true, 0, NULL, "the entry's body: seq_of, tree, changed, skipped... (docs/checkpoints.md)" },
+    END
+};
+static const sb_field_t s_ckpt_listed_item [] = { { "entry", SB_T_MAP, false, 0, s_ckpt_listed, "a checkpoint" } };
+static const sb_field_t s_exec_checkpoints_ok [] = {
+    { "checkpoints", SB_T_ARRAY, true, 1000, s_ckpt_listed_item, "the session's checkpoints after after_seq, in seq order" },
+    { "more", SB_T_BOOL, true, 0, NULL, "the page ended at the limit or at 4 MiB: ask again after next_after" },
+    { "next_after", SB_T_UINT, false, 0, NULL, "the after_seq of the next page (when more)" },
+    END
+};
+static const sb_field_t s_exec_checkpoint_diff [] = {
+    { "session_id", SB_T_STR, true, ID_MAX, NULL, "session" },
+    { "from_seq", SB_T_UINT, true, 0, NULL,
+      "the older side: the latest checkpoint at or before this seq (switchboard checkpoints lists them)", RANGE_COUNT },
+    { "to_seq", SB_T_UINT, true, 0, NULL, "the newer side: the latest checkpoint at or before this seq", RANGE_COUNT },
+    END
+};
+static const sb_field_t s_ckpt_side [] = {
+    { "seq_of", SB_T_UINT, true, 0, NULL, "the checkpoint's seq_of" },
+    { "tree", SB_T_STR, true, 64, NULL, "its git tree" },
+    END
+};
+static const sb_field_t s_exec_checkpoint_diff_ok [] = {
+    { "from", SB_T_MAP, true, 0, s_ckpt_side, "the checkpoint compared from" },
+    { "to", SB_T_MAP, true, 0, s_ckpt_side, "the checkpoint compared to" },
+    { "store", SB_T_STR, true, 16, NULL, "repository | shadow: where the trees are (docs/checkpoints.md)" },
+    { "files", SB_T_ARRAY, true, 1000, s_diff_item,
+      "files that differ between the two trees, paths relative to the repository's top" },
+    { "truncated", SB_T_BOOL, true, 0, NULL, "files or bytes were left out (past 1000 files or 4 MiB of diff)" },
+    END
+};
 
 const sb_type_t sb_types_run [] = {
     REQ ("run.request", s_run_request, SB_SCOPE_INTERNAL,
@@ -309,5 +350,13 @@ const sb_type_t sb_types_exec [] = {
     REQ ("exec.diff", s_exec_diff, SB_SCOPE_PUBLIC,
          "the changes in a session's workspace since its first run (else against git HEAD), untracked files included (the UI's changes panel)"),
     { "exec.diff.ok", SB_KIND_REPLY, SB_SCOPE_PUBLIC, s_exec_diff_ok, 8 MB, "each changed file with its diff" },
+    REQ ("exec.checkpoints", s_exec_checkpoints, SB_SCOPE_PUBLIC,
+         "a session's checkpoints, read from its tape (switchboard checkpoints, GET /api/sessions/{id}/checkpoints)"),
+    { "exec.checkpoints.ok", SB_KIND_REPLY, SB_SCOPE_PUBLIC, s_exec_checkpoints_ok, 8 MB, "a page of checkpoints" },
+    REQ ("exec.checkpoint_diff", s_exec_checkpoint_diff, SB_SCOPE_PUBLIC,
+         "the diff between two checkpoints of a session's work tree (the UI's changes panel, "
+         "switchboard checkpoints --diff)"),
+    { "exec.checkpoint_diff.ok", SB_KIND_REPLY, SB_SCOPE_PUBLIC, s_exec_checkpoint_diff_ok, 8 MB,
+      "each file that differs, with its diff" },
 };
 const size_t sb_types_exec_count = sizeof sb_types_exec / sizeof sb_types_exec [0];

@@ -1,10 +1,13 @@
 /*  actors/exec/changes.c — see diff.h. */
 #include "actors/exec/changes.h"
 #include "common/git.h"
+#include "common/git_checkpoint.h"
 #include "common/log.h"
+#include "schemas/vocab.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -248,64 +251,19 @@ s_enc_written (const char *workspace, const char *session_id, const char *numsta
     free (list);
 }
 
-void
-sb_exec_diff_encode (const char *workspace, const char *data_dir, const char *session_id, const char *want,
-                     sb_enc_t *enc)
+//  Appends `files`: one map per record of `numstat` (git diff --numstat
+//  -z), with its section of `diff` (the full diff, in the same order;
+//  NULL: the files without their text), bounded per file and in all.
+//  Returns whether anything was left out (`truncated` in: already so).
+static bool
+s_enc_files (sb_enc_t *enc, char *numstat, const char *diff, bool truncated)
 {
-    char exclude [4200];
-    sb_exec_diff_exclude (workspace, data_dir, exclude, sizeof exclude);
-    sb_git_stage_t stage;
-    char after [128], base [128] = "";
-    const char *against = "head";
-    char *numstat = NULL, *diff = NULL, *out = NULL;
-    bool git = sb_git_stage_open (&stage, workspace, exclude) == 0
-            && sb_git_stage_tree (&stage, after, sizeof after) == 0;
-    bool has_session = git && session_id && sb_git_baseline_load (workspace, session_id, base, sizeof base) == 0;
-    if (has_session && (!want || strcmp (want, "head") != 0))
-        against = "session";
-    else
-    if (git) {
-        static const char *head [] = { "rev-parse", "--verify", "-q", "HEAD^{tree}", NULL };
-        static const char *empty [] = { "hash-object", "-t", "tree", "--stdin", NULL };
-        /* no commit yet: everything is new, against the empty tree */
-        if (sb_git_run (workspace, NULL, head, &out) != 0) {
-            free (out);
-            out = NULL;
-            git = sb_git_run (workspace, NULL, empty, &out) == 0;
-        }
-        if (git) {
-            out [strcspn (out, "\n")] = 0;
-            snprintf (base, sizeof base, "%s", out);
-        }
-        free (out);
-    }
-    if (git) {
-        const char *ns [] = { "diff", "--numstat", "-z", "-M", "--relative", base, after, "--", ".", NULL };
-        const char *df [] = { "diff", "--no-color", "--no-ext-diff", "-M", "--relative", base, after,
-                              "--", ".", NULL };
-        git = sb_git_run (workspace, NULL, ns, &numstat) == 0;
-        if (git && sb_git_run (workspace, NULL, df, &diff) != 0) {
-            free (diff);
-            diff = NULL;        /* over SB_GIT_OUT_MAX: the files without their text */
-        }
-    }
-    sb_git_stage_close (&stage);
-
-    sb_enc_map_open (enc);
-    sb_enc_kstr (enc, "workspace", workspace);
-    sb_enc_kbool (enc, "git", git);
-    if (git) {
-        sb_enc_kstr (enc, "base", against);
-        sb_enc_kbool (enc, "session_base", has_session);
-        s_enc_written (workspace, session_id, numstat, enc);
-    }
     sb_enc_key (enc, "files");
     sb_enc_array_open (enc);
-    bool truncated = git && !diff;
     size_t files = 0, total = 0, pos = 0;
     /* numstat -z records: "A\tD\tPATH\0", or "A\tD\t\0OLD\0NEW\0" for a
        rename; the sections of the full diff come in the same order */
-    for (char *p = git ? numstat : NULL; p && *p; ) {
+    for (char *p = numstat; p && *p; ) {
         char *tab1 = strchr (p, '\t'), *tab2 = tab1 ? strchr (tab1 + 1, '\t') : NULL;
         if (!tab2)
             break;
@@ -361,6 +319,61 @@ sb_exec_diff_encode (const char *workspace, const char *data_dir, const char *se
         p = next;
     }
     sb_enc_array_close (enc);
+    return truncated;
+}
+
+void
+sb_exec_diff_encode (const char *workspace, const char *data_dir, const char *session_id, const char *want,
+                     sb_enc_t *enc)
+{
+    char exclude [4200];
+    sb_exec_diff_exclude (workspace, data_dir, exclude, sizeof exclude);
+    sb_git_stage_t stage;
+    char after [128], base [128] = "";
+    const char *against = "head";
+    char *numstat = NULL, *diff = NULL, *out = NULL;
+    bool git = sb_git_stage_open (&stage, workspace, exclude) == 0
+            && sb_git_stage_tree (&stage, after, sizeof after) == 0;
+    bool has_session = git && session_id && sb_git_baseline_load (workspace, session_id, base, sizeof base) == 0;
+    if (has_session && (!want || strcmp (want, "head") != 0))
+        against = "session";
+    else
+    if (git) {
+        static const char *head [] = { "rev-parse", "--verify", "-q", "HEAD^{tree}", NULL };
+        static const char *empty [] = { "hash-object", "-t", "tree", "--stdin", NULL };
+        /* no commit yet: everything is new, against the empty tree */
+        if (sb_git_run (workspace, NULL, head, &out) != 0) {
+            free (out);
+            out = NULL;
+            git = sb_git_run (workspace, NULL, empty, &out) == 0;
+        }
+        if (git) {
+            out [strcspn (out, "\n")] = 0;
+            snprintf (base, sizeof base, "%s", out);
+        }
+        free (out);
+    }
+    if (git) {
+        const char *ns [] = { "diff", "--numstat", "-z", "-M", "--relative", base, after, "--", ".", NULL };
+        const char *df [] = { "diff", "--no-color", "--no-ext-diff", "-M", "--relative", base, after,
+                              "--", ".", NULL };
+        git = sb_git_run (workspace, NULL, ns, &numstat) == 0;
+        if (git && sb_git_run (workspace, NULL, df, &diff) != 0) {
+            free (diff);
+            diff = NULL;        /* over SB_GIT_OUT_MAX: the files without their text */
+        }
+    }
+    sb_git_stage_close (&stage);
+
+    sb_enc_map_open (enc);
+    sb_enc_kstr (enc, "workspace", workspace);
+    sb_enc_kbool (enc, "git", git);
+    if (git) {
+        sb_enc_kstr (enc, "base", against);
+        sb_enc_kbool (enc, "session_base", has_session);
+        s_enc_written (workspace, session_id, numstat, enc);
+    }
+    bool truncated = s_enc_files (enc, git ? numstat : NULL, diff, git && !diff);
     sb_enc_kbool (enc, "truncated", truncated);
     sb_enc_map_close (enc);
     free (numstat);
@@ -378,6 +391,9 @@ typedef struct job {
     size_t route_len;
     char sid [64];
     char base [16];             /* "session", "head" or "" (the session's when it has one) */
+    enum { S_DIFF, S_CKPT_DIFF, S_CKPT_LIST } kind;     /* exec.diff, .checkpoint_diff, .checkpoints */
+    uint64_t from_seq, to_seq;  /* exec.checkpoint_diff */
+    uint64_t after_seq, limit;  /* exec.checkpoints */
     uint8_t *body;              /* the exec.diff.ok body, or NULL after an error */
     size_t len;
     sb_err_t code;
@@ -403,6 +419,225 @@ s_job_free (job_t *job)
     }
 }
 
+/* ------------------------------------------------------------------ */
+/*  Reading a tape */
+
+int
+sb_exec_tape_read (sb_bus_t *bus, const char *sid, uint64_t after, int timeout_ms, sb_exec_tape_fn *fn, void *arg,
+                   sb_err_t *code, char *why, size_t n)
+{
+    sb_enc_t *e = sb_enc_new ();
+    while (e) {
+        sb_enc_reset (e);
+        sb_enc_map_open (e);
+        sb_enc_kstr (e, "session_id", sid);
+        sb_enc_kuint (e, "after_seq", after);
+        sb_enc_kuint (e, "limit", 5000);
+        sb_enc_map_close (e);
+        size_t len;
+        const uint8_t *b = sb_enc_data (e, &len);
+        sb_msg_t *reply = sb_bus_call (bus, "session.events", sid, b, len, timeout_ms);
+        if (!reply || sb_msg_is_error (reply)) {
+            *code = reply ? sb_err_from_name (sb_msg_error_code (reply)) : SB_E_unavailable;
+            snprintf (why, n, "%s", reply ? sb_msg_error_message (reply) : "the session actor did not answer");
+            sb_msg_destroy (&reply);
+            sb_enc_destroy (&e);
+            return -1;
+        }
+        const sb_val_t *events = sb_get_array (reply->body, "events");
+        bool go = true;
+        for (uint32_t k = 0; go && events && k < events->len; k++) {
+            const sb_val_t *ev = sb_array_at (events, k);
+            uint64_t seq = sb_get_uint (ev, "seq", 0);
+            if (seq > after)
+                after = seq;
+            go = fn (ev, arg);
+        }
+        bool more = go && sb_get_bool (reply->body, "more", false) && events && events->len;
+        sb_msg_destroy (&reply);
+        if (!more) {
+            sb_enc_destroy (&e);
+            return 0;
+        }
+    }
+    *code = SB_E_internal;
+    snprintf (why, n, "out of memory");
+    return -1;
+}
+
+/* ------------------------------------------------------------------ */
+/*  Between two checkpoints (exec.checkpoint_diff) */
+
+#define S_TREE_MAX 64
+#define S_TAPE_MS 10000                 /* one page of the tape, at most */
+
+//  One side of the comparison: the latest checkpoint at or before `want`.
+typedef struct {
+    uint64_t want, seq_of;
+    char tree [S_TREE_MAX + 1];
+    bool shadow;
+} s_side_t;
+
+static void
+s_side_take (s_side_t *side, const sb_val_t *body)
+{
+    uint64_t seq_of = sb_get_uint (body, "seq_of", 0);
+    const char *tree = sb_get_str (body, "tree"), *store = sb_get_str (body, "store");
+    size_t n = tree ? strlen (tree) : 0;
+    if (seq_of > side->want || (side->tree [0] && seq_of < side->seq_of) || n == 0 || n > S_TREE_MAX
+    ||  strspn (tree, "0123456789abcdef") != n)
+        return;
+    side->seq_of = seq_of;
+    memcpy (side->tree, tree, n + 1);
+    side->shadow = store && strcmp (store, sb_ckpt_store_name (SB_CKPT_SHADOW)) == 0;
+}
+
+//  Keeps the two checkpoints and the session's first one from each entry.
+typedef struct {
+    s_side_t *from, *to;
+    uint64_t first;             /* seq_of of the session's first checkpoint; 0: none */
+} s_scan_t;
+
+static bool
+s_scan_entry (const sb_val_t *ev, void *arg)
+{
+    s_scan_t *scan = arg;
+    const char *kind = sb_get_str (ev, "kind");
+    if (!kind || strcmp (kind, "checkpoint") != 0)
+        return true;
+    const sb_val_t *body = sb_get_map (ev, "body");
+    uint64_t seq_of = sb_get_uint (body, "seq_of", 0);
+    if (!scan->first || seq_of < scan->first)
+        scan->first = seq_of;
+    s_side_take (scan->from, body);
+    s_side_take (scan->to, body);
+    return true;
+}
+
+static void
+s_enc_side (sb_enc_t *enc, const char *key, const s_side_t *side)
+{
+    sb_enc_key (enc, key);
+    sb_enc_map_open (enc);
+    sb_enc_kuint (enc, "seq_of", side->seq_of);
+    sb_enc_kstr (enc, "tree", side->tree);
+    sb_enc_map_close (enc);
+}
+
+//  The exec.checkpoint_diff.ok body in enc: 0, or -1 with the job's error
+//  set (invalid: a seq before the first checkpoint; not_found: a tree the
+//  store no longer has).
+static int
+s_checkpoint_diff (sb_bus_t *bus, job_t *job, const char *ws, const char *data_dir, sb_enc_t *enc)
+{
+    s_side_t from = { .want = job->from_seq }, to = { .want = job->to_seq };
+    s_scan_t scan = { &from, &to, 0 };
+    char why [200];
+    if (sb_exec_tape_read (bus, job->sid, 0, S_TAPE_MS, s_scan_entry, &scan, &job->code, why, sizeof why) != 0) {
+        snprintf (job->message, sizeof job->message, "cannot read the tape: %s", why);
+        return -1;
+    }
+    uint64_t first = scan.first;
+    if (!first) {
+        job->code = SB_E_not_found;
+        snprintf (job->message, sizeof job->message, "the session has no checkpoint");
+        return -1;
+    }
+    if (!from.tree [0] || !to.tree [0]) {
+        job->code = SB_E_invalid;
+        snprintf (job->message, sizeof job->message, "seq %" PRIu64 " is before the session's first checkpoint; "
+                  "the first valid seq is %" PRIu64, !from.tree [0] ? job->from_seq : job->to_seq, first);
+        return -1;
+    }
+    if (from.shadow != to.shadow) {
+        job->code = SB_E_invalid;
+        snprintf (job->message, sizeof job->message, "the checkpoints after seq %" PRIu64 " and %" PRIu64
+                  " are in different stores (the workspace became or stopped being a git work tree)",
+                  from.seq_of, to.seq_of);
+        return -1;
+    }
+    char dir [4300] = "", err [256] = "";
+    if (data_dir)
+        snprintf (dir, sizeof dir, "%s/checkpoints", data_dir);
+    char *numstat = NULL, *diff = NULL;
+    int rc = sb_ckpt_diff (ws, dir [0] ? dir : NULL, job->sid, from.shadow, from.tree, to.tree, &numstat, &diff,
+                           err, sizeof err);
+    if (rc != 0) {
+        job->code = rc == -2 ? SB_E_not_found : SB_E_internal;
+        snprintf (job->message, sizeof job->message, "%s", err);
+        return -1;
+    }
+    sb_enc_map_open (enc);
+    s_enc_side (enc, "from", &from);
+    s_enc_side (enc, "to", &to);
+    sb_enc_kstr (enc, "store", sb_ckpt_store_name (from.shadow ? SB_CKPT_SHADOW : SB_CKPT_REPOSITORY));
+    bool truncated = s_enc_files (enc, numstat, diff, !diff);
+    sb_enc_kbool (enc, "truncated", truncated);
+    sb_enc_map_close (enc);
+    free (numstat);
+    free (diff);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/*  The list of a session's checkpoints (exec.checkpoints) */
+
+typedef struct {
+    sb_enc_t *enc;
+    uint64_t limit, n, last;
+    bool more;
+} s_list_t;
+
+//  Each checkpoint entry as {seq, ts, run_id, checkpoint}, until the
+//  limit or SB_EXEC_CKPT_LIST_BYTES are reached (then `more`).
+static bool
+s_list_entry (const sb_val_t *ev, void *arg)
+{
+    s_list_t *l = arg;
+    const char *kind = sb_get_str (ev, "kind");
+    const sb_val_t *body = sb_get_map (ev, "body");
+    if (!kind || strcmp (kind, "checkpoint") != 0 || !body)
+        return true;
+    size_t len;
+    sb_enc_data (l->enc, &len);
+    if (l->n == l->limit || len > SB_EXEC_CKPT_LIST_BYTES) {
+        l->more = true;
+        return false;
+    }
+    l->last = sb_get_uint (ev, "seq", 0);
+    sb_enc_map_open (l->enc);
+    sb_enc_kuint (l->enc, "seq", l->last);
+    sb_enc_kuint (l->enc, "ts", sb_get_uint (ev, "ts", 0));
+    sb_enc_kstr_opt (l->enc, "run_id", sb_get_str (ev, "run_id"));
+    sb_enc_key (l->enc, "checkpoint");
+    sb_enc_val (l->enc, body);
+    sb_enc_map_close (l->enc);
+    l->n++;
+    return true;
+}
+
+//  The exec.checkpoints.ok body in enc: 0, or -1 with the job's error set.
+static int
+s_checkpoint_list (sb_bus_t *bus, job_t *job, sb_enc_t *enc)
+{
+    s_list_t l = { .enc = enc, .limit = job->limit };
+    char why [200];
+    sb_enc_map_open (enc);
+    sb_enc_key (enc, "checkpoints");
+    sb_enc_array_open (enc);
+    if (sb_exec_tape_read (bus, job->sid, job->after_seq, S_TAPE_MS, s_list_entry, &l, &job->code, why, sizeof why)
+        != 0) {
+        snprintf (job->message, sizeof job->message, "cannot read the tape: %s", why);
+        return -1;
+    }
+    sb_enc_array_close (enc);
+    sb_enc_kbool (enc, "more", l.more);
+    if (l.more)
+        sb_enc_kuint (enc, "next_after", l.last);
+    sb_enc_map_close (enc);
+    return 0;
+}
+
 static void *
 s_job_main (void *arg)
 {
@@ -423,6 +658,16 @@ s_job_main (void *arg)
     }
     const char *ws = reply && !sb_msg_is_error (reply)
                    ? sb_get_str (sb_get_map (reply->body, "session"), "workspace") : NULL;
+    if (ws && job->kind != S_DIFF) {
+        sb_enc_reset (enc);
+        int rc = job->kind == S_CKPT_LIST ? s_checkpoint_list (bus, job, enc)
+               : s_checkpoint_diff (bus, job, ws, self->data_dir [0] ? self->data_dir : NULL, enc);
+        if (rc == 0 && !(job->body = sb_enc_release (enc, &job->len))) {
+            job->code = SB_E_internal;
+            snprintf (job->message, sizeof job->message, "out of memory");
+        }
+    }
+    else
     if (ws) {
         sb_enc_reset (enc);
         sb_exec_diff_encode (ws, self->data_dir [0] ? self->data_dir : NULL, job->sid, job->base [0] ? job->base : NULL,
@@ -523,6 +768,14 @@ sb_exec_diffs_start (sb_exec_diffs_t *self, sb_bus_t *bus, const sb_msg_t *req)
     job->h = req->h;
     job->owner = self;
     snprintf (job->sid, sizeof job->sid, "%s", sid);
+    job->kind = strcmp (req->h.type, "exec.checkpoint_diff") == 0 ? S_CKPT_DIFF
+              : strcmp (req->h.type, "exec.checkpoints") == 0 ? S_CKPT_LIST : S_DIFF;
+    job->from_seq = sb_get_uint (req->body, "from_seq", 0);
+    job->to_seq = sb_get_uint (req->body, "to_seq", 0);
+    job->after_seq = sb_get_uint (req->body, "after_seq", 0);
+    job->limit = sb_get_uint (req->body, "limit", SB_EXEC_CKPT_LIST_MAX);
+    if (job->limit == 0 || job->limit > SB_EXEC_CKPT_LIST_MAX)
+        job->limit = SB_EXEC_CKPT_LIST_MAX;
     const char *base = sb_get_str (req->body, "base");
     snprintf (job->base, sizeof job->base, "%s", base && strcmp (base, "head") == 0 ? "head"
                                                  : base && strcmp (base, "session") == 0 ? "session" : "");

@@ -1,5 +1,9 @@
 /*  actors/exec/changes.h — exec.diff: the changes in a session's workspace,
-    for the UI's changes panel (docs/gateway.md).
+    for the UI's changes panel (docs/gateway.md); and exec.checkpoint_diff:
+    the diff between two of the session's checkpoints, whose trees are in
+    the workspace's object store or the shadow repository in DATA
+    (docs/checkpoints.md); and exec.checkpoints, their list from the tape.
+    All three are answered by the same jobs.
 
     git runs off the actor thread: each request gets a short-lived thread
     with its own bus socket (it asks session.get for the workspace), and
@@ -15,6 +19,8 @@
 #define SB_EXEC_DIFF_FILE_MAX    (512u << 10)    /* diff bytes of one file */
 #define SB_EXEC_DIFF_TOTAL_MAX   (4u << 20)      /* diff bytes of one answer */
 #define SB_EXEC_DIFF_JOBS_MAX    8               /* diffs computed at once */
+#define SB_EXEC_CKPT_LIST_MAX    1000            /* checkpoints in one exec.checkpoints answer */
+#define SB_EXEC_CKPT_LIST_BYTES  (4u << 20)      /* and their bytes, past which the page ends */
 
 typedef struct sb_exec_diffs sb_exec_diffs_t;
 
@@ -56,5 +62,15 @@ void sb_exec_diff_note_write (const char *workspace, const char *session_id, con
     files when it lies inside it (":(exclude)REL"), or "" in exclude. */
 void sb_exec_diff_exclude (const char *workspace, const char *data_dir, char *exclude, size_t n);
 void sb_exec_diff_baseline (const char *workspace, const char *data_dir, const char *session_id);
+
+/*  Reads session `sid`'s tape after seq `after` over `bus` (session.events,
+    a page of 5000 at a time, each call waiting at most timeout_ms) and
+    gives each entry to fn, in seq order, until fn returns false or the
+    tape ends. Returns 0, or -1 with the error in *code and why (n bytes):
+    the error reply's, or unavailable when nothing answered. For
+    exec.checkpoints, exec.checkpoint_diff and the rewind run. */
+typedef bool (sb_exec_tape_fn) (const sb_val_t *ev, void *arg);
+int sb_exec_tape_read (sb_bus_t *bus, const char *sid, uint64_t after, int timeout_ms, sb_exec_tape_fn *fn, void *arg,
+                       sb_err_t *code, char *why, size_t n);
 
 #endif

@@ -16,6 +16,7 @@
     prompt was sent since: then the work of that prompt's run would be
     lost without a checkpoint of it being asked for. */
 #include "actors/exec/agent.h"
+#include "actors/exec/changes.h"
 #include "common/log.h"
 
 #include <inttypes.h>
@@ -188,43 +189,32 @@ s_take_entry (s_scan_t *s, const sb_val_t *ev, uint64_t to_seq)
         s->prompt_after = seq;
 }
 
-//  Reads the whole tape, a page at a time.
+typedef struct {
+    s_scan_t *scan;
+    uint64_t to_seq;
+} s_reader_t;
+
+static bool
+s_read_entry (const sb_val_t *ev, void *arg)
+{
+    s_reader_t *r = arg;
+    s_take_entry (r->scan, ev, r->to_seq);
+    return true;
+}
+
+//  Reads the whole tape (actors/exec/changes.h).
 static int
 s_scan (sb_exec_run_t *run, uint64_t to_seq, s_scan_t *s)
 {
-    uint64_t after = 0;
-    while (true) {
-        sb_enc_t *e = sb_enc_new ();
-        if (!e)
-            return -1;
-        sb_enc_map_open (e);
-        sb_enc_kstr (e, "session_id", run->session_id);
-        sb_enc_kuint (e, "after_seq", after);
-        sb_enc_kuint (e, "limit", 5000);
-        sb_enc_map_close (e);
-        size_t len;
-        const uint8_t *b = sb_enc_data (e, &len);
-        sb_msg_t *reply = sb_bus_call (run->bus, "session.events", run->session_id, b, len, SB_EXEC_CALL_MS);
-        sb_enc_destroy (&e);
-        if (!reply || sb_msg_is_error (reply)) {
-            sb_exec_finish_with (run, "failed", "cannot read the tape: %s",
-                                 reply ? sb_msg_error_message (reply) : "no reply");
-            sb_msg_destroy (&reply);
-            return -1;
-        }
-        const sb_val_t *events = sb_get_array (reply->body, "events");
-        for (uint32_t k = 0; events && k < events->len; k++) {
-            const sb_val_t *ev = sb_array_at (events, k);
-            s_take_entry (s, ev, to_seq);
-            uint64_t seq = sb_get_uint (ev, "seq", 0);
-            if (seq > after)
-                after = seq;
-        }
-        bool more = sb_get_bool (reply->body, "more", false) && events && events->len;
-        sb_msg_destroy (&reply);
-        if (!more)
-            return 0;
+    s_reader_t r = { s, to_seq };
+    sb_err_t code;
+    char why [256];
+    if (sb_exec_tape_read (run->bus, run->session_id, 0, SB_EXEC_CALL_MS, s_read_entry, &r, &code, why, sizeof why)
+        != 0) {
+        sb_exec_finish_with (run, "failed", "cannot read the tape: %s", why);
+        return -1;
     }
+    return 0;
 }
 
 static void

@@ -20,6 +20,8 @@ import { Bus } from './bus.js';
 import { Models } from './models.js';
 import { McpConnect } from './mcp.js';
 import { budgetLine } from './budget.js';
+import { Rewinder } from './rewind.js';
+import { CheckpointDiff } from './ckdiff.js';
 
 const NARROW = window.matchMedia ('(max-width: 800px)');
 const MEDIUM = window.matchMedia ('(max-width: 1200px)');
@@ -51,6 +53,8 @@ class App {
     this.inbox = new Inbox (this);
     this.workers = new Workers (this);
     this.mcp = new McpConnect (this);
+    this.rewinder = new Rewinder (this);
+    this.ckdiff = new CheckpointDiff (this);
     this.tabs.onShow.changes = () => this.changes.refresh ();
     this.tabs.onShow.approvals = () => this.inbox.refresh ();
     this.bus = new Bus (this);
@@ -175,7 +179,13 @@ class App {
       removeQueued: (pid) => this.removeQueued (pid),
       resumeQueue: () => this.resumeQueue (),
       onChange: (what, ev) => this._onTranscript (what, ev),
+      rewind: (seq, kind) => this.rewinder.confirm (seq, kind),
+      undo: () => this.rewinder.undo (),
+      fork: (seq) => this.rewinder.fork (seq),
+      reveal: (callId) => this.rewinder.revealCall (callId),
+      origin: (from) => this.rewinder.originNode (from),
     });
+    this.ckdiff.refresh ();
     this.sidebar.render ();
     this._head ();
     this._composerState ();
@@ -198,6 +208,7 @@ class App {
         return;
       this.session = r.session;
       this.sidebar.upsert (r.session, { full: true });
+      this.rewinder.showOrigin (r.session);
       this._head ();
     } catch (e) {
       if (e.code === 'not_found') {
@@ -241,6 +252,10 @@ class App {
     this._head ();
     this._composerState ();
     this._connText ();
+    if (this.transcript) {
+      this.transcript.history.setActive (!!this._activeRun ());
+      this.rewinder.reveal ();
+    }
     if (this.stick)
       this._scrollSoon ();
   }
@@ -280,6 +295,10 @@ class App {
     }
     if (what === 'usage')
       this._later ('usage', 400, () => this._usageRefresh ());
+    if (what === 'checkpoint')
+      this._later ('ckdiff', 300, () => this.ckdiff.refresh ());
+    if (what === 'session.rewound')
+      this.changes.soon ();
     if (what === 'prompt' && this.session && ev.body && ev.body.text)
       this.session.last_prompt = (ev.body.text.split ('\n').find (l => l.trim ()) || '').slice (0, 200);
     if ((what === 'session.updated' || what === 'session.created') && this.transcript.session)

@@ -1,7 +1,7 @@
 // conn.js — the WebSocket to the gateway (docs/gateway.md, the protocol).
 //
 // One socket per tab. call() maps to {op:"call"} and resolves with the
-// reply's body or rejects with {code, message}. subscribe() keeps, per
+// reply's body or rejects with {code, message, detail}. subscribe() keeps, per
 // session, the last seq handed to the page: after a reconnect or a
 // {op:"resync"} it subscribes again from there, and it drops any event at
 // or below it, so the page sees every seq once and in order. A hole (an
@@ -160,7 +160,7 @@ export class Conn extends EventTarget {
       if (msg.op === 'reply')
         p.resolve (msg.body || {}, msg.type);
       else
-        p.reject ({ code: msg.code || 'error', message: msg.message || 'error', type: p.type });
+        p.reject ({ code: msg.code || 'error', message: msg.message || 'error', type: p.type, detail: msg.detail });
       return;
     }
     case 'event':

@@ -54,6 +54,25 @@ export class Tabs {
 
 // ---- Changes --------------------------------------------------------
 
+// The files of an exec.diff or exec.checkpoint_diff answer, each with its
+// diff; `open` (a Set of paths) keeps which the person expanded.
+export function renderFiles (files, open) {
+  const list = el ('div.files');
+  for (const f of files) {
+    const d = el ('details.file', { dataset: { path: f.path }, open: open.has (f.path) || files.length <= 3 },
+      el ('summary',
+        el ('span.fstatus.fs-' + (f.status || 'modified'), { title: f.status || 'modified' },
+          (f.status || 'modified').slice (0, 1).toUpperCase ()),
+        el ('span.fpath', { title: f.path }, f.old_path ? f.old_path + ' → ' + f.path : f.path),
+        el ('span.plus', '+' + (f.additions || 0)), el ('span.minus', '−' + (f.deletions || 0))),
+      f.binary ? el ('p.empty', 'binary file') : f.diff ? renderDiff (f.diff) : el ('p.empty', 'no text diff'),
+      f.truncated ? el ('p.note', 'The diff was cut at the server\'s per-file limit.') : null);
+    d.addEventListener ('toggle', () => d.open ? open.add (f.path) : open.delete (f.path));
+    list.appendChild (d);
+  }
+  return list;
+}
+
 export class Changes {
   constructor (app) {
     this.app = app;
@@ -105,6 +124,13 @@ export class Changes {
 
   render (r) {
     clear (this.pane);
+    this._render (r);
+    // the comparison of two checkpoints (ckdiff.js) stays below, whatever the answer
+    if (this.app.ckdiff && r)
+      this.pane.appendChild (this.app.ckdiff.node);
+  }
+
+  _render (r) {
     const head = el ('div.pane-head', el ('h2', 'Changes'),
       el ('button.small', { type: 'button', onclick: () => this.refresh (), 'aria-label': 'Refresh changes' },
         'Refresh'));
@@ -147,20 +173,7 @@ export class Changes {
     }
     this.pane.appendChild (el ('p.changes-sum', files.length + (files.length === 1 ? ' file' : ' files') + ' · ',
       el ('span.plus', '+' + add), ' ', el ('span.minus', '−' + del)));
-    const list = el ('div.files');
-    for (const f of files) {
-      const d = el ('details.file', { dataset: { path: f.path }, open: this.open.has (f.path) || files.length <= 3 },
-        el ('summary',
-          el ('span.fstatus.fs-' + (f.status || 'modified'), { title: f.status || 'modified' },
-            (f.status || 'modified').slice (0, 1).toUpperCase ()),
-          el ('span.fpath', { title: f.path }, f.old_path ? f.old_path + ' → ' + f.path : f.path),
-          el ('span.plus', '+' + (f.additions || 0)), el ('span.minus', '−' + (f.deletions || 0))),
-        f.binary ? el ('p.empty', 'binary file') : f.diff ? renderDiff (f.diff) : el ('p.empty', 'no text diff'),
-        f.truncated ? el ('p.note', 'The diff was cut at the server\'s per-file limit.') : null);
-      d.addEventListener ('toggle', () => d.open ? this.open.add (f.path) : this.open.delete (f.path));
-      list.appendChild (d);
-    }
-    this.pane.appendChild (list);
+    this.pane.appendChild (renderFiles (files, this.open));
     if (written.length)
       // the agent wrote these, and they are as they were: never hidden
       this.pane.appendChild (el ('div.written',

@@ -13,6 +13,7 @@ import { renderMarkdown } from './markdown.js';
 import { renderDiff, diffFromCall } from './diff.js';
 import { icon, toolIconName } from './icons.js';
 import { budgetCard, budgetEntry, budgetAmount } from './budget.js';
+import { History } from './rewind.js';
 
 const OUTPUT_LINES = 20;        // live output shows this many lines until "show all"
 const OUTPUT_KEEP = 512 * 1024; // characters of one call's output kept in the page
@@ -43,7 +44,9 @@ function mcpName (name) {
 
 export class Transcript {
   // root: the element to fill; hooks: {resolve(ia, decision, feedback, scope),
-  // removeQueued(prompt_id), resumeQueue(), onChange(what, ev)}
+  // removeQueued(prompt_id), resumeQueue(), onChange(what, ev), and
+  // rewind(seq, kind), undo(), fork(seq), reveal(call_id), origin(forked_from)
+  // for rewind.js}
   constructor (root, hooks) {
     this.root = root;
     this.hooks = hooks;
@@ -60,6 +63,7 @@ export class Transcript {
     this.totals = { input: 0, output: 0, steps: 0, context: 0, window: 0, tokensKnown: false };
     this.activeRun = null;
     this.loose = null;                  // the last block not in a run
+    this.history = new History (this, hooks);   // checkpoints, rewind and fork (rewind.js)
   }
 
   // ---- structure ----------------------------------------------------
@@ -194,6 +198,7 @@ export class Transcript {
         r.startTs ? ' · ' + fmtDuration (ev.ts - r.startTs) : '',
         r.reason && r.status !== 'completed' ? el ('span.reason', ' — ' + r.reason) : null);
       r.node.appendChild (line);
+      this.history.onRunEnd (r, ev, line);
       r.text = r.thinking = null;
       // a call still open when its run ended will not get a result
       for (const c of this.calls.values ())
@@ -535,7 +540,8 @@ export class Transcript {
   // ---- prompts and the queue ----------------------------------------
 
   _prompt (ev, body) {
-    this._add (ev, el ('div.user', el ('div.bubble', body.text || '')));
+    const node = this._add (ev, el ('div.user', el ('div.bubble', body.text || '')));
+    this.history.onPrompt (ev, node);
   }
 
   _promptQueued (ev, body) {
@@ -659,6 +665,7 @@ export class Transcript {
   // line, the first few paths named; the rest are in `switchboard
   // checkpoints`.
   _checkpoint (ev, body) {
+    this.history.onCheckpoint (ev, body);
     const changed = Array.isArray (body.changed) ? body.changed : [];
     const n = Number (body.files) || changed.length;
     const skipped = Array.isArray (body.skipped) ? body.skipped.length : 0;
@@ -711,6 +718,11 @@ const HANDLERS = {
   'context.compacted': Transcript.prototype._compacted,
   'instructions.loaded': Transcript.prototype._instructions,
   'checkpoint': Transcript.prototype._checkpoint,
+  'session.rewound': function (ev, b) { this.history.onRewound (ev, b); },
+  'session.forked': function (ev, b) {
+    this._session (ev, b, true);
+    this.history.onForked (ev, b);
+  },
   'usage': Transcript.prototype._usage,
   'error': Transcript.prototype._error,
   'tape.quota': Transcript.prototype._quota,

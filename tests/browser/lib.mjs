@@ -4,8 +4,9 @@
 // "N passed, N failed" line.
 
 import { spawn, execFile } from 'node:child_process';
-import { mkdtempSync, mkdirSync, readFileSync, existsSync, rmSync, createWriteStream } from 'node:fs';
+import { mkdtempSync, mkdirSync, readFileSync, writeFileSync, existsSync, rmSync, createWriteStream } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { chromium } from 'playwright-core';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -151,4 +152,34 @@ export async function runTest (main) {
       rmSync (d, { recursive: true, force: true });
   console.log ((code ? 0 : 1) + ' passed, ' + code + ' failed');
   process.exit (code);
+}
+
+// A temporary git repository with `files` ({path: text}) in one commit.
+export async function gitRepo (prefix, files) {
+  const repo = tmp (prefix);
+  for (const args of [['init', '-q'], ['config', 'user.email', 't@example.com'], ['config', 'user.name', 't']]) {
+    const r = await run (['git', '-C', repo, ...args]);
+    check (r.code === 0, 'git ' + args.join (' ') + ': ' + r.stderr);
+  }
+  for (const [p, text] of Object.entries (files))
+    writeFileSync (path.join (repo, p), text);
+  check ((await run (['git', '-C', repo, 'add', '.'])).code === 0, 'git add');
+  check ((await run (['git', '-C', repo, 'commit', '-qm', 'init'])).code === 0, 'git commit');
+  return repo;
+}
+
+// Headless Chromium, as every test here runs it.
+export async function launch () {
+  return chromium.launch ({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-gpu'] });
+}
+
+// A 1440x900 page on the UI, in with the token and live; `problems`
+// collects the page's uncaught errors.
+export async function openUi (browser, base, token) {
+  const page = await browser.newPage ({ viewport: { width: 1440, height: 900 } });
+  const problems = [];
+  page.on ('pageerror', (e) => problems.push ('page error: ' + e.message));
+  await page.goto (base + '/?token=' + token);
+  await page.waitForSelector ('#conn[data-state=live]', { timeout: STEP_MS });
+  return { page, problems };
 }

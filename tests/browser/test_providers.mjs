@@ -18,9 +18,8 @@
 
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { chromium } from 'playwright-core';
-import { SB_BIN, CHROMIUM, STEP_MS, log, check, tmp, run, waitFor, shot, startLlm, startServe, stopServe,
-         runTest } from './lib.mjs';
+import { SB_BIN, STEP_MS, log, check, tmp, run, waitFor, shot, startLlm, startServe, stopServe,
+         runTest, launch, openUi } from './lib.mjs';
 
 const LONG = 'x'.repeat (40) + ' ' + 'the-long-line-'.repeat (40) + 'END';
 const TURNS = [
@@ -59,13 +58,9 @@ async function main () {
   const repo = tmp ('sb-firstday-repo-');
   const { serve, data, token, base } = await startServe (['--providers', providers], 'firstday_serve');
 
-  const browser = await chromium.launch ({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-gpu'] });
+  const browser = await launch ();
   try {
-    const page = await browser.newPage ({ viewport: { width: 1440, height: 900 } });
-    const problems = [];
-    page.on ('pageerror', (e) => problems.push ('page error: ' + e.message));
-    await page.goto (base + '/?token=' + token);
-    await page.waitForSelector ('#conn[data-state=live]', { timeout: STEP_MS });
+    const { page, problems } = await openUi (browser, base, token);
 
     // 1. the New-session dialog: both providers, and the chosen one's models
     await page.click ('#new-session-btn');

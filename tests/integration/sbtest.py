@@ -40,6 +40,7 @@ Headers and bodies are msgpack maps.
 """
 
 import atexit
+import http.client
 import json
 import os
 import random
@@ -235,6 +236,24 @@ def sb(*args, **kw):
 def cli(srv, *args, **kw):
     """Runs `switchboard ARGS... --data DIR` against a Server."""
     return sb(*(list(args) + ["--data", srv.data]), **kw)
+
+
+def rest(srv, method, path, body=None):
+    """One REST call to a Server's gateway (serve --http), with its token:
+    (HTTP status, the JSON answer)."""
+    with open(os.path.join(srv.data, "http.port")) as f:
+        port = int(f.read().strip())
+    with open(os.path.join(srv.data, "token")) as f:
+        token = f.read().strip()
+    headers = {"Host": "127.0.0.1:%d" % port, "Authorization": "Bearer " + token}
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
+    r = conn.getresponse()
+    out = (r.status, json.loads(r.read()))
+    conn.close()
+    return out
 
 
 def cli_session(srv, ws, *extra):

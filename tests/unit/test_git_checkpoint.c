@@ -411,3 +411,54 @@ Test (git_checkpoint, a_restore_stays_inside_a_workspace_below_the_top)
     s_rmrf (top);
     s_rmrf (data);
 }
+
+Test (git_checkpoint, the_diff_between_two_checkpoints_reads_only)
+{
+    char ws [64], data [64], err [256] = "";
+    s_tmpdir (ws, sizeof ws, "ws");
+    s_tmpdir (data, sizeof data, "data");
+    s_write (ws, "keep.txt", "one\n");
+    s_write (ws, "gone.txt", "bye\n");
+    sb_ckpt_t a, b;
+    s_take (ws, data, SB_CKPT_MAX_FILE_DEFAULT, &a);
+    s_write (ws, "keep.txt", "two\n");
+    s_write (ws, "new\nline", "n\n");
+    char gone [128];
+    snprintf (gone, sizeof gone, "%s/gone.txt", ws);
+    cr_assert (unlink (gone) == 0);
+    s_take (ws, data, SB_CKPT_MAX_FILE_DEFAULT, &b);
+    char *numstat = NULL, *diff = NULL;
+    int rc = sb_ckpt_diff (ws, data, "sess_1", true, a.tree, b.tree, &numstat, &diff, err, sizeof err);
+    cr_assert_eq (rc, 0, "diff: %s", err);
+    //  numstat -z: "A\tD\tPATH\0", the hostile name whole
+    size_t n = 0;
+    bool keep = false, line = false, bye = false;
+    for (const char *p = numstat; p && *p; p += strlen (p) + 1, n++) {
+        keep = keep || strcmp (p, "1\t1\tkeep.txt") == 0;
+        line = line || strcmp (p, "1\t0\tnew\nline") == 0;
+        bye = bye || strcmp (p, "0\t1\tgone.txt") == 0;
+    }
+    cr_assert (n == 3 && keep && line && bye, "numstat: %zu records", n);
+    cr_assert (diff && strstr (diff, "-one\n+two\n") && strstr (diff, "deleted file mode"), "diff: %s", diff);
+    free (numstat);
+    free (diff);
+
+    //  reads only: the work tree is as it was, the chain did not move
+    sb_ckpt_t c;
+    s_take (ws, data, SB_CKPT_MAX_FILE_DEFAULT, &c);
+    cr_assert (c.nchanged == 0 && strcmp (c.tree, b.tree) == 0);
+    sb_ckpt_clear (&c);
+
+    //  bad ids, no data folder for a shadow, a tree not in the store
+    cr_assert_eq (sb_ckpt_diff (ws, data, "sess_1", true, "HEAD", b.tree, &numstat, &diff, err, sizeof err), -1);
+    cr_assert_eq (sb_ckpt_diff (ws, data, "../x", true, a.tree, b.tree, &numstat, &diff, err, sizeof err), -1);
+    cr_assert_eq (sb_ckpt_diff (ws, NULL, "sess_1", true, a.tree, b.tree, &numstat, &diff, err, sizeof err), -1);
+    const char *absent = "0123456789abcdef0123456789abcdef01234567";
+    rc = sb_ckpt_diff (ws, data, "sess_1", true, a.tree, absent, &numstat, &diff, err, sizeof err);
+    cr_assert (rc == -2 && strstr (err, absent), "absent tree: %d %s", rc, err);
+    cr_assert (!numstat && !diff);
+    sb_ckpt_clear (&a);
+    sb_ckpt_clear (&b);
+    s_rmrf (ws);
+    s_rmrf (data);
+}

@@ -6,6 +6,7 @@
 */
 #include "cli/cli.h"
 #include "actors/exec/mcp.h"
+#include "actors/exec/mcp_elicit.h"
 #include "actors/exec/mcp_oauth.h"
 
 #include <curl/curl.h>
@@ -40,6 +41,10 @@ static const char *s_usage =
     "  --args JSON       its arguments, a JSON object (default {})\n"
     "  --root DIR        the workspace roots/list answers (default: the current folder)\n"
     "  --timeout S       the timeout of each exchange, in seconds (default 30)\n"
+    "  --elicit-accept-defaults  a test feature: declares elicitation and accepts\n"
+    "                    each of the server's elicitation/create with the\n"
+    "                    schema's defaults, as if a person had (without it,\n"
+    "                    elicitation is not declared: no one can answer here)\n"
     "\n"
     "OAuth, when the server answers 401 (docs/mcp.md, \"Authorization\"); the\n"
     "tokens are kept in memory only:\n"
@@ -190,7 +195,7 @@ sb_cmd_mcp_probe (int argc, char **argv)
         { "client-credentials", no_argument, 0, 'C' }, { "scope", required_argument, 0, 'S' },
         { "client-metadata-url", required_argument, 0, 'M' }, { "jwt-bearer", no_argument, 0, 'J' },
         { "idp-token-endpoint", required_argument, 0, 'I' }, { "idp-client-id", required_argument, 0, 'D' },
-        { "id-token-file", required_argument, 0, 'T' },
+        { "id-token-file", required_argument, 0, 'T' }, { "elicit-accept-defaults", no_argument, 0, 'E' },
         { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 }
     };
     const char *call = NULL, *args = "{}", *root = NULL;
@@ -240,6 +245,9 @@ sb_cmd_mcp_probe (int argc, char **argv)
         else
         if (c == 'T')
             oauth.id_token_file = optarg;
+        else
+        if (c == 'E')
+            sb_mcp_elicit_set_elicitor (sb_mcp_elicit_accept_defaults, NULL);
         else
         if (c == 't') {
             char *end;

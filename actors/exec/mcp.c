@@ -92,7 +92,7 @@ s_on_message (s_server_t *srv, json_t *m, sb_mcp_msg_kind_t kind, int64_t id)
     if (kind == SB_MCP_MSG_REQUEST) {
         //  Answered at once, on either transport: a server waits for the
         //  answer before it answers our call.
-        json_t *r = sb_mcp_answer (m, srv->cwd);
+        json_t *r = sb_mcp_answer (m, srv->cwd, srv->conf->name);
         if (r && srv->proc)
             s_send (srv, r, s_now () + 1000, -1);
         else
@@ -487,6 +487,9 @@ s_start (s_server_t *srv, const char *cwd, int cancel_fd)
     srv->cwd = cwd;
     json_t *params = json_pack ("{s:s, s:{s:{s:b}}, s:{s:s, s:s}}", "protocolVersion", S_PROTOCOL, "capabilities",
                                 "roots", "listChanged", 0, "clientInfo", "name", "switchboard", "version", "1");
+    //  Elicitation only where someone can answer (an elicitor installed).
+    if (params && sb_mcp_elicit_supported ())
+        json_object_set_new (json_object_get (params, "capabilities"), "elicitation", json_object ());
     json_t *res;
     char err [400];
     int rc = s_rpc (srv, "initialize", params, srv->conf->startup_ms, cancel_fd, &res, err, sizeof err);
@@ -508,6 +511,8 @@ s_start (s_server_t *srv, const char *cwd, int cancel_fd)
     }
     json_decref (res);
     s_notify (srv, "notifications/initialized", NULL);
+    if (!srv->proc && sb_mcp_elicit_supported ())
+        sb_mcp_http_open_stream (srv);
     srv->state = S_READY;
     rc = s_list_tools (srv, cancel_fd);
     if (rc == S_OK)

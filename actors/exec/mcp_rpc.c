@@ -215,23 +215,24 @@ s_file_uri (const char *path, char *out, size_t size)
 
 //  The answer to a request of the server: ping, roots/list (the
 //  session's workspace, the one root we declare), and an error for the
-//  rest. Sampling and elicitation are named as not supported, so the
+//  rest. Elicitation goes to the process's elicitor
+//  (actors/exec/mcp_elicit.c); sampling is named as not supported, so the
 //  server's author sees why; anything else is an unknown method.
 json_t *
-sb_mcp_answer (json_t *m, const char *cwd)
+sb_mcp_answer (json_t *m, const char *cwd, const char *server)
 {
     const char *method = json_string_value (json_object_get (m, "method"));
     json_t *id = json_object_get (m, "id");
     if (strcmp (method, "ping") == 0)
         return json_pack ("{s:s, s:O, s:{}}", "jsonrpc", "2.0", "id", id, "result");
+    if (strcmp (method, "elicitation/create") == 0)
+        return sb_mcp_elicit_answer (m, server);
     char uri [S_ROOT_URI_MAX];
     if (strcmp (method, "roots/list") == 0 && cwd && cwd [0] && s_file_uri (cwd, uri, sizeof uri))
         return json_pack ("{s:s, s:O, s:{s:[{s:s, s:s}]}}", "jsonrpc", "2.0", "id", id, "result", "roots",
                           "uri", uri, "name", "workspace");
     const char *why = strcmp (method, "sampling/createMessage") == 0
                     ? "sampling is not supported: switchboard does not let MCP servers call its model"
-                    : strcmp (method, "elicitation/create") == 0
-                    ? "elicitation is not supported by this client yet"
                     : strcmp (method, "roots/list") == 0 ? "no workspace" : NULL;
     return json_pack ("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id, "error", "code", -32601,
                       "message", why ? why : "Method not found");

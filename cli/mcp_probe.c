@@ -34,8 +34,9 @@ static const char *s_usage =
     "\n"
     "Connects switchboard's MCP client to the streamable HTTP server at URL,\n"
     "as a session's run would: initialize, tools/list, and with --call one\n"
-    "tools/call. Prints the tools (as the model sees them) and the call's\n"
-    "result. Needs no running server; nothing reaches a tape.\n"
+    "tools/call. Prints the tools (as the model sees them), the call's\n"
+    "progress lines (\"progress: P/TOTAL MESSAGE\") and its result. Needs no\n"
+    "running server; nothing reaches a tape.\n"
     "\n"
     "  --call TOOL       calls the server's tool TOOL\n"
     "  --args JSON       its arguments, a JSON object (default {})\n"
@@ -152,6 +153,14 @@ s_config (const char *url, int timeout_s, const s_oauth_opts_t *o, char *err, si
     return out;
 }
 
+//  A progress line of the call, printed as it comes.
+static void
+s_progress (const char *data, size_t len, void *arg)
+{
+    fwrite (data, 1, len, stdout);
+    fflush (stdout);
+}
+
 static int
 s_probe (const sb_mcp_config_t *cfg, const char *root, const char *call, const char *args)
 {
@@ -175,7 +184,7 @@ s_probe (const sb_mcp_config_t *cfg, const char *root, const char *call, const c
         char exposed [SB_EXEC_TOOL_NAME_MAX_MCP + 1];
         snprintf (exposed, sizeof exposed, SB_MCP_PREFIX "probe__%s", call);
         sb_tool_result_t res = { 0 };
-        rc = sb_mcp_set_call (set, exposed, args, -1, 0, &res) == 0 ? 0 : 1;
+        rc = sb_mcp_set_call (set, exposed, args, -1, 0, s_progress, NULL, &res) == 0 ? 0 : 1;
         printf ("%s %s\n", res.ok ? "result" : "error", res.output ? res.output : "");
         free (res.output);
     }

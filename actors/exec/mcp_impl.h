@@ -70,7 +70,27 @@ typedef struct {
     bool counted;               //  counted in the status table's sessions
     int64_t used;               //  mono ms of the last exchange
     const char *cwd;            //  the session's workspace: what roots/list answers (the set's)
+    //  The tools/call in progress: its progressToken, where its
+    //  notifications/progress go (sb_mcp_progress), within the bounds
+    //  S_PROGRESS_* below.
+    char progress_token [32];   //  "" between calls
+    sb_tool_output_fn *on_progress;
+    void *progress_arg;
+    int64_t progress_ms;        //  mono ms of the last one shown
+    double progress_last;
+    unsigned progress_shown;
 } s_server_t;
+
+//  Progress notifications: at most one line each S_PROGRESS_MS and
+//  S_PROGRESS_LINES lines a call (a server may send thousands), the
+//  message cut to S_PROGRESS_MESSAGE bytes.
+#define S_PROGRESS_MS       250
+#define S_PROGRESS_LINES    200
+#define S_PROGRESS_MESSAGE  200
+
+//  Shows one notifications/progress `params` as a line of the call's
+//  live output, when it is the call's, in bounds and increasing.
+void sb_mcp_progress (s_server_t *srv, json_t *params);
 
 //  Handles one line of JSON-RPC from the server (a response, a
 //  notification or a request, which is answered). `arg` is the server.

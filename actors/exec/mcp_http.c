@@ -308,7 +308,9 @@ s_drive (s_server_t *srv, CURL *c, int cancel_fd)
             if (srv->get && msg->easy_handle == srv->get->curl)
                 s_standalone_ended (srv, msg->data.result);
         }
-        if (done)
+        //  The answer may come on the standalone stream (a server may
+        //  send it there): the exchange is over, whatever its own stream.
+        if (done || srv->resp)
             break;
         s_standalone_due (srv);
         struct curl_waitfd w = { .fd = cancel_fd, .events = CURL_WAIT_POLLIN };

@@ -6,7 +6,8 @@ a served run:
   - with --elicit-accept-defaults the client declares elicitation and
     answers an elicitation/create, on the call's stream or on the
     standalone GET stream it opens after initialize, with the schema's
-    defaults; without it, it declares nothing, opens no GET and refuses;
+    defaults; an answer to a call that comes on that stream ends the call;
+    without it, it declares nothing, opens no GET and refuses;
   - a requested schema outside the specification's restriction (a nested
     object) is refused with the reason, never answered;
   - a call's progress notifications become its live output: probe prints
@@ -16,6 +17,7 @@ a served run:
 import json
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import SB_BIN, check, run, run_tests  # noqa: E402
@@ -66,6 +68,18 @@ def test_elicitation_on_the_standalone_stream_is_answered():
         check(ans.get("result") == {"action": "accept", "content": DEFAULTS}, "the answer: %r", ans)
         gets = [r for r in mcp.log() if "get" in r]
         check(gets and gets[0]["get"] is None, "no standalone GET was opened: %r", gets)
+    finally:
+        mcp.stop()
+
+
+def test_an_answer_on_the_standalone_stream_ends_the_call():
+    mcp = HttpMcp(standalone=True)
+    try:
+        t0 = time.monotonic()
+        rc, out = probe(mcp, "via_standalone")
+        took = time.monotonic() - t0
+        check(rc == 0 and "result answered on the standalone stream" in out, "probe (%d):\n%s", rc, out)
+        check(took < 5, "the call waited for its own stream: %.1f s", took)
     finally:
         mcp.stop()
 

@@ -23,6 +23,8 @@ Tools:
             a default of each type when none), answers with the answer
   elicit_get  the same on the session's standalone GET stream (--standalone),
             as the MCP SDKs send it; "no standalone stream" when none is open
+  via_standalone  answers on the session's standalone stream and holds the
+            call's own stream open (no answer there) for 10 s
   progress  sends {"n": N} (default 5) notifications/progress with the call's
             _meta.progressToken, {"gap_ms": MS} apart (default 50), and one
             that goes back (to be ignored), then answers "done"
@@ -47,7 +49,7 @@ from http.server import ThreadingHTTPServer
 
 from jsonhttp import JsonHandler
 
-TOOLS = ["ok", "ping_me", "ask", "forget", "cut", "cut_forget", "elicit", "elicit_get", "progress"]
+TOOLS = ["ok", "ping_me", "ask", "forget", "cut", "cut_forget", "elicit", "elicit_get", "via_standalone", "progress"]
 DEFAULT_SCHEMA = {"type": "object", "required": ["name"], "properties": {
     "name": {"type": "string", "default": "Ada"}, "age": {"type": "integer", "default": 36},
     "score": {"type": "number", "default": 9.5}, "ok": {"type": "boolean", "default": True},
@@ -208,6 +210,16 @@ class Handler(JsonHandler):
             ans, ms = self.ask("elicitation/create", {"message": a.get("message", "who are you?"),
                                                       "requestedSchema": a.get("requestedSchema", DEFAULT_SCHEMA)}, on)
             return self.event(result(json.dumps(ans and {k: ans[k] for k in ans if k != "id"})))
+        if name == "via_standalone":
+            with lock:
+                on = standalone.get(sid)
+            if on is None:
+                return self.event(result("no standalone stream"))
+            self.wfile.write(b"id: v-1\ndata: \n\n")
+            self.wfile.flush()
+            on.event(result("answered on the standalone stream"))
+            time.sleep(10)
+            return
         if name == "progress":
             a = msg_args or {}
             for k in range(1, a.get("n", 5) + 1):

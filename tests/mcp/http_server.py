@@ -217,6 +217,7 @@ class Handler(JsonHandler):
                 return self.event(result("no standalone stream"))
             self.wfile.write(b"id: v-1\ndata: \n\n")
             self.wfile.flush()
+            time.sleep(0.3)     # the client is waiting on both streams by then
             on.event(result("answered on the standalone stream"))
             time.sleep(10)
             return

@@ -6,6 +6,7 @@
 */
 #include "cli/cli.h"
 #include "actors/exec/mcp.h"
+#include "actors/exec/mcp_elicit.h"
 #include "actors/exec/mcp_oauth.h"
 
 #include <curl/curl.h>
@@ -33,13 +34,18 @@ static const char *s_usage =
     "\n"
     "Connects switchboard's MCP client to the streamable HTTP server at URL,\n"
     "as a session's run would: initialize, tools/list, and with --call one\n"
-    "tools/call. Prints the tools (as the model sees them) and the call's\n"
-    "result. Needs no running server; nothing reaches a tape.\n"
+    "tools/call. Prints the tools (as the model sees them), the call's\n"
+    "progress lines (\"progress: P/TOTAL MESSAGE\") and its result. Needs no\n"
+    "running server; nothing reaches a tape.\n"
     "\n"
     "  --call TOOL       calls the server's tool TOOL\n"
     "  --args JSON       its arguments, a JSON object (default {})\n"
     "  --root DIR        the workspace roots/list answers (default: the current folder)\n"
     "  --timeout S       the timeout of each exchange, in seconds (default 30)\n"
+    "  --elicit-accept-defaults  a test feature: declares elicitation and accepts\n"
+    "                    each of the server's elicitation/create with the\n"
+    "                    schema's defaults, as if a person had (without it,\n"
+    "                    elicitation is not declared: no one can answer here)\n"
     "\n"
     "OAuth, when the server answers 401 (docs/mcp.md, \"Authorization\"); the\n"
     "tokens are kept in memory only:\n"
@@ -147,6 +153,14 @@ s_config (const char *url, int timeout_s, const s_oauth_opts_t *o, char *err, si
     return out;
 }
 
+//  A progress line of the call, printed as it comes.
+static void
+s_progress (const char *data, size_t len, void *arg)
+{
+    fwrite (data, 1, len, stdout);
+    fflush (stdout);
+}
+
 static int
 s_probe (const sb_mcp_config_t *cfg, const char *root, const char *call, const char *args)
 {
@@ -170,7 +184,7 @@ s_probe (const sb_mcp_config_t *cfg, const char *root, const char *call, const c
         char exposed [SB_EXEC_TOOL_NAME_MAX_MCP + 1];
         snprintf (exposed, sizeof exposed, SB_MCP_PREFIX "probe__%s", call);
         sb_tool_result_t res = { 0 };
-        rc = sb_mcp_set_call (set, exposed, args, -1, 0, &res) == 0 ? 0 : 1;
+        rc = sb_mcp_set_call (set, exposed, args, -1, 0, s_progress, NULL, &res) == 0 ? 0 : 1;
         printf ("%s %s\n", res.ok ? "result" : "error", res.output ? res.output : "");
         free (res.output);
     }
@@ -190,7 +204,7 @@ sb_cmd_mcp_probe (int argc, char **argv)
         { "client-credentials", no_argument, 0, 'C' }, { "scope", required_argument, 0, 'S' },
         { "client-metadata-url", required_argument, 0, 'M' }, { "jwt-bearer", no_argument, 0, 'J' },
         { "idp-token-endpoint", required_argument, 0, 'I' }, { "idp-client-id", required_argument, 0, 'D' },
-        { "id-token-file", required_argument, 0, 'T' },
+        { "id-token-file", required_argument, 0, 'T' }, { "elicit-accept-defaults", no_argument, 0, 'E' },
         { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 }
     };
     const char *call = NULL, *args = "{}", *root = NULL;
@@ -240,6 +254,9 @@ sb_cmd_mcp_probe (int argc, char **argv)
         else
         if (c == 'T')
             oauth.id_token_file = optarg;
+        else
+        if (c == 'E')
+            sb_mcp_elicit_set_elicitor (sb_mcp_elicit_accept_defaults, NULL);
         else
         if (c == 't') {
             char *end;

@@ -87,12 +87,15 @@ s_on_message (s_server_t *srv, json_t *m, sb_mcp_msg_kind_t kind, int64_t id)
         const char *method = json_string_value (json_object_get (m, "method"));
         if (strcmp (method, "notifications/tools/list_changed") == 0)
             srv->stale = true;
+        else
+        if (strcmp (method, "notifications/progress") == 0)
+            sb_mcp_progress (srv, json_object_get (m, "params"));
     }
     else
     if (kind == SB_MCP_MSG_REQUEST) {
         //  Answered at once, on either transport: a server waits for the
         //  answer before it answers our call.
-        json_t *r = sb_mcp_answer (m, srv->cwd);
+        json_t *r = sb_mcp_answer (m, srv->cwd, srv->conf->name);
         if (r && srv->proc)
             s_send (srv, r, s_now () + 1000, -1);
         else
@@ -487,6 +490,9 @@ s_start (s_server_t *srv, const char *cwd, int cancel_fd)
     srv->cwd = cwd;
     json_t *params = json_pack ("{s:s, s:{s:{s:b}}, s:{s:s, s:s}}", "protocolVersion", S_PROTOCOL, "capabilities",
                                 "roots", "listChanged", 0, "clientInfo", "name", "switchboard", "version", "1");
+    //  Elicitation only where someone can answer (an elicitor installed).
+    if (params && sb_mcp_elicit_supported ())
+        json_object_set_new (json_object_get (params, "capabilities"), "elicitation", json_object ());
     json_t *res;
     char err [400];
     int rc = s_rpc (srv, "initialize", params, srv->conf->startup_ms, cancel_fd, &res, err, sizeof err);
@@ -508,6 +514,8 @@ s_start (s_server_t *srv, const char *cwd, int cancel_fd)
     }
     json_decref (res);
     s_notify (srv, "notifications/initialized", NULL);
+    if (!srv->proc && sb_mcp_elicit_supported ())
+        sb_mcp_http_open_stream (srv);
     srv->state = S_READY;
     rc = s_list_tools (srv, cancel_fd);
     if (rc == S_OK)
@@ -865,7 +873,7 @@ s_call_failed (s_server_t *srv, int rc, int limit, const char *err, sb_tool_resu
 
 int
 sb_mcp_set_call (sb_mcp_set_t *set, const char *name, const char *args_json, int cancel_fd, int timeout_ms,
-                 sb_tool_result_t *res)
+                 sb_tool_output_fn *on_progress, void *progress_arg, sb_tool_result_t *res)
 {
     memset (res, 0, sizeof *res);
     res->exit_code = -1;
@@ -906,7 +914,17 @@ sb_mcp_set_call (sb_mcp_set_t *set, const char *name, const char *args_json, int
         return -1;
     }
     int limit = timeout_ms > 0 && timeout_ms < srv->conf->call_ms ? timeout_ms : srv->conf->call_ms;
-    json_t *params = json_pack ("{s:s, s:o}", "name", tool->orig, "arguments", args);
+    //  A progressToken of its own to each call: the server's progress
+    //  notifications with it become the call's live output.
+    static _Atomic uint64_t s_calls;
+    snprintf (srv->progress_token, sizeof srv->progress_token, "sb-%llu", (unsigned long long) ++s_calls);
+    srv->on_progress = on_progress;
+    srv->progress_arg = progress_arg;
+    srv->progress_ms = 0;
+    srv->progress_last = -1;
+    srv->progress_shown = 0;
+    json_t *params = json_pack ("{s:s, s:o, s:{s:s}}", "name", tool->orig, "arguments", args, "_meta",
+                                "progressToken", srv->progress_token);
     json_t *result;
     char err [400];
     json_incref (params);       //  kept for one retry
@@ -924,6 +942,8 @@ sb_mcp_set_call (sb_mcp_set_t *set, const char *name, const char *args_json, int
     }
     else
         json_decref (params);
+    srv->progress_token [0] = 0;
+    srv->on_progress = NULL;
     if (rc == S_OK) {
         char *text = s_format_result (result, &res->truncated);
         bool is_error = json_is_true (json_object_get (result, "isError"));

@@ -208,9 +208,11 @@ int sb_mcp_set_why_missing (sb_mcp_set_t *set, const char *name, char *out, size
 /*  Calls an MCP tool (its mcp__ name) with JSON arguments, waiting at most
     timeout_ms (0: the server's timeout_s) and watching cancel_fd. Fills
     res as sb_tool_run does: always, with a redacted output. Returns 0 if
-    res->ok.                                                               */
+    res->ok. The server's progress notifications for the call go to
+    on_progress (optional) as lines "progress: P[/TOTAL][ MESSAGE]\n",
+    redacted and bounded in rate (actors/exec/mcp_impl.h).                 */
 int sb_mcp_set_call (sb_mcp_set_t *set, const char *name, const char *args_json, int cancel_fd,
-                     int timeout_ms, sb_tool_result_t *res);
+                     int timeout_ms, sb_tool_output_fn *on_progress, void *progress_arg, sb_tool_result_t *res);
 
 //  ---------------------------------------------------------------------
 //  What `switchboard mcp list` shows: the configured servers, their state

@@ -43,8 +43,9 @@ void
 sb_exec_mcp_call (sb_exec_run_t *run, const sb_exec_call_t *call, sb_tool_result_t *res)
 {
     int64_t left = run->deadline - sb_mono_ms ();
+    /* the server's progress notifications are the call's live output
+       (tool.output, which follow and the UI show as it comes); the
+       result arrives whole, and tool.result holds it */
     sb_mcp_set_call (run->runtime->mcp, call->name, call->arguments, run->cancel_fd,
-                     left > 0 ? (int) (left > 3600000 ? 3600000 : left) : 1, res);
-    /* the tape's copy of the output: tools that stream write tool.output
-       as they go; an MCP result arrives whole, and tool.result holds it */
+                     left > 0 ? (int) (left > 3600000 ? 3600000 : left) : 1, sb_exec_tool_output, run, res);
 }

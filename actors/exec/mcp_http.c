@@ -10,6 +10,12 @@
     gave its events ids, a GET with Last-Event-ID reopens it after the
     server's `retry` delay, a bounded number of times (S_SSE_* in
     mcp_impl.h), and the answer may come on the new stream.
+
+    After initialize, when the client has a capability the server asks
+    through it (elicitation), the standalone GET stream is opened too: the
+    server's own requests come there (the SDKs send elicitation/create
+    there). One multi handle drives it together with each exchange's
+    request, so it is read whenever we wait for an answer.
 */
 #include "actors/exec/mcp_impl.h"
 #include "common/log.h"
@@ -54,15 +60,19 @@ s_discard (char *b, size_t size, size_t n, void *arg)
 
 //  The request headers of every POST to the server: ours, the session's
 //  and the configured ones. Returns the list (the caller frees it).
+//  A GET (get true) asks for a stream, resumed from last_id when it is
+//  not empty.
 static struct curl_slist *
-s_http_headers (s_server_t *srv, const char *last_id, int64_t deadline)
+s_http_headers (s_server_t *srv, bool get, const char *last_id, int64_t deadline)
 {
     struct curl_slist *hl = NULL;
-    if (last_id) {
-        char h [SB_MCP_SSE_ID_MAX + 32];
-        snprintf (h, sizeof h, "Last-Event-ID: %s", last_id);
+    if (get) {
         hl = curl_slist_append (hl, "Accept: text/event-stream");
-        hl = curl_slist_append (hl, h);
+        if (last_id && last_id [0]) {
+            char h [SB_MCP_SSE_ID_MAX + 32];
+            snprintf (h, sizeof h, "Last-Event-ID: %s", last_id);
+            hl = curl_slist_append (hl, h);
+        }
     }
     else {
         hl = curl_slist_append (hl, "Content-Type: application/json");
@@ -132,6 +142,184 @@ s_http_progress (void *arg, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t
     return sb_mcp_cancel_ready (h->cancel_fd) || sb_mono_ms () > h->deadline;
 }
 
+/* ------------------------------------------------------------------ */
+/*  The standalone stream */
+
+struct s_standalone {
+    CURL *curl;
+    struct curl_slist *headers;
+    bool attached;              //  in srv->multi
+    bool sse;
+    bool gone;                  //  not offered: never reopened
+    int idle_opens;             //  reopened in a row without an event
+    bool evented;               //  this connection brought an event
+    int64_t reopen_at;          //  mono ms
+    sb_mcp_lines_t lines;
+    sb_mcp_sse_t stream;
+    s_server_t *srv;
+};
+
+static void
+s_on_standalone_line (const char *line, size_t len, void *arg)
+{
+    struct s_standalone *g = arg;
+    size_t n;
+    const char *data = sb_mcp_sse_line (&g->stream, line, len, &n);
+    if (data) {
+        g->evented = true;
+        sb_mcp_on_line (data, n, g->srv);
+    }
+}
+
+static size_t
+s_standalone_header (char *b, size_t size, size_t n, void *arg)
+{
+    struct s_standalone *g = arg;
+    size_t len = size * n;
+    if (len > 13 && strncasecmp (b, "content-type:", 13) == 0)
+        g->sse = strstr (b, "text/event-stream") != NULL;
+    return len;
+}
+
+static size_t
+s_standalone_write (char *b, size_t size, size_t n, void *arg)
+{
+    struct s_standalone *g = arg;
+    if (!g->sse)
+        return 0;               //  not a stream: not ours to read
+    sb_mcp_lines_feed (&g->lines, b, size * n, s_on_standalone_line, g);
+    return size * n;
+}
+
+//  (Re)opens the stream when it is due: added to the multi handle, it
+//  connects at the next exchange.
+static void
+s_standalone_due (s_server_t *srv)
+{
+    struct s_standalone *g = srv->get;
+    if (!g || g->gone || g->attached || sb_mono_ms () < g->reopen_at)
+        return;
+    if (!g->curl && !(g->curl = curl_easy_init ())) {
+        g->gone = true;
+        return;
+    }
+    CURL *c = g->curl;
+    curl_easy_reset (c);
+    curl_slist_free_all (g->headers);
+    g->headers = s_http_headers (srv, true, g->stream.last_id, sb_mono_ms () + 5000);
+    g->sse = g->evented = false;
+    sb_mcp_lines_clear (&g->lines);
+    curl_easy_setopt (c, CURLOPT_URL, srv->conf->url);
+    curl_easy_setopt (c, CURLOPT_HTTPHEADER, g->headers);
+    curl_easy_setopt (c, CURLOPT_HEADERFUNCTION, s_standalone_header);
+    curl_easy_setopt (c, CURLOPT_HEADERDATA, g);
+    curl_easy_setopt (c, CURLOPT_WRITEFUNCTION, s_standalone_write);
+    curl_easy_setopt (c, CURLOPT_WRITEDATA, g);
+    sb_mcp_curl_bounds (c, 0L);
+    //  A stream has no end to wait for: no overall timeout.
+    curl_easy_setopt (c, CURLOPT_TIMEOUT_MS, 0L);
+    if (curl_multi_add_handle (srv->multi, c) == CURLM_OK)
+        g->attached = true;
+    else
+        g->gone = true;
+}
+
+//  The stream ended: reopened after the server's retry if it was one,
+//  never again if the server does not offer it or it keeps ending with
+//  nothing in it.
+static void
+s_standalone_ended (s_server_t *srv, CURLcode rc)
+{
+    struct s_standalone *g = srv->get;
+    long status = 0;
+    curl_easy_getinfo (g->curl, CURLINFO_RESPONSE_CODE, &status);
+    curl_multi_remove_handle (srv->multi, g->curl);
+    g->attached = false;
+    g->idle_opens = g->evented ? 0 : g->idle_opens + 1;
+    if (status != 200 || !g->sse || g->idle_opens > S_SSE_RESUMES) {
+        g->gone = true;
+        sb_info (ACTOR, "MCP server %s: no standalone stream (HTTP %ld%s)", srv->conf->name, status,
+                 g->sse ? ", it keeps ending" : "");
+        return;
+    }
+    g->reopen_at = sb_mono_ms () + (g->stream.retry_ms >= 0 ? g->stream.retry_ms : S_SSE_RETRY_DEFAULT_MS);
+    (void) rc;
+}
+
+void
+sb_mcp_http_open_stream (s_server_t *srv)
+{
+    if (srv->get || !srv->conf->url)
+        return;
+    struct s_standalone *g = calloc (1, sizeof *g);
+    if (!g)
+        return;
+    g->srv = srv;
+    sb_mcp_sse_init (&g->stream);
+    sb_mcp_lines_init (&g->lines, SB_MCP_LINE_MAX);
+    srv->get = g;
+}
+
+static void
+s_standalone_close (s_server_t *srv)
+{
+    struct s_standalone *g = srv->get;
+    if (!g)
+        return;
+    if (g->attached)
+        curl_multi_remove_handle (srv->multi, g->curl);
+    if (g->curl)
+        curl_easy_cleanup (g->curl);
+    curl_slist_free_all (g->headers);
+    sb_mcp_lines_clear (&g->lines);
+    free (g);
+    srv->get = NULL;
+}
+
+//  Performs `c` (an exchange's request) on the server's multi handle,
+//  with the standalone stream when it is open: returns c's curl code.
+//  c's progress callback ends it at the deadline or on cancel; the poll
+//  wakes on cancel_fd too.
+static CURLcode
+s_drive (s_server_t *srv, CURL *c, int cancel_fd)
+{
+    if (!srv->multi && !(srv->multi = curl_multi_init ()))
+        return CURLE_OUT_OF_MEMORY;
+    if (curl_multi_add_handle (srv->multi, c) != CURLM_OK)
+        return CURLE_FAILED_INIT;
+    s_standalone_due (srv);
+    CURLcode rc = CURLE_OK;
+    for (bool done = false; !done; ) {
+        int running = 0;
+        if (curl_multi_perform (srv->multi, &running) != CURLM_OK) {
+            rc = CURLE_FAILED_INIT;
+            break;
+        }
+        CURLMsg *msg;
+        int left;
+        while ((msg = curl_multi_info_read (srv->multi, &left)) != NULL) {
+            if (msg->msg != CURLMSG_DONE)
+                continue;
+            if (msg->easy_handle == c) {
+                rc = msg->data.result;
+                done = true;
+            }
+            else
+            if (srv->get && msg->easy_handle == srv->get->curl)
+                s_standalone_ended (srv, msg->data.result);
+        }
+        //  The answer may come on the standalone stream (a server may
+        //  send it there): the exchange is over, whatever its own stream.
+        if (done || srv->resp)
+            break;
+        s_standalone_due (srv);
+        struct curl_waitfd w = { .fd = cancel_fd, .events = CURL_WAIT_POLLIN };
+        curl_multi_poll (srv->multi, &w, cancel_fd > 0 ? 1 : 0, 100, NULL);
+    }
+    curl_multi_remove_handle (srv->multi, c);
+    return rc;
+}
+
 //  One request of an exchange: the POST of `data`, or (data NULL) the GET
 //  that resumes its stream from h->stream.last_id. Returns the curl code; the
 //  HTTP status into *status.
@@ -140,7 +328,7 @@ s_http_perform (s_server_t *srv, s_http_t *h, const char *data, size_t len, long
 {
     CURL *c = srv->curl;
     curl_easy_reset (c);
-    struct curl_slist *hl = s_http_headers (srv, data ? NULL : h->stream.last_id, h->deadline);
+    struct curl_slist *hl = s_http_headers (srv, !data, h->stream.last_id, h->deadline);
     h->sse = h->content_type_seen = false;
     srv->www_auth [0] = 0;
     int64_t left = h->deadline - sb_mono_ms ();
@@ -158,7 +346,7 @@ s_http_perform (s_server_t *srv, s_http_t *h, const char *data, size_t len, long
     curl_easy_setopt (c, CURLOPT_XFERINFOFUNCTION, s_http_progress);
     curl_easy_setopt (c, CURLOPT_XFERINFODATA, h);
     sb_mcp_curl_bounds (c, (long) left);
-    CURLcode rc = curl_easy_perform (c);
+    CURLcode rc = s_drive (srv, c, h->cancel_fd);
     curl_slist_free_all (hl);
     *status = 0;
     curl_easy_getinfo (c, CURLINFO_RESPONSE_CODE, status);
@@ -305,7 +493,7 @@ sb_mcp_http_reply (s_server_t *srv, json_t *msg)
     CURL *c = srv->reply_curl;
     if (c) {
         curl_easy_reset (c);
-        struct curl_slist *hl = s_http_headers (srv, NULL, sb_mono_ms () + 5000);
+        struct curl_slist *hl = s_http_headers (srv, false, NULL, sb_mono_ms () + 5000);
         curl_easy_setopt (c, CURLOPT_URL, srv->conf->url);
         curl_easy_setopt (c, CURLOPT_HTTPHEADER, hl);
         curl_easy_setopt (c, CURLOPT_POSTFIELDS, text);
@@ -343,6 +531,11 @@ sb_mcp_http_close (s_server_t *srv)
         sb_mcp_curl_bounds (srv->curl, 1000L);
         curl_easy_perform (srv->curl);
         curl_slist_free_all (hl);
+    }
+    s_standalone_close (srv);
+    if (srv->multi) {
+        curl_multi_cleanup (srv->multi);
+        srv->multi = NULL;
     }
     if (srv->curl) {
         curl_easy_cleanup (srv->curl);

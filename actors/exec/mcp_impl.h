@@ -11,6 +11,7 @@
 #define SB_MCP_IMPL_H
 
 #include "actors/exec/mcp.h"
+#include "actors/exec/mcp_elicit.h"
 #include "actors/exec/mcp_oauth.h"
 #include "sandbox/spawn.h"
 
@@ -51,6 +52,8 @@ typedef struct {
     sb_spawn_proc_t *proc;
     CURL *curl;
     CURL *reply_curl;           //  answers to the server's requests, sent during an exchange
+    CURLM *multi;               //  drives an exchange's handle and the standalone stream together
+    struct s_standalone *get;   //  the standalone GET stream (mcp_http.c); NULL: not opened
     char http_session [256];
     sb_mcp_oauth_t *oauth;      //  made at the first request; kept across restarts
     char www_auth [2048];       //  the last refusal's WWW-Authenticate
@@ -67,7 +70,27 @@ typedef struct {
     bool counted;               //  counted in the status table's sessions
     int64_t used;               //  mono ms of the last exchange
     const char *cwd;            //  the session's workspace: what roots/list answers (the set's)
+    //  The tools/call in progress: its progressToken, where its
+    //  notifications/progress go (sb_mcp_progress), within the bounds
+    //  S_PROGRESS_* below.
+    char progress_token [32];   //  "" between calls
+    sb_tool_output_fn *on_progress;
+    void *progress_arg;
+    int64_t progress_ms;        //  mono ms of the last one shown
+    double progress_last;
+    unsigned progress_shown;
 } s_server_t;
+
+//  Progress notifications: at most one line each S_PROGRESS_MS and
+//  S_PROGRESS_LINES lines a call (a server may send thousands), the
+//  message cut to S_PROGRESS_MESSAGE bytes.
+#define S_PROGRESS_MS       250
+#define S_PROGRESS_LINES    200
+#define S_PROGRESS_MESSAGE  200
+
+//  Shows one notifications/progress `params` as a line of the call's
+//  live output, when it is the call's, in bounds and increasing.
+void sb_mcp_progress (s_server_t *srv, json_t *params);
 
 //  Handles one line of JSON-RPC from the server (a response, a
 //  notification or a request, which is answered). `arg` is the server.
@@ -75,8 +98,9 @@ void sb_mcp_on_line (const char *line, size_t len, void *arg);
 
 //  The answer (owned by the caller) to `m`, a request the server made
 //  (actors/exec/mcp_rpc.c): ping, roots/list from `cwd` (the session's
-//  workspace; NULL: none), an error for the rest.
-json_t *sb_mcp_answer (json_t *m, const char *cwd);
+//  workspace; NULL: none), elicitation/create through the elicitor
+//  (`server` names the server to the person), an error for the rest.
+json_t *sb_mcp_answer (json_t *m, const char *cwd, const char *server);
 
 //  True when the cancel eventfd `fd` (0 or less: none) is readable.
 bool sb_mcp_cancel_ready (int fd);
@@ -85,6 +109,14 @@ bool sb_mcp_cancel_ready (int fd);
 //  server's exchange. S_OK, or S_TIMEOUT, S_CANCELLED, S_DEAD with
 //  srv->error set.
 int sb_mcp_http_post (s_server_t *srv, const char *data, size_t len, int64_t deadline, int cancel_fd);
+
+//  Opens the standalone GET stream after initialize, on which the server
+//  sends requests of its own (elicitation/create) outside our exchanges.
+//  It is read while an exchange is in progress, and reopened (with
+//  Last-Event-ID, after the server's retry) when it ends; a server that
+//  does not offer it (405, or anything but an SSE stream) is not asked
+//  again in this connection.
+void sb_mcp_http_open_stream (s_server_t *srv);
 
 //  Answers (takes) `msg`, a request the server made during an exchange.
 void sb_mcp_http_reply (s_server_t *srv, json_t *msg);

@@ -10,6 +10,7 @@
     bounds nesting depth; a message that is not JSON-RPC 2.0 is ignored.
 */
 #include "actors/exec/mcp_impl.h"
+#include "common/log.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -215,24 +216,73 @@ s_file_uri (const char *path, char *out, size_t size)
 
 //  The answer to a request of the server: ping, roots/list (the
 //  session's workspace, the one root we declare), and an error for the
-//  rest. Sampling and elicitation are named as not supported, so the
+//  rest. Elicitation goes to the process's elicitor
+//  (actors/exec/mcp_elicit.c); sampling is named as not supported, so the
 //  server's author sees why; anything else is an unknown method.
 json_t *
-sb_mcp_answer (json_t *m, const char *cwd)
+sb_mcp_answer (json_t *m, const char *cwd, const char *server)
 {
     const char *method = json_string_value (json_object_get (m, "method"));
     json_t *id = json_object_get (m, "id");
     if (strcmp (method, "ping") == 0)
         return json_pack ("{s:s, s:O, s:{}}", "jsonrpc", "2.0", "id", id, "result");
+    if (strcmp (method, "elicitation/create") == 0)
+        return sb_mcp_elicit_answer (m, server);
     char uri [S_ROOT_URI_MAX];
     if (strcmp (method, "roots/list") == 0 && cwd && cwd [0] && s_file_uri (cwd, uri, sizeof uri))
         return json_pack ("{s:s, s:O, s:{s:[{s:s, s:s}]}}", "jsonrpc", "2.0", "id", id, "result", "roots",
                           "uri", uri, "name", "workspace");
     const char *why = strcmp (method, "sampling/createMessage") == 0
                     ? "sampling is not supported: switchboard does not let MCP servers call its model"
-                    : strcmp (method, "elicitation/create") == 0
-                    ? "elicitation is not supported by this client yet"
                     : strcmp (method, "roots/list") == 0 ? "no workspace" : NULL;
     return json_pack ("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id, "error", "code", -32601,
                       "message", why ? why : "Method not found");
+}
+
+
+void
+sb_mcp_progress (s_server_t *srv, json_t *params)
+{
+    const char *token = json_string_value (json_object_get (params, "progressToken"));
+    json_t *progress = json_object_get (params, "progress");
+    json_t *total = json_object_get (params, "total");
+    json_t *message = json_object_get (params, "message");
+    if (!srv->on_progress || !srv->progress_token [0] || !token || strcmp (token, srv->progress_token) != 0
+    ||  !json_is_number (progress) || (total && !json_is_number (total)))
+        return;
+    //  The value must grow (the specification says so): one that does
+    //  not is a confused server's, not shown.
+    double p = json_number_value (progress);
+    int64_t now = sb_mono_ms ();
+    if (!(p > srv->progress_last) || srv->progress_shown >= S_PROGRESS_LINES
+    ||  (srv->progress_shown && now - srv->progress_ms < S_PROGRESS_MS))
+        return;
+    srv->progress_last = p;
+    srv->progress_ms = now;
+    srv->progress_shown++;
+    //  The message on one line, cut on a UTF-8 boundary.
+    char text [S_PROGRESS_MESSAGE + 1] = "";
+    const char *m = json_string_value (message);
+    size_t n = m ? strlen (m) : 0;
+    if (n > S_PROGRESS_MESSAGE) {
+        n = S_PROGRESS_MESSAGE;
+        while (n && ((unsigned char) m [n] & 0xC0) == 0x80)
+            n--;
+    }
+    for (size_t k = 0; k < n; k++)
+        text [k] = (unsigned char) m [k] < 0x20 || m [k] == 0x7f ? ' ' : m [k];
+    text [n] = 0;
+    char line [S_PROGRESS_MESSAGE + 80];
+    int len = total ? snprintf (line, sizeof line, "progress: %g/%g%s%s\n", p, json_number_value (total),
+                                n ? " " : "", text)
+                    : snprintf (line, sizeof line, "progress: %g%s%s\n", p, n ? " " : "", text);
+    if (len <= 0)
+        return;
+    //  A server's words: redacted like its results.
+    char *shown = sb_mcp_redact (srv->cfg, line);
+    if (!shown)
+        return;
+    sb_mcp_oauth_redact (srv->oauth, shown);
+    srv->on_progress (shown, strlen (shown), srv->progress_arg);
+    free (shown);
 }

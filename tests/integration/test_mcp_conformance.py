@@ -28,7 +28,7 @@ NODE = os.path.join(DIR, "node_modules", ".bin", "node")
 SUITE = os.path.join(DIR, "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js")
 CLIENT = os.path.join(DIR, "client.sh")
 
-PASS = ["initialize", "tools_call", "sse-retry"] + ["auth/" + _name for _name in (
+PASS = ["initialize", "tools_call", "sse-retry", "elicitation-sep1034-client-defaults"] + ["auth/" + _name for _name in (
     "metadata-default", "metadata-var1", "metadata-var2", "metadata-var3", "basic-cimd",
     "scope-from-www-authenticate", "scope-from-scopes-supported", "scope-omitted-when-undefined",
     "scope-step-up", "scope-retry-limit", "token-endpoint-auth-basic", "token-endpoint-auth-post",
@@ -38,10 +38,7 @@ PASS = ["initialize", "tools_call", "sse-retry"] + ["auth/" + _name for _name in
 
 VACUOUS = {}
 
-UNSUPPORTED = {
-    "elicitation-sep1034-client-defaults": "no elicitation yet (refused as not supported); the scenario's server "
-                                           "also sends it on the standalone GET stream, which the client never opens",
-}
+UNSUPPORTED = {}
 
 
 def scenario_results(out_dir):

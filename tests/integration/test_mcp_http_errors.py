@@ -14,65 +14,13 @@ errors (docs/mcp.md), each a defect found by trying switchboard:
 
 (Found by trying switchboard: each test fails on the code before its fix.)
 """
-import contextlib
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import ROOT, Proc, Server, check, cli, read_jsonl, run_tests, tmpdir, wait_for  # noqa: E402
+from sbtest import ROOT, Server, check, cli, run_tests, tmpdir  # noqa: E402
 from sbagent import LLM, LLM_ENV, calls, llm_args, new_session, prompt, results, tape, wait_run  # noqa: E402
-
-
-HTTP_MCP = os.path.join(ROOT, "tests", "mcp", "http_server.py")
-
-
-class HttpMcp:
-    """tests/mcp/http_server.py on an ephemeral loopback port."""
-
-    def __init__(self, token=None):
-        d = tmpdir()
-        self.portfile, self.logfile = os.path.join(d, "port"), os.path.join(d, "mcp.jsonl")
-        argv = ["/usr/bin/python3", HTTP_MCP, "--portfile", self.portfile, "--log", self.logfile]
-        self.proc = Proc(argv + (["--token", token] if token else []), os.path.join(d, "mcp.log"))
-        wait_for(lambda: os.path.exists(self.portfile), 10, "the HTTP MCP server to listen")
-        with open(self.portfile) as f:
-            self.url = "http://127.0.0.1:%s/mcp" % f.read().strip()
-
-    def log(self):
-        return read_jsonl(self.logfile)
-
-    def stop(self):
-        self.proc.stop()
-
-
-def mcp_config(servers):
-    path = os.path.join(tmpdir(), "mcp.json")
-    with open(path, "w") as f:
-        json.dump({"mcpServers": servers}, f)
-    return path
-
-
-@contextlib.contextmanager
-def http_run(mcp, name, steps, text="go"):
-    """serve with the HTTP MCP server as `h` and a model that plays
-    `steps`; one prompt run to completion. Yields (srv, sid, tape); stops
-    the server, the model and the MCP server after."""
-    llm = LLM()
-    llm.script(name, steps)
-    srv = None
-    try:
-        srv = Server(args=llm_args(llm, name) + ["--mcp-config", mcp_config({"h": {"url": mcp.url}})],
-                     env=LLM_ENV).start()
-        sid = new_session(srv, tmpdir(), approval_policy="yolo")
-        r = wait_run(srv, prompt(srv, sid, text), timeout=40)
-        check(r["status"] == "completed", "the run ended %s: %s", r["status"], r.get("reason"))
-        yield srv, sid, tape(srv, sid)
-    finally:
-        if srv:
-            srv.stop()
-        llm.stop()
-        mcp.stop()
+from sbmcp import HttpMcp, http_run, mcp_config  # noqa: E402
 
 
 def test_http_mcp_server_requests_are_answered_during_a_call():

@@ -18,6 +18,20 @@ Tools:
             answer comes on the GET that resumes it with Last-Event-ID
   cut_forget  the same, but forgets every session at the cut: the GET gets
             404 (the call was taken: the client must not send it again)
+  elicit    sends elicitation/create inside the call's SSE stream with the
+            call's arguments {"message", "requestedSchema"} (a schema with
+            a default of each type when none), answers with the answer
+  elicit_get  the same on the session's standalone GET stream (--standalone),
+            as the MCP SDKs send it; "no standalone stream" when none is open
+  via_standalone  answers on the session's standalone stream and holds the
+            call's own stream open (no answer there) for 10 s
+  progress  sends {"n": N} (default 5) notifications/progress with the call's
+            _meta.progressToken, {"gap_ms": MS} apart (default 50), and one
+            that goes back (to be ignored), then answers "done"
+
+With --standalone a GET without Last-Event-ID opens the session's
+standalone stream (an event with an id and `retry: 300` first), which
+carries elicit_get's request; without it such a GET gets 405.
 
 With --token T every request without "Authorization: Bearer T" gets 401.
 Every JSON-RPC message received is appended to --log as one JSON line
@@ -35,11 +49,16 @@ from http.server import ThreadingHTTPServer
 
 from jsonhttp import JsonHandler
 
-TOOLS = ["ok", "ping_me", "ask", "forget", "cut", "cut_forget"]
+TOOLS = ["ok", "ping_me", "ask", "forget", "cut", "cut_forget", "elicit", "elicit_get", "via_standalone", "progress"]
+DEFAULT_SCHEMA = {"type": "object", "required": ["name"], "properties": {
+    "name": {"type": "string", "default": "Ada"}, "age": {"type": "integer", "default": 36},
+    "score": {"type": "number", "default": 9.5}, "ok": {"type": "boolean", "default": True},
+    "color": {"type": "string", "enum": ["red", "green"], "default": "green"}}}
 lock = threading.Lock()
 sessions = set()
 waiting = {}                    # server request id -> [Event, answer]
 pending = {}                    # session -> the answer a resumed stream brings
+standalone = {}                 # session -> the Handler of its open standalone stream
 args = None
 
 
@@ -63,6 +82,8 @@ class Handler(JsonHandler):
         if not known:
             log({"status": 404})
             return self.answer(404)
+        if last is None and args.standalone:
+            return self.stream(sid)
         with lock:
             answer = pending.pop(sid, None) if last == "cut-1" else None
         if answer is None:
@@ -111,27 +132,51 @@ class Handler(JsonHandler):
                 {"name": t, "description": "test " + t, "inputSchema": {"type": "object", "properties": {}}}
                 for t in TOOLS]}})
         if method == "tools/call":
-            return self.call(mid, msg["params"]["name"], sid)
+            p = msg["params"]
+            return self.call(mid, p["name"], sid, p.get("arguments"), (p.get("_meta") or {}).get("progressToken"))
         return self.answer(200, {"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "no"}})
 
     def event(self, msg):
         self.wfile.write(b"event: message\ndata: " + json.dumps(msg).encode() + b"\n\n")
         self.wfile.flush()
 
-    def ask(self, method, params):
+    def stream(self, sid):
+        """The session's standalone stream: open until the client leaves
+        or the session ends; others write their events into it."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        self.wfile.write(b"id: s-1\nretry: 300\ndata: \n\n")
+        self.wfile.flush()
+        self.gone = threading.Event()
+        with lock:
+            standalone[sid] = self
+        while not self.gone.wait(0.5):
+            with lock:
+                if sid not in sessions:
+                    break
+        with lock:
+            if standalone.get(sid) is self:
+                del standalone[sid]
+
+    def ask(self, method, params, on=None):
         """Sends one request to the client in this stream; returns (answer, ms)."""
         rid = "srv-" + uuid.uuid4().hex[:8]
         w = [threading.Event(), None]
         with lock:
             waiting[rid] = w
         t0 = time.monotonic()
-        self.event({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        try:
+            (on or self).event({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        except OSError:
+            on.gone.set()
+            return None, 0
         w[0].wait(60)
         with lock:
             waiting.pop(rid, None)
         return w[1], int((time.monotonic() - t0) * 1000)
 
-    def call(self, mid, name, sid):
+    def call(self, mid, name, sid, msg_args=None, token=None):
         def result(text):
             return {"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": text}]}}
         if name in ("cut", "cut_forget"):
@@ -156,6 +201,35 @@ class Handler(JsonHandler):
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
+        if name in ("elicit", "elicit_get"):
+            with lock:
+                on = standalone.get(sid) if name == "elicit_get" else self
+            if on is None:
+                return self.event(result("no standalone stream"))
+            a = msg_args or {}
+            ans, ms = self.ask("elicitation/create", {"message": a.get("message", "who are you?"),
+                                                      "requestedSchema": a.get("requestedSchema", DEFAULT_SCHEMA)}, on)
+            return self.event(result(json.dumps(ans and {k: ans[k] for k in ans if k != "id"})))
+        if name == "via_standalone":
+            with lock:
+                on = standalone.get(sid)
+            if on is None:
+                return self.event(result("no standalone stream"))
+            self.wfile.write(b"id: v-1\ndata: \n\n")
+            self.wfile.flush()
+            time.sleep(0.3)     # the client is waiting on both streams by then
+            on.event(result("answered on the standalone stream"))
+            time.sleep(10)
+            return
+        if name == "progress":
+            a = msg_args or {}
+            for k in range(1, a.get("n", 5) + 1):
+                self.event({"jsonrpc": "2.0", "method": "notifications/progress", "params": {
+                    "progressToken": token, "progress": k, "total": a.get("n", 5), "message": "step %d" % k}})
+                time.sleep(a.get("gap_ms", 50) / 1000)
+            self.event({"jsonrpc": "2.0", "method": "notifications/progress", "params": {
+                "progressToken": token, "progress": 1, "message": "back"}})
+            return self.event(result("done"))
         if name == "ping_me":
             ans, ms = self.ask("ping", {})
             self.event(result("ping answer %s in %d ms" % (json.dumps(ans and {k: ans[k] for k in ans if k != "id"}),
@@ -179,6 +253,7 @@ def main():
     p.add_argument("--portfile", required=True)
     p.add_argument("--log", required=True)
     p.add_argument("--token")
+    p.add_argument("--standalone", action="store_true")
     args = p.parse_args()
     srv = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     srv.daemon_threads = True

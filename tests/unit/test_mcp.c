@@ -2,10 +2,12 @@
     the mcpServers file (actors/exec/mcp_config.c), the redaction of its
     secrets, the bounded line reader, the message classifier and the SSE
     line decoder (actors/exec/mcp_rpc.c), and AGENTS.md loading
-    (actors/exec/agents_md.c).
+    (actors/exec/agents_md.c), elicitation's schema and content checks
+    (actors/exec/mcp_elicit.c).
 */
 #include "actors/exec/agents_md.h"
 #include "actors/exec/mcp.h"
+#include "actors/exec/mcp_elicit.h"
 
 #include <criterion/criterion.h>
 #include <jansson.h>
@@ -298,4 +300,93 @@ Test (mcp_sse, ids_over_the_bound_or_with_nul_are_ignored)
     cr_assert_eq (strlen (s.last_id), SB_MCP_SSE_ID_MAX, "one with a NUL is not");
     sb_mcp_sse_line (&s, "id:", 3, &n);
     cr_assert_str_eq (s.last_id, "", "an empty id resets it, as SSE says");
+}
+
+static json_t *
+s_json (const char *text)
+{
+    json_t *j = json_loads (text, 0, NULL);
+    cr_assert_not_null (j, "bad test JSON: %s", text);
+    return j;
+}
+
+#define S_SCHEMA "{\"type\":\"object\",\"required\":[\"name\"],\"properties\":{" \
+    "\"name\":{\"type\":\"string\",\"maxLength\":8}," \
+    "\"age\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":150,\"default\":30}," \
+    "\"color\":{\"type\":\"string\",\"enum\":[\"red\",\"green\"],\"default\":\"green\"}," \
+    "\"ok\":{\"type\":\"boolean\",\"default\":true}}}"
+
+Test (mcp_elicit, content_gets_the_defaults_and_keeps_what_was_given)
+{
+    json_t *schema = s_json (S_SCHEMA);
+    char err [256];
+    cr_assert_eq (sb_mcp_elicit_schema_check (schema, err, sizeof err), 0, "%s", err);
+    json_t *given = s_json ("{\"name\":\"Ada\",\"age\":41}");
+    json_t *c = sb_mcp_elicit_content (schema, given, err, sizeof err);
+    cr_assert_not_null (c, "%s", err);
+    json_t *want = s_json ("{\"name\":\"Ada\",\"age\":41,\"color\":\"green\",\"ok\":true}");
+    cr_assert (json_equal (c, want));
+    json_decref (c);
+    json_decref (want);
+    json_decref (given);
+    json_decref (schema);
+}
+
+Test (mcp_elicit, content_that_fails_the_schema_is_refused_with_the_field)
+{
+    json_t *schema = s_json (S_SCHEMA);
+    const struct { const char *given, *why; } cases [] = {
+        { "{}", "'name' is required" },
+        { "{\"name\":\"Ada\",\"age\":\"41\"}", "'age' is not an integer" },
+        { "{\"name\":\"Ada\",\"age\":4.5}", "'age' is not an integer" },
+        { "{\"name\":\"Ada\",\"age\":151}", "'age' is outside its bounds" },
+        { "{\"name\":\"Ada\",\"color\":\"blue\"}", "'color' is not one of its choices" },
+        { "{\"name\":\"Adalovelace\"}", "'name' has a length outside its bounds" },
+        { "{\"name\":\"Ada\",\"ok\":1}", "'ok' is not a boolean" },
+        { "{\"name\":\"Ada\",\"extra\":1}", "'extra' is not one of the fields asked for" },
+        { "[1]", "not a JSON object" },
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases [0]; k++) {
+        json_t *given = s_json (cases [k].given);
+        char err [256] = "";
+        json_t *c = sb_mcp_elicit_content (schema, given, err, sizeof err);
+        cr_assert_null (c, "%s was taken", cases [k].given);
+        cr_assert (strstr (err, cases [k].why), "%s: '%s', not '%s'", cases [k].given, err, cases [k].why);
+        json_decref (given);
+    }
+    json_decref (schema);
+}
+
+Test (mcp_elicit, schemas_outside_the_restriction_are_refused)
+{
+    const char *bad [] = {
+        "[]",
+        "{\"type\":\"object\"}",
+        "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"object\"}}}",
+        "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}}}",
+        "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\",\"enum\":[1]}}}",
+        "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"enum\":[]}}}",
+        "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"enum\":[\"x\"],\"default\":\"y\"}}}",
+        "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"number\",\"minimum\":\"0\"}}}",
+        "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"}},\"required\":[\"b\"]}",
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad [0]; k++) {
+        json_t *s = s_json (bad [k]);
+        char err [256] = "";
+        cr_assert_eq (sb_mcp_elicit_schema_check (s, err, sizeof err), -1, "%s was taken", bad [k]);
+        cr_assert (err [0]);
+        json_decref (s);
+    }
+    //  Over the bound of properties.
+    json_t *props = json_object ();
+    for (int k = 0; k <= SB_MCP_ELICIT_FIELDS_MAX; k++) {
+        char name [16];
+        snprintf (name, sizeof name, "f%d", k);
+        json_object_set_new (props, name, json_pack ("{s:s}", "type", "boolean"));
+    }
+    json_t *s = json_pack ("{s:s, s:o}", "type", "object", "properties", props);
+    char err [256];
+    cr_assert_eq (sb_mcp_elicit_schema_check (s, err, sizeof err), -1);
+    cr_assert (strstr (err, "over 32 properties"), "%s", err);
+    json_decref (s);
 }

@@ -37,6 +37,8 @@ typedef struct {
     bool approval_deadline_set; /* --approval-deadline was given */
     uint64_t approval_deadline_s;   /* interact: an approval's default deadline (0: none) */
     const char *store;          /* --store URL (postgres://...; NULL: LMDB under DATA) */
+    struct _sb_cluster_t *cluster;  /* the node serve is (cluster/cluster.h), with a store URL;
+                                       NULL: every session is this process's to write */
 } sb_server_config_t;
 
 typedef struct {

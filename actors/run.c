@@ -720,6 +720,7 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
         s_self_destroy (&self);
         return NULL;
     }
+    self->cluster = args->config ? args->config->cluster : NULL;
     self->bus = sb_bus_new (args->cmd_endpoint, self->instance);
     self->enc = sb_enc_new ();
     self->leases = zhashx_new ();

@@ -347,6 +347,10 @@ s_drain_finish (self_t *self, bool writes, bool reads, int rc, int64_t t_start, 
             if (rc == SB_STORE_DISK_FULL)
                 sb_session_fail (req, SB_E_disk_full, "the disk is full; nothing was written");
             else
+            if (rc == SB_STORE_FENCED)
+                sb_session_fail (req, SB_E_not_owner, "this node lost the lease of a shard this "
+                                 "write touches; nothing was written, retry");
+            else
                 sb_session_fail (req, SB_E_internal, "the store failed: %s; nothing was written",
                                  sb_store_strerror (rc));
         }
@@ -740,6 +744,7 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
         s_self_destroy (&self);
         return NULL;
     }
+    self->cluster = args->config ? args->config->cluster : NULL;
     self->bus = sb_bus_new (args->cmd_endpoint, self->instance);
     self->pub = args->pub_endpoint? sb_pub_new (args->pub_endpoint, self->instance): NULL;
     self->forwards = sb_session_forwards_new ();

@@ -346,6 +346,11 @@ sb_run_recover (self_t *self)
         run_t r;
         if (sb_run_record_load (self, id, &r))
             continue;
+        /* on a node of a cluster, another node's runs are not ours to end */
+        if (!sb_cluster_holds (self->cluster, r.session_id)) {
+            sb_run_record_free (&r);
+            continue;
+        }
         sb_run_status_t to = r.status == SB_RUN_cancelling ? SB_RUN_cancelled : SB_RUN_interrupted;
         char reason [128] = "server_restart";
         if ((r.status == SB_RUN_claimed || r.status == SB_RUN_running)

@@ -17,6 +17,7 @@
 
 #include "actors/actor.h"
 #include "store/store.h"
+#include "cluster/cluster.h"
 #include "store/committer.h"
 #include "store/outbox.h"
 #include "bus/client.h"
@@ -132,6 +133,8 @@ struct self_t {
     zsock_t *pipe;
     sb_bus_t *bus;
     sb_store_t *store;
+    sb_cluster_t *cluster;      /* the node's leases (NULL: every session is ours) */
+    uint64_t kv_shards;         /* the shard of the session being written (sb_run_kv_put) */
     sb_enc_t *enc;
     char instance [129];
     zhashx_t *leases;           /* run_id -> lease_t */

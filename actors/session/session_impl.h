@@ -16,6 +16,7 @@
 #include "actors/session.h"
 #include "store/committer.h"
 #include "store/store.h"
+#include "cluster/cluster.h"
 #include "store/cmdid.h"
 #include "bus/client.h"
 #include "common/digest.h"
@@ -146,6 +147,7 @@ typedef struct self {
     sb_bus_t *bus;
     sb_pub_t *pub;
     sb_store_t *store;
+    struct _sb_cluster_t *cluster;  //  the node's leases (NULL: every session is ours)
     char instance [129];
     bool terminated;
     uint64_t command_ttl_ms;

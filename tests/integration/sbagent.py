@@ -173,6 +173,34 @@ def runs_of(server, sid):
     return list(reversed(call(server, "run.list", {"session_id": sid})["runs"]))
 
 
+def check_tape_contiguous(entries, what):
+    seqs = [e["seq"] for e in entries]
+    check(seqs == list(range(1, len(seqs) + 1)), "%s: seqs are not 1..%d: %r", what, len(seqs),
+          seqs[:5] + ["..."] + seqs[-5:])
+
+
+def appender(server, sid, k, acked, stop_at, errors):
+    """Appends notes to sid one at a time until serve dies or stop_at is set;
+    records (seq, text) of what was acknowledged in acked, refusals in errors."""
+    c = Client(server.endpoint("cmd"), name="appender%d" % k)
+    try:
+        i = 0
+        while not stop_at.is_set():
+            text = "w%d-%d" % (k, i)
+            try:
+                m = c.request("session.append", {"session_id": sid, "kind": "note", "body": {"text": text}},
+                              timeout=2)
+            except Exception:
+                return
+            if m.type == "session.append.ok":
+                acked.append((m.body["seq"], text))
+            else:
+                errors.append(m.body)
+            i += 1
+    finally:
+        c.close()
+
+
 def kinds(entries):
     return [e["kind"] for e in entries]
 

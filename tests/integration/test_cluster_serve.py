@@ -1,0 +1,264 @@
+#!/usr/bin/python3
+"""test_cluster_serve — several `switchboard serve --store postgres://...`
+nodes on one schema of one real PostgreSQL (sbpg.py), each with its own
+data folder and its own --bus tcp://127.0.0.1:PORT (docs/scale-out.md,
+"A node in serve"). Small leases (SWITCHBOARD_SHARD_LEASE_MS, _HEARTBEAT_MS)
+keep the waits short.
+  - two nodes join with no flag but --store: both in the nodes table with
+    their endpoints and CURVE keys, 32 shards each and none unowned
+    (`switchboard nodes`); `stats` and /metrics give each its role, its
+    shards and its store's latency; three nodes settle at 22/22/20;
+  - a session made through A is in one of A's shards; B lists it and
+    reads its tape (lists and reads go to the database), and a write
+    through B is refused `not_owner`, naming A (forwarding is not built);
+    the same command_id sent to both does one thing;
+  - the fence: A stopped (SIGSTOP) past its lease, B takes every shard;
+    A, woken, cannot write A's session any more, B can, and the tape
+    holds nothing of A's after B took over;
+  - kill -9 of A while clients append: B serves A's sessions within
+    lease + heartbeat (+ slack), every acknowledged entry is on the tape
+    and the seqs are 1..N without a gap;
+  - on LMDB, stats says the node is standalone.
+
+Skips only when the server's binaries are absent (scripts/deps.sh --tests
+installs the postgresql package).
+"""
+import json
+import os
+import signal
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sbtest import Client, Server, check, run_tests, sb, tmpdir, wait_for  # noqa: E402
+from sbagent import appender, call, check_tape_contiguous, free_port, new_session, tape  # noqa: E402
+from sbpg import with_postgres  # noqa: E402
+from gwtest import Gateway  # noqa: E402
+
+LEASE_MS = 1500
+BEAT_MS = 250
+ENV = {"SWITCHBOARD_SHARD_LEASE_MS": str(LEASE_MS), "SWITCHBOARD_SHARD_HEARTBEAT_MS": str(BEAT_MS)}
+
+
+def store_url(pg, schema="cl"):
+    return pg.url() + "?schema=" + schema
+
+
+def node(pg, schema="cl"):
+    """A started serve node on the schema, with a CURVE bus on a free port
+    and its gateway (srv.gw) for /metrics."""
+    port = free_port()
+    gw = Gateway(args=["--store", store_url(pg, schema), "--bus", "tcp://127.0.0.1:%d" % port],
+                 env=dict(os.environ, **ENV))
+    gw.srv.port = port
+    gw.srv.gw = gw
+    return gw.srv
+
+
+def nodes(pg, schema="cl"):
+    rc, out, err = sb("nodes", "--store", store_url(pg, schema), "--json")
+    check(rc == 0, "nodes: %d %s %s", rc, out, err)
+    return json.loads(out)
+
+
+def node_id(srv):
+    return srv.stats()["node"]["node_id"]
+
+
+def shards_of(srv):
+    return srv.stats()["node"]["shards"]
+
+
+def settled(pg, want):
+    """Waits until the live nodes hold `want` (a sorted list of counts)
+    and nothing is unowned; returns the nodes document."""
+    doc = {}
+
+    def ok():
+        doc.update(nodes(pg))
+        counts = sorted(len(n["shards"]) for n in doc["nodes"] if n["alive"])
+        return counts == want and doc["unowned_count"] == 0
+    wait_for(ok, 20, "shards held %r" % want, interval=0.1)
+    return doc
+
+
+def request(srv, type, body, timeout=5):
+    c = Client(srv.endpoint("cmd"), name="cl-%d" % os.getpid())
+    try:
+        return c.request(type, body, timeout=timeout)
+    finally:
+        c.close()
+
+
+def metrics(srv):
+    status, _, text = srv.gw.http("GET", "/metrics")
+    check(status == 200, "/metrics answered %d", status)
+    return text.decode()
+
+
+# ---------------------------------------------------------------------------
+
+def test_two_nodes_join_and_share_the_shards():
+    def body(pg):
+        a = node(pg)
+        b = node(pg)
+        doc = settled(pg, [32, 32])
+        ids = {node_id(a), node_id(b)}
+        rows = {n["node_id"]: n for n in doc["nodes"]}
+        check(set(rows) == ids, "nodes %r, want %r", sorted(rows), sorted(ids))
+        for srv in (a, b):
+            row = rows[node_id(srv)]
+            check(row["bus_endpoint"] == "tcp://127.0.0.1:%d" % srv.port
+                  and row["event_endpoint"] == "tcp://127.0.0.1:%d" % (srv.port + 1),
+                  "endpoints registered %r", row)
+            with open(os.path.join(srv.data, "certs", "server")) as f:
+                check(row["curve_public"] and row["curve_public"] in f.read(),
+                      "the node's CURVE public key %r is not its server certificate's", row["curve_public"])
+        mine = set(rows[node_id(a)]["shards"])
+        check(not mine & set(rows[node_id(b)]["shards"]), "a shard held twice: %r", doc)
+        # stats and /metrics: the role, the shards, the store's latency
+        new_session(a, tmpdir())
+        st = a.stats()
+        check(st["node"]["role"] == "member" and st["node"]["shards"] == 32
+              and st["node"]["beats"] > 0 and st["node"]["cluster"] == "cl_cluster", "stats node %r", st["node"])
+        check(st["store"]["cl_session"]["writes"] >= 1 and st["store"]["cl_session"]["write_p50_us"] > 0,
+              "stats store %r", st["store"])
+        rc, out, err = sb("stats", "--data", a.data)
+        check(rc == 0 and "role member" in out and "shards 32 of 64" in out, "stats text: %s %s", out, err)
+        m = metrics(a)
+        check('sb_node_role{role="member",node="%s"} 1' % node_id(a) in m, "metrics role:\n%s", m[-1500:])
+        check('sb_bus_node{key="shards"} 32' in m, "metrics shards:\n%s", m[-1500:])
+        check('sb_bus_store_write_p99_us{key="cl_session"}' in m, "metrics store latency:\n%s", m[-1500:])
+        # a third node: 22/22/20
+        c = node(pg)
+        settled(pg, [20, 22, 22])
+        # one leaves cleanly: its row goes and the other two take its share
+        c.stop()
+        doc = settled(pg, [32, 32])
+        check(len(doc["nodes"]) == 2, "the stopped node is still listed: %r", doc["nodes"])
+    with_postgres(body)
+
+
+def test_session_made_on_a_is_read_on_b_and_written_only_by_its_owner():
+    def body(pg):
+        a = node(pg)
+        b = node(pg)
+        settled(pg, [32, 32])
+        doc = nodes(pg)
+        held = {n["node_id"]: set(n["shards"]) for n in doc["nodes"]}
+        sids = [new_session(a, tmpdir()) for _ in range(6)]
+        for sid in sids:
+            check(call(a, "session.append", {"session_id": sid, "kind": "note", "body": {"text": "on a"}}),
+                  "append on a")
+        # every session made through A is in one of A's shards
+        shard_of = {}
+        for sid in sids:
+            m = request(b, "session.append", {"session_id": sid, "kind": "note", "body": {"text": "on b"}})
+            check(m.is_error() and m.code == "not_owner" and node_id(a) in m.body["message"],
+                  "a write of A's session through B: %r", m.body)
+            shard = int(m.body["message"].split("shard ")[1].split(",")[0])
+            check(shard in held[node_id(a)], "session %s in shard %d, not one of A's %r", sid, shard,
+                  sorted(held[node_id(a)]))
+            shard_of[sid] = shard
+        # B lists them and reads their tapes: the database is shared
+        listed = {s["session_id"] for s in call(b, "session.list", {"limit": 100})["sessions"]}
+        check(set(sids) <= listed, "B lists %r, not all of %r", listed, sids)
+        for sid in sids:
+            texts = [e["body"].get("text") for e in tape(b, sid) if e["kind"] == "note"]
+            check(texts == ["on a"], "B reads %s's tape %r", sid, texts)
+        # the same command_id through both nodes does one thing
+        body = {"session_id": sids[0], "kind": "note", "body": {"text": "once"}, "command_id": "cmd-both-1"}
+        ra = request(a, "session.append", body)
+        rb = request(b, "session.append", body)
+        ra2 = request(a, "session.append", body)
+        check(ra.type == "session.append.ok" and ra2.type == "session.append.ok"
+              and ra2.body["seq"] == ra.body["seq"], "A's answers %r %r", ra.body, ra2.body)
+        check(rb.is_error() and rb.code == "not_owner", "B's answer %r", rb.body)
+        texts = [e["body"].get("text") for e in tape(a, sids[0]) if e["kind"] == "note"]
+        check(texts == ["on a", "once"], "tape after the same command_id twice %r", texts)
+    with_postgres(body)
+
+
+def test_a_node_that_lost_its_lease_cannot_write():
+    def body(pg):
+        a = node(pg)
+        b = node(pg)
+        settled(pg, [32, 32])
+        sid = new_session(a, tmpdir())
+        call(a, "session.append", {"session_id": sid, "kind": "note", "body": {"text": "before"}})
+        # A stalls past its lease: B takes every shard at a new epoch
+        a.proc.send_signal(signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            wait_for(lambda: shards_of(b) == 64, 10, "B to hold every shard", interval=0.05)
+            took = time.monotonic() - t0
+        finally:
+            a.proc.send_signal(signal.SIGCONT)
+        check(took <= (LEASE_MS + 2 * BEAT_MS) / 1000.0 + 1.0, "B took %.2f s to take A's shards", took)
+        # A, awake, is fenced: at once, whether its cache caught up or not
+        m = request(a, "session.append", {"session_id": sid, "kind": "note", "body": {"text": "stale"}})
+        check(m.is_error() and m.code == "not_owner", "a stale node's write: %s %r", m.type, m.body)
+        # B writes the session on from where it was
+        ok = call(b, "session.append", {"session_id": sid, "kind": "note", "body": {"text": "after"}})
+        entries = tape(b, sid)
+        check_tape_contiguous(entries, "tape across the takeover")
+        texts = [e["body"].get("text") for e in entries if e["kind"] == "note"]
+        check(texts == ["before", "after"] and entries[-1]["seq"] == ok["seq"], "tape %r", texts)
+        # A comes back into the cluster: the shares settle again
+        settled(pg, [32, 32])
+        check(a.stats()["node"]["shards_lost"] >= 32, "A's stats %r", a.stats()["node"])
+        print("takeover after a stall: %.2f s (lease %d ms, heartbeat %d ms)" % (took, LEASE_MS, BEAT_MS))
+    with_postgres(body)
+
+
+def test_kill9_of_a_node_during_appends():
+    def body(pg):
+        a = node(pg)
+        b = node(pg)
+        settled(pg, [32, 32])
+        sid = new_session(a, tmpdir())
+        acked, errors, stop_at = [], [], threading.Event()
+        threads = [threading.Thread(target=appender, args=(a, sid, k, acked, stop_at, errors))
+                   for k in range(4)]
+        for t in threads:
+            t.start()
+        wait_for(lambda: len(acked) >= 200, 60, "200 acknowledged appends")
+        a.proc.kill()
+        t_kill = time.monotonic()
+        stop_at.set()
+        for t in threads:
+            t.join(10)
+        check(not errors, "appends refused before the kill: %r", errors[:3])
+
+        # B serves A's session once A's leases lapse
+        def served():
+            m = request(b, "session.append", {"session_id": sid, "kind": "note", "body": {"text": "on b"}},
+                        timeout=2)
+            return m.type == "session.append.ok" and m.body
+        last = wait_for(served, 15, "B to serve the dead node's session", interval=0.05)
+        took = time.monotonic() - t_kill
+        check(took <= (LEASE_MS + 2 * BEAT_MS) / 1000.0 + 1.5, "kill -9 to served again: %.2f s", took)
+        entries = tape(b, sid)
+        check_tape_contiguous(entries, "tape after kill -9")
+        by_seq = {e["seq"]: e["body"].get("text") for e in entries if e["kind"] == "note"}
+        lost = [(s, t) for s, t in acked if by_seq.get(s) != t]
+        check(not lost, "%d of %d acknowledged entries lost: %r", len(lost), len(acked), lost[:5])
+        check(by_seq.get(last["seq"]) == "on b" and last["seq"] == entries[-1]["seq"], "B's entry %r", last)
+        settled(pg, [64])
+        print("kill -9 of a node: %d acknowledged, 0 lost; served again by the other after %.2f s "
+              "(lease %d ms, heartbeat %d ms)" % (len(acked), took, LEASE_MS, BEAT_MS))
+    with_postgres(body)
+
+
+def test_lmdb_serve_is_standalone():
+    srv = Server().start()
+    try:
+        st = srv.stats()
+        check(st["node"] == {"role": "standalone"}, "stats node on LMDB %r", st.get("node"))
+    finally:
+        srv.stop()
+
+
+if __name__ == "__main__":
+    run_tests(globals())

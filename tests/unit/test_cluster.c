@@ -347,6 +347,77 @@ Test (cluster, a_node_whose_lease_was_taken_is_fenced_and_takes_nothing_back)
     sb_store_destroy (&store);
 }
 
+//  The actors' fence (cluster/member.c): every shard a write touches must
+//  be held; a NULL cluster (LMDB, no cluster) fences nothing.
+typedef struct {
+    sb_cluster_t *cluster;
+    uint64_t shards;
+    const char *value;
+} fenced_ctx_t;
+
+static int
+s_fenced_put (sb_txn_t *txn, void *arg)
+{
+    fenced_ctx_t *f = (fenced_ctx_t *) arg;
+    if (sb_cluster_fence (f->cluster, txn, f->shards) != 0)
+        return txn->ret;
+    sb_key_t k;
+    sb_key_init (&k, 'T');
+    sb_key_str (&k, "ses_fenced");
+    return sb_txn_put (txn, 0, k.buf, k.len, f->value, strlen (f->value));
+}
+
+Test (cluster, the_member_holds_every_shard_alone_and_the_fence_checks_each_shard)
+{
+    NEEDS_SERVER ();
+    char url [1024], got [64];
+    sbt_pg_where (url, sizeof url, "store");
+    sb_store_t *store = sb_store_open (url, g_names, 1, 0, g_err, sizeof g_err);
+    cr_assert_not_null (store, "%s", g_err);
+    //  no cluster: no fence
+    fenced_ctx_t f = { .cluster = NULL, .shards = ~0ull, .value = "alone" };
+    cr_assert_eq (sb_store_write (store, s_fenced_put, &f), 0);
+    cr_assert (sb_cluster_holds (NULL, "ses_fenced"));
+    //  a lone member holds every shard once start returns
+    sb_cluster_t *a = s_node ("na");
+    cr_assert_eq (sb_cluster_member_start (a, NULL, NULL), 0);
+    cr_assert_eq (sb_cluster_held (a), ~0ull);
+    cr_assert (sb_cluster_holds (a, "ses_fenced"));
+    f = (fenced_ctx_t) { .cluster = a, .shards = ~0ull, .value = "every shard" };
+    cr_assert_eq (sb_store_write (store, s_fenced_put, &f), 0);
+    //  a second node: the member thread gives half away within a few beats
+    sb_cluster_t *b = s_node ("nb");
+    int64_t t0 = s_now_ms ();
+    while (__builtin_popcountll (sb_cluster_held (b)) < 32 && s_now_ms () - t0 < 20 * BEAT_MS) {
+        s_tick (b);
+        s_sleep_ms (BEAT_MS / 4);
+    }
+    cr_assert_eq (__builtin_popcountll (sb_cluster_held (a)), 32, "a holds %d",
+                  __builtin_popcountll (sb_cluster_held (a)));
+    cr_assert_eq (sb_cluster_held (a) & sb_cluster_held (b), 0);
+    //  a write touching one of b's shards is fenced, as a whole
+    uint64_t mine = sb_cluster_held (a), theirs = sb_cluster_held (b);
+    f = (fenced_ctx_t) { .cluster = a, .shards = mine | (theirs & -theirs), .value = "mixed" };
+    cr_assert_eq (sb_store_write (store, s_fenced_put, &f), SB_STORE_FENCED);
+    s_read_back (store, got, sizeof got);
+    cr_assert_str_eq (got, "every shard", "the fenced write was committed");
+    f = (fenced_ctx_t) { .cluster = a, .shards = mine, .value = "mine" };
+    cr_assert_eq (sb_store_write (store, s_fenced_put, &f), 0);
+    sb_cluster_stats_t st;
+    sb_cluster_stats (a, &st);
+    cr_assert (st.beats >= 2 && st.fenced >= 1 && st.lost == 32 && st.gained == 64,
+               "beats %llu fenced %llu lost %llu gained %llu", (unsigned long long) st.beats,
+               (unsigned long long) st.fenced, (unsigned long long) st.lost, (unsigned long long) st.gained);
+    //  stop leaves: every lease goes at once, for b to take
+    sb_cluster_member_stop (a);
+    cr_assert_eq (sb_cluster_held (a), 0);
+    s_tick (b);
+    cr_assert_eq (sb_cluster_held (b), ~0ull);
+    sb_cluster_destroy (&a);
+    sb_cluster_destroy (&b);
+    sb_store_destroy (&store);
+}
+
 //  The orders of a write and a takeover (docs/scale-out.md, "What the
 //  epoch fences"). Case 3: the guard holds the lease row FOR SHARE; a
 //  claim after the lease lapsed skips that row until the write ends.

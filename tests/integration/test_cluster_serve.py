@@ -12,6 +12,8 @@ keep the waits short.
     reads its tape (lists and reads go to the database), and a write
     through B is refused `not_owner`, naming A (forwarding is not built);
     the same command_id sent to both does one thing;
+  - runs on both nodes at once (the demo model) each complete, with one
+    run.status entry each on their tapes (each node's outbox is its own);
   - the fence: A stopped (SIGSTOP) past its lease, B takes every shard;
     A, woken, cannot write A's session any more, B can, and the tape
     holds nothing of A's after B took over;
@@ -32,7 +34,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import Client, Server, check, run_tests, sb, tmpdir, wait_for  # noqa: E402
-from sbagent import appender, call, check_tape_contiguous, free_port, new_session, tape  # noqa: E402
+from sbagent import (appender, call, check_tape_contiguous, free_port, get_run, new_session, prompt,  # noqa: E402
+                     tape, wait_run)
 from sbpg import with_postgres  # noqa: E402
 from gwtest import Gateway  # noqa: E402
 
@@ -177,6 +180,36 @@ def test_session_made_on_a_is_read_on_b_and_written_only_by_its_owner():
         check(rb.is_error() and rb.code == "not_owner", "B's answer %r", rb.body)
         texts = [e["body"].get("text") for e in tape(a, sids[0]) if e["kind"] == "note"]
         check(texts == ["on a", "once"], "tape after the same command_id twice %r", texts)
+    with_postgres(body)
+
+
+def test_runs_on_both_nodes_at_once():
+    """Each node runs its own sessions' prompts (the demo model) at the same
+    time: the run and interact stores are shared, so each node's outbox is
+    its own ('o' NODE_ID n), and every run's status reaches its tape once."""
+    def body(pg):
+        a = node(pg)
+        b = node(pg)
+        settled(pg, [32, 32])
+        work = []
+        for srv in (a, b, a, b):
+            sid = new_session(srv, tmpdir())
+            work.append((srv, sid, prompt(srv, sid, "hello from %s" % node_id(srv))))
+        for srv, sid, run_id in work:
+            run = wait_run(srv, run_id, timeout=30)
+            check(run["status"] == "completed", "run on %s: %r", node_id(srv), run)
+        for srv, sid, run_id in work:
+            entries = tape(srv, sid)
+            check_tape_contiguous(entries, "run tape")
+            done = [e for e in entries if e["kind"] == "run.status" and e["body"]["status"] == "completed"]
+            check(len(done) == 1 and done[0]["run_id"] == run_id, "completed entries on %s's tape: %r",
+                  sid, done)
+            # the other node reads the run from the shared database
+            other = b if srv is a else a
+            check(get_run(other, run_id)["status"] == "completed", "the other node's run.get")
+        # landed entries are deleted with a later batch (or the next tick)
+        wait_for(lambda: pg.psql("SELECT count(*) FROM cl_run.outbox").split() == ["0"], 10,
+                 "every run outbox entry to be deleted once landed")
     with_postgres(body)
 
 

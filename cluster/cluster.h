@@ -211,6 +211,12 @@ bool
 int
     sb_cluster_fence (sb_cluster_t *self, sb_txn_t *txn, uint64_t shards);
 
+//  The message of a `not_owner` refusal of a write of session_id:
+//  "session S is in shard N, owned by node X (BUS), not this one", or
+//  that no node owns it right now.
+void
+    sb_cluster_owner_line (sb_cluster_t *self, const char *session_id, char *out, size_t size);
+
 //  Called on the member's thread after each beat with what changed:
 //  shards gained (their state is to be read from the database) and lost
 //  (released, lapsed or taken: stop serving them).

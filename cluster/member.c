@@ -11,6 +11,7 @@
 #include "common/log.h"
 
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -169,6 +170,19 @@ bool
 sb_cluster_holds (sb_cluster_t *self, const char *session_id)
 {
     return !self || (sb_cluster_held (self) & sb_cluster_shard_bit (session_id)) != 0;
+}
+
+void
+sb_cluster_owner_line (sb_cluster_t *self, const char *session_id, char *out, size_t size)
+{
+    uint32_t shard = sb_cluster_shard_of (session_id);
+    sb_cluster_owner_t owner;
+    if (sb_cluster_owner_of (self, shard, &owner) == 0)
+        snprintf (out, size, "session %s is in shard %u, owned by node %s (%s), not this one", session_id,
+                  shard, owner.node_id, *owner.bus_endpoint ? owner.bus_endpoint : "no tcp bus");
+    else
+        snprintf (out, size, "session %s is in shard %u, which no node owns right now; retry", session_id,
+                  shard);
 }
 
 int

@@ -398,6 +398,21 @@ s_drop_fenced (self_t *self)
         }
     }
     zlistx_destroy (&keys);
+    /* and the requests that waited for them: told their call failed */
+    /* (set apart first: a call's failure may defer another request) */
+    zlistx_t *kept = zlistx_new (), *doomed = zlistx_new ();
+    deferred_t *d;
+    while (kept && doomed && (d = zlistx_detach (self->deferred, NULL)))
+        zlistx_add_end (d->has_key && !sb_cluster_holds (self->cluster, d->key) ? doomed : kept, d);
+    if (kept && doomed) {
+        zlistx_destroy (&self->deferred);
+        self->deferred = kept;
+        kept = NULL;
+        while ((d = zlistx_detach (doomed, NULL)))
+            s_deferred_free (self, &d, true);
+    }
+    zlistx_destroy (&kept);
+    zlistx_destroy (&doomed);
     /* what waited for the batch is released by the next one, even empty */
     self->kv_open_ops = self->kv_open_urgent = true;
     self->kv_need = self->batch_open;

@@ -383,15 +383,9 @@ s_holds (self_t *self, req_t *req)
 {
     if (sb_cluster_holds (self->cluster, req->sid))
         return true;
-    uint32_t shard = sb_cluster_shard_of (req->sid);
-    sb_cluster_owner_t owner;
-    if (sb_cluster_owner_of (self->cluster, shard, &owner) == 0)
-        sb_session_fail (req, SB_E_not_owner, "session %s is in shard %u, owned by node %s (%s), "
-                         "not this one", req->sid, shard, owner.node_id,
-                         *owner.bus_endpoint ? owner.bus_endpoint : "no tcp bus");
-    else
-        sb_session_fail (req, SB_E_not_owner, "session %s is in shard %u, which no node owns right now; "
-                         "retry", req->sid, shard);
+    char line [256];
+    sb_cluster_owner_line (self->cluster, req->sid, line, sizeof line);
+    sb_session_fail (req, SB_E_not_owner, "%s", line);
     return false;
 }
 

@@ -34,8 +34,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import Client, Server, check, run_tests, sb, tmpdir, wait_for  # noqa: E402
-from sbagent import (appender, call, check_tape_contiguous, free_port, get_run, new_session, prompt,  # noqa: E402
-                     tape, wait_run)
+from sbagent import (LLM, LLM_ENV, appender, call, check_tape_contiguous, free_port, get_run,  # noqa: E402
+                     llm_args, new_session, pending, prompt, prompt_ok, queue_list, resolve, runs_of, shell, tape,
+                     tool, wait_run)
 from sbpg import with_postgres  # noqa: E402
 from gwtest import Gateway  # noqa: E402
 
@@ -48,12 +49,15 @@ def store_url(pg, schema="cl"):
     return pg.url() + "?schema=" + schema
 
 
-def node(pg, schema="cl"):
+def node(pg, schema="cl", llm=None, script=None):
     """A started serve node on the schema, with a CURVE bus on a free port
-    and its gateway (srv.gw) for /metrics."""
+    and its gateway (srv.gw) for /metrics; its model is the loopback
+    model's `script` when given, else the demo model."""
     port = free_port()
-    gw = Gateway(args=["--store", store_url(pg, schema), "--bus", "tcp://127.0.0.1:%d" % port],
-                 env=dict(os.environ, **ENV))
+    env = dict(os.environ, **ENV)
+    env.update(LLM_ENV if llm else {})
+    gw = Gateway(args=["--store", store_url(pg, schema), "--bus", "tcp://127.0.0.1:%d" % port]
+                 + (llm_args(llm, script) if llm else []), env=env)
     gw.srv.port = port
     gw.srv.gw = gw
     return gw.srv
@@ -281,6 +285,57 @@ def test_kill9_of_a_node_during_appends():
         settled(pg, [64])
         print("kill -9 of a node: %d acknowledged, 0 lost; served again by the other after %.2f s "
               "(lease %d ms, heartbeat %d ms)" % (len(acked), took, LEASE_MS, BEAT_MS))
+    with_postgres(body)
+
+
+def test_kill9_of_a_node_during_a_run_with_an_approval_pending_and_a_prompt_queued():
+    """The other node takes the dead node's sessions as a restart would:
+    the run that was inside a tool ends interrupted, the run that waited
+    for a person goes back to the queue and waits again for the same
+    approval, the prompt queued behind it is still there; approving
+    through the survivor finishes both."""
+    def body(pg):
+        llm = LLM()
+        # one script, called in this order: the sleeper's run, the asker's
+        # run (a write that waits for approval), then after the approval
+        # the asker's run again, then its queued prompt
+        sleep_cmd = "echo $$ > sleep.pid; exec sleep 30"
+        llm.script("k9", [{"tool_calls": [shell(sleep_cmd, "c_sleep")]},
+                          {"tool_calls": [tool("write_file", "c_w", path="k.txt", content="k\n")]},
+                          {"text": "approved run done"}, {"text": "queued one done"}], repeat_last=True)
+        a = node(pg, llm=llm, script="k9")
+        b = node(pg, llm=llm, script="k9")
+        settled(pg, [32, 32])
+        ws = tmpdir()
+        sleeper = new_session(a, ws, approval_policy="yolo")
+        running = prompt(a, sleeper, "sleep")
+        wait_for(lambda: os.path.exists(os.path.join(ws, "sleep.pid")), 15, "the sleep tool to start")
+        asker = new_session(a, tmpdir(), approval_policy="auto")
+        first = prompt_ok(a, asker, "write k")
+        ia = pending(a, asker)
+        q1 = prompt_ok(a, asker, "queued one")
+        check(q1.get("queued") == 1, "queued %r", q1)
+        a.proc.kill()
+        t0 = time.monotonic()
+        run = wait_run(b, running, ("interrupted",), timeout=15)
+        took = time.monotonic() - t0
+        check(run["reason"] == "server_restart", "the interrupted run %r", run)
+        check(took <= (LEASE_MS + 2 * BEAT_MS) / 1000.0 + 2.5, "interrupted %.2f s after the kill", took)
+        again = pending(b, asker)
+        check(again["interaction_id"] == ia["interaction_id"], "pending on B %r, was %r", again, ia)
+        q = queue_list(b, asker)
+        check([p["prompt_id"] for p in q["prompts"]] == [q1["prompt_id"]], "queue on B %r", q)
+        resolve(b, ia["interaction_id"], "approve")
+        wait_run(b, first["run_id"], ("completed",), timeout=30)
+        wait_for(lambda: [r.get("input") for r in runs_of(b, asker) if r["status"] == "completed"]
+                 == ["write k", "queued one"], 30, "the queued prompt to run on B")
+        check_tape_contiguous(tape(b, sleeper), "the sleeper's tape")
+        check_tape_contiguous(tape(b, asker), "the asker's tape")
+        print("kill -9 during a run: interrupted by the other node after %.2f s" % took)
+        try:
+            os.kill(int(open(os.path.join(ws, "sleep.pid")).read()), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
     with_postgres(body)
 
 

@@ -80,6 +80,16 @@ zactor_t *sb_actor_start (zactor_fn *fn, void *args);
     pipe is gone), so the actor should stop. */
 bool sb_actor_pipe_term (zsock_t *pipe);
 
+/*  On a node of a cluster (cluster/cluster.h), whether this node holds
+    the shard of `session_id` and so may change what belongs to it: true
+    with cluster NULL (one host) or session_id NULL or empty; else false
+    after answering msg `not_owner`, naming the owner. */
+struct _sb_cluster_t;
+struct sb_msg;
+struct sb_bus;
+bool sb_actor_owns (struct sb_bus *bus, struct sb_msg *msg, struct _sb_cluster_t *cluster,
+                    const char *session_id);
+
 /*  Registers `bus` for `service` and signals the pipe; returns 0 when
     registered. Shared by every actor's startup. */
 struct sb_bus;

@@ -633,12 +633,7 @@ s_owned (self_t *self, sb_msg_t *msg)
         s_copy (sid, sizeof sid, r.session_id);
         sb_run_record_free (&r);
     }
-    if (!*sid || sb_cluster_holds (self->cluster, sid))
-        return true;
-    char line [256];
-    sb_cluster_owner_line (self->cluster, sid, line, sizeof line);
-    sb_bus_error (self->bus, msg, SB_E_not_owner, "%s", line);
-    return false;
+    return sb_actor_owns (self->bus, msg, self->cluster, sid);
 }
 
 static void

@@ -10,7 +10,8 @@ keep the waits short.
     shards and its store's latency; three nodes settle at 22/22/20;
   - a session made through A is in one of A's shards; B lists it and
     reads its tape (lists and reads go to the database), and a write
-    through B is refused `not_owner`, naming A (forwarding is not built);
+    through B (session.append, run.request, interact.request) is refused
+    `not_owner`, naming A (forwarding is not built);
     the same command_id sent to both does one thing;
   - runs on both nodes at once (the demo model) each complete, with one
     run.status entry each on their tapes (each node's outbox is its own);
@@ -168,6 +169,14 @@ def test_session_made_on_a_is_read_on_b_and_written_only_by_its_owner():
             check(shard in held[node_id(a)], "session %s in shard %d, not one of A's %r", sid, shard,
                   sorted(held[node_id(a)]))
             shard_of[sid] = shard
+        # the run and interact actors refuse too: B may not start a run of A's session
+        m = request(b, "run.request", {"session_id": sids[0], "input": "on b"})
+        check(m.is_error() and m.code == "not_owner" and node_id(a) in m.body["message"],
+              "run.request of A's session through B: %r", m.body)
+        m = request(b, "interact.request", {"session_id": sids[0], "run_id": "01M8VR8NJZ35SWM4HBGJQ2SXFX",
+                                             "call_id": "c1", "tool": "shell", "arguments": "{}",
+                                             "summary": "x"})
+        check(m.is_error() and m.code == "not_owner", "interact.request of A's session through B: %r", m.body)
         # B lists them and reads their tapes: the database is shared
         listed = {s["session_id"] for s in call(b, "session.list", {"limit": 100})["sessions"]}
         check(set(sids) <= listed, "B lists %r, not all of %r", listed, sids)

@@ -97,7 +97,11 @@ static const char *s_usage =
     "                    version-checked on start (default $SWITCHBOARD_STORE; none:\n"
     "                    LMDB under DATA; docs/scale-out.md). The password is best\n"
     "                    kept in ~/.pgpass (hidden from tools) or PGPASSWORD; it is\n"
-    "                    never logged\n"
+    "                    never logged. Every serve on one schema is a node of one\n"
+    "                    cluster (NAME_cluster: shard leases; 'switchboard nodes'),\n"
+    "                    registered with its --bus and CURVE key; node id\n"
+    "                    $SWITCHBOARD_NODE_ID, else HOST-HASH of DATA; lease and\n"
+    "                    heartbeat $SWITCHBOARD_SHARD_LEASE_MS, _HEARTBEAT_MS\n"
     "  -h, --help        this help\n"
     "\n"
     "Stop it with Ctrl-C (SIGINT) or SIGTERM; it shuts down cleanly.\n";

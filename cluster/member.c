@@ -35,26 +35,18 @@ static member_t s_member = {
     .lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER,
 };
 
-static int64_t
-s_mono_us (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 //  One beat then one balance; tells the change function what moved.
 static void
 s_beat (member_t *m)
 {
-    int64_t t0 = s_mono_us ();
+    int64_t t0 = sb_mono_us ();
     uint64_t lost = 0, gained = 0, released = 0;
     int rc = sb_cluster_heartbeat (m->cluster, &lost);
     //  Balance only after a good beat: the live count and the owners it
     //  reads are the ones this beat refreshed.
     if (rc == 0)
         rc = sb_cluster_balance (m->cluster, &gained, &released);
-    atomic_store (&m->last_beat_us, (uint64_t) (s_mono_us () - t0));
+    atomic_store (&m->last_beat_us, (uint64_t) (sb_mono_us () - t0));
     atomic_fetch_add (&m->beats, 1);
     if (rc == 0)
         atomic_store (&m->last_beat_ms, t0 / 1000);
@@ -154,7 +146,7 @@ sb_cluster_stats (sb_cluster_t *self, sb_cluster_stats_t *out)
     out->last_beat_us = atomic_load (&m->last_beat_us);
     int64_t last = atomic_load (&m->last_beat_ms);
     if (last)
-        out->last_beat_age_ms = s_mono_us () / 1000 - last;
+        out->last_beat_age_ms = sb_mono_us () / 1000 - last;
 }
 
 //  --------------------------------------------------------------------------

@@ -22,6 +22,7 @@ import string
 import struct
 import subprocess
 import termios
+import threading
 import urllib.request
 
 import zmq
@@ -199,6 +200,24 @@ def appender(server, sid, k, acked, stop_at, errors):
             i += 1
     finally:
         c.close()
+
+
+class Appenders:
+    """n appender threads on session sid of server, started at once;
+    acked holds (seq, text) of each acknowledged append, errors the
+    refusals; stop() ends them (after the server died, or to stop)."""
+
+    def __init__(self, server, sid, n=4):
+        self.acked, self.errors, self.stop_at = [], [], threading.Event()
+        self.threads = [threading.Thread(target=appender, args=(server, sid, k, self.acked, self.stop_at,
+                                                                  self.errors)) for k in range(n)]
+        for t in self.threads:
+            t.start()
+
+    def stop(self):
+        self.stop_at.set()
+        for t in self.threads:
+            t.join(10)
 
 
 def kinds(entries):

@@ -30,12 +30,11 @@ import json
 import os
 import signal
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import Client, Server, check, run_tests, sb, tmpdir, wait_for  # noqa: E402
-from sbagent import (LLM, LLM_ENV, appender, call, check_tape_contiguous, free_port, get_run,  # noqa: E402
+from sbagent import (LLM, LLM_ENV, Appenders, call, check_tape_contiguous, free_port, get_run,  # noqa: E402
                      llm_args, new_session, pending, prompt, prompt_ok, queue_list, resolve, runs_of, shell, tape,
                      tool, wait_run)
 from sbpg import with_postgres  # noqa: E402
@@ -62,6 +61,13 @@ def node(pg, schema="cl", llm=None, script=None):
     gw.srv.port = port
     gw.srv.gw = gw
     return gw.srv
+
+
+def two_nodes(pg, **kw):
+    """Nodes A and B on one schema, once they hold 32 shards each."""
+    a, b = node(pg, **kw), node(pg, **kw)
+    settled(pg, [32, 32])
+    return a, b
 
 
 def nodes(pg, schema="cl"):
@@ -150,9 +156,7 @@ def test_two_nodes_join_and_share_the_shards():
 
 def test_session_made_on_a_is_read_on_b_and_written_only_by_its_owner():
     def body(pg):
-        a = node(pg)
-        b = node(pg)
-        settled(pg, [32, 32])
+        a, b = two_nodes(pg)
         doc = nodes(pg)
         held = {n["node_id"]: set(n["shards"]) for n in doc["nodes"]}
         sids = [new_session(a, tmpdir()) for _ in range(6)]
@@ -201,9 +205,7 @@ def test_runs_on_both_nodes_at_once():
     time: the run and interact stores are shared, so each node's outbox is
     its own ('o' NODE_ID n), and every run's status reaches its tape once."""
     def body(pg):
-        a = node(pg)
-        b = node(pg)
-        settled(pg, [32, 32])
+        a, b = two_nodes(pg)
         work = []
         for srv in (a, b, a, b):
             sid = new_session(srv, tmpdir())
@@ -228,9 +230,7 @@ def test_runs_on_both_nodes_at_once():
 
 def test_a_node_that_lost_its_lease_cannot_write():
     def body(pg):
-        a = node(pg)
-        b = node(pg)
-        settled(pg, [32, 32])
+        a, b = two_nodes(pg)
         sid = new_session(a, tmpdir())
         call(a, "session.append", {"session_id": sid, "kind": "note", "body": {"text": "before"}})
         # A stalls past its lease: B takes every shard at a new epoch
@@ -260,22 +260,15 @@ def test_a_node_that_lost_its_lease_cannot_write():
 
 def test_kill9_of_a_node_during_appends():
     def body(pg):
-        a = node(pg)
-        b = node(pg)
-        settled(pg, [32, 32])
+        a, b = two_nodes(pg)
         sid = new_session(a, tmpdir())
-        acked, errors, stop_at = [], [], threading.Event()
-        threads = [threading.Thread(target=appender, args=(a, sid, k, acked, stop_at, errors))
-                   for k in range(4)]
-        for t in threads:
-            t.start()
+        w = Appenders(a, sid)
+        acked = w.acked
         wait_for(lambda: len(acked) >= 200, 60, "200 acknowledged appends")
         a.proc.kill()
         t_kill = time.monotonic()
-        stop_at.set()
-        for t in threads:
-            t.join(10)
-        check(not errors, "appends refused before the kill: %r", errors[:3])
+        w.stop()
+        check(not w.errors, "appends refused before the kill: %r", w.errors[:3])
 
         # B serves A's session once A's leases lapse
         def served():
@@ -312,9 +305,7 @@ def test_kill9_of_a_node_during_a_run_with_an_approval_pending_and_a_prompt_queu
         llm.script("k9", [{"tool_calls": [shell(sleep_cmd, "c_sleep")]},
                           {"tool_calls": [tool("write_file", "c_w", path="k.txt", content="k\n")]},
                           {"text": "approved run done"}, {"text": "queued one done"}], repeat_last=True)
-        a = node(pg, llm=llm, script="k9")
-        b = node(pg, llm=llm, script="k9")
-        settled(pg, [32, 32])
+        a, b = two_nodes(pg, llm=llm, script="k9")
         ws = tmpdir()
         sleeper = new_session(a, ws, approval_policy="yolo")
         running = prompt(a, sleeper, "sleep")

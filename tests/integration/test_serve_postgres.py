@@ -45,12 +45,11 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import SB_BIN, Client, Proc, Server, check, cli, run_tests, sb, skip, tmpdir, wait_for  # noqa: E402
-from sbagent import (LLM, LLM_ENV, appender, call, check_tape_contiguous, kinds, llm_args,  # noqa: E402
+from sbagent import (LLM, LLM_ENV, Appenders, call, check_tape_contiguous, kinds, llm_args,  # noqa: E402
                      new_session, pending, prompt, prompt_ok, queue_list, resolve, runs_of, tape, tool,
                      wait_run)
 from sbpg import pg_bindir, with_postgres  # noqa: E402
@@ -226,17 +225,12 @@ def test_kill9_with_appends_approval_and_queue():
             q2 = prompt_ok(server, sid, "queued two")
             check(q1.get("queued") == 1 and q2.get("queued") == 2, "queued %r %r", q1, q2)
             notes = new_session(server, tmpdir())
-            acked, errors, stop_at = [], [], threading.Event()
-            threads = [threading.Thread(target=appender, args=(server, notes, k, acked, stop_at, errors))
-                       for k in range(4)]
-            for t in threads:
-                t.start()
+            w = Appenders(server, notes)
+            acked = w.acked
             wait_for(lambda: len(acked) >= 400, 60, "400 acknowledged appends")
             server.proc.kill()          # SIGKILL, mid-append
-            stop_at.set()
-            for t in threads:
-                t.join(10)
-            check(not errors, "appends refused before the kill: %r", errors[:3])
+            w.stop()
+            check(not w.errors, "appends refused before the kill: %r", w.errors[:3])
             n_acked = len(acked)
             server.start(timeout=30)
             entries = tape(server, notes)

@@ -186,6 +186,17 @@ s_guarded_put (sb_txn_t *txn, void *arg)
     return sb_txn_put (txn, 0, k.buf, k.len, w->value, strlen (w->value));
 }
 
+//  The test's store on PostgreSQL (its tape dbi: "tape").
+static sb_store_t *
+s_pg_store (void)
+{
+    char url [1024];
+    sbt_pg_where (url, sizeof url, "store");
+    sb_store_t *store = sb_store_open (url, g_names, 1, 0, g_err, sizeof g_err);
+    cr_assert_not_null (store, "%s", g_err);
+    return store;
+}
+
 static int
 s_rm (const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
@@ -294,10 +305,8 @@ s_read_back (sb_store_t *store, char *out, size_t size)
 Test (cluster, a_node_whose_lease_was_taken_is_fenced_and_takes_nothing_back)
 {
     NEEDS_SERVER ();
-    char url [1024], got [64];
-    sbt_pg_where (url, sizeof url, "store");
-    sb_store_t *store = sb_store_open (url, g_names, 1, 0, g_err, sizeof g_err);
-    cr_assert_not_null (store, "%s", g_err);
+    char got [64];
+    sb_store_t *store = s_pg_store ();
     sb_cluster_t *a = s_node ("na");
     s_tick (a);
     uint32_t shard = sb_cluster_shard_of ("ses_fenced");
@@ -370,10 +379,8 @@ s_fenced_put (sb_txn_t *txn, void *arg)
 Test (cluster, the_member_holds_every_shard_alone_and_the_fence_checks_each_shard)
 {
     NEEDS_SERVER ();
-    char url [1024], got [64];
-    sbt_pg_where (url, sizeof url, "store");
-    sb_store_t *store = sb_store_open (url, g_names, 1, 0, g_err, sizeof g_err);
-    cr_assert_not_null (store, "%s", g_err);
+    char got [64];
+    sb_store_t *store = s_pg_store ();
     //  no cluster: no fence
     fenced_ctx_t f = { .cluster = NULL, .shards = ~0ull, .value = "alone" };
     cr_assert_eq (sb_store_write (store, s_fenced_put, &f), 0);
@@ -424,10 +431,8 @@ Test (cluster, the_member_holds_every_shard_alone_and_the_fence_checks_each_shar
 Test (cluster, a_takeover_waits_for_a_write_that_holds_the_lease_row)
 {
     NEEDS_SERVER ();
-    char url [1024], got [64];
-    sbt_pg_where (url, sizeof url, "store");
-    sb_store_t *store = sb_store_open (url, g_names, 1, 0, g_err, sizeof g_err);
-    cr_assert_not_null (store, "%s", g_err);
+    char got [64];
+    sb_store_t *store = s_pg_store ();
     sb_cluster_t *a = s_node ("na");
     s_tick (a);
     uint32_t shard = sb_cluster_shard_of ("ses_fenced");
@@ -484,10 +489,8 @@ s_read_then_guard (sb_txn_t *txn, void *arg)
 Test (cluster, a_write_whose_snapshot_predates_a_takeover_runs_again_and_is_fenced)
 {
     NEEDS_SERVER ();
-    char url [1024], got [64];
-    sbt_pg_where (url, sizeof url, "store");
-    sb_store_t *store = sb_store_open (url, g_names, 1, 0, g_err, sizeof g_err);
-    cr_assert_not_null (store, "%s", g_err);
+    char got [64];
+    sb_store_t *store = s_pg_store ();
     sb_cluster_t *a = s_node ("na");
     sb_cluster_t *b = s_node ("nb");
     cr_assert_eq (sb_cluster_leave (b), 0);    //  b waits outside until the takeover

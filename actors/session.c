@@ -541,6 +541,8 @@ s_dispatch_msg (self_t *self, sb_msg_t **msg_p, size_t row)
         sb_msg_destroy (msg_p);
         return;
     }
+    if (sb_session_forward (self, msg_p, (op_t) row))
+        return;
     if (r->take)
         r->take (self, msg_p);
     else
@@ -696,6 +698,7 @@ s_self_destroy (self_t **self_p)
         free (self->shadow);
     }
     sb_msg_destroy (&self->held);
+    sb_session_forward_destroy (self);
     s_drain_free (self);
     zhashx_destroy (&self->starting);
     zhashx_destroy (&self->forwards);
@@ -745,6 +748,7 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
         return NULL;
     }
     self->cluster = args->config ? args->config->cluster : NULL;
+    self->data_dir = args->data_dir;
     self->bus = sb_bus_new (args->cmd_endpoint, self->instance);
     self->pub = args->pub_endpoint? sb_pub_new (args->pub_endpoint, self->instance): NULL;
     self->forwards = sb_session_forwards_new ();
@@ -825,6 +829,8 @@ sb_session_actor (zsock_t *pipe, void *args)
             if (due < wait)
                 wait = due;
         }
+        if (sb_session_forward_wait (self) < wait)
+            wait = sb_session_forward_wait (self);
         //  While a commit is in flight the bus is read only as long as
         //  the next drain can take what comes (s_bus_open), and the
         //  committer's fd says when the commit is done.
@@ -846,6 +852,7 @@ sb_session_actor (zsock_t *pipe, void *args)
         if ((items [1].revents & ZMQ_POLLIN) || (s_bus_open (self) && sb_bus_has_queued (self->bus))
         ||  (!committing && (self->nreqs || sb_session_prompt_due (self))))
             s_handle_bus (self);
+        sb_session_forward_poll (self);
         committing = self->committer && sb_committer_busy (self->committer);
         //  Housekeeping writes wait for the committer: one write
         //  transaction at a time.

@@ -61,6 +61,47 @@ s_endpoints (const sb_serve_opts_t *o, char *bus, char *events, size_t size)
         snprintf (events, size, "%.*s:%d", (int) (colon - o->bus), o->bus, port + 1);
 }
 
+//  After each beat (on the member's thread): the bus keys of the live
+//  nodes, as the database gives them, are allowed on this node's bus
+//  (role actor), so that they can forward requests to it; a node that
+//  joins is allowed within a beat of its registration.
+typedef struct {
+    sb_cluster_t *cluster;
+    char dir [4096];
+    char allowed [SB_CLUSTER_SHARDS][SB_CLUSTER_ID_MAX + SB_CLUSTER_KEY_MAX + 2];
+} s_keys_t;
+
+static s_keys_t s_keys;
+
+static void
+s_allow_owners (uint64_t gained, uint64_t lost, void *arg)
+{
+    (void) gained;
+    (void) lost;
+    s_keys_t *k = arg;
+    sb_cluster_info_t *list = NULL;
+    size_t count = 0;
+    if (sb_cluster_nodes_list (k->cluster, &list, &count) != 0)
+        return;
+    for (size_t n = 0; n < count; n++) {
+        const sb_cluster_info_t *o = &list [n];
+        if (!o->alive || !*o->curve_public || strcmp (o->node_id, sb_cluster_node_id (k->cluster)) == 0)
+            continue;
+        char both [sizeof k->allowed [0]];
+        snprintf (both, sizeof both, "%s %s", o->node_id, o->curve_public);
+        size_t i = 0;
+        while (i < SB_CLUSTER_SHARDS && k->allowed [i][0] && strcmp (k->allowed [i], both) != 0)
+            i++;
+        if (i < SB_CLUSTER_SHARDS && !k->allowed [i][0]) {
+            if (sb_curve_node_allow (k->dir, o->node_id, o->curve_public) == 0)
+                snprintf (k->allowed [i], sizeof k->allowed [i], "%s", both);
+            else
+                sb_warn ("serve", "cannot allow node %s's key on the bus", o->node_id);
+        }
+    }
+    sb_cluster_nodes_free (&list);
+}
+
 sb_cluster_t *
 sb_serve_cluster_open (const sb_serve_opts_t *o, const char *dir, char *err, size_t errlen)
 {
@@ -83,7 +124,9 @@ sb_serve_cluster_open (const sb_serve_opts_t *o, const char *dir, char *err, siz
     if (!c)
         return NULL;
     sb_outbox_scope (id);
-    if (sb_cluster_member_start (c, NULL, NULL) != 0) {
+    s_keys.cluster = c;
+    snprintf (s_keys.dir, sizeof s_keys.dir, "%s", dir);
+    if (sb_cluster_member_start (c, s_allow_owners, &s_keys) != 0) {
         snprintf (err, errlen, "node %s could not start its heartbeat", id);
         sb_cluster_destroy (&c);
         return NULL;

@@ -217,9 +217,9 @@ int
 void
     sb_cluster_owner_line (sb_cluster_t *self, const char *session_id, char *out, size_t size);
 
-//  Called on the member's thread after each beat with what changed:
-//  shards gained (their state is to be read from the database) and lost
-//  (released, lapsed or taken: stop serving them).
+//  Called on the member's thread after each beat with what changed (0 and
+//  0 when nothing did): shards gained and lost (released, lapsed or
+//  taken); the owner cache is fresh then.
 typedef void (sb_cluster_change_fn) (uint64_t gained, uint64_t lost, void *arg);
 
 //  The member: a thread of its own that beats and balances every

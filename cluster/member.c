@@ -62,7 +62,7 @@ s_beat (member_t *m)
         sb_info ("cluster", "node %s gained=%s released=%s held=%d", m->cluster->node_id, g, r,
                  __builtin_popcountll (sb_cluster_held (m->cluster)));
     }
-    if ((gained || lost) && m->fn)
+    if (m->fn)
         m->fn (gained, lost, m->arg);
 }
 

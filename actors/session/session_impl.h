@@ -148,6 +148,8 @@ typedef struct self {
     sb_pub_t *pub;
     sb_store_t *store;
     struct _sb_cluster_t *cluster;  //  the node's leases (NULL: every session is ours)
+    const char *data_dir;       //  DATA (its certs: the node's bus keys)
+    struct sb_session_fwd *fwd; //  requests forwarded to other nodes (forward.c); NULL: none yet
     char instance [129];
     bool terminated;
     uint64_t command_ttl_ms;
@@ -323,6 +325,18 @@ void sb_session_usage_note (self_t *self, sb_txn_t *txn, const char *sid, const 
                             const sb_val_t *body);
 void sb_session_read_usage (self_t *self, sb_txn_t *txn, req_t *req);
 int64_t sb_session_usage_day (const char *date);
+
+//  session/forward.c: on a node of a cluster, a request that changes a
+//  session of another node's shard is forwarded to that node and its
+//  answer relayed. forward: true when it took *msg_p (forwarded, or
+//  answered); false to take it as usual (the drain refuses it
+//  not_owner when no owner can be reached). poll: relays the answers,
+//  expires the late; wait: the longest the loop may sleep meanwhile.
+typedef struct sb_session_fwd sb_session_fwd_t;
+bool sb_session_forward (self_t *self, sb_msg_t **msg_p, op_t op);
+void sb_session_forward_poll (self_t *self);
+int64_t sb_session_forward_wait (self_t *self);
+void sb_session_forward_destroy (self_t *self);
 
 //  session/store.c: records (through the drain's cache)
 

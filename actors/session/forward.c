@@ -71,21 +71,24 @@ s_fwd_free (void **item)
     }
 }
 
+static void
+s_fwd_drop (fwd_t *f)
+{
+    void *item = f;
+    s_fwd_free (&item);
+}
+
 void
 sb_session_forward_destroy (self_t *self)
 {
     sb_session_fwd_t *fw = self->fwd;
     if (!fw)
         return;
-    for (fwd_t *f = fw->inflight ? zhashx_first (fw->inflight) : NULL; f; f = zhashx_next (fw->inflight)) {
-        void *item = f;
-        s_fwd_free (&item);
-    }
+    for (fwd_t *f = fw->inflight ? zhashx_first (fw->inflight) : NULL; f; f = zhashx_next (fw->inflight))
+        s_fwd_drop (f);
     zhashx_destroy (&fw->inflight);
-    for (fwd_t *f = fw->later ? zlistx_first (fw->later) : NULL; f; f = zlistx_next (fw->later)) {
-        void *item = f;
-        s_fwd_free (&item);
-    }
+    for (fwd_t *f = fw->later ? zlistx_first (fw->later) : NULL; f; f = zlistx_next (fw->later))
+        s_fwd_drop (f);
     zlistx_destroy (&fw->later);
     for (size_t i = 0; i < fw->npeers; i++) {
         zsock_destroy (&fw->peers [i].monitor);
@@ -179,6 +182,16 @@ s_send (self_t *self, fwd_t *f, const char *sid)
     return true;
 }
 
+//  f waits one heartbeat period for a fresher owner cache, then goes to
+//  the owner it names, or into this node's drain (sb_session_forward_poll).
+static void
+s_later (self_t *self, fwd_t *f)
+{
+    f->tries = 1;
+    f->retry_at = sb_mono_ms () + (int64_t) sb_cluster_heartbeat_ms (self->cluster);
+    zlistx_add_end (self->fwd->later, f);
+}
+
 bool
 sb_session_forward (self_t *self, sb_msg_t **msg_p, op_t op)
 {
@@ -218,11 +231,10 @@ sb_session_forward (self_t *self, sb_msg_t **msg_p, op_t op)
     f->deadline = now + FORWARD_MS;
     if (msg->h.deadline && msg->h.deadline > wall && msg->h.deadline - wall < FORWARD_MS)
         f->deadline = now + (int64_t) (msg->h.deadline - wall);
-    if (!s_send (self, f, sid)) {
-        f->msg = NULL;
-        free (f);
-        return false;           //  no owner to send to: the drain refuses it
-    }
+    //  No owner to send to (the shard is between two nodes, one released
+    //  it and the other has not taken it yet): tried again a beat later
+    if (!s_send (self, f, sid))
+        s_later (self, f);
     *msg_p = NULL;
     return true;
 }
@@ -239,8 +251,7 @@ s_answer (self_t *self, sb_msg_t *reply)
     //  The shard moved under the forward: once the owner cache is a beat
     //  fresher, the request goes to the owner it names (this node, maybe)
     if (code && strcmp (code, "not_owner") == 0 && f->tries == 1) {
-        f->retry_at = sb_mono_ms () + (int64_t) sb_cluster_heartbeat_ms (self->cluster);
-        zlistx_add_end (self->fwd->later, f);
+        s_later (self, f);
         return;
     }
     sb_enc_t *e = sb_enc_new ();
@@ -252,8 +263,7 @@ s_answer (self_t *self, sb_msg_t *reply)
                          reply->h.seq, body, len);
         sb_enc_destroy (&e);
     }
-    void *item = f;
-    s_fwd_free (&item);
+    s_fwd_drop (f);
 }
 
 //  Reads p's handshake events: a refusal before any success marks the
@@ -294,12 +304,8 @@ s_peer_remake (self_t *self, peer_t *p)
         zhashx_delete (fw->inflight, id);
         f->tries--;
         const char *sid = sb_get_str (f->msg->body, "session_id");
-        if (!sid || !s_send (self, f, sid)) {
-            sb_bus_error (self->bus, f->msg, SB_E_unavailable, "cannot forward %s to node %s; retry",
-                          f->msg->h.type, f->node_id);
-            void *item = f;
-            s_fwd_free (&item);
-        }
+        if (!sid || !s_send (self, f, sid))
+            s_later (self, f);
     }
     zlistx_destroy (&ids);
 }
@@ -339,16 +345,14 @@ sb_session_forward_poll (self_t *self)
                 sb_session_ops [f->op].take (self, &f->msg);
             else
                 sb_session_take (self, &f->msg, f->op);
-            void *item = f;
-            s_fwd_free (&item);
+            s_fwd_drop (f);
         }
         else
         if (!sid || !s_send (self, f, sid)) {
             char line [256];
             sb_cluster_owner_line (self->cluster, sid ? sid : "", line, sizeof line);
             sb_bus_error (self->bus, f->msg, SB_E_not_owner, "%s", line);
-            void *item = f;
-            s_fwd_free (&item);
+            s_fwd_drop (f);
         }
         f = zlistx_first (fw->later);
     }
@@ -367,8 +371,7 @@ sb_session_forward_poll (self_t *self)
         sb_bus_error (self->bus, f->msg, SB_E_unavailable, "node %s, which owns the session, did not answer "
                       "the forwarded %s in time; retry with the same command_id", f->node_id, f->msg->h.type);
         zhashx_delete (fw->inflight, id);
-        void *item = f;
-        s_fwd_free (&item);
+        s_fwd_drop (f);
     }
     zlistx_destroy (&late);
 }

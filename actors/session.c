@@ -699,6 +699,7 @@ s_self_destroy (self_t **self_p)
     }
     sb_msg_destroy (&self->held);
     sb_session_forward_destroy (self);
+    sb_session_relay_destroy (self);
     s_drain_free (self);
     zhashx_destroy (&self->starting);
     zhashx_destroy (&self->forwards);
@@ -834,12 +835,18 @@ sb_session_actor (zsock_t *pipe, void *args)
         //  While a commit is in flight the bus is read only as long as
         //  the next drain can take what comes (s_bus_open), and the
         //  committer's fd says when the commit is done.
-        zmq_pollitem_t items [] = {
+        zmq_pollitem_t items [3 + SB_SESSION_RELAY_MAX] = {
             { zsock_resolve (pipe), 0, ZMQ_POLLIN, 0 },
             { sb_bus_socket (self->bus), 0, bus_open? ZMQ_POLLIN: 0, 0 },
             { NULL, committing? sb_committer_fd (self->committer): -1, ZMQ_POLLIN, 0 },
         };
-        if (zmq_poll (items, committing? 3: 2, (long) wait) < 0 && errno != EINTR)
+        //  other nodes' event planes (relay.c), after the committer's fd
+        size_t nrelay = sb_session_relay_items (self, items + 3, SB_SESSION_RELAY_MAX);
+        if (nrelay && !committing)
+            items [2] = (zmq_pollitem_t) { NULL, -1, 0, 0 };
+        if (sb_session_relay_wait (self) < wait)
+            wait = sb_session_relay_wait (self);
+        if (zmq_poll (items, nrelay? 3 + (int) nrelay: committing? 3: 2, (long) wait) < 0 && errno != EINTR)
             break;
         if (items [0].revents & ZMQ_POLLIN)
             s_handle_pipe (self);
@@ -853,6 +860,7 @@ sb_session_actor (zsock_t *pipe, void *args)
         ||  (!committing && (self->nreqs || sb_session_prompt_due (self))))
             s_handle_bus (self);
         sb_session_forward_poll (self);
+        sb_session_relay_recv (self);
         committing = self->committer && sb_committer_busy (self->committer);
         //  Housekeeping writes wait for the committer: one write
         //  transaction at a time.

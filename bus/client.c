@@ -665,6 +665,12 @@ struct sb_sub {
 sb_sub_t *
 sb_sub_new (const char *endpoint)
 {
+    return sb_sub_new_curve (endpoint, NULL, NULL);
+}
+
+sb_sub_t *
+sb_sub_new_curve (const char *endpoint, zcert_t *cert, const char *server_public)
+{
     sb_sub_t *sub = calloc (1, sizeof *sub);
     if (!sub)
         return NULL;
@@ -676,7 +682,12 @@ sb_sub_new (const char *endpoint)
     zsock_set_rcvhwm (sub->sock, 100000);
     zsock_set_linger (sub->sock, 0);
     zsock_set_maxmsgsize (sub->sock, (int) sb_bus_max_frame ());
-    sb_curve_apply_client (sub->sock, endpoint);
+    if (cert && server_public) {
+        zcert_apply (cert, sub->sock);
+        zsock_set_curve_serverkey (sub->sock, server_public);
+    }
+    else
+        sb_curve_apply_client (sub->sock, endpoint);
     if (zsock_connect (sub->sock, "%s", endpoint)) {
         sb_sub_destroy (&sub);
         return NULL;

@@ -121,6 +121,8 @@ int sb_pub_send (sb_pub_t *pub, const char *topic, const char *type, const char 
 
 /*  SUB connected to the broker's XPUB side. */
 sb_sub_t *sb_sub_new (const char *endpoint);
+/*  The same over CURVE with keys of its own (as sb_bus_new_curve). */
+sb_sub_t *sb_sub_new_curve (const char *endpoint, struct _zcert_t *cert, const char *server_public);
 void sb_sub_destroy (sb_sub_t **sub_p);
 int sb_sub_subscribe (sb_sub_t *sub, const char *prefix);
 void *sb_sub_socket (sb_sub_t *sub);

@@ -30,18 +30,17 @@
 #define FORWARD_MS      30000   //  a forward's longest wait
 #define FORWARDS_MAX    4096    //  forwards in flight, all peers; past it: overloaded
 #define PEERS_MAX       64      //  other nodes this actor keeps a bus to
+#define REMAKE_MS       50      //  after a refused handshake, the pause before the next socket
 
 typedef struct {
     char node_id [SB_CLUSTER_ID_MAX + 1];
     char endpoint [SB_CLUSTER_EP_MAX + 1];
     char key [SB_CLUSTER_KEY_MAX + 1];
     sb_bus_t *bus;
-    zsock_t *monitor;           //  the bus's handshakes (zmq_socket_monitor)
-    bool connected;             //  a handshake succeeded on this bus
-    int64_t remake_at;          //  mono ms: a refused bus is made again then; 0: not refused
+    sb_session_watch_t watch;   //  the bus's handshakes
 } peer_t;
 
-#define REMAKE_MS       50      //  after a refused handshake, the pause before the next bus
+
 
 typedef struct {
     sb_msg_t *msg;              //  the request, as it came
@@ -91,7 +90,7 @@ sb_session_forward_destroy (self_t *self)
         s_fwd_drop (f);
     zlistx_destroy (&fw->later);
     for (size_t i = 0; i < fw->npeers; i++) {
-        zsock_destroy (&fw->peers [i].monitor);
+        sb_session_watch_stop (&fw->peers [i].watch);
         sb_bus_destroy (&fw->peers [i].bus);
     }
     zcert_destroy (&fw->cert);
@@ -99,27 +98,65 @@ sb_session_forward_destroy (self_t *self)
     self->fwd = NULL;
 }
 
-//  Makes p's bus, and the monitor of its handshakes.
+//  --------------------------------------------------------------------------
+//  The handshakes of a socket to another node (also relay.c)
+
+void
+sb_session_watch_start (sb_session_watch_t *w, void *sock, const void *tag)
+{
+    sb_session_watch_stop (w);
+    char addr [96];
+    snprintf (addr, sizeof addr, "inproc://sb-watch-%p-%p", (void *) w, tag);
+    if (zmq_socket_monitor (sock, addr, ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
+                            | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) == 0) {
+        w->monitor = zsock_new (ZMQ_PAIR);
+        if (w->monitor && zsock_connect (w->monitor, "%s", addr) != 0)
+            zsock_destroy (&w->monitor);
+    }
+}
+
+void
+sb_session_watch_stop (sb_session_watch_t *w)
+{
+    zsock_destroy (&w->monitor);
+    w->connected = false;
+    w->remake_at = 0;
+}
+
+bool
+sb_session_watch_refused (sb_session_watch_t *w, const char *node_id)
+{
+    zmsg_t *ev;
+    while (w->monitor && (zsock_events (w->monitor) & ZMQ_POLLIN) && (ev = zmsg_recv (w->monitor))) {
+        zframe_t *f = zmsg_first (ev);
+        if (f && zframe_size (f) >= 2) {
+            uint16_t event;
+            memcpy (&event, zframe_data (f), 2);
+            if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
+                w->connected = true;
+            else
+            if (!w->connected && !w->remake_at) {
+                sb_warn (ACTOR, "node %s refused this node's bus key; trying again", node_id);
+                w->remake_at = sb_mono_ms () + REMAKE_MS;
+            }
+        }
+        zmsg_destroy (&ev);
+    }
+    return w->remake_at && w->remake_at <= sb_mono_ms ();
+}
+
+//  --------------------------------------------------------------------------
+
+//  Makes p's bus, and the watch of its handshakes.
 static void
 s_peer_connect (self_t *self, peer_t *p)
 {
     sb_session_fwd_t *fw = self->fwd;
-    zsock_destroy (&p->monitor);
+    sb_session_watch_stop (&p->watch);
     sb_bus_destroy (&p->bus);
-    p->connected = false;
-    p->remake_at = 0;
     p->bus = sb_bus_new_curve (p->endpoint, self->instance, *p->key ? fw->cert : NULL, *p->key ? p->key : NULL);
-    if (!p->bus)
-        return;
-    char addr [96];
-    snprintf (addr, sizeof addr, "inproc://sb-forward-%p-%p", (void *) self, (void *) p->bus);
-    if (zmq_socket_monitor (sb_bus_socket (p->bus), addr, ZMQ_EVENT_HANDSHAKE_SUCCEEDED
-                            | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
-                            | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) == 0) {
-        p->monitor = zsock_new (ZMQ_PAIR);
-        if (p->monitor && zsock_connect (p->monitor, "%s", addr) != 0)
-            zsock_destroy (&p->monitor);
-    }
+    if (p->bus)
+        sb_session_watch_start (&p->watch, sb_bus_socket (p->bus), p->bus);
 }
 
 //  The bus to `owner`, made on first use (and again when its endpoint or
@@ -133,7 +170,7 @@ s_peer (self_t *self, const sb_cluster_owner_t *owner)
         if (strcmp (fw->peers [i].node_id, owner->node_id) == 0)
             p = &fw->peers [i];
     if (p && (strcmp (p->endpoint, owner->bus_endpoint) || strcmp (p->key, owner->curve_public))) {
-        zsock_destroy (&p->monitor);
+        sb_session_watch_stop (&p->watch);
         sb_bus_destroy (&p->bus);
     }
     if (!p) {
@@ -142,7 +179,7 @@ s_peer (self_t *self, const sb_cluster_owner_t *owner)
         p = &fw->peers [fw->npeers++];
         memset (p, 0, sizeof *p);
     }
-    if (!p->bus && !p->remake_at) {
+    if (!p->bus && !p->watch.remake_at) {
         snprintf (p->node_id, sizeof p->node_id, "%s", owner->node_id);
         snprintf (p->endpoint, sizeof p->endpoint, "%s", owner->bus_endpoint);
         snprintf (p->key, sizeof p->key, "%s", owner->curve_public);
@@ -266,29 +303,6 @@ s_answer (self_t *self, sb_msg_t *reply)
     s_fwd_drop (f);
 }
 
-//  Reads p's handshake events: a refusal before any success marks the
-//  bus to be made again.
-static void
-s_peer_watch (peer_t *p)
-{
-    zmsg_t *ev;
-    while (p->monitor && (zsock_events (p->monitor) & ZMQ_POLLIN) && (ev = zmsg_recv (p->monitor))) {
-        zframe_t *f = zmsg_first (ev);
-        if (f && zframe_size (f) >= 2) {
-            uint16_t event;
-            memcpy (&event, zframe_data (f), 2);
-            if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
-                p->connected = true;
-            else
-            if (!p->connected && !p->remake_at) {
-                sb_warn (ACTOR, "node %s refused this node's bus key; trying again", p->node_id);
-                p->remake_at = sb_mono_ms () + REMAKE_MS;
-            }
-        }
-        zmsg_destroy (&ev);
-    }
-}
-
 //  A refused bus made again, and its forwards (none of which reached the
 //  peer) sent again on it.
 static void
@@ -316,11 +330,9 @@ sb_session_forward_poll (self_t *self)
     sb_session_fwd_t *fw = self->fwd;
     if (!fw)
         return;
-    for (size_t i = 0; i < fw->npeers; i++) {
-        s_peer_watch (&fw->peers [i]);
-        if (fw->peers [i].remake_at && fw->peers [i].remake_at <= sb_mono_ms ())
+    for (size_t i = 0; i < fw->npeers; i++)
+        if (sb_session_watch_refused (&fw->peers [i].watch, fw->peers [i].node_id))
             s_peer_remake (self, &fw->peers [i]);
-    }
     for (size_t i = 0; i < fw->npeers; i++) {
         sb_msg_t *reply;
         while (fw->peers [i].bus && (reply = sb_bus_recv (fw->peers [i].bus, 0))) {

@@ -1,6 +1,7 @@
 /*  actors/actor.c — what every actor shares at startup. */
 #include "actors/actor.h"
 #include "bus/client.h"
+#include "cluster/cluster.h"
 #include "common/log.h"
 
 #include <errno.h>
@@ -123,4 +124,15 @@ sb_dispatch_find (const sb_dispatch_t *rows, const char *type)
 {
     const sb_dispatch_t *row = &rows [sb_dispatch_index (rows, sizeof rows [0], type)];
     return row->type ? row : NULL;
+}
+
+bool
+sb_actor_owns (sb_bus_t *bus, sb_msg_t *msg, sb_cluster_t *cluster, const char *session_id)
+{
+    if (!session_id || !*session_id || sb_cluster_holds (cluster, session_id))
+        return true;
+    char line [256];
+    sb_cluster_owner_line (cluster, session_id, line, sizeof line);
+    sb_bus_error (bus, msg, SB_E_not_owner, "%s", line);
+    return false;
 }

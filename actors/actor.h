@@ -37,6 +37,8 @@ typedef struct {
     bool approval_deadline_set; /* --approval-deadline was given */
     uint64_t approval_deadline_s;   /* interact: an approval's default deadline (0: none) */
     const char *store;          /* --store URL (postgres://...; NULL: LMDB under DATA) */
+    struct _sb_cluster_t *cluster;  /* the node serve is (cluster/cluster.h), with a store URL;
+                                       NULL: every session is this process's to write */
 } sb_server_config_t;
 
 typedef struct {
@@ -77,6 +79,16 @@ zactor_t *sb_actor_start (zactor_fn *fn, void *args);
 /*  Reads one command from the actor's pipe: true when it is $TERM (or the
     pipe is gone), so the actor should stop. */
 bool sb_actor_pipe_term (zsock_t *pipe);
+
+/*  On a node of a cluster (cluster/cluster.h), whether this node holds
+    the shard of `session_id` and so may change what belongs to it: true
+    with cluster NULL (one host) or session_id NULL or empty; else false
+    after answering msg `not_owner`, naming the owner. */
+struct _sb_cluster_t;
+struct sb_msg;
+struct sb_bus;
+bool sb_actor_owns (struct sb_bus *bus, struct sb_msg *msg, struct _sb_cluster_t *cluster,
+                    const char *session_id);
 
 /*  Registers `bus` for `service` and signals the pipe; returns 0 when
     registered. Shared by every actor's startup. */

@@ -604,6 +604,24 @@ const sb_dispatch_t sb_interact_dispatch [] = {
     SB_DISPATCH_END
 };
 
+/*  On a node of a cluster, an interaction is asked for and resolved only
+    on the node that holds its session's shard (else not_owner); get and
+    list read the database. */
+static bool
+s_owned (self_t *self, sb_msg_t *msg)
+{
+    if (!self->cluster || strcmp (msg->h.type, "interact.get") == 0 || strcmp (msg->h.type, "interact.list") == 0)
+        return true;
+    const char *sid = sb_get_str (msg->body, "session_id");
+    const char *id = sb_get_str (msg->body, "interaction_id");
+    ia_t ia;
+    if (sid || !id || sb_ia_load (self, id, &ia) != 0)
+        return sb_actor_owns (self->bus, msg, self->cluster, sid);
+    bool owned = sb_actor_owns (self->bus, msg, self->cluster, ia.session_id);
+    sb_ia_free (&ia);
+    return owned;
+}
+
 static void
 s_handle_bus (self_t *self)
 {
@@ -611,6 +629,9 @@ s_handle_bus (self_t *self)
     while ((msg = sb_bus_recv (self->bus, 0))) {
         if (msg->route) {
             const sb_dispatch_t *row = sb_dispatch_find (sb_interact_dispatch, msg->h.type);
+            if (row && !s_owned (self, msg))
+                ;
+            else
             if (row)
                 ((s_handler_fn *) row->fn) (self, msg);
             else
@@ -678,6 +699,7 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
         s_self_destroy (&self);
         return NULL;
     }
+    self->cluster = args->config ? args->config->cluster : NULL;
     self->bus = sb_bus_new (args->cmd_endpoint, self->instance);
     self->enc = sb_enc_new ();
     if (!self->bus || !self->enc) {

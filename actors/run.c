@@ -606,6 +606,31 @@ const sb_dispatch_t sb_run_dispatch [] = {
     SB_DISPATCH_END
 };
 
+/*  On a node of a cluster, a request that changes a run (everything but
+    run.get, run.list and run.claim, whose scan sees only this node's
+    sessions) is served only for a session of a shard this node holds;
+    else it is refused not_owner, naming the owner. The session is the
+    body's session_id, else the one of the run its run_id names. */
+static bool
+s_owned (self_t *self, sb_msg_t *msg)
+{
+    const char *t = msg->h.type;
+    if (!self->cluster || !strcmp (t, "run.get") || !strcmp (t, "run.list") || !strcmp (t, "run.claim"))
+        return true;
+    char sid [64] = "";
+    const char *s = sb_get_str (msg->body, "session_id");
+    const char *run_id = sb_get_str (msg->body, "run_id");
+    run_t r;
+    if (s)
+        s_copy (sid, sizeof sid, s);
+    else
+    if (run_id && sb_run_record_load (self, run_id, &r) == 0) {
+        s_copy (sid, sizeof sid, r.session_id);
+        sb_run_record_free (&r);
+    }
+    return sb_actor_owns (self->bus, msg, self->cluster, sid);
+}
+
 static void
 s_dispatch (self_t *self, sb_msg_t *msg)
 {
@@ -615,6 +640,9 @@ s_dispatch (self_t *self, sb_msg_t *msg)
         sb_run_call_reply (self, msg);
     else {
         const sb_dispatch_t *row = sb_dispatch_find (sb_run_dispatch, msg->h.type);
+        if (row && !s_owned (self, msg))
+            ;
+        else
         if (row)
             ((s_handler_fn *) row->fn) (self, msg);
         else
@@ -715,6 +743,7 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
         s_self_destroy (&self);
         return NULL;
     }
+    self->cluster = args->config ? args->config->cluster : NULL;
     self->bus = sb_bus_new (args->cmd_endpoint, self->instance);
     self->enc = sb_enc_new ();
     self->leases = zhashx_new ();
@@ -803,6 +832,7 @@ sb_run_actor (zsock_t *pipe, void *args)
         sb_run_calls_expire (self);
         bool ticked = sb_mono_ms () >= self->next_tick;
         if (ticked) {
+            sb_run_shards_changed (self);
             sb_run_expire_leases (self);
             claims_due = true;
             sb_run_held_flush (self);

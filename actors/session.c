@@ -373,6 +373,10 @@ s_drain_finish (self_t *self, bool writes, bool reads, int rc, int64_t t_start, 
             if (rc == SB_STORE_DISK_FULL)
                 sb_session_fail (req, SB_E_disk_full, "the disk is full; nothing was written");
             else
+            if (rc == SB_STORE_FENCED)
+                sb_session_fail (req, SB_E_not_owner, "this node lost the lease of a shard this "
+                                 "write touches; nothing was written, retry");
+            else
                 sb_session_fail (req, SB_E_internal, "the store failed: %s; nothing was written",
                                  sb_store_strerror (rc));
         }
@@ -570,6 +574,8 @@ s_dispatch_msg (self_t *self, sb_msg_t **msg_p, size_t row)
         sb_msg_destroy (msg_p);
         return;
     }
+    if (sb_session_forward (self, msg_p, (op_t) row))
+        return;
     if (r->take)
         r->take (self, msg_p);
     else
@@ -725,6 +731,8 @@ s_self_destroy (self_t **self_p)
         free (self->shadow);
     }
     sb_msg_destroy (&self->held);
+    sb_session_forward_destroy (self);
+    sb_session_relay_destroy (self);
     s_drain_free (self);
     zhashx_destroy (&self->starting);
     zhashx_destroy (&self->forwards);
@@ -774,6 +782,8 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
         s_self_destroy (&self);
         return NULL;
     }
+    self->cluster = args->config ? args->config->cluster : NULL;
+    self->data_dir = args->data_dir;
     self->bus = sb_bus_new (args->cmd_endpoint, self->instance);
     self->pub = args->pub_endpoint? sb_pub_new (args->pub_endpoint, self->instance): NULL;
     self->forwards = sb_session_forwards_new ();
@@ -854,15 +864,23 @@ sb_session_actor (zsock_t *pipe, void *args)
             if (due < wait)
                 wait = due;
         }
+        if (sb_session_forward_wait (self) < wait)
+            wait = sb_session_forward_wait (self);
         //  While a commit is in flight the bus is read only as long as
         //  the next drain can take what comes (s_bus_open), and the
         //  committer's fd says when the commit is done.
-        zmq_pollitem_t items [] = {
+        zmq_pollitem_t items [3 + SB_SESSION_RELAY_MAX] = {
             { zsock_resolve (pipe), 0, ZMQ_POLLIN, 0 },
             { sb_bus_socket (self->bus), 0, bus_open? ZMQ_POLLIN: 0, 0 },
             { NULL, committing? sb_committer_fd (self->committer): -1, ZMQ_POLLIN, 0 },
         };
-        if (zmq_poll (items, committing? 3: 2, (long) wait) < 0 && errno != EINTR)
+        //  other nodes' event planes (relay.c), after the committer's fd
+        size_t nrelay = sb_session_relay_items (self, items + 3, SB_SESSION_RELAY_MAX);
+        if (nrelay && !committing)
+            items [2] = (zmq_pollitem_t) { NULL, -1, 0, 0 };
+        if (sb_session_relay_wait (self) < wait)
+            wait = sb_session_relay_wait (self);
+        if (zmq_poll (items, nrelay? 3 + (int) nrelay: committing? 3: 2, (long) wait) < 0 && errno != EINTR)
             break;
         if (items [0].revents & ZMQ_POLLIN)
             s_handle_pipe (self);
@@ -875,6 +893,8 @@ sb_session_actor (zsock_t *pipe, void *args)
         if ((items [1].revents & ZMQ_POLLIN) || (s_bus_open (self) && sb_bus_has_queued (self->bus))
         ||  (!committing && (self->nreqs || sb_session_prompt_due (self))))
             s_handle_bus (self);
+        sb_session_forward_poll (self);
+        sb_session_relay_recv (self);
         committing = self->committer && sb_committer_busy (self->committer);
         //  Housekeeping writes wait for the committer: one write
         //  transaction at a time.

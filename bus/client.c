@@ -115,7 +115,16 @@ sb_bus_max_frame (void)
 /* ------------------------------------------------------------------ */
 
 static zsock_t *
+s_dealer_keyed (const char *endpoint, zcert_t *cert, const char *server_public);
+
+static zsock_t *
 s_dealer (const char *endpoint)
+{
+    return s_dealer_keyed (endpoint, NULL, NULL);
+}
+
+static zsock_t *
+s_dealer_keyed (const char *endpoint, zcert_t *cert, const char *server_public)
 {
     zsock_t *sock = zsock_new (ZMQ_DEALER);
     if (!sock)
@@ -131,7 +140,12 @@ s_dealer (const char *endpoint)
     /* Over ipc or tcp the broker may be anyone's: refuse a frame no
        schema allows before it is allocated. */
     zsock_set_maxmsgsize (sock, (int) sb_bus_max_frame ());
-    sb_curve_apply_client (sock, endpoint);
+    if (cert) {
+        zcert_apply (cert, sock);
+        zsock_set_curve_serverkey (sock, server_public);
+    }
+    else
+        sb_curve_apply_client (sock, endpoint);
     if (zsock_connect (sock, "%s", endpoint)) {
         zsock_destroy (&sock);
         return NULL;
@@ -142,13 +156,19 @@ s_dealer (const char *endpoint)
 sb_bus_t *
 sb_bus_new (const char *endpoint, const char *name)
 {
+    return sb_bus_new_curve (endpoint, name, NULL, NULL);
+}
+
+sb_bus_t *
+sb_bus_new_curve (const char *endpoint, const char *name, zcert_t *cert, const char *server_public)
+{
     sb_bus_t *bus = calloc (1, sizeof *bus);
     if (!bus)
         return NULL;
     bus->endpoint = strdup (endpoint);
     bus->enc = sb_enc_new ();
     bus->queue = zlistx_new ();
-    bus->sock = s_dealer (endpoint);
+    bus->sock = cert && server_public ? s_dealer_keyed (endpoint, cert, server_public) : s_dealer (endpoint);
     snprintf (bus->name, sizeof bus->name, "%s", name ? name : "client");
     if (!bus->endpoint || !bus->enc || !bus->queue || !bus->sock) {
         sb_bus_destroy (&bus);
@@ -645,6 +665,12 @@ struct sb_sub {
 sb_sub_t *
 sb_sub_new (const char *endpoint)
 {
+    return sb_sub_new_curve (endpoint, NULL, NULL);
+}
+
+sb_sub_t *
+sb_sub_new_curve (const char *endpoint, zcert_t *cert, const char *server_public)
+{
     sb_sub_t *sub = calloc (1, sizeof *sub);
     if (!sub)
         return NULL;
@@ -656,7 +682,12 @@ sb_sub_new (const char *endpoint)
     zsock_set_rcvhwm (sub->sock, 100000);
     zsock_set_linger (sub->sock, 0);
     zsock_set_maxmsgsize (sub->sock, (int) sb_bus_max_frame ());
-    sb_curve_apply_client (sub->sock, endpoint);
+    if (cert && server_public) {
+        zcert_apply (cert, sub->sock);
+        zsock_set_curve_serverkey (sub->sock, server_public);
+    }
+    else
+        sb_curve_apply_client (sub->sock, endpoint);
     if (zsock_connect (sub->sock, "%s", endpoint)) {
         sb_sub_destroy (&sub);
         return NULL;

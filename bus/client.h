@@ -42,6 +42,12 @@ const char *sb_msg_error_message (const sb_msg_t *msg);
 /*  Connects a DEALER to the command endpoint. `name` goes in every header's
     `from`. Returns NULL on failure. */
 sb_bus_t *sb_bus_new (const char *endpoint, const char *name);
+/*  The same over CURVE with keys of its own rather than the process's
+    (bus/curve.h): `cert` (a full key pair) as the client's, the server's
+    public key `server_public` (Z85). For a node's bus to another node. */
+struct _zcert_t;
+sb_bus_t *sb_bus_new_curve (const char *endpoint, const char *name, struct _zcert_t *cert,
+                            const char *server_public);
 void sb_bus_destroy (sb_bus_t **bus_p);
 
 /*  The libzmq socket, for zmq_poll. It stays the same for the client's
@@ -115,6 +121,8 @@ int sb_pub_send (sb_pub_t *pub, const char *topic, const char *type, const char 
 
 /*  SUB connected to the broker's XPUB side. */
 sb_sub_t *sb_sub_new (const char *endpoint);
+/*  The same over CURVE with keys of its own (as sb_bus_new_curve). */
+sb_sub_t *sb_sub_new_curve (const char *endpoint, struct _zcert_t *cert, const char *server_public);
 void sb_sub_destroy (sb_sub_t **sub_p);
 int sb_sub_subscribe (sb_sub_t *sub, const char *prefix);
 void *sb_sub_socket (sb_sub_t *sub);

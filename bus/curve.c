@@ -54,6 +54,29 @@ sb_curve_server_cert (const char *data_dir, char *err, size_t errlen)
 }
 
 int
+sb_curve_node_allow (const char *data_dir, const char *node_id, const char *public_txt)
+{
+    uint8_t pub [32], none [32] = { 0 };
+    if (!public_txt || strlen (public_txt) != 40 || !zmq_z85_decode (pub, public_txt))
+        return -1;
+    char path [4400];
+    snprintf (path, sizeof path, "%s/certs/clients/node-%s", data_dir, node_id);
+    zcert_t *old = access (path, R_OK) == 0 ? zcert_load (path) : NULL;
+    bool same = old && strcmp (zcert_public_txt (old), public_txt) == 0;
+    zcert_destroy (&old);
+    if (same)
+        return 0;
+    zcert_t *cert = zcert_new_from (pub, none);
+    if (!cert)
+        return -1;
+    zcert_set_meta (cert, "name", "node-%s", node_id);
+    zcert_set_meta (cert, "role", "actor");
+    int rc = zcert_save_public (cert, path);
+    zcert_destroy (&cert);
+    return rc;
+}
+
+int
 sb_curve_client_new (const char *data_dir, const char *name, const char *role, const char *pools,
                      char *secret_path, size_t n, char *err, size_t errlen)
 {

@@ -28,6 +28,13 @@ zcert_t *sb_curve_server_cert (const char *data_dir, char *err, size_t errlen);
 int sb_curve_client_new (const char *data_dir, const char *name, const char *role, const char *pools,
                          char *secret_path, size_t n, char *err, size_t errlen);
 
+/*  Allows another node of a cluster (docs/scale-out.md, "Forwarding") by
+    its bus's public key (Z85), as DATA/certs/clients/node-NODE_ID with
+    the role actor: nodes learn each other's keys from the cluster's
+    database, and the broker's ZAP handler reads the folder as for any
+    key. Rewritten when the key changed. Returns 0, or -1. */
+int sb_curve_node_allow (const char *data_dir, const char *node_id, const char *public_txt);
+
 /*  A client process's keys for tcp endpoints: its certificate (the
     secret file, or the public file beside it) and the server's public
     certificate. Every bus socket this process then connects to a tcp://

@@ -13,6 +13,7 @@
 #include "bus/broker.h"
 #include "schemas/codec.h"
 #include "store/store.h"
+#include "cluster/cluster.h"
 #include "common/log.h"
 #include "gateway/gateway.h"
 
@@ -96,7 +97,11 @@ static const char *s_usage =
     "                    version-checked on start (default $SWITCHBOARD_STORE; none:\n"
     "                    LMDB under DATA; docs/scale-out.md). The password is best\n"
     "                    kept in ~/.pgpass (hidden from tools) or PGPASSWORD; it is\n"
-    "                    never logged\n"
+    "                    never logged. Every serve on one schema is a node of one\n"
+    "                    cluster (NAME_cluster: shard leases; 'switchboard nodes'),\n"
+    "                    registered with its --bus and CURVE key; node id\n"
+    "                    $SWITCHBOARD_NODE_ID, else HOST-HASH of DATA; lease and\n"
+    "                    heartbeat $SWITCHBOARD_SHARD_LEASE_MS, _HEARTBEAT_MS\n"
     "  -h, --help        this help\n"
     "\n"
     "Stop it with Ctrl-C (SIGINT) or SIGTERM; it shuts down cleanly.\n";
@@ -542,9 +547,13 @@ s_stats_store (const sb_store_stats_t *st, void *ctx)
     return 0;
 }
 
+/*  The node this process is, for bus.stats (NULL: LMDB, standalone). */
+static sb_cluster_t *s_cluster;
+
 static void
 s_stats_extra (sb_enc_t *e)
 {
+    sb_serve_cluster_stats (s_cluster, e);
     sb_enc_key (e, "store");
     sb_enc_map_open (e);
     sb_store_stats_each (s_stats_store, e);
@@ -684,14 +693,17 @@ sb_serve_run (const sb_serve_opts_t *o, sb_serve_hook_fn *hook, void *hook_arg)
     int rc = s_prepare_data (o, dir, sizeof dir, &lock_fd);
     if (rc)
         return rc;
-    /* on PostgreSQL, the schema is this server's alone, as DATA is; and an
-       unreachable database is one line here, before any actor starts */
+    /* on PostgreSQL, serve is a node of the cluster that database keeps:
+       it holds the leases of its share of the shards before any actor
+       starts (a lone node holds them all), and an unreachable database
+       is one line here */
     char err [1024];
-    sb_store_lock_t *store_lock = o->store ? sb_store_lock (o->store, err, sizeof err) : NULL;
-    if (o->store && !store_lock) {
+    sb_cluster_t *cluster = o->store ? sb_serve_cluster_open (o, dir, err, sizeof err) : NULL;
+    if (o->store && !cluster) {
         close (lock_fd);
         return sb_cli_fail ("serve", "%s", err);
     }
+    s_cluster = cluster;
 
     /* Signals are taken by this thread alone, with sigtimedwait; every
        actor thread inherits the blocked mask. czmq's handler stays off. */
@@ -719,12 +731,13 @@ sb_serve_run (const sb_serve_opts_t *o, sb_serve_hook_fn *hook, void *hook_arg)
         .context_window = o->context_window,
         .mcp_config = o->mcp_config, .hooks = o->hooks,
         .approval_deadline_set = o->approval_deadline_set, .approval_deadline_s = o->approval_deadline_s,
-        .store = o->store,
+        .store = o->store, .cluster = cluster,
     };
     zactor_t *broker = zactor_new (sb_broker_actor, &bcfg);
     if (!broker) {
         close (lock_fd);
-        sb_store_unlock (&store_lock);
+        s_cluster = NULL;
+        sb_serve_cluster_close (&cluster);
         return sb_cli_fail ("serve", "the broker failed to start (see the log above)");
     }
     zactor_t *actors [NACTORS] = { 0 };
@@ -766,7 +779,9 @@ sb_serve_run (const sb_serve_opts_t *o, sb_serve_hook_fn *hook, void *hook_arg)
         }
     }
     s_stop_all (&gateway, actors, &broker, dir, http_port_path, lock_fd);
-    sb_store_unlock (&store_lock);
+    /* after the actors' last writes: the leases go at once */
+    s_cluster = NULL;
+    sb_serve_cluster_close (&cluster);
     sb_info ("serve", "stopped");
     return exit_code;
 }

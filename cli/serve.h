@@ -78,4 +78,14 @@ int sb_serve_http_check (const sb_serve_opts_t *opts);
 struct sb_gateway *sb_serve_http_start (const sb_serve_opts_t *opts, const char *dir, int *failed);
 void sb_serve_http_banner (const sb_serve_opts_t *opts, struct sb_gateway *gw);
 
+/*  serve as a node of a cluster (cli/serve_cluster.c): open joins the
+    cluster of o->store's database (registers, takes its share of the
+    shards, starts the heartbeat thread), NULL with one line in err;
+    close leaves it; stats writes bus.stats's "node" section (c NULL:
+    standalone, LMDB). */
+struct _sb_cluster_t;
+struct sb_enc;
+struct _sb_cluster_t *sb_serve_cluster_open (const sb_serve_opts_t *o, const char *dir, char *err, size_t errlen);
+void sb_serve_cluster_close (struct _sb_cluster_t **c_p);
+void sb_serve_cluster_stats (struct _sb_cluster_t *c, struct sb_enc *e);
 #endif

@@ -185,6 +185,36 @@ s_print_store (const sb_val_t *map)
     }
 }
 
+//  The node: standalone (LMDB), or a member of a cluster with the shards
+//  it holds and its heartbeat.
+static void
+s_print_node (const sb_val_t *map)
+{
+    const char *role = sb_get_str (map, "role");
+    if (!role)
+        return;
+    if (strcmp (role, "member") != 0) {
+        printf ("node\n  role standalone (one host, LMDB)\n");
+        return;
+    }
+    const char *id = sb_get_str (map, "node_id"), *cl = sb_get_str (map, "cluster");
+    const char *ranges = sb_get_str (map, "shard_ranges");
+    printf ("node\n  role member  id %s  cluster %s\n  shards %llu of %llu (%s)  gained %llu  lost %llu  "
+            "fenced writes %llu\n  heartbeat every %llu ms, lease %llu ms  beats %llu  failed %llu  "
+            "last %lld ms ago, took %.3f ms\n",
+            id ? id : "-", cl ? cl : "-", (unsigned long long) sb_get_uint (map, "shards", 0),
+            (unsigned long long) sb_get_uint (map, "shards_total", 0), ranges ? ranges : "-",
+            (unsigned long long) sb_get_uint (map, "shards_gained", 0),
+            (unsigned long long) sb_get_uint (map, "shards_lost", 0),
+            (unsigned long long) sb_get_uint (map, "fenced", 0),
+            (unsigned long long) sb_get_uint (map, "heartbeat_ms", 0),
+            (unsigned long long) sb_get_uint (map, "lease_ms", 0),
+            (unsigned long long) sb_get_uint (map, "beats", 0),
+            (unsigned long long) sb_get_uint (map, "beat_failures", 0),
+            (long long) sb_get_int (map, "last_beat_age_ms", -1),
+            (double) sb_get_uint (map, "last_beat_us", 0) / 1000.0);
+}
+
 int
 sb_cmd_stats (int argc, char **argv)
 {
@@ -213,6 +243,7 @@ sb_cmd_stats (int argc, char **argv)
             s_print_section ("queues", sb_get_map (reply->body, "queues"));
             s_print_section ("dropped past the byte bounds", sb_get_map (reply->body, "dropped"));
             s_print_store (sb_get_map (reply->body, "store"));
+            s_print_node (sb_get_map (reply->body, "node"));
         }
         rc = 0;
     }

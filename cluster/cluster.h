@@ -190,6 +190,64 @@ int
 void
     sb_cluster_ranges (uint64_t shards, char *out, size_t size);
 
+//  --------------------------------------------------------------------------
+//  What the stateful actors use (cluster/member.c). Each takes a NULL
+//  cluster as "no cluster" (LMDB, or a process without one): then this
+//  process is the only writer and owns every session.
+
+//  The bit of session_id's shard in a set of shards.
+uint64_t
+    sb_cluster_shard_bit (const char *session_id);
+
+//  True when this node holds the shard of session_id (by the cache), or
+//  when self is NULL.
+bool
+    sb_cluster_holds (sb_cluster_t *self, const char *session_id);
+
+//  Runs sb_txn_guard in `txn` for every shard of `shards`, so that a
+//  write touching several sessions is fenced by each of their leases.
+//  Returns 0 or the txn's sticky error (SB_STORE_FENCED when this node
+//  does not hold one of them). With self NULL or shards 0: 0.
+int
+    sb_cluster_fence (sb_cluster_t *self, sb_txn_t *txn, uint64_t shards);
+
+//  The message of a `not_owner` refusal of a write of session_id:
+//  "session S is in shard N, owned by node X (BUS), not this one", or
+//  that no node owns it right now.
+void
+    sb_cluster_owner_line (sb_cluster_t *self, const char *session_id, char *out, size_t size);
+
+//  Called on the member's thread after each beat with what changed (0 and
+//  0 when nothing did): shards gained and lost (released, lapsed or
+//  taken); the owner cache is fresh then.
+typedef void (sb_cluster_change_fn) (uint64_t gained, uint64_t lost, void *arg);
+
+//  The member: a thread of its own that beats and balances every
+//  heartbeat period until sb_cluster_member_stop. The first beat and
+//  balance run in start itself, so that a lone node holds every shard
+//  before it serves anything. Only this thread uses the cluster's
+//  connection from then on. Returns 0, or -1 (logged).
+int
+    sb_cluster_member_start (sb_cluster_t *self, sb_cluster_change_fn *fn, void *arg);
+
+//  Stops the thread (waits for its beat in flight) and leaves the
+//  cluster: the leases go at once, for the other nodes to take.
+void
+    sb_cluster_member_stop (sb_cluster_t *self);
+
+//  For `stats` and /metrics: what the member has done since start.
+typedef struct {
+    uint64_t held;                  //  the shards held now
+    uint64_t beats, beat_failures;
+    uint64_t gained, lost;          //  shards gained and lost since start
+    uint64_t fenced;                //  guards refused (a write of a shard not held)
+    uint64_t last_beat_us;          //  the last beat and balance, together
+    int64_t last_beat_age_ms;       //  since the last good beat; -1: none
+} sb_cluster_stats_t;
+
+void
+    sb_cluster_stats (sb_cluster_t *self, sb_cluster_stats_t *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -34,7 +34,7 @@ s_schema_ok (const char *s, size_t n)
     return true;
 }
 
-//  The URL with its query split: schema= taken out, connect_timeout=10
+//  The URL with its query split: schema= taken out, connect_timeout=SB_STORE_CONNECT_TIMEOUT_S
 //  and application_name=switchboard-cluster added unless given (the
 //  name tells the cluster's connections apart in pg_stat_activity); `where` is the URL up to the query, less any
 //  user:password@.
@@ -78,7 +78,7 @@ s_parse (sb_cluster_db_t *db, const char *url, char *err, size_t errlen)
         p += plen + (p [plen] == '&');
     }
     if (!timeout)
-        n += (size_t) sprintf (out + n, "%cconnect_timeout=10", n == base? '?': '&');
+        n += (size_t) sprintf (out + n, "%cconnect_timeout=%d", n == base? '?': '&', SB_STORE_CONNECT_TIMEOUT_S);
     if (!named)
         n += (size_t) sprintf (out + n, "%capplication_name=switchboard-cluster", n == base? '?': '&');
     db->conninfo = out;

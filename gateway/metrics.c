@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 //  sb_bus_A[_B] with every character Prometheus does not take as '_'.
 static void
@@ -127,6 +128,28 @@ s_metrics_ratelimits (FILE *f, const struct sb_msg *llm)
     }
 }
 
+//  The node's role (standalone on LMDB, member of a cluster on
+//  PostgreSQL) and its id, as labels of a gauge that is always 1; its
+//  numbers (shards held, beats...) come out as sb_bus_node_* above. A
+//  node id is [A-Za-z0-9._:-] (cluster/cluster.h): nothing to escape.
+static void
+s_metrics_node (FILE *f, const sb_val_t *node)
+{
+    const char *role = sb_get_str (node, "role"), *id = sb_get_str (node, "node_id");
+    if (!role)
+        return;
+    fprintf (f, "# HELP sb_node_role this process's role: standalone (LMDB) or member (a cluster on "
+             "PostgreSQL)\n# TYPE sb_node_role gauge\n");
+    bool plain = true;
+    for (const char *s = id ? id : ""; *s; s++)
+        plain &= isalnum ((unsigned char) *s) || strchr ("._:-", *s) != NULL;
+    if (id && plain)
+        fprintf (f, "sb_node_role{role=\"%s\",node=\"%s\"} 1\n", strcmp (role, "member") ? "standalone"
+                 : "member", id);
+    else
+        fprintf (f, "sb_node_role{role=\"%s\"} 1\n", strcmp (role, "member") ? "standalone" : "member");
+}
+
 gw_buf_t *
 gw_metrics_render (sb_gateway_t *gw, const struct sb_msg *reply, const struct sb_msg *llm)
 {
@@ -182,6 +205,7 @@ gw_metrics_render (sb_gateway_t *gw, const struct sb_msg *reply, const struct sb
                 s_metrics_bus (f, key->v.s, sb_map_val (b, k), NULL);
         }
         s_metrics_store_backend (f, sb_get_map (b, "store"));
+        s_metrics_node (f, sb_get_map (b, "node"));
     }
     else
         fprintf (f, "# bus.stats did not answer: %s\n", reply ? sb_msg_error_message (reply) : "timeout");

@@ -25,7 +25,8 @@
     X (auth,           false, "authentication with the provider failed") \
     X (incomplete_stream, true, "a stream ended before its terminal event") \
     X (fenced,         false, "the writer's fencing token is stale") \
-    X (context_overflow, false, "the request does not fit the model's context window (the provider said so)")
+    X (context_overflow, false, "the request does not fit the model's context window (the provider said so)") \
+    X (not_owner,      true,  "another node of the cluster owns the session's shard; the message names it")
 
 typedef enum {
     SB_OK = 0,

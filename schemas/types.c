@@ -62,6 +62,9 @@ static const sb_field_t s_bus_stats_ok [] = {
     { "malformed", SB_T_MAP, true, 0, NULL, "malformed frames by kind" },
     { "queues", SB_T_MAP, true, 0, NULL, "queue depths and drops" },
     { "dropped", SB_T_MAP, false, 0, NULL, "messages and bytes dropped past the byte bounds, per plane" },
+    { "store", SB_T_MAP, false, 0, NULL, "serve's stores: backend, writes, write p50/p99 (docs/scale-out.md)" },
+    { "node", SB_T_MAP, false, 0, NULL, "serve's role: standalone, or member of a cluster with the shards "
+      "it holds and its heartbeat (docs/scale-out.md)" },
     END
 };
 

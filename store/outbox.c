@@ -65,10 +65,32 @@ sb_outbox_destroy (sb_outbox_t **self_p)
     *self_p = NULL;
 }
 
+//  The scope of this process's entries: "" on one host ('O' n), else the
+//  node's id ('o' id n). Set once, before any actor starts.
+static char s_scope [64];
+
+void
+sb_outbox_scope (const char *node_id)
+{
+    snprintf (s_scope, sizeof s_scope, "%s", node_id? node_id: "");
+}
+
+//  The part of every key before n.
+static void
+s_prefix (sb_key_t *k)
+{
+    if (*s_scope) {
+        sb_key_init (k, 'o');
+        sb_key_str (k, s_scope);
+    }
+    else
+        sb_key_init (k, 'O');
+}
+
 void
 sb_outbox_key (sb_key_t *k, uint64_t n)
 {
-    sb_key_init (k, 'O');
+    s_prefix (k);
     sb_key_u64 (k, n);
 }
 
@@ -79,8 +101,10 @@ sb_outbox_last_stored (sb_store_t *store, unsigned dbi)
     sb_txn_t txn;
     if (sb_txn_begin (store, &txn, false) == 0) {
         sb_datum_t k;
-        if (sb_txn_last (&txn, dbi, "O", 1, &k, NULL) == 0 && k.size == 9)
-            last = sb_key_read_u64 (&k, 1);
+        sb_key_t p;
+        s_prefix (&p);
+        if (sb_txn_last (&txn, dbi, p.buf, p.len, &k, NULL) == 0 && k.size == p.len + 8)
+            last = sb_key_read_u64 (&k, p.len);
         sb_txn_abort (&txn);
     }
     return last;
@@ -148,17 +172,18 @@ sb_outbox_take (sb_outbox_t *self, sb_outbox_entry_t *out, size_t max)
         return 0;
     sb_txn_iter_t it;
     sb_datum_t k, v;
-    sb_key_t start;
+    sb_key_t start, prefix;
     sb_outbox_key (&start, self->acked + 1);
-    sb_txn_iter_begin (&txn, &it, self->dbi, "O", 1, start.buf, start.len);
+    s_prefix (&prefix);
+    sb_txn_iter_begin (&txn, &it, self->dbi, prefix.buf, prefix.len, start.buf, start.len);
     bool blocked = false;       //  an entry that has not landed: acked stops before it
     size_t scanned = 0;         //  entries read that had not landed
     size_t seen = 0;            //  and those that had
     char nk [24];
     while (sb_txn_iter_next (&it, &k, &v)) {
-        if (k.size != 9)
+        if (k.size != prefix.len + 8)
             continue;
-        uint64_t n = sb_key_read_u64 (&k, 1);
+        uint64_t n = sb_key_read_u64 (&k, prefix.len);
         s_nkey (n, nk);
         if (zhashx_lookup (self->landed, nk)) {
             if (!blocked) {

@@ -5,7 +5,8 @@
     actor's run.status entries, the interaction actor's approval.* ones)
     writes the change and the session.append body that announces it in
     one transaction: an outbox entry, 'O' n in the actor's outbox dbi, n
-    counting up from 1. Only committed entries are sent, and each body
+    counting up from 1 ('o' NODE_ID n on a node of a cluster:
+    sb_outbox_scope). Only committed entries are sent, and each body
     carries a command_id stored with it, so a crash between the commit and
     the append neither loses nor doubles an entry: after a restart the
     outbox is sent again, and the session actor answers a resend with the
@@ -57,8 +58,15 @@ sb_outbox_t *sb_outbox_new (sb_store_t *store, unsigned dbi, size_t inflight_max
 //  Tolerates NULL, and nulls the caller's pointer.
 void sb_outbox_destroy (sb_outbox_t **self_p);
 
-//  The key of entry n: 'O' n.
+//  The key of entry n: 'O' n; on a node of a cluster, 'o' NODE_ID n.
 void sb_outbox_key (sb_key_t *k, uint64_t n);
+
+//  Several nodes share one database, so each numbers and sends its own
+//  entries: serve, as a node of a cluster, scopes every outbox of the
+//  process by its node id before any actor starts (NULL or "": one host,
+//  'O' n as always). An entry stays its node's: one a node left behind
+//  when it died is sent when that node comes back under its id.
+void sb_outbox_scope (const char *node_id);
 
 //  The number of the last entry committed in dbi `dbi`, 0 when empty.
 uint64_t sb_outbox_last_stored (sb_store_t *store, unsigned dbi);

@@ -177,21 +177,6 @@ int
 bool
     sb_store_is_url (const char *url);
 
-//  Holds, for as long as it lives, PostgreSQL's advisory lock of the
-//  schema that `url` names (schema=NAME, default "switchboard"), so that
-//  a second `serve` on the same schema of the same database is refused, as
-//  the data folder's lock refuses a second one on LMDB: several nodes on
-//  one schema need the cluster's shard leases, which serve does not take
-//  yet (docs/scale-out.md). Its own connection holds the lock; a server
-//  restart ends that connection, and with it the lock. Returns NULL with
-//  one line in err (naming no password) when the database cannot be
-//  reached or another holds the lock. sb_store_unlock tolerates NULL.
-typedef struct _sb_store_lock_t sb_store_lock_t;
-sb_store_lock_t *
-    sb_store_lock (const char *url, char *err, size_t errlen);
-void
-    sb_store_unlock (sb_store_lock_t **self_p);
-
 //  One open store of this process, for `switchboard stats` and /metrics.
 typedef struct {
     char name [64];         //  the folder's last part, or the schema

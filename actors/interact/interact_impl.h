@@ -34,6 +34,7 @@
 
 #include "actors/actor.h"
 #include "store/store.h"
+#include "cluster/cluster.h"
 #include "store/outbox.h"
 #include "bus/client.h"
 #include "common/log.h"
@@ -98,6 +99,7 @@ typedef struct {
     zsock_t *pipe;
     sb_bus_t *bus;
     sb_store_t *store;
+    sb_cluster_t *cluster;      /* the node's leases (NULL: every session is ours) */
     sb_enc_t *enc;
     char instance [129];
     uint64_t deadline_s;        /* the server's default deadline */

@@ -280,6 +280,9 @@ s_write_fn (sb_txn_t *txn, void *arg)
 {
     write_ctx_t *w = arg;
     const ia_t *ia = w->ia;
+    /* the fence: the session's shard must still be this node's */
+    if (sb_cluster_fence (w->self->cluster, txn, sb_cluster_shard_bit (ia->session_id)) != 0)
+        return txn->ret;
     sb_enc_t *e = sb_enc_new ();
     if (!e)
         return -1;

@@ -94,8 +94,10 @@ sb_run_command_remember (self_t *self, const sb_msg_t *msg, const run_t *r)
     s_command_key (&k, r->session_id, cmd);
     sb_cmdid_expiry_key (&x, expires, &k);
     if (sb_key_valid (&k) && sb_key_valid (&x)) {
+        self->kv_shards = sb_cluster_shard_bit (r->session_id);
         sb_run_kv_put (self, DBI_COMMANDS, k.buf, k.len, data, len);
         sb_run_kv_put (self, DBI_COMMANDS, x.buf, x.len, NULL, 0);
+        self->kv_shards = 0;
     }
     sb_enc_destroy (&e);
 }

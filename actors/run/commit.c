@@ -47,6 +47,7 @@ typedef struct {
     uint8_t *val;
     size_t vlen;
     uint64_t batch;             /* the batch it was last written in */
+    uint64_t shards;            /* the sessions' shards it was written for (0: none) */
 } pend_t;
 
 /*  One batch, as handed to the committer: copies, so the actor may
@@ -64,6 +65,8 @@ typedef struct {
     uint64_t n;
     size_t count;
     op_t *ops;
+    sb_cluster_t *cluster;      /* the fence: every shard of `shards` must be held */
+    uint64_t shards;
 } batch_t;
 
 /*  A request waiting for a batch to be durable before it is sent. */
@@ -129,6 +132,8 @@ static int
 s_apply (sb_txn_t *txn, void *arg)
 {
     const batch_t *b = arg;
+    if (sb_cluster_fence (b->cluster, txn, b->shards) != 0)
+        return txn->ret;
     for (size_t k = 0; k < b->count && txn->ret == 0; k++) {
         const op_t *o = &b->ops [k];
         if (o->del)
@@ -228,6 +233,7 @@ s_write (self_t *self, unsigned dbi, const void *key, size_t klen, const void *v
        only: an outbox delete after a put is still the put's business */
     p->urgent = urgent || (p->batch == self->batch_open && p->urgent);
     p->batch = self->batch_open;
+    p->shards |= self->kv_shards;
     self->kv_open_ops = true;
     if (urgent) {
         self->kv_open_urgent = true;
@@ -328,6 +334,7 @@ s_submit (self_t *self)
         return;                 /* out of memory: the next turn tries again */
     }
     b->n = self->batch_open;
+    b->cluster = self->cluster;
     for (pend_t *p = zhashx_first (self->pending); p; p = zhashx_next (self->pending)) {
         if (p->batch != b->n)
             continue;
@@ -347,6 +354,7 @@ s_submit (self_t *self)
         if (!p->del)
             memcpy (o->val, p->val, p->vlen);
         o->vlen = p->vlen;
+        b->shards |= p->shards;
         b->count++;
     }
     sb_committer_start (self->committer, s_apply, b);
@@ -371,6 +379,44 @@ sb_run_commit_submit (self_t *self, bool force)
     if (!self->kv_open_urgent && !force)
         return;
     s_submit (self);
+}
+
+/*  After a fenced batch: the rows written for shards this node no longer
+    holds are not its to write (their new owner reads the database), so
+    they go, or every later batch would be fenced with them. */
+static void
+s_drop_fenced (self_t *self)
+{
+    uint64_t held = sb_cluster_held (self->cluster);
+    size_t dropped = 0;
+    zlistx_t *keys = zhashx_keys (self->pending);
+    for (const char *k = zlistx_first (keys); k; k = zlistx_next (keys)) {
+        pend_t *p = zhashx_lookup (self->pending, k);
+        if (p && (p->shards & ~held)) {
+            zhashx_delete (self->pending, k);
+            dropped++;
+        }
+    }
+    zlistx_destroy (&keys);
+    /* and the requests that waited for them: told their call failed */
+    /* (set apart first: a call's failure may defer another request) */
+    zlistx_t *kept = zlistx_new (), *doomed = zlistx_new ();
+    deferred_t *d;
+    while (kept && doomed && (d = zlistx_detach (self->deferred, NULL)))
+        zlistx_add_end (d->has_key && !sb_cluster_holds (self->cluster, d->key) ? doomed : kept, d);
+    if (kept && doomed) {
+        zlistx_destroy (&self->deferred);
+        self->deferred = kept;
+        kept = NULL;
+        while ((d = zlistx_detach (doomed, NULL)))
+            s_deferred_free (self, &d, true);
+    }
+    zlistx_destroy (&kept);
+    zlistx_destroy (&doomed);
+    /* what waited for the batch is released by the next one, even empty */
+    self->kv_open_ops = self->kv_open_urgent = true;
+    self->kv_need = self->batch_open;
+    sb_warn (ACTOR, "dropped %zu writes of shards this node lost", dropped);
 }
 
 /*  The committer's answer: batch n is durable (rc 0) or failed. */
@@ -405,6 +451,8 @@ s_done (self_t *self, uint64_t n, int rc)
         self->commit_retry_at = sb_mono_ms () + TICK_MS;
         sb_error (ACTOR, "cannot commit %zu writes (batch %llu): %s; retried with the next batch",
                   b->count, (unsigned long long) n, sb_store_strerror (rc));
+        if (rc == SB_STORE_FENCED)
+            s_drop_fenced (self);
         for (pend_t *p = zhashx_first (self->pending); p; p = zhashx_next (self->pending))
             if (p->batch == n) {
                 p->batch = self->batch_open;

@@ -332,20 +332,26 @@ s_recover_waiting (self_t *self, const run_t *r, char *reason, size_t size)
     nothing it was doing is re-run, and run.resume continues it from the
     tape. A run that was cancelling is cancelled. Queued runs stay queued
     and are dispatched. */
-void
-sb_run_recover (self_t *self)
+/*  Ends, as a restart does, the unfinished runs of the sessions of
+    `shards`; returns how many. */
+static int
+s_recover_shards (self_t *self, uint64_t shards)
 {
     self->recovering = true;
     sb_run_outbox_drain (self);
     zlistx_t *ids = sb_run_active_ids (self);
     self->recovering = ids != NULL;
     if (!ids)
-        return;
+        return 0;
     int n = 0;
     for (char *id = zlistx_first (ids); id; id = zlistx_next (ids)) {
         run_t r;
         if (sb_run_record_load (self, id, &r))
             continue;
+        if (!(sb_cluster_shard_bit (r.session_id) & shards)) {
+            sb_run_record_free (&r);
+            continue;
+        }
         sb_run_status_t to = r.status == SB_RUN_cancelling ? SB_RUN_cancelled : SB_RUN_interrupted;
         char reason [128] = "server_restart";
         if ((r.status == SB_RUN_claimed || r.status == SB_RUN_running)
@@ -379,6 +385,45 @@ sb_run_recover (self_t *self)
     sb_run_commit_wait (self);
     self->recovering = false;
     sb_run_outbox_drain (self);
+    return n;
+}
+
+void
+sb_run_recover (self_t *self)
+{
+    self->shards_seen = self->cluster ? sb_cluster_held (self->cluster) : ~0ull;
+    int n = s_recover_shards (self, ~0ull);
     if (n)
         sb_info (ACTOR, "recovery interrupted=%d", n);
+}
+
+void
+sb_run_shards_changed (self_t *self)
+{
+    if (!self->cluster)
+        return;
+    uint64_t now = sb_cluster_held (self->cluster);
+    uint64_t gained = now & ~self->shards_seen, lost = self->shards_seen & ~now;
+    self->shards_seen = now;
+    /* lost: the local executions of its runs stop, their leases go (the
+       new owner's recovery ends the runs; their writes here are fenced) */
+    zlistx_t *keys = lost ? zhashx_keys (self->leases) : NULL;
+    int dropped = 0;
+    for (const char *id = keys ? zlistx_first (keys) : NULL; id; id = zlistx_next (keys)) {
+        run_t r;
+        if (sb_run_record_load (self, id, &r) != 0)
+            continue;
+        if (sb_cluster_shard_bit (r.session_id) & lost) {
+            sb_run_push_cancel (self, &r);
+            zhashx_delete (self->leases, id);
+            dropped++;
+        }
+        sb_run_record_free (&r);
+    }
+    zlistx_destroy (&keys);
+    /* gained: what the old owner left unfinished ends as after a restart */
+    int n = gained ? s_recover_shards (self, gained) : 0;
+    if (gained || lost)
+        sb_info (ACTOR, "shards changed gained=%d lost=%d runs_recovered=%d leases_dropped=%d",
+                 __builtin_popcountll (gained), __builtin_popcountll (lost), n, dropped);
 }

@@ -80,6 +80,8 @@ s_write (write_ctx_t *w)
         return -ENOMEM;
     sb_key_t k;
     int rc = 0;
+    /* every row below is the session's: fenced by its shard's lease */
+    self->kv_shards = sb_cluster_shard_bit (r->session_id);
     if (w->new_fence) {
         /* fences are per session, monotonic, and persisted with the run
            that holds them (re-read on a re-run, so a grow cannot skip one) */
@@ -156,6 +158,7 @@ s_write (write_ctx_t *w)
         if (!rc)
             self->open_outbox_max = w->outbox_n;
     }
+    self->kv_shards = 0;
     sb_enc_destroy (&e);
     return rc;
 }

@@ -141,27 +141,43 @@ sb_run_record_load (self_t *self, const char *run_id, run_t *r)
     return rc;
 }
 
+typedef struct {
+    zlistx_t *ids;
+    sb_cluster_t *cluster;
+} active_t;
+
+/*  'A' session_id NUL -> run_id: on a node of a cluster, only the runs of
+    sessions of the shards it holds are its to start, claim or end. */
 static void
 s_add_id (const void *key, size_t klen, const void *val, size_t vlen, void *arg)
 {
-    (void) key;
-    (void) klen;
-    zlistx_add_end ((zlistx_t *) arg, strndup (val, vlen));
+    active_t *a = arg;
+    const char *k = key;
+    if (a->cluster) {
+        char sid [64];
+        if (klen < 2 || klen - 2 >= sizeof sid)
+            return;
+        memcpy (sid, k + 1, klen - 2);
+        sid [klen - 2] = 0;
+        if (!sb_cluster_holds (a->cluster, sid))
+            return;
+    }
+    zlistx_add_end (a->ids, strndup (val, vlen));
 }
 
-/*  The ids of every unfinished run (one per session at most). The caller
-    destroys the list, so later writes are free to change the table while
-    the caller walks it. */
+/*  The ids of every unfinished run (one per session at most) of the
+    sessions this node holds. The caller destroys the list, so later
+    writes are free to change the table while the caller walks it. */
 zlistx_t *
 sb_run_active_ids (self_t *self)
 {
-    zlistx_t *ids = zlistx_new ();
-    if (!ids)
+    active_t a = { .ids = zlistx_new (), .cluster = self->cluster };
+    if (!a.ids)
         return NULL;
-    zlistx_set_destructor (ids, (czmq_destructor *) zstr_free);
-    if (sb_run_kv_scan (self, DBI_ACTIVE, "A", 1, s_add_id, ids))
-        zlistx_destroy (&ids);
-    return ids;
+    zlistx_set_destructor (a.ids, (czmq_destructor *) zstr_free);
+    if (sb_run_kv_scan (self, DBI_ACTIVE, "A", 1, s_add_id, &a))
+        zlistx_destroy (&a.ids);
+    return a.ids;
 }
 
 int

@@ -17,6 +17,7 @@
 
 #include "actors/actor.h"
 #include "store/store.h"
+#include "cluster/cluster.h"
 #include "store/committer.h"
 #include "store/outbox.h"
 #include "bus/client.h"
@@ -134,6 +135,9 @@ struct self_t {
     zsock_t *pipe;
     sb_bus_t *bus;
     sb_store_t *store;
+    sb_cluster_t *cluster;      /* the node's leases (NULL: every session is ours) */
+    uint64_t kv_shards;         /* the shard of the session being written (sb_run_kv_put) */
+    uint64_t shards_seen;       /* the shards held at the last tick (sb_run_shards_changed) */
     sb_enc_t *enc;
     char instance [129];
     zhashx_t *leases;           /* run_id -> lease_t */
@@ -245,6 +249,10 @@ int sb_run_record_load (self_t *self, const char *run_id, run_t *r);
 /*  The ids of every unfinished run (one per session at most). The caller
     destroys the list. */
 zlistx_t *sb_run_active_ids (self_t *self);
+/*  On a node of a cluster, at each tick: ends as a restart does the runs
+    of the shards gained since the last tick, and stops the local runs
+    of the shards lost (run/lease.c). */
+void sb_run_shards_changed (self_t *self);
 /*  The session's unfinished run into out [33]; 0, or -1 when it has none. */
 int sb_run_active_run (self_t *self, const char *session_id, char *out);
 

@@ -349,8 +349,18 @@ s_prepare_command (self_t *self, req_t *req)
 void
 sb_session_prepare_create (self_t *self, req_t *req)
 {
+    //  On a node of a cluster, the new session is one of a shard this
+    //  node holds, so that its creator can go on writing it (a ULID's
+    //  random part is drawn again; a node holds at least one shard
+    //  whenever it serves, so this ends, 64 draws at most on average).
     char id [SB_ULID_LEN + 1];
     sb_ulid_new (id);
+    for (int k = 0; k < 4096 && !sb_cluster_holds (self->cluster, id); k++)
+        sb_ulid_new (id);
+    if (!sb_cluster_holds (self->cluster, id)) {
+        sb_session_fail (req, SB_E_not_owner, "this node holds no shard of the cluster yet; retry");
+        return;
+    }
     if (!(req->sid = sb_session_strdup (self, id)))
         sb_session_fail (req, SB_E_internal, "out of memory");
     else
@@ -362,6 +372,21 @@ void
 sb_session_prepare_update (self_t *self, req_t *req)
 {
     s_prepare_config (self, req, false);
+}
+
+//  On a node of a cluster, a write of a session whose shard another node
+//  holds is refused before the transaction (the fence in the drain would
+//  refuse the whole drain with it), naming the owner. Reads are served
+//  from the database, whoever owns the session.
+static bool
+s_holds (self_t *self, req_t *req)
+{
+    if (sb_cluster_holds (self->cluster, req->sid))
+        return true;
+    char line [256];
+    sb_cluster_owner_line (self->cluster, req->sid, line, sizeof line);
+    sb_session_fail (req, SB_E_not_owner, "%s", line);
+    return false;
 }
 
 //  Everything about a request that does not depend on the store: the
@@ -385,6 +410,9 @@ sb_session_prepare (self_t *self, req_t *req)
         else
             req->sid = v->v.s;
     }
+    if (!req->err && req->write && req->sid && !s_holds (self, req))
+        ;
+    else
     if (!req->err && sb_session_ops [req->op].prepare)
         sb_session_ops [req->op].prepare (self, req);
     //  The actor's own requests carry their command's digest already.
@@ -839,6 +867,14 @@ sb_session_drain_fn (sb_txn_t *txn, void *arg)
     self->npubs = 0;
     self->drain_min_expiry = 0;
     self->drain_purge = false;
+    //  The fence: every shard the drain writes must still be this node's,
+    //  at the epoch it took it, in this very transaction.
+    uint64_t shards = 0;
+    for (size_t i = 0; i < self->nreqs; i++)
+        if (self->reqs [i].write && !self->reqs [i].prep_err && self->reqs [i].sid)
+            shards |= sb_cluster_shard_bit (self->reqs [i].sid);
+    if (sb_cluster_fence (self->cluster, txn, shards) != 0)
+        return txn->ret;
     for (size_t i = 0; i < self->nreqs && txn->ret == 0; i++) {
         req_t *req = &self->reqs [i];
         if (!req->write || req->prep_err)

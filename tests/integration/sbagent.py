@@ -23,6 +23,7 @@ import string
 import struct
 import subprocess
 import termios
+import threading
 import urllib.request
 
 import zmq
@@ -193,6 +194,52 @@ def queue_list(server, sid):
 def runs_of(server, sid):
     """The session's runs, oldest first."""
     return list(reversed(call(server, "run.list", {"session_id": sid})["runs"]))
+
+
+def check_tape_contiguous(entries, what):
+    seqs = [e["seq"] for e in entries]
+    check(seqs == list(range(1, len(seqs) + 1)), "%s: seqs are not 1..%d: %r", what, len(seqs),
+          seqs[:5] + ["..."] + seqs[-5:])
+
+
+def appender(server, sid, k, acked, stop_at, errors):
+    """Appends notes to sid one at a time until serve dies or stop_at is set;
+    records (seq, text) of what was acknowledged in acked, refusals in errors."""
+    c = Client(server.endpoint("cmd"), name="appender%d" % k)
+    try:
+        i = 0
+        while not stop_at.is_set():
+            text = "w%d-%d" % (k, i)
+            try:
+                m = c.request("session.append", {"session_id": sid, "kind": "note", "body": {"text": text}},
+                              timeout=2)
+            except Exception:
+                return
+            if m.type == "session.append.ok":
+                acked.append((m.body["seq"], text))
+            else:
+                errors.append(m.body)
+            i += 1
+    finally:
+        c.close()
+
+
+class Appenders:
+    """n appender threads on session sid of server, started at once;
+    acked holds (seq, text) of each acknowledged append, errors the
+    refusals; stop() ends them (after the server died, or to stop)."""
+
+    def __init__(self, server, sid, n=4):
+        self.acked, self.errors, self.stop_at = [], [], threading.Event()
+        self.threads = [threading.Thread(target=appender, args=(server, sid, k, self.acked, self.stop_at,
+                                                                  self.errors)) for k in range(n)]
+        for t in self.threads:
+            t.start()
+
+    def stop(self):
+        self.stop_at.set()
+        for t in self.threads:
+            t.join(10)
 
 
 def kinds(entries):

@@ -38,7 +38,7 @@ SUPER = "sbtest"        # the cluster's superuser, trusted on the loopback
 
 def test_cluster_units():
     def body(pg):
-        text = run_unit(pg, "test_cluster", 15)
+        text = run_unit(pg, "test_cluster", 16)
         m = re.search(r"takeover of \d+ shards after (\d+) ms", text)
         check(m, "no takeover time printed: %s", text[-2000:])
         print("takeover after %s ms" % m.group(1))

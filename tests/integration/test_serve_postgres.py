@@ -7,7 +7,7 @@ PostgreSQL started by sbpg.py:
     prompt queued behind it, the approval given, both runs completed;
     `events --follow` prints the tape live; nothing of the state is in
     the data folder (no DATA/session, DATA/run, DATA/interact), the
-    three schemas NAME_session, NAME_run, NAME_interact are in the
+    schemas NAME_session, NAME_run, NAME_interact and NAME_cluster are in the
     database; `stats` and /metrics show the store section (backend
     postgresql, writes, write p50 and p99); SWITCHBOARD_STORE does what
     --store does, and --store wins over it;
@@ -21,8 +21,8 @@ PostgreSQL started by sbpg.py:
     a gap, the approval is still pending under its id, the queue holds
     both prompts (paused by the restart), and resolving and resuming runs
     each to completion;
-  - one serve per schema: a second one on the same schema is refused (an
-    advisory lock), one on another schema of the same database runs;
+  - two serves on two schemas of one database are two clusters that
+    share nothing (two on one schema: test_cluster_serve.py);
   - the clear errors: a database that refuses connections, one that
     accepts and never answers (connect_timeout), a wrong password, a
     schema of another version, a --store that is no URL: each one line
@@ -45,13 +45,13 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import SB_BIN, Client, Proc, Server, check, cli, run_tests, sb, skip, tmpdir, wait_for  # noqa: E402
-from sbagent import (LLM, LLM_ENV, call, kinds, llm_args, new_session, pending, prompt, prompt_ok,  # noqa: E402
-                     queue_list, resolve, runs_of, tape, tool, wait_run)
+from sbagent import (LLM, LLM_ENV, Appenders, call, check_tape_contiguous, kinds, llm_args,  # noqa: E402
+                     new_session, pending, prompt, prompt_ok, queue_list, resolve, runs_of, tape, tool,
+                     wait_run)
 from sbpg import pg_bindir, with_postgres  # noqa: E402
 from gwtest import Gateway  # noqa: E402
 
@@ -87,12 +87,6 @@ def password_role(pg):
         f.write("host all %s 127.0.0.1/32 scram-sha-256\n" % PW_USER + text)
     pg.psql("SELECT pg_reload_conf()")
     return "postgresql://%s:%s@127.0.0.1:%d/%s" % (PW_USER, SECRET, pg.port, "sbstore")
-
-
-def check_tape_contiguous(entries, what):
-    seqs = [e["seq"] for e in entries]
-    check(seqs == list(range(1, len(seqs) + 1)), "%s: seqs are not 1..%d: %r", what, len(seqs),
-          seqs[:5] + ["..."] + seqs[-5:])
 
 
 # ---------------------------------------------------------------------------
@@ -144,7 +138,7 @@ def test_end_to_end_with_approval_and_queue():
             # the state is in the database, not in the data folder
             for d in ("session", "run", "interact"):
                 check(not os.path.exists(os.path.join(server.data, d)), "DATA/%s exists on PostgreSQL", d)
-            check(schemas(pg, "e2e") == ["e2e_interact", "e2e_run", "e2e_session"], "schemas %r",
+            check(schemas(pg, "e2e") == ["e2e_cluster", "e2e_interact", "e2e_run", "e2e_session"], "schemas %r",
                   schemas(pg, "e2e"))
             check(schemas(pg, "notthis") == [], "SWITCHBOARD_STORE won over --store")
             n = int(pg.psql("SELECT count(*) FROM e2e_session.tape").strip() or 0)
@@ -188,7 +182,7 @@ def test_demo_model_and_restart_from_the_environment():
             check_tape_contiguous(after, "demo tape")
             run2 = wait_run(server, prompt(server, sid, "again"), timeout=30)
             check(run2["status"] == "completed", "second demo run %r", run2)
-            check(schemas(pg, "demo") == ["demo_interact", "demo_run", "demo_session"], "schemas %r",
+            check(schemas(pg, "demo") == ["demo_cluster", "demo_interact", "demo_run", "demo_session"], "schemas %r",
                   schemas(pg, "demo"))
         finally:
             server.stop()
@@ -214,27 +208,6 @@ def test_without_store_it_is_lmdb():
         server.stop()
 
 
-def _appender(server, sid, k, acked, stop_at, errors):
-    """Appends notes one at a time until serve dies; records what was acked."""
-    c = Client(server.endpoint("cmd"), name="appender%d" % k)
-    try:
-        i = 0
-        while not stop_at.is_set():
-            text = "w%d-%d" % (k, i)
-            try:
-                m = c.request("session.append", {"session_id": sid, "kind": "note", "body": {"text": text}},
-                              timeout=2)
-            except Exception:
-                return
-            if m.type == "session.append.ok":
-                acked.append((m.body["seq"], text))
-            else:
-                errors.append(m.body)
-            i += 1
-    finally:
-        c.close()
-
-
 def test_kill9_with_appends_approval_and_queue():
     def body(pg):
         llm = LLM()
@@ -252,17 +225,12 @@ def test_kill9_with_appends_approval_and_queue():
             q2 = prompt_ok(server, sid, "queued two")
             check(q1.get("queued") == 1 and q2.get("queued") == 2, "queued %r %r", q1, q2)
             notes = new_session(server, tmpdir())
-            acked, errors, stop_at = [], [], threading.Event()
-            threads = [threading.Thread(target=_appender, args=(server, notes, k, acked, stop_at, errors))
-                       for k in range(4)]
-            for t in threads:
-                t.start()
+            w = Appenders(server, notes)
+            acked = w.acked
             wait_for(lambda: len(acked) >= 400, 60, "400 acknowledged appends")
             server.proc.kill()          # SIGKILL, mid-append
-            stop_at.set()
-            for t in threads:
-                t.join(10)
-            check(not errors, "appends refused before the kill: %r", errors[:3])
+            w.stop()
+            check(not w.errors, "appends refused before the kill: %r", w.errors[:3])
             n_acked = len(acked)
             server.start(timeout=30)
             entries = tape(server, notes)
@@ -353,23 +321,29 @@ def test_clear_errors():
     with_postgres(body)
 
 
-def test_one_server_per_schema():
+def test_two_servers_two_schemas():
+    """Two serves on one schema are two nodes of one cluster
+    (test_cluster_serve.py); on two schemas of one database they are two
+    clusters that share nothing: each holds all 64 shards of its own."""
     def body(pg):
-        server = pg_serve(store_url(pg, "one"))
+        one = pg_serve(store_url(pg, "one"))
+        two = pg_serve(store_url(pg, "two"))
         try:
-            # a second serve on the same schema (another data folder) is refused
-            _serve_fails(store_url(pg, "one"), ["another switchboard serve", '"one"'])
-            # on another schema of the same database it runs
-            other = pg_serve(store_url(pg, "two"))
-            sid = new_session(other, tmpdir())
-            check(call(other, "session.get", {"session_id": sid})["session"]["session_id"] == sid,
+            for srv, name in ((one, "one"), (two, "two")):
+                node = srv.stats()["node"]
+                check(node["role"] == "member" and node["cluster"] == name + "_cluster"
+                      and node["shards"] == 64, "%s: node %r", name, node)
+            sid = new_session(two, tmpdir())
+            check(call(two, "session.get", {"session_id": sid})["session"]["session_id"] == sid,
                   "the second server's session")
-            other.stop()
+            m = one.control().request("session.get", {"session_id": sid})
+            check(m.is_error() and m.code == "not_found", "schema one sees schema two's session: %r", m.body)
         finally:
-            server.stop()
-        # once the first has stopped, the schema is free again
-        again = pg_serve(store_url(pg, "one"))
-        again.stop()
+            two.stop()
+            one.stop()
+        # a node that stopped left: its leases went with it
+        rows = pg.psql("SELECT count(*) FROM one_cluster.nodes").split()
+        check(rows == ["0"], "node rows left after a clean stop: %r", rows)
     with_postgres(body)
 
 

@@ -186,6 +186,17 @@ s_guarded_put (sb_txn_t *txn, void *arg)
     return sb_txn_put (txn, 0, k.buf, k.len, w->value, strlen (w->value));
 }
 
+//  The test's store on PostgreSQL (its tape dbi: "tape").
+static sb_store_t *
+s_pg_store (void)
+{
+    char url [1024];
+    sbt_pg_where (url, sizeof url, "store");
+    sb_store_t *store = sb_store_open (url, g_names, 1, 0, g_err, sizeof g_err);
+    cr_assert_not_null (store, "%s", g_err);
+    return store;
+}
+
 static int
 s_rm (const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
@@ -294,10 +305,8 @@ s_read_back (sb_store_t *store, char *out, size_t size)
 Test (cluster, a_node_whose_lease_was_taken_is_fenced_and_takes_nothing_back)
 {
     NEEDS_SERVER ();
-    char url [1024], got [64];
-    sbt_pg_where (url, sizeof url, "store");
-    sb_store_t *store = sb_store_open (url, g_names, 1, 0, g_err, sizeof g_err);
-    cr_assert_not_null (store, "%s", g_err);
+    char got [64];
+    sb_store_t *store = s_pg_store ();
     sb_cluster_t *a = s_node ("na");
     s_tick (a);
     uint32_t shard = sb_cluster_shard_of ("ses_fenced");
@@ -347,16 +356,83 @@ Test (cluster, a_node_whose_lease_was_taken_is_fenced_and_takes_nothing_back)
     sb_store_destroy (&store);
 }
 
+//  The actors' fence (cluster/member.c): every shard a write touches must
+//  be held; a NULL cluster (LMDB, no cluster) fences nothing.
+typedef struct {
+    sb_cluster_t *cluster;
+    uint64_t shards;
+    const char *value;
+} fenced_ctx_t;
+
+static int
+s_fenced_put (sb_txn_t *txn, void *arg)
+{
+    fenced_ctx_t *f = (fenced_ctx_t *) arg;
+    if (sb_cluster_fence (f->cluster, txn, f->shards) != 0)
+        return txn->ret;
+    sb_key_t k;
+    sb_key_init (&k, 'T');
+    sb_key_str (&k, "ses_fenced");
+    return sb_txn_put (txn, 0, k.buf, k.len, f->value, strlen (f->value));
+}
+
+Test (cluster, the_member_holds_every_shard_alone_and_the_fence_checks_each_shard)
+{
+    NEEDS_SERVER ();
+    char got [64];
+    sb_store_t *store = s_pg_store ();
+    //  no cluster: no fence
+    fenced_ctx_t f = { .cluster = NULL, .shards = ~0ull, .value = "alone" };
+    cr_assert_eq (sb_store_write (store, s_fenced_put, &f), 0);
+    cr_assert (sb_cluster_holds (NULL, "ses_fenced"));
+    //  a lone member holds every shard once start returns
+    sb_cluster_t *a = s_node ("na");
+    cr_assert_eq (sb_cluster_member_start (a, NULL, NULL), 0);
+    cr_assert_eq (sb_cluster_held (a), ~0ull);
+    cr_assert (sb_cluster_holds (a, "ses_fenced"));
+    f = (fenced_ctx_t) { .cluster = a, .shards = ~0ull, .value = "every shard" };
+    cr_assert_eq (sb_store_write (store, s_fenced_put, &f), 0);
+    //  a second node: the member thread gives half away within a few beats
+    sb_cluster_t *b = s_node ("nb");
+    int64_t t0 = s_now_ms ();
+    while (__builtin_popcountll (sb_cluster_held (b)) < 32 && s_now_ms () - t0 < 20 * BEAT_MS) {
+        s_tick (b);
+        s_sleep_ms (BEAT_MS / 4);
+    }
+    cr_assert_eq (__builtin_popcountll (sb_cluster_held (a)), 32, "a holds %d",
+                  __builtin_popcountll (sb_cluster_held (a)));
+    cr_assert_eq (sb_cluster_held (a) & sb_cluster_held (b), 0);
+    //  a write touching one of b's shards is fenced, as a whole
+    uint64_t mine = sb_cluster_held (a), theirs = sb_cluster_held (b);
+    f = (fenced_ctx_t) { .cluster = a, .shards = mine | (theirs & -theirs), .value = "mixed" };
+    cr_assert_eq (sb_store_write (store, s_fenced_put, &f), SB_STORE_FENCED);
+    s_read_back (store, got, sizeof got);
+    cr_assert_str_eq (got, "every shard", "the fenced write was committed");
+    f = (fenced_ctx_t) { .cluster = a, .shards = mine, .value = "mine" };
+    cr_assert_eq (sb_store_write (store, s_fenced_put, &f), 0);
+    sb_cluster_stats_t st;
+    sb_cluster_stats (a, &st);
+    cr_assert (st.beats >= 2 && st.fenced >= 1 && st.lost == 32 && st.gained == 64,
+               "beats %llu fenced %llu lost %llu gained %llu", (unsigned long long) st.beats,
+               (unsigned long long) st.fenced, (unsigned long long) st.lost, (unsigned long long) st.gained);
+    //  stop leaves: every lease goes at once, for b to take
+    sb_cluster_member_stop (a);
+    cr_assert_eq (sb_cluster_held (a), 0);
+    s_tick (b);
+    cr_assert_eq (sb_cluster_held (b), ~0ull);
+    sb_cluster_destroy (&a);
+    sb_cluster_destroy (&b);
+    sb_store_destroy (&store);
+}
+
 //  The orders of a write and a takeover (docs/scale-out.md, "What the
 //  epoch fences"). Case 3: the guard holds the lease row FOR SHARE; a
 //  claim after the lease lapsed skips that row until the write ends.
 Test (cluster, a_takeover_waits_for_a_write_that_holds_the_lease_row)
 {
     NEEDS_SERVER ();
-    char url [1024], got [64];
-    sbt_pg_where (url, sizeof url, "store");
-    sb_store_t *store = sb_store_open (url, g_names, 1, 0, g_err, sizeof g_err);
-    cr_assert_not_null (store, "%s", g_err);
+    char got [64];
+    sb_store_t *store = s_pg_store ();
     sb_cluster_t *a = s_node ("na");
     s_tick (a);
     uint32_t shard = sb_cluster_shard_of ("ses_fenced");
@@ -413,10 +489,8 @@ s_read_then_guard (sb_txn_t *txn, void *arg)
 Test (cluster, a_write_whose_snapshot_predates_a_takeover_runs_again_and_is_fenced)
 {
     NEEDS_SERVER ();
-    char url [1024], got [64];
-    sbt_pg_where (url, sizeof url, "store");
-    sb_store_t *store = sb_store_open (url, g_names, 1, 0, g_err, sizeof g_err);
-    cr_assert_not_null (store, "%s", g_err);
+    char got [64];
+    sb_store_t *store = s_pg_store ();
     sb_cluster_t *a = s_node ("na");
     sb_cluster_t *b = s_node ("nb");
     cr_assert_eq (sb_cluster_leave (b), 0);    //  b waits outside until the takeover

@@ -783,7 +783,6 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
         return NULL;
     }
     self->cluster = args->config ? args->config->cluster : NULL;
-    self->data_dir = args->data_dir;
     self->bus = sb_bus_new (args->cmd_endpoint, self->instance);
     self->pub = args->pub_endpoint? sb_pub_new (args->pub_endpoint, self->instance): NULL;
     self->forwards = sb_session_forwards_new ();

@@ -168,7 +168,6 @@ typedef struct self {
     sb_pub_t *pub;
     sb_store_t *store;
     struct _sb_cluster_t *cluster;  //  the node's leases (NULL: every session is ours)
-    const char *data_dir;       //  DATA (its certs: the node's bus keys)
     struct sb_session_fwd *fwd; //  requests forwarded to other nodes (forward.c); NULL: none yet
     struct sb_session_relay *relay; //  other nodes' events published here (relay.c)
     char instance [129];

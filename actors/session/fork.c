@@ -206,7 +206,8 @@ sb_session_prepare_fork (self_t *self, req_t *req)
     if (req->fork_sid)
         return;
     char id [SB_ULID_LEN + 1];
-    sb_ulid_new (id);
+    if (!sb_session_new_id (self, req, id))
+        return;
     if (!(req->fork_sid = sb_session_strdup (self, id)))
         sb_session_fail (req, SB_E_internal, "out of memory");
 }

@@ -345,22 +345,31 @@ s_prepare_command (self_t *self, req_t *req)
     sb_digest_destroy (&digest);
 }
 
+//  A new session's id into `id`: on a node of a cluster, one of a shard
+//  this node holds, so that its creator can go on writing it (a ULID's
+//  random part is drawn again; a node holds at least one shard whenever
+//  it serves, so this ends, 64 draws at most on average). False, with the
+//  request failed, when the node holds no shard yet. session.create and
+//  session.fork both make one.
+bool
+sb_session_new_id (self_t *self, req_t *req, char id [SB_ULID_LEN + 1])
+{
+    sb_ulid_new (id);
+    for (int k = 0; k < 4096 && !sb_cluster_holds (self->cluster, id); k++)
+        sb_ulid_new (id);
+    if (sb_cluster_holds (self->cluster, id))
+        return true;
+    sb_session_fail (req, SB_E_not_owner, "this node holds no shard of the cluster yet; retry");
+    return false;
+}
+
 //  session.create: a new id, and the config as given.
 void
 sb_session_prepare_create (self_t *self, req_t *req)
 {
-    //  On a node of a cluster, the new session is one of a shard this
-    //  node holds, so that its creator can go on writing it (a ULID's
-    //  random part is drawn again; a node holds at least one shard
-    //  whenever it serves, so this ends, 64 draws at most on average).
     char id [SB_ULID_LEN + 1];
-    sb_ulid_new (id);
-    for (int k = 0; k < 4096 && !sb_cluster_holds (self->cluster, id); k++)
-        sb_ulid_new (id);
-    if (!sb_cluster_holds (self->cluster, id)) {
-        sb_session_fail (req, SB_E_not_owner, "this node holds no shard of the cluster yet; retry");
+    if (!sb_session_new_id (self, req, id))
         return;
-    }
     if (!(req->sid = sb_session_strdup (self, id)))
         sb_session_fail (req, SB_E_internal, "out of memory");
     else
@@ -871,8 +880,12 @@ sb_session_drain_fn (sb_txn_t *txn, void *arg)
     //  at the epoch it took it, in this very transaction.
     uint64_t shards = 0;
     for (size_t i = 0; i < self->nreqs; i++)
-        if (self->reqs [i].write && !self->reqs [i].prep_err && self->reqs [i].sid)
-            shards |= sb_cluster_shard_bit (self->reqs [i].sid);
+        if (self->reqs [i].write && !self->reqs [i].prep_err) {
+            if (self->reqs [i].sid)
+                shards |= sb_cluster_shard_bit (self->reqs [i].sid);
+            if (self->reqs [i].fork_sid)
+                shards |= sb_cluster_shard_bit (self->reqs [i].fork_sid);
+        }
     if (sb_cluster_fence (self->cluster, txn, shards) != 0)
         return txn->ret;
     for (size_t i = 0; i < self->nreqs && txn->ret == 0; i++) {

@@ -494,6 +494,7 @@ size_t sb_session_queue_recover (self_t *self);
 
 //  session/requests.c: what one entry appended (or copied by a fork)
 //  changes in its session's record; r->last_seq is the entry's seq.
+bool sb_session_new_id (self_t *self, req_t *req, char id [SB_ULID_LEN + 1]);
 void sb_session_note_entry (self_t *self, record_t *r, const char *kind, const sb_val_t *body);
 
 //  session/fork.c: session.fork (docs/checkpoints.md).

@@ -449,6 +449,7 @@ sb_session_write_fork (self_t *self, sb_txn_t *txn, req_t *req)
     r->approval_policy = src->approval_policy;
     r->target = src->target;
     r->max_steps = src->max_steps;
+    memcpy (r->budget, src->budget, sizeof r->budget);
     r->labels = src->labels;
     r->rules = src->rules;
     r->has_deadline = src->has_deadline;

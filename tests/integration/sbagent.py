@@ -10,7 +10,6 @@ llm_server(); call() is one request on the control client; new_session,
 prompt, wait_run and tape are the usual steps of a run."""
 
 import fcntl
-import http.client
 import json
 import os
 import pty
@@ -27,6 +26,8 @@ import threading
 import urllib.request
 
 import zmq
+
+import sbtest
 
 from sbtest import (_SANITIZER, ROOT, SB_BIN, Client, Proc, Server, TestFailure, check, context, make_header,
                     pack, read_jsonl, skip, tmpdir, unpack, wait_for)
@@ -112,23 +113,8 @@ def call(server, type, body, timeout=10):
 
 def rest(server, path, raw=False, method="GET", body=None):
     """One request to the server's gateway with its token: (status, JSON
-    answer, or the text when raw)."""
-    with open(os.path.join(server.data, "http.port")) as f:
-        port = int(f.read().strip())
-    with open(os.path.join(server.data, "token")) as f:
-        token = f.read().strip()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    headers = {"Host": "127.0.0.1:%d" % port, "Authorization": "Bearer " + token}
-    data = None
-    if body is not None:
-        data = json.dumps(body).encode()
-        headers["Content-Type"] = "application/json"
-    conn.request(method, path, body=data, headers=headers)
-    r = conn.getresponse()
-    text = r.read()
-    out = (r.status, text.decode() if raw else json.loads(text))
-    conn.close()
-    return out
+    answer, or the text when raw); sbtest.rest with a GET by default."""
+    return sbtest.rest(server, method, path, body, raw)
 
 
 def new_session(server, workspace, **kw):

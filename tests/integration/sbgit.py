@@ -3,12 +3,12 @@ with no system config and a HOME of its own, the tree `git add -A` makes
 of a work tree (through a throwaway index, the real one untouched), and
 a repository with tracked, untracked and ignored files; the checkpoint
 and rewound entries of a tape, and a POST to the REST gateway."""
-import http.client
 import json
 import os
 import subprocess
 
 from sbagent import LLM, LLM_ENV, git_repo, llm_args, new_session, prompt, tape, wait_run
+import sbtest
 from sbtest import Server, check, tmpdir
 
 
@@ -74,17 +74,7 @@ def json_lines(out):
 def rest_post(srv, path, body):
     """POST a JSON body to the server's REST gateway with its token:
     (status, parsed reply)."""
-    with open(os.path.join(srv.data, "http.port")) as f:
-        port = int(f.read().strip())
-    with open(os.path.join(srv.data, "token")) as f:
-        token = f.read().strip()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    conn.request("POST", path, body=json.dumps(body), headers={
-        "Host": "127.0.0.1:%d" % port, "Authorization": "Bearer " + token, "Content-Type": "application/json"})
-    r = conn.getresponse()
-    out = (r.status, json.loads(r.read()))
-    conn.close()
-    return out
+    return sbtest.rest(srv, "POST", path, body)
 
 
 def two_runs(script, turns, ws, first="first prompt", second="second prompt"):

@@ -238,9 +238,9 @@ def cli(srv, *args, **kw):
     return sb(*(list(args) + ["--data", srv.data]), **kw)
 
 
-def rest(srv, method, path, body=None):
+def rest(srv, method, path, body=None, raw=False):
     """One REST call to a Server's gateway (serve --http), with its token:
-    (HTTP status, the JSON answer)."""
+    (HTTP status, the JSON answer, or its text when raw)."""
     with open(os.path.join(srv.data, "http.port")) as f:
         port = int(f.read().strip())
     with open(os.path.join(srv.data, "token")) as f:
@@ -251,7 +251,8 @@ def rest(srv, method, path, body=None):
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     conn.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
     r = conn.getresponse()
-    out = (r.status, json.loads(r.read()))
+    text = r.read()
+    out = (r.status, text.decode() if raw else json.loads(text))
     conn.close()
     return out
 

@@ -117,6 +117,7 @@ static const actor_row_t s_actor_table [] = {
     { "interact", sb_interact_actor, 2, true },
     { "exec", sb_exec_actor, 0, true },
     { "hooks", sb_hooks_actor, 0, true },
+    { "blob", sb_blob_actor, 2, true },
 };
 #define NACTORS (sizeof s_actor_table / sizeof s_actor_table [0])
 

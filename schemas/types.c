@@ -119,6 +119,12 @@ static const sb_type_t s_types_bus [] = {
 static const sb_field_t s_tape_text [] = {
     { "text", SB_T_STR, true, 1 MB, NULL, "text" }, END };
 static const sb_field_t s_tape_any [] = { END };
+static const sb_field_t s_image_item [] = { { "image", SB_T_MAP, false, 0, sb_blob_ref_fields, "an image" } };
+static const sb_field_t s_tape_prompt [] = {
+    { "text", SB_T_STR, true, 1 MB, NULL, "text" },
+    { "images", SB_T_ARRAY, false, 16, s_image_item, "images given with it, by reference (docs/images.md)" },
+    END
+};
 static const sb_field_t s_tape_session [] = {
     { "session", SB_T_MAP, false, 0, sb_session_record_fields, "the session record" }, END };
 static const sb_field_t s_tape_run_status [] = {
@@ -305,7 +311,7 @@ static const sb_field_t s_tape_error [] = {
 static const sb_type_t s_tape_kinds [] = {
     TAPE ("session.created", s_tape_session, SB_SCOPE_INTERNAL, "the session was created"),
     TAPE ("session.updated", s_tape_session, SB_SCOPE_INTERNAL, "the session's config changed"),
-    TAPE ("prompt", s_tape_text, SB_SCOPE_INTERNAL, "the person's prompt"),
+    TAPE ("prompt", s_tape_prompt, SB_SCOPE_INTERNAL, "the person's prompt"),
     TAPE ("run.status", s_tape_run_status, SB_SCOPE_INTERNAL, "a run changed status"),
     TAPE ("turn.begin", s_tape_any, SB_SCOPE_WORKER, "a run's turn begins"),
     TAPE ("turn.end", s_tape_any, SB_SCOPE_WORKER, "a run's turn ends"),

@@ -39,6 +39,13 @@ sb_context_destroy (sb_context_t **ctx_p)
 }
 
 void
+sb_context_set_blob_loader (sb_context_t *ctx, sb_context_blob_fn *fn, void *arg)
+{
+    ctx->load_blob = fn;
+    ctx->load_arg = arg;
+}
+
+void
 sb_context_set_max_bytes (sb_context_t *ctx, size_t max_bytes)
 {
     ctx->max_bytes = max_bytes ? max_bytes : SB_CONTEXT_MAX_BYTES;
@@ -155,18 +162,70 @@ s_on_prompt (sb_context_t *ctx, const sb_val_t *body)
         errno = EINVAL;
         return -1;
     }
-    if (len > SB_CONTEXT_MAX_TEXT || s_check (ctx, S_MSG_COST + len, 1, 0)) {
+    //  Images: what models are sent, the downscaled copy when there is one.
+    //  Their bytes count against the budget, as llm.stream carries them.
+    const sb_val_t *iv = sb_get (body, "images");
+    uint32_t nimages = iv && iv->type == SB_V_ARRAY ? iv->len : 0;
+    if (nimages > 16) {
+        errno = E2BIG;
+        return -1;
+    }
+    s_image_t images [16];
+    size_t image_bytes = 0;
+    uint64_t held_bytes = 0;
+    for (uint32_t k = 0; k < nimages; k++) {
+        const sb_val_t *im = &iv->v.a [k];
+        const sb_val_t *sent = sb_get (im, "sent");
+        const sb_val_t *use = sent && sent->type == SB_V_MAP ? sent : im;
+        const char *sha = sb_get_str (use, "sha256");
+        const char *mime = sb_get_str (use, "mime");
+        if (!sha || !mime) {
+            errno = EINVAL;
+            return -1;
+        }
+        snprintf (images [k].sha256, sizeof images [k].sha256, "%s", sha);
+        snprintf (images [k].mime, sizeof images [k].mime, "%s", mime);
+        images [k].bytes = sb_get_uint (use, "bytes", 0);
+        images [k].width = sb_get_uint (use, "width", 0);
+        images [k].height = sb_get_uint (use, "height", 0);
+        const char *name = sb_get_str (im, "name");
+        snprintf (images [k].desc, sizeof images [k].desc, "[image %.64s: %s %llux%llu, %llu bytes, sha256 %.64s]",
+                  name ? name : "(no name)", sb_get_str (im, "mime") ? sb_get_str (im, "mime") : mime,
+                  (unsigned long long) sb_get_uint (im, "width", 0), (unsigned long long) sb_get_uint (im, "height", 0),
+                  (unsigned long long) sb_get_uint (im, "bytes", 0), sb_get_str (im, "sha256") ? sb_get_str (im, "sha256") : sha);
+        if (images [k].bytes > (4u << 20)) {
+            errno = E2BIG;
+            return -1;
+        }
+        image_bytes += s_image_cost (&images [k]);
+        held_bytes += images [k].bytes;
+    }
+    if (nimages && s_image_bytes (ctx) + held_bytes > SB_CONTEXT_MAX_IMAGE_BYTES) {
+        errno = E2BIG;
+        return -1;
+    }
+    if (len > SB_CONTEXT_MAX_TEXT || s_check (ctx, S_MSG_COST + len + image_bytes, 1, 0)) {
         errno = E2BIG;
         return -1;
     }
     char *copy;
     if (s_reserve (ctx) || !(copy = s_dup (text, len)))
         return -1;
+    s_image_t *held = NULL;
+    if (nimages && !(held = malloc (nimages * sizeof *held))) {
+        free (copy);
+        errno = ENOMEM;
+        return -1;
+    }
+    if (nimages)
+        memcpy (held, images, nimages * sizeof *held);
     s_close (ctx);
     s_msg_t *m = s_push (ctx, S_USER);
     m->content = copy;
     m->content_len = len;
-    ctx->bytes += len;
+    m->images = held;
+    m->nimages = nimages;
+    ctx->bytes += len + image_bytes;
     return 0;
 }
 
@@ -525,15 +584,68 @@ sb_context_add (sb_context_t *ctx, const sb_val_t *event)
 
 //  ---------------------------------------------------------------------------
 
+//  The images of a user message, read through the context's loader. One
+//  that cannot be read is left out, and the text says so: the model is
+//  told rather than shown nothing.
 static void
-s_encode_msg (const s_msg_t *m, sb_enc_t *enc)
+s_encode_images (const sb_context_t *ctx, const s_msg_t *m, sb_enc_t *enc)
+{
+    uint8_t *data [16];
+    size_t lens [16];
+    uint32_t n = 0, missing = 0;
+    for (uint32_t k = 0; k < m->nimages && k < 16; k++) {
+        data [k] = ctx->load_blob ? ctx->load_blob (ctx->load_arg, m->images [k].sha256, &lens [k]) : NULL;
+        if (data [k])
+            n++;
+        else
+            missing++;
+    }
+    sb_enc_key (enc, "content");
+    if (missing) {
+        char *text = malloc (m->content_len + 160);
+        if (text) {
+            int t = snprintf (text, m->content_len + 160, "%.*s\n[%u image(s) given with this message could not "
+                              "be read from the blob store]", (int) m->content_len, m->content, missing);
+            sb_enc_strn (enc, text, (size_t) t);
+            free (text);
+        }
+        else
+            sb_enc_strn (enc, m->content, m->content_len);
+    }
+    else
+        sb_enc_strn (enc, m->content, m->content_len);
+    if (n) {
+        sb_enc_key (enc, "images");
+        sb_enc_array_open (enc);
+        for (uint32_t k = 0; k < m->nimages && k < 16; k++) {
+            if (!data [k])
+                continue;
+            sb_enc_map_open (enc);
+            sb_enc_kstr (enc, "mime", m->images [k].mime);
+            sb_enc_key (enc, "data");
+            sb_enc_bin (enc, data [k], lens [k]);
+            sb_enc_kstr (enc, "sha256", m->images [k].sha256);
+            sb_enc_map_close (enc);
+        }
+        sb_enc_array_close (enc);
+    }
+    for (uint32_t k = 0; k < m->nimages && k < 16; k++)
+        free (data [k]);
+}
+
+static void
+s_encode_msg (const sb_context_t *ctx, const s_msg_t *m, sb_enc_t *enc)
 {
     sb_enc_map_open (enc);
     switch (m->role) {
         case S_USER:
             sb_enc_kstr (enc, "role", "user");
-            sb_enc_key (enc, "content");
-            sb_enc_strn (enc, m->content, m->content_len);
+            if (m->nimages)
+                s_encode_images (ctx, m, enc);
+            else {
+                sb_enc_key (enc, "content");
+                sb_enc_strn (enc, m->content, m->content_len);
+            }
             break;
         case S_ASSISTANT:
             sb_enc_kstr (enc, "role", "assistant");
@@ -594,7 +706,7 @@ sb_context_encode (const sb_context_t *ctx, sb_enc_t *enc)
     const s_msg_t *asst = NULL;
     for (size_t i = 0; i < ctx->count; i++) {
         const s_msg_t *m = &ctx->msgs [i];
-        s_encode_msg (m, enc);
+        s_encode_msg (ctx, m, enc);
         if (m->role == S_ASSISTANT)
             asst = m;
         if (m->role == S_USER || !asst)

@@ -1,0 +1,295 @@
+"""Images in prompts, on the blob store (docs/images.md).
+
+A real `serve` with three providers on tests/llm_server.py (Responses,
+Chat Completions, Anthropic): `switchboard prompt SESSION TEXT --image
+FILE` puts the file with blob.put and the model's request carries it in
+the provider's own form, its bytes equal to the file's. Then: the same
+image twice is stored once; a file named .png that is text is refused;
+a model the providers file says takes no images fails before any HTTP
+request; a 20 MB image is sent downscaled and the tape records both;
+the session quota; a SIGKILL while blobs are written leaves no half blob
+referenced; a deleted session's blobs are swept."""
+
+import base64
+import hashlib
+import json
+import os
+import signal
+import struct
+import sys
+import time
+import zlib
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sbtest import Client, Server, check, cli, run_tests, tmpdir, wait_for  # noqa: E402
+from sbllm import LlmServer, provider, write_providers  # noqa: E402
+from sbagent import call, get_run, new_session, tape, wait_run  # noqa: E402
+
+
+def png(width, height, seed=0, noisy=False):
+    """A real RGB PNG: noisy pixels do not compress (a large file)."""
+    rows = []
+    for y in range(height):
+        if noisy:
+            row = os.urandom(width * 3)
+        else:
+            row = bytes(((x * 7 + y * 3 + seed) & 0xFF) for x in range(width)) * 3
+            row = row[:width * 3]
+        rows.append(b"\0" + row)
+    raw = b"".join(rows)
+
+    def chunk(kind, data):
+        c = kind + data
+        return struct.pack(">I", len(data)) + c + struct.pack(">I", zlib.crc32(c) & 0xFFFFFFFF)
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr)
+            + chunk(b"IDAT", zlib.compress(raw, 0 if noisy else 6)) + chunk(b"IEND", b""))
+
+
+def write(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
+
+
+def blob_files(data):
+    """The blobs stored under DATA/blobs (not tmp/, refs/ or .sent files)."""
+    out = []
+    root = os.path.join(data, "blobs")
+    for d in os.listdir(root):
+        if len(d) != 2:
+            continue
+        for f in os.listdir(os.path.join(root, d)):
+            if len(f) == 62:
+                out.append(d + f)
+    return sorted(out)
+
+
+def start(env=None, extra_providers=()):
+    llm = LlmServer()
+    provs = [
+        provider("resp", "responses", llm.base(gen=1, tag="r"), model="m-resp", key_env="K"),
+        provider("chat", "chat", llm.base(gen=1, tag="c"), model="m-chat", key_env="K"),
+        provider("ant", "anthropic", llm.base(gen=1, tag="a"), model="m-ant", key_env="K"),
+        provider("blind", "chat", llm.base(gen=1, tag="b"), model="m-blind", key_env="K", images=False),
+    ] + list(extra_providers)
+    path = write_providers(provs, default="resp")
+    e = {"K": "sk-test", "SWITCHBOARD_LLM_MAX_ATTEMPTS": "1"}
+    e.update(env or {})
+    srv = Server(args=["--providers", path], env=e).start()
+    return llm, srv
+
+
+def prompt_image(srv, sid, files, text="What is in this picture?", ok=True):
+    args = ["prompt", sid, text, "--json"]
+    for f in files:
+        args += ["--image", f]
+    rc, out, err = cli(srv, *args, timeout=60)
+    if ok:
+        check(rc == 0, "prompt --image failed: %s %s", out, err)
+        return json.loads(out)["run_id"]
+    check(rc != 0, "prompt --image should have failed: %s", out)
+    return err
+
+
+def last_request(llm, endpoint, tag):
+    reqs = llm.requests(endpoint, tag)
+    check(reqs, "no %s request with tag %s", endpoint, tag)
+    return reqs[-1]["json"]
+
+
+def user_parts(body, endpoint):
+    """The image bytes and text the request's last user message carries."""
+    if endpoint == "responses":
+        items = [i for i in body["input"] if i.get("role") == "user"]
+        parts = items[-1]["content"]
+        texts = [p["text"] for p in parts if p["type"] == "input_text"]
+        urls = [p["image_url"] for p in parts if p["type"] == "input_image"]
+    elif endpoint == "chat":
+        msgs = [m for m in body["messages"] if m["role"] == "user"]
+        parts = msgs[-1]["content"]
+        texts = [p["text"] for p in parts if p["type"] == "text"]
+        urls = [p["image_url"]["url"] for p in parts if p["type"] == "image_url"]
+    else:
+        msgs = [m for m in body["messages"] if m["role"] == "user"]
+        parts = msgs[-1]["content"]
+        texts = [p["text"] for p in parts if p["type"] == "text"]
+        images = [p["source"] for p in parts if p["type"] == "image"]
+        for s in images:
+            check(s["type"] == "base64", "anthropic source %r", s)
+        urls = ["data:%s;base64,%s" % (s["media_type"], s["data"]) for s in images]
+    out = []
+    for u in urls:
+        check(u.startswith("data:") and ";base64," in u, "not a data URL: %.80s", u)
+        mime = u[5:u.index(";")]
+        out.append((mime, base64.b64decode(u[u.index(",") + 1:], validate=True)))
+    return texts, out
+
+
+def test_each_provider_gets_the_image_byte_for_byte():
+    llm, srv = start()
+    try:
+        ws = tmpdir()
+        pic = write(os.path.join(tmpdir(), "shot.png"), png(64, 48, seed=1))
+        want = open(pic, "rb").read()
+        for prov, endpoint, tag in (("resp", "responses", "r"), ("chat", "chat", "c"), ("ant", "anthropic", "a")):
+            sid = new_session(srv, ws, provider=prov)
+            rid = prompt_image(srv, sid, [pic])
+            run = wait_run(srv, rid)
+            check(run["status"] == "completed", "%s run %r", prov, run)
+            texts, images = user_parts(last_request(llm, endpoint, tag), endpoint)
+            check(texts == ["What is in this picture?"], "%s texts %r", prov, texts)
+            check(images == [("image/png", want)], "%s: the image sent differs from the file (%d images, %r)",
+                  prov, len(images), [(m, len(b)) for m, b in images])
+            entries = [e for e in tape(srv, sid) if e["kind"] == "prompt"]
+            refs = entries[-1]["body"]["images"]
+            check(refs == [{"sha256": hashlib.sha256(want).hexdigest(), "mime": "image/png", "bytes": len(want),
+                            "width": 64, "height": 48, "name": "shot.png"}], "tape reference %r", refs)
+            check("data" not in json.dumps(entries[-1]["body"]), "the tape holds bytes: %r", entries[-1]["body"])
+    finally:
+        srv.stop()
+        llm.stop()
+
+
+def test_same_image_twice_stored_once_and_text_named_png_refused():
+    llm, srv = start()
+    try:
+        ws = tmpdir()
+        pic = write(os.path.join(tmpdir(), "a.png"), png(32, 32, seed=2))
+        copy = write(os.path.join(tmpdir(), "b.png"), open(pic, "rb").read())
+        sid = new_session(srv, ws)
+        wait_run(srv, prompt_image(srv, sid, [pic, copy]))
+        sid2 = new_session(srv, ws)
+        wait_run(srv, prompt_image(srv, sid2, [pic]))
+        check(blob_files(srv.data) == [hashlib.sha256(open(pic, "rb").read()).hexdigest()],
+              "blobs stored: %r", blob_files(srv.data))
+        _, images = user_parts(last_request(llm, "responses", "r"), "responses")
+        check(len(images) == 1, "the second session's request has %d images", len(images))
+        fake = write(os.path.join(tmpdir(), "notes.png"), b"this is text, not a picture\n")
+        err = prompt_image(srv, sid, [fake], ok=False)
+        check("not an image" in err and "text/plain" in err, "refusal: %r", err)
+        # nor does a hash the session never put pass
+        m = srv.control().request("session.prompt", {"session_id": sid, "text": "x",
+                                                     "images": [{"sha256": "ab" * 32}]})
+        check(m.is_error and m.code == "invalid" and "holds no such blob" in m.body["message"], "%r", m.body)
+    finally:
+        srv.stop()
+        llm.stop()
+
+
+def test_model_without_images_fails_before_the_call():
+    llm, srv = start()
+    try:
+        sid = new_session(srv, tmpdir(), provider="blind")
+        pic = write(os.path.join(tmpdir(), "x.png"), png(8, 8))
+        run = wait_run(srv, prompt_image(srv, sid, [pic]))
+        check(run["status"] == "failed" and "does not take images" in run.get("reason", ""), "run %r", run)
+        check(not llm.requests("chat", "b"), "a request reached the provider: %r", llm.requests("chat", "b"))
+    finally:
+        srv.stop()
+        llm.stop()
+
+
+def test_large_image_downscaled_and_both_on_the_tape():
+    llm, srv = start()
+    try:
+        sid = new_session(srv, tmpdir(), provider="ant")
+        big = png(2600, 2600, noisy=True)
+        check(len(big) > 20 * 1000 * 1000, "the test image is only %d bytes", len(big))
+        pic = write(os.path.join(tmpdir(), "huge.png"), big)
+        run = wait_run(srv, prompt_image(srv, sid, [pic]), timeout=60)
+        check(run["status"] == "completed", "run %r", run)
+        ref = [e for e in tape(srv, sid) if e["kind"] == "prompt"][-1]["body"]["images"][0]
+        check(ref["sha256"] == hashlib.sha256(big).hexdigest() and ref["bytes"] == len(big)
+              and ref["width"] == 2600, "original %r", ref)
+        sent = ref.get("sent")
+        check(sent and sent["mime"] == "image/jpeg" and max(sent["width"], sent["height"]) <= 2048
+              and sent["bytes"] <= 3750 * 1024, "sent %r", sent)
+        _, images = user_parts(last_request(llm, "anthropic", "a"), "anthropic")
+        check(len(images) == 1 and images[0][0] == "image/jpeg"
+              and hashlib.sha256(images[0][1]).hexdigest() == sent["sha256"], "request images %r",
+              [(m, len(b)) for m, b in images])
+        check(images[0][1][:3] == b"\xff\xd8\xff", "not a JPEG")
+    finally:
+        srv.stop()
+        llm.stop()
+
+
+def test_session_quota_and_stats():
+    llm, srv = start(env={"SWITCHBOARD_BLOB_SESSION_QUOTA": "30000"})
+    try:
+        sid = new_session(srv, tmpdir())
+        a = write(os.path.join(tmpdir(), "a.png"), png(100, 60, noisy=True))      # ~18 KB
+        b = write(os.path.join(tmpdir(), "b.png"), png(100, 60, noisy=True))
+        check(os.path.getsize(a) > 15000, "test image %d bytes", os.path.getsize(a))
+        wait_run(srv, prompt_image(srv, sid, [a]))
+        err = prompt_image(srv, sid, [b], ok=False)
+        check("quota" in err and "too_large" in err, "refusal: %r", err)
+        st = call(srv, "blob.stats", {})
+        check(st["blobs"] == 1 and st["refused"] >= 1 and st["bytes"] == os.path.getsize(a), "stats %r", st)
+    finally:
+        srv.stop()
+        llm.stop()
+
+
+def test_sigkill_while_writing_leaves_no_half_blob():
+    data = tmpdir()
+    big = png(1500, 1500, noisy=True)       # ~6.7 MB: a write takes a while
+    killed_during = 0
+    for attempt in range(4):
+        srv = Server(data=data).start()
+        sid = call(srv, "session.create", {"workspace": tmpdir()})["session"]["session_id"]
+        c = Client(srv.endpoint())
+        # a distinct blob each round, so that each put writes
+        body = big[:-12] + struct.pack(">I", attempt) + big[-8:]
+        c.send("blob.put", {"session_id": sid, "name": "k.png", "data": body})
+        time.sleep(0.02 * attempt)
+        srv.proc.send_signal(signal.SIGKILL)
+        srv.proc.wait(10)
+        c.close()
+        tmp = os.listdir(os.path.join(data, "blobs", "tmp"))
+        killed_during += bool(tmp)
+    srv = Server(data=data).start()
+    try:
+        check(os.listdir(os.path.join(data, "blobs", "tmp")) == [], "tmp/ kept a half blob after start")
+        refs = os.path.join(data, "blobs", "refs")
+        for name in os.listdir(refs):
+            for line in open(os.path.join(refs, name)):
+                h, size = line.split()[:2]
+                path = os.path.join(data, "blobs", h[:2], h[2:])
+                got = open(path, "rb").read()
+                check(len(got) == int(size) and hashlib.sha256(got).hexdigest() == h,
+                      "a referenced blob is not whole: %s", h)
+        for h in blob_files(data):
+            got = open(os.path.join(data, "blobs", h[:2], h[2:]), "rb").read()
+            check(hashlib.sha256(got).hexdigest() == h, "a stored blob is not whole: %s", h)
+        print("  (%d of 4 kills came while a temp file was open)" % killed_during)
+    finally:
+        srv.stop()
+
+
+def test_deleted_session_blobs_swept():
+    llm, srv = start()
+    try:
+        ws = tmpdir()
+        keep = write(os.path.join(tmpdir(), "keep.png"), png(16, 16, seed=5))
+        gone = write(os.path.join(tmpdir(), "gone.png"), png(16, 16, seed=6))
+        s1, s2 = new_session(srv, ws), new_session(srv, ws)
+        wait_run(srv, prompt_image(srv, s1, [keep, gone]))
+        wait_run(srv, prompt_image(srv, s2, [keep]))
+        check(len(blob_files(srv.data)) == 2, "blobs %r", blob_files(srv.data))
+        call(srv, "session.delete", {"session_id": s1})
+        want = [hashlib.sha256(open(keep, "rb").read()).hexdigest()]
+        wait_for(lambda: blob_files(srv.data) == want, 10, "the deleted session's own blob to be swept")
+        m = srv.control().request("blob.get", {"session_id": s1, "sha256": want[0]})
+        check(m.is_error and m.code == "not_found", "a deleted session still reads: %r", m.type)
+        m = srv.control().request("blob.get", {"session_id": s2, "sha256": want[0]})
+        check(m.type == "blob.get.ok" and m.body["data"] == open(keep, "rb").read(), "blob.get %r", m.type)
+    finally:
+        srv.stop()
+        llm.stop()
+
+
+if __name__ == "__main__":
+    run_tests(globals())

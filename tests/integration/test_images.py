@@ -291,5 +291,37 @@ def test_deleted_session_blobs_swept():
         llm.stop()
 
 
+def test_figure_prompt_image_to_request():
+    """The figure: from `switchboard prompt --image` of a 2 MB PNG to the
+    model's request reaching the provider (the request log's line seen),
+    median of 5. Asserts only that each request carried the image."""
+    llm, srv = start()
+    try:
+        ws = tmpdir()
+        times = []
+        for k in range(5):
+            pic = write(os.path.join(tmpdir(), "two.png"), png(820, 820, noisy=True))
+            check(1.9e6 < os.path.getsize(pic) < 2.2e6, "test image %d bytes", os.path.getsize(pic))
+            sid = new_session(srv, ws)
+            # the log grows when a request has been read whole: a stat, not
+            # a parse of megabytes of logged bodies, while waiting
+            size = os.path.getsize(llm.log_path) if os.path.exists(llm.log_path) else 0
+            t0 = time.monotonic()
+            rc, out, err = cli(srv, "prompt", sid, "look", "--image", pic, "--json", timeout=60)
+            check(rc == 0, "prompt: %s", err)
+            wait_for(lambda: os.path.exists(llm.log_path) and os.path.getsize(llm.log_path) > size, 30,
+                     "the model's request", interval=0.002)
+            times.append(time.monotonic() - t0)
+            _, images = user_parts(last_request(llm, "responses", "r"), "responses")
+            check(images and images[0][1] == open(pic, "rb").read(), "request %d lacks the image", k)
+            wait_run(srv, json.loads(out)["run_id"])
+        times.sort()
+        print("  figure: prompt --image (2 MB PNG) to the model's request: median %.0f ms (min %.0f, max %.0f)"
+              % (times[2] * 1000, times[0] * 1000, times[-1] * 1000))
+    finally:
+        srv.stop()
+        llm.stop()
+
+
 if __name__ == "__main__":
     run_tests(globals())

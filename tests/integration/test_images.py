@@ -306,12 +306,14 @@ def test_figure_prompt_image_to_request():
             # the log grows when a request has been read whole: a stat, not
             # a parse of megabytes of logged bodies, while waiting
             size = os.path.getsize(llm.log_path) if os.path.exists(llm.log_path) else 0
+            before = len(llm.requests("responses", "r"))
             t0 = time.monotonic()
             rc, out, err = cli(srv, "prompt", sid, "look", "--image", pic, "--json", timeout=60)
             check(rc == 0, "prompt: %s", err)
             wait_for(lambda: os.path.exists(llm.log_path) and os.path.getsize(llm.log_path) > size, 30,
                      "the model's request", interval=0.002)
             times.append(time.monotonic() - t0)
+            wait_for(lambda: len(llm.requests("responses", "r")) > before, 10, "the request's whole log line")
             _, images = user_parts(last_request(llm, "responses", "r"), "responses")
             check(images and images[0][1] == open(pic, "rb").read(), "request %d lacks the image", k)
             wait_run(srv, json.loads(out)["run_id"])

@@ -36,7 +36,7 @@
 #define VERIFY_AFTER_MS    300          /* re-read a new topic's tape once after this */
 #define PENDING_MAX        100000       /* calls waiting on the bus, all connections */
 
-typedef enum { P_CALL, P_REPLAY, P_METRICS } pend_kind_t;
+typedef enum { P_CALL, P_REPLAY, P_METRICS, P_BLOB } pend_kind_t;
 
 typedef struct {
     pend_kind_t kind;
@@ -151,6 +151,25 @@ s_out_http (gw_bridge_t *self, uint64_t conn, int status, const char *ctype, gw_
         out->buf = gw_buf_new (full, sizeof full - 1);
         out->status = 503;
         out->ctype = "application/json";
+    }
+    gw_to_lws (self->gw, out);
+}
+
+//  A blob download's bytes (gateway/blobs.c), charged like any answer.
+static void
+s_out_blob (gw_bridge_t *self, uint64_t conn, const sb_msg_t *reply)
+{
+    gw_out_t *out = gw_blob_answer (conn, reply);
+    if (!out) {
+        s_out_http (self, conn, 503, "application/json", gw_error_json (NULL, true, "overloaded",
+                                                                           "out of memory", true, NULL));
+        return;
+    }
+    if (!gw_handoff_charge (self->gw, out)) {
+        gw_out_free (out);
+        s_out_http (self, conn, 503, "application/json", gw_error_json (NULL, true, "overloaded",
+                    "the gateway's outbound bytes are at their bound: ask again later", true, NULL));
+        return;
     }
     gw_to_lws (self->gw, out);
 }
@@ -643,7 +662,7 @@ s_call (gw_bridge_t *self, gw_in_t *in)
     pending_t *p = calloc (1, sizeof *p);
     if (!p)
         return;
-    p->kind = P_CALL;
+    p->kind = in->blob ? P_BLOB : P_CALL;
     p->conn = in->conn;
     p->http = in->http;
     p->tx = in->tx;
@@ -720,6 +739,9 @@ s_on_reply (gw_bridge_t *self, sb_msg_t *msg)
     if (sb_msg_is_error (msg))
         s_answer_error (self, p, sb_msg_error_code (msg), sb_msg_error_message (msg),
                         sb_get_bool (msg->body, "retryable", false), sb_get (msg->body, "detail"));
+    else
+    if (p->kind == P_BLOB)
+        s_out_blob (self, p->conn, msg);
     else
     if (p->http) {
         char *text = sb_json_dump (msg->body);

@@ -57,6 +57,7 @@ typedef struct gw_in {
     uint64_t conn;
     uint32_t sub_id;
     bool http;          /* CALL: answer as an HTTP response, not a WS reply */
+    bool blob;          /* CALL: a blob download, answered with its bytes (gateway/blobs.c) */
     char type [65];     /* CALL: the message type */
     char sid [64];      /* SUB: the session */
     uint64_t after;     /* SUB: after_seq */
@@ -84,7 +85,17 @@ typedef struct gw_out {
     gw_buf_t *buf;
     char *tx;           /* WS reply: the call's tx as JSON text, for an `overloaded` in its place */
     size_t handoff;     /* bytes of buf counted in the gateway's handoff_bytes */
+    char *extra;        /* HTTP: more header lines, "name: value\n" each (owned), or NULL */
 } gw_out_t;
+
+/*  Blobs over HTTP (gateway/blobs.c, docs/images.md). An upload's body
+    may be this large; every other body SB_GW_MAX_FRAME. */
+#define SB_GW_MAX_BLOB (24u << 20)
+bool gw_blob_route (const char *path, char sid [40], char hex [65]);
+uint8_t *gw_blob_request (const char *sid, const char *hex, const char *name, const uint8_t *data, size_t len,
+                          char *type, size_t type_len, size_t *out_len);
+struct sb_msg;
+gw_out_t *gw_blob_answer (uint64_t conn, const struct sb_msg *reply);
 
 /*  A locked singly linked FIFO of gw_in_t or gw_out_t. */
 typedef struct {

@@ -412,11 +412,45 @@ s_token_redirect (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *
     s_respond (gw, wsi, pss, 303, "text/plain", NULL, extra);
 }
 
+//  POST /api/blobs/SID (an upload) and GET /api/blobs/SID/SHA256 (a
+//  download): gateway/blobs.c.
+static void
+s_dispatch_blob (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *sid, const char *hex)
+{
+    if (pss->post == (hex [0] != 0)) {
+        s_respond_error (gw, wsi, pss, 405, "invalid", "POST the bytes to /api/blobs/SESSION?name=FILE; "
+                         "GET /api/blobs/SESSION/SHA256 reads one");
+        return;
+    }
+    gw_in_t *in = calloc (1, sizeof *in);
+    if (in)
+        in->body = gw_blob_request (sid, hex, gw_arg (pss, "name"), pss->body, pss->body_len, in->type,
+                                    sizeof in->type, &in->body_len);
+    if (!in || !in->body || !s_conn_register (gw, wsi, pss)) {
+        if (in)
+            free (in->body);
+        free (in);
+        s_respond_error (gw, wsi, pss, 503, "overloaded", "too many requests in flight");
+        return;
+    }
+    in->kind = GW_IN_CALL;
+    in->http = true;
+    in->blob = hex [0] != 0;
+    in->conn = pss->conn;
+    pss->waiting = true;
+    gw_to_bridge (gw, in);
+}
+
 static void
 s_dispatch_api (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss)
 {
     char code [32], message [256], type [96];
     json_t *body = NULL;
+    char blob_sid [40], blob_hex [65];
+    if (gw_blob_route (pss->path, blob_sid, blob_hex)) {
+        s_dispatch_blob (gw, wsi, pss, blob_sid, blob_hex);
+        return;
+    }
     if (pss->post && pss->body_len > 0) {
         sb_verr_t err;
         body = sb_json_parse ((const char *) pss->body, pss->body_len, SB_GW_MAX_FRAME, SB_GW_MAX_DEPTH, &err);
@@ -509,6 +543,14 @@ s_admit (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *host, boo
 //  A POST's body is read only once the request is admitted, and only when
 //  its length is announced and within the bound: lws does not decode a
 //  chunked request body, and reads one without a length until the close.
+//  What a POST's body may hold: an upload to /api/blobs/ more.
+static size_t
+s_body_max (const gw_pss_t *pss)
+{
+    char sid [40], hex [65];
+    return gw_blob_route (pss->path, sid, hex) && !hex [0] ? SB_GW_MAX_BLOB : SB_GW_MAX_FRAME;
+}
+
 static int
 s_expect_body (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss)
 {
@@ -519,9 +561,10 @@ s_expect_body (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss)
         pss->close_after = true;
         return s_refuse (gw, wsi, pss, NULL, 411, "invalid", "a POST needs a Content-Length (no chunked body)");
     }
-    if (strlen (cl) > 9 || strtoull (cl, NULL, 10) > SB_GW_MAX_FRAME)
+    if (strlen (cl) > 9 || strtoull (cl, NULL, 10) > s_body_max (pss))
         /* answered now; lws reads what follows of the body and drops it */
-        return s_refuse (gw, wsi, pss, NULL, 413, "too_large", "a body may be at most 1 MiB");
+        return s_refuse (gw, wsi, pss, NULL, 413, "too_large", s_body_max (pss) > SB_GW_MAX_FRAME
+                         ? "an upload may be at most 24 MiB" : "a body may be at most 1 MiB");
     /* lws calls HTTP_BODY_COMPLETION for every POST with a length, 0 too:
        the request is dispatched there, once */
     pss->stage = GW_REQ_BODY;
@@ -606,7 +649,7 @@ s_http_body (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const void *in, s
     }
     if (pss->too_large || len == 0)
         return 0;
-    if (pss->body_len + len > SB_GW_MAX_FRAME) {
+    if (pss->body_len + len > s_body_max (pss)) {
         pss->too_large = true;
         free (pss->body);
         pss->body = NULL;
@@ -630,7 +673,8 @@ s_http_body_done (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss)
         return 0;
     pss->stage = GW_REQ_DONE;
     if (pss->too_large)
-        s_respond_error (gw, wsi, pss, 413, "too_large", "a body may be at most 1 MiB");
+        s_respond_error (gw, wsi, pss, 413, "too_large", s_body_max (pss) > SB_GW_MAX_FRAME
+                         ? "an upload may be at most 24 MiB" : "a body may be at most 1 MiB");
     else
         s_dispatch_api (gw, wsi, pss);
     return 0;
@@ -715,7 +759,7 @@ s_take_out (sb_gateway_t *gw)
         if (out->kind == GW_OUT_HTTP && !pss->is_ws && pss->waiting) {
             s_conn_unregister (gw, pss);
             pss->no_store = true;
-            s_respond (gw, wsi, pss, out->status, out->ctype, out->buf, NULL);
+            s_respond (gw, wsi, pss, out->status, out->ctype, out->buf, out->extra);
             out->buf = NULL;
             gw_out_free (out);
         }

@@ -291,6 +291,44 @@ def test_deleted_session_blobs_swept():
         llm.stop()
 
 
+def test_gateway_upload_and_download():
+    """POST /api/blobs/SESSION takes the raw bytes (bounded, authorised);
+    GET /api/blobs/SESSION/SHA256 gives them back as a download: the
+    sniffed type, Content-Disposition: attachment, nosniff; never HTML."""
+    from gwtest import Gateway
+    gw = Gateway()
+    try:
+        sid = call(gw.srv, "session.create", {"workspace": tmpdir()})["session"]["session_id"]
+        pic = png(40, 30, seed=9)
+        status, _, body = gw.http("POST", "/api/blobs/%s?name=shot.png" % sid, raw=pic,
+                                  headers={"Content-Type": "application/octet-stream"})
+        check(status == 200, "upload: %d %r", status, body[:200])
+        blob = json.loads(body)["blob"]
+        check(blob["sha256"] == hashlib.sha256(pic).hexdigest() and blob["mime"] == "image/png"
+              and blob["width"] == 40 and blob["name"] == "shot.png", "blob %r", blob)
+        status, h, got = gw.http("GET", "/api/blobs/%s/%s" % (sid, blob["sha256"]))
+        check(status == 200 and got == pic, "download: %d, %d bytes", status, len(got))
+        check(h.get("content-type") == "image/png", "content-type %r", h.get("content-type"))
+        check(h.get("content-disposition", "").startswith("attachment"), "disposition %r", h)
+        check(h.get("x-content-type-options") == "nosniff", "nosniff %r", h)
+        # an HTML page is stored as text and served as text, to be saved
+        page = b"<html><script>alert(1)</script></html>\n"
+        status, _, body = gw.http("POST", "/api/blobs/%s?name=x.html" % sid, raw=page)
+        h2 = json.loads(body)["blob"]["sha256"]
+        status, h, got = gw.http("GET", "/api/blobs/%s/%s" % (sid, h2))
+        check(status == 200 and "html" not in h.get("content-type", ""), "html served as %r", h.get("content-type"))
+        # no token, another session, a body over the bound
+        status, _, _ = gw.http("GET", "/api/blobs/%s/%s" % (sid, blob["sha256"]), token=False)
+        check(status == 401, "no token: %d", status)
+        other = call(gw.srv, "session.create", {"workspace": tmpdir()})["session"]["session_id"]
+        status, _, body = gw.http("GET", "/api/blobs/%s/%s" % (other, blob["sha256"]))
+        check(status == 404, "another session reads it: %d %r", status, body[:200])
+        status, _, body = gw.http("POST", "/api/blobs/%s" % sid, raw=b"x" * (24 * 1024 * 1024 + 1))
+        check(status == 413 and b"24 MiB" in body, "over the bound: %d %r", status, body[:200])
+    finally:
+        gw.srv.stop()
+
+
 def test_figure_prompt_image_to_request():
     """The figure: from `switchboard prompt --image` of a 2 MB PNG to the
     model's request reaching the provider (the request log's line seen),

@@ -155,25 +155,6 @@ s_out_http (gw_bridge_t *self, uint64_t conn, int status, const char *ctype, gw_
     gw_to_lws (self->gw, out);
 }
 
-//  A blob download's bytes (gateway/blobs.c), charged like any answer.
-static void
-s_out_blob (gw_bridge_t *self, uint64_t conn, const sb_msg_t *reply)
-{
-    gw_out_t *out = gw_blob_answer (conn, reply);
-    if (!out) {
-        s_out_http (self, conn, 503, "application/json", gw_error_json (NULL, true, "overloaded",
-                                                                           "out of memory", true, NULL));
-        return;
-    }
-    if (!gw_handoff_charge (self->gw, out)) {
-        gw_out_free (out);
-        s_out_http (self, conn, 503, "application/json", gw_error_json (NULL, true, "overloaded",
-                    "the gateway's outbound bytes are at their bound: ask again later", true, NULL));
-        return;
-    }
-    gw_to_lws (self->gw, out);
-}
-
 //  Hands the lws thread the answer to a WebSocket call. An answer that
 //  would take the handoff past its bound (the lws thread is behind) is
 //  `overloaded` in its place, so that a bridge faster than the lws thread
@@ -740,8 +721,10 @@ s_on_reply (gw_bridge_t *self, sb_msg_t *msg)
         s_answer_error (self, p, sb_msg_error_code (msg), sb_msg_error_message (msg),
                         sb_get_bool (msg->body, "retryable", false), sb_get (msg->body, "detail"));
     else
-    if (p->kind == P_BLOB)
-        s_out_blob (self, p->conn, msg);
+    if (p->kind == P_BLOB) {
+        if (!gw_blob_answer (self->gw, p->conn, msg))
+            s_answer_error (self, p, "overloaded", "the gateway's outbound bytes are at their bound", true, NULL);
+    }
     else
     if (p->http) {
         char *text = sb_json_dump (msg->body);

@@ -91,11 +91,20 @@ typedef struct gw_out {
 /*  Blobs over HTTP (gateway/blobs.c, docs/images.md). An upload's body
     may be this large; every other body SB_GW_MAX_FRAME. */
 #define SB_GW_MAX_BLOB (24u << 20)
-bool gw_blob_route (const char *path, char sid [40], char hex [65]);
-uint8_t *gw_blob_request (const char *sid, const char *hex, const char *name, const uint8_t *data, size_t len,
-                          char *type, size_t type_len, size_t *out_len);
+#define SB_GW_TOO_LARGE "a body may be at most 1 MiB (an upload to /api/blobs/: 24 MiB)"
+//  What a POST to path may carry.
+size_t gw_body_max (const char *path);
+struct gw_pss;
+/*  A request on /api/blobs/: true, with *in the bus call to make (NULL
+    when out of memory), or with code and message set when the method
+    does not fit the route (*in NULL). false for any other path. */
+bool gw_blob_in (const struct gw_pss *pss, gw_in_t **in, char code [32], char *message, size_t message_len);
 struct sb_msg;
-gw_out_t *gw_blob_answer (uint64_t conn, const struct sb_msg *reply);
+//  Hands the lws thread the answer to a download (bridge thread); false
+//  when out of memory or past the handoff's bound (nothing was sent).
+bool gw_blob_answer (sb_gateway_t *gw, uint64_t conn, const struct sb_msg *reply);
+//  A UI file's content type, by its name.
+const char *gw_static_mime (const char *path);
 
 /*  A locked singly linked FIFO of gw_in_t or gw_out_t. */
 typedef struct {

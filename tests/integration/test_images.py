@@ -291,6 +291,36 @@ def test_deleted_session_blobs_swept():
         llm.stop()
 
 
+def test_artifacts_list_and_get():
+    """`switchboard artifacts SESSION` lists the tape's images with their
+    origin; `artifact get HASH -o FILE` writes the bytes back."""
+    llm, srv = start()
+    try:
+        sid = new_session(srv, tmpdir())
+        pic = write(os.path.join(tmpdir(), "diagram.png"), png(24, 12, seed=7))
+        rid = prompt_image(srv, sid, [pic])
+        wait_run(srv, rid)
+        rc, out, err = cli(srv, "artifacts", sid, "--json")
+        check(rc == 0, "artifacts: %s", err)
+        rows = [json.loads(line) for line in out.splitlines()]
+        want = hashlib.sha256(open(pic, "rb").read()).hexdigest()
+        check(len(rows) == 1 and rows[0]["sha256"] == want and rows[0]["origin"] == "prompt"
+              and rows[0]["run_id"] == rid and rows[0]["name"] == "diagram.png" and rows[0]["seq"] > 0,
+              "rows %r", rows)
+        rc, out, _ = cli(srv, "artifacts", sid)
+        check(rc == 0 and want in out and "image/png 24x12" in out and "diagram.png" in out, "text %r", out)
+        dest = os.path.join(tmpdir(), "back.png")
+        rc, _, err = cli(srv, "artifact", "get", want, "-o", dest, "--session", sid)
+        check(rc == 0 and open(dest, "rb").read() == open(pic, "rb").read(), "artifact get: %s", err)
+        rc, _, err = cli(srv, "artifact", "get", "00" * 32, "-o", dest, "--session", sid)
+        check(rc == 1 and "not_found" in err, "a hash the session lacks: %d %r", rc, err)
+        rc, _, _ = cli(srv, "artifact", "get", "xyz")
+        check(rc == 2, "a bad hash is a usage error: %d", rc)
+    finally:
+        srv.stop()
+        llm.stop()
+
+
 def test_gateway_upload_and_download():
     """POST /api/blobs/SESSION takes the raw bytes (bounded, authorised);
     GET /api/blobs/SESSION/SHA256 gives them back as a download: the

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 int
 sb_cli_take_images (const char *cmd, int *argc, char **argv, const char **files, int *n)
@@ -143,4 +144,32 @@ sb_cli_put_images (const char *cmd, sb_bus_t *bus, const char *sid, const char *
     for (int k = 0; k < n; k++)
         sb_msg_destroy (&replies [k]);
     return rc;
+}
+
+void
+sb_cli_images_line (sb_cli_images_t *self, const char *arg, char *said, size_t said_len)
+{
+    char dummy [8];
+    if (!said) {
+        said = dummy;
+        said_len = sizeof dummy;
+    }
+    while (*arg == ' ')
+        arg++;
+    if (strcmp (arg, "clear") == 0) {
+        for (int k = 0; k < self->n; k++)
+            free (self->files [k]);
+        self->n = 0;
+        snprintf (said, said_len, "no images for the next prompt");
+    }
+    else
+    if (!*arg || access (arg, R_OK) != 0)
+        snprintf (said, said_len, "/image PATH: %s", *arg ? "cannot read that file" : "give the image file");
+    else
+    if (self->n >= SB_CLI_IMAGES_MAX || !(self->files [self->n] = strdup (arg)))
+        snprintf (said, said_len, "at most %d images a prompt", SB_CLI_IMAGES_MAX);
+    else {
+        self->n++;
+        snprintf (said, said_len, "%.400s goes with the next prompt (%d image%s)", arg, self->n, self->n == 1 ? "" : "s");
+    }
 }

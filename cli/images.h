@@ -27,4 +27,15 @@ int sb_cli_put_images (const char *cmd, sb_bus_t *bus, const char *sid, const ch
     caller destroys it). Returns 0, or 1 with the reason printed. */
 int sb_cli_put_file (const char *cmd, sb_bus_t *bus, const char *sid, const char *file, sb_msg_t **reply);
 
+/*  The files a terminal gathers for its next prompt (chat's /image). */
+typedef struct {
+    char *files [SB_CLI_IMAGES_MAX];    //  owned
+    int n;
+} sb_cli_images_t;
+
+/*  One `/image` line's argument: PATH keeps a readable file, "clear"
+    drops them all (and frees them). What to tell the person goes in said
+    (when not NULL). */
+void sb_cli_images_line (sb_cli_images_t *self, const char *arg, char *said, size_t said_len);
+
 #endif

@@ -321,6 +321,27 @@ def test_artifacts_list_and_get():
         llm.stop()
 
 
+def test_chat_image_command():
+    """chat's `/image PATH` gives the next prompt the image."""
+    import subprocess
+    from sbtest import SB_BIN
+    llm, srv = start()
+    try:
+        sid = new_session(srv, tmpdir(), provider="chat")
+        pic = write(os.path.join(tmpdir(), "board.png"), png(20, 20, seed=8))
+        lines = b"/image %s\nwhat does the board say?\n" % pic.encode()
+        p = subprocess.run([SB_BIN, "chat", sid, "--data", srv.data], input=lines, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=60)
+        check(p.returncode == 0, "chat exited %d: %s %s", p.returncode, p.stdout[-400:], p.stderr[-400:])
+        check(b"goes with the next prompt" in p.stdout, "chat said %r", p.stdout[-400:])
+        texts, images = user_parts(last_request(llm, "chat", "c"), "chat")
+        check(texts == ["what does the board say?"] and images == [("image/png", open(pic, "rb").read())],
+              "the request: %r %r", texts, [(m, len(b)) for m, b in images])
+    finally:
+        srv.stop()
+        llm.stop()
+
+
 def test_gateway_upload_and_download():
     """POST /api/blobs/SESSION takes the raw bytes (bounded, authorised);
     GET /api/blobs/SESSION/SHA256 gives them back as a download: the

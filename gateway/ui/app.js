@@ -18,6 +18,7 @@ import { Sidebar, sessionTitle } from './sidebar.js';
 import { Tabs, Changes, Inbox, Workers, missing } from './panels.js';
 import { Bus } from './bus.js';
 import { Models } from './models.js';
+import { ImageTray } from './images.js';
 
 const NARROW = window.matchMedia ('(max-width: 800px)');
 const MEDIUM = window.matchMedia ('(max-width: 1200px)');
@@ -458,7 +459,7 @@ class App {
     const text = input.value.trim ();
     if (!text || !this.current)
       return;
-    const body = { session_id: this.current, text,
+    const body = { session_id: this.current, text, images: this.images && this.images.pending (),
                    command_id: 'ui-' + Date.now ().toString (36) + Math.random ().toString (36).slice (2, 10) };
     if (this._activeRun () || mode === 'steer')
       body.mode = mode || 'queue';
@@ -467,6 +468,8 @@ class App {
     try {
       const r = await this.conn.call ('session.prompt', body);
       input.value = '';
+      if (this.images)
+        this.images.clear ();
       if (r.run_id)
         this.transcript.activeRun = this.transcript.activeRun || r.run_id;
       this._composerState ();
@@ -653,6 +656,7 @@ class App {
     });
 
     const input = $('composer-input');
+    this.images = new ImageTray ($('composer'), input, () => this.current, (e) => this.error (e));
     input.addEventListener ('keydown', (e) => {
       if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
         e.preventDefault ();

@@ -48,13 +48,6 @@ s_self_destroy (self_t **self_p)
     }
 }
 
-static uint64_t
-s_env_bytes (const char *name)
-{
-    const char *v = getenv (name);
-    return v && *v ? strtoull (v, NULL, 10) : 0;
-}
-
 static self_t *
 s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
 {
@@ -75,13 +68,12 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
         s_self_destroy (&self);
         return NULL;
     }
-    //  The caps (docs/images.md): SWITCHBOARD_BLOB_MAX, _SESSION_QUOTA and
-    //  _TOTAL_QUOTA, in bytes; out-of-range values keep the defaults.
-    uint64_t max = s_env_bytes ("SWITCHBOARD_BLOB_MAX");
-    if (max > SB_BLOB_BYTES_MAX)
-        max = 0;
-    sb_blobs_set_limits (self->blobs, max, s_env_bytes ("SWITCHBOARD_BLOB_SESSION_QUOTA"),
-                         s_env_bytes ("SWITCHBOARD_BLOB_TOTAL_QUOTA"));
+    //  The caps (docs/images.md), in bytes; out-of-range values keep the
+    //  defaults.
+    sb_blobs_set_limits (self->blobs,
+        sb_actor_limit (ACTOR, 0, "SWITCHBOARD_BLOB_MAX", SB_BLOB_MAX_DEFAULT, 1, SB_BLOB_BYTES_MAX),
+        sb_actor_limit (ACTOR, 0, "SWITCHBOARD_BLOB_SESSION_QUOTA", SB_BLOB_SESSION_QUOTA_DEFAULT, 1, SB_COUNT_MAX),
+        sb_actor_limit (ACTOR, 0, "SWITCHBOARD_BLOB_TOTAL_QUOTA", SB_BLOB_TOTAL_QUOTA_DEFAULT, 1, SB_COUNT_MAX));
     return self;
 }
 
@@ -168,15 +160,7 @@ s_handle_put (self_t *self, sb_msg_t *msg)
     sb_enc_reset (e);
     sb_enc_map_open (e);
     sb_enc_key (e, "blob");
-    sb_enc_map_open (e);
-    sb_blob_encode_ref (e, &info, name);
-    if (has_sent) {
-        sb_enc_key (e, "sent");
-        sb_enc_map_open (e);
-        sb_blob_encode_ref (e, &sent, NULL);
-        sb_enc_map_close (e);
-    }
-    sb_enc_map_close (e);
+    sb_blob_encode_ref_map (e, &info, name, has_sent ? &sent : NULL);
     sb_enc_map_close (e);
     size_t len;
     const uint8_t *b = sb_enc_data (e, &len);
@@ -207,9 +191,7 @@ s_handle_get (self_t *self, sb_msg_t *msg)
     sb_enc_reset (e);
     sb_enc_map_open (e);
     sb_enc_key (e, "blob");
-    sb_enc_map_open (e);
-    sb_blob_encode_ref (e, &info, NULL);
-    sb_enc_map_close (e);
+    sb_blob_encode_ref_map (e, &info, NULL, NULL);
     sb_enc_key (e, "data");
     sb_enc_bin (e, data, len);
     sb_enc_map_close (e);

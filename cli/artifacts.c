@@ -38,13 +38,8 @@ static const char *s_get_usage =
     "names a session holding it: --session (default 'last', the newest session).\n\n"
     "Exit status: 0 written, 1 not found or the server failed, 2 usage error.\n";
 
-typedef struct {
-    bool json;
-    size_t count;
-} s_list_t;
-
 static void
-s_print (s_list_t *self, const sb_val_t *ev, const sb_val_t *ref, const char *sent_of)
+s_print (sb_tape_list_t *self, const sb_val_t *ev, const sb_val_t *ref, const char *sent_of)
 {
     const char *kind = sb_get_str (ev, "kind");
     const char *run = sb_get_str (ev, "run_id");
@@ -105,38 +100,8 @@ s_each (const sb_val_t *ev, void *arg)
 int
 sb_cmd_artifacts (int argc, char **argv)
 {
-    static struct option longopts [] = {
-        { "json", no_argument, 0, 'j' },
-        { "connect", required_argument, 0, 'c' },
-        { "data", required_argument, 0, 'd' },
-        { "help", no_argument, 0, 'h' },
-        { 0, 0, 0, 0 }
-    };
-    const char *connect = NULL, *data = NULL;
-    s_list_t list = { 0 };
-    int c;
-    optind = 1;
-    while ((c = getopt_long (argc, argv, "h", longopts, NULL)) != -1) {
-        switch (c) {
-            case 'j': list.json = true; break;
-            case 'c': connect = optarg; break;
-            case 'd': data = optarg; break;
-            case 'h': fputs (s_list_usage, stdout); return 0;
-            default: return sb_cli_usage ("artifacts", "unknown option or missing value: %s", argv [optind - 1]);
-        }
-    }
-    if (argc - optind != 1)
-        return sb_cli_usage ("artifacts", "give one SESSION");
-    int rc;
-    char sid [SB_ULID_LEN + 1];
-    sb_bus_t *bus = sb_cli_session_open ("artifacts", argv [optind], connect, data, sid, &rc);
-    if (!bus)
-        return rc;
-    rc = sb_follow (bus, NULL, sid, 0, false, s_each, NULL, &list) < 0 ? 1 : 0;
-    if (rc == 0 && !list.json && list.count == 0)
-        printf ("no artifacts\n");
-    sb_bus_destroy (&bus);
-    return rc;
+    sb_tape_list_t list = { 0 };
+    return sb_tape_list_cmd ("artifacts", argc, argv, s_list_usage, s_each, &list, "no artifacts");
 }
 
 int

@@ -17,6 +17,20 @@ sb_blob_encode_ref (sb_enc_t *e, const sb_blob_info_t *b, const char *name)
     sb_enc_kstr_opt (e, "name", name);
 }
 
+void
+sb_blob_encode_ref_map (sb_enc_t *e, const sb_blob_info_t *b, const char *name, const sb_blob_info_t *sent)
+{
+    sb_enc_map_open (e);
+    sb_blob_encode_ref (e, b, name);
+    if (sent) {
+        sb_enc_key (e, "sent");
+        sb_enc_map_open (e);
+        sb_blob_encode_ref (e, sent, NULL);
+        sb_enc_map_close (e);
+    }
+    sb_enc_map_close (e);
+}
+
 int
 sb_blob_resolve_image (const char *blob_dir, const char *sid, const char *hex, sb_blob_info_t *info,
                        sb_blob_info_t *sent, bool *has_sent, char *err, size_t errlen)
@@ -61,15 +75,7 @@ sb_blob_encode_images (sb_enc_t *e, const char *blob_dir, const char *sid, const
         bool has_sent;
         if (sb_blob_resolve_image (blob_dir, sid, sb_get_str (im, "sha256"), &info, &sent, &has_sent, err, errlen))
             return -1;
-        sb_enc_map_open (e);
-        sb_blob_encode_ref (e, &info, sb_get_str (im, "name"));
-        if (has_sent) {
-            sb_enc_key (e, "sent");
-            sb_enc_map_open (e);
-            sb_blob_encode_ref (e, &sent, NULL);
-            sb_enc_map_close (e);
-        }
-        sb_enc_map_close (e);
+        sb_blob_encode_ref_map (e, &info, sb_get_str (im, "name"), has_sent ? &sent : NULL);
     }
     sb_enc_array_close (e);
     return 0;

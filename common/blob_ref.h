@@ -12,6 +12,10 @@
     bytes, width and height for an image, and name when not NULL. */
 void sb_blob_encode_ref (sb_enc_t *e, const sb_blob_info_t *b, const char *name);
 
+/*  The same as a map of its own, with `sent` (the downscaled copy) when
+    not NULL. */
+void sb_blob_encode_ref_map (sb_enc_t *e, const sb_blob_info_t *b, const char *name, const sb_blob_info_t *sent);
+
 /*  Checks that session sid holds image hex and that a model can be sent
     it: the image itself, within SB_IMAGE_SEND_*, or its downscaled copy
     (*has_sent, with *sent filled). -1 with a reason for people in err

@@ -213,6 +213,7 @@ sb_cmd_stats (int argc, char **argv)
             s_print_section ("queues", sb_get_map (reply->body, "queues"));
             s_print_section ("dropped past the byte bounds", sb_get_map (reply->body, "dropped"));
             s_print_store (sb_get_map (reply->body, "store"));
+            s_print_section ("blobs", sb_get_map (reply->body, "blobs"));
         }
         rc = 0;
     }

@@ -17,8 +17,30 @@
 struct sb_blobs {
     char dir [4200];
     uint64_t blob_max, session_quota, total_quota;
-    uint64_t count, bytes, refused;
+    uint64_t count, bytes, refused, swept;
 };
+
+//  The figures of the process's store, for bus.stats (serve's hook runs
+//  on the broker's thread): written by the owner, read by anyone.
+static _Atomic uint64_t s_figures [4];
+
+static void
+s_publish (const sb_blobs_t *self)
+{
+    s_figures [0] = self->count;
+    s_figures [1] = self->bytes;
+    s_figures [2] = self->refused;
+    s_figures [3] = self->swept;
+}
+
+void
+sb_blob_figures (uint64_t *count, uint64_t *bytes, uint64_t *refused, uint64_t *swept)
+{
+    *count = s_figures [0];
+    *bytes = s_figures [1];
+    *refused = s_figures [2];
+    *swept = s_figures [3];
+}
 
 //  --------------------------------------------------------------------------
 //  Sniffing
@@ -365,6 +387,7 @@ s_count (sb_blobs_t *self)
         closedir (d);
     }
     closedir (top);
+    s_publish (self);
 }
 
 sb_blobs_t *
@@ -457,6 +480,7 @@ static void
 s_fail (sb_blobs_t *self, const char **code, const char *what, char *err, size_t errlen, const char *fmt, ...)
 {
     self->refused++;
+    s_publish (self);
     *code = what;
     va_list ap;
     va_start (ap, fmt);
@@ -512,6 +536,7 @@ sb_blobs_put (sb_blobs_t *self, const char *sid, const uint8_t *data, size_t len
         }
         self->count++;
         self->bytes += len;
+        s_publish (self);
     }
     //  The reference comes after the rename: a refs line never names a
     //  blob that is not whole.
@@ -626,6 +651,7 @@ sb_blobs_sweep (sb_blobs_t *self)
     if (top)
         closedir (top);
     zhashx_destroy (&live);
+    self->swept += removed;
     s_count (self);
     return removed;
 }

@@ -117,6 +117,9 @@ size_t sb_blobs_sweep (sb_blobs_t *self);
 
 //  Figures for stats and /metrics.
 void sb_blobs_totals (sb_blobs_t *self, uint64_t *count, uint64_t *bytes, uint64_t *refused);
+//  The same of the process's store, from any thread (bus.stats's "blobs";
+//  0 when no store is open), with the blobs swept since start.
+void sb_blob_figures (uint64_t *count, uint64_t *bytes, uint64_t *refused, uint64_t *swept);
 //  The bytes session sid holds.
 uint64_t sb_blobs_session_bytes (sb_blobs_t *self, const char *sid);
 

@@ -62,6 +62,7 @@ static const sb_field_t s_bus_stats_ok [] = {
     { "malformed", SB_T_MAP, true, 0, NULL, "malformed frames by kind" },
     { "queues", SB_T_MAP, true, 0, NULL, "queue depths and drops" },
     { "dropped", SB_T_MAP, false, 0, NULL, "messages and bytes dropped past the byte bounds, per plane" },
+    { "blobs", SB_T_MAP, false, 0, NULL, "serve's blob store: stored, bytes, refused, swept (docs/images.md)" },
     END
 };
 

@@ -228,6 +228,12 @@ def test_session_quota_and_stats():
         check("quota" in err and "too_large" in err, "refusal: %r", err)
         st = call(srv, "blob.stats", {})
         check(st["blobs"] == 1 and st["refused"] >= 1 and st["bytes"] == os.path.getsize(a), "stats %r", st)
+        # the same figures in `switchboard stats` (bus.stats) and so in /metrics
+        rc, out, err = cli(srv, "stats", "--json")
+        check(rc == 0, "stats: %s", err)
+        figs = json.loads(out).get("blobs", {})
+        check(figs.get("stored") == 1 and figs.get("bytes") == os.path.getsize(a) and figs.get("refused", 0) >= 1,
+              "stats blobs %r", figs)
     finally:
         srv.stop()
         llm.stop()
@@ -376,6 +382,9 @@ def test_gateway_upload_and_download():
         check(status == 404, "another session reads it: %d %r", status, body[:200])
         status, _, body = gw.http("POST", "/api/blobs/%s" % sid, raw=b"x" * (24 * 1024 * 1024 + 1))
         check(status == 413 and b"24 MiB" in body, "over the bound: %d %r", status, body[:200])
+        status, _, body = gw.http("GET", "/metrics")
+        check(status == 200 and b'sb_bus_blobs{key="stored"} 2' in body, "metrics: %r",
+              [ln for ln in body.split(b"\n") if b"blobs" in ln])
     finally:
         gw.srv.stop()
 

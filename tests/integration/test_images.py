@@ -348,6 +348,32 @@ def test_chat_image_command():
         llm.stop()
 
 
+def test_worker_session_gets_the_image_by_hash():
+    """A session whose runs go to an external worker: the worker has no
+    DATA/blobs, so its executor reads the image with blob.get from the
+    control plane, and the model still gets the file's bytes."""
+    from sbagent import start_worker
+    llm, srv = start()
+    w = None
+    try:
+        w = start_worker(srv, "wimg")
+        sid = new_session(srv, tmpdir(), approval_policy="yolo", target="worker:p", provider="ant")
+        pic = write(os.path.join(tmpdir(), "remote.png"), png(30, 20, seed=11))
+        run = wait_run(srv, prompt_image(srv, sid, [pic]), timeout=30)
+        check(run["status"] == "completed" and run.get("worker_id") == "wimg", "run %r", run)
+        _, images = user_parts(last_request(llm, "anthropic", "a"), "anthropic")
+        check(images == [("image/png", open(pic, "rb").read())], "the worker's request: %r",
+              [(m, len(b)) for m, b in images])
+        types = srv.stats()["types"]
+        check(any(k.startswith("blob.get") for k in types), "no blob.get crossed the bus: %r",
+              sorted(k for k in types if k.startswith("blob")))
+    finally:
+        if w:
+            w.stop()
+        srv.stop()
+        llm.stop()
+
+
 def test_gateway_upload_and_download():
     """POST /api/blobs/SESSION takes the raw bytes (bounded, authorised);
     GET /api/blobs/SESSION/SHA256 gives them back as a download: the

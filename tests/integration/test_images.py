@@ -243,19 +243,24 @@ def test_sigkill_while_writing_leaves_no_half_blob():
     data = tmpdir()
     big = png(1500, 1500, noisy=True)       # ~6.7 MB: a write takes a while
     killed_during = 0
-    for attempt in range(4):
+    attempts = 0
+    for attempt in range(12):
+        if attempt >= 4 and killed_during:
+            break
+        attempts += 1
         srv = Server(data=data).start()
         sid = call(srv, "session.create", {"workspace": tmpdir()})["session"]["session_id"]
         c = Client(srv.endpoint())
         # a distinct blob each round, so that each put writes
         body = big[:-12] + struct.pack(">I", attempt) + big[-8:]
         c.send("blob.put", {"session_id": sid, "name": "k.png", "data": body})
-        time.sleep(0.02 * attempt)
+        time.sleep(0.01 * (attempt % 6))
         srv.proc.send_signal(signal.SIGKILL)
         srv.proc.wait(10)
         c.close()
         tmp = os.listdir(os.path.join(data, "blobs", "tmp"))
         killed_during += bool(tmp)
+    check(killed_during, "no kill of %d came while a blob was being written: the test proved nothing", attempts)
     srv = Server(data=data).start()
     try:
         check(os.listdir(os.path.join(data, "blobs", "tmp")) == [], "tmp/ kept a half blob after start")
@@ -270,7 +275,7 @@ def test_sigkill_while_writing_leaves_no_half_blob():
         for h in blob_files(data):
             got = open(os.path.join(data, "blobs", h[:2], h[2:]), "rb").read()
             check(hashlib.sha256(got).hexdigest() == h, "a stored blob is not whole: %s", h)
-        print("  (%d of 4 kills came while a temp file was open)" % killed_during)
+        print("  (%d of %d kills came while a temp file was open)" % (killed_during, attempts))
     finally:
         srv.stop()
 

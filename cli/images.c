@@ -120,8 +120,11 @@ sb_cli_put_file (const char *cmd, sb_bus_t *bus, const char *sid, const char *fi
     return *reply ? 0 : 1;
 }
 
-int
-sb_cli_put_images (const char *cmd, sb_bus_t *bus, const char *sid, const char *const *files, int n, sb_enc_t *e)
+//  Puts the files, then writes "images" with, for each, what refs wants:
+//  {sha256, name} for session.prompt, or the whole reference for
+//  run.request.
+static int
+s_put_all (const char *cmd, sb_bus_t *bus, const char *sid, const char *const *files, int n, sb_enc_t *e, bool refs)
 {
     if (n == 0)
         return 0;
@@ -134,6 +137,10 @@ sb_cli_put_images (const char *cmd, sb_bus_t *bus, const char *sid, const char *
         sb_enc_array_open (e);
         for (int k = 0; k < n; k++) {
             const sb_val_t *blob = sb_get_map (replies [k]->body, "blob");
+            if (refs) {
+                sb_enc_val (e, blob);
+                continue;
+            }
             sb_enc_map_open (e);
             sb_enc_kstr (e, "sha256", sb_get_str (blob, "sha256"));
             sb_enc_kstr_opt (e, "name", sb_get_str (blob, "name"));
@@ -144,6 +151,18 @@ sb_cli_put_images (const char *cmd, sb_bus_t *bus, const char *sid, const char *
     for (int k = 0; k < n; k++)
         sb_msg_destroy (&replies [k]);
     return rc;
+}
+
+int
+sb_cli_put_images (const char *cmd, sb_bus_t *bus, const char *sid, const char *const *files, int n, sb_enc_t *e)
+{
+    return s_put_all (cmd, bus, sid, files, n, e, false);
+}
+
+int
+sb_cli_put_refs (const char *cmd, sb_bus_t *bus, const char *sid, const char *const *files, int n, sb_enc_t *e)
+{
+    return s_put_all (cmd, bus, sid, files, n, e, true);
 }
 
 void

@@ -23,6 +23,10 @@ int sb_cli_take_images (const char *cmd, int *argc, char **argv, const char **fi
     0 on success (nothing written when n is 0). */
 int sb_cli_put_images (const char *cmd, sb_bus_t *bus, const char *sid, const char *const *files, int n, sb_enc_t *e);
 
+/*  The same, with the references blob.put answered (sha256, mime, bytes,
+    width, height, name, sent): the `images` of run.request, for `run`. */
+int sb_cli_put_refs (const char *cmd, sb_bus_t *bus, const char *sid, const char *const *files, int n, sb_enc_t *e);
+
 /*  Puts one file for session sid: its reference in *reply's body (the
     caller destroys it). Returns 0, or 1 with the reason printed. */
 int sb_cli_put_file (const char *cmd, sb_bus_t *bus, const char *sid, const char *file, sb_msg_t **reply);

@@ -20,6 +20,8 @@ typedef struct {
     unsigned long max_steps;    /* 0: the session's default */
     bool json;
     bool ephemeral;
+    const char *images [16];    /* --image FILE (cli/images.h) */
+    int nimages;
 } sb_oneshot_t;
 
 /*  Runs the one-shot; `so` holds the embedded server's options (data,

@@ -24,14 +24,15 @@ static const char *s_run_usage =
     "                       [--llm PROVIDER] [--model M] [--llm-url URL] [--providers FILE]\n"
     "                       [--context-window TOKENS] [--mcp-config FILE] [--hooks FILE]\n"
     "                       [--sandbox auto|bwrap|landlock|none]\n"
-    "                       [--data DIR | --ephemeral] [--json]\n"
+    "                       [--data DIR | --ephemeral] [--json] [--image FILE]...\n"
     "\n"
     "One shot: gives the agent the goal in the repo folder, streams the run, says\n"
     "what changed in the folder, and exits 0 when the run completes (1 otherwise).\n"
     "It uses the server running on the data folder if there is one, and otherwise\n"
     "runs the whole system in this process on that folder, so the session and run\n"
     "ids it prints work afterwards. With no --llm it uses the built-in demo model,\n"
-    "which needs no key.\n"
+    "which needs no key (and takes no images). --image FILE (up to 16) gives the\n"
+    "model an image with the goal (docs/images.md).\n"
     "\n"
     "  --goal TEXT        what the agent should do (required)\n"
     "  --repo DIR         the workspace (default: the current folder)\n"
@@ -91,6 +92,8 @@ sb_cmd_run (int argc, char **argv)
     sb_serve_opts_t so = { .http = "127.0.0.1:0" };
     const char *repo = NULL;
     int c;
+    if (sb_cli_take_images ("run", &argc, argv, o.images, &o.nimages))
+        return 2;
     optind = 1;
     while ((c = getopt_long (argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {

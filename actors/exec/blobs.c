@@ -18,6 +18,13 @@ sb_exec_blob_load (void *arg, const char *sha256, size_t *len)
     if (run->data_dir) {
         char dir [4200];
         snprintf (dir, sizeof dir, "%s/blobs", run->data_dir);
+        //  A run reads only what its session holds, as blob.get answers:
+        //  a run.request naming another session's blob gets nothing.
+        sb_blob_info_t held;
+        if (!sb_blob_held (dir, run->session_id, sha256, &held)) {
+            sb_warn ("exec", "session %s holds no blob sha256=%s run=%s", run->session_id, sha256, run->run_id);
+            return NULL;
+        }
         uint8_t *data = sb_blob_read (dir, sha256, S_IMAGE_MAX, len);
         if (data)
             return data;

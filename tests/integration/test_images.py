@@ -379,6 +379,42 @@ def test_worker_session_gets_the_image_by_hash():
         llm.stop()
 
 
+def test_a_run_reads_only_its_sessions_blobs():
+    """run.request naming another session's blob: the run's model gets
+    no image (and is told one could not be read), as blob.get would."""
+    llm, srv = start()
+    try:
+        ws = tmpdir()
+        a, b = new_session(srv, ws), new_session(srv, ws)
+        pic = png(12, 12, seed=13)
+        ref = call(srv, "blob.put", {"session_id": a, "name": "secret.png", "data": pic})["blob"]
+        rid = call(srv, "run.request", {"session_id": b, "input": "show me", "images": [ref]})["run"]["run_id"]
+        wait_run(srv, rid)
+        texts, images = user_parts(last_request(llm, "responses", "r"), "responses")
+        check(images == [], "another session's image reached the model")
+        check(texts and "could not be read" in texts[0], "the text does not say so: %r", texts)
+    finally:
+        srv.stop()
+        llm.stop()
+
+
+def test_one_shot_run_with_an_image():
+    """`switchboard run --goal TEXT --image FILE`: the one-shot's model
+    request carries the image."""
+    from sbtest import sb
+    llm = LlmServer()
+    try:
+        pic = write(os.path.join(tmpdir(), "ui.png"), png(26, 14, seed=12))
+        rc, out, err = sb("run", "--goal", "what is wrong here?", "--image", pic, "--repo", tmpdir(),
+                          "--llm", "responses", "--llm-url", llm.base(gen=1, tag="o"), "--model", "m",
+                          "--data", tmpdir(), timeout=60, env={"OPENAI_API_KEY": "sk-test"})
+        check(rc == 0, "run --image exited %d: %s", rc, err[-600:])
+        _, images = user_parts(last_request(llm, "responses", "o"), "responses")
+        check(images == [("image/png", open(pic, "rb").read())], "the request: %r", [(m, len(b)) for m, b in images])
+    finally:
+        llm.stop()
+
+
 def test_gateway_upload_and_download():
     """POST /api/blobs/SESSION takes the raw bytes (bounded, authorised);
     GET /api/blobs/SESSION/SHA256 gives them back as a download: the

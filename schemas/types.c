@@ -164,6 +164,7 @@ static const sb_field_t s_tape_tool_result [] = {
     { "mutating", SB_T_BOOL, false, 0, NULL, "the tool writes files or runs commands (not read-only)" },
     { "refused", SB_T_BOOL, false, 0, NULL, "true when the approval policy refused the call" },
     { "policy", SB_T_STR, false, 16, NULL, "refused: the policy that refused it" },
+    { "images", SB_T_ARRAY, false, 1, s_image_item, "view_image: the image shown to the model (docs/images.md)" },
     { "fix", SB_T_STR, false, 256, NULL, "refused: the command a person runs to allow it" },
     { "interaction_id", SB_T_STR, false, ID_MAX, NULL, "the approval a person was asked for this call" },
     END };

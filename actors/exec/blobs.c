@@ -58,3 +58,34 @@ sb_exec_blob_load (void *arg, const char *sha256, size_t *len)
     sb_msg_destroy (&reply);
     return data;
 }
+
+int
+sb_exec_blob_attach (void *arg, const uint8_t *data, size_t len, const char *name, sb_enc_t *entry)
+{
+    sb_exec_run_t *run = arg;
+    sb_enc_t *e = sb_enc_new ();
+    if (!e)
+        return -1;
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "session_id", run->session_id);
+    sb_enc_kstr_opt (e, "name", name);
+    sb_enc_key (e, "data");
+    sb_enc_bin (e, data, len);
+    sb_enc_map_close (e);
+    size_t blen;
+    const uint8_t *b = sb_enc_data (e, &blen);
+    sb_msg_t *reply = sb_bus_call (run->bus, "blob.put", run->session_id, b, blen, SB_EXEC_CALL_MS);
+    sb_enc_destroy (&e);
+    const sb_val_t *blob = reply && !sb_msg_is_error (reply) ? sb_get_map (reply->body, "blob") : NULL;
+    if (blob) {
+        sb_enc_key (entry, "images");
+        sb_enc_array_open (entry);
+        sb_enc_val (entry, blob);
+        sb_enc_array_close (entry);
+    }
+    else
+        sb_warn ("exec", "blob.put failed run=%s error=\"%s\"", run->run_id,
+                 reply ? sb_msg_error_message (reply) : "no reply");
+    sb_msg_destroy (&reply);
+    return blob ? 0 : -1;
+}

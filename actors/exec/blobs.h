@@ -11,4 +11,11 @@
 //  sb_exec_run_t: the run's thread, its own bus socket.
 uint8_t *sb_exec_blob_load (void *run, const char *sha256, size_t *len);
 
+/*  Puts an image a tool read (view_image) for the run's session, and
+    writes the key "images" with its reference into the open map of the
+    tool.result entry. -1 when the store refused it (logged; the entry
+    then goes without). The run's thread. */
+typedef struct sb_enc sb_enc_t;
+int sb_exec_blob_attach (void *run, const uint8_t *data, size_t len, const char *name, sb_enc_t *entry);
+
 #endif

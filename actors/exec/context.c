@@ -153,25 +153,21 @@ s_assistant (sb_context_t *ctx)
 //  ---------------------------------------------------------------------------
 //  One handler per kind
 
+//  The images of an entry (prompt, or view_image's tool.result): what
+//  models are sent, the downscaled copy when there is one. Their cost
+//  counts against the budget (s_image_cost), their bytes against
+//  SB_CONTEXT_MAX_IMAGE_BYTES. -1 with errno when refused.
 static int
-s_on_prompt (sb_context_t *ctx, const sb_val_t *body)
+s_images (const sb_context_t *ctx, const sb_val_t *body, s_image_t images [16], uint32_t *n, size_t *cost)
 {
-    size_t len = 0;
-    const char *text = s_str (body, "text", &len);
-    if (!text) {
-        errno = EINVAL;
-        return -1;
-    }
-    //  Images: what models are sent, the downscaled copy when there is one.
-    //  Their bytes count against the budget, as llm.stream carries them.
     const sb_val_t *iv = sb_get (body, "images");
     uint32_t nimages = iv && iv->type == SB_V_ARRAY ? iv->len : 0;
+    *n = 0;
+    *cost = 0;
     if (nimages > 16) {
         errno = E2BIG;
         return -1;
     }
-    s_image_t images [16];
-    size_t image_bytes = 0;
     uint64_t held_bytes = 0;
     for (uint32_t k = 0; k < nimages; k++) {
         const sb_val_t *im = &iv->v.a [k];
@@ -197,13 +193,46 @@ s_on_prompt (sb_context_t *ctx, const sb_val_t *body)
             errno = E2BIG;
             return -1;
         }
-        image_bytes += s_image_cost (&images [k]);
+        *cost += s_image_cost (&images [k]);
         held_bytes += images [k].bytes;
     }
     if (nimages && s_image_bytes (ctx) + held_bytes > SB_CONTEXT_MAX_IMAGE_BYTES) {
         errno = E2BIG;
         return -1;
     }
+    *n = nimages;
+    return 0;
+}
+
+//  A copy of n images for a message (NULL for none); -1 when out of memory.
+static int
+s_images_dup (const s_image_t *images, uint32_t n, s_image_t **out)
+{
+    *out = NULL;
+    if (!n)
+        return 0;
+    if (!(*out = malloc (n * sizeof **out))) {
+        errno = ENOMEM;
+        return -1;
+    }
+    memcpy (*out, images, n * sizeof **out);
+    return 0;
+}
+
+static int
+s_on_prompt (sb_context_t *ctx, const sb_val_t *body)
+{
+    size_t len = 0;
+    const char *text = s_str (body, "text", &len);
+    if (!text) {
+        errno = EINVAL;
+        return -1;
+    }
+    s_image_t images [16];
+    uint32_t nimages;
+    size_t image_bytes;
+    if (s_images (ctx, body, images, &nimages, &image_bytes))
+        return -1;
     if (len > SB_CONTEXT_MAX_TEXT || s_check (ctx, S_MSG_COST + len + image_bytes, 1, 0)) {
         errno = E2BIG;
         return -1;
@@ -211,14 +240,11 @@ s_on_prompt (sb_context_t *ctx, const sb_val_t *body)
     char *copy;
     if (s_reserve (ctx) || !(copy = s_dup (text, len)))
         return -1;
-    s_image_t *held = NULL;
-    if (nimages && !(held = malloc (nimages * sizeof *held))) {
+    s_image_t *held;
+    if (s_images_dup (images, nimages, &held)) {
         free (copy);
-        errno = ENOMEM;
         return -1;
     }
-    if (nimages)
-        memcpy (held, images, nimages * sizeof *held);
     s_close (ctx);
     s_msg_t *m = s_push (ctx, S_USER);
     m->content = copy;
@@ -484,7 +510,13 @@ s_on_tool_result (sb_context_t *ctx, const sb_val_t *body)
     static const char prefix [] = "error: ";
     size_t plen = ok ? 0 : sizeof prefix - 1;
     size_t len = plen + outlen;
-    size_t cost = S_MSG_COST + len + strlen (call->call_id);
+    //  view_image's image: shown after the step's results (s_encode_images)
+    s_image_t images [16];
+    uint32_t nimages;
+    size_t image_cost;
+    if (s_images (ctx, body, images, &nimages, &image_cost))
+        return -1;
+    size_t cost = S_MSG_COST + len + strlen (call->call_id) + image_cost;
     //  The message replaces the call's synthetic answer: no new count.
     if (len > SB_CONTEXT_MAX_TEXT || s_check (ctx, cost, 0, 0)) {
         errno = E2BIG;
@@ -494,7 +526,8 @@ s_on_tool_result (sb_context_t *ctx, const sb_val_t *body)
         return -1;
     char *content = malloc (len + 1);
     char *id = s_dup (call->call_id, strlen (call->call_id));
-    if (!content || !id) {
+    s_image_t *held = NULL;
+    if (!content || !id || s_images_dup (images, nimages, &held)) {
         free (content);
         free (id);
         errno = ENOMEM;
@@ -517,6 +550,8 @@ s_on_tool_result (sb_context_t *ctx, const sb_val_t *body)
     m->call_id = id;
     m->content = content;
     m->content_len = len;
+    m->images = held;
+    m->nimages = nimages;
     ctx->count++;
     ctx->bytes += cost;
     call->answered = true;
@@ -704,17 +739,31 @@ sb_context_encode (const sb_context_t *ctx, sb_enc_t *enc)
     //  The assistant message whose block of tool messages is being
     //  written; its unanswered calls are closed at the end of the block.
     const s_msg_t *asst = NULL;
+    size_t block = 0;           //  the index of asst's first tool message
     for (size_t i = 0; i < ctx->count; i++) {
         const s_msg_t *m = &ctx->msgs [i];
         s_encode_msg (ctx, m, enc);
-        if (m->role == S_ASSISTANT)
+        if (m->role == S_ASSISTANT) {
             asst = m;
+            block = i + 1;
+        }
         if (m->role == S_USER || !asst)
             continue;
         if (i + 1 < ctx->count && ctx->msgs [i + 1].role == S_TOOL)
             continue;
         sb_context_encode_interrupted (asst, enc);
         asst = NULL;
+        //  The images view_image read, each as a user message after the
+        //  block: no provider takes an image in a tool message, and every
+        //  one takes a user message there.
+        for (size_t t = block; t <= i; t++)
+            if (ctx->msgs [t].nimages) {
+                char text [160];
+                snprintf (text, sizeof text, "The image view_image read (call %.100s):", ctx->msgs [t].call_id);
+                s_msg_t shown = { .role = S_USER, .content = text, .content_len = strlen (text),
+                                  .images = ctx->msgs [t].images, .nimages = ctx->msgs [t].nimages };
+                s_encode_msg (ctx, &shown, enc);
+            }
     }
     sb_enc_array_close (enc);
 }

@@ -140,7 +140,7 @@ s_apply_elide (sb_context_t *ctx, size_t cut)
 {
     for (size_t i = 0; i < cut; i++) {
         s_msg_t *m = &ctx->msgs [i];
-        if (m->role == S_USER && m->nimages && s_describe_images (m)) {
+        if (m->nimages && s_describe_images (m)) {
             s_recount (ctx);
             return -1;
         }

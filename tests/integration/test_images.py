@@ -398,6 +398,51 @@ def test_a_run_reads_only_its_sessions_blobs():
         llm.stop()
 
 
+def test_view_image_tool():
+    """The model calls view_image on a screenshot in the workspace: the
+    tool.result references the stored image, and the next request shows
+    it to the model as a user message after the results; a path out of
+    the workspace and a text file are refused."""
+    from sbagent import LLM, llm_server
+    llm = LLM()
+    ws = tmpdir()
+    shot = png(50, 40, seed=14)
+    write(os.path.join(ws, "shot.png"), shot)
+    write(os.path.join(ws, "notes.png"), b"not a picture\n")
+    llm.script("vi", [
+        {"tool_calls": [{"name": "view_image", "arguments": {"path": "shot.png"}, "call_id": "c1"},
+                        {"name": "view_image", "arguments": {"path": "../etc/passwd"}, "call_id": "c2"},
+                        {"name": "view_image", "arguments": {"path": "notes.png"}, "call_id": "c3"}]},
+        {"text": "a red square"},
+    ])
+    srv = llm_server(llm, "vi")
+    try:
+        # auto: view_image is read-only, so it runs without asking
+        sid = new_session(srv, ws, approval_policy="auto")
+        rid = call(srv, "session.prompt", {"session_id": sid, "text": "what does the test screenshot show?"})["run_id"]
+        run = wait_run(srv, rid)
+        check(run["status"] == "completed", "run %r", run)
+        results = {e["body"]["call_id"]: e["body"] for e in tape(srv, sid) if e["kind"] == "tool.result"}
+        ref = results["c1"].get("images", [{}])[0]
+        check(results["c1"]["ok"] and ref.get("sha256") == hashlib.sha256(shot).hexdigest()
+              and ref.get("width") == 50 and ref.get("name") == "shot.png", "c1 %r", results["c1"])
+        check(not results["c2"]["ok"] and "images" not in results["c2"], "c2 %r", results["c2"])
+        check(not results["c3"]["ok"] and "not an image" in results["c3"]["output"], "c3 %r", results["c3"])
+        body = llm.requests("vi")[-1]["json"]
+        items = body["input"]
+        outs = [k for k, i in enumerate(items) if i.get("type") == "function_call_output"]
+        users = [k for k, i in enumerate(items) if i.get("role") == "user"]
+        check(users and outs and users[-1] > max(outs), "the image is not after the results: %r",
+              [i.get("type") or i.get("role") for i in items])
+        parts = items[users[-1]]["content"]
+        urls = [p["image_url"] for p in parts if p["type"] == "input_image"]
+        check(urls == ["data:image/png;base64," + base64.b64encode(shot).decode()], "the image sent: %r",
+              [u[:40] for u in urls])
+    finally:
+        srv.stop()
+        llm.stop()
+
+
 def test_one_shot_run_with_an_image():
     """`switchboard run --goal TEXT --image FILE`: the one-shot's model
     request carries the image."""

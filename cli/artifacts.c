@@ -21,12 +21,13 @@ static const char *s_list_usage =
     "usage: switchboard artifacts SESSION [--json] [--connect EP] [--data DIR]\n\n"
     "Lists the images and files the session's tape references, oldest first: one\n"
     "line each with its sha256, type, size, name and origin (the tape entry that\n"
-    "referenced it, its seq and run). An image sent to models downscaled is\n"
+    "referenced it, its seq and run: a prompt, or the tool.result of view_image,\n"
+    "with its call_id in --json). An image sent to models downscaled is\n"
     "followed by the copy they got, marked 'sent'. The bytes are in the server's\n"
     "blob store; 'switchboard artifact get HASH' downloads one.\n"
     "SESSION is a session id, any unique prefix of one, or 'last' (the newest).\n\n"
     "  --json         one JSON object per blob: sha256, mime, bytes, name, width,\n"
-    "                 height, origin, seq, run_id, sent_of (the original's hash)\n"
+    "                 height, origin, seq, run_id, call_id, sent_of (the original's hash)\n"
     "  --connect EP   the server's bus endpoint (as $SWITCHBOARD_BUS)\n"
     "  --data DIR     the data folder (as $SWITCHBOARD_DATA)\n\n"
     "Exit status: 0 listed (also none), 1 the server failed, 2 usage error.\n";
@@ -53,6 +54,9 @@ s_print (sb_tape_list_t *self, const sb_val_t *ev, const sb_val_t *ref, const ch
             json_object_set_new (o, "seq", json_integer ((json_int_t) seq));
             if (run)
                 json_object_set_new (o, "run_id", json_string (run));
+            const char *call = sb_get_str (sb_get_map (ev, "body"), "call_id");
+            if (call && strcmp (kind, "tool.result") == 0)
+                json_object_set_new (o, "call_id", json_string (call));
             if (sent_of)
                 json_object_set_new (o, "sent_of", json_string (sent_of));
             char *line = json_dumps (o, JSON_COMPACT);
@@ -83,8 +87,9 @@ s_print (sb_tape_list_t *self, const sb_val_t *ev, const sb_val_t *ref, const ch
 static int
 s_each (const sb_val_t *ev, void *arg)
 {
+    //  a prompt's images, and what view_image showed the model
     const char *kind = sb_get_str (ev, "kind");
-    if (!kind || strcmp (kind, "prompt") != 0)
+    if (!kind || (strcmp (kind, "prompt") != 0 && strcmp (kind, "tool.result") != 0))
         return 0;
     const sb_val_t *images = sb_get_array (sb_get_map (ev, "body"), "images");
     for (uint32_t k = 0; images && k < images->len; k++) {

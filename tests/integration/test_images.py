@@ -438,6 +438,11 @@ def test_view_image_tool():
         urls = [p["image_url"] for p in parts if p["type"] == "input_image"]
         check(urls == ["data:image/png;base64," + base64.b64encode(shot).decode()], "the image sent: %r",
               [u[:40] for u in urls])
+        # an artifact with its lineage: the run, the tool call, the seq
+        rc, out, err = cli(srv, "artifacts", sid, "--json")
+        rows = [json.loads(line) for line in out.splitlines()]
+        check(rc == 0 and len(rows) == 1 and rows[0]["origin"] == "tool.result" and rows[0]["call_id"] == "c1"
+              and rows[0]["run_id"] == rid and rows[0]["sha256"] == ref["sha256"], "artifacts %r %s", rows, err)
     finally:
         srv.stop()
         llm.stop()

@@ -692,6 +692,27 @@ sb_blobs_totals (sb_blobs_t *self, uint64_t *count, uint64_t *bytes, uint64_t *r
 }
 
 uint8_t *
+sb_blob_read_fd (int fd, size_t size)
+{
+    uint8_t *buf = malloc (size ? size : 1);
+    size_t got = 0;
+    while (buf && got < size) {
+        ssize_t n = read (fd, buf + got, size - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t) n;
+    }
+    if (!buf || got != size) {
+        free (buf);
+        errno = buf ? EIO : ENOMEM;
+        return NULL;
+    }
+    return buf;
+}
+
+uint8_t *
 sb_blob_read (const char *blob_dir, const char *hex, size_t max, size_t *len)
 {
     if (!sb_blob_hex_ok (hex)) {
@@ -710,22 +731,10 @@ sb_blob_read (const char *blob_dir, const char *hex, size_t max, size_t *len)
         return NULL;
     }
     size_t size = (size_t) st.st_size;
-    uint8_t *buf = malloc (size ? size : 1);
-    size_t got = 0;
-    while (buf && got < size) {
-        ssize_t n = read (fd, buf + got, size - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        got += (size_t) n;
-    }
+    uint8_t *buf = sb_blob_read_fd (fd, size);
     close (fd);
-    if (!buf || got != size) {
-        free (buf);
-        errno = buf ? EIO : ENOMEM;
+    if (!buf)
         return NULL;
-    }
     char check [SB_BLOB_HEX + 1];
     s_hex (buf, size, check);
     if (strcmp (check, hex) != 0) {

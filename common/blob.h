@@ -123,6 +123,10 @@ void sb_blob_figures (uint64_t *count, uint64_t *bytes, uint64_t *refused, uint6
 //  The bytes session sid holds.
 uint64_t sb_blobs_session_bytes (sb_blobs_t *self, const char *sid);
 
+/*  The next `size` bytes of fd, all of them: a new buffer, or NULL (errno
+    EIO when the file ends before, ENOMEM). */
+uint8_t *sb_blob_read_fd (int fd, size_t size);
+
 /*  Reads blob hex from blob_dir, DATA/blobs (any thread): a new buffer of *len
     bytes, checked against its hash; NULL (errno ENOENT, EFBIG past max,
     EIO on a hash mismatch). The caller frees it. */

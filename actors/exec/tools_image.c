@@ -37,21 +37,11 @@ sb_tool_view_image (const sb_tool_ctx_t *ctx, json_t *args, sb_tool_result_t *re
         return sb_tools_error (res, "%s is %lld bytes; view_image takes at most %u", shown, (long long) st.st_size,
                                SB_BLOB_MAX_DEFAULT);
     }
-    uint8_t *data = malloc ((size_t) st.st_size + 1);
-    size_t got = 0;
-    while (data && got < (size_t) st.st_size) {
-        ssize_t n = read (fd, data + got, (size_t) st.st_size - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        got += (size_t) n;
-    }
+    size_t got = (size_t) st.st_size;
+    uint8_t *data = sb_blob_read_fd (fd, got);
     close (fd);
-    if (!data || got != (size_t) st.st_size) {
-        free (data);
+    if (!data)
         return sb_tools_error (res, "cannot read %s", shown);
-    }
     sb_blob_info_t info;
     char err [256];
     if (sb_blob_sniff (data, got, &info, err, sizeof err) || !sb_blob_is_image (info.mime)) {

@@ -62,6 +62,8 @@ void sb_exec_actor (zsock_t *pipe, void *args);
 void sb_hooks_actor (zsock_t *pipe, void *args);
 /*  Durable interactions (approvals): interact.*, deadlines, announcements. */
 void sb_interact_actor (zsock_t *pipe, void *args);
+/*  The blob store: blob.put, blob.get, blob.stats (actors/blob.c). */
+void sb_blob_actor (zsock_t *pipe, void *args);
 /*  The model broker: llm.stream, llm.cancel, llm.models. */
 void sb_llm_actor (zsock_t *pipe, void *args);
 
@@ -132,6 +134,7 @@ size_t sb_dispatch_index (const void *rows, size_t stride, const char *type);
 /*  The actors' dispatch tables (see above); the run actor has a second
     one, worker.* (actors/run/workers.c). */
 extern const sb_dispatch_t sb_echo_dispatch [];
+extern const sb_dispatch_t sb_blob_dispatch [];
 extern const sb_dispatch_t sb_run_dispatch [];
 extern const sb_dispatch_t sb_worker_dispatch [];
 extern const sb_dispatch_t sb_exec_dispatch [];

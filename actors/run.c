@@ -172,7 +172,7 @@ s_on_create_session (self_t *self, call_t *call, const sb_msg_t *sess)
        would leave a run its retry cannot find, and make a second one (the
        session's queue relies on this: docs/queue.md) */
     s_remember (self, msg, &r);
-    if (sb_run_save (self, &r, true, true, r.input)) {
+    if (sb_run_save_prompt (self, &r, r.input, sb_get (msg->body, "images"))) {
         sb_bus_error (self->bus, msg, SB_E_internal, "cannot store the run");
         sb_run_record_free (&r);
         return;

@@ -27,6 +27,7 @@
     cache, and they are file-backed. The per-drain record cache is freed
     at the end of each drain. */
 #include "actors/session/session_impl.h"
+#include "common/blob.h"
 #include "actors/actor.h"
 #include "common/git_checkpoint.h"
 
@@ -198,9 +199,13 @@ s_answer_write (self_t *self, req_t *req)
         sb_info (ACTOR, "forked session=%s from=%s at=%llu", req->fork_sid, req->sid,
                  (unsigned long long) sb_get_uint (req->msg->body, "at", 0));
     else
-    if (req->op == OP_DELETE)
+    if (req->op == OP_DELETE) {
         sb_info (ACTOR, "deleted session=%s entries=%llu", req->sid,
                  (unsigned long long) req->last_seq);
+        //  Its blobs are no longer held by it: the blob service sweeps
+        //  those no other session holds (common/blob.h).
+        sb_blob_unhold (self->blob_dir, req->sid);
+    }
     else
     if (req->op == OP_FENCE)
         sb_debug (ACTOR, "fence session=%s", req->sid);
@@ -772,6 +777,7 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
     size_t mapsize = map && *map? (size_t) strtoull (map, NULL, 10): 0;
 
     char dir [4200], err [512];
+    snprintf (self->blob_dir, sizeof self->blob_dir, "%s/blobs", args->data_dir ? args->data_dir : ".");
     const char *url = args->config ? args->config->store : NULL;
     if (sb_store_locate (url, args->data_dir, "session", dir, sizeof dir, err, sizeof err) == 0)
         self->store = sb_store_open (dir, s_dbi_names, SB_SESSION_SCHEMA_VERSION, mapsize, err, sizeof err);

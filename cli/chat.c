@@ -23,6 +23,7 @@
 #include "schemas/run_status.h"
 #include "cli/chat.h"
 #include "cli/cli.h"
+#include "cli/images.h"
 #include "cli/interactions.h"
 #include "cli/models.h"
 #include "cli/transcript.h"
@@ -91,6 +92,7 @@ typedef struct {
     bool input_done;            /* a pipe ended: leave when the run ends */
     int exit_code;
     char who [400];
+    sb_cli_images_t images;     /* /image PATH: files for the next prompt */
 } chat_t;
 
 /* ------------------------------------------------------------------ */
@@ -627,6 +629,13 @@ s_prompt (chat_t *c, const char *text)
     sb_ulid_new (ulid);
     snprintf (cmd, sizeof cmd, "chat-%s", ulid);
     sb_enc_kstr (e, "command_id", cmd);
+    /* the images /image gathered go with this prompt (cli/images.h) */
+    if (sb_cli_put_images ("chat", c->bus, c->sid, (const char *const *) c->images.files, c->images.n, e)) {
+        s_say (c, "the prompt was not sent: an image was refused (see above); /image clear drops them");
+        sb_enc_destroy (&e);
+        return;
+    }
+    sb_cli_images_line (&c->images, "clear", NULL, 0);
     sb_enc_map_close (e);
     sb_msg_t *reply = s_call (c, "session.prompt", e);
     sb_enc_destroy (&e);
@@ -674,10 +683,17 @@ s_on_line (const char *line, void *arg)
         c->quit = true;
         return;
     }
+    if (strncmp (p, "/image", 6) == 0 && (p [6] == ' ' || p [6] == 0)) {
+        char said [512];
+        sb_cli_images_line (&c->images, p + 6, said, sizeof said);
+        s_say (c, "%s", said);
+        s_update_prompt (c);
+        return;
+    }
     if (strcmp (p, "/help") == 0) {
         s_say (c, "type a prompt to start a run; while one runs, a line is queued for after it and "
-               "'!text' steers it; at a question one key answers (y n a s f); Ctrl-C cancels the run; "
-               "Ctrl-C twice, Ctrl-D or /exit leaves");
+               "'!text' steers it; '/image PATH' gives the next prompt an image; at a question one key "
+               "answers (y n a s f); Ctrl-C cancels the run; Ctrl-C twice, Ctrl-D or /exit leaves");
         s_update_prompt (c);
         return;
     }
@@ -945,6 +961,7 @@ s_loop (chat_t *c)
     if (c->run [0] && c->exit_code == 0)
         s_say (c, "left; run %s goes on (stop it with: switchboard cancel %s)", c->run, c->run);
     sb_screen_destroy (&c->screen);
+    sb_cli_images_line (&c->images, "clear", NULL, 0);
     close (sfd);
     return c->exit_code;
 }

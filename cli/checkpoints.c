@@ -39,11 +39,6 @@ static const char *s_usage =
     "Exit status: 0 listed (also none), 1 the server failed (a seq before the\n"
     "first checkpoint, a tree no longer there), 2 usage error.\n";
 
-typedef struct {
-    bool json;
-    size_t count;
-} s_list_t;
-
 static void
 s_print_text (const sb_val_t *ev)
 {
@@ -82,7 +77,7 @@ s_print_text (const sb_val_t *ev)
 static int
 s_each (const sb_val_t *ev, void *arg)
 {
-    s_list_t *self = arg;
+    sb_tape_list_t *self = arg;
     const char *kind = sb_get_str (ev, "kind");
     if (!kind || strcmp (kind, "checkpoint") != 0)
         return 0;
@@ -200,7 +195,7 @@ sb_cmd_checkpoints (int argc, char **argv)
     };
     const char *connect = NULL, *data = NULL, *diff_from = NULL;
     bool stat = false;
-    s_list_t list = { 0 };
+    sb_tape_list_t list = { 0 };
     int c;
     optind = 1;
     while ((c = getopt_long (argc, argv, "h", longopts, NULL)) != -1) {

@@ -1,11 +1,13 @@
 /*  cli/follow.c — see follow.h. */
 #include "schemas/run_status.h"
+#include "cli/cli.h"
 #include "cli/follow.h"
 #include "cli/transcript.h"
 #include "common/log.h"
 #include "schemas/json.h"
 #include "schemas/schema.h"
 
+#include <getopt.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -231,4 +233,41 @@ sb_follow_run (const sb_watch_t *w)
                 (unsigned long long) s.last_seq, w->run_id);
     fflush (out);
     return 130;
+}
+
+int
+sb_tape_list_cmd (const char *cmd, int argc, char **argv, const char *usage, sb_follow_fn *fn,
+                  sb_tape_list_t *list, const char *none)
+{
+    static struct option longopts [] = {
+        { "json", no_argument, 0, 'j' },
+        { "connect", required_argument, 0, 'c' },
+        { "data", required_argument, 0, 'd' },
+        { "help", no_argument, 0, 'h' },
+        { 0, 0, 0, 0 }
+    };
+    const char *connect = NULL, *data = NULL;
+    int c;
+    optind = 1;
+    while ((c = getopt_long (argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+            case 'j': list->json = true; break;
+            case 'c': connect = optarg; break;
+            case 'd': data = optarg; break;
+            case 'h': fputs (usage, stdout); return 0;
+            default: return sb_cli_usage (cmd, "unknown option or missing value: %s", argv [optind - 1]);
+        }
+    }
+    if (argc - optind != 1)
+        return sb_cli_usage (cmd, "give one SESSION");
+    int rc;
+    char sid [SB_ULID_LEN + 1];
+    sb_bus_t *bus = sb_cli_session_open (cmd, argv [optind], connect, data, sid, &rc);
+    if (!bus)
+        return rc;
+    rc = sb_follow (bus, NULL, sid, 0, false, fn, NULL, list) < 0 ? 1 : 0;
+    if (rc == 0 && !list->json && list->count == 0)
+        printf ("%s\n", none);
+    sb_bus_destroy (&bus);
+    return rc;
 }

@@ -23,6 +23,20 @@ typedef int (sb_follow_idle_fn) (void *arg);
 int sb_follow (sb_bus_t *bus, const char *sub_endpoint, const char *session_id, uint64_t after,
                bool live, sb_follow_fn *fn, sb_follow_idle_fn *idle, void *arg);
 
+/*  What a command that lists entries of one session's tape keeps: whether
+    --json was given, and how many entries fn printed. */
+typedef struct {
+    bool json;
+    size_t count;
+} sb_tape_list_t;
+
+/*  Such a command (checkpoints, artifacts): parses `SESSION [--json]
+    [--connect EP] [--data DIR] [--help]` (--help prints usage), pages
+    through the session's tape calling fn with `list` on each entry, and
+    prints `none` when nothing was listed as text. Returns the exit status. */
+int sb_tape_list_cmd (const char *cmd, int argc, char **argv, const char *usage, sb_follow_fn *fn,
+                      sb_tape_list_t *list, const char *none);
+
 #endif
 
 /* ------------------------------------------------------------------ */

@@ -29,6 +29,8 @@ static const sb_cmd_t s_commands [] = {
     { "actor", sb_cmd_actor, "run one actor attached to a broker" },
     { "sessions", sb_cmd_sessions, "list, show, create, update, close and delete sessions" },
     { "events", sb_cmd_events, "print a session's tape; --follow streams it live" },
+    { "artifacts", sb_cmd_artifacts, "list the images and files a session's tape references, by hash" },
+    { "artifact", sb_cmd_artifact, "download one blob: artifact get HASH [-o FILE]" },
     { "checkpoints", sb_cmd_checkpoints, "list a session's checkpoints: the work tree after each step" },
     { "workers", sb_cmd_workers, "list the registered workers and their status" },
     { "nodes", sb_cmd_nodes, "list a cluster's nodes on PostgreSQL: endpoints, heartbeat, shards owned" },

@@ -1,5 +1,6 @@
 /*  cli/oneshot.c — see oneshot.h. */
 #include "cli/oneshot.h"
+#include "cli/images.h"
 #include "cli/changes.h"
 #include "cli/cli.h"
 #include "cli/follow.h"
@@ -79,8 +80,11 @@ s_drive (sb_oneshot_t *o, sb_bus_t *bus, const char *pub, const char *data_dir)
         sb_enc_map_open (e);
         sb_enc_kstr (e, "session_id", sid);
         sb_enc_kstr (e, "input", o->goal);
+        //  the images' references as blob.put gave them (with the
+        //  downscaled copy when there is one): run.request takes them so
+        int bad = sb_cli_put_refs ("run", bus, sid, o->images, o->nimages, e);
         sb_enc_map_close (e);
-        sb_msg_t *run = s_call (bus, "run.request", e);
+        sb_msg_t *run = bad ? NULL : s_call (bus, "run.request", e);
         if (run) {
             char rid [33];
             snprintf (rid, sizeof rid, "%s", sb_get_str (sb_get_map (run->body, "run"), "run_id"));

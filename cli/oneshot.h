@@ -22,6 +22,8 @@ typedef struct {
     sb_cli_budget_t budget;     /* --budget-*: the run's session's budgets */
     bool json;
     bool ephemeral;
+    const char *images [16];    /* --image FILE (cli/images.h) */
+    int nimages;
 } sb_oneshot_t;
 
 /*  Runs the one-shot; `so` holds the embedded server's options (data,

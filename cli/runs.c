@@ -2,6 +2,7 @@
     and `run-info`. */
 #include "schemas/run_status.h"
 #include "cli/cli.h"
+#include "cli/images.h"
 #include "cli/follow.h"
 #include "cli/oneshot.h"
 #include "cli/queue.h"
@@ -24,14 +25,15 @@ static const char *s_run_usage =
     "                       [--llm PROVIDER] [--model M] [--llm-url URL] [--providers FILE]\n"
     "                       [--context-window TOKENS] [--mcp-config FILE] [--hooks FILE]\n"
     "                       [--sandbox auto|bwrap|landlock|none]\n"
-    "                       [--data DIR | --ephemeral] [--json]\n"
+    "                       [--data DIR | --ephemeral] [--json] [--image FILE]...\n"
     "\n"
     "One shot: gives the agent the goal in the repo folder, streams the run, says\n"
     "what changed in the folder, and exits 0 when the run completes (1 otherwise).\n"
     "It uses the server running on the data folder if there is one, and otherwise\n"
     "runs the whole system in this process on that folder, so the session and run\n"
     "ids it prints work afterwards. With no --llm it uses the built-in demo model,\n"
-    "which needs no key.\n"
+    "which needs no key (and takes no images). --image FILE (up to 16) gives the\n"
+    "model an image with the goal (docs/images.md).\n"
     "\n"
     "  --goal TEXT        what the agent should do (required)\n"
     "  --repo DIR         the workspace (default: the current folder)\n"
@@ -93,6 +95,8 @@ sb_cmd_run (int argc, char **argv)
     sb_serve_opts_t so = { .http = "127.0.0.1:0" };
     const char *repo = NULL;
     int c;
+    if (sb_cli_take_images ("run", &argc, argv, o.images, &o.nimages))
+        return 2;
     optind = 1;
     while ((c = getopt_long (argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
@@ -158,6 +162,8 @@ typedef struct {
     const char *session;
     const char *status;
     const char *mode;           /* prompt: --queue or --steer */
+    const char *images [SB_CLI_IMAGES_MAX];    /* prompt: --image FILE (cli/images.h) */
+    int nimages;
 } copts_t;
 
 //  Which of the shared options a command takes.
@@ -344,6 +350,11 @@ s_run_call (const char *cmd, const copts_t *o, const char *type, sb_enc_t *e, co
         return rc;
     }
     sb_enc_kstr (e, key, id);
+    //  The images go first, for the session the prompt names.
+    if (sb_cli_put_images (cmd, bus, id, o->images, o->nimages, e)) {
+        sb_bus_destroy (&bus);
+        return 1;
+    }
     sb_enc_map_close (e);
     size_t len;
     const uint8_t *b = sb_enc_data (e, &len);
@@ -373,8 +384,8 @@ int
 sb_cmd_prompt (int argc, char **argv)
 {
     static const char *usage =
-        "usage: switchboard prompt SESSION TEXT [--queue | --steer] [--follow] [--json]\n"
-        "                          [--connect EP] [--data DIR]\n\n"
+        "usage: switchboard prompt SESSION TEXT [--image FILE]... [--queue | --steer] [--follow]\n"
+        "                          [--json] [--connect EP] [--data DIR]\n\n"
         "Gives a session a prompt: appends it to the tape and starts a run. A session\n"
         "runs one run at a time; while a run is active:\n"
         "  --queue   (the default) the prompt waits in the session's queue and runs as\n"
@@ -384,6 +395,12 @@ sb_cmd_prompt (int argc, char **argv)
         "            current model output or tool), as the person's words\n"
         "With no run active both start a run. SESSION is a session id, any unique\n"
         "prefix of one, or 'last' (the newest).\n"
+        "\n"
+        "--image FILE (up to 16) gives the model an image with the text: PNG, JPEG,\n"
+        "GIF or WebP, recognised from its bytes, not its name. Each is stored once in\n"
+        "the server's blob store, and one larger than models take is sent downscaled\n"
+        "(docs/images.md). A prompt with images must start a run: it is refused\n"
+        "while the session is busy.\n"
         "\n"
         "Without --follow it prints the new run and returns at once; the run goes on\n"
         "in the server. --follow streams the run and exits 0 when it completes, 1\n"
@@ -396,7 +413,11 @@ sb_cmd_prompt (int argc, char **argv)
         "\n"
         "Exit status: 0 success, 1 the operation failed, 2 usage error.\n";
     copts_t o;
-    int rest, rc = s_parse_common ("prompt", argc, argv, &o, usage, OPT_FOLLOW | OPT_MODE, &rest);
+    const char *images [SB_CLI_IMAGES_MAX];
+    int nimages, rest, rc = sb_cli_take_images ("prompt", &argc, argv, images, &nimages);
+    if (rc)
+        return rc;
+    rc = s_parse_common ("prompt", argc, argv, &o, usage, OPT_FOLLOW | OPT_MODE, &rest);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (argc - rest != 2)
@@ -407,6 +428,8 @@ sb_cmd_prompt (int argc, char **argv)
     sb_enc_map_open (e);
     sb_enc_kstr (e, "text", argv [rest + 1]);
     sb_enc_kstr_opt (e, "mode", o.mode);
+    memcpy (o.images, images, sizeof images);
+    o.nimages = nimages;
     rc = s_run_call ("prompt", &o, "session.prompt", e, "session_id", SB_CLI_SESSION, argv [rest], o.follow);
     sb_enc_destroy (&e);
     return rc;

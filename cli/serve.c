@@ -6,6 +6,7 @@
     the external endpoints. A client that can connect can be served. */
 #include "cli/cli.h"
 #include "cli/serve.h"
+#include "common/blob.h"
 #include "actors/actor.h"
 #include "sandbox/spawn.h"
 #include "actors/llm/config.h"
@@ -122,6 +123,7 @@ static const actor_row_t s_actor_table [] = {
     { "interact", sb_interact_actor, 2, true },
     { "exec", sb_exec_actor, 0, true },
     { "hooks", sb_hooks_actor, 0, true },
+    { "blob", sb_blob_actor, 2, true },
 };
 #define NACTORS (sizeof s_actor_table / sizeof s_actor_table [0])
 
@@ -557,6 +559,16 @@ s_stats_extra (sb_enc_t *e)
     sb_enc_key (e, "store");
     sb_enc_map_open (e);
     sb_store_stats_each (s_stats_store, e);
+    sb_enc_map_close (e);
+    //  the blob store's (docs/images.md): /metrics has them as sb_bus_blobs{key=...}
+    uint64_t count, bytes, refused, swept;
+    sb_blob_figures (&count, &bytes, &refused, &swept);
+    sb_enc_key (e, "blobs");
+    sb_enc_map_open (e);
+    sb_enc_kuint (e, "stored", count);
+    sb_enc_kuint (e, "bytes", bytes);
+    sb_enc_kuint (e, "refused", refused);
+    sb_enc_kuint (e, "swept", swept);
     sb_enc_map_close (e);
 }
 

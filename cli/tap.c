@@ -244,6 +244,7 @@ sb_cmd_stats (int argc, char **argv)
             s_print_section ("dropped past the byte bounds", sb_get_map (reply->body, "dropped"));
             s_print_store (sb_get_map (reply->body, "store"));
             s_print_node (sb_get_map (reply->body, "node"));
+            s_print_section ("blobs", sb_get_map (reply->body, "blobs"));
         }
         rc = 0;
     }

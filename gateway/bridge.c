@@ -455,7 +455,7 @@ s_call (gw_bridge_t *self, gw_in_t *in)
     pending_t *p = calloc (1, sizeof *p);
     if (!p)
         return;
-    p->kind = P_CALL;
+    p->kind = in->blob ? P_BLOB : P_CALL;
     p->conn = in->conn;
     p->http = in->http;
     p->tx = in->tx;
@@ -560,6 +560,11 @@ s_on_reply (gw_bridge_t *self, sb_msg_t **msg_p)
     if (sb_msg_is_error (msg))
         s_answer_error (self, p, sb_msg_error_code (msg), sb_msg_error_message (msg),
                         sb_get_bool (msg->body, "retryable", false), sb_get (msg->body, "detail"));
+    else
+    if (p->kind == P_BLOB) {
+        if (!gw_blob_answer (self->gw, p->conn, msg))
+            s_answer_error (self, p, "overloaded", "the gateway's outbound bytes are at their bound", true, NULL);
+    }
     else
     if (p->http) {
         char *text = sb_json_dump (msg->body);

@@ -19,7 +19,7 @@
 
 /*  A /metrics scrape is two calls: bus.stats (P_METRICS), then llm.info
     for the providers' latest rate limits (P_METRICS_LLM). */
-typedef enum { P_CALL, P_REPLAY, P_METRICS, P_METRICS_LLM } pend_kind_t;
+typedef enum { P_CALL, P_REPLAY, P_METRICS, P_METRICS_LLM, P_BLOB } pend_kind_t;
 
 typedef struct {
     pend_kind_t kind;

@@ -120,6 +120,7 @@ gw_out_free (gw_out_t *out)
     if (out) {
         gw_buf_unref (&out->buf);
         free (out->tx);
+        free (out->extra);
         free (out);
     }
 }

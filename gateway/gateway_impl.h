@@ -57,6 +57,7 @@ typedef struct gw_in {
     uint64_t conn;
     uint32_t sub_id;
     bool http;          /* CALL: answer as an HTTP response, not a WS reply */
+    bool blob;          /* CALL: a blob download, answered with its bytes (gateway/blobs.c) */
     char type [65];     /* CALL: the message type */
     char sid [64];      /* SUB: the session */
     uint64_t after;     /* SUB: after_seq */
@@ -84,7 +85,26 @@ typedef struct gw_out {
     gw_buf_t *buf;
     char *tx;           /* WS reply: the call's tx as JSON text, for an `overloaded` in its place */
     size_t handoff;     /* bytes of buf counted in the gateway's handoff_bytes */
+    char *extra;        /* HTTP: more header lines, "name: value\n" each (owned), or NULL */
 } gw_out_t;
+
+/*  Blobs over HTTP (gateway/blobs.c, docs/images.md). An upload's body
+    may be this large; every other body SB_GW_MAX_FRAME. */
+#define SB_GW_MAX_BLOB (24u << 20)
+#define SB_GW_TOO_LARGE "a body may be at most 1 MiB (an upload to /api/blobs/: 24 MiB)"
+//  What a POST to path may carry.
+size_t gw_body_max (const char *path);
+struct gw_pss;
+/*  A request on /api/blobs/: true, with *in the bus call to make (NULL
+    when out of memory), or with code and message set when the method
+    does not fit the route (*in NULL). false for any other path. */
+bool gw_blob_in (const struct gw_pss *pss, gw_in_t **in, char code [32], char *message, size_t message_len);
+struct sb_msg;
+//  Hands the lws thread the answer to a download (bridge thread); false
+//  when out of memory or past the handoff's bound (nothing was sent).
+bool gw_blob_answer (sb_gateway_t *gw, uint64_t conn, const struct sb_msg *reply);
+//  A UI file's content type, by its name.
+const char *gw_static_mime (const char *path);
 
 /*  A locked singly linked FIFO of gw_in_t or gw_out_t. */
 typedef struct {

@@ -311,23 +311,6 @@ s_http_writeable (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss)
 /* ------------------------------------------------------------------ */
 /*  Static files */
 
-static const char *
-s_mime (const char *path)
-{
-    static const char *map [][2] = {
-        { ".html", "text/html; charset=utf-8" }, { ".js", "text/javascript; charset=utf-8" },
-        { ".mjs", "text/javascript; charset=utf-8" }, { ".css", "text/css; charset=utf-8" },
-        { ".json", "application/json" }, { ".svg", "image/svg+xml" }, { ".png", "image/png" },
-        { ".ico", "image/x-icon" }, { ".woff2", "font/woff2" }, { ".txt", "text/plain; charset=utf-8" },
-        { ".map", "application/json" },
-    };
-    const char *dot = strrchr (path, '.');
-    for (size_t k = 0; dot && k < sizeof map / sizeof map [0]; k++)
-        if (strcmp (dot, map [k][0]) == 0)
-            return map [k][1];
-    return "application/octet-stream";
-}
-
 static void
 s_static (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *path)
 {
@@ -372,7 +355,7 @@ s_static (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *path)
     }
     /* the UI changes with the binary: revalidate every load */
     pss->no_store = true;
-    s_respond (gw, wsi, pss, 200, s_mime (path), buf, NULL);
+    s_respond (gw, wsi, pss, 200, gw_static_mime (path), buf, NULL);
 }
 
 /* ------------------------------------------------------------------ */
@@ -412,11 +395,34 @@ s_token_redirect (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *
     s_respond (gw, wsi, pss, 303, "text/plain", NULL, extra);
 }
 
+//  Hands a REST call to the bridge, which answers it; takes `in` (NULL:
+//  out of memory).
+static void
+s_send_call (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, gw_in_t *in)
+{
+    if (!in || !s_conn_register (gw, wsi, pss)) {
+        gw_in_free (in);
+        s_respond_error (gw, wsi, pss, 503, "overloaded", "too many requests in flight");
+        return;
+    }
+    in->conn = pss->conn;
+    pss->waiting = true;
+    gw_to_bridge (gw, in);
+}
+
 static void
 s_dispatch_api (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss)
 {
     char code [32], message [256], type [96];
     json_t *body = NULL;
+    gw_in_t *blob = NULL;       //  /api/blobs/: raw bytes both ways (gateway/blobs.c)
+    if (gw_blob_in (pss, &blob, code, message, sizeof message)) {
+        if (blob || strcmp (code, "overloaded") == 0)
+            s_send_call (gw, wsi, pss, blob);
+        else
+            s_respond_error (gw, wsi, pss, 405, code, message);
+        return;
+    }
     if (pss->post && pss->body_len > 0) {
         sb_verr_t err;
         body = sb_json_parse ((const char *) pss->body, pss->body_len, SB_GW_MAX_FRAME, SB_GW_MAX_DEPTH, &err);
@@ -454,20 +460,16 @@ s_dispatch_api (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss)
         return;
     }
     gw_in_t *in = calloc (1, sizeof *in);
-    if (!in || !s_conn_register (gw, wsi, pss)) {
-        free (in);
-        free (mp);
-        s_respond_error (gw, wsi, pss, 503, "overloaded", "too many requests in flight");
-        return;
+    if (in) {
+        in->kind = GW_IN_CALL;
+        in->http = true;
+        snprintf (in->type, sizeof in->type, "%s", type);
+        in->body = mp;
+        in->body_len = mp_len;
     }
-    in->kind = GW_IN_CALL;
-    in->http = true;
-    in->conn = pss->conn;
-    snprintf (in->type, sizeof in->type, "%s", type);
-    in->body = mp;
-    in->body_len = mp_len;
-    pss->waiting = true;
-    gw_to_bridge (gw, in);
+    else
+        free (mp);
+    s_send_call (gw, wsi, pss, in);
 }
 
 //  Refuses a request at its headers: the answer goes out, and nothing of
@@ -519,9 +521,9 @@ s_expect_body (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss)
         pss->close_after = true;
         return s_refuse (gw, wsi, pss, NULL, 411, "invalid", "a POST needs a Content-Length (no chunked body)");
     }
-    if (strlen (cl) > 9 || strtoull (cl, NULL, 10) > SB_GW_MAX_FRAME)
+    if (strlen (cl) > 9 || strtoull (cl, NULL, 10) > gw_body_max (pss->path))
         /* answered now; lws reads what follows of the body and drops it */
-        return s_refuse (gw, wsi, pss, NULL, 413, "too_large", "a body may be at most 1 MiB");
+        return s_refuse (gw, wsi, pss, NULL, 413, "too_large", SB_GW_TOO_LARGE);
     /* lws calls HTTP_BODY_COMPLETION for every POST with a length, 0 too:
        the request is dispatched there, once */
     pss->stage = GW_REQ_BODY;
@@ -576,15 +578,11 @@ s_http (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *uri)
         if (!get)
             return s_refuse (gw, wsi, pss, NULL, 405, "invalid", "/metrics is read with GET");
         gw_in_t *in = calloc (1, sizeof *in);
-        if (!in || !s_conn_register (gw, wsi, pss)) {
-            free (in);
-            return s_refuse (gw, wsi, pss, NULL, 503, "overloaded", "too many requests in flight");
+        if (in) {
+            in->kind = GW_IN_METRICS;
+            in->http = true;
         }
-        in->kind = GW_IN_METRICS;
-        in->http = true;
-        in->conn = pss->conn;
-        pss->waiting = true;
-        gw_to_bridge (gw, in);
+        s_send_call (gw, wsi, pss, in);
         return 0;
     }
     if (!api) {
@@ -615,7 +613,7 @@ s_http_body (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const void *in, s
     }
     if (pss->too_large || len == 0)
         return 0;
-    if (pss->body_len + len > SB_GW_MAX_FRAME) {
+    if (pss->body_len + len > gw_body_max (pss->path)) {
         pss->too_large = true;
         free (pss->body);
         pss->body = NULL;
@@ -639,7 +637,7 @@ s_http_body_done (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss)
         return 0;
     pss->stage = GW_REQ_DONE;
     if (pss->too_large)
-        s_respond_error (gw, wsi, pss, 413, "too_large", "a body may be at most 1 MiB");
+        s_respond_error (gw, wsi, pss, 413, "too_large", SB_GW_TOO_LARGE);
     else
         s_dispatch_api (gw, wsi, pss);
     return 0;
@@ -724,7 +722,7 @@ s_take_out (sb_gateway_t *gw)
         if (out->kind == GW_OUT_HTTP && !pss->is_ws && pss->waiting) {
             s_conn_unregister (gw, pss);
             pss->no_store = true;
-            s_respond (gw, wsi, pss, out->status, out->ctype, out->buf, NULL);
+            s_respond (gw, wsi, pss, out->status, out->ctype, out->buf, out->extra);
             out->buf = NULL;
             gw_out_free (out);
         }

@@ -65,6 +65,7 @@ static const sb_field_t s_bus_stats_ok [] = {
     { "store", SB_T_MAP, false, 0, NULL, "serve's stores: backend, writes, write p50/p99 (docs/scale-out.md)" },
     { "node", SB_T_MAP, false, 0, NULL, "serve's role: standalone, or member of a cluster with the shards "
       "it holds and its heartbeat (docs/scale-out.md)" },
+    { "blobs", SB_T_MAP, false, 0, NULL, "serve's blob store: stored, bytes, refused, swept (docs/images.md)" },
     END
 };
 
@@ -122,6 +123,12 @@ static const sb_type_t s_types_bus [] = {
 static const sb_field_t s_tape_text [] = {
     { "text", SB_T_STR, true, 1 MB, NULL, "text" }, END };
 static const sb_field_t s_tape_any [] = { END };
+static const sb_field_t s_image_item [] = { { "image", SB_T_MAP, false, 0, sb_blob_ref_fields, "an image" } };
+static const sb_field_t s_tape_prompt [] = {
+    { "text", SB_T_STR, true, 1 MB, NULL, "text" },
+    { "images", SB_T_ARRAY, false, 16, s_image_item, "images given with it, by reference (docs/images.md)" },
+    END
+};
 static const sb_field_t s_tape_session [] = {
     { "session", SB_T_MAP, false, 0, sb_session_record_fields, "the session record" }, END };
 static const sb_field_t s_tape_forked [] = {
@@ -165,6 +172,7 @@ static const sb_field_t s_tape_tool_result [] = {
     { "mutating", SB_T_BOOL, false, 0, NULL, "the tool writes files or runs commands (not read-only)" },
     { "refused", SB_T_BOOL, false, 0, NULL, "true when the approval policy refused the call" },
     { "policy", SB_T_STR, false, 16, NULL, "refused: the policy that refused it" },
+    { "images", SB_T_ARRAY, false, 1, s_image_item, "view_image: the image shown to the model (docs/images.md)" },
     { "fix", SB_T_STR, false, 256, NULL, "refused: the command a person runs to allow it" },
     { "interaction_id", SB_T_STR, false, ID_MAX, NULL, "the approval a person was asked for this call" },
     END };
@@ -340,7 +348,7 @@ static const sb_type_t s_tape_kinds [] = {
     TAPE ("session.updated", s_tape_session, SB_SCOPE_INTERNAL, "the session's config changed"),
     TAPE ("session.forked", s_tape_forked, SB_SCOPE_INTERNAL,
           "the first entry of a fork, in place of session.created (session.fork, docs/checkpoints.md)"),
-    TAPE ("prompt", s_tape_text, SB_SCOPE_INTERNAL, "the person's prompt"),
+    TAPE ("prompt", s_tape_prompt, SB_SCOPE_INTERNAL, "the person's prompt"),
     TAPE ("run.status", s_tape_run_status, SB_SCOPE_INTERNAL, "a run changed status"),
     TAPE ("turn.begin", s_tape_any, SB_SCOPE_WORKER, "a run's turn begins"),
     TAPE ("turn.end", s_tape_any, SB_SCOPE_WORKER, "a run's turn ends"),

@@ -53,7 +53,8 @@
     X (exec) \
     X (hooks) \
     X (worker) \
-    X (interact)
+    X (interact) \
+    X (blob)
 
 #define SB_DECLARE(svc) \
     extern const sb_type_t sb_types_##svc []; \
@@ -63,5 +64,10 @@ SB_TYPE_FILES (SB_DECLARE)
 
 extern const sb_field_t sb_session_record_fields [];
 extern const sb_field_t sb_forked_from_fields [];
+/*  A blob on the tape, in run.request and llm.stream: {sha256, mime,
+    bytes, name, width, height, sent} (schemas/types_blob.c). */
+extern const sb_field_t sb_blob_ref_fields [];
+/*  The largest blob a message carries (blob.put, blob.get). */
+#define SB_BLOB_BYTES_MAX (32u << 20)
 
 #endif

@@ -8,9 +8,17 @@ static const sb_field_t s_tool_call [] = {
     END
 };
 static const sb_field_t s_tool_call_item [] = { { "tool_call", SB_T_MAP, false, 0, s_tool_call, "a call" } };
+static const sb_field_t s_image [] = {
+    { "mime", SB_T_STR, true, 32, NULL, "image/png | image/jpeg | image/gif | image/webp" },
+    { "data", SB_T_BIN, true, 4 MB, NULL, "the image's bytes" },
+    { "sha256", SB_T_STR, false, 64, NULL, "its blob" },
+    END
+};
+static const sb_field_t s_image_item [] = { { "image", SB_T_MAP, false, 0, s_image, "an image" } };
 static const sb_field_t s_message [] = {
     { "role", SB_T_ENUM, true, 16, NULL, "who speaks", ENUM (sb_llm_roles) },
     { "content", SB_T_STR, false, 4 MB, NULL, "text" },
+    { "images", SB_T_ARRAY, false, 16, s_image_item, "user: images the person gave with the text" },
     { "tool_calls", SB_T_ARRAY, false, 256, s_tool_call_item, "assistant: the calls it made" },
     { "call_id", SB_T_STR, false, 256, NULL, "tool: the call this output answers" },
     { "reasoning_state", SB_T_STR, false, 4 MB, NULL, "assistant: opaque provider state to give back" },

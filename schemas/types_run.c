@@ -52,9 +52,11 @@ static const sb_field_t s_run_one [] = {
     { "run", SB_T_MAP, true, 0, s_run_record, "the run" },
     END
 };
+static const sb_field_t s_run_image [] = { { "image", SB_T_MAP, false, 0, sb_blob_ref_fields, "an image" } };
 static const sb_field_t s_run_request [] = {
     { "session_id", SB_T_STR, true, ID_MAX, NULL, "session" },
     { "input", SB_T_STR, false, 1 MB, NULL, "the prompt (appended to the tape as `prompt`)" },
+    { "images", SB_T_ARRAY, false, 16, s_run_image, "the prompt's images, checked by the session service" },
     { "target", SB_T_MAP, false, 0, s_target, "default {executor: local}" },
     { "resume_from", SB_T_STR, false, ID_MAX, NULL, "continue this run (use run.resume)" },
     { "kind", SB_T_ENUM, false, 16, NULL,

@@ -185,9 +185,17 @@ static const sb_field_t s_session_update [] = {
     { "command_id", SB_T_STR, false, 64, NULL, "idempotency key" },
     END
 };
+static const sb_field_t s_prompt_image [] = {
+    { "sha256", SB_T_STR, true, 64, NULL, "a blob the session holds (blob.put)" },
+    { "name", SB_T_STR, false, 256, NULL, "its file name" },
+    END
+};
+static const sb_field_t s_prompt_image_item [] = { { "image", SB_T_MAP, false, 0, s_prompt_image, "an image" } };
 static const sb_field_t s_session_prompt [] = {
     { "session_id", SB_T_STR, true, ID_MAX, NULL, "session id" },
     { "text", SB_T_STR, true, 1 MB, NULL, "the prompt" },
+    { "images", SB_T_ARRAY, false, 16, s_prompt_image_item,
+      "images for the model, put first with blob.put (only a prompt that starts a run takes them)" },
     { "mode", SB_T_ENUM, false, 16, NULL,
       "while a run is active: queue (default: the next run) or steer (joins the running run at its "
       "next step); with none active both start a run (docs/queue.md)", ENUM (sb_prompt_modes) },

@@ -8,6 +8,7 @@
     it.
 */
 #include "actors/exec/agent.h"
+#include "actors/exec/blobs.h"
 #include "actors/exec/changes.h"
 #include "actors/exec/approval.h"
 #include "actors/exec/context.h"
@@ -391,6 +392,9 @@ s_run_tool (sb_exec_run_t *run, const sb_exec_call_t *call)
     }
     if (v.interaction_id [0])
         sb_enc_kstr (e, "interaction_id", v.interaction_id);
+    //  view_image's image: stored, and referenced for the context
+    if (res.image)
+        sb_exec_blob_attach (run, res.image, res.image_len, res.image_name, e);
     sb_exec_entry_close (e);
     sb_enc_array_close (e);
     int rc = sb_exec_append (run, e);

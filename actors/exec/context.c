@@ -39,6 +39,13 @@ sb_context_destroy (sb_context_t **ctx_p)
 }
 
 void
+sb_context_set_blob_loader (sb_context_t *ctx, sb_context_blob_fn *fn, void *arg)
+{
+    ctx->load_blob = fn;
+    ctx->load_arg = arg;
+}
+
+void
 sb_context_set_max_bytes (sb_context_t *ctx, size_t max_bytes)
 {
     ctx->max_bytes = max_bytes ? max_bytes : SB_CONTEXT_MAX_BYTES;
@@ -170,6 +177,72 @@ s_assistant (sb_context_t *ctx)
 //  ---------------------------------------------------------------------------
 //  One handler per kind
 
+//  The images of an entry (prompt, or view_image's tool.result): what
+//  models are sent, the downscaled copy when there is one. Their cost
+//  counts against the budget (s_image_cost), their bytes against
+//  SB_CONTEXT_MAX_IMAGE_BYTES. -1 with errno when refused.
+static int
+s_images (const sb_context_t *ctx, const sb_val_t *body, s_image_t images [16], uint32_t *n, size_t *cost)
+{
+    const sb_val_t *iv = sb_get (body, "images");
+    uint32_t nimages = iv && iv->type == SB_V_ARRAY ? iv->len : 0;
+    *n = 0;
+    *cost = 0;
+    if (nimages > 16) {
+        errno = E2BIG;
+        return -1;
+    }
+    uint64_t held_bytes = 0;
+    for (uint32_t k = 0; k < nimages; k++) {
+        const sb_val_t *im = &iv->v.a [k];
+        const sb_val_t *sent = sb_get (im, "sent");
+        const sb_val_t *use = sent && sent->type == SB_V_MAP ? sent : im;
+        const char *sha = sb_get_str (use, "sha256");
+        const char *mime = sb_get_str (use, "mime");
+        if (!sha || !mime) {
+            errno = EINVAL;
+            return -1;
+        }
+        snprintf (images [k].sha256, sizeof images [k].sha256, "%s", sha);
+        snprintf (images [k].mime, sizeof images [k].mime, "%s", mime);
+        images [k].bytes = sb_get_uint (use, "bytes", 0);
+        images [k].width = sb_get_uint (use, "width", 0);
+        images [k].height = sb_get_uint (use, "height", 0);
+        const char *name = sb_get_str (im, "name");
+        snprintf (images [k].desc, sizeof images [k].desc, "[image %.64s: %s %llux%llu, %llu bytes, sha256 %.64s]",
+                  name ? name : "(no name)", sb_get_str (im, "mime") ? sb_get_str (im, "mime") : mime,
+                  (unsigned long long) sb_get_uint (im, "width", 0), (unsigned long long) sb_get_uint (im, "height", 0),
+                  (unsigned long long) sb_get_uint (im, "bytes", 0), sb_get_str (im, "sha256") ? sb_get_str (im, "sha256") : sha);
+        if (images [k].bytes > (4u << 20)) {
+            errno = E2BIG;
+            return -1;
+        }
+        *cost += s_image_cost (&images [k]);
+        held_bytes += images [k].bytes;
+    }
+    if (nimages && s_image_bytes (ctx) + held_bytes > SB_CONTEXT_MAX_IMAGE_BYTES) {
+        errno = E2BIG;
+        return -1;
+    }
+    *n = nimages;
+    return 0;
+}
+
+//  A copy of n images for a message (NULL for none); -1 when out of memory.
+static int
+s_images_dup (const s_image_t *images, uint32_t n, s_image_t **out)
+{
+    *out = NULL;
+    if (!n)
+        return 0;
+    if (!(*out = malloc (n * sizeof **out))) {
+        errno = ENOMEM;
+        return -1;
+    }
+    memcpy (*out, images, n * sizeof **out);
+    return 0;
+}
+
 static int
 s_on_prompt (sb_context_t *ctx, const sb_val_t *body)
 {
@@ -179,18 +252,30 @@ s_on_prompt (sb_context_t *ctx, const sb_val_t *body)
         errno = EINVAL;
         return -1;
     }
-    if (len > SB_CONTEXT_MAX_TEXT || s_check (ctx, S_MSG_COST + len, 1, 0)) {
+    s_image_t images [16];
+    uint32_t nimages;
+    size_t image_bytes;
+    if (s_images (ctx, body, images, &nimages, &image_bytes))
+        return -1;
+    if (len > SB_CONTEXT_MAX_TEXT || s_check (ctx, S_MSG_COST + len + image_bytes, 1, 0)) {
         errno = E2BIG;
         return -1;
     }
     char *copy;
     if (s_reserve (ctx) || !(copy = s_dup (text, len)))
         return -1;
+    s_image_t *held;
+    if (s_images_dup (images, nimages, &held)) {
+        free (copy);
+        return -1;
+    }
     s_close (ctx);
     s_msg_t *m = s_push (ctx, S_USER);
     m->content = copy;
     m->content_len = len;
-    ctx->bytes += len;
+    m->images = held;
+    m->nimages = nimages;
+    ctx->bytes += len + image_bytes;
     return 0;
 }
 
@@ -449,7 +534,13 @@ s_on_tool_result (sb_context_t *ctx, const sb_val_t *body)
     static const char prefix [] = "error: ";
     size_t plen = ok ? 0 : sizeof prefix - 1;
     size_t len = plen + outlen;
-    size_t cost = S_MSG_COST + len + strlen (call->call_id);
+    //  view_image's image: shown after the step's results (s_encode_images)
+    s_image_t images [16];
+    uint32_t nimages;
+    size_t image_cost;
+    if (s_images (ctx, body, images, &nimages, &image_cost))
+        return -1;
+    size_t cost = S_MSG_COST + len + strlen (call->call_id) + image_cost;
     //  The message replaces the call's synthetic answer: no new count.
     if (len > SB_CONTEXT_MAX_TEXT || s_check (ctx, cost, 0, 0)) {
         errno = E2BIG;
@@ -459,7 +550,8 @@ s_on_tool_result (sb_context_t *ctx, const sb_val_t *body)
         return -1;
     char *content = malloc (len + 1);
     char *id = s_dup (call->call_id, strlen (call->call_id));
-    if (!content || !id) {
+    s_image_t *held = NULL;
+    if (!content || !id || s_images_dup (images, nimages, &held)) {
         free (content);
         free (id);
         errno = ENOMEM;
@@ -482,6 +574,8 @@ s_on_tool_result (sb_context_t *ctx, const sb_val_t *body)
     m->call_id = id;
     m->content = content;
     m->content_len = len;
+    m->images = held;
+    m->nimages = nimages;
     ctx->count++;
     ctx->bytes += cost;
     call->answered = true;
@@ -555,15 +649,68 @@ sb_context_add (sb_context_t *ctx, const sb_val_t *event)
 
 //  ---------------------------------------------------------------------------
 
+//  The images of a user message, read through the context's loader. One
+//  that cannot be read is left out, and the text says so: the model is
+//  told rather than shown nothing.
 static void
-s_encode_msg (const s_msg_t *m, sb_enc_t *enc)
+s_encode_images (const sb_context_t *ctx, const s_msg_t *m, sb_enc_t *enc)
+{
+    uint8_t *data [16];
+    size_t lens [16];
+    uint32_t n = 0, missing = 0;
+    for (uint32_t k = 0; k < m->nimages && k < 16; k++) {
+        data [k] = ctx->load_blob ? ctx->load_blob (ctx->load_arg, m->images [k].sha256, &lens [k]) : NULL;
+        if (data [k])
+            n++;
+        else
+            missing++;
+    }
+    sb_enc_key (enc, "content");
+    if (missing) {
+        char *text = malloc (m->content_len + 160);
+        if (text) {
+            int t = snprintf (text, m->content_len + 160, "%.*s\n[%u image(s) given with this message could not "
+                              "be read from the blob store]", (int) m->content_len, m->content, missing);
+            sb_enc_strn (enc, text, (size_t) t);
+            free (text);
+        }
+        else
+            sb_enc_strn (enc, m->content, m->content_len);
+    }
+    else
+        sb_enc_strn (enc, m->content, m->content_len);
+    if (n) {
+        sb_enc_key (enc, "images");
+        sb_enc_array_open (enc);
+        for (uint32_t k = 0; k < m->nimages && k < 16; k++) {
+            if (!data [k])
+                continue;
+            sb_enc_map_open (enc);
+            sb_enc_kstr (enc, "mime", m->images [k].mime);
+            sb_enc_key (enc, "data");
+            sb_enc_bin (enc, data [k], lens [k]);
+            sb_enc_kstr (enc, "sha256", m->images [k].sha256);
+            sb_enc_map_close (enc);
+        }
+        sb_enc_array_close (enc);
+    }
+    for (uint32_t k = 0; k < m->nimages && k < 16; k++)
+        free (data [k]);
+}
+
+static void
+s_encode_msg (const sb_context_t *ctx, const s_msg_t *m, sb_enc_t *enc)
 {
     sb_enc_map_open (enc);
     switch (m->role) {
         case S_USER:
             sb_enc_kstr (enc, "role", "user");
-            sb_enc_key (enc, "content");
-            sb_enc_strn (enc, m->content, m->content_len);
+            if (m->nimages)
+                s_encode_images (ctx, m, enc);
+            else {
+                sb_enc_key (enc, "content");
+                sb_enc_strn (enc, m->content, m->content_len);
+            }
             break;
         case S_ASSISTANT:
             sb_enc_kstr (enc, "role", "assistant");
@@ -622,17 +769,31 @@ sb_context_encode (const sb_context_t *ctx, sb_enc_t *enc)
     //  The assistant message whose block of tool messages is being
     //  written; its unanswered calls are closed at the end of the block.
     const s_msg_t *asst = NULL;
+    size_t block = 0;           //  the index of asst's first tool message
     for (size_t i = 0; i < ctx->count; i++) {
         const s_msg_t *m = &ctx->msgs [i];
-        s_encode_msg (m, enc);
-        if (m->role == S_ASSISTANT)
+        s_encode_msg (ctx, m, enc);
+        if (m->role == S_ASSISTANT) {
             asst = m;
+            block = i + 1;
+        }
         if (m->role == S_USER || !asst)
             continue;
         if (i + 1 < ctx->count && ctx->msgs [i + 1].role == S_TOOL)
             continue;
         sb_context_encode_interrupted (asst, enc);
         asst = NULL;
+        //  The images view_image read, each as a user message after the
+        //  block: no provider takes an image in a tool message, and every
+        //  one takes a user message there.
+        for (size_t t = block; t <= i; t++)
+            if (ctx->msgs [t].nimages) {
+                char text [160];
+                snprintf (text, sizeof text, "The image view_image read (call %.100s):", ctx->msgs [t].call_id);
+                s_msg_t shown = { .role = S_USER, .content = text, .content_len = strlen (text),
+                                  .images = ctx->msgs [t].images, .nimages = ctx->msgs [t].nimages };
+                s_encode_msg (ctx, &shown, enc);
+            }
     }
     sb_enc_array_close (enc);
 }

@@ -8,7 +8,8 @@
 
     Mapping of tape kinds (everything else is not part of the model's
     context and is skipped; its seq is still noted):
-      prompt {text}                  a user message
+      prompt {text, images?}         a user message, with its images (each
+                                     image's `sent` copy when it has one)
       text.done {text}               the text of the current assistant message
       reasoning.state {provider, data}  opaque state on the current assistant
                                      message; several are given back as one
@@ -74,6 +75,11 @@
 #define SB_CONTEXT_MAX_MESSAGES     8192    //  llm.stream messages
 #define SB_CONTEXT_MAX_CALLS        256     //  llm.stream tool_calls per message
 #define SB_CONTEXT_MAX_TEXT         (4u << 20)  //  llm.stream content, reasoning_state
+//  The bytes of all the images a request carries (each is at most
+//  SB_IMAGE_SEND_BYTES, common/blob.h): within llm.stream's 32 MiB with
+//  the budget's text. A prompt past it is refused (E2BIG) like any entry
+//  past the budget; compaction replaces old images by a line each.
+#define SB_CONTEXT_MAX_IMAGE_BYTES  (16u << 20)
 
 //  What a call that never got its result is answered with, so the model
 //  is not handed a dangling call.
@@ -127,6 +133,14 @@ size_t sb_context_bytes (const sb_context_t *ctx);
 //  after the repairs above). The executor uses it to give a new call an
 //  id unique in the session.
 bool sb_context_has_call_id (const sb_context_t *ctx, const char *call_id);
+
+/*  Reads the bytes of an image blob for the request (a new buffer the
+    caller frees, *len bytes), or NULL when it cannot. */
+typedef uint8_t *(sb_context_blob_fn) (void *arg, const char *sha256, size_t *len);
+//  Sets how sb_context_encode reads the images of user messages (prompt
+//  images, docs/images.md). Without a loader, or when it fails, an image
+//  is left out and its place said in the text.
+void sb_context_set_blob_loader (sb_context_t *ctx, sb_context_blob_fn *fn, void *arg);
 
 //  Writes the messages as one msgpack ARRAY value, in the shape of the
 //  llm.stream `messages` field. Every call without a result is answered

@@ -18,6 +18,8 @@ static size_t
 s_msg_bytes (const s_msg_t *m)
 {
     size_t b = S_MSG_COST + m->content_len + m->state_len;
+    for (uint32_t k = 0; k < m->nimages; k++)
+        b += s_image_cost (&m->images [k]);
     if (m->role == S_TOOL && m->call_id)
         b += strlen (m->call_id);
     for (uint32_t k = 0; k < m->ncalls; k++) {
@@ -101,11 +103,47 @@ s_elided_len (size_t len)
     return len > SB_CONTEXT_ELIDE_MIN ? SB_CONTEXT_ELIDE_HEAD + SB_CONTEXT_ELIDE_TAIL + 72 : len;
 }
 
+//  An old user message's images give way to one line each that says
+//  what they were and keeps their sha256 (docs/images.md): the model
+//  keeps the reference, and the request sheds the bytes.
+static int
+s_describe_images (s_msg_t *m)
+{
+    size_t len = m->content_len;
+    for (uint32_t k = 0; k < m->nimages; k++)
+        len += 1 + strlen (m->images [k].desc);
+    char *text = malloc (len + 1);
+    if (!text) {
+        errno = ENOMEM;
+        return -1;
+    }
+    memcpy (text, m->content, m->content_len);
+    size_t at = m->content_len;
+    for (uint32_t k = 0; k < m->nimages; k++) {
+        size_t n = strlen (m->images [k].desc);
+        text [at++] = '\n';
+        memcpy (text + at, m->images [k].desc, n);
+        at += n;
+    }
+    text [at] = 0;
+    free (m->content);
+    free (m->images);
+    m->content = text;
+    m->content_len = at;
+    m->images = NULL;
+    m->nimages = 0;
+    return 0;
+}
+
 static int
 s_apply_elide (sb_context_t *ctx, size_t cut)
 {
     for (size_t i = 0; i < cut; i++) {
         s_msg_t *m = &ctx->msgs [i];
+        if (m->nimages && s_describe_images (m)) {
+            s_recount (ctx);
+            return -1;
+        }
         if (m->role != S_TOOL || m->content_len <= SB_CONTEXT_ELIDE_MIN)
             continue;
         size_t len;
@@ -261,7 +299,25 @@ s_encode_clipped (const s_msg_t *m, size_t clip, sb_enc_t *enc)
         sb_enc_kstr (enc, "call_id", m->call_id);
     if (content || m->role != S_ASSISTANT) {
         sb_enc_key (enc, "content");
-        sb_enc_strn (enc, content ? content : "", content ? len : 0);
+        if (m->nimages) {
+            //  The summary model reads what the images were, not them.
+            size_t dl = 0;
+            for (uint32_t k = 0; k < m->nimages; k++)
+                dl += 1 + strlen (m->images [k].desc);
+            char *t = malloc ((content ? len : 0) + dl + 1);
+            size_t at = 0;
+            if (t) {
+                if (content)
+                    memcpy (t, content, len);
+                at = content ? len : 0;
+                for (uint32_t k = 0; k < m->nimages; k++)
+                    at += (size_t) sprintf (t + at, "\n%s", m->images [k].desc);
+            }
+            sb_enc_strn (enc, t ? t : "", at);
+            free (t);
+        }
+        else
+            sb_enc_strn (enc, content ? content : "", content ? len : 0);
     }
     if (m->ncalls) {
         sb_enc_key (enc, "tool_calls");

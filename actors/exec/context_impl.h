@@ -29,6 +29,16 @@ typedef struct {
     bool answered;
 } s_call_t;
 
+//  An image of a user message: its blob, read when the request is
+//  encoded (sb_context_set_blob_loader), never held here.
+typedef struct {
+    char sha256 [65];
+    char mime [32];
+    uint64_t bytes;
+    uint64_t width, height;
+    char desc [200];            //  the line compaction leaves in its place
+} s_image_t;
+
 typedef struct {
     s_role_t role;
     uint64_t seq;               //  the tape entry that made it (a tool message: its result)
@@ -41,6 +51,8 @@ typedef struct {
     size_t state_len;
     uint32_t nstates;
     bool summary;               //  user: the summary of a compaction
+    s_image_t *images;          //  user: the prompt's images (what models are sent)
+    uint32_t nimages;
 } s_msg_t;
 
 struct sb_context {
@@ -62,12 +74,36 @@ struct sb_context {
     //  cut_after [k] and before cut_before [k] are skipped.
     uint64_t cut_after [SB_CONTEXT_CUTS_MAX], cut_before [SB_CONTEXT_CUTS_MAX];
     size_t ncuts;
+    sb_context_blob_fn *load_blob;
+    void *load_arg;
 };
 
 //  What each message and call costs beyond its strings: map keys and
 //  headers on the wire, and the synthetic answer a call may need.
 #define S_MSG_COST   48
 #define S_CALL_COST  (48 + sizeof SB_CONTEXT_INTERRUPTED)
+
+//  What an image costs against the budget, which stands for tokens
+//  (bytes / 4): a provider counts an image by its pixels, about one token
+//  for 750 of them (Anthropic's rule; OpenAI's tiles come near), not by
+//  its bytes. Its bytes are held apart (SB_CONTEXT_MAX_IMAGE_BYTES).
+static inline size_t
+s_image_cost (const s_image_t *im)
+{
+    uint64_t tokens = im->width * im->height / 750;
+    return 48 + 4 * (size_t) (tokens < 85 ? 85 : tokens);
+}
+
+//  The image bytes a context holds, all messages together.
+static inline uint64_t
+s_image_bytes (const sb_context_t *ctx)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < ctx->count; i++)
+        for (uint32_t k = 0; k < ctx->msgs [i].nimages; k++)
+            n += ctx->msgs [i].images [k].bytes;
+    return n;
+}
 
 //  Frees what a message holds (not the message itself).
 static inline void
@@ -83,6 +119,7 @@ s_msg_free (s_msg_t *m)
     free (m->content);
     free (m->call_id);
     free (m->state);
+    free (m->images);
 }
 
 //  Room for one more message; growing the array changes no message.

@@ -7,6 +7,7 @@
 #include "actors/exec/tools.h"
 #include "actors/exec/mcp.h"
 #include "actors/exec/stream.h"
+#include "actors/exec/blobs.h"
 
 /* llm.stream takes at most this many tools (schemas/types_llm.c) */
 #define SB_EXEC_MODEL_TOOLS_MAX 256
@@ -248,6 +249,7 @@ s_request (sb_exec_run_t *run)
     if (rt->model) sb_enc_kstr (e, "model", rt->model);
     s_encode_instructions (run, e);
     sb_enc_key (e, "messages");
+    sb_context_set_blob_loader (rt->context, sb_exec_blob_load, run);
     sb_context_encode (rt->context, e);
     sb_mcp_set_refresh (rt->mcp, run->cancel_fd);
     s_encode_tools (run, e);

@@ -23,11 +23,11 @@
 
 //  The tools auto allows: they read and never write or run anything the
 //  model chose (grep and git run fixed programs on fixed argv).
-static const char *s_read_only [] = { "read_file", "list_dir", "grep", "git_status", "git_diff" };
+static const char *s_read_only [] = { "read_file", "list_dir", "grep", "git_status", "git_diff", "view_image" };
 
 //  The tools whose match key is a path, and its argument.
 static const char *s_path_tools [] = {
-    "read_file", "write_file", "edit_file", "list_dir", "grep", "git_diff", "git_status"
+    "read_file", "write_file", "edit_file", "list_dir", "grep", "git_diff", "git_status", "view_image"
 };
 
 bool
@@ -290,7 +290,8 @@ sb_policy_exact_rule (const char *tool, const sb_policy_key_t *key, char *out, s
 static bool
 s_reads (const char *tool)
 {
-    return tool && (strcmp (tool, "grep") == 0 || strcmp (tool, "list_dir") == 0 || strcmp (tool, "git_diff") == 0);
+    return tool && (strcmp (tool, "grep") == 0 || strcmp (tool, "list_dir") == 0 || strcmp (tool, "git_diff") == 0
+                    || strcmp (tool, "view_image") == 0);
 }
 
 //  Whether a path is in a .git folder, at any depth.

@@ -37,6 +37,13 @@ static const sb_tool_def_t s_tools [] = {
           "\"description\":\"Seconds before the command is killed (default 120).\"}},"
       "\"required\":[\"command\"],\"additionalProperties\":false}",
       false },
+    { "view_image",
+      "Look at an image file in the workspace (PNG, JPEG, GIF or WebP, such as a screenshot "
+      "a test wrote): it is shown to you after this call's result.",
+      "{\"type\":\"object\",\"properties\":{"
+        "\"path\":{\"type\":\"string\",\"description\":\"Path relative to the workspace.\"}},"
+      "\"required\":[\"path\"],\"additionalProperties\":false}",
+      true },
     { "read_file",
       "Read a text file in the workspace. Returns up to `limit` lines starting at "
       "line `offset` (1-based), at most 64 KiB.",
@@ -284,6 +291,7 @@ sb_tool_result_clear (sb_tool_result_t *res)
     if (!res)
         return;
     free (res->output);
+    free (res->image);
     memset (res, 0, sizeof *res);
 }
 
@@ -392,6 +400,7 @@ static const struct {
     { "grep", sb_tool_grep },
     { "git_status", sb_tool_git_status },
     { "git_diff", sb_tool_git_diff },
+    { "view_image", sb_tool_view_image },
 };
 
 static int64_t

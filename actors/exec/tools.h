@@ -67,6 +67,11 @@ typedef struct {
     bool timed_out;
     bool cancelled;
     bool truncated;             //  output was cut (the text says so too)
+    //  view_image: the image for the model (owned), put in the blob store
+    //  and referenced by the tool.result entry (docs/images.md)
+    uint8_t *image;
+    size_t image_len;
+    char image_name [256];
 } sb_tool_result_t;
 
 //  The tool table; static, never freed. *n receives its length.

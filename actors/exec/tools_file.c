@@ -26,9 +26,9 @@
 
 
 //  Opens a resolved path for reading as a regular file, or explains why not.
-static int
-s_open_regular (const sb_tool_ctx_t *ctx, const char *resolved, const char *shown,
-                struct stat *st, sb_tool_result_t *res)
+int
+sb_tools_open_regular (const sb_tool_ctx_t *ctx, const char *resolved, const char *shown,
+                       struct stat *st, sb_tool_result_t *res)
 {
     //  O_NONBLOCK: a FIFO in the workspace must not hang the tool.
     int fd = sb_path_open (ctx->workspace, resolved, O_RDONLY | O_NONBLOCK, 0);
@@ -73,7 +73,7 @@ sb_tool_read_file (const sb_tool_ctx_t *ctx, json_t *args, sb_tool_result_t *res
         return -1;
     const char *shown = sb_path_relative (ctx->workspace, resolved);
     struct stat st;
-    int fd = s_open_regular (ctx, resolved, shown, &st, res);
+    int fd = sb_tools_open_regular (ctx, resolved, shown, &st, res);
     if (fd < 0)
         return -1;
 
@@ -304,7 +304,7 @@ sb_tool_edit_file (const sb_tool_ctx_t *ctx, json_t *args, sb_tool_result_t *res
         return -1;
     const char *shown = sb_path_relative (ctx->workspace, resolved);
     struct stat st;
-    int fd = s_open_regular (ctx, resolved, shown, &st, res);
+    int fd = sb_tools_open_regular (ctx, resolved, shown, &st, res);
     if (fd < 0)
         return -1;
     if (st.st_size > SB_TOOLS_EDIT_MAX) {

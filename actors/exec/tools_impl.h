@@ -64,6 +64,11 @@ bool sb_tools_arg_int (json_t *args, const char *name, json_int_t *out);
 //  refusal.
 int sb_tools_resolve (const sb_tool_ctx_t *ctx, const char *path, size_t len, bool for_write,
                       char *out, sb_tool_result_t *res);
+//  Opens a resolved path for reading, refusing what is not a regular file
+//  (and a symlink swapped in): the fd, or -1 with res filled.
+struct stat;
+int sb_tools_open_regular (const sb_tool_ctx_t *ctx, const char *resolved, const char *shown,
+                           struct stat *st, sb_tool_result_t *res);
 
 //  The default timeout of a process tool, in seconds.
 int sb_tools_timeout_default (const sb_tool_ctx_t *ctx);
@@ -79,5 +84,6 @@ int sb_tools_run_process (const sb_tool_ctx_t *ctx, const char *const *argv,
 typedef int (sb_tool_fn) (const sb_tool_ctx_t *ctx, json_t *args, sb_tool_result_t *res);
 sb_tool_fn sb_tool_shell, sb_tool_grep, sb_tool_git_status, sb_tool_git_diff;
 sb_tool_fn sb_tool_read_file, sb_tool_write_file, sb_tool_edit_file, sb_tool_list_dir;
+sb_tool_fn sb_tool_view_image;     //  actors/exec/tools_image.c
 
 #endif

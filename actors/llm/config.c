@@ -148,6 +148,18 @@ s_limits_from_json (json_t *o, uint64_t *window, uint64_t *output, char *err, si
     return 0;
 }
 
+bool
+sb_llm_model_takes_images (const sb_llm_provider_t *p, const char *model)
+{
+    if (p->demo || p->no_images)
+        return false;
+    const char *m = model && *model ? model : p->model;
+    for (int k = 0; k < p->nmodels; k++)
+        if (strcmp (p->models [k], m) == 0)
+            return !p->model_no_images [k];
+    return true;
+}
+
 /*  What is wrong with a providers file, in the form docs/llm.md promises:
     the file, the entry when there is one (its name, else its index), then
     err's own words ("bad provider configuration in FILE, entry NAME:
@@ -235,6 +247,7 @@ s_entries_from_json (sb_llm_config_t *cfg, json_t *list, char *entry, size_t ent
         s_copy (p->client_id, sizeof p->client_id, json_string_value (json_object_get (o, "client_id")));
         if ((rc = s_limits_from_json (o, &p->context_window, &p->max_output_tokens, err, errlen)))
             break;
+        p->no_images = json_is_false (json_object_get (o, "images"));
         if (json_object_get (o, "prices")
         &&  (rc = sb_price_from_json (json_object_get (o, "prices"), &p->price, err, errlen)))
             break;
@@ -255,6 +268,7 @@ s_entries_from_json (sb_llm_config_t *cfg, json_t *list, char *entry, size_t ent
             }
             int i = p->nmodels;
             s_copy (p->models [i], sizeof p->models [0], id);
+            p->model_no_images [i] = json_is_object (mv) && json_is_false (json_object_get (mv, "images"));
             if (json_is_object (mv)
             &&  (rc = s_limits_from_json (mv, &p->model_window [i], &p->model_output [i], err, errlen)))
                 break;

@@ -32,6 +32,8 @@ typedef struct {
     uint64_t model_window [SB_LLM_MAX_MODELS];  /* per model: context window (0: not set) */
     uint64_t model_output [SB_LLM_MAX_MODELS];  /* per model: max output tokens (0: not set) */
     sb_price_t model_price [SB_LLM_MAX_MODELS]; /* per model: "prices" (set false: not given) */
+    bool model_no_images [SB_LLM_MAX_MODELS];   /* per model: "images": false (docs/images.md) */
+    bool no_images;             /* "images": false: no model of this provider takes images */
     int nmodels;
     sb_price_t price;           /* "prices" of the provider: any model of it */
     uint64_t context_window;    /* for any model of this provider (0: not set) */
@@ -78,6 +80,11 @@ void sb_llm_model_limits (const sb_llm_config_t *cfg, const sb_llm_provider_t *p
     then the table of well-known models (usage.c). false: no price, so the
     call's cost is unknown. */
 bool sb_llm_model_price (const sb_llm_provider_t *p, const char *model, sb_price_t *out);
+
+/*  Whether `model` at provider p takes images: not when the providers
+    file says "images": false on the model's row, or on the provider's
+    (the demo model takes none: it reads only text). */
+bool sb_llm_model_takes_images (const sb_llm_provider_t *p, const char *model);
 
 /*  Builds the configuration. kind: --llm (NULL: demo unless --providers),
     url: --llm-url, model: --model, file: --providers. Reads keys from the

@@ -10,6 +10,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -139,6 +140,22 @@ sb_provider_utf8_seq (const unsigned char *s, size_t n)
     ||  (cp >= 0xD800 && cp <= 0xDFFF))
         return 0;
     return len;
+}
+
+json_t *
+sb_provider_image_url (const sb_llm_image_t *im, bool data_url)
+{
+    size_t b64 = sodium_base64_ENCODED_LEN (im->len, sodium_base64_VARIANT_ORIGINAL);
+    size_t pre = data_url ? strlen (im->mime) + 13 : 0;
+    char *s = malloc (pre + b64);
+    if (!s)
+        return NULL;
+    if (data_url)
+        snprintf (s, pre + 1, "data:%s;base64,", im->mime);
+    sodium_bin2base64 (s + pre, b64, im->data, im->len, sodium_base64_VARIANT_ORIGINAL);
+    json_t *str = json_stringn_nocheck (s, strlen (s));
+    free (s);
+    return str;
 }
 
 json_t *

@@ -59,9 +59,18 @@ typedef struct {
     const char *arguments;          // JSON text; NULL or "" means {}
 } sb_llm_tool_call_t;
 
+//  An image of a user message: its type and bytes (borrowed).
+typedef struct {
+    const char *mime;               // image/png, image/jpeg, image/gif, image/webp
+    const uint8_t *data;
+    size_t len;
+} sb_llm_image_t;
+
 typedef struct {
     sb_llm_role_t role;
     const char *content;            // may be NULL
+    const sb_llm_image_t *images;   // user only: each provider sends them in its own form
+    size_t image_count;
     const sb_llm_tool_call_t *tool_calls;   // assistant only
     size_t tool_call_count;
     const char *call_id;            // tool only: the call this output answers

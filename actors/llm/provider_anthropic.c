@@ -193,7 +193,16 @@ sb_provider_anthropic_body (const sb_llm_request_t *req, char *err, size_t errle
         int rc = 0;
         switch (msg->role) {
             case SB_LLM_ROLE_USER:
-                if (msg->content && *msg->content)
+                //  Images first, as image blocks with a base64 source (the
+                //  order Anthropic's guide recommends), then the text.
+                for (size_t k = 0; !rc && k < msg->image_count; k++) {
+                    json_t *data = sb_provider_image_url (&msg->images [k], false);
+                    json_t *block = data ? json_pack ("{s:s, s:{s:s, s:s, s:o}}", "type", "image", "source", "type",
+                                                      "base64", "media_type", msg->images [k].mime, "data", data)
+                                         : NULL;
+                    rc = s_add_user_block (messages, block, false);
+                }
+                if (!rc && msg->content && *msg->content)
                     rc = s_add_user_block (messages, s_text_block (msg->content), false);
                 break;
             case SB_LLM_ROLE_ASSISTANT:

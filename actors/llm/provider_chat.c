@@ -69,7 +69,23 @@ sb_provider_chat_body (const sb_llm_request_t *req, char *err, size_t errlen)
         json_t *out = NULL;
         switch (msg->role) {
             case SB_LLM_ROLE_USER:
-                out = json_pack ("{s:s, s:o}", "role", "user", "content", sb_provider_jtext (msg->content));
+                if (!msg->image_count) {
+                    out = json_pack ("{s:s, s:o}", "role", "user", "content", sb_provider_jtext (msg->content));
+                    break;
+                }
+                //  With images the content is an array of parts: the text,
+                //  then one image_url part per image, its url a data URL.
+                out = json_pack ("{s:s, s:[{s:s, s:o}]}", "role", "user", "content", "type", "text", "text",
+                                 sb_provider_jtext (msg->content));
+                for (size_t k = 0; out && k < msg->image_count; k++) {
+                    json_t *url = sb_provider_image_url (&msg->images [k], true);
+                    json_t *part = url ? json_pack ("{s:s, s:{s:o}}", "type", "image_url", "image_url", "url", url)
+                                       : NULL;
+                    if (!part || json_array_append_new (json_object_get (out, "content"), part)) {
+                        json_decref (out);
+                        out = NULL;
+                    }
+                }
                 break;
             case SB_LLM_ROLE_ASSISTANT:
                 out = s_assistant (msg);

@@ -129,6 +129,10 @@ int64_t sb_provider_jint (json_t *obj, const char *key);            // 0 unless 
 int64_t sb_provider_jcount (json_t *obj, const char *key);          // a token count; -1 when absent (unknown)
 //  A JSON string from C text; invalid UTF-8 becomes U+FFFD, since tool
 //  output is whatever a command printed. NULL only when out of memory.
+//  The image as a data URL, "data:MIME;base64,...", for Responses'
+//  input_image and Chat Completions' image_url; or its bare base64, for
+//  Anthropic's source. A JSON string; NULL when out of memory.
+json_t *sb_provider_image_url (const sb_llm_image_t *im, bool data_url);
 json_t *sb_provider_jtext (const char *s);
 //  Parses JSON text that must be an object (or any value when any is true).
 //  Returns a new reference, or NULL with err "<what>: <reason>".

@@ -78,6 +78,16 @@ sb_provider_responses_body (const sb_llm_request_t *req, bool codex, char *err, 
         switch (msg->role) {
             case SB_LLM_ROLE_USER:
                 item = s_message_item ("user", "input_text", msg->content);
+                //  Images follow the text as input_image parts, each a
+                //  data URL (the Responses API's inline form).
+                for (size_t k = 0; item && k < msg->image_count; k++) {
+                    json_t *url = sb_provider_image_url (&msg->images [k], true);
+                    json_t *part = url ? json_pack ("{s:s, s:o}", "type", "input_image", "image_url", url) : NULL;
+                    if (!part || json_array_append_new (json_object_get (item, "content"), part)) {
+                        json_decref (item);
+                        item = NULL;
+                    }
+                }
                 if (!item || json_array_append_new (input, item))
                     goto nomem;
                 break;

@@ -1,6 +1,7 @@
 /*  actors/llm/request.c — an llm.stream body (schemas/types_llm.c) turned
     into the provider's HTTP request body. */
 #include "actors/llm/llm_impl.h"
+#include "common/blob.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -19,12 +20,24 @@ sb_llm_build_request (self_t *self, const sb_val_t *body, job_t *job, char *err,
         ncalls += calls ? calls->len : 0;
     }
     sb_llm_tool_call_t *calls_mem = calloc (ncalls ? ncalls : 1, sizeof *calls_mem);
+    size_t nimages = 0;
+    for (size_t k = 0; k < nm; k++) {
+        const sb_val_t *ims = sb_get_array (sb_array_at (msgs, (uint32_t) k), "images");
+        nimages += ims ? ims->len : 0;
+    }
+    sb_llm_image_t *images_mem = calloc (nimages ? nimages : 1, sizeof *images_mem);
     int rc = -1;
-    if (!m || !t || !calls_mem) {
+    if (nimages && !sb_llm_model_takes_images (job->prov, job->model)) {
+        snprintf (err, errlen, "model %s of provider %s does not take images (the providers file says "
+                  "\"images\": false, or it is the demo model); send the prompt without them, or choose another model",
+                  job->model [0] ? job->model : job->prov->model, job->prov->name);
+        goto done;
+    }
+    if (!m || !t || !calls_mem || !images_mem) {
         snprintf (err, errlen, "out of memory");
         goto done;
     }
-    size_t used = 0;
+    size_t used = 0, used_images = 0;
     for (size_t k = 0; k < nm; k++) {
         const sb_val_t *v = sb_array_at (msgs, (uint32_t) k);
         //  the schema's ENUM row took only these names; the check stays
@@ -37,6 +50,21 @@ sb_llm_build_request (self_t *self, const sb_val_t *body, job_t *job, char *err,
         m [k].content = sb_get_str (v, "content");
         m [k].call_id = sb_get_str (v, "call_id");
         m [k].reasoning_state = sb_get_str (v, "reasoning_state");
+        const sb_val_t *ims = sb_get_array (v, "images");
+        if (ims && ims->len && m [k].role == SB_LLM_ROLE_USER) {
+            m [k].images = &images_mem [used_images];
+            m [k].image_count = ims->len;
+            for (uint32_t i = 0; i < ims->len; i++, used_images++) {
+                const sb_val_t *iv = sb_array_at (ims, i);
+                sb_llm_image_t *im = &images_mem [used_images];
+                im->mime = sb_get_str (iv, "mime");
+                im->data = (const uint8_t *) sb_get_bin (iv, "data", &im->len);
+                if (!sb_blob_is_image (im->mime) || !im->data) {
+                    snprintf (err, errlen, "messages[%zu].images[%u]: mime must be an image type, with data", k, i);
+                    goto done;
+                }
+            }
+        }
         const sb_val_t *calls = sb_get_array (v, "tool_calls");
         if (calls && calls->len) {
             m [k].tool_calls = &calls_mem [used];
@@ -79,6 +107,7 @@ done:
     free (m);
     free (t);
     free (calls_mem);
+    free (images_mem);
     return rc;
 }
 

@@ -40,6 +40,7 @@ typedef struct {
     run_t *run;
     bool is_new;
     const char *prompt;         /* also append a `prompt` entry first */
+    const sb_val_t *images;     /* with these images (run.request's, checked by the session service) */
     bool status_changed;
     bool new_fence;             /* give the run the session's next fence */
     uint64_t outbox_n;
@@ -146,6 +147,10 @@ s_write (write_ctx_t *w)
             sb_enc_key (e, "body");
             sb_enc_map_open (e);
             sb_enc_kstr (e, "text", w->prompt);
+            if (w->images && w->images->len) {
+                sb_enc_key (e, "images");
+                sb_enc_val (e, w->images);
+            }
             sb_enc_map_close (e);
             sb_enc_map_close (e);
         }
@@ -267,12 +272,12 @@ sb_run_outbox_drain (self_t *self)
 /*  Persists a run change (and its tape entry when the status changed),
     then flushes the outbox. Returns 0 or a store error. */
 static int
-s_save_with (self_t *self, run_t *r, bool is_new, bool status_changed, const char *prompt,
+s_save_with (self_t *self, run_t *r, bool is_new, bool status_changed, const char *prompt, const sb_val_t *images,
              bool new_fence)
 {
     r->updated_at = sb_now_ms ();
     write_ctx_t w = { .self = self, .run = r, .is_new = is_new, .status_changed = status_changed,
-                      .prompt = prompt, .new_fence = new_fence };
+                      .prompt = prompt, .images = images, .new_fence = new_fence };
     int rc = s_write (&w);
     if (rc) {
         sb_error (ACTOR, "cannot save run %s: %s", r->run_id, sb_store_strerror (rc));
@@ -291,14 +296,22 @@ s_save_with (self_t *self, run_t *r, bool is_new, bool status_changed, const cha
 int
 sb_run_save (self_t *self, run_t *r, bool is_new, bool status_changed, const char *prompt)
 {
-    return s_save_with (self, r, is_new, status_changed, prompt, false);
+    return s_save_with (self, r, is_new, status_changed, prompt, NULL, false);
+}
+
+/*  A new run with its prompt entry, which references the prompt's images
+    (docs/images.md). */
+int
+sb_run_save_prompt (self_t *self, run_t *r, const char *prompt, const sb_val_t *images)
+{
+    return s_save_with (self, r, true, true, prompt, images, false);
 }
 
 /*  Gives the run its session's next fence, persisted with it. */
 int
 sb_run_save_new_fence (self_t *self, run_t *r)
 {
-    return s_save_with (self, r, false, false, NULL, true);
+    return s_save_with (self, r, false, false, NULL, NULL, true);
 }
 
 sb_err_t

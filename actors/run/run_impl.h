@@ -260,6 +260,7 @@ int sb_run_active_run (self_t *self, const char *session_id, char *out);
 /*  Persists a run change (and its tape entry when the status changed),
     then flushes the outbox. Returns 0 or a store error. */
 int sb_run_save (self_t *self, run_t *r, bool is_new, bool status_changed, const char *prompt);
+int sb_run_save_prompt (self_t *self, run_t *r, const char *prompt, const sb_val_t *images);
 /*  Gives the run its session's next fence, persisted with it. */
 int sb_run_save_new_fence (self_t *self, run_t *r);
 /*  Moves the run to `status` in memory when the transition table

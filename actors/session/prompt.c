@@ -24,6 +24,7 @@
     While either is in flight for a session, that session counts as busy
     (self->starting). */
 #include "actors/session/session_impl.h"
+#include "common/blob_ref.h"
 
 #include <string.h>
 
@@ -66,7 +67,7 @@ sb_session_forwards_new (void)
 //  and the session as starting. False when it cannot be sent (f is the
 //  caller's still).
 static bool
-s_send (self_t *self, forward_t *f, const char *text, const char *policy, const char *cmd)
+s_send (self_t *self, forward_t *f, const char *text, const sb_val_t *images, const char *policy, const char *cmd)
 {
     sb_enc_t *e = sb_enc_new ();
     if (!e)
@@ -74,6 +75,14 @@ s_send (self_t *self, forward_t *f, const char *text, const char *policy, const 
     sb_enc_map_open (e);
     sb_enc_kstr (e, "session_id", f->sid);
     sb_enc_kstr (e, "input", text);
+    //  Checked when the prompt was taken; a blob cannot have gone since,
+    //  as only a delete of this session drops what it holds.
+    char err [512];
+    if (sb_blob_encode_images (e, self->blob_dir, f->sid, images, err, sizeof err)) {
+        sb_warn (ACTOR, "prompt images session=%s error=\"%s\"", f->sid, err);
+        sb_enc_destroy (&e);
+        return false;
+    }
     sb_enc_kstr_opt (e, "approval_policy", policy);
     sb_enc_kstr_opt (e, "command_id", cmd);
     sb_enc_map_close (e);
@@ -87,6 +96,26 @@ s_send (self_t *self, forward_t *f, const char *text, const char *policy, const 
     zhashx_update (self->forwards, f->id, f);
     zhashx_update (self->starting, f->sid, f);
     return true;
+}
+
+/*  Refuses (invalid) a session.prompt whose images the session does not
+    hold, are not images, or cannot be sent to a model (common/blob_ref.h). */
+void
+sb_session_prompt_check_images (self_t *self, req_t *req)
+{
+    const sb_val_t *images = sb_get (req->msg->body, "images");
+    if (!images || !images->len)
+        return;
+    sb_enc_t *e = sb_enc_new ();
+    if (!e) {
+        sb_session_fail (req, SB_E_internal, "out of memory");
+        return;
+    }
+    char err [512];
+    sb_enc_map_open (e);
+    if (sb_blob_encode_images (e, self->blob_dir, req->sid, images, err, sizeof err))
+        sb_session_fail (req, SB_E_invalid, "%s", err);
+    sb_enc_destroy (&e);
 }
 
 void
@@ -109,7 +138,7 @@ sb_session_prompt_forward (self_t *self, req_t *req)
     req->msg = NULL;
     const sb_val_t *b = msg->body;
     //  The retry of a prompt is the retry of its run request.
-    if (!s_send (self, f, sb_get_str (b, "text"), sb_get_str (b, "approval_policy"), req->cmd)) {
+    if (!s_send (self, f, sb_get_str (b, "text"), sb_get (b, "images"), sb_get_str (b, "approval_policy"), req->cmd)) {
         sb_bus_error (self->bus, msg, SB_E_unavailable, "cannot reach the run coordinator");
         s_forward_free ((void **) &f);
     }
@@ -127,7 +156,7 @@ sb_session_prompt_start (self_t *self, const char *sid, const char *prompt_id, c
     snprintf (f->prompt_id, sizeof f->prompt_id, "%s", prompt_id);
     char cmd [64];
     snprintf (cmd, sizeof cmd, "queue:%s", prompt_id);
-    if (!s_send (self, f, text, policy, cmd)) {
+    if (!s_send (self, f, text, NULL, policy, cmd)) {
         s_forward_free ((void **) &f);
         return false;
     }

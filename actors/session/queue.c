@@ -194,6 +194,8 @@ sb_session_queue_prepare_prompt (self_t *self, req_t *req)
     else
     if (!s_clean (b, "text"))
         sb_session_fail (req, SB_E_invalid, "text must not contain NUL bytes");
+    else
+        sb_session_prompt_check_images (self, req);
 }
 
 void
@@ -284,6 +286,14 @@ sb_session_queue_write_prompt (self_t *self, sb_txn_t *txn, req_t *req)
     //  coordinator answers it with the same run.
     if (!req->q_force_busy && req->cmd && sb_session_prompt_in_flight (self, req->sid, req->cmd)) {
         req->q_forward = true;
+        return;
+    }
+    //  Images ride on the run's request only (actors/session/prompt.c):
+    //  the queue and steers keep text.
+    const sb_val_t *images = sb_get (b, "images");
+    if (images && images->len) {
+        sb_session_fail (req, SB_E_conflict, "session %s is busy: a prompt with images must start its run "
+                         "(it cannot be queued or steered yet); send it when the session is idle", req->sid);
         return;
     }
     const sb_val_t *textv = sb_get (b, "text");

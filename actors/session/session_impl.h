@@ -175,6 +175,7 @@ typedef struct self {
     uint64_t command_ttl_ms;
     uint64_t tape_quota;        //  bytes of tape one session may hold
     char data_dir [4096];       //  DATA: its checkpoints/ folder is a fork's and a delete's to use
+    char blob_dir [4200];       //  DATA/blobs: the images a prompt names (common/blob_ref.h)
 
     //  The current drain
     uint64_t now;               //  its timestamp: every entry's ts
@@ -440,6 +441,7 @@ zhashx_t *sb_session_forwards_new (void);
 //  After the commit: sends run.request for a prompt the drain decided to
 //  start; takes req->msg.
 void sb_session_prompt_forward (self_t *self, req_t *req);
+void sb_session_prompt_check_images (self_t *self, req_t *req);
 //  Sends run.request for the queue's next prompt (command_id derived from
 //  prompt_id). False when it could not be sent.
 bool sb_session_prompt_start (self_t *self, const char *sid, const char *prompt_id, const char *text,

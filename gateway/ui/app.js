@@ -22,6 +22,7 @@ import { McpConnect } from './mcp.js';
 import { budgetLine } from './budget.js';
 import { Rewinder } from './rewind.js';
 import { CheckpointDiff } from './ckdiff.js';
+import { ImageTray } from './images.js';
 
 const NARROW = window.matchMedia ('(max-width: 800px)');
 const MEDIUM = window.matchMedia ('(max-width: 1200px)');
@@ -486,7 +487,7 @@ class App {
     const text = input.value.trim ();
     if (!text || !this.current)
       return;
-    const body = { session_id: this.current, text,
+    const body = { session_id: this.current, text, images: this.images && this.images.pending (),
                    command_id: 'ui-' + Date.now ().toString (36) + Math.random ().toString (36).slice (2, 10) };
     if (this._activeRun () || mode === 'steer')
       body.mode = mode || 'queue';
@@ -495,6 +496,8 @@ class App {
     try {
       const r = await this.conn.call ('session.prompt', body);
       input.value = '';
+      if (this.images)
+        this.images.clear ();
       if (r.run_id)
         this.transcript.activeRun = this.transcript.activeRun || r.run_id;
       this._composerState ();
@@ -683,6 +686,7 @@ class App {
     });
 
     const input = $('composer-input');
+    this.images = new ImageTray ($('composer'), input, () => this.current, (e) => this.error (e));
     input.addEventListener ('keydown', (e) => {
       if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
         e.preventDefault ();

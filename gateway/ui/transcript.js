@@ -8,6 +8,7 @@
 // the ones off screen. Every kind has a rendering; a kind this file does
 // not know is shown as a generic collapsible entry, never dropped.
 
+import { promptImages } from './images.js';
 import { el, append, clear, fmtTokens, fmtDuration, fmtTime, shortId, cut, parseJson } from './dom.js';
 import { renderMarkdown } from './markdown.js';
 import { renderDiff, diffFromCall } from './diff.js';
@@ -540,7 +541,7 @@ export class Transcript {
   // ---- prompts and the queue ----------------------------------------
 
   _prompt (ev, body) {
-    const node = this._add (ev, el ('div.user', el ('div.bubble', body.text || '')));
+    const node = this._add (ev, el ('div.user', el ('div.bubble', body.text || '', promptImages (ev.session_id, body.images))));
     this.history.onPrompt (ev, node);
   }
 

@@ -1134,3 +1134,106 @@ Test (context, cuts_skip_the_entries_they_hold)
     sb_context_destroy (&ctx);
     s_no_leak ();
 }
+
+//  ---------------------------------------------------------------------------
+//  Images (docs/images.md)
+
+//  A prompt entry with one image reference (its `sent` copy when sent).
+static int
+s_image_prompt (sb_context_t *ctx, uint64_t seq, const char *text, const char *sha, const char *sent)
+{
+    sb_enc_t *enc = sb_enc_new ();
+    sb_enc_map_open (enc);
+    sb_enc_kstr (enc, "session_id", "01SESSION");
+    sb_enc_kuint (enc, "seq", seq);
+    sb_enc_kuint (enc, "ts", 1700000000000ull + seq);
+    sb_enc_kstr (enc, "kind", "prompt");
+    sb_enc_key (enc, "body");
+    sb_enc_map_open (enc);
+    sb_enc_kstr (enc, "text", text);
+    sb_enc_key (enc, "images");
+    sb_enc_array_open (enc);
+    sb_enc_map_open (enc);
+    sb_enc_kstr (enc, "sha256", sha);
+    sb_enc_kstr (enc, "mime", "image/png");
+    sb_enc_kuint (enc, "bytes", 3000000);
+    sb_enc_kuint (enc, "width", 4000);
+    sb_enc_kuint (enc, "height", 3000);
+    sb_enc_kstr (enc, "name", "shot.png");
+    if (sent) {
+        sb_enc_key (enc, "sent");
+        sb_enc_map_open (enc);
+        sb_enc_kstr (enc, "sha256", sent);
+        sb_enc_kstr (enc, "mime", "image/jpeg");
+        sb_enc_kuint (enc, "bytes", 5);
+        sb_enc_kuint (enc, "width", 2048);
+        sb_enc_kuint (enc, "height", 1536);
+        sb_enc_map_close (enc);
+    }
+    sb_enc_map_close (enc);
+    sb_enc_array_close (enc);
+    sb_enc_map_close (enc);
+    sb_enc_map_close (enc);
+    size_t len;
+    const uint8_t *data = sb_enc_data (enc, &len);
+    sb_verr_t err;
+    sb_doc_t *doc = sb_decode (data, len, NULL, 0, &err);
+    cr_assert (doc, "decode: %s", err.message);
+    sb_enc_destroy (&enc);
+    int rc = sb_context_add (ctx, sb_doc_root (doc));
+    sb_doc_destroy (&doc);
+    return rc;
+}
+
+//  The loader: "JPEG!" for the blob "s...", nothing for any other.
+static uint8_t *
+s_load (void *arg, const char *sha256, size_t *len)
+{
+    (*(int *) arg)++;
+    if (sha256 [0] != 's')
+        return NULL;
+    uint8_t *d = malloc (5);
+    memcpy (d, "JPEG!", 5);
+    *len = 5;
+    return d;
+}
+
+Test (context, images_sent_copy_loaded_and_described_by_compaction)
+{
+    sb_context_t *ctx = sb_context_new ();
+    int loads = 0;
+    sb_context_set_blob_loader (ctx, s_load, &loads);
+    cr_assert_eq (s_image_prompt (ctx, 1, "look", "o1", "s1"), 0);
+    //  an image counts by its pixels, not its 3 MB
+    cr_assert_lt (sb_context_bytes (ctx), 100000);
+    cr_assert_eq (s_feed (ctx, 2, "text.done", "text", "a cat", NULL), 0);
+    cr_assert_eq (s_image_prompt (ctx, 3, "and this", "o2", NULL), 0);
+    const sb_val_t *msgs;
+    sb_doc_t *doc = s_decode (ctx, &msgs);
+    cr_assert_eq (msgs->len, 3);
+    //  the sent copy is what goes, with its bytes
+    const sb_val_t *im = sb_array_at (sb_get_array (s_msg (msgs, 0), "images"), 0);
+    cr_assert_str_eq (sb_get_str (im, "mime"), "image/jpeg");
+    cr_assert_str_eq (sb_get_str (im, "sha256"), "s1");
+    size_t dlen;
+    const char *d = sb_get_bin (im, "data", &dlen);
+    cr_assert (d && dlen == 5 && memcmp (d, "JPEG!", 5) == 0);
+    cr_assert_str_eq (sb_get_str (s_msg (msgs, 0), "content"), "look");
+    //  one the loader cannot read is left out, and the text says so
+    cr_assert_null (sb_get_array (s_msg (msgs, 2), "images"));
+    cr_assert (strstr (sb_get_str (s_msg (msgs, 2), "content"), "could not be read"));
+    sb_doc_destroy (&doc);
+    //  compaction: the old image gives way to a line that keeps its hash
+    cr_assert_eq (s_compacted (ctx, 4, 2, "elide", NULL), 0);
+    doc = s_decode (ctx, &msgs);
+    cr_assert_null (sb_get_array (s_msg (msgs, 0), "images"));
+    const char *line = sb_get_str (s_msg (msgs, 0), "content");
+    cr_assert (strstr (line, "look\n[image shot.png: image/png 4000x3000, 3000000 bytes, sha256 o1]"), "%s", line);
+    //  the newest prompt keeps its image: still asked of the loader, not
+    //  described
+    const char *newest = sb_get_str (s_msg (msgs, 2), "content");
+    cr_assert (strstr (newest, "could not be read") && !strstr (newest, "[image shot.png"), "%s", newest);
+    sb_doc_destroy (&doc);
+    sb_context_destroy (&ctx);
+    s_no_leak ();
+}

@@ -31,6 +31,7 @@ static const actor_t s_actors [] = {
     { "hooks", sb_hooks_dispatch, NULL },
     { "interact", sb_interact_dispatch, NULL },
     { "echo", sb_echo_dispatch, NULL },
+    { "blob", sb_blob_dispatch, NULL },
 };
 #define NACTORS (sizeof s_actors / sizeof s_actors [0])
 

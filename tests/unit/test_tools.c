@@ -662,12 +662,16 @@ Test (tools, validates_arguments)
 
     size_t n;
     const sb_tool_def_t *defs = sb_tools_list (&n);
-    cr_assert_eq (n, 8);
+    cr_assert_eq (n, 9);
     for (size_t i = 0; i < n; i++) {
         cr_assert (defs [i].parameters [0] == '{');
         cr_assert_not_null (sb_tools_find (defs [i].name));
     }
     cr_assert (sb_tools_find ("read_file")->read_only);
+    cr_assert (sb_tools_find ("view_image")->read_only);
+    //  view_image: read_file's confinement, and images only
+    s_expect_refused (s_run ("view_image", "{\"path\":\"../../etc/passwd\"}"), "path escapes the workspace");
+    s_expect_refused (s_run ("view_image", "{}"), "missing required argument \"path\"");
     cr_assert_not (sb_tools_find ("shell")->read_only);
     cr_assert_null (sb_tools_find ("nope"));
 }

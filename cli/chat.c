@@ -323,11 +323,11 @@ s_resolve (chat_t *c, const char *decision, const char *scope, const char *feedb
     char cmd [40], ulid [SB_ULID_LEN + 1];
     sb_ulid_new (ulid);
     snprintf (cmd, sizeof cmd, "chat-%s", ulid);
-    sb_msg_t *reply = sb_interaction_resolve (c->bus, a.id, decision, scope, feedback, c->who, cmd, 0);
+    sb_msg_t *reply = sb_interaction_resolve (c->bus, a.id, decision, scope, feedback, c->who, cmd, 0, NULL, NULL);
     /* a retry under the same command_id is safe: the first answer's
        reply comes back if it was taken */
     if (!reply)
-        reply = sb_interaction_resolve (c->bus, a.id, decision, scope, feedback, c->who, cmd, 0);
+        reply = sb_interaction_resolve (c->bus, a.id, decision, scope, feedback, c->who, cmd, 0, NULL, NULL);
     c->want_feedback = false;
     if (!reply) {
         s_say (c, "no reply to interact.resolve: is the server running? (answer again)");

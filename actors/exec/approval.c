@@ -265,12 +265,16 @@ s_outcome_take (sb_exec_answer_t *o, const sb_val_t *m)
     const char *fb = sb_get_str (m, "feedback");
     o->feedback = fb && *fb ? strdup (fb) : NULL;
     o->raise = sb_get_uint (m, "raise", 0);
+    snprintf (o->action, sizeof o->action, "%s", sb_get_str (m, "action") ? sb_get_str (m, "action") : "");
+    free (o->content);
+    o->content = sb_get_str (m, "content") ? strdup (sb_get_str (m, "content")) : NULL;
 }
 
 void
 sb_exec_answer_clear (sb_exec_answer_t *a)
 {
     free (a->feedback);
+    free (a->content);
     memset (a, 0, sizeof *a);
 }
 

@@ -42,6 +42,8 @@ typedef struct {
     char resolved_by [129];
     char *feedback;             //  owned, or NULL
     uint64_t raise;             //  a budget question's raise; 0: none asked
+    char action [16];           //  an elicitation's: accept | decline | cancel
+    char *content;              //  an elicitation accepted: its values (JSON), owned, or NULL
     sb_err_t code;              //  SB_ASK_FAILED: the request's error
     char error [256];
 } sb_exec_answer_t;

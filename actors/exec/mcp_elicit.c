@@ -51,7 +51,8 @@ sb_mcp_elicit_answer (json_t *m, const char *server)
         snprintf (msg, sizeof msg, "elicitation/create: %s", err);
         return s_error (id, -32602, msg);
     }
-    char *text = json_dumps (schema, JSON_COMPACT | JSON_SORT_KEYS);
+    //  in the server's order: the person sees the fields as it listed them
+    char *text = json_dumps (schema, JSON_COMPACT);
     char *given = NULL;
     sb_mcp_elicit_action_t action = text ? s_elicitor (s_elicitor_arg, server, json_string_value (message), text,
                                                        &given) : SB_MCP_ELICIT_CANCEL;

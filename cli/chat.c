@@ -31,6 +31,7 @@
 #include "schemas/vocab.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <getopt.h>
 #include <limits.h>
 #include <poll.h>
@@ -64,7 +65,18 @@ typedef struct {
     char tool [65];
     bool budget;                /* a budget question, not a tool call's */
     bool asked;                 /* the question is on the screen */
+    char *schema;               /* an MCP server's elicitation: its schema (heap), asked field by field */
 } asked_t;
+
+/*  The elicitation being asked (asked [0]): its fields, the one on the
+    input line, and the values typed so far. */
+typedef struct {
+    json_t *schema;
+    json_t *content;
+    const char **names;         /* the fields, in the server's order */
+    size_t n, k;
+    char prompt [256];
+} form_t;
 
 typedef struct {
     sb_bus_t *bus;
@@ -81,6 +93,7 @@ typedef struct {
     int nasked;
     char answered [ANSWERED_MAX][40];
     int nanswered;
+    form_t form;                /* when asked [0] is an elicitation */
     bool want_feedback;         /* the next line is the feedback of a rejection */
     bool command_line;          /* '/' typed at the question: a line, not a key */
     bool status_open;           /* the run's status line waits for its next status */
@@ -188,13 +201,14 @@ static void
 s_update_prompt (chat_t *c)
 {
     bool asking = c->nasked && c->asked [0].asked;
-    const char *p = c->want_feedback ? PROMPT_FEEDBACK
+    bool form = asking && c->asked [0].schema && c->form.schema;
+    const char *p = form ? c->form.prompt : c->want_feedback ? PROMPT_FEEDBACK
                   : asking ? (c->asked [0].budget ? PROMPT_BUDGET : PROMPT_CHOICES)
                   : c->run [0] ? PROMPT_RUNNING : PROMPT_IDLE;
     if (!asking)
         c->command_line = false;
     sb_screen_prompt (c->screen, p);
-    if (asking && !c->want_feedback && !c->command_line)
+    if (asking && !form && !c->want_feedback && !c->command_line)
         sb_screen_keys (c->screen, s_on_key, c);
     else
         sb_screen_lines (c->screen, NULL);
@@ -242,8 +256,20 @@ s_remember_answer (chat_t *c, const char *id)
 }
 
 static void
+s_form_end (chat_t *c)
+{
+    json_decref (c->form.schema);
+    json_decref (c->form.content);
+    free (c->form.names);
+    memset (&c->form, 0, sizeof c->form);
+}
+
+static void
 s_drop_asked (chat_t *c, int k)
 {
+    free (c->asked [k].schema);
+    if (k == 0)
+        s_form_end (c);
     memmove (&c->asked [k], &c->asked [k + 1], (size_t) (c->nasked - k - 1) * sizeof c->asked [0]);
     c->nasked--;
     if (k == 0)
@@ -251,12 +277,53 @@ s_drop_asked (chat_t *c, int k)
 }
 
 /*  Puts the first waiting approval's question on the input line. */
+/*  The input line's prompt for field k of the form: its name, type,
+    choices and default. */
+static void
+s_form_prompt (chat_t *c)
+{
+    form_t *f = &c->form;
+    json_t *p = json_object_get (json_object_get (f->schema, "properties"), f->names [f->k]);
+    json_t *def = json_object_get (p, "default");
+    char *d = def ? json_dumps (def, JSON_ENCODE_ANY) : NULL;
+    char *choices = json_object_get (p, "enum") ? json_dumps (json_object_get (p, "enum"), JSON_COMPACT) : NULL;
+    snprintf (f->prompt, sizeof f->prompt, "%s (%s%s%s%s%s) > ", f->names [f->k],
+              json_string_value (json_object_get (p, "type")), choices ? " of " : "", choices ? choices : "",
+              d ? ", Enter: " : "", d ? d : "");
+    free (d);
+    free (choices);
+}
+
+/*  Starts asking the elicitation asked [0] field by field. */
+static void
+s_form_begin (chat_t *c)
+{
+    s_form_end (c);
+    form_t *f = &c->form;
+    f->schema = json_loads (c->asked [0].schema, 0, NULL);
+    f->content = json_object ();
+    json_t *props = json_object_get (f->schema, "properties");
+    f->names = calloc (json_object_size (props) + 1, sizeof *f->names);
+    const char *name;
+    json_t *p;
+    json_object_foreach (props, name, p)
+        f->names [f->n++] = name;
+    if (!f->schema || !f->content || !f->names || f->n == 0) {
+        s_form_end (c);
+        return;
+    }
+    s_say (c, "answer field by field (Enter takes the default; /decline or /cancel answers the server so)");
+    s_form_prompt (c);
+}
+
 static void
 s_ask_next (chat_t *c)
 {
     if (c->nasked && !c->asked [0].asked) {
         c->asked [0].asked = true;
         sb_screen_clear_input (c->screen);
+        if (c->asked [0].schema)
+            s_form_begin (c);
     }
     s_update_prompt (c);
 }
@@ -280,7 +347,8 @@ s_on_requested (chat_t *c, const sb_val_t *body)
     FILE *out = sb_screen_out (c->screen);
     bool color = sb_screen_color (c->screen);
     fprintf (out, "%s%s%s  %s (%s)\n", color ? "\033[1m" : "",
-             sb_interaction_is_budget (body) ? "budget reached" : "approval needed", color ? "\033[0m" : "", id, when);
+             sb_interaction_is_budget (body) ? "budget reached" : sb_interaction_is_elicitation (body)
+             ? "question from an MCP server" : "approval needed", color ? "\033[0m" : "", id, when);
     sb_interaction_print_call (out, body);
     sb_screen_flush (c->screen);
     if (c->nasked < ASKED_MAX) {
@@ -289,6 +357,8 @@ s_on_requested (chat_t *c, const sb_val_t *body)
         snprintf (a->id, sizeof a->id, "%s", id);
         snprintf (a->tool, sizeof a->tool, "%s", sb_get_str (body, "tool") ? sb_get_str (body, "tool") : "?");
         a->budget = sb_interaction_is_budget (body);
+        if (sb_interaction_is_elicitation (body) && sb_get_str (body, "schema"))
+            a->schema = strdup (sb_get_str (body, "schema"));
     }
     s_ask_next (c);
 }
@@ -317,17 +387,19 @@ s_on_resolved (chat_t *c, const sb_val_t *body)
 }
 
 static void
-s_resolve (chat_t *c, const char *decision, const char *scope, const char *feedback)
+s_resolve_as (chat_t *c, const char *decision, const char *scope, const char *feedback, const char *action,
+              const char *content)
 {
     asked_t a = c->asked [0];
     char cmd [40], ulid [SB_ULID_LEN + 1];
     sb_ulid_new (ulid);
     snprintf (cmd, sizeof cmd, "chat-%s", ulid);
-    sb_msg_t *reply = sb_interaction_resolve (c->bus, a.id, decision, scope, feedback, c->who, cmd, 0, NULL, NULL);
+    sb_msg_t *reply = sb_interaction_resolve (c->bus, a.id, decision, scope, feedback, c->who, cmd, 0, action,
+                                              content);
     /* a retry under the same command_id is safe: the first answer's
        reply comes back if it was taken */
     if (!reply)
-        reply = sb_interaction_resolve (c->bus, a.id, decision, scope, feedback, c->who, cmd, 0, NULL, NULL);
+        reply = sb_interaction_resolve (c->bus, a.id, decision, scope, feedback, c->who, cmd, 0, action, content);
     c->want_feedback = false;
     if (!reply) {
         s_say (c, "no reply to interact.resolve: is the server running? (answer again)");
@@ -336,9 +408,22 @@ s_resolve (chat_t *c, const char *decision, const char *scope, const char *feedb
     }
     if (!sb_msg_is_error (reply)) {
         const sb_val_t *ia = sb_get_map (reply->body, "interaction");
-        s_say (c, "%s %s (%s)%s%s", sb_get_str (ia, "status"), a.id, sb_get_str (ia, "scope"),
-               feedback && *feedback ? ": " : "", feedback && *feedback ? feedback : "");
+        if (sb_get_str (ia, "action"))
+            s_say (c, "%s %s: %s%s%s", sb_get_str (ia, "status"), a.id, sb_get_str (ia, "action"),
+                   sb_get_str (ia, "content") ? " " : "", sb_get_str (ia, "content") ? sb_get_str (ia, "content") : "");
+        else
+            s_say (c, "%s %s (%s)%s%s", sb_get_str (ia, "status"), a.id, sb_get_str (ia, "scope"),
+                   feedback && *feedback ? ": " : "", feedback && *feedback ? feedback : "");
         s_remember_answer (c, a.id);
+    }
+    else
+    if (action && sb_err_from_name (sb_msg_error_code (reply)) == SB_E_invalid && c->form.schema) {
+        /* content the schema refused: said, and asked again from the top */
+        s_say (c, "not taken: %s", sb_msg_error_message (reply));
+        sb_msg_destroy (&reply);
+        s_form_begin (c);
+        s_update_prompt (c);
+        return;
     }
     else
     if (sb_err_from_name (sb_msg_error_code (reply)) == SB_E_conflict) {
@@ -353,6 +438,67 @@ s_resolve (chat_t *c, const char *decision, const char *scope, const char *feedb
     if (c->nasked && strcmp (c->asked [0].id, a.id) == 0)
         s_drop_asked (c, 0);
     s_ask_next (c);
+}
+
+static void
+s_resolve (chat_t *c, const char *decision, const char *scope, const char *feedback)
+{
+    s_resolve_as (c, decision, scope, feedback, NULL, NULL);
+}
+
+/*  A line typed at a field of the elicitation: its value in the field's
+    type (empty: the default, left to interact to fill), or /decline,
+    /cancel. After the last field, the answer goes with the values. */
+static void
+s_on_field (chat_t *c, const char *line)
+{
+    while (*line == ' ' || *line == '\t')
+        line++;
+    if (strcmp (line, "/decline") == 0 || strcmp (line, "/cancel") == 0) {
+        s_resolve_as (c, "reject", "once", NULL, line + 1, NULL);
+        return;
+    }
+    form_t *f = &c->form;
+    const char *name = f->names [f->k];
+    json_t *p = json_object_get (json_object_get (f->schema, "properties"), name);
+    const char *type = json_string_value (json_object_get (p, "type"));
+    json_t *v = NULL;
+    char *end = NULL;
+    if (!*line)
+        ;
+    else
+    if (strcmp (type, "integer") == 0) {
+        long long n = strtoll (line, &end, 10);
+        v = *end ? NULL : json_integer (n);
+    }
+    else
+    if (strcmp (type, "number") == 0) {
+        double d = strtod (line, &end);
+        v = *end ? NULL : json_real (d);
+    }
+    else
+    if (strcmp (type, "boolean") == 0) {
+        bool yes = !strcasecmp (line, "y") || !strcasecmp (line, "yes") || !strcasecmp (line, "true");
+        bool no = !strcasecmp (line, "n") || !strcasecmp (line, "no") || !strcasecmp (line, "false");
+        v = yes || no ? json_boolean (yes) : NULL;
+    }
+    else
+        v = json_string (line);
+    if (*line && !v) {
+        s_say (c, "%s takes %s", name, strcmp (type, "boolean") == 0 ? "y or n" : strcmp (type, "integer") == 0
+               ? "a whole number" : "a number");
+        return;
+    }
+    if (v)
+        json_object_set_new (f->content, name, v);
+    if (++f->k < f->n) {
+        s_form_prompt (c);
+        s_update_prompt (c);
+        return;
+    }
+    char *content = json_dumps (f->content, JSON_COMPACT);
+    s_resolve_as (c, "approve", "once", NULL, "accept", content ? content : "{}");
+    free (content);
 }
 
 /*  What a line typed at the question means (chat.h). */
@@ -473,7 +619,9 @@ s_end_run (chat_t *c)
     c->run [0] = 0;
     c->cancelling = false;
     /* questions of the run that ended can no longer be answered */
-    c->nasked = 0;
+    while (c->nasked)
+        s_drop_asked (c, c->nasked - 1);
+    s_form_end (c);
     c->want_feedback = false;
     s_update_prompt (c);
     if (c->input_done)
@@ -679,6 +827,10 @@ s_on_line (const char *line, void *arg)
                "'!text' steers it; at a question one key answers (y n a s f); Ctrl-C cancels the run; "
                "Ctrl-C twice, Ctrl-D or /exit leaves");
         s_update_prompt (c);
+        return;
+    }
+    if (c->nasked && c->asked [0].asked && c->form.schema) {
+        s_on_field (c, line);
         return;
     }
     if (c->nasked && c->asked [0].asked) {
@@ -978,6 +1130,8 @@ sb_cmd_chat (int argc, char **argv)
     }
     if (!rc)
         rc = s_loop (&c);
+    while (c.nasked)
+        s_drop_asked (&c, c.nasked - 1);
     sb_transcript_destroy (&c.t);
     sb_sub_destroy (&c.sub);
     sb_bus_destroy (&c.bus);

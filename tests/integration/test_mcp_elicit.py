@@ -26,7 +26,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import SB_BIN, Server, check, cli, run, run_tests, tmpdir, wait_for  # noqa: E402
-from sbagent import (LLM, LLM_ENV, calls, call, llm_args, new_session, pending, prompt, results, tape,  # noqa: E402
+from sbagent import (LLM, LLM_ENV, Term, calls, call, llm_args, new_session, pending, prompt, results, tape,  # noqa: E402
                      wait_run)
 from sbmcp import HttpMcp, http_run, mcp_config  # noqa: E402
 
@@ -214,6 +214,43 @@ def test_under_serve_a_person_accepts_declines_and_cancels():
         check([b.get("action") for b in resolved] == ["accept", "decline", "cancel"], "the tape: %r", resolved)
         check(json.loads(resolved[0]["content"]) == want, "the tape's content: %r", resolved[0])
     finally:
+        srv.stop()
+        llm.stop()
+        mcp.stop()
+
+
+def test_chat_asks_field_by_field_with_the_defaults():
+    mcp = HttpMcp()
+    llm, srv, sid, rid = served(mcp, "elicit_chat", [calls(("c_t", "mcp__h__elicit", {})), {"text": "done"}])
+    t = Term(srv, sid)
+    try:
+        t.expect(r"question from an MCP server\s+(ia_\w+)")
+        t.expect(r"who are you\?")
+        t.expect(r"name \(string, Enter: \"Ada\"\) > ")
+        t.type("Grace\r")
+        t.expect(r"age \(integer, Enter: 36\) > ")
+        t.type("old\r")
+        t.expect(r"age takes a whole number")
+        t.type("\r")
+        t.expect(r"score \(number, Enter: 9.5\) > ")
+        t.type("\r")
+        t.expect(r"ok \(boolean, Enter: true\) > ")
+        t.type("n\r")
+        t.expect(r'color \(string of \["red","green"\], Enter: "green"\) > ')
+        t.type("blue\r")
+        # the schema refuses it at interact: said, and asked again from the top
+        t.expect(r"not taken: content: 'color' is not one of its choices")
+        t.expect(r"name \(string")
+        for answer in ("Grace", "", "", "n", "red"):
+            t.type(answer + "\r")
+        t.expect(r"approved ia_\w+: accept")
+        r = wait_run(srv, rid, timeout=40)
+        check(r["status"] == "completed", "the run ended %s", r["status"])
+        want = dict(DEFAULTS, name="Grace", ok=False, color="red")
+        check(echoed(results(tape(srv, sid))["c_t"]) == {"result": {"action": "accept", "content": want}},
+              "the server got: %r", results(tape(srv, sid))["c_t"])
+    finally:
+        t.kill()
         srv.stop()
         llm.stop()
         mcp.stop()

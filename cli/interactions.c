@@ -438,6 +438,21 @@ s_print_row (const sb_val_t *ia)
                   summary ? ": " : "", summary ? summary : "");
     else
         snprintf (what, sizeof what, "%s", summary ? summary : sb_get_str (ia, "arguments"));
+    /* an elicitation: the fields it asks for, after its message */
+    json_t *schema = sb_interaction_is_elicitation (ia) && sb_get_str (ia, "schema")
+                   ? json_loads (sb_get_str (ia, "schema"), 0, NULL) : NULL;
+    const char *name, *sep = " [";
+    json_t *p;
+    size_t n = strlen (what);
+    json_object_foreach (json_object_get (schema, "properties"), name, p) {
+        if (n >= sizeof what)
+            break;
+        n += (size_t) snprintf (what + n, sizeof what - n, "%s%s", sep, name);
+        sep = ", ";
+    }
+    if (schema && n < sizeof what)
+        snprintf (what + n, sizeof what - n, "]");
+    json_decref (schema);
     sb_cli_text_cell (what, 70, text, sizeof text);
     printf (ROW_FORMAT, sb_get_str (ia, "interaction_id"), status, sb_get_str (ia, "tool"),
             sb_get_str (ia, "session_id"), created, text);

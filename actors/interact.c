@@ -201,6 +201,18 @@ s_expire_due (self_t *self)
     self->next_deadline = s_next_deadline (self);
 }
 
+/*  The interaction id of an index key whose inverted ULID starts at `at`
+    (interact_impl.h). */
+static void
+s_id_of_key (const sb_datum_t *k, size_t at, char id [IA_ID_LEN + 1])
+{
+    memcpy (id, IA_PREFIX, IA_PREFIX_LEN);
+    const uint8_t *inv = (const uint8_t *) k->data + at;
+    for (size_t i = 0; i < SB_ULID_LEN; i++)
+        id [IA_PREFIX_LEN + i] = (char) (255 - inv [i]);
+    id [IA_ID_LEN] = 0;
+}
+
 /*  Every pending elicitation, expired as cancelled by "restart": the MCP
     session that asked lived in the executor of the server that stopped,
     and a new one knows nothing of the question, so an answer could reach
@@ -222,11 +234,8 @@ s_cancel_elicitations (self_t *self)
     while (sb_txn_iter_next (&it, &k, &v)) {
         if (k.size != p.len + SB_ULID_LEN)
             continue;
-        char id [IA_ID_LEN + 1] = IA_PREFIX;
-        const uint8_t *inv = (const uint8_t *) k.data + p.len;
-        for (size_t i = 0; i < SB_ULID_LEN; i++)
-            id [IA_PREFIX_LEN + i] = (char) (255 - inv [i]);
-        id [IA_ID_LEN] = 0;
+        char id [IA_ID_LEN + 1];
+        s_id_of_key (&k, p.len, id);
         ia_t ia;
         if (sb_ia_load_txn (&txn, id, &ia) != 0)
             continue;
@@ -728,11 +737,8 @@ s_handle_list (self_t *self, sb_msg_t *msg)
     while (sb_txn_iter_next (&it, &k, &v)) {
         if (k.size != ulid_at + SB_ULID_LEN)
             continue;
-        char id [IA_ID_LEN + 1] = IA_PREFIX;
-        const uint8_t *inv = (const uint8_t *) k.data + ulid_at;
-        for (size_t i = 0; i < SB_ULID_LEN; i++)
-            id [IA_PREFIX_LEN + i] = (char) (255 - inv [i]);
-        id [IA_ID_LEN] = 0;
+        char id [IA_ID_LEN + 1];
+        s_id_of_key (&k, ulid_at, id);
         if (cursor && strcmp (id, cursor) == 0)
             continue;
         ia_t ia;

@@ -31,7 +31,6 @@
 #include "schemas/vocab.h"
 
 #include <errno.h>
-#include <jansson.h>
 #include <getopt.h>
 #include <limits.h>
 #include <poll.h>
@@ -68,16 +67,6 @@ typedef struct {
     char *schema;               /* an MCP server's elicitation: its schema (heap), asked field by field */
 } asked_t;
 
-/*  The elicitation being asked (asked [0]): its fields, the one on the
-    input line, and the values typed so far. */
-typedef struct {
-    json_t *schema;
-    json_t *content;
-    const char **names;         /* the fields, in the server's order */
-    size_t n, k;
-    char prompt [256];
-} form_t;
-
 typedef struct {
     sb_bus_t *bus;
     sb_sub_t *sub;
@@ -93,7 +82,7 @@ typedef struct {
     int nasked;
     char answered [ANSWERED_MAX][40];
     int nanswered;
-    form_t form;                /* when asked [0] is an elicitation */
+    sb_chat_form_t form;        /* when asked [0] is an elicitation (cli/chat_form.c) */
     bool want_feedback;         /* the next line is the feedback of a rejection */
     bool command_line;          /* '/' typed at the question: a line, not a key */
     bool status_open;           /* the run's status line waits for its next status */
@@ -201,8 +190,8 @@ static void
 s_update_prompt (chat_t *c)
 {
     bool asking = c->nasked && c->asked [0].asked;
-    bool form = asking && c->asked [0].schema && c->form.schema;
-    const char *p = form ? c->form.prompt : c->want_feedback ? PROMPT_FEEDBACK
+    bool form = asking && c->asked [0].schema && sb_chat_form_active (&c->form);
+    const char *p = form ? sb_chat_form_prompt (&c->form) : c->want_feedback ? PROMPT_FEEDBACK
                   : asking ? (c->asked [0].budget ? PROMPT_BUDGET : PROMPT_CHOICES)
                   : c->run [0] ? PROMPT_RUNNING : PROMPT_IDLE;
     if (!asking)
@@ -256,20 +245,11 @@ s_remember_answer (chat_t *c, const char *id)
 }
 
 static void
-s_form_end (chat_t *c)
-{
-    json_decref (c->form.schema);
-    json_decref (c->form.content);
-    free (c->form.names);
-    memset (&c->form, 0, sizeof c->form);
-}
-
-static void
 s_drop_asked (chat_t *c, int k)
 {
     free (c->asked [k].schema);
     if (k == 0)
-        s_form_end (c);
+        sb_chat_form_end (&c->form);
     memmove (&c->asked [k], &c->asked [k + 1], (size_t) (c->nasked - k - 1) * sizeof c->asked [0]);
     c->nasked--;
     if (k == 0)
@@ -277,43 +257,12 @@ s_drop_asked (chat_t *c, int k)
 }
 
 /*  Puts the first waiting approval's question on the input line. */
-/*  The input line's prompt for field k of the form: its name, type,
-    choices and default. */
-static void
-s_form_prompt (chat_t *c)
-{
-    form_t *f = &c->form;
-    json_t *p = json_object_get (json_object_get (f->schema, "properties"), f->names [f->k]);
-    json_t *def = json_object_get (p, "default");
-    char *d = def ? json_dumps (def, JSON_ENCODE_ANY) : NULL;
-    char *choices = json_object_get (p, "enum") ? json_dumps (json_object_get (p, "enum"), JSON_COMPACT) : NULL;
-    snprintf (f->prompt, sizeof f->prompt, "%s (%s%s%s%s%s) > ", f->names [f->k],
-              json_string_value (json_object_get (p, "type")), choices ? " of " : "", choices ? choices : "",
-              d ? ", Enter: " : "", d ? d : "");
-    free (d);
-    free (choices);
-}
-
 /*  Starts asking the elicitation asked [0] field by field. */
 static void
 s_form_begin (chat_t *c)
 {
-    s_form_end (c);
-    form_t *f = &c->form;
-    f->schema = json_loads (c->asked [0].schema, 0, NULL);
-    f->content = json_object ();
-    json_t *props = json_object_get (f->schema, "properties");
-    f->names = calloc (json_object_size (props) + 1, sizeof *f->names);
-    const char *name;
-    json_t *p;
-    json_object_foreach (props, name, p)
-        f->names [f->n++] = name;
-    if (!f->schema || !f->content || !f->names || f->n == 0) {
-        s_form_end (c);
-        return;
-    }
-    s_say (c, "answer field by field (Enter takes the default; /decline or /cancel answers the server so)");
-    s_form_prompt (c);
+    if (sb_chat_form_begin (&c->form, c->asked [0].schema) == 0)
+        s_say (c, "answer field by field (Enter takes the default; /decline or /cancel answers the server so)");
 }
 
 static void
@@ -417,7 +366,7 @@ s_resolve_as (chat_t *c, const char *decision, const char *scope, const char *fe
         s_remember_answer (c, a.id);
     }
     else
-    if (action && sb_err_from_name (sb_msg_error_code (reply)) == SB_E_invalid && c->form.schema) {
+    if (action && sb_err_from_name (sb_msg_error_code (reply)) == SB_E_invalid && sb_chat_form_active (&c->form)) {
         /* content the schema refused: said, and asked again from the top */
         s_say (c, "not taken: %s", sb_msg_error_message (reply));
         sb_msg_destroy (&reply);
@@ -446,59 +395,22 @@ s_resolve (chat_t *c, const char *decision, const char *scope, const char *feedb
     s_resolve_as (c, decision, scope, feedback, NULL, NULL);
 }
 
-/*  A line typed at a field of the elicitation: its value in the field's
-    type (empty: the default, left to interact to fill), or /decline,
-    /cancel. After the last field, the answer goes with the values. */
+/*  A line typed at a field of the elicitation (cli/chat_form.c): the
+    next field, the reason it was not taken, or the answer. */
 static void
 s_on_field (chat_t *c, const char *line)
 {
-    while (*line == ' ' || *line == '\t')
-        line++;
-    if (strcmp (line, "/decline") == 0 || strcmp (line, "/cancel") == 0) {
-        s_resolve_as (c, "reject", "once", NULL, line + 1, NULL);
-        return;
+    char why [128], *content = NULL;
+    switch (sb_chat_form_take (&c->form, line, why, sizeof why, &content)) {
+        case SB_CHAT_FORM_NEXT:    s_update_prompt (c); break;
+        case SB_CHAT_FORM_BAD:     s_say (c, "%s", why); break;
+        case SB_CHAT_FORM_DECLINE: s_resolve_as (c, "reject", "once", NULL, "decline", NULL); break;
+        case SB_CHAT_FORM_CANCEL:  s_resolve_as (c, "reject", "once", NULL, "cancel", NULL); break;
+        case SB_CHAT_FORM_DONE:
+            s_resolve_as (c, "approve", "once", NULL, "accept", content ? content : "{}");
+            free (content);
+            break;
     }
-    form_t *f = &c->form;
-    const char *name = f->names [f->k];
-    json_t *p = json_object_get (json_object_get (f->schema, "properties"), name);
-    const char *type = json_string_value (json_object_get (p, "type"));
-    json_t *v = NULL;
-    char *end = NULL;
-    if (!*line)
-        ;
-    else
-    if (strcmp (type, "integer") == 0) {
-        long long n = strtoll (line, &end, 10);
-        v = *end ? NULL : json_integer (n);
-    }
-    else
-    if (strcmp (type, "number") == 0) {
-        double d = strtod (line, &end);
-        v = *end ? NULL : json_real (d);
-    }
-    else
-    if (strcmp (type, "boolean") == 0) {
-        bool yes = !strcasecmp (line, "y") || !strcasecmp (line, "yes") || !strcasecmp (line, "true");
-        bool no = !strcasecmp (line, "n") || !strcasecmp (line, "no") || !strcasecmp (line, "false");
-        v = yes || no ? json_boolean (yes) : NULL;
-    }
-    else
-        v = json_string (line);
-    if (*line && !v) {
-        s_say (c, "%s takes %s", name, strcmp (type, "boolean") == 0 ? "y or n" : strcmp (type, "integer") == 0
-               ? "a whole number" : "a number");
-        return;
-    }
-    if (v)
-        json_object_set_new (f->content, name, v);
-    if (++f->k < f->n) {
-        s_form_prompt (c);
-        s_update_prompt (c);
-        return;
-    }
-    char *content = json_dumps (f->content, JSON_COMPACT);
-    s_resolve_as (c, "approve", "once", NULL, "accept", content ? content : "{}");
-    free (content);
 }
 
 /*  What a line typed at the question means (chat.h). */
@@ -621,7 +533,7 @@ s_end_run (chat_t *c)
     /* questions of the run that ended can no longer be answered */
     while (c->nasked)
         s_drop_asked (c, c->nasked - 1);
-    s_form_end (c);
+    sb_chat_form_end (&c->form);
     c->want_feedback = false;
     s_update_prompt (c);
     if (c->input_done)
@@ -829,7 +741,7 @@ s_on_line (const char *line, void *arg)
         s_update_prompt (c);
         return;
     }
-    if (c->nasked && c->asked [0].asked && c->form.schema) {
+    if (c->nasked && c->asked [0].asked && sb_chat_form_active (&c->form)) {
         s_on_field (c, line);
         return;
     }
@@ -888,98 +800,9 @@ s_on_interrupt (chat_t *c)
 /* ------------------------------------------------------------------ */
 /*  Setup */
 
-static const char *s_usage =
-    "usage: switchboard chat [SESSION] [--workspace DIR] [--title T] [--provider P] [--model M]\n"
-    "                        [--approval yolo|auto|interactive] [--max-steps N]\n"
-    "                        [--connect EP] [--data DIR]\n"
-    "\n"
-    "An interactive terminal attached to a session. Type a prompt and the run\n"
-    "streams as 'prompt --follow' prints it. When the run asks before a tool\n"
-    "call, the call shows inline (the shell command, or the diff a file tool\n"
-    "would make) with the choices, one key each (no Enter):\n"
-    "  y  approve it            a  approve, and always for this tool and pattern\n"
-    "  n  reject it             s  approve identical calls for this session\n"
-    "  f  reject it with words for the model\n"
-    "/exit (or Ctrl-D) leaves from the question too.\n"
-    "An approval answered elsewhere (another terminal, 'switchboard resolve', a\n"
-    "browser, its deadline) leaves the prompt and says who answered.\n"
-    "\n"
-    "While a run streams, a line you type is queued to run after it, and a line\n"
-    "starting with '!' steers the running run (the model reads it before its\n"
-    "next step). Ctrl-C cancels the running run; a second Ctrl-C, Ctrl-D or\n"
-    "/exit leaves (a run left going goes on in the server).\n"
-    "\n"
-    "SESSION is a session id, any unique prefix of one, or 'last' (the newest).\n"
-    "With none, chat opens a new session on the current folder (or --workspace)\n"
-    "with the options of 'sessions new'. Attached to a session whose run is\n"
-    "going, it shows that run from its start, then live.\n"
-    "\n"
-    "Exit status: 0 left with Ctrl-D or /exit, 130 left with Ctrl-C, 1 the\n"
-    "server could not be reached, 2 usage error.\n";
-
-typedef struct {
-    const char *connect, *data, *session;
-    const char *workspace, *title, *provider, *model, *approval;
-    unsigned long max_steps;
-    int config_opts;
-} chat_opts_t;
-
-static int
-s_parse (int argc, char **argv, chat_opts_t *o)
-{
-    static struct option longopts [] = {
-        { "connect", required_argument, 0, 'c' },
-        { "data", required_argument, 0, 'd' },
-        { "workspace", required_argument, 0, 'w' },
-        { "title", required_argument, 0, 't' },
-        { "provider", required_argument, 0, 'p' },
-        { "model", required_argument, 0, 'm' },
-        { "approval", required_argument, 0, 'a' },
-        { "max-steps", required_argument, 0, 'x' },
-        { "help", no_argument, 0, 'h' },
-        { 0, 0, 0, 0 }
-    };
-    memset (o, 0, sizeof *o);
-    int c;
-    optind = 1;
-    while ((c = getopt_long (argc, argv, "h", longopts, NULL)) != -1) {
-        switch (c) {
-            case 'c': o->connect = optarg; break;
-            case 'd': o->data = optarg; break;
-            case 'w': o->workspace = optarg; o->config_opts++; break;
-            case 't': o->title = optarg; o->config_opts++; break;
-            case 'p': o->provider = optarg; o->config_opts++; break;
-            case 'm': o->model = optarg; o->config_opts++; break;
-            case 'a': o->approval = optarg; o->config_opts++; break;
-            case 'x': {
-                char *end;
-                o->max_steps = strtoul (optarg, &end, 10);
-                if (!*optarg || *end || *optarg == '-' || o->max_steps == 0 || o->max_steps > 10000)
-                    return sb_cli_usage ("chat", "--max-steps takes a number from 1 to 10000, not '%s'", optarg);
-                o->config_opts++;
-                break;
-            }
-            case 'h': fputs (s_usage, stdout); return -1;
-            default: return sb_cli_usage ("chat", "unknown option or missing value: %s", argv [optind - 1]);
-        }
-    }
-    if (optind < argc)
-        o->session = argv [optind++];
-    if (optind < argc)
-        return sb_cli_usage ("chat", "unexpected argument '%s'", argv [optind]);
-    if (o->session && o->config_opts)
-        return sb_cli_usage ("chat", "--workspace, --title, --provider, --model, --approval and --max-steps "
-                             "make a new session; give them without SESSION");
-    if (o->approval && !sb_policy_mode_ok (o->approval))
-        return sb_cli_usage ("chat", "--approval takes yolo, auto or interactive, not '%s'", o->approval);
-    if (o->session)
-        return sb_cli_id_check ("chat", SB_CLI_SESSION, o->session);
-    return 0;
-}
-
 /*  A new session on the workspace (the current folder by default). */
 static int
-s_new_session (chat_t *c, const chat_opts_t *o)
+s_new_session (chat_t *c, const sb_chat_opts_t *o)
 {
     char ws [PATH_MAX];
     if (!realpath (o->workspace ? o->workspace : ".", ws))
@@ -1104,8 +927,8 @@ s_loop (chat_t *c)
 int
 sb_cmd_chat (int argc, char **argv)
 {
-    chat_opts_t o;
-    int rc = s_parse (argc, argv, &o);
+    sb_chat_opts_t o;
+    int rc = sb_chat_parse (argc, argv, &o);
     if (rc)
         return rc < 0 ? 0 : rc;
     chat_t c = { .exit_code = 0 };

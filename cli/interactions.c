@@ -723,7 +723,7 @@ sb_cmd_resolve (int argc, char **argv)
         return rc < 0 ? 0 : rc;
     if (argc - rest != 1)
         return sb_cli_usage ("resolve", "give one interaction ID");
-    if (content && o.decision && strcmp (o.decision, "approve") != 0)
+    if (content && o.decision && sb_ia_decision_from_name (o.decision) != IA_APPROVE)
         return sb_cli_usage ("resolve", "--json '{...}' accepts an elicitation: not with --reject, --decline or "
                              "--cancel");
     if (content) {

@@ -364,6 +364,27 @@ s_resolve_cancelled (sb_exec_run_t *run, const char *id)
     sb_enc_destroy (&e);
 }
 
+sb_enc_t *
+sb_exec_ask_open (sb_exec_run_t *run, const char *kind, const char *call_id, const char *tool, const char *arguments,
+                  const char *summary)
+{
+    sb_enc_t *e = sb_enc_new ();
+    if (!e)
+        return NULL;
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "session_id", run->session_id);
+    sb_enc_kstr (e, "run_id", run->run_id);
+    sb_enc_kstr (e, "call_id", call_id);
+    sb_enc_kstr (e, "tool", tool);
+    sb_enc_kstr (e, "arguments", arguments);
+    sb_enc_kstr (e, "summary", summary);
+    sb_enc_kstr (e, "kind", kind);
+    sb_enc_kstr (e, "default_outcome", "reject");
+    if (sb_exec_approval_deadline (run) >= 0)
+        sb_enc_kuint (e, "deadline_s", (uint64_t) sb_exec_approval_deadline (run));
+    return e;
+}
+
 sb_sub_t *
 sb_exec_ask_subscribe (sb_exec_run_t *run)
 {

@@ -85,21 +85,11 @@ s_elicitor (void *arg, const char *server, const char *message, const char *sche
     snprintf (call_id, sizeof call_id, "elicit:%.80s:%llu:%u", call->call_id, (unsigned long long) sb_now_ms (),
               ++s_count);
     sb_sub_t *sub = sb_exec_ask_subscribe (run);
-    sb_enc_t *e = sb_enc_new ();
-    sb_enc_map_open (e);
-    sb_enc_kstr (e, "session_id", run->session_id);
-    sb_enc_kstr (e, "run_id", run->run_id);
-    sb_enc_kstr (e, "call_id", call_id);
-    sb_enc_kstr (e, "tool", call->name);
-    sb_enc_kstr (e, "arguments", call->arguments ? call->arguments : "{}");
-    sb_enc_kstr (e, "summary", message);
-    sb_enc_kstr (e, "kind", sb_ia_kind_name (IA_KIND_ELICITATION));
+    //  default_outcome reject: nobody answered, the server hears cancel
+    sb_enc_t *e = sb_exec_ask_open (run, sb_ia_kind_name (IA_KIND_ELICITATION), call_id, call->name,
+                                    call->arguments ? call->arguments : "{}", message);
     sb_enc_kstr (e, "schema", schema);
     sb_enc_kstr (e, "risk", "low");
-    //  nobody answered: the server hears cancel (docs/mcp.md)
-    sb_enc_kstr (e, "default_outcome", "reject");
-    if (sb_exec_approval_deadline (run) >= 0)
-        sb_enc_kuint (e, "deadline_s", (uint64_t) sb_exec_approval_deadline (run));
     sb_enc_map_close (e);
     sb_exec_answer_t o = { { 0 } };
     sb_ask_t asked = sb_exec_ask (run, e, sub, SB_PHASE_WAITING_APPROVAL, &o);

@@ -103,6 +103,19 @@ s_not_found (self_t *self, const sb_msg_t *msg, const char *id)
                   sb_ia_id_valid (id) ? "" : " (an interaction id is ia_ and a 26-character ULID)");
 }
 
+/*  The answer on the record: its status, decision, scope, an
+    elicitation's action, who gave it and when. */
+static void
+s_settle (ia_t *ia, ia_status_t to, ia_decision_t d, ia_scope_t sc, ia_action_t act, const char *by, uint64_t at)
+{
+    ia->status = to;
+    ia->decision = d;
+    ia->scope = sc;
+    ia->action = act;
+    ia->resolved_at = at;
+    s_copy (ia->resolved_by, sizeof ia->resolved_by, by);
+}
+
 /* ------------------------------------------------------------------ */
 /*  Deadlines */
 
@@ -181,12 +194,8 @@ s_expire_due (self_t *self)
             }
             continue;
         }
-        ia.status = IA_EXPIRED;
-        ia.decision = ia.default_outcome;
-        ia.scope = IA_ONCE;
-        ia.action = IA_ACTION_CANCEL;   /* an elicitation nobody answered */
-        ia.resolved_at = now;
-        s_copy (ia.resolved_by, sizeof ia.resolved_by, "deadline");
+        /* an elicitation nobody answered: cancel */
+        s_settle (&ia, IA_EXPIRED, ia.default_outcome, IA_ONCE, IA_ACTION_CANCEL, "deadline", now);
         int rc = sb_ia_save (self, &ia, false, IA_PENDING);
         if (rc == 0) {
             self->expired++;
@@ -257,12 +266,7 @@ s_cancel_elicitations (self_t *self)
         ia_t ia;
         if (sb_ia_load (self, ids [i], &ia) != 0)
             continue;
-        ia.status = IA_EXPIRED;
-        ia.decision = IA_REJECT;
-        ia.scope = IA_ONCE;
-        ia.action = IA_ACTION_CANCEL;
-        ia.resolved_at = sb_now_ms ();
-        s_copy (ia.resolved_by, sizeof ia.resolved_by, "restart");
+        s_settle (&ia, IA_EXPIRED, IA_REJECT, IA_ONCE, IA_ACTION_CANCEL, "restart", sb_now_ms ());
         free (ia.feedback);
         ia.feedback = strdup ("the server restarted while this elicitation waited: the MCP session that asked "
                               "is gone, so it was cancelled");
@@ -595,12 +599,7 @@ s_handle_resolve (self_t *self, sb_msg_t *msg)
         sb_ia_free (&ia);
         return;
     }
-    ia.action = act;
-    ia.status = to;
-    ia.decision = d;
-    ia.scope = sc;
-    ia.resolved_at = sb_now_ms ();
-    s_copy (ia.resolved_by, sizeof ia.resolved_by, by ? by : "api");
+    s_settle (&ia, to, d, sc, act, by ? by : "api", sb_now_ms ());
     s_copy (ia.command_id, sizeof ia.command_id, cmd);
     ia.raise = raise;
     const char *feedback = sb_get_str (b, "feedback");

@@ -12,9 +12,8 @@
 
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { chromium } from 'playwright-core';
-import { ROOT, SB_BIN, CHROMIUM, OUT, PY, STEP_MS, check, tmp, start, stop, run, waitFor, shot, startLlm,
-         startServe, stopServe, runTest } from './lib.mjs';
+import { ROOT, SB_BIN, OUT, PY, STEP_MS, check, tmp, start, stop, run, waitFor, shot, startLlm, startServe,
+         stopServe, runTest, launch, openUi } from './lib.mjs';
 
 const TURNS = [{ tool_calls: [{ name: 'mcp__h__elicit', arguments: {}, call_id: 'c1' }] }, { text: 'Thanks.' }];
 
@@ -38,14 +37,10 @@ async function main () {
   check (made.code === 0, 'sessions new: ' + made.stderr);
   const sid = JSON.parse (made.stdout).session_id;
 
-  const browser = await chromium.launch ({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-gpu'] });
+  const browser = await launch ();
   try {
-    const page = await browser.newPage ({ viewport: { width: 1440, height: 900 } });
-    const problems = [];
-    page.on ('pageerror', (e) => problems.push ('page error: ' + e.message));
-    page.on ('console', (m) => { if (m.type () === 'error') problems.push ('console error: ' + m.text ()); });
-    await page.goto (base + '/?token=' + token + '#s=' + sid);
-    await page.waitForSelector ('#conn[data-state=live]', { timeout: STEP_MS });
+    const { page, problems } = await openUi (browser, base, token);
+    await page.evaluate ((s) => { location.hash = 's=' + s; }, sid);
 
     const p = await run ([SB_BIN, 'prompt', sid, 'who am I?', '--data', data]);
     check (p.code === 0, 'prompt: ' + p.stderr);

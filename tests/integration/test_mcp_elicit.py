@@ -146,13 +146,14 @@ def test_progress_in_a_run_is_written_as_tool_output():
               "the tool.output of the call: %r", live)
 
 
-def served(mcp, name, steps):
-    """serve with `mcp` as server h and a model playing `steps`: (llm, srv, sid, run_id)."""
+def served(mcp, name, steps, **session):
+    """serve with `mcp` as server h and a model playing `steps`, a session
+    (yolo, and `session`'s fields) and its prompt: (llm, srv, sid, run_id)."""
     llm = LLM()
     llm.script(name, steps)
     srv = Server(args=llm_args(llm, name) + ["--mcp-config", mcp_config({"h": {"url": mcp.url}})],
                  env=LLM_ENV).start()
-    sid = new_session(srv, tmpdir(), approval_policy="yolo")
+    sid = new_session(srv, tmpdir(), approval_policy="yolo", **session)
     return llm, srv, sid, prompt(srv, sid, "go")
 
 
@@ -251,6 +252,25 @@ def test_chat_asks_field_by_field_with_the_defaults():
               "the server got: %r", results(tape(srv, sid))["c_t"])
     finally:
         t.kill()
+        srv.stop()
+        llm.stop()
+        mcp.stop()
+
+
+def test_nobody_answers_before_the_deadline_and_the_server_hears_cancel():
+    mcp = HttpMcp()
+    llm, srv, sid, rid = served(mcp, "elicit_deadline", [calls(("c_x", "mcp__h__elicit", {})), {"text": "done"}],
+                                approval_deadline_s=1)
+    try:
+        iid = elicitation(srv, sid)["interaction_id"]
+        r = wait_run(srv, rid, timeout=40)
+        check(r["status"] == "completed", "the run ended %s", r["status"])
+        got = call(srv, "interact.get", {"interaction_id": iid})["interaction"]
+        check(got["status"] == "expired" and got["action"] == "cancel" and got["resolved_by"] == "deadline",
+              "at the deadline: %r", got)
+        check(echoed(results(tape(srv, sid))["c_x"]) == {"result": {"action": "cancel"}}, "the server got: %r",
+              results(tape(srv, sid))["c_x"])
+    finally:
         srv.stop()
         llm.stop()
         mcp.stop()

@@ -344,12 +344,15 @@ s_wait (sb_exec_run_t *run, sb_sub_t *sub, const char *id, sb_exec_answer_t *o)
 //  A cancel answers the question nobody waits for any more. A person who
 //  answered first wins; either way the tool does not run.
 static void
-s_resolve_cancelled (sb_exec_run_t *run, const char *id)
+s_resolve_cancelled (sb_exec_run_t *run, const char *id, bool elicitation)
 {
     sb_enc_t *e = sb_enc_new ();
     sb_enc_map_open (e);
     sb_enc_kstr (e, "interaction_id", id);
     sb_enc_kstr (e, "decision", "reject");
+    //  an MCP server's question: nobody decided, which MCP calls cancel
+    if (elicitation)
+        sb_enc_kstr (e, "action", "cancel");
     sb_enc_kstr (e, "resolved_by", "cancel");
     sb_enc_kstr (e, "feedback", "the run was cancelled while it waited for this answer");
     char cmd [80];
@@ -411,6 +414,8 @@ sb_exec_ask (sb_exec_run_t *run, sb_enc_t *request, sb_sub_t *sub, sb_run_phase_
     snprintf (o->interaction_id, sizeof o->interaction_id, "%s", id ? id : "");
     const sb_val_t *ia = sb_get_map (reply->body, "interaction");
     const char *status = sb_get_str (ia, "status");
+    const char *kind = sb_get_str (ia, "kind");
+    bool elicitation = kind && sb_ia_kind_from_name (kind) == IA_KIND_ELICITATION;
     if (status && sb_ia_status_from_name (status) != IA_PENDING)
         s_outcome_take (o, ia);
     sb_msg_destroy (&reply);
@@ -428,7 +433,7 @@ sb_exec_ask (sb_exec_run_t *run, sb_enc_t *request, sb_sub_t *sub, sb_run_phase_
     if (w == S_WAIT_GONE)
         return SB_ASK_GONE;
     if (w == S_WAIT_CANCELLED) {
-        s_resolve_cancelled (run, o->interaction_id);
+        s_resolve_cancelled (run, o->interaction_id, elicitation);
         return SB_ASK_CANCELLED;
     }
     return SB_ASK_RESOLVED;

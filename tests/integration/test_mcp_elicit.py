@@ -276,6 +276,22 @@ def test_nobody_answers_before_the_deadline_and_the_server_hears_cancel():
         mcp.stop()
 
 
+def test_a_run_cancelled_while_it_waits_cancels_its_elicitation():
+    mcp = HttpMcp()
+    llm, srv, sid, rid = served(mcp, "elicit_cancel", [calls(("c_k", "mcp__h__elicit", {})), {"text": "done"}])
+    try:
+        iid = elicitation(srv, sid)["interaction_id"]
+        call(srv, "run.cancel", {"run_id": rid})
+        wait_run(srv, rid, timeout=40)
+        got = call(srv, "interact.get", {"interaction_id": iid})["interaction"]
+        check(got["status"] == "rejected" and got["action"] == "cancel" and got["resolved_by"] == "cancel",
+              "after the run's cancel: %r", got)
+    finally:
+        srv.stop()
+        llm.stop()
+        mcp.stop()
+
+
 def test_a_restart_of_serve_cancels_a_pending_elicitation():
     mcp = HttpMcp()
     llm, srv, sid, rid = served(mcp, "elicit_restart", [calls(("c_r", "mcp__h__elicit", {})), {"text": "done"}])

@@ -12,6 +12,7 @@
     lease lapsed cannot write: the session actor refuses it
     (actors/exec/tape.c). */
 #include "actors/actor.h"
+#include "actors/exec/agent.h"
 #include "actors/exec/host.h"
 #include "actors/exec/mcp.h"
 #include "actors/exec/mcp_oauth.h"
@@ -284,6 +285,8 @@ sb_exec_actor (zsock_t *pipe, void *args)
         sb_actor_signal (pipe, 1);
         return;
     }
+    /* a person answers MCP servers' elicitations through interact */
+    sb_exec_mcp_elicit_install ();
     sb_enc_t *caps = sb_enc_new ();
     sb_enc_map_open (caps);
     sb_enc_kstr (caps, "workspace_sync", "same_path");

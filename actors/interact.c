@@ -14,6 +14,7 @@
     This file is the actor and its requests; actors/interact/interact_impl.h
     says which seam each of the other files holds. */
 #include "actors/interact/interact_impl.h"
+#include "schemas/elicit.h"
 #include "store/cmdid.h"
 
 #include <stdlib.h>
@@ -102,6 +103,19 @@ s_not_found (self_t *self, const sb_msg_t *msg, const char *id)
                   sb_ia_id_valid (id) ? "" : " (an interaction id is ia_ and a 26-character ULID)");
 }
 
+/*  The answer on the record: its status, decision, scope, an
+    elicitation's action, who gave it and when. */
+static void
+s_settle (ia_t *ia, ia_status_t to, ia_decision_t d, ia_scope_t sc, ia_action_t act, const char *by, uint64_t at)
+{
+    ia->status = to;
+    ia->decision = d;
+    ia->scope = sc;
+    ia->action = act;
+    ia->resolved_at = at;
+    s_copy (ia->resolved_by, sizeof ia->resolved_by, by);
+}
+
 /* ------------------------------------------------------------------ */
 /*  Deadlines */
 
@@ -180,11 +194,8 @@ s_expire_due (self_t *self)
             }
             continue;
         }
-        ia.status = IA_EXPIRED;
-        ia.decision = ia.default_outcome;
-        ia.scope = IA_ONCE;
-        ia.resolved_at = now;
-        s_copy (ia.resolved_by, sizeof ia.resolved_by, "deadline");
+        /* an elicitation nobody answered: cancel */
+        s_settle (&ia, IA_EXPIRED, ia.default_outcome, IA_ONCE, IA_ACTION_CANCEL, "deadline", now);
         int rc = sb_ia_save (self, &ia, false, IA_PENDING);
         if (rc == 0) {
             self->expired++;
@@ -197,6 +208,76 @@ s_expire_due (self_t *self)
             break;              /* the store is failing: try again on the next tick */
     }
     self->next_deadline = s_next_deadline (self);
+}
+
+/*  The interaction id of an index key whose inverted ULID starts at `at`
+    (interact_impl.h). */
+static void
+s_id_of_key (const sb_datum_t *k, size_t at, char id [IA_ID_LEN + 1])
+{
+    memcpy (id, IA_PREFIX, IA_PREFIX_LEN);
+    const uint8_t *inv = (const uint8_t *) k->data + at;
+    for (size_t i = 0; i < SB_ULID_LEN; i++)
+        id [IA_PREFIX_LEN + i] = (char) (255 - inv [i]);
+    id [IA_ID_LEN] = 0;
+}
+
+/*  Every pending elicitation, expired as cancelled by "restart": the MCP
+    session that asked lived in the executor of the server that stopped,
+    and a new one knows nothing of the question, so an answer could reach
+    no one (docs/approvals.md). At startup, before the server binds. */
+static void
+s_cancel_elicitations (self_t *self)
+{
+    char (*ids) [IA_ID_LEN + 1] = NULL;
+    size_t n = 0, cap = 0;
+    sb_txn_t txn;
+    if (sb_txn_begin (self->store, &txn, false) != 0)
+        return;
+    sb_key_t p;
+    sb_key_init (&p, 'T');
+    sb_key_str (&p, sb_ia_status_name (IA_PENDING));
+    sb_txn_iter_t it;
+    sb_datum_t k, v;
+    sb_txn_iter_begin (&txn, &it, DBI_INDEX, p.buf, p.len, NULL, 0);
+    while (sb_txn_iter_next (&it, &k, &v)) {
+        if (k.size != p.len + SB_ULID_LEN)
+            continue;
+        char id [IA_ID_LEN + 1];
+        s_id_of_key (&k, p.len, id);
+        ia_t ia;
+        if (sb_ia_load_txn (&txn, id, &ia) != 0)
+            continue;
+        bool elicitation = ia.kind == IA_KIND_ELICITATION;
+        sb_ia_free (&ia);
+        if (!elicitation)
+            continue;
+        if (n == cap) {
+            void *more = realloc (ids, (cap = cap ? cap * 2 : 8) * sizeof *ids);
+            if (!more)
+                break;
+            ids = more;
+        }
+        memcpy (ids [n++], id, sizeof ids [0]);
+    }
+    sb_txn_iter_end (&it);
+    sb_txn_abort (&txn);
+    for (size_t i = 0; i < n; i++) {
+        ia_t ia;
+        if (sb_ia_load (self, ids [i], &ia) != 0)
+            continue;
+        s_settle (&ia, IA_EXPIRED, IA_REJECT, IA_ONCE, IA_ACTION_CANCEL, "restart", sb_now_ms ());
+        free (ia.feedback);
+        ia.feedback = strdup ("the server restarted while this elicitation waited: the MCP session that asked "
+                              "is gone, so it was cancelled");
+        if (sb_ia_save (self, &ia, false, IA_PENDING) == 0) {
+            self->expired++;
+            sb_info (ACTOR, "elicitation cancelled by the restart id=%s session=%s run=%s", ia.interaction_id,
+                     ia.session_id, ia.run_id);
+        }
+        sb_ia_free (&ia);
+    }
+    free (ids);
 }
 
 /* ------------------------------------------------------------------ */
@@ -223,6 +304,31 @@ s_by_call (self_t *self, const char *run_id, const char *call_id, ia_t *ia)
         rc = sb_ia_load_txn (&txn, id, ia);
     }
     sb_txn_abort (&txn);
+    return rc;
+}
+
+/*  An elicitation's request: a schema within the restriction of
+    schemas/elicit.h, and no accept at the deadline (nobody answered: the
+    server is told cancel). 0, or -1 with the error sent. */
+static int
+s_elicit_request_check (self_t *self, const sb_msg_t *msg, const char *schema, const char *outcome)
+{
+    if (outcome && sb_ia_decision_from_name (outcome) != IA_REJECT) {
+        sb_bus_error (self->bus, msg, SB_E_invalid, "an elicitation's default_outcome is reject (cancel)");
+        return -1;
+    }
+    if (!schema) {
+        sb_bus_error (self->bus, msg, SB_E_invalid, "an interaction of kind elicitation needs its schema");
+        return -1;
+    }
+    /* the schema's row bounded its length; the depth is bounded here */
+    json_error_t jerr;
+    json_t *j = json_loads (schema, JSON_REJECT_DUPLICATES, &jerr);
+    char err [256] = "not JSON";
+    int rc = j ? sb_elicit_schema_check (j, err, sizeof err) : -1;
+    json_decref (j);
+    if (rc != 0)
+        sb_bus_error (self->bus, msg, SB_E_invalid, "schema: %s", err);
     return rc;
 }
 
@@ -256,6 +362,15 @@ s_handle_request (self_t *self, sb_msg_t *msg)
     &&  (!sb_get_str (b, "budget") || !sb_get (b, "budget_limit") || !sb_get (b, "spent"))) {
         sb_bus_error (self->bus, msg, SB_E_invalid,
                       "an interaction of kind budget needs budget, spent and budget_limit");
+        return;
+    }
+    /* an elicitation carries the server's schema, checked here too: what
+       a person is shown and answers against must be one we can check */
+    const char *schema = sb_get_str (b, "schema");
+    if (kind == IA_KIND_ELICITATION && s_elicit_request_check (self, msg, schema, outcome) != 0)
+        return;
+    if (kind != IA_KIND_ELICITATION && schema) {
+        sb_bus_error (self->bus, msg, SB_E_invalid, "schema belongs to an interaction of kind elicitation");
         return;
     }
     ia_t ia;
@@ -294,6 +409,11 @@ s_handle_request (self_t *self, sb_msg_t *msg)
         ia.budget = sb_ia_budget_from_name (sb_get_str (b, "budget"));
         ia.spent = sb_get_uint (b, "spent", 0);
         ia.limit = sb_get_uint (b, "budget_limit", 0);
+    }
+    if (kind == IA_KIND_ELICITATION && !(ia.schema = strdup (schema))) {
+        sb_ia_free (&ia);
+        sb_bus_error (self->bus, msg, SB_E_internal, "out of memory");
+        return;
     }
     ia.created_at = sb_now_ms ();
     /* the schema's range already refused a deadline past a week */
@@ -350,9 +470,67 @@ s_resolve_digest (const sb_val_t *b, ia_decision_t d, ia_scope_t sc, uint8_t out
         snprintf (raise, sizeof raise, "raise=%llu", (unsigned long long) sb_get_uint (b, "raise", 0));
         sb_digest_update (digest, raise, strlen (raise) + 1);
     }
+    /* an elicitation's action and content too */
+    const char *more [] = { "action", "content" };
+    for (size_t i = 0; i < 2; i++) {
+        const char *v = sb_get_str (b, more [i]);
+        if (v) {
+            sb_digest_update (digest, more [i], strlen (more [i]) + 1);
+            sb_digest_update (digest, v, strlen (v) + 1);
+        }
+    }
     sb_digest_final (digest, out);
     sb_digest_destroy (&digest);
     return 0;
+}
+
+/*  An answer to an elicitation: the action that goes with the decision
+    (absent: approve accepts, reject declines), scope once, and content
+    only with accept. The action into *act; 0, or -1 with the error sent.
+    For any other kind, refuses action and content. */
+static int
+s_elicit_answer_check (self_t *self, const sb_msg_t *msg, const ia_t *ia, ia_decision_t d, ia_scope_t sc,
+                       ia_action_t *act)
+{
+    const char *action = sb_get_str (msg->body, "action");
+    const char *content = sb_get_str (msg->body, "content");
+    if (ia->kind != IA_KIND_ELICITATION) {
+        if (action || content)
+            sb_bus_error (self->bus, msg, SB_E_invalid, "action and content answer an elicitation; %s is of kind %s",
+                          ia->interaction_id, sb_ia_kind_name (ia->kind));
+        return action || content ? -1 : 0;
+    }
+    /* the schema's ENUM row took only names of the table */
+    *act = action ? sb_ia_action_from_name (action) : d == IA_APPROVE ? IA_ACTION_ACCEPT : IA_ACTION_DECLINE;
+    const char *why = (*act == IA_ACTION_ACCEPT) != (d == IA_APPROVE)
+                    ? "action accept goes with decision approve, decline and cancel with reject"
+                    : content && *act != IA_ACTION_ACCEPT ? "content answers an accepted elicitation only"
+                    : sc != IA_ONCE ? "an elicitation is answered once (scope once)" : NULL;
+    if (why)
+        sb_bus_error (self->bus, msg, SB_E_invalid, "%s", why);
+    return why ? -1 : 0;
+}
+
+/*  The content an accepted elicitation sends: the person's values (absent:
+    none) checked against the stored schema, its defaults filled in, as
+    JSON text into *out. 0, or -1 with `invalid` naming the field sent. */
+static int
+s_elicit_content (self_t *self, const sb_msg_t *msg, const ia_t *ia, char **out)
+{
+    const char *given = sb_get_str (msg->body, "content");
+    json_error_t jerr;
+    json_t *schema = json_loads (ia->schema, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *g = json_loads (given ? given : "{}", JSON_REJECT_DUPLICATES, &jerr);
+    char err [256] = "not a JSON object";
+    json_t *content = schema && g ? sb_elicit_content (schema, g, err, sizeof err) : NULL;
+    *out = content ? json_dumps (content, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref (schema);
+    json_decref (g);
+    json_decref (content);
+    if (!*out)
+        sb_bus_error (self->bus, msg, SB_E_invalid, "content: %s (the fields: interact.get %s's schema)",
+                      content ? "out of memory" : err, ia->interaction_id);
+    return *out ? 0 : -1;
 }
 
 static void
@@ -391,6 +569,11 @@ s_handle_resolve (self_t *self, sb_msg_t *msg)
         sb_ia_free (&ia);
         return;
     }
+    ia_action_t act = IA__ACTIONS;
+    if (s_elicit_answer_check (self, msg, &ia, d, sc, &act) != 0) {
+        sb_ia_free (&ia);
+        return;
+    }
     uint8_t digest [SB_DIGEST_LEN];
     if (cmd && s_resolve_digest (b, d, sc, digest) != 0) {
         sb_bus_error (self->bus, msg, SB_E_internal, "out of memory");
@@ -412,11 +595,11 @@ s_handle_resolve (self_t *self, sb_msg_t *msg)
         sb_ia_free (&ia);
         return;
     }
-    ia.status = to;
-    ia.decision = d;
-    ia.scope = sc;
-    ia.resolved_at = sb_now_ms ();
-    s_copy (ia.resolved_by, sizeof ia.resolved_by, by ? by : "api");
+    if (act == IA_ACTION_ACCEPT && s_elicit_content (self, msg, &ia, &ia.content) != 0) {
+        sb_ia_free (&ia);
+        return;
+    }
+    s_settle (&ia, to, d, sc, act, by ? by : "api", sb_now_ms ());
     s_copy (ia.command_id, sizeof ia.command_id, cmd);
     ia.raise = raise;
     const char *feedback = sb_get_str (b, "feedback");
@@ -553,11 +736,8 @@ s_handle_list (self_t *self, sb_msg_t *msg)
     while (sb_txn_iter_next (&it, &k, &v)) {
         if (k.size != ulid_at + SB_ULID_LEN)
             continue;
-        char id [IA_ID_LEN + 1] = IA_PREFIX;
-        const uint8_t *inv = (const uint8_t *) k.data + ulid_at;
-        for (size_t i = 0; i < SB_ULID_LEN; i++)
-            id [IA_PREFIX_LEN + i] = (char) (255 - inv [i]);
-        id [IA_ID_LEN] = 0;
+        char id [IA_ID_LEN + 1];
+        s_id_of_key (&k, ulid_at, id);
         if (cursor && strcmp (id, cursor) == 0)
             continue;
         ia_t ia;
@@ -735,6 +915,7 @@ sb_interact_actor (zsock_t *pipe, void *args)
     /* recovery before the server opens to clients (docs/architecture.md):
        deadlines that passed while the server was down */
     s_expire_due (self);
+    s_cancel_elicitations (self);
     sb_actor_signal (pipe, 0);
     sb_info (ACTOR, "ready deadline_s=%llu outbox=%llu", (unsigned long long) self->deadline_s,
              (unsigned long long) (self->outbox_next - 1));

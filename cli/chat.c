@@ -65,6 +65,7 @@ typedef struct {
     char tool [65];
     bool budget;                /* a budget question, not a tool call's */
     bool asked;                 /* the question is on the screen */
+    char *schema;               /* an MCP server's elicitation: its schema (heap), asked field by field */
 } asked_t;
 
 typedef struct {
@@ -82,6 +83,7 @@ typedef struct {
     int nasked;
     char answered [ANSWERED_MAX][40];
     int nanswered;
+    sb_chat_form_t form;        /* when asked [0] is an elicitation (cli/chat_form.c) */
     bool want_feedback;         /* the next line is the feedback of a rejection */
     bool command_line;          /* '/' typed at the question: a line, not a key */
     bool status_open;           /* the run's status line waits for its next status */
@@ -190,13 +192,14 @@ static void
 s_update_prompt (chat_t *c)
 {
     bool asking = c->nasked && c->asked [0].asked;
-    const char *p = c->want_feedback ? PROMPT_FEEDBACK
+    bool form = asking && c->asked [0].schema && sb_chat_form_active (&c->form);
+    const char *p = form ? sb_chat_form_prompt (&c->form) : c->want_feedback ? PROMPT_FEEDBACK
                   : asking ? (c->asked [0].budget ? PROMPT_BUDGET : PROMPT_CHOICES)
                   : c->run [0] ? PROMPT_RUNNING : PROMPT_IDLE;
     if (!asking)
         c->command_line = false;
     sb_screen_prompt (c->screen, p);
-    if (asking && !c->want_feedback && !c->command_line)
+    if (asking && !form && !c->want_feedback && !c->command_line)
         sb_screen_keys (c->screen, s_on_key, c);
     else
         sb_screen_lines (c->screen, NULL);
@@ -246,6 +249,9 @@ s_remember_answer (chat_t *c, const char *id)
 static void
 s_drop_asked (chat_t *c, int k)
 {
+    free (c->asked [k].schema);
+    if (k == 0)
+        sb_chat_form_end (&c->form);
     memmove (&c->asked [k], &c->asked [k + 1], (size_t) (c->nasked - k - 1) * sizeof c->asked [0]);
     c->nasked--;
     if (k == 0)
@@ -253,12 +259,22 @@ s_drop_asked (chat_t *c, int k)
 }
 
 /*  Puts the first waiting approval's question on the input line. */
+/*  Starts asking the elicitation asked [0] field by field. */
+static void
+s_form_begin (chat_t *c)
+{
+    if (sb_chat_form_begin (&c->form, c->asked [0].schema) == 0)
+        s_say (c, "answer field by field (Enter takes the default; /decline or /cancel answers the server so)");
+}
+
 static void
 s_ask_next (chat_t *c)
 {
     if (c->nasked && !c->asked [0].asked) {
         c->asked [0].asked = true;
         sb_screen_clear_input (c->screen);
+        if (c->asked [0].schema)
+            s_form_begin (c);
     }
     s_update_prompt (c);
 }
@@ -282,7 +298,8 @@ s_on_requested (chat_t *c, const sb_val_t *body)
     FILE *out = sb_screen_out (c->screen);
     bool color = sb_screen_color (c->screen);
     fprintf (out, "%s%s%s  %s (%s)\n", color ? "\033[1m" : "",
-             sb_interaction_is_budget (body) ? "budget reached" : "approval needed", color ? "\033[0m" : "", id, when);
+             sb_interaction_is_budget (body) ? "budget reached" : sb_interaction_is_elicitation (body)
+             ? "question from an MCP server" : "approval needed", color ? "\033[0m" : "", id, when);
     sb_interaction_print_call (out, body);
     sb_screen_flush (c->screen);
     if (c->nasked < ASKED_MAX) {
@@ -291,6 +308,8 @@ s_on_requested (chat_t *c, const sb_val_t *body)
         snprintf (a->id, sizeof a->id, "%s", id);
         snprintf (a->tool, sizeof a->tool, "%s", sb_get_str (body, "tool") ? sb_get_str (body, "tool") : "?");
         a->budget = sb_interaction_is_budget (body);
+        if (sb_interaction_is_elicitation (body) && sb_get_str (body, "schema"))
+            a->schema = strdup (sb_get_str (body, "schema"));
     }
     s_ask_next (c);
 }
@@ -319,17 +338,19 @@ s_on_resolved (chat_t *c, const sb_val_t *body)
 }
 
 static void
-s_resolve (chat_t *c, const char *decision, const char *scope, const char *feedback)
+s_resolve_as (chat_t *c, const char *decision, const char *scope, const char *feedback, const char *action,
+              const char *content)
 {
     asked_t a = c->asked [0];
     char cmd [40], ulid [SB_ULID_LEN + 1];
     sb_ulid_new (ulid);
     snprintf (cmd, sizeof cmd, "chat-%s", ulid);
-    sb_msg_t *reply = sb_interaction_resolve (c->bus, a.id, decision, scope, feedback, c->who, cmd, 0);
+    sb_msg_t *reply = sb_interaction_resolve (c->bus, a.id, decision, scope, feedback, c->who, cmd, 0, action,
+                                              content);
     /* a retry under the same command_id is safe: the first answer's
        reply comes back if it was taken */
     if (!reply)
-        reply = sb_interaction_resolve (c->bus, a.id, decision, scope, feedback, c->who, cmd, 0);
+        reply = sb_interaction_resolve (c->bus, a.id, decision, scope, feedback, c->who, cmd, 0, action, content);
     c->want_feedback = false;
     if (!reply) {
         s_say (c, "no reply to interact.resolve: is the server running? (answer again)");
@@ -338,9 +359,22 @@ s_resolve (chat_t *c, const char *decision, const char *scope, const char *feedb
     }
     if (!sb_msg_is_error (reply)) {
         const sb_val_t *ia = sb_get_map (reply->body, "interaction");
-        s_say (c, "%s %s (%s)%s%s", sb_get_str (ia, "status"), a.id, sb_get_str (ia, "scope"),
-               feedback && *feedback ? ": " : "", feedback && *feedback ? feedback : "");
+        if (sb_get_str (ia, "action"))
+            s_say (c, "%s %s: %s%s%s", sb_get_str (ia, "status"), a.id, sb_get_str (ia, "action"),
+                   sb_get_str (ia, "content") ? " " : "", sb_get_str (ia, "content") ? sb_get_str (ia, "content") : "");
+        else
+            s_say (c, "%s %s (%s)%s%s", sb_get_str (ia, "status"), a.id, sb_get_str (ia, "scope"),
+                   feedback && *feedback ? ": " : "", feedback && *feedback ? feedback : "");
         s_remember_answer (c, a.id);
+    }
+    else
+    if (action && sb_err_from_name (sb_msg_error_code (reply)) == SB_E_invalid && sb_chat_form_active (&c->form)) {
+        /* content the schema refused: said, and asked again from the top */
+        s_say (c, "not taken: %s", sb_msg_error_message (reply));
+        sb_msg_destroy (&reply);
+        s_form_begin (c);
+        s_update_prompt (c);
+        return;
     }
     else
     if (sb_err_from_name (sb_msg_error_code (reply)) == SB_E_conflict) {
@@ -355,6 +389,30 @@ s_resolve (chat_t *c, const char *decision, const char *scope, const char *feedb
     if (c->nasked && strcmp (c->asked [0].id, a.id) == 0)
         s_drop_asked (c, 0);
     s_ask_next (c);
+}
+
+static void
+s_resolve (chat_t *c, const char *decision, const char *scope, const char *feedback)
+{
+    s_resolve_as (c, decision, scope, feedback, NULL, NULL);
+}
+
+/*  A line typed at a field of the elicitation (cli/chat_form.c): the
+    next field, the reason it was not taken, or the answer. */
+static void
+s_on_field (chat_t *c, const char *line)
+{
+    char why [128], *content = NULL;
+    switch (sb_chat_form_take (&c->form, line, why, sizeof why, &content)) {
+        case SB_CHAT_FORM_NEXT:    s_update_prompt (c); break;
+        case SB_CHAT_FORM_BAD:     s_say (c, "%s", why); break;
+        case SB_CHAT_FORM_DECLINE: s_resolve_as (c, "reject", "once", NULL, "decline", NULL); break;
+        case SB_CHAT_FORM_CANCEL:  s_resolve_as (c, "reject", "once", NULL, "cancel", NULL); break;
+        case SB_CHAT_FORM_DONE:
+            s_resolve_as (c, "approve", "once", NULL, "accept", content ? content : "{}");
+            free (content);
+            break;
+    }
 }
 
 /*  What a line typed at the question means (chat.h). */
@@ -475,7 +533,9 @@ s_end_run (chat_t *c)
     c->run [0] = 0;
     c->cancelling = false;
     /* questions of the run that ended can no longer be answered */
-    c->nasked = 0;
+    while (c->nasked)
+        s_drop_asked (c, c->nasked - 1);
+    sb_chat_form_end (&c->form);
     c->want_feedback = false;
     s_update_prompt (c);
     if (c->input_done)
@@ -697,6 +757,10 @@ s_on_line (const char *line, void *arg)
         s_update_prompt (c);
         return;
     }
+    if (c->nasked && c->asked [0].asked && sb_chat_form_active (&c->form)) {
+        s_on_field (c, line);
+        return;
+    }
     if (c->nasked && c->asked [0].asked) {
         /* a line at the question (a pipe, or '/' then something else) is
            read as an answer the old way, "n WORDS" included */
@@ -752,98 +816,9 @@ s_on_interrupt (chat_t *c)
 /* ------------------------------------------------------------------ */
 /*  Setup */
 
-static const char *s_usage =
-    "usage: switchboard chat [SESSION] [--workspace DIR] [--title T] [--provider P] [--model M]\n"
-    "                        [--approval yolo|auto|interactive] [--max-steps N]\n"
-    "                        [--connect EP] [--data DIR]\n"
-    "\n"
-    "An interactive terminal attached to a session. Type a prompt and the run\n"
-    "streams as 'prompt --follow' prints it. When the run asks before a tool\n"
-    "call, the call shows inline (the shell command, or the diff a file tool\n"
-    "would make) with the choices, one key each (no Enter):\n"
-    "  y  approve it            a  approve, and always for this tool and pattern\n"
-    "  n  reject it             s  approve identical calls for this session\n"
-    "  f  reject it with words for the model\n"
-    "/exit (or Ctrl-D) leaves from the question too.\n"
-    "An approval answered elsewhere (another terminal, 'switchboard resolve', a\n"
-    "browser, its deadline) leaves the prompt and says who answered.\n"
-    "\n"
-    "While a run streams, a line you type is queued to run after it, and a line\n"
-    "starting with '!' steers the running run (the model reads it before its\n"
-    "next step). Ctrl-C cancels the running run; a second Ctrl-C, Ctrl-D or\n"
-    "/exit leaves (a run left going goes on in the server).\n"
-    "\n"
-    "SESSION is a session id, any unique prefix of one, or 'last' (the newest).\n"
-    "With none, chat opens a new session on the current folder (or --workspace)\n"
-    "with the options of 'sessions new'. Attached to a session whose run is\n"
-    "going, it shows that run from its start, then live.\n"
-    "\n"
-    "Exit status: 0 left with Ctrl-D or /exit, 130 left with Ctrl-C, 1 the\n"
-    "server could not be reached, 2 usage error.\n";
-
-typedef struct {
-    const char *connect, *data, *session;
-    const char *workspace, *title, *provider, *model, *approval;
-    unsigned long max_steps;
-    int config_opts;
-} chat_opts_t;
-
-static int
-s_parse (int argc, char **argv, chat_opts_t *o)
-{
-    static struct option longopts [] = {
-        { "connect", required_argument, 0, 'c' },
-        { "data", required_argument, 0, 'd' },
-        { "workspace", required_argument, 0, 'w' },
-        { "title", required_argument, 0, 't' },
-        { "provider", required_argument, 0, 'p' },
-        { "model", required_argument, 0, 'm' },
-        { "approval", required_argument, 0, 'a' },
-        { "max-steps", required_argument, 0, 'x' },
-        { "help", no_argument, 0, 'h' },
-        { 0, 0, 0, 0 }
-    };
-    memset (o, 0, sizeof *o);
-    int c;
-    optind = 1;
-    while ((c = getopt_long (argc, argv, "h", longopts, NULL)) != -1) {
-        switch (c) {
-            case 'c': o->connect = optarg; break;
-            case 'd': o->data = optarg; break;
-            case 'w': o->workspace = optarg; o->config_opts++; break;
-            case 't': o->title = optarg; o->config_opts++; break;
-            case 'p': o->provider = optarg; o->config_opts++; break;
-            case 'm': o->model = optarg; o->config_opts++; break;
-            case 'a': o->approval = optarg; o->config_opts++; break;
-            case 'x': {
-                char *end;
-                o->max_steps = strtoul (optarg, &end, 10);
-                if (!*optarg || *end || *optarg == '-' || o->max_steps == 0 || o->max_steps > 10000)
-                    return sb_cli_usage ("chat", "--max-steps takes a number from 1 to 10000, not '%s'", optarg);
-                o->config_opts++;
-                break;
-            }
-            case 'h': fputs (s_usage, stdout); return -1;
-            default: return sb_cli_usage ("chat", "unknown option or missing value: %s", argv [optind - 1]);
-        }
-    }
-    if (optind < argc)
-        o->session = argv [optind++];
-    if (optind < argc)
-        return sb_cli_usage ("chat", "unexpected argument '%s'", argv [optind]);
-    if (o->session && o->config_opts)
-        return sb_cli_usage ("chat", "--workspace, --title, --provider, --model, --approval and --max-steps "
-                             "make a new session; give them without SESSION");
-    if (o->approval && !sb_policy_mode_ok (o->approval))
-        return sb_cli_usage ("chat", "--approval takes yolo, auto or interactive, not '%s'", o->approval);
-    if (o->session)
-        return sb_cli_id_check ("chat", SB_CLI_SESSION, o->session);
-    return 0;
-}
-
 /*  A new session on the workspace (the current folder by default). */
 static int
-s_new_session (chat_t *c, const chat_opts_t *o)
+s_new_session (chat_t *c, const sb_chat_opts_t *o)
 {
     char ws [PATH_MAX];
     if (!realpath (o->workspace ? o->workspace : ".", ws))
@@ -969,8 +944,8 @@ s_loop (chat_t *c)
 int
 sb_cmd_chat (int argc, char **argv)
 {
-    chat_opts_t o;
-    int rc = s_parse (argc, argv, &o);
+    sb_chat_opts_t o;
+    int rc = sb_chat_parse (argc, argv, &o);
     if (rc)
         return rc < 0 ? 0 : rc;
     chat_t c = { .exit_code = 0 };
@@ -995,6 +970,8 @@ sb_cmd_chat (int argc, char **argv)
     }
     if (!rc)
         rc = s_loop (&c);
+    while (c.nasked)
+        s_drop_asked (&c, c.nasked - 1);
     sb_transcript_destroy (&c.t);
     sb_sub_destroy (&c.sub);
     sb_bus_destroy (&c.bus);

@@ -11,6 +11,7 @@
 #ifndef SB_CLI_CHAT_H
 #define SB_CLI_CHAT_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -93,5 +94,45 @@ void sb_chat_clean (const char *text, size_t max, char *out, size_t n);
 void sb_chat_queue_words (const char *kind, const sb_val_t *body, const char *sid, char *out, size_t n);
 
 int sb_cmd_chat (int argc, char **argv);
+
+/*  cli/chat_form.c: an MCP server's elicitation asked field by field.
+    Each field's prompt names its type, choices and default; a line is its
+    value in that type (empty: the default, which interact fills in), or
+    /decline or /cancel. */
+typedef struct {
+    json_t *schema;
+    json_t *content;            /* the values typed so far */
+    const char **names;         /* the fields, in the server's order */
+    size_t n, k;                /* how many, and the one asked */
+    char prompt [256];
+} sb_chat_form_t;
+
+typedef enum {
+    SB_CHAT_FORM_NEXT,          /* taken; the prompt is the next field's */
+    SB_CHAT_FORM_BAD,           /* not a value of the field: why says so */
+    SB_CHAT_FORM_DONE,          /* the last field: *content is the answer (malloc'd JSON) */
+    SB_CHAT_FORM_DECLINE,
+    SB_CHAT_FORM_CANCEL
+} sb_chat_form_step_t;
+
+/*  Starts (again) at the first field of `schema` (JSON text); 0, or -1
+    when it has none or cannot be read (then the question is answered
+    the old way, y or n). */
+int sb_chat_form_begin (sb_chat_form_t *f, const char *schema);
+void sb_chat_form_end (sb_chat_form_t *f);
+bool sb_chat_form_active (const sb_chat_form_t *f);
+const char *sb_chat_form_prompt (const sb_chat_form_t *f);
+sb_chat_form_step_t sb_chat_form_take (sb_chat_form_t *f, const char *line, char *why, size_t whylen,
+                                       char **content);
+
+/*  cli/chat_opts.c: chat's options. 0, -1 after --help, or a usage
+    error's exit status. */
+typedef struct {
+    const char *connect, *data, *session;
+    const char *workspace, *title, *provider, *model, *approval;
+    unsigned long max_steps;
+    int config_opts;
+} sb_chat_opts_t;
+int sb_chat_parse (int argc, char **argv, sb_chat_opts_t *o);
 
 #endif

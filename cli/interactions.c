@@ -82,6 +82,44 @@ s_print_budget (FILE *out, const sb_val_t *ia)
                   "  reject to end the run (reason budget; the session's queue pauses)\n");
 }
 
+/*  An elicitation: the server's message and each field it asks for, its
+    type, choices, default and whether it is required. */
+static void
+s_print_elicitation (FILE *out, const sb_val_t *ia)
+{
+    const char *text = sb_get_str (ia, "schema");
+    json_t *schema = text ? json_loads (text, 0, NULL) : NULL;
+    json_t *req = json_object_get (schema, "required");
+    fprintf (out, "  tool      %s asks the person (MCP elicitation):\n", sb_get_str (ia, "tool"));
+    s_lines (out, "    ", sb_get_str (ia, "summary") ? sb_get_str (ia, "summary") : "", 0);
+    const char *name;
+    json_t *p;
+    json_object_foreach (json_object_get (schema, "properties"), name, p) {
+        bool required = false;
+        size_t k;
+        json_t *r;
+        json_array_foreach (req, k, r)
+            required = required || (json_is_string (r) && strcmp (json_string_value (r), name) == 0);
+        char *def = json_object_get (p, "default") ? json_dumps (json_object_get (p, "default"), JSON_ENCODE_ANY)
+                                                    : NULL;
+        char *choices = json_object_get (p, "enum") ? json_dumps (json_object_get (p, "enum"), JSON_COMPACT) : NULL;
+        const char *title = s_jstr (p, "title") ? s_jstr (p, "title") : s_jstr (p, "description");
+        fprintf (out, "  field     %s: %s%s%s%s%s%s%s%s\n", name, s_jstr (p, "type"), required ? ", required" : "",
+                 choices ? ", one of " : "", choices ? choices : "", def ? ", default " : "", def ? def : "",
+                 title ? " — " : "", title ? title : "");
+        free (def);
+        free (choices);
+    }
+    json_decref (schema);
+}
+
+bool
+sb_interaction_is_elicitation (const sb_val_t *ia)
+{
+    const char *kind = sb_get_str (ia, "kind");
+    return kind && sb_ia_kind_from_name (kind) == IA_KIND_ELICITATION;
+}
+
 bool
 sb_interaction_is_budget (const sb_val_t *ia)
 {
@@ -94,6 +132,10 @@ sb_interaction_print_call (FILE *out, const sb_val_t *ia)
 {
     if (sb_interaction_is_budget (ia)) {
         s_print_budget (out, ia);
+        return;
+    }
+    if (sb_interaction_is_elicitation (ia)) {
+        s_print_elicitation (out, ia);
         return;
     }
     const char *tool = sb_get_str (ia, "tool");
@@ -135,7 +177,8 @@ sb_interaction_print_call (FILE *out, const sb_val_t *ia)
 
 sb_msg_t *
 sb_interaction_resolve (sb_bus_t *bus, const char *id, const char *decision, const char *scope,
-                        const char *feedback, const char *resolved_by, const char *command_id, uint64_t raise)
+                        const char *feedback, const char *resolved_by, const char *command_id, uint64_t raise,
+                        const char *action, const char *content)
 {
     sb_enc_t *e = sb_enc_new ();
     if (!e)
@@ -150,6 +193,8 @@ sb_interaction_resolve (sb_bus_t *bus, const char *id, const char *decision, con
     sb_enc_kstr_opt (e, "command_id", command_id);
     if (raise)
         sb_enc_kuint (e, "raise", raise);
+    sb_enc_kstr_opt (e, "action", action);
+    sb_enc_kstr_opt (e, "content", content);
     sb_enc_map_close (e);
     size_t len;
     const uint8_t *b = sb_enc_data (e, &len);
@@ -183,6 +228,8 @@ typedef struct {
     const char *session, *run, *status;
     const char *decision, *feedback, *scope;
     const char *raise;          //  --raise AMOUNT, read once the budget is known
+    const char *action;         //  an elicitation: --decline, --cancel, --json CONTENT (accept)
+    const char *content;        //  --json '{...}': an elicitation's values
     long long limit;
     bool json;
 } opts_t;
@@ -205,6 +252,8 @@ s_parse (const char *cmd, int argc, char **argv, opts_t *o, const char *usage, i
         { "feedback", required_argument, 0, 'f' },
         { "scope", required_argument, 0, 'o' },
         { "raise", required_argument, 0, 'R' },
+        { "decline", no_argument, 0, 'D' },
+        { "cancel", no_argument, 0, 'C' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
@@ -231,11 +280,16 @@ s_parse (const char *cmd, int argc, char **argv, opts_t *o, const char *usage, i
                 break;
             }
             case 'y':
-            case 'N': {
+            case 'N':
+            case 'D':
+            case 'C': {
                 const char *d = c == 'y' ? "approve" : "reject";
-                if (o->decision && strcmp (o->decision, d) != 0)
-                    return sb_cli_usage (cmd, "give --approve or --reject, not both");
+                const char *a = c == 'D' ? "decline" : c == 'C' ? "cancel" : NULL;
+                if ((o->decision && strcmp (o->decision, d) != 0) || (o->action && a && strcmp (o->action, a) != 0))
+                    return sb_cli_usage (cmd, "give one answer: --approve, --reject, --decline or --cancel");
                 o->decision = d;
+                if (a)
+                    o->action = a;
                 answer = true;
                 break;
             }
@@ -249,7 +303,8 @@ s_parse (const char *cmd, int argc, char **argv, opts_t *o, const char *usage, i
     if (filter && !(takes & OPT_FILTERS))
         return sb_cli_usage (cmd, "--session, --run, --status and --limit go with 'interactions'");
     if (answer && !(takes & OPT_RESOLVE))
-        return sb_cli_usage (cmd, "--approve, --reject, --feedback, --scope and --raise go with 'resolve'");
+        return sb_cli_usage (cmd, "--approve, --reject, --decline, --cancel, --feedback, --scope and --raise go "
+                             "with 'resolve'");
     if (o->raise && o->decision && sb_ia_decision_from_name (o->decision) != IA_APPROVE)
         return sb_cli_usage (cmd, "--raise goes with --approve (a rejected budget is not raised)");
     if (o->status && sb_ia_status_from_name (o->status) == IA__COUNT)
@@ -383,6 +438,21 @@ s_print_row (const sb_val_t *ia)
                   summary ? ": " : "", summary ? summary : "");
     else
         snprintf (what, sizeof what, "%s", summary ? summary : sb_get_str (ia, "arguments"));
+    /* an elicitation: the fields it asks for, after its message */
+    json_t *schema = sb_interaction_is_elicitation (ia) && sb_get_str (ia, "schema")
+                   ? json_loads (sb_get_str (ia, "schema"), 0, NULL) : NULL;
+    const char *name, *sep = " [";
+    json_t *p;
+    size_t n = strlen (what);
+    json_object_foreach (json_object_get (schema, "properties"), name, p) {
+        if (n >= sizeof what)
+            break;
+        n += (size_t) snprintf (what + n, sizeof what - n, "%s%s", sep, name);
+        sep = ", ";
+    }
+    if (schema && n < sizeof what)
+        snprintf (what + n, sizeof what - n, "]");
+    json_decref (schema);
     sb_cli_text_cell (what, 70, text, sizeof text);
     printf (ROW_FORMAT, sb_get_str (ia, "interaction_id"), status, sb_get_str (ia, "tool"),
             sb_get_str (ia, "session_id"), created, text);
@@ -411,6 +481,9 @@ s_print_one (const sb_val_t *ia)
     else {
         sb_cli_time_cell (sb_get_uint (ia, "resolved_at", 0), when, sizeof when);
         printf ("decision    %s (scope %s)\n", sb_get_str (ia, "decision"), sb_get_str (ia, "scope"));
+        if (sb_get_str (ia, "action"))
+            printf ("action      %s%s%s\n", sb_get_str (ia, "action"), sb_get_str (ia, "content") ? " " : "",
+                    sb_get_str (ia, "content") ? sb_get_str (ia, "content") : "");
         printf ("resolved by %s at %s\n", sb_get_str (ia, "resolved_by"), when);
         if (sb_get_str (ia, "feedback"))
             printf ("feedback    %s\n", sb_get_str (ia, "feedback"));
@@ -425,6 +498,10 @@ s_print_one (const sb_val_t *ia)
         printf ("summary     %s\n", sb_get_str (ia, "summary"));
     printf ("\n");
     sb_interaction_print_call (stdout, ia);
+    if (pending && sb_interaction_is_elicitation (ia))
+        printf ("\nanswer with: switchboard resolve %s --json '{\"FIELD\": VALUE, ...}'|--decline|--cancel\n",
+                sb_get_str (ia, "interaction_id"));
+    else
     if (pending)
         printf ("\nanswer with: switchboard resolve %s --approve|--reject [--feedback TEXT]%s\n",
                 sb_get_str (ia, "interaction_id"), sb_interaction_is_budget (ia) ? " [--raise AMOUNT]" : "");
@@ -607,7 +684,8 @@ sb_cmd_resolve (int argc, char **argv)
 {
     static const char *usage =
         "usage: switchboard resolve ID --approve|--reject [--feedback TEXT] [--raise AMOUNT]\n"
-        "                          [--scope once|session|always] [--json] [--connect EP] [--data DIR]\n\n"
+        "                          [--scope once|session|always] [--json] [--connect EP] [--data DIR]\n"
+        "       switchboard resolve ID --json '{...}'|--decline|--cancel   (an elicitation)\n\n"
         "Answers an interaction that a run waits for. The first answer wins: when\n"
         "someone (another terminal, a browser, the deadline) answered first, this\n"
         "prints who did and exits 1 (conflict). The answer is signed cli:USER@HOST.\n"
@@ -619,19 +697,43 @@ sb_cmd_resolve (int argc, char **argv)
         "  --raise AMOUNT   a budget question approved: raise the budget by AMOUNT in\n"
         "                   its unit (tokens, dollars such as 2.50, steps, minutes;\n"
         "                   default: the budget's own amount again)\n"
+        "  --json '{...}'   an elicitation (an MCP server asks for values): accept with\n"
+        "                   these values, checked against its schema, whose defaults\n"
+        "                   fill the rest (--approve alone: every default)\n"
+        "  --decline        an elicitation: say no to the server\n"
+        "  --cancel         an elicitation: answer nothing (the server hears cancel)\n"
         "  --feedback TEXT  words for the model (why, or what to do instead)\n"
         "  --scope S        once (default): this call only; session: identical calls\n"
         "                   in this session too; always: stored as a rule on the session\n"
         "  --json           print the resolved interaction as one JSON document\n"
         COMMON_HELP;
+    /* --json '{...}': an elicitation's values (and the reply in JSON);
+       taken out before the options are read, --json alone taking none */
+    const char *content = NULL;
+    for (int k = 1; k + 1 < argc; k++)
+        if (strcmp (argv [k], "--json") == 0 && argv [k + 1][0] == '{') {
+            content = argv [k + 1];
+            memmove (argv + k + 1, argv + k + 2, (size_t) (argc - k - 2) * sizeof *argv);
+            argv [--argc] = NULL;
+            break;
+        }
     opts_t o;
     int rest, rc = s_parse ("resolve", argc, argv, &o, usage, OPT_RESOLVE, &rest);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (argc - rest != 1)
         return sb_cli_usage ("resolve", "give one interaction ID");
+    if (content && o.decision && sb_ia_decision_from_name (o.decision) != IA_APPROVE)
+        return sb_cli_usage ("resolve", "--json '{...}' accepts an elicitation: not with --reject, --decline or "
+                             "--cancel");
+    if (content) {
+        o.decision = "approve";
+        o.action = "accept";
+        o.content = content;
+    }
     if (!o.decision)
-        return sb_cli_usage ("resolve", "give --approve or --reject");
+        return sb_cli_usage ("resolve", "give --approve or --reject (an elicitation: --json '{...}', --decline "
+                             "or --cancel)");
     sb_bus_t *bus = sb_cli_connect ("resolve", o.connect, o.data);
     if (!bus)
         return 1;
@@ -650,7 +752,8 @@ sb_cmd_resolve (int argc, char **argv)
         sb_bus_destroy (&bus);
         return rc;
     }
-    sb_msg_t *reply = sb_interaction_resolve (bus, id, o.decision, o.scope, o.feedback, who, cmd_id, raise);
+    sb_msg_t *reply = sb_interaction_resolve (bus, id, o.decision, o.scope, o.feedback, who, cmd_id, raise, o.action,
+                                              o.content);
     rc = 1;
     if (!reply)
         sb_cli_fail_code ("resolve", "timeout", "no reply to interact.resolve within %d ms: is the server running?",

@@ -18,12 +18,18 @@ void sb_interaction_who (const char *what, char *out, size_t n);
 void sb_interaction_print_call (FILE *out, const sb_val_t *ia);
 
 /*  Asks the server to resolve `id`: decision "approve" or "reject", scope
-    and feedback may be NULL; raise is a budget question's (0: none). Returns the reply (.ok or error; the caller
+    and feedback may be NULL; raise is a budget question's (0: none);
+    action (accept, decline, cancel) and content (JSON values) an
+    elicitation's, or NULL. Returns the reply (.ok or error; the caller
     destroys it), or NULL when no reply came in time. */
 sb_msg_t *sb_interaction_resolve (sb_bus_t *bus, const char *id, const char *decision, const char *scope,
-                                  const char *feedback, const char *resolved_by, const char *command_id, uint64_t raise);
+                                  const char *feedback, const char *resolved_by, const char *command_id, uint64_t raise,
+                                  const char *action, const char *content);
 /*  Whether an interaction (a record or its approval.requested body) is a
     budget question (docs/usage.md). */
+//  Whether `ia` (a record or an approval.requested body) is an MCP
+//  server's elicitation (its schema in `schema`, its message in summary).
+bool sb_interaction_is_elicitation (const sb_val_t *ia);
 bool sb_interaction_is_budget (const sb_val_t *ia);
 
 /*  One line for a conflict reply: "ia_... was already approved by X". */

@@ -9,8 +9,9 @@ const char *const sb_ia_statuses [IA__COUNT + 1] = { "pending", "approved", "rej
 const char *const sb_ia_decisions [IA__DECISIONS + 1] = { "approve", "reject", NULL };
 const char *const sb_ia_scopes [IA__SCOPES + 1] = { "once", "session", "always", NULL };
 const char *const sb_ia_risks [IA__RISKS + 1] = { "low", "medium", "high", NULL };
-const char *const sb_ia_kinds [IA__KINDS + 1] = { "approval", "budget", NULL };
+const char *const sb_ia_kinds [IA__KINDS + 1] = { "approval", "budget", "elicitation", NULL };
 const char *const sb_ia_budgets [IA__BUDGETS + 1] = { "tokens", "cost", "steps", "minutes", NULL };
+const char *const sb_ia_actions [IA__ACTIONS + 1] = { "accept", "decline", "cancel", NULL };
 
 /*  The transition table: a pending interaction is resolved once, by a
     person (approved, rejected) or by its deadline (expired); a resolved
@@ -37,3 +38,5 @@ SB_ENUM_NAME (sb_ia_kind_name, ia_kind_t, sb_ia_kinds, IA__KINDS, "unknown")
 SB_ENUM_FROM (sb_ia_kind_from_name, ia_kind_t, sb_ia_kinds, IA__KINDS)
 SB_ENUM_NAME (sb_ia_budget_name, ia_budget_t, sb_ia_budgets, IA__BUDGETS, "unknown")
 SB_ENUM_FROM (sb_ia_budget_from_name, ia_budget_t, sb_ia_budgets, IA__BUDGETS)
+SB_ENUM_NAME (sb_ia_action_name, ia_action_t, sb_ia_actions, IA__ACTIONS, "unknown")
+SB_ENUM_FROM (sb_ia_action_from_name, ia_action_t, sb_ia_actions, IA__ACTIONS)

@@ -17,9 +17,14 @@ typedef enum { IA_PENDING, IA_APPROVED, IA_REJECTED, IA_EXPIRED, IA__COUNT } ia_
 typedef enum { IA_APPROVE, IA_REJECT, IA__DECISIONS } ia_decision_t;
 typedef enum { IA_ONCE, IA_SESSION, IA_ALWAYS, IA__SCOPES } ia_scope_t;
 typedef enum { IA_RISK_LOW, IA_RISK_MEDIUM, IA_RISK_HIGH, IA__RISKS } ia_risk_t;
-/*  What is asked: an approval of a tool call, or whether a run that
-    reached one of its budgets goes on (docs/usage.md). */
-typedef enum { IA_KIND_APPROVAL, IA_KIND_BUDGET, IA__KINDS } ia_kind_t;
+/*  What is asked: an approval of a tool call, whether a run that
+    reached one of its budgets goes on (docs/usage.md), or the values an
+    MCP server asks for during a tool call (docs/mcp.md, Elicitation). */
+typedef enum { IA_KIND_APPROVAL, IA_KIND_BUDGET, IA_KIND_ELICITATION, IA__KINDS } ia_kind_t;
+/*  An elicitation's answer, as MCP names it: accept (with content; the
+    decision approve), decline (reject: the person said no) or cancel
+    (reject: nobody said anything, the deadline or a restart). */
+typedef enum { IA_ACTION_ACCEPT, IA_ACTION_DECLINE, IA_ACTION_CANCEL, IA__ACTIONS } ia_action_t;
 /*  The budgets a session may set, in this order everywhere: tokens (input
     and output of every model call), cost (micro-dollars), steps (model
     calls) and minutes (the run's wall time). */
@@ -38,6 +43,7 @@ extern const char *const sb_ia_scopes [];
 extern const char *const sb_ia_risks [];
 extern const char *const sb_ia_kinds [];
 extern const char *const sb_ia_budgets [];
+extern const char *const sb_ia_actions [];
 
 const char *sb_ia_status_name (ia_status_t s);
 /*  IA__COUNT when unknown or NULL. */
@@ -53,5 +59,7 @@ const char *sb_ia_kind_name (ia_kind_t k);
 ia_kind_t sb_ia_kind_from_name (const char *name);             /* IA__KINDS: unknown */
 const char *sb_ia_budget_name (ia_budget_t b);
 ia_budget_t sb_ia_budget_from_name (const char *name);         /* IA__BUDGETS: unknown */
+const char *sb_ia_action_name (ia_action_t a);
+ia_action_t sb_ia_action_from_name (const char *name);         /* IA__ACTIONS: unknown */
 
 #endif

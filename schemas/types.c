@@ -4,6 +4,7 @@
     file holds the header, bus and echo types, and the tape kinds. Everything
     else (validation, the broker, the tap, `switchboard schemas`,
     docs/protocol.md) derives from the row. */
+#include "schemas/elicit.h"
 #include "schemas/schema.h"
 
 #include <pthread.h>
@@ -202,10 +203,12 @@ static const sb_field_t s_tape_approval_requested [] = {
     { "deadline_at", SB_T_UINT, false, 0, NULL, "ms since epoch when it resolves by itself; absent: never",
       RANGE_TIME },
     { "default_outcome", SB_T_ENUM, false, 16, NULL, "the decision at the deadline", ENUM (sb_ia_decisions) },
-    { "kind", SB_T_ENUM, false, 16, NULL, "approval (absent) | budget", ENUM (sb_ia_kinds) },
+    { "kind", SB_T_ENUM, false, 16, NULL, "approval (absent) | budget | elicitation", ENUM (sb_ia_kinds) },
     { "budget", SB_T_ENUM, false, 16, NULL, "kind budget: the budget reached", ENUM (sb_ia_budgets) },
     { "spent", SB_T_UINT, false, 0, NULL, "kind budget: what the run used", RANGE_COUNT },
     { "limit", SB_T_UINT, false, 0, NULL, "kind budget: its limit", RANGE_COUNT },
+    { "schema", SB_T_STR, false, SB_ELICIT_SCHEMA_MAX, NULL, "kind elicitation: the requested schema (JSON; "
+      "summary is the server's message)" },
     END };
 static const sb_field_t s_tape_approval_resolved [] = {
     { "interaction_id", SB_T_STR, true, ID_MAX, NULL, "the interaction" },
@@ -215,8 +218,11 @@ static const sb_field_t s_tape_approval_resolved [] = {
     { "scope", SB_T_ENUM, false, 16, NULL, "how far the answer reaches", ENUM (sb_ia_scopes) },
     { "resolved_by", SB_T_STR, true, 128, NULL, "who answered (a terminal, the CLI, a browser, \"deadline\")" },
     { "feedback", SB_T_STR, false, 16 KB, NULL, "the person's words to the model" },
-    { "kind", SB_T_ENUM, false, 16, NULL, "approval (absent) | budget", ENUM (sb_ia_kinds) },
+    { "kind", SB_T_ENUM, false, 16, NULL, "approval (absent) | budget | elicitation", ENUM (sb_ia_kinds) },
     { "raise", SB_T_UINT, false, 0, NULL, "kind budget: the raise the person asked for", RANGE_COUNT },
+    { "action", SB_T_ENUM, false, 16, NULL, "kind elicitation: accept, decline or cancel", ENUM (sb_ia_actions) },
+    { "content", SB_T_STR, false, SB_ELICIT_CONTENT_MAX, NULL, "kind elicitation, accepted: the values sent "
+      "(JSON)" },
     END };
 /*  A run's budgets (docs/usage.md): spent and limit in the budget's unit
     (tokens, micro-dollars, steps, minutes). */

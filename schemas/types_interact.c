@@ -1,5 +1,6 @@
 /*  schemas/types_interact.c — interact.* types (actors/interact.c):
     durable interactions (approvals), docs/approvals.md. */
+#include "schemas/elicit.h"
 #include "schemas/types.h"
 
 /*  The longest deadline an interaction may have: a week. */
@@ -30,12 +31,18 @@ static const sb_field_t s_record [] = {
     { "deadline_at", SB_T_UINT, false, 0, NULL, "ms since epoch when it resolves by itself; absent: never",
       RANGE_TIME },
     { "default_outcome", SB_T_STR, true, 16, NULL, "approve | reject: the decision at the deadline" },
-    { "kind", SB_T_STR, false, 16, NULL, "approval (a tool call, the default) | budget (a run reached a budget)" },
+    { "kind", SB_T_STR, false, 16, NULL, "approval (a tool call, the default) | budget (a run reached a budget) | elicitation (an MCP "
+      "server asks for values)" },
     { "budget", SB_T_STR, false, 16, NULL, "kind budget: tokens | cost | steps | minutes" },
     { "spent", SB_T_UINT, false, 0, NULL, "kind budget: what the run used (cost in micro-dollars)", RANGE_COUNT },
     { "limit", SB_T_UINT, false, 0, NULL, "kind budget: the limit it reached", RANGE_COUNT },
     { "raise", SB_T_UINT, false, 0, NULL, "kind budget, approved: the amount the answer raised it by "
       "(absent: the session's budget, its original amount)", RANGE_COUNT },
+    { "schema", SB_T_STR, false, SB_ELICIT_SCHEMA_MAX, NULL, "kind elicitation: the requested schema (JSON "
+      "text, checked; summary holds the server's message)" },
+    { "action", SB_T_STR, false, 16, NULL, "kind elicitation, resolved: accept | decline | cancel" },
+    { "content", SB_T_STR, false, SB_ELICIT_CONTENT_MAX, NULL, "kind elicitation, accepted: the values sent to "
+      "the server (a JSON object, the schema's defaults filled in)" },
     END
 };
 static const sb_field_t s_one [] = {
@@ -62,6 +69,8 @@ static const sb_field_t s_request [] = {
     { "spent", SB_T_UINT, false, 0, NULL, "kind budget: what the run used", RANGE_COUNT },
     { "budget_limit", SB_T_UINT, false, 0, NULL, "kind budget: its limit (the record's `limit`; a request's "
       "`limit` is a page size)", RANGE_COUNT },
+    { "schema", SB_T_STR, false, SB_ELICIT_SCHEMA_MAX, NULL, "kind elicitation: the server's requested schema "
+      "(JSON text; checked as docs/mcp.md says); summary holds its message" },
     END
 };
 static const sb_field_t s_request_ok [] = {
@@ -97,6 +106,10 @@ static const sb_field_t s_resolve [] = {
     { "command_id", SB_T_STR, false, 64, NULL, "idempotency key: a retry of the winning resolve gets its reply" },
     { "raise", SB_T_UINT, false, 0, NULL, "a budget question approved: raise the budget by this much (tokens, "
       "micro-dollars, steps or minutes; default its original amount)", RANGE (1, SB_BUDGET_TOKENS_MAX, 1) },
+    { "action", SB_T_ENUM, false, 16, NULL, "an elicitation's answer: accept (decision approve), decline or cancel "
+      "(decision reject); absent: approve accepts, reject declines", ENUM (sb_ia_actions) },
+    { "content", SB_T_STR, false, SB_ELICIT_CONTENT_MAX, NULL, "an elicitation accepted: the values, a JSON "
+      "object checked against its schema (absent: {}, every default)" },
     END
 };
 

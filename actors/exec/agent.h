@@ -320,6 +320,12 @@ int sb_exec_mcp_start (sb_exec_run_t *run);
 //  Whether `name` is an MCP tool, and runs one call of it.
 bool sb_exec_mcp_is_tool (const char *name);
 void sb_exec_mcp_call (sb_exec_run_t *run, const sb_exec_call_t *call, sb_tool_result_t *res);
+/*  Installs the executor's elicitor (actors/exec/mcp_elicit.h), once per
+    process: a server's elicitation/create during a run's tool call asks
+    the person through an interaction of kind elicitation, and the run
+    waits for the answer as for an approval. Outside a tool call (a
+    server's start) nobody waits: cancel.                                 */
+void sb_exec_mcp_elicit_install (void);
 
 //  ---------------------------------------------------------------------
 //  actors/exec/agent.c: the run thread

@@ -265,12 +265,16 @@ s_outcome_take (sb_exec_answer_t *o, const sb_val_t *m)
     const char *fb = sb_get_str (m, "feedback");
     o->feedback = fb && *fb ? strdup (fb) : NULL;
     o->raise = sb_get_uint (m, "raise", 0);
+    snprintf (o->action, sizeof o->action, "%s", sb_get_str (m, "action") ? sb_get_str (m, "action") : "");
+    free (o->content);
+    o->content = sb_get_str (m, "content") ? strdup (sb_get_str (m, "content")) : NULL;
 }
 
 void
 sb_exec_answer_clear (sb_exec_answer_t *a)
 {
     free (a->feedback);
+    free (a->content);
     memset (a, 0, sizeof *a);
 }
 
@@ -340,12 +344,15 @@ s_wait (sb_exec_run_t *run, sb_sub_t *sub, const char *id, sb_exec_answer_t *o)
 //  A cancel answers the question nobody waits for any more. A person who
 //  answered first wins; either way the tool does not run.
 static void
-s_resolve_cancelled (sb_exec_run_t *run, const char *id)
+s_resolve_cancelled (sb_exec_run_t *run, const char *id, bool elicitation)
 {
     sb_enc_t *e = sb_enc_new ();
     sb_enc_map_open (e);
     sb_enc_kstr (e, "interaction_id", id);
     sb_enc_kstr (e, "decision", "reject");
+    //  an MCP server's question: nobody decided, which MCP calls cancel
+    if (elicitation)
+        sb_enc_kstr (e, "action", "cancel");
     sb_enc_kstr (e, "resolved_by", "cancel");
     sb_enc_kstr (e, "feedback", "the run was cancelled while it waited for this answer");
     char cmd [80];
@@ -358,6 +365,27 @@ s_resolve_cancelled (sb_exec_run_t *run, const char *id)
                  id, reply ? sb_msg_error_code (reply) : "timeout");
     sb_msg_destroy (&reply);
     sb_enc_destroy (&e);
+}
+
+sb_enc_t *
+sb_exec_ask_open (sb_exec_run_t *run, const char *kind, const char *call_id, const char *tool, const char *arguments,
+                  const char *summary)
+{
+    sb_enc_t *e = sb_enc_new ();
+    if (!e)
+        return NULL;
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "session_id", run->session_id);
+    sb_enc_kstr (e, "run_id", run->run_id);
+    sb_enc_kstr (e, "call_id", call_id);
+    sb_enc_kstr (e, "tool", tool);
+    sb_enc_kstr (e, "arguments", arguments);
+    sb_enc_kstr (e, "summary", summary);
+    sb_enc_kstr (e, "kind", kind);
+    sb_enc_kstr (e, "default_outcome", "reject");
+    if (sb_exec_approval_deadline (run) >= 0)
+        sb_enc_kuint (e, "deadline_s", (uint64_t) sb_exec_approval_deadline (run));
+    return e;
 }
 
 sb_sub_t *
@@ -386,6 +414,8 @@ sb_exec_ask (sb_exec_run_t *run, sb_enc_t *request, sb_sub_t *sub, sb_run_phase_
     snprintf (o->interaction_id, sizeof o->interaction_id, "%s", id ? id : "");
     const sb_val_t *ia = sb_get_map (reply->body, "interaction");
     const char *status = sb_get_str (ia, "status");
+    const char *kind = sb_get_str (ia, "kind");
+    bool elicitation = kind && sb_ia_kind_from_name (kind) == IA_KIND_ELICITATION;
     if (status && sb_ia_status_from_name (status) != IA_PENDING)
         s_outcome_take (o, ia);
     sb_msg_destroy (&reply);
@@ -403,7 +433,7 @@ sb_exec_ask (sb_exec_run_t *run, sb_enc_t *request, sb_sub_t *sub, sb_run_phase_
     if (w == S_WAIT_GONE)
         return SB_ASK_GONE;
     if (w == S_WAIT_CANCELLED) {
-        s_resolve_cancelled (run, o->interaction_id);
+        s_resolve_cancelled (run, o->interaction_id, elicitation);
         return SB_ASK_CANCELLED;
     }
     return SB_ASK_RESOLVED;

@@ -42,6 +42,8 @@ typedef struct {
     char resolved_by [129];
     char *feedback;             //  owned, or NULL
     uint64_t raise;             //  a budget question's raise; 0: none asked
+    char action [16];           //  an elicitation's: accept | decline | cancel
+    char *content;              //  an elicitation accepted: its values (JSON), owned, or NULL
     sb_err_t code;              //  SB_ASK_FAILED: the request's error
     char error [256];
 } sb_exec_answer_t;
@@ -61,6 +63,12 @@ typedef enum {
 sb_ask_t sb_exec_ask (sb_exec_run_t *run, sb_enc_t *request, sb_sub_t *sub, sb_run_phase_t phase,
                       sb_exec_answer_t *o);
 void sb_exec_answer_clear (sb_exec_answer_t *a);
+//  A new interact.request body for a question of `kind` (a tool call's
+//  approval is asked by the gate itself) of the run: its session, run,
+//  call_id, tool, arguments, summary, kind, default_outcome reject and the
+//  session's deadline, the map left open for the kind's own fields.
+sb_enc_t *sb_exec_ask_open (sb_exec_run_t *run, const char *kind, const char *call_id, const char *tool,
+                            const char *arguments, const char *summary);
 //  A subscription to the session's topic on the event plane, or NULL.
 sb_sub_t *sb_exec_ask_subscribe (sb_exec_run_t *run);
 

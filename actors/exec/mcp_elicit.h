@@ -17,15 +17,11 @@
 #ifndef SB_EXEC_MCP_ELICIT_H
 #define SB_EXEC_MCP_ELICIT_H
 
+#include "schemas/elicit.h"
+
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
-
-#define SB_MCP_ELICIT_MESSAGE_MAX   4096    //  bytes of the server's message
-#define SB_MCP_ELICIT_FIELDS_MAX    32      //  properties of a schema
-#define SB_MCP_ELICIT_NAME_MAX      64      //  bytes of a property's name
-#define SB_MCP_ELICIT_TEXT_MAX      1024    //  bytes of a title, description, string value
-#define SB_MCP_ELICIT_ENUM_MAX      64      //  members of an enum
 
 typedef enum { SB_MCP_ELICIT_ACCEPT, SB_MCP_ELICIT_DECLINE, SB_MCP_ELICIT_CANCEL } sb_mcp_elicit_action_t;
 
@@ -39,16 +35,6 @@ void sb_mcp_elicit_set_elicitor (sb_mcp_elicitor_fn *fn, void *arg);
 
 //  Whether an elicitor is installed (the capability is declared).
 bool sb_mcp_elicit_supported (void);
-
-//  0 when `schema` is a requested schema the client accepts, else -1
-//  with why in err.
-int sb_mcp_elicit_schema_check (json_t *schema, char *err, size_t errlen);
-
-/*  The content to send for `given` (an object) under a checked `schema`:
-    a new object with the defaults of the properties `given` lacks. NULL
-    with why in err when a value is of the wrong type, outside its enum or
-    bounds, names no property, or a required one is missing.              */
-json_t *sb_mcp_elicit_content (json_t *schema, json_t *given, char *err, size_t errlen);
 
 /*  The JSON-RPC result (or error) to the server's elicitation/create
     request `m`, through the elicitor. `server` names it to the person.   */

@@ -4,11 +4,22 @@
     See actors/exec/mcp.h and docs/mcp.md.
 */
 #include "actors/exec/agent.h"
+#include "actors/exec/approval.h"
 #include "actors/exec/mcp.h"
+#include "actors/exec/mcp_elicit.h"
 #include "common/log.h"
+#include "schemas/interaction.h"
 #include "schemas/vocab.h"
 
 #include <string.h>
+
+#define ACTOR "exec"
+
+/*  The run and the call of this thread's MCP tool call, for the elicitor:
+    a server's elicitation/create comes in the middle of it, on this
+    thread (each run has its own). */
+static __thread sb_exec_run_t *s_run;
+static __thread const sb_exec_call_t *s_call;
 
 void
 sb_exec_mcp_attach (sb_exec_run_t *run, const sb_val_t *rec)
@@ -46,6 +57,64 @@ sb_exec_mcp_call (sb_exec_run_t *run, const sb_exec_call_t *call, sb_tool_result
     /* the server's progress notifications are the call's live output
        (tool.output, which follow and the UI show as it comes); the
        result arrives whole, and tool.result holds it */
+    s_run = run;
+    s_call = call;
     sb_mcp_set_call (run->runtime->mcp, call->name, call->arguments, run->cancel_fd,
                      left > 0 ? (int) (left > 3600000 ? 3600000 : left) : 1, sb_exec_tool_output, run, res);
+    s_run = NULL;
+    s_call = NULL;
+}
+
+/*  The elicitor: the server's question becomes an interaction of kind
+    elicitation of the run that called the tool (its message as summary,
+    its checked schema), and the answer comes back as MCP's action. The
+    interaction's call_id is the tool call's with a time and a count:
+    unlike an approval's, a question is never asked again after a restart
+    (the MCP session that asked is gone with it), so each is new. */
+static sb_mcp_elicit_action_t
+s_elicitor (void *arg, const char *server, const char *message, const char *schema, char **content)
+{
+    sb_exec_run_t *run = s_run;
+    const sb_exec_call_t *call = s_call;
+    if (!run || !call) {
+        sb_warn (ACTOR, "MCP server %s asked for values outside a tool call: cancelled", server);
+        return SB_MCP_ELICIT_CANCEL;
+    }
+    static _Atomic unsigned s_count;
+    char call_id [129];
+    snprintf (call_id, sizeof call_id, "elicit:%.80s:%llu:%u", call->call_id, (unsigned long long) sb_now_ms (),
+              ++s_count);
+    sb_sub_t *sub = sb_exec_ask_subscribe (run);
+    //  default_outcome reject: nobody answered, the server hears cancel
+    sb_enc_t *e = sb_exec_ask_open (run, sb_ia_kind_name (IA_KIND_ELICITATION), call_id, call->name,
+                                    call->arguments ? call->arguments : "{}", message);
+    sb_enc_kstr (e, "schema", schema);
+    sb_enc_kstr (e, "risk", "low");
+    sb_enc_map_close (e);
+    sb_exec_answer_t o = { { 0 } };
+    sb_ask_t asked = sb_exec_ask (run, e, sub, SB_PHASE_WAITING_APPROVAL, &o);
+    sb_enc_destroy (&e);
+    sb_sub_destroy (&sub);
+    sb_mcp_elicit_action_t action = SB_MCP_ELICIT_CANCEL;
+    if (asked == SB_ASK_RESOLVED) {
+        ia_action_t a = sb_ia_action_from_name (o.action);
+        action = a == IA_ACTION_ACCEPT ? SB_MCP_ELICIT_ACCEPT : a == IA_ACTION_DECLINE ? SB_MCP_ELICIT_DECLINE
+               : SB_MCP_ELICIT_CANCEL;
+        if (action == SB_MCP_ELICIT_ACCEPT && !(*content = strdup (o.content ? o.content : "{}")))
+            action = SB_MCP_ELICIT_CANCEL;
+    }
+    else
+    if (asked == SB_ASK_FAILED)
+        sb_warn (ACTOR, "MCP server %s: cannot ask for its values run=%s code=%s message=\"%s\"", server,
+                 run->run_id, sb_err_name (o.code), o.error);
+    sb_info (ACTOR, "elicitation answered run=%s interaction=%s action=%s", run->run_id, o.interaction_id,
+             action == SB_MCP_ELICIT_ACCEPT ? "accept" : action == SB_MCP_ELICIT_DECLINE ? "decline" : "cancel");
+    sb_exec_answer_clear (&o);
+    return action;
+}
+
+void
+sb_exec_mcp_elicit_install (void)
+{
+    sb_mcp_elicit_set_elicitor (s_elicitor, NULL);
 }

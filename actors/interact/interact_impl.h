@@ -93,6 +93,9 @@ typedef struct {
     ia_budget_t budget;         /* kind budget: which one, what was spent, */
     uint64_t spent, limit;      /* and the limit reached */
     uint64_t raise;             /* kind budget, approved: the raise asked; 0: its original amount */
+    char *schema;               /* kind elicitation: the requested schema (JSON), heap */
+    char *content;              /* kind elicitation, accepted: the values sent (JSON), heap or NULL */
+    ia_action_t action;         /* kind elicitation, resolved: accept, decline or cancel */
 } ia_t;
 
 typedef struct {

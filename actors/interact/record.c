@@ -22,7 +22,9 @@ sb_ia_free (ia_t *ia)
     free (ia->summary);
     free (ia->diff);
     free (ia->feedback);
-    ia->arguments = ia->summary = ia->diff = ia->feedback = NULL;
+    free (ia->schema);
+    free (ia->content);
+    ia->arguments = ia->summary = ia->diff = ia->feedback = ia->schema = ia->content = NULL;
 }
 
 void
@@ -38,6 +40,20 @@ sb_ia_key_inverted (sb_key_t *k, const char *ulid, size_t n)
 
 /* ------------------------------------------------------------------ */
 /*  Encoding */
+
+/*  An elicitation's own fields: its kind and schema while asked (with
+    the schema), its action and content once answered. */
+static void
+s_encode_elicitation (const ia_t *ia, sb_enc_t *e, bool with_schema)
+{
+    sb_enc_kstr (e, "kind", sb_ia_kind_name (ia->kind));
+    if (with_schema)
+        sb_enc_kstr (e, "schema", ia->schema ? ia->schema : "{}");
+    if (ia->status != IA_PENDING) {
+        sb_enc_kstr (e, "action", sb_ia_action_name (ia->action));
+        sb_enc_kstr_opt (e, "content", ia->content);
+    }
+}
 
 static void
 s_encode (const ia_t *ia, sb_enc_t *e, bool stored)
@@ -74,6 +90,8 @@ s_encode (const ia_t *ia, sb_enc_t *e, bool stored)
         if (ia->raise)
             sb_enc_kuint (e, "raise", ia->raise);
     }
+    if (ia->kind == IA_KIND_ELICITATION)
+        s_encode_elicitation (ia, e, true);
     if (stored && ia->command_id [0])
         sb_enc_kstr (e, "command_id", ia->command_id);
     sb_enc_map_close (e);
@@ -128,9 +146,13 @@ s_decode (const char *id, const void *data, size_t len, ia_t *ia)
     ia->spent = sb_get_uint (m, "spent", 0);
     ia->limit = sb_get_uint (m, "limit", 0);
     ia->raise = sb_get_uint (m, "raise", 0);
+    ia->schema = s_dup (sb_get_str (m, "schema"));
+    ia->content = s_dup (sb_get_str (m, "content"));
+    ia->action = sb_get_str (m, "action") ? sb_ia_action_from_name (sb_get_str (m, "action")) : IA_ACTION_CANCEL;
     sb_doc_destroy (&doc);
-    if (ia->kind == IA__KINDS || (ia->kind == IA_KIND_BUDGET && ia->budget == IA__BUDGETS)) {
-        sb_error (ACTOR, "interaction record id=%s has an unknown kind or budget", id);
+    if (ia->kind == IA__KINDS || (ia->kind == IA_KIND_BUDGET && ia->budget == IA__BUDGETS)
+    ||  (ia->kind == IA_KIND_ELICITATION && (!ia->schema || ia->action == IA__ACTIONS))) {
+        sb_error (ACTOR, "interaction record id=%s has an unknown kind, budget or action", id);
         sb_ia_free (ia);
         return -1;
     }
@@ -220,6 +242,8 @@ s_encode_announcement (const ia_t *ia, sb_enc_t *e)
             sb_enc_kuint (e, "spent", ia->spent);
             sb_enc_kuint (e, "limit", ia->limit);
         }
+        if (ia->kind == IA_KIND_ELICITATION)
+            s_encode_elicitation (ia, e, true);
     }
     else {
         sb_enc_kstr (e, "status", sb_ia_status_name (ia->status));
@@ -232,6 +256,8 @@ s_encode_announcement (const ia_t *ia, sb_enc_t *e)
             if (ia->raise)
                 sb_enc_kuint (e, "raise", ia->raise);
         }
+        if (ia->kind == IA_KIND_ELICITATION)
+            s_encode_elicitation (ia, e, false);
     }
     sb_enc_map_close (e);
     sb_enc_map_close (e);

@@ -176,7 +176,7 @@ class App {
     root.dataset.session = sid;
     this.stick = true;
     this.transcript = new Transcript (root, {
-      resolve: (ia, d, fb, scope, raise) => this.resolve (ia, d, fb, scope, raise),
+      resolve: (ia, d, fb, scope, raise, more) => this.resolve (ia, d, fb, scope, raise, more),
       removeQueued: (pid) => this.removeQueued (pid),
       resumeQueue: () => this.resumeQueue (),
       onChange: (what, ev) => this._onTranscript (what, ev),
@@ -525,9 +525,9 @@ class App {
     }
   }
 
-  async resolve (ia, decision, feedback, scope, raise) {
+  async resolve (ia, decision, feedback, scope, raise, more) {
     const body = { interaction_id: ia, decision, resolved_by: 'browser',
-                   command_id: 'ui-' + ia + '-' + Date.now ().toString (36) };
+                   command_id: 'ui-' + ia + '-' + Date.now ().toString (36), ...(more || {}) };
     if (raise)
       body.raise = raise;               // a budget question's (budget.js)
     if (feedback)

@@ -14,6 +14,7 @@ import { renderMarkdown } from './markdown.js';
 import { renderDiff, diffFromCall } from './diff.js';
 import { icon, toolIconName } from './icons.js';
 import { budgetCard, budgetEntry, budgetAmount } from './budget.js';
+import { elicitCard } from './elicit.js';
 import { History } from './rewind.js';
 
 const OUTPUT_LINES = 20;        // live output shows this many lines until "show all"
@@ -413,6 +414,8 @@ export class Transcript {
   _approvalRequested (ev, body) {
     if (body.kind === 'budget')
       return this._budgetRequested (ev, body);
+    if (body.kind === 'elicitation')
+      return this._elicitRequested (ev, body);
     const args = parseJson (body.arguments);
     const feedback = el ('textarea.feedback', { rows: 2, placeholder: 'Feedback for the model (optional)',
                                                 'aria-label': 'Feedback for the model' });
@@ -490,6 +493,14 @@ export class Transcript {
     this._add (ev, a.card);
   }
 
+  // an MCP server asks the person for values (elicit.js)
+  _elicitRequested (ev, body) {
+    const a = elicitCard (ev, body,
+      (decision, more) => this.hooks.resolve (body.interaction_id, decision, '', 'once', null, more));
+    this.approvals.set (a.id, a);
+    this._add (ev, a.card);
+  }
+
   _budgetNote (ev, body) {
     this._add (ev, budgetEntry (ev.kind, body));
   }
@@ -524,6 +535,7 @@ export class Transcript {
       r.resolved_at ? ' at ' + fmtTime (r.resolved_at) : '',
       r.scope && r.scope !== 'once' ? ' · scope ' + r.scope : '',
       r.raise ? ' · raised by ' + budgetAmount (a.body.budget, r.raise) : '',
+      r.action ? ' · ' + r.action + (r.content ? ' ' + r.content : '') : '',
       r.feedback ? el ('div.fb', '“' + r.feedback + '”') : null,
     ]);
     const deadline = a.card.querySelector ('.deadline');
@@ -531,7 +543,8 @@ export class Transcript {
       deadline.remove ();
     const badge = a.card.querySelector ('.badge');
     if (badge)
-      badge.textContent = a.body && a.body.kind === 'budget' ? 'Budget' : 'Approval';
+      badge.textContent = a.body && a.body.kind === 'budget' ? 'Budget'
+        : a.body && a.body.kind === 'elicitation' ? 'Question' : 'Approval';
   }
 
   pendingApprovals () {

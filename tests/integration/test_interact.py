@@ -574,5 +574,65 @@ def test_cli_commands_and_exit_codes():
         check(rc == 0 and out == "" and "no interactions" in err, "empty list: %d %r %r", rc, out, err)
 
 
+SCHEMA = json.dumps({"type": "object", "required": ["name"], "properties": {
+    "name": {"type": "string"}, "n": {"type": "integer", "minimum": 1, "default": 2}}})
+
+
+def test_elicitation_requests_and_answers_are_checked():
+    """An elicitation (an MCP server's question) carries a schema interact
+    checks; its answers pair action with decision, and its content is
+    checked against the schema, the defaults filled in."""
+    srv = Server().start()
+    c = Client(srv.endpoint())
+    try:
+        sid = new_session(c)
+        for extra, why in (({}, "needs its schema"),
+                           ({"schema": '{"type": "object", "properties": {"x": {"type": "array"}}}'},
+                            "property 'x'"),
+                           ({"schema": "[1"}, "schema: not JSON"),
+                           ({"schema": SCHEMA, "default_outcome": "approve"}, "default_outcome is reject")):
+            body = {"session_id": sid, "run_id": new_id(), "call_id": "e", "tool": "mcp__h__ask", "arguments": "{}",
+                    "kind": "elicitation"}
+            body.update(extra)
+            r = c.request("interact.request", body)
+            check(r.type == "error" and r.body["code"] == "invalid" and why in r.body["message"],
+                  "%r: %r", extra, r.body)
+        r = c.request("interact.request", {"session_id": sid, "run_id": new_id(), "call_id": "x", "tool": "shell",
+                                           "arguments": ARGS, "schema": SCHEMA})
+        check(r.type == "error" and "kind elicitation" in r.body["message"], "a schema on an approval: %r", r.body)
+        ia = ask(c, sid, call_id="e1", tool="mcp__h__ask", arguments="{}", summary="who?", kind="elicitation",
+                 schema=SCHEMA)
+        check(ia["kind"] == "elicitation" and ia["schema"] == SCHEMA and "action" not in ia, "asked: %r", ia)
+        iid = ia["interaction_id"]
+        for decision, extra, why in (("approve", {"action": "decline"}, "action accept goes with decision approve"),
+                                     ("reject", {"action": "accept"}, "action accept goes with decision approve"),
+                                     ("reject", {"content": "{}"}, "content answers an accepted"),
+                                     ("approve", {"scope": "session"}, "scope once"),
+                                     ("approve", {"content": '{"n": 0, "name": "a"}'}, "'n' is outside its bounds"),
+                                     ("approve", {"content": '{"n": 3}'}, "'name' is required"),
+                                     ("approve", {"content": "[]"}, "not a JSON object")):
+            r = resolve(c, iid, decision, **extra)
+            check(r.type == "error" and r.body["code"] == "invalid" and why in r.body["message"],
+                  "%s %r: %r", decision, extra, r.body)
+        check(get(c, iid)["status"] == "pending", "a refused answer resolved it")
+        r = resolve(c, iid, "approve", content='{"name": "Bob"}')
+        check(r.type == "interact.resolve.ok", "accept: %r", r.body)
+        got = r.body["interaction"]
+        check(got["action"] == "accept" and json.loads(got["content"]) == {"name": "Bob", "n": 2}, "accepted: %r", got)
+        # an approval's answer takes no action
+        other = ask(c, sid, call_id="plain")
+        r = resolve(c, other["interaction_id"], "reject", action="cancel")
+        check(r.type == "error" and "answer an elicitation" in r.body["message"], "action on an approval: %r", r.body)
+        # reject alone declines an elicitation
+        ia2 = ask(c, sid, call_id="e2", tool="mcp__h__ask", arguments="{}", kind="elicitation", schema=SCHEMA)
+        r = resolve(c, ia2["interaction_id"], "reject")
+        check(r.type == "interact.resolve.ok" and r.body["interaction"]["action"] == "decline", "declined: %r", r.body)
+        rc, out, err = cli(srv, "interactions", "--session", sid)
+        check(rc == 0 and "[name, n]" in out, "interactions does not list the fields:\n%s%s", out, err)
+    finally:
+        c.close()
+        srv.stop()
+
+
 if __name__ == "__main__":
     run_tests(globals())

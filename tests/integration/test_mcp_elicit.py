@@ -12,7 +12,12 @@ a served run:
     object) is refused with the reason, never answered;
   - a call's progress notifications become its live output: probe prints
     them, a run writes them as tool.output; a flood is bounded in rate and
-    one that goes back is not shown.
+    one that goes back is not shown;
+  - under serve, an elicitation/create during a run's tool call is an
+    interaction of kind elicitation: `resolve --json` accepts it (the
+    schema's defaults fill the rest), content that fails the schema is
+    refused `invalid` naming the field, `--decline` and `--cancel` answer
+    so, and one pending when serve restarts is expired as cancelled.
 """
 import json
 import os
@@ -20,9 +25,10 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import SB_BIN, check, run, run_tests  # noqa: E402
-from sbagent import calls, results  # noqa: E402
-from sbmcp import HttpMcp, http_run  # noqa: E402
+from sbtest import SB_BIN, Server, check, cli, run, run_tests, tmpdir, wait_for  # noqa: E402
+from sbagent import (LLM, LLM_ENV, Term, calls, call, llm_args, new_session, pending, prompt, results, tape,  # noqa: E402
+                     wait_run)
+from sbmcp import HttpMcp, http_run, mcp_config  # noqa: E402
 
 DEFAULTS = {"name": "Ada", "age": 36, "score": 9.5, "ok": True, "color": "green"}
 
@@ -138,6 +144,175 @@ def test_progress_in_a_run_is_written_as_tool_output():
                        if e["kind"] == "tool.output" and e["body"].get("call_id") == "c_p")
         check("progress: 1/3 step 1\n" in live and "progress: 3/3 step 3\n" in live,
               "the tool.output of the call: %r", live)
+
+
+def served(mcp, name, steps, **session):
+    """serve with `mcp` as server h and a model playing `steps`, a session
+    (yolo, and `session`'s fields) and its prompt: (llm, srv, sid, run_id)."""
+    llm = LLM()
+    llm.script(name, steps)
+    srv = Server(args=llm_args(llm, name) + ["--mcp-config", mcp_config({"h": {"url": mcp.url}})],
+                 env=LLM_ENV).start()
+    sid = new_session(srv, tmpdir(), approval_policy="yolo", **session)
+    return llm, srv, sid, prompt(srv, sid, "go")
+
+
+def elicitation(srv, sid, seen=()):
+    """The session's pending elicitation (not one of `seen`)."""
+    ia = pending(srv, sid, timeout=20)
+    check(ia["interaction_id"] not in seen, "the same interaction again: %r", ia)
+    check(ia.get("kind") == "elicitation" and ia.get("summary") == "who are you?", "not an elicitation: %r", ia)
+    check(json.loads(ia["schema"])["properties"]["age"]["default"] == 36, "its schema: %r", ia.get("schema"))
+    return ia
+
+
+def echoed(result):
+    """The answer the server echoed as the call's output, without "jsonrpc"."""
+    ans = json.loads(result["output"])
+    ans.pop("jsonrpc", None)
+    return ans
+
+
+def test_under_serve_a_person_accepts_declines_and_cancels():
+    mcp = HttpMcp()
+    steps = [calls(("c_a", "mcp__h__elicit", {})), calls(("c_d", "mcp__h__elicit", {})),
+             calls(("c_c", "mcp__h__elicit", {})), {"text": "done"}]
+    llm, srv, sid, rid = served(mcp, "elicit_serve", steps)
+    try:
+        ia = elicitation(srv, sid)
+        check("elicitation" in initialize_capabilities(mcp), "serve did not declare elicitation")
+        iid = ia["interaction_id"]
+        rc, out, err = cli(srv, "interaction", iid)
+        check(rc == 0 and "who are you?" in out and "age" in out and "36" in out, "interaction (%d):\n%s%s",
+              rc, out, err)
+        # content that fails the schema: refused, the field named, still pending
+        for bad, why in (('{"age": "old"}', "'age' is not an integer"), ('{"who": 1}', "'who' is not one of"),
+                         ('{"color": "blue"}', "'color' is not one of its choices")):
+            rc, out, err = cli(srv, "resolve", iid, "--json", bad)
+            check(rc != 0 and why in out + err, "content %s (%d):\n%s%s", bad, rc, out, err)
+        check(call(srv, "interact.get", {"interaction_id": iid})["interaction"]["status"] == "pending",
+              "a refused answer resolved it")
+        rc, out, err = cli(srv, "resolve", iid, "--json", '{"name": "Bob", "ok": false}')
+        check(rc == 0, "resolve --json (%d):\n%s%s", rc, out, err)
+        got = call(srv, "interact.get", {"interaction_id": iid})["interaction"]
+        want = dict(DEFAULTS, name="Bob", ok=False)
+        check(got["action"] == "accept" and json.loads(got["content"]) == want, "the record: %r", got)
+        ia2 = elicitation(srv, sid, seen=(iid,))
+        rc, out, err = cli(srv, "resolve", ia2["interaction_id"], "--decline")
+        check(rc == 0, "resolve --decline (%d):\n%s%s", rc, out, err)
+        ia3 = elicitation(srv, sid, seen=(iid, ia2["interaction_id"]))
+        rc, out, err = cli(srv, "resolve", ia3["interaction_id"], "--cancel")
+        check(rc == 0, "resolve --cancel (%d):\n%s%s", rc, out, err)
+        r = wait_run(srv, rid, timeout=40)
+        check(r["status"] == "completed", "the run ended %s: %s", r["status"], r.get("reason"))
+        entries = tape(srv, sid)
+        res = results(entries)
+        check(echoed(res["c_a"]) == {"result": {"action": "accept", "content": want}},
+              "accepted: %r", res["c_a"])
+        check(echoed(res["c_d"]) == {"result": {"action": "decline"}}, "declined: %r", res["c_d"])
+        check(echoed(res["c_c"]) == {"result": {"action": "cancel"}}, "cancelled: %r", res["c_c"])
+        resolved = [e["body"] for e in entries if e["kind"] == "approval.resolved"]
+        check([b.get("action") for b in resolved] == ["accept", "decline", "cancel"], "the tape: %r", resolved)
+        check(json.loads(resolved[0]["content"]) == want, "the tape's content: %r", resolved[0])
+    finally:
+        srv.stop()
+        llm.stop()
+        mcp.stop()
+
+
+def test_chat_asks_field_by_field_with_the_defaults():
+    mcp = HttpMcp()
+    llm, srv, sid, rid = served(mcp, "elicit_chat", [calls(("c_t", "mcp__h__elicit", {})), {"text": "done"}])
+    t = Term(srv, sid)
+    try:
+        t.expect(r"question from an MCP server\s+(ia_\w+)")
+        t.expect(r"who are you\?")
+        t.expect(r"name \(string, Enter: \"Ada\"\) > ")
+        t.type("Grace\r")
+        t.expect(r"age \(integer, Enter: 36\) > ")
+        t.type("old\r")
+        t.expect(r"age takes a whole number")
+        t.type("\r")
+        t.expect(r"score \(number, Enter: 9.5\) > ")
+        t.type("\r")
+        t.expect(r"ok \(boolean, Enter: true\) > ")
+        t.type("n\r")
+        t.expect(r'color \(string of \["red","green"\], Enter: "green"\) > ')
+        t.type("blue\r")
+        # the schema refuses it at interact: said, and asked again from the top
+        t.expect(r"not taken: content: 'color' is not one of its choices")
+        t.expect(r"name \(string")
+        for answer in ("Grace", "", "", "n", "red"):
+            t.type(answer + "\r")
+        t.expect(r"approved ia_\w+: accept")
+        r = wait_run(srv, rid, timeout=40)
+        check(r["status"] == "completed", "the run ended %s", r["status"])
+        want = dict(DEFAULTS, name="Grace", ok=False, color="red")
+        check(echoed(results(tape(srv, sid))["c_t"]) == {"result": {"action": "accept", "content": want}},
+              "the server got: %r", results(tape(srv, sid))["c_t"])
+    finally:
+        t.kill()
+        srv.stop()
+        llm.stop()
+        mcp.stop()
+
+
+def test_nobody_answers_before_the_deadline_and_the_server_hears_cancel():
+    mcp = HttpMcp()
+    llm, srv, sid, rid = served(mcp, "elicit_deadline", [calls(("c_x", "mcp__h__elicit", {})), {"text": "done"}],
+                                approval_deadline_s=1)
+    try:
+        iid = elicitation(srv, sid)["interaction_id"]
+        r = wait_run(srv, rid, timeout=40)
+        check(r["status"] == "completed", "the run ended %s", r["status"])
+        got = call(srv, "interact.get", {"interaction_id": iid})["interaction"]
+        check(got["status"] == "expired" and got["action"] == "cancel" and got["resolved_by"] == "deadline",
+              "at the deadline: %r", got)
+        check(echoed(results(tape(srv, sid))["c_x"]) == {"result": {"action": "cancel"}}, "the server got: %r",
+              results(tape(srv, sid))["c_x"])
+    finally:
+        srv.stop()
+        llm.stop()
+        mcp.stop()
+
+
+def test_a_run_cancelled_while_it_waits_cancels_its_elicitation():
+    mcp = HttpMcp()
+    llm, srv, sid, rid = served(mcp, "elicit_cancel", [calls(("c_k", "mcp__h__elicit", {})), {"text": "done"}])
+    try:
+        iid = elicitation(srv, sid)["interaction_id"]
+        call(srv, "run.cancel", {"run_id": rid})
+        wait_run(srv, rid, timeout=40)
+        got = call(srv, "interact.get", {"interaction_id": iid})["interaction"]
+        check(got["status"] == "rejected" and got["action"] == "cancel" and got["resolved_by"] == "cancel",
+              "after the run's cancel: %r", got)
+    finally:
+        srv.stop()
+        llm.stop()
+        mcp.stop()
+
+
+def test_a_restart_of_serve_cancels_a_pending_elicitation():
+    mcp = HttpMcp()
+    llm, srv, sid, rid = served(mcp, "elicit_restart", [calls(("c_r", "mcp__h__elicit", {})), {"text": "done"}])
+    try:
+        iid = elicitation(srv, sid)["interaction_id"]
+        srv.stop()
+        srv.start()
+        got = call(srv, "interact.get", {"interaction_id": iid})["interaction"]
+        check(got["status"] == "expired" and got["action"] == "cancel" and got["resolved_by"] == "restart"
+              and "MCP session that asked is gone" in got.get("feedback", ""), "after the restart: %r", got)
+        rc, out, err = cli(srv, "resolve", iid, "--json", "{}")
+        check(rc != 0 and '"code":"conflict"' in out + err and '"resolved_by":"restart"' in out + err,
+              "a late answer (%d):\n%s%s", rc, out, err)
+        # the tape says so too, for whoever watches the session
+        wait_for(lambda: [e for e in tape(srv, sid) if e["kind"] == "approval.resolved"
+                          and e["body"].get("action") == "cancel" and e["body"]["resolved_by"] == "restart"],
+                 10, "approval.resolved (cancel, by restart) on the tape")
+    finally:
+        srv.stop()
+        llm.stop()
+        mcp.stop()
 
 
 if __name__ == "__main__":

@@ -320,9 +320,9 @@ Test (mcp_elicit, content_gets_the_defaults_and_keeps_what_was_given)
 {
     json_t *schema = s_json (S_SCHEMA);
     char err [256];
-    cr_assert_eq (sb_mcp_elicit_schema_check (schema, err, sizeof err), 0, "%s", err);
+    cr_assert_eq (sb_elicit_schema_check (schema, err, sizeof err), 0, "%s", err);
     json_t *given = s_json ("{\"name\":\"Ada\",\"age\":41}");
-    json_t *c = sb_mcp_elicit_content (schema, given, err, sizeof err);
+    json_t *c = sb_elicit_content (schema, given, err, sizeof err);
     cr_assert_not_null (c, "%s", err);
     json_t *want = s_json ("{\"name\":\"Ada\",\"age\":41,\"color\":\"green\",\"ok\":true}");
     cr_assert (json_equal (c, want));
@@ -349,7 +349,7 @@ Test (mcp_elicit, content_that_fails_the_schema_is_refused_with_the_field)
     for (size_t k = 0; k < sizeof cases / sizeof cases [0]; k++) {
         json_t *given = s_json (cases [k].given);
         char err [256] = "";
-        json_t *c = sb_mcp_elicit_content (schema, given, err, sizeof err);
+        json_t *c = sb_elicit_content (schema, given, err, sizeof err);
         cr_assert_null (c, "%s was taken", cases [k].given);
         cr_assert (strstr (err, cases [k].why), "%s: '%s', not '%s'", cases [k].given, err, cases [k].why);
         json_decref (given);
@@ -373,20 +373,20 @@ Test (mcp_elicit, schemas_outside_the_restriction_are_refused)
     for (size_t k = 0; k < sizeof bad / sizeof bad [0]; k++) {
         json_t *s = s_json (bad [k]);
         char err [256] = "";
-        cr_assert_eq (sb_mcp_elicit_schema_check (s, err, sizeof err), -1, "%s was taken", bad [k]);
+        cr_assert_eq (sb_elicit_schema_check (s, err, sizeof err), -1, "%s was taken", bad [k]);
         cr_assert (err [0]);
         json_decref (s);
     }
     //  Over the bound of properties.
     json_t *props = json_object ();
-    for (int k = 0; k <= SB_MCP_ELICIT_FIELDS_MAX; k++) {
+    for (int k = 0; k <= SB_ELICIT_FIELDS_MAX; k++) {
         char name [16];
         snprintf (name, sizeof name, "f%d", k);
         json_object_set_new (props, name, json_pack ("{s:s}", "type", "boolean"));
     }
     json_t *s = json_pack ("{s:s, s:o}", "type", "object", "properties", props);
     char err [256];
-    cr_assert_eq (sb_mcp_elicit_schema_check (s, err, sizeof err), -1);
+    cr_assert_eq (sb_elicit_schema_check (s, err, sizeof err), -1);
     cr_assert (strstr (err, "over 32 properties"), "%s", err);
     json_decref (s);
 }

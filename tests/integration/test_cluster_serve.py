@@ -14,8 +14,12 @@ keep the waits short.
     from the nodes table) and relays the answer; the same command_id sent
     to both does one thing, and a node forwards from its first moment (a
     forward refused because the owner has not allowed its key yet is sent
-    again); run.request and interact.request through B are
-    refused `not_owner`, naming A (not forwarded yet);
+    again); run.request through B is forwarded too;
+  - a person works a run of A's session through B alone: approves it,
+    follows it on B's event plane, lists its runs and cancels one; the
+    same approval resolved through A and B at once has one winner (the
+    other is answered conflict naming it), and what a dead owner's
+    forward waited for is answered by the survivor;
   - runs on both nodes at once (the demo model) each complete, with one
     run.status entry each on their tapes (each node's outbox is its own);
   - a follower on A's event plane of a session B owns sees what is
@@ -200,14 +204,12 @@ def test_session_made_on_a_is_used_on_b():
         check(run["status"] == "completed", "the prompt through B: %r", run)
         done = [e for e in tape(a, sids[1]) if e["kind"] == "run.status" and e["body"]["status"] == "completed"]
         check(len(done) == 1, "the prompt's run on A's tape: %r", done)
-        # not forwarded (yet): the run and interact actors refuse, naming the owner
-        m = request(b, "run.request", {"session_id": sids[0], "input": "on b"})
-        check(m.is_error() and m.code == "not_owner" and node_id(a) in m.body["message"],
-              "run.request of A's session through B: %r", m.body)
-        m = request(b, "interact.request", {"session_id": sids[0], "run_id": "01M8VR8NJZ35SWM4HBGJQ2SXFX",
-                                             "call_id": "c1", "tool": "shell", "arguments": "{}",
-                                             "summary": "x"})
-        check(m.is_error() and m.code == "not_owner", "interact.request of A's session through B: %r", m.body)
+        # the run service forwards too: a run.request of A's session through B
+        # is A's run, and B reads it
+        run_id = prompt(b, sids[2], "run.request through b")
+        check(wait_run(b, run_id, timeout=30)["status"] == "completed", "run.request through B")
+        check(any(e["kind"] == "run.status" and e["run_id"] == run_id for e in tape(a, sids[2])),
+              "the run requested through B is not on A's tape")
     with_postgres(body)
 
 
@@ -224,6 +226,80 @@ def test_a_node_forwards_from_its_first_moment():
         check(m.type == "session.append.ok" and m.body["seq"] == 2, "the first forward: %s %r", m.type, m.body)
         refused = "refused this node's bus key" in b.log()
         print("the first forward %s" % ("was refused once, then sent again" if refused else "went through"))
+    with_postgres(body)
+
+
+def test_runs_and_approvals_through_the_other_node():
+    """run.* and interact.* requests of A's session sent to B are forwarded
+    to A: a person approves, follows, lists and cancels through B, and two
+    nodes resolving one approval give one winner."""
+    def body(pg):
+        llm = LLM()
+        llm.script("ap", [{"tool_calls": [tool("write_file", "c_w", path="f.txt", content="f\n")]},
+                          {"text": "written"},
+                          {"tool_calls": [tool("write_file", "c_w2", path="g.txt", content="g\n")]}],
+                   repeat_last=True)
+        a, b = two_nodes(pg, llm=llm, script="ap")
+        ws = tmpdir()
+        sid = new_session(a, ws, approval_policy="auto")
+        held = {n["node_id"]: set(n["shards"]) for n in nodes(pg)["nodes"]}
+        check(sb_shard(sid) in held[node_id(a)], "the session is not in A's shards")
+        sub = Sub(b.endpoint("pub"), "session/" + sid)
+        try:
+            # B's relay of A's events is on within a refresh
+            def relayed():
+                call(a, "session.append", {"session_id": sid, "kind": "note", "body": {"text": "probe"}})
+                return sub.recv_frames(timeout=0.3) is not None
+            wait_for(relayed, 10, "the relay from A to B", interval=0)
+            run_id = prompt(b, sid, "write f")
+            ia = pending(b, sid)
+            # one approval, resolved through both nodes at once: one winner
+            ca = Client(a.endpoint("cmd"), name="res-a")
+            cb = Client(b.endpoint("cmd"), name="res-b")
+            try:
+                ida = ca.send("interact.resolve", {"interaction_id": ia["interaction_id"], "decision": "approve",
+                                                   "resolved_by": "alice"})
+                idb = cb.send("interact.resolve", {"interaction_id": ia["interaction_id"], "decision": "reject",
+                                                   "resolved_by": "bob"})
+                ra, rb = ca.wait_reply(ida, timeout=10), cb.wait_reply(idb, timeout=10)
+            finally:
+                ca.close()
+                cb.close()
+            oks = [r for r in (ra, rb) if r.type == "interact.resolve.ok"]
+            lost = [r for r in (ra, rb) if r.is_error()]
+            check(len(oks) == 1 and len(lost) == 1 and lost[0].code == "conflict",
+                  "two resolves of one approval: A %s %r, B %s %r", ra.type, ra.body, rb.type, rb.body)
+            winner = oks[0].body["interaction"]
+            check(winner["resolved_by"] in lost[0].body["message"], "the loser is not told who won: %r",
+                  lost[0].body)
+            resolved = call(b, "interact.get", {"interaction_id": ia["interaction_id"]})["interaction"]
+            check(resolved["status"] == winner["status"] and resolved["resolved_by"] == winner["resolved_by"],
+                  "the stored interaction %r, the winner %r", resolved, winner)
+            run = wait_run(b, run_id, timeout=30)
+            check(run["status"] in ("completed", "failed"), "the run after the resolve: %r", run)
+            # B's follower saw the run's status entries, in seq order
+            seen = []
+            while True:
+                f = sub.recv_frames(timeout=0.5)
+                if f is None:
+                    break
+                seen.append(unpack(f[2]))
+            statuses = [e["body"]["status"] for e in seen if e["kind"] == "run.status" and e["run_id"] == run_id]
+            check(run["status"] in statuses, "B's follower saw the run's statuses %r", statuses)
+            seqs = [e["seq"] for e in seen]
+            check(seqs == sorted(set(seqs)), "B's follower saw %r", seqs)
+            if winner["resolved_by"] == "alice":
+                check(os.path.exists(os.path.join(ws, "f.txt")), "approved through A, f.txt not written")
+            # a run cancelled through B, and B lists the session's runs
+            second = prompt(b, sid, "again")
+            pending(b, sid)
+            m = request(b, "run.cancel", {"run_id": second})
+            check(m.type == "run.cancel.ok", "run.cancel through B: %s %r", m.type, m.body)
+            check(wait_run(b, second, timeout=30)["status"] == "cancelled", "the run cancelled through B")
+            listed = [r["run_id"] for r in runs_of(b, sid)]
+            check(listed == [run_id, second], "run.list through B %r", listed)
+        finally:
+            sub.close()
     with_postgres(body)
 
 

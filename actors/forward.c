@@ -119,8 +119,13 @@ void
 sb_peer_watch_start (sb_peer_watch_t *w, void *sock, const void *tag)
 {
     sb_peer_watch_stop (w);
-    char addr [96];
-    snprintf (addr, sizeof addr, "inproc://sb-watch-%p-%p", (void *) w, tag);
+    /* a name never used before: a socket made again at the address of the
+       one it replaces would find the old monitor's name still bound (it
+       goes with the old socket, asynchronously), and be watched no more */
+    static _Atomic uint64_t made;
+    char addr [128];
+    snprintf (addr, sizeof addr, "inproc://sb-watch-%p-%p-%llu", (void *) w, tag,
+              (unsigned long long) ++made);
     if (zmq_socket_monitor (sock, addr, ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
                             | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) == 0) {
         w->monitor = zsock_new (ZMQ_PAIR);

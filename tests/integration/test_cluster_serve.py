@@ -48,8 +48,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import Client, Server, Sub, check, run_tests, sb, tmpdir, unpack, wait_for  # noqa: E402
 from sbagent import (LLM, LLM_ENV, Appenders, call, check_tape_contiguous, free_port, get_run,  # noqa: E402
-                     llm_args, new_session, pending, prompt, prompt_ok, queue_list, resolve, runs_of, shell, tape,
-                     tool, wait_run)
+                     llm_args, new_session, pending, prompt, prompt_ok, queue_list, resolve, runs_of, shell,
+                     start_worker, tape, tool, wait_run)
 from sbpg import with_postgres  # noqa: E402
 from gwtest import Gateway  # noqa: E402
 
@@ -485,6 +485,47 @@ def test_kill9_of_a_node_during_a_run_with_an_approval_pending_and_a_prompt_queu
             os.kill(int(open(os.path.join(ws, "sleep.pid")).read()), signal.SIGKILL)
         except (OSError, ValueError):
             pass
+    with_postgres(body)
+
+
+def test_a_worker_whose_node_dies_goes_on_through_another():
+    """A worker given both nodes (--connect A,B) is connected to A; A is
+    killed (kill -9) while the worker runs a run of A's session: the
+    worker's bus fails over to B, B takes the session and keeps the run's
+    lease (a takeover does not end a worker's run), and the run completes."""
+    def body(pg):
+        llm = LLM()
+        llm.script("wk", [{"tool_calls": [shell("echo $$ > started; sleep 4; echo slept > slept.txt", "c_sl")]},
+                          {"text": "worker done"}], repeat_last=True)
+        a, b = two_nodes(pg, llm=llm, script="wk")
+        ws = tmpdir()
+        sid = new_session(a, ws, approval_policy="yolo")
+        eps = "ipc://%s/bus-cmd,ipc://%s/bus-cmd" % (a.data, b.data)
+        worker = start_worker(a, "w-fail", lease=6, extra=["--connect", eps])
+        try:
+            run_id = call(a, "run.request", {"session_id": sid, "input": "sleep on the worker",
+                                             "target": {"executor": "worker", "pool": "p"}})["run"]["run_id"]
+            wait_for(lambda: os.path.exists(os.path.join(ws, "started")), 20, "the tool to start on the worker")
+            check(get_run(a, run_id)["worker_id"] == "w-fail", "the run is not on the worker: %r", get_run(a, run_id))
+            a.proc.kill()
+            run = wait_run(b, run_id, timeout=40)
+            check(run["status"] == "completed", "the worker's run after its node died: %r", run)
+            check(os.path.exists(os.path.join(ws, "slept.txt")), "the tool did not finish")
+            check(worker.alive(), "the worker exited: %s" % worker.log()[-2000:])
+            check("going on through ipc://%s/bus-cmd" % b.data in worker.log(),
+                  "the worker's bus did not fail over to B: %s" % worker.log()[-2000:])
+            entries = tape(b, sid)
+            check_tape_contiguous(entries, "the session's tape")
+            done = [e for e in entries if e["kind"] == "run.status" and e["body"]["status"] == "completed"]
+            check(len(done) == 1, "completed entries %r", done)
+            # the CLI given both, the dead one first, goes on through B;
+            # $SWITCHBOARD_BUS takes the same list
+            rc, out, err = sb("sessions", "--connect", eps, "--json")
+            check(rc == 0 and sid in out, "sessions --connect A,B after A died: %d %s %s", rc, out, err)
+            rc, out, err = sb("sessions", "--json", env={"SWITCHBOARD_BUS": eps})
+            check(rc == 0 and sid in out, "sessions with SWITCHBOARD_BUS=A,B after A died: %d %s %s", rc, out, err)
+        finally:
+            worker.kill()
     with_postgres(body)
 
 

@@ -606,7 +606,7 @@ const sb_dispatch_t sb_interact_dispatch [] = {
 
 /*  On a node of a cluster, an interaction is asked for and resolved only
     on the node that holds its session's shard: elsewhere the request is
-    forwarded to the owner (actors/forward.c), or refused not_owner when
+    forwarded to the owner (cluster/forward.c), or refused not_owner when
     no bus to it can be made; get and list read the database. So two
     nodes resolving one approval reach one writer, whose first resolve
     wins. False when it took *msg_p. */

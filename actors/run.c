@@ -609,7 +609,7 @@ const sb_dispatch_t sb_run_dispatch [] = {
 /*  On a node of a cluster, a request that changes a run (everything but
     run.get, run.list and run.claim, whose scan sees only this node's
     sessions) is served only for a session of a shard this node holds;
-    else it is forwarded to the owner (actors/forward.c), or refused
+    else it is forwarded to the owner (cluster/forward.c), or refused
     not_owner, naming the owner, when no bus to it can be made. The
     session is the body's session_id, else the one of the run its run_id
     names. False when it took *msg_p. */

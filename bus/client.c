@@ -241,7 +241,7 @@ sb_bus_new_curve (const char *endpoint, const char *name, zcert_t *cert, const c
     }
     bus->sock = cert && server_public ? s_dealer_keyed (bus->ep_now, cert, server_public) : s_dealer (bus->ep_now);
     if (bus->sock && strchr (endpoint, ',')) {
-        static _Atomic uint64_t made;     /* a name never used before (actors/forward.c) */
+        static _Atomic uint64_t made;     /* a name never used before (cluster/forward.c) */
         char addr [80];
         snprintf (addr, sizeof addr, "inproc://sb-bus-failover-%p-%llu", (void *) bus, (unsigned long long) ++made);
         if (zmq_socket_monitor (zsock_resolve (bus->sock), addr,

@@ -1,6 +1,6 @@
 /*  actors/session/forward.c — a request for a session of a shard another
     node owns, forwarded to that node and its reply relayed
-    (actors/forward.c; docs/scale-out.md, "Forwarding").
+    (cluster/forward.c; docs/scale-out.md, "Forwarding").
 
     Every addressed row but the reads is forwarded: a request that changes
     a session. Reads (get, list, events...) are answered here, from the

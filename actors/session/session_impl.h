@@ -17,7 +17,7 @@
 #include "store/committer.h"
 #include "store/store.h"
 #include "cluster/cluster.h"
-#include "actors/forward.h"
+#include "cluster/forward.h"
 #include "store/cmdid.h"
 #include "bus/client.h"
 #include "common/digest.h"
@@ -169,7 +169,7 @@ typedef struct self {
     sb_pub_t *pub;
     sb_store_t *store;
     struct _sb_cluster_t *cluster;  //  the node's leases (NULL: every session is ours)
-    sb_forward_t *fwd;          //  requests forwarded to other nodes (actors/forward.c); NULL: none yet
+    sb_forward_t *fwd;          //  requests forwarded to other nodes (cluster/forward.c); NULL: none yet
     struct sb_session_relay *relay; //  other nodes' events published here (relay.c)
     char instance [129];
     bool terminated;
@@ -357,7 +357,7 @@ int64_t sb_session_usage_day (const char *date);
 
 //  session/forward.c: on a node of a cluster, a request that changes a
 //  session of another node's shard is forwarded to that node and its
-//  answer relayed (actors/forward.h). True when it took *msg_p
+//  answer relayed (cluster/forward.h). True when it took *msg_p
 //  (forwarded, or answered); false to take it as usual (the drain refuses
 //  it not_owner when no owner can be reached).
 bool sb_session_forward (self_t *self, sb_msg_t **msg_p, op_t op);

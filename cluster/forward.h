@@ -1,4 +1,4 @@
-/*  actors/forward.h — a request for a session of a shard another node
+/*  cluster/forward.h — a request for a session of a shard another node
     owns, forwarded to that node and its answer relayed (docs/scale-out.md,
     "Forwarding"). Used by the three stateful actors: session, run and
     interact.

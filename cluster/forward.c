@@ -1,5 +1,5 @@
-/*  actors/forward.c — a request for a session of a shard another node
-    owns, forwarded to that node and its reply relayed (actors/forward.h;
+/*  cluster/forward.c — a request for a session of a shard another node
+    owns, forwarded to that node and its reply relayed (cluster/forward.h;
     docs/scale-out.md, "Forwarding"). The session, run and interact actors
     each keep one.
 
@@ -15,7 +15,7 @@
     deadline (the request's, at most FORWARD_MS) is answered unavailable:
     the client retries, with its command_id, and the owner's command ids
     make the retry do nothing twice. */
-#include "actors/forward.h"
+#include "cluster/forward.h"
 #include "bus/client.h"
 #include "bus/curve.h"
 #include "cluster/cluster.h"

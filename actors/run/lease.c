@@ -39,6 +39,20 @@ s_start_failed (self_t *self, const char *run_id, const char *what)
     }
 }
 
+/*  A lease of this actor's length for run_id, unless it has one. */
+static void
+s_lease_give (self_t *self, const char *run_id)
+{
+    if (zhashx_lookup (self->leases, run_id))
+        return;
+    lease_t *lease = calloc (1, sizeof *lease);
+    if (lease) {
+        lease->expires = sb_mono_ms () + (int64_t) self->lease_ms;
+        lease->lease_ms = self->lease_ms;
+        zhashx_update (self->leases, run_id, lease);
+    }
+}
+
 static void
 s_on_exec_start (self_t *self, call_t *call, const sb_msg_t *reply)
 {
@@ -78,14 +92,7 @@ s_on_exec_start (self_t *self, call_t *call, const sb_msg_t *reply)
     }
     else
         sb_run_save (self, &r, false, false, NULL);
-    if (!zhashx_lookup (self->leases, r.run_id)) {
-        lease_t *lease = calloc (1, sizeof *lease);
-        if (lease) {
-            lease->expires = sb_mono_ms () + (int64_t) self->lease_ms;
-            lease->lease_ms = self->lease_ms;
-            zhashx_update (self->leases, r.run_id, lease);
-        }
-    }
+    s_lease_give (self, r.run_id);
     sb_run_record_free (&r);
 }
 
@@ -357,14 +364,7 @@ s_recover_shards (self_t *self, uint64_t shards, bool takeover)
             continue;
         }
         if (takeover && r.worker_id [0] && (r.status == SB_RUN_claimed || r.status == SB_RUN_running)) {
-            if (!zhashx_lookup (self->leases, r.run_id)) {
-                lease_t *lease = calloc (1, sizeof *lease);
-                if (lease) {
-                    lease->expires = sb_mono_ms () + (int64_t) self->lease_ms;
-                    lease->lease_ms = self->lease_ms;
-                    zhashx_update (self->leases, r.run_id, lease);
-                }
-            }
+            s_lease_give (self, r.run_id);
             sb_run_record_free (&r);
             continue;
         }

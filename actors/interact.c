@@ -785,21 +785,38 @@ const sb_dispatch_t sb_interact_dispatch [] = {
 };
 
 /*  On a node of a cluster, an interaction is asked for and resolved only
-    on the node that holds its session's shard (else not_owner); get and
-    list read the database. */
+    on the node that holds its session's shard: elsewhere the request is
+    forwarded to the owner (cluster/forward.c), or refused not_owner when
+    no bus to it can be made; get and list read the database. So two
+    nodes resolving one approval reach one writer, whose first resolve
+    wins. False when it took *msg_p. */
 static bool
-s_owned (self_t *self, sb_msg_t *msg)
+s_owned (self_t *self, sb_msg_t **msg_p, size_t row)
 {
+    sb_msg_t *msg = *msg_p;
     if (!self->cluster || strcmp (msg->h.type, "interact.get") == 0 || strcmp (msg->h.type, "interact.list") == 0)
         return true;
-    const char *sid = sb_get_str (msg->body, "session_id");
+    char sid [64] = "";
+    const char *s = sb_get_str (msg->body, "session_id");
     const char *id = sb_get_str (msg->body, "interaction_id");
     ia_t ia;
-    if (sid || !id || sb_ia_load (self, id, &ia) != 0)
-        return sb_actor_owns (self->bus, msg, self->cluster, sid);
-    bool owned = sb_actor_owns (self->bus, msg, self->cluster, ia.session_id);
-    sb_ia_free (&ia);
-    return owned;
+    if (s)
+        snprintf (sid, sizeof sid, "%s", s);
+    else
+    if (id && sb_ia_load (self, id, &ia) == 0) {
+        snprintf (sid, sizeof sid, "%s", ia.session_id);
+        sb_ia_free (&ia);
+    }
+    if (sb_forward (self->fwd, self->bus, msg_p, sid, (int) row))
+        return false;
+    return sb_actor_owns (self->bus, msg, self->cluster, sid);
+}
+
+/*  A forward taken here after all (its shard came to this node). */
+static void
+s_take_forwarded (void *arg, sb_msg_t **msg_p, int row)
+{
+    ((s_handler_fn *) sb_interact_dispatch [row].fn) ((self_t *) arg, *msg_p);
 }
 
 static void
@@ -808,8 +825,9 @@ s_handle_bus (self_t *self)
     sb_msg_t *msg;
     while ((msg = sb_bus_recv (self->bus, 0))) {
         if (msg->route) {
-            const sb_dispatch_t *row = sb_dispatch_find (sb_interact_dispatch, msg->h.type);
-            if (row && !s_owned (self, msg))
+            size_t k = sb_dispatch_index (sb_interact_dispatch, sizeof sb_interact_dispatch [0], msg->h.type);
+            const sb_dispatch_t *row = sb_interact_dispatch [k].type ? &sb_interact_dispatch [k] : NULL;
+            if (row && !s_owned (self, &msg, k))
                 ;
             else
             if (row)
@@ -832,6 +850,7 @@ s_self_destroy (self_t **self_p)
     self_t *self = *self_p;
     if (!self)
         return;
+    sb_forward_destroy (&self->fwd);
     sb_bus_destroy (&self->bus);
     sb_outbox_destroy (&self->outbox);
     sb_store_destroy (&self->store);
@@ -880,6 +899,11 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
         return NULL;
     }
     self->cluster = args->config ? args->config->cluster : NULL;
+    if (self->cluster && !(self->fwd = sb_forward_new (self->cluster, ACTOR, args->data_dir, self->instance,
+                                                       s_take_forwarded, self))) {
+        s_self_destroy (&self);
+        return NULL;
+    }
     self->bus = sb_bus_new (args->cmd_endpoint, self->instance);
     self->enc = sb_enc_new ();
     if (!self->bus || !self->enc) {
@@ -937,6 +961,8 @@ sb_interact_actor (zsock_t *pipe, void *args)
             if (left < wait)
                 wait = left;
         }
+        if (sb_forward_wait (self->fwd) < wait)
+            wait = sb_forward_wait (self->fwd);
         if (sb_bus_has_queued (self->bus) || wait < 0)
             wait = 0;
         if (zmq_poll (items, 2, (long) wait) < 0 && errno != EINTR)
@@ -944,6 +970,7 @@ sb_interact_actor (zsock_t *pipe, void *args)
         if ((items [0].revents & ZMQ_POLLIN) && sb_actor_pipe_term (pipe))
             self->terminated = true;
         s_handle_bus (self);
+        sb_forward_poll (self->fwd, self->bus);
         if (self->next_deadline && sb_now_ms () >= self->next_deadline)
             s_expire_due (self);
         sb_ia_outbox_pump (self);

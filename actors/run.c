@@ -609,11 +609,14 @@ const sb_dispatch_t sb_run_dispatch [] = {
 /*  On a node of a cluster, a request that changes a run (everything but
     run.get, run.list and run.claim, whose scan sees only this node's
     sessions) is served only for a session of a shard this node holds;
-    else it is refused not_owner, naming the owner. The session is the
-    body's session_id, else the one of the run its run_id names. */
+    else it is forwarded to the owner (cluster/forward.c), or refused
+    not_owner, naming the owner, when no bus to it can be made. The
+    session is the body's session_id, else the one of the run its run_id
+    names. False when it took *msg_p. */
 static bool
-s_owned (self_t *self, sb_msg_t *msg)
+s_owned (self_t *self, sb_msg_t **msg_p, size_t row)
 {
+    sb_msg_t *msg = *msg_p;
     const char *t = msg->h.type;
     if (!self->cluster || !strcmp (t, "run.get") || !strcmp (t, "run.list") || !strcmp (t, "run.claim"))
         return true;
@@ -628,19 +631,30 @@ s_owned (self_t *self, sb_msg_t *msg)
         s_copy (sid, sizeof sid, r.session_id);
         sb_run_record_free (&r);
     }
+    if (sb_forward (self->fwd, self->bus, msg_p, sid, (int) row))
+        return false;
     return sb_actor_owns (self->bus, msg, self->cluster, sid);
 }
 
+/*  A forward taken here after all (its shard came to this node). */
 static void
-s_dispatch (self_t *self, sb_msg_t *msg)
+s_take_forwarded (void *arg, sb_msg_t **msg_p, int row)
 {
+    ((s_handler_fn *) sb_run_dispatch [row].fn) ((self_t *) arg, *msg_p);
+}
+
+static void
+s_dispatch (self_t *self, sb_msg_t **msg_p)
+{
+    sb_msg_t *msg = *msg_p;
     if (!msg->route)
         /* a reply continues the work that sent its request; replies to
            pushes (exec.cancel) need no action */
         sb_run_call_reply (self, msg);
     else {
-        const sb_dispatch_t *row = sb_dispatch_find (sb_run_dispatch, msg->h.type);
-        if (row && !s_owned (self, msg))
+        size_t k = sb_dispatch_index (sb_run_dispatch, sizeof sb_run_dispatch [0], msg->h.type);
+        const sb_dispatch_t *row = sb_run_dispatch [k].type ? &sb_run_dispatch [k] : NULL;
+        if (row && !s_owned (self, msg_p, k))
             ;
         else
         if (row)
@@ -670,7 +684,7 @@ s_pull (self_t *self, sb_msg_t **batch, size_t *n)
     sb_msg_t *msg;
     while (*n < BATCH_MAX && (msg = sb_bus_recv (self->bus, 0))) {
         if (msg->route && strcmp (msg->h.type, "run.heartbeat") == 0) {
-            s_dispatch (self, msg);
+            s_dispatch (self, &msg);
             sb_msg_destroy (&msg);
         }
         else
@@ -685,7 +699,7 @@ s_handle_bus (self_t *self)
     size_t n = 0;
     s_pull (self, batch, &n);
     for (size_t k = 0; k < n; k++) {
-        s_dispatch (self, batch [k]);
+        s_dispatch (self, &batch [k]);
         sb_msg_destroy (&batch [k]);
         s_pull (self, batch, &n);
     }
@@ -708,6 +722,7 @@ s_self_destroy (self_t **self_p)
     zhashx_destroy (&self->leases);
     sb_run_calls_destroy (&self->calls);
     sb_run_held_destroy (self);
+    sb_forward_destroy (&self->fwd);
     sb_run_outbox_close (self);
     zhashx_destroy (&self->jobs);
     sb_bus_destroy (&self->bus);
@@ -745,6 +760,8 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
     }
     self->cluster = args->config ? args->config->cluster : NULL;
     self->bus = sb_bus_new (args->cmd_endpoint, self->instance);
+    if (self->cluster)
+        self->fwd = sb_forward_new (self->cluster, ACTOR, args->data_dir, self->instance, s_take_forwarded, self);
     self->enc = sb_enc_new ();
     self->leases = zhashx_new ();
     self->calls = sb_run_calls_new ();
@@ -817,6 +834,8 @@ sb_run_actor (zsock_t *pipe, void *args)
         int64_t tick = self->next_tick - sb_mono_ms ();
         if (tick < wait)
             wait = tick;
+        if (sb_forward_wait (self->fwd) < wait)
+            wait = sb_forward_wait (self->fwd);
         if (sb_bus_has_queued (self->bus) || (!busy && sb_bus_has_queued (self->wbus)) || wait < 0)
             wait = 0;
         if (zmq_poll (items, 4, (long) wait) < 0 && errno != EINTR)
@@ -827,6 +846,7 @@ sb_run_actor (zsock_t *pipe, void *args)
         sb_run_commit_ready (self);
         busy = sb_run_commit_busy (self);
         s_handle_bus (self);
+        sb_forward_poll (self->fwd, self->bus);
         if (!busy)
             sb_run_handle_worker_bus (self);
         sb_run_calls_expire (self);

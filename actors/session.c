@@ -736,7 +736,7 @@ s_self_destroy (self_t **self_p)
         free (self->shadow);
     }
     sb_msg_destroy (&self->held);
-    sb_session_forward_destroy (self);
+    sb_forward_destroy (&self->fwd);
     sb_session_relay_destroy (self);
     s_drain_free (self);
     zhashx_destroy (&self->starting);
@@ -869,8 +869,8 @@ sb_session_actor (zsock_t *pipe, void *args)
             if (due < wait)
                 wait = due;
         }
-        if (sb_session_forward_wait (self) < wait)
-            wait = sb_session_forward_wait (self);
+        if (sb_forward_wait (self->fwd) < wait)
+            wait = sb_forward_wait (self->fwd);
         //  While a commit is in flight the bus is read only as long as
         //  the next drain can take what comes (s_bus_open), and the
         //  committer's fd says when the commit is done.
@@ -898,7 +898,7 @@ sb_session_actor (zsock_t *pipe, void *args)
         if ((items [1].revents & ZMQ_POLLIN) || (s_bus_open (self) && sb_bus_has_queued (self->bus))
         ||  (!committing && (self->nreqs || sb_session_prompt_due (self))))
             s_handle_bus (self);
-        sb_session_forward_poll (self);
+        sb_forward_poll (self->fwd, self->bus);
         sb_session_relay_recv (self);
         committing = self->committer && sb_committer_busy (self->committer);
         //  Housekeeping writes wait for the committer: one write

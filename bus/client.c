@@ -33,6 +33,12 @@ struct sb_bus {
     int64_t last_hb;            /* last heartbeat we sent */
     uint64_t malformed;
     sb_ratelimit_t rl;
+    /* several endpoints ("EP1,EP2"): one connected at a time, the next
+       once it disconnects (s_failover) */
+    zsock_t *monitor;           /* the socket's disconnections; NULL: one endpoint */
+    size_t ep_at;               /* the connected one, an index into the list */
+    char ep_now [SB_BUS_ENDPOINT_MAX + 1];
+    bool ep_up;                 /* ep_now was connected once */
 };
 
 /* ------------------------------------------------------------------ */
@@ -153,6 +159,67 @@ s_dealer_keyed (const char *endpoint, zcert_t *cert, const char *server_public)
     return sock;
 }
 
+/*  The k-th endpoint of a comma-separated list into out (wrapping
+    around); false when it does not fit. */
+static bool
+s_endpoint_at (const char *list, size_t k, char *out, size_t n)
+{
+    size_t count = 1;
+    for (const char *c = list; *c; c++)
+        count += *c == ',';
+    k %= count;
+    const char *p = list;
+    while (k--)
+        p = strchr (p, ',') + 1;
+    size_t len = strcspn (p, ",");
+    if (len == 0 || len >= n)
+        return false;
+    memcpy (out, p, len);
+    out [len] = 0;
+    return true;
+}
+
+/*  With several endpoints, the one connected is watched; when its peer
+    goes (a node's kill -9 closes its end at once), or when it cannot be
+    reached at all (its first connect is retried), the socket connects to
+    the next instead, so that a worker or a CLI whose node died goes on
+    through another. What was queued for a peer that was connected is lost
+    with it: callers retry as they do after any lost reply (heartbeats,
+    claims). True when the one left was never reached, so nothing sent
+    left this process: sb_bus_call then sends its request again. */
+static bool
+s_failover (sb_bus_t *bus)
+{
+    zmsg_t *ev;
+    bool gone = false;
+    while (bus->monitor && (zsock_events (bus->monitor) & ZMQ_POLLIN) && (ev = zmsg_recv (bus->monitor))) {
+        zframe_t *f = zmsg_first (ev);
+        uint16_t event = 0;
+        if (f && zframe_size (f) >= 2)
+            memcpy (&event, zframe_data (f), 2);
+        bus->ep_up = bus->ep_up || event == ZMQ_EVENT_CONNECTED;
+        gone = gone || event == ZMQ_EVENT_DISCONNECTED || (event == ZMQ_EVENT_CONNECT_RETRIED && !bus->ep_up);
+        zmsg_destroy (&ev);
+    }
+    if (!gone)
+        return false;
+    char next [SB_BUS_ENDPOINT_MAX + 1];
+    if (!s_endpoint_at (bus->endpoint, bus->ep_at + 1, next, sizeof next))
+        return false;
+    zsock_disconnect (bus->sock, "%s", bus->ep_now);
+    if (zsock_connect (bus->sock, "%s", next) != 0) {
+        zsock_connect (bus->sock, "%s", bus->ep_now);
+        return false;
+    }
+    sb_warn (bus->name, "the bus at %s %s; going on through %s", bus->ep_now,
+             bus->ep_up ? "went away" : "cannot be reached", next);
+    bool unsent = !bus->ep_up;
+    bus->ep_at++;
+    bus->ep_up = false;
+    snprintf (bus->ep_now, sizeof bus->ep_now, "%s", next);
+    return unsent;
+}
+
 sb_bus_t *
 sb_bus_new (const char *endpoint, const char *name)
 {
@@ -168,7 +235,22 @@ sb_bus_new_curve (const char *endpoint, const char *name, zcert_t *cert, const c
     bus->endpoint = strdup (endpoint);
     bus->enc = sb_enc_new ();
     bus->queue = zlistx_new ();
-    bus->sock = cert && server_public ? s_dealer_keyed (endpoint, cert, server_public) : s_dealer (endpoint);
+    if (!s_endpoint_at (endpoint, 0, bus->ep_now, sizeof bus->ep_now)) {
+        sb_bus_destroy (&bus);
+        return NULL;
+    }
+    bus->sock = cert && server_public ? s_dealer_keyed (bus->ep_now, cert, server_public) : s_dealer (bus->ep_now);
+    if (bus->sock && strchr (endpoint, ',')) {
+        static _Atomic uint64_t made;     /* a name never used before (cluster/forward.c) */
+        char addr [80];
+        snprintf (addr, sizeof addr, "inproc://sb-bus-failover-%p-%llu", (void *) bus, (unsigned long long) ++made);
+        if (zmq_socket_monitor (zsock_resolve (bus->sock), addr,
+                                ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CONNECT_RETRIED) == 0) {
+            bus->monitor = zsock_new (ZMQ_PAIR);
+            if (bus->monitor && zsock_connect (bus->monitor, "%s", addr) != 0)
+                zsock_destroy (&bus->monitor);
+        }
+    }
     snprintf (bus->name, sizeof bus->name, "%s", name ? name : "client");
     if (!bus->endpoint || !bus->enc || !bus->queue || !bus->sock) {
         sb_bus_destroy (&bus);
@@ -194,6 +276,7 @@ sb_bus_destroy (sb_bus_t **bus_p)
             sb_msg_destroy (&msg);
         zlistx_destroy (&bus->queue);
     }
+    zsock_destroy (&bus->monitor);
     zsock_destroy (&bus->sock);
     sb_enc_destroy (&bus->enc);
     free (bus->endpoint);
@@ -248,6 +331,7 @@ int
 sb_bus_send (sb_bus_t *bus, const char *type, const char *key, const char *to,
              const uint8_t *body, size_t len, uint64_t deadline_ms, char *id_out)
 {
+    s_failover (bus);
     sb_header_t h;
     sb_header_init (&h, type, bus->name);
     if (key)
@@ -470,6 +554,7 @@ sb_bus_recv (sb_bus_t *bus, int timeout_ms)
     sb_msg_t *msg = zlistx_detach (bus->queue, NULL);
     if (msg)
         return msg;
+    s_failover (bus);
     int64_t until = timeout_ms < 0 ? -1 : sb_mono_ms () + timeout_ms;
     while (true) {
         bool got = false;
@@ -589,6 +674,12 @@ sb_bus_call (sb_bus_t *bus, const char *type, const char *key, const uint8_t *bo
             if (tick < wait)
                 wait = tick;
         }
+        /* several endpoints: the one connected is looked at every 50 ms,
+           and a request that never left goes again through the next */
+        if (bus->monitor && wait > 50)
+            wait = 50;
+        if (s_failover (bus) && sb_bus_send (bus, type, key, NULL, body, len, deadline, id))
+            return NULL;
         zmq_pollitem_t item = { zsock_resolve (bus->sock), 0, ZMQ_POLLIN, 0 };
         if (zmq_poll (&item, 1, (long) wait) < 0 && errno == EINTR) {
             return NULL;
@@ -688,10 +779,18 @@ sb_sub_new_curve (const char *endpoint, zcert_t *cert, const char *server_public
     }
     else
         sb_curve_apply_client (sub->sock, endpoint);
-    if (zsock_connect (sub->sock, "%s", endpoint)) {
-        sb_sub_destroy (&sub);
-        return NULL;
-    }
+    /* several endpoints: subscribed to each (the nodes of a cluster each
+       publish every session's entries, so a subscriber may see one twice;
+       entries carry their seq) */
+    size_t count = 1;
+    for (const char *c = endpoint; *c; c++)
+        count += *c == ',';
+    char one [SB_BUS_ENDPOINT_MAX + 1];
+    for (size_t k = 0; k < count; k++)
+        if (!s_endpoint_at (endpoint, k, one, sizeof one) || zsock_connect (sub->sock, "%s", one)) {
+            sb_sub_destroy (&sub);
+            return NULL;
+        }
     return sub;
 }
 

@@ -39,8 +39,14 @@ bool sb_msg_is_error (const sb_msg_t *msg);
 const char *sb_msg_error_code (const sb_msg_t *msg);
 const char *sb_msg_error_message (const sb_msg_t *msg);
 
+/*  The longest one endpoint of a list may be. */
+#define SB_BUS_ENDPOINT_MAX 1024
+
 /*  Connects a DEALER to the command endpoint. `name` goes in every header's
-    `from`. Returns NULL on failure. */
+    `from`. Returns NULL on failure. `endpoint` may be a comma-separated
+    list (the nodes of a cluster, docs/scale-out.md): the bus is connected
+    to one at a time, the first, then the next when the one connected goes
+    away. */
 sb_bus_t *sb_bus_new (const char *endpoint, const char *name);
 /*  The same over CURVE with keys of its own rather than the process's
     (bus/curve.h): `cert` (a full key pair) as the client's, the server's

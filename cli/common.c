@@ -127,43 +127,77 @@ sb_cli_data_dir (const char *opt, char *out, size_t n, char *err, size_t errlen)
     return 0;
 }
 
+/*  One endpoint of --connect (or $SWITCHBOARD_BUS), its `which` plane. */
+static int
+s_endpoint_one (const char *bus, const char *which, char *out, size_t n, char *err, size_t errlen)
+{
+    if (strncmp (bus, "tcp://", 6) == 0) {
+        const char *colon = strrchr (bus, ':');
+        int port = colon ? atoi (colon + 1) : 0;
+        if (port <= 0) {
+            snprintf (err, errlen, "bad endpoint %s (want tcp://HOST:PORT)", bus);
+            return -1;
+        }
+        int off = strcmp (which, "pub") == 0 ? 1 : strcmp (which, "tap") == 0 ? 2 : 0;
+        if (strcmp (which, "in") == 0) {
+            snprintf (err, errlen, "the event plane's publishing side is not on tcp");
+            return -1;
+        }
+        snprintf (out, n, "%.*s:%d", (int) (colon - bus), bus, port + off);
+        return 0;
+    }
+    if (strncmp (bus, "ipc://", 6) == 0 || strncmp (bus, "inproc://", 9) == 0) {
+        /* ipc://DIR/bus-cmd -> ipc://DIR/bus-<which> */
+        const char *slash = strrchr (bus, '/');
+        if (!slash || strncmp (slash, "/bus-", 5) != 0) {
+            if (strcmp (which, "cmd") == 0) {
+                snprintf (out, n, "%s", bus);
+                return 0;
+            }
+            snprintf (err, errlen, "cannot derive the %s endpoint from %s", which, bus);
+            return -1;
+        }
+        snprintf (out, n, "%.*s/bus-%s", (int) (slash - bus), bus, which);
+        return 0;
+    }
+    snprintf (err, errlen, "unsupported endpoint %s (use ipc:// or tcp://)", bus);
+    return -1;
+}
+
+/*  --connect (else $SWITCHBOARD_BUS) may name several nodes of a cluster,
+    comma-separated: each is derived as one would be, and the list kept in
+    its order (the bus connects to the first, then fails over to the next,
+    bus/client.c). */
 int
 sb_cli_endpoint (const char *connect, const char *data, const char *which,
                  char *out, size_t n, char *err, size_t errlen)
 {
     const char *bus = connect && *connect ? connect : getenv ("SWITCHBOARD_BUS");
     if (bus && *bus) {
-        if (strncmp (bus, "tcp://", 6) == 0) {
-            const char *colon = strrchr (bus, ':');
-            int port = colon ? atoi (colon + 1) : 0;
-            if (port <= 0) {
-                snprintf (err, errlen, "bad endpoint %s (want tcp://HOST:PORT)", bus);
+        size_t used = 0;
+        for (const char *p = bus; ; ) {
+            size_t len = strcspn (p, ",");
+            char one [SB_BUS_ENDPOINT_MAX + 1], derived [SB_BUS_ENDPOINT_MAX + 8];
+            if (len == 0 || len > SB_BUS_ENDPOINT_MAX) {
+                snprintf (err, errlen, "bad endpoint list %s (want EP or EP1,EP2,...; each at most %d bytes)",
+                          bus, SB_BUS_ENDPOINT_MAX);
                 return -1;
             }
-            int off = strcmp (which, "pub") == 0 ? 1 : strcmp (which, "tap") == 0 ? 2 : 0;
-            if (strcmp (which, "in") == 0) {
-                snprintf (err, errlen, "the event plane's publishing side is not on tcp");
+            memcpy (one, p, len);
+            one [len] = 0;
+            if (s_endpoint_one (one, which, derived, sizeof derived, err, errlen))
+                return -1;
+            int w = snprintf (out + used, n - used, "%s%s", used ? "," : "", derived);
+            if (w < 0 || (size_t) w >= n - used) {
+                snprintf (err, errlen, "the endpoint list %s is too long", bus);
                 return -1;
             }
-            snprintf (out, n, "%.*s:%d", (int) (colon - bus), bus, port + off);
-            return 0;
+            used += (size_t) w;
+            if (!p [len])
+                break;
+            p += len + 1;
         }
-        if (strncmp (bus, "ipc://", 6) == 0 || strncmp (bus, "inproc://", 9) == 0) {
-            /* ipc://DIR/bus-cmd -> ipc://DIR/bus-<which> */
-            const char *slash = strrchr (bus, '/');
-            if (!slash || strncmp (slash, "/bus-", 5) != 0) {
-                if (strcmp (which, "cmd") == 0) {
-                    snprintf (out, n, "%s", bus);
-                    return 0;
-                }
-                snprintf (err, errlen, "cannot derive the %s endpoint from %s", which, bus);
-                return -1;
-            }
-            snprintf (out, n, "%.*s/bus-%s", (int) (slash - bus), bus, which);
-            return 0;
-        }
-        snprintf (err, errlen, "unsupported endpoint %s (use ipc:// or tcp://)", bus);
-        return -1;
+        return 0;
     }
     char dir [4096];
     if (sb_cli_data_dir (data, dir, sizeof dir, err, errlen))
@@ -217,7 +251,7 @@ sb_cli_connect (const char *cmd, const char *connect, const char *data)
         sb_cli_fail (cmd, "%s", err);
         return NULL;
     }
-    if (strncmp (ep, "ipc://", 6) == 0) {
+    if (strncmp (ep, "ipc://", 6) == 0 && !strchr (ep, ',')) {
         struct stat st;
         if (stat (ep + 6, &st) != 0) {
             sb_cli_fail_code (cmd, "unavailable", "no server at %s: start one with 'switchboard serve' "

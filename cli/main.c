@@ -54,7 +54,7 @@ s_usage (FILE *out)
     fprintf (out, "usage: switchboard [--data DIR] [--connect EP] [--version] [--help] COMMAND [ARGS]\n\n"
                   "switchboard is a control plane for coding-agent sessions.\n\n"
                   "  --data DIR    the data folder, for every command (as $SWITCHBOARD_DATA)\n"
-                  "  --connect EP  the server's bus endpoint (as $SWITCHBOARD_BUS)\n"
+                  "  --connect EP  the server's bus endpoint (as $SWITCHBOARD_BUS); EP1,EP2 for a cluster's nodes\n"
                   "Given after the command, they mean the same; there they win over these.\n\n"
                   "commands:\n");
     for (size_t k = 0; k < NCOMMANDS; k++)

@@ -35,6 +35,7 @@
 #include "actors/actor.h"
 #include "store/store.h"
 #include "cluster/cluster.h"
+#include "cluster/forward.h"
 #include "store/outbox.h"
 #include "bus/client.h"
 #include "common/log.h"
@@ -103,6 +104,7 @@ typedef struct {
     sb_bus_t *bus;
     sb_store_t *store;
     sb_cluster_t *cluster;      /* the node's leases (NULL: every session is ours) */
+    sb_forward_t *fwd;          /* requests forwarded to the owners of other shards (cluster/forward.c) */
     sb_enc_t *enc;
     char instance [129];
     uint64_t deadline_s;        /* the server's default deadline */

@@ -39,6 +39,20 @@ s_start_failed (self_t *self, const char *run_id, const char *what)
     }
 }
 
+/*  A lease of this actor's length for run_id, unless it has one. */
+static void
+s_lease_give (self_t *self, const char *run_id)
+{
+    if (zhashx_lookup (self->leases, run_id))
+        return;
+    lease_t *lease = calloc (1, sizeof *lease);
+    if (lease) {
+        lease->expires = sb_mono_ms () + (int64_t) self->lease_ms;
+        lease->lease_ms = self->lease_ms;
+        zhashx_update (self->leases, run_id, lease);
+    }
+}
+
 static void
 s_on_exec_start (self_t *self, call_t *call, const sb_msg_t *reply)
 {
@@ -78,14 +92,7 @@ s_on_exec_start (self_t *self, call_t *call, const sb_msg_t *reply)
     }
     else
         sb_run_save (self, &r, false, false, NULL);
-    if (!zhashx_lookup (self->leases, r.run_id)) {
-        lease_t *lease = calloc (1, sizeof *lease);
-        if (lease) {
-            lease->expires = sb_mono_ms () + (int64_t) self->lease_ms;
-            lease->lease_ms = self->lease_ms;
-            zhashx_update (self->leases, r.run_id, lease);
-        }
-    }
+    s_lease_give (self, r.run_id);
     sb_run_record_free (&r);
 }
 
@@ -333,9 +340,13 @@ s_recover_waiting (self_t *self, const run_t *r, char *reason, size_t size)
     tape. A run that was cancelling is cancelled. Queued runs stay queued
     and are dispatched. */
 /*  Ends, as a restart does, the unfinished runs of the sessions of
-    `shards`; returns how many. */
+    `shards`; returns how many. On a takeover (a shard gained from another
+    node) a run leased to a worker is not ended: the worker goes on, its
+    bus failing over to this node or another (bus/client.c), and its
+    heartbeats keep the lease this gives it, which expires as any
+    worker's lease does when they stop. */
 static int
-s_recover_shards (self_t *self, uint64_t shards)
+s_recover_shards (self_t *self, uint64_t shards, bool takeover)
 {
     self->recovering = true;
     sb_run_outbox_drain (self);
@@ -349,6 +360,11 @@ s_recover_shards (self_t *self, uint64_t shards)
         if (sb_run_record_load (self, id, &r))
             continue;
         if (!(sb_cluster_shard_bit (r.session_id) & shards)) {
+            sb_run_record_free (&r);
+            continue;
+        }
+        if (takeover && r.worker_id [0] && (r.status == SB_RUN_claimed || r.status == SB_RUN_running)) {
+            s_lease_give (self, r.run_id);
             sb_run_record_free (&r);
             continue;
         }
@@ -392,7 +408,7 @@ void
 sb_run_recover (self_t *self)
 {
     self->shards_seen = self->cluster ? sb_cluster_held (self->cluster) : ~0ull;
-    int n = s_recover_shards (self, ~0ull);
+    int n = s_recover_shards (self, ~0ull, false);
     if (n)
         sb_info (ACTOR, "recovery interrupted=%d", n);
 }
@@ -422,7 +438,7 @@ sb_run_shards_changed (self_t *self)
     }
     zlistx_destroy (&keys);
     /* gained: what the old owner left unfinished ends as after a restart */
-    int n = gained ? s_recover_shards (self, gained) : 0;
+    int n = gained ? s_recover_shards (self, gained, true) : 0;
     if (gained || lost)
         sb_info (ACTOR, "shards changed gained=%d lost=%d runs_recovered=%d leases_dropped=%d",
                  __builtin_popcountll (gained), __builtin_popcountll (lost), n, dropped);

@@ -18,6 +18,7 @@
 #include "actors/actor.h"
 #include "store/store.h"
 #include "cluster/cluster.h"
+#include "cluster/forward.h"
 #include "store/committer.h"
 #include "store/outbox.h"
 #include "bus/client.h"
@@ -136,6 +137,7 @@ struct self_t {
     sb_bus_t *bus;
     sb_store_t *store;
     sb_cluster_t *cluster;      /* the node's leases (NULL: every session is ours) */
+    sb_forward_t *fwd;          /* requests forwarded to the owners of other shards (cluster/forward.c) */
     uint64_t kv_shards;         /* the shard of the session being written (sb_run_kv_put) */
     uint64_t shards_seen;       /* the shards held at the last tick (sb_run_shards_changed) */
     sb_enc_t *enc;

@@ -24,7 +24,7 @@ typedef struct {
     char endpoint [SB_CLUSTER_EP_MAX + 1];
     char key [SB_CLUSTER_KEY_MAX + 1];
     sb_sub_t *sub;
-    sb_session_watch_t watch;
+    sb_peer_watch_t watch;
 } source_t;
 
 struct sb_session_relay {
@@ -42,7 +42,7 @@ sb_session_relay_destroy (self_t *self)
     if (!r)
         return;
     for (size_t i = 0; i < r->nsources; i++) {
-        sb_session_watch_stop (&r->sources [i].watch);
+        sb_peer_watch_stop (&r->sources [i].watch);
         sb_sub_destroy (&r->sources [i].sub);
     }
     zcert_destroy (&r->cert);
@@ -53,13 +53,13 @@ sb_session_relay_destroy (self_t *self)
 static void
 s_source_connect (sb_session_relay_t *r, source_t *s)
 {
-    sb_session_watch_stop (&s->watch);
+    sb_peer_watch_stop (&s->watch);
     sb_sub_destroy (&s->sub);
     s->sub = sb_sub_new_curve (s->endpoint, *s->key ? r->cert : NULL, *s->key ? s->key : NULL);
     if (!s->sub)
         return;
     sb_sub_subscribe (s->sub, "session/");
-    sb_session_watch_start (&s->watch, sb_sub_socket (s->sub), s->sub);
+    sb_peer_watch_start (&s->watch, sb_sub_socket (s->sub), s->sub);
 }
 
 //  A source for every other node that owns shards, by the cache.
@@ -133,7 +133,7 @@ sb_session_relay_recv (self_t *self)
         return;
     for (size_t i = 0; i < r->nsources; i++) {
         source_t *s = &r->sources [i];
-        if (sb_session_watch_refused (&s->watch, s->node_id))
+        if (sb_peer_watch_refused (&s->watch, ACTOR, s->node_id))
             s_source_connect (r, s);
         sb_msg_t *msg;
         while (s->sub && (msg = sb_sub_recv (s->sub, 0))) {

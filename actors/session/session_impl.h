@@ -17,6 +17,7 @@
 #include "store/committer.h"
 #include "store/store.h"
 #include "cluster/cluster.h"
+#include "cluster/forward.h"
 #include "store/cmdid.h"
 #include "bus/client.h"
 #include "common/digest.h"
@@ -168,7 +169,7 @@ typedef struct self {
     sb_pub_t *pub;
     sb_store_t *store;
     struct _sb_cluster_t *cluster;  //  the node's leases (NULL: every session is ours)
-    struct sb_session_fwd *fwd; //  requests forwarded to other nodes (forward.c); NULL: none yet
+    sb_forward_t *fwd;          //  requests forwarded to other nodes (cluster/forward.c); NULL: none yet
     struct sb_session_relay *relay; //  other nodes' events published here (relay.c)
     char instance [129];
     bool terminated;
@@ -357,27 +358,10 @@ int64_t sb_session_usage_day (const char *date);
 
 //  session/forward.c: on a node of a cluster, a request that changes a
 //  session of another node's shard is forwarded to that node and its
-//  answer relayed. forward: true when it took *msg_p (forwarded, or
-//  answered); false to take it as usual (the drain refuses it
-//  not_owner when no owner can be reached). poll: relays the answers,
-//  expires the late; wait: the longest the loop may sleep meanwhile.
-typedef struct sb_session_fwd sb_session_fwd_t;
-//  The handshakes of a socket to another node: a CURVE refusal before any
-//  success (the other node has not allowed this one's key yet) asks for
-//  the socket to be made again, since ZeroMQ does not reconnect after it.
-typedef struct {
-    zsock_t *monitor;           //  zmq_socket_monitor's events
-    bool connected;             //  a handshake succeeded
-    int64_t remake_at;          //  mono ms: refused, make it again then; 0: not refused
-} sb_session_watch_t;
-void sb_session_watch_start (sb_session_watch_t *w, void *sock, const void *tag);
-void sb_session_watch_stop (sb_session_watch_t *w);
-//  Reads the events; true once a refused socket is due to be made again.
-bool sb_session_watch_refused (sb_session_watch_t *w, const char *node_id);
+//  answer relayed (cluster/forward.h). True when it took *msg_p
+//  (forwarded, or answered); false to take it as usual (the drain refuses
+//  it not_owner when no owner can be reached).
 bool sb_session_forward (self_t *self, sb_msg_t **msg_p, op_t op);
-void sb_session_forward_poll (self_t *self);
-int64_t sb_session_forward_wait (self_t *self);
-void sb_session_forward_destroy (self_t *self);
 
 //  session/relay.c: on a node of a cluster, the session.events other
 //  nodes publish for the sessions they own are published here too, for

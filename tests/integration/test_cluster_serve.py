@@ -14,8 +14,12 @@ keep the waits short.
     from the nodes table) and relays the answer; the same command_id sent
     to both does one thing, and a node forwards from its first moment (a
     forward refused because the owner has not allowed its key yet is sent
-    again); run.request and interact.request through B are
-    refused `not_owner`, naming A (not forwarded yet);
+    again); run.request through B is forwarded too;
+  - a person works a run of A's session through B alone: approves it,
+    follows it on B's event plane, lists its runs and cancels one; the
+    same approval resolved through A and B at once has one winner (the
+    other is answered conflict naming it), and what a dead owner's
+    forward waited for is answered by the survivor;
   - runs on both nodes at once (the demo model) each complete, with one
     run.status entry each on their tapes (each node's outbox is its own);
   - a follower on A's event plane of a session B owns sees what is
@@ -30,6 +34,9 @@ keep the waits short.
   - the database down for longer than a lease, then back: both nodes give
     up their shards (writes refused, never acknowledged), then reconnect,
     share the shards again and go on on the same tapes without a gap;
+  - a worker given both nodes (--connect A,B) whose node is killed during
+    its run goes on through B, and the run completes; the CLI given the
+    dead node first answers through B;
   - on LMDB, stats says the node is standalone.
 
 Skips only when the server's binaries are absent (scripts/deps.sh --tests
@@ -44,8 +51,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import Client, Server, Sub, check, run_tests, sb, tmpdir, unpack, wait_for  # noqa: E402
 from sbagent import (LLM, LLM_ENV, Appenders, call, check_tape_contiguous, free_port, get_run,  # noqa: E402
-                     llm_args, new_session, pending, prompt, prompt_ok, queue_list, resolve, runs_of, shell, tape,
-                     tool, wait_run)
+                     llm_args, new_session, pending, prompt, prompt_ok, queue_list, resolve, runs_of, shell,
+                     start_worker, tape, tool, wait_run)
 from sbpg import with_postgres  # noqa: E402
 from gwtest import Gateway  # noqa: E402
 
@@ -118,6 +125,17 @@ def metrics(srv):
     status, _, text = srv.gw.http("GET", "/metrics")
     check(status == 200, "/metrics answered %d", status)
     return text.decode()
+
+
+def relay_on(owner, sub, sid):
+    """Appends probes to sid through its owner until one reaches `sub`, a
+    follower on another node's event plane: the relay subscribes within a
+    refresh, and an entry until then may be missed (a follower fills it
+    from the tape)."""
+    def relayed():
+        call(owner, "session.append", {"session_id": sid, "kind": "note", "body": {"text": "probe"}})
+        return sub.recv_frames(timeout=0.3) is not None
+    wait_for(relayed, 10, "the relay of %s's events" % node_id(owner), interval=0)
 
 
 # ---------------------------------------------------------------------------
@@ -200,14 +218,12 @@ def test_session_made_on_a_is_used_on_b():
         check(run["status"] == "completed", "the prompt through B: %r", run)
         done = [e for e in tape(a, sids[1]) if e["kind"] == "run.status" and e["body"]["status"] == "completed"]
         check(len(done) == 1, "the prompt's run on A's tape: %r", done)
-        # not forwarded (yet): the run and interact actors refuse, naming the owner
-        m = request(b, "run.request", {"session_id": sids[0], "input": "on b"})
-        check(m.is_error() and m.code == "not_owner" and node_id(a) in m.body["message"],
-              "run.request of A's session through B: %r", m.body)
-        m = request(b, "interact.request", {"session_id": sids[0], "run_id": "01M8VR8NJZ35SWM4HBGJQ2SXFX",
-                                             "call_id": "c1", "tool": "shell", "arguments": "{}",
-                                             "summary": "x"})
-        check(m.is_error() and m.code == "not_owner", "interact.request of A's session through B: %r", m.body)
+        # the run service forwards too: a run.request of A's session through B
+        # is A's run, and B reads it
+        run_id = prompt(b, sids[2], "run.request through b")
+        check(wait_run(b, run_id, timeout=30)["status"] == "completed", "run.request through B")
+        check(any(e["kind"] == "run.status" and e["run_id"] == run_id for e in tape(a, sids[2])),
+              "the run requested through B is not on A's tape")
     with_postgres(body)
 
 
@@ -224,6 +240,76 @@ def test_a_node_forwards_from_its_first_moment():
         check(m.type == "session.append.ok" and m.body["seq"] == 2, "the first forward: %s %r", m.type, m.body)
         refused = "refused this node's bus key" in b.log()
         print("the first forward %s" % ("was refused once, then sent again" if refused else "went through"))
+    with_postgres(body)
+
+
+def test_runs_and_approvals_through_the_other_node():
+    """run.* and interact.* requests of A's session sent to B are forwarded
+    to A: a person approves, follows, lists and cancels through B, and two
+    nodes resolving one approval give one winner."""
+    def body(pg):
+        llm = LLM()
+        llm.script("ap", [{"tool_calls": [tool("write_file", "c_w", path="f.txt", content="f\n")]},
+                          {"text": "written"},
+                          {"tool_calls": [tool("write_file", "c_w2", path="g.txt", content="g\n")]}],
+                   repeat_last=True)
+        a, b = two_nodes(pg, llm=llm, script="ap")
+        ws = tmpdir()
+        sid = new_session(a, ws, approval_policy="auto")
+        held = {n["node_id"]: set(n["shards"]) for n in nodes(pg)["nodes"]}
+        check(sb_shard(sid) in held[node_id(a)], "the session is not in A's shards")
+        sub = Sub(b.endpoint("pub"), "session/" + sid)
+        try:
+            relay_on(a, sub, sid)
+            run_id = prompt(b, sid, "write f")
+            ia = pending(b, sid)
+            # one approval, resolved through both nodes at once: one winner
+            ca = Client(a.endpoint("cmd"), name="res-a")
+            cb = Client(b.endpoint("cmd"), name="res-b")
+            try:
+                ida = ca.send("interact.resolve", {"interaction_id": ia["interaction_id"], "decision": "approve",
+                                                   "resolved_by": "alice"})
+                idb = cb.send("interact.resolve", {"interaction_id": ia["interaction_id"], "decision": "reject",
+                                                   "resolved_by": "bob"})
+                ra, rb = ca.wait_reply(ida, timeout=10), cb.wait_reply(idb, timeout=10)
+            finally:
+                ca.close()
+                cb.close()
+            oks = [r for r in (ra, rb) if r.type == "interact.resolve.ok"]
+            lost = [r for r in (ra, rb) if r.is_error()]
+            check(len(oks) == 1 and len(lost) == 1 and lost[0].code == "conflict",
+                  "two resolves of one approval: A %s %r, B %s %r", ra.type, ra.body, rb.type, rb.body)
+            winner = oks[0].body["interaction"]
+            check(winner["resolved_by"] in lost[0].body["message"], "the loser is not told who won: %r",
+                  lost[0].body)
+            resolved = call(b, "interact.get", {"interaction_id": ia["interaction_id"]})["interaction"]
+            check(resolved["status"] == winner["status"] and resolved["resolved_by"] == winner["resolved_by"],
+                  "the stored interaction %r, the winner %r", resolved, winner)
+            run = wait_run(b, run_id, timeout=30)
+            check(run["status"] in ("completed", "failed"), "the run after the resolve: %r", run)
+            # B's follower saw the run's status entries, in seq order
+            seen = []
+            while True:
+                f = sub.recv_frames(timeout=0.5)
+                if f is None:
+                    break
+                seen.append(unpack(f[2]))
+            statuses = [e["body"]["status"] for e in seen if e["kind"] == "run.status" and e["run_id"] == run_id]
+            check(run["status"] in statuses, "B's follower saw the run's statuses %r", statuses)
+            seqs = [e["seq"] for e in seen]
+            check(seqs == sorted(set(seqs)), "B's follower saw %r", seqs)
+            if winner["resolved_by"] == "alice":
+                check(os.path.exists(os.path.join(ws, "f.txt")), "approved through A, f.txt not written")
+            # a run cancelled through B, and B lists the session's runs
+            second = prompt(b, sid, "again")
+            pending(b, sid)
+            m = request(b, "run.cancel", {"run_id": second})
+            check(m.type == "run.cancel.ok", "run.cancel through B: %s %r", m.type, m.body)
+            check(wait_run(b, second, timeout=30)["status"] == "cancelled", "the run cancelled through B")
+            listed = [r["run_id"] for r in runs_of(b, sid)]
+            check(listed == [run_id, second], "run.list through B %r", listed)
+        finally:
+            sub.close()
     with_postgres(body)
 
 
@@ -271,12 +357,7 @@ def test_a_follower_on_a_sees_what_b_appends():
         sid = new_session(b, tmpdir())
         sub = Sub(a.endpoint("pub"), "session/" + sid)
         try:
-            # the relay subscribes within a refresh; an entry until then may
-            # be missed, which a follower fills from the tape
-            def relayed():
-                call(b, "session.append", {"session_id": sid, "kind": "note", "body": {"text": "probe"}})
-                return sub.recv_frames(timeout=0.3) is not None
-            wait_for(relayed, 10, "the relay from B to A", interval=0)
+            relay_on(b, sub, sid)
             while sub.recv_frames(timeout=0.2):
                 pass
             first = tape(b, sid)[-1]["seq"] + 1
@@ -409,6 +490,47 @@ def test_kill9_of_a_node_during_a_run_with_an_approval_pending_and_a_prompt_queu
             os.kill(int(open(os.path.join(ws, "sleep.pid")).read()), signal.SIGKILL)
         except (OSError, ValueError):
             pass
+    with_postgres(body)
+
+
+def test_a_worker_whose_node_dies_goes_on_through_another():
+    """A worker given both nodes (--connect A,B) is connected to A; A is
+    killed (kill -9) while the worker runs a run of A's session: the
+    worker's bus fails over to B, B takes the session and keeps the run's
+    lease (a takeover does not end a worker's run), and the run completes."""
+    def body(pg):
+        llm = LLM()
+        llm.script("wk", [{"tool_calls": [shell("echo $$ > started; sleep 4; echo slept > slept.txt", "c_sl")]},
+                          {"text": "worker done"}], repeat_last=True)
+        a, b = two_nodes(pg, llm=llm, script="wk")
+        ws = tmpdir()
+        sid = new_session(a, ws, approval_policy="yolo")
+        eps = "ipc://%s/bus-cmd,ipc://%s/bus-cmd" % (a.data, b.data)
+        worker = start_worker(a, "w-fail", lease=6, extra=["--connect", eps])
+        try:
+            run_id = call(a, "run.request", {"session_id": sid, "input": "sleep on the worker",
+                                             "target": {"executor": "worker", "pool": "p"}})["run"]["run_id"]
+            wait_for(lambda: os.path.exists(os.path.join(ws, "started")), 20, "the tool to start on the worker")
+            check(get_run(a, run_id)["worker_id"] == "w-fail", "the run is not on the worker: %r", get_run(a, run_id))
+            a.proc.kill()
+            run = wait_run(b, run_id, timeout=40)
+            check(run["status"] == "completed", "the worker's run after its node died: %r", run)
+            check(os.path.exists(os.path.join(ws, "slept.txt")), "the tool did not finish")
+            check(worker.alive(), "the worker exited: %s" % worker.log()[-2000:])
+            check("going on through ipc://%s/bus-cmd" % b.data in worker.log(),
+                  "the worker's bus did not fail over to B: %s" % worker.log()[-2000:])
+            entries = tape(b, sid)
+            check_tape_contiguous(entries, "the session's tape")
+            done = [e for e in entries if e["kind"] == "run.status" and e["body"]["status"] == "completed"]
+            check(len(done) == 1, "completed entries %r", done)
+            # the CLI given both, the dead one first, goes on through B;
+            # $SWITCHBOARD_BUS takes the same list
+            rc, out, err = sb("sessions", "--connect", eps, "--json")
+            check(rc == 0 and sid in out, "sessions --connect A,B after A died: %d %s %s", rc, out, err)
+            rc, out, err = sb("sessions", "--json", env={"SWITCHBOARD_BUS": eps})
+            check(rc == 0 and sid in out, "sessions with SWITCHBOARD_BUS=A,B after A died: %d %s %s", rc, out, err)
+        finally:
+            worker.kill()
     with_postgres(body)
 
 

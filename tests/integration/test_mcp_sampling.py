@@ -1,0 +1,138 @@
+#!/usr/bin/python3
+"""MCP sampling (docs/mcp.md, "Sampling"): a server's sampling/createMessage,
+sent inside a tool call by tests/mcp/http_server.py (its `sample` tool),
+in a served run on the scripted model of tests/llm_server.py:
+
+  - a session that does not allow it (no mcp_sampling): the client does
+    not declare the capability, the request is refused as not supported,
+    nobody is asked and the model is not called;
+  - allowed and approved: the capability is declared, a person is asked
+    (the summary names the server and shows the request), the session's
+    model gets the server's system prompt and messages and nothing else,
+    the server receives its text as the specification's result, and the
+    call's usage entry is on the tape, naming the server;
+  - allowed and rejected: the server gets the user-rejection error, and
+    the model is not called;
+  - a request outside the bounds (maxTokens 0, image content) is refused
+    as invalid params before anyone is asked.
+"""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sbtest import Server, check, run_tests, tmpdir  # noqa: E402
+from sbagent import (LLM, LLM_ENV, calls, llm_args, new_session, pending, prompt, resolve, results, tape,  # noqa: E402
+                     wait_run)
+from sbmcp import HttpMcp, mcp_config  # noqa: E402
+
+ANSWER = "Paris is the capital of France."
+
+
+class Sampling:
+    """serve with the HTTP MCP server as `h` and a model that calls
+    mcp__h__sample (with `args`), answers the sampling call with ANSWER,
+    then says done."""
+
+    def __init__(self, name, args=None, **session):
+        self.mcp, self.llm = HttpMcp(), LLM()
+        self.name = name
+        self.llm.script(name, [calls(("c_s", "mcp__h__sample", args or {})), {"text": ANSWER}, {"text": "done"}])
+        self.srv = Server(args=llm_args(self.llm, name) + ["--mcp-config", mcp_config({"h": {"url": self.mcp.url}})],
+                          env=LLM_ENV).start()
+        self.sid = new_session(self.srv, tmpdir(), approval_policy="yolo", **session)
+        self.run_id = prompt(self.srv, self.sid, "go")
+
+    def finish(self):
+        r = wait_run(self.srv, self.run_id, timeout=40)
+        check(r["status"] == "completed", "the run ended %s: %s", r["status"], r.get("reason"))
+        self.entries = tape(self.srv, self.sid)
+        out = results(self.entries)
+        check(list(out) == ["c_s"], "one tool result expected: %r", out)
+        return json.loads(out["c_s"]["output"])
+
+    def capabilities(self):
+        return [r["msg"]["params"]["capabilities"] for r in self.mcp.log()
+                if r.get("msg", {}).get("method") == "initialize"][-1]
+
+    def model_requests(self):
+        return self.llm.requests(self.name)
+
+    def stop(self):
+        self.srv.stop()
+        self.llm.stop()
+        self.mcp.stop()
+
+
+def test_not_allowed_is_refused_as_not_supported():
+    t = Sampling("s_off")
+    try:
+        ans = t.finish()
+        check(ans["error"]["code"] == -32601 and "not supported" in ans["error"]["message"], "the answer: %r", ans)
+        check("sampling" not in t.capabilities(), "sampling declared: %r", t.capabilities())
+        check(not [e for e in t.entries if e["kind"] == "approval.requested"], "a person was asked")
+        check(len(t.model_requests()) == 2, "the model was called %d times", len(t.model_requests()))
+    finally:
+        t.stop()
+
+
+def test_approved_goes_to_the_model_and_back():
+    t = Sampling("s_yes", mcp_sampling=True)
+    try:
+        ia = pending(t.srv, t.sid, timeout=20)
+        check(ia["tool"] == "mcp_sampling", "the interaction: %r", ia)
+        check("MCP server h" in ia["summary"] and "capital of France?" in ia["summary"]
+              and "claude-3-sonnet" in ia["summary"] and "50 tokens" in ia["summary"], "the summary: %r", ia["summary"])
+        check(json.loads(ia["arguments"])["systemPrompt"] == "You are a geography helper.", "the arguments: %r",
+              ia["arguments"])
+        resolve(t.srv, ia["interaction_id"])
+        ans = t.finish()
+        res = ans.get("result")
+        check(res == {"role": "assistant", "content": {"type": "text", "text": ANSWER}, "model": res and res["model"],
+                      "stopReason": "endTurn"} and res["model"], "the answer: %r", ans)
+        check("sampling" in t.capabilities(), "sampling not declared: %r", t.capabilities())
+        reqs = t.model_requests()
+        check(len(reqs) == 3, "the model was called %d times", len(reqs))
+        body = reqs[1]["json"]
+        check(body.get("instructions") == "You are a geography helper.", "the sampling request: %r", body)
+        texts = json.dumps(body.get("input"))
+        check("What is the capital of France?" in texts, "the sampling request's input: %s", texts)
+        check("mcp__h__sample" not in texts and len(body.get("input")) == 1,
+              "the session's conversation reached the sampling call: %s", texts)
+        check(body.get("max_output_tokens") == 50, "maxTokens not passed: %r", body.get("max_output_tokens"))
+        usage = [e for e in t.entries if e["kind"] == "usage" and e["body"].get("mcp_server") == "h"]
+        check(len(usage) == 1, "no usage entry for the sampling call: %r",
+              [e for e in t.entries if e["kind"] == "usage"])
+    finally:
+        t.stop()
+
+
+def test_rejected_is_the_user_rejection_error():
+    t = Sampling("s_no", mcp_sampling=True)
+    try:
+        ia = pending(t.srv, t.sid, timeout=20)
+        resolve(t.srv, ia["interaction_id"], "reject")
+        ans = t.finish()
+        check(ans["error"]["code"] == -1 and "rejected" in ans["error"]["message"], "the answer: %r", ans)
+        check(len(t.model_requests()) == 2, "the model was called %d times", len(t.model_requests()))
+    finally:
+        t.stop()
+
+
+def test_a_request_out_of_bounds_is_refused_unasked():
+    for args, why in (({"messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}], "maxTokens": 0},
+                       "maxTokens"),
+                      ({"messages": [{"role": "user", "content": {"type": "image", "data": "AAAA",
+                                                                  "mimeType": "image/png"}}], "maxTokens": 10},
+                       "text only")):
+        t = Sampling("s_bad", args, mcp_sampling=True)
+        try:
+            ans = t.finish()
+            check(ans["error"]["code"] == -32602 and why in ans["error"]["message"], "the answer: %r", ans)
+            check(not [e for e in t.entries if e["kind"] == "approval.requested"], "a person was asked")
+        finally:
+            t.stop()
+
+
+if __name__ == "__main__":
+    run_tests(globals())

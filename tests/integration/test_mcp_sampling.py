@@ -21,7 +21,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import Server, check, run_tests, tmpdir  # noqa: E402
+from sbtest import Server, check, cli, run_tests, tmpdir  # noqa: E402
 from sbagent import (LLM, LLM_ENV, calls, llm_args, new_session, pending, prompt, resolve, results, tape,  # noqa: E402
                      wait_run)
 from sbmcp import HttpMcp, mcp_config  # noqa: E402
@@ -34,26 +34,30 @@ class Sampling:
     mcp__h__sample (with `args`), answers the sampling call with ANSWER,
     then says done."""
 
-    def __init__(self, name, args=None, **session):
+    def __init__(self, name, args=None, turns=None, **session):
         self.mcp, self.llm = HttpMcp(), LLM()
         self.name = name
-        self.llm.script(name, [calls(("c_s", "mcp__h__sample", args or {})), {"text": ANSWER}, {"text": "done"}])
+        self.llm.script(name, turns or [calls(("c_s", "mcp__h__sample", args or {})), {"text": ANSWER},
+                                        {"text": "done"}])
         self.srv = Server(args=llm_args(self.llm, name) + ["--mcp-config", mcp_config({"h": {"url": self.mcp.url}})],
                           env=LLM_ENV).start()
         self.sid = new_session(self.srv, tmpdir(), approval_policy="yolo", **session)
         self.run_id = prompt(self.srv, self.sid, "go")
 
-    def finish(self):
+    def finish(self, call_id="c_s"):
         r = wait_run(self.srv, self.run_id, timeout=40)
         check(r["status"] == "completed", "the run ended %s: %s", r["status"], r.get("reason"))
         self.entries = tape(self.srv, self.sid)
         out = results(self.entries)
-        check(list(out) == ["c_s"], "one tool result expected: %r", out)
-        return json.loads(out["c_s"]["output"])
+        check(call_id in out, "no tool result for %s: %r", call_id, out)
+        return json.loads(out[call_id]["output"])
+
+    def initializes(self):
+        return [r["msg"]["params"]["capabilities"] for r in self.mcp.log()
+                if r.get("msg", {}).get("method") == "initialize"]
 
     def capabilities(self):
-        return [r["msg"]["params"]["capabilities"] for r in self.mcp.log()
-                if r.get("msg", {}).get("method") == "initialize"][-1]
+        return self.initializes()[-1]
 
     def model_requests(self):
         return self.llm.requests(self.name)
@@ -115,6 +119,30 @@ def test_rejected_is_the_user_rejection_error():
         ans = t.finish()
         check(ans["error"]["code"] == -1 and "rejected" in ans["error"]["message"], "the answer: %r", ans)
         check(len(t.model_requests()) == 2, "the model was called %d times", len(t.model_requests()))
+    finally:
+        t.stop()
+
+
+def test_allowed_by_an_update_between_runs():
+    """sessions update --mcp-sampling on: shown by sessions show; the
+    server, initialized without the capability, starts again declaring it
+    at the next run, whose request is asked and answered."""
+    t = Sampling("s_upd", turns=[calls(("c_s", "mcp__h__sample", {})), {"text": "done"},
+                                 calls(("c_t", "mcp__h__sample", {})), {"text": ANSWER}, {"text": "done"}])
+    try:
+        check(t.finish()["error"]["code"] == -32601, "the first run's request was not refused")
+        rc, out, err = cli(t.srv, "sessions", "update", t.sid, "--mcp-sampling", "on")
+        check(rc == 0, "sessions update failed (%d): %s", rc, err)
+        rc, out, err = cli(t.srv, "sessions", "show", t.sid)
+        check(rc == 0 and "sampling   on" in out, "sessions show: %s%s", out, err)
+        rc, out, err = cli(t.srv, "sessions", "update", t.sid, "--mcp-sampling", "maybe")
+        check(rc == 2 and "--mcp-sampling takes on or off" in err, "a bad value: %d %s", rc, err)
+        t.run_id = prompt(t.srv, t.sid, "again")
+        resolve(t.srv, pending(t.srv, t.sid, timeout=20)["interaction_id"])
+        ans = t.finish("c_t")
+        check(ans.get("result", {}).get("content", {}).get("text") == ANSWER, "the answer: %r", ans)
+        caps = t.initializes()
+        check(len(caps) == 2 and "sampling" not in caps[0] and "sampling" in caps[1], "initialize: %r", caps)
     finally:
         t.stop()
 

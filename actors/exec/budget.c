@@ -184,12 +184,7 @@ s_ask (sb_exec_run_t *run, int k, uint64_t spent)
     snprintf (summary, sizeof summary, "the run reached its %s budget: %llu of %llu %s; go on?", name,
               (unsigned long long) spent, (unsigned long long) b->limit [k], s_units [k]);
     sb_sub_t *sub = sb_exec_ask_subscribe (run);
-    sb_enc_t *e = sb_enc_new ();
-    sb_enc_map_open (e);
-    sb_enc_kstr (e, "session_id", run->session_id);
-    sb_enc_kstr (e, "run_id", run->run_id);
-    sb_enc_kstr (e, "call_id", call_id);
-    sb_enc_kstr (e, "tool", "budget");
+    sb_enc_t *e = sb_exec_ask_request (run, call_id, "budget");
     sb_enc_kstr (e, "arguments", args);
     sb_enc_kstr (e, "summary", summary);
     sb_enc_kstr (e, "kind", "budget");

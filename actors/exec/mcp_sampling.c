@@ -80,12 +80,7 @@ s_approve (sb_exec_run_t *run, const char *server, const sb_mcp_sample_t *req, s
     char call_id [64];
     snprintf (call_id, sizeof call_id, "sampling-%u", ++run->samplings);
     sb_sub_t *sub = sb_exec_ask_subscribe (run);
-    sb_enc_t *e = sb_enc_new ();
-    sb_enc_map_open (e);
-    sb_enc_kstr (e, "session_id", run->session_id);
-    sb_enc_kstr (e, "run_id", run->run_id);
-    sb_enc_kstr (e, "call_id", call_id);
-    sb_enc_kstr (e, "tool", SB_EXEC_SAMPLING_TOOL);
+    sb_enc_t *e = sb_exec_ask_request (run, call_id, SB_EXEC_SAMPLING_TOOL);
     sb_enc_kstr (e, "arguments", arguments);
     sb_enc_kstr (e, "summary", summary);
     sb_enc_kstr (e, "risk", "medium");

@@ -52,6 +52,12 @@ class Sampling:
         check(call_id in out, "no tool result for %s: %r", call_id, out)
         return json.loads(out[call_id]["output"])
 
+    def answer(self, decision="approve"):
+        """Waits for the person's question and answers it; returns it."""
+        ia = pending(self.srv, self.sid, timeout=20)
+        resolve(self.srv, ia["interaction_id"], decision)
+        return ia
+
     def initializes(self):
         return [r["msg"]["params"]["capabilities"] for r in self.mcp.log()
                 if r.get("msg", {}).get("method") == "initialize"]
@@ -83,13 +89,12 @@ def test_not_allowed_is_refused_as_not_supported():
 def test_approved_goes_to_the_model_and_back():
     t = Sampling("s_yes", mcp_sampling=True)
     try:
-        ia = pending(t.srv, t.sid, timeout=20)
+        ia = t.answer()
         check(ia["tool"] == "mcp_sampling", "the interaction: %r", ia)
         check("MCP server h" in ia["summary"] and "capital of France?" in ia["summary"]
               and "claude-3-sonnet" in ia["summary"] and "50 tokens" in ia["summary"], "the summary: %r", ia["summary"])
         check(json.loads(ia["arguments"])["systemPrompt"] == "You are a geography helper.", "the arguments: %r",
               ia["arguments"])
-        resolve(t.srv, ia["interaction_id"])
         ans = t.finish()
         res = ans.get("result")
         check(res == {"role": "assistant", "content": {"type": "text", "text": ANSWER}, "model": res and res["model"],
@@ -114,8 +119,7 @@ def test_approved_goes_to_the_model_and_back():
 def test_rejected_is_the_user_rejection_error():
     t = Sampling("s_no", mcp_sampling=True)
     try:
-        ia = pending(t.srv, t.sid, timeout=20)
-        resolve(t.srv, ia["interaction_id"], "reject")
+        t.answer("reject")
         ans = t.finish()
         check(ans["error"]["code"] == -1 and "rejected" in ans["error"]["message"], "the answer: %r", ans)
         check(len(t.model_requests()) == 2, "the model was called %d times", len(t.model_requests()))
@@ -138,7 +142,7 @@ def test_allowed_by_an_update_between_runs():
         rc, out, err = cli(t.srv, "sessions", "update", t.sid, "--mcp-sampling", "maybe")
         check(rc == 2 and "--mcp-sampling takes on or off" in err, "a bad value: %d %s", rc, err)
         t.run_id = prompt(t.srv, t.sid, "again")
-        resolve(t.srv, pending(t.srv, t.sid, timeout=20)["interaction_id"])
+        t.answer()
         ans = t.finish("c_t")
         check(ans.get("result", {}).get("content", {}).get("text") == ANSWER, "the answer: %r", ans)
         caps = t.initializes()

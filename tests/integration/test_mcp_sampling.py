@@ -11,6 +11,7 @@ in a served run on the scripted model of tests/llm_server.py:
     model gets the server's system prompt and messages and nothing else,
     the server receives its text as the specification's result, and the
     call's usage entry is on the tape, naming the server;
+  - the same over stdio (tests/mcp/hostile_server.py's `sample` tool);
   - allowed and rejected: the server gets the user-rejection error, and
     the model is not called;
   - a request outside the bounds (maxTokens 0, image content) is refused
@@ -21,12 +22,13 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import Server, check, cli, run_tests, tmpdir  # noqa: E402
+from sbtest import ROOT, Server, check, cli, read_jsonl, run_tests, tmpdir  # noqa: E402
 from sbagent import (LLM, LLM_ENV, calls, llm_args, new_session, pending, prompt, resolve, results, tape,  # noqa: E402
                      wait_run)
 from sbmcp import HttpMcp, mcp_config  # noqa: E402
 
 ANSWER = "Paris is the capital of France."
+HOSTILE = os.path.join(ROOT, "tests", "mcp", "hostile_server.py")
 
 
 class Sampling:
@@ -34,12 +36,18 @@ class Sampling:
     mcp__h__sample (with `args`), answers the sampling call with ANSWER,
     then says done."""
 
-    def __init__(self, name, args=None, turns=None, **session):
-        self.mcp, self.llm = HttpMcp(), LLM()
+    def __init__(self, name, args=None, turns=None, stdio=False, **session):
+        """stdio: tests/mcp/hostile_server.py over stdio instead (its
+        `sample` tool, its messages in self.stdio_log)."""
+        self.llm = LLM()
+        self.mcp = None if stdio else HttpMcp()
+        self.stdio_log = os.path.join(tmpdir(), "hostile.jsonl")
+        server = ({"command": "/usr/bin/python3", "args": [HOSTILE], "env": {"HOSTILE_LOG": self.stdio_log}}
+                  if stdio else {"url": self.mcp.url})
         self.name = name
         self.llm.script(name, turns or [calls(("c_s", "mcp__h__sample", args or {})), {"text": ANSWER},
                                         {"text": "done"}])
-        self.srv = Server(args=llm_args(self.llm, name) + ["--mcp-config", mcp_config({"h": {"url": self.mcp.url}})],
+        self.srv = Server(args=llm_args(self.llm, name) + ["--mcp-config", mcp_config({"h": server})],
                           env=LLM_ENV).start()
         self.sid = new_session(self.srv, tmpdir(), approval_policy="yolo", **session)
         self.run_id = prompt(self.srv, self.sid, "go")
@@ -59,8 +67,8 @@ class Sampling:
         return ia
 
     def initializes(self):
-        return [r["msg"]["params"]["capabilities"] for r in self.mcp.log()
-                if r.get("msg", {}).get("method") == "initialize"]
+        msgs = read_jsonl(self.stdio_log) if not self.mcp else [r.get("msg", {}) for r in self.mcp.log()]
+        return [m["params"]["capabilities"] for m in msgs if m.get("method") == "initialize"]
 
     def capabilities(self):
         return self.initializes()[-1]
@@ -71,7 +79,8 @@ class Sampling:
     def stop(self):
         self.srv.stop()
         self.llm.stop()
-        self.mcp.stop()
+        if self.mcp:
+            self.mcp.stop()
 
 
 def test_not_allowed_is_refused_as_not_supported():
@@ -112,6 +121,18 @@ def test_approved_goes_to_the_model_and_back():
         usage = [e for e in t.entries if e["kind"] == "usage" and e["body"].get("mcp_server") == "h"]
         check(len(usage) == 1, "no usage entry for the sampling call: %r",
               [e for e in t.entries if e["kind"] == "usage"])
+    finally:
+        t.stop()
+
+
+def test_approved_over_stdio():
+    t = Sampling("s_stdio", stdio=True, mcp_sampling=True,
+                 turns=[calls(("c_s", "mcp__h__sample", {})), {"text": "Blue."}, {"text": "done"}])
+    try:
+        check("Name a colour, over stdio." in t.answer()["summary"], "the summary does not show the request")
+        ans = t.finish()
+        check(ans.get("result", {}).get("content") == {"type": "text", "text": "Blue."}, "the answer: %r", ans)
+        check("sampling" in t.capabilities(), "sampling not declared: %r", t.capabilities())
     finally:
         t.stop()
 

@@ -40,14 +40,14 @@ static const char *s_sessions_usage =
     "       switchboard sessions new [--workspace DIR] [--title T] [--provider P] [--model M]\n"
     "                                [--approval yolo|auto|interactive] [--max-steps N] [--mcp A,B]\n"
     "                                [--rule TOOL:PATTERN:ACTION]... [--approval-deadline S]\n"
-    "                                [--target local|worker:POOL] [--network on|off]\n"
+    "                                [--target local|worker:POOL] [--network|--mcp-sampling on|off]\n"
     "                                [--budget-tokens|-usd|-steps|-minutes N]... [--json]\n"
     "       switchboard sessions update ID [--title T] [--provider P] [--model M]\n"
     "                                [--approval P] [--max-steps N] [--workspace DIR] [--mcp A,B]\n"
     "                                [--clear-rules] [--rule TOOL:PATTERN:ACTION]...\n"
     "                                [--approval-deadline S] [--target local|worker:POOL]\n"
-    "                                [--network on|off] [--budget-tokens|-usd|-steps|-minutes N]...\n"
-    "                                [--json]\n"
+    "                                [--network|--mcp-sampling on|off]\n"
+    "                                [--budget-tokens|-usd|-steps|-minutes N]... [--json]\n"
     "       switchboard sessions close ID [--json]\n"
     "       switchboard sessions delete ID [--json]\n"
     "\n"
@@ -85,6 +85,8 @@ static const char *s_sessions_usage =
     "                    worker:POOL (a worker of POOL claims them; docs/workers.md)\n"
     "  --network on|off  whether its tools may reach the network from the sandbox\n"
     "                    (default off: loopback only; docs/sandbox.md)\n"
+    "  --mcp-sampling on|off  whether its MCP servers may call its model, each call\n"
+    "                    approved by a person first (default off; docs/mcp.md)\n"
     SB_CLI_BUDGET_HELP
     "  --json            one JSON document (list: one JSON object per line)\n"
     "  --connect EP      the server's command endpoint (default: ipc in DATA)\n"
@@ -211,7 +213,8 @@ s_print_record (const sb_val_t *r, const sb_cli_models_t *m)
     sb_cli_models_print (m, r);
     printf ("approval   %s\n", s_or_dash (sb_get_str (r, "approval_policy")));
     printf ("target     %s\n", sb_get_str (r, "target")? sb_get_str (r, "target"): "local");
-    printf ("network    %s\n", sb_get_bool (r, "network", false)? "on": "off");
+    printf ("network    %s\nsampling   %s\n", sb_get_bool (r, "network", false)? "on": "off",
+            sb_get_bool (r, "mcp_sampling", false)? "on": "off");
     if (sb_get (r, "max_steps"))
         printf ("max_steps  %llu\n", (unsigned long long) sb_get_uint (r, "max_steps", 0));
     else
@@ -359,7 +362,7 @@ typedef struct {
     const char *connect, *data;
     const char *status, *workspace, *title, *provider, *model, *approval, *target;
     const char *mcp;            //  --mcp A,B | none | all
-    const char *network;        //  --network on|off
+    const char *network, *sampling;     //  --network, --mcp-sampling: on|off
     long long limit;
     unsigned long long max_steps;
     bool json;
@@ -455,8 +458,8 @@ s_enc_config (sb_enc_t *enc, const opts_t *o, const char *workspace)
         sb_enc_kuint (enc, "max_steps", o->max_steps);
     if (o->has_deadline)
         sb_enc_kuint (enc, "approval_deadline_s", o->deadline);
-    if (o->network)
-        sb_enc_kbool (enc, "network", strcmp (o->network, "on") == 0);
+    if (o->network) sb_enc_kbool (enc, "network", strcmp (o->network, "on") == 0);
+    if (o->sampling) sb_enc_kbool (enc, "mcp_sampling", strcmp (o->sampling, "on") == 0);
     sb_cli_budget_encode (enc, &o->budget);
     if (o->mcp) {
         //  "all" is ["*"] on the wire, "none" an empty list
@@ -652,6 +655,7 @@ s_sessions_parse (int argc, char **argv, opts_t *o)
         { "approval-deadline", required_argument, 0, 'D' },
         { "mcp", required_argument, 0, 'M' },
         { "network", required_argument, 0, 'N' },
+        { "mcp-sampling", required_argument, 0, 'S' },
         SB_CLI_BUDGET_OPTS (S_OPT_BUDGET),
         { "json", no_argument, 0, 'j' },
         { "connect", required_argument, 0, 'c' },
@@ -708,9 +712,11 @@ s_sessions_parse (int argc, char **argv, opts_t *o)
                 o->config_opts++;
                 break;
             case 'N':
+            case 'S':
                 if (strcmp (optarg, "on") != 0 && strcmp (optarg, "off") != 0)
-                    return sb_cli_usage ("sessions", "--network takes on or off, not '%s'", optarg);
-                o->network = optarg;
+                    return sb_cli_usage ("sessions", "--%s takes on or off, not '%s'",
+                                         c == 'N' ? "network" : "mcp-sampling", optarg);
+                *(c == 'N' ? &o->network : &o->sampling) = optarg;
                 o->config_opts++;
                 break;
             case 'j': o->json = true; break;
@@ -737,7 +743,7 @@ s_sessions_check (const opts_t *o, const char *sub, const char *id)
     if (!create && !update && o->config_opts)
         return sb_cli_usage ("sessions", "--workspace, --title, --provider, --model, --approval, "
                              "--max-steps, --mcp, --rule, --clear-rules, --approval-deadline, --target, "
-                             "--network and --budget-* go with new and update only");
+                             "--network, --mcp-sampling and --budget-* go with new and update only");
     if (create && o->clear_rules)
         return sb_cli_usage ("sessions", "--clear-rules goes with update (a new session has no rules)");
     if (o->target && strcmp (o->target, "local") != 0 && (strncmp (o->target, "worker:", 7) != 0 || !o->target [7]))
@@ -751,7 +757,7 @@ s_sessions_check (const opts_t *o, const char *sub, const char *id)
     if (update && o->config_opts == 0)
         return sb_cli_usage ("sessions", "update needs at least one of --title, --provider, --model, "
                              "--approval, --max-steps, --workspace, --mcp, --rule, --clear-rules, "
-                             "--approval-deadline, --target, --network, --budget-*");
+                             "--approval-deadline, --target, --network, --mcp-sampling, --budget-*");
     if (o->has_max_steps && o->max_steps == 0)
         return sb_cli_usage ("sessions", "--max-steps takes a number from 1 to 10000");
     return 0;

@@ -186,6 +186,8 @@ static const sb_field_t s_tape_usage [] = {
     { "context_tokens", SB_T_UINT, false, 0, NULL, "the executor's estimate of the context sent with this call",
       RANGE_COUNT },
     { "context_window", SB_T_UINT, false, 0, NULL, "the model's context window in tokens", RANGE_COUNT },
+    { "mcp_server", SB_T_STR, false, 32, NULL,
+      "a call that answered this MCP server's sampling request (docs/mcp.md), not a step of the agent" },
     { "provider", SB_T_STR, false, 64, NULL, "the provider that answered" },
     { "model", SB_T_STR, false, 128, NULL, "the model that answered" },
     { "cost_microusd", SB_T_UINT, false, 0, NULL,

@@ -13,6 +13,8 @@ static const sb_field_t s_rule_item [] = { { "rule", SB_T_MAP, false, 0, s_rule,
 #define SB_APPROVAL_DEADLINE_MAX_S (7 * 24 * 3600)
 /*  mcp_servers: names from mcpServers (actors/exec/mcp.h, docs/mcp.md). */
 static const sb_field_t s_mcp_name [] = { { "", SB_T_STR, false, 32, NULL, "an MCP server's name" } };
+#define MCP_SAMPLING_DOC "whether its MCP servers may ask for a model call (sampling/createMessage), each asked to a " \
+    "person first (absent: false, refused as not supported; docs/mcp.md)"
 #define NETWORK_DOC "whether its tools may reach the network from the sandbox (absent: false, loopback only; docs/sandbox.md)"
 #define MCP_SERVERS_DOC "the MCP servers the session uses, by name (absent: all; [] none; [\"*\"] in an update: all again)"
 
@@ -61,6 +63,7 @@ const sb_field_t sb_session_record_fields [] = {
       "absent: the server's, serve --approval-deadline)", RANGE (0, SB_APPROVAL_DEADLINE_MAX_S, 900) },
     { "mcp_servers", SB_T_ARRAY, false, 64, s_mcp_name, MCP_SERVERS_DOC },
     { "network", SB_T_BOOL, false, 0, NULL, NETWORK_DOC },
+    { "mcp_sampling", SB_T_BOOL, false, 0, NULL, MCP_SAMPLING_DOC },
     { "budget", SB_T_MAP, false, 0, s_budget, BUDGET_DOC },
     { "budget_notice", SB_T_STR, false, 512, NULL,
       "a budget that cannot be enforced, and why (a provider that reports no usage)" },
@@ -102,6 +105,7 @@ static const sb_field_t s_session_create [] = {
       "absent: the server's, serve --approval-deadline)", RANGE (0, SB_APPROVAL_DEADLINE_MAX_S, 900) },
     { "mcp_servers", SB_T_ARRAY, false, 64, s_mcp_name, MCP_SERVERS_DOC },
     { "network", SB_T_BOOL, false, 0, NULL, NETWORK_DOC },
+    { "mcp_sampling", SB_T_BOOL, false, 0, NULL, MCP_SAMPLING_DOC },
     { "budget", SB_T_MAP, false, 0, s_budget, BUDGET_DOC " (an update changes only the budgets it names)" },
     { "command_id", SB_T_STR, false, 64, NULL, "idempotency key" },
     END
@@ -181,6 +185,7 @@ static const sb_field_t s_session_update [] = {
       RANGE (0, SB_APPROVAL_DEADLINE_MAX_S, 900) },
     { "mcp_servers", SB_T_ARRAY, false, 64, s_mcp_name, MCP_SERVERS_DOC },
     { "network", SB_T_BOOL, false, 0, NULL, NETWORK_DOC },
+    { "mcp_sampling", SB_T_BOOL, false, 0, NULL, MCP_SAMPLING_DOC },
     { "budget", SB_T_MAP, false, 0, s_budget, BUDGET_DOC " (an update changes only the budgets it names)" },
     { "command_id", SB_T_STR, false, 64, NULL, "idempotency key" },
     END

@@ -237,6 +237,7 @@ s_prepare (sb_exec_run_t *run)
     sb_runtime_set_config (rt, version, sb_get_str (rec, "provider"), sb_get_str (rec, "model"),
                            sb_get_str (rec, "approval_policy"), (uint32_t) sb_get_uint (rec, "max_steps", 0));
     run->network = sb_get_bool (rec, "network", false);
+    run->mcp_sampling = sb_get_bool (rec, "mcp_sampling", false);
     sb_exec_compact_seed (run, sb_get_uint (rec, "compacted_seq", 0));
     if (sb_exec_approval_configure (run, rec) != 0) {
         sb_msg_destroy (&reply);

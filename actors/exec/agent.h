@@ -11,6 +11,7 @@
 #define SB_EXEC_AGENT_H
 
 #include "actors/actor.h"
+#include "actors/exec/mcp_sample.h"
 #include "actors/exec/runtime.h"
 #include "actors/exec/tools.h"
 #include "bus/client.h"
@@ -79,6 +80,8 @@ struct sb_exec_run {
     void *owner;                /* the host (actors/exec/host.c), for on_end */
     const char *sandbox;        /* NULL: the server's sandbox (sandbox/spawn.h) */
     bool network;               /* the session lets tools reach the network (docs/sandbox.md) */
+    bool mcp_sampling;          /* the session lets its MCP servers ask for model calls (docs/mcp.md) */
+    unsigned samplings;         /* sampling requests asked in this run: their call ids */
     const char *data_dir;       /* the server's DATA, left out of the session's baseline, or NULL */
     pthread_t thread;
     pthread_t hb_thread;
@@ -326,6 +329,12 @@ void sb_exec_mcp_call (sb_exec_run_t *run, const sb_exec_call_t *call, sb_tool_r
     waits for the answer as for an approval. Outside a tool call (a
     server's start) nobody waits: cancel.                                 */
 void sb_exec_mcp_elicit_install (void);
+//  actors/exec/mcp_sampling.c: a server's sampling/createMessage, asked
+//  to a person then answered by the session's model (`arg`: the run). The
+//  tool name of its approvals:
+#define SB_EXEC_SAMPLING_TOOL "mcp_sampling"
+sb_mcp_sample_outcome_t sb_exec_mcp_sample (void *arg, const char *server, const sb_mcp_sample_t *req,
+                                            sb_mcp_sample_reply_t *reply);
 
 //  ---------------------------------------------------------------------
 //  actors/exec/agent.c: the run thread

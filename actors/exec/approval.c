@@ -371,14 +371,9 @@ sb_enc_t *
 sb_exec_ask_open (sb_exec_run_t *run, const char *kind, const char *call_id, const char *tool, const char *arguments,
                   const char *summary)
 {
-    sb_enc_t *e = sb_enc_new ();
+    sb_enc_t *e = sb_exec_ask_request (run, call_id, tool);
     if (!e)
         return NULL;
-    sb_enc_map_open (e);
-    sb_enc_kstr (e, "session_id", run->session_id);
-    sb_enc_kstr (e, "run_id", run->run_id);
-    sb_enc_kstr (e, "call_id", call_id);
-    sb_enc_kstr (e, "tool", tool);
     sb_enc_kstr (e, "arguments", arguments);
     sb_enc_kstr (e, "summary", summary);
     sb_enc_kstr (e, "kind", kind);
@@ -398,6 +393,20 @@ sb_exec_ask_subscribe (sb_exec_run_t *run)
         sb_sub_subscribe (sub, topic);
     }
     return sub;
+}
+
+sb_enc_t *
+sb_exec_ask_request (const sb_exec_run_t *run, const char *call_id, const char *tool)
+{
+    sb_enc_t *e = sb_enc_new ();
+    if (!e)
+        return NULL;
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "session_id", run->session_id);
+    sb_enc_kstr (e, "run_id", run->run_id);
+    sb_enc_kstr (e, "call_id", call_id);
+    sb_enc_kstr (e, "tool", tool);
+    return e;
 }
 
 sb_ask_t
@@ -525,12 +534,7 @@ s_ask (sb_exec_run_t *run, const sb_exec_call_t *call, const sb_policy_key_t *ke
     if (!v->fix [0])
         snprintf (v->fix, sizeof v->fix, "switchboard sessions update %s --approval yolo", run->session_id);
     char *diff = sb_diff_preview (run->runtime->workspace, call->name, call->arguments, S_DIFF_MAX);
-    sb_enc_t *e = sb_enc_new ();
-    sb_enc_map_open (e);
-    sb_enc_kstr (e, "session_id", run->session_id);
-    sb_enc_kstr (e, "run_id", run->run_id);
-    sb_enc_kstr (e, "call_id", call->call_id);
-    sb_enc_kstr (e, "tool", call->name);
+    sb_enc_t *e = sb_exec_ask_request (run, call->call_id, call->name);
     sb_enc_kstr (e, "arguments", call->arguments);
     sb_enc_kstr_opt (e, "summary", summary);
     if (diff && *diff)

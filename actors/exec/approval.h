@@ -55,6 +55,10 @@ typedef enum {
     SB_ASK_FAILED               //  interact.request failed (code, error)
 } sb_ask_t;
 
+//  A new interact.request of the run about `call_id`, its map open with
+//  session_id, run_id, call_id and tool: the caller adds the rest, closes it.
+sb_enc_t *sb_exec_ask_request (const sb_exec_run_t *run, const char *call_id, const char *tool);
+
 //  Sends interact.request `request` (an encoded map), and unless it is
 //  resolved already waits for its answer in `phase` (its heartbeats say
 //  it), on `sub` (subscribed to the session's topic before the request,

@@ -201,73 +201,16 @@ s_threshold_pct (void)
 /* ------------------------------------------------------------------ */
 /*  The summary call */
 
-//  The usage a summary call reported, for the run's account and the tape.
-typedef struct {
-    bool known;
-    uint64_t in, out;
-    uint64_t context;           //  the request's estimated size, in tokens
-    sb_exec_usage_t call;       //  the chunk as the tape entry says it
-} s_usage_t;
-
-//  What a summary stream gathers: its text, bounded by the tape entry
-//  that holds it, and its usage.
-typedef struct {
-    sb_exec_run_t *run;
-    char *out;
-    size_t len, cap;
-    s_usage_t *usage;
-} s_gather_t;
-
-//  One chunk of the summary stream (sb_exec_stream's hook): usage is
-//  counted, text appended. Returns 0, or -1 out of memory.
-static int
-s_gather_chunk (void *arg, const sb_val_t *chunk)
-{
-    s_gather_t *g = arg;
-    const char *kind = sb_get_str (chunk, "kind");
-    const char *text = sb_get_str (chunk, "text");
-    if (kind && strcmp (kind, "usage") == 0) {
-        g->usage->known = true;
-        sb_exec_usage_take (&g->usage->call, chunk);
-        g->usage->in = g->usage->call.count [0];
-        g->usage->out = g->usage->call.count [1];
-        return 0;
-    }
-    if (!kind || strcmp (kind, "text") != 0 || !text || !*text)
-        return 0;
-    size_t n = strlen (text);
-    if (g->len + n >= 1000 * 1000)
-        return 0;
-    if (g->len + n + 1 > g->cap) {
-        size_t ncap = g->cap ? g->cap * 2 : 4096;
-        while (ncap < g->len + n + 1)
-            ncap *= 2;
-        char *nb = realloc (g->out, ncap);
-        if (!nb) {
-            sb_exec_finish_with (g->run, "failed", "out of memory");
-            return -1;
-        }
-        g->out = nb;
-        g->cap = ncap;
-    }
-    memcpy (g->out + g->len, text, n);
-    g->len += n;
-    g->out [g->len] = 0;
-    return 0;
-}
-
 //  Streams one llm.stream request (no tools) and gathers its text into
 //  *out (malloc'd), and what it reports of its usage into *usage.
 //  Returns 0; -1 with the run's status set (failed or cancelled); -2 when
 //  the provider said the request overflows.
 static int
-s_stream_text (sb_exec_run_t *run, const uint8_t *body, size_t blen, char **out, size_t *outlen, s_usage_t *usage)
+s_stream_text (sb_exec_run_t *run, const uint8_t *body, size_t blen, char **out, size_t *outlen,
+               sb_exec_text_usage_t *usage)
 {
-    s_gather_t g = { run, NULL, 0, 0, usage };
-    sb_exec_stream_t s = { .what = "summary", .fail = "the summary call failed", .grace_ms = 0,
-                           .on_chunk = s_gather_chunk, .arg = &g };
-    int rc = sb_exec_stream (run, body, blen, &s);
-    atomic_store (&run->phase, SB_PHASE_IDLE);
+    sb_exec_stream_t s = { .what = "summary", .fail = "the summary call failed", .grace_ms = 0 };
+    int rc = sb_exec_stream_text (run, body, blen, &s, out, outlen, usage);
     if (rc == SB_EXEC_STREAM_CANCELLED) {
         if (s.timed_out)
             sb_exec_finish_with (run, "failed", "timeout_s (%llu) exceeded while compacting",
@@ -276,13 +219,6 @@ s_stream_text (sb_exec_run_t *run, const uint8_t *body, size_t blen, char **out,
             sb_exec_finish_with (run, "cancelled", "cancelled while compacting");
         rc = -1;
     }
-    if (rc != 0) {
-        free (g.out);
-        g.out = NULL;
-        g.len = 0;
-    }
-    *out = g.out;
-    *outlen = g.len;
     return rc;
 }
 
@@ -328,7 +264,7 @@ s_summary_request (sb_exec_run_t *run, const sb_context_plan_t *plan, size_t max
 //  with *overflow when even the smallest request overflowed.
 static char *
 s_summarize (sb_exec_run_t *run, const sb_context_plan_t *plan, uint64_t budget_tokens, bool *overflow,
-             s_usage_t *usage)
+             sb_exec_text_usage_t *usage)
 {
     *overflow = false;
     //  The request's own size is estimated at the uncalibrated rate, and
@@ -375,7 +311,7 @@ s_summarize (sb_exec_run_t *run, const sb_context_plan_t *plan, uint64_t budget_
 //  it made one (`usage` NULL: an elision, no call).
 static int
 s_append_compacted (sb_exec_run_t *run, uint64_t through_seq, const char *method, const char *summary,
-                    uint64_t before, uint64_t after_estimate, const s_usage_t *usage)
+                    uint64_t before, uint64_t after_estimate, const sb_exec_text_usage_t *usage)
 {
     sb_enc_t *e = sb_enc_new ();
     sb_enc_array_open (e);
@@ -502,7 +438,7 @@ sb_exec_compact (sb_exec_run_t *run, sb_compact_mode_t mode, bool *did)
     if (!plan.summarizable)
         return 0;
     bool overflow;
-    s_usage_t usage = { 0 };
+    sb_exec_text_usage_t usage = { 0 };
     char *text = s_summarize (run, &plan, budget, &overflow, &usage);
     if (!text) {
         if (overflow)

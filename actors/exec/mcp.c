@@ -95,7 +95,10 @@ s_on_message (s_server_t *srv, json_t *m, sb_mcp_msg_kind_t kind, int64_t id)
     if (kind == SB_MCP_MSG_REQUEST) {
         //  Answered at once, on either transport: a server waits for the
         //  answer before it answers our call.
-        json_t *r = sb_mcp_answer (m, srv->cwd, srv->conf->name);
+        const char *method = json_string_value (json_object_get (m, "method"));
+        json_t *r = strcmp (method, "sampling/createMessage") == 0
+                  ? sb_mcp_sample_answer (m, srv->conf->name, srv->sampler, srv->sampler_arg)
+                  : sb_mcp_answer (m, srv->cwd, srv->conf->name);
         if (r && srv->proc)
             s_send (srv, r, s_now () + 1000, -1);
         else
@@ -493,6 +496,10 @@ s_start (s_server_t *srv, const char *cwd, int cancel_fd)
     //  Elicitation only where someone can answer (an elicitor installed).
     if (params && sb_mcp_elicit_supported ())
         json_object_set_new (json_object_get (params, "capabilities"), "elicitation", json_object ());
+    //  Sampling only for a session that allows it (sb_mcp_set_sampler).
+    srv->sampling_declared = srv->sampler != NULL;
+    if (params && srv->sampler)
+        json_object_set_new (json_object_get (params, "capabilities"), "sampling", json_object ());
     json_t *res;
     char err [400];
     int rc = s_rpc (srv, "initialize", params, srv->conf->startup_ms, cancel_fd, &res, err, sizeof err);
@@ -579,6 +586,25 @@ sb_mcp_set_destroy (sb_mcp_set_t **set_p)
     free (set->servers);
     free (set);
     *set_p = NULL;
+}
+
+void
+sb_mcp_set_sampler (sb_mcp_set_t *set, sb_mcp_sampler_fn *fn, void *arg)
+{
+    for (size_t k = 0; set && k < set->n; k++) {
+        s_server_t *srv = &set->servers [k];
+        //  The capability is declared at initialize: a server that runs
+        //  with the other one starts again (at sb_mcp_set_prepare).
+        if (srv->state == S_READY && srv->sampling_declared != (fn != NULL)) {
+            sb_info (ACTOR, "session=%s: mcp server %s starts again: sampling is now %s", set->session_id,
+                     srv->conf->name, fn ? "allowed" : "not allowed");
+            s_stop (srv);
+            srv->state = S_NEW;
+            sb_mcp_status_note (srv);
+        }
+        srv->sampler = fn;
+        srv->sampler_arg = arg;
+    }
 }
 
 void

@@ -31,6 +31,7 @@
 #ifndef SB_EXEC_MCP_H
 #define SB_EXEC_MCP_H
 
+#include "actors/exec/mcp_sample.h"
 #include "actors/exec/tools.h"
 #include "schemas/codec.h"
 
@@ -180,6 +181,14 @@ void sb_mcp_set_destroy (sb_mcp_set_t **set_p);
     when they changed. A server that cannot start leaves a line in `notes`
     (redacted) and its tools out; the run goes on.                         */
 void sb_mcp_set_prepare (sb_mcp_set_t *set, const char *cwd, int cancel_fd, char *notes, size_t notes_len);
+
+/*  Before sb_mcp_set_prepare, at each run's start: the sampler that
+    answers the servers' sampling/createMessage (actors/exec/mcp_sample.h)
+    during this run's exchanges, with `arg` (the run); NULL: the session
+    does not allow sampling, refused as not supported. A running server
+    initialized the other way is stopped, so that prepare starts it again
+    declaring the capability as it now is.                                 */
+void sb_mcp_set_sampler (sb_mcp_set_t *set, sb_mcp_sampler_fn *fn, void *arg);
 
 //  Before each model call: lists again the tools of servers that said
 //  they changed (notifications/tools/list_changed).

@@ -37,6 +37,8 @@ sb_exec_mcp_start (sb_exec_run_t *run)
     sb_runtime_t *rt = run->runtime;
     if (!rt->mcp || sb_run_kind_from_name (run->kind) == SB_RUN_KIND_COMPACT)
         return 0;               /* a compaction-only run calls no tool */
+    //  Before prepare: a server started for it declares sampling or not.
+    sb_mcp_set_sampler (rt->mcp, run->mcp_sampling ? sb_exec_mcp_sample : NULL, run);
     char notes [4096];
     sb_mcp_set_prepare (rt->mcp, rt->workspace, run->cancel_fd, notes, sizeof notes);
     if (!notes [0])

@@ -13,6 +13,7 @@
 #include "actors/exec/mcp.h"
 #include "actors/exec/mcp_elicit.h"
 #include "actors/exec/mcp_oauth.h"
+#include "actors/exec/mcp_sample.h"
 #include "sandbox/spawn.h"
 
 #include <curl/curl.h>
@@ -79,6 +80,11 @@ typedef struct {
     int64_t progress_ms;        //  mono ms of the last one shown
     double progress_last;
     unsigned progress_shown;
+    //  Sampling (actors/exec/mcp_sample.h): the set's sampler, and whether
+    //  the capability was declared at this server's initialize.
+    sb_mcp_sampler_fn *sampler;
+    void *sampler_arg;
+    bool sampling_declared;
 } s_server_t;
 
 //  Progress notifications: at most one line each S_PROGRESS_MS and

@@ -6,6 +6,7 @@
 #include "common/log.h"
 #include "schemas/vocab.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 //  Where a stream is: the request's id, the instance and stream that
@@ -151,4 +152,73 @@ sb_exec_stream (sb_exec_run_t *run, const uint8_t *body, size_t len, sb_exec_str
             return SB_EXEC_STREAM_FAILED;
         }
     }
+}
+
+
+/* ------------------------------------------------------------------ */
+/*  A one-off call's text */
+
+//  What a one-off stream gathers: its text, bounded, and its usage.
+typedef struct {
+    sb_exec_run_t *run;
+    char *out;
+    size_t len, cap;
+    sb_exec_text_usage_t *usage;
+} s_gather_t;
+
+//  One chunk (sb_exec_stream's hook): usage is counted, text appended.
+//  Returns 0, or -1 out of memory.
+static int
+s_gather_chunk (void *arg, const sb_val_t *chunk)
+{
+    s_gather_t *g = arg;
+    const char *kind = sb_get_str (chunk, "kind");
+    const char *text = sb_get_str (chunk, "text");
+    if (kind && strcmp (kind, "usage") == 0) {
+        g->usage->known = true;
+        sb_exec_usage_take (&g->usage->call, chunk);
+        g->usage->in = g->usage->call.count [0];
+        g->usage->out = g->usage->call.count [1];
+        return 0;
+    }
+    if (!kind || strcmp (kind, "text") != 0 || !text || !*text)
+        return 0;
+    size_t n = strlen (text);
+    if (g->len + n >= SB_EXEC_TEXT_MAX)
+        return 0;
+    if (g->len + n + 1 > g->cap) {
+        size_t ncap = g->cap ? g->cap * 2 : 4096;
+        while (ncap < g->len + n + 1)
+            ncap *= 2;
+        char *nb = realloc (g->out, ncap);
+        if (!nb) {
+            sb_exec_finish_with (g->run, "failed", "out of memory");
+            return -1;
+        }
+        g->out = nb;
+        g->cap = ncap;
+    }
+    memcpy (g->out + g->len, text, n);
+    g->len += n;
+    g->out [g->len] = 0;
+    return 0;
+}
+
+int
+sb_exec_stream_text (sb_exec_run_t *run, const uint8_t *body, size_t len, sb_exec_stream_t *s, char **out,
+                     size_t *outlen, sb_exec_text_usage_t *usage)
+{
+    s_gather_t g = { run, NULL, 0, 0, usage };
+    s->on_chunk = s_gather_chunk;
+    s->arg = &g;
+    int rc = sb_exec_stream (run, body, len, s);
+    atomic_store (&run->phase, SB_PHASE_IDLE);
+    if (rc != SB_EXEC_STREAM_ENDED) {
+        free (g.out);
+        g.out = NULL;
+        g.len = 0;
+    }
+    *out = g.out;
+    *outlen = g.len;
+    return rc;
 }

@@ -1,6 +1,7 @@
 /*  actors/exec/stream.h — one llm.stream request of a run, streamed until
     it ends and cancelled at the instance that holds it: the loop that a
-    model call (model.c) and a summary call (compact.c) share.
+    model call (model.c), a summary call (compact.c) and an MCP server's
+    sampling request (mcp_sampling.c) share.
 */
 #ifndef SB_EXEC_STREAM_H
 #define SB_EXEC_STREAM_H
@@ -34,5 +35,23 @@ typedef struct {
 //  buffers are flushed to the tape as they come due, and all of them at
 //  the end.
 int sb_exec_stream (sb_exec_run_t *run, const uint8_t *body, size_t len, sb_exec_stream_t *s);
+
+//  The usage a one-off call reported (a summary, an MCP server's
+//  sampling request), for the run's account and the tape.
+typedef struct {
+    bool known;
+    uint64_t in, out;
+    uint64_t context;           //  the request's estimated size, in tokens
+    sb_exec_usage_t call;       //  the chunk as the tape entry says it
+} sb_exec_text_usage_t;
+
+//  A one-off call: streams `body` (a request without tools) as
+//  sb_exec_stream does, with s's what, fail and grace_ms (its on_chunk is
+//  ours), and gathers its text, at most SB_EXEC_TEXT_MAX bytes, into *out
+//  (malloc'd; NULL when it failed or said nothing) and its usage into
+//  *usage. Returns sb_exec_stream's code; the run's phase is idle after.
+#define SB_EXEC_TEXT_MAX (1000 * 1000)
+int sb_exec_stream_text (sb_exec_run_t *run, const uint8_t *body, size_t len, sb_exec_stream_t *s, char **out,
+                         size_t *outlen, sb_exec_text_usage_t *usage);
 
 #endif

@@ -456,6 +456,7 @@ sb_session_write_fork (self_t *self, sb_txn_t *txn, req_t *req)
     r->approval_deadline_s = src->approval_deadline_s;
     r->mcp_servers = src->mcp_servers;
     r->network = src->network;
+    r->mcp_sampling = src->mcp_sampling;
     r->config_version = 1;
     r->forked_sid = src->session_id;
     r->forked_seq = at;

@@ -491,6 +491,7 @@ sb_session_write_create (self_t *self, sb_txn_t *txn, req_t *req)
     r->approval_deadline_s = deadline? deadline->v.u: 0;
     r->mcp_servers = sb_session_mcp_servers (sb_get_array (b, "mcp_servers"));
     r->network = sb_get_bool (b, "network", false);
+    r->mcp_sampling = sb_get_bool (b, "mcp_sampling", false);
     sb_session_budget_take (r, sb_get_map (b, "budget"));
     r->config_version = 1;
     r->last_activity_at = self->now;
@@ -582,6 +583,10 @@ sb_session_write_update (self_t *self, sb_txn_t *txn, req_t *req)
     if (net && sb_get_bool (b, "network", false) != r->network) {
         r->network = !r->network;
         changed [n++] = "network";
+    }
+    if (sb_get (b, "mcp_sampling") && sb_get_bool (b, "mcp_sampling", false) != r->mcp_sampling) {
+        r->mcp_sampling = !r->mcp_sampling;
+        changed [n++] = "mcp_sampling";
     }
     if (sb_session_budget_take (r, sb_get_map (b, "budget"))) {
         r->budget_notice = NULL;    //  judged again by the next call

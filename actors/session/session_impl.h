@@ -95,6 +95,7 @@ typedef struct {
     bool has_deadline;
     const sb_val_t *mcp_servers;    //  NULL: all the executor's MCP servers
     bool network;               //  its tools may reach the network (docs/sandbox.md)
+    bool mcp_sampling;          //  its MCP servers may ask for a model call (docs/mcp.md)
     uint64_t created_at, updated_at, max_steps, last_seq, config_version, fence;
     uint64_t last_activity_at;  //  the latest prompt or run status, ms
     uint64_t tape_bytes;        //  bytes of appended entry bodies (the quota's measure)

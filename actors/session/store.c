@@ -54,6 +54,8 @@ sb_session_record_encode (sb_enc_t *enc, const record_t *r)
         sb_enc_kval (enc, "mcp_servers", r->mcp_servers);
     if (r->network)
         sb_enc_kbool (enc, "network", true);
+    if (r->mcp_sampling)
+        sb_enc_kbool (enc, "mcp_sampling", true);
     sb_session_budget_encode (enc, r);
     sb_enc_kstr_opt (enc, "budget_notice", r->budget_notice);
     sb_enc_kuint (enc, "last_seq", r->last_seq);
@@ -151,6 +153,7 @@ sb_session_record_get (self_t *self, sb_txn_t *txn, req_t *req, const char *sid)
         .has_deadline = sb_get (m, "approval_deadline_s") != NULL,
         .mcp_servers = sb_get_array (m, "mcp_servers"),
         .network = sb_get_bool (m, "network", false),
+        .mcp_sampling = sb_get_bool (m, "mcp_sampling", false),
         .created_at = sb_get_uint (m, "created_at", 0),
         .updated_at = sb_get_uint (m, "updated_at", 0),
         .max_steps = sb_get_uint (m, "max_steps", 0),

@@ -64,7 +64,7 @@ def test_fork_copies_the_history_up_to_seq_and_the_context_ends_there():
         {"text": "the fork's answer"},
     ]
     llm, server = start(turns)
-    sid = new_session(server, ws, approval_policy="yolo", title="src", budget={"steps": 50})
+    sid = new_session(server, ws, approval_policy="yolo", title="src", budget={"steps": 50}, mcp_sampling=True)
     r1 = prompt(server, sid, "first prompt")
     check(wait_run(server, r1, timeout=30)["status"] == "completed", "run 1")
     r2 = prompt(server, sid, "second prompt")
@@ -84,6 +84,7 @@ def test_fork_copies_the_history_up_to_seq_and_the_context_ends_there():
     check(rec["turn_status"] == "idle" and rec["last_seq"] == at and rec.get("title") == "src", "record: %r", rec)
     # the budgets are config, as the step limit is: the fork has them too
     check(rec.get("budget") == {"steps": 50}, "the fork's budgets: %r", rec.get("budget"))
+    check(rec.get("mcp_sampling") is True, "the fork lets its MCP servers sample: %r", rec.get("mcp_sampling"))
     got = call(server, "session.get", {"session_id": fid})["session"]
     check(got["last_seq"] == at and got.get("last_prompt") == "first prompt", "stored record: %r", got)
 

@@ -6,7 +6,8 @@ Tools: ok (answers "fine"), die (exits in the middle of the call), hang
 newline and its real answer), flood_forever (writes without end), big
 (answers with 1 MiB of text), ask (asks the client for ping, roots/list
 and sampling/createMessage during the call, and answers with the JSON of
-what came back). With HOSTILE_CRASH_AT_START=1 it prints its
+what came back), sample (asks sampling/createMessage with one question
+and answers with what came back). With HOSTILE_CRASH_AT_START=1 it prints its
 environment to stderr and exits before answering initialize. With
 HOSTILE_LOG=FILE it appends every message it receives to FILE; with
 HOSTILE_PIDFILE=FILE, its pid at start.
@@ -15,7 +16,7 @@ import json
 import os
 import sys
 
-TOOLS = ["ok", "die", "hang", "flood", "flood_forever", "big", "ask"]
+TOOLS = ["ok", "die", "hang", "flood", "flood_forever", "big", "ask", "sample"]
 out = sys.stdout.buffer
 
 
@@ -90,6 +91,10 @@ for line in sys.stdin:
             got = {meth: ask(meth, par) for meth, par in (("ping", {}), ("roots/list", {}),
                                                           ("sampling/createMessage",
                                                            {"messages": [], "maxTokens": 10}))}
+            send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": json.dumps(got)}]}})
+        elif name == "sample":
+            got = ask("sampling/createMessage", {"maxTokens": 30, "messages": [
+                {"role": "user", "content": {"type": "text", "text": "Name a colour, over stdio."}}]})
             send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": json.dumps(got)}]}})
         elif name == "big":
             send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": "B" * (1 << 20)}]}})

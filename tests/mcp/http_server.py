@@ -25,6 +25,9 @@ Tools:
             as the MCP SDKs send it; "no standalone stream" when none is open
   via_standalone  answers on the session's standalone stream and holds the
             call's own stream open (no answer there) for 10 s
+  sample    sends sampling/createMessage inside the call's SSE stream with
+            the call's arguments as its params (SAMPLE when none), answers
+            with the answer
   progress  sends {"n": N} (default 5) notifications/progress with the call's
             _meta.progressToken, {"gap_ms": MS} apart (default 50), and one
             that goes back (to be ignored), then answers "done"
@@ -49,7 +52,11 @@ from http.server import ThreadingHTTPServer
 
 from jsonhttp import JsonHandler
 
-TOOLS = ["ok", "ping_me", "ask", "forget", "cut", "cut_forget", "elicit", "elicit_get", "via_standalone", "progress"]
+TOOLS = ["ok", "ping_me", "ask", "forget", "cut", "cut_forget", "elicit", "elicit_get", "via_standalone", "progress",
+         "sample"]
+SAMPLE = {"messages": [{"role": "user", "content": {"type": "text", "text": "What is the capital of France?"}}],
+          "systemPrompt": "You are a geography helper.", "maxTokens": 50,
+          "modelPreferences": {"hints": [{"name": "claude-3-sonnet"}], "intelligencePriority": 0.8}}
 DEFAULT_SCHEMA = {"type": "object", "required": ["name"], "properties": {
     "name": {"type": "string", "default": "Ada"}, "age": {"type": "integer", "default": 36},
     "score": {"type": "number", "default": 9.5}, "ok": {"type": "boolean", "default": True},
@@ -209,6 +216,9 @@ class Handler(JsonHandler):
             a = msg_args or {}
             ans, ms = self.ask("elicitation/create", {"message": a.get("message", "who are you?"),
                                                       "requestedSchema": a.get("requestedSchema", DEFAULT_SCHEMA)}, on)
+            return self.event(result(json.dumps(ans and {k: ans[k] for k in ans if k != "id"})))
+        if name == "sample":
+            ans, ms = self.ask("sampling/createMessage", msg_args or SAMPLE)
             return self.event(result(json.dumps(ans and {k: ans[k] for k in ans if k != "id"})))
         if name == "via_standalone":
             with lock:

@@ -3,11 +3,13 @@
     secrets, the bounded line reader, the message classifier and the SSE
     line decoder (actors/exec/mcp_rpc.c), and AGENTS.md loading
     (actors/exec/agents_md.c), elicitation's schema and content checks
-    (actors/exec/mcp_elicit.c).
+    (actors/exec/mcp_elicit.c), sampling's request checks and answers
+    (actors/exec/mcp_sample.c).
 */
 #include "actors/exec/agents_md.h"
 #include "actors/exec/mcp.h"
 #include "actors/exec/mcp_elicit.h"
+#include "actors/exec/mcp_sample.h"
 
 #include <criterion/criterion.h>
 #include <jansson.h>
@@ -389,4 +391,123 @@ Test (mcp_elicit, schemas_outside_the_restriction_are_refused)
     cr_assert_eq (sb_elicit_schema_check (s, err, sizeof err), -1);
     cr_assert (strstr (err, "over 32 properties"), "%s", err);
     json_decref (s);
+}
+
+
+/* ------------------------------------------------------------------ */
+/*  Sampling */
+
+#define S_MSG(text) "{\"role\":\"user\",\"content\":{\"type\":\"text\",\"text\":\"" text "\"}}"
+
+Test (mcp_sample, a_request_is_read_with_its_fields)
+{
+    json_t *p = s_json ("{\"messages\":[" S_MSG ("hi") ",{\"role\":\"assistant\",\"content\":{\"type\":\"text\","
+                        "\"text\":\"yes?\"}}],\"systemPrompt\":\"be brief\",\"maxTokens\":20,\"temperature\":0.5,"
+                        "\"includeContext\":\"thisServer\",\"modelPreferences\":{\"hints\":[{\"name\":\"claude\"},{}],"
+                        "\"costPriority\":0.3}}");
+    sb_mcp_sample_t req;
+    char err [256] = "";
+    cr_assert_eq (sb_mcp_sample_parse (p, &req, err, sizeof err), 0, "%s", err);
+    cr_assert_eq (req.n, 2);
+    cr_assert_str_eq (req.messages [1].role, "assistant");
+    cr_assert_str_eq (req.messages [1].text, "yes?");
+    cr_assert_str_eq (req.system, "be brief");
+    cr_assert_eq (req.max_tokens, 20);
+    cr_assert (req.has_temperature && req.temperature == 0.5);
+    cr_assert_eq (req.nhints, 1, "a hint without a name is no hint");
+    cr_assert_str_eq (req.hints [0], "claude");
+    json_decref (p);
+}
+
+Test (mcp_sample, requests_outside_the_bounds_are_refused_with_the_field)
+{
+    const struct { const char *params, *why; } cases [] = {
+        { "{\"maxTokens\":10}", "messages" },
+        { "{\"messages\":[],\"maxTokens\":10}", "messages" },
+        { "{\"messages\":[{\"role\":\"system\",\"content\":{\"type\":\"text\",\"text\":\"x\"}}],"
+          "\"maxTokens\":10}", "role" },
+        { "{\"messages\":[{\"role\":\"user\",\"content\":{\"type\":\"image\",\"data\":\"AA\"}}],"
+          "\"maxTokens\":10}", "text only" },
+        { "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"x\"}]}],"
+          "\"maxTokens\":10}", "one content object" },
+        { "{\"messages\":[" S_MSG ("x") "]}", "maxTokens" },
+        { "{\"messages\":[" S_MSG ("x") "],\"maxTokens\":0}", "maxTokens" },
+        { "{\"messages\":[" S_MSG ("x") "],\"maxTokens\":16385}", "maxTokens" },
+        { "{\"messages\":[" S_MSG ("x") "],\"maxTokens\":1.5}", "maxTokens" },
+        { "{\"messages\":[" S_MSG ("x") "],\"maxTokens\":9,\"temperature\":3}", "temperature" },
+        { "{\"messages\":[" S_MSG ("x") "],\"maxTokens\":9,\"systemPrompt\":7}", "systemPrompt" },
+        { "{\"messages\":[" S_MSG ("x") "],\"maxTokens\":9,\"includeContext\":\"everything\"}", "includeContext" },
+        { "{\"messages\":[" S_MSG ("x") "],\"maxTokens\":9,\"modelPreferences\":{\"costPriority\":2}}",
+          "modelPreferences" },
+        { "{\"messages\":[" S_MSG ("x") "],\"maxTokens\":9,\"modelPreferences\":{\"hints\":[1]}}", "hint" },
+        { "{\"messages\":[" S_MSG ("x") "],\"maxTokens\":9,\"stopSequences\":\"x\"}", "stopSequences" },
+        { "{\"messages\":[" S_MSG ("x") "],\"maxTokens\":9,\"metadata\":[]}", "metadata" },
+        { "{\"messages\":[" S_MSG ("a\\u0000b") "],\"maxTokens\":9}", "not a string" },
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases [0]; k++) {
+        json_t *p = json_loads (cases [k].params, JSON_ALLOW_NUL, NULL);
+        cr_assert_not_null (p, "bad test JSON: %s", cases [k].params);
+        sb_mcp_sample_t req;
+        char err [256] = "";
+        cr_assert_eq (sb_mcp_sample_parse (p, &req, err, sizeof err), -1, "%s was taken", cases [k].params);
+        cr_assert (strstr (err, cases [k].why), "%s: '%s', not '%s'", cases [k].params, err, cases [k].why);
+        json_decref (p);
+    }
+}
+
+Test (mcp_sample, too_many_messages_or_too_much_text_is_refused)
+{
+    json_t *msgs = json_array ();
+    for (int k = 0; k <= SB_MCP_SAMPLE_MESSAGES_MAX; k++)
+        json_array_append_new (msgs, s_json (S_MSG ("x")));
+    json_t *p = json_pack ("{s:o, s:i}", "messages", msgs, "maxTokens", 10);
+    sb_mcp_sample_t req;
+    char err [256] = "";
+    cr_assert_eq (sb_mcp_sample_parse (p, &req, err, sizeof err), -1, "65 messages were taken");
+    json_decref (p);
+    char *big = malloc (SB_MCP_SAMPLE_TEXT_MAX + 1);
+    memset (big, 'a', SB_MCP_SAMPLE_TEXT_MAX);
+    big [SB_MCP_SAMPLE_TEXT_MAX] = 0;
+    p = json_pack ("{s:[{s:s, s:{s:s, s:s}}], s:s, s:i}", "messages", "role", "user", "content", "type", "text", "text",
+                   big, "systemPrompt", "one more byte", "maxTokens", 10);
+    cr_assert_eq (sb_mcp_sample_parse (p, &req, err, sizeof err), -1, "over 256 KiB was taken");
+    cr_assert (strstr (err, "over"), "%s", err);
+    json_decref (p);
+    free (big);
+}
+
+//  A sampler that answers as told, for the answers' shapes.
+static sb_mcp_sample_outcome_t
+s_sampler (void *arg, const char *server, const sb_mcp_sample_t *req, sb_mcp_sample_reply_t *reply)
+{
+    sb_mcp_sample_outcome_t *outcome = arg;
+    if (*outcome == SB_MCP_SAMPLE_DONE) {
+        reply->text = strdup (req->messages [0].text);
+        snprintf (reply->model, sizeof reply->model, "m-%s", server);
+        snprintf (reply->stop_reason, sizeof reply->stop_reason, "maxTokens");
+    }
+    return *outcome;
+}
+
+Test (mcp_sample, answers_are_the_specifications_shapes)
+{
+    json_t *m = s_json ("{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"sampling/createMessage\",\"params\":"
+                        "{\"messages\":[" S_MSG ("echo") "],\"maxTokens\":5}}");
+    json_t *r = sb_mcp_sample_answer (m, "srv", NULL, NULL);
+    cr_assert_eq (json_integer_value (json_object_get (json_object_get (r, "error"), "code")), -32601);
+    json_decref (r);
+    sb_mcp_sample_outcome_t outcome = SB_MCP_SAMPLE_DONE;
+    r = sb_mcp_sample_answer (m, "srv", s_sampler, &outcome);
+    json_t *want = s_json ("{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"role\":\"assistant\",\"content\":"
+                           "{\"type\":\"text\",\"text\":\"echo\"},\"model\":\"m-srv\",\"stopReason\":\"maxTokens\"}}");
+    cr_assert (json_equal (r, want));
+    json_decref (want);
+    json_decref (r);
+    outcome = SB_MCP_SAMPLE_REJECTED;
+    r = sb_mcp_sample_answer (m, "srv", s_sampler, &outcome);
+    json_t *e = json_object_get (r, "error");
+    cr_assert_eq (json_integer_value (json_object_get (e, "code")), SB_MCP_SAMPLE_REJECTED_CODE);
+    cr_assert_str_eq (json_string_value (json_object_get (e, "message")), "User rejected sampling request");
+    json_decref (r);
+    json_decref (m);
 }

@@ -16,41 +16,46 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+//  A workspace file a tool read: its bytes (owned), sniffed type, the path
+//  as shown, and why it does not sniff (empty when it does).
+typedef struct {
+    uint8_t *data;
+    size_t len;
+    sb_blob_info_t info;
+    char err [256];
+    char shown [PATH_MAX];
+} confined_t;
+
 //  Reads the workspace file args names for a tool, with read_file's
-//  confinement and the blob store's size cap; sniffs its type. The bytes
-//  (owned) or NULL with res set to the error.
-static uint8_t *
-s_read_confined (const char *tool, const sb_tool_ctx_t *ctx, json_t *args, sb_tool_result_t *res, size_t *got,
-                 sb_blob_info_t *info, char *shown_out, size_t shown_size, char *err, size_t err_size)
+//  confinement and the blob store's size cap, and sniffs its type. -1
+//  with res set to the error.
+static int
+s_read_confined (const char *tool, const sb_tool_ctx_t *ctx, json_t *args, sb_tool_result_t *res, confined_t *f)
 {
     size_t len = 0;
     const char *path = sb_tools_arg_str (args, "path", &len);
     char resolved [PATH_MAX];
     if (sb_tools_resolve (ctx, path, len, false, resolved, res) != 0)
-        return NULL;
-    const char *shown = sb_path_relative (ctx->workspace, resolved);
-    snprintf (shown_out, shown_size, "%s", shown);
+        return -1;
+    snprintf (f->shown, sizeof f->shown, "%s", sb_path_relative (ctx->workspace, resolved));
     struct stat st;
-    int fd = sb_tools_open_regular (ctx, resolved, shown, &st, res);
+    int fd = sb_tools_open_regular (ctx, resolved, f->shown, &st, res);
     if (fd < 0)
-        return NULL;
+        return -1;
     if ((uint64_t) st.st_size > SB_BLOB_MAX_DEFAULT) {
         close (fd);
-        sb_tools_error (res, "%s is %lld bytes; %s takes at most %u", shown, (long long) st.st_size, tool,
-                        SB_BLOB_MAX_DEFAULT);
-        return NULL;
+        return sb_tools_error (res, "%s is %lld bytes; %s takes at most %u", f->shown, (long long) st.st_size, tool,
+                               SB_BLOB_MAX_DEFAULT);
     }
-    *got = (size_t) st.st_size;
-    uint8_t *data = sb_blob_read_fd (fd, *got);
+    f->len = (size_t) st.st_size;
+    f->data = sb_blob_read_fd (fd, f->len);
     close (fd);
-    if (!data) {
-        sb_tools_error (res, "cannot read %s", shown);
-        return NULL;
-    }
-    err [0] = 0;
-    if (sb_blob_sniff (data, *got, info, err, err_size) != 0 && !err [0])
-        snprintf (err, err_size, "unreadable");
-    return data;
+    if (!f->data)
+        return sb_tools_error (res, "cannot read %s", f->shown);
+    f->err [0] = 0;
+    if (sb_blob_sniff (f->data, f->len, &f->info, f->err, sizeof f->err) != 0 && !f->err [0])
+        snprintf (f->err, sizeof f->err, "unreadable");
+    return 0;
 }
 
 int
@@ -59,25 +64,22 @@ sb_tool_view_image (const sb_tool_ctx_t *ctx, json_t *args, sb_tool_result_t *re
     static const sb_tools_arg_t spec [] = { { "path", SB_TOOLS_ARG_STR, true } };
     if (sb_tools_args_check ("view_image", args, spec, 1, res) != 0)
         return -1;
-    size_t got = 0;
-    sb_blob_info_t info;
-    char err [256], shown [PATH_MAX];
-    uint8_t *data = s_read_confined ("view_image", ctx, args, res, &got, &info, shown, sizeof shown, err, sizeof err);
-    if (!data)
+    confined_t f = { 0 };
+    if (s_read_confined ("view_image", ctx, args, res, &f) != 0)
         return -1;
-    if (err [0] || !sb_blob_is_image (info.mime)) {
-        free (data);
-        return sb_tools_error (res, "%s is not an image view_image can show: %s", shown,
-                               err [0] && !sb_blob_is_image (info.mime) ? info.mime : err);
+    if (f.err [0] || !sb_blob_is_image (f.info.mime)) {
+        free (f.data);
+        return sb_tools_error (res, "%s is not an image view_image can show: %s", f.shown,
+                               f.err [0] && !sb_blob_is_image (f.info.mime) ? f.info.mime : f.err);
     }
-    res->image = data;
-    res->image_len = got;
-    snprintf (res->image_name, sizeof res->image_name, "%s", shown);
+    res->image = f.data;
+    res->image_len = f.len;
+    snprintf (res->image_name, sizeof res->image_name, "%s", f.shown);
     res->ok = true;
     res->exit_code = -1;
     char out [512];
-    snprintf (out, sizeof out, "%s: %s, %ux%u, %zu bytes; the image follows", shown, info.mime, info.width,
-              info.height, got);
+    snprintf (out, sizeof out, "%s: %s, %ux%u, %zu bytes; the image follows", f.shown, f.info.mime, f.info.width,
+              f.info.height, f.len);
     res->output = strdup (out);
     return res->output ? 0 : -1;
 }
@@ -105,26 +107,26 @@ sb_tool_attach_file (const sb_tool_ctx_t *ctx, json_t *args, sb_tool_result_t *r
         return sb_tools_error (res, "name must be 1 to 200 bytes, one line, with no '/'");
     if (desc && dlen > 1024)
         return sb_tools_error (res, "description is %zu bytes; at most 1024", dlen);
-    size_t got = 0;
-    sb_blob_info_t info;
-    char err [256], shown [PATH_MAX];
-    uint8_t *data = s_read_confined ("attach_file", ctx, args, res, &got, &info, shown, sizeof shown, err, sizeof err);
-    if (!data)
+    confined_t f = { 0 };
+    if (s_read_confined ("attach_file", ctx, args, res, &f) != 0)
         return -1;
-    if (err [0]) {
-        free (data);
-        return sb_tools_error (res, "%s cannot be attached: %s", shown, err);
+    if (f.err [0]) {
+        free (f.data);
+        return sb_tools_error (res, "%s cannot be attached: %s", f.shown, f.err);
     }
-    res->image = data;
-    res->image_len = got;
+    res->image = f.data;
+    res->image_len = f.len;
     res->artifact = true;
-    snprintf (res->image_name, sizeof res->image_name, "%s", name ? name : shown);
+    if (name)
+        snprintf (res->image_name, sizeof res->image_name, "%.*s", (int) nlen, name);
+    else
+        snprintf (res->image_name, sizeof res->image_name, "%s", f.shown);
     if (desc)
         snprintf (res->artifact_description, sizeof res->artifact_description, "%.*s", (int) dlen, desc);
     res->ok = true;
     res->exit_code = -1;
     char out [512];
-    snprintf (out, sizeof out, "attached %s as %s: %s, %zu bytes", shown, res->image_name, info.mime, got);
+    snprintf (out, sizeof out, "attached %s as %s: %s, %zu bytes", f.shown, res->image_name, f.info.mime, f.len);
     res->output = strdup (out);
     return res->output ? 0 : -1;
 }

@@ -398,6 +398,16 @@ def test_a_run_reads_only_its_sessions_blobs():
         llm.stop()
 
 
+def prompt_to_completion(srv, ws, text):
+    """A session on ws under the auto policy, prompted with text: its id and
+    the run's, once the run completed."""
+    sid = new_session(srv, ws, approval_policy="auto")
+    rid = call(srv, "session.prompt", {"session_id": sid, "text": text})["run_id"]
+    run = wait_run(srv, rid)
+    check(run["status"] == "completed", "run %r", run)
+    return sid, rid
+
+
 def test_view_image_tool():
     """The model calls view_image on a screenshot in the workspace: the
     tool.result references the stored image, and the next request shows
@@ -418,10 +428,7 @@ def test_view_image_tool():
     srv = llm_server(llm, "vi")
     try:
         # auto: view_image is read-only, so it runs without asking
-        sid = new_session(srv, ws, approval_policy="auto")
-        rid = call(srv, "session.prompt", {"session_id": sid, "text": "what does the test screenshot show?"})["run_id"]
-        run = wait_run(srv, rid)
-        check(run["status"] == "completed", "run %r", run)
+        sid, rid = prompt_to_completion(srv, ws, "what does the test screenshot show?")
         results = {e["body"]["call_id"]: e["body"] for e in tape(srv, sid) if e["kind"] == "tool.result"}
         ref = results["c1"].get("images", [{}])[0]
         check(results["c1"]["ok"] and ref.get("sha256") == hashlib.sha256(shot).hexdigest()
@@ -471,10 +478,7 @@ def test_attach_file_tool():
     ])
     srv = llm_server(llm, "af")
     try:
-        sid = new_session(srv, ws, approval_policy="auto")
-        rid = call(srv, "session.prompt", {"session_id": sid, "text": "attach the report"})["run_id"]
-        run = wait_run(srv, rid)
-        check(run["status"] == "completed", "run %r", run)
+        sid, rid = prompt_to_completion(srv, ws, "attach the report")
         entries = tape(srv, sid)
         results = {e["body"]["call_id"]: e for e in entries if e["kind"] == "tool.result"}
         a1 = results["a1"]["body"]

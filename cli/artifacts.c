@@ -21,7 +21,8 @@ static const char *s_list_usage =
     "usage: switchboard artifacts SESSION [--json] [--connect EP] [--data DIR]\n\n"
     "Lists the images and files the session's tape references, oldest first: one\n"
     "line each with its sha256, type, size, name and origin (the tape entry that\n"
-    "referenced it, its seq and run: a prompt, or the tool.result of view_image,\n"
+    "referenced it, its seq and run: a prompt, or the tool.result of view_image\n"
+    "or attach_file, "
     "with its call_id in --json). An image sent to models downscaled is\n"
     "followed by the copy they got, marked 'sent'. The bytes are in the server's\n"
     "blob store; 'switchboard artifact get HASH' downloads one.\n"
@@ -99,6 +100,10 @@ s_each (const sb_val_t *ev, void *arg)
         if (sent)
             s_print (arg, ev, sent, sb_get_str (ref, "sha256"));
     }
+    //  what attach_file made an artifact
+    const sb_val_t *artifact = sb_get_map (sb_get_map (ev, "body"), "artifact");
+    if (artifact)
+        s_print (arg, ev, artifact, NULL);
     return 0;
 }
 

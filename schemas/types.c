@@ -174,6 +174,8 @@ static const sb_field_t s_tape_tool_result [] = {
     { "refused", SB_T_BOOL, false, 0, NULL, "true when the approval policy refused the call" },
     { "policy", SB_T_STR, false, 16, NULL, "refused: the policy that refused it" },
     { "images", SB_T_ARRAY, false, 1, s_image_item, "view_image: the image shown to the model (docs/images.md)" },
+    { "artifact", SB_T_MAP, false, 0, sb_blob_ref_fields, "attach_file: the file attached to the session" },
+    { "description", SB_T_STR, false, 1 KB, NULL, "attach_file: what the model said the artifact is" },
     { "fix", SB_T_STR, false, 256, NULL, "refused: the command a person runs to allow it" },
     { "interaction_id", SB_T_STR, false, ID_MAX, NULL, "the approval a person was asked for this call" },
     END };

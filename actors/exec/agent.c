@@ -393,9 +393,11 @@ s_run_tool (sb_exec_run_t *run, const sb_exec_call_t *call)
     }
     if (v.interaction_id [0])
         sb_enc_kstr (e, "interaction_id", v.interaction_id);
-    //  view_image's image: stored, and referenced for the context
+    //  view_image's image (referenced for the context) or attach_file's
+    //  artifact: stored, and referenced by the entry
     if (res.image)
-        sb_exec_blob_attach (run, res.image, res.image_len, res.image_name, e);
+        sb_exec_blob_attach (run, res.image, res.image_len, res.image_name,
+                             res.artifact ? res.artifact_description : NULL, e);
     sb_exec_entry_close (e);
     sb_enc_array_close (e);
     int rc = sb_exec_append (run, e);

@@ -60,7 +60,8 @@ sb_exec_blob_load (void *arg, const char *sha256, size_t *len)
 }
 
 int
-sb_exec_blob_attach (void *arg, const uint8_t *data, size_t len, const char *name, sb_enc_t *entry)
+sb_exec_blob_attach (void *arg, const uint8_t *data, size_t len, const char *name, const char *description,
+                     sb_enc_t *entry)
 {
     sb_exec_run_t *run = arg;
     sb_enc_t *e = sb_enc_new ();
@@ -77,7 +78,14 @@ sb_exec_blob_attach (void *arg, const uint8_t *data, size_t len, const char *nam
     sb_msg_t *reply = sb_bus_call (run->bus, "blob.put", run->session_id, b, blen, SB_EXEC_CALL_MS);
     sb_enc_destroy (&e);
     const sb_val_t *blob = reply && !sb_msg_is_error (reply) ? sb_get_map (reply->body, "blob") : NULL;
-    if (blob) {
+    if (blob && description) {
+        //  attach_file: one artifact, not an image for the model's context
+        sb_enc_key (entry, "artifact");
+        sb_enc_val (entry, blob);
+        if (description [0])
+            sb_enc_kstr (entry, "description", description);
+    }
+    else if (blob) {
         sb_enc_key (entry, "images");
         sb_enc_array_open (entry);
         sb_enc_val (entry, blob);

@@ -22,12 +22,16 @@
 #include <string.h>
 
 //  The tools auto allows: they read and never write or run anything the
-//  model chose (grep and git run fixed programs on fixed argv).
-static const char *s_read_only [] = { "read_file", "list_dir", "grep", "git_status", "git_diff", "view_image" };
+//  model chose (grep and git run fixed programs on fixed argv). attach_file
+//  counts as read-only: it adds an artifact to the session's blobs (held to
+//  the session's quota) and changes no workspace file.
+static const char *s_read_only [] = { "read_file", "list_dir", "grep",       "git_status",
+                                      "git_diff",  "view_image", "attach_file" };
 
 //  The tools whose match key is a path, and its argument.
 static const char *s_path_tools [] = {
-    "read_file", "write_file", "edit_file", "list_dir", "grep", "git_diff", "git_status", "view_image"
+    "read_file", "write_file", "edit_file", "list_dir", "grep", "git_diff", "git_status",
+    "view_image", "attach_file"
 };
 
 bool
@@ -291,7 +295,7 @@ static bool
 s_reads (const char *tool)
 {
     return tool && (strcmp (tool, "grep") == 0 || strcmp (tool, "list_dir") == 0 || strcmp (tool, "git_diff") == 0
-                    || strcmp (tool, "view_image") == 0);
+                    || strcmp (tool, "view_image") == 0 || strcmp (tool, "attach_file") == 0);
 }
 
 //  Whether a path is in a .git folder, at any depth.

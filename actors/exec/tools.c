@@ -44,6 +44,15 @@ static const sb_tool_def_t s_tools [] = {
         "\"path\":{\"type\":\"string\",\"description\":\"Path relative to the workspace.\"}},"
       "\"required\":[\"path\"],\"additionalProperties\":false}",
       true },
+    { "attach_file",
+      "Attach a file of the workspace (a report, a patch, a picture you made; any type) to the "
+      "session as an artifact the person can see and download. The file is not changed.",
+      "{\"type\":\"object\",\"properties\":{"
+        "\"path\":{\"type\":\"string\",\"description\":\"Path relative to the workspace.\"},"
+        "\"name\":{\"type\":\"string\",\"description\":\"The name to show it under (default: the path).\"},"
+        "\"description\":{\"type\":\"string\",\"description\":\"One line on what it is.\"}},"
+      "\"required\":[\"path\"],\"additionalProperties\":false}",
+      true },
     { "read_file",
       "Read a text file in the workspace. Returns up to `limit` lines starting at "
       "line `offset` (1-based), at most 64 KiB.",
@@ -401,6 +410,7 @@ static const struct {
     { "git_status", sb_tool_git_status },
     { "git_diff", sb_tool_git_diff },
     { "view_image", sb_tool_view_image },
+    { "attach_file", sb_tool_attach_file },
 };
 
 static int64_t

@@ -72,6 +72,10 @@ typedef struct {
     uint8_t *image;
     size_t image_len;
     char image_name [256];
+    //  attach_file: the bytes above are an artifact of the session (the
+    //  entry's "artifact"), not an image for the model
+    bool artifact;
+    char artifact_description [1025];
 } sb_tool_result_t;
 
 //  The tool table; static, never freed. *n receives its length.

@@ -85,5 +85,6 @@ typedef int (sb_tool_fn) (const sb_tool_ctx_t *ctx, json_t *args, sb_tool_result
 sb_tool_fn sb_tool_shell, sb_tool_grep, sb_tool_git_status, sb_tool_git_diff;
 sb_tool_fn sb_tool_read_file, sb_tool_write_file, sb_tool_edit_file, sb_tool_list_dir;
 sb_tool_fn sb_tool_view_image;     //  actors/exec/tools_image.c
+sb_tool_fn sb_tool_attach_file;    //  actors/exec/tools_image.c
 
 #endif

@@ -398,6 +398,16 @@ def test_a_run_reads_only_its_sessions_blobs():
         llm.stop()
 
 
+def prompt_to_completion(srv, ws, text):
+    """A session on ws under the auto policy, prompted with text: its id and
+    the run's, once the run completed."""
+    sid = new_session(srv, ws, approval_policy="auto")
+    rid = call(srv, "session.prompt", {"session_id": sid, "text": text})["run_id"]
+    run = wait_run(srv, rid)
+    check(run["status"] == "completed", "run %r", run)
+    return sid, rid
+
+
 def test_view_image_tool():
     """The model calls view_image on a screenshot in the workspace: the
     tool.result references the stored image, and the next request shows
@@ -418,10 +428,7 @@ def test_view_image_tool():
     srv = llm_server(llm, "vi")
     try:
         # auto: view_image is read-only, so it runs without asking
-        sid = new_session(srv, ws, approval_policy="auto")
-        rid = call(srv, "session.prompt", {"session_id": sid, "text": "what does the test screenshot show?"})["run_id"]
-        run = wait_run(srv, rid)
-        check(run["status"] == "completed", "run %r", run)
+        sid, rid = prompt_to_completion(srv, ws, "what does the test screenshot show?")
         results = {e["body"]["call_id"]: e["body"] for e in tape(srv, sid) if e["kind"] == "tool.result"}
         ref = results["c1"].get("images", [{}])[0]
         check(results["c1"]["ok"] and ref.get("sha256") == hashlib.sha256(shot).hexdigest()
@@ -443,6 +450,56 @@ def test_view_image_tool():
         rows = [json.loads(line) for line in out.splitlines()]
         check(rc == 0 and len(rows) == 1 and rows[0]["origin"] == "tool.result" and rows[0]["call_id"] == "c1"
               and rows[0]["run_id"] == rid and rows[0]["sha256"] == ref["sha256"], "artifacts %r %s", rows, err)
+    finally:
+        srv.stop()
+        llm.stop()
+
+
+def test_attach_file_tool():
+    """The model attaches a report (any type, not an image) with attach_file:
+    the blob store holds the bytes, the tool.result references them as the
+    session's artifact with its name and description, `artifacts` lists it
+    with its lineage and `artifact get` gives the same bytes back; a path
+    out of the workspace and a name with a '/' are refused. attach_file is
+    read-only for the policy: `auto` runs it without asking."""
+    from sbagent import LLM, llm_server
+    llm = LLM()
+    ws = tmpdir()
+    report = b"# Report\n\nAll 12 tests pass.\n" * 40
+    os.mkdir(os.path.join(ws, "out"))
+    write(os.path.join(ws, "out", "report.md"), report)
+    llm.script("af", [
+        {"tool_calls": [{"name": "attach_file", "call_id": "a1",
+                         "arguments": {"path": "out/report.md", "name": "report.md", "description": "the results"}},
+                        {"name": "attach_file", "arguments": {"path": "../../etc/passwd"}, "call_id": "a2"},
+                        {"name": "attach_file", "arguments": {"path": "out/report.md", "name": "a/b"},
+                         "call_id": "a3"}]},
+        {"text": "attached"},
+    ])
+    srv = llm_server(llm, "af")
+    try:
+        sid, rid = prompt_to_completion(srv, ws, "attach the report")
+        entries = tape(srv, sid)
+        results = {e["body"]["call_id"]: e for e in entries if e["kind"] == "tool.result"}
+        a1 = results["a1"]["body"]
+        ref = a1.get("artifact", {})
+        check(a1["ok"] and ref.get("sha256") == hashlib.sha256(report).hexdigest() and ref.get("mime") == "text/plain"
+              and ref.get("bytes") == len(report) and ref.get("name") == "report.md"
+              and a1.get("description") == "the results" and "images" not in a1, "a1 %r", a1)
+        check(not results["a2"]["body"]["ok"] and "artifact" not in results["a2"]["body"], "a2 %r", results["a2"])
+        check(not results["a3"]["body"]["ok"] and "no '/'" in results["a3"]["body"]["output"], "a3 %r", results["a3"])
+        # the model is not shown the file: no user message after the results
+        items = llm.requests("af")[-1]["json"]["input"]
+        check(not any(i.get("role") == "user" and "attach_file" in json.dumps(i) for i in items),
+              "the artifact was shown to the model: %r", items[-2:])
+        rc, out, err = cli(srv, "artifacts", sid, "--json")
+        rows = [json.loads(line) for line in out.splitlines()]
+        check(rc == 0 and len(rows) == 1 and rows[0]["origin"] == "tool.result" and rows[0]["call_id"] == "a1"
+              and rows[0]["run_id"] == rid and rows[0]["seq"] == results["a1"]["seq"]
+              and rows[0]["sha256"] == ref["sha256"], "artifacts %r %s", rows, err)
+        got = os.path.join(tmpdir(), "got.md")
+        rc, out, err = cli(srv, "artifact", "get", ref["sha256"], "-o", got, "--session", sid)
+        check(rc == 0 and open(got, "rb").read() == report, "artifact get rc=%d %s", rc, err)
     finally:
         srv.stop()
         llm.stop()

@@ -48,9 +48,9 @@ s_cmd (const char *command)
 
 Test (policy, modes)
 {
-    const char *ro [] = { "read_file", "list_dir", "grep", "git_status", "git_diff" };
+    const char *ro [] = { "read_file", "list_dir", "grep", "git_status", "git_diff", "view_image", "attach_file" };
     const char *rw [] = { "shell", "write_file", "edit_file", "mcp__srv__tool", "no_such_tool", "" };
-    for (size_t k = 0; k < 5; k++) {
+    for (size_t k = 0; k < sizeof ro / sizeof ro [0]; k++) {
         cr_assert (sb_policy_read_only (ro [k]), "%s", ro [k]);
         cr_assert_eq (s_decide ("yolo", NULL, 0, NULL, ro [k], "{}"), ALLOW);
         cr_assert_eq (s_decide ("auto", NULL, 0, NULL, ro [k], "{}"), ALLOW, "%s", ro [k]);
@@ -461,6 +461,9 @@ Test (policy, a_read_deny_covers_grep_list_dir_and_symlinks)
     cr_assert_eq (s_decide_in (ws, "auto", r, 1, "grep", "{\"pattern\":\"K\",\"path\":\"src/env\"}"), DENY);
     cr_assert_eq (s_decide_in (ws, "auto", r, 1, "list_dir", "{\"path\":\".env\"}"), DENY);
     cr_assert_eq (s_decide_in (ws, "auto", r, 1, "git_diff", "{\"path\":\".env\"}"), DENY);
+    //  a secret read_file may not read is not attached either
+    cr_assert_eq (s_decide_in (ws, "auto", r, 1, "attach_file", "{\"path\":\"src/env\"}"), DENY);
+    cr_assert_eq (s_decide_in (ws, "auto", r, 1, "view_image", "{\"path\":\".env\"}"), DENY);
     cr_assert_eq (s_decide_in (ws, "auto", r, 1, "grep", "{\"pattern\":\"K\"}"), ALLOW);
     cr_assert_eq (s_decide_in (ws, "auto", r, 1, "write_file", "{\"path\":\".env\"}"), ASK);
     cr_assert (sb_policy_read_denied (r, 1, ".env"));

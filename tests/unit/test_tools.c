@@ -662,7 +662,7 @@ Test (tools, validates_arguments)
 
     size_t n;
     const sb_tool_def_t *defs = sb_tools_list (&n);
-    cr_assert_eq (n, 9);
+    cr_assert_eq (n, 10);
     for (size_t i = 0; i < n; i++) {
         cr_assert (defs [i].parameters [0] == '{');
         cr_assert_not_null (sb_tools_find (defs [i].name));
@@ -672,6 +672,9 @@ Test (tools, validates_arguments)
     //  view_image: read_file's confinement, and images only
     s_expect_refused (s_run ("view_image", "{\"path\":\"../../etc/passwd\"}"), "path escapes the workspace");
     s_expect_refused (s_run ("view_image", "{}"), "missing required argument \"path\"");
+    //  attach_file: the same confinement, any type, read-only for the policy
+    cr_assert (sb_tools_find ("attach_file")->read_only);
+    s_expect_refused (s_run ("attach_file", "{\"path\":\"../../etc/passwd\"}"), "path escapes the workspace");
     cr_assert_not (sb_tools_find ("shell")->read_only);
     cr_assert_null (sb_tools_find ("nope"));
 }

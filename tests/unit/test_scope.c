@@ -15,7 +15,7 @@
 static const char *s_worker_types [] = {
     "worker.register", "run.claim", "run.heartbeat", "run.complete", "session.append", "session.get",
     "session.events", "session.steer.take", "llm.stream", "llm.cancel", "llm.models", "llm.info",
-    "interact.request", "interact.get", "bus.heartbeat", NULL
+    "interact.request", "interact.get", "blob.get", "blob.put", "bus.heartbeat", NULL
 };
 
 /*  What an executor writes to a tape, all a worker key may append. */

@@ -96,11 +96,13 @@ s_on_message (s_server_t *srv, json_t *m, sb_mcp_msg_kind_t kind, int64_t id)
         //  Answered at once, on either transport: a server waits for the
         //  answer before it answers our call.
         const char *method = json_string_value (json_object_get (m, "method"));
+        int64_t asked = s_now ();
         json_t *r = strcmp (method, "sampling/createMessage") == 0
                   ? sb_mcp_sample_answer (m, srv->conf->name, srv->sampler, srv->sampler_arg)
                   : sb_mcp_answer (m, srv->cwd, srv->conf->name);
+        srv->held_ms += s_now () - asked;
         if (r && srv->proc)
-            s_send (srv, r, s_now () + 1000, -1);
+            s_send (srv, r, s_now () + 1000 - srv->held_ms, -1);
         else
         if (r)
             sb_mcp_http_reply (srv, r);
@@ -187,7 +189,7 @@ s_send_stdio (s_server_t *srv, const char *data, size_t len, int64_t deadline, i
             continue;
         if (w < 0 && errno != EAGAIN)
             return S_DEAD;
-        int64_t left = deadline - s_now ();
+        int64_t left = sb_mcp_deadline (srv, deadline) - s_now ();
         if (left <= 0)
             return S_TIMEOUT;
         struct pollfd p [2] = { { fd, POLLOUT, 0 }, { cancel_fd, POLLIN, 0 } };
@@ -215,7 +217,7 @@ s_wait_stdio (s_server_t *srv, int64_t deadline, int cancel_fd)
     int out = sb_spawn_proc_stdout (srv->proc), err = sb_spawn_proc_stderr (srv->proc);
     bool err_open = true;
     while (!srv->resp) {
-        int64_t left = deadline - s_now ();
+        int64_t left = sb_mcp_deadline (srv, deadline) - s_now ();
         if (left <= 0)
             return S_TIMEOUT;
         struct pollfd p [4] = { { out, POLLIN, 0 }, { cancel_fd, POLLIN, 0 }, { err_open ? err : -1, POLLIN, 0 },
@@ -292,7 +294,7 @@ s_notify (s_server_t *srv, const char *method, json_t *params)
     json_t *m = params ? json_pack ("{s:s, s:s, s:o}", "jsonrpc", "2.0", "method", method, "params", params)
                        : json_pack ("{s:s, s:s}", "jsonrpc", "2.0", "method", method);
     if (m)
-        s_send (srv, m, s_now () + 2000, -1);
+        s_send (srv, m, s_now () + 2000 - srv->held_ms, -1);
 }
 
 /*  Sends a request and waits for its response: *result gets the result
@@ -305,6 +307,7 @@ s_rpc (s_server_t *srv, const char *method, json_t *params, int timeout_ms, int 
     err [0] = 0;
     int64_t id = srv->next_id++;
     int64_t deadline = s_now () + timeout_ms;
+    srv->held_ms = 0;
     json_t *m = json_pack ("{s:s, s:I, s:s, s:o}", "jsonrpc", "2.0", "id", (json_int_t) id, "method", method,
                            "params", params ? params : json_object ());
     if (!m)

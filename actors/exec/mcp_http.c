@@ -139,7 +139,7 @@ static int
 s_http_progress (void *arg, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
 {
     s_http_t *h = arg;
-    return sb_mcp_cancel_ready (h->cancel_fd) || sb_mono_ms () > h->deadline;
+    return sb_mcp_cancel_ready (h->cancel_fd) || sb_mono_ms () > sb_mcp_deadline (h->srv, h->deadline);
 }
 
 /* ------------------------------------------------------------------ */
@@ -328,10 +328,10 @@ s_http_perform (s_server_t *srv, s_http_t *h, const char *data, size_t len, long
 {
     CURL *c = srv->curl;
     curl_easy_reset (c);
-    struct curl_slist *hl = s_http_headers (srv, !data, h->stream.last_id, h->deadline);
+    struct curl_slist *hl = s_http_headers (srv, !data, h->stream.last_id, sb_mcp_deadline (srv, h->deadline));
     h->sse = h->content_type_seen = false;
     srv->www_auth [0] = 0;
-    int64_t left = h->deadline - sb_mono_ms ();
+    int64_t left = sb_mcp_deadline (srv, h->deadline) - sb_mono_ms ();
     curl_easy_setopt (c, CURLOPT_URL, srv->conf->url);
     curl_easy_setopt (c, CURLOPT_HTTPHEADER, hl);
     if (data) {
@@ -346,6 +346,9 @@ s_http_perform (s_server_t *srv, s_http_t *h, const char *data, size_t len, long
     curl_easy_setopt (c, CURLOPT_XFERINFOFUNCTION, s_http_progress);
     curl_easy_setopt (c, CURLOPT_XFERINFODATA, h);
     sb_mcp_curl_bounds (c, (long) left);
+    //  The deadline is the progress callback's: it moves on while a person
+    //  answers the server's question (held_ms), which curl's own would not.
+    curl_easy_setopt (c, CURLOPT_TIMEOUT_MS, 0L);
     CURLcode rc = s_drive (srv, c, h->cancel_fd);
     curl_slist_free_all (hl);
     *status = 0;
@@ -363,7 +366,7 @@ s_http_resumable (s_http_t *h, int resumes)
     if (h->srv->resp || !h->sse || !h->stream.last_id [0] || resumes >= S_SSE_RESUMES)
         return false;
     int64_t until = sb_mono_ms () + (h->stream.retry_ms >= 0 ? h->stream.retry_ms : S_SSE_RETRY_DEFAULT_MS);
-    if (until >= h->deadline)
+    if (until >= sb_mcp_deadline (h->srv, h->deadline))
         return false;
     for (int64_t now; (now = sb_mono_ms ()) < until; ) {
         struct pollfd p = { .fd = h->cancel_fd, .events = POLLIN };
@@ -468,7 +471,8 @@ sb_mcp_http_post (s_server_t *srv, const char *data, size_t len, int64_t deadlin
         if (!srv->oauth)
             return S_AUTH;
         char err [sizeof srv->error];
-        if (sb_mcp_oauth_challenge (srv->oauth, status, srv->www_auth, deadline, err, sizeof err) != 0) {
+        if (sb_mcp_oauth_challenge (srv->oauth, status, srv->www_auth, sb_mcp_deadline (srv, deadline), err,
+                                    sizeof err) != 0) {
             snprintf (srv->error, sizeof srv->error, "HTTP %ld: %s", status, err);
             return S_AUTH;
         }

@@ -70,6 +70,11 @@ typedef struct {
     json_t *resp;
     bool counted;               //  counted in the status table's sessions
     int64_t used;               //  mono ms of the last exchange
+    //  What the server's requests of the exchange in flight held a person
+    //  (an elicitation, a sampling approval): that time moves the
+    //  exchange's deadline on (sb_mcp_deadline), so that a person may take
+    //  as long as an approval allows. Reset by each exchange.
+    int64_t held_ms;
     const char *cwd;            //  the session's workspace: what roots/list answers (the set's)
     //  The tools/call in progress: its progressToken, where its
     //  notifications/progress go (sb_mcp_progress), within the bounds
@@ -114,6 +119,14 @@ bool sb_mcp_cancel_ready (int fd);
 //  POSTs one JSON-RPC message and reads the answer (JSON or SSE) into the
 //  server's exchange. S_OK, or S_TIMEOUT, S_CANCELLED, S_DEAD with
 //  srv->error set.
+//  An exchange's deadline (mono ms) moved on by what the server's requests
+//  held a person since the exchange began (held_ms).
+static inline int64_t
+sb_mcp_deadline (const s_server_t *srv, int64_t deadline)
+{
+    return deadline + srv->held_ms;
+}
+
 int sb_mcp_http_post (s_server_t *srv, const char *data, size_t len, int64_t deadline, int cancel_fd);
 
 //  Opens the standalone GET stream after initialize, on which the server

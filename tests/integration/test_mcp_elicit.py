@@ -146,12 +146,14 @@ def test_progress_in_a_run_is_written_as_tool_output():
               "the tool.output of the call: %r", live)
 
 
-def served(mcp, name, steps, **session):
-    """serve with `mcp` as server h and a model playing `steps`, a session
-    (yolo, and `session`'s fields) and its prompt: (llm, srv, sid, run_id)."""
+def served(mcp, name, steps, server=None, **session):
+    """serve with `mcp` as server h (its config's `server` fields too) and
+    a model playing `steps`, a session (yolo, and `session`'s fields) and
+    its prompt: (llm, srv, sid, run_id)."""
     llm = LLM()
     llm.script(name, steps)
-    srv = Server(args=llm_args(llm, name) + ["--mcp-config", mcp_config({"h": {"url": mcp.url}})],
+    conf = dict({"url": mcp.url}, **(server or {}))
+    srv = Server(args=llm_args(llm, name) + ["--mcp-config", mcp_config({"h": conf})],
                  env=LLM_ENV).start()
     sid = new_session(srv, tmpdir(), approval_policy="yolo", **session)
     return llm, srv, sid, prompt(srv, sid, "go")
@@ -214,6 +216,29 @@ def test_under_serve_a_person_accepts_declines_and_cancels():
         resolved = [e["body"] for e in entries if e["kind"] == "approval.resolved"]
         check([b.get("action") for b in resolved] == ["accept", "decline", "cancel"], "the tape: %r", resolved)
         check(json.loads(resolved[0]["content"]) == want, "the tape's content: %r", resolved[0])
+    finally:
+        srv.stop()
+        llm.stop()
+        mcp.stop()
+
+
+def test_a_person_may_answer_after_the_call_s_own_timeout():
+    # The call's timeout_s (2 s here) counts the server's time, not the
+    # person's: an answer after 3.5 s still reaches the server, which
+    # then answers the call.
+    mcp = HttpMcp()
+    steps = [calls(("c_slow", "mcp__h__elicit", {})), {"text": "done"}]
+    llm, srv, sid, rid = served(mcp, "elicit_slow", steps, server={"timeout_s": 2})
+    try:
+        ia = elicitation(srv, sid)
+        time.sleep(3.5)
+        rc, out, err = cli(srv, "resolve", ia["interaction_id"], "--decline")
+        check(rc == 0, "resolve --decline (%d):\n%s%s", rc, out, err)
+        r = wait_run(srv, rid, timeout=40)
+        check(r["status"] == "completed", "the run ended %s: %s", r["status"], r.get("reason"))
+        res = results(tape(srv, sid))["c_slow"]
+        check(res.get("ok") is not False and echoed(res) == {"result": {"action": "decline"}},
+              "the call after a slow answer: %r", res)
     finally:
         srv.stop()
         llm.stop()

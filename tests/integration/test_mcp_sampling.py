@@ -20,6 +20,7 @@ in a served run on the scripted model of tests/llm_server.py:
 import json
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import ROOT, Server, check, cli, read_jsonl, run_tests, tmpdir  # noqa: E402
@@ -36,14 +37,16 @@ class Sampling:
     mcp__h__sample (with `args`), answers the sampling call with ANSWER,
     then says done."""
 
-    def __init__(self, name, args=None, turns=None, stdio=False, **session):
+    def __init__(self, name, args=None, turns=None, stdio=False, server_conf=None, **session):
         """stdio: tests/mcp/hostile_server.py over stdio instead (its
-        `sample` tool, its messages in self.stdio_log)."""
+        `sample` tool, its messages in self.stdio_log); server_conf: more
+        fields of the server's config."""
         self.llm = LLM()
         self.mcp = None if stdio else HttpMcp()
         self.stdio_log = os.path.join(tmpdir(), "hostile.jsonl")
         server = ({"command": "/usr/bin/python3", "args": [HOSTILE], "env": {"HOSTILE_LOG": self.stdio_log}}
                   if stdio else {"url": self.mcp.url})
+        server.update(server_conf or {})
         self.name = name
         self.llm.script(name, turns or [calls(("c_s", "mcp__h__sample", args or {})), {"text": ANSWER},
                                         {"text": "done"}])
@@ -133,6 +136,22 @@ def test_approved_over_stdio():
         ans = t.finish()
         check(ans.get("result", {}).get("content") == {"type": "text", "text": "Blue."}, "the answer: %r", ans)
         check("sampling" in t.capabilities(), "sampling not declared: %r", t.capabilities())
+    finally:
+        t.stop()
+
+
+def test_a_slow_approval_does_not_time_the_call_out():
+    # The call's timeout_s (2 s) counts the server's time, not the
+    # person's: approved after 3.5 s, the answer still reaches the server,
+    # whose answer to the call is read.
+    t = Sampling("s_slow", stdio=True, mcp_sampling=True, server_conf={"timeout_s": 2},
+                 turns=[calls(("c_s", "mcp__h__sample", {})), {"text": "Green."}, {"text": "done"}])
+    try:
+        ia = pending(t.srv, t.sid, timeout=20)
+        time.sleep(3.5)
+        resolve(t.srv, ia["interaction_id"], "approve")
+        ans = t.finish()
+        check(ans.get("result", {}).get("content") == {"type": "text", "text": "Green."}, "the answer: %r", ans)
     finally:
         t.stop()
 

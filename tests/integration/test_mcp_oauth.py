@@ -97,7 +97,12 @@ def login(srv, mcp):
               p.stderr.read() if p.poll() is not None else "")
         with urllib.request.urlopen(url, timeout=15) as resp:
             answer = json.loads(resp.read())
-        rest, err = p.communicate(timeout=20)
+        # The rest through the same file object: communicate() reads the
+        # pipe itself and would lose what the line loop already buffered
+        # (the "waiting for the approval" line, printed just after the URL).
+        rest = p.stdout.read()
+        err = p.stderr.read()
+        p.wait(timeout=20)
     finally:
         if p.poll() is None:
             p.kill()

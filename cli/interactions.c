@@ -708,13 +708,15 @@ sb_cmd_resolve (int argc, char **argv)
         "  --json           print the resolved interaction as one JSON document\n"
         COMMON_HELP;
     /* --json '{...}': an elicitation's values (and the reply in JSON);
-       taken out before the options are read, --json alone taking none */
-    const char *content = NULL;
+       moved past the arguments the options are read from, --json alone
+       taking none (moved, not dropped: the caller frees every string of
+       the array it gave) */
+    char *content = NULL;
     for (int k = 1; k + 1 < argc; k++)
         if (strcmp (argv [k], "--json") == 0 && argv [k + 1][0] == '{') {
             content = argv [k + 1];
             memmove (argv + k + 1, argv + k + 2, (size_t) (argc - k - 2) * sizeof *argv);
-            argv [--argc] = NULL;
+            argv [--argc] = content;
             break;
         }
     opts_t o;

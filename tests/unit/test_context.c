@@ -34,6 +34,23 @@ s_no_leak (void)
 #endif
 }
 
+//  Adds the entry `enc` holds (a whole map) to ctx and frees enc; the
+//  decoded entry is freed at once: the context must have copied what it
+//  keeps.
+static int
+s_add_encoded (sb_context_t *ctx, sb_enc_t *enc)
+{
+    size_t len;
+    const uint8_t *data = sb_enc_data (enc, &len);
+    sb_verr_t err;
+    sb_doc_t *doc = sb_decode (data, len, NULL, 32u << 20, &err);
+    cr_assert (doc, "decode: %s", err.message);
+    sb_enc_destroy (&enc);
+    int rc = sb_context_add (ctx, sb_doc_root (doc));
+    sb_doc_destroy (&doc);
+    return rc;
+}
+
 //  Feeds one entry whose body is string pairs, NULL-terminated.
 static int
 s_feed (sb_context_t *ctx, uint64_t seq, const char *kind, ...)
@@ -56,16 +73,7 @@ s_feed (sb_context_t *ctx, uint64_t seq, const char *kind, ...)
     va_end (ap);
     sb_enc_map_close (enc);
     sb_enc_map_close (enc);
-    size_t len;
-    const uint8_t *data = sb_enc_data (enc, &len);
-    sb_verr_t err;
-    sb_doc_t *doc = sb_decode (data, len, NULL, 32u << 20, &err);
-    cr_assert (doc, "decode: %s", err.message);
-    sb_enc_destroy (&enc);
-    int rc = sb_context_add (ctx, sb_doc_root (doc));
-    //  The context must have copied what it keeps.
-    sb_doc_destroy (&doc);
-    return rc;
+    return s_add_encoded (ctx, enc);
 }
 
 static int
@@ -86,15 +94,7 @@ s_result (sb_context_t *ctx, uint64_t seq, const char *call_id, bool ok, const c
     sb_enc_kuint (enc, "duration_ms", 12);
     sb_enc_map_close (enc);
     sb_enc_map_close (enc);
-    size_t len;
-    const uint8_t *data = sb_enc_data (enc, &len);
-    sb_verr_t err;
-    sb_doc_t *doc = sb_decode (data, len, NULL, 0, &err);
-    cr_assert (doc, "decode: %s", err.message);
-    sb_enc_destroy (&enc);
-    int rc = sb_context_add (ctx, sb_doc_root (doc));
-    sb_doc_destroy (&doc);
-    return rc;
+    return s_add_encoded (ctx, enc);
 }
 
 //  The encoded messages, as bytes of {messages: [...]}.
@@ -846,15 +846,7 @@ s_compacted (sb_context_t *ctx, uint64_t seq, uint64_t through, const char *meth
     sb_enc_kstr (enc, "method", method);
     sb_enc_map_close (enc);
     sb_enc_map_close (enc);
-    size_t len;
-    const uint8_t *data = sb_enc_data (enc, &len);
-    sb_verr_t err;
-    sb_doc_t *doc = sb_decode (data, len, NULL, 0, &err);
-    cr_assert (doc, "decode: %s", err.message);
-    sb_enc_destroy (&enc);
-    int rc = sb_context_add (ctx, sb_doc_root (doc));
-    sb_doc_destroy (&doc);
-    return rc;
+    return s_add_encoded (ctx, enc);
 }
 
 //  A text of n bytes: a head mark, filler, a tail mark.
@@ -1174,15 +1166,7 @@ s_image_prompt (sb_context_t *ctx, uint64_t seq, const char *text, const char *s
     sb_enc_array_close (enc);
     sb_enc_map_close (enc);
     sb_enc_map_close (enc);
-    size_t len;
-    const uint8_t *data = sb_enc_data (enc, &len);
-    sb_verr_t err;
-    sb_doc_t *doc = sb_decode (data, len, NULL, 0, &err);
-    cr_assert (doc, "decode: %s", err.message);
-    sb_enc_destroy (&enc);
-    int rc = sb_context_add (ctx, sb_doc_root (doc));
-    sb_doc_destroy (&doc);
-    return rc;
+    return s_add_encoded (ctx, enc);
 }
 
 //  The loader: "JPEG!" for the blob "s...", nothing for any other.

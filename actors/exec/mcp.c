@@ -525,7 +525,7 @@ s_start (s_server_t *srv, const char *cwd, int cancel_fd)
     json_decref (res);
     s_notify (srv, "notifications/initialized", NULL);
     if (!srv->proc && sb_mcp_elicit_supported ())
-        sb_mcp_http_open_stream (srv);
+        sb_mcp_http_open_stream (srv, srv->conf->startup_ms < 5000 ? srv->conf->startup_ms : 5000);
     srv->state = S_READY;
     rc = s_list_tools (srv, cancel_fd);
     if (rc == S_OK)

@@ -150,6 +150,7 @@ struct s_standalone {
     struct curl_slist *headers;
     bool attached;              //  in srv->multi
     bool sse;
+    bool answered;              //  its headers are in: the server has it
     bool gone;                  //  not offered: never reopened
     int idle_opens;             //  reopened in a row without an event
     bool evented;               //  this connection brought an event
@@ -178,6 +179,9 @@ s_standalone_header (char *b, size_t size, size_t n, void *arg)
     size_t len = size * n;
     if (len > 13 && strncasecmp (b, "content-type:", 13) == 0)
         g->sse = strstr (b, "text/event-stream") != NULL;
+    else
+    if (len <= 2 && (b [0] == '\r' || b [0] == '\n'))
+        g->answered = true;
     return len;
 }
 
@@ -207,7 +211,7 @@ s_standalone_due (s_server_t *srv)
     curl_easy_reset (c);
     curl_slist_free_all (g->headers);
     g->headers = s_http_headers (srv, true, g->stream.last_id, sb_mono_ms () + 5000);
-    g->sse = g->evented = false;
+    g->sse = g->evented = g->answered = false;
     sb_mcp_lines_clear (&g->lines);
     curl_easy_setopt (c, CURLOPT_URL, srv->conf->url);
     curl_easy_setopt (c, CURLOPT_HTTPHEADER, g->headers);
@@ -247,7 +251,7 @@ s_standalone_ended (s_server_t *srv, CURLcode rc)
 }
 
 void
-sb_mcp_http_open_stream (s_server_t *srv)
+sb_mcp_http_open_stream (s_server_t *srv, int wait_ms)
 {
     if (srv->get || !srv->conf->url)
         return;
@@ -258,6 +262,26 @@ sb_mcp_http_open_stream (s_server_t *srv)
     sb_mcp_sse_init (&g->stream);
     sb_mcp_lines_init (&g->lines, SB_MCP_LINE_MAX);
     srv->get = g;
+    //  Driven until the server has answered it (or refused it), so that
+    //  a request it sends during our next call finds the stream open;
+    //  left to the exchanges after `wait_ms` (a server that holds the
+    //  headers back).
+    if (!srv->multi && !(srv->multi = curl_multi_init ()))
+        return;
+    s_standalone_due (srv);
+    int64_t deadline = sb_mono_ms () + wait_ms;
+    while (srv->get && g->attached && !g->answered && sb_mono_ms () < deadline) {
+        int running = 0;
+        if (curl_multi_perform (srv->multi, &running) != CURLM_OK)
+            break;
+        CURLMsg *msg;
+        int left;
+        while ((msg = curl_multi_info_read (srv->multi, &left)) != NULL)
+            if (msg->msg == CURLMSG_DONE && msg->easy_handle == g->curl)
+                s_standalone_ended (srv, msg->data.result);
+        if (g->attached && !g->answered)
+            curl_multi_poll (srv->multi, NULL, 0, 50, NULL);
+    }
 }
 
 static void

@@ -130,12 +130,13 @@ sb_mcp_deadline (const s_server_t *srv, int64_t deadline)
 int sb_mcp_http_post (s_server_t *srv, const char *data, size_t len, int64_t deadline, int cancel_fd);
 
 //  Opens the standalone GET stream after initialize, on which the server
-//  sends requests of its own (elicitation/create) outside our exchanges.
-//  It is read while an exchange is in progress, and reopened (with
+//  sends requests of its own (elicitation/create) outside our exchanges,
+//  and waits up to `wait_ms` for the server's answer to it, so that a
+//  request the server makes during our next call finds it open. It is read while an exchange is in progress, and reopened (with
 //  Last-Event-ID, after the server's retry) when it ends; a server that
 //  does not offer it (405, or anything but an SSE stream) is not asked
 //  again in this connection.
-void sb_mcp_http_open_stream (s_server_t *srv);
+void sb_mcp_http_open_stream (s_server_t *srv, int wait_ms);
 
 //  Answers (takes) `msg`, a request the server made during an exchange.
 void sb_mcp_http_reply (s_server_t *srv, json_t *msg);

@@ -13,13 +13,14 @@ HTTP_MCP = os.path.join(ROOT, "tests", "mcp", "http_server.py")
 
 class HttpMcp:
     """tests/mcp/http_server.py on an ephemeral loopback port (standalone:
-    it offers the standalone GET stream)."""
+    it offers the standalone GET stream, after get_delay_ms)."""
 
-    def __init__(self, token=None, standalone=False):
+    def __init__(self, token=None, standalone=False, get_delay_ms=0):
         d = tmpdir()
         self.portfile, self.logfile = os.path.join(d, "port"), os.path.join(d, "mcp.jsonl")
         argv = ["/usr/bin/python3", HTTP_MCP, "--portfile", self.portfile, "--log", self.logfile]
         argv += (["--token", token] if token else []) + (["--standalone"] if standalone else [])
+        argv += ["--get-delay-ms", str(get_delay_ms)] if get_delay_ms else []
         self.proc = Proc(argv, os.path.join(d, "mcp.log"))
         wait_for(lambda: os.path.exists(self.portfile), 10, "the HTTP MCP server to listen")
         with open(self.portfile) as f:

@@ -78,6 +78,19 @@ def test_elicitation_on_the_standalone_stream_is_answered():
         mcp.stop()
 
 
+def test_a_slow_standalone_stream_is_open_before_the_first_call():
+    """The GET is answered 700 ms late, as on a loaded host: the client
+    waits for it after initialize, so the call's elicitation finds it."""
+    mcp = HttpMcp(standalone=True, get_delay_ms=700)
+    try:
+        rc, out = probe(mcp, "elicit_get")
+        check(rc == 0, "probe failed (%d):\n%s", rc, out)
+        check("no standalone stream" not in out, "the call came before the stream was open:\n%s", out)
+        check(answer_of(out).get("result", {}).get("action") == "accept", "the answer:\n%s", out)
+    finally:
+        mcp.stop()
+
+
 def test_an_answer_on_the_standalone_stream_ends_the_call():
     mcp = HttpMcp(standalone=True)
     try:

@@ -33,6 +33,7 @@ Tools:
             that goes back (to be ignored), then answers "done"
 
 With --standalone a GET without Last-Event-ID opens the session's
+(after --get-delay-ms, as on a loaded host)
 standalone stream (an event with an id and `retry: 300` first), which
 carries elicit_get's request; without it such a GET gets 405.
 
@@ -90,6 +91,7 @@ class Handler(JsonHandler):
             log({"status": 404})
             return self.answer(404)
         if last is None and args.standalone:
+            time.sleep(args.get_delay_ms / 1000.0)  # a slow host: the client's next POST may come first
             return self.stream(sid)
         with lock:
             answer = pending.pop(sid, None) if last == "cut-1" else None
@@ -150,14 +152,14 @@ class Handler(JsonHandler):
     def stream(self, sid):
         """The session's standalone stream: open until the client leaves
         or the session ends; others write their events into it."""
+        self.gone = threading.Event()
+        with lock:              # before the headers: the client may call as soon as it has them
+            standalone[sid] = self
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
         self.wfile.write(b"id: s-1\nretry: 300\ndata: \n\n")
         self.wfile.flush()
-        self.gone = threading.Event()
-        with lock:
-            standalone[sid] = self
         while not self.gone.wait(0.5):
             with lock:
                 if sid not in sessions:
@@ -264,6 +266,7 @@ def main():
     p.add_argument("--log", required=True)
     p.add_argument("--token")
     p.add_argument("--standalone", action="store_true")
+    p.add_argument("--get-delay-ms", type=int, default=0)
     args = p.parse_args()
     srv = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     srv.daemon_threads = True

@@ -157,7 +157,7 @@ def follow(writer, follower):
     # is made within a refresh: probe until an entry gets through
     t_end = time.monotonic() + 20
     while True:
-        m = c.request("session.append", {"session_id": sid, "kind": "note", "body": {"text": "probe"}}, timeout=10)
+        c.request("session.append", {"session_id": sid, "kind": "note", "body": {"text": "probe"}}, timeout=10)
         if sub.recv_frames(timeout=0.3) or time.monotonic() > t_end:
             break
     while sub.recv_frames(timeout=0.2):

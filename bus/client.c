@@ -39,6 +39,7 @@ struct sb_bus {
     size_t ep_at;               /* the connected one, an index into the list */
     char ep_now [SB_BUS_ENDPOINT_MAX + 1];
     bool ep_up;                 /* ep_now was connected once */
+    bool keyed;                 /* keys of its own (sb_bus_new_curve), not the process's */
 };
 
 /* ------------------------------------------------------------------ */
@@ -207,7 +208,12 @@ s_failover (sb_bus_t *bus)
     if (!s_endpoint_at (bus->endpoint, bus->ep_at + 1, next, sizeof next))
         return false;
     zsock_disconnect (bus->sock, "%s", bus->ep_now);
+    /* the next node may have a server key of its own (--server-key K1,K2) */
+    if (!bus->keyed)
+        sb_curve_apply_client (bus->sock, next);
     if (zsock_connect (bus->sock, "%s", next) != 0) {
+        if (!bus->keyed)
+            sb_curve_apply_client (bus->sock, bus->ep_now);
         zsock_connect (bus->sock, "%s", bus->ep_now);
         return false;
     }
@@ -239,7 +245,8 @@ sb_bus_new_curve (const char *endpoint, const char *name, zcert_t *cert, const c
         sb_bus_destroy (&bus);
         return NULL;
     }
-    bus->sock = cert && server_public ? s_dealer_keyed (bus->ep_now, cert, server_public) : s_dealer (bus->ep_now);
+    bus->keyed = cert && server_public;
+    bus->sock = bus->keyed ? s_dealer_keyed (bus->ep_now, cert, server_public) : s_dealer (bus->ep_now);
     if (bus->sock && strchr (endpoint, ',')) {
         static _Atomic uint64_t made;     /* a name never used before (cluster/forward.c) */
         char addr [80];
@@ -773,24 +780,27 @@ sb_sub_new_curve (const char *endpoint, zcert_t *cert, const char *server_public
     zsock_set_rcvhwm (sub->sock, 100000);
     zsock_set_linger (sub->sock, 0);
     zsock_set_maxmsgsize (sub->sock, (int) sb_bus_max_frame ());
-    if (cert && server_public) {
+    bool keyed = cert && server_public;
+    if (keyed) {
         zcert_apply (cert, sub->sock);
         zsock_set_curve_serverkey (sub->sock, server_public);
     }
-    else
-        sb_curve_apply_client (sub->sock, endpoint);
     /* several endpoints: subscribed to each (the nodes of a cluster each
        publish every session's entries, so a subscriber may see one twice;
-       entries carry their seq) */
+       entries carry their seq), each with its own server key */
     size_t count = 1;
     for (const char *c = endpoint; *c; c++)
         count += *c == ',';
     char one [SB_BUS_ENDPOINT_MAX + 1];
-    for (size_t k = 0; k < count; k++)
-        if (!s_endpoint_at (endpoint, k, one, sizeof one) || zsock_connect (sub->sock, "%s", one)) {
+    for (size_t k = 0; k < count; k++) {
+        bool ok = s_endpoint_at (endpoint, k, one, sizeof one);
+        if (ok && !keyed)
+            sb_curve_apply_client (sub->sock, one);
+        if (!ok || zsock_connect (sub->sock, "%s", one)) {
             sb_sub_destroy (&sub);
             return NULL;
         }
+    }
     return sub;
 }
 

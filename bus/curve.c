@@ -1,15 +1,27 @@
 /*  bus/curve.c — CURVE keys for the bus's TCP endpoints (bus/curve.h). */
 #include "bus/curve.h"
+#include "bus/client.h"
 
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-/*  Set once by sb_curve_client_set, before any socket of the process
-    connects; read by every thread afterwards. */
+/*  Set once by sb_curve_client_set and sb_curve_client_endpoints, before
+    any socket of the process connects; read by every thread afterwards. */
 static zcert_t *s_client_cert;
-static char s_server_key [41];
+static char s_server_keys [SB_CURVE_SERVER_KEYS_MAX][41];
+static size_t s_nkeys;
+
+/*  Which server key each endpoint of the lists has: the k-th of a list
+    the k-th key. Two lists (the command and the event plane) of at most
+    SB_CURVE_SERVER_KEYS_MAX endpoints each. */
+#define S_EP_KEYS_MAX (2 * SB_CURVE_SERVER_KEYS_MAX)
+static struct {
+    char endpoint [SB_BUS_ENDPOINT_MAX + 1];
+    size_t key;
+} s_ep_keys [S_EP_KEYS_MAX];
+static size_t s_neps;
 
 static int
 s_mkdir (const char *path)
@@ -115,9 +127,56 @@ sb_curve_client_new (const char *data_dir, const char *name, const char *role, c
     return 0;
 }
 
-int
-sb_curve_client_set (const char *cert_path, const char *server_cert_path, char *err, size_t errlen)
+size_t
+sb_curve_server_key_count (const char *list, char *err, size_t errlen)
 {
+    size_t count = 0;
+    for (const char *p = list; ; p++) {
+        size_t len = strcspn (p, ",");
+        if (len == 0) {
+            snprintf (err, errlen, "--server-key takes FILE or FILE1,FILE2,... (one per --connect endpoint), "
+                      "not '%s'", list);
+            return 0;
+        }
+        if (++count > SB_CURVE_SERVER_KEYS_MAX) {
+            snprintf (err, errlen, "--server-key names more than %d files", SB_CURVE_SERVER_KEYS_MAX);
+            return 0;
+        }
+        p += len;
+        if (!*p)
+            return count;
+    }
+}
+
+static size_t
+s_count (const char *list)
+{
+    size_t count = 1;
+    for (const char *c = list; *c; c++)
+        count += *c == ',';
+    return count;
+}
+
+int
+sb_curve_server_keys_fit (const char *list, const char *endpoints, char *err, size_t errlen)
+{
+    size_t nkeys = sb_curve_server_key_count (list, err, errlen);
+    if (!nkeys)
+        return -1;
+    if (nkeys > 1 && nkeys != s_count (endpoints)) {
+        snprintf (err, errlen, "--server-key names %zu server keys for %zu endpoints (%s): give one per "
+                  "endpoint, in the order of --connect, or one for all", nkeys, s_count (endpoints), endpoints);
+        return -1;
+    }
+    return 0;
+}
+
+int
+sb_curve_client_set (const char *cert_path, const char *server_cert_paths, char *err, size_t errlen)
+{
+    size_t nkeys = sb_curve_server_key_count (server_cert_paths, err, errlen);
+    if (!nkeys)
+        return -1;
     /* czmq loads NAME and NAME_secret from NAME: take either file's path */
     char base [4200];
     snprintf (base, sizeof base, "%s", cert_path);
@@ -131,16 +190,50 @@ sb_curve_client_set (const char *cert_path, const char *server_cert_path, char *
         zcert_destroy (&cert);
         return -1;
     }
-    zcert_t *server = zcert_load (server_cert_path);
-    if (!server) {
-        snprintf (err, errlen, "cannot read the server's certificate %s", server_cert_path);
-        zcert_destroy (&cert);
-        return -1;
+    const char *p = server_cert_paths;
+    for (size_t k = 0; k < nkeys; k++) {
+        char path [4200];
+        size_t n = strcspn (p, ",");
+        snprintf (path, sizeof path, "%.*s", (int) n, p);
+        p += n + (p [n] == ',');
+        zcert_t *server = zcert_load (path);
+        if (!server) {
+            snprintf (err, errlen, "cannot read the server's certificate %s", path);
+            zcert_destroy (&cert);
+            return -1;
+        }
+        snprintf (s_server_keys [k], sizeof s_server_keys [k], "%s", zcert_public_txt (server));
+        zcert_destroy (&server);
     }
-    snprintf (s_server_key, sizeof s_server_key, "%s", zcert_public_txt (server));
-    zcert_destroy (&server);
+    s_nkeys = nkeys;
+    s_neps = 0;
     zcert_destroy (&s_client_cert);
     s_client_cert = cert;
+    return 0;
+}
+
+int
+sb_curve_client_endpoints (const char *endpoints, char *err, size_t errlen)
+{
+    size_t count = s_count (endpoints);
+    if (s_nkeys <= 1)
+        return 0;
+    if (count != s_nkeys) {
+        snprintf (err, errlen, "--server-key names %zu server keys for %zu endpoints (%s): give one per "
+                  "endpoint, in the order of --connect, or one for all", s_nkeys, count, endpoints);
+        return -1;
+    }
+    const char *p = endpoints;
+    for (size_t k = 0; k < count; k++) {
+        size_t n = strcspn (p, ",");
+        if (n > SB_BUS_ENDPOINT_MAX || s_neps == S_EP_KEYS_MAX) {
+            snprintf (err, errlen, "too many endpoints, or one too long, in %s", endpoints);
+            return -1;
+        }
+        snprintf (s_ep_keys [s_neps].endpoint, sizeof s_ep_keys [s_neps].endpoint, "%.*s", (int) n, p);
+        s_ep_keys [s_neps++].key = k;
+        p += n + (p [n] == ',');
+    }
     return 0;
 }
 
@@ -149,8 +242,12 @@ sb_curve_apply_client (zsock_t *sock, const char *endpoint)
 {
     if (!s_client_cert || strncmp (endpoint, "tcp://", 6) != 0)
         return;
+    size_t key = 0;
+    for (size_t k = 0; k < s_neps; k++)
+        if (strcmp (s_ep_keys [k].endpoint, endpoint) == 0)
+            key = s_ep_keys [k].key;
     zcert_apply (s_client_cert, sock);
-    zsock_set_curve_serverkey (sock, s_server_key);
+    zsock_set_curve_serverkey (sock, s_server_keys [key]);
 }
 
 /* ------------------------------------------------------------------ */

@@ -35,14 +35,44 @@ int sb_curve_client_new (const char *data_dir, const char *name, const char *rol
     key. Rewritten when the key changed. Returns 0, or -1. */
 int sb_curve_node_allow (const char *data_dir, const char *node_id, const char *public_txt);
 
+/*  At most this many server certificates in one --server-key list: one
+    per endpoint of a --connect list (docs/scale-out.md, "Workers and the
+    CLI with several endpoints"). */
+#define SB_CURVE_SERVER_KEYS_MAX 16
+
+/*  The number of files in a --server-key list ("FILE" or
+    "FILE1,FILE2,..."), or 0 with err set when it is not one: an empty
+    name, or more than SB_CURVE_SERVER_KEYS_MAX. Reads nothing. */
+size_t sb_curve_server_key_count (const char *list, char *err, size_t errlen);
+
+/*  Whether a --server-key list fits an endpoint list: one key for any
+    list, else one key per endpoint. Returns 0, or -1 with err set (the
+    list itself malformed, or the counts apart). Reads nothing. */
+int sb_curve_server_keys_fit (const char *list, const char *endpoints, char *err, size_t errlen);
+
 /*  A client process's keys for tcp endpoints: its certificate (the
-    secret file, or the public file beside it) and the server's public
-    certificate. Every bus socket this process then connects to a tcp://
-    endpoint uses CURVE. Returns 0, or -1 with err set. */
-int sb_curve_client_set (const char *cert_path, const char *server_cert_path, char *err, size_t errlen);
+    secret file, or the public file beside it) and the servers' public
+    certificates, a list as above. Every bus socket this process then
+    connects to a tcp:// endpoint uses CURVE, with the first server key
+    unless sb_curve_client_endpoints gave that endpoint another. Returns
+    0, or -1 with err set. */
+int sb_curve_client_set (const char *cert_path, const char *server_cert_paths, char *err, size_t errlen);
+
+/*  Pairs the endpoints of a list ("EP1,EP2,...", as sb_cli_endpoint
+    derives it) with the server keys, in order: the k-th endpoint is
+    served by the k-th key. With one key, every endpoint has it and the
+    list may be any length; with several, the list must have as many
+    endpoints as there are keys (else -1 with err set, as
+    sb_curve_server_keys_fit says). Called once per
+    derived list (the command plane's, the event plane's), before any
+    socket connects. */
+int sb_curve_client_endpoints (const char *endpoints, char *err, size_t errlen);
 
 /*  Applies the client keys to a socket about to connect to `endpoint`
-    (nothing unless it is tcp:// and sb_curve_client_set was called). */
+    (nothing unless it is tcp:// and sb_curve_client_set was called):
+    the client's key pair, and the server key of that endpoint. A
+    socket that connects to another endpoint later (a failover) calls it
+    again first: ZeroMQ takes the server key at connect. */
 void sb_curve_apply_client (zsock_t *sock, const char *endpoint);
 
 /* ------------------------------------------------------------------ */

@@ -52,7 +52,7 @@ static const char s_actor_usage [] =
     "usage: switchboard actor NAME [--connect EP] [--instance NAME] [--data DIR]\n"
     "                         [--llm PROVIDER --llm-url URL --model M | --providers FILE]\n"
     "                         [--sandbox auto|bwrap|landlock|none] [--mcp-config FILE]\n"
-    "                         [--cert FILE --server-key FILE]\n\n"
+    "                         [--cert FILE --server-key FILE[,FILE...]]\n\n"
     "Runs one stateless actor as its own process, attached to a running\n"
     "broker (--connect, else $SWITCHBOARD_BUS, else the ipc endpoint in DATA).\n"
     "Actors: llm (the model broker; it holds the provider keys), exec (the\n"
@@ -61,7 +61,9 @@ static const char s_actor_usage [] =
     "and MCP servers run in the sandbox --sandbox names (default auto, as in\n"
     "serve; docs/sandbox.md).\n"
     "Over a CURVE tcp:// bus, --cert is its key pair ('switchboard keys new NAME\n"
-    "--actor' prints the secret file) and --server-key DATA/certs/server.\n";
+    "--actor' prints the secret file) and --server-key DATA/certs/server; with\n"
+    "--connect EP1,EP2,... (the nodes of a cluster) --server-key takes one\n"
+    "certificate per endpoint, in the same order, or one for all.\n";
 
 //  What `actor` is given: where to attach, as whom, and the actor's config.
 typedef struct {
@@ -131,8 +133,20 @@ s_actor_check (int argc, char **argv, const s_actor_opts_t *o, int *rc)
     if (*rc)
         return NULL;
     if (o->cert) {
-        char cerr [512];
-        if (sb_curve_client_set (o->cert, o->server_key, cerr, sizeof cerr)) {
+        /* the k-th server key is the k-th endpoint's, on both planes */
+        char cerr [512], ep [4200], sub [4200];
+        if (sb_cli_endpoint (o->connect, o->data, "cmd", ep, sizeof ep, cerr, sizeof cerr)) {
+            *rc = sb_cli_fail ("actor", "%s", cerr);
+            return NULL;
+        }
+        if (sb_curve_server_keys_fit (o->server_key, ep, cerr, sizeof cerr)) {
+            *rc = sb_cli_usage ("actor", "%s", cerr);
+            return NULL;
+        }
+        if (sb_curve_client_set (o->cert, o->server_key, cerr, sizeof cerr)
+        ||  sb_curve_client_endpoints (ep, cerr, sizeof cerr)
+        ||  (sb_cli_endpoint (o->connect, o->data, "pub", sub, sizeof sub, cerr, sizeof cerr) == 0
+             && sb_curve_client_endpoints (sub, cerr, sizeof cerr))) {
             *rc = sb_cli_fail ("actor", "%s", cerr);
             return NULL;
         }

@@ -35,7 +35,7 @@
 static const char *s_usage =
     "usage: switchboard worker [--connect ENDPOINT] [--data DIR] [--id NAME] [--pool P]\n"
     "                          [--workspace DIR] [--capability K=V]... [--lease S]\n"
-    "                          [--cert FILE --server-key FILE] [--sandbox KIND]\n"
+    "                          [--cert FILE --server-key FILE[,FILE...]] [--sandbox KIND]\n"
     "\n"
     "Runs an external worker: it registers with the server, claims the oldest\n"
     "queued run of its pool, runs the agent loop on it (tools run here, the\n"
@@ -57,7 +57,10 @@ static const char *s_usage =
     "                    heartbeats every min(5 s, S/3)\n"
     "  --cert FILE       its CURVE key pair for a tcp:// endpoint (the secret\n"
     "                    file 'switchboard keys new NAME' printed)\n"
-    "  --server-key FILE the server's public certificate (DATA/certs/server)\n"
+    "  --server-key FILE the server's public certificate (DATA/certs/server);\n"
+    "                    FILE1,FILE2,... one per --connect endpoint, in its\n"
+    "                    order, for the nodes of a cluster (each node has a\n"
+    "                    key of its own; one FILE serves every endpoint)\n"
     "  --sandbox KIND    where tools run, as in serve: auto\n"
     "                    (default), bwrap, landlock or none (docs/sandbox.md)\n"
     "  -h, --help        this help\n"
@@ -272,10 +275,20 @@ s_prepare (worker_t *w, s_opts_t *o)
 {
     if (sb_serve_sandbox_check ("worker", o->sandbox))
         return 2;
+    char err [512];
+    if (sb_cli_endpoint (o->connect, o->data, "cmd", o->ep, sizeof o->ep, err, sizeof err))
+        return sb_cli_fail ("worker", "%s", err);
+    w->endpoint = o->ep;
+    w->sub_endpoint = sb_cli_endpoint (o->connect, o->data, "pub", o->sub, sizeof o->sub, err, sizeof err) == 0
+                    ? o->sub : "";
     if (o->cert) {
-        char cerr [512];
-        if (sb_curve_client_set (o->cert, o->server_key, cerr, sizeof cerr))
-            return sb_cli_fail ("worker", "%s", cerr);
+        if (sb_curve_server_keys_fit (o->server_key, o->ep, err, sizeof err))
+            return sb_cli_usage ("worker", "%s", err);
+        /* the k-th server key is the k-th endpoint's, on both planes */
+        if (sb_curve_client_set (o->cert, o->server_key, err, sizeof err)
+        ||  sb_curve_client_endpoints (o->ep, err, sizeof err)
+        ||  (*w->sub_endpoint && sb_curve_client_endpoints (w->sub_endpoint, err, sizeof err)))
+            return sb_cli_fail ("worker", "%s", err);
     }
     /* tools run in the same box as the server's, blind to the worker's
        key pair and the data folder it was pointed at (docs/sandbox.md) */
@@ -293,12 +306,6 @@ s_prepare (worker_t *w, s_opts_t *o)
     char ulid [SB_ULID_LEN + 1];
     sb_ulid_new (ulid);
     snprintf (w->instance, sizeof w->instance, "%s", ulid);
-    char err [512];
-    if (sb_cli_endpoint (o->connect, o->data, "cmd", o->ep, sizeof o->ep, err, sizeof err))
-        return sb_cli_fail ("worker", "%s", err);
-    w->endpoint = o->ep;
-    w->sub_endpoint = sb_cli_endpoint (o->connect, o->data, "pub", o->sub, sizeof o->sub, err, sizeof err) == 0
-                    ? o->sub : "";
     /* A worker key may not subscribe to the event plane over CURVE (it
        shows every session: docs/workers.md): an approval's answer is then
        learned by polling interact.get, once a second. */

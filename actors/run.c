@@ -485,6 +485,15 @@ s_handle_heartbeat (self_t *self, sb_msg_t *msg)
     run_t r;
     if (s_check_fence (self, msg, &r))
         return;
+    /* a worker's executor names its worker: the claim is that worker's,
+       or a node whose broker never saw the claim (the worker's first node
+       died) would grant the run to whoever knows its fence */
+    const char *wid = sb_get_str (msg->body, "worker_id");
+    if (wid && strcmp (wid, r.worker_id) != 0) {
+        sb_bus_error (self->bus, msg, SB_E_forbidden, "run %s is not claimed by worker %s", r.run_id, wid);
+        sb_run_record_free (&r);
+        return;
+    }
     sb_run_status_t status_before = r.status;
     s_claim_if_starting (self, &r, msg);
     lease_t *lease = zhashx_lookup (self->leases, r.run_id);
@@ -535,6 +544,7 @@ s_handle_heartbeat (self_t *self, sb_msg_t *msg)
     if (lease && lease->cancel_by)
         left = lease->expires > sb_mono_ms () ? (uint64_t) (lease->expires - sb_mono_ms ()) : 0;
     sb_enc_kuint (e, "lease_ms", left);
+    sb_enc_kstr (e, "session_id", r.session_id);
     sb_enc_map_close (e);
     size_t len;
     const uint8_t *b = sb_enc_data (e, &len);

@@ -668,8 +668,17 @@ s_handle_reply (self_t *self, zmq_msg_t *f)
         return;
     }
     bool final = t->kind != SB_KIND_CHUNK;
-    /* a worker key's claims are learned from the replies it gets */
-    sb_curve_reply (self->ids, pkey, h.type, body, blen, final);
+    /* a worker key's claims are learned from the replies it gets, and
+       what it may not see is withheld */
+    if (sb_curve_reply (self->ids, pkey, h.type, body, blen, final)) {
+        sb_header_t req;
+        memset (&req, 0, sizeof req);
+        memcpy (req.id, p->id, sizeof req.id);
+        brk_reply_error (self, route, route_len, &req, SB_E_forbidden,
+                         "the worker key may read only the interactions its claimed runs asked for");
+        zhashx_delete (self->pending, pkey);
+        return;
+    }
     if (p->dropped) {
         /* the rest of a stream the requester already got an error for */
         self->drop_cmd++;

@@ -40,6 +40,9 @@ struct sb_bus {
     char ep_now [SB_BUS_ENDPOINT_MAX + 1];
     bool ep_up;                 /* ep_now was connected once */
     bool keyed;                 /* keys of its own (sb_bus_new_curve), not the process's */
+    bool switched;              /* went on through another since the last send */
+    sb_bus_failover_fn *on_failover;
+    void *failover_arg;
 };
 
 /* ------------------------------------------------------------------ */
@@ -222,6 +225,7 @@ s_failover (sb_bus_t *bus)
     bool unsent = !bus->ep_up;
     bus->ep_at++;
     bus->ep_up = false;
+    bus->switched = true;
     snprintf (bus->ep_now, sizeof bus->ep_now, "%s", next);
     return unsent;
 }
@@ -334,11 +338,23 @@ s_send_frames (sb_bus_t *bus, const uint8_t *route, size_t route_len, const sb_h
     return 0;
 }
 
+void
+sb_bus_on_failover (sb_bus_t *bus, sb_bus_failover_fn *fn, void *arg)
+{
+    bus->on_failover = fn;
+    bus->failover_arg = arg;
+}
+
 int
 sb_bus_send (sb_bus_t *bus, const char *type, const char *key, const char *to,
              const uint8_t *body, size_t len, uint64_t deadline_ms, char *id_out)
 {
     s_failover (bus);
+    if (bus->switched) {
+        bus->switched = false;          /* first, so that what the hook sends does not call it again */
+        if (bus->on_failover)
+            bus->on_failover (bus, bus->failover_arg);
+    }
     sb_header_t h;
     sb_header_init (&h, type, bus->name);
     if (key)

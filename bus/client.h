@@ -55,6 +55,13 @@ struct _zcert_t;
 sb_bus_t *sb_bus_new_curve (const char *endpoint, const char *name, struct _zcert_t *cert,
                             const char *server_public);
 void sb_bus_destroy (sb_bus_t **bus_p);
+/*  With several endpoints: fn (bus, arg) runs on the caller's thread
+    once the bus has gone on through the next endpoint, before the next
+    request leaves, and may itself call sb_bus_call on the bus (a
+    worker's executor re-asserts its claim to the node it now reaches,
+    actors/exec/agent.c). NULL: nothing. */
+typedef void (sb_bus_failover_fn) (sb_bus_t *bus, void *arg);
+void sb_bus_on_failover (sb_bus_t *bus, sb_bus_failover_fn *fn, void *arg);
 
 /*  The libzmq socket, for zmq_poll. It stays the same for the client's
     life: reconnects happen underneath. */

@@ -280,12 +280,13 @@ typedef struct {
     size_t inflight;
 } s_peer_t;
 
-typedef enum { Q_CLAIM, Q_HEARTBEAT, Q_COMPLETE, Q_FENCEABLE, Q_INTERACT } s_what_t;
+typedef enum { Q_CLAIM, Q_REGRANT, Q_HEARTBEAT, Q_COMPLETE, Q_FENCEABLE, Q_INTERACT, Q_IAGET } s_what_t;
 
 typedef struct {
     s_peer_t *peer;
     s_what_t what;
     char run_id [40];
+    uint64_t fence;             /* Q_REGRANT: the fence the heartbeat named */
     int64_t born;               /* mono ms */
 } s_inflight_t;
 
@@ -367,6 +368,13 @@ s_ids_find (sb_curve_ids_t *ids, const char *key, bool fresh)
         id = zhashx_lookup (ids->by_key, key);
     }
     return id;
+}
+
+const char *
+sb_curve_ids_role (sb_curve_ids_t *ids, const char *user_id)
+{
+    s_id_t *id = s_ids_find (ids, user_id, true);
+    return id ? id->role : NULL;
 }
 
 sb_curve_ids_t *
@@ -597,8 +605,8 @@ s_inflight_sweep (sb_curve_ids_t *ids)
 }
 
 static sb_err_t
-s_track (sb_curve_ids_t *ids, s_peer_t *peer, const char *route_hex, const sb_header_t *h, s_what_t what,
-         const char *run_id, char *why, size_t whylen)
+s_track_fence (sb_curve_ids_t *ids, s_peer_t *peer, const char *route_hex, const sb_header_t *h, s_what_t what,
+               const char *run_id, uint64_t fence, char *why, size_t whylen)
 {
     char pkey [600];
     snprintf (pkey, sizeof pkey, "%s:%s", route_hex, h->id);
@@ -625,7 +633,15 @@ s_track (sb_curve_ids_t *ids, s_peer_t *peer, const char *route_hex, const sb_he
     q->what = what;
     q->born = sb_mono_ms ();
     snprintf (q->run_id, sizeof q->run_id, "%s", run_id ? run_id : "");
+    q->fence = fence;
     return SB_OK;
+}
+
+static sb_err_t
+s_track (sb_curve_ids_t *ids, s_peer_t *peer, const char *route_hex, const sb_header_t *h, s_what_t what,
+         const char *run_id, char *why, size_t whylen)
+{
+    return s_track_fence (ids, peer, route_hex, h, what, run_id, 0, why, whylen);
 }
 
 static s_peer_t *
@@ -763,6 +779,17 @@ s_check_worker (sb_curve_ids_t *ids, const s_id_t *id, const char *user_id, cons
             S_FORBID ("worker key %s holds no claim: the model is for the runs it claimed", id->name);
         return SB_OK;
     }
+    /* a claim made through another node (the worker's bus failed over to
+       this one): a heartbeat that names the key's own worker_id goes to
+       the run actor, which answers it only if that worker holds the
+       claim with that fence; its reply is the grant (Q_REGRANT) */
+    if (strcmp (type, "run.heartbeat") == 0 && s_field_str (body, blen, "run_id", run, sizeof run)
+    &&  !s_grant_by_run (peer, run) && s_field_str (body, blen, "worker_id", wid, sizeof wid)) {
+        if (strcmp (wid, id->name) != 0)
+            S_FORBID ("worker key %s may act for worker_id %s only", id->name, id->name);
+        return s_track_fence (ids, peer, route_hex, h, Q_REGRANT, run, s_field_uint (body, blen, "fence", 0),
+                              why, whylen);
+    }
     if (strcmp (type, "run.heartbeat") == 0 || strcmp (type, "run.complete") == 0) {
         if (!s_field_str (body, blen, "run_id", run, sizeof run) || !s_grant_by_run (peer, run))
             S_FORBID ("worker key %s holds no claim on run %s", id->name, s_field_str (body, blen, "run_id", run,
@@ -770,9 +797,16 @@ s_check_worker (sb_curve_ids_t *ids, const s_id_t *id, const char *user_id, cons
         return s_track (ids, peer, route_hex, h, type [4] == 'h' ? Q_HEARTBEAT : Q_COMPLETE, run, why, whylen);
     }
     if (strcmp (type, "interact.get") == 0) {
-        if (!s_field_str (body, blen, "interaction_id", ia, sizeof ia) || !s_grant_has_ia (peer, ia))
+        if (!s_field_str (body, blen, "interaction_id", ia, sizeof ia))
             S_FORBID ("worker key %s may read only the interactions its claimed runs asked for", id->name);
-        return SB_OK;
+        if (s_grant_has_ia (peer, ia))
+            return SB_OK;
+        /* asked for through another node (a claim granted by Q_REGRANT):
+           the reply goes to the key only if it is of a granted run */
+        s_grants_expire (peer);
+        if (!peer->ngrants)
+            S_FORBID ("worker key %s may read only the interactions its claimed runs asked for", id->name);
+        return s_track (ids, peer, route_hex, h, Q_IAGET, NULL, why, whylen);
     }
     /* session.*, interact.request: a granted session, and its run */
     s_grant_t *g = s_field_str (body, blen, "session_id", sid, sizeof sid) ? s_grant_by_session (peer, sid) : NULL;
@@ -811,15 +845,16 @@ sb_curve_check (sb_curve_ids_t *ids, const char *user_id, const char *route_hex,
     return s_check_worker (ids, id, user_id, route_hex, h, scope, body, blen, why, whylen);
 }
 
-void
+bool
 sb_curve_reply (sb_curve_ids_t *ids, const char *pkey, const char *type, const uint8_t *body, size_t blen,
                 bool final)
 {
     if (!ids || !final || zhashx_size (ids->inflight) == 0)
-        return;
+        return false;
     s_inflight_t *q = zhashx_lookup (ids->inflight, pkey);
     if (!q)
-        return;
+        return false;
+    bool withhold = false;
     s_peer_t *peer = q->peer;
     bool error = strcmp (type, "error") == 0;
     char code [32] = "", run [40], sid [40], ia [40];
@@ -835,6 +870,10 @@ sb_curve_reply (sb_curve_ids_t *ids, const char *pkey, const char *type, const u
                     expires = sb_now_ms () + s_field_uint (body, blen, "lease_ms", 0);
                 s_grant_add (peer, run, sid, s_field_uint (body, blen, "fence", 0), expires);
             }
+            break;
+        case Q_REGRANT:
+            if (!error && s_field_str (body, blen, "session_id", sid, sizeof sid) && !s_grant_by_run (peer, q->run_id))
+                s_grant_add (peer, q->run_id, sid, q->fence, sb_now_ms () + s_field_uint (body, blen, "lease_ms", 0));
             break;
         case Q_HEARTBEAT: {
             s_grant_t *g = s_grant_by_run (peer, q->run_id);
@@ -861,111 +900,20 @@ sb_curve_reply (sb_curve_ids_t *ids, const char *pkey, const char *type, const u
             }
             break;
         }
+        case Q_IAGET: {
+            size_t ilen = 0;
+            const uint8_t *rec = error ? NULL : s_mp_field (body, blen, "interaction", &ilen);
+            s_grant_t *g = rec && s_field_str (rec, ilen, "run_id", run, sizeof run) ? s_grant_by_run (peer, run) : NULL;
+            if (g && s_field_str (rec, ilen, "interaction_id", ia, sizeof ia)) {
+                snprintf (g->ia [g->nia % SB_CURVE_GRANT_IAS], sizeof g->ia [0], "%s", ia);
+                g->nia++;
+            }
+            else
+                withhold = !error;      /* another run's: the key learns nothing of it */
+            break;
+        }
     }
     peer->inflight--;
     zhashx_delete (ids->inflight, pkey);
-}
-
-/* ------------------------------------------------------------------ */
-/*  The ZAP handler (RFC 27): one REP socket at inproc://zeromq.zap.01 */
-
-/*  Which planes a role may connect to: a worker key the command plane
-    only (the event plane and the tap show every session). */
-static bool
-s_domain_allows (const char *role, const char *domain)
-{
-    if (strcmp (role, "worker") != 0)
-        return true;
-    return strcmp (domain, SB_CURVE_DOMAIN_CMD) == 0;
-}
-
-static void
-s_zap_answer (zsock_t *rep, sb_curve_ids_t *ids)
-{
-    zmsg_t *req = zmsg_recv (rep);
-    if (!req)
-        return;
-    char *version = zmsg_popstr (req);
-    char *request_id = zmsg_popstr (req);
-    char *domain = zmsg_popstr (req);
-    char *address = zmsg_popstr (req);
-    zframe_t *identity = zmsg_pop (req);
-    char *mechanism = zmsg_popstr (req);
-    zframe_t *key = zmsg_pop (req);
-    const char *status = "400", *text = "no access";
-    char user_id [41] = "";
-    if (version && strcmp (version, "1.0") == 0 && mechanism && strcmp (mechanism, "CURVE") == 0
-    &&  key && zframe_size (key) == 32 && domain) {
-        zmq_z85_encode (user_id, zframe_data (key), 32);
-        s_id_t *id = s_ids_find (ids, user_id, true);
-        if (!id)
-            text = "unknown key";
-        else
-        if (!s_domain_allows (id->role, domain))
-            text = "a worker key may use the command plane only";
-        else {
-            status = "200";
-            text = "OK";
-        }
-    }
-    if (strcmp (status, "200") != 0)
-        sb_warn ("broker", "CURVE: refused a peer address=%s plane=%s key=%s why=\"%s\"", address ? address : "?",
-                 domain ? domain : "?", user_id [0] ? user_id : "?", text);
-    zmsg_t *reply = zmsg_new ();
-    zmsg_addstr (reply, "1.0");
-    zmsg_addstr (reply, request_id ? request_id : "");
-    zmsg_addstr (reply, status);
-    zmsg_addstr (reply, text);
-    zmsg_addstr (reply, strcmp (status, "200") == 0 ? user_id : "");
-    zmsg_addmem (reply, NULL, 0);
-    zmsg_send (&reply, rep);
-    free (version);
-    free (request_id);
-    free (domain);
-    free (address);
-    free (mechanism);
-    zframe_destroy (&identity);
-    zframe_destroy (&key);
-    zmsg_destroy (&req);
-}
-
-typedef struct {
-    char data_dir [4200];
-    bool ok;                    /* set by the actor before it signals */
-} s_zap_args_t;
-
-static void
-s_zap_actor (zsock_t *pipe, void *args)
-{
-    s_zap_args_t *a = args;
-    sb_curve_ids_t *ids = sb_curve_ids_new (a->data_dir);
-    zsock_t *rep = zsock_new (ZMQ_REP);
-    bool ok = ids && rep && zsock_bind (rep, "inproc://zeromq.zap.01") == 0;
-    /* a lives in the caller's frame only until the signal */
-    a->ok = ok;
-    zsock_signal (pipe, 0);
-    zpoller_t *poller = ok ? zpoller_new (pipe, rep, NULL) : NULL;
-    while (poller) {
-        void *which = zpoller_wait (poller, -1);
-        if (which == rep)
-            s_zap_answer (rep, ids);
-        else
-            break;              /* $TERM, or the context is going */
-    }
-    zpoller_destroy (&poller);
-    zsock_destroy (&rep);
-    sb_curve_ids_destroy (&ids);
-}
-
-zactor_t *
-sb_curve_zap_new (const char *data_dir)
-{
-    s_zap_args_t args;
-    snprintf (args.data_dir, sizeof args.data_dir, "%s", data_dir);
-    args.ok = false;
-    /* zactor_new returns once the actor signalled, after it set ok */
-    zactor_t *actor = zactor_new (s_zap_actor, &args);
-    if (actor && !args.ok)
-        zactor_destroy (&actor);
-    return actor;
+    return withhold;
 }

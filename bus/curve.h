@@ -100,7 +100,14 @@ void sb_curve_apply_client (zsock_t *sock, const char *endpoint);
     interact.get an interaction the key asked for under a grant; llm.*
     needs a live grant. A grant ends with run.complete's reply, with any
     `fenced` reply to the key, and when its lease lapses (a heartbeat's
-    reply extends it). Everything else is `forbidden`. */
+    reply extends it). A claim made through another node (the worker's
+    bus failed over here when that node died) is granted by the reply to
+    a run.heartbeat that names the key's own worker_id: the run actor
+    answers it only when that worker holds the run's claim with the
+    heartbeat's fence; an interaction it asked for there is then readable
+    when interact.get's reply shows it is of a granted run (else the
+    reply is withheld and answered forbidden). Everything else is
+    `forbidden`. */
 
 /*  The ZAP domains of the three tcp planes (zsock_set_zap_domain). */
 #define SB_CURVE_DOMAIN_CMD "switchboard-cmd"
@@ -118,6 +125,9 @@ typedef struct sb_curve_ids sb_curve_ids_t;
 
 sb_curve_ids_t *sb_curve_ids_new (const char *data_dir);
 void sb_curve_ids_destroy (sb_curve_ids_t **ids_p);
+/*  The role ("worker", "client", "actor") of the allowed key `user_id`
+    (Z85), the folder read again first; NULL when it is not allowed. */
+const char *sb_curve_ids_role (sb_curve_ids_t *ids, const char *user_id);
 
 /*  Whether the peer with public key `user_id` (Z85), whose route is
     `route_hex`, may send the request `h`, whose type's row has `scope`
@@ -129,8 +139,10 @@ sb_err_t sb_curve_check (sb_curve_ids_t *ids, const char *user_id, const char *r
 
 /*  The reply path: the broker forwards a (validated) reply, chunk or
     error of `type` to the request named `pkey` ("ROUTEHEX:ID"); a final
-    one settles what sb_curve_check remembered for it. */
-void sb_curve_reply (sb_curve_ids_t *ids, const char *pkey, const char *type, const uint8_t *body, size_t blen,
+    one settles what sb_curve_check remembered for it. True when the
+    reply must not reach the key (an interaction of a run it holds no
+    grant on): the broker answers forbidden instead. */
+bool sb_curve_reply (sb_curve_ids_t *ids, const char *pkey, const char *type, const uint8_t *body, size_t blen,
                      bool final);
 
 /*  The ZAP handler (it replaces czmq's zauth, which cannot tell the

@@ -14,7 +14,9 @@
     (none of them reached the peer). A forward not answered by its
     deadline (the request's, at most FORWARD_MS) is answered unavailable:
     the client retries, with its command_id, and the owner's command ids
-    make the retry do nothing twice. */
+    make the retry do nothing twice. One whose node lost the shard while
+    it was in flight (that node died) goes to the new owner at once
+    (s_reroute). */
 #include "cluster/forward.h"
 #include "bus/client.h"
 #include "bus/curve.h"
@@ -29,6 +31,7 @@
 #define FORWARDS_MAX    4096    /* forwards in flight, all peers; past it: overloaded */
 #define PEERS_MAX       64      /* other nodes an actor keeps a bus to */
 #define REMAKE_MS       50      /* after a refused handshake, the pause before the next socket */
+#define REROUTE_MS      50      /* how often the forwards in flight are held against the owner cache */
 
 typedef struct {
     char node_id [SB_CLUSTER_ID_MAX + 1];
@@ -60,6 +63,7 @@ struct sb_forward {
     size_t npeers;
     zhashx_t *inflight;         /* forwarded request id -> fwd_t (no destructor: freed by hand) */
     zlistx_t *later;            /* fwd_t refused not_owner once, waiting for a fresher owner cache */
+    int64_t reroute_at;         /* mono ms: the next look at the owners of the forwards in flight */
 };
 
 static void
@@ -330,11 +334,47 @@ s_peer_remake (sb_forward_t *self, peer_t *p)
     zlistx_destroy (&ids);
 }
 
+/*  The forwards in flight to a node that no longer owns their shard (it
+    died, and the shard went to another, or to this node): sent to the
+    owner named now, or taken here, rather than left to their deadline,
+    which is longer than a client waits. The dead node may have done one
+    before it died: the owner's command ids make the second do nothing
+    twice, as they do a client's retry. */
+static void
+s_reroute (sb_forward_t *self)
+{
+    int64_t now = sb_mono_ms ();
+    if (now < self->reroute_at || !zhashx_size (self->inflight))
+        return;
+    self->reroute_at = now + REROUTE_MS;
+    zlistx_t *ids = zhashx_keys (self->inflight);
+    for (const char *id = ids ? zlistx_first (ids) : NULL; id; id = zlistx_next (ids)) {
+        fwd_t *f = zhashx_lookup (self->inflight, id);
+        sb_cluster_owner_t owner;
+        if (!f || sb_cluster_owner_of (self->cluster, sb_cluster_shard_of (f->sid), &owner) != 0
+        ||  strcmp (owner.node_id, f->node_id) == 0)
+            continue;           /* still its owner's, or between two owners */
+        zhashx_delete (self->inflight, id);     /* no destructor: f is ours now */
+        sb_info (self->actor, "a %s forwarded to node %s goes to node %s, the session's owner now",
+                 f->msg->h.type, f->node_id, owner.node_id);
+        if (sb_cluster_holds (self->cluster, f->sid)) {
+            self->take (self->arg, &f->msg, f->tag);
+            s_fwd_drop (f);
+            continue;
+        }
+        f->tries--;
+        if (!s_send (self, f))
+            s_later (self, f);
+    }
+    zlistx_destroy (&ids);
+}
+
 void
 sb_forward_poll (sb_forward_t *self, sb_bus_t *bus)
 {
     if (!self)
         return;
+    s_reroute (self);
     for (size_t i = 0; i < self->npeers; i++)
         if (sb_peer_watch_refused (&self->peers [i].watch, self->actor, self->peers [i].node_id))
             s_peer_remake (self, &self->peers [i]);

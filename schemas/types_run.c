@@ -96,6 +96,8 @@ static const sb_field_t s_run_heartbeat [] = {
     { "steps", SB_T_UINT, false, 0, NULL, "model calls so far", RANGE_COUNT },
     { "input_tokens", SB_T_UINT, false, 0, NULL, "tokens in so far", RANGE_COUNT },
     { "output_tokens", SB_T_UINT, false, 0, NULL, "tokens out so far", RANGE_COUNT },
+    { "worker_id", SB_T_STR, false, 64, NULL,
+      "a worker's executor: the worker that holds the claim (a node that never saw the claim grants it by this)" },
     END
 };
 /*  The worker protocol (docs/workers.md). */
@@ -118,6 +120,7 @@ static const sb_field_t s_run_claim_ok [] = {
 static const sb_field_t s_run_heartbeat_ok [] = {
     { "cancel_requested", SB_T_BOOL, true, 0, NULL, "stop now" },
     { "lease_ms", SB_T_UINT, true, 0, NULL, "lease length" },
+    { "session_id", SB_T_STR, false, ID_MAX, NULL, "the run's session" },
     END
 };
 static const sb_field_t s_usage [] = {

@@ -354,6 +354,7 @@ s_host_new (worker_t *w)
         .sub_endpoint = w->sub_endpoint,
         .workspace = w->workspace,
         .finish_type = "run.complete",
+        .worker_id = w->id,
     };
     return sb_exec_host_new (&opts);
 }

@@ -43,6 +43,8 @@ s_heartbeat (sb_exec_run_t *run, sb_bus_t *bus, sb_enc_t *e)
         sb_enc_kuint (e, "input_tokens", atomic_load (&run->input_tokens));
         sb_enc_kuint (e, "output_tokens", atomic_load (&run->output_tokens));
     }
+    if (run->worker_id)
+        sb_enc_kstr (e, "worker_id", run->worker_id);
     sb_enc_map_close (e);
     size_t len;
     const uint8_t *b = sb_enc_data (e, &len);
@@ -58,6 +60,19 @@ s_heartbeat (sb_exec_run_t *run, sb_bus_t *bus, sb_enc_t *e)
     if (reply && sb_get_bool (reply->body, "cancel_requested", false))
         eventfd_write (run->cancel_fd, 1);
     sb_msg_destroy (&reply);
+}
+
+/*  A worker's run bus gone on through another node (its node died): a
+    heartbeat there first, before what the run sends next, since that
+    node's broker learns the worker's claim from its reply (bus/curve.h). */
+static void
+s_heartbeat_on_failover (sb_bus_t *bus, void *arg)
+{
+    sb_exec_run_t *run = arg;
+    sb_enc_t *e = sb_enc_new ();
+    if (e)
+        s_heartbeat (run, bus, e);
+    sb_enc_destroy (&e);
 }
 
 static void *
@@ -646,6 +661,8 @@ sb_exec_run_thread (void *arg)
     sb_exec_run_t *run = arg;
     run->bus = sb_bus_new (run->endpoint, run->instance);
     sb_enc_t *e = sb_enc_new ();
+    if (run->bus && run->worker_id)
+        sb_bus_on_failover (run->bus, s_heartbeat_on_failover, run);
     if (run->bus && e) {
         /* The first heartbeat is answered only after the run actor has
            committed `claimed` (and this heartbeat's `running`) and put them

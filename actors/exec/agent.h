@@ -117,6 +117,7 @@ struct sb_exec_run {
     /* the options of an external worker's host (workers/worker.c), NULL/0 in exec: */
     const char *workspace;      /* its own checkout instead of the session's folder */
     const char *finish_type;    /* the final report: run.complete (default run.finish) */
+    const char *worker_id;      /* the worker whose claim this is: its heartbeats name it (NULL in exec) */
     int hb_ms;                  /* heartbeat period: min(5 s, lease/3) (default SB_EXEC_HEARTBEAT_MS) */
     char kind [16];             /* "" : a prompt's run; "compact": compaction only; "rewind" */
     uint64_t rewind_to;         /* rewind: the seq to go back to (actors/exec/rewind.c) */

@@ -139,6 +139,7 @@ s_run_new (sb_exec_host_t *host, const sb_val_t *start, const sb_val_t *config, 
     run->mcp_config = o->mcp_config;
     run->workspace = o->workspace;
     run->finish_type = o->finish_type;
+    run->worker_id = o->worker_id;
     run->hb_ms = hb_ms;
     snprintf (run->run_id, sizeof run->run_id, "%s", sb_get_str (start, "run_id"));
     snprintf (run->session_id, sizeof run->session_id, "%s", sb_get_str (start, "session_id"));

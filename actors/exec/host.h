@@ -42,6 +42,7 @@ typedef struct {
     size_t runtime_cache;       //  sessions whose prepared runtime is kept between runs; 0: none
     const char *workspace;      //  run tools here instead of the session's folder; or NULL
     const char *finish_type;    //  the final report's type; NULL: run.finish
+    const char *worker_id;      //  a worker's: its heartbeats name it (a node that never saw the claim grants it so); or NULL
 } sb_exec_host_opts_t;
 
 /*  A host with no runs. The strings and the MCP config of `opts` are

@@ -12,6 +12,14 @@ and the CLI with several endpoints"; docs/workers.md):
     worker's bus fails over to B with B's server key, registers there and
     runs a run of B's; a worker given A's key only (one --server-key, as
     before) fails over too but never gets through B's handshake;
+  - a run the worker is running when A dies goes on through B: B's
+    broker never saw the claim, and grants it from the run actor's answer
+    to the worker's first heartbeat there, which names its worker_id; a
+    key naming another worker's claim is refused, and the run completes
+    once, on one tape with no gap;
+  - an approval the worker's run asked for through A is answered through
+    B after A died: B's broker lets the worker read it once its reply
+    shows it is of the run B granted;
   - bad lists are usage errors (exit 2) naming what is wrong: two keys
     for three endpoints, an empty name in the list, more than 16; the
     same for `actor`.
@@ -22,10 +30,12 @@ import json
 import os
 import shutil
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import SB_BIN, Proc, Server, check, run_tests, sb, tmpdir, wait_for  # noqa: E402
-from sbagent import LLM, LLM_ENV, call, cert_keys, free_port, llm_args, new_session, tape, wait_run  # noqa: E402
+from sbagent import (LLM, LLM_ENV, CurveClient, call, cert_keys, check_tape_contiguous, forbidden,  # noqa: E402
+                     free_port, get_run, llm_args, new_session, shell, tape, wait_run)
 from sbpg import with_postgres  # noqa: E402
 
 LEASE_MS = 1500
@@ -111,6 +121,120 @@ def test_a_worker_fails_over_to_a_node_with_another_server_key():
             for w in (w2, w1):
                 if w:
                     w.kill()
+            b.stop()
+            a.stop()
+    with_postgres(body)
+
+
+def test_a_run_in_flight_goes_on_through_the_other_node():
+    """A worker over CURVE runs a run of A's session (a tool that sleeps
+    4 s); A is killed mid-tool. The worker's buses fail over to B, whose
+    broker never forwarded the claim: the first heartbeat there names the
+    worker, the run actor finds the claim is that worker's with that
+    fence, and the reply grants it, so the tool's result, the model's
+    answer and the completion all land through B."""
+    def body(pg):
+        llm = LLM()
+        llm.script("fl", [{"tool_calls": [shell("echo $$ > started; sleep 4; echo slept > slept.txt", "c_sl")]},
+                          {"text": "worker done"}], repeat_last=True)
+        a, b = node(pg, llm, "fl"), node(pg, llm, "fl")
+        w = None
+        try:
+            settled(a, b)
+            ka, kb = (os.path.join(s.data, "certs", "server") for s in (a, b))
+            w = worker(a, b, "w-fly", "p", "%s,%s" % (ka, kb))
+            wait_for(lambda: a.control().request("worker.get", {"worker_id": "w-fly"}).type == "worker.get.ok",
+                     15, "w-fly to register through A over CURVE")
+            ws = tmpdir()
+            sid = new_session(a, ws, approval_policy="yolo")
+            run_id = call(a, "run.request", {"session_id": sid, "input": "sleep on the worker",
+                                             "target": {"executor": "worker", "pool": "p"}})["run"]["run_id"]
+            wait_for(lambda: os.path.exists(os.path.join(ws, "started")), 20, "the tool to start on the worker")
+            r = get_run(a, run_id)
+            check(r["worker_id"] == "w-fly", "the run is not on the worker: %r", r)
+            # another worker key that knows the run and its fence gets no grant on B
+            rc, out, err = sb("keys", "new", "w-evil", "--pool", "p", "--data", a.data)
+            check(rc == 0, "keys new: %d %s %s", rc, out, err)
+            shutil.copy(os.path.join(a.data, "certs", "clients", "w-evil"),
+                        os.path.join(b.data, "certs", "clients", "w-evil"))
+            evil = CurveClient(b.tcp, cert_keys(kb)[0], cert_keys(out.strip().splitlines()[-1]))
+            try:
+                beat = {"run_id": run_id, "fence": r["fence"]}
+                for wid, why in (("w-evil", "not claimed by worker w-evil"), ("w-fly", "worker_id w-evil only")):
+                    t, reply = evil.request("run.heartbeat", dict(beat, worker_id=wid), timeout=15)
+                    check(forbidden((t, reply)) and why in reply["message"], "w-evil's heartbeat as %s: %s %r",
+                          wid, t, reply)
+                t, reply = evil.request("session.append", {"session_id": sid, "run_id": run_id, "fence": r["fence"],
+                                                           "kind": "text", "body": {"text": "evil"}})
+                check(forbidden((t, reply)), "w-evil appended after its refused heartbeats: %s %r", t, reply)
+            finally:
+                evil.close()
+            a.proc.kill()
+            run = wait_run(b, run_id, timeout=40)
+            check(run["status"] == "completed", "the worker's run after its node died: %r\n%s", run,
+                  w.log()[-3000:])
+            check(os.path.exists(os.path.join(ws, "slept.txt")), "the tool did not finish")
+            check("going on through %s" % b.tcp in w.log(), "the worker did not fail over to B: %s", w.log()[-2000:])
+            check("forbidden" not in w.log(), "B refused the worker: %s", w.log()[-3000:])
+            entries = tape(b, sid)
+            check_tape_contiguous(entries, "the session's tape")
+            done = [e for e in entries if e["kind"] == "run.status" and e["body"]["status"] == "completed"]
+            check(len(done) == 1, "completed entries %r", done)
+            check("worker done" in json.dumps(entries), "the model's answer is not on the tape")
+            check("evil" not in [e["body"].get("text") for e in entries], "w-evil's text is on the tape")
+        finally:
+            if w:
+                w.kill()
+            b.stop()
+            a.stop()
+    with_postgres(body)
+
+
+def test_an_approval_asked_through_the_dead_node_is_answered_through_the_other():
+    def body(pg):
+        llm = LLM()
+        llm.script("fa", [{"tool_calls": [{"name": "write_file", "arguments": {"path": "made.txt",
+                                                                                "content": "approved\n"},
+                                           "call_id": "c_write"}]},
+                          {"text": "written"}])
+        a, b = node(pg, llm, "fa"), node(pg, llm, "fa")
+        w = None
+        try:
+            settled(a, b)
+            ka, kb = (os.path.join(s.data, "certs", "server") for s in (a, b))
+            w = worker(a, b, "w-ask", "p", "%s,%s" % (ka, kb))
+            wait_for(lambda: a.control().request("worker.get", {"worker_id": "w-ask"}).type == "worker.get.ok",
+                     15, "w-ask to register through A over CURVE")
+            ws = tmpdir()
+            sid = new_session(a, ws, approval_policy="auto", target="worker:p")
+            run_id = call(a, "session.prompt", {"session_id": sid, "text": "write it"})["run_id"]
+            box = {}
+
+            def pending():
+                ias = call(a, "interact.list", {"session_id": sid, "status": "pending"})["interactions"]
+                box["ia"] = ias[0]["interaction_id"] if ias else None
+                return box["ia"] is not None
+            wait_for(pending, 30, "the worker's approval request through A")
+            a.proc.kill()
+            # answered through B at once, while A's shard lease (1.5 s) has
+            # not lapsed: B's interact actor forwards the answer to A, and
+            # the forward goes to B itself once B takes A's shards, well
+            # within a client's wait (not at the forward's 30 s deadline)
+            check(b.stats()["node"]["shards"] == 32, "B took A's shards before the answer was sent")
+            t0 = time.monotonic()
+            m = b.control().request("interact.resolve", {"interaction_id": box["ia"], "decision": "approve"},
+                                    timeout=10)
+            check(m.type == "interact.resolve.ok", "resolve through B: %s %r", m.type, m.body)
+            check(time.monotonic() - t0 < LEASE_MS / 1000.0 + 3, "the answer took %.1f s", time.monotonic() - t0)
+            wait_for(lambda: "going on through %s" % b.tcp in w.log(), 20, "the worker to fail over to B")
+            run = wait_run(b, run_id, timeout=40)
+            check(run["status"] == "completed" and run["worker_id"] == "w-ask", "run: %r\n%s", run, w.log()[-3000:])
+            with open(os.path.join(ws, "made.txt")) as f:
+                check(f.read() == "approved\n", "the approved write did not happen")
+            check("forbidden" not in w.log(), "B refused the worker: %s", w.log()[-3000:])
+        finally:
+            if w:
+                w.kill()
             b.stop()
             a.stop()
     with_postgres(body)

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -97,7 +98,7 @@ def login(srv, mcp):
         check(url.startswith(mcp.base + "/authorize?"), "mcp login printed no authorization URL: %r %s", out,
               p.stderr.read() if p.poll() is not None else "")
         with urllib.request.urlopen(url, timeout=15) as resp:
-            answer = json.loads(resp.read())
+            answer = resp.read().decode()
         # The rest through the same file object: communicate() reads the
         # pipe itself and would lose what the line loop already buffered
         # (the "waiting for the approval" line, printed just after the URL).
@@ -115,14 +116,15 @@ def login(srv, mcp):
 
 
 def callback(srv, query):
-    """GET /oauth/callback QUERY on the gateway, without its token: (status, JSON)."""
+    """GET /oauth/callback QUERY on the gateway, without its token, as a
+    browser lands there: (status, headers, the page)."""
     with open(os.path.join(srv.data, "http.port")) as f:
         url = "http://127.0.0.1:%s/oauth/callback%s" % (f.read().strip(), query)
     try:
         with urllib.request.urlopen(url, timeout=10) as resp:
-            return resp.status, json.loads(resp.read())
+            return resp.status, resp.headers, resp.read().decode()
     except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
+        return e.code, e.headers, e.read().decode()
 
 
 def last_state(mcp):
@@ -135,12 +137,12 @@ def test_mcp_login_connects_a_server_and_tokens_are_refreshed_before_they_expire
         check(not before["ok"] and "run switchboard mcp login o" in before["output"],
               "before the login the call says what to do: %r", before)
         answer, printed = login(srv, mcp)
-        check(answer == {"server": "o", "authorized": True}, "the callback answered %r", answer)
+        check("<p>connected o: you can close this tab.</p>" in answer, "the callback answered %r", answer)
         check("waiting for the approval" in printed, "mcp login shows its progress:\n%s", printed)
         # The callback's state is used once; parameters the authorization
         # server adds are dropped, not refused.
-        code, body = callback(srv, "?state=%s&code=again&session_state=x" % last_state(mcp))
-        check(code == 404 and body["error"]["code"] == "not_found", "a used state: %d %r", code, body)
+        code, _, page = callback(srv, "?state=%s&code=again&session_state=x" % last_state(mcp))
+        check(code == 404 and "no login is waiting for this state" in page, "a used state: %d %r", code, page)
         rc, lst, err = cli(srv, "mcp", "list")
         check(rc == 0 and "authorized (OAuth tokens stored)" in lst, "mcp list:\n%s%s", lst, err)
         first = run_call(srv, sid, 1)
@@ -215,6 +217,49 @@ def test_a_step_up_in_the_middle_of_a_session_asks_for_the_wider_scope():
         again = run_call(srv, sid, 2)
         check(again["ok"], "the call after the step-up: %r", again)
         print("  figure: scopes asked for: %s" % " | ".join(scopes))
+
+
+def start_login(srv, mcp):
+    """`mcp login o --no-wait`: the state of the login it left waiting."""
+    rc, out, err = cli(srv, "mcp", "login", "o", "--no-wait")
+    url = [line.strip() for line in out.splitlines() if line.startswith("  http")]
+    check(rc == 0 and url, "mcp login --no-wait: %d %r %r", rc, out, err)
+    return urllib.parse.parse_qs(urllib.parse.urlparse(url[0]).query)["state"][0]
+
+
+def page_headers_ok(headers):
+    check(headers["Content-Type"] == "text/html; charset=utf-8", "Content-Type: %r", headers["Content-Type"])
+    csp = headers["Content-Security-Policy"]
+    check(csp.startswith("default-src 'none'") and "script-src" not in csp and "unsafe" not in csp,
+          "Content-Security-Policy: %r", csp)
+    check(headers["X-Content-Type-Options"] == "nosniff" and headers["Cache-Control"] == "no-store",
+          "the headers: %r", dict(headers))
+
+
+def test_the_oauth_callback_answers_a_page_with_every_value_escaped():
+    with oauth_serve("page", 0) as (srv, sid, mcp):
+        # A refusal by the authorization server, its description hostile.
+        state = start_login(srv, mcp)
+        hostile = "<script>alert(1)</script>\"'&"
+        code, headers, page = callback(srv, "?" + urllib.parse.urlencode(
+            {"state": state, "error": "access_denied<img src=x>", "error_description": hostile}))
+        check(code >= 400, "a refused authorization: HTTP %d %r", code, page)
+        page_headers_ok(headers)
+        check("<script" not in page and "<img" not in page, "markup from the query reached the page: %r", page)
+        check("&lt;script&gt;alert(1)&lt;/script&gt;&quot;&#39;&amp;" in page
+              and "access_denied&lt;img src=x&gt;" in page and "was not connected" in page,
+              "the page says what the authorization server said, escaped: %r", page)
+        # A state no login waits for (that one was used by the refusal).
+        code, headers, page = callback(srv, "?state=%s&code=c" % state)
+        check(code == 404 and "no login is waiting for this state" in page, "a used state: %d %r", code, page)
+        page_headers_ok(headers)
+        # A query the schema refuses is a page too.
+        code, headers, page = callback(srv, "?code=c")
+        check(code == 400 and page.startswith("<!doctype html>") and "state" in page, "no state: %d %r", code, page)
+        page_headers_ok(headers)
+        # The approval.
+        answer, _ = login(srv, mcp)
+        check("<title>Connected o - switchboard</title>" in answer, "the page of an approval: %r", answer)
 
 
 def needs_login(result):

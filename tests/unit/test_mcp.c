@@ -443,6 +443,11 @@ Test (mcp_sample, requests_outside_the_bounds_are_refused_with_the_field)
         { "{\"messages\":[{\"role\":\"assistant\",\"content\":{\"type\":\"image\",\"data\":\"" S_PNG "\","
           "\"mimeType\":\"image/png\"}}],\"maxTokens\":10}", "from the user only" },
         { "{\"messages\":[" S_IMG "," S_IMG "," S_IMG "," S_IMG "," S_IMG "],\"maxTokens\":10}", "more than 4 images" },
+        //  3x5120 by its header, no pixels: over the side models take, and
+        //  not decodable (tests/fuzz found it left an image without data)
+        { "{\"messages\":[{\"role\":\"user\",\"content\":{\"type\":\"image\",\"data\":"
+          "\"iVBORw0KGgoAAAANSUhEUgAAAAMAABQAAX3+Hu4AAAAASUVORK5CYII=\",\"mimeType\":\"image/png\"}}],"
+          "\"maxTokens\":10}", "cannot be downscaled" },
         { "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"x\"}]}],"
           "\"maxTokens\":10}", "one content object" },
         { "{\"messages\":[" S_MSG ("x") "]}", "maxTokens" },
@@ -466,6 +471,8 @@ Test (mcp_sample, requests_outside_the_bounds_are_refused_with_the_field)
         char err [256] = "";
         cr_assert_eq (sb_mcp_sample_parse (p, &req, err, sizeof err), -1, "%s was taken", cases [k].params);
         cr_assert (strstr (err, cases [k].why), "%s: '%s', not '%s'", cases [k].params, err, cases [k].why);
+        for (size_t i = 0; i < req.nimages; i++)
+            cr_assert_not_null (req.images [i].data, "%s: an image without its data", cases [k].params);
         sb_mcp_sample_clear (&req);
         json_decref (p);
     }

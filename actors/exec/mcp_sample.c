@@ -71,11 +71,11 @@ s_image (json_t *content, size_t k, sb_mcp_sample_t *req, size_t *decoded, char 
     im->data = sb_image_downscale (bytes, len, info.mime, SB_IMAGE_SEND_SIDE, SB_IMAGE_SEND_BYTES, &im->len,
                                    &im->width, &im->height, why, sizeof why);
     free (bytes);
-    if (!im->data)
+    if (!im->data) {
         req->nimages--;
-    if (!im->data)
         return snprintf (err, errlen, "message %zu: the image (%ux%u) is over what models take and cannot be "
                          "downscaled: %s", k, info.width, info.height, why), -1;
+    }
     snprintf (im->mime, sizeof im->mime, "image/jpeg");
     return 0;
 }

@@ -197,6 +197,8 @@ s_respond (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, int status, const c
         gw_queued (gw, pss->resp_charged, false);
         pss->resp_charged = 0;
     }
+    if (pss->oauth_page)
+        ctype = gw_oauth_respond (pss, status, &body);     /* a page for the person (gateway/oauth_page.c) */
     if (body && body->len > sizeof full && !gw_total_fits (gw, body->len)) {
         atomic_fetch_add (&gw->stats.ws_replies_dropped, 1);
         gw_buf_unref (&body);
@@ -205,8 +207,6 @@ s_respond (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, int status, const c
         ctype = "application/json";
         pss->no_store = true;
     }
-    if (pss->oauth_page)
-        ctype = gw_oauth_respond (pss, status, &body);     /* a page for the person (gateway/oauth_page.c) */
     pss->resp = body;
     pss->resp_charged = body ? body->len : 0;
     gw_queued (gw, pss->resp_charged, true);

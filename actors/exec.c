@@ -149,6 +149,35 @@ s_handle_mcp_oauth_callback (self_t *self, sb_msg_t *msg)
     sb_bus_reply (self->bus, msg, b, len);
 }
 
+/*  A person logs out of an OAuth MCP server: its tokens are revoked
+    (best effort, at most 30 s of this thread, as a login) and forgotten. */
+static void
+s_handle_mcp_logout (self_t *self, sb_msg_t *msg)
+{
+    const char *server = sb_get_str (msg->body, "server");
+    char how [512], err [512];
+    bool revoked;
+    sb_err_t code;
+    if (!self->logins && !(self->logins = sb_mcp_logins_new (self->mcp))) {
+        sb_bus_error (self->bus, msg, SB_E_internal, "out of memory");
+        return;
+    }
+    if (sb_mcp_logins_logout (self->logins, server, &revoked, how, sizeof how, &code, err, sizeof err)) {
+        sb_bus_error (self->bus, msg, code, "%s", err);
+        return;
+    }
+    sb_enc_t *e = self->enc;
+    sb_enc_reset (e);
+    sb_enc_map_open (e);
+    sb_enc_kstr (e, "server", server);
+    sb_enc_kbool (e, "revoked", revoked);
+    sb_enc_kstr (e, "revocation", how);
+    sb_enc_map_close (e);
+    size_t len;
+    const uint8_t *b = sb_enc_data (e, &len);
+    sb_bus_reply (self->bus, msg, b, len);
+}
+
 /*  The sandbox tools run in (the UI warns when there is none). */
 static void
 s_handle_info (self_t *self, sb_msg_t *msg)
@@ -180,6 +209,7 @@ const sb_dispatch_t sb_exec_dispatch [] = {
     SB_DISPATCH ("exec.mcp.list", s_handle_mcp_list),
     SB_DISPATCH ("exec.mcp.login", s_handle_mcp_login),
     SB_DISPATCH ("exec.mcp.oauth_callback", s_handle_mcp_oauth_callback),
+    SB_DISPATCH ("exec.mcp.logout", s_handle_mcp_logout),
     SB_DISPATCH ("exec.diff", s_handle_diff),
     SB_DISPATCH ("exec.checkpoint_diff", s_handle_diff),
     SB_DISPATCH ("exec.checkpoints", s_handle_diff),

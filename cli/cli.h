@@ -128,6 +128,7 @@ int sb_cmd_artifact (int argc, char **argv);
 int sb_cmd_mcp (int argc, char **argv);
 int sb_cmd_mcp_probe (int argc, char **argv);   //  cli/mcp_probe.c
 int sb_cmd_mcp_login (int argc, char **argv);   //  cli/mcp_login.c
+int sb_cmd_mcp_logout (int argc, char **argv);  //  cli/mcp_logout.c
 /*  cli/mcp.c: checks --mcp A,B (or all, none); true after a usage error. */
 bool sb_cli_mcp_names_check (const char *cmd, const char *list);
 int sb_cmd_run (int argc, char **argv);

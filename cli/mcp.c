@@ -10,6 +10,7 @@ static const char *s_usage =
     "usage: switchboard mcp [list] [--json] [--connect EP] [--data DIR]\n"
     "       switchboard mcp probe URL [--call TOOL [--args JSON]] (mcp probe --help)\n"
     "       switchboard mcp login SERVER (connects an OAuth server; mcp login --help)\n"
+    "       switchboard mcp logout SERVER (forgets its tokens, revoked first; mcp logout --help)\n"
     "\n"
     "Lists the MCP tool servers the server was configured with (serve\n"
     "--mcp-config FILE, or DATA/mcp.json): for each its transport, its state\n"
@@ -52,6 +53,8 @@ sb_cmd_mcp (int argc, char **argv)
         return sb_cmd_mcp_probe (argc - 1, argv + 1);
     if (argc > 1 && strcmp (argv [1], "login") == 0)
         return sb_cmd_mcp_login (argc - 1, argv + 1);
+    if (argc > 1 && strcmp (argv [1], "logout") == 0)
+        return sb_cmd_mcp_logout (argc - 1, argv + 1);
     sb_cli_opts_t o;
     int parsed = sb_cli_parse_opts (argc, argv, "mcp", s_usage, &o);
     if (parsed >= 0)

@@ -263,6 +263,7 @@ typedef struct gw_pss {
     const char *ctype;
     char *extra;                /* more headers: "Name: value\n"... */
     bool no_store;
+    bool oauth_page;            /* /oauth/callback: answered as an HTML page (gateway/oauth_page.c) */
     gw_buf_t *resp;
     size_t resp_off;
     size_t resp_charged;        /* bytes of resp counted in the gateway's q_total */
@@ -283,6 +284,18 @@ typedef struct gw_pss {
     uint32_t next_sub;
     uint32_t tap_id;            /* the bus tap's stream id (0: not tapping) */
 } gw_pss_t;
+
+/*  /oauth/callback's page (gateway/oauth_page.c): the HTTP `status` and
+    the JSON answer (json, len) as HTML for the person's browser, every
+    value escaped; as_error and as_description (or NULL) what the
+    authorization server put in the query. A new buffer, or NULL.        */
+gw_buf_t *gw_oauth_page (int status, const char *json, size_t len, const char *as_error, const char *as_description);
+/*  The same for a response of `pss` (an /oauth/callback): replaces *body
+    (taken) by the page, marks it no-store, and returns its Content-Type.
+    The page is sent with GW_OAUTH_CSP: it has no script, style or image,
+    so nothing at all may load in it.                                      */
+const char *gw_oauth_respond (struct gw_pss *pss, int status, gw_buf_t **body);
+#define GW_OAUTH_CSP "default-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 /*  WebSocket frames (gateway/ws.c), on the lws thread. The connection
     state is defined in http.c; ws.c sees it through these calls. */

@@ -180,6 +180,7 @@ s_reset_http (sb_gateway_t *gw, gw_pss_t *pss)
     pss->waiting = false;
     pss->too_large = false;
     pss->no_store = false;
+    pss->oauth_page = false;
 }
 
 //  Queues a whole response; it is written in WRITEABLE. Takes `body`.
@@ -196,6 +197,8 @@ s_respond (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, int status, const c
         gw_queued (gw, pss->resp_charged, false);
         pss->resp_charged = 0;
     }
+    if (pss->oauth_page)
+        ctype = gw_oauth_respond (pss, status, &body);     /* a page for the person (gateway/oauth_page.c) */
     if (body && body->len > sizeof full && !gw_total_fits (gw, body->len)) {
         atomic_fetch_add (&gw->stats.ws_replies_dropped, 1);
         gw_buf_unref (&body);
@@ -241,11 +244,12 @@ s_write_headers (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss)
     size_t len = pss->resp ? pss->resp->len : 0;
     if (lws_add_http_common_headers (wsi, (unsigned) pss->status, pss->ctype, len, &p, end))
         return -1;
-    for (size_t k = 0; k < sizeof s_security_headers / sizeof s_security_headers [0]; k++)
+    for (size_t k = 0; k < sizeof s_security_headers / sizeof s_security_headers [0]; k++) {
+        const char *value = k == 0 && pss->oauth_page ? GW_OAUTH_CSP : s_security_headers [k][1];
         if (lws_add_http_header_by_name (wsi, (const unsigned char *) s_security_headers [k][0],
-                                         (const unsigned char *) s_security_headers [k][1],
-                                         (int) strlen (s_security_headers [k][1]), &p, end))
+                                         (const unsigned char *) value, (int) strlen (value), &p, end))
             return -1;
+    }
     if (pss->no_store
     &&  lws_add_http_header_by_name (wsi, (const unsigned char *) "cache-control:",
                                      (const unsigned char *) "no-store", 8, &p, end))
@@ -555,10 +559,9 @@ s_http (sb_gateway_t *gw, struct lws *wsi, gw_pss_t *pss, const char *uri)
         return 0;
     }
     if (get && strcmp (pss->path, "/oauth/callback") == 0) {
-        /* An MCP authorization server sends the browser back here, cross-site,
-           without our cookie (docs/mcp.md): the query's state, 128 random bits
-           naming one pending login for 10 minutes, is the capability. */
-        pss->no_store = true;
+        /* An MCP authorization server sends the browser back here, cross-site, without our cookie
+           (docs/mcp.md): the state, 128 random bits naming a pending login, is the capability. */
+        pss->no_store = pss->oauth_page = true;
         snprintf (pss->path, sizeof pss->path, "/api/oauth");
         s_dispatch_api (gw, wsi, pss);
         return 0;

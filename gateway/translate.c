@@ -275,6 +275,7 @@ static const route_t s_routes [] = {
     { M_GET,  "models", false, NULL, "llm.models", NULL, NULL },
     { M_GET,  "mcp", false, NULL, "exec.mcp.list", NULL, NULL },
     { M_POST, "mcp", true, "login", "exec.mcp.login", "server", NULL },
+    { M_POST, "mcp", true, "logout", "exec.mcp.logout", "server", NULL },
     /* the authorization server's redirect: /oauth/callback (gateway/http.c);
        it may add parameters of its own (session_state...) */
     { M_GET,  "oauth", false, NULL, "exec.mcp.oauth_callback", NULL, NULL, true },

@@ -232,6 +232,18 @@ static const sb_field_t s_exec_mcp_oauth_callback_ok [] = {
     { "authorized", SB_T_BOOL, true, 0, NULL, "true" },
     END
 };
+/* exec.mcp.logout: a person forgets an OAuth MCP server's tokens
+   (actors/exec/mcp_oauth_revoke.c, docs/mcp.md) */
+static const sb_field_t s_exec_mcp_logout [] = {
+    { "server", SB_T_STR, true, 64, NULL, "the server's name in mcpServers" },
+    END
+};
+static const sb_field_t s_exec_mcp_logout_ok [] = {
+    { "server", SB_T_STR, true, 64, NULL, "the server, now logged out" },
+    { "revoked", SB_T_BOOL, true, 0, NULL, "the authorization server accepted the revocation (RFC 7009)" },
+    { "revocation", SB_T_STR, true, 512, NULL, "what the revocation did, or why it did not happen" },
+    END
+};
 static const sb_field_t s_none [] = { END };
 static const sb_field_t s_exec_info_ok [] = {
     { "sandbox", SB_T_STR, true, 16, NULL,
@@ -350,6 +362,10 @@ const sb_type_t sb_types_exec [] = {
     REQ ("exec.mcp.oauth_callback", s_exec_mcp_oauth_callback, SB_SCOPE_PUBLIC,
          "the authorization server's redirect, from the gateway's /oauth/callback: ends a login"),
     REP ("exec.mcp.oauth_callback.ok", s_exec_mcp_oauth_callback_ok, "authorized"),
+    REQ ("exec.mcp.logout", s_exec_mcp_logout, SB_SCOPE_PUBLIC,
+         "forget an OAuth MCP server's tokens and its registered client, revoking the tokens first where the "
+         "authorization server can (docs/mcp.md)"),
+    REP ("exec.mcp.logout.ok", s_exec_mcp_logout_ok, "logged out, and whether the tokens were revoked"),
     REQ ("exec.info", s_none, SB_SCOPE_PUBLIC, "the executor's sandbox (the UI warns when it is none)"),
     REP ("exec.info.ok", s_exec_info_ok, "its sandbox"),
     REQ ("exec.diff", s_exec_diff, SB_SCOPE_PUBLIC,

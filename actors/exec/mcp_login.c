@@ -183,3 +183,29 @@ sb_mcp_logins_finish (sb_mcp_logins_t *self, const char *state, const char *code
     s_drop (l);
     return rc;
 }
+
+int
+sb_mcp_logins_logout (sb_mcp_logins_t *self, const char *server, bool *revoked, char *how, size_t how_len,
+                      sb_err_t *code, char *err, size_t errlen)
+{
+    *revoked = false;
+    how [0] = 0;
+    const sb_mcp_server_conf_t *conf = s_conf (self->cfg, server);
+    if (!conf) {
+        *code = SB_E_not_found;
+        snprintf (err, errlen, "no MCP server is named %s (mcp list)", server);
+        return -1;
+    }
+    if (!conf->url) {
+        *code = SB_E_invalid;
+        snprintf (err, errlen, "%s is a stdio server: it has no OAuth tokens to forget", server);
+        return -1;
+    }
+    //  A login the person started and did not finish goes too: its
+    //  callback would store tokens again.
+    for (size_t k = 0; k < S_LOGINS_MAX; k++)
+        if (self->pending [k].oauth && strcmp (self->pending [k].server, server) == 0)
+            s_drop (&self->pending [k]);
+    return sb_mcp_oauth_logout (conf, self->cfg->data_dir, sb_mono_ms () + S_HTTP_MS, revoked, how, how_len, code,
+                                err, errlen);
+}

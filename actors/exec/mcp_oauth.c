@@ -64,6 +64,9 @@ s_save (sb_mcp_oauth_t *self)
     json_decref (doc);
     if (text && sb_mcp_oauth_store_save (self->data_dir, self->conf->name, self->conf->url, text) != 0)
         sb_warn (ACTOR, "MCP server %s: cannot save its OAuth tokens in %s", self->conf->name, self->data_dir);
+    else
+    if (text)
+        self->stored = self->access != NULL;
     if (text) {
         sodium_memzero (text, strlen (text));
         free (text);
@@ -104,6 +107,7 @@ s_load (sb_mcp_oauth_t *self)
     sb_oauth_set (&self->access, access);
     sb_oauth_wipe (&self->refresh);
     sb_oauth_set (&self->refresh, sb_oauth_str (doc, "refresh_token", SB_OAUTH_TOKEN_MAX));
+    self->stored = access != NULL;
     json_int_t at = json_integer_value (json_object_get (doc, "expires_at"));
     self->expires_at = at > 0 ? (int64_t) at : 0;
     json_int_t life = json_integer_value (json_object_get (doc, "lifetime_ms"));
@@ -567,6 +571,16 @@ sb_mcp_oauth_header (sb_mcp_oauth_t *self, int64_t deadline)
 {
     if (!self || !self->access)
         return NULL;
+    //  mcp logout removed the tokens from the store: this copy forgets
+    //  them too, rather than go on with a token the person took back.
+    if (self->stored && self->data_dir && !sb_mcp_oauth_store_exists (self->data_dir, self->conf->name)) {
+        sb_info (ACTOR, "MCP server %s: logged out (its OAuth tokens were removed)", self->conf->name);
+        sb_oauth_wipe (&self->access);
+        sb_oauth_wipe (&self->refresh);
+        sb_oauth_wipe (&self->header);
+        self->stored = false;
+        return NULL;
+    }
     if (s_expiring (self) && self->refresh && !self->refreshed) {
         char err [256];
         s_refresh (self, deadline, err, sizeof err);

@@ -104,6 +104,17 @@ void sb_mcp_oauth_redact (const sb_mcp_oauth_t *self, char *text);
 /*  Whether the object holds an access token (loaded or obtained).       */
 bool sb_mcp_oauth_authorized (const sb_mcp_oauth_t *self);
 
+/*  mcp logout (actors/exec/mcp_oauth_revoke.c): revokes the stored
+    refresh and access tokens at the authorization server's
+    revocation_endpoint (RFC 7009), best effort, then forgets the saved
+    state (tokens and a dynamically registered client). What happened to
+    the revocation goes into `revoked` (a sentence, no secret in it);
+    *done says whether the server accepted it. 0 when forgotten; -1 with
+    *code and err: nothing was stored (SB_E_not_found), or the file could
+    not be removed.                                                        */
+int sb_mcp_oauth_logout (const sb_mcp_server_conf_t *conf, const char *data_dir, int64_t deadline, bool *done,
+                         char *revoked, size_t size, sb_err_t *code, char *err, size_t errlen);
+
 //  ---------------------------------------------------------------------
 //  Logins in progress, in the executor (actors/exec/mcp_login.c).
 
@@ -122,6 +133,13 @@ int sb_mcp_logins_start (sb_mcp_logins_t *self, const char *server, const char *
     when absent). The server's name into `server`; 0 when authorized.     */
 int sb_mcp_logins_finish (sb_mcp_logins_t *self, const char *state, const char *code_, const char *error,
                           char *server, size_t server_len, sb_err_t *code, char *err, size_t errlen);
+
+/*  exec.mcp.logout: forgets the server's tokens, revoking them first
+    (sb_mcp_oauth_logout), and drops a login of it in progress. *revoked
+    and `how` say what the revocation did. -1 with *code and err: no such
+    server, a stdio one, or not logged in.                                 */
+int sb_mcp_logins_logout (sb_mcp_logins_t *self, const char *server, bool *revoked, char *how, size_t how_len,
+                          sb_err_t *code, char *err, size_t errlen);
 
 //  ---------------------------------------------------------------------
 //  The parts, exposed for the unit tests.
@@ -163,5 +181,12 @@ int sb_mcp_oauth_store_save (const char *data_dir, const char *name, const char 
 /*  The saved document (the caller frees it), or NULL: none, another URL,
     or not readable (tampered, another key).                               */
 char *sb_mcp_oauth_store_load (const char *data_dir, const char *name, const char *url);
+
+/*  Forgets what was saved for server `name`: 0 removed, 1 there was
+    nothing, -1 it could not be removed (errno).                           */
+int sb_mcp_oauth_store_remove (const char *data_dir, const char *name);
+
+/*  Whether a file is saved for `name` (true too when it cannot be told). */
+bool sb_mcp_oauth_store_exists (const char *data_dir, const char *name);
 
 #endif

@@ -46,8 +46,8 @@ s_prm (sb_mcp_oauth_t *self, const char *www, int64_t deadline)
 //  The authorization server's metadata: RFC 8414 and OpenID Connect
 //  discovery, path-inserted for an issuer with a path, then OpenID's
 //  path-appended form; never the root for an issuer with a path.
-static json_t *
-s_as_meta (sb_mcp_oauth_t *self, const char *issuer, int64_t deadline)
+json_t *
+sb_oauth_as_meta (sb_mcp_oauth_t *self, const char *issuer, int64_t deadline)
 {
     char origin [S_URL_MAX], path [S_URL_MAX], url [S_URL_MAX];
     if (sb_oauth_url_split (issuer, origin, sizeof origin, path, sizeof path))
@@ -108,7 +108,7 @@ sb_oauth_discover (sb_mcp_oauth_t *self, const char *www, int64_t deadline, json
         if (sb_oauth_url_split (self->conf->url, issuer, sizeof issuer, path, sizeof path))
             return sb_oauth_err (err, errlen, "the URL of %s is not an http(s) URL", name);
     }
-    json_t *meta = s_as_meta (self, issuer, deadline);
+    json_t *meta = sb_oauth_as_meta (self, issuer, deadline);
     if (meta) {
         const char *a = sb_oauth_str (meta, "authorization_endpoint", S_URL_MAX);
         const char *t = sb_oauth_str (meta, "token_endpoint", S_URL_MAX);

@@ -48,6 +48,7 @@ struct sb_mcp_oauth {
     char state [SB_NONCE_HEX + 1];
     int attempts;               //  authorizations during this request
     bool refreshed;             //  a refresh was tried during this request
+    bool stored;                //  the tokens are in the store (mcp logout removes them there)
 };
 
 //  A growing application/x-www-form-urlencoded body.
@@ -89,6 +90,9 @@ bool sb_oauth_has (json_t *array, const char *v);
 const char *sb_oauth_pick_method (json_t *meta, bool secret);
 int sb_oauth_client_auth (sb_mcp_oauth_t *self, sb_oauth_form_t *form, struct curl_slist **hl, char *err,
                           size_t errlen);
+//  The authorization server's metadata (RFC 8414, then OpenID discovery)
+//  of `issuer`, or NULL. The caller owns it.
+json_t *sb_oauth_as_meta (sb_mcp_oauth_t *self, const char *issuer, int64_t deadline);
 //  Discovery from the challenge `www` (NULL: the well-known URLs only):
 //  the resource, the endpoints; *meta_p the authorization server's
 //  metadata (owned by the caller; {} for the 2025-03-26 defaults).

@@ -194,3 +194,22 @@ sb_mcp_oauth_store_load (const char *data_dir, const char *name, const char *url
     doc [dl] = 0;
     return doc;
 }
+
+int
+sb_mcp_oauth_store_remove (const char *data_dir, const char *name)
+{
+    char path [PATH_MAX];
+    s_path (path, sizeof path, data_dir, name);
+    if (unlink (path) == 0)
+        return 0;
+    return errno == ENOENT ? 1 : -1;
+}
+
+bool
+sb_mcp_oauth_store_exists (const char *data_dir, const char *name)
+{
+    char path [PATH_MAX];
+    struct stat st;
+    s_path (path, sizeof path, data_dir, name);
+    return lstat (path, &st) == 0 || errno != ENOENT;
+}

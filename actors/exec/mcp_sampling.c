@@ -32,9 +32,15 @@ static int
 s_describe (const char *server, const sb_mcp_sample_t *req, char **arguments, char *summary, size_t size)
 {
     json_t *msgs = json_array ();
-    for (size_t k = 0; msgs && k < req->n; k++)
-        json_array_append_new (msgs, json_pack ("{s:s, s:s}", "role", req->messages [k].role, "text",
-                                                req->messages [k].text));
+    for (size_t k = 0; msgs && k < req->n; k++) {
+        const sb_mcp_sample_image_t *im = req->messages [k].image;
+        json_array_append_new (msgs, im ? json_pack ("{s:s, s:{s:s, s:i, s:i, s:I}}", "role", req->messages [k].role,
+                                                     "image", "mimeType", im->sent_mime, "width", (int) im->sent_width,
+                                                     "height", (int) im->sent_height, "bytes",
+                                                     (json_int_t) im->sent_bytes)
+                                        : json_pack ("{s:s, s:s}", "role", req->messages [k].role, "text",
+                                                     req->messages [k].text));
+    }
     json_t *hints = json_array ();
     char shown_hints [256] = "";
     for (size_t k = 0; hints && k < req->nhints; k++) {
@@ -50,17 +56,26 @@ s_describe (const char *server, const sb_mcp_sample_t *req, char **arguments, ch
     json_decref (a);
     if (!*arguments)
         return -1;
-    const char *last = req->messages [req->n - 1].text;
+    //  An image is shown by what it is (the UI does not render it here).
+    char image [192];
+    const sb_mcp_sample_image_t *im = req->messages [req->n - 1].image;
+    if (im)
+        snprintf (image, sizeof image, "[an image: %s %ux%u, %zu bytes]%s", im->sent_mime, im->sent_width,
+                  im->sent_height, im->sent_bytes, im->width != im->sent_width ? " (sent downscaled)" : "");
+    const char *last = im ? image : req->messages [req->n - 1].text;
     size_t n = strlen (last);
     if (n > S_SHOWN_MAX) {
         n = S_SHOWN_MAX;
         while (n > 0 && ((unsigned char) last [n] & 0xC0) == 0x80)
             n--;
     }
+    char images [48] = "";
+    if (req->nimages)
+        snprintf (images, sizeof images, ", %zu of them image%s", req->nimages, req->nimages == 1 ? "" : "s");
     snprintf (summary, size, "the MCP server %s asks the session's model for an answer of at most %llu tokens%s%s%s "
-              "(%zu message%s%s); the newest: %.*s%s", server, (unsigned long long) req->max_tokens,
+              "(%zu message%s%s%s); the newest: %.*s%s", server, (unsigned long long) req->max_tokens,
               req->nhints ? " (it would like: " : "", shown_hints, req->nhints ? ")" : "", req->n,
-              req->n == 1 ? "" : "s", req->system ? " and a system prompt" : "", (int) n, last,
+              req->n == 1 ? "" : "s", images, req->system ? " and a system prompt" : "", (int) n, last,
               n < strlen (last) ? " ..." : "");
     return 0;
 }
@@ -131,6 +146,18 @@ s_request (const sb_runtime_t *rt, const sb_mcp_sample_t *req)
         sb_enc_map_open (e);
         sb_enc_kstr (e, "role", req->messages [k].role);
         sb_enc_kstr (e, "content", req->messages [k].text);
+        //  As a person's images go (actors/exec/context.c).
+        const sb_mcp_sample_image_t *im = req->messages [k].image;
+        if (im) {
+            sb_enc_key (e, "images");
+            sb_enc_array_open (e);
+            sb_enc_map_open (e);
+            sb_enc_kstr (e, "mime", im->mime);
+            sb_enc_key (e, "data");
+            sb_enc_bin (e, im->data, im->len);
+            sb_enc_map_close (e);
+            sb_enc_array_close (e);
+        }
         sb_enc_map_close (e);
     }
     sb_enc_array_close (e);
@@ -184,7 +211,11 @@ sb_exec_mcp_sample (void *arg, const char *server, const sb_mcp_sample_t *req, s
     size_t len;
     const uint8_t *body = sb_enc_data (e, &len);
     sb_exec_text_usage_t usage = { .context = len / 4 };
-    sb_exec_stream_t s = { .what = "sampling", .fail = "the MCP sampling call failed", .grace_ms = 0 };
+    //  A request the llm actor refuses (images for a model that takes
+    //  none) is the server's to hear about; the run goes on.
+    char refused [512] = "";
+    sb_exec_stream_t s = { .what = "sampling", .fail = "the MCP sampling call failed", .grace_ms = 0,
+                           .refused = refused, .refused_size = sizeof refused };
     size_t tlen = 0;
     int rc = sb_exec_stream_text (run, body, len, &s, &reply->text, &tlen, &usage);
     sb_enc_destroy (&e);
@@ -199,6 +230,10 @@ sb_exec_mcp_sample (void *arg, const char *server, const sb_mcp_sample_t *req, s
     }
     free (reply->text);
     reply->text = NULL;
+    if (rc == SB_EXEC_STREAM_REFUSED) {
+        snprintf (reply->error, sizeof reply->error, "the session's model refused the request: %s", refused);
+        return SB_MCP_SAMPLE_FAILED;
+    }
     snprintf (reply->error, sizeof reply->error, "%s",
               rc == SB_EXEC_STREAM_ENDED ? "the model answered with no text"
             : rc == SB_EXEC_STREAM_CANCELLED ? "the run was cancelled during the model call"

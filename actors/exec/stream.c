@@ -94,6 +94,10 @@ s_error (sb_exec_run_t *run, sb_exec_stream_t *s, const sb_msg_t *msg)
         snprintf (run->overflow_msg, sizeof run->overflow_msg, "%s", sb_msg_error_message (msg));
         return SB_EXEC_STREAM_OVERFLOW;
     }
+    if (s->refused && sb_err_from_name (sb_msg_error_code (msg)) == SB_E_invalid) {
+        snprintf (s->refused, s->refused_size, "%s", sb_msg_error_message (msg));
+        return SB_EXEC_STREAM_REFUSED;
+    }
     sb_exec_finish_with (run, "failed", "%s: %s: %s", s->fail, sb_msg_error_code (msg), sb_msg_error_message (msg));
     return SB_EXEC_STREAM_FAILED;
 }

@@ -14,6 +14,7 @@ enum {
     SB_EXEC_STREAM_FAILED = -1,     //  the run's status says why
     SB_EXEC_STREAM_OVERFLOW = -2,   //  the provider said the request overflows (run->overflow_msg)
     SB_EXEC_STREAM_CANCELLED = 1,   //  the run was cancelled or passed its deadline (timed_out)
+    SB_EXEC_STREAM_REFUSED = -3,    //  the llm actor refused the request itself (s->refused says why)
 };
 
 //  One stream: what the caller gives, then what the loop found.
@@ -25,6 +26,12 @@ typedef struct {
     //  stream with the run's status set.
     int (*on_chunk) (void *arg, const sb_val_t *chunk);
     void *arg;
+    //  When set, an `invalid` error reply (the llm actor refused the
+    //  request itself: images for a model that takes none) is the
+    //  caller's to answer: its message goes here (refused_size bytes),
+    //  and the run goes on (REFUSED). NULL: it fails the run.
+    char *refused;
+    size_t refused_size;
     char stop [32];             //  out: the final reply's stop_reason
     bool timed_out;             //  out: cancelled because the run's deadline passed
 } sb_exec_stream_t;

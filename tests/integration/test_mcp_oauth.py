@@ -15,10 +15,11 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbtest import ROOT, SB_BIN, Proc, Server, check, cli, read_jsonl, run_tests, tmpdir, wait_for  # noqa: E402
+from sbtest import ROOT, SB_BIN, Proc, Server, check, cli, read_jsonl, run_tests, sb, tmpdir, wait_for  # noqa: E402
 from sbagent import LLM, LLM_ENV, TapCli, calls, llm_args, new_session, prompt, results, tape, wait_run  # noqa: E402
 
 OAUTH_MCP = os.path.join(ROOT, "tests", "mcp", "oauth_server.py")
@@ -27,11 +28,12 @@ OAUTH_MCP = os.path.join(ROOT, "tests", "mcp", "oauth_server.py")
 class OAuthMcp:
     """tests/mcp/oauth_server.py on an ephemeral loopback port."""
 
-    def __init__(self, ttl=3600):
+    def __init__(self, ttl=3600, revocation=True):
         d = tmpdir()
         self.portfile, self.logfile = os.path.join(d, "port"), os.path.join(d, "oauth.jsonl")
         self.proc = Proc(["/usr/bin/python3", OAUTH_MCP, "--portfile", self.portfile, "--log", self.logfile,
-                          "--ttl", str(ttl)], os.path.join(d, "oauth.log"))
+                          "--ttl", str(ttl)] + ([] if revocation else ["--no-revocation"]),
+                         os.path.join(d, "oauth.log"))
         wait_for(lambda: os.path.exists(self.portfile), 10, "the OAuth MCP server to listen")
         with open(self.portfile) as f:
             self.base = "http://127.0.0.1:%s" % f.read().strip()
@@ -51,10 +53,10 @@ class OAuthMcp:
 
 
 @contextlib.contextmanager
-def oauth_serve(name, runs, ttl=3600):
+def oauth_serve(name, runs, ttl=3600, revocation=True):
     """serve with the OAuth MCP server as `o`, a session, and a model that
     plays one whoami call per run (`runs` of them). Yields (srv, sid, mcp)."""
-    mcp, llm = OAuthMcp(ttl), LLM()
+    mcp, llm = OAuthMcp(ttl, revocation), LLM()
     steps = []
     for k in range(runs):
         steps += [calls(("c%d" % k, "mcp__o__whoami", {})), {"text": "done %d" % k}]
@@ -96,7 +98,7 @@ def login(srv, mcp):
         check(url.startswith(mcp.base + "/authorize?"), "mcp login printed no authorization URL: %r %s", out,
               p.stderr.read() if p.poll() is not None else "")
         with urllib.request.urlopen(url, timeout=15) as resp:
-            answer = json.loads(resp.read())
+            answer = resp.read().decode()
         # The rest through the same file object: communicate() reads the
         # pipe itself and would lose what the line loop already buffered
         # (the "waiting for the approval" line, printed just after the URL).
@@ -114,14 +116,15 @@ def login(srv, mcp):
 
 
 def callback(srv, query):
-    """GET /oauth/callback QUERY on the gateway, without its token: (status, JSON)."""
+    """GET /oauth/callback QUERY on the gateway, without its token, as a
+    browser lands there: (status, headers, the page)."""
     with open(os.path.join(srv.data, "http.port")) as f:
         url = "http://127.0.0.1:%s/oauth/callback%s" % (f.read().strip(), query)
     try:
         with urllib.request.urlopen(url, timeout=10) as resp:
-            return resp.status, json.loads(resp.read())
+            return resp.status, resp.headers, resp.read().decode()
     except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
+        return e.code, e.headers, e.read().decode()
 
 
 def last_state(mcp):
@@ -134,12 +137,12 @@ def test_mcp_login_connects_a_server_and_tokens_are_refreshed_before_they_expire
         check(not before["ok"] and "run switchboard mcp login o" in before["output"],
               "before the login the call says what to do: %r", before)
         answer, printed = login(srv, mcp)
-        check(answer == {"server": "o", "authorized": True}, "the callback answered %r", answer)
+        check("<p>connected o: you can close this tab.</p>" in answer, "the callback answered %r", answer)
         check("waiting for the approval" in printed, "mcp login shows its progress:\n%s", printed)
         # The callback's state is used once; parameters the authorization
         # server adds are dropped, not refused.
-        code, body = callback(srv, "?state=%s&code=again&session_state=x" % last_state(mcp))
-        check(code == 404 and body["error"]["code"] == "not_found", "a used state: %d %r", code, body)
+        code, _, page = callback(srv, "?state=%s&code=again&session_state=x" % last_state(mcp))
+        check(code == 404 and "no login is waiting for this state" in page, "a used state: %d %r", code, page)
         rc, lst, err = cli(srv, "mcp", "list")
         check(rc == 0 and "authorized (OAuth tokens stored)" in lst, "mcp list:\n%s%s", lst, err)
         first = run_call(srv, sid, 1)
@@ -214,6 +217,110 @@ def test_a_step_up_in_the_middle_of_a_session_asks_for_the_wider_scope():
         again = run_call(srv, sid, 2)
         check(again["ok"], "the call after the step-up: %r", again)
         print("  figure: scopes asked for: %s" % " | ".join(scopes))
+
+
+def start_login(srv, mcp):
+    """`mcp login o --no-wait`: the state of the login it left waiting."""
+    rc, out, err = cli(srv, "mcp", "login", "o", "--no-wait")
+    url = [line.strip() for line in out.splitlines() if line.startswith("  http")]
+    check(rc == 0 and url, "mcp login --no-wait: %d %r %r", rc, out, err)
+    return urllib.parse.parse_qs(urllib.parse.urlparse(url[0]).query)["state"][0]
+
+
+def page_headers_ok(headers):
+    check(headers["Content-Type"] == "text/html; charset=utf-8", "Content-Type: %r", headers["Content-Type"])
+    csp = headers["Content-Security-Policy"]
+    check(csp.startswith("default-src 'none'") and "script-src" not in csp and "unsafe" not in csp,
+          "Content-Security-Policy: %r", csp)
+    check(headers["X-Content-Type-Options"] == "nosniff" and headers["Cache-Control"] == "no-store",
+          "the headers: %r", dict(headers))
+
+
+def test_the_oauth_callback_answers_a_page_with_every_value_escaped():
+    with oauth_serve("page", 0) as (srv, sid, mcp):
+        # A refusal by the authorization server, its description hostile.
+        state = start_login(srv, mcp)
+        hostile = "<script>alert(1)</script>\"'&"
+        code, headers, page = callback(srv, "?" + urllib.parse.urlencode(
+            {"state": state, "error": "access_denied<img src=x>", "error_description": hostile}))
+        check(code >= 400, "a refused authorization: HTTP %d %r", code, page)
+        page_headers_ok(headers)
+        check("<script" not in page and "<img" not in page, "markup from the query reached the page: %r", page)
+        check("&lt;script&gt;alert(1)&lt;/script&gt;&quot;&#39;&amp;" in page
+              and "access_denied&lt;img src=x&gt;" in page and "was not connected" in page,
+              "the page says what the authorization server said, escaped: %r", page)
+        # A state no login waits for (that one was used by the refusal).
+        code, headers, page = callback(srv, "?state=%s&code=c" % state)
+        check(code == 404 and "no login is waiting for this state" in page, "a used state: %d %r", code, page)
+        page_headers_ok(headers)
+        # A query the schema refuses is a page too.
+        code, headers, page = callback(srv, "?code=c")
+        check(code == 400 and page.startswith("<!doctype html>") and "state" in page, "no state: %d %r", code, page)
+        page_headers_ok(headers)
+        # The approval.
+        answer, _ = login(srv, mcp)
+        check("<title>Connected o - switchboard</title>" in answer, "the page of an approval: %r", answer)
+
+
+def needs_login(result):
+    return not result["ok"] and "needs authorization: run switchboard mcp login o" in result["output"]
+
+
+def test_mcp_logout_revokes_the_tokens_and_the_next_call_needs_login_again():
+    with oauth_serve("logout", 3) as (srv, sid, mcp):
+        login(srv, mcp)
+        check(run_call(srv, sid, 0)["ok"], "the first call failed")
+        rc, out, err = cli(srv, "mcp", "logout", "o")
+        check(rc == 0 and out.startswith("o is logged out (the refresh and access tokens were revoked at %s/revoke)"
+                                         % mcp.base), "mcp logout exited %d:\n%s%s", rc, out, err)
+        revokes = [x for x in mcp.log() if "revoke" in x]
+        check([(x["revoke"], x["known"], x["client"]) for x in revokes]
+              == [("refresh_token", True, True), ("access_token", True, True)],
+              "the revocation endpoint saw %r", revokes)
+        check(not os.path.exists(os.path.join(srv.data, "mcp-oauth", "o")), "the stored tokens are still there")
+        rc, lst, err = cli(srv, "mcp", "list")
+        check(rc == 0 and "authorized" not in lst, "mcp list after the logout:\n%s%s", lst, err)
+        # The session's copy of the server, which held the token, asks for
+        # a login too; no refresh is tried with what was revoked.
+        mark = len(mcp.log())
+        refused = run_call(srv, sid, 1)
+        check(needs_login(refused), "the call after the logout: %r", refused)
+        check(not any("token" in x for x in mcp.log()[mark:]), "a token request after the logout: %r",
+              mcp.log()[mark:])
+        rc, out, err = cli(srv, "mcp", "logout", "o")
+        check(rc == 1 and not out and err.strip().count("\n") == 0 and "o is not logged in" in err,
+              "a second logout: %d %r %r", rc, out, err)
+        rc, out, err = cli(srv, "mcp", "logout", "nosuch")
+        check(rc == 1 and "no MCP server is named nosuch" in err, "an unknown server: %d %r %r", rc, out, err)
+        # The registered client went with the tokens: the next login
+        # registers again.
+        login(srv, mcp)
+        check(run_call(srv, sid, 2)["ok"], "the call after logging in again failed")
+        check(len([x for x in mcp.log() if "registered" in x]) == 2, "registrations: %r",
+              [x for x in mcp.log() if "registered" in x])
+
+
+def test_mcp_logout_without_a_revocation_endpoint_says_so_and_forgets_the_tokens():
+    with oauth_serve("norevoke", 2, revocation=False) as (srv, sid, mcp):
+        login(srv, mcp)
+        check(run_call(srv, sid, 0)["ok"], "the first call failed")
+        rc, out, err = cli(srv, "mcp", "logout", "o")
+        check(rc == 0 and ("o is logged out (not revoked: %s has no revocation endpoint)" % mcp.base) in out,
+              "mcp logout exited %d:\n%s%s", rc, out, err)
+        # The token still works at the server: only forgetting it here
+        # makes the next call ask for a login.
+        refused = run_call(srv, sid, 1)
+        check(needs_login(refused), "the call after the logout: %r", refused)
+
+
+def test_mcp_logout_usage():
+    rc, out, err = sb("mcp", "logout", "--help")
+    check(rc == 0 and out.startswith("usage: switchboard mcp logout SERVER") and "revocation" in out,
+          "mcp logout --help: %d %r", rc, out)
+    rc, out, err = sb("mcp", "logout")
+    check(rc == 2 and "one SERVER" in err, "mcp logout without SERVER: %d %r", rc, err)
+    rc, out, err = sb("mcp", "logout", "o", "--session", "s1")
+    check(rc == 2 and "shared by every session" in err, "mcp logout --session: %d %r", rc, err)
 
 
 def test_tokens_reach_no_log_tape_tap_or_file_of_the_data_folder():

@@ -14,19 +14,27 @@ in a served run on the scripted model of tests/llm_server.py:
   - the same over stdio (tests/mcp/hostile_server.py's `sample` tool);
   - allowed and rejected: the server gets the user-rejection error, and
     the model is not called;
-  - a request outside the bounds (maxTokens 0, image content) is refused
-    as invalid params before anyone is asked.
+  - an image the server sends goes to the model as a person's do (sniffed,
+    bounded, downscaled when over what models take); a model that takes
+    no images refuses it, the server hears why and the run goes on;
+  - a request outside the bounds (maxTokens 0, audio, an image that is
+    not one, or not the type it says) is refused as invalid params before
+    anyone is asked.
 """
+import base64
 import json
 import os
+import struct
 import sys
 import time
+import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import ROOT, Server, check, cli, read_jsonl, run_tests, tmpdir  # noqa: E402
 from sbagent import (LLM, LLM_ENV, calls, llm_args, new_session, pending, prompt, resolve, results, tape,  # noqa: E402
                      wait_run)
 from sbmcp import HttpMcp, mcp_config  # noqa: E402
+from sbllm import provider, write_providers  # noqa: E402
 
 ANSWER = "Paris is the capital of France."
 HOSTILE = os.path.join(ROOT, "tests", "mcp", "hostile_server.py")
@@ -37,10 +45,11 @@ class Sampling:
     mcp__h__sample (with `args`), answers the sampling call with ANSWER,
     then says done."""
 
-    def __init__(self, name, args=None, turns=None, stdio=False, server_conf=None, **session):
+    def __init__(self, name, args=None, turns=None, stdio=False, server_conf=None, images=True, **session):
         """stdio: tests/mcp/hostile_server.py over stdio instead (its
         `sample` tool, its messages in self.stdio_log); server_conf: more
-        fields of the server's config."""
+        fields of the server's config; images=False: the model is one the
+        providers file says takes no images."""
         self.llm = LLM()
         self.mcp = None if stdio else HttpMcp()
         self.stdio_log = os.path.join(tmpdir(), "hostile.jsonl")
@@ -50,8 +59,9 @@ class Sampling:
         self.name = name
         self.llm.script(name, turns or [calls(("c_s", "mcp__h__sample", args or {})), {"text": ANSWER},
                                         {"text": "done"}])
-        self.srv = Server(args=llm_args(self.llm, name) + ["--mcp-config", mcp_config({"h": server})],
-                          env=LLM_ENV).start()
+        model = llm_args(self.llm, name) if images else ["--providers", write_providers([provider(
+            "blind", "responses", self.llm.url(name), model="m", key_env="OPENAI_API_KEY", images=False)])]
+        self.srv = Server(args=model + ["--mcp-config", mcp_config({"h": server})], env=LLM_ENV).start()
         self.sid = new_session(self.srv, tmpdir(), approval_policy="yolo", **session)
         self.run_id = prompt(self.srv, self.sid, "go")
 
@@ -191,12 +201,97 @@ def test_allowed_by_an_update_between_runs():
         t.stop()
 
 
+def png(width, height, noisy=False):
+    """A real RGB PNG (noisy: pixels that do not compress)."""
+    raw = b"".join(b"\0" + (os.urandom(width * 3) if noisy else bytes((x * 7 + y) & 0xFF for x in range(width * 3)))
+                   for y in range(height))
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw, 1)) + chunk(b"IEND", b""))
+
+
+def with_image(data, mime="image/png", role="user"):
+    return {"messages": [{"role": "user", "content": {"type": "text", "text": "What is in this picture?"}},
+                         {"role": role, "content": {"type": "image", "data": base64.b64encode(data).decode(),
+                                                    "mimeType": mime}}], "maxTokens": 50}
+
+
+def request_images(body):
+    """(mime, bytes) of every input_image of a Responses request body."""
+    out = []
+    for item in body.get("input", []):
+        for part in item.get("content", []) if isinstance(item.get("content"), list) else []:
+            if part.get("type") == "input_image":
+                url = part["image_url"]
+                out.append((url[5:url.index(";")], base64.b64decode(url[url.index(",") + 1:], validate=True)))
+    return out
+
+
+def test_an_image_goes_to_the_model_as_a_persons_do():
+    pic = png(8, 8)
+    t = Sampling("s_img", with_image(pic), mcp_sampling=True)
+    try:
+        ia = t.answer()
+        check("2 messages, 1 of them image" in ia["summary"] and "[an image: image/png 8x8, %d bytes]" % len(pic)
+              in ia["summary"], "the summary: %r", ia["summary"])
+        shown = json.loads(ia["arguments"])["messages"][1]
+        check(shown == {"role": "user", "image": {"mimeType": "image/png", "width": 8, "height": 8, "bytes": len(pic)}},
+              "the arguments show the image as %r", shown)
+        ans = t.finish()
+        check(ans.get("result", {}).get("content") == {"type": "text", "text": ANSWER}, "the answer: %r", ans)
+        body = t.model_requests()[1]["json"]
+        check(request_images(body) == [("image/png", pic)], "the model got %r",
+              [(m, len(b)) for m, b in request_images(body)])
+        check("What is in this picture?" in json.dumps(body["input"]), "the text did not reach the model")
+    finally:
+        t.stop()
+
+
+def test_a_large_image_is_sent_downscaled():
+    # Over SB_IMAGE_SEND_SIDE, small in bytes (the model's tool call
+    # carries it to the server).
+    pic = png(3000, 200)
+    t = Sampling("s_big", with_image(pic), mcp_sampling=True)
+    try:
+        check("image/png 3000x200" in t.answer()["summary"], "the summary does not show the image as sent")
+        check(t.finish().get("result"), "no result")
+        images = request_images(t.model_requests()[1]["json"])
+        check(len(images) == 1 and images[0][0] == "image/jpeg" and images[0][1][:2] == b"\xff\xd8"
+              and len(images[0][1]) <= 3750 * 1024, "the model got %r", [(m, len(b)) for m, b in images])
+        sof = images[0][1].find(b"\xff\xc0")
+        h, w = struct.unpack(">HH", images[0][1][sof + 5:sof + 9])
+        check(w == 2048 and h < 200, "downscaled to %dx%d", w, h)
+        print("  figure: a %d-byte 3000x200 PNG reached the model as a %d-byte %dx%d JPEG"
+              % (len(pic), len(images[0][1]), w, h))
+    finally:
+        t.stop()
+
+
+def test_a_model_without_images_refuses_and_the_run_goes_on():
+    t = Sampling("s_blind", with_image(png(8, 8)), images=False, mcp_sampling=True)
+    try:
+        t.answer()
+        ans = t.finish()
+        err = ans.get("error", {})
+        check(err.get("code") == -32603 and "does not take images" in err.get("message", ""), "the answer: %r", ans)
+        check(len(t.model_requests()) == 2, "the sampling request reached the provider: %d requests",
+              len(t.model_requests()))
+    finally:
+        t.stop()
+
+
 def test_a_request_out_of_bounds_is_refused_unasked():
+    pic = png(4, 4)
     for args, why in (({"messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}], "maxTokens": 0},
                        "maxTokens"),
-                      ({"messages": [{"role": "user", "content": {"type": "image", "data": "AAAA",
-                                                                  "mimeType": "image/png"}}], "maxTokens": 10},
-                       "text only")):
+                      ({"messages": [{"role": "user", "content": {"type": "audio", "data": "AAAA",
+                                                                  "mimeType": "audio/wav"}}], "maxTokens": 10},
+                       "audio content is not supported"),
+                      (with_image(b"GIF89a? no, text"), "not a PNG, JPEG, GIF or WebP image"),
+                      (with_image(pic, mime="image/jpeg"), "its mimeType says image/jpeg, its bytes are image/png"),
+                      (with_image(pic, role="assistant"), "taken from the user only")):
         t = Sampling("s_bad", args, mcp_sampling=True)
         try:
             ans = t.finish()

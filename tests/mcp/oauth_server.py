@@ -3,7 +3,7 @@
 server, on one loopback port (stdlib only), for
 tests/integration/test_mcp_oauth.py.
 
-    oauth_server.py --portfile FILE --log FILE [--ttl S]
+    oauth_server.py --portfile FILE --log FILE [--ttl S] [--no-revocation]
 
 Authorization server (RFC 8414 metadata, RFC 7591 registration, PKCE S256
 checked, RFC 8707 resource checked): /authorize approves at once and
@@ -12,7 +12,9 @@ test's GET of the URL). Tokens live --ttl seconds (default 3600); refresh
 tokens rotate (a used one is refused, and logged). The MCP server at /mcp wants a valid bearer token with the
 scope `mcp:read` (401 with resource_metadata otherwise), and, once
 /admin/step-up was posted, `mcp:write` too for tools/call (403
-insufficient_scope). POST /admin/revoke revokes every token.
+insufficient_scope). POST /admin/revoke revokes every token. /revoke is
+the RFC 7009 revocation endpoint (its metadata names it unless
+--no-revocation): it forgets the token posted, and logs it.
 
 Tools: `whoami` answers "call N ok"; `leak` answers the Authorization
 header it got (a server that echoes its credentials).
@@ -75,7 +77,8 @@ class Handler(JsonHandler):
                 "registration_endpoint": base + "/register", "response_types_supported": ["code"],
                 "grant_types_supported": ["authorization_code", "refresh_token"],
                 "code_challenge_methods_supported": ["S256"], "token_endpoint_auth_methods_supported": ["none"],
-                "scopes_supported": ["mcp:read", "mcp:write", "offline_access"]})
+                "scopes_supported": ["mcp:read", "mcp:write", "offline_access"],
+                **({} if args.no_revocation else {"revocation_endpoint": base + "/revoke"})})
         if u.path == "/authorize":
             log({"authorize": q})
             ok = (q.get("client_id") in clients and q.get("redirect_uri") in clients[q["client_id"]]
@@ -122,6 +125,14 @@ class Handler(JsonHandler):
                     return self.answer(400, {"error": "invalid_grant", "error_description": "revoked"})
                 return self.answer(200, issue(scope))
             return self.answer(400, {"error": "unsupported_grant_type"})
+        if u.path == "/revoke" and not args.no_revocation:
+            f = dict(urllib.parse.parse_qsl(raw.decode()))
+            tok = f.get("token", "")
+            with lock:
+                known = access.pop(tok, None) is not None or refresh.pop(tok, None) is not None
+                client = f.get("client_id") in clients
+            log({"revoke": f.get("token_type_hint"), "known": known, "client": client})
+            return self.answer(200 if client else 401, {} if client else {"error": "invalid_client"})
         if u.path == "/admin/revoke":
             with lock:
                 access.clear()
@@ -177,6 +188,7 @@ def main():
     p.add_argument("--portfile", required=True)
     p.add_argument("--log", required=True)
     p.add_argument("--ttl", type=int, default=3600)
+    p.add_argument("--no-revocation", action="store_true")
     args = p.parse_args()
     srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     base = "http://127.0.0.1:%d" % srv.server_address[1]

@@ -419,6 +419,10 @@ Test (mcp_sample, a_request_is_read_with_its_fields)
     json_decref (p);
 }
 
+//  A 3x2 RGB PNG, base64, and a user message holding it.
+#define S_PNG "iVBORw0KGgoAAAANSUhEUgAAAAMAAAACCAIAAAASFvFNAAAAC0lEQVR4nGNgwAQAABQAAX3+Hu4AAAAASUVORK5CYII="
+#define S_IMG "{\"role\":\"user\",\"content\":{\"type\":\"image\",\"data\":\"" S_PNG "\",\"mimeType\":\"image/png\"}}"
+
 Test (mcp_sample, requests_outside_the_bounds_are_refused_with_the_field)
 {
     const struct { const char *params, *why; } cases [] = {
@@ -427,7 +431,23 @@ Test (mcp_sample, requests_outside_the_bounds_are_refused_with_the_field)
         { "{\"messages\":[{\"role\":\"system\",\"content\":{\"type\":\"text\",\"text\":\"x\"}}],"
           "\"maxTokens\":10}", "role" },
         { "{\"messages\":[{\"role\":\"user\",\"content\":{\"type\":\"image\",\"data\":\"AA\"}}],"
-          "\"maxTokens\":10}", "text only" },
+          "\"maxTokens\":10}", "needs data (base64) and mimeType" },
+        { "{\"messages\":[{\"role\":\"user\",\"content\":{\"type\":\"audio\",\"data\":\"AA\","
+          "\"mimeType\":\"audio/wav\"}}],\"maxTokens\":10}", "audio content is not supported" },
+        { "{\"messages\":[{\"role\":\"user\",\"content\":{\"type\":\"image\",\"data\":\"!!!!\","
+          "\"mimeType\":\"image/png\"}}],\"maxTokens\":10}", "not base64" },
+        { "{\"messages\":[{\"role\":\"user\",\"content\":{\"type\":\"image\",\"data\":\"aGVsbG8=\","
+          "\"mimeType\":\"image/png\"}}],\"maxTokens\":10}", "not a PNG, JPEG, GIF or WebP image" },
+        { "{\"messages\":[{\"role\":\"user\",\"content\":{\"type\":\"image\",\"data\":\"" S_PNG "\","
+          "\"mimeType\":\"image/gif\"}}],\"maxTokens\":10}", "its mimeType says image/gif, its bytes are image/png" },
+        { "{\"messages\":[{\"role\":\"assistant\",\"content\":{\"type\":\"image\",\"data\":\"" S_PNG "\","
+          "\"mimeType\":\"image/png\"}}],\"maxTokens\":10}", "from the user only" },
+        { "{\"messages\":[" S_IMG "," S_IMG "," S_IMG "," S_IMG "," S_IMG "],\"maxTokens\":10}", "more than 4 images" },
+        //  3x5120 by its header, no pixels: over the side models take, and
+        //  not decodable (tests/fuzz found it left an image without data)
+        { "{\"messages\":[{\"role\":\"user\",\"content\":{\"type\":\"image\",\"data\":"
+          "\"iVBORw0KGgoAAAANSUhEUgAAAAMAABQAAX3+Hu4AAAAASUVORK5CYII=\",\"mimeType\":\"image/png\"}}],"
+          "\"maxTokens\":10}", "cannot be downscaled" },
         { "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"x\"}]}],"
           "\"maxTokens\":10}", "one content object" },
         { "{\"messages\":[" S_MSG ("x") "]}", "maxTokens" },
@@ -451,8 +471,31 @@ Test (mcp_sample, requests_outside_the_bounds_are_refused_with_the_field)
         char err [256] = "";
         cr_assert_eq (sb_mcp_sample_parse (p, &req, err, sizeof err), -1, "%s was taken", cases [k].params);
         cr_assert (strstr (err, cases [k].why), "%s: '%s', not '%s'", cases [k].params, err, cases [k].why);
+        for (size_t i = 0; i < req.nimages; i++)
+            cr_assert_not_null (req.images [i].data, "%s: an image without its data", cases [k].params);
+        sb_mcp_sample_clear (&req);
         json_decref (p);
     }
+}
+
+Test (mcp_sample, an_image_is_decoded_and_sniffed)
+{
+    json_t *p = s_json ("{\"messages\":[" S_MSG ("what is it?") "," S_IMG "],\"maxTokens\":10}");
+    sb_mcp_sample_t req;
+    char err [256] = "";
+    cr_assert_eq (sb_mcp_sample_parse (p, &req, err, sizeof err), 0, "%s", err);
+    cr_assert_eq (req.n, 2);
+    cr_assert_eq (req.nimages, 1);
+    cr_assert_null (req.messages [0].image);
+    cr_assert_eq (req.messages [1].image, &req.images [0]);
+    cr_assert_str_eq (req.messages [1].text, "");
+    const sb_mcp_sample_image_t *im = &req.images [0];
+    cr_assert_str_eq (im->mime, "image/png");
+    cr_assert (im->width == 3 && im->height == 2 && im->len == im->sent_bytes && im->len > 8);
+    cr_assert (memcmp (im->data, "\x89PNG\r\n\x1a\n", 8) == 0, "not the PNG's bytes");
+    sb_mcp_sample_clear (&req);
+    cr_assert_eq (req.nimages, 0);
+    json_decref (p);
 }
 
 Test (mcp_sample, too_many_messages_or_too_much_text_is_refused)

@@ -184,3 +184,27 @@ Test (mcp_oauth, redaction_of_the_tokens_it_holds)
     cr_assert_null (o);
     sb_mcp_oauth_redact (NULL, text);
 }
+
+Test (mcp_oauth, logout_forgets_the_store_and_a_live_copy_drops_its_token)
+{
+    sb_mcp_server_conf_t conf = { .name = "d", .url = (char *) "http://h/mcp" };
+    cr_assert (!sb_mcp_oauth_store_exists (s_dir, "d"));
+    cr_assert_eq (sb_mcp_oauth_store_remove (s_dir, "d"), 1, "nothing to remove");
+    bool done;
+    char how [256], err [256];
+    sb_err_t code;
+    cr_assert_eq (sb_mcp_oauth_logout (&conf, s_dir, 0, &done, how, sizeof how, &code, err, sizeof err), -1);
+    cr_assert (code == SB_E_not_found && strstr (err, "d is not logged in"), "%s", err);
+    //  Tokens without an issuer: forgotten, nothing asked of any server.
+    cr_assert_eq (sb_mcp_oauth_store_save (s_dir, "d", "http://h/mcp", "{\"access_token\":\"at-1\"}"), 0);
+    sb_mcp_oauth_t *live = sb_mcp_oauth_new (&conf, s_dir);
+    cr_assert_not_null (sb_mcp_oauth_header (live, 0));
+    cr_assert_eq (sb_mcp_oauth_logout (&conf, s_dir, 0, &done, how, sizeof how, &code, err, sizeof err), 0, "%s",
+                  err);
+    cr_assert (!done && strstr (how, "not revoked: the authorization server is not known"), "%s", how);
+    cr_assert (!sb_mcp_oauth_store_exists (s_dir, "d"));
+    //  The session's copy that held the token sends none from then on.
+    cr_assert_null (sb_mcp_oauth_header (live, 0));
+    cr_assert (!sb_mcp_oauth_authorized (live));
+    sb_mcp_oauth_destroy (&live);
+}

@@ -80,6 +80,35 @@ sb_txn_last (sb_txn_t *txn, unsigned dbi, const void *prefix, size_t plen,
     return 0;
 }
 
+int
+sb_txn_take_first (sb_txn_t *txn, unsigned dbi, const void *prefix, size_t plen,
+                   uint8_t *key, size_t *klen)
+{
+    if (klen)
+        *klen = 0;
+    if (!txn || !key || !klen)
+        return SB_STORE_INVALID;
+    if (!s_prefix_ok (txn, dbi, prefix, plen))
+        return txn->ret;
+    if (!txn->write)
+        return txn->ret = SB_STORE_INVALID;
+    //  the successor as in sb_txn_last
+    uint8_t succ [SB_STORE_KEY_MAX];
+    size_t slen = plen;
+    if (plen > 0)
+        memcpy (succ, prefix, plen);
+    while (slen > 0 && succ [slen - 1] == 0xff)
+        slen--;
+    if (slen > 0)
+        succ [slen - 1]++;
+    int rc = txn->store->ops->take (txn, dbi, prefix, plen, succ, slen, key, klen);
+    if (rc == SB_STORE_NOTFOUND)
+        return SB_STORE_NOTFOUND;
+    if (rc != 0)
+        return txn->ret = rc;
+    return 0;
+}
+
 //  --------------------------------------------------------------------------
 //  Prefix iteration
 

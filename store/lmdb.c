@@ -315,6 +315,7 @@ const sb_store_ops_t sb_store_lmdb_ops = {
     .del        = sb_lmdb_del,
     .guard      = sb_lmdb_guard,
     .last       = sb_lmdb_last,
+    .take       = sb_lmdb_take,
     .iter_begin = sb_lmdb_iter_begin,
     .iter_next  = sb_lmdb_iter_next,
     .iter_del   = sb_lmdb_iter_del,

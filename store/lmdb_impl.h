@@ -54,6 +54,9 @@ int  sb_lmdb_guard  (sb_txn_t *txn, const sb_guard_t *guard);
 int  sb_lmdb_last   (sb_txn_t *txn, unsigned dbi,
                      const void *prefix, size_t plen, const void *succ, size_t slen,
                      sb_datum_t *key, sb_datum_t *val);
+int  sb_lmdb_take   (sb_txn_t *txn, unsigned dbi,
+                     const void *prefix, size_t plen, const void *succ, size_t slen,
+                     uint8_t *key, size_t *klen);
 int  sb_lmdb_iter_begin (sb_txn_iter_t *it, unsigned dbi, const void *seek, size_t seeklen);
 int  sb_lmdb_iter_next  (sb_txn_iter_t *it, sb_datum_t *key, sb_datum_t *val);
 int  sb_lmdb_iter_del   (sb_txn_iter_t *it);

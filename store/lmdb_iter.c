@@ -4,6 +4,7 @@
 #include "store/lmdb_impl.h"
 
 #include <stddef.h>
+#include <string.h>
 
 int
 sb_lmdb_last (sb_txn_t *txn, unsigned dbi,
@@ -34,6 +35,32 @@ sb_lmdb_last (sb_txn_t *txn, unsigned dbi,
     *key = (sb_datum_t) { k.mv_size, k.mv_data };
     *val = (sb_datum_t) { v.mv_size, v.mv_data };
     return 0;
+}
+
+int
+sb_lmdb_take (sb_txn_t *txn, unsigned dbi,
+              const void *prefix, size_t plen, const void *succ, size_t slen,
+              uint8_t *key, size_t *klen)
+{
+    //  One writer at a time: nothing is locked by another txn
+    MDB_cursor *cursor;
+    int rc = mdb_cursor_open (S_TXN (txn), S_LMDB (txn->store)->dbi [dbi], &cursor);
+    if (rc != 0)
+        return s_code (rc);
+    MDB_val k = { plen, (void *) prefix }, v;
+    rc = plen? mdb_cursor_get (cursor, &k, &v, MDB_SET_RANGE): mdb_cursor_get (cursor, &k, &v, MDB_FIRST);
+    //  a key with the prefix is below its successor
+    (void) succ;
+    (void) slen;
+    if (rc == 0 && (k.mv_size < plen || memcmp (k.mv_data, prefix, plen) != 0 || k.mv_size > SB_STORE_KEY_MAX))
+        rc = MDB_NOTFOUND;
+    if (rc == 0) {
+        memcpy (key, k.mv_data, k.mv_size);
+        *klen = k.mv_size;
+        rc = mdb_cursor_del (cursor, 0);
+    }
+    mdb_cursor_close (cursor);
+    return rc == 0? 0: s_code (rc);
 }
 
 int

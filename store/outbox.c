@@ -75,6 +75,24 @@ sb_outbox_scope (const char *node_id)
     snprintf (s_scope, sizeof s_scope, "%s", node_id? node_id: "");
 }
 
+bool
+sb_outbox_foreign (const void *key, size_t klen)
+{
+    const uint8_t *k = key;
+    size_t slen = strlen (s_scope);
+    //  'o', a NODE_ID of 1 or more bytes, its NUL, then n (8 bytes)
+    if (!*s_scope || klen < 1 + 2 + 8 || k [0] != 'o' || k [klen - 9] != 0 || memchr (k + 1, 0, klen - 10))
+        return false;
+    return !(klen - 10 == slen && memcmp (k + 1, s_scope, slen) == 0);
+}
+
+bool
+sb_outbox_final (int code, bool fenced_final)
+{
+    return code == SB_OK || code == SB_E_not_found || code == SB_E_invalid || code == SB_E_conflict
+        || code == SB_E_too_large || (code == SB_E_fenced && fenced_final);
+}
+
 //  The part of every key before n.
 static void
 s_prefix (sb_key_t *k)
@@ -233,9 +251,7 @@ sb_outbox_answered (sb_outbox_t *self, uint64_t n, bool replied, int code)
     if (!replied)
         return SB_OUTBOX_RETRY;
     //  a refusal that a retry cannot change is final: the entry goes
-    bool done = code == SB_OK || code == SB_E_not_found || code == SB_E_invalid || code == SB_E_conflict
-             || code == SB_E_too_large || (code == SB_E_fenced && self->fenced_final);
-    if (!done)
+    if (!sb_outbox_final (code, self->fenced_final))
         return SB_OUTBOX_RETRY;
     if (n > self->acked)
         zhashx_insert (self->landed, nk, "");

@@ -64,9 +64,20 @@ void sb_outbox_key (sb_key_t *k, uint64_t n);
 //  Several nodes share one database, so each numbers and sends its own
 //  entries: serve, as a node of a cluster, scopes every outbox of the
 //  process by its node id before any actor starts (NULL or "": one host,
-//  'O' n as always). An entry stays its node's: one a node left behind
-//  when it died is sent when that node comes back under its id.
+//  'O' n as always). An entry a node left behind when it died is sent by
+//  the node that takes its session's shard (sb_outbox_foreign), or by
+//  that node itself when it comes back under its id first: the session
+//  actor does one append per command_id, so either way it lands once.
 void sb_outbox_scope (const char *node_id);
+
+//  True when key is another node's entry ('o' NODE_ID n, NODE_ID not
+//  this process's scope); false on one host and for this node's own.
+//  Walk the prefix "o" and keep these to find what other nodes left.
+bool sb_outbox_foreign (const void *key, size_t klen);
+
+//  True when an answer with error code `code` (SB_OK included) is the
+//  entry's last: it landed, or a retry cannot change the refusal.
+bool sb_outbox_final (int code, bool fenced_final);
 
 //  The number of the last entry committed in dbi `dbi`, 0 when empty.
 uint64_t sb_outbox_last_stored (sb_store_t *store, unsigned dbi);

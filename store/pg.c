@@ -249,6 +249,10 @@ s_make_sql (sb_store_t *self, PGconn *conn)
             break;
         }
         const char *page = "SELECT key, val FROM %s WHERE %s ORDER BY key LIMIT %d";
+        //  a queue's take: the row is locked as it is picked, and a row
+        //  another txn holds is passed over, not waited for
+        const char *take = "DELETE FROM %s WHERE key = (SELECT key FROM %s WHERE %s "
+                           "ORDER BY key LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING key";
         char **sql = pg->sql [i];
         if (asprintf (&sql [PG_GET], "SELECT val FROM %s WHERE key = $1", t) < 0
             || asprintf (&sql [PG_PUT], "INSERT INTO %s (key, val) VALUES ($1, $2) "
@@ -268,6 +272,8 @@ s_make_sql (sb_store_t *self, PGconn *conn)
             || asprintf (&sql [PG_PAGE_AFTER_BELOW], page, t, "key > $1 AND key < $2",
                          PG_PAGE_ROWS) < 0
             || asprintf (&sql [PG_PAGE_AFTER], page, t, "key > $1", PG_PAGE_ROWS) < 0
+            || asprintf (&sql [PG_TAKE_BELOW], take, t, t, "key >= $1 AND key < $2") < 0
+            || asprintf (&sql [PG_TAKE_FROM], take, t, t, "key >= $1") < 0
             || asprintf (&sql [PG_COUNT], "SELECT count(*) FROM %s", t) < 0)
             rc = -ENOMEM;
     }
@@ -533,6 +539,7 @@ const sb_store_ops_t sb_store_pg_ops = {
     .del        = sb_pg_del,
     .guard      = sb_pg_guard,
     .last       = sb_pg_last,
+    .take       = sb_pg_take,
     .iter_begin = sb_pg_iter_begin,
     .iter_next  = sb_pg_iter_next,
     .iter_del   = sb_pg_iter_del,

@@ -28,6 +28,8 @@ enum {
     PG_PAGE_FROM,       //  $1 seek: a page of keys >= $1
     PG_PAGE_AFTER_BELOW,//  $1 last key seen, $2 successor: a page of ($1, $2)
     PG_PAGE_AFTER,      //  $1 last key seen: a page of keys > $1
+    PG_TAKE_BELOW,      //  $1 prefix, $2 successor: delete the least unlocked key in [$1, $2)
+    PG_TAKE_FROM,       //  $1 prefix: delete the least unlocked key >= $1
     PG_COUNT,           //  no parameter: the number of rows
     PG_NSQL
 };
@@ -127,6 +129,9 @@ int  sb_pg_guard  (sb_txn_t *txn, const sb_guard_t *guard);
 int  sb_pg_last   (sb_txn_t *txn, unsigned dbi,
                    const void *prefix, size_t plen, const void *succ, size_t slen,
                    sb_datum_t *key, sb_datum_t *val);
+int  sb_pg_take   (sb_txn_t *txn, unsigned dbi,
+                   const void *prefix, size_t plen, const void *succ, size_t slen,
+                   uint8_t *key, size_t *klen);
 int  sb_pg_iter_begin (sb_txn_iter_t *it, unsigned dbi, const void *seek, size_t seeklen);
 int  sb_pg_iter_next  (sb_txn_iter_t *it, sb_datum_t *key, sb_datum_t *val);
 int  sb_pg_iter_del   (sb_txn_iter_t *it);

@@ -41,6 +41,30 @@ sb_pg_last (sb_txn_t *txn, unsigned dbi,
     return sb_pg_keep (txn, res);
 }
 
+int
+sb_pg_take (sb_txn_t *txn, unsigned dbi,
+            const void *prefix, size_t plen, const void *succ, size_t slen,
+            uint8_t *key, size_t *klen)
+{
+    const void *values [2] = { prefix, succ };
+    size_t lengths [2] = { plen, slen };
+    int which = slen > 0? PG_TAKE_BELOW: PG_TAKE_FROM;
+    PGresult *res;
+    int rc = sb_pg_exec (txn, S_PG (txn->store)->sql [dbi][which], slen > 0? 2: 1,
+                         values, lengths, PGRES_TUPLES_OK, &res);
+    if (rc != 0)
+        return rc;
+    size_t n = PQntuples (res) == 1? (size_t) PQgetlength (res, 0, 0): 0;
+    if (n == 0 || n > SB_STORE_KEY_MAX) {
+        PQclear (res);
+        return n? SB_STORE_BACKEND: SB_STORE_NOTFOUND;
+    }
+    memcpy (key, PQgetvalue (res, 0, 0), n);
+    *klen = n;
+    PQclear (res);
+    return 0;
+}
+
 //  Reads the page that starts at `from` (after it when `after`), and makes
 //  its first row the scan's current one. Returns 0, SB_STORE_NOTFOUND when
 //  the page is empty, or an error.

@@ -286,6 +286,19 @@ int
     sb_txn_last (sb_txn_t *txn, unsigned dbi, const void *prefix, size_t plen,
                  sb_datum_t *key, sb_datum_t *val);
 
+//  A queue's take: deletes the smallest key that starts with `prefix` and
+//  copies it into key (SB_STORE_KEY_MAX bytes), its length into *klen.
+//  On PostgreSQL the row is picked `FOR UPDATE SKIP LOCKED`: a key another
+//  transaction holds locked (a concurrent take, on this node or another)
+//  is passed over, so that takers never wait for each other and never
+//  take one key twice. Write txns only. Returns 0; SB_STORE_NOTFOUND (not
+//  sticky) when no key with the prefix is free; or the sticky error. The
+//  keys of such a queue carry what they mean (their values are not given
+//  back).
+int
+    sb_txn_take_first (sb_txn_t *txn, unsigned dbi, const void *prefix, size_t plen,
+                       uint8_t *key, size_t *klen);
+
 //  --------------------------------------------------------------------------
 //  Fencing
 //

@@ -97,6 +97,13 @@ typedef struct {
     int  (*last)   (sb_txn_t *txn, unsigned dbi,
                     const void *prefix, size_t plen, const void *succ, size_t slen,
                     sb_datum_t *key, sb_datum_t *val);
+    //  Deletes the least key >= prefix and < succ (slen 0: no successor)
+    //  that no other txn holds locked, and copies it into key (at most
+    //  SB_STORE_KEY_MAX bytes): 0, SB_STORE_NOTFOUND or an error. The
+    //  front checks that the txn writes.
+    int  (*take)   (sb_txn_t *txn, unsigned dbi,
+                    const void *prefix, size_t plen, const void *succ, size_t slen,
+                    uint8_t *key, size_t *klen);
 
     //  Iteration. begin positions it->cursor on the first key >= `seek`
     //  (seek 0 bytes: the dbi's first key) and stores that entry in it->key

@@ -345,11 +345,19 @@ s_recover_waiting (self_t *self, const run_t *r, char *reason, size_t size)
     bus failing over to this node or another (bus/client.c), and its
     heartbeats keep the lease this gives it, which expires as any
     worker's lease does when they stop. */
+#define FOREIGN_RETRY_MS 2000   /* another node's entry that did not land is tried again this much later */
+
 static int
 s_recover_shards (self_t *self, uint64_t shards, bool takeover)
 {
     self->recovering = true;
     sb_run_outbox_drain (self);
+    /* what the old owner had committed and not yet put on the tape lands
+       before anything this node writes of its runs */
+    if (takeover && self->cluster && !sb_run_outbox_foreign (self, shards)) {
+        self->foreign_due |= shards;
+        self->foreign_at = sb_mono_ms () + FOREIGN_RETRY_MS;
+    }
     zlistx_t *ids = sb_run_active_ids (self);
     self->recovering = ids != NULL;
     if (!ids)
@@ -421,6 +429,14 @@ sb_run_shards_changed (self_t *self)
     uint64_t now = sb_cluster_held (self->cluster);
     uint64_t gained = now & ~self->shards_seen, lost = self->shards_seen & ~now;
     self->shards_seen = now;
+    self->foreign_due &= now;
+    if (self->foreign_due && !gained && sb_mono_ms () >= self->foreign_at) {
+        /* another node's entries that did not land at the takeover */
+        if (sb_run_outbox_foreign (self, self->foreign_due))
+            self->foreign_due = 0;
+        else
+            self->foreign_at = sb_mono_ms () + FOREIGN_RETRY_MS;
+    }
     /* lost: the local executions of its runs stop, their leases go (the
        new owner's recovery ends the runs; their writes here are fenced) */
     zlistx_t *keys = lost ? zhashx_keys (self->leases) : NULL;

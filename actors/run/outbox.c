@@ -269,6 +269,110 @@ sb_run_outbox_drain (self_t *self)
     }
 }
 
+/*  Another node's entries: when a node dies, what its outbox had not
+    delivered ('o' ITS_ID n) is the new owner's to send, for the
+    sessions of the shards it took. Each body carries the command_id
+    stored with it, so an entry that also reaches the tape from its own
+    node (it comes back under its id, or it is alive and lost the shard
+    while its append was in flight) lands once. */
+#define FOREIGN_MAX 256         /* entries read per walk; the rest wait for the next */
+
+typedef struct {
+    uint8_t *key, *body;
+    size_t klen, len;
+} foreign_t;
+
+typedef struct {
+    uint64_t shards;
+    foreign_t e [FOREIGN_MAX];
+    size_t n;
+    bool more;
+} foreign_walk_t;
+
+static void
+s_foreign_add (const void *key, size_t klen, const void *val, size_t vlen, void *arg)
+{
+    foreign_walk_t *f = arg;
+    /* one larger than a bus frame could never be sent: it stays */
+    if (!sb_outbox_foreign (key, klen) || (int64_t) vlen > sb_bus_max_frame ())
+        return;
+    sb_verr_t err;
+    sb_doc_t *doc = sb_decode (val, vlen, NULL, 0, &err);
+    const char *sid = doc ? sb_get_str (sb_doc_root (doc), "session_id") : NULL;
+    bool ours = sid && (sb_cluster_shard_bit (sid) & f->shards);
+    sb_doc_destroy (&doc);
+    if (!ours)
+        return;
+    if (f->n == FOREIGN_MAX) {
+        f->more = true;
+        return;
+    }
+    foreign_t *e = &f->e [f->n];
+    e->key = malloc (klen);
+    e->body = malloc (vlen ? vlen : 1);
+    if (!e->key || !e->body) {
+        free (e->key);
+        free (e->body);
+        f->more = true;
+        return;
+    }
+    memcpy (e->key, key, klen);
+    memcpy (e->body, val, vlen);
+    e->klen = klen;
+    e->len = vlen;
+    f->n++;
+}
+
+/*  Sends, in their order, the entries other nodes left for the sessions
+    of `shards`, and deletes each one that is done with; waits for each
+    answer (CALL_MS), as the startup's drain does. True when none is
+    left; false when one must be tried again (no answer, or a refusal a
+    retry may change), and the walk stopped there. */
+bool
+sb_run_outbox_foreign (self_t *self, uint64_t shards)
+{
+    foreign_walk_t *f = calloc (1, sizeof *f);
+    if (!f)
+        return false;
+    f->shards = shards;
+    bool all = true;
+    uint64_t before = self->foreign_sent;
+    while (all) {
+        f->n = 0;
+        f->more = false;
+        if (sb_run_kv_scan (self, DBI_OUTBOX, "o", 1, s_foreign_add, f)) {
+            all = false;
+            break;
+        }
+        size_t i = 0;
+        for (; i < f->n && all; i++) {
+            sb_msg_t *reply = sb_bus_call (self->bus, "session.append", NULL, f->e [i].body, f->e [i].len, CALL_MS);
+            sb_err_t code = reply && sb_msg_is_error (reply) ? sb_err_from_name (sb_msg_error_code (reply)) : SB_OK;
+            if (reply && sb_outbox_final (code, false)) {
+                if (code != SB_OK)
+                    sb_warn (ACTOR, "another node's outbox entry refused code=%s message=\"%s\" (dropped)",
+                             sb_msg_error_code (reply), sb_msg_error_message (reply));
+                sb_run_kv_del (self, DBI_OUTBOX, f->e [i].key, f->e [i].klen, false);
+                self->foreign_sent++;
+            }
+            else
+                all = false;
+            sb_msg_destroy (&reply);
+        }
+        for (size_t j = 0; j < f->n; j++) {
+            free (f->e [j].key);
+            free (f->e [j].body);
+        }
+        if (!f->more)
+            break;
+    }
+    free (f);
+    if (self->foreign_sent > before || !all)
+        sb_info (ACTOR, "other nodes' outbox entries sent=%llu%s", (unsigned long long) (self->foreign_sent - before),
+                 all ? "" : " (some wait for the next try)");
+    return all;
+}
+
 /*  Persists a run change (and its tape entry when the status changed),
     then flushes the outbox. Returns 0 or a store error. */
 static int

@@ -140,6 +140,9 @@ struct self_t {
     sb_forward_t *fwd;          /* requests forwarded to the owners of other shards (cluster/forward.c) */
     uint64_t kv_shards;         /* the shard of the session being written (sb_run_kv_put) */
     uint64_t shards_seen;       /* the shards held at the last tick (sb_run_shards_changed) */
+    uint64_t foreign_due;       /* shards taken whose other nodes' outbox entries are not all sent */
+    int64_t foreign_at;         /* mono ms: try them again then */
+    uint64_t foreign_sent;      /* other nodes' outbox entries sent (or dropped) since start */
     sb_enc_t *enc;
     char instance [129];
     zhashx_t *leases;           /* run_id -> lease_t */
@@ -278,6 +281,9 @@ void sb_run_outbox_close (self_t *self);
 /*  Startup only (before the actor serves): sends every pending append and
     waits for each. */
 void sb_run_outbox_drain (self_t *self);
+/*  A takeover: sends what other nodes' outboxes hold for the sessions of
+    `shards` (waits for each answer); true when nothing is left. */
+bool sb_run_outbox_foreign (self_t *self, uint64_t shards);
 /*  Startup only: tells the session actor the run's fence and waits; 0
     once it has it. */
 int sb_run_fence_session (self_t *self, run_t *r);

@@ -329,6 +329,47 @@ Test (store, sticky_error_discards_the_whole_txn)
     sb_store_destroy (&store);
 }
 
+Test (store, take_first_deletes_the_least_key_of_the_prefix)
+{
+    sb_store_t *store = s_open ("take", 1, 0);
+    //  queue "q": keys 3, 1, 2 put out of order; another session's key and
+    //  one past the prefix are never taken
+    for (uint64_t n = 3; n >= 1; n--) {
+        sb_key_t k;
+        s_tape_key (&k, "q", n);
+        s_put_one (store, DBI_TAPE, &k, "x");
+    }
+    sb_key_t other, prefix;
+    s_tape_key (&other, "r", 1);
+    s_put_one (store, DBI_TAPE, &other, "x");
+    s_prefix (&prefix, "q");
+
+    sb_txn_t txn;
+    uint8_t key [SB_STORE_KEY_MAX];
+    size_t klen;
+    cr_assert_eq (sb_txn_begin (store, &txn, false), 0);
+    cr_assert_eq (sb_txn_take_first (&txn, DBI_TAPE, prefix.buf, prefix.len, key, &klen), SB_STORE_INVALID,
+                  "a read txn cannot take");
+    sb_txn_abort (&txn);
+    for (uint64_t n = 1; n <= 3; n++) {
+        cr_assert_eq (sb_txn_begin (store, &txn, true), 0);
+        cr_assert_eq (sb_txn_take_first (&txn, DBI_TAPE, prefix.buf, prefix.len, key, &klen), 0,
+                      "%s", sb_store_strerror (txn.ret));
+        sb_key_t want;
+        s_tape_key (&want, "q", n);
+        cr_assert_eq (klen, want.len);
+        cr_assert_eq (memcmp (key, want.buf, klen), 0, "the least key first (%llu)", (unsigned long long) n);
+        cr_assert_eq (sb_txn_commit (&txn), 0);
+    }
+    cr_assert_eq (sb_txn_begin (store, &txn, true), 0);
+    cr_assert_eq (sb_txn_take_first (&txn, DBI_TAPE, prefix.buf, prefix.len, key, &klen), SB_STORE_NOTFOUND);
+    cr_assert_eq (txn.ret, 0, "not found is not sticky");
+    sb_datum_t v;
+    cr_assert_eq (sb_txn_get (&txn, DBI_TAPE, other.buf, other.len, &v), 0, "another prefix's key stays");
+    cr_assert_eq (sb_txn_commit (&txn), 0);
+    sb_store_destroy (&store);
+}
+
 Test (store, notfound_and_exists_are_not_sticky)
 {
     sb_store_t *store = s_open ("nf", 1, 0);

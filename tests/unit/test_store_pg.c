@@ -170,6 +170,116 @@ Test (store_pg, two_writers_conflict_and_both_commit, .timeout = 60)
     sb_store_destroy (&b);
 }
 
+//  A queue's take (sb_txn_take_first) from two hosts at once.
+#define TAKE_KEYS 300
+
+typedef struct {
+    sb_store_t *store;
+    pthread_barrier_t *go;
+    uint8_t taken [TAKE_KEYS];  //  how often this host took key n
+    int n, rc;
+} taker_t;
+
+static int
+s_take_fn (sb_txn_t *txn, void *arg)
+{
+    taker_t *t = (taker_t *) arg;
+    sb_key_t prefix;
+    sb_key_init (&prefix, 'Q');
+    sb_key_str (&prefix, "pool");
+    uint8_t key [SB_STORE_KEY_MAX];
+    size_t klen;
+    int rc = sb_txn_take_first (txn, DBI_SESS, prefix.buf, prefix.len, key, &klen);
+    if (rc == 0 && klen == prefix.len + 8) {
+        sb_datum_t k = { klen, key };
+        t->n = (int) sb_key_read_u64 (&k, prefix.len);
+    }
+    return rc == SB_STORE_NOTFOUND? 0: rc;
+}
+
+static void *
+s_taker (void *arg)
+{
+    taker_t *t = (taker_t *) arg;
+    pthread_barrier_wait (t->go);
+    while (true) {
+        t->n = -1;
+        t->rc = sb_store_write (t->store, s_take_fn, t);
+        if (t->rc != 0 || t->n < 0)
+            break;
+        if (t->n < TAKE_KEYS)
+            t->taken [t->n]++;
+    }
+    return NULL;
+}
+
+Test (store_pg, takes_from_two_hosts_skip_locked_rows_and_take_each_key_once, .timeout = 60)
+{
+    NEEDS_SERVER ();
+    sb_store_t *a = s_open ("take");
+    sb_store_t *b = s_open ("take");
+    sb_txn_t txn;
+    cr_assert_eq (sb_txn_begin (a, &txn, true), 0);
+    for (uint64_t n = 0; n < TAKE_KEYS; n++) {
+        sb_key_t k;
+        sb_key_init (&k, 'Q');
+        sb_key_str (&k, "pool");
+        sb_key_u64 (&k, n);
+        sb_txn_put (&txn, DBI_SESS, k.buf, k.len, "", 0);
+    }
+    cr_assert_eq (sb_txn_commit (&txn), 0, "%s", sb_store_strerror (txn.ret));
+
+    //  A take in flight holds its row: the other host's take passes over
+    //  it to the next key at once, rather than waiting for it.
+    sb_key_t prefix;
+    sb_key_init (&prefix, 'Q');
+    sb_key_str (&prefix, "pool");
+    uint8_t ka [SB_STORE_KEY_MAX], kb [SB_STORE_KEY_MAX];
+    size_t la, lb;
+    sb_txn_t tb;
+    cr_assert_eq (sb_txn_begin (a, &txn, true), 0);
+    cr_assert_eq (sb_txn_take_first (&txn, DBI_SESS, prefix.buf, prefix.len, ka, &la), 0);
+    cr_assert_eq (sb_txn_begin (b, &tb, true), 0);
+    cr_assert_eq (sb_txn_take_first (&tb, DBI_SESS, prefix.buf, prefix.len, kb, &lb), 0,
+                  "%s", sb_store_strerror (tb.ret));
+    sb_datum_t da = { la, ka }, db = { lb, kb };
+    cr_assert_eq (sb_key_read_u64 (&da, prefix.len), 0);
+    cr_assert_eq (sb_key_read_u64 (&db, prefix.len), 1, "the locked key 0 is skipped");
+    //  the first take gives up: key 0 is free again, and is taken next
+    sb_txn_abort (&txn);
+    cr_assert_eq (sb_txn_commit (&tb), 0);
+
+    pthread_barrier_t go;
+    pthread_barrier_init (&go, NULL, 2);
+    taker_t *ta = calloc (1, sizeof *ta), *tk = calloc (1, sizeof *tk);
+    ta->store = a;
+    tk->store = b;
+    ta->go = tk->go = &go;
+    pthread_t pa, pb;
+    pthread_create (&pa, NULL, s_taker, ta);
+    pthread_create (&pb, NULL, s_taker, tk);
+    pthread_join (pa, NULL);
+    pthread_join (pb, NULL);
+    pthread_barrier_destroy (&go);
+    cr_assert_eq (ta->rc, 0, "%s", sb_store_strerror (ta->rc));
+    cr_assert_eq (tk->rc, 0, "%s", sb_store_strerror (tk->rc));
+    int na = 0, nb = 0;
+    for (int n = 0; n < TAKE_KEYS; n++) {
+        int want = n == 1 ? 0 : 1;
+        cr_assert_eq (ta->taken [n] + tk->taken [n], want, "key %d taken %d + %d times", n, ta->taken [n],
+                      tk->taken [n]);
+        na += ta->taken [n];
+        nb += tk->taken [n];
+    }
+    cr_assert_gt (na, 0, "host a took none: the test raced nothing");
+    cr_assert_gt (nb, 0, "host b took none: the test raced nothing");
+    cr_log_info ("two hosts took %d + %d of %d keys, each once", na, nb, TAKE_KEYS - 1);
+    free (ta);
+    free (tk);
+    sb_store_destroy (&a);
+    sb_store_destroy (&b);
+}
+
 typedef struct {
     const char *url;
     pthread_barrier_t *go;

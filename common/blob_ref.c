@@ -68,6 +68,13 @@ sb_blob_encode_images (sb_enc_t *e, const char *blob_dir, const char *sid, const
     if (!images || images->type != SB_V_ARRAY || images->len == 0)
         return 0;
     sb_enc_key (e, "images");
+    return sb_blob_encode_image_array (e, blob_dir, sid, images, err, errlen);
+}
+
+int
+sb_blob_encode_image_array (sb_enc_t *e, const char *blob_dir, const char *sid, const sb_val_t *images, char *err,
+                            size_t errlen)
+{
     sb_enc_array_open (e);
     for (uint32_t k = 0; k < images->len; k++) {
         const sb_val_t *im = &images->v.a [k];

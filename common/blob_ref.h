@@ -30,4 +30,9 @@ int sb_blob_resolve_image (const char *blob_dir, const char *sid, const char *he
 int sb_blob_encode_images (sb_enc_t *e, const char *blob_dir, const char *sid, const sb_val_t *images, char *err,
                            size_t errlen);
 
+/*  The same references as one array of its own (no key): what a queued
+    prompt keeps (actors/session/queue.c). images must be an array. */
+int sb_blob_encode_image_array (sb_enc_t *e, const char *blob_dir, const char *sid, const sb_val_t *images,
+                                char *err, size_t errlen);
+
 #endif

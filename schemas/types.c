@@ -248,6 +248,7 @@ static const sb_field_t s_tape_prompt_queued [] = {
     { "mode", SB_T_ENUM, true, 16, NULL, "how it waits", ENUM (sb_prompt_modes) },
     { "position", SB_T_UINT, false, 0, NULL, "queue: its place in the queue, from 1", RANGE_COUNT },
     { "reason", SB_T_STR, false, 1 KB, NULL, "a steer put back in the queue: why (the run ended without taking it)" },
+    { "images", SB_T_ARRAY, false, 16, s_image_item, "images given with it, by reference (docs/images.md)" },
     END };
 static const sb_field_t s_tape_prompt_ref [] = {
     { "prompt_id", SB_T_STR, true, ID_MAX, NULL, "the prompt" },
@@ -258,6 +259,7 @@ static const sb_field_t s_tape_prompt_steered [] = {
     { "prompt_id", SB_T_STR, true, ID_MAX, NULL, "the steer" },
     { "text", SB_T_STR, true, 1 MB, NULL, "what the model receives as a user message" },
     { "step", SB_T_UINT, true, 0, NULL, "the step boundary it joined the run at", RANGE_COUNT },
+    { "images", SB_T_ARRAY, false, 16, s_image_item, "images given with it, shown with its text (docs/images.md)" },
     END };
 static const sb_field_t s_tape_queue_state [] = {
     { "reason", SB_T_STR, false, 1 KB, NULL, "why the queue paused (cancelled, failed, server_restart, ...)" },

@@ -17,6 +17,7 @@ static const sb_field_t s_queue_list [] = {
     { "command_id", SB_T_STR, false, 64, NULL, "idempotency key" },
     END
 };
+static const sb_field_t s_queue_image [] = { { "image", SB_T_MAP, false, 0, sb_blob_ref_fields, "an image" } };
 static const sb_field_t s_queue_item [] = {
     { "prompt_id", SB_T_STR, true, ID_MAX, NULL, "the prompt" },
     { "text", SB_T_STR, true, 1 MB, NULL, "the prompt's text" },
@@ -24,6 +25,7 @@ static const sb_field_t s_queue_item [] = {
     { "created_at", SB_T_UINT, true, 0, NULL, "ms since epoch: when it was given" },
     { "approval_policy", SB_T_STR, false, 16, NULL, "the policy its run will take" },
     { "run_id", SB_T_STR, false, ID_MAX, NULL, "steers: the run it waits to join" },
+    { "images", SB_T_ARRAY, false, 16, s_queue_image, "the images it carries, by reference (docs/images.md)" },
     END
 };
 static const sb_field_t s_queue_items [] = { { "prompt", SB_T_MAP, false, 0, s_queue_item, "a prompt" } };

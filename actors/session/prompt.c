@@ -65,20 +65,23 @@ sb_session_forwards_new (void)
 
 //  Sends run.request; registers f under its id (the table owns f then),
 //  and the session as starting. False when it cannot be sent (f is the
-//  caller's still).
+//  caller's still); when an image is the reason, err says which.
 static bool
-s_send (self_t *self, forward_t *f, const char *text, const sb_val_t *images, const char *policy, const char *cmd)
+s_send (self_t *self, forward_t *f, const char *text, const sb_val_t *images, const char *policy, const char *cmd,
+        char *err, size_t errlen)
 {
+    err [0] = 0;
     sb_enc_t *e = sb_enc_new ();
     if (!e)
         return false;
     sb_enc_map_open (e);
     sb_enc_kstr (e, "session_id", f->sid);
     sb_enc_kstr (e, "input", text);
-    //  Checked when the prompt was taken; a blob cannot have gone since,
-    //  as only a delete of this session drops what it holds.
-    char err [512];
-    if (sb_blob_encode_images (e, self->blob_dir, f->sid, images, err, sizeof err)) {
+    //  Checked when the prompt was taken. A queued prompt's are checked
+    //  again: its session holds them while it waits (removing it lets
+    //  them go only when nothing else names them), so this fails only on
+    //  a store changed under the server.
+    if (sb_blob_encode_images (e, self->blob_dir, f->sid, images, err, errlen)) {
         sb_warn (ACTOR, "prompt images session=%s error=\"%s\"", f->sid, err);
         sb_enc_destroy (&e);
         return false;
@@ -138,15 +141,19 @@ sb_session_prompt_forward (self_t *self, req_t *req)
     req->msg = NULL;
     const sb_val_t *b = msg->body;
     //  The retry of a prompt is the retry of its run request.
-    if (!s_send (self, f, sb_get_str (b, "text"), sb_get (b, "images"), sb_get_str (b, "approval_policy"), req->cmd)) {
+    char err [512];
+    if (!s_send (self, f, sb_get_str (b, "text"), sb_get (b, "images"), sb_get_str (b, "approval_policy"), req->cmd,
+                 err, sizeof err)) {
         sb_bus_error (self->bus, msg, SB_E_unavailable, "cannot reach the run coordinator");
         s_forward_free ((void **) &f);
     }
 }
 
+static void s_queue_answered (self_t *self, forward_t *f, const sb_msg_t *reply, const char *why);
+
 bool
 sb_session_prompt_start (self_t *self, const char *sid, const char *prompt_id, const char *text,
-                         const char *policy)
+                         const sb_val_t *images, const char *policy)
 {
     forward_t *f = calloc (1, sizeof *f);
     if (!f)
@@ -156,9 +163,14 @@ sb_session_prompt_start (self_t *self, const char *sid, const char *prompt_id, c
     snprintf (f->prompt_id, sizeof f->prompt_id, "%s", prompt_id);
     char cmd [64];
     snprintf (cmd, sizeof cmd, "queue:%s", prompt_id);
-    if (!s_send (self, f, text, NULL, policy, cmd)) {
+    char err [512];
+    if (!s_send (self, f, text, images, policy, cmd, err, sizeof err)) {
+        //  An image it names is gone: nothing will bring it back, so the
+        //  queue pauses saying which (a person removes the prompt).
+        if (err [0])
+            s_queue_answered (self, f, NULL, err);
         s_forward_free ((void **) &f);
-        return false;
+        return err [0] != 0;
     }
     sb_info (ACTOR, "starting queued prompt session=%s prompt=%s", sid, prompt_id);
     return true;
@@ -243,9 +255,10 @@ s_prompt_answered (self_t *self, forward_t *f, const sb_msg_t *reply)
     sb_enc_destroy (&e);
 }
 
-//  The answer to the start of the queue's next prompt.
+//  The answer to the start of the queue's next prompt (NULL: none came,
+//  or `why` it could not be sent).
 static void
-s_queue_answered (self_t *self, forward_t *f, const sb_msg_t *reply)
+s_queue_answered (self_t *self, forward_t *f, const sb_msg_t *reply, const char *why_not)
 {
     sb_enc_t *e = sb_enc_new ();
     if (!e)
@@ -256,9 +269,9 @@ s_queue_answered (self_t *self, forward_t *f, const sb_msg_t *reply)
     if (!reply || sb_msg_is_error (reply)) {
         char why [512];
         snprintf (why, sizeof why, "could not start queued prompt %s: %s", f->prompt_id,
-                  reply? sb_msg_error_message (reply): "the run coordinator did not answer");
+                  reply? sb_msg_error_message (reply): why_not? why_not: "the run coordinator did not answer");
         sb_enc_kstr (e, "reason", why);
-        sb_enc_kstr (e, "code", reply? sb_msg_error_code (reply): "timeout");
+        sb_enc_kstr (e, "code", reply? sb_msg_error_code (reply): why_not? "invalid": "timeout");
         s_internal (self, OP_Q_START_FAILED, "session.queue.start_failed", e);
     }
     else {
@@ -289,7 +302,7 @@ sb_session_prompt_reply (self_t *self, sb_msg_t **reply_p)
     if (f->kind == FWD_PROMPT)
         s_prompt_answered (self, f, reply);
     else
-        s_queue_answered (self, f, reply);
+        s_queue_answered (self, f, reply, NULL);
     s_forward_done (self, f);
     return true;
 }
@@ -314,7 +327,7 @@ sb_session_prompt_expire (self_t *self)
                           FORWARD_TTL_MS / 1000);
         else
         if (f->kind == FWD_QUEUE)
-            s_queue_answered (self, f, NULL);
+            s_queue_answered (self, f, NULL, NULL);
         s_forward_done (self, f);
     }
     zlistx_destroy (&keys);

@@ -40,6 +40,7 @@
 #include "schemas/vocab.h"
 #include "schemas/run_status.h"
 #include "schemas/types.h"
+#include "common/blob_ref.h"
 
 #include <errno.h>
 #include <string.h>
@@ -167,6 +168,7 @@ s_steers_back (self_t *self, sb_txn_t *txn, req_t *req, record_t *r, qmeta_t *m,
         sb_enc_kstr (e, "mode", "queue");
         sb_enc_kuint (e, "position", i + 1);
         sb_enc_kstr (e, "reason", why);
+        sb_queue_item_images (e, &list [i]);
         s_entry (self, txn, req, r, NULL, "prompt.queued", e);
     }
     free (list);
@@ -239,6 +241,34 @@ sb_session_queue_prepare_remember (self_t *self, req_t *req)
 //  --------------------------------------------------------------------------
 //  Writes, inside the drain's transaction
 
+//  The references of a session.prompt's images, as the tape keeps them
+//  (with `sent`, the downscaled copy), into refs->images in the drain's
+//  arena; none when it has no images. False with req failed.
+static bool
+s_item_refs (self_t *self, req_t *req, qitem_t *refs)
+{
+    const sb_val_t *images = sb_get (req->msg->body, "images");
+    if (!images || images->type != SB_V_ARRAY || !images->len)
+        return true;
+    sb_enc_t *e = sb_enc_new ();
+    char err [512] = "out of memory";
+    bool ok = e && sb_blob_encode_image_array (e, self->blob_dir, req->sid, images, err, sizeof err) == 0;
+    if (ok) {
+        size_t len;
+        const uint8_t *b = sb_enc_data (e, &len);
+        uint8_t *copy = sb_session_alloc (self, len);
+        if ((ok = copy != NULL)) {
+            memcpy (copy, b, len);
+            refs->images = copy;
+            refs->images_len = len;
+        }
+    }
+    sb_enc_destroy (&e);
+    if (!ok)
+        sb_session_fail (req, SB_E_invalid, "%s", err);
+    return ok;
+}
+
 //  What a queue write starts with: the session's record, and an encoder
 //  opened for the bodies of the entries it appends (s_entry reopens it
 //  after each). That is self->enc, the drain's own (swapped with it,
@@ -288,26 +318,25 @@ sb_session_queue_write_prompt (self_t *self, sb_txn_t *txn, req_t *req)
         req->q_forward = true;
         return;
     }
-    //  Images ride on the run's request only (actors/session/prompt.c):
-    //  the queue and steers keep text.
-    const sb_val_t *images = sb_get (b, "images");
-    if (images && images->len) {
-        sb_session_fail (req, SB_E_conflict, "session %s is busy: a prompt with images must start its run "
-                         "(it cannot be queued or steered yet); send it when the session is idle", req->sid);
+    //  The prompt waits with its images' references (checked before the
+    //  transaction), as the tape's `prompt` will carry them: its run's
+    //  request, or the steer's prompt.steered, names the same blobs.
+    qitem_t refs = { 0 };
+    if (!s_item_refs (self, req, &refs))
         return;
-    }
     const sb_val_t *textv = sb_get (b, "text");
+    size_t need = textv->len + refs.images_len;
     const char *mode = sb_get_str (b, "mode");
     bool steer = sb_prompt_mode_from_name (mode) == SB_PROMPT_STEER
               && sb_turn_status_from_name (r->turn_status) == SB_TURN_RUNNING && r->last_run_id;
-    if (r->tape_bytes + textv->len > self->tape_quota) {
+    if (r->tape_bytes + need > self->tape_quota) {
         sb_session_fail (req, SB_E_too_large, "session %s reached its tape quota of %llu bytes", req->sid,
                          (unsigned long long) self->tape_quota);
         return;
     }
-    if (m.bytes + textv->len > self->queue_bytes) {
-        sb_session_fail (req, SB_E_overloaded, "the queue of session %s holds %llu bytes of prompts; "
-                         "at most %llu may wait (SWITCHBOARD_QUEUE_BYTES)", req->sid,
+    if (m.bytes + need > self->queue_bytes) {
+        sb_session_fail (req, SB_E_overloaded, "the queue of session %s holds %llu bytes of prompts and image "
+                         "references; at most %llu may wait (SWITCHBOARD_QUEUE_BYTES)", req->sid,
                          (unsigned long long) m.bytes, (unsigned long long) self->queue_bytes);
         return;
     }
@@ -323,7 +352,8 @@ sb_session_queue_write_prompt (self_t *self, sb_txn_t *txn, req_t *req)
     sb_ulid_new (ulid);
     snprintf (id, sizeof id, "pr_%s", ulid);
     qitem_t it = {
-        .prompt_id = sb_session_strdup (self, id), .text = textv->v.s, .len = textv->len,
+        .prompt_id = sb_session_strdup (self, id), .text = textv->v.s, .len = need,
+        .images = refs.images, .images_len = refs.images_len,
         .mode = steer? "steer": mode? mode: "queue", .policy = sb_get_str (b, "approval_policy"),
         .created_at = self->now, .run_id = steer? r->last_run_id: NULL,
     };
@@ -344,7 +374,7 @@ sb_session_queue_write_prompt (self_t *self, sb_txn_t *txn, req_t *req)
         sb_queue_item_put (txn, 'Q', req->sid, m.tail++, &it);
         position = ++m.count;
     }
-    m.bytes += textv->len;
+    m.bytes += need;
     sb_queue_meta_save (txn, req->sid, &m);
     //  An idle session with a queue that goes (a start that could not be
     //  sent, say) tries again now.
@@ -355,6 +385,7 @@ sb_session_queue_write_prompt (self_t *self, sb_txn_t *txn, req_t *req)
     sb_enc_kstr (e, "mode", steer? "steer": "queue");
     if (!steer)
         sb_enc_kuint (e, "position", position);
+    sb_queue_item_images (e, &it);
     s_entry (self, txn, req, r, it.run_id, "prompt.queued", e);
     s_reply_open (self, req);
     sb_enc_kstr (self->replies, "prompt_id", it.prompt_id);
@@ -486,6 +517,9 @@ sb_session_queue_write_steer_take (self_t *self, sb_txn_t *txn, req_t *req)
             sb_enc_kstr (e, "prompt_id", list [i].prompt_id);
             sb_enc_kstr (e, "text", list [i].text);
             sb_enc_kuint (e, "step", step);
+            //  the context builder shows them with the steer's text
+            //  (actors/exec/context.c), as it does a prompt's
+            sb_queue_item_images (e, &list [i]);
             s_entry (self, txn, req, r, req->run_id, "prompt.steered", e);
         }
         free (list);

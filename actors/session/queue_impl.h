@@ -26,8 +26,13 @@ typedef struct {
 } qmeta_t;
 
 //  One prompt read out of the store, its strings in the drain's arena.
+//  images: the references it carries (a msgpack array of the tape's
+//  image references, docs/images.md), or NULL; len counts the text and
+//  those bytes, as the queue's byte limit does.
 typedef struct {
     const char *prompt_id, *text, *mode, *policy, *run_id;
+    const uint8_t *images;
+    size_t images_len;
     uint64_t created_at;
     size_t len;
 } qitem_t;
@@ -42,6 +47,9 @@ void sb_queue_meta_save (sb_txn_t *txn, const char *sid, const qmeta_t *m);
 void sb_queue_item_put (sb_txn_t *txn, char tag, const char *sid, uint64_t pos, const qitem_t *it);
 //  A stored prompt into *it, its strings copied into the drain's arena.
 bool sb_queue_item_read (self_t *self, const sb_datum_t *v, qitem_t *it);
+//  Writes the prompt's images as the key "images" of the open map e
+//  (nothing when it has none).
+void sb_queue_item_images (sb_enc_t *e, const qitem_t *it);
 //  Finds prompt `id` under `tag` and removes it: true with *out filled.
 bool sb_queue_item_take (self_t *self, sb_txn_t *txn, char tag, const char *sid, const char *id, qitem_t *out);
 

@@ -94,6 +94,7 @@ sb_queue_item_put (sb_txn_t *txn, char tag, const char *sid, uint64_t pos, const
     sb_enc_kuint (e, "created_at", it->created_at);
     sb_enc_kstr_opt (e, "approval_policy", it->policy);
     sb_enc_kstr_opt (e, "run_id", it->run_id);
+    sb_queue_item_images (e, it);
     sb_enc_map_close (e);
     size_t len;
     const uint8_t *data = sb_enc_data (e, &len);
@@ -102,6 +103,39 @@ sb_queue_item_put (sb_txn_t *txn, char tag, const char *sid, uint64_t pos, const
     sb_key_u64 (&k, pos);
     sb_txn_put (txn, DBI_QUEUE, k.buf, k.len, data, len);
     sb_enc_destroy (&e);
+}
+
+void
+sb_queue_item_images (sb_enc_t *e, const qitem_t *it)
+{
+    if (!it->images_len)
+        return;
+    sb_enc_key (e, "images");
+    sb_enc_raw (e, it->images, it->images_len);
+}
+
+//  The images of a stored prompt, as their msgpack bytes in the drain's
+//  arena (they go back into the store, or onto the tape, as they are).
+static bool
+s_item_images (self_t *self, const sb_val_t *d, qitem_t *it)
+{
+    const sb_val_t *iv = sb_get (d, "images");
+    if (!iv || iv->type != SB_V_ARRAY || !iv->len)
+        return true;
+    sb_enc_t *e = sb_enc_new ();
+    if (!e)
+        return false;
+    sb_enc_val (e, iv);
+    size_t len;
+    const uint8_t *b = sb_enc_data (e, &len);
+    uint8_t *copy = sb_session_alloc (self, len);
+    if (copy) {
+        memcpy (copy, b, len);
+        it->images = copy;
+        it->images_len = len;
+    }
+    sb_enc_destroy (&e);
+    return copy != NULL;
 }
 
 //  A stored prompt into *it, its strings copied into the drain's arena
@@ -127,7 +161,9 @@ sb_queue_item_read (self_t *self, const sb_datum_t *v, qitem_t *it)
         it->policy = policy? sb_session_strdup (self, policy): NULL;
         it->run_id = run? sb_session_strdup (self, run): NULL;
         it->created_at = sb_get_uint (d, "created_at", 0);
-        ok = it->prompt_id && it->text && it->mode && (!policy || it->policy) && (!run || it->run_id);
+        ok = it->prompt_id && it->text && it->mode && (!policy || it->policy) && (!run || it->run_id)
+          && s_item_images (self, d, it);
+        it->len = text->len + it->images_len;
     }
     sb_doc_destroy (&doc);
     return ok;
@@ -314,7 +350,8 @@ sb_session_queue_pump (self_t *self)
         doc = sb_decode (v.data, v.size, NULL, 0, &verr);
         const sb_val_t *item = sb_doc_root (doc);
         const char *id = sb_get_str (item, "prompt_id"), *text = sb_get_str (item, "text");
-        if (id && text && !sb_session_prompt_start (self, sid, id, text, sb_get_str (item, "approval_policy")))
+        if (id && text && !sb_session_prompt_start (self, sid, id, text, sb_get (item, "images"),
+                                                    sb_get_str (item, "approval_policy")))
             sb_warn (ACTOR, "cannot send run.request for queued prompt session=%s prompt=%s", sid, id);
         sb_doc_destroy (&doc);
     }

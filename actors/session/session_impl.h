@@ -428,9 +428,11 @@ zhashx_t *sb_session_forwards_new (void);
 void sb_session_prompt_forward (self_t *self, req_t *req);
 void sb_session_prompt_check_images (self_t *self, req_t *req);
 //  Sends run.request for the queue's next prompt (command_id derived from
-//  prompt_id). False when it could not be sent.
+//  prompt_id), with the image references it kept (or NULL). False when it
+//  could not be sent; an image the session no longer holds pauses the
+//  queue instead, saying which.
 bool sb_session_prompt_start (self_t *self, const char *sid, const char *prompt_id, const char *text,
-                              const char *policy);
+                              const sb_val_t *images, const char *policy);
 bool sb_session_prompt_reply (self_t *self, sb_msg_t **reply_p);
 //  Whether a forwarded session.prompt with command_id `cmd` is in flight
 //  for the session (a retry then goes the same way).

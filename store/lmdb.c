@@ -11,9 +11,12 @@
     grow. A grow that finds a txn still open does not wait for it: the
     caller gets SB_STORE_MAP_FULL.
 
-    Durability. No MDB_NOSYNC, no MDB_NOMETASYNC: a commit that returned 0 is
-    on disk, which is what lets an actor reply and publish right after it.
-    No MDB_WRITEMAP either: with a writable map a full disk is a SIGBUS in
+    Durability. A commit that returned 0 is on disk, which is what lets an
+    actor reply and publish right after it. With the write-ahead log (the
+    default; store/lmdb_wal.c) that is the log's one fdatasync, and LMDB
+    runs MDB_NOSYNC, synced at the log's checkpoints: MDB_NOSYNC is allowed
+    only under the log. Without it (SWITCHBOARD_WAL=off) LMDB syncs every
+    commit itself, data pages then meta page. No MDB_WRITEMAP: with a writable map a full disk is a SIGBUS in
     the middle of a memcpy; without it, it is an ENOSPC from write(2) that
     we can report as SB_STORE_DISK_FULL.
 */
@@ -65,7 +68,13 @@ s_grow (sb_store_t *self)
         size_t size = lm->mapsize * 2;
         if (size > SB_STORE_MAPSIZE_MAX)
             size = SB_STORE_MAPSIZE_MAX;
+        //  The log's read txn goes while the map moves, and a checkpoint
+        //  takes it again at once: nothing can commit in between.
+        sb_lmdb_wal_release (self);
         rc = s_code (mdb_env_set_mapsize (lm->env, size));
+        int wrc = sb_lmdb_wal_regain (self);
+        if (rc == 0)
+            rc = wrc;
         if (rc == 0) {
             MDB_envinfo info;
             mdb_env_info (lm->env, &info);
@@ -217,14 +226,18 @@ s_open (sb_store_t *self, unsigned schema_version, size_t initial_mapsize,
 
     //  MDB_NOTLS: read txns are tied to the txn, not to the thread, so an
     //  actor may hand a read txn to a helper thread, and a thread may hold
-    //  more than one. No MDB_WRITEMAP and no MDB_NOSYNC: see the top.
+    //  more than one. No MDB_WRITEMAP; MDB_NOSYNC only under the log (see
+    //  the top), which is opened first: it may roll LMDB back to its last
+    //  checkpoint before LMDB reads its meta pages.
+    if (sb_lmdb_wal_restore (self, err, errlen) != 0)
+        return -1;
     rc = mdb_env_create (&lm->env);
     if (rc == 0)
         rc = mdb_env_set_maxdbs (lm->env, self->ndbi + 1);
     if (rc == 0)
         rc = mdb_env_set_mapsize (lm->env, s_mapsize (initial_mapsize));
     if (rc == 0)
-        rc = mdb_env_open (lm->env, dir, MDB_NOTLS, 0600);
+        rc = mdb_env_open (lm->env, dir, MDB_NOTLS | (lm->wal? MDB_NOSYNC: 0), 0600);
     if (rc != 0) {
         sb_store_err (err, errlen, "%s: cannot open LMDB environment: %s",
                       dir, mdb_strerror (rc));
@@ -250,6 +263,14 @@ s_open (sb_store_t *self, unsigned schema_version, size_t initial_mapsize,
         return -1;
     }
 
+    //  The read txn that keeps the log's checkpoint whole, from before the
+    //  first write on.
+    rc = sb_lmdb_wal_hold (self);
+    if (rc != 0) {
+        sb_store_err (err, errlen, "%s: cannot begin the log's read txn: %s",
+                      dir, sb_store_strerror (rc));
+        return -1;
+    }
     open_ctx_t ctx = { self, schema_version, err, errlen };
     rc = sb_store_write (self, s_open_fn, &ctx);
     if (rc != 0) {
@@ -258,7 +279,9 @@ s_open (sb_store_t *self, unsigned schema_version, size_t initial_mapsize,
                           dir, sb_store_strerror (rc));
         return -1;
     }
-    return 0;
+    //  The records LMDB lacks, then a checkpoint; commits go through the
+    //  log after that.
+    return sb_lmdb_wal_replay (self, err, errlen) == 0? 0: -1;
 }
 
 static void
@@ -267,6 +290,10 @@ s_destroy (sb_store_t *self)
     sb_lmdb_t *lm = S_LMDB (self);
     if (!lm)
         return;
+    if (lm->env)
+        sb_lmdb_wal_close (self);
+    else
+        sb_wal_close (&lm->wal);
     if (lm->env)
         mdb_env_close (lm->env);
     free (lm);
@@ -287,7 +314,9 @@ s_info (sb_txn_t *txn, sb_store_info_t *info)
     info->used_pages = ei.me_last_pgno + 1;
     info->used_bytes = info->used_pages * info->page_size;
     info->max_readers = ei.me_maxreaders;
-    info->num_readers = ei.me_numreaders;
+    //  The readers of the store's users: the log's own read txn, which
+    //  holds the last checkpoint's snapshot, is not one of them.
+    info->num_readers = ei.me_numreaders - (lm->reader? 1: 0);
     info->map_grows = atomic_load_explicit (&lm->grows, memory_order_relaxed);
     info->stale_readers = lm->stale_readers;
     for (unsigned i = 0; i < self->ndbi; i++) {

@@ -101,7 +101,26 @@ sb_lmdb_iter_next (sb_txn_iter_t *it, sb_datum_t *key, sb_datum_t *val)
 int
 sb_lmdb_iter_del (sb_txn_iter_t *it)
 {
-    return s_code (mdb_cursor_del (it->cursor, 0));
+    sb_lmdb_t *lm = S_LMDB (it->txn->store);
+    if (!lm->logging)
+        return s_code (mdb_cursor_del (it->cursor, 0));
+    //  The log needs the dbi's index and the key, which the delete takes
+    //  away.
+    MDB_dbi handle = mdb_cursor_dbi (it->cursor);
+    unsigned dbi = 0;
+    while (dbi < it->txn->store->ndbi && lm->dbi [dbi] != handle)
+        dbi++;
+    if (dbi == it->txn->store->ndbi)
+        return SB_STORE_BACKEND;
+    MDB_val k, v;
+    int rc = mdb_cursor_get (it->cursor, &k, &v, MDB_GET_CURRENT);
+    if (rc != 0)
+        return s_code (rc);
+    rc = sb_lmdb_wal_record (it->txn, SB_WAL_DEL, dbi, k.mv_data, k.mv_size, NULL, 0);
+    if (rc == 0)
+    if (rc == 0)
+        rc = s_code (mdb_cursor_del (it->cursor, 0));
+    return rc;
 }
 
 void

@@ -25,6 +25,8 @@ sb_lmdb_txn_begin (sb_txn_t *txn)
         }
         pthread_mutex_unlock (&store->lock);
     }
+    if (rc == 0 && txn->write)
+        lm->buf.len = 0;
     return s_code (rc);
 }
 
@@ -38,6 +40,8 @@ sb_lmdb_txn_abort (sb_txn_t *txn)
 int
 sb_lmdb_txn_commit (sb_txn_t *txn)
 {
+    if (S_LMDB (txn->store)->logging)
+        return sb_lmdb_wal_commit (txn);
     return s_code (mdb_txn_commit (S_TXN (txn)));
 }
 
@@ -50,9 +54,12 @@ s_put (sb_txn_t *txn, unsigned dbi, const void *key, size_t klen,
 {
     MDB_val k = { klen, (void *) key };
     MDB_val v = { vlen, (void *) val };
-    int rc = mdb_put (S_TXN (txn), S_LMDB (txn->store)->dbi [dbi], &k, &v, flags);
+    sb_lmdb_t *lm = S_LMDB (txn->store);
+    int rc = mdb_put (S_TXN (txn), lm->dbi [dbi], &k, &v, flags);
     if (rc == MDB_KEYEXIST && (flags & MDB_NOOVERWRITE))
         return SB_STORE_EXISTS;
+    if (rc == 0 && lm->logging)
+        return sb_lmdb_wal_record (txn, SB_WAL_PUT, dbi, key, klen, val, vlen);
     return s_code (rc);
 }
 
@@ -94,7 +101,11 @@ int
 sb_lmdb_del (sb_txn_t *txn, unsigned dbi, const void *key, size_t klen)
 {
     MDB_val k = { klen, (void *) key };
-    return s_code (mdb_del (S_TXN (txn), S_LMDB (txn->store)->dbi [dbi], &k, NULL));
+    sb_lmdb_t *lm = S_LMDB (txn->store);
+    int rc = mdb_del (S_TXN (txn), lm->dbi [dbi], &k, NULL);
+    if (rc == 0 && lm->logging)
+        return sb_lmdb_wal_record (txn, SB_WAL_DEL, dbi, key, klen, NULL, 0);
+    return s_code (rc);
 }
 
 //  --------------------------------------------------------------------------

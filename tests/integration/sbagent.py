@@ -215,10 +215,12 @@ class Appenders:
     acked holds (seq, text) of each acknowledged append, errors the
     refusals; stop() ends them (after the server died, or to stop)."""
 
-    def __init__(self, server, sid, n=4):
+    def __init__(self, server, sid, n=4, first=0):
+        """Appenders first .. first+n-1 (their texts are wK-I: a second
+        set on the same session takes another `first`)."""
         self.acked, self.errors, self.stop_at = [], [], threading.Event()
         self.threads = [threading.Thread(target=appender, args=(server, sid, k, self.acked, self.stop_at,
-                                                                  self.errors)) for k in range(n)]
+                                                                  self.errors)) for k in range(first, first + n)]
         for t in self.threads:
             t.start()
 

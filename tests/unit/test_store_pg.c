@@ -184,6 +184,9 @@ static int
 s_take_fn (sb_txn_t *txn, void *arg)
 {
     taker_t *t = (taker_t *) arg;
+    //  a body is run again after a serialization failure: what a run
+    //  that did not commit took is not taken
+    t->n = -1;
     sb_key_t prefix;
     sb_key_init (&prefix, 'Q');
     sb_key_str (&prefix, "pool");

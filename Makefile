@@ -8,7 +8,7 @@
 BUILD   ?= build
 CC      ?= cc
 SAN     ?=
-PKGS    := libczmq libzmq msgpack libcurl lmdb jansson libsodium libedit libwebsockets libpq libcrypto libpng libjpeg
+PKGS    := libczmq libzmq msgpack libcurl lmdb jansson libsodium libedit libwebsockets libpq libcrypto libpng libjpeg libgif libwebp
 OPT     ?= -O2
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 

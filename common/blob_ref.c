@@ -56,7 +56,7 @@ sb_blob_resolve_image (const char *blob_dir, const char *sid, const char *hex, s
         return 0;
     }
     snprintf (err, errlen, "image %.12s (%s, %ux%u, %llu bytes) is over what models take (%u px a side, %u bytes) "
-              "and could not be downscaled (PNG and JPEG can be)", hex, info->mime, info->width, info->height,
+              "and could not be downscaled (see the blob service's log)", hex, info->mime, info->width, info->height,
               (unsigned long long) info->bytes, SB_IMAGE_SEND_SIDE, SB_IMAGE_SEND_BYTES);
     return -1;
 }

@@ -69,8 +69,12 @@ s_decode (const uint8_t *data, size_t len, const char *mime, uint32_t *w, uint32
         *h = img.height;
         return px;
     }
+    if (strcmp (mime, "image/gif") == 0)
+        return sb_image_decode_gif (data, len, w, h, err, errlen);
+    if (strcmp (mime, "image/webp") == 0)
+        return sb_image_decode_webp (data, len, w, h, err, errlen);
     if (strcmp (mime, "image/jpeg") != 0) {
-        snprintf (err, errlen, "%s cannot be downscaled (PNG and JPEG can)", mime);
+        snprintf (err, errlen, "%s cannot be downscaled (PNG, JPEG, GIF and WebP can)", mime);
         return NULL;
     }
     struct jpeg_decompress_struct c;

@@ -58,6 +58,7 @@ PKGS=(
   build-essential pkg-config
   libzmq3-dev libczmq-dev libmsgpack-dev libcurl4-openssl-dev libsodium-dev
   liblmdb-dev libwebsockets-dev libjansson-dev libpq-dev libssl-dev libpng-dev libjpeg-dev
+  libgif-dev libwebp-dev
   libedit-dev
   bubblewrap util-linux git procps
 )

@@ -152,7 +152,7 @@ Test (blob, killed_writer_and_corruption, .init = s_setup, .fini = s_teardown)
     sb_blobs_destroy (&b);
 }
 
-//  The downscaler refuses a type it has no decoder for, and a PNG whose
+//  The downscaler refuses a GIF cut short, a type it has no decoder for, and a PNG whose
 //  header passes the sniffer but whose data is missing, with a reason
 //  (test_images.py downscales a real 20 MB PNG).
 Test (blob, downscale_refuses_what_it_cannot_decode)
@@ -162,6 +162,9 @@ Test (blob, downscale_refuses_what_it_cannot_decode)
     uint32_t w, h;
     cr_assert_null (sb_image_downscale ((const uint8_t *) "GIF89a", 6, "image/gif", 64, 1000, &out_len, &w, &h, err,
                                         sizeof err));
+    cr_assert (strstr (err, "cannot decode the GIF"), "%s", err);
+    cr_assert_null (sb_image_downscale ((const uint8_t *) "%PDF-", 5, "application/pdf", 64, 1000, &out_len, &w, &h,
+                                        err, sizeof err));
     cr_assert (strstr (err, "cannot be downscaled"), "%s", err);
     uint8_t buf [64];
     size_t n = s_png (buf, 300, 100);

@@ -1,0 +1,84 @@
+"""The person attaches a file (docs/images.md): `switchboard attach
+SESSION FILE` puts the bytes with blob.put and session.attach appends an
+`artifact` entry with by "person"; `switchboard artifacts` lists it with
+the origin "person" and `artifact get` gives the same bytes back. Then
+the refusals: a missing file, a file over the blob cap, one over the
+session's quota, an unknown session, a hash the session does not hold,
+a closed session."""
+
+import hashlib
+import json
+import os
+import sys
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sbtest import Server, check, cli, run_tests, tmpdir  # noqa: E402
+from sbagent import new_session, tape  # noqa: E402
+
+
+def write(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
+
+
+def test_attach_lists_and_downloads():
+    srv = Server().start()
+    try:
+        sid = new_session(srv, tmpdir())
+        data = b"# Report\n\nline two\n"
+        f = write(os.path.join(tmpdir(), "report.md"), data)
+        want = hashlib.sha256(data).hexdigest()
+        rc, out, err = cli(srv, "attach", sid, f, "--name", "the report.md", "--json")
+        check(rc == 0, "attach: %s %s", out, err)
+        rep = json.loads(out)
+        check(rep["artifact"]["sha256"] == want and rep["artifact"]["bytes"] == len(data)
+              and rep["artifact"]["mime"] == "text/plain" and rep["artifact"]["name"] == "the report.md"
+              and rep["seq"] > 0, "reply %r", rep)
+        entries = [e for e in tape(srv, sid) if e["kind"] == "artifact"]
+        check(len(entries) == 1 and entries[0]["seq"] == rep["seq"] and entries[0]["body"]["by"] == "person"
+              and entries[0]["body"]["artifact"]["sha256"] == want, "tape %r", entries)
+        rc, out, err = cli(srv, "artifacts", sid, "--json")
+        rows = [json.loads(line) for line in out.splitlines()]
+        check(rc == 0 and len(rows) == 1 and rows[0]["origin"] == "person" and rows[0]["sha256"] == want
+              and rows[0]["seq"] == rep["seq"], "artifacts %r %s", rows, err)
+        rc, out, _ = cli(srv, "attach", sid, f)
+        check(rc == 0 and want in out and "report.md" in out, "text output %r", out)
+        dest = os.path.join(tmpdir(), "back.md")
+        rc, _, err = cli(srv, "artifact", "get", want, "-o", dest, "--session", sid)
+        check(rc == 0 and open(dest, "rb").read() == data, "artifact get: %s", err)
+    finally:
+        srv.stop()
+
+
+def test_attach_refusals():
+    srv = Server(env={"SWITCHBOARD_BLOB_MAX": "4096", "SWITCHBOARD_BLOB_SESSION_QUOTA": "6000"}).start()
+    try:
+        sid = new_session(srv, tmpdir())
+        rc, out, _ = cli(srv, "attach", "--help")
+        check(rc == 0 and "usage: switchboard attach" in out, "help %r", out)
+        rc, _, err = cli(srv, "attach", sid)
+        check(rc == 2, "no FILE is a usage error: %d %r", rc, err)
+        rc, _, err = cli(srv, "attach", sid, os.path.join(tmpdir(), "nothere.txt"))
+        check(rc == 1 and "cannot read" in err, "missing file: %d %r", rc, err)
+        big = write(os.path.join(tmpdir(), "big.txt"), b"x" * 5000)
+        rc, _, err = cli(srv, "attach", sid, big)
+        check(rc == 1 and "too_large" in err, "over the blob cap: %d %r", rc, err)
+        a = write(os.path.join(tmpdir(), "a.txt"), b"a" * 4000)
+        b = write(os.path.join(tmpdir(), "b.txt"), b"b" * 4000)
+        rc, _, err = cli(srv, "attach", sid, a)
+        check(rc == 0, "first attach: %r", err)
+        rc, _, err = cli(srv, "attach", sid, b)
+        check(rc == 1 and "quota" in err, "over the session quota: %d %r", rc, err)
+        rc, _, err = cli(srv, "attach", "01" * 13, a)
+        check(rc != 0 and err, "unknown session: %d %r", rc, err)
+        m = srv.control().request("session.attach", {"session_id": sid, "sha256": "00" * 32}, timeout=10)
+        check(m.type == "error" and m.body.get("code") == "not_found", "a hash not held: %s %r", m.type, m.body)
+        check(len([e for e in tape(srv, sid) if e["kind"] == "artifact"]) == 1, "one artifact entry")
+    finally:
+        srv.stop()
+
+
+if __name__ == "__main__":
+    run_tests(globals())

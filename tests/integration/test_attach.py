@@ -80,5 +80,36 @@ def test_attach_refusals():
         srv.stop()
 
 
+def test_attach_through_the_gateway():
+    """The UI's way: POST /api/blobs/SESSION stores the bytes, then
+    session.attach over the WebSocket makes them an artifact; the
+    download gives the same bytes, as an attachment, never as HTML."""
+    from gwtest import Gateway
+    gw = Gateway()
+    try:
+        sid = new_session(gw.srv, tmpdir())
+        page = b"<img src=x onerror=alert(1)>\n<p>report</p>\n"
+        name = "<img onerror=alert(1)>.html"
+        status, _, body = gw.http("POST", "/api/blobs/%s?name=%s" % (sid, "x.html"), raw=page)
+        check(status == 200, "upload: %d %r", status, body[:200])
+        sha = json.loads(body)["blob"]["sha256"]
+        ws = gw.ws()
+        try:
+            r = ws.call("session.attach", {"session_id": sid, "sha256": sha, "name": name})
+            check(r.get("op") == "reply" and r["body"]["artifact"]["name"] == name
+                  and r["body"]["artifact"]["mime"] == "text/plain", "ws session.attach %r", r)
+        finally:
+            ws.close()
+        rc, out, err = cli(gw.srv, "artifacts", sid, "--json")
+        rows = [json.loads(line) for line in out.splitlines()]
+        check(rc == 0 and [(x["origin"], x["sha256"], x["name"]) for x in rows] == [("person", sha, name)],
+              "artifacts %r %s", rows, err)
+        status, h, got = gw.http("GET", "/api/blobs/%s/%s" % (sid, sha))
+        check(status == 200 and got == page and "html" not in h.get("content-type", "")
+              and h.get("content-disposition", "").startswith("attachment"), "download %d %r", status, h)
+    finally:
+        gw.srv.stop()
+
+
 if __name__ == "__main__":
     run_tests(globals())

@@ -27,8 +27,8 @@ static const char *s_usage =
     "  --json         the reply as one JSON object: seq and artifact\n"
     "  --connect EP   the server's bus endpoint (as $SWITCHBOARD_BUS)\n"
     "  --data DIR     the data folder (as $SWITCHBOARD_DATA)\n\n"
-    "Exit status: 0 attached, 1 the file cannot be read, is too big, or the server\n"
-    "refused or failed, 2 usage error (also an unknown session).\n";
+    "Exit status: 0 attached, 1 the file cannot be read, is too big, the session is\n"
+    "unknown or closed, or the server failed, 2 usage error.\n";
 
 int
 sb_cmd_attach (int argc, char **argv)

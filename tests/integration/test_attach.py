@@ -72,10 +72,17 @@ def test_attach_refusals():
         rc, _, err = cli(srv, "attach", sid, b)
         check(rc == 1 and "quota" in err, "over the session quota: %d %r", rc, err)
         rc, _, err = cli(srv, "attach", "01" * 13, a)
-        check(rc != 0 and err, "unknown session: %d %r", rc, err)
+        check(rc == 1 and "not_found" in err, "unknown session: %d %r", rc, err)
+        rc, _, err = cli(srv, "attach", "7ZZZ", a)
+        check(rc == 1 and "no session id starts with 7ZZZ" in err, "unknown session prefix: %d %r", rc, err)
         m = srv.control().request("session.attach", {"session_id": sid, "sha256": "00" * 32}, timeout=10)
         check(m.type == "error" and m.body.get("code") == "not_found", "a hash not held: %s %r", m.type, m.body)
         check(len([e for e in tape(srv, sid) if e["kind"] == "artifact"]) == 1, "one artifact entry")
+        closed = new_session(srv, tmpdir())
+        check(srv.control().request("session.close", {"session_id": closed}, timeout=10).type == "session.close.ok",
+              "close")
+        rc, _, err = cli(srv, "attach", closed, a)
+        check(rc == 1 and "conflict" in err and "closed" in err, "a closed session: %d %r", rc, err)
     finally:
         srv.stop()
 

@@ -519,6 +519,9 @@ const op_row_t sb_session_ops [OP__COUNT + 1] = {
     [OP_FORK]       = { "session.fork",         true,  sb_session_fork_take, P (fork), W (fork),         NULL },
     //  totals kept as usage entries are appended (actors/session/usage.c)
     [OP_USAGE]      = { "session.usage",        false, NULL,          NULL,            NULL,             R (usage) },
+    //  a person's file, stored by blob.put, as an artifact entry
+    //  (actors/session/attach.c)
+    [OP_ATTACH]     = { "session.attach",       true,  NULL,          P (attach),      W (attach),       NULL },
     //  the actor's own: a prompt's answer to remember, the queue's head
     //  started or not, a queue held at restart (actors/session/prompt.c,
     //  queue_store.c)

@@ -22,7 +22,8 @@ static const char *s_list_usage =
     "Lists the images and files the session's tape references, oldest first: one\n"
     "line each with its sha256, type, size, name and origin (the tape entry that\n"
     "referenced it, its seq and run: a prompt, or the tool.result of view_image\n"
-    "or attach_file, "
+    "or attach_file, or\n"
+    "'person' for a file attached with 'switchboard attach', "
     "with its call_id in --json). An image sent to models downscaled is\n"
     "followed by the copy they got, marked 'sent'. The bytes are in the server's\n"
     "blob store; 'switchboard artifact get HASH' downloads one.\n"
@@ -44,6 +45,8 @@ static void
 s_print (sb_tape_list_t *self, const sb_val_t *ev, const sb_val_t *ref, const char *sent_of)
 {
     const char *kind = sb_get_str (ev, "kind");
+    if (strcmp (kind, "artifact") == 0)
+        kind = "person";
     const char *run = sb_get_str (ev, "run_id");
     uint64_t seq = sb_get_uint (ev, "seq", 0);
     const char *name = sb_get_str (ref, "name");
@@ -90,7 +93,7 @@ s_each (const sb_val_t *ev, void *arg)
 {
     //  a prompt's images, and what view_image showed the model
     const char *kind = sb_get_str (ev, "kind");
-    if (!kind || (strcmp (kind, "prompt") != 0 && strcmp (kind, "tool.result") != 0))
+    if (!kind || (strcmp (kind, "prompt") != 0 && strcmp (kind, "tool.result") != 0 && strcmp (kind, "artifact") != 0))
         return 0;
     const sb_val_t *images = sb_get_array (sb_get_map (ev, "body"), "images");
     for (uint32_t k = 0; images && k < images->len; k++) {
@@ -100,7 +103,8 @@ s_each (const sb_val_t *ev, void *arg)
         if (sent)
             s_print (arg, ev, sent, sb_get_str (ref, "sha256"));
     }
-    //  what attach_file made an artifact
+    //  what attach_file made an artifact, and what the person attached
+    //  (an `artifact` entry, shown with the origin "person")
     const sb_val_t *artifact = sb_get_map (sb_get_map (ev, "body"), "artifact");
     if (artifact)
         s_print (arg, ev, artifact, NULL);

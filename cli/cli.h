@@ -125,6 +125,7 @@ int sb_cmd_events (int argc, char **argv);
 int sb_cmd_checkpoints (int argc, char **argv);
 int sb_cmd_artifacts (int argc, char **argv);
 int sb_cmd_artifact (int argc, char **argv);
+int sb_cmd_attach (int argc, char **argv);
 int sb_cmd_mcp (int argc, char **argv);
 int sb_cmd_mcp_probe (int argc, char **argv);   //  cli/mcp_probe.c
 int sb_cmd_mcp_login (int argc, char **argv);   //  cli/mcp_login.c

@@ -31,6 +31,7 @@ static const sb_cmd_t s_commands [] = {
     { "events", sb_cmd_events, "print a session's tape; --follow streams it live" },
     { "artifacts", sb_cmd_artifacts, "list the images and files a session's tape references, by hash" },
     { "artifact", sb_cmd_artifact, "download one blob: artifact get HASH [-o FILE]" },
+    { "attach", sb_cmd_attach, "attach a file to a session as an artifact" },
     { "checkpoints", sb_cmd_checkpoints, "list a session's checkpoints: the work tree after each step" },
     { "workers", sb_cmd_workers, "list the registered workers and their status" },
     { "nodes", sb_cmd_nodes, "list a cluster's nodes on PostgreSQL: endpoints, heartbeat, shards owned" },

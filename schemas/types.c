@@ -343,6 +343,10 @@ static const sb_field_t s_tape_reasoning [] = {
     { "provider", SB_T_STR, true, 32, NULL, "provider kind that emitted it (responses, anthropic, ...)" },
     { "data", SB_T_STR, true, 4 MB, NULL, "opaque JSON to give back to the same provider" },
     END };
+static const sb_field_t s_tape_artifact [] = {
+    { "artifact", SB_T_MAP, true, 0, sb_blob_ref_fields, "the blob's reference" },
+    { "by", SB_T_STR, true, 16, NULL, "who attached it: person" },
+    END };
 static const sb_field_t s_tape_error [] = {
     { "code", SB_T_STR, true, 32, NULL, "error code" },
     { "message", SB_T_STR, true, 4 KB, NULL, "message" },
@@ -395,6 +399,8 @@ static const sb_type_t s_tape_kinds [] = {
           "the work tree recorded as a git tree after a step (docs/checkpoints.md)"),
     TAPE ("session.rewound", s_tape_rewound, SB_SCOPE_WORKER,
           "the work tree was put back to a checkpoint by a rewind run (docs/checkpoints.md)"),
+    TAPE ("artifact", s_tape_artifact, SB_SCOPE_INTERNAL,
+          "a file the person attached (session.attach, docs/images.md)"),
     TAPE ("error", s_tape_error, SB_SCOPE_INTERNAL, "an error the person should see"),
     TAPE ("note", s_tape_any, SB_SCOPE_WORKER, "free-form note"),
     TAPE ("tape.quota", s_tape_quota, SB_SCOPE_INTERNAL,

@@ -153,6 +153,17 @@ static const sb_field_t s_usage_day [] = {
     END
 };
 static const sb_field_t s_usage_day_item [] = { { "days", SB_T_MAP, false, 0, s_usage_day, "a day" } };
+static const sb_field_t s_session_attach [] = {
+    { "session_id", SB_T_STR, true, ID_MAX, NULL, "the session" },
+    { "sha256", SB_T_STR, true, 64, NULL, "a blob the session holds (stored by blob.put)" },
+    { "name", SB_T_STR, false, 256, NULL, "the file's name as the person gave it" },
+    END
+};
+static const sb_field_t s_session_attach_ok [] = {
+    { "seq", SB_T_UINT, true, 0, NULL, "the artifact entry's seq", RANGE_COUNT },
+    { "artifact", SB_T_MAP, true, 0, sb_blob_ref_fields, "the reference on the tape" },
+    END
+};
 static const sb_field_t s_session_usage [] = {
     { "session_id", SB_T_STR, false, ID_MAX, NULL, "one session (absent: all)" },
     { "since", SB_T_STR, false, 10, NULL, "only from this UTC day on, YYYY-MM-DD" },
@@ -324,6 +335,9 @@ const sb_type_t sb_types_session [] = {
     REQ ("session.usage", s_session_usage, SB_SCOPE_PUBLIC,
          "tokens and cost of a session (and its runs) or of all, by day (docs/usage.md)"),
     REP ("session.usage.ok", s_session_usage_ok, "the totals"),
+    REQ ("session.attach", s_session_attach, SB_SCOPE_PUBLIC,
+         "a file the person attaches, stored first by blob.put, becomes an artifact entry (docs/images.md)"),
+    REP ("session.attach.ok", s_session_attach_ok, "the entry appended"),
     REQ ("session.list", s_session_list, SB_SCOPE_PUBLIC, "list sessions, paged"),
     REP ("session.list.ok", s_session_list_ok, "a page of sessions"),
     REQ ("session.update", s_session_update, SB_SCOPE_PUBLIC, "change a session's config"),

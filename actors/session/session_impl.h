@@ -69,6 +69,7 @@ enum { DBI_SESSIONS, DBI_TAPE, DBI_STATUS, DBI_COMMANDS, DBI_EXPIRY, DBI_PURGE, 
 typedef enum {
     OP_CREATE, OP_GET, OP_LIST, OP_UPDATE, OP_CLOSE, OP_DELETE, OP_APPEND, OP_EVENTS, OP_FENCE,
     OP_PROMPT, OP_Q_LIST, OP_Q_REMOVE, OP_Q_RESUME, OP_STEER_TAKE, OP_COMPACT, OP_REWIND, OP_FORK, OP_USAGE,
+    OP_ATTACH,
     OP_Q_REMEMBER, OP_Q_DEQUEUE, OP_Q_START_FAILED, OP_Q_RESTART,
     OP__COUNT
 } op_t;
@@ -326,6 +327,9 @@ void sb_session_write_close (self_t *self, sb_txn_t *txn, req_t *req);
 void sb_session_write_delete (self_t *self, sb_txn_t *txn, req_t *req);
 void sb_session_write_append (self_t *self, sb_txn_t *txn, req_t *req);
 void sb_session_write_fence (self_t *self, sb_txn_t *txn, req_t *req);
+//  actors/session/attach.c: session.attach, a person's file as an artifact
+void sb_session_prepare_attach (self_t *self, req_t *req);
+void sb_session_write_attach (self_t *self, sb_txn_t *txn, req_t *req);
 
 //  actors/session/mcp_servers.c: the mcp_servers field of create and
 //  update. _ok fails req (invalid) on a name that no server could have;

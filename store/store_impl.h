@@ -13,6 +13,8 @@
       lmdb.c           LMDB: the environment, map growth, info
       lmdb_txn.c       LMDB: transactions and single keys
       lmdb_iter.c      LMDB: cursors and the last key under a prefix
+      lmdb_wal.c       LMDB: the write-ahead log's commits, replay, checkpoints
+      wal.c            the write-ahead log's file and records (store/wal.h)
       pg.c             PostgreSQL: the URL, connections, open, info
       pg_txn.c         PostgreSQL: transactions and single keys
       pg_iter.c        PostgreSQL: paged prefix scans and the last key

@@ -373,6 +373,28 @@ def shell(cmd, call_id):
     return {"name": "shell", "arguments": {"command": cmd}, "call_id": call_id}
 
 
+# gated runs: a shell tool that waits for a file the test writes
+
+def gate(name, mark=None):
+    """A shell command that waits (at most 60 s) for the file `name` in the
+    workspace; with mark, it first creates the file `mark`."""
+    pre = "touch %s; " % mark if mark else ""
+    return pre + "for i in $(seq 1200); do [ -f %s ] && break; sleep 0.05; done; echo passed %s" % (name, name)
+
+
+def shell_turn(call_id, command):
+    return {"tool_calls": [{"name": "shell", "arguments": {"command": command}, "call_id": call_id}]}
+
+
+def open_gate(ws, name):
+    with open(os.path.join(ws, name), "w") as f:
+        f.write("go\n")
+
+
+def wait_file(ws, name, timeout=20):
+    wait_for(lambda: os.path.exists(os.path.join(ws, name)), timeout, "%s in the workspace" % name)
+
+
 def tool(name, call_id, **args):
     return {"name": name, "arguments": args, "call_id": call_id}
 

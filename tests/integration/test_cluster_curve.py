@@ -70,6 +70,17 @@ def worker(a, b, wid, pool, server_key):
                 os.path.join(tmpdir(), "worker-%s.log" % wid), env={"OPENAI_API_KEY": ""})
 
 
+def worker_on_both(a, b, wid):
+    """Once the nodes settled, a worker of pool p given both nodes and
+    both server keys, registered through A: (its Proc, B's server key)."""
+    settled(a, b)
+    ka, kb = (os.path.join(s.data, "certs", "server") for s in (a, b))
+    w = worker(a, b, wid, "p", "%s,%s" % (ka, kb))
+    wait_for(lambda: a.control().request("worker.get", {"worker_id": wid}).type == "worker.get.ok",
+             15, "%s to register through A over CURVE" % wid)
+    return w, kb
+
+
 def registrations(w):
     return w.log().count("registered worker=")
 
@@ -140,11 +151,7 @@ def test_a_run_in_flight_goes_on_through_the_other_node():
         a, b = node(pg, llm, "fl"), node(pg, llm, "fl")
         w = None
         try:
-            settled(a, b)
-            ka, kb = (os.path.join(s.data, "certs", "server") for s in (a, b))
-            w = worker(a, b, "w-fly", "p", "%s,%s" % (ka, kb))
-            wait_for(lambda: a.control().request("worker.get", {"worker_id": "w-fly"}).type == "worker.get.ok",
-                     15, "w-fly to register through A over CURVE")
+            w, kb = worker_on_both(a, b, "w-fly")
             ws = tmpdir()
             sid = new_session(a, ws, approval_policy="yolo")
             run_id = call(a, "run.request", {"session_id": sid, "input": "sleep on the worker",
@@ -200,11 +207,7 @@ def test_an_approval_asked_through_the_dead_node_is_answered_through_the_other()
         a, b = node(pg, llm, "fa"), node(pg, llm, "fa")
         w = None
         try:
-            settled(a, b)
-            ka, kb = (os.path.join(s.data, "certs", "server") for s in (a, b))
-            w = worker(a, b, "w-ask", "p", "%s,%s" % (ka, kb))
-            wait_for(lambda: a.control().request("worker.get", {"worker_id": "w-ask"}).type == "worker.get.ok",
-                     15, "w-ask to register through A over CURVE")
+            w, kb = worker_on_both(a, b, "w-ask")
             ws = tmpdir()
             sid = new_session(a, ws, approval_policy="auto", target="worker:p")
             run_id = call(a, "session.prompt", {"session_id": sid, "text": "write it"})["run_id"]

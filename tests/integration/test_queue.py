@@ -33,27 +33,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import SB_BIN, Instance, Server, check, cli, run_tests, tmpdir, wait_for  # noqa: E402
 from sbagent import (LLM, call, kinds, llm_server, new_session, prompt_call, prompt_ok, queue_list,  # noqa: E402
-                     runs_of, tape, wait_run)
-
-
-def gate(name, mark=None):
-    """A shell command that waits (at most 60 s) for the file `name` in the
-    workspace; with mark, it first creates the file `mark`."""
-    pre = "touch %s; " % mark if mark else ""
-    return pre + "for i in $(seq 1200); do [ -f %s ] && break; sleep 0.05; done; echo passed %s" % (name, name)
-
-
-def shell_turn(call_id, command):
-    return {"tool_calls": [{"name": "shell", "arguments": {"command": command}, "call_id": call_id}]}
-
-
-def open_gate(ws, name):
-    with open(os.path.join(ws, name), "w") as f:
-        f.write("go\n")
-
-
-def wait_file(ws, name, timeout=20):
-    wait_for(lambda: os.path.exists(os.path.join(ws, name)), timeout, "%s in the workspace" % name)
+                     runs_of, tape, wait_run, gate, shell_turn, open_gate, wait_file)
 
 
 def user_texts(items):

@@ -254,7 +254,14 @@ def test_sigkill_while_writing_leaves_no_half_blob():
         # a distinct blob each round, so that each put writes
         body = big[:-12] + struct.pack(">I", attempt) + big[-8:]
         c.send("blob.put", {"session_id": sid, "name": "k.png", "data": body})
-        time.sleep(0.01 * (attempt % 6))
+        # the kill comes as soon as the write's temporary file is there
+        # (odd rounds: after a few ms more, deeper into the write), so that
+        # a loaded machine's timing does not decide whether it proves anything
+        tmpd = os.path.join(data, "blobs", "tmp")
+        until = time.monotonic() + 3
+        while time.monotonic() < until and not (os.path.isdir(tmpd) and os.listdir(tmpd)):
+            time.sleep(0.0005)
+        time.sleep(0.002 * (attempt % 2))
         srv.proc.send_signal(signal.SIGKILL)
         srv.proc.wait(10)
         c.close()

@@ -222,64 +222,6 @@ s_id_of_key (const sb_datum_t *k, size_t at, char id [IA_ID_LEN + 1])
     id [IA_ID_LEN] = 0;
 }
 
-/*  Every pending elicitation, expired as cancelled by "restart": the MCP
-    session that asked lived in the executor of the server that stopped,
-    and a new one knows nothing of the question, so an answer could reach
-    no one (docs/approvals.md). At startup, before the server binds. */
-static void
-s_cancel_elicitations (self_t *self)
-{
-    char (*ids) [IA_ID_LEN + 1] = NULL;
-    size_t n = 0, cap = 0;
-    sb_txn_t txn;
-    if (sb_txn_begin (self->store, &txn, false) != 0)
-        return;
-    sb_key_t p;
-    sb_key_init (&p, 'T');
-    sb_key_str (&p, sb_ia_status_name (IA_PENDING));
-    sb_txn_iter_t it;
-    sb_datum_t k, v;
-    sb_txn_iter_begin (&txn, &it, DBI_INDEX, p.buf, p.len, NULL, 0);
-    while (sb_txn_iter_next (&it, &k, &v)) {
-        if (k.size != p.len + SB_ULID_LEN)
-            continue;
-        char id [IA_ID_LEN + 1];
-        s_id_of_key (&k, p.len, id);
-        ia_t ia;
-        if (sb_ia_load_txn (&txn, id, &ia) != 0)
-            continue;
-        bool elicitation = ia.kind == IA_KIND_ELICITATION;
-        sb_ia_free (&ia);
-        if (!elicitation)
-            continue;
-        if (n == cap) {
-            void *more = realloc (ids, (cap = cap ? cap * 2 : 8) * sizeof *ids);
-            if (!more)
-                break;
-            ids = more;
-        }
-        memcpy (ids [n++], id, sizeof ids [0]);
-    }
-    sb_txn_iter_end (&it);
-    sb_txn_abort (&txn);
-    for (size_t i = 0; i < n; i++) {
-        ia_t ia;
-        if (sb_ia_load (self, ids [i], &ia) != 0)
-            continue;
-        s_settle (&ia, IA_EXPIRED, IA_REJECT, IA_ONCE, IA_ACTION_CANCEL, "restart", sb_now_ms ());
-        free (ia.feedback);
-        ia.feedback = strdup ("the server restarted while this elicitation waited: the MCP session that asked "
-                              "is gone, so it was cancelled");
-        if (sb_ia_save (self, &ia, false, IA_PENDING) == 0) {
-            self->expired++;
-            sb_info (ACTOR, "elicitation cancelled by the restart id=%s session=%s run=%s", ia.interaction_id,
-                     ia.session_id, ia.run_id);
-        }
-        sb_ia_free (&ia);
-    }
-    free (ids);
-}
-
 /* ------------------------------------------------------------------ */
 /*  Requests */
 
@@ -939,7 +881,8 @@ sb_interact_actor (zsock_t *pipe, void *args)
     /* recovery before the server opens to clients (docs/architecture.md):
        deadlines that passed while the server was down */
     s_expire_due (self);
-    s_cancel_elicitations (self);
+    /* a pending elicitation stays pending, as an approval does: its run
+       is re-queued and asks it again (actors/run/recover.c) */
     sb_actor_signal (pipe, 0);
     sb_info (ACTOR, "ready deadline_s=%llu outbox=%llu", (unsigned long long) self->deadline_s,
              (unsigned long long) (self->outbox_next - 1));

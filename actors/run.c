@@ -756,6 +756,7 @@ s_self_new (zsock_t *pipe, const sb_actor_args_t *args)
     if (!self)
         return NULL;
     self->pipe = pipe;
+    self->born_at = sb_now_ms ();
     snprintf (self->instance, sizeof self->instance, "%s", args->instance ? args->instance : "run");
     char dir [4200], err [512];
     const char *url = args->config ? args->config->store : NULL;

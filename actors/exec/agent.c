@@ -390,6 +390,15 @@ s_run_tool (sb_exec_run_t *run, const sb_exec_call_t *call)
         if (res.ok)
             sb_exec_diff_note_write (run->runtime->workspace, run->session_id, call->name, call->arguments);
     }
+    /* an MCP call the server's stop cut short leaves no result, as a
+       crash would: a question it waited on is asked again after the
+       start (actors/run/recover.c), and any other such call is closed as
+       interrupted by the run that resumes it */
+    if (atomic_load (&run->shutdown) && res.cancelled && sb_exec_mcp_is_tool (call->name)) {
+        sb_tool_result_clear (&res);
+        sb_exec_verdict_clear (&v);
+        return -1;
+    }
     sb_enc_t *e = sb_enc_new ();
     sb_enc_array_open (e);
     sb_exec_entry_open (e, "tool.result");

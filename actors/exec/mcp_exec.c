@@ -20,6 +20,8 @@
     thread (each run has its own). */
 static __thread sb_exec_run_t *s_run;
 static __thread const sb_exec_call_t *s_call;
+static __thread unsigned s_asked;       /* questions the current call asked so far */
+static __thread bool s_gone;            /* a question of it was left unanswered by the server's stop */
 
 void
 sb_exec_mcp_attach (sb_exec_run_t *run, const sb_val_t *rec)
@@ -61,18 +63,38 @@ sb_exec_mcp_call (sb_exec_run_t *run, const sb_exec_call_t *call, sb_tool_result
        result arrives whole, and tool.result holds it */
     s_run = run;
     s_call = call;
+    s_asked = 0;
+    s_gone = false;
     sb_mcp_set_call (run->runtime->mcp, call->name, call->arguments, run->cancel_fd,
                      left > 0 ? (int) (left > 3600000 ? 3600000 : left) : 1, sb_exec_tool_output, run, res);
+    /* what the server made of the cancel it heard for a question the stop
+       left open is not its answer: the call is asked again after the
+       start (actors/exec/agent.c leaves no result for it) */
+    if (s_gone)
+        res->cancelled = true;
     s_run = NULL;
     s_call = NULL;
+}
+
+/*  FNV-1a of a string, going on from h. */
+static uint64_t
+s_fnv (uint64_t h, const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *) s; p && *p; p++)
+        h = (h ^ *p) * 1099511628211ull;
+    return h * 1099511628211ull;        /* and a separator */
 }
 
 /*  The elicitor: the server's question becomes an interaction of kind
     elicitation of the run that called the tool (its message as summary,
     its checked schema), and the answer comes back as MCP's action. The
-    interaction's call_id is the tool call's with a time and a count:
-    unlike an approval's, a question is never asked again after a restart
-    (the MCP session that asked is gone with it), so each is new. */
+    interaction's call_id is stable: the tool call's, the question's
+    number within that call, and a digest of its message and schema. A
+    run re-queued at a restart while a question waited (actors/run/
+    recover.c) calls the tool again, and the same question asked again
+    finds the same interaction (interact.request is idempotent by run and
+    call): the person's answer, given before or after the restart, is the
+    one the server gets. A question that differs is a new interaction. */
 static sb_mcp_elicit_action_t
 s_elicitor (void *arg, const char *server, const char *message, const char *schema, char **content)
 {
@@ -82,10 +104,10 @@ s_elicitor (void *arg, const char *server, const char *message, const char *sche
         sb_warn (ACTOR, "MCP server %s asked for values outside a tool call: cancelled", server);
         return SB_MCP_ELICIT_CANCEL;
     }
-    static _Atomic unsigned s_count;
     char call_id [129];
-    snprintf (call_id, sizeof call_id, "elicit:%.80s:%llu:%u", call->call_id, (unsigned long long) sb_now_ms (),
-              ++s_count);
+    uint64_t digest = s_fnv (s_fnv (14695981039346656037ull, message), schema);
+    snprintf (call_id, sizeof call_id, "elicit:%.80s:%u:%016llx", call->call_id, ++s_asked,
+              (unsigned long long) digest);
     sb_sub_t *sub = sb_exec_ask_subscribe (run);
     //  default_outcome reject: nobody answered, the server hears cancel
     sb_enc_t *e = sb_exec_ask_open (run, sb_ia_kind_name (IA_KIND_ELICITATION), call_id, call->name,
@@ -109,6 +131,9 @@ s_elicitor (void *arg, const char *server, const char *message, const char *sche
     if (asked == SB_ASK_FAILED)
         sb_warn (ACTOR, "MCP server %s: cannot ask for its values run=%s code=%s message=\"%s\"", server,
                  run->run_id, sb_err_name (o.code), o.error);
+    else
+    if (asked == SB_ASK_GONE && atomic_load (&run->shutdown))
+        s_gone = true;
     sb_info (ACTOR, "elicitation answered run=%s interaction=%s action=%s", run->run_id, o.interaction_id,
              action == SB_MCP_ELICIT_ACCEPT ? "accept" : action == SB_MCP_ELICIT_DECLINE ? "decline" : "cancel");
     sb_exec_answer_clear (&o);

@@ -323,10 +323,10 @@ sb_run_expire_leases (self_t *self)
     back to the queue, to wait again for the same interaction; `reason`
     says so. */
 static bool
-s_recover_waiting (self_t *self, const run_t *r, char *reason, size_t size)
+s_recover_waiting (self_t *self, const run_t *r, bool takeover, char *reason, size_t size)
 {
     char ia [64] = "";
-    if (!sb_run_recover_waiting (self, r, ia, sizeof ia))
+    if (!sb_run_recover_waiting (self, r, takeover ? sb_now_ms () : self->born_at, ia, sizeof ia))
         return false;
     snprintf (reason, size, "server_restart: waiting for approval %s", ia);
     return true;
@@ -379,7 +379,7 @@ s_recover_shards (self_t *self, uint64_t shards, bool takeover)
         sb_run_status_t to = r.status == SB_RUN_cancelling ? SB_RUN_cancelled : SB_RUN_interrupted;
         char reason [128] = "server_restart";
         if ((r.status == SB_RUN_claimed || r.status == SB_RUN_running)
-        &&  s_recover_waiting (self, &r, reason, sizeof reason))
+        &&  s_recover_waiting (self, &r, takeover, reason, sizeof reason))
             to = SB_RUN_queued;
         else
         //  A rewind half done would leave the work tree as no checkpoint

@@ -14,7 +14,21 @@
     approval.requested and no approval.resolved, or one that rejected it,
     the tool never ran. The run's entries are at the end of its session's
     tape, so the scan reads a window at the tail, widened until it holds
-    the run's start (its prompt or turn.begin). */
+    the run's start (its prompt or turn.begin).
+
+    One exception: an MCP tool call whose server's question (an
+    elicitation, call_id "elicit:CALL:N:DIGEST") waited for a person when
+    the server stopped. The server was waiting for the answer, so it had
+    done nothing past the question that the answer decides; the run is
+    re-queued, its executor calls the tool again, and the same question
+    finds the same interaction (actors/exec/mcp_exec.c), answered before
+    or after the restart (docs/approvals.md, "Restarts"). A question
+    answered before the stop is not: the server went on with the answer,
+    and the call is interrupted as any other. One answered on the tape
+    after the stop (the answer came right after the start, or the
+    deadline passed while the server was down) was never delivered, and
+    counts as waiting: `after_ms` is this process's start, or the
+    takeover's moment for a shard taken from a node that died. */
 #include "actors/run/run_impl.h"
 #include "schemas/interaction.h"
 
@@ -27,6 +41,8 @@ typedef struct {
     char call_id [129];
     char interaction_id [64];
     bool answered, asked, resolved, rejected;
+    bool eliciting;             //  a server's question about it waits (the last asked was not resolved)
+    char question [64];         //  that question's interaction
 } s_call_t;
 
 typedef struct {
@@ -38,6 +54,7 @@ typedef struct {
     bool budget_asked;
     char budget_interaction [64];
     bool started;               //  the window holds the run's prompt or turn.begin
+    uint64_t after_ms;          //  a question answered on the tape from then on was never delivered
 } s_scan_t;
 
 static s_call_t *
@@ -49,6 +66,29 @@ s_find (s_scan_t *s, const char *call_id, const char *interaction_id, bool unans
             continue;
         if ((call_id && strcmp (c->call_id, call_id) == 0)
         ||  (interaction_id && c->interaction_id [0] && strcmp (c->interaction_id, interaction_id) == 0))
+            return c;
+    }
+    return NULL;
+}
+
+/*  The unanswered call an elicitation's call_id ("elicit:CALL:N:DIGEST")
+    names, or NULL: CALL is the tool call's id, cut at 80 bytes. */
+static s_call_t *
+s_elicited (s_scan_t *s, const char *call_id)
+{
+    if (!call_id || strncmp (call_id, "elicit:", 7) != 0)
+        return NULL;
+    const char *id = call_id + 7;
+    const char *end = strrchr (id, ':');
+    while (end && end > id && end [-1] != ':')
+        end--;                  //  back over N to the colon before it
+    if (!end || end <= id)
+        return NULL;
+    size_t n = (size_t) (end - 1 - id);
+    for (size_t k = 0; k < s->n; k++) {
+        s_call_t *c = &s->calls [k];
+        size_t cn = strlen (c->call_id);
+        if (!c->answered && (cn > 80 ? 80 : cn) == n && strncmp (c->call_id, id, n) == 0)
             return c;
     }
     return NULL;
@@ -87,6 +127,20 @@ s_entry (s_scan_t *s, const sb_val_t *ev)
         s_call_t *c = s_find (s, sb_get_str (body, "call_id"), NULL, true);
         if (c)
             c->answered = true;
+    }
+    else
+    if (strcmp (kind, "approval.requested") == 0 && s_elicited (s, sb_get_str (body, "call_id"))) {
+        s_call_t *c = s_elicited (s, sb_get_str (body, "call_id"));
+        c->eliciting = true;
+        s_copy (c->question, sizeof c->question, sb_get_str (body, "interaction_id"));
+    }
+    else
+    if (strcmp (kind, "approval.resolved") == 0 && s_elicited (s, sb_get_str (body, "call_id"))) {
+        s_call_t *c = s_elicited (s, sb_get_str (body, "call_id"));
+        const char *ia = sb_get_str (body, "interaction_id");
+        //  answered (or expired) after the stop: the server never heard it
+        if (ia && strcmp (ia, c->question) == 0 && sb_get_uint (ev, "ts", 0) < s->after_ms)
+            c->eliciting = false;
     }
     else
     if (strcmp (kind, "approval.requested") == 0) {
@@ -168,7 +222,7 @@ s_head (self_t *self, const run_t *r)
 }
 
 bool
-sb_run_recover_waiting (self_t *self, const run_t *r, char *interaction_id, size_t size)
+sb_run_recover_waiting (self_t *self, const run_t *r, uint64_t after_ms, char *interaction_id, size_t size)
 {
     uint64_t head = s_head (self, r);
     if (!head)
@@ -180,6 +234,7 @@ sb_run_recover_waiting (self_t *self, const run_t *r, char *interaction_id, size
     for (uint64_t window = S_WINDOW_FIRST; ; window *= S_WINDOW_GROWTH) {
         memset (s, 0, sizeof *s);
         uint64_t from = head > window ? head - window : 0;
+        s->after_ms = after_ms;
         if (s_read (self, r, from, s) != 0)
             break;
         if (!s->started && from > 0)
@@ -198,9 +253,9 @@ sb_run_recover_waiting (self_t *self, const run_t *r, char *interaction_id, size
             const s_call_t *c = &s->calls [k];
             if (c->answered)
                 continue;
-            waiting = c->asked && (!c->resolved || c->rejected);
+            waiting = (c->asked && (!c->resolved || c->rejected)) || c->eliciting;
             if (waiting)
-                s_copy (interaction_id, size, c->interaction_id);
+                s_copy (interaction_id, size, c->eliciting ? c->question : c->interaction_id);
             break;
         }
         break;

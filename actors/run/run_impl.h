@@ -133,6 +133,7 @@ typedef struct {
 } worker_t;
 
 struct self_t {
+    uint64_t born_at;           /* wall ms the actor started: what the tape holds after it, no executor of before saw */
     zsock_t *pipe;
     sb_bus_t *bus;
     sb_store_t *store;
@@ -357,6 +358,6 @@ void sb_run_recover (self_t *self);
 /*  Whether the unfinished run `r` was waiting for an approval, by its
     tape: its first call without a result has a pending (or rejected)
     approval. The interaction's id into interaction_id. */
-bool sb_run_recover_waiting (self_t *self, const run_t *r, char *interaction_id, size_t size);
+bool sb_run_recover_waiting (self_t *self, const run_t *r, uint64_t after_ms, char *interaction_id, size_t size);
 
 #endif

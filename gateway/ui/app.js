@@ -23,6 +23,7 @@ import { budgetLine } from './budget.js';
 import { Rewinder } from './rewind.js';
 import { CheckpointDiff } from './ckdiff.js';
 import { ImageTray } from './images.js';
+import { Artifacts } from './artifacts.js';
 
 const NARROW = window.matchMedia ('(max-width: 800px)');
 const MEDIUM = window.matchMedia ('(max-width: 1200px)');
@@ -51,12 +52,14 @@ class App {
     this.sidebar = new Sidebar (this);
     this.tabs = new Tabs ();
     this.changes = new Changes (this);
+    this.artifacts = new Artifacts (this);
     this.inbox = new Inbox (this);
     this.workers = new Workers (this);
     this.mcp = new McpConnect (this);
     this.rewinder = new Rewinder (this);
     this.ckdiff = new CheckpointDiff (this);
     this.tabs.onShow.changes = () => this.changes.refresh ();
+    this.tabs.onShow.artifacts = () => this.artifacts.refresh ();
     this.tabs.onShow.approvals = () => this.inbox.refresh ();
     this.bus = new Bus (this);
     this.tabs.onShow.bus = () => this.bus.start ();
@@ -195,6 +198,8 @@ class App {
     this.conn.subscribe (sid, 0, (ev) => this._event (sid, ev));
     this._loadSession ();
     this.changes.refresh ();
+    if (this.tabs.current === 'artifacts')
+      this.artifacts.refresh ();
     this._queueRefresh ();
     this.usage = null;
     this._usageRefresh ();
@@ -228,6 +233,9 @@ class App {
       return;
     this.transcript.apply (ev);
     this._uiSoon ();
+    // an entry that may reference an image or a file
+    if (['prompt', 'tool.result', 'artifact'].includes (ev.kind) && this.tabs.current === 'artifacts')
+      this.artifacts.soon ();
   }
 
   // What depends on the tape as a whole (the header, the composer, the

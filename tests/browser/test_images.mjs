@@ -11,50 +11,10 @@
 
 import { existsSync, readFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
-import { deflateSync } from 'node:zlib';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
 import { ROOT, SB_BIN, CHROMIUM, OUT, PY, STEP_MS, check, tmp, start, run, waitFor, shot,
-         startServe, stopServe, runTest } from './lib.mjs';
-
-// A real 48 x 32 RGB PNG (a gradient), built here.
-function png (w, h) {
-  const crcTable = [...Array (256)].map ((_, n) => {
-    let c = n;
-    for (let k = 0; k < 8; k++)
-      c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-    return c >>> 0;
-  });
-  const crc = (buf) => {
-    let c = 0xffffffff;
-    for (const b of buf)
-      c = crcTable [(c ^ b) & 0xff] ^ (c >>> 8);
-    return (c ^ 0xffffffff) >>> 0;
-  };
-  const chunk = (type, data) => {
-    const len = Buffer.alloc (4);
-    len.writeUInt32BE (data.length);
-    const td = Buffer.concat ([Buffer.from (type), data]);
-    const c = Buffer.alloc (4);
-    c.writeUInt32BE (crc (td));
-    return Buffer.concat ([len, td, c]);
-  };
-  const ihdr = Buffer.alloc (13);
-  ihdr.writeUInt32BE (w, 0);
-  ihdr.writeUInt32BE (h, 4);
-  ihdr [8] = 8;
-  ihdr [9] = 2;
-  const raw = Buffer.alloc ((w * 3 + 1) * h);
-  for (let y = 0; y < h; y++)
-    for (let x = 0; x < w; x++) {
-      const o = y * (w * 3 + 1) + 1 + x * 3;
-      raw [o] = x * 5;
-      raw [o + 1] = y * 7;
-      raw [o + 2] = 128;
-    }
-  return Buffer.concat ([Buffer.from ([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk ('IHDR', ihdr),
-                         chunk ('IDAT', deflateSync (raw)), chunk ('IEND', Buffer.alloc (0))]);
-}
+         startServe, stopServe, runTest, png } from './lib.mjs';
 
 async function main () {
   const llmDir = tmp ('sb-images-llm-');

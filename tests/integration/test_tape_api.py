@@ -366,7 +366,10 @@ def test_delete_removes_tape_and_index_entries():
 
 def test_delete_resumes_purging_after_a_crash():
     server, api, ws = setup()
+    # what the purge must bring back; meta gains the write-ahead log's
+    # applied LSN at the first commit (docs/sessions.md), so it is left out
     base = mdb_stat(server.data)
+    base.pop("meta", None)
     sid = api.create(ws)["session_id"]
     for k in range(30):
         ok(api.call("session.append", {"session_id": sid, "entries": [{"kind": "note"}] * 1000}), "batch")
@@ -374,7 +377,8 @@ def test_delete_resumes_purging_after_a_crash():
     server.proc.kill()          # SIGKILL, perhaps in the middle of the purge
     server.close_control()
     server.start()
-    wait_for(lambda: mdb_stat(server.data) == base, 20, "the purge to finish after the restart")
+    wait_for(lambda: {k: v for k, v in mdb_stat(server.data).items() if k != "meta"} == base, 20,
+             "the purge to finish after the restart")
     server.stop()
 
 

@@ -7,14 +7,11 @@
 // person's (POST /api/blobs/SESSION) and attaches it (session.attach).
 
 import { el, clear } from './dom.js';
+import { blobUrl, uploadBlob } from './images.js';
 
 const PAGE = 1000;                      // session.events' page
 const PREVIEW_BYTES = 4096;             // of a text file, shown
 const TEXT = /^(text\/|application\/(json|x-ndjson|xml|x-yaml|javascript))/;
-
-function blobUrl (sid, sha256) {
-  return '/api/blobs/' + encodeURIComponent (sid) + '/' + encodeURIComponent (sha256);
-}
 
 function size (n) {
   return n >= 1048576 ? (n / 1048576).toFixed (1) + ' MiB' : n >= 1024 ? (n / 1024).toFixed (1) + ' KiB' : n + ' B';
@@ -89,12 +86,8 @@ export class Artifacts {
       if (!sid)
         return;
       try {
-        const r = await fetch ('/api/blobs/' + encodeURIComponent (sid) + '?name=' + encodeURIComponent (f.name || 'file'),
-                               { method: 'POST', headers: { 'X-Switchboard': '1' }, body: f, credentials: 'same-origin' });
-        const j = await r.json ();
-        if (!r.ok)
-          throw (j.error || { code: 'internal', message: 'upload failed: HTTP ' + r.status });
-        await this.app.conn.call ('session.attach', { session_id: sid, sha256: j.blob.sha256, name: f.name || undefined });
+        const blob = await uploadBlob (sid, f, 'file');
+        await this.app.conn.call ('session.attach', { session_id: sid, sha256: blob.sha256, name: f.name || undefined });
       } catch (e) {
         this.app.error (e);
       }

@@ -10,8 +10,19 @@ import { el, clear } from './dom.js';
 const MAX_IMAGES = 16;
 const MAX_BYTES = 24 * 1024 * 1024;
 
-function blobUrl (sid, sha256) {
+export function blobUrl (sid, sha256) {
   return '/api/blobs/' + encodeURIComponent (sid) + '/' + encodeURIComponent (sha256);
+}
+
+// Stores a file for the session: the answer's blob ({sha256, mime, ...}),
+// or throws the server's error.
+export async function uploadBlob (sid, f, fallbackName) {
+  const r = await fetch ('/api/blobs/' + encodeURIComponent (sid) + '?name=' + encodeURIComponent (f.name || fallbackName),
+                         { method: 'POST', headers: { 'X-Switchboard': '1' }, body: f, credentials: 'same-origin' });
+  const j = await r.json ();
+  if (!r.ok)
+    throw (j.error || { code: 'internal', message: 'upload failed: HTTP ' + r.status });
+  return j.blob;
 }
 
 // The thumbnails of a prompt entry's images, or null.
@@ -70,14 +81,10 @@ export class ImageTray {
       if (f.size > MAX_BYTES)
         return this.onError ({ code: 'too_large', message: f.name + ' is over 24 MiB' });
       try {
-        const r = await fetch ('/api/blobs/' + encodeURIComponent (sid) + '?name=' + encodeURIComponent (f.name || 'pasted.png'),
-                               { method: 'POST', headers: { 'X-Switchboard': '1' }, body: f, credentials: 'same-origin' });
-        const j = await r.json ();
-        if (!r.ok)
-          throw (j.error || { code: 'internal', message: 'upload failed: HTTP ' + r.status });
+        const blob = await uploadBlob (sid, f, 'pasted.png');
         // the page's CSP takes images from 'self' only (no blob: URLs):
         // the thumbnail is the stored blob
-        this._show (j.blob, blobUrl (sid, j.blob.sha256));
+        this._show (blob, blobUrl (sid, blob.sha256));
       } catch (e) {
         this.onError (e);
       }

@@ -24,6 +24,7 @@ import subprocess
 import termios
 import threading
 import urllib.request
+import zlib
 
 import zmq
 
@@ -371,6 +372,34 @@ def session_prompt(server, sid, text):
 
 def shell(cmd, call_id):
     return {"name": "shell", "arguments": {"command": cmd}, "call_id": call_id}
+
+
+# images: a real PNG built here, and a file written
+
+def png(width, height, seed=0, noisy=False):
+    """A real RGB PNG: noisy pixels do not compress (a large file)."""
+    rows = []
+    for y in range(height):
+        if noisy:
+            row = os.urandom(width * 3)
+        else:
+            row = bytes(((x * 7 + y * 3 + seed) & 0xFF) for x in range(width)) * 3
+            row = row[:width * 3]
+        rows.append(b"\0" + row)
+    raw = b"".join(rows)
+
+    def chunk(kind, data):
+        c = kind + data
+        return struct.pack(">I", len(data)) + c + struct.pack(">I", zlib.crc32(c) & 0xFFFFFFFF)
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr)
+            + chunk(b"IDAT", zlib.compress(raw, 0 if noisy else 6)) + chunk(b"IEND", b""))
+
+
+def write_bytes(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
 
 
 # gated runs: a shell tool that waits for a file the test writes

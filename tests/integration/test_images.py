@@ -18,39 +18,12 @@ import signal
 import struct
 import sys
 import time
-import zlib
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import Client, Server, check, cli, run_tests, tmpdir, wait_for  # noqa: E402
 from sbllm import LlmServer, provider, write_providers  # noqa: E402
-from sbagent import call, get_run, new_session, tape, wait_run  # noqa: E402
-
-
-def png(width, height, seed=0, noisy=False):
-    """A real RGB PNG: noisy pixels do not compress (a large file)."""
-    rows = []
-    for y in range(height):
-        if noisy:
-            row = os.urandom(width * 3)
-        else:
-            row = bytes(((x * 7 + y * 3 + seed) & 0xFF) for x in range(width)) * 3
-            row = row[:width * 3]
-        rows.append(b"\0" + row)
-    raw = b"".join(rows)
-
-    def chunk(kind, data):
-        c = kind + data
-        return struct.pack(">I", len(data)) + c + struct.pack(">I", zlib.crc32(c) & 0xFFFFFFFF)
-    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr)
-            + chunk(b"IDAT", zlib.compress(raw, 0 if noisy else 6)) + chunk(b"IEND", b""))
-
-
-def write(path, data):
-    with open(path, "wb") as f:
-        f.write(data)
-    return path
+from sbagent import call, get_run, new_session, png, tape, wait_run, write_bytes  # noqa: E402
 
 
 def blob_files(data):
@@ -131,7 +104,7 @@ def test_each_provider_gets_the_image_byte_for_byte():
     llm, srv = start()
     try:
         ws = tmpdir()
-        pic = write(os.path.join(tmpdir(), "shot.png"), png(64, 48, seed=1))
+        pic = write_bytes(os.path.join(tmpdir(), "shot.png"), png(64, 48, seed=1))
         want = open(pic, "rb").read()
         for prov, endpoint, tag in (("resp", "responses", "r"), ("chat", "chat", "c"), ("ant", "anthropic", "a")):
             sid = new_session(srv, ws, provider=prov)
@@ -156,8 +129,8 @@ def test_same_image_twice_stored_once_and_text_named_png_refused():
     llm, srv = start()
     try:
         ws = tmpdir()
-        pic = write(os.path.join(tmpdir(), "a.png"), png(32, 32, seed=2))
-        copy = write(os.path.join(tmpdir(), "b.png"), open(pic, "rb").read())
+        pic = write_bytes(os.path.join(tmpdir(), "a.png"), png(32, 32, seed=2))
+        copy = write_bytes(os.path.join(tmpdir(), "b.png"), open(pic, "rb").read())
         sid = new_session(srv, ws)
         wait_run(srv, prompt_image(srv, sid, [pic, copy]))
         sid2 = new_session(srv, ws)
@@ -166,7 +139,7 @@ def test_same_image_twice_stored_once_and_text_named_png_refused():
               "blobs stored: %r", blob_files(srv.data))
         _, images = user_parts(last_request(llm, "responses", "r"), "responses")
         check(len(images) == 1, "the second session's request has %d images", len(images))
-        fake = write(os.path.join(tmpdir(), "notes.png"), b"this is text, not a picture\n")
+        fake = write_bytes(os.path.join(tmpdir(), "notes.png"), b"this is text, not a picture\n")
         err = prompt_image(srv, sid, [fake], ok=False)
         check("not an image" in err and "text/plain" in err, "refusal: %r", err)
         # nor does a hash the session never put pass
@@ -182,7 +155,7 @@ def test_model_without_images_fails_before_the_call():
     llm, srv = start()
     try:
         sid = new_session(srv, tmpdir(), provider="blind")
-        pic = write(os.path.join(tmpdir(), "x.png"), png(8, 8))
+        pic = write_bytes(os.path.join(tmpdir(), "x.png"), png(8, 8))
         run = wait_run(srv, prompt_image(srv, sid, [pic]))
         check(run["status"] == "failed" and "does not take images" in run.get("reason", ""), "run %r", run)
         check(not llm.requests("chat", "b"), "a request reached the provider: %r", llm.requests("chat", "b"))
@@ -197,7 +170,7 @@ def test_large_image_downscaled_and_both_on_the_tape():
         sid = new_session(srv, tmpdir(), provider="ant")
         big = png(2600, 2600, noisy=True)
         check(len(big) > 20 * 1000 * 1000, "the test image is only %d bytes", len(big))
-        pic = write(os.path.join(tmpdir(), "huge.png"), big)
+        pic = write_bytes(os.path.join(tmpdir(), "huge.png"), big)
         run = wait_run(srv, prompt_image(srv, sid, [pic]), timeout=60)
         check(run["status"] == "completed", "run %r", run)
         ref = [e for e in tape(srv, sid) if e["kind"] == "prompt"][-1]["body"]["images"][0]
@@ -220,8 +193,8 @@ def test_session_quota_and_stats():
     llm, srv = start(env={"SWITCHBOARD_BLOB_SESSION_QUOTA": "30000"})
     try:
         sid = new_session(srv, tmpdir())
-        a = write(os.path.join(tmpdir(), "a.png"), png(100, 60, noisy=True))      # ~18 KB
-        b = write(os.path.join(tmpdir(), "b.png"), png(100, 60, noisy=True))
+        a = write_bytes(os.path.join(tmpdir(), "a.png"), png(100, 60, noisy=True))      # ~18 KB
+        b = write_bytes(os.path.join(tmpdir(), "b.png"), png(100, 60, noisy=True))
         check(os.path.getsize(a) > 15000, "test image %d bytes", os.path.getsize(a))
         wait_run(srv, prompt_image(srv, sid, [a]))
         err = prompt_image(srv, sid, [b], ok=False)
@@ -291,8 +264,8 @@ def test_deleted_session_blobs_swept():
     llm, srv = start()
     try:
         ws = tmpdir()
-        keep = write(os.path.join(tmpdir(), "keep.png"), png(16, 16, seed=5))
-        gone = write(os.path.join(tmpdir(), "gone.png"), png(16, 16, seed=6))
+        keep = write_bytes(os.path.join(tmpdir(), "keep.png"), png(16, 16, seed=5))
+        gone = write_bytes(os.path.join(tmpdir(), "gone.png"), png(16, 16, seed=6))
         s1, s2 = new_session(srv, ws), new_session(srv, ws)
         wait_run(srv, prompt_image(srv, s1, [keep, gone]))
         wait_run(srv, prompt_image(srv, s2, [keep]))
@@ -315,7 +288,7 @@ def test_artifacts_list_and_get():
     llm, srv = start()
     try:
         sid = new_session(srv, tmpdir())
-        pic = write(os.path.join(tmpdir(), "diagram.png"), png(24, 12, seed=7))
+        pic = write_bytes(os.path.join(tmpdir(), "diagram.png"), png(24, 12, seed=7))
         rid = prompt_image(srv, sid, [pic])
         wait_run(srv, rid)
         rc, out, err = cli(srv, "artifacts", sid, "--json")
@@ -346,7 +319,7 @@ def test_chat_image_command():
     llm, srv = start()
     try:
         sid = new_session(srv, tmpdir(), provider="chat")
-        pic = write(os.path.join(tmpdir(), "board.png"), png(20, 20, seed=8))
+        pic = write_bytes(os.path.join(tmpdir(), "board.png"), png(20, 20, seed=8))
         lines = b"/image %s\nwhat does the board say?\n" % pic.encode()
         p = subprocess.run([SB_BIN, "chat", sid, "--data", srv.data], input=lines, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, timeout=60)
@@ -370,7 +343,7 @@ def test_worker_session_gets_the_image_by_hash():
     try:
         w = start_worker(srv, "wimg")
         sid = new_session(srv, tmpdir(), approval_policy="yolo", target="worker:p", provider="ant")
-        pic = write(os.path.join(tmpdir(), "remote.png"), png(30, 20, seed=11))
+        pic = write_bytes(os.path.join(tmpdir(), "remote.png"), png(30, 20, seed=11))
         run = wait_run(srv, prompt_image(srv, sid, [pic]), timeout=30)
         check(run["status"] == "completed" and run.get("worker_id") == "wimg", "run %r", run)
         _, images = user_parts(last_request(llm, "anthropic", "a"), "anthropic")
@@ -424,8 +397,8 @@ def test_view_image_tool():
     llm = LLM()
     ws = tmpdir()
     shot = png(50, 40, seed=14)
-    write(os.path.join(ws, "shot.png"), shot)
-    write(os.path.join(ws, "notes.png"), b"not a picture\n")
+    write_bytes(os.path.join(ws, "shot.png"), shot)
+    write_bytes(os.path.join(ws, "notes.png"), b"not a picture\n")
     llm.script("vi", [
         {"tool_calls": [{"name": "view_image", "arguments": {"path": "shot.png"}, "call_id": "c1"},
                         {"name": "view_image", "arguments": {"path": "../etc/passwd"}, "call_id": "c2"},
@@ -474,7 +447,7 @@ def test_attach_file_tool():
     ws = tmpdir()
     report = b"# Report\n\nAll 12 tests pass.\n" * 40
     os.mkdir(os.path.join(ws, "out"))
-    write(os.path.join(ws, "out", "report.md"), report)
+    write_bytes(os.path.join(ws, "out", "report.md"), report)
     llm.script("af", [
         {"tool_calls": [{"name": "attach_file", "call_id": "a1",
                          "arguments": {"path": "out/report.md", "name": "report.md", "description": "the results"}},
@@ -518,7 +491,7 @@ def test_one_shot_run_with_an_image():
     from sbtest import sb
     llm = LlmServer()
     try:
-        pic = write(os.path.join(tmpdir(), "ui.png"), png(26, 14, seed=12))
+        pic = write_bytes(os.path.join(tmpdir(), "ui.png"), png(26, 14, seed=12))
         rc, out, err = sb("run", "--goal", "what is wrong here?", "--image", pic, "--repo", tmpdir(),
                           "--llm", "responses", "--llm-url", llm.base(gen=1, tag="o"), "--model", "m",
                           "--data", tmpdir(), timeout=60, env={"OPENAI_API_KEY": "sk-test"})
@@ -579,7 +552,7 @@ def test_figure_prompt_image_to_request():
         ws = tmpdir()
         times = []
         for k in range(5):
-            pic = write(os.path.join(tmpdir(), "two.png"), png(820, 820, noisy=True))
+            pic = write_bytes(os.path.join(tmpdir(), "two.png"), png(820, 820, noisy=True))
             check(1.9e6 < os.path.getsize(pic) < 2.2e6, "test image %d bytes", os.path.getsize(pic))
             sid = new_session(srv, ws)
             # the log grows when a request has been read whole: a stat, not

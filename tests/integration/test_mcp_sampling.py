@@ -27,12 +27,11 @@ import os
 import struct
 import sys
 import time
-import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import ROOT, Server, check, cli, read_jsonl, run_tests, tmpdir  # noqa: E402
 from sbagent import (LLM, LLM_ENV, calls, llm_args, new_session, pending, prompt, resolve, results, tape,  # noqa: E402
-                     wait_run)
+                     wait_run, png)
 from sbmcp import HttpMcp, mcp_config  # noqa: E402
 from sbllm import provider, write_providers  # noqa: E402
 
@@ -199,17 +198,6 @@ def test_allowed_by_an_update_between_runs():
         check(len(caps) == 2 and "sampling" not in caps[0] and "sampling" in caps[1], "initialize: %r", caps)
     finally:
         t.stop()
-
-
-def png(width, height, noisy=False):
-    """A real RGB PNG (noisy: pixels that do not compress)."""
-    raw = b"".join(b"\0" + (os.urandom(width * 3) if noisy else bytes((x * 7 + y) & 0xFF for x in range(width * 3)))
-                   for y in range(height))
-
-    def chunk(kind, data):
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(raw, 1)) + chunk(b"IEND", b""))
 
 
 def with_image(data, mime="image/png", role="user"):

@@ -21,32 +21,13 @@ import hashlib
 import json
 import os
 import signal
-import struct
 import sys
-import zlib
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sbtest import Server, check, cli, run_tests, tmpdir, wait_for  # noqa: E402
 from sbagent import (LLM, LLM_ENV, call, llm_args, llm_server, new_session, prompt_call, prompt_ok,  # noqa: E402
-                     queue_list, runs_of, tape, wait_run, gate, shell_turn, open_gate, wait_file)
-
-
-def png(width, height, seed=0):
-    """A real RGB PNG of width x height."""
-    rows = b"".join(b"\0" + bytes(((x * 7 + y * 3 + seed) & 0xFF) for x in range(width * 3)) for y in range(height))
-
-    def chunk(kind, data):
-        c = kind + data
-        return struct.pack(">I", len(data)) + c + struct.pack(">I", zlib.crc32(c) & 0xFFFFFFFF)
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
-
-
-def write(path, data):
-    with open(path, "wb") as f:
-        f.write(data)
-    return path
+                     queue_list, runs_of, tape, wait_run, gate, shell_turn, open_gate, wait_file, png, write_bytes)
 
 
 def blob_files(data):
@@ -100,7 +81,7 @@ def test_queued_prompt_with_an_image_reaches_the_provider():
     server, ws, sid, run_a = busy_session(llm, "qimg", [{"text": "first done"}, {"text": "saw it"}])
     try:
         pic = png(40, 30, seed=3)
-        f = write(os.path.join(tmpdir(), "shot.png"), pic)
+        f = write_bytes(os.path.join(tmpdir(), "shot.png"), pic)
         sha = hashlib.sha256(pic).hexdigest()
         rc, out, err = cli(server, "prompt", sid, "what is in this picture?", "--image", f, "--json", timeout=30)
         check(rc == 0, "prompt --image while busy: %d %s %s", rc, out, err)

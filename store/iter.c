@@ -42,6 +42,23 @@ s_prefix_ok (sb_txn_t *txn, unsigned dbi, const void *prefix, size_t plen)
     return true;
 }
 
+//  The prefix's successor, the first key past every key with the prefix:
+//  the prefix with trailing 0xff bytes dropped and its last byte
+//  incremented. Its length; 0 for a prefix of only 0xff bytes, which has
+//  no successor (its keys run to the dbi's end).
+static size_t
+s_successor (const void *prefix, size_t plen, uint8_t succ [SB_STORE_KEY_MAX])
+{
+    size_t slen = plen;
+    if (plen > 0)
+        memcpy (succ, prefix, plen);
+    while (slen > 0 && succ [slen - 1] == 0xff)
+        slen--;
+    if (slen > 0)
+        succ [slen - 1]++;
+    return slen;
+}
+
 int
 sb_txn_last (sb_txn_t *txn, unsigned dbi, const void *prefix, size_t plen,
              sb_datum_t *key, sb_datum_t *val)
@@ -55,18 +72,9 @@ sb_txn_last (sb_txn_t *txn, unsigned dbi, const void *prefix, size_t plen,
     if (!s_prefix_ok (txn, dbi, prefix, plen))
         return txn->ret;
 
-    //  The last key with the prefix is the one just before the prefix's
-    //  successor: the prefix with trailing 0xff bytes dropped and its last
-    //  byte incremented. A prefix of only 0xff bytes has no successor, and
-    //  its last key is the dbi's last key.
+    //  The last key with the prefix is the one just before its successor.
     uint8_t succ [SB_STORE_KEY_MAX];
-    size_t slen = plen;
-    if (plen > 0)
-        memcpy (succ, prefix, plen);
-    while (slen > 0 && succ [slen - 1] == 0xff)
-        slen--;
-    if (slen > 0)
-        succ [slen - 1]++;
+    size_t slen = s_successor (prefix, plen, succ);
     sb_datum_t k = { 0, NULL }, v = { 0, NULL };
     int rc = txn->store->ops->last (txn, dbi, prefix, plen, succ, slen, &k, &v);
     if (rc == SB_STORE_NOTFOUND || (rc == 0 && !s_has_prefix (&k, prefix, plen)))
@@ -92,15 +100,8 @@ sb_txn_take_first (sb_txn_t *txn, unsigned dbi, const void *prefix, size_t plen,
         return txn->ret;
     if (!txn->write)
         return txn->ret = SB_STORE_INVALID;
-    //  the successor as in sb_txn_last
     uint8_t succ [SB_STORE_KEY_MAX];
-    size_t slen = plen;
-    if (plen > 0)
-        memcpy (succ, prefix, plen);
-    while (slen > 0 && succ [slen - 1] == 0xff)
-        slen--;
-    if (slen > 0)
-        succ [slen - 1]++;
+    size_t slen = s_successor (prefix, plen, succ);
     int rc = txn->store->ops->take (txn, dbi, prefix, plen, succ, slen, key, klen);
     if (rc == SB_STORE_NOTFOUND)
         return SB_STORE_NOTFOUND;
